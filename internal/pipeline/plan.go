@@ -1,0 +1,164 @@
+package pipeline
+
+import (
+	"time"
+)
+
+// Plan is a pipeline after validation, matrix expansion and DAG construction: the exact set
+// of jobs a run will contain. It is plain data, safe to marshal to JSON and store.
+type Plan struct {
+	Name   string   `json:"name"`
+	Stages []string `json:"stages,omitempty"`
+	// Jobs in topological order: by wave, then by their order in the document.
+	Jobs []*Job `json:"jobs"`
+	// Waves groups job keys by depth in the DAG: wave 0 needs nothing, wave n needs at least
+	// one job of wave n-1 and none of a later wave.
+	Waves [][]string `json:"waves"`
+}
+
+// Job lookup by key; nil when absent.
+func (p *Plan) Job(key string) *Job {
+	for _, j := range p.Jobs {
+		if j.Key == key {
+			return j
+		}
+	}
+	return nil
+}
+
+// Job is one schedulable unit: a job of the definition, or one instance of a matrix job.
+type Job struct {
+	// Key is unique within the plan: the job name, or for a matrix instance the name
+	// followed by its values, as in "test (go=1.26, shard=2)".
+	Key string `json:"key"`
+	// Name is the job's name in the definition (the same for every matrix instance).
+	Name   string        `json:"name"`
+	Matrix []MatrixValue `json:"matrix,omitempty"`
+	Stage  string        `json:"stage,omitempty"`
+	Wave   int           `json:"wave"`
+	// Needs holds the keys of the jobs this one waits for, with matrix jobs fanned in.
+	Needs []string `json:"needs,omitempty"`
+	// NeedsNames holds the definition names this job waits for (explicit or from stages);
+	// these are the names an if: expression may read as needs.<name>.result.
+	NeedsNames      []string          `json:"needs_names,omitempty"`
+	If              *Condition        `json:"if,omitempty"`
+	RunsOn          []string          `json:"runs_on,omitempty"`
+	Resources       Resources         `json:"resources"`
+	Priority        Priority          `json:"priority"`
+	Timeout         Duration          `json:"timeout"`
+	CancelGrace     Duration          `json:"cancel_grace"`
+	Retry           RetryPolicy       `json:"retry"`
+	Concurrency     *Concurrency      `json:"concurrency,omitempty"`
+	Artifacts       *Artifacts        `json:"artifacts,omitempty"`
+	ContinueOnError bool              `json:"continue_on_error,omitempty"`
+	Network         bool              `json:"network,omitempty"`
+	Env             map[string]string `json:"env,omitempty"`
+	Steps           []Step            `json:"steps"`
+}
+
+// MatrixValue is one axis value of a matrix instance, in the order the axes were declared.
+type MatrixValue struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+}
+
+// Step is one command of a job. Steps of a job run in order in one workspace.
+type Step struct {
+	Index int    `json:"index"`
+	Name  string `json:"name"`
+	Run   string `json:"run"`
+	// Shell is bash, sh or python3.
+	Shell           string            `json:"shell"`
+	Env             map[string]string `json:"env,omitempty"`
+	Once            bool              `json:"once,omitempty"`
+	ContinueOnError bool              `json:"continue_on_error,omitempty"`
+	Timeout         Duration          `json:"timeout,omitempty"`
+}
+
+// Resources a job needs free on a worker. Zero means no requirement.
+type Resources struct {
+	MilliCPU    int64 `json:"milli_cpu,omitempty"`
+	MemoryBytes int64 `json:"memory_bytes,omitempty"`
+}
+
+// Concurrency puts a job in a named group of which at most one job runs at a time.
+type Concurrency struct {
+	Group string `json:"group"`
+	// CancelInProgress cancels the job holding the group when another one becomes ready,
+	// instead of queueing behind it.
+	CancelInProgress bool `json:"cancel_in_progress,omitempty"`
+}
+
+// Artifacts lists the files a job keeps after its steps.
+type Artifacts struct {
+	Name     string   `json:"name,omitempty"`
+	Paths    []string `json:"paths"`
+	ExpireIn Duration `json:"expire_in,omitempty"`
+}
+
+// FailureKind says why a job attempt did not succeed.
+type FailureKind string
+
+// The failure kinds a retry policy can react to.
+const (
+	FailureExit    FailureKind = "failure" // a step exited non-zero
+	FailureLost    FailureKind = "lost"    // the worker stopped renewing its lease
+	FailureTimeout FailureKind = "timeout" // the job ran past its timeout
+)
+
+// RetryPolicy says how often and when a failed attempt is tried again.
+type RetryPolicy struct {
+	// MaxAttempts counts every attempt, the first included; 1 means no retry.
+	MaxAttempts int           `json:"max_attempts"`
+	Backoff     Duration      `json:"backoff"`
+	MaxBackoff  Duration      `json:"max_backoff"`
+	On          []FailureKind `json:"on"`
+}
+
+// Retries reports whether the policy retries a failure of this kind.
+func (r RetryPolicy) Retries(kind FailureKind) bool {
+	for _, k := range r.On {
+		if k == kind {
+			return true
+		}
+	}
+	return false
+}
+
+// Delay is the wait before the given attempt (2 for the first retry): exponential from
+// Backoff, capped at MaxBackoff.
+func (r RetryPolicy) Delay(attempt int) time.Duration {
+	d := time.Duration(r.Backoff)
+	for i := 2; i < attempt && d < time.Duration(r.MaxBackoff); i++ {
+		d *= 2
+	}
+	if r.MaxBackoff > 0 && d > time.Duration(r.MaxBackoff) {
+		d = time.Duration(r.MaxBackoff)
+	}
+	return d
+}
+
+// Priority is a dispatch lane; higher lanes are always served first.
+type Priority string
+
+// The priority lanes, highest first.
+const (
+	PriorityCritical Priority = "critical"
+	PriorityHigh     Priority = "high"
+	PriorityNormal   Priority = "normal"
+	PriorityLow      Priority = "low"
+)
+
+// Rank orders lanes: 0 for critical up to 3 for low.
+func (p Priority) Rank() int {
+	switch p {
+	case PriorityCritical:
+		return 0
+	case PriorityHigh:
+		return 1
+	case PriorityLow:
+		return 3
+	default:
+		return 2
+	}
+}
