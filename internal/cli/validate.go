@@ -1,0 +1,184 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gantry-ci/gantry/internal/pipeline"
+)
+
+// validateConfig is everything `gantry validate` acts on.
+type validateConfig struct {
+	Files []string // paths; "-" reads standard input
+	JSON  bool     // one JSON document instead of text
+}
+
+func (a *app) validateCommand() *cobra.Command {
+	var cfg validateConfig
+	cmd := &cobra.Command{
+		Use:   "validate FILE...",
+		Short: "Check pipeline definitions and list every mistake",
+		Long: "Validate compiles each pipeline definition (YAML or JSON) exactly as the server\n" +
+			"would and lists every mistake with its file, line, column and path.\n\n" +
+			"Exit status: 0 all files are valid, 1 a file is invalid, 2 usage error or a\n" +
+			"file that cannot be read. A FILE of - reads standard input.",
+		Example: "  gantry validate .gantry.yml\n" +
+			"  gantry validate --json pipelines/*.yml\n" +
+			"  cat pipeline.json | gantry validate -",
+		Args: minArgs(1, "pipeline file to validate"),
+		RunE: func(_ *cobra.Command, args []string) error {
+			cfg.Files = args
+			return a.validate(cfg)
+		},
+	}
+	cmd.Flags().BoolVar(&cfg.JSON, "json", false, "print one JSON document instead of text")
+	return cmd
+}
+
+// fileResult is the outcome of compiling one source.
+type fileResult struct {
+	src  source
+	plan *pipeline.Plan    // nil when invalid
+	errs []*pipeline.Error // empty when valid
+}
+
+func (a *app) validate(cfg validateConfig) error {
+	srcs, err := a.readSources(cfg.Files)
+	if err != nil {
+		return err
+	}
+	results := make([]fileResult, len(srcs))
+	invalid := false
+	for i, src := range srcs {
+		results[i] = a.compileSource(src)
+		invalid = invalid || len(results[i].errs) > 0
+	}
+
+	if cfg.JSON {
+		err = writeValidateJSON(a.stdout, results)
+	} else {
+		err = writeValidateText(a.stdout, results)
+	}
+	if err != nil {
+		return fmt.Errorf("write report: %w", err)
+	}
+	if invalid {
+		return &exitError{code: exitFailure}
+	}
+	return nil
+}
+
+// compileSource compiles one definition with the default limits, the ones a server uses
+// unless configured otherwise.
+func (a *app) compileSource(src source) fileResult {
+	plan, err := a.compile(src.data, pipeline.Options{})
+	switch {
+	case err != nil:
+		return fileResult{src: src, errs: compileErrors(err)}
+	case plan == nil:
+		return fileResult{src: src, errs: []*pipeline.Error{{Kind: "internal", Message: "compiler returned no plan and no error"}}}
+	default:
+		return fileResult{src: src, plan: plan}
+	}
+}
+
+// writeValidateText prints "file: ok (N jobs)" for each valid file and every error of the
+// invalid ones, then a summary line when there were errors.
+func writeValidateText(w io.Writer, results []fileResult) error {
+	ew := &errWriter{w: w}
+	for _, r := range results {
+		if len(r.errs) == 0 {
+			fmt.Fprintf(ew, "%s: ok (%s)\n", r.src.name, countOf(len(r.plan.Jobs), "job", "jobs"))
+			continue
+		}
+		writeErrors(ew, r.src, r.errs)
+	}
+	errs, files := 0, 0
+	for _, r := range results {
+		if len(r.errs) > 0 {
+			errs += len(r.errs)
+			files++
+		}
+	}
+	if errs > 0 {
+		writeSummary(ew, errs, files)
+	}
+	return ew.err
+}
+
+// writeErrors prints every error of one source in the compiler style of writeDiagnostic.
+func writeErrors(w io.Writer, src source, errs []*pipeline.Error) {
+	for _, e := range errs {
+		writeDiagnostic(w, src, e)
+	}
+}
+
+// The JSON report. Its field names are a contract with scripts, so they are spelled out
+// here rather than borrowed from pipeline's own JSON tags.
+type (
+	validateReport struct {
+		Files []validateFile `json:"files"`
+	}
+	validateFile struct {
+		File   string          `json:"file"`
+		Valid  bool            `json:"valid"`
+		Jobs   int             `json:"jobs"`
+		Errors []validateError `json:"errors"`
+	}
+	validateError struct {
+		Code    string `json:"code"`
+		Path    string `json:"path"`
+		Line    int    `json:"line"`
+		Column  int    `json:"column"`
+		Message string `json:"message"`
+	}
+)
+
+func writeValidateJSON(w io.Writer, results []fileResult) error {
+	report := validateReport{Files: make([]validateFile, len(results))}
+	for i, r := range results {
+		f := validateFile{File: r.src.name, Valid: len(r.errs) == 0, Errors: []validateError{}}
+		if r.plan != nil {
+			f.Jobs = len(r.plan.Jobs)
+		}
+		for _, e := range r.errs {
+			f.Errors = append(f.Errors, validateError{
+				Code:    string(e.Kind),
+				Path:    e.Path,
+				Line:    e.Line,
+				Column:  e.Column,
+				Message: e.Message,
+			})
+		}
+		report.Files[i] = f
+	}
+	return writeJSON(w, report)
+}
+
+// writeJSON writes v indented, without escaping <, > and & so expressions such as
+// `a && b` stay readable.
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// errWriter remembers the first write error so that report code can print freely and check
+// once at the end.
+type errWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (ew *errWriter) Write(p []byte) (int, error) {
+	if ew.err != nil {
+		return 0, ew.err
+	}
+	n, err := ew.w.Write(p)
+	ew.err = err
+	return n, err
+}
