@@ -1,5 +1,11 @@
 package pipeline
 
+import (
+	"sort"
+	"strings"
+	"time"
+)
+
 // Limits protect a server from definitions that are too large or built to be expensive.
 type Limits struct {
 	MaxBytes int // size of the document; default 1 MiB
@@ -13,13 +19,482 @@ type Limits struct {
 // DefaultLimits are the limits used for zero fields of Options.Limits.
 var DefaultLimits = Limits{MaxBytes: 1 << 20, MaxJobs: 5000, MaxDepth: 64, MaxNodes: 1_000_000}
 
+func (l Limits) withDefaults() Limits {
+	if l.MaxBytes <= 0 {
+		l.MaxBytes = DefaultLimits.MaxBytes
+	}
+	if l.MaxJobs <= 0 {
+		l.MaxJobs = DefaultLimits.MaxJobs
+	}
+	if l.MaxDepth <= 0 {
+		l.MaxDepth = DefaultLimits.MaxDepth
+	}
+	if l.MaxNodes <= 0 {
+		l.MaxNodes = DefaultLimits.MaxNodes
+	}
+	return l
+}
+
 // Options tune Compile.
 type Options struct {
 	Limits Limits
 }
 
+// Defaults for settings a definition leaves out.
+const (
+	DefaultTimeout     = time.Hour
+	DefaultCancelGrace = 10 * time.Second
+	DefaultShell       = "sh"
+)
+
+// DefaultRetry is the retry policy of a job that sets none: one attempt. Fields a
+// definition leaves out of its retry block come from here.
+var DefaultRetry = RetryPolicy{
+	MaxAttempts: 1,
+	Backoff:     Duration(10 * time.Second),
+	MaxBackoff:  Duration(10 * time.Minute),
+	On:          []FailureKind{FailureExit, FailureLost, FailureTimeout},
+}
+
 // Compile decodes, validates and plans a pipeline definition given as YAML or JSON. When
-// the definition has mistakes it returns a nil plan and Errors listing every one of them.
+// the definition has mistakes it returns a nil plan and Errors listing every one of them,
+// ordered by position.
 func Compile(src []byte, opts Options) (*Plan, error) {
-	return nil, Errors{{Kind: ErrSyntax, Message: "not implemented yet"}}
+	d := &decoder{limits: opts.Limits.withDefaults()}
+	p := d.compile(src)
+	if len(d.errs) > 0 {
+		return nil, sortErrors(d.errs)
+	}
+	return p, nil
+}
+
+func (d *decoder) compile(src []byte) *Plan {
+	root := d.parseDocument(src)
+	if root == nil || !d.checkShape(root, 0) {
+		return nil
+	}
+	s := d.decodeSpec(root)
+	if d.abort {
+		return nil
+	}
+	return d.plan(s)
+}
+
+// plan validates what spans jobs (stages, needs, cycles, references) and builds the jobs.
+func (d *decoder) plan(s *spec) *Plan {
+	p := &Plan{Name: s.name}
+	stageIndex := map[string]int{}
+	stageNames := make([]string, len(s.stages))
+	for i, st := range s.stages {
+		stageIndex[st.v] = i
+		stageNames[i] = st.v
+		p.Stages = append(p.Stages, st.v)
+	}
+	jobNames := make([]string, len(s.jobs))
+	for i, j := range s.jobs {
+		jobNames[i] = j.name
+	}
+
+	// Stages.
+	byStage := make([][]string, len(s.stages))
+	for _, j := range s.jobs {
+		if j.stage.node == nil {
+			if len(s.stages) > 0 && j.needs == nil {
+				d.add(ErrRequired, j.key, j.path+".stage", "job %q needs a stage (one of %s) or an explicit needs list", j.name, strings.Join(stageNames, ", "))
+			}
+			continue
+		}
+		i, ok := stageIndex[j.stage.v]
+		switch {
+		case ok:
+			byStage[i] = append(byStage[i], j.name)
+		case len(s.stages) == 0:
+			d.add(ErrUnknownReference, j.stage.node, j.stage.path, "stage %q is used, but the pipeline declares no stages list", j.stage.v)
+		default:
+			d.add(ErrUnknownReference, j.stage.node, j.stage.path, "stage %q is not declared in stages (%s)%s", j.stage.v, strings.Join(stageNames, ", "), suggest(j.stage.v, stageNames))
+		}
+	}
+
+	// Needs: explicit lists, else the jobs of the nearest earlier stage that has any.
+	needs := map[string][]string{}
+	needAt := map[[2]string]text{} // where each explicit edge was written
+	for _, j := range s.jobs {
+		if j.needs != nil {
+			for _, n := range j.needs {
+				other, ok := s.byName[n.v]
+				switch {
+				case n.v == j.name:
+					d.add(ErrCycle, n.node, n.path, "job %q needs itself", j.name)
+				case !ok:
+					d.add(ErrUnknownNeed, n.node, n.path, "needs %q, but there is no such job%s", n.v, suggest(n.v, jobNames))
+				case contains(needs[j.name], n.v):
+					d.add(ErrInvalid, n.node, n.path, "%q is listed twice", n.v)
+				case j.stage.node != nil && other.stage.node != nil && stageIndex[other.stage.v] > stageIndex[j.stage.v]:
+					d.add(ErrInvalid, n.node, n.path, "needs %q of the later stage %q", n.v, other.stage.v)
+				default:
+					needs[j.name] = append(needs[j.name], n.v)
+					needAt[[2]string{j.name, n.v}] = n
+				}
+			}
+			continue
+		}
+		if j.stage.node == nil {
+			continue
+		}
+		if i, ok := stageIndex[j.stage.v]; ok {
+			for k := i - 1; k >= 0; k-- {
+				if len(byStage[k]) > 0 {
+					needs[j.name] = append([]string(nil), byStage[k]...)
+					break
+				}
+			}
+		}
+	}
+	waves, acyclic := d.waves(s, needs, needAt)
+
+	// Expand matrices and build jobs.
+	budget := d.limits.MaxJobs
+	instances := map[string][]instance{}
+	for _, j := range s.jobs {
+		ins, ok := d.expand(j, budget)
+		if !ok {
+			continue
+		}
+		if len(ins) > budget {
+			d.add(ErrLimit, j.key, j.path, "pipeline expands past the limit of %d jobs", d.limits.MaxJobs)
+			break
+		}
+		budget -= len(ins)
+		instances[j.name] = ins
+	}
+	type built struct {
+		wave, order int
+		job         *Job
+	}
+	var all []built
+	for order, j := range s.jobs {
+		ins, ok := instances[j.name]
+		if !ok {
+			continue
+		}
+		cond := d.condition(j, ins, s, needs[j.name])
+		for _, in := range ins {
+			job := d.buildJob(s, j, in, cond)
+			job.NeedsNames = needs[j.name]
+			for _, n := range needs[j.name] {
+				for _, other := range instances[n] {
+					job.Needs = append(job.Needs, other.key(n))
+				}
+			}
+			job.Wave = waves[j.name]
+			all = append(all, built{wave: job.Wave, order: order, job: job})
+		}
+	}
+	if len(d.errs) > 0 || !acyclic {
+		return nil
+	}
+	sort.SliceStable(all, func(a, b int) bool {
+		if all[a].wave != all[b].wave {
+			return all[a].wave < all[b].wave
+		}
+		return all[a].order < all[b].order
+	})
+	for _, b := range all {
+		p.Jobs = append(p.Jobs, b.job)
+		for len(p.Waves) <= b.wave {
+			p.Waves = append(p.Waves, nil)
+		}
+		p.Waves[b.wave] = append(p.Waves[b.wave], b.job.Key)
+	}
+	return p
+}
+
+// waves finds cycles, naming each one, and otherwise gives every job its depth in the DAG.
+func (d *decoder) waves(s *spec, needs map[string][]string, needAt map[[2]string]text) (map[string]int, bool) {
+	const (
+		unvisited = iota
+		visiting
+		done
+	)
+	state := map[string]int{}
+	wave := map[string]int{}
+	acyclic := true
+	var stack []string
+	var visit func(name string)
+	visit = func(name string) {
+		state[name] = visiting
+		stack = append(stack, name)
+		w := 0
+		for _, n := range needs[name] {
+			switch state[n] {
+			case unvisited:
+				visit(n)
+			case visiting:
+				acyclic = false
+				d.reportCycle(s, stack, n, needAt)
+				continue
+			}
+			if wave[n]+1 > w {
+				w = wave[n] + 1
+			}
+		}
+		wave[name] = w
+		stack = stack[:len(stack)-1]
+		state[name] = done
+	}
+	for _, j := range s.jobs {
+		if state[j.name] == unvisited {
+			visit(j.name)
+		}
+	}
+	return wave, acyclic
+}
+
+// reportCycle names the cycle that closes at target, reporting it at the needs entry that
+// leads from the cycle's first job (in document order) to the next.
+func (d *decoder) reportCycle(s *spec, stack []string, target string, needAt map[[2]string]text) {
+	i := len(stack) - 1
+	for stack[i] != target {
+		i--
+	}
+	cycle := append([]string(nil), stack[i:]...)
+	// stack holds the path a -> b -> c where each needs the next; print it in the order
+	// jobs run, so the message reads "c before b before a" as "a needs b needs c".
+	first := 0
+	for k := range cycle {
+		if jobOrder(s, cycle[k]) < jobOrder(s, cycle[first]) {
+			first = k
+		}
+	}
+	cycle = append(cycle[first:], cycle[:first]...)
+	names := append(append([]string(nil), cycle...), cycle[0])
+	at := needAt[[2]string{cycle[0], cycle[1%len(cycle)]}]
+	msg := "needs form a cycle: " + strings.Join(names, " -> ")
+	if at.node == nil {
+		j := s.byName[cycle[0]]
+		d.add(ErrCycle, j.key, j.path+".needs", "%s", msg)
+		return
+	}
+	d.add(ErrCycle, at.node, at.path, "%s", msg)
+}
+
+func jobOrder(s *spec, name string) int {
+	for i, j := range s.jobs {
+		if j.name == name {
+			return i
+		}
+	}
+	return len(s.jobs)
+}
+
+// condition compiles a job's if: once for all its instances.
+func (d *decoder) condition(j *jobSpec, ins []instance, s *spec, needNames []string) *Condition {
+	if j.cond.node == nil {
+		return nil
+	}
+	src := strings.TrimSpace(j.cond.v)
+	if src == "" {
+		d.add(ErrRequired, j.cond.node, j.cond.path, "if: is empty")
+		return nil
+	}
+	// A matrix value may be read only if every instance has it.
+	var axes []string
+	if len(ins) > 0 {
+		for _, m := range ins[0] {
+			ok := true
+			for _, other := range ins[1:] {
+				if _, has := lookupMatrix(other, m.Name); !has {
+					ok = false
+				}
+			}
+			if ok {
+				axes = append(axes, m.Name)
+			}
+		}
+	}
+	env := map[string]string{}
+	for _, layer := range [][]envVar{s.env, s.defaults.env, j.settings.env} {
+		for _, v := range layer {
+			env[v.name] = ""
+		}
+	}
+	scope := &condScope{needs: needNames, matrix: axes, env: sortedKeys(env)}
+	c, err := compileCondition(src, scope)
+	if err != nil {
+		lead := strings.Index(j.cond.v, src)
+		d.addAt(err.kind, j.cond, lead+runeOffsetToByte(src, err.offset), "%s", err.msg)
+		return nil
+	}
+	return c
+}
+
+func runeOffsetToByte(s string, runes int) int {
+	for i := range s {
+		if runes == 0 {
+			return i
+		}
+		runes--
+	}
+	return len(s)
+}
+
+// buildJob resolves one instance: settings layered over defaults, env, and substitution.
+func (d *decoder) buildJob(s *spec, j *jobSpec, in instance, cond *Condition) *Job {
+	def, own := s.defaults, j.settings
+	job := &Job{
+		Key:             in.key(j.name),
+		Name:            j.name,
+		Matrix:          in,
+		Stage:           j.stage.v,
+		If:              cond,
+		Priority:        PriorityNormal,
+		Timeout:         Duration(DefaultTimeout),
+		CancelGrace:     Duration(DefaultCancelGrace),
+		ContinueOnError: j.continueOnError,
+		Network:         j.network,
+	}
+	for _, v := range []*time.Duration{def.timeout, own.timeout} {
+		if v != nil {
+			job.Timeout = Duration(*v)
+		}
+	}
+	for _, v := range []*time.Duration{def.cancelGrace, own.cancelGrace} {
+		if v != nil {
+			job.CancelGrace = Duration(*v)
+		}
+	}
+	for _, v := range []Priority{def.priority, own.priority} {
+		if v != "" {
+			job.Priority = v
+		}
+	}
+	for _, v := range []*int64{def.milliCPU, own.milliCPU} {
+		if v != nil {
+			job.Resources.MilliCPU = *v
+		}
+	}
+	for _, v := range []*int64{def.memory, own.memory} {
+		if v != nil {
+			job.Resources.MemoryBytes = *v
+		}
+	}
+	job.Retry = mergeRetry(def.retry, own.retry)
+	shell := DefaultShell
+	for _, v := range []string{def.shell, own.shell} {
+		if v != "" {
+			shell = v
+		}
+	}
+
+	// Each env layer may read the layers beneath it.
+	env := map[string]string{}
+	for _, layer := range [][]envVar{s.env, def.env, own.env} {
+		next := make(map[string]string, len(env)+len(layer))
+		for k, v := range env {
+			next[k] = v
+		}
+		for _, v := range layer {
+			next[v.name] = d.substitute(v.value, in, env)
+		}
+		env = next
+	}
+	if len(env) > 0 {
+		job.Env = env
+	}
+
+	labels := def.runsOn
+	if own.runsOnSet {
+		labels = own.runsOn
+	}
+	for _, l := range labels {
+		v := d.substitute(l, in, env)
+		if !labelPattern.MatchString(v) {
+			d.add(ErrInvalid, l.node, l.path, "label %q: use letters, digits and . _ : / = -", v)
+			continue
+		}
+		if !contains(job.RunsOn, v) {
+			job.RunsOn = append(job.RunsOn, v)
+		}
+	}
+	if j.concurrency != nil {
+		job.Concurrency = &Concurrency{Group: d.substitute(j.concurrency.group, in, env), CancelInProgress: j.concurrency.cancel}
+	}
+	if j.artifacts != nil {
+		a := &Artifacts{Name: d.substitute(j.artifacts.name, in, env), ExpireIn: Duration(j.artifacts.expireIn)}
+		for _, p := range j.artifacts.paths {
+			v := d.substitute(p, in, env)
+			if msg := checkArtifactPath(v); msg != "" {
+				d.add(ErrInvalid, p.node, p.path, "artifact path %q %s", v, msg)
+				continue
+			}
+			a.Paths = append(a.Paths, v)
+		}
+		job.Artifacts = a
+	}
+	for i, st := range j.steps {
+		step := Step{
+			Index:           i,
+			Shell:           shell,
+			Once:            st.once,
+			ContinueOnError: st.continueOnError,
+			Timeout:         Duration(st.timeout),
+		}
+		if st.shell != "" {
+			step.Shell = st.shell
+		}
+		stepEnv := env
+		if len(st.env) > 0 {
+			step.Env = map[string]string{}
+			stepEnv = make(map[string]string, len(env)+len(st.env))
+			for k, v := range env {
+				stepEnv[k] = v
+			}
+			for _, v := range st.env {
+				step.Env[v.name] = d.substitute(v.value, in, env)
+				stepEnv[v.name] = step.Env[v.name]
+			}
+		}
+		step.Run = d.substitute(st.run, in, stepEnv)
+		step.Name = d.substitute(st.name, in, stepEnv)
+		if step.Name == "" {
+			step.Name = defaultStepName(step.Run)
+		}
+		job.Steps = append(job.Steps, step)
+	}
+	return job
+}
+
+func mergeRetry(layers ...retrySpec) RetryPolicy {
+	r := DefaultRetry
+	r.On = append([]FailureKind(nil), r.On...)
+	for _, l := range layers {
+		if l.maxAttempts != nil {
+			r.MaxAttempts = *l.maxAttempts
+		}
+		if l.backoff != nil {
+			r.Backoff = Duration(*l.backoff)
+		}
+		if l.maxBackoff != nil {
+			r.MaxBackoff = Duration(*l.maxBackoff)
+		}
+		if l.onSet {
+			r.On = append([]FailureKind(nil), l.on...)
+		}
+	}
+	if r.MaxBackoff < r.Backoff {
+		r.MaxBackoff = r.Backoff
+	}
+	return r
+}
+
+// defaultStepName names an unnamed step after the first line of its command.
+func defaultStepName(run string) string {
+	line := strings.TrimSpace(run)
+	if i := strings.IndexByte(line, '\n'); i >= 0 {
+		line = strings.TrimSpace(line[:i]) + " ..."
+	}
+	if r := []rune(line); len(r) > 60 {
+		line = string(r[:57]) + "..."
+	}
+	return line
 }

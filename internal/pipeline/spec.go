@@ -1,0 +1,637 @@
+package pipeline
+
+import (
+	"path"
+	"regexp"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// text is a string from the definition together with where it was written, so that later
+// phases (substitution, references) can still point at it.
+type text struct {
+	v    string
+	node *yaml.Node
+	path string
+}
+
+type envVar struct {
+	name  string
+	value text
+}
+
+// spec is the decoded definition before planning. Optional settings are pointers or have
+// a set flag so that defaults can be layered under job values.
+type spec struct {
+	name     string
+	env      []envVar
+	stages   []text
+	defaults settings
+	jobs     []*jobSpec
+	byName   map[string]*jobSpec
+}
+
+type settings struct {
+	timeout, cancelGrace *time.Duration
+	retry                retrySpec
+	priority             Priority
+	runsOn               []text
+	runsOnSet            bool
+	milliCPU, memory     *int64
+	shell                string
+	env                  []envVar
+}
+
+type retrySpec struct {
+	maxAttempts         *int
+	backoff, maxBackoff *time.Duration
+	on                  []FailureKind
+	onSet               bool
+}
+
+type jobSpec struct {
+	name            string
+	key             *yaml.Node
+	path            string
+	stage           text
+	needs           []text
+	cond            text
+	matrix          *matrixSpec
+	settings        settings
+	steps           []stepSpec
+	concurrency     *concurrencySpec
+	artifacts       *artifactSpec
+	continueOnError bool
+	network         bool
+}
+
+type stepSpec struct {
+	path            string
+	node            *yaml.Node
+	name, run       text
+	shell           string
+	env             []envVar
+	once            bool
+	continueOnError bool
+	timeout         time.Duration
+}
+
+type concurrencySpec struct {
+	group  text
+	cancel bool
+}
+
+type artifactSpec struct {
+	name     text
+	paths    []text
+	expireIn time.Duration
+}
+
+type matrixSpec struct {
+	node             *yaml.Node
+	path             string
+	axes             []axis
+	include, exclude []combo
+}
+
+type axis struct {
+	name   string
+	node   *yaml.Node
+	values []text
+}
+
+type combo struct {
+	node   *yaml.Node
+	path   string
+	values []MatrixValue
+}
+
+var (
+	jobNamePattern   = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_-]{0,99}$`)
+	stageNamePattern = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_-]{0,99}$`)
+	envNamePattern   = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	axisNamePattern  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_-]{0,63}$`)
+	labelPattern     = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:/=-]{0,127}$`)
+)
+
+var (
+	topKeys         = []string{"name", "env", "stages", "defaults", "jobs"}
+	defaultsKeys    = []string{"timeout", "retry", "priority", "runs_on", "resources", "env", "shell", "cancel_grace"}
+	jobKeys         = []string{"stage", "needs", "if", "matrix", "runs_on", "resources", "steps", "env", "timeout", "retry", "priority", "concurrency", "artifacts", "continue_on_error", "cancel_grace", "network", "shell"}
+	stepKeys        = []string{"name", "run", "shell", "env", "once", "continue_on_error", "timeout"}
+	retryKeys       = []string{"max_attempts", "backoff", "max_backoff", "on"}
+	resourceKeys    = []string{"cpu", "memory"}
+	concurrencyKeys = []string{"group", "cancel_in_progress"}
+	artifactKeys    = []string{"name", "paths", "expire_in"}
+	shells          = []string{"sh", "bash", "python3"}
+	priorities      = []string{string(PriorityCritical), string(PriorityHigh), string(PriorityNormal), string(PriorityLow)}
+	failureKinds    = []string{string(FailureExit), string(FailureLost), string(FailureTimeout)}
+)
+
+// decodeSpec walks the document root into a spec, collecting every error.
+func (d *decoder) decodeSpec(root *yaml.Node) *spec {
+	s := &spec{byName: map[string]*jobSpec{}}
+	var jobsNode *yaml.Node
+	d.object(root, "", "the pipeline", topKeys, func(f field) {
+		switch f.key {
+		case "name":
+			s.name, _ = d.str(f.val, f.path, "a pipeline name")
+		case "env":
+			s.env = d.env(f.val, f.path)
+		case "stages":
+			s.stages = d.stages(f.val, f.path)
+		case "defaults":
+			d.object(f.val, f.path, "defaults", defaultsKeys, func(g field) {
+				d.setting(&s.defaults, g)
+			})
+		case "jobs":
+			jobsNode = f.val
+			for _, jf := range d.fields(f.val, f.path, "a mapping of job names to jobs") {
+				if d.abort {
+					break
+				}
+				if !jobNamePattern.MatchString(jf.key) {
+					d.add(ErrInvalid, jf.keyNode, jf.path, "job name %q: use letters, digits, '-' and '_' (at most 100)", jf.key)
+					continue
+				}
+				j := d.job(jf)
+				s.jobs = append(s.jobs, j)
+				s.byName[j.name] = j
+			}
+		}
+	})
+	if !d.abort && root.Kind == yaml.MappingNode && jobsNode == nil {
+		d.add(ErrRequired, root, "jobs", "a pipeline needs a jobs mapping with at least one job")
+	} else if jobsNode != nil && len(s.jobs) == 0 && !d.abort && d.resolve(jobsNode) != nil && d.resolve(jobsNode).Kind == yaml.MappingNode && len(d.resolve(jobsNode).Content) == 0 {
+		d.add(ErrRequired, jobsNode, "jobs", "a pipeline needs at least one job")
+	}
+	return s
+}
+
+func (d *decoder) stages(n *yaml.Node, p string) []text {
+	var out []text
+	seen := map[string]bool{}
+	for i, item := range d.items(n, p, "a list of stage names", false) {
+		ip := indexPath(p, i)
+		v, ok := d.str(item, ip, "a stage name")
+		if !ok {
+			continue
+		}
+		switch {
+		case !stageNamePattern.MatchString(v):
+			d.add(ErrInvalid, item, ip, "stage name %q: use letters, digits, '-' and '_'", v)
+		case seen[v]:
+			d.add(ErrDuplicateKey, item, ip, "stage %q is listed twice", v)
+		default:
+			seen[v] = true
+			out = append(out, text{v: v, node: item, path: ip})
+		}
+	}
+	return out
+}
+
+func (d *decoder) job(jf field) *jobSpec {
+	j := &jobSpec{name: jf.key, key: jf.keyNode, path: jf.path}
+	stepsSeen := false
+	d.object(jf.val, jf.path, "job "+jf.key, jobKeys, func(f field) {
+		switch f.key {
+		case "stage":
+			if v, ok := d.str(f.val, f.path, "a stage name"); ok {
+				j.stage = text{v: v, node: f.val, path: f.path}
+			}
+		case "needs":
+			j.needs = d.needs(f.val, f.path)
+		case "if":
+			if v, ok := d.str(f.val, f.path, "an expression"); ok {
+				j.cond = text{v: v, node: d.resolve(f.val), path: f.path}
+			}
+		case "matrix":
+			j.matrix = d.matrix(f.val, f.path)
+		case "steps":
+			stepsSeen = true
+			items := d.items(f.val, f.path, "a list of steps", false)
+			if len(items) == 0 && d.resolve(f.val) != nil && d.resolve(f.val).Kind == yaml.SequenceNode {
+				d.add(ErrRequired, f.val, f.path, "a job needs at least one step")
+			}
+			for i, item := range items {
+				if st, ok := d.step(item, indexPath(f.path, i)); ok {
+					j.steps = append(j.steps, st)
+				}
+			}
+		case "concurrency":
+			j.concurrency = d.concurrency(f.val, f.path)
+		case "artifacts":
+			j.artifacts = d.artifacts(f.val, f.path)
+		case "continue_on_error":
+			j.continueOnError, _ = d.boolean(f.val, f.path)
+		case "network":
+			j.network, _ = d.boolean(f.val, f.path)
+		default:
+			d.setting(&j.settings, f)
+		}
+	})
+	if !stepsSeen && !d.abort {
+		if n := d.resolve(jf.val); n != nil && n.Kind == yaml.MappingNode {
+			d.add(ErrRequired, jf.keyNode, jf.path+".steps", "job %q has no steps", jf.key)
+		}
+	}
+	return j
+}
+
+func (d *decoder) needs(n *yaml.Node, p string) []text {
+	var out []text
+	for i, item := range d.items(n, p, "a list of job names", true) {
+		ip := indexPath(p, i)
+		if v, ok := d.str(item, ip, "a job name"); ok {
+			out = append(out, text{v: v, node: d.resolve(item), path: ip})
+		}
+	}
+	if out == nil {
+		out = []text{} // needs: [] is explicit and means "start at once", even in a stage
+	}
+	return out
+}
+
+// setting decodes the keys shared by defaults and jobs.
+func (d *decoder) setting(s *settings, f field) {
+	switch f.key {
+	case "timeout":
+		if v, ok := d.duration(f.val, f.path, true); ok {
+			s.timeout = &v
+		}
+	case "cancel_grace":
+		if v, ok := d.duration(f.val, f.path, false); ok {
+			s.cancelGrace = &v
+		}
+	case "retry":
+		d.retry(&s.retry, f.val, f.path)
+	case "priority":
+		if v, ok := d.enum(f.val, f.path, "a priority", priorities); ok {
+			s.priority = Priority(v)
+		}
+	case "runs_on":
+		s.runsOnSet = true
+		s.runsOn = d.labels(f.val, f.path)
+	case "resources":
+		d.object(f.val, f.path, "resources", resourceKeys, func(g field) {
+			v, ok := d.str(g.val, g.path, "an amount")
+			if !ok {
+				return
+			}
+			var amount int64
+			var err error
+			if g.key == "cpu" {
+				amount, err = ParseCPU(v)
+			} else {
+				amount, err = ParseSize(v)
+			}
+			switch {
+			case err != nil:
+				d.add(ErrInvalid, g.val, g.path, "%v", err)
+			case amount <= 0:
+				d.add(ErrInvalid, g.val, g.path, "%s must be more than zero", g.key)
+			case g.key == "cpu":
+				s.milliCPU = &amount
+			default:
+				s.memory = &amount
+			}
+		})
+	case "env":
+		s.env = d.env(f.val, f.path)
+	case "shell":
+		s.shell, _ = d.enum(f.val, f.path, "a shell", shells)
+	}
+}
+
+func (d *decoder) retry(r *retrySpec, n *yaml.Node, p string) {
+	d.object(n, p, "retry", retryKeys, func(f field) {
+		switch f.key {
+		case "max_attempts":
+			if v, ok := d.integer(f.val, f.path, 1, 100); ok {
+				r.maxAttempts = &v
+			}
+		case "backoff":
+			if v, ok := d.duration(f.val, f.path, false); ok {
+				r.backoff = &v
+			}
+		case "max_backoff":
+			if v, ok := d.duration(f.val, f.path, false); ok {
+				r.maxBackoff = &v
+			}
+		case "on":
+			r.onSet = true
+			r.on = []FailureKind{}
+			for i, item := range d.items(f.val, f.path, "a list of failure kinds", true) {
+				if v, ok := d.enum(item, indexPath(f.path, i), "a failure kind", failureKinds); ok && !contains(kindsToStrings(r.on), v) {
+					r.on = append(r.on, FailureKind(v))
+				}
+			}
+		}
+	})
+}
+
+func kindsToStrings(ks []FailureKind) []string {
+	out := make([]string, len(ks))
+	for i, k := range ks {
+		out[i] = string(k)
+	}
+	return out
+}
+
+func (d *decoder) enum(n *yaml.Node, p, what string, allowed []string) (string, bool) {
+	v, ok := d.str(n, p, what)
+	if !ok {
+		return "", false
+	}
+	if !contains(allowed, v) {
+		d.add(ErrInvalid, n, p, "%q is not %s; expected one of %s%s", v, what, strings.Join(allowed, ", "), suggest(v, allowed))
+		return "", false
+	}
+	return v, true
+}
+
+func (d *decoder) duration(n *yaml.Node, p string, positive bool) (time.Duration, bool) {
+	v, ok := d.str(n, p, "a duration such as 30s, 10m or 1h")
+	if !ok {
+		return 0, false
+	}
+	if r := d.resolve(n); r != nil && r.Tag == "!!int" && v != "0" {
+		d.add(ErrInvalid, n, p, "%s has no unit; write %ss or %sm", v, v, v)
+		return 0, false
+	}
+	dur, err := ParseDuration(v)
+	if err != nil {
+		d.add(ErrInvalid, n, p, "%v", err)
+		return 0, false
+	}
+	if positive && dur <= 0 {
+		d.add(ErrInvalid, n, p, "must be longer than zero")
+		return 0, false
+	}
+	return dur, true
+}
+
+func (d *decoder) labels(n *yaml.Node, p string) []text {
+	out := []text{}
+	for i, item := range d.items(n, p, "a list of labels", true) {
+		ip := indexPath(p, i)
+		v, ok := d.str(item, ip, "a label")
+		if !ok {
+			continue
+		}
+		if !labelPattern.MatchString(v) && !strings.Contains(v, "${{") {
+			d.add(ErrInvalid, item, ip, "label %q: use letters, digits and . _ : / = -", v)
+			continue
+		}
+		out = append(out, text{v: v, node: d.resolve(item), path: ip})
+	}
+	return out
+}
+
+func (d *decoder) env(n *yaml.Node, p string) []envVar {
+	var out []envVar
+	for _, f := range d.fields(n, p, "a mapping of variable names to values") {
+		if d.abort {
+			break
+		}
+		switch {
+		case !envNamePattern.MatchString(f.key):
+			d.add(ErrInvalid, f.keyNode, f.path, "variable name %q: use letters, digits and '_', not starting with a digit", f.key)
+			continue
+		case strings.HasPrefix(strings.ToUpper(f.key), "GANTRY_"):
+			d.add(ErrInvalid, f.keyNode, f.path, "variable names starting with GANTRY_ are reserved for Gantry")
+			continue
+		}
+		v := d.resolve(f.val)
+		if v == nil {
+			continue
+		}
+		if v.Kind == yaml.ScalarNode && v.Tag == "!!null" {
+			out = append(out, envVar{name: f.key, value: text{node: v, path: f.path}})
+			continue
+		}
+		if s, ok := d.str(v, f.path, "a value"); ok {
+			out = append(out, envVar{name: f.key, value: text{v: s, node: v, path: f.path}})
+		}
+	}
+	return out
+}
+
+func (d *decoder) step(n *yaml.Node, p string) (stepSpec, bool) {
+	st := stepSpec{path: p, node: n}
+	d.object(n, p, "a step", stepKeys, func(f field) {
+		switch f.key {
+		case "name":
+			if v, ok := d.str(f.val, f.path, "a step name"); ok {
+				st.name = text{v: v, node: f.val, path: f.path}
+			}
+		case "run":
+			if v, ok := d.str(f.val, f.path, "a command"); ok {
+				st.run = text{v: v, node: d.resolve(f.val), path: f.path}
+			}
+		case "shell":
+			st.shell, _ = d.enum(f.val, f.path, "a shell", shells)
+		case "env":
+			st.env = d.env(f.val, f.path)
+		case "once":
+			st.once, _ = d.boolean(f.val, f.path)
+		case "continue_on_error":
+			st.continueOnError, _ = d.boolean(f.val, f.path)
+		case "timeout":
+			st.timeout, _ = d.duration(f.val, f.path, true)
+		}
+	})
+	if r := d.resolve(n); r != nil && r.Kind == yaml.MappingNode && strings.TrimSpace(st.run.v) == "" && !d.abort {
+		if st.run.node == nil {
+			d.add(ErrRequired, n, p+".run", "a step needs a run command")
+		} else {
+			d.add(ErrRequired, st.run.node, p+".run", "run command is empty")
+		}
+		return st, false
+	}
+	return st, st.run.node != nil
+}
+
+func (d *decoder) concurrency(n *yaml.Node, p string) *concurrencySpec {
+	r := d.resolve(n)
+	if r == nil {
+		return nil
+	}
+	c := &concurrencySpec{}
+	if r.Kind == yaml.ScalarNode {
+		v, ok := d.str(r, p, "a group name or a mapping")
+		if !ok {
+			return nil
+		}
+		c.group = text{v: v, node: r, path: p}
+	} else {
+		d.object(r, p, "concurrency", concurrencyKeys, func(f field) {
+			switch f.key {
+			case "group":
+				if v, ok := d.str(f.val, f.path, "a group name"); ok {
+					c.group = text{v: v, node: d.resolve(f.val), path: f.path}
+				}
+			case "cancel_in_progress":
+				c.cancel, _ = d.boolean(f.val, f.path)
+			}
+		})
+	}
+	if strings.TrimSpace(c.group.v) == "" {
+		if r.Kind == yaml.MappingNode || c.group.node != nil {
+			d.add(ErrRequired, r, p+".group", "concurrency needs a group name")
+		}
+		return nil
+	}
+	return c
+}
+
+func (d *decoder) artifacts(n *yaml.Node, p string) *artifactSpec {
+	r := d.resolve(n)
+	if r == nil {
+		return nil
+	}
+	a := &artifactSpec{}
+	pathsAt := p
+	if r.Kind == yaml.SequenceNode {
+		a.paths = d.artifactPaths(r, p)
+	} else {
+		pathsAt = p + ".paths"
+		d.object(r, p, "artifacts", artifactKeys, func(f field) {
+			switch f.key {
+			case "name":
+				if v, ok := d.str(f.val, f.path, "an artifact name"); ok {
+					a.name = text{v: v, node: f.val, path: f.path}
+				}
+			case "paths":
+				a.paths = d.artifactPaths(f.val, f.path)
+			case "expire_in":
+				a.expireIn, _ = d.duration(f.val, f.path, true)
+			}
+		})
+	}
+	if len(a.paths) == 0 {
+		if r.Kind == yaml.MappingNode || r.Kind == yaml.SequenceNode {
+			d.add(ErrRequired, r, pathsAt, "artifacts need at least one path")
+		}
+		return nil
+	}
+	return a
+}
+
+func (d *decoder) artifactPaths(n *yaml.Node, p string) []text {
+	var out []text
+	for i, item := range d.items(n, p, "a list of paths", true) {
+		ip := indexPath(p, i)
+		v, ok := d.str(item, ip, "a path or glob")
+		if !ok {
+			continue
+		}
+		if msg := checkArtifactPath(v); msg != "" {
+			d.add(ErrInvalid, item, ip, "artifact path %q %s", v, msg)
+			continue
+		}
+		out = append(out, text{v: v, node: d.resolve(item), path: ip})
+	}
+	return out
+}
+
+// checkArtifactPath rejects paths that could name files outside the job's workspace and
+// glob patterns that cannot match anything.
+func checkArtifactPath(p string) string {
+	switch {
+	case strings.TrimSpace(p) == "":
+		return "is empty"
+	case strings.HasPrefix(p, "/") || strings.HasPrefix(p, `\`) || (len(p) > 1 && p[1] == ':'):
+		return "must be relative to the workspace"
+	case strings.Contains(p, `\`):
+		return "must use / as separator"
+	}
+	for _, seg := range strings.Split(p, "/") {
+		if seg == ".." {
+			return "must not leave the workspace with .."
+		}
+		if seg == "**" {
+			continue
+		}
+		if _, err := path.Match(seg, ""); err != nil {
+			return "is not a valid glob pattern"
+		}
+	}
+	return ""
+}
+
+func (d *decoder) matrix(n *yaml.Node, p string) *matrixSpec {
+	r := d.resolve(n)
+	if r == nil {
+		return nil
+	}
+	m := &matrixSpec{node: r, path: p}
+	for _, f := range d.fields(r, p, "a mapping of matrix axes to lists of values") {
+		if d.abort {
+			return nil
+		}
+		switch f.key {
+		case "include", "exclude":
+			var combos []combo
+			for i, item := range d.items(f.val, f.path, "a list of mappings", false) {
+				if c, ok := d.combo(item, indexPath(f.path, i)); ok {
+					combos = append(combos, c)
+				}
+			}
+			if f.key == "include" {
+				m.include = combos
+			} else {
+				m.exclude = combos
+			}
+		default:
+			if !axisNamePattern.MatchString(f.key) {
+				d.add(ErrInvalid, f.keyNode, f.path, "matrix axis %q: use letters, digits, '-' and '_'", f.key)
+				continue
+			}
+			ax := axis{name: f.key, node: f.keyNode}
+			seen := map[string]bool{}
+			for i, item := range d.items(f.val, f.path, "a list of values", false) {
+				ip := indexPath(f.path, i)
+				v, ok := d.str(item, ip, "a value")
+				if !ok {
+					continue
+				}
+				if seen[v] {
+					d.add(ErrInvalid, item, ip, "value %q is listed twice", v)
+					continue
+				}
+				seen[v] = true
+				ax.values = append(ax.values, text{v: v, node: d.resolve(item), path: ip})
+			}
+			if len(ax.values) == 0 {
+				if rv := d.resolve(f.val); rv != nil && rv.Kind == yaml.SequenceNode {
+					d.add(ErrRequired, f.val, f.path, "matrix axis %q has no values", f.key)
+				}
+				continue
+			}
+			m.axes = append(m.axes, ax)
+		}
+	}
+	return m
+}
+
+func (d *decoder) combo(n *yaml.Node, p string) (combo, bool) {
+	c := combo{node: d.resolve(n), path: p}
+	fs := d.fields(n, p, "a mapping of matrix axes to values")
+	for _, f := range fs {
+		v, ok := d.str(f.val, f.path, "a value")
+		if !ok {
+			return c, false
+		}
+		c.values = append(c.values, MatrixValue{Name: f.key, Value: v})
+	}
+	if len(c.values) == 0 {
+		if c.node != nil && c.node.Kind == yaml.MappingNode {
+			d.add(ErrRequired, n, p, "an empty entry matches nothing")
+		}
+		return c, false
+	}
+	return c, true
+}
