@@ -9,4 +9,7 @@ require (
 	go.yaml.in/yaml/v3 v3.0.6
 )
 
-require github.com/inconshreveable/mousetrap v1.1.0 // indirect
+require (
+	github.com/goccy/go-yaml v1.19.2 // indirect
+	github.com/inconshreveable/mousetrap v1.1.0 // indirect
+)

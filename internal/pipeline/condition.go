@@ -24,6 +24,13 @@ const (
 
 var results = []string{ResultSuccess, ResultFailed, ResultCancelled, ResultSkipped}
 
+// resultAliases are words other systems use for job results, mapped to Gantry's.
+var resultAliases = map[string]string{
+	"failure": ResultFailed, "failing": ResultFailed, "error": ResultFailed,
+	"succeeded": ResultSuccess, "successful": ResultSuccess, "passed": ResultSuccess,
+	"canceled": ResultCancelled, "skip": ResultSkipped,
+}
+
 // statusFuncs are the functions that look at how the jobs before this one ended. An
 // expression that calls none of them runs only when everything before it succeeded, as if
 // it were written `success() && (...)`.
@@ -195,7 +202,11 @@ func (r *refChecker) comparison(n *ast.BinaryNode) {
 			continue
 		}
 		if s, ok := pair[1].(*ast.StringNode); ok && !contains(results, s.Value) {
-			r.fail(ErrExpression, pair[1], "%q is never a job result; results are %s%s", s.Value, strings.Join(results, ", "), suggest(s.Value, results))
+			hint := suggest(s.Value, results)
+			if alias, ok := resultAliases[strings.ToLower(s.Value)]; ok {
+				hint = fmt.Sprintf("; did you mean %q?", alias)
+			}
+			r.fail(ErrExpression, pair[1], "%q is never a job result; results are %s%s", s.Value, strings.Join(results, ", "), hint)
 		}
 	}
 }

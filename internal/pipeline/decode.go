@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 
+	goccyyaml "github.com/goccy/go-yaml"
+	goccyparser "github.com/goccy/go-yaml/parser"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -57,14 +59,14 @@ func (d *decoder) parseDocument(src []byte) (doc *yaml.Node) {
 	dec := yaml.NewDecoder(bytes.NewReader(src))
 	var root yaml.Node
 	if err := dec.Decode(&root); err != nil {
-		d.syntaxError(err)
+		d.syntaxError(src, err)
 		return nil
 	}
 	var extra yaml.Node
 	switch err := dec.Decode(&extra); {
 	case errors.Is(err, io.EOF):
 	case err != nil:
-		d.syntaxError(err)
+		d.syntaxError(src, err)
 		return nil
 	default:
 		d.add(ErrSyntax, &extra, "", "definition holds more than one YAML document; put one pipeline in each file")
@@ -77,7 +79,11 @@ func (d *decoder) parseDocument(src []byte) (doc *yaml.Node) {
 	return nil
 }
 
-func (d *decoder) syntaxError(err error) {
+func (d *decoder) syntaxError(src []byte, err error) {
+	if errors.Is(err, io.EOF) {
+		d.add(ErrRequired, nil, "", "definition is empty")
+		return
+	}
 	msg := err.Error()
 	line := 0
 	if m := yamlLine.FindStringSubmatch(msg); m != nil {
@@ -90,7 +96,30 @@ func (d *decoder) syntaxError(err error) {
 		d.errs = append(d.errs, &Error{Kind: ErrLimit, Line: line, Message: msg})
 		return
 	}
+	if e := locateSyntaxError(src); e != nil {
+		d.errs = append(d.errs, e)
+		return
+	}
 	d.errs = append(d.errs, &Error{Kind: ErrSyntax, Line: line, Message: msg})
+}
+
+// locateSyntaxError asks a second parser where a syntax error is. go.yaml.in/yaml/v3
+// reports only the line where the enclosing construct began; github.com/goccy/go-yaml
+// reports the offending token's line and column and says what it expected there. It is
+// consulted only for documents the first parser rejected; when it disagrees (accepts the
+// document, or fails without a position) the first parser's report stands.
+func locateSyntaxError(src []byte) (out *Error) {
+	defer func() {
+		if recover() != nil {
+			out = nil
+		}
+	}()
+	_, err := goccyparser.ParseBytes(src, 0)
+	var se *goccyyaml.SyntaxError
+	if !errors.As(err, &se) || se.Token == nil || se.Token.Position == nil {
+		return nil
+	}
+	return &Error{Kind: ErrSyntax, Line: se.Token.Position.Line, Column: se.Token.Position.Column, Message: se.Message}
 }
 
 // checkShape bounds nesting depth before any schema walk, without following aliases.
@@ -152,12 +181,13 @@ func indexPath(path string, i int) string { return path + "[" + strconv.Itoa(i) 
 // fields lists a mapping's keys in document order. Keys from YAML merge keys (<<) come
 // first and lose to keys written out; a key written out twice is an error.
 func (d *decoder) fields(n *yaml.Node, path, what string) []field {
+	at := n
 	n = d.resolve(n)
 	if n == nil {
 		return nil
 	}
 	if n.Kind != yaml.MappingNode {
-		d.typeError(n, path, what)
+		d.typeError(at, n, path, what)
 		return nil
 	}
 	var merged, own []field
@@ -225,7 +255,7 @@ func (d *decoder) object(n *yaml.Node, path, what string, known []string, fn fun
 		if d.abort {
 			return
 		}
-		if !contains(known, f.key) {
+		if !contains(known, f.key) && !(path == "" && isTemplateKey(f.key)) {
 			d.add(ErrUnknownKey, f.keyNode, f.path, "unknown key %q in %s%s", f.key, what, suggest(f.key, known))
 			continue
 		}
@@ -236,6 +266,7 @@ func (d *decoder) object(n *yaml.Node, path, what string, known []string, fn fun
 // items lists a sequence's elements. A single scalar is accepted where a list is expected
 // when single is true (runs_on: linux), and reads as a list of one.
 func (d *decoder) items(n *yaml.Node, path, what string, single bool) []*yaml.Node {
+	at := n
 	n = d.resolve(n)
 	if n == nil {
 		return nil
@@ -246,12 +277,13 @@ func (d *decoder) items(n *yaml.Node, path, what string, single bool) []*yaml.No
 	if single && n.Kind == yaml.ScalarNode && n.Tag != "!!null" {
 		return []*yaml.Node{n}
 	}
-	d.typeError(n, path, what)
+	d.typeError(at, n, path, what)
 	return nil
 }
 
-func (d *decoder) typeError(n *yaml.Node, path, want string) {
-	d.add(ErrType, n, path, "expected %s, found %s", want, describe(n))
+// typeError reports at the node as written (an alias, say) and describes what it stands for.
+func (d *decoder) typeError(at, n *yaml.Node, path, want string) {
+	d.add(ErrType, at, path, "expected %s, found %s", want, describe(n))
 }
 
 func describe(n *yaml.Node) string {
@@ -286,12 +318,13 @@ func clip(s string, n int) string {
 // scalar returns a scalar's text. Strings, numbers and booleans are all accepted as text,
 // so `name: 2024` or `GO: 1.26` mean what the author wrote; null and collections are not.
 func (d *decoder) str(n *yaml.Node, path, what string) (string, bool) {
+	at := n
 	n = d.resolve(n)
 	if n == nil {
 		return "", false
 	}
 	if n.Kind != yaml.ScalarNode || n.Tag == "!!null" {
-		d.typeError(n, path, what)
+		d.typeError(at, n, path, what)
 		return "", false
 	}
 	if n.Tag != "!!str" && n.Tag != "!!int" && n.Tag != "!!float" && n.Tag != "!!bool" {
@@ -302,12 +335,13 @@ func (d *decoder) str(n *yaml.Node, path, what string) (string, bool) {
 }
 
 func (d *decoder) boolean(n *yaml.Node, path string) (bool, bool) {
+	at := n
 	n = d.resolve(n)
 	if n == nil {
 		return false, false
 	}
 	if n.Kind != yaml.ScalarNode || n.Tag != "!!bool" {
-		d.typeError(n, path, "true or false")
+		d.typeError(at, n, path, "true or false")
 		return false, false
 	}
 	v, err := strconv.ParseBool(strings.ToLower(n.Value))
@@ -319,12 +353,13 @@ func (d *decoder) boolean(n *yaml.Node, path string) (bool, bool) {
 }
 
 func (d *decoder) integer(n *yaml.Node, path string, lo, hi int) (int, bool) {
+	at := n
 	n = d.resolve(n)
 	if n == nil {
 		return 0, false
 	}
 	if n.Kind != yaml.ScalarNode || n.Tag != "!!int" {
-		d.typeError(n, path, "a whole number")
+		d.typeError(at, n, path, "a whole number")
 		return 0, false
 	}
 	v, err := strconv.ParseInt(n.Value, 0, 64)

@@ -135,6 +135,9 @@ func (d *decoder) decodeSpec(root *yaml.Node) *spec {
 	s := &spec{byName: map[string]*jobSpec{}}
 	var jobsNode *yaml.Node
 	d.object(root, "", "the pipeline", topKeys, func(f field) {
+		if isTemplateKey(f.key) {
+			return // holds YAML anchors for reuse; not part of the schema
+		}
 		switch f.key {
 		case "name":
 			s.name, _ = d.str(f.val, f.path, "a pipeline name")
@@ -152,6 +155,9 @@ func (d *decoder) decodeSpec(root *yaml.Node) *spec {
 				if d.abort {
 					break
 				}
+				if strings.HasPrefix(jf.key, ".") {
+					continue // a hidden job: a template for merge keys, never run
+				}
 				if !jobNamePattern.MatchString(jf.key) {
 					d.add(ErrInvalid, jf.keyNode, jf.path, "job name %q: use letters, digits, '-' and '_' (at most 100)", jf.key)
 					continue
@@ -168,6 +174,12 @@ func (d *decoder) decodeSpec(root *yaml.Node) *spec {
 		d.add(ErrRequired, jobsNode, "jobs", "a pipeline needs at least one job")
 	}
 	return s
+}
+
+// isTemplateKey reports top-level keys that exist only to hold YAML anchors: "x-"
+// extension fields and "."-prefixed hidden keys.
+func isTemplateKey(k string) bool {
+	return strings.HasPrefix(k, "x-") || strings.HasPrefix(k, ".")
 }
 
 func (d *decoder) stages(n *yaml.Node, p string) []text {
