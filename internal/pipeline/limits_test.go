@@ -25,7 +25,6 @@ func TestLimits(t *testing.T) {
 	}
 	merge.WriteString("jobs:\n  a:\n    <<: *l8\n    steps: [{run: x}]\n")
 
-
 	tests := []struct {
 		name   string
 		src    string
