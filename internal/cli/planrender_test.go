@@ -60,7 +60,6 @@ func releasePlan() *pipeline.Plan {
 	deploy.Concurrency = &pipeline.Concurrency{Group: "production"}
 	p.Jobs = append(p.Jobs, deploy)
 
-
 	p.Waves = [][]string{
 		append(append([]string{"lint"}, tests...), `smoke "quick" \ fast`),
 		{"build", "report"},
