@@ -1,0 +1,95 @@
+package pipeline
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// FuzzCompile feeds arbitrary documents to Compile. Besides not panicking or hanging, every
+// answer must be well formed: either a plan whose jobs are in a valid topological order, or
+// a non-empty list of errors that each say what and where.
+func FuzzCompile(f *testing.F) {
+	files, _ := filepath.Glob("../../examples/*")
+	for _, name := range files {
+		if b, err := os.ReadFile(name); err == nil {
+			f.Add(b)
+		}
+	}
+	for _, s := range []string{
+		"jobs: {a: {steps: [{run: x}]}}",
+		"jobs:\n  a: {needs: [b], steps: [{run: x}]}\n  b: {needs: [a], steps: [{run: x}]}",
+		"stages: [a, b]\njobs:\n  x: {stage: a, steps: [{run: x}]}\n  y: {stage: b, if: failure(), steps: [{run: x}]}",
+		"jobs:\n  t:\n    matrix: {a: [1, 2], include: [{a: 3, b: x}], exclude: [{a: 1}]}\n    steps: [{run: \"${{ matrix.a }} ${{ env.X }}\"}]\n    env: {X: y}",
+		"x: &a {timeout: 1m}\njobs: {a: {<<: *a, steps: [{run: x}]}}",
+		"jobs: {a: {if: 'needs.b.result == \"x\"', steps: [{run: x}]}}",
+		"{\"jobs\": {\"a\": {\"steps\": [{\"run\": \"x\"}]}}}",
+		"[[[[",
+		"jobs: {a: {steps: [{run: x}], artifacts: [\"../x\"]}}",
+	} {
+		f.Add([]byte(s))
+	}
+	limits := Limits{MaxJobs: 300, MaxNodes: 200_000}
+	f.Fuzz(func(t *testing.T, src []byte) {
+		p, err := Compile(src, Options{Limits: limits})
+		if err != nil {
+			if p != nil {
+				t.Fatal("plan returned with errors")
+			}
+			var errs Errors
+			if !errors.As(err, &errs) || len(errs) == 0 {
+				t.Fatalf("error is not a non-empty Errors: %#v", err)
+			}
+			for _, e := range errs {
+				if e.Kind == "" || e.Message == "" || e.Line < 0 || e.Column < 0 {
+					t.Fatalf("malformed error %#v", e)
+				}
+			}
+			return
+		}
+		if len(p.Jobs) == 0 || len(p.Jobs) > limits.MaxJobs {
+			t.Fatalf("plan has %d jobs", len(p.Jobs))
+		}
+		seen := map[string]bool{}
+		i := 0
+		for w, wave := range p.Waves {
+			for _, key := range wave {
+				j := p.Jobs[i]
+				if j.Key != key || j.Wave != w {
+					t.Fatalf("job %d is %q in wave %d, waves say %q in %d", i, j.Key, j.Wave, key, w)
+				}
+				if len(j.Steps) == 0 {
+					t.Fatalf("job %q has no steps", j.Key)
+				}
+				for _, n := range j.Needs {
+					if !seen[n] {
+						t.Fatalf("job %q needs %q, which is not planned before it", j.Key, n)
+					}
+				}
+				i++
+			}
+			for _, key := range wave {
+				if seen[key] {
+					t.Fatalf("job key %q twice", key)
+				}
+				seen[key] = true
+			}
+		}
+		if i != len(p.Jobs) {
+			t.Fatalf("waves hold %d jobs, plan has %d", i, len(p.Jobs))
+		}
+		b, err := json.Marshal(p)
+		if err != nil {
+			t.Fatalf("marshal plan: %v", err)
+		}
+		var back Plan
+		if err := json.Unmarshal(b, &back); err != nil {
+			t.Fatalf("plan does not survive JSON: %v", err)
+		}
+		if len(back.Jobs) != len(p.Jobs) {
+			t.Fatalf("JSON round trip lost jobs")
+		}
+	})
+}
