@@ -362,11 +362,14 @@ func TestValidateExamples(t *testing.T) {
 		file string
 		jobs int
 	}{
+		{"conditions.yml", 5},
 		{"diamond.yml", 4},
 		{"hello.json", 2},
 		{"hello.yml", 1},
 		{"matrix.yml", 7}, // 2 x 3, one excluded, one included
 		{"release.yml", 4},
+		{"stages.yml", 5},
+		{"templates.yml", 3}, // templates (.base, x-go) are not jobs
 	}
 	args := []string{"validate"}
 	var want strings.Builder
