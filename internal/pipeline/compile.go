@@ -321,6 +321,10 @@ func (d *decoder) condition(j *jobSpec, ins []instance, s *spec, needNames []str
 	scope := &condScope{needs: needNames, matrix: axes, env: sortedKeys(env)}
 	c, err := compileCondition(src, scope)
 	if err != nil {
+		if at := runeOffsetToByte(src, err.offset); at < len(src) && src[at] == '=' && (at+1 == len(src) || src[at+1] != '=') &&
+			(at == 0 || !strings.ContainsRune("=!<>", rune(src[at-1]))) {
+			err.msg += "; compare with =="
+		}
 		lead := strings.Index(j.cond.v, src)
 		d.addAt(err.kind, j.cond, lead+runeOffsetToByte(src, err.offset), "%s", err.msg)
 		return nil

@@ -81,6 +81,7 @@ func TestCompileErrors(t *testing.T) {
 		{"bad env name", "jobs:\n  a:\n    env: {1X: y}\n    steps: [{run: x}]", ErrInvalid, "jobs.a.env.1X", 3, 11, "variable name"},
 		{"env value is a list", "jobs:\n  a:\n    env: {X: [1]}\n    steps: [{run: x}]", ErrType, "jobs.a.env.X", 3, 14, "expected a value"},
 		{"if syntax error", "jobs:\n  a:\n    if: branch ==\n    steps: [{run: x}]", ErrExpression, "jobs.a.if", 3, 17, ""},
+		{"if assignment hints ==", "jobs:\n  a:\n    if: branch = \"main\"\n    steps: [{run: x}]", ErrExpression, "jobs.a.if", 3, 16, "compare with =="},
 		{"if unknown name", "jobs:\n  a:\n    if: brnach == \"main\"\n    steps: [{run: x}]", ErrExpression, "jobs.a.if", 3, 9, "brnach"},
 		{"if not boolean", "jobs:\n  a:\n    if: branch\n    steps: [{run: x}]", ErrExpression, "jobs.a.if", 3, 9, "bool"},
 		{"if needs a job not needed", "jobs:\n  b: {steps: [{run: x}]}\n  c: {steps: [{run: x}]}\n  a:\n    needs: [b]\n    if: needs.c.result == \"success\"\n    steps: [{run: x}]", ErrUnknownReference, "jobs.a.if", 6, 15, `does not need "c"`},

@@ -1,0 +1,48 @@
+package pipeline
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+)
+
+// BenchmarkCompile measures planning cost for typical and for limit-sized definitions.
+func BenchmarkCompile(b *testing.B) {
+	release, err := os.ReadFile("../../examples/release.yml")
+	if err != nil {
+		b.Fatal(err)
+	}
+	// 5,000 jobs: a 50 x 100 matrix plus fan-in, the largest run the default limits allow.
+	large := "jobs:\n  t:\n    matrix: {a: [" + seq(50) + "], b: [" + seq(99) + "]}\n" +
+		"    steps: [{run: \"go test -run ${{ matrix.a }} -shard ${{ matrix.b }}\"}]\n" +
+		"  after:\n    needs: [t]\n    steps: [{run: x}]\n"
+	// 500 distinct jobs in a chain of 10 waves.
+	var wide strings.Builder
+	wide.WriteString("jobs:\n")
+	for i := 0; i < 500; i++ {
+		fmt.Fprintf(&wide, "  j%d:\n", i)
+		if i >= 50 {
+			fmt.Fprintf(&wide, "    needs: [j%d]\n", i-50)
+		}
+		wide.WriteString("    steps: [{run: make}]\n")
+	}
+	for _, bc := range []struct {
+		name string
+		src  []byte
+	}{
+		{"release", release},
+		{"matrix-4951-jobs", []byte(large)},
+		{"500-jobs-10-waves", []byte(wide.String())},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(bc.src)))
+			for b.Loop() {
+				if _, err := Compile(bc.src, Options{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
