@@ -43,39 +43,38 @@ func (s source) line(n int) (string, bool) {
 	return strings.TrimSuffix(rest, "\r"), true
 }
 
+// maxRead bounds what is read of one input. It is far above the compiler's own size limit,
+// so any real mistake of size gets the compiler's exact message with the true size, while a
+// wrong argument (a disk image, /dev/zero) cannot exhaust memory.
+const maxRead = 64 << 20
+
 // readSources reads every named file ("-" is standard input) before anything is compiled,
 // so that a missing file fails the whole command with exit 2 rather than leaving a partial
 // report that a script could take for a complete one. Every unreadable file is reported.
 func (a *app) readSources(names []string) ([]source, error) {
-	// Reading past the limit is pointless: the compiler rejects the document anyway, and
-	// stopping here keeps a huge or endless input (a device, a pipe) from filling memory.
-	limit := int64(pipeline.DefaultLimits.MaxBytes) + 1
 	srcs := make([]source, 0, len(names))
 	failed := false
 	stdinUsed := false
 	for _, name := range names {
+		display := name
+		var data []byte
+		var err error
 		if name == "-" {
 			if stdinUsed {
 				return nil, usagef("standard input (-) given more than once")
 			}
 			stdinUsed = true
-			data, err := io.ReadAll(io.LimitReader(a.stdin, limit))
-			if err != nil {
-				fmt.Fprintf(a.stderr, "gantry: read %s: %v\n", stdinName, err)
-				failed = true
-				continue
-			}
-			srcs = append(srcs, source{name: stdinName, data: data})
-			continue
+			display = stdinName
+			data, err = readAll(a.stdin)
+		} else {
+			data, err = readFile(name)
 		}
-		data, err := readFile(name, limit)
 		if err != nil {
-			// The *PathError already names the file; print its cause after our own prefix.
-			fmt.Fprintf(a.stderr, "gantry: read %s: %v\n", name, unwrapPath(err))
+			fmt.Fprintf(a.stderr, "gantry: read %s: %v\n", display, err)
 			failed = true
 			continue
 		}
-		srcs = append(srcs, source{name: name, data: data})
+		srcs = append(srcs, source{name: display, data: data})
 	}
 	if failed {
 		return nil, &exitError{code: exitUsage}
@@ -83,13 +82,30 @@ func (a *app) readSources(names []string) ([]source, error) {
 	return srcs, nil
 }
 
-func readFile(name string, limit int64) ([]byte, error) {
-	f, err := os.Open(name)
+// errTooLarge is returned for an input over maxRead.
+var errTooLarge = fmt.Errorf("larger than %d MiB; a pipeline definition may be at most %d MiB",
+	maxRead>>20, pipeline.DefaultLimits.MaxBytes>>20)
+
+func readAll(r io.Reader) ([]byte, error) {
+	data, err := io.ReadAll(io.LimitReader(r, maxRead+1))
 	if err != nil {
 		return nil, err
 	}
+	if len(data) > maxRead {
+		return nil, errTooLarge
+	}
+	return data, nil
+}
+
+func readFile(name string) ([]byte, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		// The *PathError would repeat the name after our own "read NAME:" prefix.
+		return nil, unwrapPath(err)
+	}
 	defer f.Close()
-	return io.ReadAll(io.LimitReader(f, limit))
+	data, err := readAll(f)
+	return data, unwrapPath(err)
 }
 
 // unwrapPath drops the "open NAME:" part of a *os.PathError, which would repeat the name.

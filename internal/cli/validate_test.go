@@ -386,3 +386,30 @@ func TestValidateExamples(t *testing.T) {
 		t.Errorf("stdout =\n%s\nwant\n%s", got.stdout, want.String())
 	}
 }
+
+// endless is an input that never ends, like /dev/zero.
+type endless struct{}
+
+func (endless) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = '#'
+	}
+	return len(p), nil
+}
+
+// TestEndlessInputIsRefused checks gantry stops reading a huge input instead of filling
+// memory, and says why.
+func TestEndlessInputIsRefused(t *testing.T) {
+	t.Parallel()
+	var stdout, stderr strings.Builder
+	a := &app{stdin: endless{}, stdout: &stdout, stderr: &stderr,
+		lookupEnv: func(string) (string, bool) { return "", false }, compile: fakeCompile(nil)}
+	code := a.run(t.Context(), []string{"validate", "-"})
+	if code != exitUsage {
+		t.Errorf("exit code = %d, want %d", code, exitUsage)
+	}
+	want := "gantry: read <stdin>: larger than 64 MiB; a pipeline definition may be at most 1 MiB\n"
+	if stderr.String() != want {
+		t.Errorf("stderr = %q, want %q", stderr.String(), want)
+	}
+}
