@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -390,11 +391,10 @@ func TestValidateExamples(t *testing.T) {
 // endless is an input that never ends, like /dev/zero.
 type endless struct{}
 
+var endlessChunk = bytes.Repeat([]byte("#"), 1<<16)
+
 func (endless) Read(p []byte) (int, error) {
-	for i := range p {
-		p[i] = '#'
-	}
-	return len(p), nil
+	return copy(p, endlessChunk), nil
 }
 
 // TestEndlessInputIsRefused checks gantry stops reading a huge input instead of filling
