@@ -29,6 +29,7 @@ type app struct {
 	stderr    io.Writer
 	lookupEnv func(string) (string, bool)
 	compile   func([]byte, pipeline.Options) (*pipeline.Plan, error)
+	maxRead   int64 // bytes read of one input at most
 }
 
 // Run executes the gantry command line given by args (without the program name) and
@@ -40,6 +41,7 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		stderr:    stderr,
 		lookupEnv: os.LookupEnv,
 		compile:   pipeline.Compile,
+		maxRead:   defaultMaxRead,
 	}
 	return a.run(ctx, args)
 }

@@ -36,6 +36,7 @@ func runCLI(t *testing.T, inv invocation) outcome {
 			return v, ok
 		},
 		compile: inv.compile,
+		maxRead: defaultMaxRead,
 	}
 	if a.compile == nil {
 		a.compile = pipeline.Compile

@@ -156,3 +156,13 @@ func TestCompileErrors(t *testing.T) {
 		})
 	}
 }
+
+func TestFormatSize(t *testing.T) {
+	t.Parallel()
+	tests := map[int64]string{0: "0 bytes", 1000: "1000 bytes", 1 << 20: "1 MiB", 64 << 20: "64 MiB", 1<<20 + 1: "1048577 bytes"}
+	for n, want := range tests {
+		if got := formatSize(n); got != want {
+			t.Errorf("formatSize(%d) = %q, want %q", n, got, want)
+		}
+	}
+}

@@ -43,10 +43,10 @@ func (s source) line(n int) (string, bool) {
 	return strings.TrimSuffix(rest, "\r"), true
 }
 
-// maxRead bounds what is read of one input. It is far above the compiler's own size limit,
-// so any real mistake of size gets the compiler's exact message with the true size, while a
-// wrong argument (a disk image, /dev/zero) cannot exhaust memory.
-const maxRead = 64 << 20
+// defaultMaxRead bounds what is read of one input. It is far above the compiler's own size
+// limit, so any real mistake of size gets the compiler's exact message with the true size,
+// while a wrong argument (a disk image, /dev/zero) cannot exhaust memory.
+const defaultMaxRead = 64 << 20
 
 // readSources reads every named file ("-" is standard input) before anything is compiled,
 // so that a missing file fails the whole command with exit 2 rather than leaving a partial
@@ -65,9 +65,9 @@ func (a *app) readSources(names []string) ([]source, error) {
 			}
 			stdinUsed = true
 			display = stdinName
-			data, err = readAll(a.stdin)
+			data, err = readAll(a.stdin, a.maxRead)
 		} else {
-			data, err = readFile(name)
+			data, err = readFile(name, a.maxRead)
 		}
 		if err != nil {
 			fmt.Fprintf(a.stderr, "gantry: read %s: %v\n", display, err)
@@ -82,29 +82,34 @@ func (a *app) readSources(names []string) ([]source, error) {
 	return srcs, nil
 }
 
-// errTooLarge is returned for an input over maxRead.
-var errTooLarge = fmt.Errorf("larger than %d MiB; a pipeline definition may be at most %d MiB",
-	maxRead>>20, pipeline.DefaultLimits.MaxBytes>>20)
-
-func readAll(r io.Reader) ([]byte, error) {
+func readAll(r io.Reader, maxRead int64) ([]byte, error) {
 	data, err := io.ReadAll(io.LimitReader(r, maxRead+1))
 	if err != nil {
 		return nil, err
 	}
-	if len(data) > maxRead {
-		return nil, errTooLarge
+	if int64(len(data)) > maxRead {
+		return nil, fmt.Errorf("larger than %s; a pipeline definition may be at most %s",
+			formatSize(maxRead), formatSize(int64(pipeline.DefaultLimits.MaxBytes)))
 	}
 	return data, nil
 }
 
-func readFile(name string) ([]byte, error) {
+// formatSize writes whole mebibytes as such and anything else in bytes.
+func formatSize(n int64) string {
+	if n >= 1<<20 && n%(1<<20) == 0 {
+		return fmt.Sprintf("%d MiB", n>>20)
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
+
+func readFile(name string, maxRead int64) ([]byte, error) {
 	f, err := os.Open(name)
 	if err != nil {
 		// The *PathError would repeat the name after our own "read NAME:" prefix.
 		return nil, unwrapPath(err)
 	}
 	defer f.Close()
-	data, err := readAll(f)
+	data, err := readAll(f, maxRead)
 	return data, unwrapPath(err)
 }
 

@@ -403,12 +403,14 @@ func TestEndlessInputIsRefused(t *testing.T) {
 	t.Parallel()
 	var stdout, stderr strings.Builder
 	a := &app{stdin: endless{}, stdout: &stdout, stderr: &stderr,
-		lookupEnv: func(string) (string, bool) { return "", false }, compile: fakeCompile(nil)}
+		lookupEnv: func(string) (string, bool) { return "", false }, compile: fakeCompile(nil),
+		// Small so the test is quick; the real bound is the same code with 64 MiB.
+		maxRead: 1000}
 	code := a.run(t.Context(), []string{"validate", "-"})
 	if code != exitUsage {
 		t.Errorf("exit code = %d, want %d", code, exitUsage)
 	}
-	want := "gantry: read <stdin>: larger than 64 MiB; a pipeline definition may be at most 1 MiB\n"
+	want := "gantry: read <stdin>: larger than 1000 bytes; a pipeline definition may be at most 1 MiB\n"
 	if stderr.String() != want {
 		t.Errorf("stderr = %q, want %q", stderr.String(), want)
 	}
