@@ -45,6 +45,7 @@ func TestCompileErrors(t *testing.T) {
 		{"step without run", "jobs:\n  a:\n    steps:\n      - name: x", ErrRequired, "jobs.a.steps[0].run", 4, 9, "needs a run command"},
 		{"empty run", "jobs:\n  a:\n    steps:\n      - run: \"  \"", ErrRequired, "jobs.a.steps[0].run", 4, 14, "run command is empty"},
 		{"no jobs", "name: x", ErrRequired, "jobs", 1, 1, "needs a jobs mapping"},
+		{"only templates", "jobs:\n  .base: {steps: [{run: x}]}", ErrRequired, "jobs", 2, 3, "templates"},
 		{"empty jobs", "jobs: {}", ErrRequired, "jobs", 1, 7, "at least one job"},
 		{"root not a mapping", "- a\n- b", ErrType, "", 1, 1, "expected the pipeline, found a list"},
 		{"bad job name", "jobs:\n  \"a b\": {steps: [{run: x}]}", ErrInvalid, "jobs.a b", 2, 3, "job name"},

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -300,8 +301,16 @@ func CombineResults(rs []string) string {
 	return ResultSuccess
 }
 
-// MarshalJSON writes the condition as its source text.
-func (c *Condition) MarshalJSON() ([]byte, error) { return json.Marshal(c.Source) }
+// MarshalJSON writes the condition as its source text, with && and < left as they are.
+func (c *Condition) MarshalJSON() ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(c.Source); err != nil {
+		return nil, err
+	}
+	return bytes.TrimRight(b.Bytes(), "\n"), nil
+}
 
 // UnmarshalJSON compiles the condition from its source text. References were checked when
 // the plan was made, so they are not checked again here.

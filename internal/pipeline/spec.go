@@ -134,6 +134,7 @@ var (
 func (d *decoder) decodeSpec(root *yaml.Node) *spec {
 	s := &spec{byName: map[string]*jobSpec{}}
 	var jobsNode *yaml.Node
+	visible := 0
 	d.object(root, "", "the pipeline", topKeys, func(f field) {
 		if isTemplateKey(f.key) {
 			return // holds YAML anchors for reuse; not part of the schema
@@ -158,6 +159,7 @@ func (d *decoder) decodeSpec(root *yaml.Node) *spec {
 				if strings.HasPrefix(jf.key, ".") {
 					continue // a hidden job: a template for merge keys, never run
 				}
+				visible++
 				if !jobNamePattern.MatchString(jf.key) {
 					d.add(ErrInvalid, jf.keyNode, jf.path, "job name %q: use letters, digits, '-' and '_' (at most 100)", jf.key)
 					continue
@@ -168,10 +170,14 @@ func (d *decoder) decodeSpec(root *yaml.Node) *spec {
 			}
 		}
 	})
-	if !d.abort && root.Kind == yaml.MappingNode && jobsNode == nil {
+	switch {
+	case d.abort || root.Kind != yaml.MappingNode:
+	case jobsNode == nil:
 		d.add(ErrRequired, root, "jobs", "a pipeline needs a jobs mapping with at least one job")
-	} else if jobsNode != nil && len(s.jobs) == 0 && !d.abort && d.resolve(jobsNode) != nil && d.resolve(jobsNode).Kind == yaml.MappingNode && len(d.resolve(jobsNode).Content) == 0 {
-		d.add(ErrRequired, jobsNode, "jobs", "a pipeline needs at least one job")
+	case visible == 0:
+		if r := d.resolve(jobsNode); r != nil && r.Kind == yaml.MappingNode {
+			d.add(ErrRequired, jobsNode, "jobs", "a pipeline needs at least one job (jobs whose names start with '.' are templates)")
+		}
 	}
 	return s
 }
