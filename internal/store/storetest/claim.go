@@ -1,0 +1,679 @@
+package storetest
+
+import (
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gantry-ci/gantry/internal/pipeline"
+	"github.com/gantry-ci/gantry/internal/store"
+	"github.com/google/uuid"
+)
+
+var claimTests = []test{
+	{"EmptyQueue", testClaimEmpty},
+	{"LeasesJob", testClaimLeasesJob},
+	{"Max", testClaimMax},
+	{"Race", testClaimRace},
+	{"PriorityLanes", testClaimPriorityLanes},
+	{"FIFOByQueuedTime", testClaimFIFO},
+	{"FairShare", testClaimFairShare},
+	{"Labels", testClaimLabels},
+	{"SkipsJobsThatDoNotFit", testClaimSkipsUnfit},
+	{"Resources", testClaimResources},
+	{"ResourcesAcrossOneClaim", testClaimResourcesAcrossOneClaim},
+}
+
+var concurrencyGroupTests = []test{
+	{"OneAtATimeOldestFirst", testGroupOneAtATime},
+	{"Race", testGroupRace},
+	{"MatrixInstances", testGroupMatrix},
+}
+
+func testClaimEmpty(t *testing.T, h Harness) {
+	s, b := setup(t, h)
+	cs, err := s.Claim(b.ctx, withClaimDefaults(store.ClaimParams{Max: 4}))
+	if err != nil {
+		t.Fatalf("Claim on an empty store: %v", err)
+	}
+	if len(cs) != 0 {
+		t.Fatalf("Claim on an empty store returned %d jobs", len(cs))
+	}
+	// Pending jobs are not claimable either.
+	b.create(diamondYAML)
+	for range 2 {
+		b.complete(b.claimOne(), store.JobSuccess)
+	}
+	c := b.claimOne()
+	if c.Job.Key != "c" {
+		t.Fatalf("claimed %q, want c", c.Job.Key)
+	}
+	cs, err = s.Claim(b.ctx, withClaimDefaults(store.ClaimParams{Max: 4}))
+	if err != nil || len(cs) != 0 {
+		t.Fatalf("Claim with only a pending job left: %d jobs, err %v; want none, nil", len(cs), err)
+	}
+}
+
+func testClaimLeasesJob(t *testing.T, h Harness) {
+	_, b := setup(t, h)
+	const yaml = `
+name: lease
+jobs:
+  build:
+    timeout: 10m
+    steps:
+      - { name: compile, run: make }
+      - { name: check, run: make check }
+  ship:
+    needs: [build]
+    timeout: 20m
+    steps:
+      - run: ./ship
+`
+	trigger := store.Trigger{Ref: "refs/heads/main", Branch: "main", SHA: "f00d", Event: "push"}
+	env := map[string]string{"STAGE": "ci"}
+	run, jobs := b.createRun(yaml, store.CreateRunParams{Project: "p", Trigger: trigger, Env: env})
+	b.clk.Advance(5 * time.Second)
+	now := b.clk.Now()
+
+	cs := b.claim(store.ClaimParams{WorkerID: "w-lease", Max: 4, LeaseTTL: 30 * time.Second, TimeoutGrace: 2 * time.Minute})
+	if len(cs) != 1 {
+		t.Fatalf("claimed %d jobs, want 1 (ship is pending)", len(cs))
+	}
+	c := cs[0]
+	if c.Job.ID != jobs[0].ID {
+		t.Fatalf("claimed %q, want build", c.Job.Key)
+	}
+	if c.Lease.Token == "" {
+		t.Fatal("lease token is empty")
+	}
+	wantTime(t, "Lease.ExpiresAt", c.Lease.ExpiresAt, now.Add(30*time.Second))
+	if c.Run == nil || c.Run.ID != run.ID || c.Run.Trigger != trigger || !maps.Equal(c.Run.Env, env) {
+		t.Errorf("Claim.Run = %+v, want run %s with its trigger and env", c.Run, run.ID)
+	}
+	if len(c.OnceDone) != 0 {
+		t.Errorf("OnceDone = %v on a first attempt, want empty", c.OnceDone)
+	}
+	for _, j := range []*store.Job{c.Job, b.getJob(c.Job.ID)} {
+		if j.Status != store.JobAssigned || j.Attempt != 1 || j.WorkerID != "w-lease" || j.LeaseToken != c.Lease.Token {
+			t.Errorf("claimed job: %s; want assigned, attempt 1, worker w-lease, the lease's token", jobState(j))
+		}
+		wantTime(t, "LeaseExpiresAt", j.LeaseExpiresAt, now.Add(30*time.Second))
+		wantTime(t, "Deadline", j.Deadline, now.Add(10*time.Minute+2*time.Minute))
+		if j.Spec == nil || len(j.Spec.Steps) != 2 {
+			t.Errorf("claimed job has Spec %+v, want the planned job", j.Spec)
+		}
+	}
+	for _, st := range b.listSteps(c.Job.ID) {
+		if st.Attempt != 1 || st.Status != store.StepPending {
+			t.Errorf("step %d after claim: attempt %d status %s, want 1, pending", st.Index, st.Attempt, st.Status)
+		}
+	}
+	r := b.getRun(run.ID)
+	if r.Status != store.RunRunning {
+		t.Errorf("run status after the first claim = %s, want running", r.Status)
+	}
+	wantTime(t, "run StartedAt", r.StartedAt, now)
+
+	// A later claim in the same run leaves the run's start alone.
+	b.clk.Advance(time.Minute)
+	b.complete(c, store.JobSuccess)
+	b.clk.Advance(time.Minute)
+	c2 := b.claimOne()
+	if c2.Job.Key != "ship" {
+		t.Fatalf("claimed %q, want ship", c2.Job.Key)
+	}
+	wantTime(t, "ship Deadline", c2.Job.Deadline, b.clk.Now().Add(20*time.Minute+timeoutGrace))
+	r = b.getRun(run.ID)
+	if r.Status != store.RunRunning {
+		t.Errorf("run status = %s, want running", r.Status)
+	}
+	wantTime(t, "run StartedAt after a second claim", r.StartedAt, now)
+}
+
+func testClaimMax(t *testing.T, h Harness) {
+	_, b := setup(t, h)
+	for range 6 {
+		b.create(singleJob)
+	}
+	for _, tc := range []struct{ max, want int }{{0, 1}, {-3, 1}, {1, 1}, {3, 3}, {10, 1}, {10, 0}} {
+		if got := len(b.claim(store.ClaimParams{Max: tc.max})); got != tc.want {
+			t.Errorf("Claim(Max %d) returned %d jobs, want %d", tc.max, got, tc.want)
+		}
+	}
+}
+
+// matrix100YAML plans one job as a 10x10 matrix: 100 queued jobs per run.
+const matrix100YAML = `
+name: wide
+jobs:
+  shard:
+    matrix:
+      x: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]
+      y: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]
+    steps:
+      - run: "true"
+`
+
+// testClaimRace creates 10,000 jobs from concurrent producers while 32 claimers take them
+// in batches of 1 to 8: every job is claimed exactly once, under a token of its own.
+func testClaimRace(t *testing.T, h Harness) {
+	s, b := setup(t, h)
+	const (
+		runs       = 100
+		jobsPerRun = 100
+		producers  = 8
+		claimers   = 32
+	)
+	plan := compile(t, matrix100YAML)
+	ctx := b.ctx
+
+	type claimed struct {
+		job    *store.Job
+		token  string
+		worker string
+	}
+	var (
+		mu      sync.Mutex
+		errs    []error
+		created = map[uuid.UUID]bool{}
+		runIDs  []uuid.UUID
+		got     []claimed
+	)
+	fail := func(err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		errs = append(errs, err)
+	}
+
+	var next atomic.Int64
+	producersDone := make(chan struct{})
+	var pwg sync.WaitGroup
+	for p := range producers {
+		pwg.Go(func() {
+			for n := next.Add(1); n <= runs; n = next.Add(1) {
+				run, jobs, isNew, err := s.CreateRun(ctx, store.CreateRunParams{
+					Project: fmt.Sprintf("project-%d", n%4),
+					Plan:    plan,
+				})
+				if err != nil {
+					fail(fmt.Errorf("producer %d: CreateRun: %w", p, err))
+					return
+				}
+				if !isNew || len(jobs) != jobsPerRun {
+					fail(fmt.Errorf("producer %d: CreateRun created %v with %d jobs", p, isNew, len(jobs)))
+				}
+				mu.Lock()
+				runIDs = append(runIDs, run.ID)
+				for _, j := range jobs {
+					created[j.ID] = true
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	go func() {
+		pwg.Wait()
+		close(producersDone)
+	}()
+
+	var cwg sync.WaitGroup
+	for i := range claimers {
+		cwg.Go(func() {
+			worker := fmt.Sprintf("racer-%d", i)
+			wake, stop := s.WaitForJobs()
+			defer stop()
+			for ctx.Err() == nil {
+				// Only a claim that began after the last run was created may end the loop:
+				// an empty answer then means nothing is left.
+				var done bool
+				select {
+				case <-producersDone:
+					done = true
+				default:
+				}
+				max := rand.IntN(8) + 1
+				cs, err := s.Claim(ctx, store.ClaimParams{WorkerID: worker, Max: max, LeaseTTL: time.Hour, TimeoutGrace: time.Minute})
+				if err != nil {
+					fail(fmt.Errorf("claimer %d: Claim: %w", i, err))
+					return
+				}
+				if len(cs) > max {
+					fail(fmt.Errorf("claimer %d: Claim(Max %d) returned %d jobs", i, max, len(cs)))
+				}
+				mu.Lock()
+				for _, c := range cs {
+					got = append(got, claimed{job: c.Job, token: c.Lease.Token, worker: worker})
+				}
+				mu.Unlock()
+				if len(cs) > 0 {
+					continue
+				}
+				if done {
+					return
+				}
+				select {
+				case <-wake:
+				case <-producersDone:
+				case <-ctx.Done():
+				}
+			}
+		})
+	}
+	cwg.Wait()
+	<-producersDone
+	for _, err := range errs {
+		t.Error(err)
+	}
+	if len(created) != runs*jobsPerRun {
+		t.Fatalf("created %d jobs, want %d", len(created), runs*jobsPerRun)
+	}
+
+	seenJob := map[uuid.UUID]int{}
+	seenToken := map[string]uuid.UUID{}
+	for _, c := range got {
+		seenJob[c.job.ID]++
+		if !created[c.job.ID] {
+			t.Errorf("claimed job %s that no producer created", c.job.ID)
+		}
+		if c.token == "" {
+			t.Errorf("job %s claimed with an empty token", c.job.ID)
+		} else if other, dup := seenToken[c.token]; dup {
+			t.Errorf("token %q handed out for jobs %s and %s", c.token, other, c.job.ID)
+		}
+		seenToken[c.token] = c.job.ID
+		if c.job.Status != store.JobAssigned || c.job.Attempt != 1 || c.job.WorkerID != c.worker {
+			t.Errorf("claimed job %s: %s; want assigned, attempt 1, worker %s", c.job.ID, jobState(c.job), c.worker)
+		}
+	}
+	dups := 0
+	for id, n := range seenJob {
+		if n > 1 {
+			dups++
+			if dups <= 10 {
+				t.Errorf("job %s claimed %d times", id, n)
+			}
+		}
+	}
+	if len(seenJob) != len(created) {
+		t.Errorf("%d distinct jobs claimed (%d claims), want all %d", len(seenJob), len(got), len(created))
+	}
+	b.expectNoClaim(store.ClaimParams{Max: 8})
+	left := 0
+	for _, id := range runIDs {
+		for _, j := range b.listJobs(id) {
+			if j.Status != store.JobAssigned {
+				left++
+				if left <= 10 {
+					t.Errorf("job %s (%q) is %s after the race, want assigned", j.ID, j.Key, j.Status)
+				}
+			}
+		}
+	}
+}
+
+// laneYAML is a one-job pipeline in the given lane.
+func laneYAML(lane pipeline.Priority) string {
+	return fmt.Sprintf(`
+name: lane
+jobs:
+  %s:
+    priority: %s
+    steps:
+      - run: "true"
+`, lane, lane)
+}
+
+func testClaimPriorityLanes(t *testing.T, h Harness) {
+	_, b := setup(t, h)
+	// Oldest first, lowest lane first, spread over two projects; the last one is a low
+	// job whose run overrides every lane to critical.
+	type queued struct {
+		project string
+		lane    pipeline.Priority
+		params  pipeline.Priority
+	}
+	order := []queued{
+		{"a", pipeline.PriorityLow, ""},
+		{"b", pipeline.PriorityNormal, ""},
+		{"a", pipeline.PriorityHigh, ""},
+		{"b", pipeline.PriorityCritical, ""},
+		{"a", pipeline.PriorityLow, pipeline.PriorityCritical},
+	}
+	var ids []uuid.UUID
+	for _, q := range order {
+		_, jobs := b.createRun(laneYAML(q.lane), store.CreateRunParams{Project: q.project, Priority: q.params})
+		ids = append(ids, jobs[0].ID)
+		b.clk.Advance(time.Second)
+	}
+	want := []uuid.UUID{ids[3], ids[4], ids[2], ids[1], ids[0]}
+	var got []uuid.UUID
+	for range want {
+		got = append(got, b.claimOne().Job.ID)
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("claim order = %v, want %v (critical, critical by override, high, normal, low)", got, want)
+	}
+	b.expectNoClaim(store.ClaimParams{Max: 8})
+}
+
+func testClaimFIFO(t *testing.T, h Harness) {
+	_, b := setup(t, h)
+	const chain = `
+name: chain
+jobs:
+  first:
+    steps: [ { run: "true" } ]
+  second:
+    needs: [first]
+    steps: [ { run: "true" } ]
+`
+	// second is created first but queued third: order follows becoming queued.
+	run, _ := b.create(chain)
+	b.clk.Advance(time.Second)
+	_, early := b.create(singleJob)
+	b.clk.Advance(time.Second)
+	first := b.claimOne()
+	if first.Job.Key != "first" {
+		t.Fatalf("claimed %q, want first (the oldest queued job)", first.Job.Key)
+	}
+	b.complete(first, store.JobSuccess)
+	second := b.wantJobStatus(b.jobsByKey(run.ID)["second"].ID, store.JobQueued)
+	wantTime(t, "QueuedAt of a job queued by its needs", second.QueuedAt, b.clk.Now())
+	b.clk.Advance(time.Second)
+	_, late := b.create(singleJob)
+
+	want := []uuid.UUID{early[0].ID, second.ID, late[0].ID}
+	var got []uuid.UUID
+	for range want {
+		got = append(got, b.claimOne().Job.ID)
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("claim order = %v, want %v (by time queued, not time created)", got, want)
+	}
+}
+
+func testClaimFairShare(t *testing.T, h Harness) {
+	_, b := setup(t, h)
+	var aJobs []uuid.UUID
+	for range 100 {
+		_, jobs := b.createRun(singleJob, store.CreateRunParams{Project: "a"})
+		aJobs = append(aJobs, jobs[0].ID)
+		b.clk.Advance(time.Second)
+	}
+	bJobs := map[uuid.UUID]bool{}
+	for range 3 {
+		_, jobs := b.createRun(singleJob, store.CreateRunParams{Project: "b"})
+		bJobs[jobs[0].ID] = true
+		b.clk.Advance(time.Second)
+	}
+
+	var aOrder []uuid.UUID
+	bSeen := 0
+	for i := range 103 {
+		c := b.claimOne()
+		if bJobs[c.Job.ID] {
+			bSeen++
+			if i >= 8 {
+				t.Errorf("project b's job claimed %d-th, want within the first 8 claims", i+1)
+			}
+			continue
+		}
+		aOrder = append(aOrder, c.Job.ID)
+	}
+	if bSeen != 3 {
+		t.Errorf("claimed %d of project b's 3 jobs", bSeen)
+	}
+	if !slices.Equal(aOrder, aJobs) {
+		t.Errorf("project a's jobs came out of FIFO order")
+	}
+}
+
+func testClaimLabels(t *testing.T, h Harness) {
+	tests := []struct {
+		name   string
+		job    string // runs_on, YAML flow list
+		worker []string
+		want   bool
+	}{
+		{"all labels and more", "[linux, gpu]", []string{"amd64", "gpu", "linux"}, true},
+		{"exact labels", "[linux, gpu]", []string{"gpu", "linux"}, true},
+		{"one label missing", "[linux, gpu]", []string{"linux"}, false},
+		{"other label missing", "[linux, gpu]", []string{"gpu", "arm64"}, false},
+		{"worker without labels", "[linux, gpu]", nil, false},
+		{"job without labels, worker without labels", "[]", nil, true},
+		{"job without labels, worker with labels", "[]", []string{"linux"}, true},
+		{"labels are case-sensitive", "[Linux]", []string{"linux"}, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, b := setup(t, h)
+			_, jobs := b.create(fmt.Sprintf(`
+name: labels
+jobs:
+  job:
+    runs_on: %s
+    steps: [ { run: "true" } ]
+`, tc.job))
+			cs := b.claim(store.ClaimParams{Labels: tc.worker, Max: 2})
+			if got := len(cs) == 1; got != tc.want {
+				t.Fatalf("job runs_on %s, worker labels %v: claimed %d jobs, want claimed=%v", tc.job, tc.worker, len(cs), tc.want)
+			}
+			if !tc.want {
+				b.wantJobStatus(jobs[0].ID, store.JobQueued)
+			}
+		})
+	}
+}
+
+// testClaimSkipsUnfit checks that a job no worker here can run does not block the jobs
+// queued behind it.
+func testClaimSkipsUnfit(t *testing.T, h Harness) {
+	_, b := setup(t, h)
+	_, gpu := b.create(`
+name: gpu
+jobs:
+  train:
+    runs_on: [gpu]
+    resources: { cpu: 8 }
+    steps: [ { run: "true" } ]
+`)
+	b.clk.Advance(time.Second)
+	_, plain := b.create(singleJob)
+	c := b.claim(store.ClaimParams{Labels: []string{"linux"}, FreeMilliCPU: 16000, Max: 1})
+	if len(c) != 1 || c[0].Job.ID != plain[0].ID {
+		t.Fatalf("worker without gpu got %d jobs, want the plain job behind the gpu one", len(c))
+	}
+	c = b.claim(store.ClaimParams{Labels: []string{"gpu"}, FreeMilliCPU: 4000, Max: 1})
+	if len(c) != 0 {
+		t.Fatalf("gpu worker with 4 free CPUs got a job needing 8")
+	}
+	c = b.claim(store.ClaimParams{Labels: []string{"gpu"}, FreeMilliCPU: 8000, Max: 1})
+	if len(c) != 1 || c[0].Job.ID != gpu[0].ID {
+		t.Fatalf("gpu worker with 8 free CPUs got %d jobs, want the gpu job", len(c))
+	}
+}
+
+func testClaimResources(t *testing.T, h Harness) {
+	const gi = int64(1) << 30
+	tests := []struct {
+		name     string
+		cpu, mem int64
+		want     bool
+	}{
+		{"cpu short", 1000, 8 * gi, false},
+		{"exact fit", 2000, 4 * gi, true},
+		{"room to spare", 8000, 16 * gi, true},
+		{"memory short", 4000, 2 * gi, false},
+		{"cpu just short", 1999, 0, false},
+		{"unlimited", 0, 0, true},
+		{"negative is unlimited", -1, -1, true},
+		{"cpu fits, memory unlimited", 2000, 0, true},
+		{"cpu unlimited, memory short", 0, 4*gi - 1, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, b := setup(t, h)
+			_, jobs := b.create(`
+name: heavy
+jobs:
+  heavy:
+    resources: { cpu: 2, memory: 4Gi }
+    steps: [ { run: "true" } ]
+`)
+			cs := b.claim(store.ClaimParams{FreeMilliCPU: tc.cpu, FreeMemory: tc.mem, Max: 2})
+			if got := len(cs) == 1; got != tc.want {
+				t.Fatalf("job needs cpu 2, memory 4Gi; free cpu %d memory %d: claimed %d jobs, want claimed=%v", tc.cpu, tc.mem, len(cs), tc.want)
+			}
+			if !tc.want {
+				b.wantJobStatus(jobs[0].ID, store.JobQueued)
+			}
+		})
+	}
+}
+
+// testClaimResourcesAcrossOneClaim checks that the free capacity a worker reports is
+// shared by all the jobs one claim hands it, not offered to each of them in full.
+func testClaimResourcesAcrossOneClaim(t *testing.T, h Harness) {
+	_, b := setup(t, h)
+	b.create(`
+name: pair
+jobs:
+  heavy:
+    matrix: { n: [1, 2, 3] }
+    resources: { cpu: 2, memory: 1Gi }
+    steps: [ { run: "true" } ]
+`)
+	if n := len(b.claim(store.ClaimParams{FreeMilliCPU: 3000, Max: 3})); n != 1 {
+		t.Errorf("3 free CPUs, jobs of 2 CPUs each: claimed %d, want 1", n)
+	}
+	if n := len(b.claim(store.ClaimParams{FreeMilliCPU: 4000, FreeMemory: 1 << 30, Max: 3})); n != 1 {
+		t.Errorf("4 free CPUs but 1 GiB free, jobs of 2 CPUs and 1 GiB: claimed %d, want 1", n)
+	}
+	if n := len(b.claim(store.ClaimParams{FreeMilliCPU: 4000, Max: 3})); n != 1 {
+		t.Errorf("4 free CPUs with one job left: claimed %d, want 1", n)
+	}
+}
+
+// groupYAML is a one-job pipeline whose job holds concurrency group "production".
+const groupYAML = `
+name: deploy
+jobs:
+  deploy:
+    concurrency: { group: production }
+    steps: [ { run: "true" } ]
+`
+
+func testGroupOneAtATime(t *testing.T, h Harness) {
+	_, b := setup(t, h)
+	var p []uuid.UUID
+	for range 3 {
+		_, jobs := b.createRun(groupYAML, store.CreateRunParams{Project: "p"})
+		p = append(p, jobs[0].ID)
+		b.clk.Advance(time.Second)
+	}
+	_, q := b.createRun(groupYAML, store.CreateRunParams{Project: "q"})
+	b.clk.Advance(time.Second)
+	_, free := b.createRun(singleJob, store.CreateRunParams{Project: "p"})
+
+	claimIDs := func() map[uuid.UUID]*store.Claim {
+		m := map[uuid.UUID]*store.Claim{}
+		for _, c := range b.claim(store.ClaimParams{Max: 8}) {
+			m[c.Job.ID] = c
+		}
+		return m
+	}
+	keys := func(m map[uuid.UUID]*store.Claim) []uuid.UUID {
+		return sortIDs(slices.Collect(maps.Keys(m)))
+	}
+	sorted := func(ids ...uuid.UUID) []uuid.UUID { return sortIDs(ids) }
+
+	got := claimIDs()
+	if want := sorted(p[0], q[0].ID, free[0].ID); !slices.Equal(keys(got), want) {
+		t.Fatalf("first claim took %v, want %v: p's oldest group job, q's group job (another project) and the job without a group", keys(got), want)
+	}
+	b.expectNoClaim(store.ClaimParams{Max: 8})
+
+	// Assigned and running both hold the group.
+	if err := b.s.StartJob(b.ctx, ref(got[p[0]])); err != nil {
+		t.Fatalf("StartJob: %v", err)
+	}
+	b.expectNoClaim(store.ClaimParams{Max: 8})
+
+	b.complete(got[p[0]], store.JobSuccess)
+	next := claimIDs()
+	if want := []uuid.UUID{p[1]}; !slices.Equal(keys(next), want) {
+		t.Fatalf("after the holder succeeded, claimed %v, want only the oldest waiter %v", keys(next), want)
+	}
+	b.expectNoClaim(store.ClaimParams{Max: 8})
+
+	b.complete(next[p[1]], store.JobFailed)
+	last := claimIDs()
+	if want := []uuid.UUID{p[2]}; !slices.Equal(keys(last), want) {
+		t.Fatalf("after the holder failed, claimed %v, want the last waiter %v", keys(last), want)
+	}
+	b.complete(last[p[2]], store.JobSuccess)
+	b.expectNoClaim(store.ClaimParams{Max: 8})
+}
+
+func testGroupRace(t *testing.T, h Harness) {
+	s, b := setup(t, h)
+	for range 6 {
+		b.createRun(groupYAML, store.CreateRunParams{Project: "p"})
+		b.clk.Advance(time.Second)
+	}
+	for round := range 3 {
+		var (
+			mu     sync.Mutex
+			claims []*store.Claim
+		)
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for i := range 8 {
+			wg.Go(func() {
+				<-start
+				cs, err := s.Claim(b.ctx, withClaimDefaults(store.ClaimParams{WorkerID: fmt.Sprintf("w%d", i), Max: 2}))
+				if err != nil {
+					t.Errorf("Claim: %v", err)
+					return
+				}
+				mu.Lock()
+				claims = append(claims, cs...)
+				mu.Unlock()
+			})
+		}
+		close(start)
+		wg.Wait()
+		if len(claims) != 1 {
+			t.Fatalf("round %d: 8 concurrent claims took %d jobs of one concurrency group, want 1", round, len(claims))
+		}
+		b.complete(claims[0], store.JobSuccess)
+	}
+}
+
+func testGroupMatrix(t *testing.T, h Harness) {
+	_, b := setup(t, h)
+	run, _ := b.create(`
+name: rollout
+jobs:
+  region:
+    matrix: { name: [eu, us, ap] }
+    concurrency: { group: rollout }
+    steps: [ { run: "true" } ]
+`)
+	for range 3 {
+		cs := b.claim(store.ClaimParams{Max: 8})
+		if len(cs) != 1 {
+			t.Fatalf("claimed %d instances of a matrix job in one concurrency group, want 1", len(cs))
+		}
+		b.complete(cs[0], store.JobSuccess)
+	}
+	b.wantRunDone(run.ID, store.RunSuccess)
+}

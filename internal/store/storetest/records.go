@@ -1,0 +1,468 @@
+package storetest
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gantry-ci/gantry/internal/store"
+	"github.com/google/uuid"
+)
+
+var workerTests = []test{
+	{"UpsertTouchList", testWorkers},
+}
+
+var artifactTests = []test{
+	{"PutMarkList", testArtifacts},
+}
+
+var logChunkTests = []test{
+	{"IdempotentAndOrdered", testLogChunks},
+}
+
+var outboxTests = []test{
+	{"ClaimHideRetryDeliver", testOutbox},
+	{"ConcurrentClaims", testOutboxConcurrent},
+}
+
+var notifierTests = []test{
+	{"WakesWaiters", testNotifier},
+}
+
+func sha256Hex(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
+}
+
+func testWorkers(t *testing.T, h Harness) {
+	s, b := setup(t, h)
+	find := func(id string) *store.Worker {
+		t.Helper()
+		ws, err := s.ListWorkers(b.ctx)
+		if err != nil {
+			t.Fatalf("ListWorkers: %v", err)
+		}
+		for _, w := range ws {
+			if w.ID == id {
+				return w
+			}
+		}
+		t.Fatalf("ListWorkers has no worker %q", id)
+		return nil
+	}
+
+	w1 := &store.Worker{ID: "w1", Name: "builder-1", Labels: []string{"linux", "amd64"}, MilliCPU: 8000, Memory: 16 << 30, MaxJobs: 4, State: store.WorkerIdle, Version: "1.0.0"}
+	if err := s.UpsertWorker(b.ctx, w1); err != nil {
+		t.Fatalf("UpsertWorker: %v", err)
+	}
+	w2 := &store.Worker{ID: "w2", Name: "gpu-1", Labels: []string{"gpu"}, MaxJobs: 1, State: store.WorkerBusy, Version: "1.0.0"}
+	if err := s.UpsertWorker(b.ctx, w2); err != nil {
+		t.Fatalf("UpsertWorker: %v", err)
+	}
+	got := find("w1")
+	if got.Name != "builder-1" || !slices.Equal(sortedCopy(got.Labels), []string{"amd64", "linux"}) || got.MilliCPU != 8000 ||
+		got.Memory != 16<<30 || got.MaxJobs != 4 || got.State != store.WorkerIdle || got.Version != "1.0.0" {
+		t.Errorf("listed worker %+v, want %+v", got, w1)
+	}
+	wantTime(t, "RegisteredAt", got.RegisteredAt, epoch)
+	wantTime(t, "LastSeenAt", got.LastSeenAt, epoch)
+	if ws, err := s.ListWorkers(b.ctx); err != nil || len(ws) != 2 {
+		t.Errorf("ListWorkers = %d workers, %v; want 2", len(ws), err)
+	}
+
+	b.clk.Advance(10 * time.Second)
+	if err := s.TouchWorker(b.ctx, "w1", store.WorkerBusy); err != nil {
+		t.Fatalf("TouchWorker: %v", err)
+	}
+	got = find("w1")
+	if got.State != store.WorkerBusy || got.Name != "builder-1" || got.MaxJobs != 4 {
+		t.Errorf("after TouchWorker: %+v; want busy, description unchanged", got)
+	}
+	wantTime(t, "LastSeenAt after TouchWorker", got.LastSeenAt, epoch.Add(10*time.Second))
+	wantTime(t, "RegisteredAt after TouchWorker", got.RegisteredAt, epoch)
+	wantTime(t, "other worker's LastSeenAt", find("w2").LastSeenAt, epoch)
+
+	// A second upsert refreshes the description but keeps the registration time.
+	b.clk.Advance(10 * time.Second)
+	w1b := &store.Worker{ID: "w1", Name: "builder-1", Labels: []string{"linux", "arm64", "big"}, MilliCPU: 4000, Memory: 8 << 30, MaxJobs: 2, State: store.WorkerDraining, Version: "1.1.0"}
+	if err := s.UpsertWorker(b.ctx, w1b); err != nil {
+		t.Fatalf("UpsertWorker again: %v", err)
+	}
+	got = find("w1")
+	if !slices.Equal(sortedCopy(got.Labels), []string{"arm64", "big", "linux"}) || got.MilliCPU != 4000 || got.MaxJobs != 2 ||
+		got.State != store.WorkerDraining || got.Version != "1.1.0" {
+		t.Errorf("after a second upsert: %+v, want %+v", got, w1b)
+	}
+	wantTime(t, "RegisteredAt after a second upsert", got.RegisteredAt, epoch)
+	wantTime(t, "LastSeenAt after a second upsert", got.LastSeenAt, epoch.Add(20*time.Second))
+
+	if err := s.TouchWorker(b.ctx, "w2", store.WorkerOffline); err != nil {
+		t.Fatalf("TouchWorker: %v", err)
+	}
+	if got := find("w2"); got.State != store.WorkerOffline {
+		t.Errorf("w2 state %s, want offline", got.State)
+	}
+}
+
+func testArtifacts(t *testing.T, h Harness) {
+	s, b := setup(t, h)
+	b.create(`
+name: artifacts
+jobs:
+  build:
+    retry: { max_attempts: 2, on: [lost] }
+    steps: [ { run: make } ]
+`)
+	c := b.claimOne()
+	b.clk.Advance(time.Second)
+	expires := b.clk.Now().Add(24 * time.Hour)
+	in := &store.Artifact{JobID: c.Job.ID, Name: "bin/app", SHA256: sha256Hex("app v1"), Size: 6, MediaType: "application/octet-stream", ExpiresAt: expires}
+	a, err := s.PutArtifact(b.ctx, ref(c), in)
+	if err != nil {
+		t.Fatalf("PutArtifact: %v", err)
+	}
+	if a.ID == uuid.Nil || a.JobID != c.Job.ID || a.Attempt != 1 || a.Name != "bin/app" || a.SHA256 != in.SHA256 ||
+		a.Size != 6 || a.MediaType != "application/octet-stream" || a.State != store.ArtifactPending {
+		t.Errorf("PutArtifact returned %+v; want a pending record of attempt 1", a)
+	}
+	wantTime(t, "CreatedAt", a.CreatedAt, b.clk.Now())
+	wantTime(t, "ExpiresAt", a.ExpiresAt, expires)
+
+	// The same name again in the same attempt is the first record.
+	b.clk.Advance(time.Second)
+	again, err := s.PutArtifact(b.ctx, ref(c), &store.Artifact{JobID: c.Job.ID, Name: "bin/app", SHA256: sha256Hex("app v2"), Size: 6})
+	if err != nil {
+		t.Fatalf("PutArtifact again: %v", err)
+	}
+	if again.ID != a.ID || again.SHA256 != a.SHA256 {
+		t.Errorf("second put returned %s (sha %s), want the first record %s (sha %s)", again.ID, again.SHA256, a.ID, a.SHA256)
+	}
+	other, err := s.PutArtifact(b.ctx, ref(c), &store.Artifact{JobID: c.Job.ID, Name: "report.xml", SHA256: sha256Hex("<ok/>"), Size: 5})
+	if err != nil {
+		t.Fatalf("PutArtifact of a second file: %v", err)
+	}
+	if other.ID == a.ID {
+		t.Errorf("two names share artifact id %s", a.ID)
+	}
+
+	_, err = s.PutArtifact(b.ctx, store.LeaseRef{JobID: c.Job.ID, Token: "stolen"}, &store.Artifact{JobID: c.Job.ID, Name: "evil", SHA256: sha256Hex("x"), Size: 1})
+	wantErr(t, "PutArtifact with a wrong token", err, store.ErrLeaseLost)
+
+	list := func() map[string]*store.Artifact {
+		t.Helper()
+		as, err := s.ListArtifacts(b.ctx, c.Job.ID)
+		if err != nil {
+			t.Fatalf("ListArtifacts: %v", err)
+		}
+		m := map[string]*store.Artifact{}
+		for _, a := range as {
+			m[fmt.Sprintf("%s@%d", a.Name, a.Attempt)] = a
+		}
+		if len(m) != len(as) {
+			t.Errorf("ListArtifacts repeats a (name, attempt): %d records", len(as))
+		}
+		return m
+	}
+	if got := list(); len(got) != 2 || got["bin/app@1"] == nil || got["report.xml@1"] == nil {
+		t.Errorf("ListArtifacts = %v, want bin/app and report.xml of attempt 1", got)
+	}
+
+	if err := s.MarkArtifactStored(b.ctx, a.ID); err != nil {
+		t.Fatalf("MarkArtifactStored: %v", err)
+	}
+	if err := s.MarkArtifactStored(b.ctx, a.ID); err != nil {
+		t.Errorf("MarkArtifactStored twice: %v", err)
+	}
+	stored, err := s.GetArtifact(b.ctx, a.ID)
+	if err != nil {
+		t.Fatalf("GetArtifact: %v", err)
+	}
+	if stored.State != store.ArtifactStored || stored.Name != "bin/app" || stored.SHA256 != a.SHA256 {
+		t.Errorf("GetArtifact after MarkArtifactStored: %+v; want stored", stored)
+	}
+	if got, _ := s.GetArtifact(b.ctx, other.ID); got == nil || got.State != store.ArtifactPending {
+		t.Errorf("the other artifact is %+v, want still pending", got)
+	}
+
+	// A new attempt keeps its own records; the old token may not add to it.
+	b.clk.Advance(leaseTTL + time.Second)
+	if n := b.reap(); n != 1 {
+		t.Fatalf("reaped %d jobs, want 1", n)
+	}
+	c2 := b.claimOne()
+	_, err = s.PutArtifact(b.ctx, ref(c), &store.Artifact{JobID: c.Job.ID, Name: "late", SHA256: sha256Hex("late"), Size: 4})
+	wantErr(t, "PutArtifact with the previous attempt's token", err, store.ErrLeaseLost)
+	a2, err := s.PutArtifact(b.ctx, ref(c2), &store.Artifact{JobID: c.Job.ID, Name: "bin/app", SHA256: sha256Hex("app v3"), Size: 6})
+	if err != nil {
+		t.Fatalf("PutArtifact in attempt 2: %v", err)
+	}
+	if a2.ID == a.ID || a2.Attempt != 2 || a2.State != store.ArtifactPending || a2.SHA256 != sha256Hex("app v3") {
+		t.Errorf("attempt 2's bin/app = %+v; want a new pending record of attempt 2", a2)
+	}
+	if got := list(); len(got) != 3 || got["bin/app@2"] == nil {
+		t.Errorf("ListArtifacts after attempt 2 = %v, want the two of attempt 1 and bin/app of attempt 2", got)
+	}
+}
+
+func testLogChunks(t *testing.T, h Harness) {
+	s, b := setup(t, h)
+	_, jobs := b.create(diamondYAML)
+	job := jobs[0].ID
+	add := func(c store.LogChunk) {
+		t.Helper()
+		if err := s.AddLogChunk(b.ctx, &c); err != nil {
+			t.Fatalf("AddLogChunk(first seq %d): %v", c.FirstSeq, err)
+		}
+	}
+	list := func(attempt int) []*store.LogChunk {
+		t.Helper()
+		cs, err := s.ListLogChunks(b.ctx, job, attempt)
+		if err != nil {
+			t.Fatalf("ListLogChunks: %v", err)
+		}
+		return cs
+	}
+	if cs := list(1); len(cs) != 0 {
+		t.Fatalf("%d chunks before any was added", len(cs))
+	}
+
+	add(store.LogChunk{JobID: job, Attempt: 1, FirstSeq: 200, LastSeq: 299, Bytes: 3000, Location: "file:2"})
+	b.clk.Advance(time.Second)
+	add(store.LogChunk{JobID: job, Attempt: 1, FirstSeq: 0, LastSeq: 99, Bytes: 1000, Location: "file:0"})
+	add(store.LogChunk{JobID: job, Attempt: 1, FirstSeq: 100, LastSeq: 199, Bytes: 2000, Location: "file:1"})
+	add(store.LogChunk{JobID: job, Attempt: 2, FirstSeq: 0, LastSeq: 9, Bytes: 10, Location: "file:a2"})
+	add(store.LogChunk{JobID: jobs[1].ID, Attempt: 1, FirstSeq: 0, LastSeq: 5, Bytes: 6, Location: "other-job"})
+	// A re-sent batch changes nothing, even when the re-send differs.
+	add(store.LogChunk{JobID: job, Attempt: 1, FirstSeq: 100, LastSeq: 150, Bytes: 1, Location: "file:resent"})
+
+	cs := list(1)
+	var got []string
+	for _, c := range cs {
+		got = append(got, fmt.Sprintf("%d-%d %d %s", c.FirstSeq, c.LastSeq, c.Bytes, c.Location))
+		if c.JobID != job || c.Attempt != 1 {
+			t.Errorf("chunk of job %s attempt %d in the list of job %s attempt 1", c.JobID, c.Attempt, job)
+		}
+	}
+	want := []string{"0-99 1000 file:0", "100-199 2000 file:1", "200-299 3000 file:2"}
+	if !slices.Equal(got, want) {
+		t.Errorf("ListLogChunks = %q, want %q", got, want)
+	}
+	if len(cs) == 3 {
+		wantTime(t, "CreatedAt", cs[2].CreatedAt, epoch)
+		wantTime(t, "CreatedAt", cs[0].CreatedAt, epoch.Add(time.Second))
+	}
+	if cs := list(2); len(cs) != 1 || cs[0].Location != "file:a2" {
+		t.Errorf("attempt 2 has %d chunks, want its one", len(cs))
+	}
+}
+
+func testOutbox(t *testing.T, h Harness) {
+	s, b := setup(t, h)
+	payloads := map[string][]byte{}
+	for i := range 3 {
+		p := []byte(fmt.Sprintf(`{"run": %d}`, i))
+		if err := s.EnqueueOutbox(b.ctx, "run.finished", p); err != nil {
+			t.Fatalf("EnqueueOutbox: %v", err)
+		}
+		payloads[string(p)] = p
+	}
+	claim := func(max int, retryIn time.Duration) []*store.OutboxMessage {
+		t.Helper()
+		ms, err := s.ClaimOutbox(b.ctx, max, retryIn)
+		if err != nil {
+			t.Fatalf("ClaimOutbox: %v", err)
+		}
+		if len(ms) > max {
+			t.Fatalf("ClaimOutbox(%d) returned %d messages", max, len(ms))
+		}
+		return ms
+	}
+
+	first := claim(10, 30*time.Second)
+	if len(first) != 3 {
+		t.Fatalf("first ClaimOutbox returned %d messages, want 3", len(first))
+	}
+	attempts := map[uuid.UUID]int{}
+	for _, m := range first {
+		if m.ID == uuid.Nil || m.Topic != "run.finished" || !bytes.Equal(m.Payload, payloads[string(m.Payload)]) {
+			t.Errorf("claimed message %+v does not match what was enqueued", m)
+		}
+		if !m.DeliveredAt.IsZero() {
+			t.Errorf("undelivered message has DeliveredAt %v", m.DeliveredAt)
+		}
+		wantTime(t, "CreatedAt", m.CreatedAt, epoch)
+		attempts[m.ID] = m.Attempts
+	}
+	if ms := claim(10, 30*time.Second); len(ms) != 0 {
+		t.Fatalf("an immediate second ClaimOutbox returned %d messages, want none (hidden for retryIn)", len(ms))
+	}
+	b.clk.Advance(29 * time.Second)
+	if ms := claim(10, 30*time.Second); len(ms) != 0 {
+		t.Fatalf("ClaimOutbox before retryIn passed returned %d messages", len(ms))
+	}
+	b.clk.Advance(2 * time.Second)
+	second := claim(10, 30*time.Second)
+	if len(second) != 3 {
+		t.Fatalf("ClaimOutbox after retryIn returned %d messages, want 3", len(second))
+	}
+	for _, m := range second {
+		if want := attempts[m.ID] + 1; m.Attempts != want {
+			t.Errorf("message %s: Attempts %d on its second claim, want %d", m.ID, m.Attempts, want)
+		}
+	}
+
+	if err := s.MarkDelivered(b.ctx, second[0].ID); err != nil {
+		t.Fatalf("MarkDelivered: %v", err)
+	}
+	b.clk.Advance(31 * time.Second)
+	one := claim(1, time.Minute)
+	if len(one) != 1 || one[0].ID == second[0].ID {
+		t.Fatalf("ClaimOutbox(1) after a delivery returned %d messages (a delivered one: %v)", len(one), len(one) == 1 && one[0].ID == second[0].ID)
+	}
+	rest := claim(10, time.Minute)
+	if len(rest) != 1 || rest[0].ID == second[0].ID || rest[0].ID == one[0].ID {
+		t.Fatalf("the last ClaimOutbox returned %d messages, want the one left", len(rest))
+	}
+	for _, m := range append(one, rest...) {
+		if err := s.MarkDelivered(b.ctx, m.ID); err != nil {
+			t.Fatalf("MarkDelivered: %v", err)
+		}
+	}
+	b.clk.Advance(time.Hour)
+	if ms := claim(10, time.Minute); len(ms) != 0 {
+		t.Fatalf("ClaimOutbox returned %d delivered messages", len(ms))
+	}
+}
+
+func testOutboxConcurrent(t *testing.T, h Harness) {
+	s, b := setup(t, h)
+	const messages = 50
+	for i := range messages {
+		if err := s.EnqueueOutbox(b.ctx, "t", []byte(fmt.Sprint(i))); err != nil {
+			t.Fatalf("EnqueueOutbox: %v", err)
+		}
+	}
+	var (
+		mu   sync.Mutex
+		seen = map[uuid.UUID]int{}
+		wg   sync.WaitGroup
+	)
+	start := make(chan struct{})
+	for range 8 {
+		wg.Go(func() {
+			<-start
+			for {
+				ms, err := s.ClaimOutbox(b.ctx, 5, time.Hour)
+				if err != nil {
+					t.Errorf("ClaimOutbox: %v", err)
+					return
+				}
+				if len(ms) == 0 {
+					return
+				}
+				mu.Lock()
+				for _, m := range ms {
+					seen[m.ID]++
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	if len(seen) != messages {
+		t.Errorf("claimed %d distinct messages, want %d", len(seen), messages)
+	}
+	for id, n := range seen {
+		if n != 1 {
+			t.Errorf("message %s claimed %d times within retryIn", id, n)
+		}
+	}
+}
+
+func testNotifier(t *testing.T, h Harness) {
+	const chain = `
+name: chain
+jobs:
+  first:
+    retry: { max_attempts: 2, backoff: 1s, max_backoff: 1s, on: [failure, lost] }
+    steps: [ { run: "true" } ]
+  second:
+    needs: [first]
+    steps: [ { run: "true" } ]
+`
+	tests := []struct {
+		name string
+		// prepare runs before listening; trigger must wake the listener.
+		prepare func(b *bundle) *store.Claim
+		trigger func(b *bundle, c *store.Claim)
+	}{
+		{"CreateRun", func(b *bundle) *store.Claim { return nil }, func(b *bundle, _ *store.Claim) {
+			b.create(chain)
+		}},
+		{"DAG advancement", func(b *bundle) *store.Claim {
+			b.create(chain)
+			return b.claimOne()
+		}, func(b *bundle, c *store.Claim) {
+			b.complete(c, store.JobSuccess)
+		}},
+		{"PromoteRetries", func(b *bundle) *store.Claim {
+			b.create(chain)
+			b.complete(b.claimOne(), store.JobFailed)
+			return nil
+		}, func(b *bundle, _ *store.Claim) {
+			b.clk.Advance(2 * time.Second)
+			if n := b.promote(); n != 1 {
+				b.t.Fatalf("promoted %d jobs, want 1", n)
+			}
+		}},
+		{"ReapExpiredLeases", func(b *bundle) *store.Claim {
+			b.create(chain)
+			return b.claimOne()
+		}, func(b *bundle, _ *store.Claim) {
+			b.clk.Advance(leaseTTL + time.Second)
+			if n := b.reap(); n != 1 {
+				b.t.Fatalf("reaped %d jobs, want 1", n)
+			}
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s, b := setup(t, h)
+			c := tc.prepare(b)
+			wake, stop := s.WaitForJobs()
+			defer stop()
+			other, stopOther := s.WaitForJobs()
+			defer stopOther()
+			drain(wake)
+			drain(other)
+			tc.trigger(b, c)
+			waitSignal(t, tc.name, wake)
+			waitSignal(t, tc.name+", second listener", other)
+		})
+	}
+
+	t.Run("stopped listener", func(t *testing.T) {
+		t.Parallel()
+		s, b := setup(t, h)
+		_, stop := s.WaitForJobs()
+		stop()
+		stop() // stopping twice is harmless
+		// Wake-ups after a listener stopped must neither block nor panic.
+		for range 3 {
+			b.create(singleJob)
+		}
+		wake, stop2 := s.WaitForJobs()
+		defer stop2()
+		drain(wake)
+		b.create(singleJob)
+		waitSignal(t, "a listener after another one stopped", wake)
+	})
+}

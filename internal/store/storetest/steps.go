@@ -1,0 +1,211 @@
+package storetest
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/gantry-ci/gantry/internal/store"
+)
+
+var stepTests = []test{
+	{"UpdateRecordsProgress", testStepUpdate},
+	{"InvalidUpdate", testStepInvalidUpdate},
+	{"OnceAcrossAttempts", testStepOnce},
+}
+
+const fourSteps = `
+name: steps
+jobs:
+  job:
+    steps:
+      - { name: compile, run: make }
+      - { name: test, run: make test }
+      - { name: lint, run: make lint }
+      - { name: package, run: make dist }
+`
+
+func testStepUpdate(t *testing.T, h Harness) {
+	_, b := setup(t, h)
+	b.create(fourSteps)
+	c := b.claimOne()
+	update := func(index int, status store.StepStatus, exit *int) {
+		t.Helper()
+		if err := b.s.UpdateStep(b.ctx, store.UpdateStepParams{LeaseRef: ref(c), Index: index, Status: status, ExitCode: exit}); err != nil {
+			t.Fatalf("UpdateStep(%d, %s): %v", index, status, err)
+		}
+	}
+	step := func(index int) *store.Step {
+		t.Helper()
+		ss := b.listSteps(c.Job.ID)
+		if len(ss) != 4 {
+			t.Fatalf("%d steps, want 4", len(ss))
+		}
+		for i, s := range ss {
+			if s.Index != i {
+				t.Fatalf("ListSteps out of order: position %d has index %d", i, s.Index)
+			}
+		}
+		return ss[index]
+	}
+
+	b.clk.Advance(time.Second)
+	t1 := b.clk.Now()
+	update(0, store.StepRunning, nil)
+	s := step(0)
+	if s.Status != store.StepRunning || s.ExitCode != nil || s.Attempt != 1 {
+		t.Errorf("step 0 running: %s", stepsState([]*store.Step{s}))
+	}
+	wantTime(t, "running StartedAt", s.StartedAt, t1)
+	wantTime(t, "running FinishedAt", s.FinishedAt, timeZero)
+
+	b.clk.Advance(2 * time.Second)
+	t2 := b.clk.Now()
+	update(0, store.StepSuccess, intPtr(0))
+	s = step(0)
+	if s.Status != store.StepSuccess || s.ExitCode == nil || *s.ExitCode != 0 {
+		t.Errorf("step 0 succeeded: %s", stepsState([]*store.Step{s}))
+	}
+	wantTime(t, "success StartedAt", s.StartedAt, t1)
+	wantTime(t, "success FinishedAt", s.FinishedAt, t2)
+
+	update(1, store.StepRunning, nil)
+	b.clk.Advance(time.Second)
+	update(1, store.StepFailed, intPtr(3))
+	s = step(1)
+	if s.Status != store.StepFailed || s.ExitCode == nil || *s.ExitCode != 3 {
+		t.Errorf("step 1 failed: %s", stepsState([]*store.Step{s}))
+	}
+	wantTime(t, "failed StartedAt", s.StartedAt, t2)
+	wantTime(t, "failed FinishedAt", s.FinishedAt, b.clk.Now())
+
+	b.clk.Advance(time.Second)
+	update(2, store.StepSkipped, nil)
+	s = step(2)
+	if s.Status != store.StepSkipped {
+		t.Errorf("step 2 skipped: %s", stepsState([]*store.Step{s}))
+	}
+	wantTime(t, "skipped FinishedAt", s.FinishedAt, b.clk.Now())
+
+	update(3, store.StepRunning, nil)
+	b.clk.Advance(time.Second)
+	update(3, store.StepCancelled, intPtr(143))
+	s = step(3)
+	if s.Status != store.StepCancelled || s.ExitCode == nil || *s.ExitCode != 143 {
+		t.Errorf("step 3 cancelled: %s", stepsState([]*store.Step{s}))
+	}
+	wantTime(t, "cancelled FinishedAt", s.FinishedAt, b.clk.Now())
+
+	// Steps belong to the job; updating them does not finish it.
+	b.wantJobStatus(c.Job.ID, store.JobAssigned)
+}
+
+func testStepInvalidUpdate(t *testing.T, h Harness) {
+	_, b := setup(t, h)
+	b.create(fourSteps)
+	c := b.claimOne()
+	before := stepsState(b.listSteps(c.Job.ID))
+	err := b.s.UpdateStep(b.ctx, store.UpdateStepParams{LeaseRef: ref(c), Index: 0, Status: "finished"})
+	wantErr(t, "UpdateStep with an unknown status", err, store.ErrInvalid)
+	for _, index := range []int{-1, 4, 99} {
+		err := b.s.UpdateStep(b.ctx, store.UpdateStepParams{LeaseRef: ref(c), Index: index, Status: store.StepRunning})
+		wantErr(t, "UpdateStep of a step the job does not have", err, store.ErrInvalid, store.ErrNotFound)
+	}
+	if after := stepsState(b.listSteps(c.Job.ID)); after != before {
+		t.Errorf("refused updates changed the steps:\nbefore %s\nafter  %s", before, after)
+	}
+}
+
+// testStepOnce checks that a once step that succeeded is reported on every later attempt,
+// whether the job was retried after a failure or redelivered after a lost lease.
+func testStepOnce(t *testing.T, h Harness) {
+	const yaml = `
+name: once
+jobs:
+  deploy:
+    retry: { max_attempts: 3, backoff: 1s, max_backoff: 1s, on: [failure] }
+    steps:
+      - { name: migrate, run: ./migrate, once: true }
+      - { name: build, run: make }
+      - { name: notify, run: ./notify, once: true }
+`
+	tests := []struct {
+		name string
+		// again ends the attempt c and claims the next one.
+		again func(b *bundle, c *store.Claim) *store.Claim
+	}{
+		{"retry after failure", func(b *bundle, c *store.Claim) *store.Claim {
+			b.complete(c, store.JobFailed)
+			b.clk.Advance(2 * time.Second)
+			if n := b.promote(); n != 1 {
+				b.t.Fatalf("promoted %d jobs, want 1", n)
+			}
+			return b.claimOne()
+		}},
+		{"redelivery after a lost lease", func(b *bundle, c *store.Claim) *store.Claim {
+			b.clk.Advance(leaseTTL + time.Second)
+			if n := b.reap(); n != 1 {
+				b.t.Fatalf("reaped %d jobs, want 1", n)
+			}
+			return b.claimOne()
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, b := setup(t, h)
+			b.create(yaml)
+			c := b.claimOne()
+			if len(c.OnceDone) != 0 {
+				t.Errorf("first attempt: OnceDone = %v, want none", c.OnceDone)
+			}
+			update := func(c *store.Claim, index int, status store.StepStatus, exit *int) {
+				t.Helper()
+				if err := b.s.UpdateStep(b.ctx, store.UpdateStepParams{LeaseRef: ref(c), Index: index, Status: status, ExitCode: exit}); err != nil {
+					t.Fatalf("UpdateStep(%d, %s): %v", index, status, err)
+				}
+			}
+			// Attempt 1: migrate (once) and build succeed, notify (once) fails.
+			for i, end := range []store.StepStatus{store.StepSuccess, store.StepSuccess, store.StepFailed} {
+				update(c, i, store.StepRunning, nil)
+				exit := 0
+				if end == store.StepFailed {
+					exit = 1
+				}
+				update(c, i, end, &exit)
+			}
+			if ss := b.listSteps(c.Job.ID); !ss[0].OnceSucceeded || ss[1].OnceSucceeded || ss[2].OnceSucceeded {
+				t.Errorf("after attempt 1: %s; want only migrate marked once-succeeded", stepsState(ss))
+			}
+
+			for attempt := 2; attempt <= 3; attempt++ {
+				c = tc.again(b, c)
+				if c.Job.Attempt != attempt {
+					t.Fatalf("claimed attempt %d, want %d", c.Job.Attempt, attempt)
+				}
+				if !slices.Equal(c.OnceDone, []int{0}) {
+					t.Errorf("attempt %d: OnceDone = %v, want [0] (migrate)", attempt, c.OnceDone)
+				}
+				ss := b.listSteps(c.Job.ID)
+				if len(ss) != 3 {
+					t.Fatalf("%d steps, want 3", len(ss))
+				}
+				for _, s := range ss {
+					if s.Attempt != attempt || s.Status != store.StepPending || s.ExitCode != nil || !s.StartedAt.IsZero() || !s.FinishedAt.IsZero() {
+						t.Errorf("attempt %d starts with step %s; want pending, no exit code or times", attempt, stepsState([]*store.Step{s}))
+					}
+					if want := s.Index == 0; s.OnceSucceeded != want {
+						t.Errorf("attempt %d: step %d OnceSucceeded = %v, want %v", attempt, s.Index, s.OnceSucceeded, want)
+					}
+				}
+				// The worker skips migrate and the rest fail again; the mark stays.
+				update(c, 0, store.StepSkipped, nil)
+				update(c, 1, store.StepRunning, nil)
+				update(c, 1, store.StepFailed, intPtr(1))
+				if ss := b.listSteps(c.Job.ID); !ss[0].OnceSucceeded || ss[0].Status != store.StepSkipped {
+					t.Errorf("after skipping migrate in attempt %d: %s; want it skipped and still once-succeeded", attempt, stepsState(ss))
+				}
+			}
+		})
+	}
+}
