@@ -1,0 +1,17 @@
+package store
+
+import "errors"
+
+// Domain errors returned by every driver. Callers test them with errors.Is.
+var (
+	// ErrNotFound: the record does not exist.
+	ErrNotFound = errors.New("not found")
+	// ErrLeaseLost: the lease token is not the job's current one (the lease expired and
+	// the job was reaped, re-claimed, revoked or finished). Nothing was changed.
+	ErrLeaseLost = errors.New("lease lost")
+	// ErrConflict: the record is not in a state that allows the change, such as completing
+	// a job that already finished or cancelling a finished run. Nothing was changed.
+	ErrConflict = errors.New("conflict")
+	// ErrInvalid: the request itself is malformed (an unknown status, a missing plan).
+	ErrInvalid = errors.New("invalid request")
+)

@@ -1,0 +1,241 @@
+package store
+
+import (
+	"time"
+
+	"github.com/gantry-ci/gantry/internal/pipeline"
+	"github.com/google/uuid"
+)
+
+// NewID returns a new time-ordered id (UUIDv7), so ids sort by creation and index well.
+func NewID() uuid.UUID { return uuid.Must(uuid.NewV7()) }
+
+// JobStatus is a job's place in its state machine (DESIGN.md §4):
+//
+//	pending -> queued -> assigned -> running -> success | failed | cancelled
+//	pending -> skipped
+//	assigned | running -> retrying (lease lost, failure or timeout with attempts left) -> queued
+type JobStatus string
+
+// Job statuses, as the API shows them.
+const (
+	JobPending   JobStatus = "pending"
+	JobQueued    JobStatus = "queued"
+	JobAssigned  JobStatus = "assigned"
+	JobRunning   JobStatus = "running"
+	JobSuccess   JobStatus = "success"
+	JobFailed    JobStatus = "failed"
+	JobCancelled JobStatus = "cancelled"
+	JobSkipped   JobStatus = "skipped"
+	JobRetrying  JobStatus = "retrying"
+)
+
+// Terminal reports whether the status is final (only an explicit user retry changes it).
+func (s JobStatus) Terminal() bool {
+	switch s {
+	case JobSuccess, JobFailed, JobCancelled, JobSkipped:
+		return true
+	}
+	return false
+}
+
+// Leased reports whether a worker holds the job.
+func (s JobStatus) Leased() bool { return s == JobAssigned || s == JobRunning }
+
+// RunStatus is a run's state, kept up to date on every job transition.
+type RunStatus string
+
+// Run statuses.
+const (
+	RunPending   RunStatus = "pending"
+	RunRunning   RunStatus = "running"
+	RunSuccess   RunStatus = "success"
+	RunFailed    RunStatus = "failed"
+	RunCancelled RunStatus = "cancelled"
+)
+
+// Terminal reports whether the run has finished.
+func (s RunStatus) Terminal() bool {
+	return s == RunSuccess || s == RunFailed || s == RunCancelled
+}
+
+// StepStatus is a step's state within the current attempt of its job.
+type StepStatus string
+
+// Step statuses.
+const (
+	StepPending   StepStatus = "pending"
+	StepRunning   StepStatus = "running"
+	StepSuccess   StepStatus = "success"
+	StepFailed    StepStatus = "failed"
+	StepSkipped   StepStatus = "skipped"
+	StepCancelled StepStatus = "cancelled"
+)
+
+// FailureKind says why a job attempt ended without success. Empty for success.
+type FailureKind string
+
+// Failure kinds. The first three are the pipeline's retry reasons.
+const (
+	FailureNone      FailureKind = ""
+	FailureExit      FailureKind = FailureKind(pipeline.FailureExit) // a step failed
+	FailureLost      FailureKind = FailureKind(pipeline.FailureLost) // the lease expired
+	FailureTimeout   FailureKind = FailureKind(pipeline.FailureTimeout)
+	FailureCancelled FailureKind = "cancelled"
+)
+
+// WorkerState is what a worker last said it was doing, or offline when it stopped
+// reporting.
+type WorkerState string
+
+// Worker states.
+const (
+	WorkerIdle     WorkerState = "idle"
+	WorkerBusy     WorkerState = "busy"
+	WorkerDraining WorkerState = "draining"
+	WorkerOffline  WorkerState = "offline"
+)
+
+// Trigger says what started a run; if: conditions read branch, event and sha from it.
+type Trigger struct {
+	Ref    string `json:"ref,omitempty"`
+	Branch string `json:"branch,omitempty"`
+	SHA    string `json:"sha,omitempty"`
+	Event  string `json:"event,omitempty"`
+	Actor  string `json:"actor,omitempty"`
+}
+
+// Project groups runs; fair share in dispatch is between projects.
+type Project struct {
+	ID        uuid.UUID
+	Name      string
+	CreatedAt time.Time
+}
+
+// Run is one execution of a pipeline.
+type Run struct {
+	ID              uuid.UUID
+	ProjectID       uuid.UUID
+	Project         string
+	Name            string
+	Status          RunStatus
+	Trigger         Trigger
+	IdempotencyKey  string // empty when none was given
+	Definition      []byte // the definition as submitted
+	Env             map[string]string
+	CancelRequested bool
+	JobsTotal       int
+	JobsFinished    int // jobs in a terminal status
+	CreatedAt       time.Time
+	StartedAt       time.Time // zero until a job is claimed
+	FinishedAt      time.Time // zero until the run is terminal
+}
+
+// Job is one schedulable unit of a run (a pipeline job or one matrix instance).
+type Job struct {
+	ID        uuid.UUID
+	RunID     uuid.UUID
+	ProjectID uuid.UUID
+	Key       string // unique within the run, e.g. "test (go=1.26, shard=2)"
+	Name      string
+	Status    JobStatus
+	Priority  pipeline.Priority
+	Labels    []string // the worker must carry all of them
+	MilliCPU  int64
+	Memory    int64
+	// Attempt counts attempts so far, starting at 1 when first claimed (0 before).
+	Attempt     int
+	MaxAttempts int
+	// Redeliveries counts attempts lost with their worker that did not count against
+	// MaxAttempts.
+	Redeliveries     int
+	RetryAfter       time.Time // when a retrying job is queued again
+	LeaseToken       string    // empty unless assigned or running
+	WorkerID         string
+	LeaseExpiresAt   time.Time
+	Deadline         time.Time // hard timeout: the lease is revoked after it
+	ConcurrencyGroup string    // empty when none
+	ExitCode         *int
+	FailureKind      FailureKind
+	CancelRequested  bool
+	// Spec is the planned job: steps, env, condition, retry policy, timeout.
+	Spec       *pipeline.Job
+	CreatedAt  time.Time
+	QueuedAt   time.Time
+	StartedAt  time.Time
+	FinishedAt time.Time
+}
+
+// Step is the state of one step of a job, for the job's current attempt.
+type Step struct {
+	JobID      uuid.UUID
+	Index      int
+	Name       string
+	Attempt    int
+	Status     StepStatus
+	ExitCode   *int
+	StartedAt  time.Time
+	FinishedAt time.Time
+	// OnceSucceeded is set once a `once` step has succeeded in any attempt; such a step is
+	// skipped on later attempts.
+	OnceSucceeded bool
+}
+
+// Worker is a registered worker agent.
+type Worker struct {
+	ID           string
+	Name         string
+	Labels       []string
+	MilliCPU     int64
+	Memory       int64
+	MaxJobs      int
+	State        WorkerState
+	Version      string
+	RegisteredAt time.Time
+	LastSeenAt   time.Time
+}
+
+// ArtifactState says whether an artifact's blob has been stored.
+type ArtifactState string
+
+// Artifact states.
+const (
+	ArtifactPending ArtifactState = "pending"
+	ArtifactStored  ArtifactState = "stored"
+)
+
+// Artifact is a file a job kept, stored by content address.
+type Artifact struct {
+	ID        uuid.UUID
+	JobID     uuid.UUID
+	Attempt   int
+	Name      string // path relative to the workspace
+	SHA256    string
+	Size      int64
+	MediaType string
+	State     ArtifactState
+	CreatedAt time.Time
+	ExpiresAt time.Time // zero: never
+}
+
+// LogChunk indexes a range of a job attempt's log lines in durable storage.
+type LogChunk struct {
+	JobID     uuid.UUID
+	Attempt   int
+	FirstSeq  int64
+	LastSeq   int64
+	Bytes     int64
+	Location  string // where the lines are: a file offset or a blob key, per log store
+	CreatedAt time.Time
+}
+
+// OutboxMessage is a notification to deliver at least once (webhooks).
+type OutboxMessage struct {
+	ID          uuid.UUID
+	Topic       string
+	Payload     []byte
+	Attempts    int
+	NextAttempt time.Time
+	CreatedAt   time.Time
+	DeliveredAt time.Time
+}

@@ -1,0 +1,168 @@
+-- Gantry's state, SQLite flavour. Times are microseconds since the Unix epoch (0 = none),
+-- ids are UUIDv7 text, JSON is text. internal/store/postgres holds the same schema.
+
+CREATE TABLE projects (
+    id         TEXT PRIMARY KEY,
+    name       TEXT NOT NULL UNIQUE,
+    created_at INTEGER NOT NULL
+);
+
+-- Start-time fair queueing: the virtual time at which each project's next job in a lane
+-- starts, so a project's burst interleaves with others instead of starving them.
+CREATE TABLE fair_queue (
+    project_id TEXT NOT NULL,
+    lane       INTEGER NOT NULL,
+    next_vtime INTEGER NOT NULL,
+    PRIMARY KEY (project_id, lane)
+);
+
+CREATE TABLE runs (
+    id               TEXT PRIMARY KEY,
+    project_id       TEXT NOT NULL REFERENCES projects (id),
+    name             TEXT NOT NULL,
+    status           TEXT NOT NULL,
+    trigger          TEXT NOT NULL,
+    ref              TEXT NOT NULL DEFAULT '',
+    idempotency_key  TEXT,
+    definition       BLOB,
+    env              TEXT NOT NULL DEFAULT '{}',
+    cancel_requested INTEGER NOT NULL DEFAULT 0,
+    jobs_total       INTEGER NOT NULL,
+    jobs_finished    INTEGER NOT NULL DEFAULT 0,
+    jobs_failed      INTEGER NOT NULL DEFAULT 0,
+    jobs_cancelled   INTEGER NOT NULL DEFAULT 0,
+    created_at       INTEGER NOT NULL,
+    started_at       INTEGER NOT NULL DEFAULT 0,
+    finished_at      INTEGER NOT NULL DEFAULT 0
+);
+CREATE UNIQUE INDEX runs_idempotency ON runs (project_id, idempotency_key) WHERE idempotency_key IS NOT NULL;
+CREATE INDEX runs_by_project ON runs (project_id, id);
+CREATE INDEX runs_by_status ON runs (status, id);
+CREATE INDEX runs_by_ref ON runs (ref, id);
+
+-- Distinct label sets jobs ask for, as sorted comma-joined text; a claim looks only at
+-- the sets that are subsets of the worker's labels.
+CREATE TABLE label_sets (
+    labels TEXT PRIMARY KEY
+);
+
+CREATE TABLE jobs (
+    id                TEXT PRIMARY KEY,
+    run_id            TEXT NOT NULL REFERENCES runs (id),
+    project_id        TEXT NOT NULL,
+    seq               INTEGER NOT NULL,
+    key               TEXT NOT NULL,
+    name              TEXT NOT NULL,
+    status            TEXT NOT NULL,
+    lane              INTEGER NOT NULL,
+    label_set         TEXT NOT NULL,
+    milli_cpu         INTEGER NOT NULL DEFAULT 0,
+    memory            INTEGER NOT NULL DEFAULT 0,
+    timeout_us        INTEGER NOT NULL,
+    attempt           INTEGER NOT NULL DEFAULT 0,
+    max_attempts      INTEGER NOT NULL,
+    retry_on          TEXT NOT NULL DEFAULT '',
+    backoff_us        INTEGER NOT NULL DEFAULT 0,
+    max_backoff_us    INTEGER NOT NULL DEFAULT 0,
+    redeliveries      INTEGER NOT NULL DEFAULT 0,
+    retry_after       INTEGER NOT NULL DEFAULT 0,
+    lease_token       TEXT NOT NULL DEFAULT '',
+    worker_id         TEXT NOT NULL DEFAULT '',
+    lease_expires_at  INTEGER NOT NULL DEFAULT 0,
+    deadline          INTEGER NOT NULL DEFAULT 0,
+    concurrency_group TEXT NOT NULL DEFAULT '',
+    exit_code         INTEGER,
+    failure_kind      TEXT NOT NULL DEFAULT '',
+    cancel_requested  INTEGER NOT NULL DEFAULT 0,
+    needs_left        INTEGER NOT NULL,
+    upstream_failed   INTEGER NOT NULL DEFAULT 0,
+    continue_on_error INTEGER NOT NULL DEFAULT 0,
+    vtime             INTEGER NOT NULL DEFAULT 0,
+    spec              TEXT NOT NULL,
+    created_at        INTEGER NOT NULL,
+    queued_at         INTEGER NOT NULL DEFAULT 0,
+    started_at        INTEGER NOT NULL DEFAULT 0,
+    finished_at       INTEGER NOT NULL DEFAULT 0,
+    UNIQUE (run_id, key)
+);
+-- The claim path: queued jobs of one label set in dispatch order.
+CREATE INDEX jobs_queue ON jobs (label_set, lane, vtime, queued_at, id) WHERE status = 'queued';
+-- The fair-queue clock: the earliest virtual start still waiting in a lane.
+CREATE INDEX jobs_queue_vtime ON jobs (lane, vtime) WHERE status = 'queued';
+CREATE INDEX jobs_leases ON jobs (lease_expires_at) WHERE status IN ('assigned', 'running');
+CREATE INDEX jobs_deadlines ON jobs (deadline) WHERE status IN ('assigned', 'running');
+CREATE INDEX jobs_retries ON jobs (retry_after) WHERE status = 'retrying';
+CREATE INDEX jobs_groups ON jobs (project_id, concurrency_group, status, queued_at) WHERE concurrency_group <> '';
+CREATE INDEX jobs_by_run ON jobs (run_id, seq);
+
+CREATE TABLE job_needs (
+    need_id TEXT NOT NULL,
+    job_id  TEXT NOT NULL,
+    PRIMARY KEY (need_id, job_id)
+);
+CREATE INDEX job_needs_by_job ON job_needs (job_id);
+
+CREATE TABLE steps (
+    job_id         TEXT NOT NULL,
+    idx            INTEGER NOT NULL,
+    name           TEXT NOT NULL,
+    once           INTEGER NOT NULL DEFAULT 0,
+    attempt        INTEGER NOT NULL DEFAULT 0,
+    status         TEXT NOT NULL,
+    exit_code      INTEGER,
+    started_at     INTEGER NOT NULL DEFAULT 0,
+    finished_at    INTEGER NOT NULL DEFAULT 0,
+    once_succeeded INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (job_id, idx)
+);
+
+CREATE TABLE workers (
+    id            TEXT PRIMARY KEY,
+    name          TEXT NOT NULL,
+    labels        TEXT NOT NULL,
+    milli_cpu     INTEGER NOT NULL,
+    memory        INTEGER NOT NULL,
+    max_jobs      INTEGER NOT NULL,
+    state         TEXT NOT NULL,
+    version       TEXT NOT NULL DEFAULT '',
+    registered_at INTEGER NOT NULL,
+    last_seen_at  INTEGER NOT NULL
+);
+
+CREATE TABLE artifacts (
+    id         TEXT PRIMARY KEY,
+    job_id     TEXT NOT NULL,
+    attempt    INTEGER NOT NULL,
+    name       TEXT NOT NULL,
+    sha256     TEXT NOT NULL,
+    size       INTEGER NOT NULL,
+    media_type TEXT NOT NULL DEFAULT '',
+    state      TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    expires_at INTEGER NOT NULL DEFAULT 0,
+    UNIQUE (job_id, attempt, name)
+);
+CREATE INDEX artifacts_by_digest ON artifacts (sha256);
+CREATE INDEX artifacts_by_expiry ON artifacts (expires_at) WHERE expires_at <> 0;
+
+CREATE TABLE log_chunks (
+    job_id     TEXT NOT NULL,
+    attempt    INTEGER NOT NULL,
+    first_seq  INTEGER NOT NULL,
+    last_seq   INTEGER NOT NULL,
+    bytes      INTEGER NOT NULL,
+    location   TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    PRIMARY KEY (job_id, attempt, first_seq)
+);
+
+CREATE TABLE outbox (
+    id              TEXT PRIMARY KEY,
+    topic           TEXT NOT NULL,
+    payload         BLOB NOT NULL,
+    attempts        INTEGER NOT NULL DEFAULT 0,
+    next_attempt_at INTEGER NOT NULL,
+    created_at      INTEGER NOT NULL,
+    delivered_at    INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX outbox_due ON outbox (next_attempt_at) WHERE delivered_at = 0;

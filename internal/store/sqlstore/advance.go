@@ -1,0 +1,231 @@
+package sqlstore
+
+import (
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/gantry-ci/gantry/internal/pipeline"
+	"github.com/gantry-ci/gantry/internal/store"
+	"github.com/google/uuid"
+)
+
+// ended is a job that just reached a terminal status, whose run and dependents must hear
+// of it.
+type ended struct {
+	id, runID uuid.UUID
+	status    store.JobStatus
+	// failed: the job failed and does not continue on error; this fails the run and
+	// makes failure() true downstream.
+	failed bool
+	// upstreamFailed: some job before it failed.
+	upstreamFailed bool
+}
+
+// end makes a leased job terminal and advances its run and DAG.
+func (t *tx) end(j *jobState, status store.JobStatus, kind store.FailureKind, exit any, now time.Time) error {
+	_, err := t.exec(`UPDATE jobs SET status = ?, failure_kind = ?, exit_code = ?, finished_at = ?,
+		lease_token = '', worker_id = '', lease_expires_at = 0, deadline = 0
+		WHERE id = ?`, string(status), string(kind), exit, us(now), j.id)
+	if err != nil {
+		return fmt.Errorf("end job %s: %w", j.id, err)
+	}
+	return t.advance([]ended{{
+		id: j.id, runID: j.runID, status: status,
+		failed:         status == store.JobFailed && !j.continueOnError,
+		upstreamFailed: j.upstreamFailed,
+	}}, now)
+}
+
+// advance tells runs and dependents about jobs that ended, and keeps going for the
+// dependents that end in turn (skipped or cancelled without running). Each dependent's
+// count of unfinished needs is decremented under its row lock, so when two needs end in
+// concurrent transactions exactly one of them sees the count reach zero.
+func (t *tx) advance(queue []ended, now time.Time) error {
+	nowUS := us(now)
+	runs := map[uuid.UUID]*runState{}
+	for len(queue) > 0 {
+		j := queue[0]
+		queue = queue[1:]
+		if err := t.countEnded(j, nowUS); err != nil {
+			return err
+		}
+		rows, err := t.query(`UPDATE jobs SET needs_left = needs_left - 1, upstream_failed = (upstream_failed OR ?)
+			WHERE id IN (SELECT job_id FROM job_needs WHERE need_id = ?) AND status = 'pending'
+			RETURNING id, needs_left`, j.failed || j.upstreamFailed, j.id)
+		if err != nil {
+			return fmt.Errorf("update dependents of job %s: %w", j.id, err)
+		}
+		var ready []uuid.UUID
+		for rows.Next() {
+			var id uuid.UUID
+			var left int
+			if err := rows.Scan(&id, &left); err != nil {
+				rows.Close()
+				return fmt.Errorf("update dependents of job %s: %w", j.id, err)
+			}
+			if left == 0 {
+				ready = append(ready, id)
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("update dependents of job %s: %w", j.id, err)
+		}
+		for _, id := range ready {
+			next, err := t.decide(id, runs, nowUS)
+			if err != nil {
+				return err
+			}
+			if next != nil {
+				queue = append(queue, *next)
+			}
+		}
+	}
+	return nil
+}
+
+type runState struct {
+	trigger   store.Trigger
+	cancelled bool
+}
+
+// decide runs a job whose needs have all ended through its if: condition: queued when it
+// says run, otherwise skipped (cancelled when the run or a need was cancelled). It returns
+// the job as ended when it did not run.
+func (t *tx) decide(id uuid.UUID, runs map[uuid.UUID]*runState, nowUS int64) (*ended, error) {
+	var (
+		runID, projectID uuid.UUID
+		lane             int
+		upstream         bool
+		specJSON         string
+	)
+	err := t.row(`SELECT run_id, project_id, lane, upstream_failed, spec FROM jobs WHERE id = ?`, id).
+		Scan(&runID, &projectID, &lane, &upstream, &specJSON)
+	if err != nil {
+		return nil, fmt.Errorf("read ready job %s: %w", id, err)
+	}
+	run, ok := runs[runID]
+	if !ok {
+		var trigger string
+		run = &runState{}
+		if err := t.row(`SELECT trigger, cancel_requested FROM runs WHERE id = ?`, runID).Scan(&trigger, &run.cancelled); err != nil {
+			return nil, fmt.Errorf("read run %s: %w", runID, err)
+		}
+		if err := jsonUnmarshal(trigger, &run.trigger); err != nil {
+			return nil, fmt.Errorf("decode trigger of run %s: %w", runID, err)
+		}
+		runs[runID] = run
+	}
+	var spec pipeline.Job
+	if err := jsonUnmarshal(specJSON, &spec); err != nil {
+		return nil, fmt.Errorf("decode spec of job %s: %w", id, err)
+	}
+	results, anyCancelled, err := t.needResults(id)
+	if err != nil {
+		return nil, err
+	}
+	in := pipeline.ConditionInput{
+		Branch: run.trigger.Branch, Event: run.trigger.Event, SHA: run.trigger.SHA,
+		Needs: results, UpstreamFailed: upstream, Cancelled: run.cancelled,
+	}
+	shouldRun, err := spec.ShouldRun(in)
+	if err != nil {
+		// A condition that compiled at plan time can still fail on odd data; not running
+		// the job is the safe reading, and the log says why.
+		t.e.log.Warn("if: condition failed to evaluate; skipping job", "job", id, "err", err)
+		shouldRun = false
+	}
+	if shouldRun && !run.cancelled {
+		if _, err := t.enqueue([]queuedJob{{id: id, projectID: projectID, lane: lane, from: string(store.JobPending)}}, nowUS); err != nil {
+			return nil, err
+		}
+		return nil, nil
+	}
+	status, kind := store.JobSkipped, store.FailureNone
+	if run.cancelled || anyCancelled {
+		status, kind = store.JobCancelled, store.FailureCancelled
+	}
+	if _, err := t.exec(`UPDATE jobs SET status = ?, failure_kind = ?, finished_at = ? WHERE id = ? AND status = 'pending'`,
+		string(status), string(kind), nowUS, id); err != nil {
+		return nil, fmt.Errorf("skip job %s: %w", id, err)
+	}
+	return &ended{id: id, runID: runID, status: status, upstreamFailed: upstream}, nil
+}
+
+// needResults gives each need's result by definition name, matrix instances combined. A
+// failed job that continues on error reads as a success.
+func (t *tx) needResults(id uuid.UUID) (map[string]string, bool, error) {
+	rows, err := t.query(`SELECT n.name, n.status, n.continue_on_error FROM job_needs jn JOIN jobs n ON n.id = jn.need_id
+		WHERE jn.job_id = ?`, id)
+	if err != nil {
+		return nil, false, fmt.Errorf("read needs of job %s: %w", id, err)
+	}
+	defer rows.Close()
+	byName := map[string][]string{}
+	cancelled := false
+	for rows.Next() {
+		var name, status string
+		var coe bool
+		if err := rows.Scan(&name, &status, &coe); err != nil {
+			return nil, false, fmt.Errorf("read needs of job %s: %w", id, err)
+		}
+		if status == string(store.JobFailed) && coe {
+			status = string(store.JobSuccess)
+		}
+		cancelled = cancelled || status == string(store.JobCancelled)
+		byName[name] = append(byName[name], status)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, false, fmt.Errorf("read needs of job %s: %w", id, err)
+	}
+	out := make(map[string]string, len(byName))
+	for name, rs := range byName {
+		out[name] = pipeline.CombineResults(rs)
+	}
+	return out, cancelled, nil
+}
+
+// countEnded updates the run's counters and, with its last job, its final status: one
+// statement, so it costs the same whether or not the run ends.
+func (t *tx) countEnded(j ended, nowUS int64) error {
+	failed, cancelled := 0, 0
+	if j.failed {
+		failed = 1
+	}
+	if j.status == store.JobCancelled {
+		cancelled = 1
+	}
+	_, err := t.exec(`UPDATE runs SET
+		status = CASE WHEN jobs_finished + 1 < jobs_total THEN status
+			WHEN cancel_requested THEN 'cancelled'
+			WHEN jobs_failed + ? > 0 THEN 'failed'
+			WHEN jobs_cancelled + ? > 0 THEN 'cancelled'
+			ELSE 'success' END,
+		finished_at = CASE WHEN jobs_finished + 1 < jobs_total THEN finished_at ELSE ? END,
+		jobs_finished = jobs_finished + 1, jobs_failed = jobs_failed + ?, jobs_cancelled = jobs_cancelled + ?
+		WHERE id = ?`, failed, cancelled, nowUS, failed, cancelled, j.runID)
+	if err != nil {
+		return fmt.Errorf("count ended job of run %s: %w", j.runID, err)
+	}
+	return nil
+}
+
+// cancelNow makes unleased, unfinished jobs cancelled and reports them as ended.
+func (t *tx) cancelNow(ids []uuid.UUID, runID uuid.UUID, nowUS int64) ([]ended, error) {
+	var out []ended
+	for _, id := range ids {
+		res, err := t.exec(`UPDATE jobs SET status = 'cancelled', failure_kind = 'cancelled', finished_at = ?
+			WHERE id = ? AND status IN ('pending', 'queued', 'retrying')`, nowUS, id)
+		if err != nil {
+			return nil, fmt.Errorf("cancel job %s: %w", id, err)
+		}
+		if n, _ := res.RowsAffected(); n == 1 {
+			out = append(out, ended{id: id, runID: runID, status: store.JobCancelled})
+		}
+	}
+	return out, nil
+}
+
+func isNoRows(err error) bool { return errors.Is(err, sql.ErrNoRows) }

@@ -1,0 +1,121 @@
+package sqlstore
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/gantry-ci/gantry/internal/store"
+	"github.com/google/uuid"
+)
+
+// CancelRun implements store.Runs.
+func (e *Engine) CancelRun(ctx context.Context, id uuid.UUID) error {
+	err := e.write(ctx, func(t *tx) error {
+		var status string
+		err := t.row(`SELECT status FROM runs WHERE id = ?`+e.d.ForUpdate, id).Scan(&status)
+		if isNoRows(err) {
+			return fmt.Errorf("run %s: %w", id, store.ErrNotFound)
+		}
+		if err != nil {
+			return fmt.Errorf("read run %s: %w", id, err)
+		}
+		if store.RunStatus(status).Terminal() {
+			return fmt.Errorf("run %s already %s: %w", id, status, store.ErrConflict)
+		}
+		if _, err := t.exec(`UPDATE runs SET cancel_requested = TRUE WHERE id = ?`, id); err != nil {
+			return fmt.Errorf("cancel run %s: %w", id, err)
+		}
+		if _, err := t.exec(`UPDATE jobs SET cancel_requested = TRUE WHERE run_id = ? AND status IN ('assigned', 'running')`, id); err != nil {
+			return fmt.Errorf("cancel leased jobs of run %s: %w", id, err)
+		}
+		ids, err := t.ids(`SELECT id FROM jobs WHERE run_id = ? AND status IN ('pending', 'queued', 'retrying') ORDER BY seq`, id)
+		if err != nil {
+			return err
+		}
+		now := us(e.clock.Now())
+		done, err := t.cancelNow(ids, id, now)
+		if err != nil {
+			return err
+		}
+		return t.advance(done, fromUS(now))
+	})
+	if err != nil {
+		return fmt.Errorf("cancel run %s: %w", id, err)
+	}
+	return nil
+}
+
+// CancelJob implements store.Runs.
+func (e *Engine) CancelJob(ctx context.Context, id uuid.UUID) error {
+	err := e.write(ctx, func(t *tx) error {
+		j, err := t.lockJob(id)
+		if err != nil {
+			return err
+		}
+		if j.status.Terminal() {
+			return fmt.Errorf("job %s already %s: %w", id, j.status, store.ErrConflict)
+		}
+		if j.status.Leased() {
+			_, err := t.exec(`UPDATE jobs SET cancel_requested = TRUE WHERE id = ?`, id)
+			if err != nil {
+				return fmt.Errorf("flag job %s cancelled: %w", id, err)
+			}
+			return nil
+		}
+		// The job has not run, so everything downstream of it is still pending: cancel the
+		// whole pending subtree with it.
+		ids := []uuid.UUID{id}
+		frontier := []uuid.UUID{id}
+		seen := map[uuid.UUID]bool{id: true}
+		for len(frontier) > 0 {
+			next, err := t.ids(`SELECT jn.job_id FROM job_needs jn JOIN jobs d ON d.id = jn.job_id
+				WHERE jn.need_id IN (`+inList(len(frontier))+`) AND d.status = 'pending'`, uuidArgs(frontier)...)
+			if err != nil {
+				return err
+			}
+			frontier = frontier[:0]
+			for _, d := range next {
+				if !seen[d] {
+					seen[d] = true
+					ids = append(ids, d)
+					frontier = append(frontier, d)
+				}
+			}
+		}
+		now := us(e.clock.Now())
+		done, err := t.cancelNow(ids, j.runID, now)
+		if err != nil {
+			return err
+		}
+		return t.advance(done, fromUS(now))
+	})
+	if err != nil {
+		return fmt.Errorf("cancel job %s: %w", id, err)
+	}
+	return nil
+}
+
+func (t *tx) ids(q string, args ...any) ([]uuid.UUID, error) {
+	rows, err := t.query(q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list jobs: %w", err)
+	}
+	defer rows.Close()
+	var out []uuid.UUID
+	for rows.Next() {
+		var id uuid.UUID
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("list jobs: %w", err)
+		}
+		out = append(out, id)
+	}
+	return out, rows.Err()
+}
+
+func uuidArgs(ids []uuid.UUID) []any {
+	out := make([]any, len(ids))
+	for i, id := range ids {
+		out[i] = id
+	}
+	return out
+}

@@ -1,0 +1,267 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// errClosed is returned for writes submitted after Close.
+var errClosed = errors.New("store is closed")
+
+// txTimeout bounds one batch transaction, whatever the callers' contexts say.
+const txTimeout = 30 * time.Second
+
+type request struct {
+	ctx  context.Context
+	fn   func(*tx) error
+	done chan error
+}
+
+// committer runs write operations in batches: each writer takes every operation waiting
+// for it, runs them in one transaction, each inside a savepoint so one operation's
+// failure undoes only its own writes, and commits once. While a commit waits for its
+// fsync the next batch gathers, so throughput is not one fsync per operation.
+type committer struct {
+	e        *Engine
+	reqs     chan *request
+	maxBatch int
+	stop     chan struct{}
+	wg       sync.WaitGroup
+	once     sync.Once
+}
+
+func newCommitter(e *Engine, writers, maxBatch int) *committer {
+	c := &committer{e: e, reqs: make(chan *request), maxBatch: maxBatch, stop: make(chan struct{})}
+	for range writers {
+		c.wg.Add(1)
+		go c.loop()
+	}
+	return c
+}
+
+// do runs fn in a write transaction and returns its error once the transaction has
+// committed (or failed). An operation whose context ends before its batch starts is not
+// run.
+func (c *committer) do(ctx context.Context, fn func(*tx) error) error {
+	r := &request{ctx: ctx, fn: fn, done: make(chan error, 1)}
+	select {
+	case c.reqs <- r:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-c.stop:
+		return errClosed
+	}
+	// Once submitted the operation may commit; wait for the outcome rather than report a
+	// failure that did not happen. Batches are short and bounded by txTimeout.
+	return <-r.done
+}
+
+func (c *committer) close() {
+	c.once.Do(func() { close(c.stop) })
+	c.wg.Wait()
+}
+
+func (c *committer) loop() {
+	defer c.wg.Done()
+	for {
+		var first *request
+		select {
+		case first = <-c.reqs:
+		case <-c.stop:
+			return
+		}
+		batch := []*request{first}
+	gather:
+		for len(batch) < c.maxBatch {
+			select {
+			case r := <-c.reqs:
+				batch = append(batch, r)
+			default:
+				break gather
+			}
+		}
+		c.runBatch(batch)
+		c.e.preparePending(context.Background())
+	}
+}
+
+func (c *committer) runBatch(batch []*request) {
+	live := batch[:0:0]
+	for _, r := range batch {
+		if err := r.ctx.Err(); err != nil {
+			r.done <- err
+			continue
+		}
+		live = append(live, r)
+	}
+	if len(live) == 0 {
+		return
+	}
+	if len(live) == 1 {
+		live[0].done <- c.runAlone(live[0])
+		return
+	}
+	errs, queued, err := c.tryBatch(live)
+	if err != nil {
+		// The batch as a whole failed (a deadlock, a failed commit): nothing of it was
+		// kept, so each operation runs again on its own and gets its own answer.
+		c.e.log.Debug("batch failed; running its operations one by one", slog.Int("ops", len(live)), slog.Any("err", err))
+		for _, r := range live {
+			r.done <- c.runAlone(r)
+		}
+		return
+	}
+	if queued {
+		c.e.hub.broadcast()
+	}
+	for i, r := range live {
+		r.done <- errs[i]
+	}
+}
+
+// tryBatch runs the operations in one transaction. It returns each operation's own error,
+// whether any queued a job, and a non-nil error when the transaction itself failed.
+func (c *committer) tryBatch(batch []*request) (errs []error, queued bool, err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), txTimeout)
+	defer cancel()
+	sqlTx, err := c.e.db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, false, fmt.Errorf("begin: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			_ = sqlTx.Rollback()
+		}
+	}()
+	errs = make([]error, len(batch))
+	var hooks []func()
+	ctl := c.e.newTx(ctx, sqlTx)
+	for i, r := range batch {
+		if _, err := ctl.exec("SAVEPOINT op"); err != nil {
+			return nil, false, fmt.Errorf("savepoint: %w", err)
+		}
+		t := c.e.newTx(ctx, sqlTx)
+		if opErr := r.fn(t); opErr != nil {
+			if c.e.d.Retryable(opErr) {
+				return nil, false, opErr
+			}
+			if _, err := ctl.exec("ROLLBACK TO SAVEPOINT op"); err != nil {
+				return nil, false, fmt.Errorf("rollback to savepoint: %w", err)
+			}
+			errs[i] = opErr
+		} else {
+			queued = queued || t.queued
+			hooks = append(hooks, t.onCommit...)
+		}
+		if _, err := ctl.exec("RELEASE SAVEPOINT op"); err != nil {
+			return nil, false, fmt.Errorf("release savepoint: %w", err)
+		}
+	}
+	if queued && c.e.d.BeforeCommit != nil {
+		if err := c.e.d.BeforeCommit(ctx, sqlTx); err != nil {
+			return nil, false, fmt.Errorf("before commit: %w", err)
+		}
+	}
+	if err := sqlTx.Commit(); err != nil {
+		return nil, false, fmt.Errorf("commit: %w", err)
+	}
+	for _, h := range hooks {
+		h()
+	}
+	return errs, queued, nil
+}
+
+// runAlone runs one operation in its own transaction, again when the database reports a
+// retryable conflict.
+func (c *committer) runAlone(r *request) error {
+	var err error
+	for attempt := range 8 {
+		if attempt > 0 {
+			time.Sleep(time.Duration(attempt*attempt) * time.Millisecond)
+		}
+		if err = r.ctx.Err(); err != nil {
+			return err
+		}
+		var queued bool
+		queued, err = c.runOne(r)
+		if err == nil {
+			if queued {
+				c.e.hub.broadcast()
+			}
+			return nil
+		}
+		if !c.e.d.Retryable(err) {
+			return err
+		}
+	}
+	return err
+}
+
+func (c *committer) runOne(r *request) (queued bool, err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), txTimeout)
+	defer cancel()
+	sqlTx, err := c.e.db.BeginTx(ctx, nil)
+	if err != nil {
+		return false, fmt.Errorf("begin: %w", err)
+	}
+	t := c.e.newTx(ctx, sqlTx)
+	if err := r.fn(t); err != nil {
+		_ = sqlTx.Rollback()
+		return false, err
+	}
+	if t.queued && c.e.d.BeforeCommit != nil {
+		if err := c.e.d.BeforeCommit(ctx, sqlTx); err != nil {
+			_ = sqlTx.Rollback()
+			return false, fmt.Errorf("before commit: %w", err)
+		}
+	}
+	if err := sqlTx.Commit(); err != nil {
+		return false, fmt.Errorf("commit: %w", err)
+	}
+	for _, h := range t.onCommit {
+		h()
+	}
+	return t.queued, nil
+}
+
+// tx is what operations use: a transaction that rewrites placeholders and records
+// whether a job became queued.
+type tx struct {
+	ctx    context.Context
+	tx     *sql.Tx
+	e      *Engine
+	queued bool
+	// onCommit runs after the transaction commits with this operation in it: caches
+	// learn only what is durable.
+	onCommit []func()
+}
+
+func (e *Engine) newTx(ctx context.Context, t *sql.Tx) *tx { return &tx{ctx: ctx, tx: t, e: e} }
+
+// Statements are prepared once and reused: parsing SQL would otherwise cost more than
+// running it.
+func (t *tx) exec(q string, args ...any) (sql.Result, error) {
+	if st := t.e.prepared(q); st != nil {
+		return t.tx.StmtContext(t.ctx, st).ExecContext(t.ctx, args...)
+	}
+	return t.tx.ExecContext(t.ctx, t.e.q(q), args...)
+}
+
+func (t *tx) query(q string, args ...any) (*sql.Rows, error) {
+	if st := t.e.prepared(q); st != nil {
+		return t.tx.StmtContext(t.ctx, st).QueryContext(t.ctx, args...)
+	}
+	return t.tx.QueryContext(t.ctx, t.e.q(q), args...)
+}
+
+func (t *tx) row(q string, args ...any) *sql.Row {
+	if st := t.e.prepared(q); st != nil {
+		return t.tx.StmtContext(t.ctx, st).QueryRowContext(t.ctx, args...)
+	}
+	return t.tx.QueryRowContext(t.ctx, t.e.q(q), args...)
+}

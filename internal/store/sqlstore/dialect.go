@@ -1,0 +1,51 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"strconv"
+	"strings"
+)
+
+// Dialect is what differs between the SQL databases the store runs on.
+type Dialect struct {
+	Name string
+	// Numbered placeholders ($1, $2) instead of ?.
+	NumberedParams bool
+	// SkipLocked is appended to a SELECT that picks rows to change, so concurrent
+	// claimers skip rows another transaction holds ("" where one writer serialises all).
+	SkipLocked string
+	// ForUpdate is appended to a SELECT of a row the transaction is about to change.
+	ForUpdate string
+	// Retryable reports errors after which the whole transaction may be run again
+	// (deadlocks, serialization failures, a busy database).
+	Retryable func(error) bool
+	// BeforeCommit runs inside a transaction that queued jobs, just before it commits
+	// (PostgreSQL sends NOTIFY here, so the wake-up travels with the commit).
+	BeforeCommit func(ctx context.Context, tx *sql.Tx) error
+	// GroupLock, when set, takes a transaction-scoped lock on a concurrency group and
+	// reports whether it got it; used where claimers run in parallel.
+	GroupLock func(ctx context.Context, tx *sql.Tx, key string) (bool, error)
+	// Writers is how many transactions run at once; 1 for SQLite's single writer.
+	Writers int
+}
+
+// rebind rewrites ? placeholders to $n for dialects that number them. Queries in this
+// package never contain ? inside string literals.
+func (d *Dialect) rebind(q string) string {
+	if !d.NumberedParams || !strings.Contains(q, "?") {
+		return q
+	}
+	var b strings.Builder
+	n := 0
+	for _, r := range q {
+		if r == '?' {
+			n++
+			b.WriteByte('$')
+			b.WriteString(strconv.Itoa(n))
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}

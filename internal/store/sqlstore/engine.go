@@ -1,0 +1,264 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/gantry-ci/gantry/internal/clock"
+	"github.com/gantry-ci/gantry/internal/store"
+)
+
+// Options tune an Engine.
+type Options struct {
+	Clock  clock.Clock
+	Logger *slog.Logger
+	// Rand returns a float in [0, 1) for retry jitter; math/rand/v2 by default.
+	Rand func() float64
+	// MaxBatch bounds how many write operations share one transaction; default 256.
+	MaxBatch int
+	// FreeRedeliveries is how many lost attempts a job may have without them counting
+	// against its max_attempts, when its retry policy does not retry lost attempts;
+	// default 3.
+	FreeRedeliveries int
+}
+
+// Engine implements store.Store on a SQL database described by a Dialect.
+type Engine struct {
+	db    *sql.DB // writes
+	read  *sql.DB // reads
+	d     *Dialect
+	clock clock.Clock
+	log   *slog.Logger
+	rand  func() float64
+	free  int
+	com   *committer
+	hub   *broadcaster
+
+	rebound  sync.Map // query -> query with the dialect's placeholders
+	stmts    stmtCache
+	projects sync.Map // project name -> id; projects are never deleted
+	labels   labelCache
+	closeDB  []io.Closer
+}
+
+var _ store.Store = (*Engine)(nil)
+
+// New returns an engine writing through write and reading through read, which must both
+// be migrated. closers are closed by Close after the engine stops writing.
+func New(write, read *sql.DB, d *Dialect, opts Options, closers ...io.Closer) *Engine {
+	if opts.Clock == nil {
+		opts.Clock = clock.Real{}
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Rand == nil {
+		opts.Rand = rand.Float64
+	}
+	if opts.MaxBatch <= 0 {
+		opts.MaxBatch = 256
+	}
+	if opts.FreeRedeliveries <= 0 {
+		opts.FreeRedeliveries = 3
+	}
+	if d.Writers <= 0 {
+		d.Writers = 1
+	}
+	if d.Retryable == nil {
+		d.Retryable = func(error) bool { return false }
+	}
+	e := &Engine{
+		db: write, read: read, d: d,
+		clock: opts.Clock, log: opts.Logger, rand: opts.Rand, free: opts.FreeRedeliveries,
+		hub: newBroadcaster(), closeDB: closers,
+	}
+	e.labels.sets = map[string]struct{}{}
+	e.com = newCommitter(e, d.Writers, opts.MaxBatch)
+	return e
+}
+
+// Close stops accepting writes, finishes the batches under way and closes the databases.
+func (e *Engine) Close() error {
+	e.com.close()
+	e.stmts.close()
+	var first error
+	for _, c := range e.closeDB {
+		if err := c.Close(); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// Notify wakes local claimers; a driver calls it when another replica queued jobs.
+func (e *Engine) Notify() { e.hub.broadcast() }
+
+// WaitForJobs implements store.Notifier.
+func (e *Engine) WaitForJobs() (<-chan struct{}, func()) { return e.hub.subscribe() }
+
+// write runs fn in a batched write transaction.
+func (e *Engine) write(ctx context.Context, fn func(*tx) error) error {
+	return e.com.do(ctx, fn)
+}
+
+func (e *Engine) q(query string) string {
+	if !e.d.NumberedParams {
+		return query
+	}
+	if v, ok := e.rebound.Load(query); ok {
+		return v.(string)
+	}
+	r := e.d.rebind(query)
+	e.rebound.Store(query, r)
+	return r
+}
+
+func (e *Engine) readRow(ctx context.Context, query string, args ...any) *sql.Row {
+	if st := e.stmts.get(ctx, e.read, "r", e.q(query)); st != nil {
+		return st.QueryRowContext(ctx, args...)
+	}
+	return e.read.QueryRowContext(ctx, e.q(query), args...)
+}
+
+func (e *Engine) readRows(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	if st := e.stmts.get(ctx, e.read, "r", e.q(query)); st != nil {
+		return st.QueryContext(ctx, args...)
+	}
+	return e.read.QueryContext(ctx, e.q(query), args...)
+}
+
+// prepared returns the write pool's prepared statement for query, or nil when it is not
+// prepared yet; the caller then runs the query unprepared. A transaction holds the
+// writer's only connection, so statements are prepared between batches (preparePending),
+// never inside one.
+func (e *Engine) prepared(query string) *sql.Stmt {
+	return e.stmts.lookup("w"+e.q(query), e.q(query))
+}
+
+// preparePending prepares the write statements that batches asked for.
+func (e *Engine) preparePending(ctx context.Context) {
+	for _, q := range e.stmts.takePending() {
+		e.stmts.get(ctx, e.db, "w", q)
+	}
+}
+
+// stmtCache holds prepared statements per pool. It is bounded because a few queries are
+// built with a variable number of placeholders.
+type stmtCache struct {
+	mu      sync.Mutex
+	m       map[string]*sql.Stmt
+	pending map[string]bool
+}
+
+// lookup returns the statement cached under key or, when there is none, notes query to
+// be prepared later.
+func (c *stmtCache) lookup(key, query string) *sql.Stmt {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if st, ok := c.m[key]; ok {
+		return st
+	}
+	if len(c.m)+len(c.pending) < maxStmts {
+		if c.pending == nil {
+			c.pending = map[string]bool{}
+		}
+		c.pending[query] = true
+	}
+	return nil
+}
+
+func (c *stmtCache) takePending() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]string, 0, len(c.pending))
+	for q := range c.pending {
+		out = append(out, q)
+	}
+	c.pending = nil
+	return out
+}
+
+const maxStmts = 512
+
+func (c *stmtCache) get(ctx context.Context, db *sql.DB, pool, query string) *sql.Stmt {
+	key := pool + query
+	c.mu.Lock()
+	st, ok := c.m[key]
+	full := len(c.m) >= maxStmts
+	c.mu.Unlock()
+	if ok || full {
+		return st
+	}
+	st, err := db.PrepareContext(ctx, query)
+	if err != nil {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = map[string]*sql.Stmt{}
+	}
+	if prev, ok := c.m[key]; ok {
+		_ = st.Close()
+		return prev
+	}
+	c.m[key] = st
+	return st
+}
+
+func (c *stmtCache) close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, st := range c.m {
+		_ = st.Close()
+	}
+	c.m = nil
+}
+
+// Times are stored as microseconds since the Unix epoch in both databases, 0 for none,
+// so every query and comparison is the same on each.
+func us(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMicro()
+}
+
+func fromUS(v int64) time.Time {
+	if v == 0 {
+		return time.Time{}
+	}
+	return time.UnixMicro(v).UTC()
+}
+
+func mustJSON(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("marshal %T: %v", v, err)) // only plain data is marshalled here
+	}
+	return string(b)
+}
+
+// inList returns "?, ?, ?" for n placeholders.
+func inList(n int) string {
+	if n <= 0 {
+		return ""
+	}
+	b := make([]byte, 0, 3*n)
+	for i := range n {
+		if i > 0 {
+			b = append(b, ", "...)
+		}
+		b = append(b, '?')
+	}
+	return string(b)
+}
+
+func jsonUnmarshal(s string, v any) error { return json.Unmarshal([]byte(s), v) }

@@ -1,0 +1,164 @@
+package sqlstore
+
+import (
+	"database/sql"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// fairStart reserves n consecutive virtual start times for a project's jobs entering a
+// lane and returns the first. This is start-time fair queueing: a project's next job
+// starts no earlier than the lane's clock (the earliest start still waiting) and no
+// earlier than the project's previous job, so a burst of many jobs from one project is
+// interleaved with other projects' jobs instead of being served first, while each
+// project's own jobs stay in order. Dispatch then simply takes the lowest start times.
+func (t *tx) fairStart(projectID uuid.UUID, lane, n int) (int64, error) {
+	// The lane's clock is the earliest start still waiting; when nothing waits, it is
+	// where the furthest project got to, so a project that was idle does not come back
+	// ahead of everyone. Two transactions may read the same values and hand out equal
+	// start times; ties only fall back to queue time, so no lock is taken.
+	var waiting, furthest, next sql.NullInt64
+	err := t.row(`SELECT (SELECT MIN(vtime) FROM jobs WHERE status = 'queued' AND lane = ?),
+		(SELECT MAX(next_vtime) FROM fair_queue WHERE lane = ?),
+		(SELECT next_vtime FROM fair_queue WHERE project_id = ? AND lane = ?)`, lane, lane, projectID, lane).
+		Scan(&waiting, &furthest, &next)
+	if err != nil {
+		return 0, fmt.Errorf("read fair-queue clocks: %w", err)
+	}
+	clock := furthest.Int64
+	if waiting.Valid {
+		clock = waiting.Int64
+	}
+	start := max(clock, next.Int64)
+	if _, err := t.exec(`INSERT INTO fair_queue (project_id, lane, next_vtime) VALUES (?, ?, ?)
+		ON CONFLICT (project_id, lane) DO UPDATE SET next_vtime = excluded.next_vtime`, projectID, lane, start+int64(n)); err != nil {
+		return 0, fmt.Errorf("advance project clock: %w", err)
+	}
+	return start, nil
+}
+
+// queuedJob is a job about to become queued.
+type queuedJob struct {
+	id        uuid.UUID
+	projectID uuid.UUID
+	lane      int
+	from      string // the status it must still have
+}
+
+// enqueue makes jobs queued, giving each its fair-queue start and clearing any lease. A
+// job no longer in its expected status is left alone.
+func (t *tx) enqueue(jobs []queuedJob, now int64) (int, error) {
+	type key struct {
+		project uuid.UUID
+		lane    int
+	}
+	counts := map[key]int{}
+	for _, j := range jobs {
+		counts[key{j.projectID, j.lane}]++
+	}
+	next := map[key]int64{}
+	for k, n := range counts {
+		start, err := t.fairStart(k.project, k.lane, n)
+		if err != nil {
+			return 0, err
+		}
+		next[k] = start
+	}
+	changed := 0
+	for _, j := range jobs {
+		k := key{j.projectID, j.lane}
+		res, err := t.exec(`UPDATE jobs SET status = 'queued', vtime = ?, queued_at = ?, retry_after = 0,
+			lease_token = '', worker_id = '', lease_expires_at = 0, deadline = 0
+			WHERE id = ? AND status = ?`, next[k], now, j.id, j.from)
+		if err != nil {
+			return changed, fmt.Errorf("queue job %s: %w", j.id, err)
+		}
+		next[k]++
+		if n, _ := res.RowsAffected(); n == 1 {
+			changed++
+			t.queued = true
+		}
+	}
+	return changed, nil
+}
+
+// labelCache remembers the label sets jobs have asked for. The table only grows, so the
+// cache only needs topping up from other replicas now and then.
+type labelCache struct {
+	mu      sync.Mutex
+	sets    map[string]struct{}
+	checked time.Time
+}
+
+func (c *labelCache) has(labels string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.sets[labels]
+	return ok
+}
+
+func (c *labelCache) add(labels string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.sets[labels] = struct{}{}
+}
+
+// subsetsOf lists the known label sets that are subsets of the worker's labels.
+func (c *labelCache) subsetsOf(worker map[string]bool) []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []string
+	for set := range c.sets {
+		ok := true
+		for _, l := range splitLabels(set) {
+			if !worker[l] {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			out = append(out, set)
+		}
+	}
+	return out
+}
+
+// refreshLabels reloads the label sets when the last load is older than maxAge, so sets
+// that jobs created on another replica asked for are found. It uses the wall clock: this is
+// cache upkeep, not a decision about jobs.
+func (t *tx) refreshLabels(maxAge time.Duration) error {
+	now := time.Now()
+	c := &t.e.labels
+	c.mu.Lock()
+	stale := now.Sub(c.checked) > maxAge || now.Before(c.checked)
+	c.mu.Unlock()
+	if !stale {
+		return nil
+	}
+	rows, err := t.query(`SELECT labels FROM label_sets`)
+	if err != nil {
+		return fmt.Errorf("load label sets: %w", err)
+	}
+	defer rows.Close()
+	var sets []string
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			return fmt.Errorf("load label sets: %w", err)
+		}
+		sets = append(sets, s)
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("load label sets: %w", err)
+	}
+	c.mu.Lock()
+	for _, s := range sets {
+		c.sets[s] = struct{}{}
+	}
+	c.checked = now
+	c.mu.Unlock()
+	return nil
+}

@@ -1,0 +1,390 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"time"
+
+	"github.com/gantry-ci/gantry/internal/pipeline"
+	"github.com/gantry-ci/gantry/internal/store"
+	"github.com/google/uuid"
+)
+
+// labelRefresh bounds how long a label set first used on another replica can go unseen
+// by this one's claims.
+const labelRefresh = time.Second
+
+type candidate struct {
+	id, projectID    uuid.UUID
+	lane             int
+	vtime, queuedAt  int64
+	group            string
+	milliCPU, memory int64
+	timeoutUS        int64
+}
+
+func (a candidate) before(b candidate) bool {
+	if a.lane != b.lane {
+		return a.lane < b.lane
+	}
+	if a.vtime != b.vtime {
+		return a.vtime < b.vtime
+	}
+	if a.queuedAt != b.queuedAt {
+		return a.queuedAt < b.queuedAt
+	}
+	return a.id.String() < b.id.String()
+}
+
+// Claim implements store.Queue.
+func (e *Engine) Claim(ctx context.Context, p store.ClaimParams) ([]*store.Claim, error) {
+	if p.Max <= 0 {
+		p.Max = 1
+	}
+	if p.LeaseTTL <= 0 {
+		return nil, fmt.Errorf("claim: lease TTL must be positive: %w", store.ErrInvalid)
+	}
+	freeCPU, freeMem := p.FreeMilliCPU, p.FreeMemory
+	if freeCPU <= 0 {
+		freeCPU = math.MaxInt64
+	}
+	if freeMem <= 0 {
+		freeMem = math.MaxInt64
+	}
+	worker := make(map[string]bool, len(p.Labels))
+	for _, l := range p.Labels {
+		worker[l] = true
+	}
+	var claims []*store.Claim
+	var specs []string
+	err := e.write(ctx, func(t *tx) error {
+		claims, specs = nil, nil
+		now := e.clock.Now()
+		if err := t.refreshLabels(labelRefresh); err != nil {
+			return err
+		}
+		var cands []candidate
+		for _, set := range e.labels.subsetsOf(worker) {
+			rows, err := t.query(`SELECT id, project_id, lane, vtime, queued_at, concurrency_group, milli_cpu, memory, timeout_us
+				FROM jobs WHERE status = 'queued' AND label_set = ? AND milli_cpu <= ? AND memory <= ?
+				ORDER BY lane, vtime, queued_at, id LIMIT ?`+e.d.SkipLocked, set, freeCPU, freeMem, p.Max*4)
+			if err != nil {
+				return fmt.Errorf("find queued jobs: %w", err)
+			}
+			for rows.Next() {
+				var c candidate
+				if err := rows.Scan(&c.id, &c.projectID, &c.lane, &c.vtime, &c.queuedAt, &c.group, &c.milliCPU, &c.memory, &c.timeoutUS); err != nil {
+					rows.Close()
+					return fmt.Errorf("find queued jobs: %w", err)
+				}
+				cands = append(cands, c)
+			}
+			rows.Close()
+			if err := rows.Err(); err != nil {
+				return fmt.Errorf("find queued jobs: %w", err)
+			}
+		}
+		sort.Slice(cands, func(i, j int) bool { return cands[i].before(cands[j]) })
+
+		groups := map[string]bool{}
+		cpu, mem := freeCPU, freeMem
+		nowUS := us(now)
+		runs := map[uuid.UUID]*store.Run{}
+		for _, c := range cands {
+			if len(claims) == p.Max {
+				break
+			}
+			if c.milliCPU > cpu || c.memory > mem {
+				continue
+			}
+			if c.group != "" {
+				gk := c.projectID.String() + "/" + c.group
+				if groups[gk] {
+					continue
+				}
+				free, err := t.groupFree(c, gk)
+				if err != nil {
+					return err
+				}
+				if !free {
+					continue
+				}
+				groups[gk] = true
+			}
+			lease := store.Lease{Token: uuid.New().String(), ExpiresAt: now.Add(p.LeaseTTL)}
+			deadline := now.Add(time.Duration(c.timeoutUS)*time.Microsecond + p.TimeoutGrace)
+			j, spec, err := scanJobRaw(t.row(`UPDATE jobs SET status = 'assigned', attempt = attempt + 1, lease_token = ?,
+				worker_id = ?, lease_expires_at = ?, deadline = ?, started_at = 0, exit_code = NULL, failure_kind = ''
+				WHERE id = ? AND status = 'queued' RETURNING `+jobCols, lease.Token, p.WorkerID, us(lease.ExpiresAt), us(deadline), c.id))
+			if errors.Is(err, sql.ErrNoRows) {
+				continue
+			}
+			if err != nil {
+				return fmt.Errorf("assign job %s: %w", c.id, err)
+			}
+			if c.milliCPU > 0 {
+				cpu -= c.milliCPU
+			}
+			if c.memory > 0 {
+				mem -= c.memory
+			}
+			cl := &store.Claim{Job: j, Lease: lease}
+			if j.Attempt > 1 {
+				if _, err := t.exec(`UPDATE steps SET status = 'pending', attempt = ?, exit_code = NULL, started_at = 0, finished_at = 0
+					WHERE job_id = ?`, j.Attempt, j.ID); err != nil {
+					return fmt.Errorf("reset steps of job %s: %w", j.ID, err)
+				}
+				if cl.OnceDone, err = t.onceDone(j.ID); err != nil {
+					return err
+				}
+			}
+			run, ok := runs[j.RunID]
+			if !ok {
+				if run, err = scanRun(t.row(`SELECT `+runCols+runFrom+`WHERE r.id = ?`, j.RunID)); err != nil {
+					return fmt.Errorf("read run %s: %w", j.RunID, err)
+				}
+				if run.Status == store.RunPending {
+					if _, err := t.exec(`UPDATE runs SET status = 'running', started_at = ? WHERE id = ? AND status = 'pending'`, nowUS, j.RunID); err != nil {
+						return fmt.Errorf("start run %s: %w", j.RunID, err)
+					}
+					run.Status, run.StartedAt = store.RunRunning, fromUS(nowUS)
+				}
+				runs[j.RunID] = run
+			}
+			cl.Run = run
+			claims = append(claims, cl)
+			specs = append(specs, spec)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("claim for worker %s: %w", p.WorkerID, err)
+	}
+	for i, c := range claims {
+		if err := decodeSpec(c.Job, specs[i]); err != nil {
+			return nil, fmt.Errorf("claim for worker %s: %w", p.WorkerID, err)
+		}
+	}
+	return claims, nil
+}
+
+// groupFree reports whether c may take its concurrency group: no job of the group holds
+// it, and c is the group's oldest waiter.
+func (t *tx) groupFree(c candidate, key string) (bool, error) {
+	if t.e.d.GroupLock != nil {
+		ok, err := t.e.d.GroupLock(t.ctx, t.tx, key)
+		if err != nil || !ok {
+			return false, err
+		}
+	}
+	var busy int
+	err := t.row(`SELECT COUNT(*) FROM jobs WHERE project_id = ? AND concurrency_group = ? AND status IN ('assigned', 'running')`,
+		c.projectID, c.group).Scan(&busy)
+	if err != nil {
+		return false, fmt.Errorf("check concurrency group %q: %w", c.group, err)
+	}
+	if busy > 0 {
+		return false, nil
+	}
+	var oldest uuid.UUID
+	err = t.row(`SELECT id FROM jobs WHERE project_id = ? AND concurrency_group = ? AND status = 'queued'
+		ORDER BY queued_at, id LIMIT 1`, c.projectID, c.group).Scan(&oldest)
+	if err != nil {
+		return false, fmt.Errorf("check concurrency group %q: %w", c.group, err)
+	}
+	return oldest == c.id, nil
+}
+
+func (t *tx) onceDone(jobID uuid.UUID) ([]int, error) {
+	rows, err := t.query(`SELECT idx FROM steps WHERE job_id = ? AND once_succeeded = TRUE ORDER BY idx`, jobID)
+	if err != nil {
+		return nil, fmt.Errorf("read once steps of job %s: %w", jobID, err)
+	}
+	defer rows.Close()
+	var out []int
+	for rows.Next() {
+		var i int
+		if err := rows.Scan(&i); err != nil {
+			return nil, fmt.Errorf("read once steps of job %s: %w", jobID, err)
+		}
+		out = append(out, i)
+	}
+	return out, rows.Err()
+}
+
+// leaseError explains why a lease check changed nothing: the job is unknown, or the token
+// is not its current one.
+func (t *tx) leaseError(jobID uuid.UUID) error {
+	var one int
+	err := t.row(`SELECT 1 FROM jobs WHERE id = ?`, jobID).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("job %s: %w", jobID, store.ErrNotFound)
+	}
+	if err != nil {
+		return fmt.Errorf("look up job %s: %w", jobID, err)
+	}
+	return fmt.Errorf("job %s: %w", jobID, store.ErrLeaseLost)
+}
+
+// StartJob implements store.Queue.
+func (e *Engine) StartJob(ctx context.Context, l store.LeaseRef) error {
+	return e.write(ctx, func(t *tx) error {
+		res, err := t.exec(`UPDATE jobs SET status = 'running', started_at = ?
+			WHERE id = ? AND lease_token = ? AND lease_token <> '' AND status IN ('assigned', 'running')`, us(e.clock.Now()), l.JobID, l.Token)
+		if err != nil {
+			return fmt.Errorf("start job %s: %w", l.JobID, err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return t.leaseError(l.JobID)
+		}
+		return nil
+	})
+}
+
+// Heartbeat implements store.Queue.
+func (e *Engine) Heartbeat(ctx context.Context, p store.HeartbeatParams) (store.HeartbeatResult, error) {
+	if p.TTL <= 0 {
+		return store.HeartbeatResult{}, fmt.Errorf("heartbeat: TTL must be positive: %w", store.ErrInvalid)
+	}
+	var res store.HeartbeatResult
+	err := e.write(ctx, func(t *tx) error {
+		expires := e.clock.Now().Add(p.TTL)
+		err := t.row(`UPDATE jobs SET lease_expires_at = ?
+			WHERE id = ? AND lease_token = ? AND lease_token <> '' AND status IN ('assigned', 'running')
+			RETURNING cancel_requested`, us(expires), p.JobID, p.Token).Scan(&res.CancelRequested)
+		if errors.Is(err, sql.ErrNoRows) {
+			return t.leaseError(p.JobID)
+		}
+		if err != nil {
+			return fmt.Errorf("heartbeat job %s: %w", p.JobID, err)
+		}
+		res.ExpiresAt = expires
+		return nil
+	})
+	return res, err
+}
+
+// UpdateStep implements store.Queue.
+func (e *Engine) UpdateStep(ctx context.Context, p store.UpdateStepParams) error {
+	switch p.Status {
+	case store.StepPending, store.StepRunning, store.StepSuccess, store.StepFailed, store.StepSkipped, store.StepCancelled:
+	default:
+		return fmt.Errorf("update step: unknown status %q: %w", p.Status, store.ErrInvalid)
+	}
+	var exit any
+	if p.ExitCode != nil {
+		exit = *p.ExitCode
+	}
+	return e.write(ctx, func(t *tx) error {
+		var attempt int
+		err := t.row(`SELECT attempt FROM jobs WHERE id = ? AND lease_token = ? AND lease_token <> '' AND status IN ('assigned', 'running')`,
+			p.JobID, p.Token).Scan(&attempt)
+		if errors.Is(err, sql.ErrNoRows) {
+			return t.leaseError(p.JobID)
+		}
+		if err != nil {
+			return fmt.Errorf("update step of job %s: %w", p.JobID, err)
+		}
+		now := us(e.clock.Now())
+		var started, finished int64
+		switch p.Status {
+		case store.StepRunning:
+			started = now
+		case store.StepPending:
+		default:
+			finished = now
+		}
+		res, err := t.exec(`UPDATE steps SET status = ?, exit_code = ?, attempt = ?,
+			started_at = CASE WHEN ? <> 0 THEN ? WHEN started_at = 0 THEN ? ELSE started_at END,
+			finished_at = ?,
+			once_succeeded = CASE WHEN once = TRUE AND ? THEN TRUE ELSE once_succeeded END
+			WHERE job_id = ? AND idx = ?`,
+			string(p.Status), exit, attempt, started, started, finished, finished,
+			p.Status == store.StepSuccess, p.JobID, p.Index)
+		if err != nil {
+			return fmt.Errorf("update step %d of job %s: %w", p.Index, p.JobID, err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return fmt.Errorf("job %s has no step %d: %w", p.JobID, p.Index, store.ErrInvalid)
+		}
+		return nil
+	})
+}
+
+// CompleteJob implements store.Queue.
+func (e *Engine) CompleteJob(ctx context.Context, p store.CompleteParams) (*store.Job, error) {
+	switch p.Status {
+	case store.JobSuccess:
+		p.FailureKind = store.FailureNone
+	case store.JobFailed:
+		if p.FailureKind == store.FailureNone {
+			p.FailureKind = store.FailureExit
+		}
+		if p.FailureKind != store.FailureExit && p.FailureKind != store.FailureTimeout {
+			return nil, fmt.Errorf("complete job: failure kind %q: %w", p.FailureKind, store.ErrInvalid)
+		}
+	case store.JobCancelled:
+		p.FailureKind = store.FailureCancelled
+	default:
+		return nil, fmt.Errorf("complete job: status %q is not an end of an attempt: %w", p.Status, store.ErrInvalid)
+	}
+	var exit any
+	if p.ExitCode != nil {
+		exit = *p.ExitCode
+	}
+	err := e.write(ctx, func(t *tx) error {
+		j, err := t.lockJob(p.JobID)
+		if err != nil {
+			return err
+		}
+		if j.leaseToken == "" || j.leaseToken != p.Token || !j.status.Leased() {
+			return fmt.Errorf("job %s: %w", p.JobID, store.ErrLeaseLost)
+		}
+		now := e.clock.Now()
+		if p.Status == store.JobFailed {
+			if retried, err := t.retryLater(j, p.FailureKind, exit, now); err != nil || retried {
+				return err
+			}
+		}
+		return t.end(j, p.Status, p.FailureKind, exit, now)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("complete job %s: %w", p.JobID, err)
+	}
+	return e.GetJob(ctx, p.JobID)
+}
+
+// lockJob reads a job's state for update.
+func (t *tx) lockJob(id uuid.UUID) (*jobState, error) {
+	j, err := scanState(t.row(`SELECT `+stateCols+` FROM jobs WHERE id = ?`+t.e.d.ForUpdate, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("job %s: %w", id, store.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read job %s: %w", id, err)
+	}
+	return j, nil
+}
+
+// retryLater makes a failed attempt retrying when the job's policy retries this kind of
+// failure and attempts are left. The wait is full-jitter exponential backoff: uniform
+// between zero and the policy's delay for the next attempt.
+func (t *tx) retryLater(j *jobState, kind store.FailureKind, exit any, now time.Time) (bool, error) {
+	userAttempts := j.attempt - j.redeliveries
+	if !j.retry.Retries(pipeline.FailureKind(kind)) || userAttempts >= j.maxAttempts || j.cancelRequested {
+		return false, nil
+	}
+	ceiling := j.retry.Delay(userAttempts + 1)
+	wait := time.Duration(t.e.rand() * float64(ceiling))
+	_, err := t.exec(`UPDATE jobs SET status = 'retrying', retry_after = ?, failure_kind = ?, exit_code = ?,
+		lease_token = '', worker_id = '', lease_expires_at = 0, deadline = 0
+		WHERE id = ?`, us(now.Add(wait)), string(kind), exit, j.id)
+	if err != nil {
+		return false, fmt.Errorf("schedule retry of job %s: %w", j.id, err)
+	}
+	return true, nil
+}

@@ -1,0 +1,278 @@
+package sqlstore
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/gantry-ci/gantry/internal/store"
+	"github.com/google/uuid"
+)
+
+// UpsertWorker implements store.Workers.
+func (e *Engine) UpsertWorker(ctx context.Context, w *store.Worker) error {
+	if w.ID == "" {
+		return fmt.Errorf("upsert worker: id is required: %w", store.ErrInvalid)
+	}
+	if w.State == "" {
+		w.State = store.WorkerIdle
+	}
+	labels := mustJSON(w.Labels)
+	return e.write(ctx, func(t *tx) error {
+		now := us(e.clock.Now())
+		_, err := t.exec(`INSERT INTO workers (id, name, labels, milli_cpu, memory, max_jobs, state, version, registered_at, last_seen_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (id) DO UPDATE SET name = excluded.name, labels = excluded.labels, milli_cpu = excluded.milli_cpu,
+			memory = excluded.memory, max_jobs = excluded.max_jobs, state = excluded.state, version = excluded.version,
+			last_seen_at = excluded.last_seen_at`,
+			w.ID, w.Name, labels, w.MilliCPU, w.Memory, w.MaxJobs, string(w.State), w.Version, now, now)
+		if err != nil {
+			return fmt.Errorf("upsert worker %s: %w", w.ID, err)
+		}
+		return nil
+	})
+}
+
+// TouchWorker implements store.Workers.
+func (e *Engine) TouchWorker(ctx context.Context, id string, state store.WorkerState) error {
+	return e.write(ctx, func(t *tx) error {
+		res, err := t.exec(`UPDATE workers SET state = ?, last_seen_at = ? WHERE id = ?`, string(state), us(e.clock.Now()), id)
+		if err != nil {
+			return fmt.Errorf("touch worker %s: %w", id, err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return fmt.Errorf("worker %s: %w", id, store.ErrNotFound)
+		}
+		return nil
+	})
+}
+
+// ListWorkers implements store.Workers.
+func (e *Engine) ListWorkers(ctx context.Context) ([]*store.Worker, error) {
+	rows, err := e.readRows(ctx, `SELECT id, name, labels, milli_cpu, memory, max_jobs, state, version, registered_at, last_seen_at
+		FROM workers ORDER BY name, id`)
+	if err != nil {
+		return nil, fmt.Errorf("list workers: %w", err)
+	}
+	defer rows.Close()
+	var out []*store.Worker
+	for rows.Next() {
+		var (
+			w             store.Worker
+			labels, state string
+			reg, seen     int64
+		)
+		if err := rows.Scan(&w.ID, &w.Name, &labels, &w.MilliCPU, &w.Memory, &w.MaxJobs, &state, &w.Version, &reg, &seen); err != nil {
+			return nil, fmt.Errorf("list workers: %w", err)
+		}
+		if err := json.Unmarshal([]byte(labels), &w.Labels); err != nil {
+			return nil, fmt.Errorf("decode labels of worker %s: %w", w.ID, err)
+		}
+		w.State = store.WorkerState(state)
+		w.RegisteredAt, w.LastSeenAt = fromUS(reg), fromUS(seen)
+		out = append(out, &w)
+	}
+	return out, rows.Err()
+}
+
+const artifactCols = `id, job_id, attempt, name, sha256, size, media_type, state, created_at, expires_at`
+
+func scanArtifact(s scanner) (*store.Artifact, error) {
+	var (
+		a              store.Artifact
+		state          string
+		created, expir int64
+	)
+	if err := s.Scan(&a.ID, &a.JobID, &a.Attempt, &a.Name, &a.SHA256, &a.Size, &a.MediaType, &state, &created, &expir); err != nil {
+		return nil, err
+	}
+	a.State = store.ArtifactState(state)
+	a.CreatedAt, a.ExpiresAt = fromUS(created), fromUS(expir)
+	return &a, nil
+}
+
+// PutArtifact implements store.Artifacts.
+func (e *Engine) PutArtifact(ctx context.Context, l store.LeaseRef, a *store.Artifact) (*store.Artifact, error) {
+	if a.Name == "" || len(a.SHA256) != 64 || a.Size < 0 {
+		return nil, fmt.Errorf("put artifact: name, a SHA-256 hex digest and a size are required: %w", store.ErrInvalid)
+	}
+	var out *store.Artifact
+	err := e.write(ctx, func(t *tx) error {
+		var attempt int
+		err := t.row(`SELECT attempt FROM jobs WHERE id = ? AND lease_token = ? AND lease_token <> '' AND status IN ('assigned', 'running')`,
+			l.JobID, l.Token).Scan(&attempt)
+		if isNoRows(err) {
+			return t.leaseError(l.JobID)
+		}
+		if err != nil {
+			return fmt.Errorf("check lease of job %s: %w", l.JobID, err)
+		}
+		now := us(e.clock.Now())
+		if _, err := t.exec(`INSERT INTO artifacts (id, job_id, attempt, name, sha256, size, media_type, state, created_at, expires_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (job_id, attempt, name) DO NOTHING`,
+			store.NewID(), l.JobID, attempt, a.Name, a.SHA256, a.Size, a.MediaType, string(store.ArtifactPending), now, us(a.ExpiresAt)); err != nil {
+			return fmt.Errorf("insert artifact: %w", err)
+		}
+		out, err = scanArtifact(t.row(`SELECT `+artifactCols+` FROM artifacts WHERE job_id = ? AND attempt = ? AND name = ?`, l.JobID, attempt, a.Name))
+		if err != nil {
+			return fmt.Errorf("read artifact: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("put artifact %q of job %s: %w", a.Name, l.JobID, err)
+	}
+	return out, nil
+}
+
+// MarkArtifactStored implements store.Artifacts.
+func (e *Engine) MarkArtifactStored(ctx context.Context, id uuid.UUID) error {
+	return e.write(ctx, func(t *tx) error {
+		res, err := t.exec(`UPDATE artifacts SET state = ? WHERE id = ?`, string(store.ArtifactStored), id)
+		if err != nil {
+			return fmt.Errorf("mark artifact %s stored: %w", id, err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return fmt.Errorf("artifact %s: %w", id, store.ErrNotFound)
+		}
+		return nil
+	})
+}
+
+// GetArtifact implements store.Artifacts.
+func (e *Engine) GetArtifact(ctx context.Context, id uuid.UUID) (*store.Artifact, error) {
+	a, err := scanArtifact(e.readRow(ctx, `SELECT `+artifactCols+` FROM artifacts WHERE id = ?`, id))
+	if isNoRows(err) {
+		return nil, fmt.Errorf("artifact %s: %w", id, store.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get artifact %s: %w", id, err)
+	}
+	return a, nil
+}
+
+// ListArtifacts implements store.Artifacts.
+func (e *Engine) ListArtifacts(ctx context.Context, jobID uuid.UUID) ([]*store.Artifact, error) {
+	rows, err := e.readRows(ctx, `SELECT `+artifactCols+` FROM artifacts WHERE job_id = ? ORDER BY attempt, name`, jobID)
+	if err != nil {
+		return nil, fmt.Errorf("list artifacts of job %s: %w", jobID, err)
+	}
+	defer rows.Close()
+	var out []*store.Artifact
+	for rows.Next() {
+		a, err := scanArtifact(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list artifacts of job %s: %w", jobID, err)
+		}
+		out = append(out, a)
+	}
+	return out, rows.Err()
+}
+
+// AddLogChunk implements store.LogIndex.
+func (e *Engine) AddLogChunk(ctx context.Context, c *store.LogChunk) error {
+	if c.LastSeq < c.FirstSeq {
+		return fmt.Errorf("add log chunk: last seq before first: %w", store.ErrInvalid)
+	}
+	return e.write(ctx, func(t *tx) error {
+		_, err := t.exec(`INSERT INTO log_chunks (job_id, attempt, first_seq, last_seq, bytes, location, created_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (job_id, attempt, first_seq) DO NOTHING`,
+			c.JobID, c.Attempt, c.FirstSeq, c.LastSeq, c.Bytes, c.Location, us(e.clock.Now()))
+		if err != nil {
+			return fmt.Errorf("add log chunk of job %s: %w", c.JobID, err)
+		}
+		return nil
+	})
+}
+
+// ListLogChunks implements store.LogIndex.
+func (e *Engine) ListLogChunks(ctx context.Context, jobID uuid.UUID, attempt int) ([]*store.LogChunk, error) {
+	rows, err := e.readRows(ctx, `SELECT job_id, attempt, first_seq, last_seq, bytes, location, created_at
+		FROM log_chunks WHERE job_id = ? AND attempt = ? ORDER BY first_seq`, jobID, attempt)
+	if err != nil {
+		return nil, fmt.Errorf("list log chunks of job %s: %w", jobID, err)
+	}
+	defer rows.Close()
+	var out []*store.LogChunk
+	for rows.Next() {
+		var c store.LogChunk
+		var created int64
+		if err := rows.Scan(&c.JobID, &c.Attempt, &c.FirstSeq, &c.LastSeq, &c.Bytes, &c.Location, &created); err != nil {
+			return nil, fmt.Errorf("list log chunks of job %s: %w", jobID, err)
+		}
+		c.CreatedAt = fromUS(created)
+		out = append(out, &c)
+	}
+	return out, rows.Err()
+}
+
+// EnqueueOutbox implements store.Outbox.
+func (e *Engine) EnqueueOutbox(ctx context.Context, topic string, payload []byte) error {
+	return e.write(ctx, func(t *tx) error {
+		now := us(e.clock.Now())
+		_, err := t.exec(`INSERT INTO outbox (id, topic, payload, next_attempt_at, created_at) VALUES (?, ?, ?, ?, ?)`,
+			store.NewID(), topic, payload, now, now)
+		if err != nil {
+			return fmt.Errorf("enqueue outbox message: %w", err)
+		}
+		return nil
+	})
+}
+
+// ClaimOutbox implements store.Outbox.
+func (e *Engine) ClaimOutbox(ctx context.Context, max int, retryIn time.Duration) ([]*store.OutboxMessage, error) {
+	if max <= 0 {
+		max = 1
+	}
+	var out []*store.OutboxMessage
+	err := e.write(ctx, func(t *tx) error {
+		out = nil
+		now := e.clock.Now()
+		rows, err := t.query(`SELECT id, topic, payload, attempts, created_at FROM outbox
+			WHERE delivered_at = 0 AND next_attempt_at <= ? ORDER BY next_attempt_at, id LIMIT ?`+e.d.SkipLocked, us(now), max)
+		if err != nil {
+			return fmt.Errorf("find due messages: %w", err)
+		}
+		for rows.Next() {
+			var m store.OutboxMessage
+			var created int64
+			if err := rows.Scan(&m.ID, &m.Topic, &m.Payload, &m.Attempts, &created); err != nil {
+				rows.Close()
+				return fmt.Errorf("find due messages: %w", err)
+			}
+			m.CreatedAt = fromUS(created)
+			m.Attempts++
+			m.NextAttempt = now.Add(retryIn)
+			out = append(out, &m)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("find due messages: %w", err)
+		}
+		for _, m := range out {
+			if _, err := t.exec(`UPDATE outbox SET attempts = ?, next_attempt_at = ? WHERE id = ?`, m.Attempts, us(m.NextAttempt), m.ID); err != nil {
+				return fmt.Errorf("hold message %s: %w", m.ID, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("claim outbox: %w", err)
+	}
+	return out, nil
+}
+
+// MarkDelivered implements store.Outbox.
+func (e *Engine) MarkDelivered(ctx context.Context, id uuid.UUID) error {
+	return e.write(ctx, func(t *tx) error {
+		res, err := t.exec(`UPDATE outbox SET delivered_at = ? WHERE id = ?`, us(e.clock.Now()), id)
+		if err != nil {
+			return fmt.Errorf("mark message %s delivered: %w", id, err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return fmt.Errorf("message %s: %w", id, store.ErrNotFound)
+		}
+		return nil
+	})
+}

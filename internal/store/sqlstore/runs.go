@@ -1,0 +1,333 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/gantry-ci/gantry/internal/pipeline"
+	"github.com/gantry-ci/gantry/internal/store"
+	"github.com/google/uuid"
+)
+
+// plannedJob is a job row prepared outside the transaction, so the single writer spends
+// its time writing, not marshalling.
+type plannedJob struct {
+	id       uuid.UUID
+	spec     *pipeline.Job
+	specJSON string
+	labels   string
+	lane     int
+	needs    []uuid.UUID
+}
+
+// CreateRun implements store.Runs.
+func (e *Engine) CreateRun(ctx context.Context, p store.CreateRunParams) (*store.Run, []*store.Job, bool, error) {
+	if p.Plan == nil || len(p.Plan.Jobs) == 0 {
+		return nil, nil, false, fmt.Errorf("create run: a plan with at least one job is required: %w", store.ErrInvalid)
+	}
+	if p.Project == "" {
+		p.Project = "default"
+	}
+	if p.Env == nil {
+		p.Env = map[string]string{}
+	}
+	runID := store.NewID()
+	byKey := make(map[string]uuid.UUID, len(p.Plan.Jobs))
+	for _, j := range p.Plan.Jobs {
+		byKey[j.Key] = store.NewID()
+	}
+	jobs := make([]plannedJob, len(p.Plan.Jobs))
+	for i, j := range p.Plan.Jobs {
+		pj := plannedJob{id: byKey[j.Key], spec: j, specJSON: mustJSON(j), labels: labelKey(j.RunsOn), lane: laneOf(j.Priority)}
+		if p.Priority != "" {
+			pj.lane = laneOf(p.Priority)
+		}
+		for _, n := range j.Needs {
+			id, ok := byKey[n]
+			if !ok {
+				return nil, nil, false, fmt.Errorf("create run: job %q needs unknown job %q: %w", j.Key, n, store.ErrInvalid)
+			}
+			pj.needs = append(pj.needs, id)
+		}
+		jobs[i] = pj
+	}
+	trigger, env := mustJSON(p.Trigger), mustJSON(p.Env)
+	var idem any
+	if p.IdempotencyKey != "" {
+		idem = p.IdempotencyKey
+	}
+
+	existing := uuid.Nil
+	err := e.write(ctx, func(t *tx) error {
+		now := us(e.clock.Now())
+		projectID, err := t.project(p.Project, now)
+		if err != nil {
+			return err
+		}
+		if p.IdempotencyKey != "" {
+			err := t.row(`SELECT id FROM runs WHERE project_id = ? AND idempotency_key = ?`, projectID, p.IdempotencyKey).Scan(&existing)
+			if err == nil {
+				return nil
+			}
+			if !errors.Is(err, sql.ErrNoRows) {
+				return fmt.Errorf("look up idempotency key: %w", err)
+			}
+		}
+		if _, err := t.exec(`INSERT INTO runs (id, project_id, name, status, trigger, ref, idempotency_key, definition, env, jobs_total, created_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			runID, projectID, p.Plan.Name, string(store.RunPending), trigger, p.Trigger.Ref, idem, p.Definition, env, len(jobs), now); err != nil {
+			return fmt.Errorf("insert run: %w", err)
+		}
+		if err := t.ensureLabelSets(jobs); err != nil {
+			return err
+		}
+		// Jobs that need nothing are queued at once, in fair-queue order.
+		roots := map[int]int{}
+		for _, j := range jobs {
+			if len(j.needs) == 0 {
+				roots[j.lane]++
+			}
+		}
+		next := map[int]int64{}
+		for lane, n := range roots {
+			start, err := t.fairStart(projectID, lane, n)
+			if err != nil {
+				return err
+			}
+			next[lane] = start
+		}
+		rows := make([][]any, 0, len(jobs))
+		for i, j := range jobs {
+			status, vtime, queuedAt := store.JobPending, int64(0), int64(0)
+			if len(j.needs) == 0 {
+				status, vtime, queuedAt = store.JobQueued, next[j.lane], now
+				next[j.lane]++
+				t.queued = true
+			}
+			group := ""
+			if j.spec.Concurrency != nil {
+				group = j.spec.Concurrency.Group
+			}
+			rows = append(rows, []any{j.id, runID, projectID, i, j.spec.Key, j.spec.Name, string(status), j.lane, j.labels,
+				j.spec.Resources.MilliCPU, j.spec.Resources.MemoryBytes, time.Duration(j.spec.Timeout).Microseconds(),
+				j.spec.Retry.MaxAttempts, retryOn(j.spec.Retry), time.Duration(j.spec.Retry.Backoff).Microseconds(),
+				time.Duration(j.spec.Retry.MaxBackoff).Microseconds(),
+				group, len(j.needs), j.spec.ContinueOnError, vtime, j.specJSON, now, queuedAt})
+		}
+		if err := t.insertMany(`INSERT INTO jobs (id, run_id, project_id, seq, key, name, status, lane, label_set,
+			milli_cpu, memory, timeout_us, max_attempts, retry_on, backoff_us, max_backoff_us, concurrency_group,
+			needs_left, continue_on_error, vtime, spec, created_at, queued_at) VALUES `, 23, rows); err != nil {
+			return fmt.Errorf("insert jobs: %w", err)
+		}
+		var needs, steps [][]any
+		for _, j := range jobs {
+			for _, n := range j.needs {
+				needs = append(needs, []any{n, j.id})
+			}
+			for _, st := range j.spec.Steps {
+				steps = append(steps, []any{j.id, st.Index, st.Name, st.Once, 1, string(store.StepPending)})
+			}
+		}
+		if err := t.insertMany(`INSERT INTO job_needs (need_id, job_id) VALUES `, 2, needs); err != nil {
+			return fmt.Errorf("insert needs: %w", err)
+		}
+		if err := t.insertMany(`INSERT INTO steps (job_id, idx, name, once, attempt, status) VALUES `, 6, steps); err != nil {
+			return fmt.Errorf("insert steps: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, false, fmt.Errorf("create run: %w", err)
+	}
+	id, created := runID, true
+	if existing != uuid.Nil {
+		id, created = existing, false
+	}
+	run, err := e.GetRun(ctx, id)
+	if err != nil {
+		return nil, nil, false, err
+	}
+	list, err := e.ListJobs(ctx, id)
+	if err != nil {
+		return nil, nil, false, err
+	}
+	return run, list, created, nil
+}
+
+// project returns the id of the named project, creating it on first use.
+func (t *tx) project(name string, now int64) (uuid.UUID, error) {
+	if id, ok := t.e.projects.Load(name); ok {
+		return id.(uuid.UUID), nil
+	}
+	var id uuid.UUID
+	err := t.row(`SELECT id FROM projects WHERE name = ?`, name).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		if _, err := t.exec(`INSERT INTO projects (id, name, created_at) VALUES (?, ?, ?) ON CONFLICT (name) DO NOTHING`, store.NewID(), name, now); err != nil {
+			return uuid.Nil, fmt.Errorf("insert project: %w", err)
+		}
+		err = t.row(`SELECT id FROM projects WHERE name = ?`, name).Scan(&id)
+	}
+	if err != nil {
+		return uuid.Nil, fmt.Errorf("look up project %q: %w", name, err)
+	}
+	t.onCommit = append(t.onCommit, func() { t.e.projects.Store(name, id) })
+	return id, nil
+}
+
+func (t *tx) ensureLabelSets(jobs []plannedJob) error {
+	seen := map[string]bool{}
+	for _, j := range jobs {
+		if seen[j.labels] || t.e.labels.has(j.labels) {
+			continue
+		}
+		seen[j.labels] = true
+		if _, err := t.exec(`INSERT INTO label_sets (labels) VALUES (?) ON CONFLICT (labels) DO NOTHING`, j.labels); err != nil {
+			return fmt.Errorf("insert label set: %w", err)
+		}
+		labels := j.labels
+		t.onCommit = append(t.onCommit, func() { t.e.labels.add(labels) })
+	}
+	return nil
+}
+
+// insertMany inserts rows in multi-row statements of at most 100 rows.
+func (t *tx) insertMany(prefix string, cols int, rows [][]any) error {
+	const per = 100
+	for len(rows) > 0 {
+		n := min(per, len(rows))
+		var b strings.Builder
+		b.WriteString(prefix)
+		args := make([]any, 0, n*cols)
+		tuple := "(" + inList(cols) + ")"
+		for i := range n {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString(tuple)
+			args = append(args, rows[i]...)
+		}
+		if _, err := t.exec(b.String(), args...); err != nil {
+			return err
+		}
+		rows = rows[n:]
+	}
+	return nil
+}
+
+// GetRun implements store.Runs.
+func (e *Engine) GetRun(ctx context.Context, id uuid.UUID) (*store.Run, error) {
+	r, err := scanRun(e.readRow(ctx, `SELECT `+runCols+runFrom+`WHERE r.id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("run %s: %w", id, store.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get run %s: %w", id, err)
+	}
+	return r, nil
+}
+
+// ListRuns implements store.Runs.
+func (e *Engine) ListRuns(ctx context.Context, p store.ListRunsParams) ([]*store.Run, error) {
+	var where []string
+	var args []any
+	if p.Project != "" {
+		where, args = append(where, "p.name = ?"), append(args, p.Project)
+	}
+	if p.Status != "" {
+		where, args = append(where, "r.status = ?"), append(args, string(p.Status))
+	}
+	if p.Ref != "" {
+		where, args = append(where, "r.ref = ?"), append(args, p.Ref)
+	}
+	if p.Before != uuid.Nil {
+		where, args = append(where, "r.id < ?"), append(args, p.Before)
+	}
+	limit := p.Limit
+	if limit <= 0 {
+		limit = 50
+	}
+	limit = min(limit, 500)
+	q := `SELECT ` + runCols + runFrom
+	if len(where) > 0 {
+		q += "WHERE " + strings.Join(where, " AND ")
+	}
+	q += ` ORDER BY r.id DESC LIMIT ?`
+	rows, err := e.readRows(ctx, q, append(args, limit)...)
+	if err != nil {
+		return nil, fmt.Errorf("list runs: %w", err)
+	}
+	defer rows.Close()
+	var out []*store.Run
+	for rows.Next() {
+		r, err := scanRun(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list runs: %w", err)
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// GetJob implements store.Runs.
+func (e *Engine) GetJob(ctx context.Context, id uuid.UUID) (*store.Job, error) {
+	j, err := scanJob(e.readRow(ctx, `SELECT `+jobCols+` FROM jobs WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("job %s: %w", id, store.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get job %s: %w", id, err)
+	}
+	return j, nil
+}
+
+// ListJobs implements store.Runs.
+func (e *Engine) ListJobs(ctx context.Context, runID uuid.UUID) ([]*store.Job, error) {
+	rows, err := e.readRows(ctx, `SELECT `+jobCols+` FROM jobs WHERE run_id = ? ORDER BY seq`, runID)
+	if err != nil {
+		return nil, fmt.Errorf("list jobs of run %s: %w", runID, err)
+	}
+	defer rows.Close()
+	var out []*store.Job
+	for rows.Next() {
+		j, err := scanJob(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list jobs of run %s: %w", runID, err)
+		}
+		out = append(out, j)
+	}
+	return out, rows.Err()
+}
+
+// ListSteps implements store.Runs.
+func (e *Engine) ListSteps(ctx context.Context, jobID uuid.UUID) ([]*store.Step, error) {
+	rows, err := e.readRows(ctx, `SELECT job_id, idx, name, attempt, status, exit_code, started_at, finished_at, once_succeeded
+		FROM steps WHERE job_id = ? ORDER BY idx`, jobID)
+	if err != nil {
+		return nil, fmt.Errorf("list steps of job %s: %w", jobID, err)
+	}
+	defer rows.Close()
+	var out []*store.Step
+	for rows.Next() {
+		var (
+			s       store.Step
+			status  string
+			exit    sql.NullInt64
+			st, fin int64
+		)
+		if err := rows.Scan(&s.JobID, &s.Index, &s.Name, &s.Attempt, &status, &exit, &st, &fin, &s.OnceSucceeded); err != nil {
+			return nil, fmt.Errorf("list steps of job %s: %w", jobID, err)
+		}
+		s.Status = store.StepStatus(status)
+		if exit.Valid {
+			v := int(exit.Int64)
+			s.ExitCode = &v
+		}
+		s.StartedAt, s.FinishedAt = fromUS(st), fromUS(fin)
+		out = append(out, &s)
+	}
+	return out, rows.Err()
+}

@@ -1,0 +1,222 @@
+package store
+
+import (
+	"context"
+	"time"
+
+	"github.com/gantry-ci/gantry/internal/pipeline"
+	"github.com/google/uuid"
+)
+
+// Store is everything Gantry keeps. It is the one deliberately wide boundary, split by
+// concern so that consumers can depend on the part they use.
+type Store interface {
+	Runs
+	Queue
+	Maintenance
+	Workers
+	Artifacts
+	LogIndex
+	Outbox
+	Notifier
+	// Close releases the store's connections; in-flight writes are finished first.
+	Close() error
+}
+
+// Runs creates runs and reads runs, jobs and steps.
+type Runs interface {
+	// CreateRun stores a run with every job of its plan in one transaction and queues the
+	// jobs that need nothing. When IdempotencyKey names a run the project already has, it
+	// returns that run, its jobs and created=false, and changes nothing.
+	CreateRun(ctx context.Context, p CreateRunParams) (run *Run, jobs []*Job, created bool, err error)
+	GetRun(ctx context.Context, id uuid.UUID) (*Run, error)
+	// ListRuns lists runs newest first.
+	ListRuns(ctx context.Context, p ListRunsParams) ([]*Run, error)
+	GetJob(ctx context.Context, id uuid.UUID) (*Job, error)
+	// ListJobs lists a run's jobs in plan order (by wave, then definition order).
+	ListJobs(ctx context.Context, runID uuid.UUID) ([]*Job, error)
+	ListSteps(ctx context.Context, jobID uuid.UUID) ([]*Step, error)
+	// CancelRun cancels every unfinished job of the run (see CancelJob) and marks the run
+	// cancel-requested. The run is cancelled once its last job is terminal. ErrConflict
+	// when the run already finished.
+	CancelRun(ctx context.Context, id uuid.UUID) error
+	// CancelJob cancels a job: pending, queued and retrying jobs become cancelled at once;
+	// assigned and running ones are flagged, and their worker learns it from its next
+	// heartbeat and completes them as cancelled. Jobs downstream of a cancelled job are
+	// cancelled too. ErrConflict when the job already finished.
+	CancelJob(ctx context.Context, id uuid.UUID) error
+}
+
+// CreateRunParams describe a run to create.
+type CreateRunParams struct {
+	Project        string // created on first use; "default" when empty
+	Trigger        Trigger
+	IdempotencyKey string
+	Definition     []byte
+	Env            map[string]string
+	Plan           *pipeline.Plan
+	// Priority, when set, overrides every job's priority lane.
+	Priority pipeline.Priority
+}
+
+// ListRunsParams filter and page ListRuns. Zero values do not filter.
+type ListRunsParams struct {
+	Project string
+	Status  RunStatus
+	Ref     string
+	// Before pages: only runs whose id sorts before it (ids are time-ordered).
+	Before uuid.UUID
+	Limit  int // default 50, at most 500
+}
+
+// Queue is the worker-facing half: claiming jobs and reporting on them under a lease.
+// Every call that names a job with a lease token fails with ErrLeaseLost, changing
+// nothing, when the token is not the job's current one.
+type Queue interface {
+	// Claim leases up to Max of the best queued jobs the worker can run: highest priority
+	// lane first, then fair share between projects, then oldest first; only jobs whose
+	// labels are a subset of the worker's, whose resources fit the free capacity given, and
+	// whose concurrency group has no job assigned or running (the oldest waiter of a group
+	// goes first). Each claimed job becomes assigned with a fresh lease token, attempt + 1,
+	// and a hard deadline of its timeout plus TimeoutGrace. It returns at once, possibly
+	// with no jobs; waiting is the caller's, on Notifier.
+	Claim(ctx context.Context, p ClaimParams) ([]*Claim, error)
+	// StartJob moves an assigned job to running.
+	StartJob(ctx context.Context, l LeaseRef) error
+	// Heartbeat extends the lease to now + TTL and says whether the job was cancelled.
+	Heartbeat(ctx context.Context, p HeartbeatParams) (HeartbeatResult, error)
+	// UpdateStep records a step's progress in the current attempt.
+	UpdateStep(ctx context.Context, p UpdateStepParams) error
+	// CompleteJob ends the current attempt. A failure (or timeout) with attempts left under
+	// the job's retry policy makes the job retrying; otherwise the job is terminal and the
+	// DAG advances in the same transaction: each dependent whose needs are all terminal
+	// is queued, or skipped when its if: condition (default success()) says not to run,
+	// and skips propagate. The run's status follows.
+	CompleteJob(ctx context.Context, p CompleteParams) (*Job, error)
+}
+
+// ClaimParams describe the claiming worker.
+type ClaimParams struct {
+	WorkerID string
+	Labels   []string
+	// FreeMilliCPU and FreeMemory are the worker's free capacity; a job whose requirement
+	// exceeds either is not offered. Zero or negative means unlimited.
+	FreeMilliCPU int64
+	FreeMemory   int64
+	Max          int // jobs to claim at most; default 1
+	LeaseTTL     time.Duration
+	// TimeoutGrace is added to a job's timeout to get the deadline after which the
+	// coordinator revokes the lease, so the worker's own timeout acts first.
+	TimeoutGrace time.Duration
+}
+
+// Claim is one job handed to a worker.
+type Claim struct {
+	Job   *Job
+	Lease Lease
+	Run   *Run // trigger and env for the job's steps
+	// OnceDone lists the steps marked once that succeeded in an earlier attempt.
+	OnceDone []int
+}
+
+// Lease is a worker's hold on a job.
+type Lease struct {
+	Token     string
+	ExpiresAt time.Time
+}
+
+// LeaseRef names a job and the lease token the caller holds for it.
+type LeaseRef struct {
+	JobID uuid.UUID
+	Token string
+}
+
+// HeartbeatParams extend a lease.
+type HeartbeatParams struct {
+	LeaseRef
+	TTL time.Duration
+}
+
+// HeartbeatResult answers a heartbeat.
+type HeartbeatResult struct {
+	ExpiresAt       time.Time
+	CancelRequested bool
+}
+
+// UpdateStepParams report a step's status.
+type UpdateStepParams struct {
+	LeaseRef
+	Index    int
+	Status   StepStatus
+	ExitCode *int
+}
+
+// CompleteParams end a job attempt. Status is JobSuccess, JobFailed or JobCancelled; for
+// JobFailed, FailureKind is FailureExit (default) or FailureTimeout.
+type CompleteParams struct {
+	LeaseRef
+	Status      JobStatus
+	FailureKind FailureKind
+	ExitCode    *int
+}
+
+// Maintenance is what the scheduler loops call. Each call is safe to run from several
+// coordinator replicas at once: every transition is a compare-and-swap.
+type Maintenance interface {
+	// ReapExpiredLeases handles jobs whose lease expired: each goes back to the queue
+	// (attempt + 1 at its next claim) when its retry policy retries lost attempts and
+	// attempts are left, or when it has free redeliveries left (lost attempts that do not
+	// count against max_attempts when the policy does not retry them); otherwise it fails
+	// with failure kind lost. It returns how many jobs it changed.
+	ReapExpiredLeases(ctx context.Context) (int, error)
+	// PromoteRetries queues retrying jobs whose retry_after has come.
+	PromoteRetries(ctx context.Context) (int, error)
+	// RevokeTimedOut fails (failure kind timeout, subject to the retry policy) leased jobs
+	// whose hard deadline has passed.
+	RevokeTimedOut(ctx context.Context) (int, error)
+}
+
+// Workers keeps the registry of worker agents.
+type Workers interface {
+	// UpsertWorker registers a worker or refreshes its description and last-seen time.
+	UpsertWorker(ctx context.Context, w *Worker) error
+	// TouchWorker records that the worker was seen, with its current state.
+	TouchWorker(ctx context.Context, id string, state WorkerState) error
+	ListWorkers(ctx context.Context) ([]*Worker, error)
+}
+
+// Artifacts keeps artifact metadata; blobs live in the blob store.
+type Artifacts interface {
+	// PutArtifact records an artifact of the job's current attempt; the lease must be
+	// current. A second put of the same (job, attempt, name) returns the first record.
+	PutArtifact(ctx context.Context, l LeaseRef, a *Artifact) (*Artifact, error)
+	// MarkArtifactStored records that the blob was uploaded.
+	MarkArtifactStored(ctx context.Context, id uuid.UUID) error
+	GetArtifact(ctx context.Context, id uuid.UUID) (*Artifact, error)
+	ListArtifacts(ctx context.Context, jobID uuid.UUID) ([]*Artifact, error)
+}
+
+// LogIndex records where a job attempt's log lines are stored.
+type LogIndex interface {
+	// AddLogChunk records a chunk; a chunk with the same (job, attempt, first seq) is a
+	// re-send and changes nothing.
+	AddLogChunk(ctx context.Context, c *LogChunk) error
+	ListLogChunks(ctx context.Context, jobID uuid.UUID, attempt int) ([]*LogChunk, error)
+}
+
+// Outbox holds notifications for at-least-once delivery.
+type Outbox interface {
+	EnqueueOutbox(ctx context.Context, topic string, payload []byte) error
+	// ClaimOutbox returns up to max undelivered messages that are due and pushes their
+	// next attempt back by retryIn, so concurrent deliverers do not take the same one.
+	ClaimOutbox(ctx context.Context, max int, retryIn time.Duration) ([]*OutboxMessage, error)
+	MarkDelivered(ctx context.Context, id uuid.UUID) error
+}
+
+// Notifier wakes claimers waiting for work.
+type Notifier interface {
+	// WaitForJobs returns a channel that receives when a job may have become queued (on
+	// this replica or, for PostgreSQL, any replica) and a function to stop listening. The
+	// channel has a buffer of one: a wake-up between two waits is not lost.
+	WaitForJobs() (<-chan struct{}, func())
+}

@@ -1,0 +1,163 @@
+// Package storebench holds the store benchmarks every driver runs, so their numbers are
+// comparable: the same workloads, the same concurrency.
+//
+// It is test support: only drivers' _test files import it.
+package storebench
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gantry-ci/gantry/internal/pipeline"
+	"github.com/gantry-ci/gantry/internal/store"
+)
+
+// Open returns a fresh, empty store for one benchmark.
+type Open func(b *testing.B) store.Store
+
+func plan(b *testing.B, src string) *pipeline.Plan {
+	p, err := pipeline.Compile([]byte(src), pipeline.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return p
+}
+
+// Run runs every store benchmark against one driver.
+func Run(b *testing.B, open Open) {
+	b.Run("CreateRun", func(b *testing.B) { benchCreate(b, open) })
+	b.Run("Cycle", func(b *testing.B) { benchCycle(b, open, 8) })
+	b.Run("ClaimDeepQueue", func(b *testing.B) { benchClaimDeep(b, open) })
+}
+
+// benchCreate measures intake: single-job runs created by 8 goroutines.
+func benchCreate(b *testing.B, open Open) {
+	s := open(b)
+	p := plan(b, "jobs: {a: {steps: [{run: 'true'}]}}")
+	ctx := context.Background()
+	b.SetParallelism(4) // 4 x GOMAXPROCS(2) = 8 submitters
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, _, _, err := s.CreateRun(ctx, store.CreateRunParams{Plan: p}); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "runs/s")
+}
+
+// benchCycle measures a no-op job's whole life: create, claim, complete (which advances
+// the DAG and finishes the run), with claimers claiming concurrently.
+func benchCycle(b *testing.B, open Open, claimers int) {
+	s := open(b)
+	p := plan(b, "jobs: {a: {steps: [{run: 'true'}]}}")
+	ctx := context.Background()
+	var created, done atomic.Int64
+	n := int64(b.N)
+	b.ResetTimer()
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for created.Add(1) <= n {
+				if _, _, _, err := s.CreateRun(ctx, store.CreateRunParams{Plan: p}); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	for i := range claimers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			wake, stop := s.WaitForJobs()
+			defer stop()
+			for done.Load() < n {
+				cs, err := s.Claim(ctx, store.ClaimParams{WorkerID: fmt.Sprint("w", i), Max: 8, LeaseTTL: time.Minute})
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				if len(cs) == 0 {
+					select {
+					case <-wake:
+					case <-time.After(10 * time.Millisecond):
+					}
+					continue
+				}
+				var cw sync.WaitGroup
+				for _, c := range cs {
+					cw.Add(1)
+					go func() {
+						defer cw.Done()
+						_, err := s.CompleteJob(ctx, store.CompleteParams{LeaseRef: store.LeaseRef{JobID: c.Job.ID, Token: c.Lease.Token}, Status: store.JobSuccess})
+						if err != nil {
+							b.Error(err)
+						}
+						done.Add(1)
+					}()
+				}
+				cw.Wait()
+			}
+		}()
+	}
+	wg.Wait()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
+}
+
+// benchClaimDeep measures one claim-and-complete with 100,000 jobs queued.
+func benchClaimDeep(b *testing.B, open Open) {
+	s := open(b)
+	ctx := context.Background()
+	p := plan(b, "jobs:\n  t:\n    matrix: {a: [0,1,2,3,4,5,6,7,8,9], b: [0,1,2,3,4,5,6,7,8,9], c: [0,1,2,3,4,5,6,7,8,9], d: [0,1,2,3,4]}\n    steps: [{run: 'true'}]\n")
+	// 20 runs of 5,000 jobs: 100,000 queued.
+	var wg sync.WaitGroup
+	for range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, _, _, err := s.CreateRun(ctx, store.CreateRunParams{Plan: p}); err != nil {
+				b.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	lat := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		start := time.Now()
+		cs, err := s.Claim(ctx, store.ClaimParams{WorkerID: "w", Max: 1, LeaseTTL: time.Minute})
+		lat = append(lat, time.Since(start))
+		if err != nil || len(cs) != 1 {
+			b.Fatalf("claim: %v (%d jobs)", err, len(cs))
+		}
+		if _, err := s.CompleteJob(ctx, store.CompleteParams{LeaseRef: store.LeaseRef{JobID: cs[0].Job.ID, Token: cs[0].Lease.Token}, Status: store.JobSuccess}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	ReportPercentiles(b, lat, "claim")
+}
+
+// ReportPercentiles reports p50 and p99 of the samples in microseconds.
+func ReportPercentiles(b *testing.B, lat []time.Duration, name string) {
+	if len(lat) == 0 {
+		return
+	}
+	sorted := append([]time.Duration(nil), lat...)
+	for i := 1; i < len(sorted); i++ {
+		for j := i; j > 0 && sorted[j] < sorted[j-1]; j-- {
+			sorted[j], sorted[j-1] = sorted[j-1], sorted[j]
+		}
+	}
+	b.ReportMetric(float64(sorted[len(sorted)/2].Microseconds()), name+"-p50-µs")
+	b.ReportMetric(float64(sorted[len(sorted)*99/100].Microseconds()), name+"-p99-µs")
+}
