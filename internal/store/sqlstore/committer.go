@@ -142,7 +142,7 @@ func (c *committer) tryBatch(batch []*request) (errs []error, queued bool, err e
 	var hooks []func()
 	ctl := c.e.newTx(ctx, sqlTx)
 	for i, r := range batch {
-		if _, err := ctl.exec("SAVEPOINT op"); err != nil {
+		if _, err := ctl.savepoint("SAVEPOINT op"); err != nil {
 			return nil, false, fmt.Errorf("savepoint: %w", err)
 		}
 		t := c.e.newTx(ctx, sqlTx)
@@ -150,7 +150,7 @@ func (c *committer) tryBatch(batch []*request) (errs []error, queued bool, err e
 			if c.e.d.Retryable(opErr) {
 				return nil, false, opErr
 			}
-			if _, err := ctl.exec("ROLLBACK TO SAVEPOINT op"); err != nil {
+			if _, err := ctl.savepoint("ROLLBACK TO SAVEPOINT op"); err != nil {
 				return nil, false, fmt.Errorf("rollback to savepoint: %w", err)
 			}
 			errs[i] = opErr
@@ -158,7 +158,7 @@ func (c *committer) tryBatch(batch []*request) (errs []error, queued bool, err e
 			queued = queued || t.queued
 			hooks = append(hooks, t.onCommit...)
 		}
-		if _, err := ctl.exec("RELEASE SAVEPOINT op"); err != nil {
+		if _, err := ctl.savepoint("RELEASE SAVEPOINT op"); err != nil {
 			return nil, false, fmt.Errorf("release savepoint: %w", err)
 		}
 	}
@@ -242,6 +242,13 @@ type tx struct {
 }
 
 func (e *Engine) newTx(ctx context.Context, t *sql.Tx) *tx { return &tx{ctx: ctx, tx: t, e: e} }
+
+func (t *tx) savepoint(q string) (sql.Result, error) {
+	if t.e.d.PrepareSavepoints {
+		return t.exec(q)
+	}
+	return t.tx.ExecContext(t.ctx, q)
+}
 
 // Statements are prepared once and reused: parsing SQL would otherwise cost more than
 // running it.

@@ -10,11 +10,17 @@ import (
 	"strings"
 )
 
+// Migrator is a database or a single connection to migrate through.
+type Migrator interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	BeginTx(ctx context.Context, opts *sql.TxOptions) (*sql.Tx, error)
+}
+
 // Migrate applies the numbered migrations in fsys (NNNN_name.sql) that db has not seen,
 // each in its own transaction together with its row in schema_migrations. Two processes
 // migrating at once are safe: the second one's insert of the version waits for the first
 // transaction and then finds the version taken, so it skips that migration.
-func Migrate(ctx context.Context, db *sql.DB, d *Dialect, fsys fs.FS) error {
+func Migrate(ctx context.Context, db Migrator, d *Dialect, fsys fs.FS) error {
 	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
 		version BIGINT PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)`); err != nil {
 		return fmt.Errorf("create schema_migrations: %w", err)
@@ -40,7 +46,7 @@ func Migrate(ctx context.Context, db *sql.DB, d *Dialect, fsys fs.FS) error {
 	return nil
 }
 
-func applyMigration(ctx context.Context, db *sql.DB, d *Dialect, version int64, name, body string) error {
+func applyMigration(ctx context.Context, db Migrator, d *Dialect, version int64, name, body string) error {
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("migration %s: begin: %w", name, err)

@@ -299,7 +299,7 @@ func (e *Engine) UpdateStep(ctx context.Context, p store.UpdateStepParams) error
 			finished = now
 		}
 		res, err := t.exec(`UPDATE steps SET status = ?, exit_code = ?, attempt = ?,
-			started_at = CASE WHEN ? <> 0 THEN ? WHEN started_at = 0 THEN ? ELSE started_at END,
+			started_at = CASE WHEN CAST(? AS BIGINT) <> 0 THEN ? WHEN started_at = 0 THEN ? ELSE started_at END,
 			finished_at = ?,
 			once_succeeded = CASE WHEN once = TRUE AND ? THEN TRUE ELSE once_succeeded END
 			WHERE job_id = ? AND idx = ?`,

@@ -1,0 +1,199 @@
+// Package postgres is Gantry's scale-out store driver: PostgreSQL through pgx, with row
+// locks and SKIP LOCKED for concurrent claimers and LISTEN/NOTIFY to wake claimers on
+// every coordinator replica.
+//
+// It holds only what is particular to PostgreSQL; every state transition lives in sqlstore.
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"time"
+
+	"github.com/gantry-ci/gantry/internal/store/sqlstore"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/stdlib"
+)
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// Options tune the store; see sqlstore.Options.
+type Options = sqlstore.Options
+
+// channel is the NOTIFY channel on which replicas announce newly queued jobs.
+const channel = "gantry_jobs"
+
+// migrationLock is the advisory lock key replicas hold while migrating, so that two
+// replicas starting together do not race to create the same tables.
+const migrationLock = 0x67616e747279 // "gantry"
+
+// writers is how many write transactions run at once; each batches the operations
+// waiting for it.
+const writers = 4
+
+var dialect = sqlstore.Dialect{
+	Name:           "postgres",
+	NumberedParams: true,
+	SkipLocked:     " FOR UPDATE SKIP LOCKED",
+	ForUpdate:      " FOR UPDATE",
+	Retryable:      retryable,
+	BeforeCommit: func(ctx context.Context, tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `SELECT pg_notify('`+channel+`', '')`)
+		return err
+	},
+	GroupLock: func(ctx context.Context, tx *sql.Tx, key string) (bool, error) {
+		var ok bool
+		err := tx.QueryRowContext(ctx, `SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0))`, key).Scan(&ok)
+		return ok, err
+	},
+	Writers: writers,
+}
+
+// Open connects to the database at url (postgres://...), migrates it and starts
+// listening for other replicas' wake-ups.
+func Open(ctx context.Context, url string, opts Options) (*sqlstore.Engine, error) {
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("open postgres store: %w", err)
+	}
+	db := stdlib.OpenDB(*cfg)
+	db.SetMaxOpenConns(writers + 12)
+	db.SetMaxIdleConns(writers + 12)
+	db.SetConnMaxIdleTime(5 * time.Minute)
+	if err := migrate(ctx, db); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("open postgres store: %w", err)
+	}
+	d := dialect
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	l := &listener{cfg: cfg, log: log, done: make(chan struct{})}
+	lctx, cancel := context.WithCancel(context.Background())
+	l.cancel = cancel
+	e := sqlstore.New(db, db, &d, opts, l, db)
+	l.notify = e.Notify
+	ready := make(chan error, 1)
+	go l.run(lctx, ready)
+	select {
+	case err := <-ready:
+		if err != nil {
+			_ = e.Close()
+			return nil, fmt.Errorf("open postgres store: listen: %w", err)
+		}
+	case <-ctx.Done():
+		_ = e.Close()
+		return nil, fmt.Errorf("open postgres store: %w", ctx.Err())
+	}
+	return e, nil
+}
+
+func migrate(ctx context.Context, db *sql.DB) error {
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, `SELECT pg_advisory_lock($1)`, migrationLock); err != nil {
+		return fmt.Errorf("migrate: take lock: %w", err)
+	}
+	defer func() {
+		_, _ = conn.ExecContext(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, migrationLock)
+	}()
+	sub, err := fs.Sub(migrations, "migrations")
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	d := dialect
+	return sqlstore.Migrate(ctx, conn, &d, sub)
+}
+
+// retryable reports serialization failures, deadlocks and lock timeouts: the engine runs
+// the transaction again.
+func retryable(err error) bool {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) {
+		return false
+	}
+	switch pe.Code {
+	case "40001", "40P01", "55P03":
+		return true
+	}
+	return false
+}
+
+// listener holds a connection that LISTENs for other replicas' wake-ups and passes each
+// on to the engine's waiting claimers. It reconnects after a failure; wake-ups missed
+// meanwhile cost at most a claimer's long-poll timeout, and a wake-up is sent after every
+// reconnect in case one was missed.
+type listener struct {
+	cfg    *pgx.ConnConfig
+	log    *slog.Logger
+	notify func()
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func (l *listener) run(ctx context.Context, ready chan<- error) {
+	defer close(l.done)
+	first := true
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		err := l.listen(ctx, func() {
+			if first {
+				first = false
+				ready <- nil
+			} else {
+				l.notify()
+			}
+			backoff = 100 * time.Millisecond
+		})
+		if ctx.Err() != nil {
+			return
+		}
+		if first {
+			ready <- err
+			return
+		}
+		l.log.Warn("store listener lost its connection; reconnecting", "err", err, "in", backoff)
+		select {
+		case <-time.After(backoff):
+		case <-ctx.Done():
+			return
+		}
+		backoff = min(backoff*2, 5*time.Second)
+	}
+}
+
+func (l *listener) listen(ctx context.Context, connected func()) error {
+	conn, err := pgx.ConnectConfig(ctx, l.cfg)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if _, err := conn.Exec(ctx, "LISTEN "+channel); err != nil {
+		return err
+	}
+	connected()
+	for {
+		if _, err := conn.WaitForNotification(ctx); err != nil {
+			return err
+		}
+		l.notify()
+	}
+}
+
+// Close stops listening.
+func (l *listener) Close() error {
+	l.cancel()
+	<-l.done
+	return nil
+}
