@@ -23,9 +23,15 @@ type request struct {
 }
 
 // committer runs write operations in batches: each writer takes every operation waiting
-// for it, runs them in one transaction, each inside a savepoint so one operation's
-// failure undoes only its own writes, and commits once. While a commit waits for its
+// for it, runs them in one transaction and commits once. While a commit waits for its
 // fsync the next batch gathers, so throughput is not one fsync per operation.
+//
+// Where savepoints are cheap (SQLite) each operation runs inside one, so an operation's
+// failure undoes only its own writes. Where they are not (PostgreSQL, where many
+// subtransactions slow every concurrent snapshot) an operation's failure abandons the
+// batch and each of its operations runs again in a transaction of its own. Operations
+// therefore reset their outputs when they start: they may run twice, the first run rolled
+// back.
 type committer struct {
 	e        *Engine
 	reqs     chan *request
@@ -142,15 +148,19 @@ func (c *committer) tryBatch(batch []*request) (errs []error, queued bool, err e
 	var hooks []func()
 	ctl := c.e.newTx(ctx, sqlTx)
 	for i, r := range batch {
-		if _, err := ctl.savepoint("SAVEPOINT op"); err != nil {
-			return nil, false, fmt.Errorf("savepoint: %w", err)
+		if c.e.d.Savepoints {
+			if _, err := ctl.exec("SAVEPOINT op"); err != nil {
+				return nil, false, fmt.Errorf("savepoint: %w", err)
+			}
 		}
 		t := c.e.newTx(ctx, sqlTx)
 		if opErr := r.fn(t); opErr != nil {
-			if c.e.d.Retryable(opErr) {
+			if !c.e.d.Savepoints || c.e.d.Retryable(opErr) {
+				// Without a savepoint the operation's partial writes cannot be undone
+				// alone: give up on the batch, and each operation runs by itself.
 				return nil, false, opErr
 			}
-			if _, err := ctl.savepoint("ROLLBACK TO SAVEPOINT op"); err != nil {
+			if _, err := ctl.exec("ROLLBACK TO SAVEPOINT op"); err != nil {
 				return nil, false, fmt.Errorf("rollback to savepoint: %w", err)
 			}
 			errs[i] = opErr
@@ -158,8 +168,10 @@ func (c *committer) tryBatch(batch []*request) (errs []error, queued bool, err e
 			queued = queued || t.queued
 			hooks = append(hooks, t.onCommit...)
 		}
-		if _, err := ctl.savepoint("RELEASE SAVEPOINT op"); err != nil {
-			return nil, false, fmt.Errorf("release savepoint: %w", err)
+		if c.e.d.Savepoints {
+			if _, err := ctl.exec("RELEASE SAVEPOINT op"); err != nil {
+				return nil, false, fmt.Errorf("release savepoint: %w", err)
+			}
 		}
 	}
 	if queued && c.e.d.BeforeCommit != nil {
@@ -242,13 +254,6 @@ type tx struct {
 }
 
 func (e *Engine) newTx(ctx context.Context, t *sql.Tx) *tx { return &tx{ctx: ctx, tx: t, e: e} }
-
-func (t *tx) savepoint(q string) (sql.Result, error) {
-	if t.e.d.PrepareSavepoints {
-		return t.exec(q)
-	}
-	return t.tx.ExecContext(t.ctx, q)
-}
 
 // Statements are prepared once and reused: parsing SQL would otherwise cost more than
 // running it.

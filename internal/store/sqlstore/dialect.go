@@ -28,8 +28,8 @@ type Dialect struct {
 	GroupLock func(ctx context.Context, tx *sql.Tx, key string) (bool, error)
 	// Writers is how many transactions run at once; 1 for SQLite's single writer.
 	Writers int
-	// PrepareSavepoints says savepoint statements can be prepared like any other.
-	PrepareSavepoints bool
+	// Savepoints puts each operation of a batch in a savepoint (see committer).
+	Savepoints bool
 }
 
 // rebind rewrites ? placeholders to $n for dialects that number them. Queries in this

@@ -9,33 +9,27 @@ import (
 	"github.com/google/uuid"
 )
 
-// fairStart reserves n consecutive virtual start times for a project's jobs entering a
-// lane and returns the first. This is start-time fair queueing: a project's next job
-// starts no earlier than the lane's clock (the earliest start still waiting) and no
-// earlier than the project's previous job, so a burst of many jobs from one project is
+// fairStart returns the first of consecutive virtual start times for a project's jobs
+// entering a lane. This is start-time fair queueing: a project's next job
+// starts no earlier than the lane's clock (the earliest start still waiting) and after
+// the project's own latest waiting job, so a burst of many jobs from one project is
 // interleaved with other projects' jobs instead of being served first, while each
 // project's own jobs stay in order. Dispatch then simply takes the lowest start times.
-func (t *tx) fairStart(projectID uuid.UUID, lane, n int) (int64, error) {
-	// The lane's clock is the earliest start still waiting; when nothing waits, it is
-	// where the furthest project got to, so a project that was idle does not come back
-	// ahead of everyone. Two transactions may read the same values and hand out equal
-	// start times; ties only fall back to queue time, so no lock is taken.
-	var waiting, furthest, next sql.NullInt64
+//
+// Both values are read from the queued jobs themselves, through partial indexes, so there
+// is no counter row that every enqueue would have to lock. Two transactions may read the
+// same values and hand out equal start times; ties fall back to queue time.
+func (t *tx) fairStart(projectID uuid.UUID, lane int) (int64, error) {
+	var clock, latest sql.NullInt64
 	err := t.row(`SELECT (SELECT MIN(vtime) FROM jobs WHERE status = 'queued' AND lane = ?),
-		(SELECT MAX(next_vtime) FROM fair_queue WHERE lane = ?),
-		(SELECT next_vtime FROM fair_queue WHERE project_id = ? AND lane = ?)`, lane, lane, projectID, lane).
-		Scan(&waiting, &furthest, &next)
+		(SELECT MAX(vtime) FROM jobs WHERE status = 'queued' AND project_id = ? AND lane = ?)`, lane, projectID, lane).
+		Scan(&clock, &latest)
 	if err != nil {
 		return 0, fmt.Errorf("read fair-queue clocks: %w", err)
 	}
-	clock := furthest.Int64
-	if waiting.Valid {
-		clock = waiting.Int64
-	}
-	start := max(clock, next.Int64)
-	if _, err := t.exec(`INSERT INTO fair_queue (project_id, lane, next_vtime) VALUES (?, ?, ?)
-		ON CONFLICT (project_id, lane) DO UPDATE SET next_vtime = excluded.next_vtime`, projectID, lane, start+int64(n)); err != nil {
-		return 0, fmt.Errorf("advance project clock: %w", err)
+	start := clock.Int64
+	if latest.Valid {
+		start = max(start, latest.Int64+1)
 	}
 	return start, nil
 }
@@ -55,13 +49,13 @@ func (t *tx) enqueue(jobs []queuedJob, now int64) (int, error) {
 		project uuid.UUID
 		lane    int
 	}
-	counts := map[key]int{}
-	for _, j := range jobs {
-		counts[key{j.projectID, j.lane}]++
-	}
 	next := map[key]int64{}
-	for k, n := range counts {
-		start, err := t.fairStart(k.project, k.lane, n)
+	for _, j := range jobs {
+		k := key{j.projectID, j.lane}
+		if _, ok := next[k]; ok {
+			continue
+		}
+		start, err := t.fairStart(k.project, k.lane)
 		if err != nil {
 			return 0, err
 		}

@@ -63,6 +63,7 @@ func (e *Engine) CreateRun(ctx context.Context, p store.CreateRunParams) (*store
 
 	existing := uuid.Nil
 	err := e.write(ctx, func(t *tx) error {
+		existing = uuid.Nil
 		now := us(e.clock.Now())
 		projectID, err := t.project(p.Project, now)
 		if err != nil {
@@ -86,19 +87,16 @@ func (e *Engine) CreateRun(ctx context.Context, p store.CreateRunParams) (*store
 			return err
 		}
 		// Jobs that need nothing are queued at once, in fair-queue order.
-		roots := map[int]int{}
-		for _, j := range jobs {
-			if len(j.needs) == 0 {
-				roots[j.lane]++
-			}
-		}
 		next := map[int]int64{}
-		for lane, n := range roots {
-			start, err := t.fairStart(projectID, lane, n)
+		for _, j := range jobs {
+			if _, ok := next[j.lane]; ok || len(j.needs) > 0 {
+				continue
+			}
+			start, err := t.fairStart(projectID, j.lane)
 			if err != nil {
 				return err
 			}
-			next[lane] = start
+			next[j.lane] = start
 		}
 		rows := make([][]any, 0, len(jobs))
 		for i, j := range jobs {

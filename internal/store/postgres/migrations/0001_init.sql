@@ -8,15 +8,6 @@ CREATE TABLE projects (
     created_at BIGINT NOT NULL
 );
 
--- Start-time fair queueing: the virtual time at which each project's next job in a lane
--- starts, so a project's burst interleaves with others instead of starving them.
-CREATE TABLE fair_queue (
-    project_id UUID NOT NULL,
-    lane       BIGINT NOT NULL,
-    next_vtime BIGINT NOT NULL,
-    PRIMARY KEY (project_id, lane)
-);
-
 CREATE TABLE runs (
     id               UUID PRIMARY KEY,
     project_id       UUID NOT NULL REFERENCES projects (id),
@@ -88,8 +79,9 @@ CREATE TABLE jobs (
 );
 -- The claim path: queued jobs of one label set in dispatch order.
 CREATE INDEX jobs_queue ON jobs (label_set, lane, vtime, queued_at, id) WHERE status = 'queued';
--- The fair-queue clock: the earliest virtual start still waiting in a lane.
+-- Fair queueing: the earliest virtual start waiting in a lane, and each project's latest.
 CREATE INDEX jobs_queue_vtime ON jobs (lane, vtime) WHERE status = 'queued';
+CREATE INDEX jobs_queue_project ON jobs (project_id, lane, vtime) WHERE status = 'queued';
 CREATE INDEX jobs_leases ON jobs (lease_expires_at) WHERE status IN ('assigned', 'running');
 CREATE INDEX jobs_deadlines ON jobs (deadline) WHERE status IN ('assigned', 'running');
 CREATE INDEX jobs_retries ON jobs (retry_after) WHERE status = 'retrying';
