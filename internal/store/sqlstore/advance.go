@@ -21,21 +21,26 @@ type ended struct {
 	failed bool
 	// upstreamFailed: some job before it failed.
 	upstreamFailed bool
+	// noDependents: no job needs it, so there is no DAG to advance.
+	noDependents bool
 }
 
-// end makes a leased job terminal and advances its run and DAG.
-func (t *tx) end(j *jobState, status store.JobStatus, kind store.FailureKind, exit any, now time.Time) error {
-	_, err := t.exec(`UPDATE jobs SET status = ?, failure_kind = ?, exit_code = ?, finished_at = ?,
+// end makes a leased job terminal and advances its run and DAG. It returns the job's
+// row with its spec undecoded.
+func (t *tx) end(j *jobState, status store.JobStatus, kind store.FailureKind, exit any, now time.Time) (*store.Job, string, error) {
+	job, spec, err := scanJobRaw(t.row(`UPDATE jobs SET status = ?, failure_kind = ?, exit_code = ?, finished_at = ?,
 		lease_token = '', worker_id = '', lease_expires_at = 0, deadline = 0
-		WHERE id = ?`, string(status), string(kind), exit, us(now), j.id)
+		WHERE id = ? RETURNING `+jobCols, string(status), string(kind), exit, us(now), j.id))
 	if err != nil {
-		return fmt.Errorf("end job %s: %w", j.id, err)
+		return nil, "", fmt.Errorf("end job %s: %w", j.id, err)
 	}
-	return t.advance([]ended{{
+	err = t.advance([]ended{{
 		id: j.id, runID: j.runID, status: status,
 		failed:         status == store.JobFailed && !j.continueOnError,
 		upstreamFailed: j.upstreamFailed,
+		noDependents:   !j.hasDependents,
 	}}, now)
+	return job, spec, err
 }
 
 // advance tells runs and dependents about jobs that ended, and keeps going for the
@@ -50,6 +55,9 @@ func (t *tx) advance(queue []ended, now time.Time) error {
 		queue = queue[1:]
 		if err := t.countEnded(j, nowUS); err != nil {
 			return err
+		}
+		if j.noDependents {
+			continue
 		}
 		rows, err := t.query(`UPDATE jobs SET needs_left = needs_left - 1, upstream_failed = (upstream_failed OR ?)
 			WHERE id IN (SELECT job_id FROM job_needs WHERE need_id = ?) AND status = 'pending'

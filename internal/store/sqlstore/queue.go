@@ -92,10 +92,9 @@ func (e *Engine) Claim(ctx context.Context, p store.ClaimParams) ([]*store.Claim
 
 		groups := map[string]bool{}
 		cpu, mem := freeCPU, freeMem
-		nowUS := us(now)
-		runs := map[uuid.UUID]*store.Run{}
+		var chosen []any
 		for _, c := range cands {
-			if len(claims) == p.Max {
+			if len(chosen) == p.Max {
 				break
 			}
 			if c.milliCPU > cpu || c.memory > mem {
@@ -115,49 +114,83 @@ func (e *Engine) Claim(ctx context.Context, p store.ClaimParams) ([]*store.Claim
 				}
 				groups[gk] = true
 			}
-			lease := store.Lease{Token: uuid.New().String(), ExpiresAt: now.Add(p.LeaseTTL)}
-			deadline := now.Add(time.Duration(c.timeoutUS)*time.Microsecond + p.TimeoutGrace)
-			j, spec, err := scanJobRaw(t.row(`UPDATE jobs SET status = 'assigned', attempt = attempt + 1, lease_token = ?,
-				worker_id = ?, lease_expires_at = ?, deadline = ?, started_at = 0, exit_code = NULL, failure_kind = ''
-				WHERE id = ? AND status = 'queued' RETURNING `+jobCols, lease.Token, p.WorkerID, us(lease.ExpiresAt), us(deadline), c.id))
-			if errors.Is(err, sql.ErrNoRows) {
-				continue
-			}
-			if err != nil {
-				return fmt.Errorf("assign job %s: %w", c.id, err)
-			}
 			if c.milliCPU > 0 {
 				cpu -= c.milliCPU
 			}
 			if c.memory > 0 {
 				mem -= c.memory
 			}
-			cl := &store.Claim{Job: j, Lease: lease}
-			if j.Attempt > 1 {
+			chosen = append(chosen, c.id)
+		}
+		if len(chosen) == 0 {
+			return nil
+		}
+		// One statement assigns them all. Each lease token is a fresh random prefix
+		// followed by the job's id: unguessable, and different for every lease.
+		expires := now.Add(p.LeaseTTL)
+		prefix := uuid.New().String() + "/"
+		args := append([]any{prefix, p.WorkerID, us(expires), us(now.Add(p.TimeoutGrace))}, chosen...)
+		rows, err := t.query(`UPDATE jobs SET status = 'assigned', attempt = attempt + 1,
+			lease_token = ? || CAST(id AS TEXT), worker_id = ?, lease_expires_at = ?, deadline = ? + timeout_us,
+			started_at = 0, exit_code = NULL, failure_kind = ''
+			WHERE id IN (`+inList(len(chosen))+`) AND status = 'queued' RETURNING `+jobCols, args...)
+		if err != nil {
+			return fmt.Errorf("assign jobs: %w", err)
+		}
+		for rows.Next() {
+			j, spec, err := scanJobRaw(rows)
+			if err != nil {
+				rows.Close()
+				return fmt.Errorf("assign jobs: %w", err)
+			}
+			claims = append(claims, &store.Claim{Job: j, Lease: store.Lease{Token: j.LeaseToken, ExpiresAt: expires}})
+			specs = append(specs, spec)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("assign jobs: %w", err)
+		}
+		runIDs := map[uuid.UUID]bool{}
+		var runArgs []any
+		for _, c := range claims {
+			if c.Job.Attempt > 1 {
 				if _, err := t.exec(`UPDATE steps SET status = 'pending', attempt = ?, exit_code = NULL, started_at = 0, finished_at = 0
-					WHERE job_id = ?`, j.Attempt, j.ID); err != nil {
-					return fmt.Errorf("reset steps of job %s: %w", j.ID, err)
+					WHERE job_id = ?`, c.Job.Attempt, c.Job.ID); err != nil {
+					return fmt.Errorf("reset steps of job %s: %w", c.Job.ID, err)
 				}
-				if cl.OnceDone, err = t.onceDone(j.ID); err != nil {
+				if c.OnceDone, err = t.onceDone(c.Job.ID); err != nil {
 					return err
 				}
 			}
-			run, ok := runs[j.RunID]
-			if !ok {
-				if run, err = scanRun(t.row(`SELECT `+runCols+runFrom+`WHERE r.id = ?`, j.RunID)); err != nil {
-					return fmt.Errorf("read run %s: %w", j.RunID, err)
-				}
-				if run.Status == store.RunPending {
-					if _, err := t.exec(`UPDATE runs SET status = 'running', started_at = ? WHERE id = ? AND status = 'pending'`, nowUS, j.RunID); err != nil {
-						return fmt.Errorf("start run %s: %w", j.RunID, err)
-					}
-					run.Status, run.StartedAt = store.RunRunning, fromUS(nowUS)
-				}
-				runs[j.RunID] = run
+			if !runIDs[c.Job.RunID] {
+				runIDs[c.Job.RunID] = true
+				runArgs = append(runArgs, c.Job.RunID)
 			}
-			cl.Run = run
-			claims = append(claims, cl)
-			specs = append(specs, spec)
+		}
+		nowUS := us(now)
+		if _, err := t.exec(`UPDATE runs SET status = 'running', started_at = ? WHERE id IN (`+inList(len(runArgs))+`) AND status = 'pending'`,
+			append([]any{nowUS}, runArgs...)...); err != nil {
+			return fmt.Errorf("start runs: %w", err)
+		}
+		runRows, err := t.query(`SELECT `+runCols+runFrom+`WHERE r.id IN (`+inList(len(runArgs))+`)`, runArgs...)
+		if err != nil {
+			return fmt.Errorf("read runs: %w", err)
+		}
+		runs := map[uuid.UUID]*store.Run{}
+		for runRows.Next() {
+			r, err := scanRun(runRows)
+			if err != nil {
+				runRows.Close()
+				return fmt.Errorf("read runs: %w", err)
+			}
+			runs[r.ID] = r
+		}
+		runRows.Close()
+		if err := runRows.Err(); err != nil {
+			return fmt.Errorf("read runs: %w", err)
+		}
+		for _, c := range claims {
+			c.Run = runs[c.Job.RunID]
 		}
 		return nil
 	})
@@ -336,7 +369,10 @@ func (e *Engine) CompleteJob(ctx context.Context, p store.CompleteParams) (*stor
 	if p.ExitCode != nil {
 		exit = *p.ExitCode
 	}
+	var job *store.Job
+	var spec string
 	err := e.write(ctx, func(t *tx) error {
+		job, spec = nil, ""
 		j, err := t.lockJob(p.JobID)
 		if err != nil {
 			return err
@@ -346,16 +382,21 @@ func (e *Engine) CompleteJob(ctx context.Context, p store.CompleteParams) (*stor
 		}
 		now := e.clock.Now()
 		if p.Status == store.JobFailed {
-			if retried, err := t.retryLater(j, p.FailureKind, exit, now); err != nil || retried {
+			job, spec, err = t.retryLater(j, p.FailureKind, exit, now)
+			if err != nil || job != nil {
 				return err
 			}
 		}
-		return t.end(j, p.Status, p.FailureKind, exit, now)
+		job, spec, err = t.end(j, p.Status, p.FailureKind, exit, now)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("complete job %s: %w", p.JobID, err)
 	}
-	return e.GetJob(ctx, p.JobID)
+	if err := decodeSpec(job, spec); err != nil {
+		return nil, fmt.Errorf("complete job %s: %w", p.JobID, err)
+	}
+	return job, nil
 }
 
 // lockJob reads a job's state for update.
@@ -372,19 +413,19 @@ func (t *tx) lockJob(id uuid.UUID) (*jobState, error) {
 
 // retryLater makes a failed attempt retrying when the job's policy retries this kind of
 // failure and attempts are left. The wait is full-jitter exponential backoff: uniform
-// between zero and the policy's delay for the next attempt.
-func (t *tx) retryLater(j *jobState, kind store.FailureKind, exit any, now time.Time) (bool, error) {
+// between zero and the policy's delay for the next attempt. It returns the job's row when it did, nil when the failure is final.
+func (t *tx) retryLater(j *jobState, kind store.FailureKind, exit any, now time.Time) (*store.Job, string, error) {
 	userAttempts := j.attempt - j.redeliveries
 	if !j.retry.Retries(pipeline.FailureKind(kind)) || userAttempts >= j.maxAttempts || j.cancelRequested {
-		return false, nil
+		return nil, "", nil
 	}
 	ceiling := j.retry.Delay(userAttempts + 1)
 	wait := time.Duration(t.e.rand() * float64(ceiling))
-	_, err := t.exec(`UPDATE jobs SET status = 'retrying', retry_after = ?, failure_kind = ?, exit_code = ?,
+	job, spec, err := scanJobRaw(t.row(`UPDATE jobs SET status = 'retrying', retry_after = ?, failure_kind = ?, exit_code = ?,
 		lease_token = '', worker_id = '', lease_expires_at = 0, deadline = 0
-		WHERE id = ?`, us(now.Add(wait)), string(kind), exit, j.id)
+		WHERE id = ? RETURNING `+jobCols, us(now.Add(wait)), string(kind), exit, j.id))
 	if err != nil {
-		return false, fmt.Errorf("schedule retry of job %s: %w", j.id, err)
+		return nil, "", fmt.Errorf("schedule retry of job %s: %w", j.id, err)
 	}
-	return true, nil
+	return job, spec, nil
 }

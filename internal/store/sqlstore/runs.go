@@ -22,6 +22,9 @@ type plannedJob struct {
 	labels   string
 	lane     int
 	needs    []uuid.UUID
+	needed   bool // some job needs this one
+	status   store.JobStatus
+	queuedAt int64
 }
 
 // CreateRun implements store.Runs.
@@ -55,6 +58,15 @@ func (e *Engine) CreateRun(ctx context.Context, p store.CreateRunParams) (*store
 		}
 		jobs[i] = pj
 	}
+	needed := map[uuid.UUID]bool{}
+	for _, j := range jobs {
+		for _, n := range j.needs {
+			needed[n] = true
+		}
+	}
+	for i := range jobs {
+		jobs[i].needed = needed[jobs[i].id]
+	}
 	trigger, env := mustJSON(p.Trigger), mustJSON(p.Env)
 	var idem any
 	if p.IdempotencyKey != "" {
@@ -62,10 +74,13 @@ func (e *Engine) CreateRun(ctx context.Context, p store.CreateRunParams) (*store
 	}
 
 	existing := uuid.Nil
+	var projectID uuid.UUID
+	var now int64
 	err := e.write(ctx, func(t *tx) error {
 		existing = uuid.Nil
-		now := us(e.clock.Now())
-		projectID, err := t.project(p.Project, now)
+		now = us(e.clock.Now())
+		var err error
+		projectID, err = t.project(p.Project, now)
 		if err != nil {
 			return err
 		}
@@ -99,13 +114,15 @@ func (e *Engine) CreateRun(ctx context.Context, p store.CreateRunParams) (*store
 			next[j.lane] = start
 		}
 		rows := make([][]any, 0, len(jobs))
-		for i, j := range jobs {
+		for i := range jobs {
+			j := &jobs[i]
 			status, vtime, queuedAt := store.JobPending, int64(0), int64(0)
 			if len(j.needs) == 0 {
 				status, vtime, queuedAt = store.JobQueued, next[j.lane], now
 				next[j.lane]++
 				t.queued = true
 			}
+			j.status, j.queuedAt = status, queuedAt
 			group := ""
 			if j.spec.Concurrency != nil {
 				group = j.spec.Concurrency.Group
@@ -114,11 +131,11 @@ func (e *Engine) CreateRun(ctx context.Context, p store.CreateRunParams) (*store
 				j.spec.Resources.MilliCPU, j.spec.Resources.MemoryBytes, time.Duration(j.spec.Timeout).Microseconds(),
 				j.spec.Retry.MaxAttempts, retryOn(j.spec.Retry), time.Duration(j.spec.Retry.Backoff).Microseconds(),
 				time.Duration(j.spec.Retry.MaxBackoff).Microseconds(),
-				group, len(j.needs), j.spec.ContinueOnError, vtime, j.specJSON, now, queuedAt})
+				group, len(j.needs), j.spec.ContinueOnError, j.needed, vtime, j.specJSON, now, queuedAt})
 		}
 		if err := t.insertMany(`INSERT INTO jobs (id, run_id, project_id, seq, key, name, status, lane, label_set,
 			milli_cpu, memory, timeout_us, max_attempts, retry_on, backoff_us, max_backoff_us, concurrency_group,
-			needs_left, continue_on_error, vtime, spec, created_at, queued_at) VALUES `, 23, rows); err != nil {
+			needs_left, continue_on_error, has_dependents, vtime, spec, created_at, queued_at) VALUES `, 24, rows); err != nil {
 			return fmt.Errorf("insert jobs: %w", err)
 		}
 		var needs, steps [][]any
@@ -141,19 +158,37 @@ func (e *Engine) CreateRun(ctx context.Context, p store.CreateRunParams) (*store
 	if err != nil {
 		return nil, nil, false, fmt.Errorf("create run: %w", err)
 	}
-	id, created := runID, true
 	if existing != uuid.Nil {
-		id, created = existing, false
+		run, err := e.GetRun(ctx, existing)
+		if err != nil {
+			return nil, nil, false, err
+		}
+		list, err := e.ListJobs(ctx, existing)
+		if err != nil {
+			return nil, nil, false, err
+		}
+		return run, list, false, nil
 	}
-	run, err := e.GetRun(ctx, id)
-	if err != nil {
-		return nil, nil, false, err
+	// Everything the new rows hold is known here; reading them back would only cost time.
+	run := &store.Run{
+		ID: runID, ProjectID: projectID, Project: p.Project, Name: p.Plan.Name, Status: store.RunPending,
+		Trigger: p.Trigger, IdempotencyKey: p.IdempotencyKey, Definition: p.Definition, Env: p.Env,
+		JobsTotal: len(jobs), CreatedAt: fromUS(now),
 	}
-	list, err := e.ListJobs(ctx, id)
-	if err != nil {
-		return nil, nil, false, err
+	list := make([]*store.Job, len(jobs))
+	for i, j := range jobs {
+		job := &store.Job{
+			ID: j.id, RunID: runID, ProjectID: projectID, Key: j.spec.Key, Name: j.spec.Name, Status: j.status,
+			Priority: priorityOf(j.lane), Labels: splitLabels(j.labels), MilliCPU: j.spec.Resources.MilliCPU,
+			Memory: j.spec.Resources.MemoryBytes, MaxAttempts: j.spec.Retry.MaxAttempts, Spec: j.spec,
+			CreatedAt: fromUS(now), QueuedAt: fromUS(j.queuedAt),
+		}
+		if j.spec.Concurrency != nil {
+			job.ConcurrencyGroup = j.spec.Concurrency.Group
+		}
+		list[i] = job
 	}
-	return run, list, created, nil
+	return run, list, true, nil
 }
 
 // project returns the id of the named project, creating it on first use.

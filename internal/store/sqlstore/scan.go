@@ -143,11 +143,13 @@ type jobState struct {
 	cancelRequested      bool
 	upstreamFailed       bool
 	continueOnError      bool
+	hasDependents        bool
 	retry                pipeline.RetryPolicy
 }
 
 const stateCols = `id, run_id, project_id, status, lane, attempt, max_attempts, redeliveries, lease_token,
-	lease_expires_at, deadline, cancel_requested, upstream_failed, continue_on_error, retry_on, backoff_us, max_backoff_us`
+	lease_expires_at, deadline, cancel_requested, upstream_failed, continue_on_error, has_dependents, retry_on, backoff_us,
+	max_backoff_us`
 
 func scanState(s scanner) (*jobState, error) {
 	var (
@@ -156,7 +158,8 @@ func scanState(s scanner) (*jobState, error) {
 		backoff, maxBackoff int64
 	)
 	err := s.Scan(&j.id, &j.runID, &j.projectID, &status, &j.lane, &j.attempt, &j.maxAttempts, &j.redeliveries, &j.leaseToken,
-		&j.leaseExpires, &j.deadline, &j.cancelRequested, &j.upstreamFailed, &j.continueOnError, &on, &backoff, &maxBackoff)
+		&j.leaseExpires, &j.deadline, &j.cancelRequested, &j.upstreamFailed, &j.continueOnError, &j.hasDependents, &on,
+		&backoff, &maxBackoff)
 	if err != nil {
 		return nil, err
 	}

@@ -69,6 +69,7 @@ CREATE TABLE jobs (
     needs_left        BIGINT NOT NULL,
     upstream_failed   BOOLEAN NOT NULL DEFAULT FALSE,
     continue_on_error BOOLEAN NOT NULL DEFAULT FALSE,
+    has_dependents    BOOLEAN NOT NULL DEFAULT FALSE,
     vtime             BIGINT NOT NULL DEFAULT 0,
     spec              TEXT NOT NULL,
     created_at        BIGINT NOT NULL,

@@ -68,6 +68,7 @@ CREATE TABLE jobs (
     needs_left        INTEGER NOT NULL,
     upstream_failed   INTEGER NOT NULL DEFAULT 0,
     continue_on_error INTEGER NOT NULL DEFAULT 0,
+    has_dependents    INTEGER NOT NULL DEFAULT 0,
     vtime             INTEGER NOT NULL DEFAULT 0,
     spec              TEXT NOT NULL,
     created_at        INTEGER NOT NULL,
