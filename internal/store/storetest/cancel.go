@@ -14,6 +14,7 @@ var cancelTests = []test{
 	{"FinishedRunConflict", testCancelFinishedRun},
 	{"JobCancelsDownstream", testCancelJobDownstream},
 	{"JobByState", testCancelJobByState},
+	{"FlaggedJobWhoseWorkerDied", testCancelFlaggedJobReaped},
 }
 
 var terminalTests = []test{
@@ -80,6 +81,35 @@ jobs:
 	b.wantJobStatus(jobs["a"].ID, store.JobCancelled)
 	b.wantRunDone(run.ID, store.RunCancelled)
 	wantErr(t, "CancelRun of a cancelled run", b.s.CancelRun(b.ctx, run.ID), store.ErrConflict)
+	b.expectNoClaim(store.ClaimParams{Max: 8})
+}
+
+// testCancelFlaggedJobReaped checks that a job flagged for cancellation whose worker stops
+// heartbeating ends cancelled when its lease is reaped, even though its retry policy
+// would put a lost attempt back in the queue.
+func testCancelFlaggedJobReaped(t *testing.T, h Harness) {
+	_, b := setup(t, h)
+	run, _ := b.create(`
+name: dead-worker
+jobs:
+  job:
+    retry: { max_attempts: 3, on: [lost] }
+    steps: [ { run: sleep 600 } ]
+`)
+	c := b.claimOne()
+	if err := b.s.StartJob(b.ctx, ref(c)); err != nil {
+		t.Fatalf("StartJob: %v", err)
+	}
+	if err := b.s.CancelRun(b.ctx, run.ID); err != nil {
+		t.Fatalf("CancelRun: %v", err)
+	}
+	b.clk.Advance(leaseTTL + time.Second)
+	if n := b.reap(); n != 1 {
+		t.Fatalf("reaped %d jobs, want 1", n)
+	}
+	j := b.wantJobStatus(c.Job.ID, store.JobCancelled)
+	wantTime(t, "FinishedAt", j.FinishedAt, b.clk.Now())
+	b.wantRunDone(run.ID, store.RunCancelled)
 	b.expectNoClaim(store.ClaimParams{Max: 8})
 }
 

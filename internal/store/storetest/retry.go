@@ -142,7 +142,11 @@ jobs:
 `, tc.retry))
 			c := b.claimOne()
 			b.clk.Advance(time.Second)
-			j, err := b.s.CompleteJob(b.ctx, store.CompleteParams{LeaseRef: ref(c), Status: tc.status, FailureKind: tc.kind, ExitCode: intPtr(7)})
+			exit := 7
+			if tc.status == store.JobSuccess {
+				exit = 0
+			}
+			j, err := b.s.CompleteJob(b.ctx, store.CompleteParams{LeaseRef: ref(c), Status: tc.status, FailureKind: tc.kind, ExitCode: &exit})
 			if err != nil {
 				t.Fatalf("CompleteJob: %v", err)
 			}
@@ -159,8 +163,8 @@ jobs:
 				if tc.want == store.JobFailed && j.FailureKind != tc.wantKind {
 					t.Errorf("failure kind %q, want %q", j.FailureKind, tc.wantKind)
 				}
-				if j.ExitCode == nil || *j.ExitCode != 7 {
-					t.Errorf("exit code %v, want 7", j.ExitCode)
+				if j.ExitCode == nil || *j.ExitCode != exit {
+					t.Errorf("exit code %v, want %d", j.ExitCode, exit)
 				}
 				wantTime(t, "FinishedAt", j.FinishedAt, b.clk.Now())
 			}
