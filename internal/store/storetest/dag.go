@@ -308,10 +308,11 @@ jobs:
 `, store.Trigger{}, map[string]store.JobStatus{"shard (n=2)": failed},
 			map[string]store.JobStatus{"shard (n=1)": success, "shard (n=2)": failed, "shard (n=3)": success, "report": skipped}, runFailed},
 	}
+	// The rows share a database: each runs its pipeline to the end before the next.
+	_, shared := setup(t, h)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			_, b := setup(t, h)
+			b := shared.with(t)
 			run, _ := b.createRun(tc.yaml, store.CreateRunParams{Trigger: tc.trigger})
 			b.clk.Advance(time.Second)
 			got := b.drive(run.ID, tc.outcomes)

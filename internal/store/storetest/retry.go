@@ -128,10 +128,11 @@ func testRetryOutcomes(t *testing.T, h Harness) {
 		{"cancelled is not retried", "{ max_attempts: 3, on: [failure, timeout, lost] }", store.JobCancelled, "", store.JobCancelled, ""},
 		{"success is final", "{ max_attempts: 3, on: [failure] }", store.JobSuccess, "", store.JobSuccess, ""},
 	}
+	// The rows share a database: each claims the one queued job and leaves none queued.
+	_, shared := setup(t, h)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			_, b := setup(t, h)
+			b := shared.with(t)
 			run, _ := b.create(fmt.Sprintf(`
 name: outcome
 jobs:
@@ -141,6 +142,9 @@ jobs:
       - run: "true"
 `, tc.retry))
 			c := b.claimOne()
+			if c.Job.RunID != run.ID {
+				t.Fatalf("claimed a job of another row's run")
+			}
 			b.clk.Advance(time.Second)
 			exit := 7
 			if tc.status == store.JobSuccess {

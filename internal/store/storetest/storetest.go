@@ -119,6 +119,14 @@ func setup(t *testing.T, h Harness) (store.Store, *bundle) {
 	return s, &bundle{t: t, ctx: ctx, clk: clk, s: s}
 }
 
+// with returns a copy of the bundle that reports to t: rows of a table that share one
+// database run as sequential subtests of the test that opened it.
+func (b *bundle) with(t *testing.T) *bundle {
+	c := *b
+	c.t = t
+	return &c
+}
+
 // compile plans a pipeline definition, failing the test when it does not compile.
 func compile(t testing.TB, yaml string) *pipeline.Plan {
 	t.Helper()
@@ -200,6 +208,15 @@ func (b *bundle) listSteps(jobID uuid.UUID) []*store.Step {
 		b.t.Fatalf("ListSteps(%s): %v", jobID, err)
 	}
 	return ss
+}
+
+func (b *bundle) countArtifacts(jobID uuid.UUID) int {
+	b.t.Helper()
+	as, err := b.s.ListArtifacts(b.ctx, jobID)
+	if err != nil {
+		b.t.Fatalf("ListArtifacts(%s): %v", jobID, err)
+	}
+	return len(as)
 }
 
 // claim claims with p, filling in the suite's worker, lease TTL and grace when p leaves
