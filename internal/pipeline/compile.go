@@ -49,11 +49,15 @@ const (
 
 // DefaultRetry is the retry policy of a job that sets none: one attempt. Fields a
 // definition leaves out of its retry block come from here.
+//
+// Lost attempts (the worker died) are not in the default On: they are redelivered a few
+// times without counting against MaxAttempts, because a crashed machine is not the job's
+// fault. A policy that lists lost makes them count.
 var DefaultRetry = RetryPolicy{
 	MaxAttempts: 1,
 	Backoff:     Duration(10 * time.Second),
 	MaxBackoff:  Duration(10 * time.Minute),
-	On:          []FailureKind{FailureExit, FailureLost, FailureTimeout},
+	On:          []FailureKind{FailureExit, FailureTimeout},
 }
 
 // Compile decodes, validates and plans a pipeline definition given as YAML or JSON. When

@@ -298,38 +298,42 @@ func testReapRetriesLost(t *testing.T, h Harness) {
 	b.wantRunDone(run.ID, store.RunFailed)
 }
 
+// testReapFreeRedeliveries: a policy that does not retry lost attempts, the default one
+// included, still gets a worker crash redelivered, three times, without it counting
+// against max_attempts.
 func testReapFreeRedeliveries(t *testing.T, h Harness) {
-	_, b := setup(t, h)
-	run, _ := b.create(`
-name: redeliver
-jobs:
-  work:
-    retry: { max_attempts: 1, on: [failure] }
-    steps:
-      - run: "true"
-`)
-	for attempt := 1; attempt <= 4; attempt++ {
-		c := b.claimOne()
-		if c.Job.Attempt != attempt || c.Job.Redeliveries != attempt-1 || c.Job.MaxAttempts != 1 {
-			t.Fatalf("claim %d: %s max attempts %d; want attempt %d, %d redeliveries, max attempts 1",
-				attempt, jobState(c.Job), c.Job.MaxAttempts, attempt, attempt-1)
-		}
-		b.clk.Advance(leaseTTL + time.Second)
-		if n := b.reap(); n != 1 {
-			t.Fatalf("attempt %d: reaped %d jobs, want 1", attempt, n)
-		}
-		j := b.getJob(c.Job.ID)
-		if attempt <= 3 {
-			if j.Status != store.JobQueued || j.Redeliveries != attempt {
-				t.Fatalf("after losing attempt %d: %s; want queued with %d redeliveries", attempt, jobState(j), attempt)
+	for _, tc := range []struct{ name, retry string }{
+		{"policy without lost", "    retry: { max_attempts: 1, on: [failure] }\n"},
+		{"default policy", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, b := setup(t, h)
+			run, _ := b.create("name: redeliver\njobs:\n  work:\n" + tc.retry + "    steps:\n      - run: \"true\"\n")
+			for attempt := 1; attempt <= 4; attempt++ {
+				c := b.claimOne()
+				if c.Job.Attempt != attempt || c.Job.Redeliveries != attempt-1 || c.Job.MaxAttempts != 1 {
+					t.Fatalf("claim %d: %s max attempts %d; want attempt %d, %d redeliveries, max attempts 1",
+						attempt, jobState(c.Job), c.Job.MaxAttempts, attempt, attempt-1)
+				}
+				b.clk.Advance(leaseTTL + time.Second)
+				if n := b.reap(); n != 1 {
+					t.Fatalf("attempt %d: reaped %d jobs, want 1", attempt, n)
+				}
+				j := b.getJob(c.Job.ID)
+				if attempt <= 3 {
+					if j.Status != store.JobQueued || j.Redeliveries != attempt {
+						t.Fatalf("after losing attempt %d: %s; want queued with %d redeliveries", attempt, jobState(j), attempt)
+					}
+					continue
+				}
+				if j.Status != store.JobFailed || j.FailureKind != store.FailureLost || j.Redeliveries != 3 {
+					t.Fatalf("after the fourth lost attempt: %s; want failed, kind lost, 3 redeliveries", jobState(j))
+				}
 			}
-			continue
-		}
-		if j.Status != store.JobFailed || j.FailureKind != store.FailureLost || j.Redeliveries != 3 {
-			t.Fatalf("after the fourth lost attempt: %s; want failed, kind lost, 3 redeliveries", jobState(j))
-		}
+			b.wantRunDone(run.ID, store.RunFailed)
+		})
 	}
-	b.wantRunDone(run.ID, store.RunFailed)
 }
 
 func testReapHeartbeatPrevents(t *testing.T, h Harness) {

@@ -71,6 +71,7 @@ var groups = []struct {
 	{"Outbox", outboxTests},
 	{"Notifier", notifierTests},
 	{"Crash", crashTests},
+	{"Open", openTests},
 }
 
 const (
