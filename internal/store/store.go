@@ -91,7 +91,8 @@ type Queue interface {
 	// the job's retry policy makes the job retrying; otherwise the job is terminal and the
 	// DAG advances in the same transaction: each dependent whose needs are all terminal
 	// is queued, or skipped when its if: condition (default success()) says not to run,
-	// and skips propagate. The run's status follows.
+	// and skips propagate. The run's status follows. It returns the job as it now is,
+	// without its Spec (GetJob has it).
 	CompleteJob(ctx context.Context, p CompleteParams) (*Job, error)
 }
 

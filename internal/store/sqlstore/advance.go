@@ -26,13 +26,13 @@ type ended struct {
 }
 
 // end makes a leased job terminal and advances its run and DAG. It returns the job's
-// row with its spec undecoded.
-func (t *tx) end(j *jobState, status store.JobStatus, kind store.FailureKind, exit any, now time.Time) (*store.Job, string, error) {
-	job, spec, err := scanJobRaw(t.row(`UPDATE jobs SET status = ?, failure_kind = ?, exit_code = ?, finished_at = ?,
+// row, without its spec.
+func (t *tx) end(j *jobState, status store.JobStatus, kind store.FailureKind, exit any, now time.Time) (*store.Job, error) {
+	job, err := scanJobRow(t.row(`UPDATE jobs SET status = ?, failure_kind = ?, exit_code = ?, finished_at = ?,
 		lease_token = '', worker_id = '', lease_expires_at = 0, deadline = 0
-		WHERE id = ? RETURNING `+jobCols, string(status), string(kind), exit, us(now), j.id))
+		WHERE id = ? RETURNING `+jobCols, string(status), string(kind), exit, us(now), j.id), nil)
 	if err != nil {
-		return nil, "", fmt.Errorf("end job %s: %w", j.id, err)
+		return nil, fmt.Errorf("end job %s: %w", j.id, err)
 	}
 	err = t.advance([]ended{{
 		id: j.id, runID: j.runID, status: status,
@@ -40,7 +40,7 @@ func (t *tx) end(j *jobState, status store.JobStatus, kind store.FailureKind, ex
 		upstreamFailed: j.upstreamFailed,
 		noDependents:   !j.hasDependents,
 	}}, now)
-	return job, spec, err
+	return job, err
 }
 
 // advance tells runs and dependents about jobs that ended, and keeps going for the
@@ -109,7 +109,8 @@ func (t *tx) decide(id uuid.UUID, runs map[uuid.UUID]*runState, nowUS int64) (*e
 		upstream         bool
 		specJSON         string
 	)
-	err := t.row(`SELECT run_id, project_id, lane, upstream_failed, spec FROM jobs WHERE id = ?`, id).
+	err := t.row(`SELECT j.run_id, j.project_id, j.lane, j.upstream_failed, s.spec FROM jobs j JOIN job_specs s ON s.job_id = j.id
+		WHERE j.id = ?`, id).
 		Scan(&runID, &projectID, &lane, &upstream, &specJSON)
 	if err != nil {
 		return nil, fmt.Errorf("read ready job %s: %w", id, err)

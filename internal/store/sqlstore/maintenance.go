@@ -36,7 +36,7 @@ func (e *Engine) ReapExpiredLeases(ctx context.Context) (int, error) {
 			retriesLost := j.retry.Retries(pipeline.FailureLost)
 			switch {
 			case j.cancelRequested:
-				_, _, err = t.end(j, store.JobCancelled, store.FailureCancelled, nil, now)
+				_, err = t.end(j, store.JobCancelled, store.FailureCancelled, nil, now)
 			case retriesLost && j.attempt-j.redeliveries < j.maxAttempts:
 				_, err = t.enqueue(again, us(now))
 			case !retriesLost && j.redeliveries < e.free:
@@ -44,7 +44,7 @@ func (e *Engine) ReapExpiredLeases(ctx context.Context) (int, error) {
 					_, err = t.enqueue(again, us(now))
 				}
 			default:
-				_, _, err = t.end(j, store.JobFailed, store.FailureLost, nil, now)
+				_, err = t.end(j, store.JobFailed, store.FailureLost, nil, now)
 			}
 			if err != nil {
 				return fmt.Errorf("reap job %s: %w", j.id, err)
@@ -111,11 +111,11 @@ func (e *Engine) RevokeTimedOut(ctx context.Context) (int, error) {
 			}
 			changed++
 			if j.cancelRequested {
-				_, _, err = t.end(j, store.JobCancelled, store.FailureCancelled, nil, now)
+				_, err = t.end(j, store.JobCancelled, store.FailureCancelled, nil, now)
 			} else {
 				var retried *store.Job
-				if retried, _, err = t.retryLater(j, store.FailureTimeout, nil, now); err == nil && retried == nil {
-					_, _, err = t.end(j, store.JobFailed, store.FailureTimeout, nil, now)
+				if retried, err = t.retryLater(j, store.FailureTimeout, nil, now); err == nil && retried == nil {
+					_, err = t.end(j, store.JobFailed, store.FailureTimeout, nil, now)
 				}
 			}
 			if err != nil {

@@ -60,9 +60,8 @@ func (e *Engine) Claim(ctx context.Context, p store.ClaimParams) ([]*store.Claim
 		worker[l] = true
 	}
 	var claims []*store.Claim
-	var specs []string
 	err := e.write(ctx, func(t *tx) error {
-		claims, specs = nil, nil
+		claims = nil
 		now := e.clock.Now()
 		if err := t.refreshLabels(labelRefresh); err != nil {
 			return err
@@ -138,13 +137,12 @@ func (e *Engine) Claim(ctx context.Context, p store.ClaimParams) ([]*store.Claim
 			return fmt.Errorf("assign jobs: %w", err)
 		}
 		for rows.Next() {
-			j, spec, err := scanJobRaw(rows)
+			j, err := scanJobRow(rows, nil)
 			if err != nil {
 				rows.Close()
 				return fmt.Errorf("assign jobs: %w", err)
 			}
 			claims = append(claims, &store.Claim{Job: j, Lease: store.Lease{Token: j.LeaseToken, ExpiresAt: expires}})
-			specs = append(specs, spec)
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
@@ -197,10 +195,12 @@ func (e *Engine) Claim(ctx context.Context, p store.ClaimParams) ([]*store.Claim
 	if err != nil {
 		return nil, fmt.Errorf("claim for worker %s: %w", p.WorkerID, err)
 	}
+	jobs := make([]*store.Job, len(claims))
 	for i, c := range claims {
-		if err := decodeSpec(c.Job, specs[i]); err != nil {
-			return nil, fmt.Errorf("claim for worker %s: %w", p.WorkerID, err)
-		}
+		jobs[i] = c.Job
+	}
+	if err := e.loadSpecs(ctx, jobs); err != nil {
+		return nil, fmt.Errorf("claim for worker %s: %w", p.WorkerID, err)
 	}
 	return claims, nil
 }
@@ -370,9 +370,8 @@ func (e *Engine) CompleteJob(ctx context.Context, p store.CompleteParams) (*stor
 		exit = *p.ExitCode
 	}
 	var job *store.Job
-	var spec string
 	err := e.write(ctx, func(t *tx) error {
-		job, spec = nil, ""
+		job = nil
 		j, err := t.lockJob(p.JobID)
 		if err != nil {
 			return err
@@ -382,18 +381,15 @@ func (e *Engine) CompleteJob(ctx context.Context, p store.CompleteParams) (*stor
 		}
 		now := e.clock.Now()
 		if p.Status == store.JobFailed {
-			job, spec, err = t.retryLater(j, p.FailureKind, exit, now)
+			job, err = t.retryLater(j, p.FailureKind, exit, now)
 			if err != nil || job != nil {
 				return err
 			}
 		}
-		job, spec, err = t.end(j, p.Status, p.FailureKind, exit, now)
+		job, err = t.end(j, p.Status, p.FailureKind, exit, now)
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("complete job %s: %w", p.JobID, err)
-	}
-	if err := decodeSpec(job, spec); err != nil {
 		return nil, fmt.Errorf("complete job %s: %w", p.JobID, err)
 	}
 	return job, nil
@@ -414,18 +410,18 @@ func (t *tx) lockJob(id uuid.UUID) (*jobState, error) {
 // retryLater makes a failed attempt retrying when the job's policy retries this kind of
 // failure and attempts are left. The wait is full-jitter exponential backoff: uniform
 // between zero and the policy's delay for the next attempt. It returns the job's row when it did, nil when the failure is final.
-func (t *tx) retryLater(j *jobState, kind store.FailureKind, exit any, now time.Time) (*store.Job, string, error) {
+func (t *tx) retryLater(j *jobState, kind store.FailureKind, exit any, now time.Time) (*store.Job, error) {
 	userAttempts := j.attempt - j.redeliveries
 	if !j.retry.Retries(pipeline.FailureKind(kind)) || userAttempts >= j.maxAttempts || j.cancelRequested {
-		return nil, "", nil
+		return nil, nil
 	}
 	ceiling := j.retry.Delay(userAttempts + 1)
 	wait := time.Duration(t.e.rand() * float64(ceiling))
-	job, spec, err := scanJobRaw(t.row(`UPDATE jobs SET status = 'retrying', retry_after = ?, failure_kind = ?, exit_code = ?,
+	job, err := scanJobRow(t.row(`UPDATE jobs SET status = 'retrying', retry_after = ?, failure_kind = ?, exit_code = ?,
 		lease_token = '', worker_id = '', lease_expires_at = 0, deadline = 0
-		WHERE id = ? RETURNING `+jobCols, us(now.Add(wait)), string(kind), exit, j.id))
+		WHERE id = ? RETURNING `+jobCols, us(now.Add(wait)), string(kind), exit, j.id), nil)
 	if err != nil {
-		return nil, "", fmt.Errorf("schedule retry of job %s: %w", j.id, err)
+		return nil, fmt.Errorf("schedule retry of job %s: %w", j.id, err)
 	}
-	return job, spec, nil
+	return job, nil
 }

@@ -131,12 +131,19 @@ func (e *Engine) CreateRun(ctx context.Context, p store.CreateRunParams) (*store
 				j.spec.Resources.MilliCPU, j.spec.Resources.MemoryBytes, time.Duration(j.spec.Timeout).Microseconds(),
 				j.spec.Retry.MaxAttempts, retryOn(j.spec.Retry), time.Duration(j.spec.Retry.Backoff).Microseconds(),
 				time.Duration(j.spec.Retry.MaxBackoff).Microseconds(),
-				group, len(j.needs), j.spec.ContinueOnError, j.needed, vtime, j.specJSON, now, queuedAt})
+				group, len(j.needs), j.spec.ContinueOnError, j.needed, vtime, now, queuedAt})
 		}
 		if err := t.insertMany(`INSERT INTO jobs (id, run_id, project_id, seq, key, name, status, lane, label_set,
 			milli_cpu, memory, timeout_us, max_attempts, retry_on, backoff_us, max_backoff_us, concurrency_group,
-			needs_left, continue_on_error, has_dependents, vtime, spec, created_at, queued_at) VALUES `, 24, rows); err != nil {
+			needs_left, continue_on_error, has_dependents, vtime, created_at, queued_at) VALUES `, 23, rows); err != nil {
 			return fmt.Errorf("insert jobs: %w", err)
+		}
+		specs := make([][]any, len(jobs))
+		for i, j := range jobs {
+			specs[i] = []any{j.id, j.specJSON}
+		}
+		if err := t.insertMany(`INSERT INTO job_specs (job_id, spec) VALUES `, 2, specs); err != nil {
+			return fmt.Errorf("insert job specs: %w", err)
 		}
 		var needs, steps [][]any
 		for _, j := range jobs {
@@ -307,7 +314,7 @@ func (e *Engine) ListRuns(ctx context.Context, p store.ListRunsParams) ([]*store
 
 // GetJob implements store.Runs.
 func (e *Engine) GetJob(ctx context.Context, id uuid.UUID) (*store.Job, error) {
-	j, err := scanJob(e.readRow(ctx, `SELECT `+jobCols+` FROM jobs WHERE id = ?`, id))
+	j, err := scanJob(e.readRow(ctx, jobWithSpec+`WHERE jobs.id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("job %s: %w", id, store.ErrNotFound)
 	}
@@ -319,7 +326,7 @@ func (e *Engine) GetJob(ctx context.Context, id uuid.UUID) (*store.Job, error) {
 
 // ListJobs implements store.Runs.
 func (e *Engine) ListJobs(ctx context.Context, runID uuid.UUID) ([]*store.Job, error) {
-	rows, err := e.readRows(ctx, `SELECT `+jobCols+` FROM jobs WHERE run_id = ? ORDER BY seq`, runID)
+	rows, err := e.readRows(ctx, jobWithSpec+`WHERE jobs.run_id = ? ORDER BY jobs.seq`, runID)
 	if err != nil {
 		return nil, fmt.Errorf("list jobs of run %s: %w", runID, err)
 	}
@@ -363,4 +370,42 @@ func (e *Engine) ListSteps(ctx context.Context, jobID uuid.UUID) ([]*store.Step,
 		out = append(out, &s)
 	}
 	return out, rows.Err()
+}
+
+// loadSpecs reads and decodes the specs of jobs a write returned, after it committed, so
+// the writer does not spend its time on them.
+func (e *Engine) loadSpecs(ctx context.Context, jobs []*store.Job) error {
+	if len(jobs) == 0 {
+		return nil
+	}
+	args := make([]any, len(jobs))
+	byID := make(map[uuid.UUID]*store.Job, len(jobs))
+	for i, j := range jobs {
+		args[i] = j.ID
+		byID[j.ID] = j
+	}
+	rows, err := e.readRows(ctx, `SELECT job_id, spec FROM job_specs WHERE job_id IN (`+inList(len(args))+`)`, args...)
+	if err != nil {
+		return fmt.Errorf("read job specs: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id uuid.UUID
+		var spec string
+		if err := rows.Scan(&id, &spec); err != nil {
+			return fmt.Errorf("read job specs: %w", err)
+		}
+		if err := decodeSpec(byID[id], spec); err != nil {
+			return err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("read job specs: %w", err)
+	}
+	for _, j := range jobs {
+		if j.Spec == nil {
+			return fmt.Errorf("job %s has no spec", j.ID)
+		}
+	}
+	return nil
 }

@@ -48,11 +48,15 @@ func splitLabels(key string) []string {
 
 const jobCols = `id, run_id, project_id, key, name, status, lane, label_set, milli_cpu, memory,
 	attempt, max_attempts, redeliveries, retry_after, lease_token, worker_id, lease_expires_at,
-	deadline, concurrency_group, exit_code, failure_kind, cancel_requested, spec, created_at,
+	deadline, concurrency_group, exit_code, failure_kind, cancel_requested, created_at,
 	queued_at, started_at, finished_at`
 
+// jobWithSpec selects a job row and its spec; scanJob reads it.
+const jobWithSpec = `SELECT ` + jobCols + `, s.spec FROM jobs JOIN job_specs s ON s.job_id = jobs.id `
+
 func scanJob(s scanner) (*store.Job, error) {
-	j, spec, err := scanJobRaw(s)
+	var spec string
+	j, err := scanJobRow(s, &spec)
 	if err != nil {
 		return nil, err
 	}
@@ -62,22 +66,24 @@ func scanJob(s scanner) (*store.Job, error) {
 	return j, nil
 }
 
-// scanJobRaw reads a job row but leaves its spec undecoded, so that a writer
-// transaction does not spend its time in JSON.
-func scanJobRaw(s scanner) (*store.Job, string, error) {
+// scanJobRow reads a job row, and its spec's JSON too when spec is not nil.
+func scanJobRow(s scanner, spec *string) (*store.Job, error) {
 	var (
 		j                                                        store.Job
-		status, labels, kind, spec                               string
+		status, labels, kind                                     string
 		lane                                                     int
 		retryAfter, leaseExp, deadline, created, queued, st, fin int64
 		exit                                                     sql.NullInt64
 	)
-	err := s.Scan(&j.ID, &j.RunID, &j.ProjectID, &j.Key, &j.Name, &status, &lane, &labels, &j.MilliCPU, &j.Memory,
+	dest := []any{&j.ID, &j.RunID, &j.ProjectID, &j.Key, &j.Name, &status, &lane, &labels, &j.MilliCPU, &j.Memory,
 		&j.Attempt, &j.MaxAttempts, &j.Redeliveries, &retryAfter, &j.LeaseToken, &j.WorkerID, &leaseExp,
-		&deadline, &j.ConcurrencyGroup, &exit, &kind, &j.CancelRequested, &spec, &created,
-		&queued, &st, &fin)
-	if err != nil {
-		return nil, "", err
+		&deadline, &j.ConcurrencyGroup, &exit, &kind, &j.CancelRequested, &created,
+		&queued, &st, &fin}
+	if spec != nil {
+		dest = append(dest, spec)
+	}
+	if err := s.Scan(dest...); err != nil {
+		return nil, err
 	}
 	j.Status = store.JobStatus(status)
 	j.Priority = priorityOf(lane)
@@ -89,7 +95,7 @@ func scanJobRaw(s scanner) (*store.Job, string, error) {
 	}
 	j.RetryAfter, j.LeaseExpiresAt, j.Deadline = fromUS(retryAfter), fromUS(leaseExp), fromUS(deadline)
 	j.CreatedAt, j.QueuedAt, j.StartedAt, j.FinishedAt = fromUS(created), fromUS(queued), fromUS(st), fromUS(fin)
-	return &j, spec, nil
+	return &j, nil
 }
 
 func decodeSpec(j *store.Job, spec string) error {

@@ -53,8 +53,11 @@ func benchCreate(b *testing.B, open Open) {
 }
 
 // benchCycle measures a no-op job's whole life: create, claim, complete (which advances
-// the DAG and finishes the run), with claimers claiming concurrently.
+// the DAG and finishes the run). Runs are submitted by 8 goroutines; claimers behave like
+// workers with 8 job slots each: they claim as many jobs as they have free slots, complete
+// each as soon as it is "done", and claim again as soon as a slot frees.
 func benchCycle(b *testing.B, open Open, claimers int) {
+	const slots = 8
 	s := open(b)
 	p := plan(b, "jobs: {a: {steps: [{run: 'true'}]}}")
 	ctx := context.Background()
@@ -80,11 +83,31 @@ func benchCycle(b *testing.B, open Open, claimers int) {
 			defer wg.Done()
 			wake, stop := s.WaitForJobs()
 			defer stop()
+			free := make(chan struct{}, slots)
+			for range slots {
+				free <- struct{}{}
+			}
+			var running sync.WaitGroup
+			defer running.Wait()
 			for done.Load() < n {
-				cs, err := s.Claim(ctx, store.ClaimParams{WorkerID: fmt.Sprint("w", i), Max: 8, LeaseTTL: time.Minute})
+				<-free
+				max := 1
+			more:
+				for max < slots {
+					select {
+					case <-free:
+						max++
+					default:
+						break more
+					}
+				}
+				cs, err := s.Claim(ctx, store.ClaimParams{WorkerID: fmt.Sprint("w", i), Max: max, LeaseTTL: time.Minute})
 				if err != nil {
 					b.Error(err)
 					return
+				}
+				for range max - len(cs) {
+					free <- struct{}{}
 				}
 				if len(cs) == 0 {
 					select {
@@ -93,19 +116,18 @@ func benchCycle(b *testing.B, open Open, claimers int) {
 					}
 					continue
 				}
-				var cw sync.WaitGroup
 				for _, c := range cs {
-					cw.Add(1)
+					running.Add(1)
 					go func() {
-						defer cw.Done()
+						defer running.Done()
 						_, err := s.CompleteJob(ctx, store.CompleteParams{LeaseRef: store.LeaseRef{JobID: c.Job.ID, Token: c.Lease.Token}, Status: store.JobSuccess})
 						if err != nil {
 							b.Error(err)
 						}
 						done.Add(1)
+						free <- struct{}{}
 					}()
 				}
-				cw.Wait()
 			}
 		}()
 	}

@@ -70,23 +70,29 @@ CREATE TABLE jobs (
     continue_on_error INTEGER NOT NULL DEFAULT 0,
     has_dependents    INTEGER NOT NULL DEFAULT 0,
     vtime             INTEGER NOT NULL DEFAULT 0,
-    spec              TEXT NOT NULL,
     created_at        INTEGER NOT NULL,
     queued_at         INTEGER NOT NULL DEFAULT 0,
     started_at        INTEGER NOT NULL DEFAULT 0,
-    finished_at       INTEGER NOT NULL DEFAULT 0,
-    UNIQUE (run_id, key)
+    finished_at       INTEGER NOT NULL DEFAULT 0
 );
 -- The claim path: queued jobs of one label set in dispatch order.
 CREATE INDEX jobs_queue ON jobs (label_set, lane, vtime, queued_at, id) WHERE status = 'queued';
 -- Fair queueing: the earliest virtual start waiting in a lane, and each project's latest.
 CREATE INDEX jobs_queue_vtime ON jobs (lane, vtime) WHERE status = 'queued';
 CREATE INDEX jobs_queue_project ON jobs (project_id, lane, vtime) WHERE status = 'queued';
-CREATE INDEX jobs_leases ON jobs (lease_expires_at) WHERE status IN ('assigned', 'running');
-CREATE INDEX jobs_deadlines ON jobs (deadline) WHERE status IN ('assigned', 'running');
+-- Leased jobs, for the reaper and the timeout revoker. Not on lease_expires_at: every
+-- heartbeat changes that, and would have to update the index.
+CREATE INDEX jobs_leased ON jobs (deadline) WHERE status IN ('assigned', 'running');
 CREATE INDEX jobs_retries ON jobs (retry_after) WHERE status = 'retrying';
 CREATE INDEX jobs_groups ON jobs (project_id, concurrency_group, status, queued_at) WHERE concurrency_group <> '';
 CREATE INDEX jobs_by_run ON jobs (run_id, seq);
+
+-- The planned job (steps, env, condition) as JSON, apart from the job row: rows are
+-- rewritten whole on every status change, and this part never changes.
+CREATE TABLE job_specs (
+    job_id TEXT PRIMARY KEY,
+    spec   TEXT NOT NULL
+);
 
 CREATE TABLE job_needs (
     need_id TEXT NOT NULL,
