@@ -1,9 +1,11 @@
 package sqlstore
 
 import (
+	"bytes"
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/gantry-ci/gantry/internal/pipeline"
@@ -34,27 +36,43 @@ func (t *tx) end(j *jobState, status store.JobStatus, kind store.FailureKind, ex
 	if err != nil {
 		return nil, fmt.Errorf("end job %s: %w", j.id, err)
 	}
-	err = t.advance([]ended{{
+	t.ended = append(t.ended, ended{
 		id: j.id, runID: j.runID, status: status,
 		failed:         status == store.JobFailed && !j.continueOnError,
 		upstreamFailed: j.upstreamFailed,
 		noDependents:   !j.hasDependents,
-	}}, now)
-	return job, err
+	})
+	return job, nil
 }
 
 // advance tells runs and dependents about jobs that ended, and keeps going for the
-// dependents that end in turn (skipped or cancelled without running). Each dependent's
-// count of unfinished needs is decremented under its row lock, so when two needs end in
-// concurrent transactions exactly one of them sees the count reach zero.
+// dependents that end in turn (skipped or cancelled without running). The committer calls
+// it once per batch, just before commit, for every job its operations ended: run counters
+// are then updated once per run, in id order, and row locks are held only for the end of
+// the transaction, which keeps concurrent writers from queueing behind each other on a
+// busy run's row.
+//
+// Each dependent's count of unfinished needs is decremented under its row lock, so when
+// two needs end in concurrent transactions exactly one of them sees the count reach zero.
 func (t *tx) advance(queue []ended, now time.Time) error {
 	nowUS := us(now)
 	runs := map[uuid.UUID]*runState{}
+	type delta struct{ finished, failed, cancelled int }
+	deltas := map[uuid.UUID]*delta{}
 	for len(queue) > 0 {
 		j := queue[0]
 		queue = queue[1:]
-		if err := t.countEnded(j, nowUS); err != nil {
-			return err
+		d := deltas[j.runID]
+		if d == nil {
+			d = &delta{}
+			deltas[j.runID] = d
+		}
+		d.finished++
+		if j.failed {
+			d.failed++
+		}
+		if j.status == store.JobCancelled {
+			d.cancelled++
 		}
 		if j.noDependents {
 			continue
@@ -89,6 +107,17 @@ func (t *tx) advance(queue []ended, now time.Time) error {
 			if next != nil {
 				queue = append(queue, *next)
 			}
+		}
+	}
+	ids := make([]uuid.UUID, 0, len(deltas))
+	for id := range deltas {
+		ids = append(ids, id)
+	}
+	slices.SortFunc(ids, func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) })
+	for _, id := range ids {
+		d := deltas[id]
+		if err := t.countEnded(id, d.finished, d.failed, d.cancelled, nowUS); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -196,27 +225,20 @@ func (t *tx) needResults(id uuid.UUID) (map[string]string, bool, error) {
 	return out, cancelled, nil
 }
 
-// countEnded updates the run's counters and, with its last job, its final status: one
-// statement, so it costs the same whether or not the run ends.
-func (t *tx) countEnded(j ended, nowUS int64) error {
-	failed, cancelled := 0, 0
-	if j.failed {
-		failed = 1
-	}
-	if j.status == store.JobCancelled {
-		cancelled = 1
-	}
+// countEnded adds ended jobs to the run's counters and, with its last job, sets its final
+// status: one statement, so it costs the same whether or not the run ends.
+func (t *tx) countEnded(runID uuid.UUID, finished, failed, cancelled int, nowUS int64) error {
 	_, err := t.exec(`UPDATE runs SET
-		status = CASE WHEN jobs_finished + 1 < jobs_total THEN status
+		status = CASE WHEN jobs_finished + ? < jobs_total THEN status
 			WHEN cancel_requested THEN 'cancelled'
 			WHEN jobs_failed + ? > 0 THEN 'failed'
 			WHEN jobs_cancelled + ? > 0 THEN 'cancelled'
 			ELSE 'success' END,
-		finished_at = CASE WHEN jobs_finished + 1 < jobs_total THEN finished_at ELSE ? END,
-		jobs_finished = jobs_finished + 1, jobs_failed = jobs_failed + ?, jobs_cancelled = jobs_cancelled + ?
-		WHERE id = ?`, failed, cancelled, nowUS, failed, cancelled, j.runID)
+		finished_at = CASE WHEN jobs_finished + ? < jobs_total THEN finished_at ELSE ? END,
+		jobs_finished = jobs_finished + ?, jobs_failed = jobs_failed + ?, jobs_cancelled = jobs_cancelled + ?
+		WHERE id = ?`, finished, failed, cancelled, finished, nowUS, finished, failed, cancelled, runID)
 	if err != nil {
-		return fmt.Errorf("count ended job of run %s: %w", j.runID, err)
+		return fmt.Errorf("count ended jobs of run %s: %w", runID, err)
 	}
 	return nil
 }

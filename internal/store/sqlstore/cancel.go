@@ -34,10 +34,8 @@ func (e *Engine) CancelRun(ctx context.Context, id uuid.UUID) error {
 		}
 		now := us(e.clock.Now())
 		done, err := t.cancelNow(ids, id, now)
-		if err != nil {
-			return err
-		}
-		return t.advance(done, fromUS(now))
+		t.ended = append(t.ended, done...)
+		return err
 	})
 	if err != nil {
 		return fmt.Errorf("cancel run %s: %w", id, err)
@@ -84,10 +82,8 @@ func (e *Engine) CancelJob(ctx context.Context, id uuid.UUID) error {
 		}
 		now := us(e.clock.Now())
 		done, err := t.cancelNow(ids, j.runID, now)
-		if err != nil {
-			return err
-		}
-		return t.advance(done, fromUS(now))
+		t.ended = append(t.ended, done...)
+		return err
 	})
 	if err != nil {
 		return fmt.Errorf("cancel job %s: %w", id, err)

@@ -167,12 +167,19 @@ func (c *committer) tryBatch(batch []*request) (errs []error, queued bool, err e
 		} else {
 			queued = queued || t.queued
 			hooks = append(hooks, t.onCommit...)
+			ctl.ended = append(ctl.ended, t.ended...)
 		}
 		if c.e.d.Savepoints {
 			if _, err := ctl.exec("RELEASE SAVEPOINT op"); err != nil {
 				return nil, false, fmt.Errorf("release savepoint: %w", err)
 			}
 		}
+	}
+	if len(ctl.ended) > 0 {
+		if err := ctl.advance(ctl.ended, c.e.clock.Now()); err != nil {
+			return nil, false, err
+		}
+		queued = queued || ctl.queued
 	}
 	if queued && c.e.d.BeforeCommit != nil {
 		if err := c.e.d.BeforeCommit(ctx, sqlTx); err != nil {
@@ -222,7 +229,11 @@ func (c *committer) runOne(r *request) (queued bool, err error) {
 		return false, fmt.Errorf("begin: %w", err)
 	}
 	t := c.e.newTx(ctx, sqlTx)
-	if err := r.fn(t); err != nil {
+	err = r.fn(t)
+	if err == nil && len(t.ended) > 0 {
+		err = t.advance(t.ended, c.e.clock.Now())
+	}
+	if err != nil {
 		_ = sqlTx.Rollback()
 		return false, err
 	}
@@ -248,6 +259,9 @@ type tx struct {
 	tx     *sql.Tx
 	e      *Engine
 	queued bool
+	// ended lists jobs the operation ended; the DAG and the runs advance for them at the
+	// end of the batch.
+	ended []ended
 	// onCommit runs after the transaction commits with this operation in it: caches
 	// learn only what is durable.
 	onCommit []func()

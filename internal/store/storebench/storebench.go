@@ -7,6 +7,7 @@ package storebench
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -30,7 +31,8 @@ func plan(b *testing.B, src string) *pipeline.Plan {
 // Run runs every store benchmark against one driver.
 func Run(b *testing.B, open Open) {
 	b.Run("CreateRun", func(b *testing.B) { benchCreate(b, open) })
-	b.Run("Cycle", func(b *testing.B) { benchCycle(b, open, 8) })
+	b.Run("Cycle", func(b *testing.B) { benchCycle(b, open, 8, 1) })
+	b.Run("CycleRunsOf20", func(b *testing.B) { benchCycle(b, open, 8, 20) })
 	b.Run("ClaimDeepQueue", func(b *testing.B) { benchClaimDeep(b, open) })
 }
 
@@ -53,23 +55,29 @@ func benchCreate(b *testing.B, open Open) {
 }
 
 // benchCycle measures a no-op job's whole life: create, claim, complete (which advances
-// the DAG and finishes the run). Runs are submitted by 8 goroutines; claimers behave like
-// workers with 8 job slots each: they claim as many jobs as they have free slots, complete
-// each as soon as it is "done", and claim again as soon as a slot frees.
-func benchCycle(b *testing.B, open Open, claimers int) {
+// the DAG and finishes the run). Runs of perRun independent jobs are submitted by 8
+// goroutines; claimers behave like workers with 8 job slots each: they claim as many jobs
+// as they have free slots, complete each as soon as it is "done", and claim again as soon
+// as a slot frees. b.N counts jobs.
+func benchCycle(b *testing.B, open Open, claimers, perRun int) {
 	const slots = 8
 	s := open(b)
 	p := plan(b, "jobs: {a: {steps: [{run: 'true'}]}}")
+	if perRun > 1 {
+		p = plan(b, fmt.Sprintf("jobs:\n  a:\n    matrix: {n: [%s]}\n    steps: [{run: 'true'}]\n", seq(perRun)))
+	}
 	ctx := context.Background()
 	var created, done atomic.Int64
 	n := int64(b.N)
+	runs := (n + int64(perRun) - 1) / int64(perRun)
+	n = runs * int64(perRun)
 	b.ResetTimer()
 	var wg sync.WaitGroup
 	for range 8 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for created.Add(1) <= n {
+			for created.Add(1) <= runs {
 				if _, _, _, err := s.CreateRun(ctx, store.CreateRunParams{Plan: p}); err != nil {
 					b.Error(err)
 					return
@@ -132,7 +140,15 @@ func benchCycle(b *testing.B, open Open, claimers int) {
 		}()
 	}
 	wg.Wait()
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
+	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "jobs/s")
+}
+
+func seq(n int) string {
+	parts := make([]string, n)
+	for i := range parts {
+		parts[i] = fmt.Sprint(i)
+	}
+	return strings.Join(parts, ", ")
 }
 
 // benchClaimDeep measures one claim-and-complete with 100,000 jobs queued.
