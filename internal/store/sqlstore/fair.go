@@ -21,9 +21,11 @@ import (
 // same values and hand out equal start times; ties fall back to queue time.
 func (t *tx) fairStart(projectID uuid.UUID, lane int) (int64, error) {
 	var clock, latest sql.NullInt64
-	err := t.row(`SELECT (SELECT MIN(vtime) FROM jobs WHERE status = 'queued' AND lane = ?),
-		(SELECT MAX(vtime) FROM jobs WHERE status = 'queued' AND project_id = ? AND lane = ?)`, lane, projectID, lane).
-		Scan(&clock, &latest)
+	// ORDER BY ... LIMIT 1 rather than MIN and MAX: both databases then read one index
+	// entry, where PostgreSQL may otherwise aggregate over every waiting job.
+	err := t.row(`SELECT (SELECT vtime FROM jobs WHERE status = 'queued' AND lane = ? ORDER BY vtime LIMIT 1),
+		(SELECT vtime FROM jobs WHERE status = 'queued' AND project_id = ? AND lane = ? ORDER BY vtime DESC LIMIT 1)`,
+		lane, projectID, lane).Scan(&clock, &latest)
 	if err != nil {
 		return 0, fmt.Errorf("read fair-queue clocks: %w", err)
 	}
