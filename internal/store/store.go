@@ -45,6 +45,15 @@ type Runs interface {
 	// heartbeat and completes them as cancelled. Jobs downstream of a cancelled job are
 	// cancelled too. ErrConflict when the job already finished.
 	CancelJob(ctx context.Context, id uuid.UUID) error
+	// RetryRun gives every failed, cancelled and skipped job of a finished run a new
+	// attempt: they go back to pending, those whose needs all succeeded are queued, and
+	// the DAG resumes from there. The run is running (or pending) again. ErrConflict when
+	// the run has not finished or has nothing to retry.
+	RetryRun(ctx context.Context, id uuid.UUID) error
+	// RetryJob does the same for one failed, cancelled or skipped job and the failed,
+	// cancelled and skipped jobs downstream of it; the run reopens if it had finished.
+	// ErrConflict when the job is not in one of those statuses.
+	RetryJob(ctx context.Context, id uuid.UUID) error
 }
 
 // CreateRunParams describe a run to create.

@@ -72,6 +72,7 @@ var groups = []struct {
 	{"Notifier", notifierTests},
 	{"Crash", crashTests},
 	{"Open", openTests},
+	{"Reopen", reopenTests},
 }
 
 const (

@@ -1,0 +1,123 @@
+package sqlstore
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/gantry-ci/gantry/internal/store"
+	"github.com/google/uuid"
+)
+
+// RetryRun implements store.Runs.
+func (e *Engine) RetryRun(ctx context.Context, id uuid.UUID) error {
+	err := e.write(ctx, func(t *tx) error {
+		var status string
+		err := t.row(`SELECT status FROM runs WHERE id = ?`+e.d.ForUpdate, id).Scan(&status)
+		if isNoRows(err) {
+			return fmt.Errorf("run %s: %w", id, store.ErrNotFound)
+		}
+		if err != nil {
+			return fmt.Errorf("read run %s: %w", id, err)
+		}
+		if !store.RunStatus(status).Terminal() {
+			return fmt.Errorf("run %s is still %s: %w", id, status, store.ErrConflict)
+		}
+		ids, err := t.ids(`SELECT id FROM jobs WHERE run_id = ? AND status IN ('failed', 'cancelled', 'skipped') ORDER BY seq`, id)
+		if err != nil {
+			return err
+		}
+		if len(ids) == 0 {
+			return fmt.Errorf("run %s has no failed, cancelled or skipped job: %w", id, store.ErrConflict)
+		}
+		return t.reopen(id, ids)
+	})
+	if err != nil {
+		return fmt.Errorf("retry run %s: %w", id, err)
+	}
+	return nil
+}
+
+// RetryJob implements store.Runs.
+func (e *Engine) RetryJob(ctx context.Context, id uuid.UUID) error {
+	err := e.write(ctx, func(t *tx) error {
+		j, err := t.lockJob(id)
+		if err != nil {
+			return err
+		}
+		switch j.status {
+		case store.JobFailed, store.JobCancelled, store.JobSkipped:
+		default:
+			return fmt.Errorf("job %s is %s: %w", id, j.status, store.ErrConflict)
+		}
+		if _, err := t.exec(`SELECT id FROM runs WHERE id = ?`+e.d.ForUpdate, j.runID); err != nil {
+			return fmt.Errorf("lock run %s: %w", j.runID, err)
+		}
+		// The job and every unsuccessful job downstream of it.
+		ids := []uuid.UUID{id}
+		seen := map[uuid.UUID]bool{id: true}
+		for frontier := ids; len(frontier) > 0; {
+			next, err := t.ids(`SELECT jn.job_id FROM job_needs jn JOIN jobs d ON d.id = jn.job_id
+				WHERE jn.need_id IN (`+inList(len(frontier))+`) AND d.status IN ('failed', 'cancelled', 'skipped')`, uuidArgs(frontier)...)
+			if err != nil {
+				return err
+			}
+			frontier = nil
+			for _, d := range next {
+				if !seen[d] {
+					seen[d] = true
+					ids = append(ids, d)
+					frontier = append(frontier, d)
+				}
+			}
+		}
+		return t.reopen(j.runID, ids)
+	})
+	if err != nil {
+		return fmt.Errorf("retry job %s: %w", id, err)
+	}
+	return nil
+}
+
+// reopen puts finished jobs of a run back to pending, recounts what each still needs,
+// queues those that need nothing more, and recounts the run.
+func (t *tx) reopen(runID uuid.UUID, ids []uuid.UUID) error {
+	now := us(t.e.clock.Now())
+	for _, id := range ids {
+		if _, err := t.exec(`UPDATE jobs SET status = 'pending', failure_kind = '', exit_code = NULL, finished_at = 0,
+			queued_at = 0, retry_after = 0, cancel_requested = FALSE, upstream_failed = FALSE
+			WHERE id = ?`, id); err != nil {
+			return fmt.Errorf("reopen job %s: %w", id, err)
+		}
+	}
+	var ready []queuedJob
+	for _, id := range ids {
+		var left int
+		err := t.row(`SELECT COUNT(*) FROM job_needs jn JOIN jobs n ON n.id = jn.need_id
+			WHERE jn.job_id = ? AND n.status <> 'success'`, id).Scan(&left)
+		if err != nil {
+			return fmt.Errorf("count needs of job %s: %w", id, err)
+		}
+		q := queuedJob{id: id, from: string(store.JobPending)}
+		err = t.row(`UPDATE jobs SET needs_left = ? WHERE id = ? RETURNING project_id, lane`, left, id).Scan(&q.projectID, &q.lane)
+		if err != nil {
+			return fmt.Errorf("reopen job %s: %w", id, err)
+		}
+		if left == 0 {
+			ready = append(ready, q)
+		}
+	}
+	if _, err := t.enqueue(ready, now); err != nil {
+		return err
+	}
+	// Recount the run from its jobs: a retry is rare, and the counters must be exact.
+	_, err := t.exec(`UPDATE runs SET cancel_requested = FALSE, finished_at = 0,
+		status = CASE WHEN started_at = 0 THEN 'pending' ELSE 'running' END,
+		jobs_finished = (SELECT COUNT(*) FROM jobs WHERE run_id = ? AND status IN ('success', 'failed', 'cancelled', 'skipped')),
+		jobs_failed = (SELECT COUNT(*) FROM jobs WHERE run_id = ? AND status = 'failed' AND continue_on_error = FALSE),
+		jobs_cancelled = (SELECT COUNT(*) FROM jobs WHERE run_id = ? AND status = 'cancelled')
+		WHERE id = ?`, runID, runID, runID, runID)
+	if err != nil {
+		return fmt.Errorf("reopen run %s: %w", runID, err)
+	}
+	return nil
+}
