@@ -1,0 +1,97 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+
+	"github.com/gantry-ci/gantry/internal/pipeline"
+	"github.com/gantry-ci/gantry/internal/store"
+)
+
+// Error codes: the stable, machine-readable half of every error answer.
+const (
+	codeBadRequest       = "bad_request"
+	codeNotFound         = "not_found"
+	codeConflict         = "conflict"
+	codeInvalidPipeline  = "invalid_pipeline"
+	codePayloadTooLarge  = "payload_too_large"
+	codeMethodNotAllowed = "method_not_allowed"
+	codeUnsupportedMedia = "unsupported_media_type"
+	codeUnavailable      = "unavailable"
+	codeInternal         = "internal"
+)
+
+// errorBody is the one error format: {"error": {"code", "message", "details": [...]}}.
+type errorBody struct {
+	Error errorJSON `json:"error"`
+}
+
+type errorJSON struct {
+	Code    string        `json:"code"`
+	Message string        `json:"message"`
+	Details []errorDetail `json:"details"`
+}
+
+// errorDetail is one mistake in a submitted pipeline.
+type errorDetail struct {
+	Path    string `json:"path"`
+	Line    int    `json:"line"`
+	Column  int    `json:"column"`
+	Message string `json:"message"`
+	Code    string `json:"code"`
+}
+
+func writeError(w http.ResponseWriter, status int, code, msg string, details []errorDetail) {
+	if details == nil {
+		details = []errorDetail{}
+	}
+	writeJSON(w, status, errorBody{Error: errorJSON{Code: code, Message: msg, Details: details}})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		// Every value written here is built from plain structs; failing to marshal one is
+		// a bug, answered like any other.
+		status = http.StatusInternalServerError
+		b = []byte(`{"error":{"code":"internal","message":"encode response","details":[]}}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Del("Content-Length")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+// storeError answers an error from the store: domain errors map to 4xx, anything else is
+// logged and answered 500 without its text, which may name internals.
+func (s *Server) storeError(w http.ResponseWriter, r *http.Request, action string, err error) {
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		writeError(w, http.StatusNotFound, codeNotFound, err.Error(), nil)
+	case errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrLeaseLost):
+		writeError(w, http.StatusConflict, codeConflict, err.Error(), nil)
+	case errors.Is(err, store.ErrInvalid):
+		writeError(w, http.StatusBadRequest, codeBadRequest, err.Error(), nil)
+	default:
+		s.log.ErrorContext(r.Context(), "store call failed", "action", action, "err", err)
+		writeError(w, http.StatusInternalServerError, codeInternal, action+": internal error", nil)
+	}
+}
+
+// pipelineDetails lists every mistake of a failed compile.
+func pipelineDetails(err error) []errorDetail {
+	var es pipeline.Errors
+	if errors.As(err, &es) {
+		out := make([]errorDetail, len(es))
+		for i, e := range es {
+			out[i] = errorDetail{Path: e.Path, Line: e.Line, Column: e.Column, Message: e.Message, Code: string(e.Kind)}
+		}
+		return out
+	}
+	var e *pipeline.Error
+	if errors.As(err, &e) {
+		return []errorDetail{{Path: e.Path, Line: e.Line, Column: e.Column, Message: e.Message, Code: string(e.Kind)}}
+	}
+	return []errorDetail{{Message: err.Error(), Code: string(pipeline.ErrInvalid)}}
+}

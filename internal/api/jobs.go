@@ -1,0 +1,59 @@
+package api
+
+import (
+	"net/http"
+
+	"github.com/google/uuid"
+)
+
+func (s *Server) getJob(w http.ResponseWriter, r *http.Request) {
+	id, rerr := pathID(r)
+	if rerr != nil {
+		writeRequestError(w, rerr)
+		return
+	}
+	s.writeJob(w, r, id, http.StatusOK)
+}
+
+func (s *Server) cancelJob(w http.ResponseWriter, r *http.Request) {
+	id, rerr := pathID(r)
+	if rerr != nil {
+		writeRequestError(w, rerr)
+		return
+	}
+	if err := s.store.CancelJob(r.Context(), id); err != nil {
+		s.storeError(w, r, "cancel job", err)
+		return
+	}
+	s.writeJob(w, r, id, http.StatusAccepted)
+}
+
+// writeJob answers with the job and its steps.
+func (s *Server) writeJob(w http.ResponseWriter, r *http.Request, id uuid.UUID, status int) {
+	job, err := s.store.GetJob(r.Context(), id)
+	if err != nil {
+		s.storeError(w, r, "get job", err)
+		return
+	}
+	steps, err := s.store.ListSteps(r.Context(), id)
+	if err != nil {
+		s.storeError(w, r, "list steps", err)
+		return
+	}
+	writeJSON(w, status, newJobDetailJSON(job, steps))
+}
+
+func (s *Server) listWorkers(w http.ResponseWriter, r *http.Request) {
+	workers, err := s.store.ListWorkers(r.Context())
+	if err != nil {
+		s.storeError(w, r, "list workers", err)
+		return
+	}
+	out := struct {
+		Workers []workerJSON `json:"workers"`
+	}{Workers: make([]workerJSON, len(workers))}
+	for i, wk := range workers {
+		out.Workers[i] = newWorkerJSON(wk)
+	}
+	writeJSON(w, http.StatusOK, out)
+}

@@ -1,0 +1,276 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/gantry-ci/gantry/internal/pipeline"
+	"github.com/gantry-ci/gantry/internal/store"
+	"github.com/google/uuid"
+)
+
+// envelope is the JSON form of POST /api/v1/runs that carries options with the pipeline.
+// A JSON body is an envelope when its top-level "pipeline" key holds a string; otherwise
+// the body is the pipeline itself.
+type envelope struct {
+	Pipeline string            `json:"pipeline"`
+	Project  string            `json:"project"`
+	Ref      string            `json:"ref"`
+	Branch   string            `json:"branch"`
+	SHA      string            `json:"sha"`
+	Event    string            `json:"event"`
+	Env      map[string]string `json:"env"`
+	Priority string            `json:"priority"`
+}
+
+// requestError is a client mistake found while reading a request, with its answer.
+type requestError struct {
+	status int
+	code   string
+	msg    string
+}
+
+func (e *requestError) Error() string { return e.msg }
+
+func badRequest(format string, args ...any) *requestError {
+	return &requestError{status: http.StatusBadRequest, code: codeBadRequest, msg: fmt.Sprintf(format, args...)}
+}
+
+func writeRequestError(w http.ResponseWriter, e *requestError) {
+	writeError(w, e.status, e.code, e.msg, nil)
+}
+
+// readBody reads the whole body up to the server's limit.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *requestError) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return nil, &requestError{status: http.StatusRequestEntityTooLarge, code: codePayloadTooLarge,
+				msg: fmt.Sprintf("request body is larger than %d bytes", tooBig.Limit)}
+		}
+		return nil, badRequest("read request body: %v", err)
+	}
+	return body, nil
+}
+
+// parseSubmission turns a POST /api/v1/runs request body into the definition and the
+// run's parameters (without the plan).
+func parseSubmission(contentType string, body []byte) ([]byte, store.CreateRunParams, *requestError) {
+	var p store.CreateRunParams
+	mediaType := ""
+	if contentType != "" {
+		mt, _, err := mime.ParseMediaType(contentType)
+		if err != nil {
+			return nil, p, badRequest("bad Content-Type %q: %v", contentType, err)
+		}
+		mediaType = mt
+	}
+	switch mediaType {
+	case "", "application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml":
+		p.Trigger.Event = "api"
+		return body, p, nil
+	case "application/json":
+	default:
+		return nil, p, &requestError{status: http.StatusUnsupportedMediaType, code: codeUnsupportedMedia,
+			msg: fmt.Sprintf("Content-Type %q is not accepted; use application/yaml or application/json", mediaType)}
+	}
+	if !isEnvelope(body) {
+		p.Trigger.Event = "api"
+		return body, p, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	var env envelope
+	if err := dec.Decode(&env); err != nil {
+		return nil, p, badRequest("decode run request: %v", err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, p, badRequest("decode run request: unexpected data after the JSON object")
+	}
+	switch pipeline.Priority(env.Priority) {
+	case "", pipeline.PriorityCritical, pipeline.PriorityHigh, pipeline.PriorityNormal, pipeline.PriorityLow:
+	default:
+		return nil, p, badRequest("unknown priority %q: want critical, high, normal or low", env.Priority)
+	}
+	p.Project = env.Project
+	p.Env = env.Env
+	p.Priority = pipeline.Priority(env.Priority)
+	p.Trigger = store.Trigger{Ref: env.Ref, Branch: env.Branch, SHA: env.SHA, Event: env.Event}
+	if p.Trigger.Event == "" {
+		p.Trigger.Event = "api"
+	}
+	if p.Trigger.Branch == "" {
+		if b, ok := strings.CutPrefix(p.Trigger.Ref, "refs/heads/"); ok {
+			p.Trigger.Branch = b
+		}
+	}
+	return []byte(env.Pipeline), p, nil
+}
+
+// isEnvelope reports whether a JSON body is a run request envelope: its first value is an
+// object whose "pipeline" key holds a string. A pipeline never has a top-level
+// "pipeline" key, so the two cannot be confused.
+func isEnvelope(body []byte) bool {
+	var top map[string]json.RawMessage
+	if err := json.NewDecoder(bytes.NewReader(body)).Decode(&top); err != nil {
+		return false
+	}
+	raw, ok := top["pipeline"]
+	return ok && len(raw) > 0 && raw[0] == '"'
+}
+
+func (s *Server) createRun(w http.ResponseWriter, r *http.Request) {
+	body, rerr := s.readBody(w, r)
+	if rerr != nil {
+		writeRequestError(w, rerr)
+		return
+	}
+	def, params, rerr := parseSubmission(r.Header.Get("Content-Type"), body)
+	if rerr != nil {
+		writeRequestError(w, rerr)
+		return
+	}
+	plan, err := pipeline.Compile(def, pipeline.Options{Limits: s.limits})
+	if err != nil {
+		details := pipelineDetails(err)
+		msg := fmt.Sprintf("the pipeline has %d errors", len(details))
+		if len(details) == 1 {
+			msg = "the pipeline has 1 error"
+		}
+		writeError(w, http.StatusUnprocessableEntity, codeInvalidPipeline, msg, details)
+		return
+	}
+	params.Plan = plan
+	params.Definition = def
+	params.IdempotencyKey = r.Header.Get("Idempotency-Key")
+	run, jobs, created, err := s.store.CreateRun(r.Context(), params)
+	if err != nil {
+		s.storeError(w, r, "create run", err)
+		return
+	}
+	status := http.StatusAccepted
+	if !created {
+		w.Header().Set("Idempotent-Replay", "true")
+		status = http.StatusOK
+	}
+	w.Header().Set("Location", "/api/v1/runs/"+run.ID.String())
+	writeJSON(w, status, newRunJSON(run, nonNilJobs(jobs)))
+}
+
+func nonNilJobs(jobs []*store.Job) []*store.Job {
+	if jobs == nil {
+		return []*store.Job{}
+	}
+	return jobs
+}
+
+// pathID parses the {id} path value.
+func pathID(r *http.Request) (uuid.UUID, *requestError) {
+	raw := r.PathValue("id")
+	id, err := uuid.Parse(raw)
+	if err != nil {
+		return uuid.Nil, badRequest("malformed id %q: want a UUID", raw)
+	}
+	return id, nil
+}
+
+var runStatuses = map[store.RunStatus]bool{
+	store.RunPending: true, store.RunRunning: true, store.RunSuccess: true,
+	store.RunFailed: true, store.RunCancelled: true,
+}
+
+const (
+	defaultPageSize = 50
+	maxPageSize     = 500
+)
+
+func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	p := store.ListRunsParams{
+		Project: q.Get("project"),
+		Status:  store.RunStatus(q.Get("status")),
+		Ref:     q.Get("ref"),
+		Limit:   defaultPageSize,
+	}
+	if p.Status != "" && !runStatuses[p.Status] {
+		writeRequestError(w, badRequest("unknown status %q: want pending, running, success, failed or cancelled", p.Status))
+		return
+	}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > maxPageSize {
+			writeRequestError(w, badRequest("bad limit %q: want an integer from 1 to %d", v, maxPageSize))
+			return
+		}
+		p.Limit = n
+	}
+	if v := q.Get("cursor"); v != "" {
+		id, err := uuid.Parse(v)
+		if err != nil {
+			writeRequestError(w, badRequest("malformed cursor %q: want the id of a run", v))
+			return
+		}
+		p.Before = id
+	}
+	runs, err := s.store.ListRuns(r.Context(), p)
+	if err != nil {
+		s.storeError(w, r, "list runs", err)
+		return
+	}
+	out := struct {
+		Runs       []runJSON `json:"runs"`
+		NextCursor string    `json:"next_cursor"`
+	}{Runs: make([]runJSON, len(runs))}
+	for i, run := range runs {
+		out.Runs[i] = newRunJSON(run, nil)
+	}
+	if len(runs) == p.Limit {
+		out.NextCursor = runs[len(runs)-1].ID.String()
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {
+	id, rerr := pathID(r)
+	if rerr != nil {
+		writeRequestError(w, rerr)
+		return
+	}
+	s.writeRun(w, r, id, http.StatusOK)
+}
+
+// writeRun answers with the run and its jobs.
+func (s *Server) writeRun(w http.ResponseWriter, r *http.Request, id uuid.UUID, status int) {
+	run, err := s.store.GetRun(r.Context(), id)
+	if err != nil {
+		s.storeError(w, r, "get run", err)
+		return
+	}
+	jobs, err := s.store.ListJobs(r.Context(), id)
+	if err != nil {
+		s.storeError(w, r, "list jobs", err)
+		return
+	}
+	writeJSON(w, status, newRunJSON(run, nonNilJobs(jobs)))
+}
+
+func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request) {
+	id, rerr := pathID(r)
+	if rerr != nil {
+		writeRequestError(w, rerr)
+		return
+	}
+	if err := s.store.CancelRun(r.Context(), id); err != nil {
+		s.storeError(w, r, "cancel run", err)
+		return
+	}
+	s.writeRun(w, r, id, http.StatusAccepted)
+}

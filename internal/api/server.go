@@ -1,0 +1,164 @@
+package api
+
+import (
+	"log/slog"
+	"net/http"
+
+	"github.com/gantry-ci/gantry/internal/clock"
+	"github.com/gantry-ci/gantry/internal/pipeline"
+	"github.com/gantry-ci/gantry/internal/store"
+)
+
+// DefaultMaxBodyBytes bounds request bodies: a maximal pipeline (1 MiB) plus room for the
+// JSON envelope around it.
+const DefaultMaxBodyBytes = 1<<20 + 64<<10
+
+// Config configures a Server.
+type Config struct {
+	Store  store.Store
+	Logger *slog.Logger // discards when nil
+	Clock  clock.Clock  // clock.Real when nil
+	// MaxBodyBytes bounds request bodies; larger ones get 413. Default DefaultMaxBodyBytes.
+	MaxBodyBytes int64
+	// CompileLimits are passed to pipeline.Compile for submitted definitions.
+	CompileLimits pipeline.Limits
+}
+
+// Server serves the HTTP API on top of a store. It keeps no state of its own.
+type Server struct {
+	store   store.Store
+	log     *slog.Logger
+	clock   clock.Clock
+	maxBody int64
+	limits  pipeline.Limits
+	mux     *http.ServeMux
+}
+
+// New returns a Server for cfg, filling defaults for zero fields.
+func New(cfg Config) *Server {
+	s := &Server{
+		store:   cfg.Store,
+		log:     cfg.Logger,
+		clock:   cfg.Clock,
+		maxBody: cfg.MaxBodyBytes,
+		limits:  cfg.CompileLimits,
+		mux:     http.NewServeMux(),
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.clock == nil {
+		s.clock = clock.Real{}
+	}
+	if s.maxBody <= 0 {
+		s.maxBody = DefaultMaxBodyBytes
+	}
+	s.routes()
+	return s
+}
+
+// routes registers every endpoint. Later slices (auth, agent, SSE) add theirs here.
+func (s *Server) routes() {
+	s.mux.HandleFunc("POST /api/v1/runs", s.createRun)
+	s.mux.HandleFunc("GET /api/v1/runs", s.listRuns)
+	s.mux.HandleFunc("GET /api/v1/runs/{id}", s.getRun)
+	s.mux.HandleFunc("POST /api/v1/runs/{id}/cancel", s.cancelRun)
+	s.mux.HandleFunc("GET /api/v1/jobs/{id}", s.getJob)
+	s.mux.HandleFunc("POST /api/v1/jobs/{id}/cancel", s.cancelJob)
+	s.mux.HandleFunc("GET /api/v1/workers", s.listWorkers)
+	s.mux.HandleFunc("GET /healthz", s.healthz)
+	s.mux.HandleFunc("GET /readyz", s.readyz)
+}
+
+// Handler returns the API's handler: the routes wrapped in request logging, panic
+// recovery, and JSON answers for unknown routes and wrong methods.
+func (s *Server) Handler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := s.clock.Now()
+		sw := &statusWriter{ResponseWriter: w}
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				s.log.ErrorContext(r.Context(), "handler panicked",
+					"method", r.Method, "path", r.URL.Path, "panic", v)
+				if !sw.wroteHeader {
+					writeError(sw, http.StatusInternalServerError, codeInternal, "internal error", nil)
+				}
+			}
+			s.log.DebugContext(r.Context(), "request",
+				"method", r.Method, "route", r.Pattern, "status", sw.status(),
+				"duration", s.clock.Now().Sub(start))
+		}()
+		s.mux.ServeHTTP(&muxErrorWriter{statusWriter: sw, r: r}, r)
+	})
+}
+
+// statusWriter remembers the status a handler wrote, for the request log.
+type statusWriter struct {
+	http.ResponseWriter
+	code        int
+	wroteHeader bool
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if !w.wroteHeader {
+		w.code, w.wroteHeader = code, true
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if !w.wroteHeader {
+		w.WriteHeader(http.StatusOK)
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) status() int {
+	if !w.wroteHeader {
+		return http.StatusOK
+	}
+	return w.code
+}
+
+// Unwrap lets http.ResponseController reach the connection (flushing, deadlines).
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// muxErrorWriter turns the mux's own plain-text 404 and 405 answers into the JSON error
+// format. The mux sets r.Pattern before calling a handler, and leaves it empty when no
+// route matched, so an empty pattern at WriteHeader time means the answer is the mux's.
+type muxErrorWriter struct {
+	*statusWriter
+	r       *http.Request
+	swallow bool
+}
+
+func (w *muxErrorWriter) WriteHeader(code int) {
+	if w.r.Pattern == "" && !w.swallow {
+		switch code {
+		case http.StatusNotFound:
+			w.swallow = true
+			w.Header().Del("X-Content-Type-Options")
+			writeError(w.statusWriter, code, codeNotFound, "no such route: "+w.r.URL.Path, nil)
+			return
+		case http.StatusMethodNotAllowed:
+			w.swallow = true
+			w.Header().Del("X-Content-Type-Options")
+			writeError(w.statusWriter, code, codeMethodNotAllowed,
+				"method "+w.r.Method+" not allowed; allowed: "+w.Header().Get("Allow"), nil)
+			return
+		}
+	}
+	w.statusWriter.WriteHeader(code)
+}
+
+func (w *muxErrorWriter) Write(b []byte) (int, error) {
+	if w.swallow {
+		return len(b), nil
+	}
+	return w.statusWriter.Write(b)
+}
+
+func (w *muxErrorWriter) Unwrap() http.ResponseWriter { return w.statusWriter }

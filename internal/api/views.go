@@ -1,0 +1,166 @@
+package api
+
+import (
+	"time"
+
+	"github.com/gantry-ci/gantry/internal/store"
+)
+
+// timeFormat is RFC 3339 in UTC with milliseconds. Zero times are omitted from answers.
+const timeFormat = "2006-01-02T15:04:05.000Z07:00"
+
+func formatTime(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(timeFormat)
+}
+
+type runJSON struct {
+	ID              string        `json:"id"`
+	Status          string        `json:"status"`
+	Project         string        `json:"project"`
+	Name            string        `json:"name"`
+	Trigger         store.Trigger `json:"trigger"`
+	CreatedAt       string        `json:"created_at,omitempty"`
+	StartedAt       string        `json:"started_at,omitempty"`
+	FinishedAt      string        `json:"finished_at,omitempty"`
+	JobsTotal       int           `json:"jobs_total"`
+	JobsFinished    int           `json:"jobs_finished"`
+	CancelRequested bool          `json:"cancel_requested"`
+	Jobs            []jobJSON     `json:"jobs,omitempty"`
+}
+
+func newRunJSON(r *store.Run, jobs []*store.Job) runJSON {
+	out := runJSON{
+		ID:              r.ID.String(),
+		Status:          string(r.Status),
+		Project:         r.Project,
+		Name:            r.Name,
+		Trigger:         r.Trigger,
+		CreatedAt:       formatTime(r.CreatedAt),
+		StartedAt:       formatTime(r.StartedAt),
+		FinishedAt:      formatTime(r.FinishedAt),
+		JobsTotal:       r.JobsTotal,
+		JobsFinished:    r.JobsFinished,
+		CancelRequested: r.CancelRequested,
+	}
+	if jobs != nil {
+		out.Jobs = make([]jobJSON, len(jobs))
+		for i, j := range jobs {
+			out.Jobs[i] = newJobJSON(j)
+		}
+	}
+	return out
+}
+
+type matrixJSON struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+}
+
+type jobJSON struct {
+	ID          string       `json:"id"`
+	Name        string       `json:"name"`
+	Key         string       `json:"key"`
+	Status      string       `json:"status"`
+	Attempt     int          `json:"attempt"`
+	MaxAttempts int          `json:"max_attempts"`
+	FailureKind string       `json:"failure_kind,omitempty"`
+	ExitCode    *int         `json:"exit_code,omitempty"`
+	Priority    string       `json:"priority"`
+	WorkerID    string       `json:"worker_id,omitempty"`
+	QueuedAt    string       `json:"queued_at,omitempty"`
+	StartedAt   string       `json:"started_at,omitempty"`
+	FinishedAt  string       `json:"finished_at,omitempty"`
+	Matrix      []matrixJSON `json:"matrix,omitempty"`
+	Needs       []string     `json:"needs,omitempty"`
+}
+
+func newJobJSON(j *store.Job) jobJSON {
+	out := jobJSON{
+		ID:          j.ID.String(),
+		Name:        j.Name,
+		Key:         j.Key,
+		Status:      string(j.Status),
+		Attempt:     j.Attempt,
+		MaxAttempts: j.MaxAttempts,
+		FailureKind: string(j.FailureKind),
+		ExitCode:    j.ExitCode,
+		Priority:    string(j.Priority),
+		WorkerID:    j.WorkerID,
+		QueuedAt:    formatTime(j.QueuedAt),
+		StartedAt:   formatTime(j.StartedAt),
+		FinishedAt:  formatTime(j.FinishedAt),
+	}
+	if j.Spec != nil {
+		for _, m := range j.Spec.Matrix {
+			out.Matrix = append(out.Matrix, matrixJSON{Name: m.Name, Value: m.Value})
+		}
+		out.Needs = j.Spec.Needs
+	}
+	return out
+}
+
+// jobDetailJSON is a job on its own: the run's view of it plus its run and steps.
+type jobDetailJSON struct {
+	jobJSON
+	RunID string     `json:"run_id"`
+	Steps []stepJSON `json:"steps"`
+}
+
+type stepJSON struct {
+	Index      int    `json:"index"`
+	Name       string `json:"name"`
+	Status     string `json:"status"`
+	ExitCode   *int   `json:"exit_code,omitempty"`
+	StartedAt  string `json:"started_at,omitempty"`
+	FinishedAt string `json:"finished_at,omitempty"`
+}
+
+func newJobDetailJSON(j *store.Job, steps []*store.Step) jobDetailJSON {
+	out := jobDetailJSON{jobJSON: newJobJSON(j), RunID: j.RunID.String(), Steps: make([]stepJSON, len(steps))}
+	for i, s := range steps {
+		out.Steps[i] = stepJSON{
+			Index:      s.Index,
+			Name:       s.Name,
+			Status:     string(s.Status),
+			ExitCode:   s.ExitCode,
+			StartedAt:  formatTime(s.StartedAt),
+			FinishedAt: formatTime(s.FinishedAt),
+		}
+	}
+	return out
+}
+
+type workerJSON struct {
+	ID           string   `json:"id"`
+	Name         string   `json:"name"`
+	Labels       []string `json:"labels"`
+	MilliCPU     int64    `json:"milli_cpu"`
+	Memory       int64    `json:"memory"`
+	MaxJobs      int      `json:"max_jobs"`
+	State        string   `json:"state"`
+	Version      string   `json:"version"`
+	RegisteredAt string   `json:"registered_at,omitempty"`
+	LastSeenAt   string   `json:"last_seen_at,omitempty"`
+}
+
+func newWorkerJSON(w *store.Worker) workerJSON {
+	labels := w.Labels
+	if labels == nil {
+		labels = []string{}
+	}
+	return workerJSON{
+		ID:           w.ID,
+		Name:         w.Name,
+		Labels:       labels,
+		MilliCPU:     w.MilliCPU,
+		Memory:       w.Memory,
+		MaxJobs:      w.MaxJobs,
+		State:        string(w.State),
+		Version:      w.Version,
+		RegisteredAt: formatTime(w.RegisteredAt),
+		LastSeenAt:   formatTime(w.LastSeenAt),
+	}
+}
