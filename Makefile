@@ -20,8 +20,10 @@ run: build
 	bin/gantry validate examples/*
 	bin/gantry plan examples/matrix.yml
 	@echo
-	@echo "gantry up (coordinator + workers + dashboard in one process) arrives with the server issues;"
-	@echo "until then, validate and plan your own pipelines with bin/gantry."
+	@echo "Starting the coordinator on 127.0.0.1:8080 (SQLite in ./.gantry). Submit a run with:"
+	@echo "  curl -s -H 'Content-Type: application/yaml' --data-binary @examples/diamond.yml http://127.0.0.1:8080/api/v1/runs"
+	@echo "Workers, which run the jobs, and the all-in-one 'gantry up' come next. Ctrl-C stops."
+	bin/gantry server --addr 127.0.0.1:8080 --db sqlite://.gantry/gantry.db
 
 test: fmtcheck
 	$(GO) vet ./...

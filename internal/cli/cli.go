@@ -154,6 +154,7 @@ func (a *app) rootCommand() *cobra.Command {
 	root.AddCommand(
 		a.validateCommand(),
 		a.planCommand(),
+		a.serverCommand(),
 		a.versionCommand(),
 	)
 	return root

@@ -1,0 +1,166 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gantry-ci/gantry/internal/api"
+	"github.com/gantry-ci/gantry/internal/clock"
+	"github.com/gantry-ci/gantry/internal/scheduler"
+	"github.com/gantry-ci/gantry/internal/store"
+	"github.com/gantry-ci/gantry/internal/store/postgres"
+	"github.com/gantry-ci/gantry/internal/store/sqlite"
+)
+
+// serverConfig is everything `gantry server` acts on.
+type serverConfig struct {
+	Addr      string
+	DB        string
+	ReapEvery time.Duration
+	LogLevel  string
+}
+
+func (a *app) serverCommand() *cobra.Command {
+	cfg := serverConfig{Addr: "127.0.0.1:8080", DB: "sqlite://.gantry/gantry.db", ReapEvery: scheduler.DefaultReapEvery, LogLevel: "info"}
+	cmd := &cobra.Command{
+		Use:   "server",
+		Short: "Run the coordinator: the HTTP API and the scheduler loops",
+		Long: "Server runs a coordinator: the REST API on --addr and the loops that reap lost\n" +
+			"jobs, revoke timed-out ones and queue due retries. It keeps no state of its own:\n" +
+			"everything is in the store, so any number of servers can share a PostgreSQL\n" +
+			"database, and a server that stops loses nothing.\n\n" +
+			"--db is sqlite://PATH (embedded; sqlite:///abs/path or sqlite://rel/path) or a\n" +
+			"postgres:// URL.\n\n" +
+			"Worker endpoints and authentication are not served yet.",
+		Example: "  gantry server --db sqlite:///var/lib/gantry/gantry.db\n" +
+			"  gantry server --addr :8080 --db postgres://gantry@db/gantry",
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := cfg.validate(); err != nil {
+				return err
+			}
+			return a.server(cmd.Context(), cfg)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.Addr, "addr", cfg.Addr, "address to listen on")
+	f.StringVar(&cfg.DB, "db", cfg.DB, "store: sqlite://PATH or postgres://...")
+	f.DurationVar(&cfg.ReapEvery, "reap-every", cfg.ReapEvery, "how often expired leases are reaped")
+	f.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "debug, info, warn or error")
+	return cmd
+}
+
+func (c *serverConfig) validate() error {
+	if c.ReapEvery <= 0 {
+		return usagef("--reap-every must be positive")
+	}
+	if _, err := logLevel(c.LogLevel); err != nil {
+		return err
+	}
+	if !strings.HasPrefix(c.DB, "sqlite://") && !strings.HasPrefix(c.DB, "postgres://") && !strings.HasPrefix(c.DB, "postgresql://") {
+		return usagef("--db %q: want sqlite://PATH or postgres://...", c.DB)
+	}
+	return nil
+}
+
+func logLevel(s string) (slog.Level, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(s)); err != nil {
+		return 0, usagef("--log-level %q: want debug, info, warn or error", s)
+	}
+	return l, nil
+}
+
+// openStore opens the store a --db value names.
+func openStore(ctx context.Context, db string, opts sqlite.Options) (store.Store, error) {
+	if path, ok := strings.CutPrefix(db, "sqlite://"); ok {
+		if err := ensureDir(path); err != nil {
+			return nil, err
+		}
+		return sqlite.Open(ctx, path, opts)
+	}
+	return postgres.Open(ctx, db, opts)
+}
+
+func (a *app) server(ctx context.Context, cfg serverConfig) error {
+	level, _ := logLevel(cfg.LogLevel)
+	log := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: level}))
+	st, err := openStore(ctx, cfg.DB, sqlite.Options{Clock: clock.Real{}, Logger: log})
+	if err != nil {
+		return fmt.Errorf("open store: %w", err)
+	}
+	defer func() {
+		if err := st.Close(); err != nil {
+			log.Error("close store", "err", err)
+		}
+	}()
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	srv := &http.Server{
+		Handler:           api.New(api.Config{Store: st, Logger: log}).Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       time.Minute,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	loops := scheduler.New(scheduler.Config{Store: st, Logger: log, ReapEvery: cfg.ReapEvery})
+	loopCtx, stopLoops := context.WithCancel(context.WithoutCancel(ctx))
+	loopsDone := make(chan struct{})
+	go func() {
+		defer close(loopsDone)
+		loops.Run(loopCtx)
+	}()
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	log.Info("gantry server listening", "addr", ln.Addr().String(), "db", redactURL(cfg.DB))
+
+	select {
+	case err = <-served:
+	case <-ctx.Done():
+		log.Info("shutting down")
+		shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+		err = srv.Shutdown(shutdownCtx)
+		cancel()
+	}
+	stopLoops()
+	<-loopsDone
+	if err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serve: %w", err)
+	}
+	return nil
+}
+
+// redactURL hides a password in a database URL before it is logged.
+func redactURL(s string) string {
+	at := strings.LastIndex(s, "@")
+	scheme := strings.Index(s, "://")
+	if at < 0 || scheme < 0 || at < scheme {
+		return s
+	}
+	userinfo := s[scheme+3 : at]
+	if user, _, ok := strings.Cut(userinfo, ":"); ok {
+		return s[:scheme+3] + user + ":xxxxx" + s[at:]
+	}
+	return s
+}
+
+// ensureDir creates the directory a database file will live in.
+func ensureDir(path string) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("create data directory %s: %w", dir, err)
+	}
+	return nil
+}
