@@ -1,8 +1,10 @@
 package api
 
 import (
+	"cmp"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/gantry-ci/gantry/internal/clock"
 	"github.com/gantry-ci/gantry/internal/pipeline"
@@ -22,6 +24,11 @@ type Config struct {
 	MaxBodyBytes int64
 	// CompileLimits are passed to pipeline.Compile for submitted definitions.
 	CompileLimits pipeline.Limits
+	// LeaseTTL, HeartbeatEvery and TimeoutGrace are the lease protocol's timings
+	// (DefaultLeaseTTL, DefaultHeartbeatEvery, DefaultTimeoutGrace when zero).
+	LeaseTTL       time.Duration
+	HeartbeatEvery time.Duration
+	TimeoutGrace   time.Duration
 }
 
 // Server serves the HTTP API on top of a store. It keeps no state of its own.
@@ -32,6 +39,8 @@ type Server struct {
 	maxBody int64
 	limits  pipeline.Limits
 	mux     *http.ServeMux
+
+	leaseTTL, heartbeatEvery, timeoutGrace time.Duration
 }
 
 // New returns a Server for cfg, filling defaults for zero fields.
@@ -43,6 +52,10 @@ func New(cfg Config) *Server {
 		maxBody: cfg.MaxBodyBytes,
 		limits:  cfg.CompileLimits,
 		mux:     http.NewServeMux(),
+
+		leaseTTL:       cmp.Or(cfg.LeaseTTL, DefaultLeaseTTL),
+		heartbeatEvery: cmp.Or(cfg.HeartbeatEvery, DefaultHeartbeatEvery),
+		timeoutGrace:   cmp.Or(cfg.TimeoutGrace, DefaultTimeoutGrace),
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -68,6 +81,7 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("GET /api/v1/workers", s.listWorkers)
 	s.mux.HandleFunc("GET /healthz", s.healthz)
 	s.mux.HandleFunc("GET /readyz", s.readyz)
+	s.agentRoutes()
 }
 
 // Handler returns the API's handler: the routes wrapped in request logging, panic

@@ -1,0 +1,335 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/gantry-ci/gantry/internal/pipeline"
+	"github.com/gantry-ci/gantry/internal/store"
+	"github.com/google/uuid"
+)
+
+// Agent protocol defaults (DESIGN.md §5).
+const (
+	DefaultLeaseTTL       = 45 * time.Second
+	DefaultHeartbeatEvery = 10 * time.Second
+	// DefaultTimeoutGrace is how long after a job's own timeout the coordinator revokes its
+	// lease, so that the worker's timeout, which kills the processes, acts first.
+	DefaultTimeoutGrace = 30 * time.Second
+	defaultClaimWait    = 30 * time.Second
+	maxClaimWait        = 60 * time.Second
+	maxClaimJobs        = 64
+)
+
+// agentRoutes registers the endpoints workers call. Every job-scoped call carries the
+// lease token it was given; a token that is not the job's current one is answered 409
+// with code lease_lost, and changes nothing.
+func (s *Server) agentRoutes() {
+	s.mux.HandleFunc("POST /api/v1/agent/register", s.registerWorker)
+	s.mux.HandleFunc("POST /api/v1/agent/claim", s.claim)
+	s.mux.HandleFunc("POST /api/v1/agent/jobs/{id}/start", s.startJob)
+	s.mux.HandleFunc("POST /api/v1/agent/jobs/{id}/heartbeat", s.heartbeat)
+	s.mux.HandleFunc("POST /api/v1/agent/jobs/{id}/steps/{index}", s.updateStep)
+	s.mux.HandleFunc("POST /api/v1/agent/jobs/{id}/complete", s.completeJob)
+}
+
+const codeLeaseLost = "lease_lost"
+
+// decodeJSON reads a strict JSON object body into v: unknown fields and trailing data are
+// errors.
+func (s *Server) decodeJSON(w http.ResponseWriter, r *http.Request, v any) *requestError {
+	body, rerr := s.readBody(w, r)
+	if rerr != nil {
+		return rerr
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return badRequest("decode request: %v", err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return badRequest("decode request: unexpected data after the JSON object")
+	}
+	return nil
+}
+
+// agentError answers a store error of a job-scoped call; a stale lease is its own code so
+// that a worker can tell "stop working on this job" from other conflicts.
+func (s *Server) agentError(w http.ResponseWriter, r *http.Request, action string, err error) {
+	if errors.Is(err, store.ErrLeaseLost) {
+		writeError(w, http.StatusConflict, codeLeaseLost, err.Error(), nil)
+		return
+	}
+	s.storeError(w, r, action, err)
+}
+
+type registerRequest struct {
+	ID       string   `json:"id"`
+	Name     string   `json:"name"`
+	Labels   []string `json:"labels"`
+	MilliCPU int64    `json:"milli_cpu"`
+	Memory   int64    `json:"memory"`
+	MaxJobs  int      `json:"max_jobs"`
+	Version  string   `json:"version"`
+}
+
+type registerResponse struct {
+	WorkerID       string `json:"worker_id"`
+	LeaseTTL       string `json:"lease_ttl"`
+	HeartbeatEvery string `json:"heartbeat_every"`
+}
+
+func (s *Server) registerWorker(w http.ResponseWriter, r *http.Request) {
+	var req registerRequest
+	if rerr := s.decodeJSON(w, r, &req); rerr != nil {
+		writeRequestError(w, rerr)
+		return
+	}
+	if req.Name == "" || len(req.Name) > 200 {
+		writeError(w, http.StatusBadRequest, codeBadRequest, "name is required (at most 200 bytes)", nil)
+		return
+	}
+	if req.MilliCPU < 0 || req.Memory < 0 || req.MaxJobs < 0 || req.MaxJobs > 1024 {
+		writeError(w, http.StatusBadRequest, codeBadRequest, "milli_cpu, memory and max_jobs (at most 1024) must not be negative", nil)
+		return
+	}
+	if req.MaxJobs == 0 {
+		req.MaxJobs = 1
+	}
+	if req.ID == "" {
+		req.ID = store.NewID().String()
+	}
+	wk := &store.Worker{ID: req.ID, Name: req.Name, Labels: req.Labels, MilliCPU: req.MilliCPU, Memory: req.Memory,
+		MaxJobs: req.MaxJobs, State: store.WorkerIdle, Version: req.Version}
+	if err := s.store.UpsertWorker(r.Context(), wk); err != nil {
+		s.storeError(w, r, "register worker", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, registerResponse{WorkerID: req.ID, LeaseTTL: s.leaseTTL.String(), HeartbeatEvery: s.heartbeatEvery.String()})
+}
+
+type claimRequest struct {
+	WorkerID   string   `json:"worker_id"`
+	Labels     []string `json:"labels"`
+	FreeCPU    int64    `json:"free_milli_cpu"`
+	FreeMemory int64    `json:"free_memory"`
+	Max        int      `json:"max"`
+	// Wait is how long to hold the request open when no job is ready, as a duration
+	// ("30s"); default 30s, at most 60s, "0s" answers at once.
+	Wait string `json:"wait"`
+}
+
+type leaseJSON struct {
+	Token          string `json:"token"`
+	ExpiresAt      string `json:"expires_at"`
+	HeartbeatEvery string `json:"heartbeat_every"`
+	TTL            string `json:"ttl"`
+}
+
+type claimedJSON struct {
+	ID       uuid.UUID         `json:"id"`
+	RunID    uuid.UUID         `json:"run_id"`
+	Key      string            `json:"key"`
+	Attempt  int               `json:"attempt"`
+	Lease    leaseJSON         `json:"lease"`
+	Trigger  store.Trigger     `json:"trigger"`
+	RunEnv   map[string]string `json:"run_env"`
+	OnceDone []int             `json:"once_done"`
+	Deadline string            `json:"deadline"`
+	Spec     *pipeline.Job     `json:"spec"`
+}
+
+// claim hands the worker the best jobs it can run, waiting up to the asked time for one to
+// become ready. It never polls the store on a timer: it waits on the store's signal that
+// jobs were queued and claims again when it fires.
+func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
+	var req claimRequest
+	if rerr := s.decodeJSON(w, r, &req); rerr != nil {
+		writeRequestError(w, rerr)
+		return
+	}
+	if req.WorkerID == "" {
+		writeError(w, http.StatusBadRequest, codeBadRequest, "worker_id is required", nil)
+		return
+	}
+	if req.Max <= 0 {
+		req.Max = 1
+	}
+	if req.Max > maxClaimJobs {
+		writeError(w, http.StatusBadRequest, codeBadRequest, "max is at most "+strconv.Itoa(maxClaimJobs), nil)
+		return
+	}
+	wait := defaultClaimWait
+	if req.Wait != "" {
+		d, err := time.ParseDuration(req.Wait)
+		if err != nil || d < 0 || d > maxClaimWait {
+			writeError(w, http.StatusBadRequest, codeBadRequest, "wait must be a duration from 0s to "+maxClaimWait.String(), nil)
+			return
+		}
+		wait = d
+	}
+	params := store.ClaimParams{WorkerID: req.WorkerID, Labels: req.Labels, FreeMilliCPU: req.FreeCPU, FreeMemory: req.FreeMemory,
+		Max: req.Max, LeaseTTL: s.leaseTTL, TimeoutGrace: s.timeoutGrace}
+	// Listen before the first claim, so a job queued between the claim and the wait is
+	// not missed.
+	wake, stop := s.store.WaitForJobs()
+	defer stop()
+	timeout := s.clock.After(wait)
+	for {
+		claims, err := s.store.Claim(r.Context(), params)
+		if err != nil {
+			s.storeError(w, r, "claim", err)
+			return
+		}
+		if len(claims) > 0 || wait == 0 {
+			out := make([]claimedJSON, len(claims))
+			for i, c := range claims {
+				out[i] = s.claimedJSON(c)
+			}
+			writeJSON(w, http.StatusOK, map[string]any{"jobs": out})
+			return
+		}
+		select {
+		case <-wake:
+		case <-timeout:
+			writeJSON(w, http.StatusOK, map[string]any{"jobs": []claimedJSON{}})
+			return
+		case <-r.Context().Done():
+			return
+		}
+	}
+}
+
+func (s *Server) claimedJSON(c *store.Claim) claimedJSON {
+	out := claimedJSON{
+		ID: c.Job.ID, RunID: c.Job.RunID, Key: c.Job.Key, Attempt: c.Job.Attempt,
+		Lease: leaseJSON{Token: c.Lease.Token, ExpiresAt: formatTime(c.Lease.ExpiresAt),
+			HeartbeatEvery: s.heartbeatEvery.String(), TTL: s.leaseTTL.String()},
+		OnceDone: c.OnceDone, Deadline: formatTime(c.Job.Deadline), Spec: c.Job.Spec,
+	}
+	if out.OnceDone == nil {
+		out.OnceDone = []int{}
+	}
+	if c.Run != nil {
+		out.Trigger, out.RunEnv = c.Run.Trigger, c.Run.Env
+	}
+	return out
+}
+
+type tokenRequest struct {
+	Token string `json:"token"`
+}
+
+func (s *Server) leaseRef(w http.ResponseWriter, r *http.Request, token string) (store.LeaseRef, bool) {
+	id, rerr := pathID(r)
+	if rerr != nil {
+		writeRequestError(w, rerr)
+		return store.LeaseRef{}, false
+	}
+	if token == "" {
+		writeError(w, http.StatusBadRequest, codeBadRequest, "token is required", nil)
+		return store.LeaseRef{}, false
+	}
+	return store.LeaseRef{JobID: id, Token: token}, true
+}
+
+func (s *Server) startJob(w http.ResponseWriter, r *http.Request) {
+	var req tokenRequest
+	if rerr := s.decodeJSON(w, r, &req); rerr != nil {
+		writeRequestError(w, rerr)
+		return
+	}
+	ref, ok := s.leaseRef(w, r, req.Token)
+	if !ok {
+		return
+	}
+	if err := s.store.StartJob(r.Context(), ref); err != nil {
+		s.agentError(w, r, "start job", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": string(store.JobRunning)})
+}
+
+type heartbeatResponse struct {
+	ExpiresAt       string `json:"expires_at"`
+	CancelRequested bool   `json:"cancel_requested"`
+}
+
+func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
+	var req tokenRequest
+	if rerr := s.decodeJSON(w, r, &req); rerr != nil {
+		writeRequestError(w, rerr)
+		return
+	}
+	ref, ok := s.leaseRef(w, r, req.Token)
+	if !ok {
+		return
+	}
+	res, err := s.store.Heartbeat(r.Context(), store.HeartbeatParams{LeaseRef: ref, TTL: s.leaseTTL})
+	if err != nil {
+		s.agentError(w, r, "heartbeat", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, heartbeatResponse{ExpiresAt: formatTime(res.ExpiresAt), CancelRequested: res.CancelRequested})
+}
+
+type stepRequest struct {
+	Token    string `json:"token"`
+	Status   string `json:"status"`
+	ExitCode *int   `json:"exit_code"`
+}
+
+func (s *Server) updateStep(w http.ResponseWriter, r *http.Request) {
+	var req stepRequest
+	if rerr := s.decodeJSON(w, r, &req); rerr != nil {
+		writeRequestError(w, rerr)
+		return
+	}
+	ref, ok := s.leaseRef(w, r, req.Token)
+	if !ok {
+		return
+	}
+	index, err := strconv.Atoi(r.PathValue("index"))
+	if err != nil || index < 0 {
+		writeError(w, http.StatusBadRequest, codeBadRequest, "step index must be a whole number", nil)
+		return
+	}
+	err = s.store.UpdateStep(r.Context(), store.UpdateStepParams{LeaseRef: ref, Index: index, Status: store.StepStatus(req.Status), ExitCode: req.ExitCode})
+	if err != nil {
+		s.agentError(w, r, "update step", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": req.Status})
+}
+
+type completeRequest struct {
+	Token       string `json:"token"`
+	Status      string `json:"status"`
+	FailureKind string `json:"failure_kind"`
+	ExitCode    *int   `json:"exit_code"`
+}
+
+func (s *Server) completeJob(w http.ResponseWriter, r *http.Request) {
+	var req completeRequest
+	if rerr := s.decodeJSON(w, r, &req); rerr != nil {
+		writeRequestError(w, rerr)
+		return
+	}
+	ref, ok := s.leaseRef(w, r, req.Token)
+	if !ok {
+		return
+	}
+	job, err := s.store.CompleteJob(r.Context(), store.CompleteParams{LeaseRef: ref, Status: store.JobStatus(req.Status),
+		FailureKind: store.FailureKind(req.FailureKind), ExitCode: req.ExitCode})
+	if err != nil {
+		s.agentError(w, r, "complete job", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"id": job.ID, "status": job.Status, "attempt": job.Attempt,
+		"failure_kind": job.FailureKind, "retry_after": formatTime(job.RetryAfter)})
+}
