@@ -1,0 +1,212 @@
+package api_test
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+)
+
+type claimView struct {
+	Jobs []struct {
+		ID      string `json:"id"`
+		RunID   string `json:"run_id"`
+		Key     string `json:"key"`
+		Attempt int    `json:"attempt"`
+		Lease   struct {
+			Token          string `json:"token"`
+			ExpiresAt      string `json:"expires_at"`
+			HeartbeatEvery string `json:"heartbeat_every"`
+		} `json:"lease"`
+		OnceDone []int `json:"once_done"`
+		Spec     struct {
+			Steps []struct {
+				Run string `json:"run"`
+			} `json:"steps"`
+		} `json:"spec"`
+	} `json:"jobs"`
+}
+
+func (b *bundle) post(t *testing.T, path, body string) response {
+	t.Helper()
+	return b.do(t, http.MethodPost, path, "application/json", body, nil)
+}
+
+func (b *bundle) claim(t *testing.T, body string) claimView {
+	t.Helper()
+	r := b.post(t, "/api/v1/agent/claim", body)
+	if r.status != http.StatusOK {
+		t.Fatalf("claim: status %d: %s", r.status, r.body)
+	}
+	var v claimView
+	r.decode(t, &v)
+	return v
+}
+
+const diamond = `{"pipeline": "name: d\njobs:\n  a: {steps: [{run: echo a}]}\n  b: {steps: [{run: echo b}]}\n  c: {needs: [a, b], steps: [{run: echo c}]}\n"}`
+
+// TestAgentProtocol walks a worker through a whole run: register, claim, start,
+// heartbeat, step updates and completion, until the run has succeeded.
+func TestAgentProtocol(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	r := b.post(t, "/api/v1/agent/register", `{"name": "w1", "labels": ["linux"], "milli_cpu": 4000, "memory": 8589934592, "max_jobs": 4}`)
+	if r.status != http.StatusOK {
+		t.Fatalf("register: %d %s", r.status, r.body)
+	}
+	var reg struct {
+		WorkerID       string `json:"worker_id"`
+		HeartbeatEvery string `json:"heartbeat_every"`
+	}
+	r.decode(t, &reg)
+	if reg.WorkerID == "" || reg.HeartbeatEvery != "10s" {
+		t.Fatalf("register answer %s", r.body)
+	}
+	if r := b.get(t, "/api/v1/workers"); r.status != http.StatusOK || !strings.Contains(string(r.body), `"w1"`) {
+		t.Fatalf("workers after register: %d %s", r.status, r.body)
+	}
+
+	run := b.post(t, "/api/v1/runs", diamond)
+	var created runView
+	run.decode(t, &created)
+	claimBody := fmt.Sprintf(`{"worker_id": %q, "labels": ["linux"], "max": 4, "wait": "0s"}`, reg.WorkerID)
+	for round, want := range [][]string{{"a", "b"}, {"c"}} {
+		got := b.claim(t, claimBody)
+		if len(got.Jobs) != len(want) {
+			t.Fatalf("round %d: claimed %d jobs, want %v", round, len(got.Jobs), want)
+		}
+		for _, j := range got.Jobs {
+			if j.Lease.Token == "" || j.Attempt != 1 || len(j.Spec.Steps) != 1 || j.RunID != created.ID {
+				t.Fatalf("claimed job %+v", j)
+			}
+			path := "/api/v1/agent/jobs/" + j.ID
+			token := fmt.Sprintf(`{"token": %q}`, j.Lease.Token)
+			for _, call := range []struct{ path, body string }{
+				{path + "/start", token},
+				{path + "/heartbeat", token},
+				{path + "/steps/0", fmt.Sprintf(`{"token": %q, "status": "running"}`, j.Lease.Token)},
+				{path + "/steps/0", fmt.Sprintf(`{"token": %q, "status": "success", "exit_code": 0}`, j.Lease.Token)},
+				{path + "/complete", fmt.Sprintf(`{"token": %q, "status": "success", "exit_code": 0}`, j.Lease.Token)},
+			} {
+				if r := b.post(t, call.path, call.body); r.status != http.StatusOK {
+					t.Fatalf("POST %s: %d %s", call.path, r.status, r.body)
+				}
+			}
+		}
+	}
+	var done runView
+	b.get(t, "/api/v1/runs/"+created.ID).decode(t, &done)
+	if done.Status != "success" || done.JobsFinished != 3 {
+		t.Errorf("run after the worker finished: %s, %d finished", done.Status, done.JobsFinished)
+	}
+}
+
+func TestAgentLeaseLost(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.post(t, "/api/v1/runs", diamond)
+	got := b.claim(t, `{"worker_id": "w", "wait": "0s"}`)
+	j := got.Jobs[0]
+	path := "/api/v1/agent/jobs/" + j.ID
+	expectError(t, b.post(t, path+"/heartbeat", `{"token": "not-the-token"}`), http.StatusConflict, "lease_lost")
+	complete := fmt.Sprintf(`{"token": %q, "status": "failed", "exit_code": 3}`, j.Lease.Token)
+	if r := b.post(t, path+"/complete", complete); r.status != http.StatusOK {
+		t.Fatalf("complete: %d %s", r.status, r.body)
+	}
+	expectError(t, b.post(t, path+"/complete", complete), http.StatusConflict, "lease_lost")
+	expectError(t, b.post(t, path+"/start", fmt.Sprintf(`{"token": %q}`, j.Lease.Token)), http.StatusConflict, "lease_lost")
+}
+
+func TestAgentHeartbeatReportsCancel(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var created runView
+	b.post(t, "/api/v1/runs", diamond).decode(t, &created)
+	j := b.claim(t, `{"worker_id": "w", "wait": "0s"}`).Jobs[0]
+	if r := b.post(t, "/api/v1/runs/"+created.ID+"/cancel", ""); r.status != http.StatusAccepted {
+		t.Fatalf("cancel: %d %s", r.status, r.body)
+	}
+	r := b.post(t, "/api/v1/agent/jobs/"+j.ID+"/heartbeat", fmt.Sprintf(`{"token": %q}`, j.Lease.Token))
+	var hb struct {
+		CancelRequested bool `json:"cancel_requested"`
+	}
+	r.decode(t, &hb)
+	if r.status != http.StatusOK || !hb.CancelRequested {
+		t.Errorf("heartbeat after cancel: %d %s; want cancel_requested", r.status, r.body)
+	}
+}
+
+// TestAgentLongPoll: a waiting claim is answered by the store's signal when a run is
+// submitted, and with no jobs when its wait runs out.
+func TestAgentLongPoll(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	answered := make(chan claimView, 1)
+	go func() { answered <- b.claim(t, `{"worker_id": "w", "wait": "50s"}`) }()
+	// Submit until the waiting claim takes a job: a submit that lands before the claim
+	// starts waiting is claimed by it at once, one that lands after wakes it.
+	deadline := time.After(20 * time.Second)
+	var got claimView
+wait:
+	for {
+		b.post(t, "/api/v1/runs", diamond)
+		select {
+		case got = <-answered:
+			break wait
+		case <-time.After(50 * time.Millisecond):
+		case <-deadline:
+			t.Fatal("the waiting claim was not woken by a submitted run")
+		}
+	}
+	if len(got.Jobs) != 1 {
+		t.Fatalf("woken claim returned %d jobs, want 1", len(got.Jobs))
+	}
+
+	idle := setup(t)
+	empty := make(chan claimView, 1)
+	go func() { empty <- idle.claim(t, `{"worker_id": "w", "wait": "30s"}`) }()
+	deadline = time.After(20 * time.Second)
+	for {
+		idle.clock.Advance(31 * time.Second)
+		select {
+		case got := <-empty:
+			if len(got.Jobs) != 0 {
+				t.Fatalf("claim on an empty queue returned %d jobs", len(got.Jobs))
+			}
+			return
+		case <-time.After(10 * time.Millisecond):
+		case <-deadline:
+			t.Fatal("the claim did not end when its wait ran out")
+		}
+	}
+}
+
+func TestAgentBadRequests(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	tests := []struct {
+		name, path, body string
+		status           int
+		code             string
+	}{
+		{"register without name", "/api/v1/agent/register", `{}`, 400, "bad_request"},
+		{"register unknown field", "/api/v1/agent/register", `{"name": "w", "colour": "red"}`, 400, "bad_request"},
+		{"register trailing data", "/api/v1/agent/register", `{"name": "w"} {}`, 400, "bad_request"},
+		{"claim without worker", "/api/v1/agent/claim", `{}`, 400, "bad_request"},
+		{"claim wait too long", "/api/v1/agent/claim", `{"worker_id": "w", "wait": "5m"}`, 400, "bad_request"},
+		{"claim too many", "/api/v1/agent/claim", `{"worker_id": "w", "max": 1000}`, 400, "bad_request"},
+		{"claim not JSON", "/api/v1/agent/claim", `worker_id=w`, 400, "bad_request"},
+		{"heartbeat malformed id", "/api/v1/agent/jobs/nope/heartbeat", `{"token": "t"}`, 400, "bad_request"},
+		{"heartbeat without token", "/api/v1/agent/jobs/01970000-0000-7000-8000-000000000000/heartbeat", `{}`, 400, "bad_request"},
+		{"heartbeat unknown job", "/api/v1/agent/jobs/01970000-0000-7000-8000-000000000000/heartbeat", `{"token": "t"}`, 404, "not_found"},
+		{"step index not a number", "/api/v1/agent/jobs/01970000-0000-7000-8000-000000000000/steps/x", `{"token": "t", "status": "running"}`, 400, "bad_request"},
+		{"complete with a bad status", "/api/v1/agent/jobs/01970000-0000-7000-8000-000000000000/complete", `{"token": "t", "status": "done"}`, 400, "bad_request"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			expectError(t, b.post(t, tt.path, tt.body), tt.status, tt.code)
+		})
+	}
+}
