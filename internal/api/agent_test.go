@@ -209,3 +209,32 @@ func TestAgentBadRequests(t *testing.T) {
 		})
 	}
 }
+
+// TestRetry: a run whose job failed is retried over HTTP, and the retried job's next
+// attempt finishes it.
+func TestRetry(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var created runView
+	b.post(t, "/api/v1/runs", `{"pipeline": "name: r\njobs:\n  a: {steps: [{run: x}]}\n  b: {needs: [a], steps: [{run: y}]}\n"}`).decode(t, &created)
+	expectError(t, b.post(t, "/api/v1/runs/"+created.ID+"/retry", ""), http.StatusConflict, "conflict")
+	j := b.claim(t, `{"worker_id": "w", "wait": "0s"}`).Jobs[0]
+	b.post(t, "/api/v1/agent/jobs/"+j.ID+"/complete", fmt.Sprintf(`{"token": %q, "status": "failed", "exit_code": 1}`, j.Lease.Token))
+	var failed runView
+	b.get(t, "/api/v1/runs/"+created.ID).decode(t, &failed)
+	if failed.Status != "failed" {
+		t.Fatalf("run after its first job failed: %s", failed.Status)
+	}
+	r := b.post(t, "/api/v1/runs/"+created.ID+"/retry", "")
+	var reopened runView
+	r.decode(t, &reopened)
+	if r.status != http.StatusAccepted || reopened.Status != "running" {
+		t.Fatalf("retry run: %d %s", r.status, r.body)
+	}
+	again := b.claim(t, `{"worker_id": "w", "wait": "0s"}`).Jobs
+	if len(again) != 1 || again[0].ID != j.ID || again[0].Attempt != 2 {
+		t.Fatalf("after retry claimed %+v; want job a, attempt 2", again)
+	}
+	expectError(t, b.post(t, "/api/v1/jobs/"+j.ID+"/retry", ""), http.StatusConflict, "conflict")
+	expectError(t, b.post(t, "/api/v1/jobs/nope/retry", ""), http.StatusBadRequest, "bad_request")
+}
