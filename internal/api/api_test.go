@@ -40,7 +40,7 @@ type bundle struct {
 	url   string
 }
 
-func openStore(t *testing.T, clk clock.Clock) store.Store {
+func openStore(t testing.TB, clk clock.Clock) store.Store {
 	t.Helper()
 	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "gantry.db"), sqlite.Options{Clock: clk})
 	if err != nil {
