@@ -24,14 +24,19 @@ import (
 
 // serverConfig is everything `gantry server` acts on.
 type serverConfig struct {
-	Addr      string
-	DB        string
-	ReapEvery time.Duration
-	LogLevel  string
+	Addr           string
+	DB             string
+	LeaseTTL       time.Duration
+	HeartbeatEvery time.Duration
+	ReapEvery      time.Duration
+	LogLevel       string
 }
 
 func (a *app) serverCommand() *cobra.Command {
-	cfg := serverConfig{Addr: "127.0.0.1:8080", DB: "sqlite://.gantry/gantry.db", ReapEvery: scheduler.DefaultReapEvery, LogLevel: "info"}
+	cfg := serverConfig{
+		Addr: "127.0.0.1:8080", DB: "sqlite://.gantry/gantry.db", LogLevel: "info",
+		LeaseTTL: api.DefaultLeaseTTL, HeartbeatEvery: api.DefaultHeartbeatEvery, ReapEvery: scheduler.DefaultReapEvery,
+	}
 	cmd := &cobra.Command{
 		Use:   "server",
 		Short: "Run the coordinator: the HTTP API and the scheduler loops",
@@ -41,7 +46,9 @@ func (a *app) serverCommand() *cobra.Command {
 			"database, and a server that stops loses nothing.\n\n" +
 			"--db is sqlite://PATH (embedded; sqlite:///abs/path or sqlite://rel/path) or a\n" +
 			"postgres:// URL.\n\n" +
-			"Worker endpoints and authentication are not served yet.",
+			"Workers lease jobs for --lease-ttl and renew the lease every --heartbeat-every;\n" +
+			"a lease not renewed in time is reaped within --reap-every and its job goes back\n" +
+			"to the queue. Authentication is not served yet: bind to loopback.",
 		Example: "  gantry server --db sqlite:///var/lib/gantry/gantry.db\n" +
 			"  gantry server --addr :8080 --db postgres://gantry@db/gantry",
 		Args: noArgs,
@@ -55,14 +62,20 @@ func (a *app) serverCommand() *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&cfg.Addr, "addr", cfg.Addr, "address to listen on")
 	f.StringVar(&cfg.DB, "db", cfg.DB, "store: sqlite://PATH or postgres://...")
+	f.DurationVar(&cfg.LeaseTTL, "lease-ttl", cfg.LeaseTTL, "how long a worker's lease on a job lasts without a heartbeat")
+	f.DurationVar(&cfg.HeartbeatEvery, "heartbeat-every", cfg.HeartbeatEvery, "how often workers are told to renew their leases")
 	f.DurationVar(&cfg.ReapEvery, "reap-every", cfg.ReapEvery, "how often expired leases are reaped")
 	f.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "debug, info, warn or error")
 	return cmd
 }
 
 func (c *serverConfig) validate() error {
-	if c.ReapEvery <= 0 {
-		return usagef("--reap-every must be positive")
+	if c.ReapEvery <= 0 || c.LeaseTTL <= 0 || c.HeartbeatEvery <= 0 {
+		return usagef("--lease-ttl, --heartbeat-every and --reap-every must be positive")
+	}
+	if c.HeartbeatEvery*2 > c.LeaseTTL {
+		// A single late heartbeat must not lose the lease.
+		return usagef("--heartbeat-every (%s) must be at most half of --lease-ttl (%s)", c.HeartbeatEvery, c.LeaseTTL)
 	}
 	if _, err := logLevel(c.LogLevel); err != nil {
 		return err
@@ -109,7 +122,7 @@ func (a *app) server(ctx context.Context, cfg serverConfig) error {
 		return fmt.Errorf("listen: %w", err)
 	}
 	srv := &http.Server{
-		Handler:           api.New(api.Config{Store: st, Logger: log}).Handler(),
+		Handler:           api.New(api.Config{Store: st, Logger: log, LeaseTTL: cfg.LeaseTTL, HeartbeatEvery: cfg.HeartbeatEvery}).Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       time.Minute,
 		IdleTimeout:       2 * time.Minute,

@@ -104,6 +104,7 @@ func TestServerUsage(t *testing.T) {
 	for _, args := range [][]string{
 		{"server", "--db", "mysql://x"},
 		{"server", "--reap-every", "0s"},
+		{"server", "--lease-ttl", "10s", "--heartbeat-every", "6s"},
 		{"server", "--log-level", "loud"},
 		{"server", "extra"},
 	} {
