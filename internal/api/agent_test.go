@@ -238,3 +238,36 @@ func TestRetry(t *testing.T) {
 	expectError(t, b.post(t, "/api/v1/jobs/"+j.ID+"/retry", ""), http.StatusConflict, "conflict")
 	expectError(t, b.post(t, "/api/v1/jobs/nope/retry", ""), http.StatusBadRequest, "bad_request")
 }
+
+func TestStats(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.post(t, "/api/v1/agent/register", `{"id": "w1", "name": "w1"}`)
+	b.post(t, "/api/v1/agent/register", `{"id": "w2", "name": "w2"}`)
+	b.post(t, "/api/v1/runs", diamond)
+	b.clock.Advance(40 * time.Second) // w1 and w2 are now three heartbeats late
+	b.post(t, "/api/v1/agent/register", `{"id": "w2", "name": "w2"}`)
+	b.claim(t, `{"worker_id": "w2", "wait": "0s"}`)
+	r := b.get(t, "/api/v1/stats")
+	var s struct {
+		Queued []struct {
+			Priority string   `json:"priority"`
+			Labels   []string `json:"labels"`
+			Jobs     int      `json:"jobs"`
+		} `json:"queued"`
+		QueuedTotal int            `json:"queued_total"`
+		Assigned    int            `json:"assigned"`
+		OldestWait  float64        `json:"oldest_queued_wait_seconds"`
+		Workers     map[string]int `json:"workers"`
+	}
+	r.decode(t, &s)
+	if r.status != http.StatusOK || s.QueuedTotal != 1 || s.Assigned != 1 || len(s.Queued) != 1 || s.Queued[0].Priority != "normal" {
+		t.Fatalf("stats: %d %s", r.status, r.body)
+	}
+	if s.OldestWait != 40 {
+		t.Errorf("oldest queued wait = %v s, want 40", s.OldestWait)
+	}
+	if s.Workers["offline"] != 1 || s.Workers["idle"] != 1 {
+		t.Errorf("workers by state = %v, want one idle and one offline", s.Workers)
+	}
+}

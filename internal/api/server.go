@@ -81,6 +81,7 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("POST /api/v1/jobs/{id}/cancel", s.cancelJob)
 	s.mux.HandleFunc("POST /api/v1/jobs/{id}/retry", s.retryJob)
 	s.mux.HandleFunc("GET /api/v1/workers", s.listWorkers)
+	s.mux.HandleFunc("GET /api/v1/stats", s.stats)
 	s.mux.HandleFunc("GET /healthz", s.healthz)
 	s.mux.HandleFunc("GET /readyz", s.readyz)
 	s.agentRoutes()

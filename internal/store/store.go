@@ -19,6 +19,7 @@ type Store interface {
 	LogIndex
 	Outbox
 	Notifier
+	Stats
 	// Close releases the store's connections; in-flight writes are finished first.
 	Close() error
 }
@@ -229,4 +230,28 @@ type Notifier interface {
 	// this replica or, for PostgreSQL, any replica) and a function to stop listening. The
 	// channel has a buffer of one: a wake-up between two waits is not lost.
 	WaitForJobs() (<-chan struct{}, func())
+}
+
+// Stats answers what operators and autoscalers ask of the queue.
+type Stats interface {
+	// QueueStats counts queued jobs by lane and label set, leased and retrying jobs, and
+	// gives the time the oldest queued job has been waiting since.
+	QueueStats(ctx context.Context) (*QueueStats, error)
+}
+
+// QueueStats is a snapshot of the queue.
+type QueueStats struct {
+	Queued   []QueueDepth
+	Assigned int
+	Running  int
+	Retrying int
+	// OldestQueuedAt is when the longest-waiting queued job was queued; zero when none is.
+	OldestQueuedAt time.Time
+}
+
+// QueueDepth counts the queued jobs of one lane that ask for one label set.
+type QueueDepth struct {
+	Priority pipeline.Priority
+	Labels   []string
+	Jobs     int
 }

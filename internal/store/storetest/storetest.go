@@ -73,6 +73,7 @@ var groups = []struct {
 	{"Crash", crashTests},
 	{"Open", openTests},
 	{"Reopen", reopenTests},
+	{"Stats", statsTests},
 }
 
 const (

@@ -1,0 +1,61 @@
+package sqlstore
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/gantry-ci/gantry/internal/store"
+)
+
+// QueueStats implements store.Stats. It reads through the partial indexes on queued,
+// leased and retrying jobs, so its cost follows the queue, not the history.
+func (e *Engine) QueueStats(ctx context.Context) (*store.QueueStats, error) {
+	out := &store.QueueStats{}
+	rows, err := e.readRows(ctx, `SELECT lane, label_set, COUNT(*), MIN(queued_at) FROM jobs WHERE status = 'queued'
+		GROUP BY lane, label_set ORDER BY lane, label_set`)
+	if err != nil {
+		return nil, fmt.Errorf("queue stats: %w", err)
+	}
+	var oldest int64
+	for rows.Next() {
+		var d store.QueueDepth
+		var lane int
+		var labels string
+		var first int64
+		if err := rows.Scan(&lane, &labels, &d.Jobs, &first); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("queue stats: %w", err)
+		}
+		d.Priority, d.Labels = priorityOf(lane), splitLabels(labels)
+		out.Queued = append(out.Queued, d)
+		if oldest == 0 || (first != 0 && first < oldest) {
+			oldest = first
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("queue stats: %w", err)
+	}
+	out.OldestQueuedAt = fromUS(oldest)
+	rows, err = e.readRows(ctx, `SELECT status, COUNT(*) FROM jobs WHERE status IN ('assigned', 'running', 'retrying') GROUP BY status`)
+	if err != nil {
+		return nil, fmt.Errorf("queue stats: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var status string
+		var n int
+		if err := rows.Scan(&status, &n); err != nil {
+			return nil, fmt.Errorf("queue stats: %w", err)
+		}
+		switch store.JobStatus(status) {
+		case store.JobAssigned:
+			out.Assigned = n
+		case store.JobRunning:
+			out.Running = n
+		case store.JobRetrying:
+			out.Retrying = n
+		}
+	}
+	return out, rows.Err()
+}
