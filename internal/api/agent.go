@@ -330,6 +330,15 @@ func (s *Server) completeJob(w http.ResponseWriter, r *http.Request) {
 		s.agentError(w, r, "complete job", err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"id": job.ID, "status": job.Status, "attempt": job.Attempt,
-		"failure_kind": job.FailureKind, "retry_after": formatTime(job.RetryAfter)})
+	writeJSON(w, http.StatusOK, completeResponse{ID: job.ID.String(), Status: string(job.Status), Attempt: job.Attempt,
+		FailureKind: string(job.FailureKind), RetryAfter: formatTime(job.RetryAfter)})
+}
+
+type completeResponse struct {
+	ID          string `json:"id"`
+	Status      string `json:"status"`
+	Attempt     int    `json:"attempt"`
+	FailureKind string `json:"failure_kind,omitempty"`
+	// RetryAfter is set when the failure will be retried: the job is retrying until then.
+	RetryAfter string `json:"retry_after,omitempty"`
 }
