@@ -26,16 +26,17 @@ const (
 	maxClaimJobs        = 64
 )
 
-// agentRoutes registers the endpoints workers call. Every job-scoped call carries the
-// lease token it was given; a token that is not the job's current one is answered 409
-// with code lease_lost, and changes nothing.
+// agentRoutes registers the endpoints workers call. With auth on, a worker registers
+// with a register token and gets its own credential back, which every later call
+// carries. Every job-scoped call also carries the lease token it was given; a token that
+// is not the job's current one is answered 409 with code lease_lost, and changes nothing.
 func (s *Server) agentRoutes() {
-	s.mux.HandleFunc("POST /api/v1/agent/register", s.registerWorker)
-	s.mux.HandleFunc("POST /api/v1/agent/claim", s.claim)
-	s.mux.HandleFunc("POST /api/v1/agent/jobs/{id}/start", s.startJob)
-	s.mux.HandleFunc("POST /api/v1/agent/jobs/{id}/heartbeat", s.heartbeat)
-	s.mux.HandleFunc("POST /api/v1/agent/jobs/{id}/steps/{index}", s.updateStep)
-	s.mux.HandleFunc("POST /api/v1/agent/jobs/{id}/complete", s.completeJob)
+	s.handle("POST /api/v1/agent/register", registrars, s.registerWorker)
+	s.handle("POST /api/v1/agent/claim", agentAccess, s.claim)
+	s.handle("POST /api/v1/agent/jobs/{id}/start", agentAccess, s.startJob)
+	s.handle("POST /api/v1/agent/jobs/{id}/heartbeat", agentAccess, s.heartbeat)
+	s.handle("POST /api/v1/agent/jobs/{id}/steps/{index}", agentAccess, s.updateStep)
+	s.handle("POST /api/v1/agent/jobs/{id}/complete", agentAccess, s.completeJob)
 }
 
 const codeLeaseLost = "lease_lost"
@@ -82,6 +83,8 @@ type registerResponse struct {
 	WorkerID       string `json:"worker_id"`
 	LeaseTTL       string `json:"lease_ttl"`
 	HeartbeatEvery string `json:"heartbeat_every"`
+	// Credential is the worker's own bearer token for every later call; only with auth.
+	Credential string `json:"credential,omitempty"`
 }
 
 func (s *Server) registerWorker(w http.ResponseWriter, r *http.Request) {
@@ -110,7 +113,16 @@ func (s *Server) registerWorker(w http.ResponseWriter, r *http.Request) {
 		s.storeError(w, r, "register worker", err)
 		return
 	}
-	writeJSON(w, http.StatusOK, registerResponse{WorkerID: req.ID, LeaseTTL: s.leaseTTL.String(), HeartbeatEvery: s.heartbeatEvery.String()})
+	resp := registerResponse{WorkerID: req.ID, LeaseTTL: s.leaseTTL.String(), HeartbeatEvery: s.heartbeatEvery.String()}
+	if s.auth {
+		secret, err := IssueToken(r.Context(), s.store, "worker "+req.Name, store.RoleAgent, req.ID)
+		if err != nil {
+			s.storeError(w, r, "issue worker credential", err)
+			return
+		}
+		resp.Credential = secret
+	}
+	writeJSON(w, http.StatusOK, resp)
 }
 
 type claimRequest struct {
@@ -155,6 +167,9 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
 	}
 	if req.WorkerID == "" {
 		writeError(w, http.StatusBadRequest, codeBadRequest, "worker_id is required", nil)
+		return
+	}
+	if !sameWorker(w, r, req.WorkerID) {
 		return
 	}
 	if req.Max <= 0 {

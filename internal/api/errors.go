@@ -20,6 +20,8 @@ const (
 	codeUnsupportedMedia = "unsupported_media_type"
 	codeUnavailable      = "unavailable"
 	codeInternal         = "internal"
+	codeUnauthorized     = "unauthorized"
+	codeForbidden        = "forbidden"
 )
 
 // errorBody is the one error format: {"error": {"code", "message", "details": [...]}}.

@@ -29,6 +29,9 @@ type Config struct {
 	LeaseTTL       time.Duration
 	HeartbeatEvery time.Duration
 	TimeoutGrace   time.Duration
+	// Auth requires a bearer token on every route but the health checks. Off, anyone who
+	// can reach the address may do anything: only for loopback.
+	Auth bool
 }
 
 // Server serves the HTTP API on top of a store. It keeps no state of its own.
@@ -41,6 +44,7 @@ type Server struct {
 	mux     *http.ServeMux
 
 	leaseTTL, heartbeatEvery, timeoutGrace time.Duration
+	auth                                   bool
 }
 
 // New returns a Server for cfg, filling defaults for zero fields.
@@ -56,6 +60,7 @@ func New(cfg Config) *Server {
 		leaseTTL:       cmp.Or(cfg.LeaseTTL, DefaultLeaseTTL),
 		heartbeatEvery: cmp.Or(cfg.HeartbeatEvery, DefaultHeartbeatEvery),
 		timeoutGrace:   cmp.Or(cfg.TimeoutGrace, DefaultTimeoutGrace),
+		auth:           cfg.Auth,
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -70,21 +75,26 @@ func New(cfg Config) *Server {
 	return s
 }
 
-// routes registers every endpoint. Later slices (auth, agent, SSE) add theirs here.
+// routes registers every endpoint with the roles that may call it.
 func (s *Server) routes() {
-	s.mux.HandleFunc("POST /api/v1/runs", s.createRun)
-	s.mux.HandleFunc("GET /api/v1/runs", s.listRuns)
-	s.mux.HandleFunc("GET /api/v1/runs/{id}", s.getRun)
-	s.mux.HandleFunc("POST /api/v1/runs/{id}/cancel", s.cancelRun)
-	s.mux.HandleFunc("POST /api/v1/runs/{id}/retry", s.retryRun)
-	s.mux.HandleFunc("GET /api/v1/jobs/{id}", s.getJob)
-	s.mux.HandleFunc("POST /api/v1/jobs/{id}/cancel", s.cancelJob)
-	s.mux.HandleFunc("POST /api/v1/jobs/{id}/retry", s.retryJob)
-	s.mux.HandleFunc("GET /api/v1/workers", s.listWorkers)
-	s.mux.HandleFunc("GET /api/v1/stats", s.stats)
-	s.mux.HandleFunc("GET /healthz", s.healthz)
-	s.mux.HandleFunc("GET /readyz", s.readyz)
+	s.handle("POST /api/v1/runs", writers, s.createRun)
+	s.handle("GET /api/v1/runs", readers, s.listRuns)
+	s.handle("GET /api/v1/runs/{id}", readers, s.getRun)
+	s.handle("POST /api/v1/runs/{id}/cancel", writers, s.cancelRun)
+	s.handle("POST /api/v1/runs/{id}/retry", writers, s.retryRun)
+	s.handle("GET /api/v1/jobs/{id}", readers, s.getJob)
+	s.handle("POST /api/v1/jobs/{id}/cancel", writers, s.cancelJob)
+	s.handle("POST /api/v1/jobs/{id}/retry", writers, s.retryJob)
+	s.handle("GET /api/v1/workers", readers, s.listWorkers)
+	s.handle("GET /api/v1/stats", readers, s.stats)
+	s.handle("GET /healthz", public, s.healthz)
+	s.handle("GET /readyz", public, s.readyz)
 	s.agentRoutes()
+}
+
+// handle registers a route and who may call it.
+func (s *Server) handle(pattern string, who access, h http.HandlerFunc) {
+	s.mux.HandleFunc(pattern, s.guard(who, h))
 }
 
 // Handler returns the API's handler: the routes wrapped in request logging, panic

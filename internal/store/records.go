@@ -239,3 +239,26 @@ type OutboxMessage struct {
 	CreatedAt   time.Time
 	DeliveredAt time.Time
 }
+
+// Role is what a token may do.
+type Role string
+
+// Token roles. Admin may do what write may, and write what read may; register may only
+// register workers, and agent is the credential a worker gets at registration.
+const (
+	RoleAdmin    Role = "admin"
+	RoleWrite    Role = "write"
+	RoleRead     Role = "read"
+	RoleRegister Role = "register"
+	RoleAgent    Role = "agent"
+)
+
+// Token is an API token or a worker's credential. Only the hash of its secret is kept.
+type Token struct {
+	ID        uuid.UUID
+	Name      string
+	Role      Role
+	Hash      string // hex SHA-256 of the secret
+	WorkerID  string // the worker an agent credential belongs to
+	CreatedAt time.Time
+}

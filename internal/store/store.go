@@ -20,6 +20,7 @@ type Store interface {
 	Outbox
 	Notifier
 	Stats
+	Tokens
 	// Close releases the store's connections; in-flight writes are finished first.
 	Close() error
 }
@@ -254,4 +255,12 @@ type QueueDepth struct {
 	Priority pipeline.Priority
 	Labels   []string
 	Jobs     int
+}
+
+// Tokens keeps API tokens and worker credentials.
+type Tokens interface {
+	// CreateToken stores a token; ErrConflict when its hash is already taken.
+	CreateToken(ctx context.Context, t *Token) error
+	// LookupToken finds the token whose secret hashes to hash; ErrNotFound when none does.
+	LookupToken(ctx context.Context, hash string) (*Token, error)
 }

@@ -74,6 +74,7 @@ var groups = []struct {
 	{"Open", openTests},
 	{"Reopen", reopenTests},
 	{"Stats", statsTests},
+	{"Tokens", tokenTests},
 }
 
 const (
