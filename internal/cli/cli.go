@@ -155,6 +155,7 @@ func (a *app) rootCommand() *cobra.Command {
 		a.validateCommand(),
 		a.planCommand(),
 		a.serverCommand(),
+		a.tokenCommand(),
 		a.versionCommand(),
 	)
 	return root

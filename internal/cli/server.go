@@ -30,11 +30,13 @@ type serverConfig struct {
 	HeartbeatEvery time.Duration
 	ReapEvery      time.Duration
 	LogLevel       string
+	// Auth is on, off or auto: on unless the address is loopback.
+	Auth string
 }
 
 func (a *app) serverCommand() *cobra.Command {
 	cfg := serverConfig{
-		Addr: "127.0.0.1:8080", DB: "sqlite://.gantry/gantry.db", LogLevel: "info",
+		Addr: "127.0.0.1:8080", DB: "sqlite://.gantry/gantry.db", LogLevel: "info", Auth: "auto",
 		LeaseTTL: api.DefaultLeaseTTL, HeartbeatEvery: api.DefaultHeartbeatEvery, ReapEvery: scheduler.DefaultReapEvery,
 	}
 	cmd := &cobra.Command{
@@ -48,7 +50,10 @@ func (a *app) serverCommand() *cobra.Command {
 			"postgres:// URL.\n\n" +
 			"Workers lease jobs for --lease-ttl and renew the lease every --heartbeat-every;\n" +
 			"a lease not renewed in time is reaped within --reap-every and its job goes back\n" +
-			"to the queue. Authentication is not served yet: bind to loopback.",
+			"to the queue.\n\n" +
+			"--auth on requires a bearer token on every call (create them with gantry token\n" +
+			"create); off is allowed only on a loopback address; auto, the default, is on\n" +
+			"unless the address is loopback.",
 		Example: "  gantry server --db sqlite:///var/lib/gantry/gantry.db\n" +
 			"  gantry server --addr :8080 --db postgres://gantry@db/gantry",
 		Args: noArgs,
@@ -66,6 +71,7 @@ func (a *app) serverCommand() *cobra.Command {
 	f.DurationVar(&cfg.HeartbeatEvery, "heartbeat-every", cfg.HeartbeatEvery, "how often workers are told to renew their leases")
 	f.DurationVar(&cfg.ReapEvery, "reap-every", cfg.ReapEvery, "how often expired leases are reaped")
 	f.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "debug, info, warn or error")
+	f.StringVar(&cfg.Auth, "auth", cfg.Auth, "on, off or auto (on unless --addr is loopback)")
 	return cmd
 }
 
@@ -80,7 +86,16 @@ func (c *serverConfig) validate() error {
 	if _, err := logLevel(c.LogLevel); err != nil {
 		return err
 	}
-	if !strings.HasPrefix(c.DB, "sqlite://") && !strings.HasPrefix(c.DB, "postgres://") && !strings.HasPrefix(c.DB, "postgresql://") {
+	switch c.Auth {
+	case "on", "auto":
+	case "off":
+		if !loopback(c.Addr) {
+			return usagef("--auth off is allowed only on a loopback address, not %q: anyone who can reach it could run commands", c.Addr)
+		}
+	default:
+		return usagef("--auth %q: want on, off or auto", c.Auth)
+	}
+	if !c.dbSchemeOK() {
 		return usagef("--db %q: want sqlite://PATH or postgres://...", c.DB)
 	}
 	return nil
@@ -92,6 +107,28 @@ func logLevel(s string) (slog.Level, error) {
 		return 0, usagef("--log-level %q: want debug, info, warn or error", s)
 	}
 	return l, nil
+}
+
+func (c *serverConfig) dbSchemeOK() bool {
+	return strings.HasPrefix(c.DB, "sqlite://") || strings.HasPrefix(c.DB, "postgres://") || strings.HasPrefix(c.DB, "postgresql://")
+}
+
+// authOn resolves --auth.
+func (c *serverConfig) authOn() bool {
+	return c.Auth == "on" || (c.Auth == "auto" && !loopback(c.Addr))
+}
+
+// loopback reports whether addr listens only on a loopback interface.
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // openStore opens the store a --db value names.
@@ -122,7 +159,8 @@ func (a *app) server(ctx context.Context, cfg serverConfig) error {
 		return fmt.Errorf("listen: %w", err)
 	}
 	srv := &http.Server{
-		Handler:           api.New(api.Config{Store: st, Logger: log, LeaseTTL: cfg.LeaseTTL, HeartbeatEvery: cfg.HeartbeatEvery}).Handler(),
+		Handler: api.New(api.Config{Store: st, Logger: log, LeaseTTL: cfg.LeaseTTL, HeartbeatEvery: cfg.HeartbeatEvery,
+			Auth: cfg.authOn()}).Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       time.Minute,
 		IdleTimeout:       2 * time.Minute,
@@ -137,7 +175,10 @@ func (a *app) server(ctx context.Context, cfg serverConfig) error {
 	}()
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
-	log.Info("gantry server listening", "addr", ln.Addr().String(), "db", redactURL(cfg.DB))
+	log.Info("gantry server listening", "addr", ln.Addr().String(), "db", redactURL(cfg.DB), "auth", cfg.authOn())
+	if !cfg.authOn() {
+		log.Warn("authentication is off: anyone who can reach this loopback address can submit and run jobs")
+	}
 
 	select {
 	case err = <-served:

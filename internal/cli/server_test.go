@@ -128,3 +128,93 @@ func TestRedactURL(t *testing.T) {
 		}
 	}
 }
+
+// startServer runs `gantry server` in process with args and returns its base URL and a
+// function, safe to call more than once, that stops it and returns its exit code.
+func startServer(t *testing.T, args ...string) (string, func() int) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	var stdout, stderr syncBuffer
+	exit := make(chan int, 1)
+	go func() {
+		exit <- Run(ctx, append([]string{"server", "--addr", "127.0.0.1:0"}, args...), strings.NewReader(""), &stdout, &stderr)
+	}()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if m := listening.FindStringSubmatch(stderr.String()); m != nil {
+			var once sync.Once
+			code := 0
+			return "http://" + m[1], func() int {
+				once.Do(func() { cancel(); code = <-exit })
+				return code
+			}
+		}
+		select {
+		case code := <-exit:
+			t.Fatalf("server exited with %d before listening:\n%s", code, stderr.String())
+		case <-time.After(10 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			cancel()
+			t.Fatalf("server did not report its address:\n%s", stderr.String())
+		}
+	}
+}
+
+func TestServerAuth(t *testing.T) {
+	t.Parallel()
+	db := "sqlite://" + filepath.Join(t.TempDir(), "gantry.db")
+	var stdout, stderr bytes.Buffer
+	if code := Run(t.Context(), []string{"token", "create", "--db", db, "--role", "write", "--name", "ci"}, strings.NewReader(""), &stdout, &stderr); code != exitOK {
+		t.Fatalf("token create: exit %d: %s", code, stderr.String())
+	}
+	token := strings.TrimSpace(stdout.String())
+	if !strings.HasPrefix(token, "gtk_") {
+		t.Fatalf("token create printed %q", token)
+	}
+	base, stop := startServer(t, "--db", db, "--auth", "on")
+	defer stop()
+	post := func(auth string) int {
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, base+"/api/v1/runs", strings.NewReader("jobs: {a: {steps: [{run: x}]}}"))
+		req.Header.Set("Content-Type", "application/yaml")
+		if auth != "" {
+			req.Header.Set("Authorization", "Bearer "+auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if got := post(""); got != http.StatusUnauthorized {
+		t.Errorf("submit without a token: %d, want 401", got)
+	}
+	if got := post(token); got != http.StatusAccepted {
+		t.Errorf("submit with the created token: %d, want 202", got)
+	}
+	if code := stop(); code != exitOK {
+		t.Errorf("server exit %d", code)
+	}
+}
+
+func TestAuthUsage(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{
+		{"server", "--addr", "0.0.0.0:8080", "--auth", "off"},
+		{"server", "--auth", "maybe"},
+		{"token", "create", "--role", "write"},
+		{"token", "create", "--name", "x", "--role", "root"},
+		{"token", "create", "--name", "x", "--db", "mysql://x"},
+	} {
+		var stdout, stderr bytes.Buffer
+		if code := Run(t.Context(), args, strings.NewReader(""), &stdout, &stderr); code != exitUsage {
+			t.Errorf("%q: exit %d, want %d; stderr %s", args, code, exitUsage, stderr.String())
+		}
+	}
+	for addr, want := range map[string]bool{"127.0.0.1:80": true, "localhost:8080": true, "[::1]:1": true, "0.0.0.0:80": false, ":8080": false, "10.0.0.1:80": false} {
+		if got := loopback(addr); got != want {
+			t.Errorf("loopback(%q) = %v, want %v", addr, got, want)
+		}
+	}
+}
