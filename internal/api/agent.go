@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/gantry-ci/gantry/internal/pipeline"
@@ -24,7 +26,38 @@ const (
 	defaultClaimWait    = 30 * time.Second
 	maxClaimWait        = 60 * time.Second
 	maxClaimJobs        = 64
+	// maxClaimsPerWorker bounds the claims one worker may hold open at once on a
+	// replica: a worker needs one, a few cover reconnects, and more is a runaway client
+	// tying up connections.
+	maxClaimsPerWorker = 4
 )
+
+// claimSlots counts the claims each worker holds open.
+type claimSlots struct {
+	mu   sync.Mutex
+	open map[string]int
+}
+
+func (c *claimSlots) take(worker string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.open == nil {
+		c.open = map[string]int{}
+	}
+	if c.open[worker] >= maxClaimsPerWorker {
+		return false
+	}
+	c.open[worker]++
+	return true
+}
+
+func (c *claimSlots) release(worker string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.open[worker]--; c.open[worker] <= 0 {
+		delete(c.open, worker)
+	}
+}
 
 // agentRoutes registers the endpoints workers call. With auth on, a worker registers
 // with a register token and gets its own credential back, which every later call
@@ -172,6 +205,12 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
 	if !sameWorker(w, r, req.WorkerID) {
 		return
 	}
+	if !s.claims.take(req.WorkerID) {
+		writeError(w, http.StatusTooManyRequests, codeTooManyRequests,
+			fmt.Sprintf("worker %s already has %d claims open", req.WorkerID, maxClaimsPerWorker), nil)
+		return
+	}
+	defer s.claims.release(req.WorkerID)
 	if req.Max <= 0 {
 		req.Max = 1
 	}

@@ -271,3 +271,60 @@ func TestStats(t *testing.T) {
 		t.Errorf("workers by state = %v, want one idle and one offline", s.Workers)
 	}
 }
+
+// TestClaimsPerWorkerBounded: a worker holding the maximum of open claims gets 429 for
+// another, and its slots come back when the waits end.
+func TestClaimsPerWorkerBounded(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const waiting = 4
+	done := make(chan response, waiting)
+	for range waiting {
+		go func() {
+			for {
+				// A probe below may hold a slot for a moment; a waiter refused then asks
+				// again.
+				r := b.post(t, "/api/v1/agent/claim", `{"worker_id": "w", "wait": "30s"}`)
+				if r.status != http.StatusTooManyRequests {
+					done <- r
+					return
+				}
+			}
+		}()
+	}
+	deadline := time.After(20 * time.Second)
+	for {
+		r := b.post(t, "/api/v1/agent/claim", `{"worker_id": "w", "wait": "0s"}`)
+		if r.status == http.StatusTooManyRequests {
+			expectError(t, r, http.StatusTooManyRequests, "too_many_requests")
+			break
+		}
+		if r.status != http.StatusOK {
+			t.Fatalf("claim: %d %s", r.status, r.body)
+		}
+		select {
+		case <-deadline:
+			t.Fatal("a fifth open claim of one worker was never refused")
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	if r := b.post(t, "/api/v1/agent/claim", `{"worker_id": "other", "wait": "0s"}`); r.status != http.StatusOK {
+		t.Errorf("another worker's claim: %d %s", r.status, r.body)
+	}
+	for n := 0; n < waiting; {
+		b.clock.Advance(31 * time.Second)
+		select {
+		case r := <-done:
+			if r.status != http.StatusOK {
+				t.Errorf("waiting claim ended with %d", r.status)
+			}
+			n++
+		case <-time.After(10 * time.Millisecond):
+		case <-deadline:
+			t.Fatal("waiting claims did not end")
+		}
+	}
+	if r := b.post(t, "/api/v1/agent/claim", `{"worker_id": "w", "wait": "0s"}`); r.status != http.StatusOK {
+		t.Errorf("claim after the waits ended: %d %s", r.status, r.body)
+	}
+}

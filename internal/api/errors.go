@@ -22,6 +22,7 @@ const (
 	codeInternal         = "internal"
 	codeUnauthorized     = "unauthorized"
 	codeForbidden        = "forbidden"
+	codeTooManyRequests  = "too_many_requests"
 )
 
 // errorBody is the one error format: {"error": {"code", "message", "details": [...]}}.

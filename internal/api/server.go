@@ -45,6 +45,9 @@ type Server struct {
 
 	leaseTTL, heartbeatEvery, timeoutGrace time.Duration
 	auth                                   bool
+	// claims is the one piece of per-process state: which workers hold claims open
+	// here. Losing it in a restart loses nothing, as those connections close too.
+	claims claimSlots
 }
 
 // New returns a Server for cfg, filling defaults for zero fields.
