@@ -66,16 +66,24 @@ func (t *tx) enqueue(jobs []queuedJob, now int64) (int, error) {
 	changed := 0
 	for _, j := range jobs {
 		k := key{j.projectID, j.lane}
-		res, err := t.exec(`UPDATE jobs SET status = 'queued', vtime = ?, queued_at = ?, retry_after = 0,
+		var group string
+		var cancels bool
+		err := t.row(`UPDATE jobs SET status = 'queued', vtime = ?, queued_at = ?, retry_after = 0,
 			lease_token = '', worker_id = '', lease_expires_at = 0, deadline = 0
-			WHERE id = ? AND status = ?`, next[k], now, j.id, j.from)
+			WHERE id = ? AND status = ? RETURNING concurrency_group, group_cancels`, next[k], now, j.id, j.from).Scan(&group, &cancels)
+		if isNoRows(err) {
+			continue
+		}
 		if err != nil {
 			return changed, fmt.Errorf("queue job %s: %w", j.id, err)
 		}
 		next[k]++
-		if n, _ := res.RowsAffected(); n == 1 {
-			changed++
-			t.queued = true
+		changed++
+		t.queued = true
+		if cancels && group != "" {
+			if err := t.cancelGroupHolders(j.projectID, group, j.id); err != nil {
+				return changed, err
+			}
 		}
 	}
 	return changed, nil
@@ -156,5 +164,17 @@ func (t *tx) refreshLabels(maxAge time.Duration) error {
 	}
 	c.checked = now
 	c.mu.Unlock()
+	return nil
+}
+
+// cancelGroupHolders flags for cancellation the jobs holding a concurrency group when a
+// job of that group that cancels in progress work is queued; their workers hear it on
+// their next heartbeat, and the group frees when they end.
+func (t *tx) cancelGroupHolders(projectID uuid.UUID, group string, except uuid.UUID) error {
+	_, err := t.exec(`UPDATE jobs SET cancel_requested = TRUE WHERE project_id = ? AND concurrency_group = ?
+		AND status IN ('assigned', 'running') AND id <> ?`, projectID, group, except)
+	if err != nil {
+		return fmt.Errorf("cancel the holder of concurrency group %q: %w", group, err)
+	}
 	return nil
 }

@@ -114,6 +114,7 @@ func (e *Engine) CreateRun(ctx context.Context, p store.CreateRunParams) (*store
 			next[j.lane] = start
 		}
 		rows := make([][]any, 0, len(jobs))
+		var cancelHolders [][2]any
 		for i := range jobs {
 			j := &jobs[i]
 			status, vtime, queuedAt := store.JobPending, int64(0), int64(0)
@@ -123,20 +124,28 @@ func (e *Engine) CreateRun(ctx context.Context, p store.CreateRunParams) (*store
 				t.queued = true
 			}
 			j.status, j.queuedAt = status, queuedAt
-			group := ""
+			group, cancels := "", false
 			if j.spec.Concurrency != nil {
-				group = j.spec.Concurrency.Group
+				group, cancels = j.spec.Concurrency.Group, j.spec.Concurrency.CancelInProgress
+				if status == store.JobQueued && cancels {
+					cancelHolders = append(cancelHolders, [2]any{j.id, group})
+				}
 			}
 			rows = append(rows, []any{j.id, runID, projectID, i, j.spec.Key, j.spec.Name, string(status), j.lane, j.labels,
 				j.spec.Resources.MilliCPU, j.spec.Resources.MemoryBytes, time.Duration(j.spec.Timeout).Microseconds(),
 				j.spec.Retry.MaxAttempts, retryOn(j.spec.Retry), time.Duration(j.spec.Retry.Backoff).Microseconds(),
 				time.Duration(j.spec.Retry.MaxBackoff).Microseconds(),
-				group, len(j.needs), j.spec.ContinueOnError, j.needed, vtime, now, queuedAt})
+				group, cancels, len(j.needs), j.spec.ContinueOnError, j.needed, vtime, now, queuedAt})
 		}
 		if err := t.insertMany(`INSERT INTO jobs (id, run_id, project_id, seq, key, name, status, lane, label_set,
 			milli_cpu, memory, timeout_us, max_attempts, retry_on, backoff_us, max_backoff_us, concurrency_group,
-			needs_left, continue_on_error, has_dependents, vtime, created_at, queued_at) VALUES `, 23, rows); err != nil {
+			group_cancels, needs_left, continue_on_error, has_dependents, vtime, created_at, queued_at) VALUES `, 24, rows); err != nil {
 			return fmt.Errorf("insert jobs: %w", err)
+		}
+		for _, h := range cancelHolders {
+			if err := t.cancelGroupHolders(projectID, h[1].(string), h[0].(uuid.UUID)); err != nil {
+				return err
+			}
 		}
 		specs := make([][]any, len(jobs))
 		for i, j := range jobs {

@@ -75,6 +75,7 @@ var groups = []struct {
 	{"Reopen", reopenTests},
 	{"Stats", statsTests},
 	{"Tokens", tokenTests},
+	{"ConcurrencyCancel", groupCancelTests},
 }
 
 const (
