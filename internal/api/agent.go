@@ -70,6 +70,7 @@ func (s *Server) agentRoutes() {
 	s.handle("POST /api/v1/agent/jobs/{id}/heartbeat", agentAccess, s.heartbeat)
 	s.handle("POST /api/v1/agent/jobs/{id}/steps/{index}", agentAccess, s.updateStep)
 	s.handle("POST /api/v1/agent/jobs/{id}/complete", agentAccess, s.completeJob)
+	s.handle("POST /api/v1/agent/control", agentAccess, s.control)
 }
 
 const codeLeaseLost = "lease_lost"
@@ -395,4 +396,64 @@ type completeResponse struct {
 	FailureKind string `json:"failure_kind,omitempty"`
 	// RetryAfter is set when the failure will be retried: the job is retrying until then.
 	RetryAfter string `json:"retry_after,omitempty"`
+}
+
+type controlRequest struct {
+	WorkerID string `json:"worker_id"`
+	// Wait is how long to hold the request open when nothing is to be cancelled; default
+	// 30s, at most 60s.
+	Wait string `json:"wait"`
+}
+
+// control is the worker's control channel: it answers, as soon as there is any, the jobs
+// the worker holds that were asked to cancel, so a cancel reaches a running process at
+// once instead of at the next heartbeat. The worker keeps one open at all times.
+func (s *Server) control(w http.ResponseWriter, r *http.Request) {
+	var req controlRequest
+	if rerr := s.decodeJSON(w, r, &req); rerr != nil {
+		writeRequestError(w, rerr)
+		return
+	}
+	if req.WorkerID == "" {
+		writeError(w, http.StatusBadRequest, codeBadRequest, "worker_id is required", nil)
+		return
+	}
+	if !sameWorker(w, r, req.WorkerID) {
+		return
+	}
+	wait := defaultClaimWait
+	if req.Wait != "" {
+		d, err := time.ParseDuration(req.Wait)
+		if err != nil || d < 0 || d > maxClaimWait {
+			writeError(w, http.StatusBadRequest, codeBadRequest, "wait must be a duration from 0s to "+maxClaimWait.String(), nil)
+			return
+		}
+		wait = d
+	}
+	wake, stop := s.store.WaitForCancels()
+	defer stop()
+	timeout := s.clock.After(wait)
+	for {
+		ids, err := s.store.CancelRequested(r.Context(), req.WorkerID)
+		if err != nil {
+			s.storeError(w, r, "list cancelled jobs", err)
+			return
+		}
+		if len(ids) > 0 || wait == 0 {
+			out := make([]string, len(ids))
+			for i, id := range ids {
+				out[i] = id.String()
+			}
+			writeJSON(w, http.StatusOK, map[string][]string{"cancel": out})
+			return
+		}
+		select {
+		case <-wake:
+		case <-timeout:
+			writeJSON(w, http.StatusOK, map[string][]string{"cancel": {}})
+			return
+		case <-r.Context().Done():
+			return
+		}
+	}
 }

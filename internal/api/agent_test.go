@@ -328,3 +328,34 @@ func TestClaimsPerWorkerBounded(t *testing.T) {
 		t.Errorf("claim after the waits ended: %d %s", r.status, r.body)
 	}
 }
+
+// TestControlChannel: a worker's open control request answers at once when a job it
+// holds is cancelled.
+func TestControlChannel(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var created runView
+	b.post(t, "/api/v1/runs", diamond).decode(t, &created)
+	j := b.claim(t, `{"worker_id": "w", "wait": "0s"}`).Jobs[0]
+	if r := b.post(t, "/api/v1/agent/control", `{"worker_id": "w", "wait": "0s"}`); r.status != http.StatusOK || !strings.Contains(string(r.body), `"cancel":[]`) {
+		t.Fatalf("control before a cancel: %d %s", r.status, r.body)
+	}
+	answered := make(chan response, 1)
+	go func() { answered <- b.post(t, "/api/v1/agent/control", `{"worker_id": "w", "wait": "50s"}`) }()
+	if r := b.post(t, "/api/v1/runs/"+created.ID+"/cancel", ""); r.status != http.StatusAccepted {
+		t.Fatalf("cancel: %d %s", r.status, r.body)
+	}
+	select {
+	case r := <-answered:
+		var got struct {
+			Cancel []string `json:"cancel"`
+		}
+		r.decode(t, &got)
+		if len(got.Cancel) != 1 || got.Cancel[0] != j.ID {
+			t.Errorf("control answered %s; want the claimed job %s", r.body, j.ID)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the control request did not answer after the run was cancelled")
+	}
+	expectError(t, b.post(t, "/api/v1/agent/control", `{}`), http.StatusBadRequest, "bad_request")
+}

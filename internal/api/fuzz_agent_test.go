@@ -23,14 +23,14 @@ func FuzzAgent(f *testing.F) {
 		`{"token": "t", "status": "failed", "failure_kind": "timeout", "exit_code": 137}`,
 		`{"token": 1}`, `[]`, `null`, ``, `{"token": "t"} {}`, "\xff",
 	} {
-		for route := range 6 {
+		for route := range 7 {
 			f.Add(uint8(route), s)
 		}
 	}
 	st := openStore(f, nil)
 	h := api.New(api.Config{Store: st, MaxBodyBytes: 4 << 10}).Handler()
 	const job = "/api/v1/agent/jobs/01970000-0000-7000-8000-000000000000"
-	routes := []string{"/api/v1/agent/register", "/api/v1/agent/claim", job + "/start", job + "/heartbeat", job + "/steps/0", job + "/complete"}
+	routes := []string{"/api/v1/agent/register", "/api/v1/agent/claim", job + "/start", job + "/heartbeat", job + "/steps/0", job + "/complete", "/api/v1/agent/control"}
 	f.Fuzz(func(t *testing.T, route uint8, body string) {
 		path := routes[int(route)%len(routes)]
 		// A claim with nothing to claim waits; the client giving up ends it, as it would

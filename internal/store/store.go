@@ -21,6 +21,8 @@ type Store interface {
 	Notifier
 	Stats
 	Tokens
+	// CancelRequested lists the jobs a worker holds that were asked to cancel.
+	CancelRequested(ctx context.Context, workerID string) ([]uuid.UUID, error)
 	// Close releases the store's connections; in-flight writes are finished first.
 	Close() error
 }
@@ -231,6 +233,9 @@ type Notifier interface {
 	// this replica or, for PostgreSQL, any replica) and a function to stop listening. The
 	// channel has a buffer of one: a wake-up between two waits is not lost.
 	WaitForJobs() (<-chan struct{}, func())
+	// WaitForCancels is the same for leased jobs being asked to cancel (CancelRun,
+	// CancelJob, a concurrency group cancelling its holder).
+	WaitForCancels() (<-chan struct{}, func())
 }
 
 // Stats answers what operators and autoscalers ask of the queue.

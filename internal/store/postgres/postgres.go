@@ -27,8 +27,12 @@ var migrations embed.FS
 // Options tune the store; see sqlstore.Options.
 type Options = sqlstore.Options
 
-// channel is the NOTIFY channel on which replicas announce newly queued jobs.
-const channel = "gantry_jobs"
+// The NOTIFY channels on which replicas announce newly queued jobs and leased jobs asked
+// to cancel.
+const (
+	jobsChannel    = "gantry_jobs"
+	cancelsChannel = "gantry_cancels"
+)
 
 // migrationLock is the advisory lock key replicas hold while migrating, so that two
 // replicas starting together do not race to create the same tables.
@@ -44,9 +48,18 @@ var dialect = sqlstore.Dialect{
 	SkipLocked:     " FOR UPDATE SKIP LOCKED",
 	ForUpdate:      " FOR UPDATE",
 	Retryable:      retryable,
-	BeforeCommit: func(ctx context.Context, tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `SELECT pg_notify('`+channel+`', '')`)
-		return err
+	BeforeCommit: func(ctx context.Context, tx *sql.Tx, s sqlstore.Signals) error {
+		if s.Queued {
+			if _, err := tx.ExecContext(ctx, `SELECT pg_notify('`+jobsChannel+`', '')`); err != nil {
+				return err
+			}
+		}
+		if s.Cancelled {
+			if _, err := tx.ExecContext(ctx, `SELECT pg_notify('`+cancelsChannel+`', '')`); err != nil {
+				return err
+			}
+		}
+		return nil
 	},
 	GroupLock: func(ctx context.Context, tx *sql.Tx, key string) (bool, error) {
 		var ok bool
@@ -137,7 +150,7 @@ func retryable(err error) bool {
 type listener struct {
 	cfg    *pgx.ConnConfig
 	log    *slog.Logger
-	notify func()
+	notify func(sqlstore.Signals)
 	cancel context.CancelFunc
 	done   chan struct{}
 }
@@ -152,7 +165,7 @@ func (l *listener) run(ctx context.Context, ready chan<- error) {
 				first = false
 				ready <- nil
 			} else {
-				l.notify()
+				l.notify(sqlstore.Signals{Queued: true, Cancelled: true})
 			}
 			backoff = 100 * time.Millisecond
 		})
@@ -179,15 +192,18 @@ func (l *listener) listen(ctx context.Context, connected func()) error {
 		return err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(ctx, "LISTEN "+channel); err != nil {
-		return err
+	for _, ch := range []string{jobsChannel, cancelsChannel} {
+		if _, err := conn.Exec(ctx, "LISTEN "+ch); err != nil {
+			return err
+		}
 	}
 	connected()
 	for {
-		if _, err := conn.WaitForNotification(ctx); err != nil {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
 			return err
 		}
-		l.notify()
+		l.notify(sqlstore.Signals{Queued: n.Channel == jobsChannel, Cancelled: n.Channel == cancelsChannel})
 	}
 }
 

@@ -25,8 +25,12 @@ func (e *Engine) CancelRun(ctx context.Context, id uuid.UUID) error {
 		if _, err := t.exec(`UPDATE runs SET cancel_requested = TRUE WHERE id = ?`, id); err != nil {
 			return fmt.Errorf("cancel run %s: %w", id, err)
 		}
-		if _, err := t.exec(`UPDATE jobs SET cancel_requested = TRUE WHERE run_id = ? AND status IN ('assigned', 'running')`, id); err != nil {
+		res, err := t.exec(`UPDATE jobs SET cancel_requested = TRUE WHERE run_id = ? AND status IN ('assigned', 'running')`, id)
+		if err != nil {
 			return fmt.Errorf("cancel leased jobs of run %s: %w", id, err)
+		}
+		if n, _ := res.RowsAffected(); n > 0 {
+			t.cancelled = true
 		}
 		ids, err := t.ids(`SELECT id FROM jobs WHERE run_id = ? AND status IN ('pending', 'queued', 'retrying') ORDER BY seq`, id)
 		if err != nil {
@@ -58,6 +62,7 @@ func (e *Engine) CancelJob(ctx context.Context, id uuid.UUID) error {
 			if err != nil {
 				return fmt.Errorf("flag job %s cancelled: %w", id, err)
 			}
+			t.cancelled = true
 			return nil
 		}
 		// The job has not run, so everything downstream of it is still pending: cancel the
@@ -114,4 +119,23 @@ func uuidArgs(ids []uuid.UUID) []any {
 		out[i] = id
 	}
 	return out
+}
+
+// CancelRequested implements store.Store.
+func (e *Engine) CancelRequested(ctx context.Context, workerID string) ([]uuid.UUID, error) {
+	rows, err := e.readRows(ctx, `SELECT id FROM jobs WHERE worker_id = ? AND cancel_requested = TRUE
+		AND status IN ('assigned', 'running') ORDER BY id`, workerID)
+	if err != nil {
+		return nil, fmt.Errorf("list cancelled jobs of worker %s: %w", workerID, err)
+	}
+	defer rows.Close()
+	var out []uuid.UUID
+	for rows.Next() {
+		var id uuid.UUID
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("list cancelled jobs of worker %s: %w", workerID, err)
+		}
+		out = append(out, id)
+	}
+	return out, rows.Err()
 }

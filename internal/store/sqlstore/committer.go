@@ -112,7 +112,7 @@ func (c *committer) runBatch(batch []*request) {
 		live[0].done <- c.runAlone(live[0])
 		return
 	}
-	errs, queued, err := c.tryBatch(live)
+	errs, sig, err := c.tryBatch(live)
 	if err != nil {
 		// The batch as a whole failed (a deadlock, a failed commit): nothing of it was
 		// kept, so each operation runs again on its own and gets its own answer.
@@ -122,9 +122,7 @@ func (c *committer) runBatch(batch []*request) {
 		}
 		return
 	}
-	if queued {
-		c.e.hub.broadcast()
-	}
+	c.e.signal(sig)
 	for i, r := range live {
 		r.done <- errs[i]
 	}
@@ -132,12 +130,12 @@ func (c *committer) runBatch(batch []*request) {
 
 // tryBatch runs the operations in one transaction. It returns each operation's own error,
 // whether any queued a job, and a non-nil error when the transaction itself failed.
-func (c *committer) tryBatch(batch []*request) (errs []error, queued bool, err error) {
+func (c *committer) tryBatch(batch []*request) (errs []error, sig Signals, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), txTimeout)
 	defer cancel()
 	sqlTx, err := c.e.db.BeginTx(ctx, nil)
 	if err != nil {
-		return nil, false, fmt.Errorf("begin: %w", err)
+		return nil, sig, fmt.Errorf("begin: %w", err)
 	}
 	defer func() {
 		if err != nil {
@@ -150,7 +148,7 @@ func (c *committer) tryBatch(batch []*request) (errs []error, queued bool, err e
 	for i, r := range batch {
 		if c.e.d.Savepoints {
 			if _, err := ctl.exec("SAVEPOINT op"); err != nil {
-				return nil, false, fmt.Errorf("savepoint: %w", err)
+				return nil, sig, fmt.Errorf("savepoint: %w", err)
 			}
 		}
 		t := c.e.newTx(ctx, sqlTx)
@@ -158,41 +156,42 @@ func (c *committer) tryBatch(batch []*request) (errs []error, queued bool, err e
 			if !c.e.d.Savepoints || c.e.d.Retryable(opErr) {
 				// Without a savepoint the operation's partial writes cannot be undone
 				// alone: give up on the batch, and each operation runs by itself.
-				return nil, false, opErr
+				return nil, sig, opErr
 			}
 			if _, err := ctl.exec("ROLLBACK TO SAVEPOINT op"); err != nil {
-				return nil, false, fmt.Errorf("rollback to savepoint: %w", err)
+				return nil, sig, fmt.Errorf("rollback to savepoint: %w", err)
 			}
 			errs[i] = opErr
 		} else {
-			queued = queued || t.queued
+			sig.Queued = sig.Queued || t.queued
+			sig.Cancelled = sig.Cancelled || t.cancelled
 			hooks = append(hooks, t.onCommit...)
 			ctl.ended = append(ctl.ended, t.ended...)
 		}
 		if c.e.d.Savepoints {
 			if _, err := ctl.exec("RELEASE SAVEPOINT op"); err != nil {
-				return nil, false, fmt.Errorf("release savepoint: %w", err)
+				return nil, sig, fmt.Errorf("release savepoint: %w", err)
 			}
 		}
 	}
 	if len(ctl.ended) > 0 {
 		if err := ctl.advance(ctl.ended, c.e.clock.Now()); err != nil {
-			return nil, false, err
+			return nil, sig, err
 		}
-		queued = queued || ctl.queued
+		sig.Queued = sig.Queued || ctl.queued
 	}
-	if queued && c.e.d.BeforeCommit != nil {
-		if err := c.e.d.BeforeCommit(ctx, sqlTx); err != nil {
-			return nil, false, fmt.Errorf("before commit: %w", err)
+	if (sig.Queued || sig.Cancelled) && c.e.d.BeforeCommit != nil {
+		if err := c.e.d.BeforeCommit(ctx, sqlTx, sig); err != nil {
+			return nil, sig, fmt.Errorf("before commit: %w", err)
 		}
 	}
 	if err := sqlTx.Commit(); err != nil {
-		return nil, false, fmt.Errorf("commit: %w", err)
+		return nil, sig, fmt.Errorf("commit: %w", err)
 	}
 	for _, h := range hooks {
 		h()
 	}
-	return errs, queued, nil
+	return errs, sig, nil
 }
 
 // runAlone runs one operation in its own transaction, again when the database reports a
@@ -206,12 +205,10 @@ func (c *committer) runAlone(r *request) error {
 		if err = r.ctx.Err(); err != nil {
 			return err
 		}
-		var queued bool
-		queued, err = c.runOne(r)
+		var sig Signals
+		sig, err = c.runOne(r)
 		if err == nil {
-			if queued {
-				c.e.hub.broadcast()
-			}
+			c.e.signal(sig)
 			return nil
 		}
 		if !c.e.d.Retryable(err) {
@@ -221,12 +218,12 @@ func (c *committer) runAlone(r *request) error {
 	return err
 }
 
-func (c *committer) runOne(r *request) (queued bool, err error) {
+func (c *committer) runOne(r *request) (sig Signals, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), txTimeout)
 	defer cancel()
 	sqlTx, err := c.e.db.BeginTx(ctx, nil)
 	if err != nil {
-		return false, fmt.Errorf("begin: %w", err)
+		return sig, fmt.Errorf("begin: %w", err)
 	}
 	t := c.e.newTx(ctx, sqlTx)
 	err = r.fn(t)
@@ -235,21 +232,22 @@ func (c *committer) runOne(r *request) (queued bool, err error) {
 	}
 	if err != nil {
 		_ = sqlTx.Rollback()
-		return false, err
+		return sig, err
 	}
-	if t.queued && c.e.d.BeforeCommit != nil {
-		if err := c.e.d.BeforeCommit(ctx, sqlTx); err != nil {
+	sig = Signals{Queued: t.queued, Cancelled: t.cancelled}
+	if (sig.Queued || sig.Cancelled) && c.e.d.BeforeCommit != nil {
+		if err := c.e.d.BeforeCommit(ctx, sqlTx, sig); err != nil {
 			_ = sqlTx.Rollback()
-			return false, fmt.Errorf("before commit: %w", err)
+			return Signals{}, fmt.Errorf("before commit: %w", err)
 		}
 	}
 	if err := sqlTx.Commit(); err != nil {
-		return false, fmt.Errorf("commit: %w", err)
+		return Signals{}, fmt.Errorf("commit: %w", err)
 	}
 	for _, h := range t.onCommit {
 		h()
 	}
-	return t.queued, nil
+	return sig, nil
 }
 
 // tx is what operations use: a transaction that rewrites placeholders and records
@@ -259,6 +257,8 @@ type tx struct {
 	tx     *sql.Tx
 	e      *Engine
 	queued bool
+	// cancelled is set when the operation asked a leased job to cancel.
+	cancelled bool
 	// ended lists jobs the operation ended; the DAG and the runs advance for them at the
 	// end of the batch.
 	ended []ended

@@ -20,9 +20,10 @@ type Dialect struct {
 	// Retryable reports errors after which the whole transaction may be run again
 	// (deadlocks, serialization failures, a busy database).
 	Retryable func(error) bool
-	// BeforeCommit runs inside a transaction that queued jobs, just before it commits
-	// (PostgreSQL sends NOTIFY here, so the wake-up travels with the commit).
-	BeforeCommit func(ctx context.Context, tx *sql.Tx) error
+	// BeforeCommit runs inside a transaction that queued jobs or asked running jobs to
+	// cancel, just before it commits (PostgreSQL sends NOTIFY here, so the wake-up
+	// travels with the commit).
+	BeforeCommit func(ctx context.Context, tx *sql.Tx, s Signals) error
 	// GroupLock, when set, takes a transaction-scoped lock on a concurrency group and
 	// reports whether it got it; used where claimers run in parallel.
 	GroupLock func(ctx context.Context, tx *sql.Tx, key string) (bool, error)
@@ -50,4 +51,10 @@ func (d *Dialect) rebind(q string) string {
 		b.WriteRune(r)
 	}
 	return b.String()
+}
+
+// Signals says what a committed transaction means for waiters.
+type Signals struct {
+	Queued    bool // a job became queued: wake claimers
+	Cancelled bool // a leased job was asked to cancel: wake control channels
 }

@@ -39,7 +39,8 @@ type Engine struct {
 	rand  func() float64
 	free  int
 	com   *committer
-	hub   *broadcaster
+	hub   *broadcaster // jobs queued
+	kills *broadcaster // leased jobs asked to cancel
 
 	rebound  sync.Map // query -> query with the dialect's placeholders
 	stmts    stmtCache
@@ -77,7 +78,7 @@ func New(write, read *sql.DB, d *Dialect, opts Options, closers ...io.Closer) *E
 	e := &Engine{
 		db: write, read: read, d: d,
 		clock: opts.Clock, log: opts.Logger, rand: opts.Rand, free: opts.FreeRedeliveries,
-		hub: newBroadcaster(), closeDB: closers,
+		hub: newBroadcaster(), kills: newBroadcaster(), closeDB: closers,
 	}
 	e.labels.sets = map[string]struct{}{}
 	e.com = newCommitter(e, d.Writers, opts.MaxBatch)
@@ -97,11 +98,23 @@ func (e *Engine) Close() error {
 	return first
 }
 
-// Notify wakes local claimers; a driver calls it when another replica queued jobs.
-func (e *Engine) Notify() { e.hub.broadcast() }
+// Notify wakes local waiters; a driver calls it when another replica's commit says so.
+func (e *Engine) Notify(s Signals) { e.signal(s) }
+
+func (e *Engine) signal(s Signals) {
+	if s.Queued {
+		e.hub.broadcast()
+	}
+	if s.Cancelled {
+		e.kills.broadcast()
+	}
+}
 
 // WaitForJobs implements store.Notifier.
 func (e *Engine) WaitForJobs() (<-chan struct{}, func()) { return e.hub.subscribe() }
+
+// WaitForCancels implements store.Notifier.
+func (e *Engine) WaitForCancels() (<-chan struct{}, func()) { return e.kills.subscribe() }
 
 // write runs fn in a batched write transaction.
 func (e *Engine) write(ctx context.Context, fn func(*tx) error) error {

@@ -171,10 +171,13 @@ func (t *tx) refreshLabels(maxAge time.Duration) error {
 // job of that group that cancels in progress work is queued; their workers hear it on
 // their next heartbeat, and the group frees when they end.
 func (t *tx) cancelGroupHolders(projectID uuid.UUID, group string, except uuid.UUID) error {
-	_, err := t.exec(`UPDATE jobs SET cancel_requested = TRUE WHERE project_id = ? AND concurrency_group = ?
+	res, err := t.exec(`UPDATE jobs SET cancel_requested = TRUE WHERE project_id = ? AND concurrency_group = ?
 		AND status IN ('assigned', 'running') AND id <> ?`, projectID, group, except)
 	if err != nil {
 		return fmt.Errorf("cancel the holder of concurrency group %q: %w", group, err)
+	}
+	if n, _ := res.RowsAffected(); n > 0 {
+		t.cancelled = true
 	}
 	return nil
 }

@@ -2,12 +2,14 @@ package storetest
 
 import (
 	"testing"
+	"time"
 
 	"github.com/gantry-ci/gantry/internal/store"
 )
 
 var groupCancelTests = []test{
 	{"CancelInProgress", testCancelInProgress},
+	{"CancelSignals", testCancelSignals},
 }
 
 // testCancelInProgress: a job of a group with cancel_in_progress that becomes queued
@@ -48,5 +50,33 @@ jobs:
 	res, err = b2.s.Heartbeat(b2.ctx, store.HeartbeatParams{LeaseRef: ref(first), TTL: leaseTTL})
 	if err != nil || res.CancelRequested {
 		t.Errorf("holder of a queueing group: %+v, %v; want no cancel", res, err)
+	}
+}
+
+// testCancelSignals: asking a leased job to cancel wakes control-channel waiters, and
+// CancelRequested names the job to its worker only.
+func testCancelSignals(t *testing.T, h Harness) {
+	_, b := setup(t, h)
+	run, _ := b.create(singleJob)
+	c := b.claimOne()
+	if ids, err := b.s.CancelRequested(b.ctx, c.Job.WorkerID); err != nil || len(ids) != 0 {
+		t.Fatalf("CancelRequested before any cancel = %v, %v", ids, err)
+	}
+	wake, stop := b.s.WaitForCancels()
+	defer stop()
+	if err := b.s.CancelRun(b.ctx, run.ID); err != nil {
+		t.Fatalf("CancelRun: %v", err)
+	}
+	select {
+	case <-wake:
+	case <-time.After(10 * time.Second):
+		t.Fatal("WaitForCancels did not fire after a running job was asked to cancel")
+	}
+	ids, err := b.s.CancelRequested(b.ctx, c.Job.WorkerID)
+	if err != nil || len(ids) != 1 || ids[0] != c.Job.ID {
+		t.Errorf("CancelRequested(%s) = %v, %v; want [%s]", c.Job.WorkerID, ids, err, c.Job.ID)
+	}
+	if ids, _ := b.s.CancelRequested(b.ctx, "another-worker"); len(ids) != 0 {
+		t.Errorf("CancelRequested of another worker = %v, want none", ids)
 	}
 }
