@@ -23,9 +23,12 @@ const (
 	// DefaultTimeoutGrace is how long after a job's own timeout the coordinator revokes its
 	// lease, so that the worker's timeout, which kills the processes, acts first.
 	DefaultTimeoutGrace = 30 * time.Second
-	defaultClaimWait    = 30 * time.Second
-	maxClaimWait        = 60 * time.Second
-	maxClaimJobs        = 64
+	// DefaultCancelGrace is the time between SIGTERM and SIGKILL for jobs that do not set
+	// their own cancel_grace.
+	DefaultCancelGrace = 10 * time.Second
+	defaultClaimWait   = 30 * time.Second
+	maxClaimWait       = 60 * time.Second
+	maxClaimJobs       = 64
 	// maxClaimsPerWorker bounds the claims one worker may hold open at once on a
 	// replica: a worker needs one, a few cover reconnects, and more is a runaway client
 	// tying up connections.
@@ -175,6 +178,9 @@ type leaseJSON struct {
 	ExpiresAt      string `json:"expires_at"`
 	HeartbeatEvery string `json:"heartbeat_every"`
 	TTL            string `json:"ttl"`
+	// CancelGrace is how long the worker waits between SIGTERM and SIGKILL: the job's
+	// own cancel_grace, or the coordinator's default.
+	CancelGrace string `json:"cancel_grace"`
 }
 
 type claimedJSON struct {
@@ -264,11 +270,14 @@ func (s *Server) claimedJSON(c *store.Claim) claimedJSON {
 	out := claimedJSON{
 		ID: c.Job.ID, RunID: c.Job.RunID, Key: c.Job.Key, Attempt: c.Job.Attempt,
 		Lease: leaseJSON{Token: c.Lease.Token, ExpiresAt: formatTime(c.Lease.ExpiresAt),
-			HeartbeatEvery: s.heartbeatEvery.String(), TTL: s.leaseTTL.String()},
+			HeartbeatEvery: s.heartbeatEvery.String(), TTL: s.leaseTTL.String(), CancelGrace: s.cancelGrace.String()},
 		OnceDone: c.OnceDone, Deadline: formatTime(c.Job.Deadline), Spec: c.Job.Spec,
 	}
 	if out.OnceDone == nil {
 		out.OnceDone = []int{}
+	}
+	if c.Job.Spec != nil && c.Job.Spec.CancelGrace > 0 {
+		out.Lease.CancelGrace = time.Duration(c.Job.Spec.CancelGrace).String()
 	}
 	if c.Run != nil {
 		out.Trigger, out.RunEnv = c.Run.Trigger, c.Run.Env

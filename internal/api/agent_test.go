@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"fmt"
+	"github.com/gantry-ci/gantry/internal/api"
 	"net/http"
 	"strings"
 	"testing"
@@ -18,6 +19,7 @@ type claimView struct {
 			Token          string `json:"token"`
 			ExpiresAt      string `json:"expires_at"`
 			HeartbeatEvery string `json:"heartbeat_every"`
+			CancelGrace    string `json:"cancel_grace"`
 		} `json:"lease"`
 		OnceDone []int `json:"once_done"`
 		Spec     struct {
@@ -77,7 +79,7 @@ func TestAgentProtocol(t *testing.T) {
 			t.Fatalf("round %d: claimed %d jobs, want %v", round, len(got.Jobs), want)
 		}
 		for _, j := range got.Jobs {
-			if j.Lease.Token == "" || j.Attempt != 1 || len(j.Spec.Steps) != 1 || j.RunID != created.ID {
+			if j.Lease.Token == "" || j.Attempt != 1 || len(j.Spec.Steps) != 1 || j.RunID != created.ID || j.Lease.CancelGrace != "10s" {
 				t.Fatalf("claimed job %+v", j)
 			}
 			path := "/api/v1/agent/jobs/" + j.ID
@@ -358,4 +360,17 @@ func TestControlChannel(t *testing.T) {
 		t.Fatal("the control request did not answer after the run was cancelled")
 	}
 	expectError(t, b.post(t, "/api/v1/agent/control", `{}`), http.StatusBadRequest, "bad_request")
+}
+
+func TestClaimCancelGrace(t *testing.T) {
+	t.Parallel()
+	b := setupWith(t, func(c *api.Config) { c.CancelGrace = 20 * time.Second })
+	b.post(t, "/api/v1/runs", `{"pipeline": "jobs:\n  own: {cancel_grace: 1m, steps: [{run: x}]}\n  default: {steps: [{run: x}]}\n"}`)
+	got := map[string]string{}
+	for _, j := range b.claim(t, `{"worker_id": "w", "wait": "0s", "max": 2}`).Jobs {
+		got[j.Key] = j.Lease.CancelGrace
+	}
+	if got["own"] != "1m0s" || got["default"] != "20s" {
+		t.Errorf("cancel grace by job = %v; want the job's own 1m0s, else the server's 20s", got)
+	}
 }

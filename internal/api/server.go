@@ -29,6 +29,8 @@ type Config struct {
 	LeaseTTL       time.Duration
 	HeartbeatEvery time.Duration
 	TimeoutGrace   time.Duration
+	// CancelGrace is the default time between SIGTERM and SIGKILL (DefaultCancelGrace).
+	CancelGrace time.Duration
 	// Auth requires a bearer token on every route but the health checks. Off, anyone who
 	// can reach the address may do anything: only for loopback.
 	Auth bool
@@ -43,8 +45,8 @@ type Server struct {
 	limits  pipeline.Limits
 	mux     *http.ServeMux
 
-	leaseTTL, heartbeatEvery, timeoutGrace time.Duration
-	auth                                   bool
+	leaseTTL, heartbeatEvery, timeoutGrace, cancelGrace time.Duration
+	auth                                                bool
 	// claims is the one piece of per-process state: which workers hold claims open
 	// here. Losing it in a restart loses nothing, as those connections close too.
 	claims claimSlots
@@ -63,6 +65,7 @@ func New(cfg Config) *Server {
 		leaseTTL:       cmp.Or(cfg.LeaseTTL, DefaultLeaseTTL),
 		heartbeatEvery: cmp.Or(cfg.HeartbeatEvery, DefaultHeartbeatEvery),
 		timeoutGrace:   cmp.Or(cfg.TimeoutGrace, DefaultTimeoutGrace),
+		cancelGrace:    cmp.Or(cfg.CancelGrace, DefaultCancelGrace),
 		auth:           cfg.Auth,
 	}
 	if s.log == nil {

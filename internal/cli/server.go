@@ -29,6 +29,7 @@ type serverConfig struct {
 	LeaseTTL       time.Duration
 	HeartbeatEvery time.Duration
 	ReapEvery      time.Duration
+	CancelGrace    time.Duration
 	LogLevel       string
 	// Auth is on, off or auto: on unless the address is loopback.
 	Auth string
@@ -38,6 +39,7 @@ func (a *app) serverCommand() *cobra.Command {
 	cfg := serverConfig{
 		Addr: "127.0.0.1:8080", DB: "sqlite://.gantry/gantry.db", LogLevel: "info", Auth: "auto",
 		LeaseTTL: api.DefaultLeaseTTL, HeartbeatEvery: api.DefaultHeartbeatEvery, ReapEvery: scheduler.DefaultReapEvery,
+		CancelGrace: api.DefaultCancelGrace,
 	}
 	cmd := &cobra.Command{
 		Use:   "server",
@@ -70,14 +72,15 @@ func (a *app) serverCommand() *cobra.Command {
 	f.DurationVar(&cfg.LeaseTTL, "lease-ttl", cfg.LeaseTTL, "how long a worker's lease on a job lasts without a heartbeat")
 	f.DurationVar(&cfg.HeartbeatEvery, "heartbeat-every", cfg.HeartbeatEvery, "how often workers are told to renew their leases")
 	f.DurationVar(&cfg.ReapEvery, "reap-every", cfg.ReapEvery, "how often expired leases are reaped")
+	f.DurationVar(&cfg.CancelGrace, "cancel-grace", cfg.CancelGrace, "time between SIGTERM and SIGKILL for jobs that set no cancel_grace")
 	f.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "debug, info, warn or error")
 	f.StringVar(&cfg.Auth, "auth", cfg.Auth, "on, off or auto (on unless --addr is loopback)")
 	return cmd
 }
 
 func (c *serverConfig) validate() error {
-	if c.ReapEvery <= 0 || c.LeaseTTL <= 0 || c.HeartbeatEvery <= 0 {
-		return usagef("--lease-ttl, --heartbeat-every and --reap-every must be positive")
+	if c.ReapEvery <= 0 || c.LeaseTTL <= 0 || c.HeartbeatEvery <= 0 || c.CancelGrace <= 0 {
+		return usagef("--lease-ttl, --heartbeat-every, --reap-every and --cancel-grace must be positive")
 	}
 	if c.HeartbeatEvery*2 > c.LeaseTTL {
 		// A single late heartbeat must not lose the lease.
@@ -160,7 +163,7 @@ func (a *app) server(ctx context.Context, cfg serverConfig) error {
 	}
 	srv := &http.Server{
 		Handler: api.New(api.Config{Store: st, Logger: log, LeaseTTL: cfg.LeaseTTL, HeartbeatEvery: cfg.HeartbeatEvery,
-			Auth: cfg.authOn()}).Handler(),
+			CancelGrace: cfg.CancelGrace, Auth: cfg.authOn()}).Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       time.Minute,
 		IdleTimeout:       2 * time.Minute,

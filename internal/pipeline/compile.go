@@ -42,9 +42,8 @@ type Options struct {
 
 // Defaults for settings a definition leaves out.
 const (
-	DefaultTimeout     = time.Hour
-	DefaultCancelGrace = 10 * time.Second
-	DefaultShell       = "sh"
+	DefaultTimeout = time.Hour
+	DefaultShell   = "sh"
 )
 
 // DefaultRetry is the retry policy of a job that sets none: one attempt. Fields a
@@ -357,7 +356,6 @@ func (d *decoder) buildJob(s *spec, j *jobSpec, in instance, cond *Condition) *J
 		If:              cond,
 		Priority:        PriorityNormal,
 		Timeout:         Duration(DefaultTimeout),
-		CancelGrace:     Duration(DefaultCancelGrace),
 		ContinueOnError: j.continueOnError,
 		Network:         j.network,
 	}

@@ -40,13 +40,15 @@ type Job struct {
 	Needs []string `json:"needs,omitempty"`
 	// NeedsNames holds the definition names this job waits for (explicit or from stages);
 	// these are the names an if: expression may read as needs.<name>.result.
-	NeedsNames      []string          `json:"needs_names,omitempty"`
-	If              *Condition        `json:"if,omitempty"`
-	RunsOn          []string          `json:"runs_on,omitempty"`
-	Resources       Resources         `json:"resources"`
-	Priority        Priority          `json:"priority"`
-	Timeout         Duration          `json:"timeout"`
-	CancelGrace     Duration          `json:"cancel_grace"`
+	NeedsNames []string   `json:"needs_names,omitempty"`
+	If         *Condition `json:"if,omitempty"`
+	RunsOn     []string   `json:"runs_on,omitempty"`
+	Resources  Resources  `json:"resources"`
+	Priority   Priority   `json:"priority"`
+	Timeout    Duration   `json:"timeout"`
+	// CancelGrace is the time between SIGTERM and SIGKILL on cancel or timeout; zero
+	// when the definition leaves it to the coordinator's default.
+	CancelGrace     Duration          `json:"cancel_grace,omitempty"`
 	Retry           RetryPolicy       `json:"retry"`
 	Concurrency     *Concurrency      `json:"concurrency,omitempty"`
 	Artifacts       *Artifacts        `json:"artifacts,omitempty"`

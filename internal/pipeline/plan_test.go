@@ -196,7 +196,7 @@ jobs:
 	}
 
 	bare := mustCompile(t, "jobs: {a: {steps: [{run: x}]}}").Jobs[0]
-	if bare.Timeout != Duration(DefaultTimeout) || bare.Priority != PriorityNormal || bare.Steps[0].Shell != DefaultShell || !reflect.DeepEqual(bare.Retry, DefaultRetry) {
+	if bare.Timeout != Duration(DefaultTimeout) || bare.CancelGrace != 0 || bare.Priority != PriorityNormal || bare.Steps[0].Shell != DefaultShell || !reflect.DeepEqual(bare.Retry, DefaultRetry) {
 		t.Errorf("built-in defaults not applied: %+v", bare)
 	}
 }
