@@ -141,6 +141,12 @@ func (s *Server) registerWorker(w http.ResponseWriter, r *http.Request) {
 	if req.MaxJobs == 0 {
 		req.MaxJobs = 1
 	}
+	if req.ID != "" && s.auth {
+		// With credentials at stake, an id chosen by the caller could be another
+		// worker's, and registering would hand out that worker's credential.
+		writeError(w, http.StatusBadRequest, codeBadRequest, "id may not be chosen when authentication is on", nil)
+		return
+	}
 	if req.ID == "" {
 		req.ID = store.NewID().String()
 	}

@@ -69,19 +69,23 @@ func TestAuthWorker(t *testing.T) {
 	register := issue(t, b.store, store.RoleRegister)
 	b.do(t, http.MethodPost, "/api/v1/runs", "application/json", diamond, bearer(issue(t, b.store, store.RoleWrite)))
 
-	r := b.do(t, http.MethodPost, "/api/v1/agent/register", "application/json", `{"id": "w1", "name": "w1"}`, bearer(register))
+	expectError(t, b.do(t, http.MethodPost, "/api/v1/agent/register", "application/json", `{"id": "w1", "name": "w1"}`, bearer(register)),
+		http.StatusBadRequest, "bad_request")
+	r := b.do(t, http.MethodPost, "/api/v1/agent/register", "application/json", `{"name": "w1"}`, bearer(register))
 	var reg struct {
+		WorkerID   string `json:"worker_id"`
 		Credential string `json:"credential"`
 	}
 	r.decode(t, &reg)
-	if r.status != http.StatusOK || reg.Credential == "" {
+	if r.status != http.StatusOK || reg.Credential == "" || reg.WorkerID == "" {
 		t.Fatalf("register: %d %s", r.status, r.body)
 	}
-	expectError(t, b.do(t, http.MethodPost, "/api/v1/agent/claim", "application/json", `{"worker_id": "w1", "wait": "0s"}`, bearer(register)),
+	claimAs := func(worker string) string { return fmt.Sprintf(`{"worker_id": %q, "wait": "0s"}`, worker) }
+	expectError(t, b.do(t, http.MethodPost, "/api/v1/agent/claim", "application/json", claimAs(reg.WorkerID), bearer(register)),
 		http.StatusForbidden, "forbidden")
-	expectError(t, b.do(t, http.MethodPost, "/api/v1/agent/claim", "application/json", `{"worker_id": "w2", "wait": "0s"}`, bearer(reg.Credential)),
+	expectError(t, b.do(t, http.MethodPost, "/api/v1/agent/claim", "application/json", claimAs("w2"), bearer(reg.Credential)),
 		http.StatusForbidden, "forbidden")
-	r = b.do(t, http.MethodPost, "/api/v1/agent/claim", "application/json", `{"worker_id": "w1", "wait": "0s"}`, bearer(reg.Credential))
+	r = b.do(t, http.MethodPost, "/api/v1/agent/claim", "application/json", claimAs(reg.WorkerID), bearer(reg.Credential))
 	var got claimView
 	r.decode(t, &got)
 	if r.status != http.StatusOK || len(got.Jobs) != 1 {
