@@ -1,0 +1,265 @@
+package executor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// DefaultGrace is the SIGTERM-to-SIGKILL grace used when Step.Grace is zero.
+const DefaultGrace = 10 * time.Second
+
+// outputDrain bounds how long Run waits for output after the process group
+// is gone. Only a descendant that left the group (setsid) can still hold the
+// pipes by then; its output is cut off rather than letting it hold the step.
+const outputDrain = 2 * time.Second
+
+// Step is one command to run.
+type Step struct {
+	Shell  string        // "sh" (default), "bash" or "python3"
+	Script string        // the step's run text
+	Env    []string      // full environment, KEY=VALUE; nothing else is inherited
+	Dir    string        // working directory (the job's workspace)
+	Stdout io.Writer     // receives the process's stdout (nil = discard)
+	Stderr io.Writer     // receives the process's stderr (nil = discard)
+	Grace  time.Duration // SIGTERM -> SIGKILL grace on cancel; default 10s
+}
+
+// Result is how a step ended.
+type Result struct {
+	ExitCode  int    // the process's exit code; -1 when killed by a signal
+	Signal    string // the signal name when killed by one (e.g. "terminated", "killed"), else ""
+	Cancelled bool   // the context ended before the process did
+}
+
+// Executor runs steps.
+type Executor interface {
+	Run(ctx context.Context, s Step) (Result, error)
+}
+
+// Shell runs steps as local processes.
+type Shell struct{}
+
+var _ Executor = Shell{}
+
+// ErrUnknownShell is returned for a Step.Shell that is not sh, bash or python3.
+var ErrUnknownShell = errors.New("unknown shell")
+
+func shellArgs(shell, script string) ([]string, error) {
+	switch shell {
+	case "", "sh":
+		return []string{"sh", "-e", "-c", script}, nil
+	case "bash":
+		return []string{"bash", "-e", "-o", "pipefail", "-c", script}, nil
+	case "python3":
+		return []string{"python3", "-c", script}, nil
+	default:
+		return nil, fmt.Errorf("%w %q", ErrUnknownShell, shell)
+	}
+}
+
+// Run runs the step and returns how it ended. A non-zero exit is a Result,
+// not an error; the error is for a step that could not be started. When Run
+// returns, no process of the step's process group is left running.
+func (Shell) Run(ctx context.Context, s Step) (Result, error) {
+	args, err := shellArgs(s.Shell, s.Script)
+	if err != nil {
+		return Result{}, err
+	}
+	grace := s.Grace
+	if grace <= 0 {
+		grace = DefaultGrace
+	}
+
+	cmd := exec.Command(args[0], args[1:]...)
+	// A nil Env would inherit ours; the caller owns the whole environment.
+	cmd.Env = append([]string{}, s.Env...)
+	cmd.Dir = s.Dir
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+
+	// Our own pipes rather than exec's: exec's Wait would block on a
+	// background child holding stdout, and we must kill the group as soon as
+	// the leader exits, before waiting for output.
+	out, err := newOutputs(s.Stdout, s.Stderr)
+	if err != nil {
+		return Result{}, fmt.Errorf("create output pipes: %w", err)
+	}
+	cmd.Stdout, cmd.Stderr = out.childStdout, out.childStderr
+
+	if err := cmd.Start(); err != nil {
+		out.abort()
+		return Result{}, fmt.Errorf("start %s step: %w", args[0], err)
+	}
+	out.started()
+	pgid := cmd.Process.Pid // Setpgid makes the leader's pid the group id.
+
+	// exited closes when the leader has exited but is not yet reaped, so its
+	// pid, and with it the group id, cannot be reused while we signal it.
+	exited := make(chan struct{})
+	go func() {
+		defer close(exited)
+		waitExited(pgid)
+	}()
+
+	var res Result
+	select {
+	case <-exited:
+	case <-ctx.Done():
+		res.Cancelled = true
+		killGroup(pgid, syscall.SIGTERM)
+		timer := time.NewTimer(grace)
+		select {
+		case <-exited:
+		case <-timer.C:
+			killGroup(pgid, syscall.SIGKILL)
+			<-exited
+		}
+		timer.Stop()
+	}
+	// The step's leftovers must not outlive it, whether it exited or was
+	// stopped: a child that ignored SIGTERM may still be running.
+	killGroup(pgid, syscall.SIGKILL)
+
+	waitErr := cmd.Wait()
+	out.drain(outputDrain)
+
+	ps := cmd.ProcessState
+	if ps == nil {
+		return res, fmt.Errorf("wait for %s step: %w", args[0], waitErr)
+	}
+	res.ExitCode = ps.ExitCode()
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		res.ExitCode = -1
+		res.Signal = ws.Signal().String()
+	}
+	return res, nil
+}
+
+// killGroup signals every process in the group. ESRCH means the group is
+// already gone, which is what we want; other errors leave nothing to do.
+func killGroup(pgid int, sig syscall.Signal) {
+	_ = syscall.Kill(-pgid, sig)
+}
+
+// waitExited blocks until the process has exited, without reaping it.
+func waitExited(pid int) {
+	for {
+		var info unix.Siginfo
+		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+		if err != unix.EINTR {
+			// Any other error (ECHILD) means there is nothing left to wait for.
+			return
+		}
+	}
+}
+
+// outputs connects the child's stdout and stderr to the step's writers
+// through pipes that Run owns.
+type outputs struct {
+	childStdout, childStderr *os.File // write ends, given to the child
+	readers                  []*os.File
+	finished                 chan struct{} // closed when all copies finish
+}
+
+func newOutputs(stdout, stderr io.Writer) (*outputs, error) {
+	o := &outputs{finished: make(chan struct{})}
+	type conn struct {
+		r *os.File
+		w io.Writer
+	}
+	var conns []conn
+	pipe := func(w io.Writer) (*os.File, error) {
+		if w == nil {
+			return nil, nil // exec connects nil to /dev/null
+		}
+		r, wf, err := os.Pipe()
+		if err != nil {
+			return nil, err
+		}
+		conns = append(conns, conn{r, w})
+		o.readers = append(o.readers, r)
+		return wf, nil
+	}
+	var err error
+	if o.childStdout, err = pipe(stdout); err != nil {
+		o.abort()
+		return nil, err
+	}
+	if stderr != nil && sameWriter(stdout, stderr) {
+		// One pipe, so the writer is never called concurrently.
+		o.childStderr = o.childStdout
+	} else if o.childStderr, err = pipe(stderr); err != nil {
+		o.abort()
+		return nil, err
+	}
+
+	done := make(chan struct{}, len(conns))
+	for _, c := range conns {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			_, _ = io.Copy(c.w, c.r)
+		}()
+	}
+	go func() {
+		defer close(o.finished)
+		for range conns {
+			<-done
+		}
+	}()
+	return o, nil
+}
+
+// sameWriter reports whether a and b are the same writer; writers of
+// uncomparable types are treated as different.
+func sameWriter(a, b io.Writer) (same bool) {
+	defer func() {
+		if recover() != nil {
+			same = false
+		}
+	}()
+	return a == b
+}
+
+// started closes our copies of the write ends so the readers see EOF once
+// every process holding them is gone.
+func (o *outputs) started() {
+	o.closeWriters()
+}
+
+func (o *outputs) closeWriters() {
+	if o.childStdout != nil {
+		_ = o.childStdout.Close()
+	}
+	if o.childStderr != nil && o.childStderr != o.childStdout {
+		_ = o.childStderr.Close()
+	}
+}
+
+// abort releases everything when the child never started.
+func (o *outputs) abort() {
+	o.closeWriters()
+	for _, r := range o.readers {
+		_ = r.Close()
+	}
+}
+
+// drain waits up to d for the copies to reach EOF, then cuts them off.
+func (o *outputs) drain(d time.Duration) {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-o.finished:
+	case <-timer.C:
+	}
+	for _, r := range o.readers {
+		_ = r.Close() // unblocks a pending Read
+	}
+	<-o.finished
+}
