@@ -157,6 +157,7 @@ func (a *app) rootCommand() *cobra.Command {
 		a.serverCommand(),
 		a.tokenCommand(),
 		a.versionCommand(),
+		a.workerCommand(),
 	)
 	return root
 }

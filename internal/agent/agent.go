@@ -1,0 +1,488 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gantry-ci/gantry/internal/executor"
+	"github.com/gantry-ci/gantry/internal/pipeline"
+)
+
+// Executor runs one step; executor.Shell is the one used by default.
+type Executor interface {
+	Run(ctx context.Context, s executor.Step) (executor.Result, error)
+}
+
+// Config configures an Agent.
+type Config struct {
+	Server  string // coordinator base URL
+	Token   string // register token (with auth on)
+	Name    string
+	Labels  []string
+	MaxJobs int
+	// MilliCPU and Memory are the capacity shared by the jobs running at once; zero means
+	// unlimited.
+	MilliCPU int64
+	Memory   int64
+	WorkDir  string // workspaces are made here; default os.TempDir()
+	// KeepFailed keeps the workspace of a failed job for inspection.
+	KeepFailed bool
+	Executor   Executor
+	Logger     *slog.Logger
+	HTTPClient *http.Client
+}
+
+// Agent is a running worker.
+type Agent struct {
+	cfg Config
+	c   *client
+	log *slog.Logger
+
+	workerID       string
+	heartbeatEvery time.Duration
+
+	mu      sync.Mutex
+	running map[string]*runningJob
+	cpu     int64
+	mem     int64
+}
+
+type runningJob struct {
+	cancel    context.CancelCauseFunc
+	milliCPU  int64
+	memory    int64
+	cancelled bool
+}
+
+// Causes a job's context can end with.
+var (
+	errCancelled = errors.New("cancelled by the coordinator")
+	errTimeout   = errors.New("job timed out")
+)
+
+// New returns an agent with cfg's defaults filled in.
+func New(cfg Config) *Agent {
+	if cfg.MaxJobs <= 0 {
+		cfg.MaxJobs = 1
+	}
+	if cfg.WorkDir == "" {
+		cfg.WorkDir = os.TempDir()
+	}
+	if cfg.Executor == nil {
+		cfg.Executor = executor.Shell{}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.HTTPClient == nil {
+		cfg.HTTPClient = &http.Client{Timeout: 2 * time.Minute}
+	}
+	return &Agent{
+		cfg: cfg, log: cfg.Logger, running: map[string]*runningJob{},
+		c: &client{base: strings.TrimRight(cfg.Server, "/"), token: cfg.Token, http: cfg.HTTPClient},
+	}
+}
+
+// Run registers and works until drain ends: then it claims no more and waits for the
+// jobs it runs. When kill ends too, running jobs are cancelled (their processes get
+// SIGTERM, then SIGKILL after their grace) and reported cancelled.
+func (a *Agent) Run(drain, kill context.Context) error {
+	if err := a.register(drain); err != nil {
+		return err
+	}
+	a.log.Info("worker registered", "worker", a.workerID, "server", a.cfg.Server, "max_jobs", a.cfg.MaxJobs)
+	jobsCtx, stopJobs := context.WithCancelCause(context.WithoutCancel(kill))
+	defer stopJobs(nil)
+	go func() {
+		select {
+		case <-kill.Done():
+			stopJobs(errCancelled)
+		case <-jobsCtx.Done():
+		}
+	}()
+	controlCtx, stopControl := context.WithCancel(jobsCtx)
+	defer stopControl()
+	go a.control(controlCtx)
+
+	slots := make(chan struct{}, a.cfg.MaxJobs)
+	for range a.cfg.MaxJobs {
+		slots <- struct{}{}
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	backoff := time.Second
+	for {
+		select {
+		case <-drain.Done():
+			a.log.Info("draining: finishing running jobs, claiming none")
+			return nil
+		case <-slots:
+		}
+		free := 1
+	more:
+		for free < a.cfg.MaxJobs {
+			select {
+			case <-slots:
+				free++
+			default:
+				break more
+			}
+		}
+		jobs, err := a.claim(drain, free)
+		for range free - len(jobs) {
+			slots <- struct{}{}
+		}
+		if err != nil {
+			if drain.Err() != nil {
+				continue
+			}
+			a.log.Warn("claim failed; trying again", "err", err, "in", backoff)
+			select {
+			case <-time.After(backoff):
+			case <-drain.Done():
+			}
+			backoff = min(backoff*2, 30*time.Second)
+			continue
+		}
+		backoff = time.Second
+		for _, j := range jobs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer func() { slots <- struct{}{} }()
+				a.runJob(jobsCtx, j)
+			}()
+		}
+	}
+}
+
+func (a *Agent) register(ctx context.Context) error {
+	var ans registerAnswer
+	body := map[string]any{"name": a.cfg.Name, "labels": a.cfg.Labels, "milli_cpu": a.cfg.MilliCPU, "memory": a.cfg.Memory,
+		"max_jobs": a.cfg.MaxJobs, "version": "dev"}
+	if err := a.c.post(ctx, "/api/v1/agent/register", body, &ans); err != nil {
+		return fmt.Errorf("register with %s: %w", a.cfg.Server, err)
+	}
+	a.workerID = ans.WorkerID
+	a.heartbeatEvery = duration(ans.HeartbeatEvery, 10*time.Second)
+	if ans.Credential != "" {
+		a.c.token = ans.Credential
+	}
+	return nil
+}
+
+// claim asks for up to max jobs that fit the capacity not taken by running jobs.
+func (a *Agent) claim(ctx context.Context, max int) ([]claimedJob, error) {
+	a.mu.Lock()
+	cpu, mem := int64(0), int64(0)
+	if a.cfg.MilliCPU > 0 {
+		cpu = max64(1, a.cfg.MilliCPU-a.cpu)
+	}
+	if a.cfg.Memory > 0 {
+		mem = max64(1, a.cfg.Memory-a.mem)
+	}
+	a.mu.Unlock()
+	var ans struct {
+		Jobs []claimedJob `json:"jobs"`
+	}
+	err := a.c.post(ctx, "/api/v1/agent/claim", map[string]any{"worker_id": a.workerID, "labels": a.cfg.Labels,
+		"free_milli_cpu": cpu, "free_memory": mem, "max": max, "wait": "30s"}, &ans)
+	return ans.Jobs, err
+}
+
+func max64(a, b int64) int64 {
+	if a > b {
+		return a
+	}
+	return b
+}
+
+// control keeps the control channel open and cancels the jobs the coordinator names.
+func (a *Agent) control(ctx context.Context) {
+	for ctx.Err() == nil {
+		var ans struct {
+			Cancel []string `json:"cancel"`
+		}
+		err := a.c.post(ctx, "/api/v1/agent/control", map[string]any{"worker_id": a.workerID, "wait": "30s"}, &ans)
+		if err != nil {
+			select {
+			case <-time.After(time.Second):
+			case <-ctx.Done():
+			}
+			continue
+		}
+		for _, id := range ans.Cancel {
+			a.cancelJob(id)
+		}
+		if len(ans.Cancel) > 0 {
+			// The flag stays until the job ends; do not spin on it.
+			select {
+			case <-time.After(time.Second):
+			case <-ctx.Done():
+			}
+		}
+	}
+}
+
+func (a *Agent) cancelJob(id string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if j, ok := a.running[id]; ok && !j.cancelled {
+		j.cancelled = true
+		a.log.Info("job cancelled by the coordinator", "job", id)
+		j.cancel(errCancelled)
+	}
+}
+
+// runJob runs one claimed job to its end and reports it.
+func (a *Agent) runJob(parent context.Context, j claimedJob) {
+	log := a.log.With("job", j.ID, "key", j.Key, "attempt", j.Attempt)
+	spec := j.Spec
+	if spec == nil {
+		log.Error("claimed job has no spec")
+		return
+	}
+	ctx, cancel := context.WithCancelCause(parent)
+	defer cancel(nil)
+	a.mu.Lock()
+	a.running[j.ID] = &runningJob{cancel: cancel, milliCPU: spec.Resources.MilliCPU, memory: spec.Resources.MemoryBytes}
+	a.cpu += spec.Resources.MilliCPU
+	a.mem += spec.Resources.MemoryBytes
+	a.mu.Unlock()
+	defer func() {
+		a.mu.Lock()
+		delete(a.running, j.ID)
+		a.cpu -= spec.Resources.MilliCPU
+		a.mem -= spec.Resources.MemoryBytes
+		a.mu.Unlock()
+	}()
+	if spec.Timeout > 0 {
+		var stop context.CancelFunc
+		ctx, stop = context.WithTimeoutCause(ctx, time.Duration(spec.Timeout), errTimeout)
+		defer stop()
+	}
+	lost := make(chan struct{})
+	go a.heartbeat(ctx, j, cancel, lost)
+
+	// The final report uses its own context: a cancel must never lose the result.
+	report := func(path string, body map[string]any) error {
+		rctx, stop := context.WithTimeout(context.WithoutCancel(parent), 30*time.Second)
+		defer stop()
+		body["token"] = j.Lease.Token
+		var err error
+		for attempt := range 5 {
+			if err = a.c.post(rctx, "/api/v1/agent/jobs/"+j.ID+path, body, nil); err == nil || errors.Is(err, errLeaseLost) {
+				return err
+			}
+			var ae *apiError
+			if errors.As(err, &ae) && ae.Status < 500 {
+				return err
+			}
+			select {
+			case <-time.After(time.Duration(attempt+1) * 500 * time.Millisecond):
+			case <-rctx.Done():
+				return err
+			}
+		}
+		return err
+	}
+	if err := report("/start", map[string]any{}); err != nil {
+		log.Warn("start refused; dropping the job", "err", err)
+		return
+	}
+
+	ws, err := os.MkdirTemp(a.cfg.WorkDir, "gantry-job-")
+	if err != nil {
+		log.Error("create workspace", "err", err)
+		_ = report("/complete", map[string]any{"status": "failed", "failure_kind": "failure"})
+		return
+	}
+	status, kind, exit := a.runSteps(ctx, log, j, ws, report)
+	if cause := context.Cause(ctx); status != "success" && cause != nil {
+		switch {
+		case errors.Is(cause, errTimeout):
+			status, kind = "failed", "timeout"
+		case errors.Is(cause, errCancelled), errors.Is(cause, context.Canceled):
+			status, kind = "cancelled", ""
+		}
+	}
+	select {
+	case <-lost:
+		log.Warn("lease lost: another worker owns the job now; not reporting")
+		_ = os.RemoveAll(ws)
+		return
+	default:
+	}
+	body := map[string]any{"status": status}
+	if kind != "" {
+		body["failure_kind"] = kind
+	}
+	if exit != nil {
+		body["exit_code"] = *exit
+	}
+	if err := report("/complete", body); err != nil {
+		log.Error("report completion", "err", err)
+	}
+	log.Info("job finished", "status", status)
+	if status == "success" || !a.cfg.KeepFailed {
+		_ = os.RemoveAll(ws)
+	}
+}
+
+// runSteps runs the steps in order and returns the job's status, failure kind and the
+// exit code of the step that decided it.
+func (a *Agent) runSteps(ctx context.Context, log *slog.Logger, j claimedJob, ws string,
+	report func(string, map[string]any) error) (string, string, *int) {
+	spec := j.Spec
+	once := map[int]bool{}
+	for _, i := range j.OnceDone {
+		once[i] = true
+	}
+	grace := duration(j.Lease.CancelGrace, 10*time.Second)
+	for _, st := range spec.Steps {
+		path := "/steps/" + strconv.Itoa(st.Index)
+		if once[st.Index] {
+			log.Info("step already succeeded in an earlier attempt and runs once; skipping", "step", st.Name)
+			_ = report(path, map[string]any{"status": "skipped"})
+			continue
+		}
+		if ctx.Err() != nil {
+			_ = report(path, map[string]any{"status": "cancelled"})
+			continue
+		}
+		_ = report(path, map[string]any{"status": "running"})
+		out := &lineLogger{log: log.With("step", st.Name, "stream", "stdout")}
+		errOut := &lineLogger{log: log.With("step", st.Name, "stream", "stderr")}
+		res, err := a.cfg.Executor.Run(ctx, executor.Step{
+			Shell: st.Shell, Script: st.Run, Env: a.env(j, st, ws), Dir: ws,
+			Stdout: out, Stderr: errOut, Grace: grace,
+		})
+		out.flush()
+		errOut.flush()
+		code := res.ExitCode
+		switch {
+		case err != nil:
+			log.Error("step could not start", "step", st.Name, "err", err)
+			_ = report(path, map[string]any{"status": "failed"})
+			return "failed", "failure", nil
+		case res.Cancelled:
+			_ = report(path, map[string]any{"status": "cancelled", "exit_code": code})
+			return "cancelled", "", &code
+		case code != 0:
+			_ = report(path, map[string]any{"status": "failed", "exit_code": code})
+			if !st.ContinueOnError {
+				return "failed", "failure", &code
+			}
+		default:
+			_ = report(path, map[string]any{"status": "success", "exit_code": 0})
+		}
+	}
+	return "success", "", nil
+}
+
+// env is what a step's process sees: the worker's PATH and HOME, the job's and the
+// step's env, the matrix values, and Gantry's own variables.
+func (a *Agent) env(j claimedJob, st pipeline.Step, ws string) []string {
+	vars := map[string]string{}
+	for _, k := range []string{"PATH", "HOME", "LANG", "TMPDIR"} {
+		if v, ok := os.LookupEnv(k); ok {
+			vars[k] = v
+		}
+	}
+	for k, v := range j.RunEnv {
+		vars[k] = v
+	}
+	for k, v := range j.Spec.Env {
+		vars[k] = v
+	}
+	for k, v := range st.Env {
+		vars[k] = v
+	}
+	for _, m := range j.Spec.Matrix {
+		vars["GANTRY_MATRIX_"+strings.ToUpper(strings.ReplaceAll(m.Name, "-", "_"))] = m.Value
+	}
+	key := sha256.Sum256([]byte(j.RunID + "\x00" + j.Key + "\x00" + strconv.Itoa(st.Index)))
+	vars["GANTRY_RUN_ID"] = j.RunID
+	vars["GANTRY_JOB_ID"] = j.ID
+	vars["GANTRY_JOB_NAME"] = j.Spec.Name
+	vars["GANTRY_JOB_KEY"] = j.Key
+	vars["GANTRY_ATTEMPT"] = strconv.Itoa(j.Attempt)
+	vars["GANTRY_WORKSPACE"] = ws
+	vars["GANTRY_IDEMPOTENCY_KEY"] = hex.EncodeToString(key[:16])
+	out := make([]string, 0, len(vars))
+	for k, v := range vars {
+		out = append(out, k+"="+v)
+	}
+	return out
+}
+
+// heartbeat renews the lease on its own goroutine, so that a busy step never delays it.
+// A lost lease ends the job without a report; a cancel asks the job to stop.
+func (a *Agent) heartbeat(ctx context.Context, j claimedJob, cancel context.CancelCauseFunc, lost chan<- struct{}) {
+	every := duration(j.Lease.HeartbeatEvery, a.heartbeatEvery)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(every):
+		}
+		var ans struct {
+			CancelRequested bool `json:"cancel_requested"`
+		}
+		err := a.c.post(ctx, "/api/v1/agent/jobs/"+j.ID+"/heartbeat", map[string]any{"token": j.Lease.Token}, &ans)
+		switch {
+		case errors.Is(err, errLeaseLost):
+			close(lost)
+			cancel(errCancelled)
+			return
+		case err != nil:
+			a.log.Warn("heartbeat failed; the job keeps running", "job", j.ID, "err", err)
+		case ans.CancelRequested:
+			a.cancelJob(j.ID)
+		}
+	}
+}
+
+// lineLogger logs a step's output line by line. Shipping logs to the coordinator comes
+// with the log pipeline; until then the worker's own log has them.
+type lineLogger struct {
+	log *slog.Logger
+	buf []byte
+}
+
+func (l *lineLogger) Write(p []byte) (int, error) {
+	l.buf = append(l.buf, p...)
+	for {
+		i := bytes.IndexByte(l.buf, '\n')
+		if i < 0 {
+			break
+		}
+		l.log.Debug(string(l.buf[:i]))
+		l.buf = l.buf[i+1:]
+	}
+	if len(l.buf) > 64<<10 {
+		l.flush()
+	}
+	return len(p), nil
+}
+
+func (l *lineLogger) flush() {
+	if len(l.buf) > 0 {
+		l.log.Debug(string(l.buf))
+		l.buf = nil
+	}
+}
+
+var _ io.Writer = (*lineLogger)(nil)

@@ -1,0 +1,178 @@
+package agent
+
+import (
+	"context"
+	"log/slog"
+	"net/http/httptest"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gantry-ci/gantry/internal/api"
+	"github.com/gantry-ci/gantry/internal/pipeline"
+	"github.com/gantry-ci/gantry/internal/store"
+	"github.com/gantry-ci/gantry/internal/store/sqlite"
+	"github.com/google/uuid"
+)
+
+type bundle struct {
+	st  store.Store
+	url string
+}
+
+// setup starts a real coordinator API on a real store.
+func setup(t *testing.T) *bundle {
+	t.Helper()
+	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "gantry.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(api.New(api.Config{Store: st, HeartbeatEvery: 200 * time.Millisecond, LeaseTTL: 5 * time.Second}).Handler())
+	t.Cleanup(func() {
+		srv.Close()
+		_ = st.Close()
+	})
+	return &bundle{st: st, url: srv.URL}
+}
+
+// start runs a worker until the test ends.
+func (b *bundle) start(t *testing.T, maxJobs int) {
+	t.Helper()
+	drain, stop := context.WithCancel(context.Background())
+	a := New(Config{Server: b.url, Name: "test", Labels: []string{"linux"}, MaxJobs: maxJobs, WorkDir: t.TempDir(),
+		Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := a.Run(drain, drain); err != nil {
+			t.Errorf("agent: %v", err)
+		}
+	}()
+	t.Cleanup(func() { stop(); wg.Wait() })
+}
+
+func (b *bundle) submit(t *testing.T, yaml string) uuid.UUID {
+	t.Helper()
+	p, err := pipeline.Compile([]byte(yaml), pipeline.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, _, _, err := b.st.CreateRun(t.Context(), store.CreateRunParams{Plan: p, Trigger: store.Trigger{Branch: "main"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return run.ID
+}
+
+func (b *bundle) waitRun(t *testing.T, id uuid.UUID) *store.Run {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		r, err := b.st.GetRun(t.Context(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Status.Terminal() {
+			return r
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("run still %s after 30s", r.Status)
+		}
+		select {
+		case <-time.After(20 * time.Millisecond):
+		case <-t.Context().Done():
+			t.Fatal(t.Context().Err())
+		}
+	}
+}
+
+// TestRunsPipeline: a worker runs a pipeline end to end with real processes: steps share a
+// workspace, see env and matrix values and Gantry's variables, and the DAG advances.
+func TestRunsPipeline(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.start(t, 2)
+	id := b.submit(t, `
+name: e2e
+env: {GREETING: hello}
+jobs:
+  build:
+    runs_on: [linux]
+    matrix: {os: [linux]}
+    steps:
+      - run: echo "$GREETING from $GANTRY_JOB_NAME on $GANTRY_MATRIX_OS" > out.txt
+      - run: test "$(cat out.txt)" = "hello from build on linux"
+      - run: test -n "$GANTRY_IDEMPOTENCY_KEY" && test "$GANTRY_ATTEMPT" = 1 && test "$GANTRY_WORKSPACE" = "$PWD"
+  flaky:
+    steps:
+      - {run: exit 3, continue_on_error: true}
+      - run: "true"
+  after:
+    needs: [build, flaky]
+    steps:
+      - {run: "import os; assert os.environ['GANTRY_JOB_NAME'] == 'after'", shell: python3}
+`)
+	if r := b.waitRun(t, id); r.Status != store.RunSuccess {
+		jobs, _ := b.st.ListJobs(t.Context(), id)
+		for _, j := range jobs {
+			t.Logf("%s: %s %s", j.Key, j.Status, j.FailureKind)
+		}
+		t.Fatalf("run %s, want success", r.Status)
+	}
+	jobs, _ := b.st.ListJobs(t.Context(), id)
+	for _, j := range jobs {
+		if j.Name != "flaky" {
+			continue
+		}
+		steps, _ := b.st.ListSteps(t.Context(), j.ID)
+		if steps[0].Status != store.StepFailed || steps[0].ExitCode == nil || *steps[0].ExitCode != 3 || steps[1].Status != store.StepSuccess {
+			t.Errorf("flaky steps: %+v %+v", steps[0], steps[1])
+		}
+	}
+}
+
+func TestFailureFailsTheRun(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.start(t, 1)
+	id := b.submit(t, "jobs:\n  a: {steps: [{run: exit 7}, {run: echo never}]}\n  b: {needs: [a], steps: [{run: 'true'}]}\n")
+	if r := b.waitRun(t, id); r.Status != store.RunFailed {
+		t.Fatalf("run %s, want failed", r.Status)
+	}
+	jobs, _ := b.st.ListJobs(t.Context(), id)
+	if jobs[0].Status != store.JobFailed || jobs[0].ExitCode == nil || *jobs[0].ExitCode != 7 || jobs[1].Status != store.JobSkipped {
+		t.Errorf("jobs: a %s exit %v, b %s", jobs[0].Status, jobs[0].ExitCode, jobs[1].Status)
+	}
+}
+
+// TestCancelReachesTheProcess: cancelling a run stops its running step through the
+// control channel, long before the step would end.
+func TestCancelReachesTheProcess(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.start(t, 1)
+	id := b.submit(t, "jobs:\n  slow: {cancel_grace: 1s, steps: [{run: 'sleep 120'}]}\n")
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		jobs, _ := b.st.ListJobs(t.Context(), id)
+		if jobs[0].Status == store.JobRunning {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job never started: %s", jobs[0].Status)
+		}
+		select {
+		case <-time.After(20 * time.Millisecond):
+		case <-t.Context().Done():
+			return
+		}
+	}
+	if err := b.st.CancelRun(t.Context(), id); err != nil {
+		t.Fatal(err)
+	}
+	if r := b.waitRun(t, id); r.Status != store.RunCancelled {
+		t.Fatalf("run %s, want cancelled", r.Status)
+	}
+}

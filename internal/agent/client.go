@@ -1,0 +1,107 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/gantry-ci/gantry/internal/pipeline"
+)
+
+// errLeaseLost is the coordinator saying the job is no longer this worker's.
+var errLeaseLost = errors.New("lease lost")
+
+// client speaks the worker protocol.
+type client struct {
+	base  string
+	token string
+	http  *http.Client
+}
+
+type apiError struct {
+	Status int
+	Code   string
+	Msg    string
+}
+
+func (e *apiError) Error() string { return fmt.Sprintf("%d %s: %s", e.Status, e.Code, e.Msg) }
+
+// post sends body as JSON and decodes the answer into out. A 409 lease_lost answer is
+// errLeaseLost; other error answers are *apiError.
+func (c *client) post(ctx context.Context, path string, body, out any) error {
+	b, err := json.Marshal(body)
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", path, err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+path, bytes.NewReader(b))
+	if err != nil {
+		return fmt.Errorf("request %s: %w", path, err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("POST %s: %w", path, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return fmt.Errorf("read answer of %s: %w", path, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		var e struct {
+			Error struct {
+				Code    string `json:"code"`
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		_ = json.Unmarshal(data, &e)
+		if resp.StatusCode == http.StatusConflict && e.Error.Code == "lease_lost" {
+			return errLeaseLost
+		}
+		return &apiError{Status: resp.StatusCode, Code: e.Error.Code, Msg: strings.TrimSpace(e.Error.Message)}
+	}
+	if out != nil {
+		if err := json.Unmarshal(data, out); err != nil {
+			return fmt.Errorf("decode answer of %s: %w", path, err)
+		}
+	}
+	return nil
+}
+
+type registerAnswer struct {
+	WorkerID       string `json:"worker_id"`
+	LeaseTTL       string `json:"lease_ttl"`
+	HeartbeatEvery string `json:"heartbeat_every"`
+	Credential     string `json:"credential"`
+}
+
+type claimedJob struct {
+	ID      string `json:"id"`
+	RunID   string `json:"run_id"`
+	Key     string `json:"key"`
+	Attempt int    `json:"attempt"`
+	Lease   struct {
+		Token          string `json:"token"`
+		HeartbeatEvery string `json:"heartbeat_every"`
+		CancelGrace    string `json:"cancel_grace"`
+	} `json:"lease"`
+	RunEnv   map[string]string `json:"run_env"`
+	OnceDone []int             `json:"once_done"`
+	Spec     *pipeline.Job     `json:"spec"`
+}
+
+func duration(s string, fallback time.Duration) time.Duration {
+	if d, err := time.ParseDuration(s); err == nil && d > 0 {
+		return d
+	}
+	return fallback
+}

@@ -1,0 +1,121 @@
+package cli
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"os/signal"
+	"runtime"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gantry-ci/gantry/internal/agent"
+	"github.com/gantry-ci/gantry/internal/pipeline"
+)
+
+// workerConfig is everything `gantry worker` acts on.
+type workerConfig struct {
+	Server     string
+	Token      string
+	Name       string
+	Labels     string
+	MaxJobs    int
+	CPU        string
+	Memory     string
+	WorkDir    string
+	KeepFailed bool
+	LogLevel   string
+}
+
+func (a *app) workerCommand() *cobra.Command {
+	host, _ := os.Hostname()
+	cfg := workerConfig{Server: "http://127.0.0.1:8080", Name: host, MaxJobs: runtime.NumCPU(), LogLevel: "info"}
+	cmd := &cobra.Command{
+		Use:   "worker",
+		Short: "Run a worker that claims jobs from a coordinator and runs them",
+		Long: "Worker registers with the coordinator at --server, claims the jobs its labels and\n" +
+			"capacity allow, and runs their steps with the shell executor in a fresh workspace\n" +
+			"per job. The first SIGINT or SIGTERM drains (running jobs finish, none is\n" +
+			"claimed); a second cancels the running jobs.",
+		Example: "  gantry worker --server http://ci.example:8080 --token $GANTRY_TOKEN --labels linux,amd64",
+		Args:    noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ac, err := cfg.agentConfig()
+			if err != nil {
+				return err
+			}
+			level, err := logLevel(cfg.LogLevel)
+			if err != nil {
+				return err
+			}
+			ac.Logger = slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: level}))
+			return a.worker(cmd.Context(), ac)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.Server, "server", cfg.Server, "coordinator URL")
+	f.StringVar(&cfg.Token, "token", "", "register token (when the coordinator requires authentication)")
+	f.StringVar(&cfg.Name, "name", cfg.Name, "worker name shown by the coordinator")
+	f.StringVar(&cfg.Labels, "labels", "", "comma-separated labels jobs can ask for with runs_on")
+	f.IntVar(&cfg.MaxJobs, "max-jobs", cfg.MaxJobs, "jobs run at once")
+	f.StringVar(&cfg.CPU, "cpu", "", "CPU offered to jobs (2, 0.5, 500m); empty: unlimited")
+	f.StringVar(&cfg.Memory, "memory", "", "memory offered to jobs (8Gi); empty: unlimited")
+	f.StringVar(&cfg.WorkDir, "work-dir", "", "where job workspaces are made (default: the temp dir)")
+	f.BoolVar(&cfg.KeepFailed, "keep-failed", false, "keep the workspaces of failed jobs")
+	f.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "debug (shows step output), info, warn or error")
+	return cmd
+}
+
+func (c *workerConfig) agentConfig() (agent.Config, error) {
+	ac := agent.Config{Server: c.Server, Token: c.Token, Name: c.Name, MaxJobs: c.MaxJobs, WorkDir: c.WorkDir, KeepFailed: c.KeepFailed}
+	if !strings.HasPrefix(c.Server, "http://") && !strings.HasPrefix(c.Server, "https://") {
+		return ac, usagef("--server %q: want an http:// or https:// URL", c.Server)
+	}
+	if c.MaxJobs <= 0 || c.MaxJobs > 1024 {
+		return ac, usagef("--max-jobs must be from 1 to 1024")
+	}
+	if c.Name == "" {
+		return ac, usagef("--name is required")
+	}
+	for _, l := range strings.Split(c.Labels, ",") {
+		if l = strings.TrimSpace(l); l != "" {
+			ac.Labels = append(ac.Labels, l)
+		}
+	}
+	if c.CPU != "" {
+		v, err := pipeline.ParseCPU(c.CPU)
+		if err != nil || v <= 0 {
+			return ac, usagef("--cpu %q: want 2, 0.5 or 500m", c.CPU)
+		}
+		ac.MilliCPU = v
+	}
+	if c.Memory != "" {
+		v, err := pipeline.ParseSize(c.Memory)
+		if err != nil || v <= 0 {
+			return ac, usagef("--memory %q: want 512Mi, 8Gi or 1G", c.Memory)
+		}
+		ac.Memory = v
+	}
+	return ac, nil
+}
+
+// worker runs the agent. The command's context ends on the first signal: that drains.
+// A second signal, caught here, cancels the running jobs.
+func (a *app) worker(ctx context.Context, ac agent.Config) error {
+	kill, stop := context.WithCancel(context.WithoutCancel(ctx))
+	defer stop()
+	go func() {
+		<-ctx.Done()
+		second, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer cancel()
+		select {
+		case <-second.Done():
+			ac.Logger.Warn("second signal: cancelling running jobs")
+			stop()
+		case <-kill.Done():
+		}
+	}()
+	return agent.New(ac).Run(ctx, kill)
+}

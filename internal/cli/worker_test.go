@@ -1,0 +1,36 @@
+package cli
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+func TestWorkerUsage(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{
+		{"worker", "--server", "ci.example:8080"},
+		{"worker", "--max-jobs", "0"},
+		{"worker", "--cpu", "lots"},
+		{"worker", "--memory", "8GB"},
+		{"worker", "--name", ""},
+		{"worker", "extra"},
+	} {
+		var stdout, stderr bytes.Buffer
+		if code := Run(t.Context(), args, strings.NewReader(""), &stdout, &stderr); code != exitUsage {
+			t.Errorf("%q: exit %d, want %d; stderr %s", args, code, exitUsage, stderr.String())
+		}
+	}
+}
+
+func TestWorkerConfig(t *testing.T) {
+	t.Parallel()
+	c := workerConfig{Server: "http://x:1", Name: "w", MaxJobs: 2, Labels: "linux, amd64,,", CPU: "1.5", Memory: "1Gi"}
+	ac, err := c.agentConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(ac.Labels, ",") != "linux,amd64" || ac.MilliCPU != 1500 || ac.Memory != 1<<30 || ac.MaxJobs != 2 {
+		t.Errorf("agent config = %+v", ac)
+	}
+}
