@@ -22,7 +22,8 @@ run: build
 	@echo
 	@echo "Starting the coordinator on 127.0.0.1:8080 (SQLite in ./.gantry). Submit a run with:"
 	@echo "  curl -s -H 'Content-Type: application/yaml' --data-binary @examples/diamond.yml http://127.0.0.1:8080/api/v1/runs"
-	@echo "Workers, which run the jobs, and the all-in-one 'gantry up' come next. Ctrl-C stops."
+	@echo "and run its jobs with a worker in another terminal: bin/gantry worker --log-level debug"
+	@echo "The all-in-one 'gantry up' comes next. Ctrl-C stops."
 	bin/gantry server --addr 127.0.0.1:8080 --db sqlite://.gantry/gantry.db
 
 test: fmtcheck
