@@ -9,8 +9,6 @@ import (
 	"os/exec"
 	"syscall"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // DefaultGrace is the SIGTERM-to-SIGKILL grace used when Step.Grace is zero.
@@ -100,18 +98,26 @@ func (Shell) Run(ctx context.Context, s Step) (Result, error) {
 	out.started()
 	pgid := cmd.Process.Pid // Setpgid makes the leader's pid the group id.
 
-	// exited closes when the leader has exited but is not yet reaped, so its
-	// pid, and with it the group id, cannot be reused while we signal it.
+	// exited closes when the leader has exited. Where the platform allows
+	// (Linux), the leader is not yet reaped then, so its pid, and with it the
+	// group id, cannot be reused while we signal the group.
 	exited := make(chan struct{})
+	var waitErr error
 	go func() {
 		defer close(exited)
-		waitExited(pgid)
+		waitErr = waitLeader(cmd)
 	}()
 
 	var res Result
 	select {
 	case <-exited:
 	case <-ctx.Done():
+		select {
+		case <-exited:
+			// Both happened; the process ended on its own.
+			goto stopped
+		default:
+		}
 		res.Cancelled = true
 		killGroup(pgid, syscall.SIGTERM)
 		timer := time.NewTimer(grace)
@@ -123,11 +129,14 @@ func (Shell) Run(ctx context.Context, s Step) (Result, error) {
 		}
 		timer.Stop()
 	}
+stopped:
 	// The step's leftovers must not outlive it, whether it exited or was
 	// stopped: a child that ignored SIGTERM may still be running.
 	killGroup(pgid, syscall.SIGKILL)
 
-	waitErr := cmd.Wait()
+	if !leaderWaitReaps {
+		waitErr = cmd.Wait()
+	}
 	out.drain(outputDrain)
 
 	ps := cmd.ProcessState
@@ -146,18 +155,6 @@ func (Shell) Run(ctx context.Context, s Step) (Result, error) {
 // already gone, which is what we want; other errors leave nothing to do.
 func killGroup(pgid int, sig syscall.Signal) {
 	_ = syscall.Kill(-pgid, sig)
-}
-
-// waitExited blocks until the process has exited, without reaping it.
-func waitExited(pid int) {
-	for {
-		var info unix.Siginfo
-		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
-		if err != unix.EINTR {
-			// Any other error (ECHILD) means there is nothing left to wait for.
-			return
-		}
-	}
 }
 
 // outputs connects the child's stdout and stderr to the step's writers

@@ -186,7 +186,10 @@ func TestShellStartErrors(t *testing.T) {
 	}
 }
 
-// waitGroupGone polls until no process of the group exists.
+// waitGroupGone polls until no process of the group is alive: kill(-pgid, 0)
+// fails with ESRCH, or, where /proc shows them, every member left is a
+// zombie. A killed orphan stays a zombie until init reaps it, and some
+// container inits reap late or never; a zombie runs nothing.
 func waitGroupGone(t *testing.T, pgid int) {
 	t.Helper()
 	deadline := time.After(5 * time.Second)
@@ -197,12 +200,46 @@ func waitGroupGone(t *testing.T, pgid int) {
 		if errors.Is(err, syscall.ESRCH) {
 			return
 		}
+		live, known := liveMembers(pgid)
+		if known && len(live) == 0 {
+			return
+		}
 		select {
 		case <-deadline:
-			t.Fatalf("process group %d still exists (kill 0: %v)", pgid, err)
+			t.Fatalf("process group %d still exists (kill 0: %v); live members %v", pgid, err, live)
 		case <-tick.C:
 		}
 	}
+}
+
+// liveMembers lists the non-zombie processes of the group from /proc;
+// known is false where /proc is not available.
+func liveMembers(pgid int) (live []string, known bool) {
+	if _, err := os.Stat("/proc/self/stat"); err != nil {
+		return nil, false
+	}
+	stats, err := filepath.Glob("/proc/[0-9]*/stat")
+	if err != nil {
+		return nil, false
+	}
+	for _, path := range stats {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			continue // exited while we looked
+		}
+		// Fields after "(comm) ": state ppid pgrp ...
+		s := string(b)
+		end := strings.LastIndexByte(s, ')')
+		if end < 0 {
+			continue
+		}
+		f := strings.Fields(s[end+1:])
+		if len(f) < 3 || f[2] != strconv.Itoa(pgid) || f[0] == "Z" {
+			continue
+		}
+		live = append(live, s[:end+1])
+	}
+	return live, true
 }
 
 type runResult struct {
