@@ -231,14 +231,9 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, codeBadRequest, "max is at most "+strconv.Itoa(maxClaimJobs), nil)
 		return
 	}
-	wait := defaultClaimWait
-	if req.Wait != "" {
-		d, err := time.ParseDuration(req.Wait)
-		if err != nil || d < 0 || d > maxClaimWait {
-			writeError(w, http.StatusBadRequest, codeBadRequest, "wait must be a duration from 0s to "+maxClaimWait.String(), nil)
-			return
-		}
-		wait = d
+	wait, ok := parseWait(w, req.Wait)
+	if !ok {
+		return
 	}
 	params := store.ClaimParams{WorkerID: req.WorkerID, Labels: req.Labels, FreeMilliCPU: req.FreeCPU, FreeMemory: req.FreeMemory,
 		Max: req.Max, LeaseTTL: s.leaseTTL, TimeoutGrace: s.timeoutGrace}
@@ -295,6 +290,22 @@ type tokenRequest struct {
 	Token string `json:"token"`
 }
 
+// leaseBody is a job-scoped request: it carries the lease token.
+type leaseBody interface{ token() string }
+
+func (r *tokenRequest) token() string    { return r.Token }
+func (r *stepRequest) token() string     { return r.Token }
+func (r *completeRequest) token() string { return r.Token }
+
+// leaseRequest decodes a job-scoped request and names the lease it claims to hold.
+func (s *Server) leaseRequest(w http.ResponseWriter, r *http.Request, req leaseBody) (store.LeaseRef, bool) {
+	if rerr := s.decodeJSON(w, r, req); rerr != nil {
+		writeRequestError(w, rerr)
+		return store.LeaseRef{}, false
+	}
+	return s.leaseRef(w, r, req.token())
+}
+
 func (s *Server) leaseRef(w http.ResponseWriter, r *http.Request, token string) (store.LeaseRef, bool) {
 	id, rerr := pathID(r)
 	if rerr != nil {
@@ -310,11 +321,7 @@ func (s *Server) leaseRef(w http.ResponseWriter, r *http.Request, token string) 
 
 func (s *Server) startJob(w http.ResponseWriter, r *http.Request) {
 	var req tokenRequest
-	if rerr := s.decodeJSON(w, r, &req); rerr != nil {
-		writeRequestError(w, rerr)
-		return
-	}
-	ref, ok := s.leaseRef(w, r, req.Token)
+	ref, ok := s.leaseRequest(w, r, &req)
 	if !ok {
 		return
 	}
@@ -332,11 +339,7 @@ type heartbeatResponse struct {
 
 func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
 	var req tokenRequest
-	if rerr := s.decodeJSON(w, r, &req); rerr != nil {
-		writeRequestError(w, rerr)
-		return
-	}
-	ref, ok := s.leaseRef(w, r, req.Token)
+	ref, ok := s.leaseRequest(w, r, &req)
 	if !ok {
 		return
 	}
@@ -356,11 +359,7 @@ type stepRequest struct {
 
 func (s *Server) updateStep(w http.ResponseWriter, r *http.Request) {
 	var req stepRequest
-	if rerr := s.decodeJSON(w, r, &req); rerr != nil {
-		writeRequestError(w, rerr)
-		return
-	}
-	ref, ok := s.leaseRef(w, r, req.Token)
+	ref, ok := s.leaseRequest(w, r, &req)
 	if !ok {
 		return
 	}
@@ -386,11 +385,7 @@ type completeRequest struct {
 
 func (s *Server) completeJob(w http.ResponseWriter, r *http.Request) {
 	var req completeRequest
-	if rerr := s.decodeJSON(w, r, &req); rerr != nil {
-		writeRequestError(w, rerr)
-		return
-	}
-	ref, ok := s.leaseRef(w, r, req.Token)
+	ref, ok := s.leaseRequest(w, r, &req)
 	if !ok {
 		return
 	}
@@ -436,14 +431,9 @@ func (s *Server) control(w http.ResponseWriter, r *http.Request) {
 	if !sameWorker(w, r, req.WorkerID) {
 		return
 	}
-	wait := defaultClaimWait
-	if req.Wait != "" {
-		d, err := time.ParseDuration(req.Wait)
-		if err != nil || d < 0 || d > maxClaimWait {
-			writeError(w, http.StatusBadRequest, codeBadRequest, "wait must be a duration from 0s to "+maxClaimWait.String(), nil)
-			return
-		}
-		wait = d
+	wait, ok := parseWait(w, req.Wait)
+	if !ok {
+		return
 	}
 	wake, stop := s.store.WaitForCancels()
 	defer stop()
@@ -471,4 +461,17 @@ func (s *Server) control(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+}
+
+// parseWait reads a long-poll's wait: default 30s, at most 60s, 0s answers at once.
+func parseWait(w http.ResponseWriter, raw string) (time.Duration, bool) {
+	if raw == "" {
+		return defaultClaimWait, true
+	}
+	d, err := time.ParseDuration(raw)
+	if err != nil || d < 0 || d > maxClaimWait {
+		writeError(w, http.StatusBadRequest, codeBadRequest, "wait must be a duration from 0s to "+maxClaimWait.String(), nil)
+		return 0, false
+	}
+	return d, true
 }
