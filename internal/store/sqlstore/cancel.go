@@ -11,15 +11,11 @@ import (
 // CancelRun implements store.Runs.
 func (e *Engine) CancelRun(ctx context.Context, id uuid.UUID) error {
 	err := e.write(ctx, func(t *tx) error {
-		var status string
-		err := t.row(`SELECT status FROM runs WHERE id = ?`+e.d.ForUpdate, id).Scan(&status)
-		if isNoRows(err) {
-			return fmt.Errorf("run %s: %w", id, store.ErrNotFound)
-		}
+		status, err := t.lockRun(id)
 		if err != nil {
-			return fmt.Errorf("read run %s: %w", id, err)
+			return err
 		}
-		if store.RunStatus(status).Terminal() {
+		if status.Terminal() {
 			return fmt.Errorf("run %s already %s: %w", id, status, store.ErrConflict)
 		}
 		if _, err := t.exec(`UPDATE runs SET cancel_requested = TRUE WHERE id = ?`, id); err != nil {
@@ -138,4 +134,17 @@ func (e *Engine) CancelRequested(ctx context.Context, workerID string) ([]uuid.U
 		out = append(out, id)
 	}
 	return out, rows.Err()
+}
+
+// lockRun reads a run's status for update.
+func (t *tx) lockRun(id uuid.UUID) (store.RunStatus, error) {
+	var status string
+	err := t.row(`SELECT status FROM runs WHERE id = ?`+t.e.d.ForUpdate, id).Scan(&status)
+	if isNoRows(err) {
+		return "", fmt.Errorf("run %s: %w", id, store.ErrNotFound)
+	}
+	if err != nil {
+		return "", fmt.Errorf("read run %s: %w", id, err)
+	}
+	return store.RunStatus(status), nil
 }

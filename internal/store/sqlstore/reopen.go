@@ -11,15 +11,11 @@ import (
 // RetryRun implements store.Runs.
 func (e *Engine) RetryRun(ctx context.Context, id uuid.UUID) error {
 	err := e.write(ctx, func(t *tx) error {
-		var status string
-		err := t.row(`SELECT status FROM runs WHERE id = ?`+e.d.ForUpdate, id).Scan(&status)
-		if isNoRows(err) {
-			return fmt.Errorf("run %s: %w", id, store.ErrNotFound)
-		}
+		status, err := t.lockRun(id)
 		if err != nil {
-			return fmt.Errorf("read run %s: %w", id, err)
+			return err
 		}
-		if !store.RunStatus(status).Terminal() {
+		if !status.Terminal() {
 			return fmt.Errorf("run %s is still %s: %w", id, status, store.ErrConflict)
 		}
 		ids, err := t.ids(`SELECT id FROM jobs WHERE run_id = ? AND status IN ('failed', 'cancelled', 'skipped') ORDER BY seq`, id)
@@ -49,8 +45,8 @@ func (e *Engine) RetryJob(ctx context.Context, id uuid.UUID) error {
 		default:
 			return fmt.Errorf("job %s is %s: %w", id, j.status, store.ErrConflict)
 		}
-		if _, err := t.exec(`SELECT id FROM runs WHERE id = ?`+e.d.ForUpdate, j.runID); err != nil {
-			return fmt.Errorf("lock run %s: %w", j.runID, err)
+		if _, err := t.lockRun(j.runID); err != nil {
+			return err
 		}
 		// The job and every unsuccessful job downstream of it.
 		ids := []uuid.UUID{id}
