@@ -367,7 +367,7 @@ func (a *Agent) runSteps(ctx context.Context, log *slog.Logger, j claimedJob, ws
 		errOut := &lineLogger{log: log.With("step", st.Name, "stream", "stderr")}
 		res, err := a.cfg.Executor.Run(ctx, executor.Step{
 			Shell: st.Shell, Script: st.Run, Env: a.env(j, st, ws), Dir: ws,
-			Stdout: out, Stderr: errOut, Grace: grace,
+			Stdout: out, Stderr: errOut, Grace: grace, Network: spec.Network,
 		})
 		out.flush()
 		errOut.flush()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"os"
+	"os/exec"
 	"os/signal"
 	"runtime"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gantry-ci/gantry/internal/agent"
+	"github.com/gantry-ci/gantry/internal/executor"
 	"github.com/gantry-ci/gantry/internal/pipeline"
 )
 
@@ -27,11 +29,12 @@ type workerConfig struct {
 	WorkDir    string
 	KeepFailed bool
 	LogLevel   string
+	Executor   string
 }
 
 func (a *app) workerCommand() *cobra.Command {
 	host, _ := os.Hostname()
-	cfg := workerConfig{Server: "http://127.0.0.1:8080", Name: host, MaxJobs: runtime.NumCPU(), LogLevel: "info"}
+	cfg := workerConfig{Server: "http://127.0.0.1:8080", Name: host, MaxJobs: runtime.NumCPU(), LogLevel: "info", Executor: "shell"}
 	cmd := &cobra.Command{
 		Use:   "worker",
 		Short: "Run a worker that claims jobs from a coordinator and runs them",
@@ -65,6 +68,7 @@ func (a *app) workerCommand() *cobra.Command {
 	f.StringVar(&cfg.WorkDir, "work-dir", "", "where job workspaces are made (default: the temp dir)")
 	f.BoolVar(&cfg.KeepFailed, "keep-failed", false, "keep the workspaces of failed jobs")
 	f.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "debug (shows step output), info, warn or error")
+	f.StringVar(&cfg.Executor, "executor", cfg.Executor, "shell, or sandbox (bubblewrap: no network unless the job sets network: true)")
 	return cmd
 }
 
@@ -78,6 +82,17 @@ func (c *workerConfig) agentConfig() (agent.Config, error) {
 	}
 	if c.Name == "" {
 		return ac, usagef("--name is required")
+	}
+	switch c.Executor {
+	case "shell":
+		ac.Executor = executor.Shell{}
+	case "sandbox":
+		if _, err := exec.LookPath("bwrap"); err != nil {
+			return ac, usagef("--executor sandbox: %v", executor.ErrNoSandbox)
+		}
+		ac.Executor = executor.Sandbox{}
+	default:
+		return ac, usagef("--executor %q: want shell or sandbox", c.Executor)
 	}
 	for _, l := range strings.Split(c.Labels, ",") {
 		if l = strings.TrimSpace(l); l != "" {

@@ -15,6 +15,7 @@ func TestWorkerUsage(t *testing.T) {
 		{"worker", "--memory", "8GB"},
 		{"worker", "--name", ""},
 		{"worker", "extra"},
+		{"worker", "--executor", "docker"},
 	} {
 		var stdout, stderr bytes.Buffer
 		if code := Run(t.Context(), args, strings.NewReader(""), &stdout, &stderr); code != exitUsage {
@@ -25,7 +26,7 @@ func TestWorkerUsage(t *testing.T) {
 
 func TestWorkerConfig(t *testing.T) {
 	t.Parallel()
-	c := workerConfig{Server: "http://x:1", Name: "w", MaxJobs: 2, Labels: "linux, amd64,,", CPU: "1.5", Memory: "1Gi"}
+	c := workerConfig{Server: "http://x:1", Name: "w", MaxJobs: 2, Labels: "linux, amd64,,", CPU: "1.5", Memory: "1Gi", Executor: "shell"}
 	ac, err := c.agentConfig()
 	if err != nil {
 		t.Fatal(err)

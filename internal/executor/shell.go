@@ -28,6 +28,8 @@ type Step struct {
 	Stdout io.Writer     // receives the process's stdout (nil = discard)
 	Stderr io.Writer     // receives the process's stderr (nil = discard)
 	Grace  time.Duration // SIGTERM -> SIGKILL grace on cancel; default 10s
+	// Network lets a sandboxed step reach the network; the Shell executor ignores it.
+	Network bool
 }
 
 // Result is how a step ended.
@@ -71,6 +73,11 @@ func (Shell) Run(ctx context.Context, s Step) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
+	return run(ctx, s, args)
+}
+
+// run runs argv as the step's process group leader.
+func run(ctx context.Context, s Step, args []string) (Result, error) {
 	grace := s.Grace
 	if grace <= 0 {
 		grace = DefaultGrace
