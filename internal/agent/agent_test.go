@@ -176,3 +176,71 @@ func TestCancelReachesTheProcess(t *testing.T) {
 		t.Fatalf("run %s, want cancelled", r.Status)
 	}
 }
+
+// TestTimeoutAndHeartbeats: a step that outlives the lease TTL keeps its lease through
+// heartbeats, and a job past its timeout is stopped and reported as a timeout.
+func TestTimeoutAndHeartbeats(t *testing.T) {
+	t.Parallel()
+	b := setup(t) // lease TTL 5s, heartbeats every 200ms
+	b.start(t, 2)
+	long := b.submit(t, "jobs:\n  long: {steps: [{run: 'sleep 6'}]}\n")
+	slow := b.submit(t, "jobs:\n  slow: {timeout: 1s, cancel_grace: 1s, steps: [{run: 'sleep 120'}]}\n")
+	if r := b.waitRun(t, slow); r.Status != store.RunFailed {
+		t.Errorf("run past its timeout: %s, want failed", r.Status)
+	}
+	jobs, _ := b.st.ListJobs(t.Context(), slow)
+	if jobs[0].FailureKind != store.FailureTimeout {
+		t.Errorf("failure kind %q, want timeout", jobs[0].FailureKind)
+	}
+	if r := b.waitRun(t, long); r.Status != store.RunSuccess {
+		t.Errorf("a step longer than the lease TTL: run %s, want success", r.Status)
+	}
+	jobs, _ = b.st.ListJobs(t.Context(), long)
+	if jobs[0].Attempt != 1 {
+		t.Errorf("the long job ran %d times; its lease should have been renewed", jobs[0].Attempt)
+	}
+}
+
+// TestDrain: once draining, the worker finishes the job it runs and claims no other.
+func TestDrain(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	drain, stopClaiming := context.WithCancel(context.Background())
+	kill, stopJobs := context.WithCancel(context.Background())
+	defer stopJobs()
+	a := New(Config{Server: b.url, Name: "drainer", MaxJobs: 1, WorkDir: t.TempDir()})
+	first := b.submit(t, "jobs:\n  a: {steps: [{run: 'sleep 1'}]}\n")
+	done := make(chan error, 1)
+	go func() { done <- a.Run(drain, kill) }()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		jobs, _ := b.st.ListJobs(t.Context(), first)
+		if jobs[0].Status == store.JobRunning {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the first job never started")
+		}
+		select {
+		case <-time.After(10 * time.Millisecond):
+		case err := <-done:
+			t.Fatalf("worker stopped early: %v", err)
+		}
+	}
+	stopClaiming()
+	second := b.submit(t, "jobs:\n  b: {steps: [{run: 'true'}]}\n")
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("worker: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the draining worker did not stop after its job")
+	}
+	if r, _ := b.st.GetRun(t.Context(), first); r.Status != store.RunSuccess {
+		t.Errorf("the running job's run: %s, want success", r.Status)
+	}
+	if r, _ := b.st.GetRun(t.Context(), second); r.Status != store.RunPending {
+		t.Errorf("a run submitted while draining: %s, want still pending", r.Status)
+	}
+}
