@@ -207,15 +207,7 @@ type claimedJSON struct {
 // jobs were queued and claims again when it fires.
 func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
 	var req claimRequest
-	if rerr := s.decodeJSON(w, r, &req); rerr != nil {
-		writeRequestError(w, rerr)
-		return
-	}
-	if req.WorkerID == "" {
-		writeError(w, http.StatusBadRequest, codeBadRequest, "worker_id is required", nil)
-		return
-	}
-	if !sameWorker(w, r, req.WorkerID) {
+	if !s.workerRequest(w, r, &req) {
 		return
 	}
 	if !s.claims.take(req.WorkerID) {
@@ -420,15 +412,7 @@ type controlRequest struct {
 // once instead of at the next heartbeat. The worker keeps one open at all times.
 func (s *Server) control(w http.ResponseWriter, r *http.Request) {
 	var req controlRequest
-	if rerr := s.decodeJSON(w, r, &req); rerr != nil {
-		writeRequestError(w, rerr)
-		return
-	}
-	if req.WorkerID == "" {
-		writeError(w, http.StatusBadRequest, codeBadRequest, "worker_id is required", nil)
-		return
-	}
-	if !sameWorker(w, r, req.WorkerID) {
+	if !s.workerRequest(w, r, &req) {
 		return
 	}
 	wait, ok := parseWait(w, req.Wait)
@@ -474,4 +458,24 @@ func parseWait(w http.ResponseWriter, raw string) (time.Duration, bool) {
 		return 0, false
 	}
 	return d, true
+}
+
+// workerBody is a request a worker makes about itself.
+type workerBody interface{ worker() string }
+
+func (r *claimRequest) worker() string   { return r.WorkerID }
+func (r *controlRequest) worker() string { return r.WorkerID }
+
+// workerRequest decodes a worker's request about itself and checks that it names a
+// worker, and its own one when a worker credential authenticated it.
+func (s *Server) workerRequest(w http.ResponseWriter, r *http.Request, req workerBody) bool {
+	if rerr := s.decodeJSON(w, r, req); rerr != nil {
+		writeRequestError(w, rerr)
+		return false
+	}
+	if req.worker() == "" {
+		writeError(w, http.StatusBadRequest, codeBadRequest, "worker_id is required", nil)
+		return false
+	}
+	return sameWorker(w, r, req.worker())
 }
