@@ -169,7 +169,7 @@ func (a *app) server(ctx context.Context, cfg serverConfig) error {
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
-	loops := scheduler.New(scheduler.Config{Store: st, Logger: log, ReapEvery: cfg.ReapEvery})
+	loops := scheduler.New(scheduler.Config{Store: st, Logger: log, ReapEvery: cfg.ReapEvery, StartGrace: cfg.LeaseTTL})
 	loopCtx, stopLoops := context.WithCancel(context.WithoutCancel(ctx))
 	loopsDone := make(chan struct{})
 	go func() {

@@ -35,6 +35,12 @@ type Config struct {
 	// PromoteEvery is how often due retries are queued; retries can come due at any
 	// moment, so this is shorter than ReapEvery.
 	PromoteEvery time.Duration
+	// StartGrace delays the first reap after Run starts; set it to the lease TTL. Leases
+	// that expired while no coordinator was up belong to workers that could not reach one,
+	// and a heartbeat on an expired lease that was not reaped yet still renews it: this
+	// gives those workers a full TTL to heartbeat before their jobs are taken away.
+	// Zero reaps first after ReapEvery.
+	StartGrace time.Duration
 }
 
 // Loops runs the maintenance loops.
@@ -65,18 +71,19 @@ func (l *Loops) Run(ctx context.Context) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		l.every(ctx, l.cfg.PromoteEvery, l.Promote)
+		l.every(ctx, l.cfg.PromoteEvery, l.cfg.PromoteEvery, l.Promote)
 	}()
-	l.every(ctx, l.cfg.ReapEvery, l.Reap)
+	l.every(ctx, max(l.cfg.ReapEvery, l.cfg.StartGrace), l.cfg.ReapEvery, l.Reap)
 	<-done
 }
 
-func (l *Loops) every(ctx context.Context, d time.Duration, pass func(context.Context) (int, error)) {
-	for {
+// every runs pass first after first, then every d.
+func (l *Loops) every(ctx context.Context, first, d time.Duration, pass func(context.Context) (int, error)) {
+	for wait := first; ; wait = d {
 		select {
 		case <-ctx.Done():
 			return
-		case <-l.cfg.Clock.After(d):
+		case <-l.cfg.Clock.After(wait):
 		}
 		if _, err := pass(ctx); err != nil && ctx.Err() == nil {
 			l.cfg.Logger.Error("scheduler pass failed", "err", err)

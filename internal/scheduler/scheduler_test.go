@@ -174,3 +174,64 @@ func TestDrain(t *testing.T) {
 		t.Errorf("one pass took %d jobs; want it bounded at %d", n, 500*maxRounds)
 	}
 }
+
+// recordingClock reports the wait of every timer the loops set.
+type recordingClock struct {
+	*clock.Fake
+	waits chan time.Duration
+}
+
+func (c recordingClock) After(d time.Duration) <-chan time.Time {
+	ch := c.Fake.After(d)
+	select {
+	case c.waits <- d:
+	default: // the test has seen what it needed
+	}
+	return ch
+}
+
+// TestStartGrace: a lease that expired while no coordinator ran is not reaped before the
+// worker holding it had one lease TTL to heartbeat, and is reaped after that.
+func TestStartGrace(t *testing.T) {
+	t.Parallel()
+	_, b := setup(t)
+	c := b.claimOne(t, "jobs: {a: {steps: [{run: x}]}}") // lease TTL 45s
+	b.clk.Advance(time.Hour)                             // the coordinator was down
+	clk := recordingClock{Fake: b.clk, waits: make(chan time.Duration, 16)}
+	l := New(Config{Store: b.s, Clock: clk, ReapEvery: 5 * time.Second, PromoteEvery: time.Second, StartGrace: 45 * time.Second})
+	ctx, cancel := context.WithCancel(b.ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		l.Run(ctx)
+	}()
+	defer wg.Wait()
+	defer cancel()
+	var first []time.Duration
+	for len(first) < 2 {
+		select {
+		case d := <-clk.waits:
+			first = append(first, d)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("the loops set timers %v; want two", first)
+		}
+	}
+	if max(first[0], first[1]) != 45*time.Second {
+		t.Fatalf("first waits %v; want the reap loop's first wait to be the 45s grace", first)
+	}
+	if got := b.status(t, c); got != store.JobAssigned {
+		t.Fatalf("status before the grace ended = %s, want assigned", got)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for b.status(t, c) != store.JobQueued {
+		if time.Now().After(deadline) {
+			t.Fatal("the expired lease was not reaped after the grace")
+		}
+		b.clk.Advance(5 * time.Second)
+		for len(clk.waits) > 0 {
+			<-clk.waits
+		}
+		runtimeYield()
+	}
+}
