@@ -218,14 +218,15 @@ type Artifact struct {
 	ExpiresAt time.Time // zero: never
 }
 
-// LogChunk indexes a range of a job attempt's log lines in durable storage.
+// LogChunk is a range of a job attempt's log lines kept in the database.
 type LogChunk struct {
 	JobID     uuid.UUID
 	Attempt   int
 	FirstSeq  int64
 	LastSeq   int64
 	Bytes     int64
-	Location  string // where the lines are: a file offset or a blob key, per log store
+	Location  string // where the lines are when not in Data; empty when inline
+	Data      []byte // the lines, as the log storage encodes them
 	CreatedAt time.Time
 }
 

@@ -210,12 +210,25 @@ type Artifacts interface {
 	ListArtifacts(ctx context.Context, jobID uuid.UUID) ([]*Artifact, error)
 }
 
-// LogIndex records where a job attempt's log lines are stored.
+// LogIndex keeps job attempts' log lines as chunks in the database: the log storage of
+// the scale-out mode, where every coordinator replica reads what any other wrote.
 type LogIndex interface {
-	// AddLogChunk records a chunk; a chunk with the same (job, attempt, first seq) is a
-	// re-send and changes nothing.
-	AddLogChunk(ctx context.Context, c *LogChunk) error
-	ListLogChunks(ctx context.Context, jobID uuid.UUID, attempt int) ([]*LogChunk, error)
+	// AppendLogChunk stores a chunk that continues an attempt's log: its FirstSeq must be
+	// one past the attempt's last stored seq (1 for the first chunk). Any other chunk,
+	// such as a re-send or one that would leave a gap, is ErrConflict and changes nothing;
+	// the caller reads LastLogSeq and trims.
+	AppendLogChunk(ctx context.Context, c *LogChunk) error
+	// LastLogSeq returns the attempt's last stored seq (0 when it has none) and the bytes
+	// its chunks hold.
+	LastLogSeq(ctx context.Context, jobID uuid.UUID, attempt int) (seq, bytes int64, err error)
+	// ListLogChunks returns, in order, up to max of the attempt's chunks that hold seqs
+	// after afterSeq.
+	ListLogChunks(ctx context.Context, jobID uuid.UUID, attempt int, afterSeq int64, max int) ([]*LogChunk, error)
+	// ReplaceLogChunks swaps all of an attempt's chunks for cs in one transaction
+	// (compaction).
+	ReplaceLogChunks(ctx context.Context, jobID uuid.UUID, attempt int, cs []*LogChunk) error
+	// DeleteLogChunksBefore deletes the chunks created before t and returns how many.
+	DeleteLogChunksBefore(ctx context.Context, t time.Time) (int, error)
 }
 
 // Outbox holds notifications for at-least-once delivery.
@@ -236,6 +249,12 @@ type Notifier interface {
 	// WaitForCancels is the same for leased jobs being asked to cancel (CancelRun,
 	// CancelJob, a concurrency group cancelling its holder).
 	WaitForCancels() (<-chan struct{}, func())
+	// Publish sends a notice on topic to its subscribers on every replica. Notices are
+	// hints that something changed: a subscriber may see one twice, and one that falls
+	// behind loses notices rather than slowing the sender.
+	Publish(ctx context.Context, topic, payload string) error
+	// Subscribe returns a channel of topic's notices and a function to stop listening.
+	Subscribe(topic string) (<-chan string, func())
 }
 
 // Stats answers what operators and autoscalers ask of the queue.

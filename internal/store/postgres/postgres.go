@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/gantry-ci/gantry/internal/store/sqlstore"
@@ -32,6 +33,7 @@ type Options = sqlstore.Options
 const (
 	jobsChannel    = "gantry_jobs"
 	cancelsChannel = "gantry_cancels"
+	eventsChannel  = "gantry_events" // Publish: "<topic> <payload>"
 )
 
 // migrationLock is the advisory lock key replicas hold while migrating, so that two
@@ -66,6 +68,10 @@ var dialect = sqlstore.Dialect{
 		err := tx.QueryRowContext(ctx, `SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0))`, key).Scan(&ok)
 		return ok, err
 	},
+	Publish: func(ctx context.Context, db *sql.DB, topic, payload string) error {
+		_, err := db.ExecContext(ctx, `SELECT pg_notify('`+eventsChannel+`', $1)`, topic+" "+payload)
+		return err
+	},
 	Writers: writers,
 }
 
@@ -94,6 +100,7 @@ func Open(ctx context.Context, url string, opts Options) (*sqlstore.Engine, erro
 	l.cancel = cancel
 	e := sqlstore.New(db, db, &d, opts, l, db)
 	l.notify = e.Notify
+	l.deliver = e.Deliver
 	ready := make(chan error, 1)
 	go l.run(lctx, ready)
 	select {
@@ -148,11 +155,12 @@ func retryable(err error) bool {
 // meanwhile cost at most a claimer's long-poll timeout, and a wake-up is sent after every
 // reconnect in case one was missed.
 type listener struct {
-	cfg    *pgx.ConnConfig
-	log    *slog.Logger
-	notify func(sqlstore.Signals)
-	cancel context.CancelFunc
-	done   chan struct{}
+	cfg     *pgx.ConnConfig
+	log     *slog.Logger
+	notify  func(sqlstore.Signals)
+	deliver func(topic, payload string)
+	cancel  context.CancelFunc
+	done    chan struct{}
 }
 
 func (l *listener) run(ctx context.Context, ready chan<- error) {
@@ -192,7 +200,7 @@ func (l *listener) listen(ctx context.Context, connected func()) error {
 		return err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	for _, ch := range []string{jobsChannel, cancelsChannel} {
+	for _, ch := range []string{jobsChannel, cancelsChannel, eventsChannel} {
 		if _, err := conn.Exec(ctx, "LISTEN "+ch); err != nil {
 			return err
 		}
@@ -202,6 +210,12 @@ func (l *listener) listen(ctx context.Context, connected func()) error {
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {
 			return err
+		}
+		if n.Channel == eventsChannel {
+			if topic, payload, ok := strings.Cut(n.Payload, " "); ok {
+				l.deliver(topic, payload)
+			}
+			continue
 		}
 		l.notify(sqlstore.Signals{Queued: n.Channel == jobsChannel, Cancelled: n.Channel == cancelsChannel})
 	}

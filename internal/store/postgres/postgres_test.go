@@ -21,7 +21,8 @@ func TestMain(m *testing.M) {
 
 func TestConformance(t *testing.T) {
 	storetest.Run(t, storetest.Harness{
-		NewDSN: func(t *testing.T) string { return testdb.Postgres(t) },
-		Open:   open,
+		NewDSN:   func(t *testing.T) string { return testdb.Postgres(t) },
+		Open:     open,
+		Replicas: true,
 	})
 }

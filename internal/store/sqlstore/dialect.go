@@ -27,6 +27,9 @@ type Dialect struct {
 	// GroupLock, when set, takes a transaction-scoped lock on a concurrency group and
 	// reports whether it got it; used where claimers run in parallel.
 	GroupLock func(ctx context.Context, tx *sql.Tx, key string) (bool, error)
+	// Publish, when set, sends a notice to the other replicas (PostgreSQL NOTIFY); the
+	// driver hands the notices it receives to Engine.Deliver.
+	Publish func(ctx context.Context, db *sql.DB, topic, payload string) error
 	// Writers is how many transactions run at once; 1 for SQLite's single writer.
 	Writers int
 	// Savepoints puts each operation of a batch in a savepoint (see committer).

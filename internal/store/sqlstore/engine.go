@@ -41,6 +41,7 @@ type Engine struct {
 	com   *committer
 	hub   *broadcaster // jobs queued
 	kills *broadcaster // leased jobs asked to cancel
+	subs  topics       // published notices
 
 	rebound  sync.Map // query -> query with the dialect's placeholders
 	stmts    stmtCache
@@ -115,6 +116,25 @@ func (e *Engine) WaitForJobs() (<-chan struct{}, func()) { return e.hub.subscrib
 
 // WaitForCancels implements store.Notifier.
 func (e *Engine) WaitForCancels() (<-chan struct{}, func()) { return e.kills.subscribe() }
+
+// Publish implements store.Notifier: it delivers the notice here and, when the dialect
+// has a way to, to the other replicas, whose drivers hand it to Deliver.
+func (e *Engine) Publish(ctx context.Context, topic, payload string) error {
+	e.subs.deliver(topic, payload)
+	if e.d.Publish == nil {
+		return nil
+	}
+	if err := e.d.Publish(ctx, e.db, topic, payload); err != nil {
+		return fmt.Errorf("publish %s: %w", topic, err)
+	}
+	return nil
+}
+
+// Deliver hands a notice another replica published to this replica's subscribers.
+func (e *Engine) Deliver(topic, payload string) { e.subs.deliver(topic, payload) }
+
+// Subscribe implements store.Notifier.
+func (e *Engine) Subscribe(topic string) (<-chan string, func()) { return e.subs.subscribe(topic) }
 
 // write runs fn in a batched write transaction.
 func (e *Engine) write(ctx context.Context, fn func(*tx) error) error {

@@ -33,3 +33,42 @@ func (b *broadcaster) broadcast() {
 		}
 	}
 }
+
+// noticeBuffer is how many notices a subscriber may have waiting before newer ones are
+// dropped for it.
+const noticeBuffer = 1024
+
+// topics delivers published notices to this replica's subscribers.
+type topics struct {
+	mu   sync.Mutex
+	subs map[string]map[chan string]struct{}
+}
+
+func (ts *topics) subscribe(topic string) (<-chan string, func()) {
+	ch := make(chan string, noticeBuffer)
+	ts.mu.Lock()
+	if ts.subs == nil {
+		ts.subs = map[string]map[chan string]struct{}{}
+	}
+	if ts.subs[topic] == nil {
+		ts.subs[topic] = map[chan string]struct{}{}
+	}
+	ts.subs[topic][ch] = struct{}{}
+	ts.mu.Unlock()
+	return ch, func() {
+		ts.mu.Lock()
+		delete(ts.subs[topic], ch)
+		ts.mu.Unlock()
+	}
+}
+
+func (ts *topics) deliver(topic, payload string) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	for ch := range ts.subs[topic] {
+		select {
+		case ch <- payload:
+		default:
+		}
+	}
+}

@@ -2,7 +2,9 @@ package sqlstore
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -170,26 +172,53 @@ func (e *Engine) ListArtifacts(ctx context.Context, jobID uuid.UUID) ([]*store.A
 	return out, rows.Err()
 }
 
-// AddLogChunk implements store.LogIndex.
-func (e *Engine) AddLogChunk(ctx context.Context, c *store.LogChunk) error {
-	if c.LastSeq < c.FirstSeq {
-		return fmt.Errorf("add log chunk: last seq before first: %w", store.ErrInvalid)
+// AppendLogChunk implements store.LogIndex.
+func (e *Engine) AppendLogChunk(ctx context.Context, c *store.LogChunk) error {
+	if c.FirstSeq < 1 || c.LastSeq < c.FirstSeq {
+		return fmt.Errorf("append log chunk: seqs %d-%d: %w", c.FirstSeq, c.LastSeq, store.ErrInvalid)
 	}
 	return e.write(ctx, func(t *tx) error {
-		_, err := t.exec(`INSERT INTO log_chunks (job_id, attempt, first_seq, last_seq, bytes, location, created_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (job_id, attempt, first_seq) DO NOTHING`,
-			c.JobID, c.Attempt, c.FirstSeq, c.LastSeq, c.Bytes, c.Location, us(e.clock.Now()))
+		var last int64
+		err := t.row(`SELECT last_seq FROM log_chunks WHERE job_id = ? AND attempt = ?
+			ORDER BY first_seq DESC LIMIT 1`, c.JobID, c.Attempt).Scan(&last)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("append log chunk of job %s: %w", c.JobID, err)
+		}
+		if c.FirstSeq != last+1 {
+			return fmt.Errorf("append log chunk of job %s at seq %d: the log ends at %d: %w",
+				c.JobID, c.FirstSeq, last, store.ErrConflict)
+		}
+		res, err := t.exec(`INSERT INTO log_chunks (job_id, attempt, first_seq, last_seq, bytes, location, data, created_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (job_id, attempt, first_seq) DO NOTHING`,
+			c.JobID, c.Attempt, c.FirstSeq, c.LastSeq, c.Bytes, c.Location, c.Data, us(e.clock.Now()))
 		if err != nil {
-			return fmt.Errorf("add log chunk of job %s: %w", c.JobID, err)
+			return fmt.Errorf("append log chunk of job %s: %w", c.JobID, err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return fmt.Errorf("append log chunk of job %s at seq %d: written meanwhile: %w", c.JobID, c.FirstSeq, store.ErrConflict)
 		}
 		return nil
 	})
 }
 
+// LastLogSeq implements store.LogIndex.
+func (e *Engine) LastLogSeq(ctx context.Context, jobID uuid.UUID, attempt int) (seq, bytes int64, err error) {
+	err = e.readRow(ctx, `SELECT COALESCE(MAX(last_seq), 0), COALESCE(SUM(bytes), 0) FROM log_chunks
+		WHERE job_id = ? AND attempt = ?`, jobID, attempt).Scan(&seq, &bytes)
+	if err != nil {
+		return 0, 0, fmt.Errorf("last log seq of job %s: %w", jobID, err)
+	}
+	return seq, bytes, nil
+}
+
 // ListLogChunks implements store.LogIndex.
-func (e *Engine) ListLogChunks(ctx context.Context, jobID uuid.UUID, attempt int) ([]*store.LogChunk, error) {
-	rows, err := e.readRows(ctx, `SELECT job_id, attempt, first_seq, last_seq, bytes, location, created_at
-		FROM log_chunks WHERE job_id = ? AND attempt = ? ORDER BY first_seq`, jobID, attempt)
+func (e *Engine) ListLogChunks(ctx context.Context, jobID uuid.UUID, attempt int, afterSeq int64, max int) ([]*store.LogChunk, error) {
+	if max <= 0 {
+		max = 100
+	}
+	rows, err := e.readRows(ctx, `SELECT job_id, attempt, first_seq, last_seq, bytes, location, data, created_at
+		FROM log_chunks WHERE job_id = ? AND attempt = ? AND last_seq > ? ORDER BY first_seq LIMIT ?`,
+		jobID, attempt, afterSeq, max)
 	if err != nil {
 		return nil, fmt.Errorf("list log chunks of job %s: %w", jobID, err)
 	}
@@ -198,13 +227,45 @@ func (e *Engine) ListLogChunks(ctx context.Context, jobID uuid.UUID, attempt int
 	for rows.Next() {
 		var c store.LogChunk
 		var created int64
-		if err := rows.Scan(&c.JobID, &c.Attempt, &c.FirstSeq, &c.LastSeq, &c.Bytes, &c.Location, &created); err != nil {
+		if err := rows.Scan(&c.JobID, &c.Attempt, &c.FirstSeq, &c.LastSeq, &c.Bytes, &c.Location, &c.Data, &created); err != nil {
 			return nil, fmt.Errorf("list log chunks of job %s: %w", jobID, err)
 		}
 		c.CreatedAt = fromUS(created)
 		out = append(out, &c)
 	}
 	return out, rows.Err()
+}
+
+// ReplaceLogChunks implements store.LogIndex.
+func (e *Engine) ReplaceLogChunks(ctx context.Context, jobID uuid.UUID, attempt int, cs []*store.LogChunk) error {
+	return e.write(ctx, func(t *tx) error {
+		if _, err := t.exec(`DELETE FROM log_chunks WHERE job_id = ? AND attempt = ?`, jobID, attempt); err != nil {
+			return fmt.Errorf("replace log chunks of job %s: %w", jobID, err)
+		}
+		now := us(e.clock.Now())
+		for _, c := range cs {
+			_, err := t.exec(`INSERT INTO log_chunks (job_id, attempt, first_seq, last_seq, bytes, location, data, created_at)
+				VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, jobID, attempt, c.FirstSeq, c.LastSeq, c.Bytes, c.Location, c.Data, now)
+			if err != nil {
+				return fmt.Errorf("replace log chunks of job %s: %w", jobID, err)
+			}
+		}
+		return nil
+	})
+}
+
+// DeleteLogChunksBefore implements store.LogIndex.
+func (e *Engine) DeleteLogChunksBefore(ctx context.Context, before time.Time) (int, error) {
+	var n int64
+	err := e.write(ctx, func(t *tx) error {
+		res, err := t.exec(`DELETE FROM log_chunks WHERE created_at < ?`, us(before))
+		if err != nil {
+			return fmt.Errorf("delete old log chunks: %w", err)
+		}
+		n, _ = res.RowsAffected()
+		return nil
+	})
+	return int(n), err
 }
 
 // EnqueueOutbox implements store.Outbox.

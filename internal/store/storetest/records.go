@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/gantry-ci/gantry/internal/clock"
 	"github.com/gantry-ci/gantry/internal/store"
 	"github.com/google/uuid"
 )
@@ -23,7 +25,7 @@ var artifactTests = []test{
 }
 
 var logChunkTests = []test{
-	{"IdempotentAndOrdered", testLogChunks},
+	{"ContiguousChunks", testLogChunks},
 }
 
 var outboxTests = []test{
@@ -33,6 +35,74 @@ var outboxTests = []test{
 
 var notifierTests = []test{
 	{"WakesWaiters", testNotifier},
+	{"Publish", testPublish},
+}
+
+// testPublish: a notice reaches the subscribers of its topic, only them, and, where the
+// driver serves several replicas, the subscribers of another store on the same database.
+func testPublish(t *testing.T, h Harness) {
+	dsn := h.NewDSN(t)
+	ctx := t.Context()
+	open := func() store.Store {
+		s, err := h.Open(ctx, dsn, clock.NewFake(epoch))
+		if err != nil {
+			t.Fatalf("open: %v", err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		return s
+	}
+	a := open()
+	logs, stop := a.Subscribe("logs")
+	defer stop()
+	other, stopOther := a.Subscribe("runs")
+	defer stopOther()
+	var remote <-chan string
+	if h.Replicas {
+		var stopRemote func()
+		remote, stopRemote = open().Subscribe("logs")
+		defer stopRemote()
+	}
+	if err := a.Publish(ctx, "logs", "job-1 7"); err != nil {
+		t.Fatalf("Publish: %v", err)
+	}
+	for name, ch := range map[string]<-chan string{"this store": logs, "another replica": remote} {
+		if ch == nil {
+			continue
+		}
+		select {
+		case got := <-ch:
+			if got != "job-1 7" {
+				t.Errorf("%s received %q, want %q", name, got, "job-1 7")
+			}
+		case <-time.After(signalWait):
+			t.Errorf("%s received no notice", name)
+		}
+	}
+	select {
+	case got := <-other:
+		t.Errorf("a subscriber of another topic received %q", got)
+	default:
+	}
+	// Once stopped, a subscriber gets nothing new; a notice may arrive twice, so the
+	// check is for the new one only, after a fresh subscriber has seen it.
+	stop()
+	late, stopLate := a.Subscribe("logs")
+	defer stopLate()
+	if err := a.Publish(ctx, "logs", "after"); err != nil {
+		t.Fatalf("Publish: %v", err)
+	}
+	for got := ""; got != "after"; {
+		select {
+		case got = <-late:
+		case <-time.After(signalWait):
+			t.Fatal("a new subscriber received no notice")
+		}
+	}
+	for len(logs) > 0 {
+		if got := <-logs; got == "after" {
+			t.Errorf("a stopped subscriber received %q", got)
+		}
+	}
 }
 
 func sha256Hex(s string) string {
@@ -214,51 +284,106 @@ func testLogChunks(t *testing.T, h Harness) {
 	s, b := setup(t, h)
 	_, jobs := b.create(diamondYAML)
 	job := jobs[0].ID
-	add := func(c store.LogChunk) {
+	chunk := func(attempt int, first, last int64, data string) *store.LogChunk {
+		return &store.LogChunk{JobID: job, Attempt: attempt, FirstSeq: first, LastSeq: last, Bytes: int64(len(data)), Data: []byte(data)}
+	}
+	add := func(c *store.LogChunk) {
 		t.Helper()
-		if err := s.AddLogChunk(b.ctx, &c); err != nil {
-			t.Fatalf("AddLogChunk(first seq %d): %v", c.FirstSeq, err)
+		if err := s.AppendLogChunk(b.ctx, c); err != nil {
+			t.Fatalf("AppendLogChunk(seqs %d-%d): %v", c.FirstSeq, c.LastSeq, err)
 		}
 	}
-	list := func(attempt int) []*store.LogChunk {
+	list := func(attempt int, after int64, max int) []string {
 		t.Helper()
-		cs, err := s.ListLogChunks(b.ctx, job, attempt)
+		cs, err := s.ListLogChunks(b.ctx, job, attempt, after, max)
 		if err != nil {
 			t.Fatalf("ListLogChunks: %v", err)
 		}
-		return cs
+		var out []string
+		for _, c := range cs {
+			if c.JobID != job || c.Attempt != attempt {
+				t.Errorf("chunk of job %s attempt %d in the list of job %s attempt %d", c.JobID, c.Attempt, job, attempt)
+			}
+			out = append(out, fmt.Sprintf("%d-%d %d %s", c.FirstSeq, c.LastSeq, c.Bytes, c.Data))
+		}
+		return out
 	}
-	if cs := list(1); len(cs) != 0 {
-		t.Fatalf("%d chunks before any was added", len(cs))
+	last := func(attempt int) (int64, int64) {
+		t.Helper()
+		seq, n, err := s.LastLogSeq(b.ctx, job, attempt)
+		if err != nil {
+			t.Fatalf("LastLogSeq: %v", err)
+		}
+		return seq, n
+	}
+	if got := list(1, 0, 10); len(got) != 0 {
+		t.Fatalf("%d chunks before any was added", len(got))
+	}
+	if seq, n := last(1); seq != 0 || n != 0 {
+		t.Fatalf("LastLogSeq of an empty log = %d, %d bytes; want 0, 0", seq, n)
 	}
 
-	add(store.LogChunk{JobID: job, Attempt: 1, FirstSeq: 200, LastSeq: 299, Bytes: 3000, Location: "file:2"})
-	b.clk.Advance(time.Second)
-	add(store.LogChunk{JobID: job, Attempt: 1, FirstSeq: 0, LastSeq: 99, Bytes: 1000, Location: "file:0"})
-	add(store.LogChunk{JobID: job, Attempt: 1, FirstSeq: 100, LastSeq: 199, Bytes: 2000, Location: "file:1"})
-	add(store.LogChunk{JobID: job, Attempt: 2, FirstSeq: 0, LastSeq: 9, Bytes: 10, Location: "file:a2"})
-	add(store.LogChunk{JobID: jobs[1].ID, Attempt: 1, FirstSeq: 0, LastSeq: 5, Bytes: 6, Location: "other-job"})
-	// A re-sent batch changes nothing, even when the re-send differs.
-	add(store.LogChunk{JobID: job, Attempt: 1, FirstSeq: 100, LastSeq: 150, Bytes: 1, Location: "file:resent"})
-
-	cs := list(1)
-	var got []string
-	for _, c := range cs {
-		got = append(got, fmt.Sprintf("%d-%d %d %s", c.FirstSeq, c.LastSeq, c.Bytes, c.Location))
-		if c.JobID != job || c.Attempt != 1 {
-			t.Errorf("chunk of job %s attempt %d in the list of job %s attempt 1", c.JobID, c.Attempt, job)
+	// A log must start at 1 and continue without gaps or overlaps.
+	for _, c := range []*store.LogChunk{chunk(1, 2, 3, "bc"), chunk(1, 0, 3, "abc")} {
+		if err := s.AppendLogChunk(b.ctx, c); err == nil {
+			t.Errorf("AppendLogChunk(seqs %d-%d) on an empty log succeeded", c.FirstSeq, c.LastSeq)
 		}
 	}
-	want := []string{"0-99 1000 file:0", "100-199 2000 file:1", "200-299 3000 file:2"}
-	if !slices.Equal(got, want) {
-		t.Errorf("ListLogChunks = %q, want %q", got, want)
+	add(chunk(1, 1, 3, "abc"))
+	add(chunk(2, 1, 1, "x"))
+	add(&store.LogChunk{JobID: jobs[1].ID, Attempt: 1, FirstSeq: 1, LastSeq: 9, Bytes: 9, Data: []byte("other job")})
+	b.clk.Advance(time.Hour)
+	add(chunk(1, 4, 5, "de"))
+	for _, c := range []*store.LogChunk{chunk(1, 4, 5, "de"), chunk(1, 1, 3, "abc"), chunk(1, 7, 8, "gh"), chunk(1, 5, 6, "ef")} {
+		if err := s.AppendLogChunk(b.ctx, c); !errors.Is(err, store.ErrConflict) {
+			t.Errorf("AppendLogChunk(seqs %d-%d) after 1-5 = %v, want ErrConflict", c.FirstSeq, c.LastSeq, err)
+		}
 	}
-	if len(cs) == 3 {
-		wantTime(t, "CreatedAt", cs[2].CreatedAt, epoch)
-		wantTime(t, "CreatedAt", cs[0].CreatedAt, epoch.Add(time.Second))
+
+	if got, want := list(1, 0, 10), []string{"1-3 3 abc", "4-5 2 de"}; !slices.Equal(got, want) {
+		t.Errorf("ListLogChunks(after 0) = %q, want %q", got, want)
 	}
-	if cs := list(2); len(cs) != 1 || cs[0].Location != "file:a2" {
-		t.Errorf("attempt 2 has %d chunks, want its one", len(cs))
+	if got, want := list(1, 3, 10), []string{"4-5 2 de"}; !slices.Equal(got, want) {
+		t.Errorf("ListLogChunks(after 3) = %q, want %q", got, want)
+	}
+	if got, want := list(1, 2, 1), []string{"1-3 3 abc"}; !slices.Equal(got, want) {
+		t.Errorf("ListLogChunks(after 2, max 1) = %q, want %q", got, want)
+	}
+	if got := list(1, 5, 10); len(got) != 0 {
+		t.Errorf("ListLogChunks(after the end) = %q, want none", got)
+	}
+	if seq, n := last(1); seq != 5 || n != 5 {
+		t.Errorf("LastLogSeq = %d, %d bytes; want 5, 5", seq, n)
+	}
+	if got, want := list(2, 0, 10), []string{"1-1 1 x"}; !slices.Equal(got, want) {
+		t.Errorf("attempt 2's chunks = %q, want %q", got, want)
+	}
+
+	// Compaction swaps the chunks for fewer, larger ones.
+	if err := s.ReplaceLogChunks(b.ctx, job, 1, []*store.LogChunk{chunk(1, 1, 5, "abcde")}); err != nil {
+		t.Fatalf("ReplaceLogChunks: %v", err)
+	}
+	if got, want := list(1, 4, 10), []string{"1-5 5 abcde"}; !slices.Equal(got, want) {
+		t.Errorf("after compaction ListLogChunks(after 4) = %q, want %q", got, want)
+	}
+	add(chunk(1, 6, 6, "f"))
+	if seq, n := last(1); seq != 6 || n != 6 {
+		t.Errorf("LastLogSeq after compaction and one more = %d, %d bytes; want 6, 6", seq, n)
+	}
+
+	// Retention: the chunks created before the cut go, the rest stay.
+	n, err := s.DeleteLogChunksBefore(b.ctx, b.clk.Now())
+	if err != nil {
+		t.Fatalf("DeleteLogChunksBefore: %v", err)
+	}
+	if n != 2 {
+		t.Errorf("DeleteLogChunksBefore deleted %d chunks, want 2 (attempt 2's and the other job's)", n)
+	}
+	if got := list(2, 0, 10); len(got) != 0 {
+		t.Errorf("attempt 2 still has %q after retention", got)
+	}
+	if got := list(1, 0, 10); len(got) != 2 {
+		t.Errorf("attempt 1 has %q after retention, want its two recent chunks", got)
 	}
 }
 

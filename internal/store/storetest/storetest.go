@@ -22,6 +22,9 @@ type Harness struct {
 	NewDSN func(t *testing.T) string
 	// Open opens (migrating if needed) a store on dsn using clk for every timestamp and lease decision.
 	Open func(ctx context.Context, dsn string, clk clock.Clock) (store.Store, error)
+	// Replicas says that stores opened on one database share published notices, as
+	// coordinator replicas do.
+	Replicas bool
 }
 
 // Run runs the whole suite as subtests, each parallel and each on its own NewDSN database.
