@@ -268,6 +268,12 @@ func (w *recordWriter) feed(b *batch, p []byte, clock func() (time.Time, int64))
 		return
 	}
 	w.trackCmd(p)
+	if w.cmd && len(w.cmdBuf) > 2*w.r.maxLine+len(addMaskPrefix) {
+		// Masking can keep done short while the command's raw bytes grow; bound them.
+		_, ts := clock()
+		w.cut(b, ts)
+		return
+	}
 	for len(p) > 0 && !w.discard {
 		k := min(len(p), feedChunk)
 		w.raw = append(w.raw, p[:k]...)

@@ -158,6 +158,9 @@ func TestRecorderLines(t *testing.T) {
 			want: []want{{text: "echo ::add-mask::abc"}, {text: "::add-mas"}}},
 		{name: "long add-mask is dropped whole", maxLine: 20, writes: []string{"::add-mask::" + strings.Repeat("v", 30) + "\nok\n"},
 			want: []want{{text: "an ::add-mask:: line longer than the line limit was dropped; nothing was masked"}, {text: "ok"}}},
+		{name: "long add-mask of masked text is dropped whole", maxLine: 20, masks: []string{"abcdefgh"},
+			writes: []string{"::add-mask::" + strings.Repeat("abcdefgh", 7) + "\nok\n"},
+			want:   []want{{text: "an ::add-mask:: line longer than the line limit was dropped; nothing was masked"}, {text: "ok"}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
