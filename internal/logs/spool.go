@@ -1,0 +1,128 @@
+package logs
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+)
+
+// spool is the on-disk queue of a Shipper: NDJSON lines in seq order, appended by Add and
+// read back batch by batch by the sender, so memory does not grow with an outage. It is
+// not synced: it rides out coordinator outages, not worker crashes.
+//
+// Writes (append, truncate) are serialised by the Shipper's lock. Reads use ReadAt below
+// the size the caller saw under that lock, so they need no lock: appends only add bytes
+// past it, and only the sender, which is also the only reader, truncates.
+type spool struct {
+	f    *os.File
+	size int64 // bytes of complete records
+}
+
+func openSpool(dir string) (*spool, error) {
+	f, err := os.CreateTemp(dir, "gantry-log-*.ndjson")
+	if err != nil {
+		return nil, fmt.Errorf("create log spool: %w", err)
+	}
+	return &spool{f: f}, nil
+}
+
+// append writes encoded records at the end. On failure it cuts the file back, so a
+// partial record never reaches a reader.
+func (s *spool) append(b []byte) error {
+	if _, err := s.f.WriteAt(b, s.size); err != nil {
+		_ = s.f.Truncate(s.size)
+		return fmt.Errorf("append to log spool %s: %w", s.f.Name(), err)
+	}
+	s.size += int64(len(b))
+	return nil
+}
+
+// reset empties the spool once everything in it is acknowledged.
+func (s *spool) reset() error {
+	if err := s.f.Truncate(0); err != nil {
+		return fmt.Errorf("truncate log spool %s: %w", s.f.Name(), err)
+	}
+	s.size = 0
+	return nil
+}
+
+// remove closes and deletes the spool file.
+func (s *spool) remove() error {
+	name := s.f.Name()
+	cerr := s.f.Close()
+	if err := os.Remove(name); err != nil {
+		return fmt.Errorf("remove log spool: %w", err)
+	}
+	if cerr != nil {
+		return fmt.Errorf("close log spool %s: %w", name, cerr)
+	}
+	return nil
+}
+
+// spoolPos is a record boundary in the spool: its byte offset and how many records lie
+// before it.
+type spoolPos struct {
+	off int64
+	idx int64
+}
+
+// spoolReader reads records from pos up to end (exclusive) without buffering more than
+// one bufio buffer.
+type spoolReader struct {
+	br  *bufio.Reader
+	pos spoolPos
+	end int64
+}
+
+func (s *spool) reader(from spoolPos, end int64) *spoolReader {
+	sr := io.NewSectionReader(s.f, from.off, end-from.off)
+	return &spoolReader{br: bufio.NewReaderSize(sr, 32<<10), pos: from, end: end}
+}
+
+// next returns the next record (with its newline) and decodes it into l; io.EOF at end.
+// The record is valid until the next call.
+func (r *spoolReader) next(l *Line) ([]byte, error) {
+	if r.pos.off >= r.end {
+		return nil, io.EOF
+	}
+	rec, err := r.br.ReadSlice('\n')
+	if err == bufio.ErrBufferFull {
+		// A record longer than the buffer: collect it whole.
+		buf := append([]byte(nil), rec...)
+		for err == bufio.ErrBufferFull {
+			rec, err = r.br.ReadSlice('\n')
+			buf = append(buf, rec...)
+		}
+		rec = buf
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read log spool at %d: %w", r.pos.off, err)
+	}
+	*l = Line{}
+	if err := json.Unmarshal(rec, l); err != nil {
+		return nil, fmt.Errorf("decode log spool record at %d: %w", r.pos.off, err)
+	}
+	r.pos.off += int64(len(rec))
+	r.pos.idx++
+	return rec, nil
+}
+
+// seek returns the position of the first record from start on whose seq is at least seq,
+// or the end position if there is none.
+func (s *spool) seek(start spoolPos, end int64, seq int64) (spoolPos, error) {
+	r := s.reader(start, end)
+	for {
+		before := r.pos
+		var l Line
+		if _, err := r.next(&l); err == io.EOF {
+			return before, nil
+		} else if err != nil {
+			return before, err
+		}
+		if l.Seq >= seq {
+			return before, nil
+		}
+	}
+}
