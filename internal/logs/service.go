@@ -1,0 +1,370 @@
+package logs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/gantry-ci/gantry/internal/store"
+	"github.com/google/uuid"
+)
+
+// DefaultMaxBytes is how much log one job attempt may store unless configured.
+const DefaultMaxBytes = 50 << 20
+
+// MaxLineBytes is the longest line text the coordinator stores; longer text is cut and
+// marked truncated (the worker cuts first, at the same length).
+const MaxLineBytes = 64 << 10
+
+// noticeTopic is the store topic on which replicas announce log changes:
+// "<origin> <job> <attempt> lines|end".
+const noticeTopic = "logs"
+
+// Config configures a Service.
+type Config struct {
+	Storage Storage
+	// Notifier carries "new lines" and "ended" notices between coordinator replicas; nil
+	// for a single coordinator.
+	Notifier store.Notifier
+	// MaxBytes caps what one job attempt stores (DefaultMaxBytes when zero); past it the
+	// rest is dropped and a system line says so.
+	MaxBytes int64
+	Logger   *slog.Logger
+}
+
+// Service is the coordinator's side of the log pipeline: it stores what workers send,
+// once per seq, and serves readers from the live hub and from storage.
+type Service struct {
+	cfg    Config
+	hub    *Hub
+	origin string
+	log    *slog.Logger
+
+	mu       sync.Mutex
+	attempts map[Key]*attemptState
+
+	notices chan Key // keys with unannounced lines, for the notice loop
+	stop    context.CancelFunc
+	done    sync.WaitGroup
+}
+
+type attemptState struct {
+	mu        sync.Mutex
+	checked   bool // truncated is known
+	truncated bool
+}
+
+// NewService starts a service; Close stops it.
+func NewService(cfg Config) *Service {
+	if cfg.MaxBytes <= 0 {
+		cfg.MaxBytes = DefaultMaxBytes
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	s := &Service{cfg: cfg, hub: NewHub(), origin: uuid.NewString()[:8], log: cfg.Logger,
+		attempts: map[Key]*attemptState{}, notices: make(chan Key, 4096), stop: stop}
+	s.done.Add(1)
+	go s.sweep(ctx)
+	if cfg.Notifier != nil {
+		sub, unsubscribe := cfg.Notifier.Subscribe(noticeTopic)
+		s.done.Add(2)
+		go s.receive(ctx, sub, unsubscribe)
+		go s.announce(ctx)
+	}
+	return s
+}
+
+// Close stops the service's loops; the storage is closed by its owner.
+func (s *Service) Close() {
+	s.stop()
+	s.done.Wait()
+}
+
+// Hub returns the live hub readers wait on.
+func (s *Service) Hub() *Hub { return s.hub }
+
+func (s *Service) attempt(k Key) *attemptState {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a, ok := s.attempts[k]
+	if !ok {
+		a = &attemptState{}
+		s.attempts[k] = a
+	}
+	return a
+}
+
+// Append stores a batch a worker sent for key and returns the seq it expects next and
+// whether the log was truncated (the worker may then drop the rest). Lines already
+// stored are skipped; a batch past the log's end is ErrGap, with next saying where to
+// re-send from.
+func (s *Service) Append(ctx context.Context, k Key, lines []Line) (next int64, truncated bool, err error) {
+	for i := range lines {
+		if err := lines[i].Valid(); err != nil {
+			return 0, false, fmt.Errorf("%w: %v", store.ErrInvalid, err)
+		}
+		if i > 0 && lines[i].Seq != lines[i-1].Seq+1 {
+			return 0, false, fmt.Errorf("%w: seq %d follows %d; a batch must be dense", store.ErrInvalid, lines[i].Seq, lines[i-1].Seq)
+		}
+		cut(&lines[i])
+	}
+	a := s.attempt(k)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	st, err := s.cfg.Storage.State(ctx, k)
+	if err != nil {
+		return 0, false, err
+	}
+	if !a.checked {
+		if a.truncated, err = s.endsTruncated(ctx, k, st); err != nil {
+			return 0, false, err
+		}
+		a.checked = true
+	}
+	end := st.Next
+	if len(lines) > 0 {
+		end = max(end, lines[len(lines)-1].Seq+1)
+	}
+	if a.truncated {
+		return end, true, nil
+	}
+	todo, err := trim(lines, st.Next)
+	if err != nil {
+		return st.Next, false, err
+	}
+	if len(todo) == 0 {
+		return st.Next, false, nil
+	}
+	used, trunc := st.Bytes, false
+	for i := range todo {
+		n := int64(len(appendJSON(nil, &todo[i])))
+		if used+n > s.cfg.MaxBytes {
+			todo = append(todo[:i:i], Line{Seq: todo[i].Seq, TS: todo[i].TS, Stream: System, Truncated: true,
+				Text: fmt.Sprintf("log truncated: this attempt reached the limit of %s; later output is dropped", size(s.cfg.MaxBytes))})
+			trunc = true
+			break
+		}
+		used += n
+	}
+	after, err := s.cfg.Storage.Append(ctx, k, todo)
+	if err != nil {
+		if errors.Is(err, ErrGap) {
+			return after.Next, false, err
+		}
+		return 0, false, err
+	}
+	s.hub.Publish(k, todo)
+	s.announceLater(k)
+	if trunc {
+		a.truncated = true
+		return end, true, nil
+	}
+	return after.Next, false, nil
+}
+
+// cut caps a line's text at MaxLineBytes, on a character boundary, and makes it valid
+// UTF-8.
+func cut(l *Line) {
+	if len(l.Text) > MaxLineBytes {
+		t := l.Text[:MaxLineBytes]
+		for len(t) > 0 && !utf8.RuneStart(t[len(t)-1]) {
+			t = t[:len(t)-1]
+		}
+		if len(t) > 0 {
+			t = t[:len(t)-1]
+		}
+		l.Text, l.Truncated = t, true
+	}
+	if !utf8.ValidString(l.Text) {
+		l.Text = strings.ToValidUTF8(l.Text, "\uFFFD")
+	}
+}
+
+// endsTruncated reads whether key's stored log ends with the truncation line.
+func (s *Service) endsTruncated(ctx context.Context, k Key, st State) (bool, error) {
+	if st.Next <= 1 || st.Bytes < s.cfg.MaxBytes-MaxLineBytes-256 {
+		return false, nil
+	}
+	last, err := s.cfg.Storage.Read(ctx, k, st.Next-2, 1)
+	if err != nil {
+		return false, err
+	}
+	return len(last) == 1 && last[0].Stream == System && last[0].Truncated, nil
+}
+
+func size(n int64) string {
+	if n%(1<<20) == 0 {
+		return strconv.FormatInt(n>>20, 10) + " MiB"
+	}
+	return strconv.FormatInt(n, 10) + " bytes"
+}
+
+// End is called when a job attempt has ended, after its last lines were stored: the log
+// is made durable and compact, and its readers are told.
+func (s *Service) End(ctx context.Context, k Key) error {
+	err := s.cfg.Storage.Finish(ctx, k)
+	s.hub.End(k)
+	s.mu.Lock()
+	delete(s.attempts, k)
+	s.mu.Unlock()
+	if s.cfg.Notifier != nil {
+		if perr := s.cfg.Notifier.Publish(ctx, noticeTopic, s.notice(k, "end")); perr != nil {
+			s.log.Warn("announce log end", "log", k.String(), "err", perr)
+		}
+	}
+	return err
+}
+
+// Read returns up to max lines after afterSeq: from the hub's window when it has them,
+// from storage otherwise.
+func (s *Service) Read(ctx context.Context, k Key, afterSeq int64, max int) ([]Line, error) {
+	if lines, ok := s.hub.Lines(k, afterSeq, max); ok {
+		return lines, nil
+	}
+	return s.cfg.Storage.Read(ctx, k, afterSeq, max)
+}
+
+// Matcher selects lines for a search.
+type Matcher func(text string) bool
+
+// NewMatcher matches q as a substring or, with regex, as a regular expression (RE2
+// syntax); ignoreCase makes either case-insensitive.
+func NewMatcher(q string, regex, ignoreCase bool) (Matcher, error) {
+	if regex {
+		if ignoreCase {
+			q = "(?i)" + q
+		}
+		re, err := regexp.Compile(q)
+		if err != nil {
+			return nil, fmt.Errorf("%w: regular expression: %v", store.ErrInvalid, err)
+		}
+		return re.MatchString, nil
+	}
+	if ignoreCase {
+		lq := strings.ToLower(q)
+		return func(t string) bool { return strings.Contains(strings.ToLower(t), lq) }, nil
+	}
+	return func(t string) bool { return strings.Contains(t, q) }, nil
+}
+
+// Search returns up to limit lines after afterSeq whose text m matches.
+func (s *Service) Search(ctx context.Context, k Key, m Matcher, afterSeq int64, limit int) ([]Line, error) {
+	var out []Line
+	for len(out) < limit {
+		page, err := s.Read(ctx, k, afterSeq, 4096)
+		if err != nil {
+			return out, err
+		}
+		if len(page) == 0 {
+			break
+		}
+		for _, l := range page {
+			if m(l.Text) {
+				out = append(out, l)
+				if len(out) == limit {
+					break
+				}
+			}
+		}
+		afterSeq = page[len(page)-1].Seq
+	}
+	return out, nil
+}
+
+// Purge deletes logs last written before t.
+func (s *Service) Purge(ctx context.Context, before time.Time) (int, error) {
+	return s.cfg.Storage.Purge(ctx, before)
+}
+
+func (s *Service) notice(k Key, what string) string {
+	return s.origin + " " + k.Job.String() + " " + strconv.Itoa(k.Attempt) + " " + what
+}
+
+// announceLater queues a "new lines" notice for the other replicas.
+func (s *Service) announceLater(k Key) {
+	if s.cfg.Notifier == nil {
+		return
+	}
+	select {
+	case s.notices <- k:
+	default:
+		// The loop is behind; readers elsewhere still see the lines at their next notice
+		// or keep-alive check.
+	}
+}
+
+// announce sends the queued notices, one per log however many batches arrived while
+// the previous round was being sent.
+func (s *Service) announce(ctx context.Context) {
+	defer s.done.Done()
+	for {
+		var first Key
+		select {
+		case <-ctx.Done():
+			return
+		case first = <-s.notices:
+		}
+		keys := map[Key]bool{first: true}
+	more:
+		for {
+			select {
+			case k := <-s.notices:
+				keys[k] = true
+			default:
+				break more
+			}
+		}
+		for k := range keys {
+			if err := s.cfg.Notifier.Publish(ctx, noticeTopic, s.notice(k, "lines")); err != nil && ctx.Err() == nil {
+				s.log.Warn("announce log lines", "log", k.String(), "err", err)
+			}
+		}
+	}
+}
+
+// receive wakes this replica's readers when another replica announces lines or an end.
+func (s *Service) receive(ctx context.Context, sub <-chan string, unsubscribe func()) {
+	defer s.done.Done()
+	defer unsubscribe()
+	for {
+		var msg string
+		select {
+		case <-ctx.Done():
+			return
+		case msg = <-sub:
+		}
+		f := strings.Fields(msg)
+		if len(f) != 4 || f[0] == s.origin {
+			continue
+		}
+		job, err := uuid.Parse(f[1])
+		attempt, err2 := strconv.Atoi(f[2])
+		if err != nil || err2 != nil {
+			continue
+		}
+		s.hub.Poke(Key{Job: job, Attempt: attempt}, f[3] == "end")
+	}
+}
+
+func (s *Service) sweep(ctx context.Context) {
+	defer s.done.Done()
+	t := time.NewTicker(feedIdle / 2)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			s.hub.Sweep()
+		}
+	}
+}

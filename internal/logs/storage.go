@@ -1,0 +1,93 @@
+package logs
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+)
+
+// ErrGap is a batch that starts past the end of the stored log; the caller re-sends from
+// the log's end.
+var ErrGap = errors.New("log batch leaves a gap")
+
+// State is where a job attempt's stored log ends.
+type State struct {
+	Next  int64 // the seq the next line must have
+	Bytes int64 // encoded bytes stored
+}
+
+// Storage keeps job attempts' log lines durably. Both implementations store each seq
+// once: Append skips lines at or below the stored end, so re-sent batches never
+// duplicate a line.
+type Storage interface {
+	// Append stores the lines that continue key's log; lines are dense and in seq order.
+	// Lines already stored are skipped; a first new line past the end is ErrGap.
+	Append(ctx context.Context, key Key, lines []Line) (State, error)
+	// State returns where key's log ends.
+	State(ctx context.Context, key Key) (State, error)
+	// Read returns up to max lines after afterSeq, in order.
+	Read(ctx context.Context, key Key, afterSeq int64, max int) ([]Line, error)
+	// Finish is called once the attempt has ended: its log is made durable and compact.
+	Finish(ctx context.Context, key Key) error
+	// Purge deletes the logs last written before t and returns how many attempts' logs
+	// (or chunks of them) went.
+	Purge(ctx context.Context, before time.Time) (int, error)
+	Close() error
+}
+
+// trim drops the lines of a batch that are already stored and checks that the rest
+// continue the log at next without gaps.
+func trim(lines []Line, next int64) ([]Line, error) {
+	i := 0
+	for i < len(lines) && lines[i].Seq < next {
+		i++
+	}
+	lines = lines[i:]
+	for j := range lines {
+		if lines[j].Seq != next+int64(j) {
+			if j == 0 {
+				return nil, fmt.Errorf("%w: it starts at seq %d and the log ends before %d", ErrGap, lines[0].Seq, next)
+			}
+			return nil, fmt.Errorf("log batch is not dense: seq %d follows %d", lines[j].Seq, lines[j-1].Seq)
+		}
+	}
+	return lines, nil
+}
+
+// encode returns lines as NDJSON.
+func encode(lines []Line) []byte {
+	var b []byte
+	for i := range lines {
+		b = appendJSON(b, &lines[i])
+	}
+	return b
+}
+
+// decode reads NDJSON lines from r, keeping up to max of those after afterSeq.
+func decode(r io.Reader, afterSeq int64, max int, out []Line) ([]Line, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
+	for sc.Scan() {
+		b := sc.Bytes()
+		if len(bytes.TrimSpace(b)) == 0 {
+			continue
+		}
+		var l Line
+		if err := json.Unmarshal(b, &l); err != nil {
+			return out, fmt.Errorf("decode stored log line: %w", err)
+		}
+		if l.Seq <= afterSeq {
+			continue
+		}
+		out = append(out, l)
+		if len(out) >= max {
+			break
+		}
+	}
+	return out, sc.Err()
+}

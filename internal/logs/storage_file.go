@@ -1,0 +1,379 @@
+package logs
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// FileStorage keeps each job attempt's log as an append-only NDJSON file in a directory
+// (<dir>/<job id>/<attempt>.log) with an in-memory seq index, rebuilt from the file when
+// it is first opened. Appends are written before they are acknowledged, so a coordinator
+// crash loses nothing; files are fsynced every SyncEvery and when the attempt ends, so
+// losing the machine itself can cost at most that long of acknowledged lines.
+type FileStorage struct {
+	dir  string
+	log  *slog.Logger
+	mu   sync.Mutex
+	open map[Key]*logFile
+
+	stop chan struct{}
+	done chan struct{}
+}
+
+// indexEvery is how many lines apart the seq index marks file offsets.
+const indexEvery = 256
+
+// idleClose is how long an attempt's file stays open with no appends before the sync
+// loop closes it (a job whose worker vanished never calls Finish).
+const idleClose = 5 * time.Minute
+
+type logFile struct {
+	mu      sync.Mutex
+	f       *os.File
+	size    int64
+	next    int64
+	marks   []mark // marks[i] is where seq marks[i].seq starts
+	dirty   bool
+	used    time.Time
+	closed  bool // by Finish, Purge or the idle sweep; a writer opens the file again
+	removed bool
+}
+
+type mark struct {
+	seq int64
+	off int64
+}
+
+var _ Storage = (*FileStorage)(nil)
+
+// OpenFileStorage keeps logs under dir, creating it, and syncs written files every
+// syncEvery (1 s when zero).
+func OpenFileStorage(dir string, syncEvery time.Duration, log *slog.Logger) (*FileStorage, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("open log storage: %w", err)
+	}
+	if syncEvery <= 0 {
+		syncEvery = time.Second
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &FileStorage{dir: dir, log: log, open: map[Key]*logFile{}, stop: make(chan struct{}), done: make(chan struct{})}
+	go s.syncLoop(syncEvery)
+	return s, nil
+}
+
+func (s *FileStorage) path(k Key) string {
+	return filepath.Join(s.dir, k.Job.String(), strconv.Itoa(k.Attempt)+".log")
+}
+
+// file returns the open state of k's log, opening (and, with create, creating) it.
+// It returns nil, nil when the log does not exist and create is false.
+func (s *FileStorage) file(k Key, create bool) (*logFile, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if lf, ok := s.open[k]; ok {
+		return lf, nil
+	}
+	p := s.path(k)
+	flags := os.O_RDWR
+	if create {
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return nil, fmt.Errorf("open log %s: %w", k, err)
+		}
+		flags |= os.O_CREATE
+	}
+	f, err := os.OpenFile(p, flags, 0o644)
+	if errors.Is(err, fs.ErrNotExist) && !create {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open log %s: %w", k, err)
+	}
+	lf := &logFile{f: f, next: 1, used: time.Now()}
+	if err := lf.rebuild(); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("open log %s: %w", k, err)
+	}
+	s.open[k] = lf
+	return lf, nil
+}
+
+// rebuild scans the file for its end and index. A torn last line, left by a crash in
+// the middle of a write, is cut off: its batch was never acknowledged.
+func (lf *logFile) rebuild() error {
+	r := bufio.NewReaderSize(io.NewSectionReader(lf.f, 0, 1<<62), 256<<10)
+	var off int64
+	for {
+		b, err := r.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			// A line longer than the buffer: read the rest of it.
+			rest, err2 := r.ReadBytes('\n')
+			b, err = append(append([]byte(nil), b...), rest...), err2
+		}
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			return err
+		}
+		var l struct {
+			Seq int64 `json:"seq"`
+		}
+		if json.Unmarshal(b, &l) != nil || l.Seq != lf.next {
+			break
+		}
+		if (lf.next-1)%indexEvery == 0 {
+			lf.marks = append(lf.marks, mark{seq: lf.next, off: off})
+		}
+		lf.next++
+		off += int64(len(b))
+	}
+	if err := lf.f.Truncate(off); err != nil {
+		return err
+	}
+	lf.size = off
+	return nil
+}
+
+// Append implements Storage.
+func (s *FileStorage) Append(ctx context.Context, k Key, lines []Line) (State, error) {
+	var lf *logFile
+	for {
+		var err error
+		if lf, err = s.file(k, true); err != nil {
+			return State{}, err
+		}
+		lf.mu.Lock()
+		if !lf.closed {
+			break
+		}
+		lf.mu.Unlock()
+	}
+	defer lf.mu.Unlock()
+	if lf.removed {
+		return State{}, fmt.Errorf("append to log %s: it was purged", k)
+	}
+	lines, err := trim(lines, lf.next)
+	if err != nil {
+		return lf.state(), err
+	}
+	if len(lines) == 0 {
+		return lf.state(), nil
+	}
+	var b []byte
+	off := lf.size
+	for i := range lines {
+		if (lines[i].Seq-1)%indexEvery == 0 {
+			lf.marks = append(lf.marks, mark{seq: lines[i].Seq, off: off + int64(len(b))})
+		}
+		b = appendJSON(b, &lines[i])
+	}
+	if _, err := lf.f.WriteAt(b, off); err != nil {
+		// Forget the marks of lines that did not make it; the next append overwrites
+		// whatever part was written.
+		for len(lf.marks) > 0 && lf.marks[len(lf.marks)-1].off >= off {
+			lf.marks = lf.marks[:len(lf.marks)-1]
+		}
+		return lf.state(), fmt.Errorf("append to log %s: %w", k, err)
+	}
+	lf.size += int64(len(b))
+	lf.next = lines[len(lines)-1].Seq + 1
+	lf.dirty = true
+	lf.used = time.Now()
+	return lf.state(), nil
+}
+
+func (lf *logFile) state() State { return State{Next: lf.next, Bytes: lf.size} }
+
+// State implements Storage.
+func (s *FileStorage) State(ctx context.Context, k Key) (State, error) {
+	lf, err := s.file(k, false)
+	if err != nil || lf == nil {
+		return State{Next: 1}, err
+	}
+	lf.mu.Lock()
+	defer lf.mu.Unlock()
+	return lf.state(), nil
+}
+
+// Read implements Storage.
+func (s *FileStorage) Read(ctx context.Context, k Key, afterSeq int64, max int) ([]Line, error) {
+	lf, err := s.file(k, false)
+	if err != nil || lf == nil {
+		return nil, err
+	}
+	lf.mu.Lock()
+	size, next := lf.size, lf.next
+	var from int64
+	if i := sort.Search(len(lf.marks), func(i int) bool { return lf.marks[i].seq > afterSeq+1 }); i > 0 {
+		from = lf.marks[i-1].off
+	}
+	lf.mu.Unlock()
+	if afterSeq+1 >= next {
+		return nil, nil
+	}
+	// Read through a descriptor of its own: Finish may close lf.f meanwhile, and the file
+	// only ever grows, so the bytes up to size stay valid.
+	f, err := os.Open(s.path(k))
+	if err != nil {
+		return nil, fmt.Errorf("read log %s: %w", k, err)
+	}
+	defer f.Close()
+	out, err := decode(io.NewSectionReader(f, from, size-from), afterSeq, max, make([]Line, 0, min(max, 1024)))
+	if err != nil {
+		return out, fmt.Errorf("read log %s: %w", k, err)
+	}
+	return out, nil
+}
+
+// Finish implements Storage: the file is synced and closed.
+func (s *FileStorage) Finish(ctx context.Context, k Key) error {
+	s.mu.Lock()
+	lf, ok := s.open[k]
+	delete(s.open, k)
+	s.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	return lf.close()
+}
+
+func (lf *logFile) close() error {
+	lf.mu.Lock()
+	defer lf.mu.Unlock()
+	if lf.closed {
+		return nil
+	}
+	lf.closed = true
+	var err error
+	if lf.dirty {
+		err = lf.f.Sync()
+	}
+	if cerr := lf.f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// Purge implements Storage: it deletes the attempts' files last written before t.
+func (s *FileStorage) Purge(ctx context.Context, before time.Time) (int, error) {
+	jobs, err := os.ReadDir(s.dir)
+	if err != nil {
+		return 0, fmt.Errorf("purge logs: %w", err)
+	}
+	n := 0
+	for _, jd := range jobs {
+		job, err := uuid.Parse(jd.Name())
+		if err != nil || !jd.IsDir() {
+			continue
+		}
+		files, err := os.ReadDir(filepath.Join(s.dir, jd.Name()))
+		if err != nil {
+			return n, fmt.Errorf("purge logs: %w", err)
+		}
+		left := len(files)
+		for _, fe := range files {
+			name, ok := strings.CutSuffix(fe.Name(), ".log")
+			attempt, err := strconv.Atoi(name)
+			if !ok || err != nil {
+				continue
+			}
+			info, err := fe.Info()
+			if err != nil || !info.ModTime().Before(before) {
+				continue
+			}
+			k := Key{Job: job, Attempt: attempt}
+			s.mu.Lock()
+			lf, open := s.open[k]
+			delete(s.open, k)
+			s.mu.Unlock()
+			if open {
+				lf.mu.Lock()
+				lf.removed = true
+				lf.mu.Unlock()
+				_ = lf.close()
+			}
+			if err := os.Remove(s.path(k)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return n, fmt.Errorf("purge logs: %w", err)
+			}
+			n++
+			left--
+		}
+		if left == 0 {
+			_ = os.Remove(filepath.Join(s.dir, jd.Name()))
+		}
+	}
+	return n, nil
+}
+
+// syncLoop fsyncs the files written since the last pass and closes idle ones.
+func (s *FileStorage) syncLoop(every time.Duration) {
+	defer close(s.done)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+		}
+		s.syncAll(false)
+	}
+}
+
+func (s *FileStorage) syncAll(closeAll bool) {
+	s.mu.Lock()
+	files := make(map[Key]*logFile, len(s.open))
+	for k, lf := range s.open {
+		files[k] = lf
+	}
+	s.mu.Unlock()
+	for k, lf := range files {
+		lf.mu.Lock()
+		if lf.closed {
+			lf.mu.Unlock()
+			continue
+		}
+		if lf.dirty {
+			if err := lf.f.Sync(); err != nil {
+				s.log.Error("sync log file", "log", k.String(), "err", err)
+			} else {
+				lf.dirty = false
+			}
+		}
+		idle := time.Since(lf.used) > idleClose
+		lf.mu.Unlock()
+		if idle || closeAll {
+			s.mu.Lock()
+			if s.open[k] == lf {
+				delete(s.open, k)
+			}
+			s.mu.Unlock()
+			_ = lf.close()
+		}
+	}
+}
+
+// Close syncs and closes every open file.
+func (s *FileStorage) Close() error {
+	close(s.stop)
+	<-s.done
+	s.syncAll(true)
+	return nil
+}
