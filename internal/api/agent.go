@@ -387,6 +387,7 @@ func (s *Server) completeJob(w http.ResponseWriter, r *http.Request) {
 		s.agentError(w, r, "complete job", err)
 		return
 	}
+	s.endLog(r.Context(), job.ID, job.Attempt)
 	writeJSON(w, http.StatusOK, completeResponse{ID: job.ID.String(), Status: string(job.Status), Attempt: job.Attempt,
 		FailureKind: string(job.FailureKind), RetryAfter: formatTime(job.RetryAfter)})
 }

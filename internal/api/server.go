@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gantry-ci/gantry/internal/clock"
+	"github.com/gantry-ci/gantry/internal/logs"
 	"github.com/gantry-ci/gantry/internal/pipeline"
 	"github.com/gantry-ci/gantry/internal/store"
 )
@@ -31,6 +32,11 @@ type Config struct {
 	TimeoutGrace   time.Duration
 	// CancelGrace is the default time between SIGTERM and SIGKILL (DefaultCancelGrace).
 	CancelGrace time.Duration
+	// Logs stores and serves job logs; when nil, a service keeping them in the store's
+	// log chunks is made (and closed by Close).
+	Logs *logs.Service
+	// KeepAlive is how often an idle log stream sends a comment (DefaultKeepAlive).
+	KeepAlive time.Duration
 	// Auth requires a bearer token on every route but the health checks. Off, anyone who
 	// can reach the address may do anything: only for loopback.
 	Auth bool
@@ -44,6 +50,10 @@ type Server struct {
 	maxBody int64
 	limits  pipeline.Limits
 	mux     *http.ServeMux
+	logs    *logs.Service
+	ownLogs bool // logs was made here and is closed by Close
+
+	keepAlive time.Duration
 
 	leaseTTL, heartbeatEvery, timeoutGrace, cancelGrace time.Duration
 	auth                                                bool
@@ -67,6 +77,12 @@ func New(cfg Config) *Server {
 		timeoutGrace:   cmp.Or(cfg.TimeoutGrace, DefaultTimeoutGrace),
 		cancelGrace:    cmp.Or(cfg.CancelGrace, DefaultCancelGrace),
 		auth:           cfg.Auth,
+		logs:           cfg.Logs,
+		keepAlive:      cmp.Or(cfg.KeepAlive, DefaultKeepAlive),
+	}
+	if s.logs == nil {
+		s.logs = logs.NewService(logs.Config{Storage: logs.NewChunkStorage(cfg.Store), Notifier: cfg.Store, Logger: cfg.Logger})
+		s.ownLogs = true
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -96,6 +112,14 @@ func (s *Server) routes() {
 	s.handle("GET /healthz", public, s.healthz)
 	s.handle("GET /readyz", public, s.readyz)
 	s.agentRoutes()
+	s.logRoutes()
+}
+
+// Close stops what the server started itself (the default log service).
+func (s *Server) Close() {
+	if s.ownLogs {
+		s.logs.Close()
+	}
 }
 
 // handle registers a route and who may call it.

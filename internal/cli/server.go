@@ -18,6 +18,8 @@ import (
 	"github.com/gantry-ci/gantry/internal/clock"
 	"github.com/gantry-ci/gantry/internal/scheduler"
 	"github.com/gantry-ci/gantry/internal/store"
+	"github.com/gantry-ci/gantry/internal/logs"
+	"github.com/gantry-ci/gantry/internal/pipeline"
 	"github.com/gantry-ci/gantry/internal/store/postgres"
 	"github.com/gantry-ci/gantry/internal/store/sqlite"
 )
@@ -33,13 +35,18 @@ type serverConfig struct {
 	LogLevel       string
 	// Auth is on, off or auto: on unless the address is loopback.
 	Auth string
+	// LogsDir holds job logs as files; empty keeps them in the database (PostgreSQL) or
+	// next to the SQLite file.
+	LogsDir      string
+	LogMaxSize   string
+	LogRetention time.Duration
 }
 
 func (a *app) serverCommand() *cobra.Command {
 	cfg := serverConfig{
 		Addr: "127.0.0.1:8080", DB: "sqlite://.gantry/gantry.db", LogLevel: "info", Auth: "auto",
 		LeaseTTL: api.DefaultLeaseTTL, HeartbeatEvery: api.DefaultHeartbeatEvery, ReapEvery: scheduler.DefaultReapEvery,
-		CancelGrace: api.DefaultCancelGrace,
+		CancelGrace: api.DefaultCancelGrace, LogMaxSize: "50Mi",
 	}
 	cmd := &cobra.Command{
 		Use:   "server",
@@ -55,7 +62,11 @@ func (a *app) serverCommand() *cobra.Command {
 			"to the queue.\n\n" +
 			"--auth on requires a bearer token on every call (create them with gantry token\n" +
 			"create); off is allowed only on a loopback address; auto, the default, is on\n" +
-			"unless the address is loopback.",
+			"unless the address is loopback.\n\n" +
+			"Job logs are kept as files in --logs-dir (default: a logs directory next to the\n" +
+			"SQLite file) or, with PostgreSQL and no --logs-dir, in the database where every\n" +
+			"replica reads them. --log-max-size caps one job attempt's log; --log-retention\n" +
+			"deletes logs older than that (0 keeps them).",
 		Example: "  gantry server --db sqlite:///var/lib/gantry/gantry.db\n" +
 			"  gantry server --addr :8080 --db postgres://gantry@db/gantry",
 		Args: noArgs,
@@ -75,6 +86,9 @@ func (a *app) serverCommand() *cobra.Command {
 	f.DurationVar(&cfg.CancelGrace, "cancel-grace", cfg.CancelGrace, "time between SIGTERM and SIGKILL for jobs that set no cancel_grace")
 	f.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "debug, info, warn or error")
 	f.StringVar(&cfg.Auth, "auth", cfg.Auth, "on, off or auto (on unless --addr is loopback)")
+	f.StringVar(&cfg.LogsDir, "logs-dir", cfg.LogsDir, "directory for job logs (default: next to the SQLite file; in the database with PostgreSQL)")
+	f.StringVar(&cfg.LogMaxSize, "log-max-size", cfg.LogMaxSize, "most log one job attempt keeps, e.g. 50Mi")
+	f.DurationVar(&cfg.LogRetention, "log-retention", cfg.LogRetention, "delete job logs older than this, e.g. 720h (0 keeps them)")
 	return cmd
 }
 
@@ -88,6 +102,12 @@ func (c *serverConfig) validate() error {
 	}
 	if _, err := logLevel(c.LogLevel); err != nil {
 		return err
+	}
+	if n, err := pipeline.ParseSize(c.LogMaxSize); err != nil || n < 1<<20 {
+		return usagef("--log-max-size %q: want a size of at least 1Mi, such as 50Mi", c.LogMaxSize)
+	}
+	if c.LogRetention < 0 {
+		return usagef("--log-retention must not be negative")
 	}
 	switch c.Auth {
 	case "on", "auto":
@@ -161,9 +181,14 @@ func (a *app) server(ctx context.Context, cfg serverConfig) error {
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
+	logSvc, closeLogs, err := openLogs(cfg, st, log)
+	if err != nil {
+		return err
+	}
+	defer closeLogs()
 	srv := &http.Server{
 		Handler: api.New(api.Config{Store: st, Logger: log, LeaseTTL: cfg.LeaseTTL, HeartbeatEvery: cfg.HeartbeatEvery,
-			CancelGrace: cfg.CancelGrace, Auth: cfg.authOn()}).Handler(),
+			CancelGrace: cfg.CancelGrace, Auth: cfg.authOn(), Logs: logSvc}).Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       time.Minute,
 		IdleTimeout:       2 * time.Minute,
@@ -176,6 +201,9 @@ func (a *app) server(ctx context.Context, cfg serverConfig) error {
 		defer close(loopsDone)
 		loops.Run(loopCtx)
 	}()
+	if cfg.LogRetention > 0 {
+		go purgeLogs(loopCtx, logSvc, cfg.LogRetention, log)
+	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	log.Info("gantry server listening", "addr", ln.Addr().String(), "db", redactURL(cfg.DB), "auth", cfg.authOn())
@@ -197,6 +225,50 @@ func (a *app) server(ctx context.Context, cfg serverConfig) error {
 		return fmt.Errorf("serve: %w", err)
 	}
 	return nil
+}
+
+// openLogs makes the log service: files in a directory in embedded mode, chunks in the
+// database (shared by replicas) with PostgreSQL unless --logs-dir says otherwise.
+func openLogs(cfg serverConfig, st store.Store, log *slog.Logger) (*logs.Service, func(), error) {
+	maxBytes, _ := pipeline.ParseSize(cfg.LogMaxSize)
+	dir := cfg.LogsDir
+	if path, ok := strings.CutPrefix(cfg.DB, "sqlite://"); ok && dir == "" {
+		dir = filepath.Join(filepath.Dir(path), "logs")
+	}
+	var storage logs.Storage = logs.NewChunkStorage(st)
+	if dir != "" {
+		fs, err := logs.OpenFileStorage(dir, 0, log)
+		if err != nil {
+			return nil, nil, err
+		}
+		storage = fs
+	}
+	svc := logs.NewService(logs.Config{Storage: storage, Notifier: st, MaxBytes: maxBytes, Logger: log})
+	return svc, func() {
+		svc.Close()
+		if err := storage.Close(); err != nil {
+			log.Error("close log storage", "err", err)
+		}
+	}, nil
+}
+
+// purgeLogs deletes logs older than retention, now and then every hour.
+func purgeLogs(ctx context.Context, svc *logs.Service, retention time.Duration, log *slog.Logger) {
+	t := time.NewTicker(time.Hour)
+	defer t.Stop()
+	for {
+		n, err := svc.Purge(ctx, time.Now().Add(-retention))
+		if err != nil {
+			log.Error("purge old logs", "err", err)
+		} else if n > 0 {
+			log.Info("purged old logs", "count", n, "older_than", retention)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // redactURL hides a password in a database URL before it is logged.

@@ -1,0 +1,427 @@
+package api
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gantry-ci/gantry/internal/logs"
+	"github.com/gantry-ci/gantry/internal/store"
+	"github.com/google/uuid"
+)
+
+// DefaultKeepAlive is how often an idle log stream sends a comment, so that proxies and
+// load balancers do not close it.
+const DefaultKeepAlive = 15 * time.Second
+
+// Log paging: how many lines one read answers unless asked, and at most.
+const (
+	defaultLogLimit = 10_000
+	maxLogLimit     = 100_000
+	// streamPage is how many lines the stream reads at a time.
+	streamPage = 1000
+	// endCheckEvery is how often an idle stream asks the store whether its attempt ended,
+	// for ends this replica was not told about (a lease reaped, another replica).
+	endCheckEvery = 2 * time.Second
+)
+
+func (s *Server) logRoutes() {
+	s.handle("POST /api/v1/agent/jobs/{id}/logs", agentAccess, s.appendLogs)
+	s.handle("GET /api/v1/jobs/{id}/logs", readers, s.jobLogs)
+	s.handle("GET /api/v1/jobs/{id}/logs/stream", readers, s.streamLogs)
+	s.handle("GET /api/v1/runs/{id}/logs", readers, s.runLogs)
+}
+
+type appendLogsRequest struct {
+	Token string      `json:"token"`
+	Lines []logs.Line `json:"lines"`
+}
+
+func (r *appendLogsRequest) token() string { return r.Token }
+
+type appendLogsResponse struct {
+	// NextSeq is the seq the coordinator expects next: every line below it is stored.
+	NextSeq int64 `json:"next_seq"`
+	// Truncated says the attempt reached its log limit; later lines are dropped.
+	Truncated bool `json:"truncated,omitempty"`
+}
+
+// appendLogs stores a batch of a running job's log lines. Lines already stored are
+// skipped, so a re-sent batch never duplicates one; a batch that starts past the log's
+// end stores nothing, and next_seq says where to re-send from.
+func (s *Server) appendLogs(w http.ResponseWriter, r *http.Request) {
+	var req appendLogsRequest
+	ref, ok := s.leaseRequest(w, r, &req)
+	if !ok {
+		return
+	}
+	job, err := s.store.GetJob(r.Context(), ref.JobID)
+	if err != nil {
+		s.agentError(w, r, "append logs", err)
+		return
+	}
+	if job.LeaseToken == "" || job.LeaseToken != ref.Token {
+		writeError(w, http.StatusConflict, codeLeaseLost, "lease lost: the job's lease token is not this one", nil)
+		return
+	}
+	next, truncated, err := s.logs.Append(r.Context(), logs.Key{Job: job.ID, Attempt: job.Attempt}, req.Lines)
+	if err != nil && !errors.Is(err, logs.ErrGap) {
+		s.storeError(w, r, "append logs", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, appendLogsResponse{NextSeq: next, Truncated: truncated})
+}
+
+// logQuery is what the log readers take from the query string.
+type logQuery struct {
+	after   int64
+	limit   int
+	attempt int // 0: the job's current attempt
+	match   logs.Matcher
+}
+
+func parseLogQuery(r *http.Request) (logQuery, *requestError) {
+	q := r.URL.Query()
+	out := logQuery{limit: defaultLogLimit}
+	if v := q.Get("after_seq"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			return out, badRequest("after_seq must be a whole number, not %q", v)
+		}
+		out.after = n
+	}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > maxLogLimit {
+			return out, badRequest("limit must be a whole number from 1 to %d, not %q", maxLogLimit, v)
+		}
+		out.limit = n
+	}
+	if v := q.Get("attempt"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return out, badRequest("attempt must be a whole number from 1, not %q", v)
+		}
+		out.attempt = n
+	}
+	if text := q.Get("q"); text != "" {
+		regex, rerr := boolParam(q.Get("regex"), "regex")
+		if rerr != nil {
+			return out, rerr
+		}
+		fold, rerr := boolParam(q.Get("ignore_case"), "ignore_case")
+		if rerr != nil {
+			return out, rerr
+		}
+		m, err := logs.NewMatcher(text, regex, fold)
+		if err != nil {
+			return out, badRequest("q: %v", errors.Unwrap(err))
+		}
+		out.match = m
+	}
+	return out, nil
+}
+
+func boolParam(v, name string) (bool, *requestError) {
+	if v == "" {
+		return false, nil
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return false, badRequest("%s must be true or false, not %q", name, v)
+	}
+	return b, nil
+}
+
+// logKey picks the attempt a reader asks for: the one named, or the job's latest (1
+// before the job was first claimed).
+func logKey(job *store.Job, attempt int) (logs.Key, *requestError) {
+	latest := max(job.Attempt, 1)
+	if attempt == 0 {
+		attempt = latest
+	}
+	if attempt > latest {
+		return logs.Key{}, &requestError{status: http.StatusNotFound, code: codeNotFound,
+			msg: fmt.Sprintf("job %s has no attempt %d (latest is %d)", job.ID, attempt, latest)}
+	}
+	return logs.Key{Job: job.ID, Attempt: attempt}, nil
+}
+
+func wantsNDJSON(r *http.Request) bool {
+	return strings.Contains(r.Header.Get("Accept"), "application/x-ndjson")
+}
+
+// jobLogs answers a job attempt's lines after after_seq, as text or NDJSON; with q, only
+// the lines that match, each with its line number (seq).
+func (s *Server) jobLogs(w http.ResponseWriter, r *http.Request) {
+	id, rerr := pathID(r)
+	if rerr != nil {
+		writeRequestError(w, rerr)
+		return
+	}
+	lq, rerr := parseLogQuery(r)
+	if rerr != nil {
+		writeRequestError(w, rerr)
+		return
+	}
+	job, err := s.store.GetJob(r.Context(), id)
+	if err != nil {
+		s.storeError(w, r, "read logs", err)
+		return
+	}
+	key, rerr := logKey(job, lq.attempt)
+	if rerr != nil {
+		writeRequestError(w, rerr)
+		return
+	}
+	var lines []logs.Line
+	if lq.match != nil {
+		lines, err = s.logs.Search(r.Context(), key, lq.match, lq.after, lq.limit)
+	} else {
+		lines, err = s.logs.Read(r.Context(), key, lq.after, lq.limit)
+	}
+	if err != nil {
+		s.storeError(w, r, "read logs", err)
+		return
+	}
+	w.Header().Set("X-Gantry-Attempt", strconv.Itoa(key.Attempt))
+	if len(lines) > 0 {
+		w.Header().Set("X-Gantry-Last-Seq", strconv.FormatInt(lines[len(lines)-1].Seq, 10))
+	}
+	bw := bufio.NewWriterSize(w, 64<<10)
+	if wantsNDJSON(r) {
+		w.Header().Set("Content-Type", "application/x-ndjson")
+		enc := json.NewEncoder(bw)
+		for i := range lines {
+			_ = enc.Encode(&lines[i])
+		}
+	} else {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		for _, l := range lines {
+			if lq.match != nil {
+				bw.WriteString(strconv.FormatInt(l.Seq, 10))
+				bw.WriteByte(':')
+			}
+			bw.WriteString(l.Text)
+			bw.WriteByte('\n')
+		}
+	}
+	_ = bw.Flush()
+}
+
+// runLine is a line of a run-wide log read: which job it is from, and the line.
+type runLine struct {
+	JobID   string `json:"job_id"`
+	Job     string `json:"job"`
+	Attempt int    `json:"attempt"`
+	logs.Line
+}
+
+// runLogs answers the lines of every job of a run (each job's latest attempt, in plan
+// order), or with q only those that match: a search across the run.
+func (s *Server) runLogs(w http.ResponseWriter, r *http.Request) {
+	id, rerr := pathID(r)
+	if rerr != nil {
+		writeRequestError(w, rerr)
+		return
+	}
+	lq, rerr := parseLogQuery(r)
+	if rerr != nil {
+		writeRequestError(w, rerr)
+		return
+	}
+	if lq.attempt != 0 || lq.after != 0 {
+		writeError(w, http.StatusBadRequest, codeBadRequest, "attempt and after_seq apply to one job's log, not a run's", nil)
+		return
+	}
+	if _, err := s.store.GetRun(r.Context(), id); err != nil {
+		s.storeError(w, r, "read run logs", err)
+		return
+	}
+	jobs, err := s.store.ListJobs(r.Context(), id)
+	if err != nil {
+		s.storeError(w, r, "read run logs", err)
+		return
+	}
+	var out []runLine
+	for _, j := range jobs {
+		if j.Attempt == 0 || len(out) >= lq.limit {
+			continue
+		}
+		key := logs.Key{Job: j.ID, Attempt: j.Attempt}
+		var lines []logs.Line
+		if lq.match != nil {
+			lines, err = s.logs.Search(r.Context(), key, lq.match, 0, lq.limit-len(out))
+		} else {
+			lines, err = s.logs.Read(r.Context(), key, 0, lq.limit-len(out))
+		}
+		if err != nil {
+			s.storeError(w, r, "read run logs", err)
+			return
+		}
+		for _, l := range lines {
+			out = append(out, runLine{JobID: j.ID.String(), Job: j.Key, Attempt: j.Attempt, Line: l})
+		}
+	}
+	bw := bufio.NewWriterSize(w, 64<<10)
+	if wantsNDJSON(r) {
+		w.Header().Set("Content-Type", "application/x-ndjson")
+		enc := json.NewEncoder(bw)
+		for i := range out {
+			_ = enc.Encode(&out[i])
+		}
+	} else {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		for _, l := range out {
+			fmt.Fprintf(bw, "%s:%d:%s\n", l.Job, l.Seq, l.Text)
+		}
+	}
+	_ = bw.Flush()
+}
+
+// attemptEnded reports whether the store says the attempt is over: the job moved on to
+// a later attempt, finished, or went back to the queue after it.
+func attemptEnded(job *store.Job, attempt int) bool {
+	if job.Attempt > attempt || job.Status.Terminal() {
+		return true
+	}
+	if job.Attempt == attempt {
+		switch job.Status {
+		case store.JobQueued, store.JobRetrying, store.JobPending:
+			return true
+		}
+	}
+	return false
+}
+
+// streamLogs follows a job attempt's log as Server-Sent Events: every line is an event
+// whose id is its seq, so a client that reconnects with Last-Event-ID resumes with no
+// gap and no repeat. Comments keep idle connections open through proxies, and the
+// stream ends with an "end" event once the attempt has ended and every line was sent.
+func (s *Server) streamLogs(w http.ResponseWriter, r *http.Request) {
+	id, rerr := pathID(r)
+	if rerr != nil {
+		writeRequestError(w, rerr)
+		return
+	}
+	lq, rerr := parseLogQuery(r)
+	if rerr != nil {
+		writeRequestError(w, rerr)
+		return
+	}
+	if v := r.Header.Get("Last-Event-ID"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			writeError(w, http.StatusBadRequest, codeBadRequest, "Last-Event-ID must be a line's seq, not "+strconv.Quote(v), nil)
+			return
+		}
+		lq.after = n
+	}
+	job, err := s.store.GetJob(r.Context(), id)
+	if err != nil {
+		s.storeError(w, r, "stream logs", err)
+		return
+	}
+	key, rerr := logKey(job, lq.attempt)
+	if rerr != nil {
+		writeRequestError(w, rerr)
+		return
+	}
+	rc := http.NewResponseController(w)
+	_ = rc.SetWriteDeadline(time.Time{})
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	h.Set("X-Gantry-Attempt", strconv.Itoa(key.Attempt))
+	w.WriteHeader(http.StatusOK)
+	bw := bufio.NewWriterSize(w, 32<<10)
+	bw.WriteString("retry: 2000\n\n")
+	if err := flush(bw, rc); err != nil {
+		return
+	}
+	hub := s.logs.Hub()
+	defer hub.Watch(key)()
+	keepAlive := time.NewTicker(s.keepAlive)
+	defer keepAlive.Stop()
+	endCheck := time.NewTicker(endCheckEvery)
+	defer endCheck.Stop()
+	ended := attemptEnded(job, key.Attempt)
+	after := lq.after
+	for {
+		changed := hub.Changed(key)
+		ended = ended || hub.Ended(key)
+		lines, err := s.logs.Read(r.Context(), key, after, streamPage)
+		if err != nil {
+			s.log.WarnContext(r.Context(), "stream logs", "job", id, "err", err)
+			return
+		}
+		for i := range lines {
+			b, _ := json.Marshal(&lines[i])
+			fmt.Fprintf(bw, "id: %d\nevent: line\ndata: %s\n\n", lines[i].Seq, b)
+		}
+		if len(lines) > 0 {
+			after = lines[len(lines)-1].Seq
+			if err := flush(bw, rc); err != nil {
+				return
+			}
+			if len(lines) == streamPage {
+				continue
+			}
+		}
+		if ended && len(lines) == 0 {
+			s.writeEnd(r.Context(), bw, rc, key)
+			return
+		}
+		if ended {
+			continue // read until nothing is left, then end
+		}
+		select {
+		case <-r.Context().Done():
+			return
+		case <-changed:
+		case <-keepAlive.C:
+			bw.WriteString(": keep-alive\n\n")
+			if err := flush(bw, rc); err != nil {
+				return
+			}
+		case <-endCheck.C:
+			if j, err := s.store.GetJob(r.Context(), id); err == nil && attemptEnded(j, key.Attempt) {
+				ended = true
+			}
+		}
+	}
+}
+
+func (s *Server) writeEnd(ctx context.Context, bw *bufio.Writer, rc *http.ResponseController, key logs.Key) {
+	// status is the job's now: the attempt's own result when it was the last one,
+	// "retrying" or "queued" when another attempt follows.
+	end := map[string]any{"attempt": key.Attempt}
+	if j, err := s.store.GetJob(ctx, key.Job); err == nil {
+		end["status"] = j.Status
+		end["latest_attempt"] = j.Attempt
+	}
+	b, _ := json.Marshal(end)
+	fmt.Fprintf(bw, "event: end\ndata: %s\n\n", b)
+	_ = flush(bw, rc)
+}
+
+func flush(bw *bufio.Writer, rc *http.ResponseController) error {
+	if err := bw.Flush(); err != nil {
+		return err
+	}
+	return rc.Flush()
+}
+
+// endLog tells the log service an attempt ended, once its completion is stored.
+func (s *Server) endLog(ctx context.Context, job uuid.UUID, attempt int) {
+	if err := s.logs.End(context.WithoutCancel(ctx), logs.Key{Job: job, Attempt: attempt}); err != nil {
+		s.log.WarnContext(ctx, "finish log", "job", job, "attempt", attempt, "err", err)
+	}
+}
