@@ -116,7 +116,7 @@ func TestLogsAppendOnce(t *testing.T) {
 				want        int64
 			}{
 				{1, 3, 4}, {1, 3, 4}, {2, 5, 6}, // re-sent and overlapping
-				{8, 9, 6},           // arrives before 6-7: refused, re-send from 6
+				{8, 9, 6},             // arrives before 6-7: refused, re-send from 6
 				{6, 7, 8}, {8, 9, 10}, // the re-send
 				{1, 9, 10},
 			}
@@ -178,9 +178,9 @@ func TestLogsSearch(t *testing.T) {
 			}})
 			b.appendLogs(t, id, string(body))
 			for q, want := range map[string]string{
-				"q=warning":                     "2",
-				"q=warning&ignore_case=true":    "2,4",
-				"q=%5Eok+%5Cd%2B&regex=true":    "3",
+				"q=warning":                      "2",
+				"q=warning&ignore_case=true":     "2,4",
+				"q=%5Eok+%5Cd%2B&regex=true":     "3",
 				"q=w.*&regex=true&ignore_case=1": "2,4",
 			} {
 				if got := seqs(b.readLines(t, "/api/v1/jobs/"+id+"/logs?"+q)); got != want {
