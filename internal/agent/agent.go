@@ -168,12 +168,28 @@ func (a *Agent) Run(drain, kill context.Context) error {
 	}
 }
 
+// register registers the worker, trying again with backoff while the coordinator is
+// unreachable or failing (5xx), so that workers may start before it; a 4xx (a bad token)
+// or the end of ctx ends it.
 func (a *Agent) register(ctx context.Context) error {
 	var ans registerAnswer
 	body := map[string]any{"name": a.cfg.Name, "labels": a.cfg.Labels, "milli_cpu": a.cfg.MilliCPU, "memory": a.cfg.Memory,
 		"max_jobs": a.cfg.MaxJobs, "version": "dev"}
-	if err := a.c.post(ctx, "/api/v1/agent/register", body, &ans); err != nil {
-		return fmt.Errorf("register with %s: %w", a.cfg.Server, err)
+	for backoff := time.Second; ; backoff = min(backoff*2, 30*time.Second) {
+		err := a.c.post(ctx, "/api/v1/agent/register", body, &ans)
+		if err == nil {
+			break
+		}
+		var ae *apiError
+		if errors.As(err, &ae) && ae.Status < 500 || ctx.Err() != nil {
+			return fmt.Errorf("register with %s: %w", a.cfg.Server, err)
+		}
+		a.log.Warn("register failed; trying again", "err", err, "in", backoff)
+		select {
+		case <-time.After(backoff):
+		case <-ctx.Done():
+			return fmt.Errorf("register with %s: %w", a.cfg.Server, err)
+		}
 	}
 	a.workerID = ans.WorkerID
 	a.heartbeatEvery = duration(ans.HeartbeatEvery, 10*time.Second)
