@@ -66,6 +66,13 @@ type runningJob struct {
 	cancelled bool
 }
 
+// How long a report about a job is tried while the coordinator is unreachable or failing,
+// and the longest wait between two tries.
+const (
+	reportFor        = 10 * time.Minute
+	reportBackoffCap = 10 * time.Second
+)
+
 // Causes a job's context can end with.
 var (
 	errCancelled = errors.New("cancelled by the coordinator")
@@ -292,14 +299,16 @@ func (a *Agent) runJob(parent context.Context, j claimedJob) {
 	lost := make(chan struct{})
 	go a.heartbeat(ctx, j, cancel, lost)
 
-	// The final report uses its own context: a cancel must never lose the result.
+	// The final report uses its own context: a cancel must never lose the result. It
+	// outlasts a coordinator restart or outage: the lease survives one (the reaper waits a
+	// TTL after a restart), so the result is still wanted when the coordinator is back.
 	report := func(path string, body map[string]any) error {
-		rctx, stop := context.WithTimeout(context.WithoutCancel(parent), 30*time.Second)
+		rctx, stop := context.WithTimeout(context.WithoutCancel(parent), reportFor)
 		defer stop()
 		body["token"] = j.Lease.Token
-		var err error
-		for attempt := range 5 {
-			if err = a.c.post(rctx, "/api/v1/agent/jobs/"+j.ID+path, body, nil); err == nil || errors.Is(err, errLeaseLost) {
+		for backoff := 500 * time.Millisecond; ; backoff = min(backoff*2, reportBackoffCap) {
+			err := a.c.post(rctx, "/api/v1/agent/jobs/"+j.ID+path, body, nil)
+			if err == nil || errors.Is(err, errLeaseLost) {
 				return err
 			}
 			var ae *apiError
@@ -307,12 +316,11 @@ func (a *Agent) runJob(parent context.Context, j claimedJob) {
 				return err
 			}
 			select {
-			case <-time.After(time.Duration(attempt+1) * 500 * time.Millisecond):
+			case <-time.After(backoff):
 			case <-rctx.Done():
 				return err
 			}
 		}
-		return err
 	}
 	if err := report("/start", map[string]any{}); err != nil {
 		log.Warn("start refused; dropping the job", "err", err)
