@@ -61,6 +61,7 @@ type Agent struct {
 
 type runningJob struct {
 	cancel    context.CancelCauseFunc
+	done      chan struct{} // closed once the job ended and was reported
 	milliCPU  int64
 	memory    int64
 	cancelled bool
@@ -250,11 +251,30 @@ func (a *Agent) control(ctx context.Context) {
 			a.cancelJob(id)
 		}
 		if len(ans.Cancel) > 0 {
-			// The flag stays until the job ends; do not spin on it.
-			select {
-			case <-time.After(time.Second):
-			case <-ctx.Done():
-			}
+			a.awaitEnded(ctx, ans.Cancel)
+		}
+	}
+}
+
+// awaitEnded waits, at most a second, for the named jobs to end and be reported. Their
+// cancel flags stay until then, so polling again earlier would spin on them; waiting the
+// whole second instead would leave the next cancel of another job unheard meanwhile.
+// A job this worker does not run (any more) is waited for the whole second.
+func (a *Agent) awaitEnded(ctx context.Context, ids []string) {
+	timeout := time.After(time.Second)
+	for _, id := range ids {
+		var done chan struct{} // nil: wait for the timeout
+		a.mu.Lock()
+		if j, ok := a.running[id]; ok {
+			done = j.done
+		}
+		a.mu.Unlock()
+		select {
+		case <-done:
+		case <-timeout:
+			return
+		case <-ctx.Done():
+			return
 		}
 	}
 }
@@ -280,12 +300,14 @@ func (a *Agent) runJob(parent context.Context, j claimedJob) {
 	ctx, cancel := context.WithCancelCause(parent)
 	defer cancel(nil)
 	a.mu.Lock()
-	a.running[j.ID] = &runningJob{cancel: cancel, milliCPU: spec.Resources.MilliCPU, memory: spec.Resources.MemoryBytes}
+	rj := &runningJob{cancel: cancel, done: make(chan struct{}), milliCPU: spec.Resources.MilliCPU, memory: spec.Resources.MemoryBytes}
+	a.running[j.ID] = rj
 	a.cpu += spec.Resources.MilliCPU
 	a.mem += spec.Resources.MemoryBytes
 	a.mu.Unlock()
 	defer func() {
 		a.mu.Lock()
+		close(rj.done)
 		delete(a.running, j.ID)
 		a.cpu -= spec.Resources.MilliCPU
 		a.mem -= spec.Resources.MemoryBytes
