@@ -53,7 +53,7 @@ func (b *bundle) start(t *testing.T, maxJobs int) {
 	t.Cleanup(func() { stop(); wg.Wait() })
 }
 
-func (b *bundle) submit(t *testing.T, yaml string) uuid.UUID {
+func (b *bundle) submit(t testing.TB, yaml string) uuid.UUID {
 	t.Helper()
 	p, err := pipeline.Compile([]byte(yaml), pipeline.Options{})
 	if err != nil {
@@ -66,7 +66,7 @@ func (b *bundle) submit(t *testing.T, yaml string) uuid.UUID {
 	return run.ID
 }
 
-func (b *bundle) waitRun(t *testing.T, id uuid.UUID) *store.Run {
+func (b *bundle) waitRun(t testing.TB, id uuid.UUID) *store.Run {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
