@@ -3,6 +3,7 @@ module github.com/gantry-ci/gantry
 go 1.26.8
 
 require (
+	github.com/coder/websocket v1.8.15
 	github.com/expr-lang/expr v1.17.8
 	github.com/goccy/go-yaml v1.19.2
 	github.com/google/uuid v1.6.0

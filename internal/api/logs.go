@@ -346,53 +346,76 @@ func (s *Server) streamLogs(w http.ResponseWriter, r *http.Request) {
 	if err := flush(bw, rc); err != nil {
 		return
 	}
-	hub := s.logs.Hub()
-	defer hub.Watch(key)()
-	keepAlive := time.NewTicker(s.keepAlive)
-	defer keepAlive.Stop()
-	endCheck := time.NewTicker(endCheckEvery)
-	defer endCheck.Stop()
-	ended := attemptEnded(job, key.Attempt)
-	after := lq.after
-	for {
-		changed := hub.Changed(key)
-		ended = ended || hub.Ended(key)
-		lines, err := s.logs.Read(r.Context(), key, after, streamPage)
-		if err != nil {
-			s.log.WarnContext(r.Context(), "stream logs", "job", id, "err", err)
-			return
-		}
+	send := func(lines []logs.Line) error {
 		for i := range lines {
 			b, _ := json.Marshal(&lines[i])
 			fmt.Fprintf(bw, "id: %d\nevent: line\ndata: %s\n\n", lines[i].Seq, b)
 		}
-		if len(lines) > 0 {
-			after = lines[len(lines)-1].Seq
-			if err := flush(bw, rc); err != nil {
-				return
+		return flush(bw, rc)
+	}
+	idle := func() error {
+		bw.WriteString(": keep-alive\n\n")
+		return flush(bw, rc)
+	}
+	if err := s.followLog(r.Context(), key, attemptEnded(job, key.Attempt), lq.after, send, idle); err != nil {
+		return
+	}
+	s.writeEnd(r.Context(), bw, rc, key)
+}
+
+// followLog pulls key's lines after after, a page at a time, and hands each page to
+// send: in order, with no gap and no repeat, holding no more than that one page, so a
+// slow reader slows only itself. It returns nil once the attempt has ended (ended says
+// it already had) and every line was sent, and otherwise the error that stopped it: the
+// context's, a failed read (logged here) or send's. idle, when not nil, is called
+// every keep-alive interval in which no line came.
+func (s *Server) followLog(ctx context.Context, key logs.Key, ended bool, after int64,
+	send func([]logs.Line) error, idle func() error) error {
+	hub := s.logs.Hub()
+	defer hub.Watch(key)()
+	var keepAlive <-chan time.Time
+	if idle != nil {
+		t := time.NewTicker(s.keepAlive)
+		defer t.Stop()
+		keepAlive = t.C
+	}
+	endCheck := time.NewTicker(endCheckEvery)
+	defer endCheck.Stop()
+	for {
+		changed := hub.Changed(key)
+		ended = ended || hub.Ended(key)
+		lines, err := s.logs.Read(ctx, key, after, streamPage)
+		if err != nil {
+			if ctx.Err() == nil {
+				s.log.WarnContext(ctx, "follow log", "job", key.Job, "attempt", key.Attempt, "err", err)
 			}
+			return fmt.Errorf("read log %s: %w", key, err)
+		}
+		if len(lines) > 0 {
+			if err := send(lines); err != nil {
+				return err
+			}
+			after = lines[len(lines)-1].Seq
 			if len(lines) == streamPage {
 				continue
 			}
 		}
 		if ended && len(lines) == 0 {
-			s.writeEnd(r.Context(), bw, rc, key)
-			return
+			return nil
 		}
 		if ended {
 			continue // read until nothing is left, then end
 		}
 		select {
-		case <-r.Context().Done():
-			return
+		case <-ctx.Done():
+			return ctx.Err()
 		case <-changed:
-		case <-keepAlive.C:
-			bw.WriteString(": keep-alive\n\n")
-			if err := flush(bw, rc); err != nil {
-				return
+		case <-keepAlive:
+			if err := idle(); err != nil {
+				return err
 			}
 		case <-endCheck.C:
-			if j, err := s.store.GetJob(r.Context(), id); err == nil && attemptEnded(j, key.Attempt) {
+			if j, err := s.store.GetJob(ctx, key.Job); err == nil && attemptEnded(j, key.Attempt) {
 				ended = true
 			}
 		}

@@ -113,6 +113,7 @@ func (s *Server) routes() {
 	s.handle("GET /readyz", public, s.readyz)
 	s.agentRoutes()
 	s.logRoutes()
+	s.wsRoutes()
 }
 
 // Close stops what the server started itself (the default log service).
