@@ -1,13 +1,11 @@
 package agent
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -17,6 +15,7 @@ import (
 	"time"
 
 	"github.com/gantry-ci/gantry/internal/executor"
+	"github.com/gantry-ci/gantry/internal/logs"
 	"github.com/gantry-ci/gantry/internal/pipeline"
 )
 
@@ -349,17 +348,26 @@ func (a *Agent) runJob(parent context.Context, j claimedJob) {
 		return
 	}
 
-	ws, err := os.MkdirTemp(a.cfg.WorkDir, "gantry-job-")
+	jl, err := a.openLog(j, log)
 	if err != nil {
-		log.Error("create workspace", "err", err)
+		log.Error("open the job's log spool", "err", err)
 		_ = report("/complete", map[string]any{"status": "failed", "failure_kind": "failure"})
 		return
 	}
-	status, kind, exit := a.runSteps(ctx, log, j, ws, report)
+	ws, err := os.MkdirTemp(a.cfg.WorkDir, "gantry-job-")
+	if err != nil {
+		log.Error("create workspace", "err", err)
+		jl.rec.System("the worker could not create a workspace: " + err.Error())
+		jl.close(parent, log)
+		_ = report("/complete", map[string]any{"status": "failed", "failure_kind": "failure"})
+		return
+	}
+	status, kind, exit := a.runSteps(ctx, log, jl.rec, j, ws, report)
 	if cause := context.Cause(ctx); status != "success" && cause != nil {
 		switch {
 		case errors.Is(cause, errTimeout):
 			status, kind = "failed", "timeout"
+			jl.rec.System(fmt.Sprintf("the job timed out after %s", time.Duration(spec.Timeout)))
 		case errors.Is(cause, errCancelled), errors.Is(cause, context.Canceled):
 			status, kind = "cancelled", ""
 		}
@@ -367,10 +375,14 @@ func (a *Agent) runJob(parent context.Context, j claimedJob) {
 	select {
 	case <-lost:
 		log.Warn("lease lost: another worker owns the job now; not reporting")
+		jl.ship.Abort()
 		_ = os.RemoveAll(ws)
 		return
 	default:
 	}
+	// Every line is stored before the job is reported complete, so that a reader who
+	// sees the job end has seen all of its log.
+	jl.close(parent, log)
 	body := map[string]any{"status": status}
 	if kind != "" {
 		body["failure_kind"] = kind
@@ -389,7 +401,7 @@ func (a *Agent) runJob(parent context.Context, j claimedJob) {
 
 // runSteps runs the steps in order and returns the job's status, failure kind and the
 // exit code of the step that decided it.
-func (a *Agent) runSteps(ctx context.Context, log *slog.Logger, j claimedJob, ws string,
+func (a *Agent) runSteps(ctx context.Context, log *slog.Logger, rec *logs.Recorder, j claimedJob, ws string,
 	report func(string, map[string]any) error) (string, string, *int) {
 	spec := j.Spec
 	once := map[int]bool{}
@@ -401,6 +413,7 @@ func (a *Agent) runSteps(ctx context.Context, log *slog.Logger, j claimedJob, ws
 		path := "/steps/" + strconv.Itoa(st.Index)
 		if once[st.Index] {
 			log.Info("step already succeeded in an earlier attempt and runs once; skipping", "step", st.Name)
+			rec.System(fmt.Sprintf("step %s: skipped, it runs once and succeeded in an earlier attempt", st.Name))
 			_ = report(path, map[string]any{"status": "skipped"})
 			continue
 		}
@@ -409,33 +422,81 @@ func (a *Agent) runSteps(ctx context.Context, log *slog.Logger, j claimedJob, ws
 			continue
 		}
 		_ = report(path, map[string]any{"status": "running"})
-		out := &lineLogger{log: log.With("step", st.Name, "stream", "stdout")}
-		errOut := &lineLogger{log: log.With("step", st.Name, "stream", "stderr")}
+		rec.System("step " + st.Name)
+		out, errOut := rec.Writer(logs.Stdout), rec.Writer(logs.Stderr)
 		res, err := a.cfg.Executor.Run(ctx, executor.Step{
 			Shell: st.Shell, Script: st.Run, Env: a.env(j, st, ws), Dir: ws,
 			Stdout: out, Stderr: errOut, Grace: grace, Network: spec.Network,
 		})
-		out.flush()
-		errOut.flush()
+		_ = out.Close()
+		_ = errOut.Close()
 		code := res.ExitCode
 		switch {
 		case err != nil:
 			log.Error("step could not start", "step", st.Name, "err", err)
+			rec.System(fmt.Sprintf("step %s could not start: %v", st.Name, err))
 			_ = report(path, map[string]any{"status": "failed"})
 			return "failed", "failure", nil
 		case res.Cancelled:
+			rec.System(fmt.Sprintf("step %s: cancelled", st.Name))
 			_ = report(path, map[string]any{"status": "cancelled", "exit_code": code})
 			return "cancelled", "", &code
 		case code != 0:
 			_ = report(path, map[string]any{"status": "failed", "exit_code": code})
 			if !st.ContinueOnError {
+				rec.System(fmt.Sprintf("step %s failed with exit code %d", st.Name, code))
 				return "failed", "failure", &code
 			}
+			rec.System(fmt.Sprintf("step %s failed with exit code %d; continuing (continue_on_error)", st.Name, code))
 		default:
 			_ = report(path, map[string]any{"status": "success", "exit_code": 0})
 		}
 	}
 	return "success", "", nil
+}
+
+// jobLog carries one attempt's output to the coordinator.
+type jobLog struct {
+	rec  *logs.Recorder
+	ship *logs.Shipper
+}
+
+// openLog starts the recorder and shipper of a job attempt; the spool lives in the work
+// directory.
+func (a *Agent) openLog(j claimedJob, log *slog.Logger) (*jobLog, error) {
+	send := func(ctx context.Context, lines []logs.Line) (int64, bool, error) {
+		var ans struct {
+			NextSeq   int64 `json:"next_seq"`
+			Truncated bool  `json:"truncated"`
+		}
+		err := a.c.post(ctx, "/api/v1/agent/jobs/"+j.ID+"/logs", map[string]any{"token": j.Lease.Token, "lines": lines}, &ans)
+		var ae *apiError
+		switch {
+		case errors.Is(err, errLeaseLost):
+			return 0, false, logs.ErrStop
+		case errors.As(err, &ae) && ae.Status == http.StatusBadRequest:
+			// Sending the same batch again cannot help.
+			log.Error("the coordinator refused a log batch; the rest of the log is dropped", "err", err)
+			return 0, false, logs.ErrStop
+		case err != nil:
+			return 0, false, err
+		}
+		return ans.NextSeq, ans.Truncated, nil
+	}
+	ship, err := logs.NewShipper(send, logs.ShipperOptions{Dir: a.cfg.WorkDir, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	return &jobLog{rec: logs.NewRecorder(ship.Add, logs.RecorderOptions{}), ship: ship}, nil
+}
+
+// close waits until every line is stored, for as long as a report would.
+func (l *jobLog) close(parent context.Context, log *slog.Logger) {
+	ctx, stop := context.WithTimeout(context.WithoutCancel(parent), reportFor)
+	defer stop()
+	if err := l.ship.Close(ctx); err != nil && !errors.Is(err, logs.ErrStop) {
+		log.Warn("not every log line reached the coordinator", "err", err)
+	}
 }
 
 // env is what a step's process sees: the worker's PATH and HOME, the job's and the
@@ -500,35 +561,3 @@ func (a *Agent) heartbeat(ctx context.Context, j claimedJob, cancel context.Canc
 		}
 	}
 }
-
-// lineLogger logs a step's output line by line. Shipping logs to the coordinator comes
-// with the log pipeline; until then the worker's own log has them.
-type lineLogger struct {
-	log *slog.Logger
-	buf []byte
-}
-
-func (l *lineLogger) Write(p []byte) (int, error) {
-	l.buf = append(l.buf, p...)
-	for {
-		i := bytes.IndexByte(l.buf, '\n')
-		if i < 0 {
-			break
-		}
-		l.log.Debug(string(l.buf[:i]))
-		l.buf = l.buf[i+1:]
-	}
-	if len(l.buf) > 64<<10 {
-		l.flush()
-	}
-	return len(p), nil
-}
-
-func (l *lineLogger) flush() {
-	if len(l.buf) > 0 {
-		l.log.Debug(string(l.buf))
-		l.buf = nil
-	}
-}
-
-var _ io.Writer = (*lineLogger)(nil)
