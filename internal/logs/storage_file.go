@@ -122,9 +122,11 @@ func (lf *logFile) rebuild() error {
 	for {
 		b, err := r.ReadSlice('\n')
 		if errors.Is(err, bufio.ErrBufferFull) {
-			// A line longer than the buffer: read the rest of it.
+			// A line longer than the buffer: read the rest of it. b points into the
+			// reader's buffer, which the next read overwrites, so copy it first.
+			head := append([]byte(nil), b...)
 			rest, err2 := r.ReadBytes('\n')
-			b, err = append(append([]byte(nil), b...), rest...), err2
+			b, err = append(head, rest...), err2
 		}
 		if err != nil {
 			if errors.Is(err, io.EOF) {
@@ -164,6 +166,9 @@ func (s *FileStorage) Append(ctx context.Context, k Key, lines []Line) (State, e
 			break
 		}
 		lf.mu.Unlock()
+		// Closed but not yet forgotten (Finish, the idle sweep): forget it here rather
+		// than wait, and open the file again.
+		s.forget(k, lf)
 	}
 	defer lf.mu.Unlock()
 	if lf.removed {
@@ -246,12 +251,25 @@ func (s *FileStorage) Read(ctx context.Context, k Key, afterSeq int64, max int) 
 func (s *FileStorage) Finish(ctx context.Context, k Key) error {
 	s.mu.Lock()
 	lf, ok := s.open[k]
-	delete(s.open, k)
 	s.mu.Unlock()
 	if !ok {
 		return nil
 	}
-	return lf.close()
+	// Close before forgetting: while lf is in the map nobody opens the file again, and
+	// a second logFile must not rebuild (and truncate) the file while an append through
+	// lf is still writing it.
+	err := lf.close()
+	s.forget(k, lf)
+	return err
+}
+
+// forget drops lf, once closed, from the open files.
+func (s *FileStorage) forget(k Key, lf *logFile) {
+	s.mu.Lock()
+	if s.open[k] == lf {
+		delete(s.open, k)
+	}
+	s.mu.Unlock()
 }
 
 func (lf *logFile) close() error {
@@ -299,27 +317,53 @@ func (s *FileStorage) Purge(ctx context.Context, before time.Time) (int, error) 
 				continue
 			}
 			k := Key{Job: job, Attempt: attempt}
-			s.mu.Lock()
-			lf, open := s.open[k]
-			delete(s.open, k)
-			s.mu.Unlock()
-			if open {
-				lf.mu.Lock()
-				lf.removed = true
-				lf.mu.Unlock()
-				_ = lf.close()
-			}
-			if err := os.Remove(s.path(k)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			purged, err := s.purge(k, before)
+			if err != nil {
 				return n, fmt.Errorf("purge logs: %w", err)
 			}
-			n++
-			left--
+			if purged {
+				n++
+				left--
+			}
 		}
 		if left == 0 {
 			_ = os.Remove(filepath.Join(s.dir, jd.Name()))
 		}
 	}
 	return n, nil
+}
+
+// purge deletes k's file if it was still last written before t. It holds s.mu
+// throughout, so that nobody opens the file again between its close and its removal
+// (appends would go to a file about to be unlinked), and it checks the time again under
+// the file's lock, so that a log written meanwhile stays.
+func (s *FileStorage) purge(k Key, before time.Time) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	lf, open := s.open[k]
+	if open {
+		lf.mu.Lock()
+	}
+	info, err := os.Stat(s.path(k))
+	if err != nil || !info.ModTime().Before(before) {
+		if open {
+			lf.mu.Unlock()
+		}
+		if errors.Is(err, fs.ErrNotExist) {
+			err = nil
+		}
+		return false, err
+	}
+	if open {
+		lf.removed = true
+		lf.mu.Unlock()
+		_ = lf.close()
+		delete(s.open, k)
+	}
+	if err := os.Remove(s.path(k)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return false, err
+	}
+	return true, nil
 }
 
 // syncLoop fsyncs the files written since the last pass and closes idle ones.
@@ -360,12 +404,9 @@ func (s *FileStorage) syncAll(closeAll bool) {
 		idle := time.Since(lf.used) > idleClose
 		lf.mu.Unlock()
 		if idle || closeAll {
-			s.mu.Lock()
-			if s.open[k] == lf {
-				delete(s.open, k)
-			}
-			s.mu.Unlock()
+			// Close before forgetting, as Finish does.
 			_ = lf.close()
+			s.forget(k, lf)
 		}
 	}
 }
