@@ -23,6 +23,10 @@ const DefaultMaxBytes = 50 << 20
 // marked truncated (the worker cuts first, at the same length).
 const MaxLineBytes = 64 << 10
 
+// maxEncodedLine bounds a stored line's encoded size: JSON escapes a byte of text to at
+// most six (\u00XX), plus the other fields.
+const maxEncodedLine = 6*MaxLineBytes + 256
+
 // noticeTopic is the store topic on which replicas announce log changes:
 // "<origin> <job> <attempt> lines|end".
 const noticeTopic = "logs"
@@ -191,7 +195,9 @@ func cut(l *Line) {
 
 // endsTruncated reads whether key's stored log ends with the truncation line.
 func (s *Service) endsTruncated(ctx context.Context, k Key, st State) (bool, error) {
-	if st.Next <= 1 || st.Bytes < s.cfg.MaxBytes-MaxLineBytes-256 {
+	// The line that did not fit may have been up to maxEncodedLine long, so the log can
+	// have been cut that far below the limit.
+	if st.Next <= 1 || st.Bytes < s.cfg.MaxBytes-maxEncodedLine {
 		return false, nil
 	}
 	last, err := s.cfg.Storage.Read(ctx, k, st.Next-2, 1)
