@@ -362,7 +362,25 @@ func (a *Agent) runJob(parent context.Context, j claimedJob) {
 		_ = report("/complete", map[string]any{"status": "failed", "failure_kind": "failure"})
 		return
 	}
-	status, kind, exit := a.runSteps(ctx, log, jl.rec, j, ws, report)
+	// Step reports go out in order behind the steps, so that a coordinator outage never
+	// holds the next step back; the completion waits for them.
+	steps := make(chan stepReport, 3*len(spec.Steps)+1)
+	stepsSent := make(chan struct{})
+	go func() {
+		defer close(stepsSent)
+		for r := range steps {
+			if err := report(r.path, r.body); errors.Is(err, errLeaseLost) {
+				for range steps {
+				}
+				return
+			}
+		}
+	}()
+	status, kind, exit := a.runSteps(ctx, log, jl.rec, j, ws, func(path string, body map[string]any) {
+		steps <- stepReport{path: path, body: body}
+	})
+	close(steps)
+	<-stepsSent
 	if cause := context.Cause(ctx); status != "success" && cause != nil {
 		switch {
 		case errors.Is(cause, errTimeout):
@@ -402,7 +420,7 @@ func (a *Agent) runJob(parent context.Context, j claimedJob) {
 // runSteps runs the steps in order and returns the job's status, failure kind and the
 // exit code of the step that decided it.
 func (a *Agent) runSteps(ctx context.Context, log *slog.Logger, rec *logs.Recorder, j claimedJob, ws string,
-	report func(string, map[string]any) error) (string, string, *int) {
+	report func(path string, body map[string]any)) (string, string, *int) {
 	spec := j.Spec
 	once := map[int]bool{}
 	for _, i := range j.OnceDone {
@@ -414,14 +432,14 @@ func (a *Agent) runSteps(ctx context.Context, log *slog.Logger, rec *logs.Record
 		if once[st.Index] {
 			log.Info("step already succeeded in an earlier attempt and runs once; skipping", "step", st.Name)
 			rec.System(fmt.Sprintf("step %s: skipped, it runs once and succeeded in an earlier attempt", st.Name))
-			_ = report(path, map[string]any{"status": "skipped"})
+			report(path, map[string]any{"status": "skipped"})
 			continue
 		}
 		if ctx.Err() != nil {
-			_ = report(path, map[string]any{"status": "cancelled"})
+			report(path, map[string]any{"status": "cancelled"})
 			continue
 		}
-		_ = report(path, map[string]any{"status": "running"})
+		report(path, map[string]any{"status": "running"})
 		rec.System("step " + st.Name)
 		out, errOut := rec.Writer(logs.Stdout), rec.Writer(logs.Stderr)
 		res, err := a.cfg.Executor.Run(ctx, executor.Step{
@@ -435,24 +453,30 @@ func (a *Agent) runSteps(ctx context.Context, log *slog.Logger, rec *logs.Record
 		case err != nil:
 			log.Error("step could not start", "step", st.Name, "err", err)
 			rec.System(fmt.Sprintf("step %s could not start: %v", st.Name, err))
-			_ = report(path, map[string]any{"status": "failed"})
+			report(path, map[string]any{"status": "failed"})
 			return "failed", "failure", nil
 		case res.Cancelled:
 			rec.System(fmt.Sprintf("step %s: cancelled", st.Name))
-			_ = report(path, map[string]any{"status": "cancelled", "exit_code": code})
+			report(path, map[string]any{"status": "cancelled", "exit_code": code})
 			return "cancelled", "", &code
 		case code != 0:
-			_ = report(path, map[string]any{"status": "failed", "exit_code": code})
+			report(path, map[string]any{"status": "failed", "exit_code": code})
 			if !st.ContinueOnError {
 				rec.System(fmt.Sprintf("step %s failed with exit code %d", st.Name, code))
 				return "failed", "failure", &code
 			}
 			rec.System(fmt.Sprintf("step %s failed with exit code %d; continuing (continue_on_error)", st.Name, code))
 		default:
-			_ = report(path, map[string]any{"status": "success", "exit_code": 0})
+			report(path, map[string]any{"status": "success", "exit_code": 0})
 		}
 	}
 	return "success", "", nil
+}
+
+// stepReport is a step's status on its way to the coordinator.
+type stepReport struct {
+	path string
+	body map[string]any
 }
 
 // jobLog carries one attempt's output to the coordinator.

@@ -275,7 +275,7 @@ func TestCoordinatorRestart(t *testing.T) {
 			t.Parallel()
 			c := newCoordinator(t, tt.opts)
 			c.up()
-			startAgent(t, c.url, slog.LevelInfo)
+			logs := startAgent(t, c.url, slog.LevelInfo)
 			id := c.bundle().submit(t, fmt.Sprintf("jobs:\n  a: {steps: [{run: %q}, {run: 'true'}]}\n", tt.step))
 			waitJob(t, c.st, id, "running", running)
 			c.down()
@@ -292,6 +292,9 @@ func TestCoordinatorRestart(t *testing.T) {
 			}
 			if jobs[0].Attempt != 1 {
 				t.Errorf("job ran %d attempts; want the first one to be recorded", jobs[0].Attempt)
+			}
+			if n, _ := logs.count("heartbeat failed; the job keeps running"); n == 0 {
+				t.Error("no heartbeat failed during the outage")
 			}
 			steps, err := b.st.ListSteps(t.Context(), jobs[0].ID)
 			if err != nil {
@@ -573,5 +576,46 @@ func TestCoordinatorUnreachable(t *testing.T) {
 	b = c.bundle()
 	if r := b.waitRun(t, b.submit(t, "jobs:\n  b: {steps: [{run: 'true'}]}\n")); r.Status != store.RunSuccess {
 		t.Fatalf("run after the outage %s, want success", r.Status)
+	}
+}
+
+// TestStepsContinueThroughOutage: while the coordinator is away, a job goes on from one
+// step to the next; the steps' reports follow once it is back.
+func TestStepsContinueThroughOutage(t *testing.T) {
+	t.Parallel()
+	c := newCoordinator(t, coordOpts{})
+	c.up()
+	startAgent(t, c.url, slog.LevelInfo)
+	marker := filepath.Join(t.TempDir(), "second-step-ran")
+	id := c.bundle().submit(t, fmt.Sprintf("jobs:\n  a: {steps: [{run: 'sleep 1'}, {run: 'touch %s'}, {run: 'true'}]}\n", marker))
+	waitJob(t, c.st, id, "running", running)
+	c.down()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, err := os.Stat(marker); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the second step did not run while the coordinator was down")
+		}
+		pause(t, 20*time.Millisecond)
+	}
+	c.up()
+	b := c.bundle()
+	if r := b.waitRun(t, id); r.Status != store.RunSuccess {
+		t.Fatalf("run %s, want success", r.Status)
+	}
+	jobs, err := b.st.ListJobs(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps, err := b.st.ListSteps(t.Context(), jobs[0].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range steps {
+		if s.Status != store.StepSuccess {
+			t.Errorf("step %d: %s, want success", s.Index, s.Status)
+		}
 	}
 }
