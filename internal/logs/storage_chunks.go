@@ -32,8 +32,9 @@ func NewChunkStorage(idx store.LogIndex) *ChunkStorage {
 	return &ChunkStorage{idx: idx, state: map[Key]State{}}
 }
 
-// Append implements Storage. When another replica appended meanwhile the chunk is
-// refused by the database; the end is read again and the batch trimmed to it.
+// Append implements Storage. When another replica appended meanwhile, the chunk is
+// refused by the database, or looks like a gap here; the end is read again and the
+// batch trimmed to it.
 func (s *ChunkStorage) Append(ctx context.Context, k Key, lines []Line) (State, error) {
 	for try := 0; ; try++ {
 		st, err := s.State(ctx, k)
@@ -41,6 +42,12 @@ func (s *ChunkStorage) Append(ctx context.Context, k Key, lines []Line) (State, 
 			return st, err
 		}
 		todo, err := trim(lines, st.Next)
+		if errors.Is(err, ErrGap) && try == 0 {
+			// The end known here may be stale: another replica may have stored the
+			// lines in between. Ask the database before calling it a gap.
+			s.forget(k)
+			continue
+		}
 		if err != nil || len(todo) == 0 {
 			return st, err
 		}
