@@ -73,6 +73,10 @@ const (
 	reportBackoffCap = 10 * time.Second
 )
 
+// maxClaim is the most jobs one claim may ask for (the coordinator refuses more); a
+// worker with more free slots claims again for the rest.
+const maxClaim = 64
+
 // Causes a job's context can end with.
 var (
 	errCancelled = errors.New("cancelled by the coordinator")
@@ -139,7 +143,7 @@ func (a *Agent) Run(drain, kill context.Context) error {
 		}
 		free := 1
 	more:
-		for free < a.cfg.MaxJobs {
+		for free < min(a.cfg.MaxJobs, maxClaim) {
 			select {
 			case <-slots:
 				free++

@@ -244,3 +244,15 @@ func TestDrain(t *testing.T) {
 		t.Errorf("a run submitted while draining: %s, want still pending", r.Status)
 	}
 }
+
+// TestMoreSlotsThanOneClaim: a worker with more slots than one claim may ask for still
+// claims (up to the limit at a time) and runs its jobs.
+func TestMoreSlotsThanOneClaim(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.start(t, 100)
+	id := b.submit(t, "jobs:\n  a: {steps: [{run: 'true'}]}\n  b: {steps: [{run: 'true'}]}\n")
+	if r := b.waitRun(t, id); r.Status != store.RunSuccess {
+		t.Fatalf("run %s, want success", r.Status)
+	}
+}
