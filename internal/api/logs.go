@@ -153,6 +153,20 @@ func logKey(job *store.Job, attempt int) (logs.Key, *requestError) {
 	return logs.Key{Job: job.ID, Attempt: attempt}, nil
 }
 
+// logRequest reads the id in the path and the log query of a log read; on a bad one it
+// has answered and returns false.
+func logRequest(w http.ResponseWriter, r *http.Request) (uuid.UUID, logQuery, bool) {
+	id, rerr := pathID(r)
+	if rerr == nil {
+		var lq logQuery
+		if lq, rerr = parseLogQuery(r); rerr == nil {
+			return id, lq, true
+		}
+	}
+	writeRequestError(w, rerr)
+	return uuid.UUID{}, logQuery{}, false
+}
+
 func wantsNDJSON(r *http.Request) bool {
 	return strings.Contains(r.Header.Get("Accept"), "application/x-ndjson")
 }
@@ -160,14 +174,8 @@ func wantsNDJSON(r *http.Request) bool {
 // jobLogs answers a job attempt's lines after after_seq, as text or NDJSON; with q, only
 // the lines that match, each with its line number (seq).
 func (s *Server) jobLogs(w http.ResponseWriter, r *http.Request) {
-	id, rerr := pathID(r)
-	if rerr != nil {
-		writeRequestError(w, rerr)
-		return
-	}
-	lq, rerr := parseLogQuery(r)
-	if rerr != nil {
-		writeRequestError(w, rerr)
+	id, lq, ok := logRequest(w, r)
+	if !ok {
 		return
 	}
 	job, err := s.store.GetJob(r.Context(), id)
@@ -226,14 +234,8 @@ type runLine struct {
 // runLogs answers the lines of every job of a run (each job's latest attempt, in plan
 // order), or with q only those that match: a search across the run.
 func (s *Server) runLogs(w http.ResponseWriter, r *http.Request) {
-	id, rerr := pathID(r)
-	if rerr != nil {
-		writeRequestError(w, rerr)
-		return
-	}
-	lq, rerr := parseLogQuery(r)
-	if rerr != nil {
-		writeRequestError(w, rerr)
+	id, lq, ok := logRequest(w, r)
+	if !ok {
 		return
 	}
 	if lq.attempt != 0 || lq.after != 0 {
@@ -305,14 +307,8 @@ func attemptEnded(job *store.Job, attempt int) bool {
 // gap and no repeat. Comments keep idle connections open through proxies, and the
 // stream ends with an "end" event once the attempt has ended and every line was sent.
 func (s *Server) streamLogs(w http.ResponseWriter, r *http.Request) {
-	id, rerr := pathID(r)
-	if rerr != nil {
-		writeRequestError(w, rerr)
-		return
-	}
-	lq, rerr := parseLogQuery(r)
-	if rerr != nil {
-		writeRequestError(w, rerr)
+	id, lq, ok := logRequest(w, r)
+	if !ok {
 		return
 	}
 	if v := r.Header.Get("Last-Event-ID"); v != "" {
