@@ -296,15 +296,7 @@ func TestCoordinatorRestart(t *testing.T) {
 			if n, _ := logs.count("heartbeat failed; the job keeps running"); n == 0 {
 				t.Error("no heartbeat failed during the outage")
 			}
-			steps, err := b.st.ListSteps(t.Context(), jobs[0].ID)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, s := range steps {
-				if s.Status != store.StepSuccess {
-					t.Errorf("step %d: %s, want success", s.Index, s.Status)
-				}
-			}
+			wantStepsSucceeded(t, b.st, jobs[0].ID)
 		})
 	}
 }
@@ -609,7 +601,13 @@ func TestStepsContinueThroughOutage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	steps, err := b.st.ListSteps(t.Context(), jobs[0].ID)
+	wantStepsSucceeded(t, b.st, jobs[0].ID)
+}
+
+// wantStepsSucceeded checks that every step of the job succeeded.
+func wantStepsSucceeded(t *testing.T, st store.Store, job uuid.UUID) {
+	t.Helper()
+	steps, err := st.ListSteps(t.Context(), job)
 	if err != nil {
 		t.Fatal(err)
 	}
