@@ -561,6 +561,9 @@ func TestCoordinatorUnreachable(t *testing.T) {
 		t.Fatalf("first run %s, want success", r.Status)
 	}
 
+	// Go down only once the worker has heard that its report arrived; an answer lost
+	// on the way would keep it retrying that report instead of claiming.
+	logs.wait(t, "job finished", 0)
 	failed, _ := logs.count("claim failed; trying again")
 	c.down()
 	logs.wait(t, "claim failed; trying again", failed)
