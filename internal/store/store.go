@@ -208,6 +208,14 @@ type Artifacts interface {
 	MarkArtifactStored(ctx context.Context, id uuid.UUID) error
 	GetArtifact(ctx context.Context, id uuid.UUID) (*Artifact, error)
 	ListArtifacts(ctx context.Context, jobID uuid.UUID) ([]*Artifact, error)
+	// ListRunArtifacts returns the artifacts of every job of the run, ordered by job,
+	// attempt and name.
+	ListRunArtifacts(ctx context.Context, runID uuid.UUID) ([]*Artifact, error)
+	// DeleteExpiredArtifacts deletes the records of artifacts that expired at or before t
+	// and returns how many. Their blobs stay until no record names them.
+	DeleteExpiredArtifacts(ctx context.Context, t time.Time) (int, error)
+	// ArtifactDigestInUse reports whether any artifact record names the digest.
+	ArtifactDigestInUse(ctx context.Context, sha256 string) (bool, error)
 }
 
 // LogIndex keeps job attempts' log lines as chunks in the database: the log storage of

@@ -172,6 +172,48 @@ func (e *Engine) ListArtifacts(ctx context.Context, jobID uuid.UUID) ([]*store.A
 	return out, rows.Err()
 }
 
+// ListRunArtifacts implements store.Artifacts.
+func (e *Engine) ListRunArtifacts(ctx context.Context, runID uuid.UUID) ([]*store.Artifact, error) {
+	rows, err := e.readRows(ctx, `SELECT a.id, a.job_id, a.attempt, a.name, a.sha256, a.size, a.media_type, a.state, a.created_at, a.expires_at
+		FROM artifacts a JOIN jobs j ON j.id = a.job_id WHERE j.run_id = ? ORDER BY j.key, a.attempt, a.name`, runID)
+	if err != nil {
+		return nil, fmt.Errorf("list artifacts of run %s: %w", runID, err)
+	}
+	defer rows.Close()
+	var out []*store.Artifact
+	for rows.Next() {
+		a, err := scanArtifact(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list artifacts of run %s: %w", runID, err)
+		}
+		out = append(out, a)
+	}
+	return out, rows.Err()
+}
+
+// DeleteExpiredArtifacts implements store.Artifacts.
+func (e *Engine) DeleteExpiredArtifacts(ctx context.Context, t time.Time) (int, error) {
+	var n int64
+	err := e.write(ctx, func(tx *tx) error {
+		res, err := tx.exec(`DELETE FROM artifacts WHERE expires_at <> 0 AND expires_at <= ?`, us(t))
+		if err != nil {
+			return fmt.Errorf("delete expired artifacts: %w", err)
+		}
+		n, _ = res.RowsAffected()
+		return nil
+	})
+	return int(n), err
+}
+
+// ArtifactDigestInUse implements store.Artifacts.
+func (e *Engine) ArtifactDigestInUse(ctx context.Context, sha256 string) (bool, error) {
+	var n int
+	if err := e.readRow(ctx, `SELECT COUNT(*) FROM (SELECT 1 FROM artifacts WHERE sha256 = ? LIMIT 1) AS used`, sha256).Scan(&n); err != nil {
+		return false, fmt.Errorf("look up artifacts of blob %s: %w", sha256, err)
+	}
+	return n > 0, nil
+}
+
 // AppendLogChunk implements store.LogIndex.
 func (e *Engine) AppendLogChunk(ctx context.Context, c *store.LogChunk) error {
 	if c.FirstSeq < 1 || c.LastSeq < c.FirstSeq {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -277,6 +278,61 @@ jobs:
 	}
 	if got := list(); len(got) != 3 || got["bin/app@2"] == nil {
 		t.Errorf("ListArtifacts after attempt 2 = %v, want the two of attempt 1 and bin/app of attempt 2", got)
+	}
+
+	// A run's artifacts are those of its jobs, and of no other run.
+	b.create(`
+name: other
+jobs:
+  build:
+    steps: [ { run: make } ]
+`)
+	oc := b.claimOne()
+	if _, err := s.PutArtifact(b.ctx, ref(oc), &store.Artifact{JobID: oc.Job.ID, Name: "bin/app", SHA256: sha256Hex("app v1"), Size: 6}); err != nil {
+		t.Fatalf("PutArtifact in another run: %v", err)
+	}
+	ra, err := s.ListRunArtifacts(b.ctx, c.Job.RunID)
+	if err != nil {
+		t.Fatalf("ListRunArtifacts: %v", err)
+	}
+	var names []string
+	for _, a := range ra {
+		names = append(names, fmt.Sprintf("%s@%d", a.Name, a.Attempt))
+	}
+	if got := strings.Join(names, " "); got != "bin/app@1 report.xml@1 bin/app@2" {
+		t.Errorf("ListRunArtifacts = %q, want %q", got, "bin/app@1 report.xml@1 bin/app@2")
+	}
+
+	// A digest is in use while any record names it, whatever its run.
+	inUse := func(digest string) bool {
+		t.Helper()
+		ok, err := s.ArtifactDigestInUse(b.ctx, digest)
+		if err != nil {
+			t.Fatalf("ArtifactDigestInUse: %v", err)
+		}
+		return ok
+	}
+	if !inUse(sha256Hex("app v1")) || inUse(sha256Hex("never stored")) {
+		t.Errorf("ArtifactDigestInUse: app v1 %v, an unknown digest %v; want true, false",
+			inUse(sha256Hex("app v1")), inUse(sha256Hex("never stored")))
+	}
+
+	// Only bin/app of attempt 1 expires (the others never do).
+	if n, err := s.DeleteExpiredArtifacts(b.ctx, expires.Add(-time.Second)); err != nil || n != 0 {
+		t.Errorf("DeleteExpiredArtifacts before the expiry = %d, %v; want 0", n, err)
+	}
+	if n, err := s.DeleteExpiredArtifacts(b.ctx, expires); err != nil || n != 1 {
+		t.Errorf("DeleteExpiredArtifacts at the expiry = %d, %v; want 1", n, err)
+	}
+	if _, err := s.GetArtifact(b.ctx, a.ID); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("GetArtifact of an expired artifact: %v, want ErrNotFound", err)
+	}
+	if got := list(); len(got) != 2 || got["bin/app@1"] != nil {
+		t.Errorf("ListArtifacts after expiry = %v, want report.xml@1 and bin/app@2", got)
+	}
+	// The other run's record still names app v1's digest.
+	if !inUse(sha256Hex("app v1")) {
+		t.Errorf("app v1's digest is not in use after one of its two records expired")
 	}
 }
 
