@@ -1,0 +1,228 @@
+package blob
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"mime"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The dir store's signed URLs look like
+//
+//	PUT {prefix}{digest}?size=N&expires=UNIX&sig=HEX
+//	GET {prefix}{digest}?expires=UNIX&filename=F&type=T&sig=HEX
+//
+// where sig is the hex HMAC-SHA256, under Options.Secret, of every field that shapes the
+// request: method, digest, size, expiry, filename and media type. Fields are length-prefixed
+// so that no two requests share a signed string.
+
+const signVersion = "gantry-blob-v1"
+
+func (d *DirStore) sign(method, digest, size string, expires int64, filename, mediaType string) string {
+	var msg []byte
+	for _, f := range []string{signVersion, method, digest, size, strconv.FormatInt(expires, 10), filename, mediaType} {
+		msg = binary.AppendUvarint(msg, uint64(len(f)))
+		msg = append(msg, f...)
+	}
+	mac := hmac.New(sha256.New, d.secret)
+	mac.Write(msg)
+	return hex.EncodeToString(mac.Sum(nil))
+}
+
+// expiry rounds now+ttl up to a whole second, so a URL never lives shorter than ttl.
+func (d *DirStore) expiry(ttl time.Duration) int64 {
+	t := d.clock.Now().Add(ttl)
+	if t.Nanosecond() > 0 {
+		return t.Unix() + 1
+	}
+	return t.Unix()
+}
+
+// PresignPut implements Store.
+func (d *DirStore) PresignPut(ctx context.Context, digest string, size int64, ttl time.Duration) (Signed, error) {
+	if err := errors.Join(checkDigest(digest), checkSize(size), checkTTL(ttl)); err != nil {
+		return Signed{}, err
+	}
+	exp := d.expiry(ttl)
+	sz := strconv.FormatInt(size, 10)
+	// The signature goes last, by hand: url.Values.Encode would sort it in between.
+	q := url.Values{"size": {sz}, "expires": {strconv.FormatInt(exp, 10)}}
+	return Signed{
+		Method:  http.MethodPut,
+		URL:     d.base + d.prefix + digest + "?" + q.Encode() + "&sig=" + d.sign(http.MethodPut, digest, sz, exp, "", ""),
+		Header:  http.Header{},
+		Expires: time.Unix(exp, 0),
+	}, nil
+}
+
+// PresignGet implements Store.
+func (d *DirStore) PresignGet(ctx context.Context, digest string, ttl time.Duration, o GetOptions) (Signed, error) {
+	if err := errors.Join(checkDigest(digest), checkTTL(ttl), checkGetOptions(o)); err != nil {
+		return Signed{}, err
+	}
+	exp := d.expiry(ttl)
+	q := url.Values{"expires": {strconv.FormatInt(exp, 10)}}
+	if o.Filename != "" {
+		q.Set("filename", o.Filename)
+	}
+	if o.MediaType != "" {
+		q.Set("type", o.MediaType)
+	}
+	return Signed{
+		Method:  http.MethodGet,
+		URL:     d.base + d.prefix + digest + "?" + q.Encode() + "&sig=" + d.sign(http.MethodGet, digest, "", exp, o.Filename, o.MediaType),
+		Header:  http.Header{},
+		Expires: time.Unix(exp, 0),
+	}, nil
+}
+
+// checkGetOptions refuses values that cannot be sent as header values.
+func checkGetOptions(o GetOptions) error {
+	if strings.ContainsAny(o.Filename, "\x00\r\n/\\") {
+		return fmt.Errorf("%w: filename %q has a control character or a path separator", ErrInvalid, o.Filename)
+	}
+	if o.MediaType != "" {
+		if _, _, err := mime.ParseMediaType(o.MediaType); err != nil {
+			return fmt.Errorf("%w: media type %q: %v", ErrInvalid, o.MediaType, err)
+		}
+	}
+	return nil
+}
+
+// Handler serves the store's signed URLs under Options.Prefix: PUT uploads a blob, GET and
+// HEAD download one (with Range support). Failures answer JSON
+// {"error":{"code":"...","message":"..."}}: 403 for a bad or expired signature, 400 for a
+// body that does not match the signed digest or size, 404 for a missing blob.
+func (d *DirStore) Handler() http.Handler { return http.HandlerFunc(d.serve) }
+
+func (d *DirStore) serve(w http.ResponseWriter, r *http.Request) {
+	digest, ok := strings.CutPrefix(r.URL.Path, d.prefix)
+	if !ok || !ValidDigest(digest) {
+		writeError(w, http.StatusNotFound, "not_found", "no blob at this path: want "+d.prefix+"<sha256 hex>")
+		return
+	}
+	q := r.URL.Query()
+	switch r.Method {
+	case http.MethodPut:
+		d.servePut(w, r, digest, q)
+	case http.MethodGet, http.MethodHead:
+		d.serveGet(w, r, digest, q)
+	default:
+		w.Header().Set("Allow", "GET, HEAD, PUT")
+		writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", "signed blob URLs take GET, HEAD or PUT")
+	}
+}
+
+// verify checks the signature first and the expiry second, so that a forged URL never
+// learns whether its expiry would have passed.
+func (d *DirStore) verify(w http.ResponseWriter, q url.Values, method, digest, size, filename, mediaType string) bool {
+	exp, err := strconv.ParseInt(q.Get("expires"), 10, 64)
+	want := d.sign(method, digest, size, exp, filename, mediaType)
+	if err != nil || !hmac.Equal([]byte(q.Get("sig")), []byte(want)) {
+		writeError(w, http.StatusForbidden, "bad_signature", "the URL's signature does not match its request; ask for a new signed URL")
+		return false
+	}
+	if d.clock.Now().Unix() >= exp {
+		writeError(w, http.StatusForbidden, "expired", "the signed URL expired at "+time.Unix(exp, 0).UTC().Format(time.RFC3339)+"; ask for a new one")
+		return false
+	}
+	return true
+}
+
+func (d *DirStore) servePut(w http.ResponseWriter, r *http.Request, digest string, q url.Values) {
+	sz := q.Get("size")
+	if !d.verify(w, q, http.MethodPut, digest, sz, "", "") {
+		return
+	}
+	size, err := strconv.ParseInt(sz, 10, 64)
+	if err != nil || checkSize(size) != nil {
+		writeError(w, http.StatusBadRequest, "invalid_request", "the signed size is not valid")
+		return
+	}
+	// A declared length that differs is refused before reading a byte of the body.
+	if r.ContentLength >= 0 && r.ContentLength != size {
+		writeError(w, http.StatusBadRequest, "size_mismatch",
+			fmt.Sprintf("the body has %d bytes, the URL is signed for %d", r.ContentLength, size))
+		return
+	}
+	existed, err := d.ingest(r.Context(), digest, size, r.Body)
+	var mm *mismatch
+	switch {
+	case errors.As(err, &mm):
+		writeError(w, http.StatusBadRequest, mm.field+"_mismatch", fmt.Sprintf("the body's %s is %s, the URL is signed for %s", mm.field, mm.got, mm.want))
+		return
+	case err != nil && r.Context().Err() == nil:
+		writeError(w, http.StatusInternalServerError, "internal", "the blob could not be stored")
+		return
+	case err != nil:
+		return // the client went away
+	}
+	status := http.StatusCreated
+	if existed {
+		status = http.StatusOK
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]any{"digest": digest, "size": size})
+}
+
+func (d *DirStore) serveGet(w http.ResponseWriter, r *http.Request, digest string, q url.Values) {
+	filename, mediaType := q.Get("filename"), q.Get("type")
+	if !d.verify(w, q, http.MethodGet, digest, "", filename, mediaType) {
+		return
+	}
+	f, err := os.Open(d.path(digest))
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			writeError(w, http.StatusNotFound, "not_found", "blob "+digest+" is not stored")
+		} else {
+			writeError(w, http.StatusInternalServerError, "internal", "the blob could not be read")
+		}
+		return
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "internal", "the blob could not be read")
+		return
+	}
+	h := w.Header()
+	if mediaType == "" {
+		mediaType = "application/octet-stream"
+	}
+	h.Set("Content-Type", mediaType)
+	if filename != "" {
+		h.Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": filename}))
+	}
+	// Blobs are user content served from the coordinator's origin: never let a browser run
+	// it as a page of that origin.
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Content-Security-Policy", "default-src 'none'; sandbox")
+	h.Set("ETag", `"`+digest+`"`)
+	http.ServeContent(w, r, "", fi.ModTime(), f)
+}
+
+func writeError(w http.ResponseWriter, status int, code, message string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	var body struct {
+		Error struct {
+			Code    string `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	body.Error.Code, body.Error.Message = code, message
+	_ = json.NewEncoder(w).Encode(body)
+}
