@@ -103,7 +103,8 @@ type Options struct {
 	Clock clock.Clock
 }
 
-// Open opens a store from a URL: "file:///abs/dir" for the dir store.
+// Open opens a store from a URL: "file:///abs/dir" for the dir store, or
+// "s3://bucket?endpoint=host:port&region=us-east-1&secure=false" for S3 (see ParseS3URL).
 func Open(rawURL string, o Options) (Store, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
@@ -116,10 +117,16 @@ func Open(rawURL string, o Options) (Store, error) {
 			return nil, err
 		}
 		return OpenDir(dir, o)
+	case "s3":
+		c, err := ParseS3URL(rawURL)
+		if err != nil {
+			return nil, err
+		}
+		return OpenS3(c, o)
 	case "":
-		return nil, fmt.Errorf("open blob store %q: want a URL, file:///abs/dir", rawURL)
+		return nil, fmt.Errorf("open blob store %q: want a URL, file:///abs/dir or s3://bucket?endpoint=host:port", rawURL)
 	default:
-		return nil, fmt.Errorf("open blob store: unknown scheme %q (want file)", u.Scheme)
+		return nil, fmt.Errorf("open blob store: unknown scheme %q (want file or s3)", u.Scheme)
 	}
 }
 
