@@ -1,0 +1,7 @@
+//go:build !linux
+
+package blobtest
+
+import "syscall"
+
+func setParentDeathSignal(*syscall.SysProcAttr) {}
