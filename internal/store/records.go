@@ -213,6 +213,8 @@ type Artifact struct {
 	SHA256    string
 	Size      int64
 	MediaType string
+	// Mode holds the file's permission bits (0644 when zero at registration).
+	Mode      uint32
 	State     ArtifactState
 	CreatedAt time.Time
 	ExpiresAt time.Time // zero: never

@@ -193,13 +193,13 @@ jobs:
 	c := b.claimOne()
 	b.clk.Advance(time.Second)
 	expires := b.clk.Now().Add(24 * time.Hour)
-	in := &store.Artifact{JobID: c.Job.ID, Name: "bin/app", SHA256: sha256Hex("app v1"), Size: 6, MediaType: "application/octet-stream", ExpiresAt: expires}
+	in := &store.Artifact{JobID: c.Job.ID, Name: "bin/app", SHA256: sha256Hex("app v1"), Size: 6, MediaType: "application/octet-stream", Mode: 0o755, ExpiresAt: expires}
 	a, err := s.PutArtifact(b.ctx, ref(c), in)
 	if err != nil {
 		t.Fatalf("PutArtifact: %v", err)
 	}
 	if a.ID == uuid.Nil || a.JobID != c.Job.ID || a.Attempt != 1 || a.Name != "bin/app" || a.SHA256 != in.SHA256 ||
-		a.Size != 6 || a.MediaType != "application/octet-stream" || a.State != store.ArtifactPending {
+		a.Size != 6 || a.MediaType != "application/octet-stream" || a.Mode != 0o755 || a.State != store.ArtifactPending {
 		t.Errorf("PutArtifact returned %+v; want a pending record of attempt 1", a)
 	}
 	wantTime(t, "CreatedAt", a.CreatedAt, b.clk.Now())
@@ -220,6 +220,9 @@ jobs:
 	}
 	if other.ID == a.ID {
 		t.Errorf("two names share artifact id %s", a.ID)
+	}
+	if other.Mode != 0o644 {
+		t.Errorf("an artifact registered without a mode has mode %o, want 644", other.Mode)
 	}
 
 	_, err = s.PutArtifact(b.ctx, store.LeaseRef{JobID: c.Job.ID, Token: "stolen"}, &store.Artifact{JobID: c.Job.ID, Name: "evil", SHA256: sha256Hex("x"), Size: 1})
