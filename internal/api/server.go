@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/gantry-ci/gantry/internal/blob"
 	"github.com/gantry-ci/gantry/internal/clock"
 	"github.com/gantry-ci/gantry/internal/logs"
 	"github.com/gantry-ci/gantry/internal/pipeline"
@@ -40,6 +41,16 @@ type Config struct {
 	// Auth requires a bearer token on every route but the health checks. Off, anyone who
 	// can reach the address may do anything: only for loopback.
 	Auth bool
+	// Blobs stores artifacts' content; the artifact routes answer 503 without one. A
+	// store that serves its own signed URLs (blob.Handler) is mounted on BlobPrefix
+	// (DefaultBlobPrefix), which must be the prefix the store signs URLs for.
+	Blobs      blob.Store
+	BlobPrefix string
+	// BlobURLTTL is how long pre-signed blob URLs stay valid (DefaultBlobURLTTL).
+	BlobURLTTL time.Duration
+	// ArtifactTTL is how long artifacts are kept when their job sets no expire_in; zero
+	// keeps them until deleted.
+	ArtifactTTL time.Duration
 }
 
 // Server serves the HTTP API on top of a store. It keeps no state of its own.
@@ -54,6 +65,10 @@ type Server struct {
 	ownLogs bool // logs was made here and is closed by Close
 
 	keepAlive time.Duration
+
+	blobs                   blob.Store
+	blobPrefix              string
+	blobURLTTL, artifactTTL time.Duration
 
 	leaseTTL, heartbeatEvery, timeoutGrace, cancelGrace time.Duration
 	auth                                                bool
@@ -79,6 +94,10 @@ func New(cfg Config) *Server {
 		auth:           cfg.Auth,
 		logs:           cfg.Logs,
 		keepAlive:      cmp.Or(cfg.KeepAlive, DefaultKeepAlive),
+		blobs:          cfg.Blobs,
+		blobPrefix:     cmp.Or(cfg.BlobPrefix, DefaultBlobPrefix),
+		blobURLTTL:     cmp.Or(cfg.BlobURLTTL, DefaultBlobURLTTL),
+		artifactTTL:    cfg.ArtifactTTL,
 	}
 	if s.logs == nil {
 		s.logs = logs.NewService(logs.Config{Storage: logs.NewChunkStorage(cfg.Store), Notifier: cfg.Store, Logger: cfg.Logger})
@@ -114,6 +133,7 @@ func (s *Server) routes() {
 	s.agentRoutes()
 	s.logRoutes()
 	s.wsRoutes()
+	s.artifactRoutes()
 }
 
 // Close stops what the server started itself (the default log service).

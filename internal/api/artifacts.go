@@ -1,0 +1,424 @@
+package api
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/gantry-ci/gantry/internal/blob"
+	"github.com/gantry-ci/gantry/internal/pipeline"
+	"github.com/gantry-ci/gantry/internal/store"
+	"github.com/google/uuid"
+)
+
+// Artifact defaults.
+const (
+	// DefaultBlobURLTTL is how long a pre-signed upload or download URL stays valid. An
+	// upload retried in the background after its job ended uses the URL it was given, so
+	// this outlasts the worker's retry budget.
+	DefaultBlobURLTTL = time.Hour
+	// DefaultBlobPrefix is the request path the local blob store's handler is mounted on.
+	DefaultBlobPrefix = "/blobs/"
+	// maxArtifactsPerRequest bounds one registration; a job with more files registers in
+	// several requests.
+	maxArtifactsPerRequest = 1000
+)
+
+const codeBlobMissing = "blob_missing"
+
+func (s *Server) artifactRoutes() {
+	s.handle("POST /api/v1/agent/jobs/{id}/artifacts", agentAccess, s.registerArtifacts)
+	s.handle("POST /api/v1/agent/jobs/{id}/inputs", agentAccess, s.jobInputs)
+	s.handle("POST /api/v1/agent/artifacts/{id}/stored", agentAccess, s.artifactStored)
+	s.handle("GET /api/v1/jobs/{id}/artifacts", readers, s.jobArtifacts)
+	s.handle("GET /api/v1/runs/{id}/artifacts", readers, s.runArtifacts)
+	s.handle("GET /api/v1/artifacts/{id}", readers, s.downloadArtifact)
+	if h, ok := s.blobs.(blob.Handler); ok {
+		// Signed URLs carry their own authorization: the blob store checks them.
+		s.mux.Handle(s.blobPrefix, h.Handler())
+	}
+}
+
+// signedJSON is a pre-signed request as the worker protocol sends it.
+type signedJSON struct {
+	Method    string              `json:"method"`
+	URL       string              `json:"url"`
+	Header    map[string][]string `json:"header,omitempty"`
+	ExpiresAt string              `json:"expires_at"`
+}
+
+func toSignedJSON(sg blob.Signed) *signedJSON {
+	return &signedJSON{Method: sg.Method, URL: sg.URL, Header: sg.Header, ExpiresAt: formatTime(sg.Expires)}
+}
+
+type artifactFile struct {
+	Name      string `json:"name"`
+	SHA256    string `json:"sha256"`
+	Size      int64  `json:"size"`
+	MediaType string `json:"media_type"`
+	// Mode holds the file's permission bits; 0 means 0644.
+	Mode uint32 `json:"mode"`
+}
+
+type registerArtifactsRequest struct {
+	Token     string         `json:"token"`
+	Artifacts []artifactFile `json:"artifacts"`
+}
+
+func (r *registerArtifactsRequest) token() string { return r.Token }
+
+type registeredArtifact struct {
+	ID    uuid.UUID           `json:"id"`
+	Name  string              `json:"name"`
+	State store.ArtifactState `json:"state"`
+	// Upload is where to PUT the blob; absent when the blob store already holds it.
+	Upload *signedJSON `json:"upload,omitempty"`
+}
+
+// registerArtifacts records the files a job kept and answers, for each, either that the
+// blob store already holds its content or a pre-signed URL to upload it to. Only the
+// worker holding the job's lease may register.
+func (s *Server) registerArtifacts(w http.ResponseWriter, r *http.Request) {
+	var req registerArtifactsRequest
+	ref, ok := s.leaseRequest(w, r, &req)
+	if !ok || !s.needBlobs(w) {
+		return
+	}
+	if len(req.Artifacts) == 0 || len(req.Artifacts) > maxArtifactsPerRequest {
+		writeError(w, http.StatusBadRequest, codeBadRequest,
+			fmt.Sprintf("artifacts: want 1 to %d files, got %d", maxArtifactsPerRequest, len(req.Artifacts)), nil)
+		return
+	}
+	var details []errorDetail
+	seen := map[string]bool{}
+	for i, a := range req.Artifacts {
+		p := fmt.Sprintf("artifacts[%d]", i)
+		if msg := pipeline.CheckArtifactName(a.Name); msg != "" {
+			details = append(details, errorDetail{Path: p + ".name", Message: msg})
+		} else if seen[a.Name] {
+			details = append(details, errorDetail{Path: p + ".name", Message: fmt.Sprintf("%q is listed twice", a.Name)})
+		}
+		seen[a.Name] = true
+		if !blob.ValidDigest(a.SHA256) {
+			details = append(details, errorDetail{Path: p + ".sha256", Message: "want a lowercase hex SHA-256 (64 characters)"})
+		}
+		if a.Size < 0 || a.Size > blob.MaxSize {
+			details = append(details, errorDetail{Path: p + ".size", Message: fmt.Sprintf("want 0 to %d bytes", int64(blob.MaxSize))})
+		}
+		if a.Mode > 0o777 {
+			details = append(details, errorDetail{Path: p + ".mode", Message: "want permission bits, 0 to 0777"})
+		}
+		if len(a.MediaType) > 255 || strings.ContainsAny(a.MediaType, "\r\n") {
+			details = append(details, errorDetail{Path: p + ".media_type", Message: "want a media type of at most 255 characters on one line"})
+		}
+	}
+	if details != nil {
+		writeError(w, http.StatusBadRequest, codeBadRequest, "invalid artifacts", details)
+		return
+	}
+	job, err := s.store.GetJob(r.Context(), ref.JobID)
+	if err != nil {
+		s.agentError(w, r, "register artifacts", err)
+		return
+	}
+	var expires time.Time
+	if job.Spec != nil && job.Spec.Artifacts != nil && job.Spec.Artifacts.ExpireIn > 0 {
+		expires = s.clock.Now().Add(time.Duration(job.Spec.Artifacts.ExpireIn))
+	} else if s.artifactTTL > 0 {
+		expires = s.clock.Now().Add(s.artifactTTL)
+	}
+	out := make([]registeredArtifact, 0, len(req.Artifacts))
+	for _, f := range req.Artifacts {
+		a, err := s.store.PutArtifact(r.Context(), ref, &store.Artifact{
+			JobID: ref.JobID, Name: f.Name, SHA256: f.SHA256, Size: f.Size, MediaType: f.MediaType, Mode: f.Mode, ExpiresAt: expires})
+		if err != nil {
+			s.agentError(w, r, "register artifact", err)
+			return
+		}
+		if a.SHA256 != f.SHA256 || a.Size != f.Size {
+			writeError(w, http.StatusConflict, codeConflict,
+				fmt.Sprintf("artifact %q of this attempt is already registered with other content (sha256 %s, %d bytes)", f.Name, a.SHA256, a.Size), nil)
+			return
+		}
+		reg := registeredArtifact{ID: a.ID, Name: a.Name, State: a.State}
+		if a.State != store.ArtifactStored {
+			stored, err := s.blobStored(r, a)
+			if err != nil {
+				s.blobError(w, r, "look up artifact blob", err)
+				return
+			}
+			if stored {
+				reg.State = store.ArtifactStored
+			} else {
+				sg, err := s.blobs.PresignPut(r.Context(), a.SHA256, a.Size, s.blobURLTTL)
+				if err != nil {
+					s.blobError(w, r, "sign artifact upload", err)
+					return
+				}
+				reg.Upload = toSignedJSON(sg)
+			}
+		}
+		out = append(out, reg)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"artifacts": out})
+}
+
+// blobStored marks a pending artifact stored when the blob store holds its content, and
+// says whether it does. This check, not the worker's word, is what makes an artifact
+// stored.
+func (s *Server) blobStored(r *http.Request, a *store.Artifact) (bool, error) {
+	info, err := s.blobs.Stat(r.Context(), a.SHA256)
+	if errors.Is(err, blob.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if info.Size != a.Size {
+		return false, fmt.Errorf("blob %s holds %d bytes, the artifact says %d: %w", a.SHA256, info.Size, a.Size, blob.ErrMismatch)
+	}
+	if err := s.store.MarkArtifactStored(r.Context(), a.ID); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// artifactStored is the worker saying it uploaded an artifact's blob. The blob store is
+// asked; the artifact is stored only when it holds the content. The job's lease is not
+// needed: an upload retried after the job ended still lands.
+func (s *Server) artifactStored(w http.ResponseWriter, r *http.Request) {
+	id, rerr := pathID(r)
+	if rerr != nil {
+		writeRequestError(w, rerr)
+		return
+	}
+	if !s.needBlobs(w) {
+		return
+	}
+	a, err := s.store.GetArtifact(r.Context(), id)
+	if err != nil {
+		s.storeError(w, r, "get artifact", err)
+		return
+	}
+	if a.State != store.ArtifactStored {
+		stored, err := s.blobStored(r, a)
+		if err != nil {
+			s.blobError(w, r, "look up artifact blob", err)
+			return
+		}
+		if !stored {
+			writeError(w, http.StatusConflict, codeBlobMissing,
+				fmt.Sprintf("artifact %s: the blob store does not hold blob %s", a.ID, a.SHA256), nil)
+			return
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"id": a.ID, "state": store.ArtifactStored})
+}
+
+type inputArtifact struct {
+	ID       uuid.UUID   `json:"id"`
+	Job      string      `json:"job"`
+	Name     string      `json:"name"`
+	SHA256   string      `json:"sha256"`
+	Size     int64       `json:"size"`
+	Mode     uint32      `json:"mode"`
+	Download *signedJSON `json:"download"`
+}
+
+type missingArtifact struct {
+	Job  string `json:"job"`
+	Name string `json:"name"`
+}
+
+// jobInputs answers the artifacts a job's needs kept in their current attempts, each
+// with a pre-signed download URL, and names those whose upload has not landed.
+func (s *Server) jobInputs(w http.ResponseWriter, r *http.Request) {
+	var req tokenRequest
+	ref, ok := s.leaseRequest(w, r, &req)
+	if !ok || !s.needBlobs(w) {
+		return
+	}
+	job, err := s.store.GetJob(r.Context(), ref.JobID)
+	if err != nil {
+		s.agentError(w, r, "read job inputs", err)
+		return
+	}
+	if job.LeaseToken == "" || job.LeaseToken != ref.Token {
+		writeError(w, http.StatusConflict, codeLeaseLost, "lease lost: the job's lease token is not this one", nil)
+		return
+	}
+	inputs, missing := []inputArtifact{}, []missingArtifact{}
+	if job.Spec != nil && len(job.Spec.Needs) > 0 {
+		jobs, err := s.store.ListJobs(r.Context(), job.RunID)
+		if err != nil {
+			s.storeError(w, r, "list the run's jobs", err)
+			return
+		}
+		byKey := make(map[string]*store.Job, len(jobs))
+		for _, j := range jobs {
+			byKey[j.Key] = j
+		}
+		for _, key := range job.Spec.Needs {
+			need := byKey[key]
+			if need == nil {
+				continue
+			}
+			as, err := s.store.ListArtifacts(r.Context(), need.ID)
+			if err != nil {
+				s.storeError(w, r, "list artifacts", err)
+				return
+			}
+			for _, a := range as {
+				if a.Attempt != need.Attempt {
+					continue
+				}
+				if a.State != store.ArtifactStored {
+					missing = append(missing, missingArtifact{Job: need.Key, Name: a.Name})
+					continue
+				}
+				sg, err := s.blobs.PresignGet(r.Context(), a.SHA256, s.blobURLTTL, blob.GetOptions{})
+				if err != nil {
+					s.blobError(w, r, "sign artifact download", err)
+					return
+				}
+				inputs = append(inputs, inputArtifact{ID: a.ID, Job: need.Key, Name: a.Name, SHA256: a.SHA256, Size: a.Size, Mode: a.Mode, Download: toSignedJSON(sg)})
+			}
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"artifacts": inputs, "missing": missing})
+}
+
+type artifactJSON struct {
+	ID        uuid.UUID           `json:"id"`
+	JobID     uuid.UUID           `json:"job_id"`
+	Job       string              `json:"job,omitempty"`
+	Attempt   int                 `json:"attempt"`
+	Name      string              `json:"name"`
+	SHA256    string              `json:"sha256"`
+	Size      int64               `json:"size"`
+	MediaType string              `json:"media_type,omitempty"`
+	Mode      uint32              `json:"mode"`
+	State     store.ArtifactState `json:"state"`
+	CreatedAt string              `json:"created_at"`
+	ExpiresAt string              `json:"expires_at,omitempty"`
+}
+
+func toArtifactJSON(a *store.Artifact, jobKey string) artifactJSON {
+	out := artifactJSON{ID: a.ID, JobID: a.JobID, Job: jobKey, Attempt: a.Attempt, Name: a.Name, SHA256: a.SHA256, Size: a.Size,
+		MediaType: a.MediaType, Mode: a.Mode, State: a.State, CreatedAt: formatTime(a.CreatedAt)}
+	if !a.ExpiresAt.IsZero() {
+		out.ExpiresAt = formatTime(a.ExpiresAt)
+	}
+	return out
+}
+
+// jobArtifacts lists a job's artifacts, of every attempt.
+func (s *Server) jobArtifacts(w http.ResponseWriter, r *http.Request) {
+	id, rerr := pathID(r)
+	if rerr != nil {
+		writeRequestError(w, rerr)
+		return
+	}
+	job, err := s.store.GetJob(r.Context(), id)
+	if err != nil {
+		s.storeError(w, r, "get job", err)
+		return
+	}
+	as, err := s.store.ListArtifacts(r.Context(), id)
+	if err != nil {
+		s.storeError(w, r, "list artifacts", err)
+		return
+	}
+	out := make([]artifactJSON, len(as))
+	for i, a := range as {
+		out[i] = toArtifactJSON(a, job.Key)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// runArtifacts lists the artifacts of every job of a run.
+func (s *Server) runArtifacts(w http.ResponseWriter, r *http.Request) {
+	id, rerr := pathID(r)
+	if rerr != nil {
+		writeRequestError(w, rerr)
+		return
+	}
+	if _, err := s.store.GetRun(r.Context(), id); err != nil {
+		s.storeError(w, r, "get run", err)
+		return
+	}
+	jobs, err := s.store.ListJobs(r.Context(), id)
+	if err != nil {
+		s.storeError(w, r, "list the run's jobs", err)
+		return
+	}
+	keys := make(map[uuid.UUID]string, len(jobs))
+	for _, j := range jobs {
+		keys[j.ID] = j.Key
+	}
+	as, err := s.store.ListRunArtifacts(r.Context(), id)
+	if err != nil {
+		s.storeError(w, r, "list artifacts", err)
+		return
+	}
+	out := make([]artifactJSON, len(as))
+	for i, a := range as {
+		out[i] = toArtifactJSON(a, keys[a.JobID])
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// downloadArtifact redirects to a pre-signed download URL of a stored artifact: the bytes
+// never pass through the coordinator.
+func (s *Server) downloadArtifact(w http.ResponseWriter, r *http.Request) {
+	id, rerr := pathID(r)
+	if rerr != nil {
+		writeRequestError(w, rerr)
+		return
+	}
+	if !s.needBlobs(w) {
+		return
+	}
+	a, err := s.store.GetArtifact(r.Context(), id)
+	if err != nil {
+		s.storeError(w, r, "get artifact", err)
+		return
+	}
+	if a.State != store.ArtifactStored {
+		writeError(w, http.StatusConflict, codeBlobMissing, fmt.Sprintf("artifact %s is still being uploaded", a.ID), nil)
+		return
+	}
+	sg, err := s.blobs.PresignGet(r.Context(), a.SHA256, s.blobURLTTL,
+		blob.GetOptions{Filename: path.Base(a.Name), MediaType: a.MediaType})
+	if err != nil {
+		s.blobError(w, r, "sign artifact download", err)
+		return
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	http.Redirect(w, r, sg.URL, http.StatusFound)
+}
+
+func (s *Server) needBlobs(w http.ResponseWriter) bool {
+	if s.blobs == nil {
+		writeError(w, http.StatusServiceUnavailable, codeUnavailable, "this coordinator has no blob store configured", nil)
+		return false
+	}
+	return true
+}
+
+// blobError answers a failure of the blob store: its own bad-request errors as 400,
+// anything else as 503, since the store is a dependency that may come back.
+func (s *Server) blobError(w http.ResponseWriter, r *http.Request, action string, err error) {
+	switch {
+	case errors.Is(err, blob.ErrInvalid), errors.Is(err, blob.ErrMismatch):
+		writeError(w, http.StatusBadRequest, codeBadRequest, action+": "+err.Error(), nil)
+	case errors.Is(err, store.ErrLeaseLost), errors.Is(err, store.ErrNotFound):
+		s.agentError(w, r, action, err)
+	default:
+		s.log.ErrorContext(r.Context(), action, "err", err)
+		writeError(w, http.StatusServiceUnavailable, codeUnavailable, action+": the blob store is unavailable", nil)
+	}
+}

@@ -1,0 +1,250 @@
+package api_test
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/gantry-ci/gantry/internal/api"
+	"github.com/gantry-ci/gantry/internal/blob"
+)
+
+func withBlobs(t *testing.T) (*bundle, *blob.DirStore) {
+	t.Helper()
+	bs, err := blob.OpenDir(t.TempDir(), blob.Options{Secret: []byte(strings.Repeat("s", 32))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return setupWith(t, func(c *api.Config) { c.Blobs = bs }), bs
+}
+
+func digest(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
+}
+
+type registerView struct {
+	Artifacts []struct {
+		ID     string `json:"id"`
+		Name   string `json:"name"`
+		State  string `json:"state"`
+		Upload *struct {
+			Method string              `json:"method"`
+			URL    string              `json:"url"`
+			Header map[string][]string `json:"header"`
+		} `json:"upload"`
+	} `json:"artifacts"`
+}
+
+// put sends body to a signed upload URL.
+func (b *bundle) put(t *testing.T, u, body string, header map[string][]string) int {
+	t.Helper()
+	target, err := url.Parse(b.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, err := url.Parse(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPut, target.ResolveReference(ref).String(), strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, vs := range header {
+		for _, v := range vs {
+			req.Header.Add(k, v)
+		}
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	return res.StatusCode
+}
+
+// TestArtifactFlow: a worker registers an artifact, gets a signed upload URL, and the
+// coordinator records the artifact stored only once the blob store holds the right
+// bytes; the same content from another job needs no upload.
+func TestArtifactFlow(t *testing.T) {
+	t.Parallel()
+	b, bs := withBlobs(t)
+	b.post(t, "/api/v1/runs", diamond)
+	got := b.claim(t, `{"worker_id": "w", "max": 2, "wait": "0s"}`)
+	if len(got.Jobs) != 2 {
+		t.Fatalf("claimed %d jobs, want a and b", len(got.Jobs))
+	}
+	ja, jb := got.Jobs[0], got.Jobs[1]
+	const content = "binary v1\n"
+	register := func(j struct{ ID, Token string }, name string) registerView {
+		t.Helper()
+		r := b.post(t, "/api/v1/agent/jobs/"+j.ID+"/artifacts", fmt.Sprintf(
+			`{"token": %q, "artifacts": [{"name": %q, "sha256": %q, "size": %d, "media_type": "application/octet-stream", "mode": 493}]}`,
+			j.Token, name, digest(content), len(content)))
+		if r.status != http.StatusOK {
+			t.Fatalf("register %s: %d %s", name, r.status, r.body)
+		}
+		var v registerView
+		r.decode(t, &v)
+		if len(v.Artifacts) != 1 {
+			t.Fatalf("register answered %s", r.body)
+		}
+		return v
+	}
+	a := struct{ ID, Token string }{ja.ID, ja.Lease.Token}
+	v := register(a, "bin/app")
+	up := v.Artifacts[0].Upload
+	if v.Artifacts[0].State != "pending" || up == nil || up.Method != http.MethodPut {
+		t.Fatalf("first registration: %+v, want pending with an upload URL", v.Artifacts[0])
+	}
+	id := v.Artifacts[0].ID
+	expectError(t, b.post(t, "/api/v1/agent/artifacts/"+id+"/stored", `{}`), http.StatusConflict, "blob_missing")
+
+	// Wrong bytes of the right size are refused and change nothing.
+	if status := b.put(t, up.URL, "binary v2\n", up.Header); status < 400 {
+		t.Fatalf("upload of other bytes: %d, want a refusal", status)
+	}
+	if _, err := bs.Stat(t.Context(), digest(content)); err == nil {
+		t.Fatal("the blob store holds the digest after a mismatched upload")
+	}
+	expectError(t, b.post(t, "/api/v1/agent/artifacts/"+id+"/stored", `{}`), http.StatusConflict, "blob_missing")
+	expectError(t, b.get(t, "/api/v1/artifacts/"+id), http.StatusConflict, "blob_missing")
+
+	if status := b.put(t, up.URL, content, up.Header); status != http.StatusOK && status != http.StatusCreated && status != http.StatusNoContent {
+		t.Fatalf("upload: %d", status)
+	}
+	if r := b.post(t, "/api/v1/agent/artifacts/"+id+"/stored", `{}`); r.status != http.StatusOK {
+		t.Fatalf("stored: %d %s", r.status, r.body)
+	}
+
+	// The same bytes from another job are already stored: no upload.
+	v2 := register(struct{ ID, Token string }{jb.ID, jb.Lease.Token}, "dist/app")
+	if v2.Artifacts[0].State != "stored" || v2.Artifacts[0].Upload != nil {
+		t.Errorf("registration of stored content: %+v, want stored with no upload", v2.Artifacts[0])
+	}
+
+	var list []struct {
+		ID, Name, SHA256, State, Job string
+		Size                         int64
+		Mode                         uint32
+	}
+	b.get(t, "/api/v1/jobs/"+ja.ID+"/artifacts").decode(t, &list)
+	if len(list) != 1 || list[0].ID != id || list[0].Name != "bin/app" || list[0].State != "stored" ||
+		list[0].SHA256 != digest(content) || list[0].Size != int64(len(content)) || list[0].Mode != 0o755 || list[0].Job != "a" {
+		t.Errorf("job artifacts = %+v", list)
+	}
+	b.get(t, "/api/v1/runs/"+ja.RunID+"/artifacts").decode(t, &list)
+	if len(list) != 2 {
+		t.Errorf("run artifacts = %+v, want two", list)
+	}
+
+	// Downloads redirect to a signed URL that serves the bytes.
+	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	res, err := noFollow.Get(b.url + "/api/v1/artifacts/" + id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	loc := res.Header.Get("Location")
+	if res.StatusCode != http.StatusFound || !strings.HasPrefix(loc, api.DefaultBlobPrefix) {
+		t.Fatalf("download: %d to %q, want 302 to the blob store", res.StatusCode, loc)
+	}
+	if r := b.get(t, loc); r.status != http.StatusOK || string(r.body) != content {
+		t.Errorf("signed download: %d %q", r.status, r.body)
+	}
+	// The signature is bound to its blob: another digest with the same signature fails.
+	forged := strings.Replace(loc, digest(content), digest("other"), 1)
+	if r := b.get(t, forged); r.status != http.StatusForbidden {
+		t.Errorf("download with a signature for another blob: %d, want 403", r.status)
+	}
+}
+
+// TestArtifactRegistrationRefusals: only the lease holder registers, with names that stay
+// in the workspace and well-formed digests; without a blob store the routes say so.
+func TestArtifactRegistrationRefusals(t *testing.T) {
+	t.Parallel()
+	b, _ := withBlobs(t)
+	b.post(t, "/api/v1/runs", diamond)
+	j := b.claim(t, `{"worker_id": "w", "wait": "0s"}`).Jobs[0]
+	path := "/api/v1/agent/jobs/" + j.ID + "/artifacts"
+	one := func(token, name, sha string, size int) string {
+		return fmt.Sprintf(`{"token": %q, "artifacts": [{"name": %q, "sha256": %q, "size": %d}]}`, token, name, sha, size)
+	}
+	expectError(t, b.post(t, path, one("stolen", "app", digest("x"), 1)), http.StatusConflict, "lease_lost")
+	for _, name := range []string{"../etc/passwd", "/etc/passwd", "a/../../b", "./a", "a//b", ""} {
+		r := b.post(t, path, one(j.Lease.Token, name, digest("x"), 1))
+		expectError(t, r, http.StatusBadRequest, "bad_request")
+		if !strings.Contains(string(r.body), "artifacts[0].name") {
+			t.Errorf("refusal of name %q does not point at it: %s", name, r.body)
+		}
+	}
+	expectError(t, b.post(t, path, one(j.Lease.Token, "app", "ABC", 1)), http.StatusBadRequest, "bad_request")
+	expectError(t, b.post(t, path, one(j.Lease.Token, "app", digest("x"), -1)), http.StatusBadRequest, "bad_request")
+	expectError(t, b.post(t, path, fmt.Sprintf(`{"token": %q, "artifacts": []}`, j.Lease.Token)), http.StatusBadRequest, "bad_request")
+	// A name registered once keeps its content for the attempt.
+	if r := b.post(t, path, one(j.Lease.Token, "app", digest("x"), 1)); r.status != http.StatusOK {
+		t.Fatalf("register: %d %s", r.status, r.body)
+	}
+	expectError(t, b.post(t, path, one(j.Lease.Token, "app", digest("y"), 1)), http.StatusConflict, "conflict")
+	expectError(t, b.post(t, "/api/v1/agent/jobs/"+j.ID+"/inputs", `{"token": "stolen"}`), http.StatusConflict, "lease_lost")
+	expectError(t, b.get(t, "/api/v1/artifacts/0190f3c2-0000-7000-8000-000000000000"), http.StatusNotFound, "not_found")
+
+	plain := setup(t)
+	plain.post(t, "/api/v1/runs", diamond)
+	pj := plain.claim(t, `{"worker_id": "w", "wait": "0s"}`).Jobs[0]
+	expectError(t, plain.post(t, "/api/v1/agent/jobs/"+pj.ID+"/artifacts", one(pj.Lease.Token, "app", digest("x"), 1)),
+		http.StatusServiceUnavailable, "unavailable")
+}
+
+// TestJobInputs: a job is handed its needs' stored artifacts with download URLs, and told
+// which are still being uploaded.
+func TestJobInputs(t *testing.T) {
+	t.Parallel()
+	b, bs := withBlobs(t)
+	b.post(t, "/api/v1/runs", diamond)
+	got := b.claim(t, `{"worker_id": "w", "max": 2, "wait": "0s"}`)
+	for i, j := range got.Jobs {
+		content := "out of " + j.Key
+		if i == 0 {
+			if err := bs.Put(t.Context(), digest(content), int64(len(content)), strings.NewReader(content)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		r := b.post(t, "/api/v1/agent/jobs/"+j.ID+"/artifacts", fmt.Sprintf(
+			`{"token": %q, "artifacts": [{"name": "out/%s", "sha256": %q, "size": %d}]}`, j.Lease.Token, j.Key, digest(content), len(content)))
+		if r.status != http.StatusOK {
+			t.Fatalf("register: %d %s", r.status, r.body)
+		}
+		if r := b.post(t, "/api/v1/agent/jobs/"+j.ID+"/complete", fmt.Sprintf(`{"token": %q, "status": "success"}`, j.Lease.Token)); r.status != http.StatusOK {
+			t.Fatalf("complete: %d %s", r.status, r.body)
+		}
+	}
+	c := b.claim(t, `{"worker_id": "w", "wait": "0s"}`).Jobs[0]
+	var in struct {
+		Artifacts []struct {
+			Job, Name, SHA256 string
+			Download          struct{ URL string }
+		}
+		Missing []struct{ Job, Name string }
+	}
+	r := b.post(t, "/api/v1/agent/jobs/"+c.ID+"/inputs", fmt.Sprintf(`{"token": %q}`, c.Lease.Token))
+	if r.status != http.StatusOK {
+		t.Fatalf("inputs: %d %s", r.status, r.body)
+	}
+	r.decode(t, &in)
+	first, second := got.Jobs[0].Key, got.Jobs[1].Key
+	if len(in.Artifacts) != 1 || in.Artifacts[0].Job != first || in.Artifacts[0].Name != "out/"+first {
+		t.Fatalf("inputs = %+v, want %s's artifact", in.Artifacts, first)
+	}
+	if len(in.Missing) != 1 || in.Missing[0].Job != second {
+		t.Errorf("missing = %+v, want %s's pending artifact", in.Missing, second)
+	}
+	if d := b.get(t, in.Artifacts[0].Download.URL); d.status != http.StatusOK || string(d.body) != "out of "+first {
+		t.Errorf("input download: %d %q", d.status, d.body)
+	}
+}
