@@ -56,6 +56,14 @@ type Agent struct {
 	running map[string]*runningJob
 	cpu     int64
 	mem     int64
+
+	// uploads counts artifact uploads retrying in the background after their job ended;
+	// they stop when uploadCtx ends (the worker is killed) and Run waits for them.
+	uploads   sync.WaitGroup
+	uploadCtx context.Context
+	// blobHTTP moves artifacts: the protocol client's transport without its overall
+	// timeout, which a large file would outlast.
+	blobHTTP *http.Client
 }
 
 type runningJob struct {
@@ -101,8 +109,9 @@ func New(cfg Config) *Agent {
 		cfg.HTTPClient = &http.Client{Timeout: 2 * time.Minute}
 	}
 	return &Agent{
-		cfg: cfg, log: cfg.Logger, running: map[string]*runningJob{},
-		c: &client{base: strings.TrimRight(cfg.Server, "/"), token: cfg.Token, http: cfg.HTTPClient},
+		cfg: cfg, log: cfg.Logger, running: map[string]*runningJob{}, uploadCtx: context.Background(),
+		blobHTTP: &http.Client{Transport: cfg.HTTPClient.Transport},
+		c:        &client{base: strings.TrimRight(cfg.Server, "/"), token: cfg.Token, http: cfg.HTTPClient},
 	}
 }
 
@@ -126,6 +135,8 @@ func (a *Agent) Run(drain, kill context.Context) error {
 	controlCtx, stopControl := context.WithCancel(jobsCtx)
 	defer stopControl()
 	go a.control(controlCtx)
+	a.uploadCtx = jobsCtx
+	defer a.uploads.Wait()
 
 	slots := make(chan struct{}, a.cfg.MaxJobs)
 	for range a.cfg.MaxJobs {
@@ -380,11 +391,31 @@ func (a *Agent) runJob(parent context.Context, j claimedJob) {
 			}
 		}
 	}()
-	status, kind, exit := a.runSteps(ctx, log, jl.rec, j, ws, func(path string, body map[string]any) {
-		steps <- stepReport{path: path, body: body}
-	})
+	var (
+		status, kind string
+		exit         *int
+	)
+	if err := a.fetchInputs(ctx, j, ws, jl.rec); err != nil {
+		log.Error("fetch the artifacts of the jobs this one needs", "err", err)
+		jl.rec.System("the worker could not fetch the job's input artifacts: " + err.Error())
+		status, kind = "failed", "failure"
+	} else {
+		status, kind, exit = a.runSteps(ctx, log, jl.rec, j, ws, func(path string, body map[string]any) {
+			steps <- stepReport{path: path, body: body}
+		})
+	}
 	close(steps)
 	<-stepsSent
+	if status == "success" && spec.Artifacts != nil {
+		// The job's result does not hang on the blob store: an upload that fails goes on
+		// in the background, and a registration that fails is told in the log.
+		actx, stop := context.WithTimeout(context.WithoutCancel(ctx), reportFor)
+		if err := a.keepArtifacts(actx, log, j, ws, jl.rec); err != nil && !errors.Is(err, errLeaseLost) {
+			log.Error("keep artifacts", "err", err)
+			jl.rec.System("artifacts: not kept: " + err.Error())
+		}
+		stop()
+	}
 	if cause := context.Cause(ctx); status != "success" && cause != nil {
 		switch {
 		case errors.Is(cause, errTimeout):

@@ -17,8 +17,9 @@ import (
 )
 
 type bundle struct {
-	st  store.Store
-	url string
+	st    store.Store
+	url   string
+	blobs *flakyBlobs
 }
 
 // setup starts a real coordinator API on a real store.
@@ -28,12 +29,13 @@ func setup(t *testing.T) *bundle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(api.New(api.Config{Store: st, HeartbeatEvery: 200 * time.Millisecond, LeaseTTL: 5 * time.Second}).Handler())
+	bs := newBlobs(t, t.TempDir())
+	srv := httptest.NewServer(api.New(api.Config{Store: st, HeartbeatEvery: 200 * time.Millisecond, LeaseTTL: 5 * time.Second, Blobs: bs}).Handler())
 	t.Cleanup(func() {
 		srv.Close()
 		_ = st.Close()
 	})
-	return &bundle{st: st, url: srv.URL}
+	return &bundle{st: st, url: srv.URL, blobs: bs}
 }
 
 // start runs a worker until the test ends.

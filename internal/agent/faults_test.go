@@ -85,7 +85,7 @@ func (c *coordinator) up() {
 		_ = st.Close()
 		c.tb.Fatalf("listen again on %s: %v", c.addr, err)
 	}
-	h := api.New(api.Config{Store: st, LeaseTTL: c.opts.leaseTTL, HeartbeatEvery: c.opts.heartbeatEvery,
+	h := api.New(api.Config{Store: st, LeaseTTL: c.opts.leaseTTL, HeartbeatEvery: c.opts.heartbeatEvery, Blobs: newBlobs(c.tb, filepath.Join(filepath.Dir(c.path), "blobs")),
 		Logger: slog.New(slog.NewTextHandler(c.tb.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))}).Handler()
 	// Handlers are counted so that down closes the store only after the last one returned.
 	var handlers sync.WaitGroup
