@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gantry-ci/gantry/internal/api"
+	"github.com/gantry-ci/gantry/internal/blob"
 	"github.com/gantry-ci/gantry/internal/clock"
 	"github.com/gantry-ci/gantry/internal/logs"
 	"github.com/gantry-ci/gantry/internal/pipeline"
@@ -40,13 +41,17 @@ type serverConfig struct {
 	LogsDir      string
 	LogMaxSize   string
 	LogRetention time.Duration
+	// Blobs is the blob store's URL; empty keeps blobs next to the SQLite file (and turns
+	// artifacts off with PostgreSQL).
+	Blobs             string
+	ArtifactsExpireIn time.Duration
 }
 
 func (a *app) serverCommand() *cobra.Command {
 	cfg := serverConfig{
 		Addr: "127.0.0.1:8080", DB: "sqlite://.gantry/gantry.db", LogLevel: "info", Auth: "auto",
 		LeaseTTL: api.DefaultLeaseTTL, HeartbeatEvery: api.DefaultHeartbeatEvery, ReapEvery: scheduler.DefaultReapEvery,
-		CancelGrace: api.DefaultCancelGrace, LogMaxSize: "50Mi",
+		CancelGrace: api.DefaultCancelGrace, LogMaxSize: "50Mi", ArtifactsExpireIn: 30 * 24 * time.Hour,
 	}
 	cmd := &cobra.Command{
 		Use:   "server",
@@ -66,7 +71,14 @@ func (a *app) serverCommand() *cobra.Command {
 			"Job logs are kept as files in --logs-dir (default: a logs directory next to the\n" +
 			"SQLite file) or, with PostgreSQL and no --logs-dir, in the database where every\n" +
 			"replica reads them. --log-max-size caps one job attempt's log; --log-retention\n" +
-			"deletes logs older than that (0 keeps them).",
+			"deletes logs older than that (0 keeps them).\n\n" +
+			"Artifacts are stored by content in --blobs: file:///dir (default: a blobs\n" +
+			"directory next to the SQLite file), whose signed URLs this server serves on\n" +
+			"/blobs/, or s3://bucket?endpoint=host:port&region=R&secure=false with credentials\n" +
+			"from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY. Workers upload and download\n" +
+			"straight to it through pre-signed URLs. Artifacts whose job sets no expire_in\n" +
+			"are deleted after --artifacts-expire-in (0 keeps them); blobs no artifact names\n" +
+			"any more are deleted a day later.",
 		Example: "  gantry server --db sqlite:///var/lib/gantry/gantry.db\n" +
 			"  gantry server --addr :8080 --db postgres://gantry@db/gantry",
 		Args: noArgs,
@@ -89,6 +101,8 @@ func (a *app) serverCommand() *cobra.Command {
 	f.StringVar(&cfg.LogsDir, "logs-dir", cfg.LogsDir, "directory for job logs (default: next to the SQLite file; in the database with PostgreSQL)")
 	f.StringVar(&cfg.LogMaxSize, "log-max-size", cfg.LogMaxSize, "most log one job attempt keeps, e.g. 50Mi")
 	f.DurationVar(&cfg.LogRetention, "log-retention", cfg.LogRetention, "delete job logs older than this, e.g. 720h (0 keeps them)")
+	f.StringVar(&cfg.Blobs, "blobs", cfg.Blobs, "blob store for artifacts: file:///dir or s3://bucket?endpoint=host:port (default: next to the SQLite file)")
+	f.DurationVar(&cfg.ArtifactsExpireIn, "artifacts-expire-in", cfg.ArtifactsExpireIn, "delete artifacts this long after they were kept, unless their job sets expire_in (0 keeps them)")
 	return cmd
 }
 
@@ -108,6 +122,12 @@ func (c *serverConfig) validate() error {
 	}
 	if c.LogRetention < 0 {
 		return usagef("--log-retention must not be negative")
+	}
+	if c.ArtifactsExpireIn < 0 {
+		return usagef("--artifacts-expire-in must not be negative")
+	}
+	if c.Blobs != "" && !strings.HasPrefix(c.Blobs, "file://") && !strings.HasPrefix(c.Blobs, "s3://") {
+		return usagef("--blobs %q: want file:///dir or s3://bucket?endpoint=host:port", c.Blobs)
 	}
 	switch c.Auth {
 	case "on", "auto":
@@ -186,9 +206,19 @@ func (a *app) server(ctx context.Context, cfg serverConfig) error {
 		return err
 	}
 	defer closeLogs()
+	blobs, err := openBlobs(cfg)
+	if err != nil {
+		return err
+	}
+	if blobs == nil {
+		log.Warn("no blob store: artifacts are off; set --blobs to keep them")
+	} else {
+		defer blobs.Close()
+	}
 	srv := &http.Server{
 		Handler: api.New(api.Config{Store: st, Logger: log, LeaseTTL: cfg.LeaseTTL, HeartbeatEvery: cfg.HeartbeatEvery,
-			CancelGrace: cfg.CancelGrace, Auth: cfg.authOn(), Logs: logSvc}).Handler(),
+			CancelGrace: cfg.CancelGrace, Auth: cfg.authOn(), Logs: logSvc,
+			Blobs: blobs, ArtifactTTL: cfg.ArtifactsExpireIn}).Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       time.Minute,
 		IdleTimeout:       2 * time.Minute,
@@ -203,6 +233,9 @@ func (a *app) server(ctx context.Context, cfg serverConfig) error {
 	}()
 	if cfg.LogRetention > 0 {
 		go purgeLogs(loopCtx, logSvc, cfg.LogRetention, log)
+	}
+	if blobs != nil {
+		go collectArtifacts(loopCtx, st, blobs, log)
 	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
@@ -250,6 +283,60 @@ func openLogs(cfg serverConfig, st store.Store, log *slog.Logger) (*logs.Service
 			log.Error("close log storage", "err", err)
 		}
 	}, nil
+}
+
+// openBlobs opens the blob store --blobs names: by default a directory next to the SQLite
+// file, and none with PostgreSQL. A directory store keeps its URL-signing key inside it,
+// so that servers sharing the directory sign alike and URLs outlive a restart.
+func openBlobs(cfg serverConfig) (blob.Store, error) {
+	u := cfg.Blobs
+	if u == "" {
+		path, ok := strings.CutPrefix(cfg.DB, "sqlite://")
+		if !ok {
+			return nil, nil
+		}
+		abs, err := filepath.Abs(filepath.Join(filepath.Dir(path), "blobs"))
+		if err != nil {
+			return nil, err
+		}
+		u = "file://" + abs
+	}
+	var opts blob.Options
+	if dir, ok := strings.CutPrefix(u, "file://"); ok {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, fmt.Errorf("blob store: %w", err)
+		}
+		key, err := blob.LoadOrCreateKey(filepath.Join(dir, "signing.key"))
+		if err != nil {
+			return nil, fmt.Errorf("blob store: %w", err)
+		}
+		opts.Secret = key
+	}
+	bs, err := blob.Open(u, opts)
+	if err != nil {
+		return nil, fmt.Errorf("blob store: %w", err)
+	}
+	return bs, nil
+}
+
+// collectArtifacts deletes expired artifacts and the blobs no artifact names any more,
+// now and then every hour.
+func collectArtifacts(ctx context.Context, st store.Store, bs blob.Store, log *slog.Logger) {
+	t := time.NewTicker(time.Hour)
+	defer t.Stop()
+	for {
+		res, err := scheduler.CollectArtifacts(ctx, st, bs, time.Now(), scheduler.BlobGrace)
+		if err != nil {
+			log.Error("collect expired artifacts", "err", err)
+		} else if res.Artifacts > 0 || res.Blobs > 0 {
+			log.Info("deleted expired artifacts", "artifacts", res.Artifacts, "blobs", res.Blobs, "bytes", res.Bytes)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // purgeLogs deletes logs older than retention, now and then every hour.
