@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"time"
@@ -101,6 +102,9 @@ type Options struct {
 	// Clock tells the dir store the time for signing and checking expiry; default the wall
 	// clock. (S3 signatures always use the wall clock.)
 	Clock clock.Clock
+	// Logger receives the dir store's handler failures that are not the client's fault;
+	// default none.
+	Logger *slog.Logger
 }
 
 // Open opens a store from a URL: "file:///abs/dir" for the dir store, or

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -35,6 +36,7 @@ type DirStore struct {
 	prefix string
 	secret []byte
 	clock  clock.Clock
+	log    *slog.Logger
 }
 
 var _ Handler = (*DirStore)(nil)
@@ -64,6 +66,10 @@ func OpenDir(dir string, o Options) (*DirStore, error) {
 	d := &DirStore{dir: filepath.Clean(dir), base: base, prefix: prefix, secret: append([]byte(nil), o.Secret...), clock: o.Clock}
 	if d.clock == nil {
 		d.clock = clock.Real{}
+	}
+	d.log = o.Logger
+	if d.log == nil {
+		d.log = slog.New(slog.DiscardHandler)
 	}
 	for _, sub := range []string{d.dir, filepath.Join(d.dir, "sha256"), d.tmpDir()} {
 		if err := os.MkdirAll(sub, 0o700); err != nil {

@@ -1,13 +1,16 @@
 package blob_test
 
 import (
+	"bufio"
 	"bytes"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -369,5 +372,41 @@ func TestSendErrors(t *testing.T) {
 	}
 	if _, err := blob.Send(t.Context(), nil, nil, blob.Signed{Method: http.MethodGet, URL: "/blobs/x"}, nil, 0); err == nil {
 		t.Error("Send of a relative URL without a base succeeded")
+	}
+}
+
+func TestDirHandlerBrokenBody(t *testing.T) {
+	t.Parallel()
+	b := setupDir(t, false)
+	data := "nineteen bytes long"
+	d := digestOf(data)
+	put, err := b.store.PresignPut(t.Context(), d, int64(len(data)), time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A client that declares the full length and hangs up halfway; Go's client refuses to
+	// send such a request, so it is written by hand.
+	conn, err := net.Dial("tcp", b.srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if err := conn.SetDeadline(time.Now().Add(10 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(conn, "PUT %s HTTP/1.1\r\nHost: blobs\r\nContent-Length: %d\r\n\r\n%s", put.URL, len(data), data[:5])
+	if err := conn.(*net.TCPConn).CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if code, _ := apiError(t, resp); resp.StatusCode != http.StatusBadRequest || code != "incomplete_body" {
+		t.Errorf("broken body = %d %s, want 400 incomplete_body", resp.StatusCode, code)
+	}
+	if _, err := b.store.Stat(t.Context(), d); !errors.Is(err, blob.ErrNotFound) {
+		t.Errorf("Stat after a broken upload = %v, want ErrNotFound", err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"mime"
 	"net/http"
 	"net/url"
@@ -156,17 +157,21 @@ func (d *DirStore) servePut(w http.ResponseWriter, r *http.Request, digest strin
 			fmt.Sprintf("the body has %d bytes, the URL is signed for %d", r.ContentLength, size))
 		return
 	}
-	existed, err := d.ingest(r.Context(), digest, size, r.Body)
+	body := &readErrReader{r: r.Body}
+	existed, err := d.ingest(r.Context(), digest, size, body)
 	var mm *mismatch
 	switch {
 	case errors.As(err, &mm):
 		writeError(w, http.StatusBadRequest, mm.field+"_mismatch", fmt.Sprintf("the body's %s is %s, the URL is signed for %s", mm.field, mm.got, mm.want))
 		return
-	case err != nil && r.Context().Err() == nil:
-		writeError(w, http.StatusInternalServerError, "internal", "the blob could not be stored")
+	case err != nil && (body.err != nil || r.Context().Err() != nil):
+		// Answered even though the client may be gone: one that only half-closed still reads.
+		writeError(w, http.StatusBadRequest, "incomplete_body", fmt.Sprintf("the body broke off before its %d bytes arrived", size))
 		return
 	case err != nil:
-		return // the client went away
+		d.log.Error("blob upload failed", "digest", digest, "err", err)
+		writeError(w, http.StatusInternalServerError, "internal", "the blob could not be stored")
+		return
 	}
 	status := http.StatusCreated
 	if existed {
@@ -187,6 +192,7 @@ func (d *DirStore) serveGet(w http.ResponseWriter, r *http.Request, digest strin
 		if errors.Is(err, os.ErrNotExist) {
 			writeError(w, http.StatusNotFound, "not_found", "blob "+digest+" is not stored")
 		} else {
+			d.log.Error("blob download failed", "digest", digest, "err", err)
 			writeError(w, http.StatusInternalServerError, "internal", "the blob could not be read")
 		}
 		return
@@ -194,6 +200,7 @@ func (d *DirStore) serveGet(w http.ResponseWriter, r *http.Request, digest strin
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
+		d.log.Error("blob download failed", "digest", digest, "err", err)
 		writeError(w, http.StatusInternalServerError, "internal", "the blob could not be read")
 		return
 	}
@@ -211,6 +218,20 @@ func (d *DirStore) serveGet(w http.ResponseWriter, r *http.Request, digest strin
 	h.Set("Content-Security-Policy", "default-src 'none'; sandbox")
 	h.Set("ETag", `"`+digest+`"`)
 	http.ServeContent(w, r, "", fi.ModTime(), f)
+}
+
+// readErrReader remembers a failed read, to tell a broken request body from a failed disk.
+type readErrReader struct {
+	r   io.Reader
+	err error
+}
+
+func (e *readErrReader) Read(p []byte) (int, error) {
+	n, err := e.r.Read(p)
+	if err != nil && err != io.EOF {
+		e.err = err
+	}
+	return n, err
 }
 
 func writeError(w http.ResponseWriter, status int, code, message string) {

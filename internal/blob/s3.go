@@ -232,7 +232,13 @@ func (s *S3Store) PresignPut(ctx context.Context, digest string, size int64, ttl
 	if err != nil {
 		return Signed{}, fmt.Errorf("sign upload of blob %s: %w", digest, err)
 	}
-	return Signed{Method: http.MethodPut, URL: u.String(), Header: h, Expires: now.Add(ttl.Truncate(time.Second))}, nil
+	return Signed{Method: http.MethodPut, URL: u.String(), Header: h, Expires: s3Expiry(now, ttl)}, nil
+}
+
+// s3Expiry is when a URL signed at now for ttl stops working: the signature counts whole
+// seconds from its X-Amz-Date, which drops the fraction of now.
+func s3Expiry(now time.Time, ttl time.Duration) time.Time {
+	return now.Truncate(time.Second).Add(ttl.Truncate(time.Second))
 }
 
 // PresignGet implements Store.
@@ -252,7 +258,7 @@ func (s *S3Store) PresignGet(ctx context.Context, digest string, ttl time.Durati
 	if err != nil {
 		return Signed{}, fmt.Errorf("sign download of blob %s: %w", digest, err)
 	}
-	return Signed{Method: http.MethodGet, URL: u.String(), Header: http.Header{}, Expires: now.Add(ttl.Truncate(time.Second))}, nil
+	return Signed{Method: http.MethodGet, URL: u.String(), Header: http.Header{}, Expires: s3Expiry(now, ttl)}, nil
 }
 
 // Put implements Store. A blob up to s3PartSize goes in one PUT whose signed payload hash is
