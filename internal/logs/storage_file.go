@@ -26,10 +26,16 @@ import (
 // crash loses nothing; files are fsynced every SyncEvery and when the attempt ends, so
 // losing the machine itself can cost at most that long of acknowledged lines.
 type FileStorage struct {
-	dir  string
-	log  *slog.Logger
+	dir string
+	log *slog.Logger
+	// mu guards the maps only; it is never held across file I/O, which can stall for
+	// long on a busy disk and would stall every log with it.
 	mu   sync.Mutex
 	open map[Key]*logFile
+	// openers serialise, per log, opening its file with purging it: a file must be
+	// opened (and rebuilt) once, never while another handle appends to it or while it
+	// is being removed.
+	openers map[Key]*opener
 
 	stop chan struct{}
 	done chan struct{}
@@ -42,7 +48,17 @@ const indexEvery = 256
 // loop closes it (a job whose worker vanished never calls Finish).
 const idleClose = 5 * time.Minute
 
+// opener is a log's open lock, with the number of goroutines holding or waiting for it.
+type opener struct {
+	mu sync.Mutex
+	n  int
+}
+
 type logFile struct {
+	// syncMu is held across an fsync, which can take long, so that appends (under mu)
+	// go on meanwhile; close takes it first, so the descriptor stays open until the
+	// fsync returns.
+	syncMu  sync.Mutex
 	mu      sync.Mutex
 	f       *os.File
 	size    int64
@@ -73,7 +89,8 @@ func OpenFileStorage(dir string, syncEvery time.Duration, log *slog.Logger) (*Fi
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &FileStorage{dir: dir, log: log, open: map[Key]*logFile{}, stop: make(chan struct{}), done: make(chan struct{})}
+	s := &FileStorage{dir: dir, log: log, open: map[Key]*logFile{}, openers: map[Key]*opener{},
+		stop: make(chan struct{}), done: make(chan struct{})}
 	go s.syncLoop(syncEvery)
 	return s, nil
 }
@@ -86,9 +103,18 @@ func (s *FileStorage) path(k Key) string {
 // It returns nil, nil when the log does not exist and create is false.
 func (s *FileStorage) file(k Key, create bool) (*logFile, error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if lf, ok := s.open[k]; ok {
+	lf, ok := s.open[k]
+	s.mu.Unlock()
+	if ok {
 		return lf, nil
+	}
+	unlock := s.lockOpen(k)
+	defer unlock()
+	s.mu.Lock()
+	lf, ok = s.open[k]
+	s.mu.Unlock()
+	if ok {
+		return lf, nil // opened while this waited
 	}
 	p := s.path(k)
 	flags := os.O_RDWR
@@ -105,13 +131,36 @@ func (s *FileStorage) file(k Key, create bool) (*logFile, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open log %s: %w", k, err)
 	}
-	lf := &logFile{f: f, next: 1, used: time.Now()}
+	lf = &logFile{f: f, next: 1, used: time.Now()}
 	if err := lf.rebuild(); err != nil {
 		_ = f.Close()
 		return nil, fmt.Errorf("open log %s: %w", k, err)
 	}
+	s.mu.Lock()
 	s.open[k] = lf
+	s.mu.Unlock()
 	return lf, nil
+}
+
+// lockOpen takes k's open lock and returns the function that releases it.
+func (s *FileStorage) lockOpen(k Key) func() {
+	s.mu.Lock()
+	o, ok := s.openers[k]
+	if !ok {
+		o = &opener{}
+		s.openers[k] = o
+	}
+	o.n++
+	s.mu.Unlock()
+	o.mu.Lock()
+	return func() {
+		o.mu.Unlock()
+		s.mu.Lock()
+		if o.n--; o.n == 0 {
+			delete(s.openers, k)
+		}
+		s.mu.Unlock()
+	}
 }
 
 // rebuild scans the file for its end and index. A torn last line, left by a crash in
@@ -273,6 +322,8 @@ func (s *FileStorage) forget(k Key, lf *logFile) {
 }
 
 func (lf *logFile) close() error {
+	lf.syncMu.Lock()
+	defer lf.syncMu.Unlock()
 	lf.mu.Lock()
 	defer lf.mu.Unlock()
 	if lf.closed {
@@ -333,14 +384,15 @@ func (s *FileStorage) Purge(ctx context.Context, before time.Time) (int, error) 
 	return n, nil
 }
 
-// purge deletes k's file if it was still last written before t. It holds s.mu
+// purge deletes k's file if it was still last written before t. It holds k's open lock
 // throughout, so that nobody opens the file again between its close and its removal
 // (appends would go to a file about to be unlinked), and it checks the time again under
 // the file's lock, so that a log written meanwhile stays.
 func (s *FileStorage) purge(k Key, before time.Time) (bool, error) {
+	defer s.lockOpen(k)()
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	lf, open := s.open[k]
+	s.mu.Unlock()
 	if open {
 		lf.mu.Lock()
 	}
@@ -358,7 +410,7 @@ func (s *FileStorage) purge(k Key, before time.Time) (bool, error) {
 		lf.removed = true
 		lf.mu.Unlock()
 		_ = lf.close()
-		delete(s.open, k)
+		s.forget(k, lf)
 	}
 	if err := os.Remove(s.path(k)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return false, err
@@ -389,20 +441,28 @@ func (s *FileStorage) syncAll(closeAll bool) {
 	}
 	s.mu.Unlock()
 	for k, lf := range files {
+		lf.syncMu.Lock()
 		lf.mu.Lock()
 		if lf.closed {
 			lf.mu.Unlock()
+			lf.syncMu.Unlock()
 			continue
 		}
-		if lf.dirty {
-			if err := lf.f.Sync(); err != nil {
-				s.log.Error("sync log file", "log", k.String(), "err", err)
-			} else {
-				lf.dirty = false
-			}
-		}
+		// Sync without the file's lock: appends must not wait for the disk. Lines
+		// appended while it runs mark the file dirty again for the next pass.
+		dirty, f := lf.dirty, lf.f
+		lf.dirty = false
 		idle := time.Since(lf.used) > idleClose
 		lf.mu.Unlock()
+		if dirty {
+			if err := f.Sync(); err != nil {
+				s.log.Error("sync log file", "log", k.String(), "err", err)
+				lf.mu.Lock()
+				lf.dirty = true
+				lf.mu.Unlock()
+			}
+		}
+		lf.syncMu.Unlock()
 		if idle || closeAll {
 			// Close before forgetting, as Finish does.
 			_ = lf.close()
