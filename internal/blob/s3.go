@@ -199,9 +199,8 @@ func (s *S3Store) Delete(ctx context.Context, digest string) error {
 
 // Walk implements Store; it visits blobs in digest order.
 func (s *S3Store) Walk(ctx context.Context, fn func(Info) error) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel() // stops the lister when fn fails
-	for oi := range s.client.ListObjects(ctx, s.bucket, minio.ListObjectsOptions{Prefix: s3KeyPrefix, Recursive: true}) {
+	// The iterator, unlike ListObjects' channel, needs no goroutine and stops with the loop.
+	for oi := range s.client.ListObjectsIter(ctx, s.bucket, minio.ListObjectsOptions{Prefix: s3KeyPrefix, Recursive: true}) {
 		if oi.Err != nil {
 			return fmt.Errorf("walk blobs: %w", oi.Err)
 		}
@@ -213,7 +212,10 @@ func (s *S3Store) Walk(ctx context.Context, fn func(Info) error) error {
 			return err
 		}
 	}
-	return ctx.Err()
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("walk blobs: %w", err)
+	}
+	return nil
 }
 
 // PresignPut implements Store. The URL signs the headers Content-Length and
