@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gantry-ci/gantry/internal/api"
+	"github.com/gantry-ci/gantry/internal/blob"
 	"github.com/gantry-ci/gantry/internal/pipeline"
 	"github.com/gantry-ci/gantry/internal/store"
 	"github.com/gantry-ci/gantry/internal/store/sqlite"
@@ -30,12 +31,20 @@ func setup(t *testing.T) *bundle {
 		t.Fatal(err)
 	}
 	bs := newBlobs(t, t.TempDir())
+	b := setupWith(t, st, bs)
+	b.blobs = bs
+	return b
+}
+
+// setupWith starts a real coordinator API on st, keeping artifacts in bs.
+func setupWith(t *testing.T, st store.Store, bs blob.Store) *bundle {
+	t.Helper()
 	srv := httptest.NewServer(api.New(api.Config{Store: st, HeartbeatEvery: 200 * time.Millisecond, LeaseTTL: 5 * time.Second, Blobs: bs}).Handler())
 	t.Cleanup(func() {
 		srv.Close()
 		_ = st.Close()
 	})
-	return &bundle{st: st, url: srv.URL, blobs: bs}
+	return &bundle{st: st, url: srv.URL}
 }
 
 // start runs a worker until the test ends.

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -17,7 +18,9 @@ import (
 	"time"
 
 	"github.com/gantry-ci/gantry/internal/blob"
+	"github.com/gantry-ci/gantry/internal/blob/blobtest"
 	"github.com/gantry-ci/gantry/internal/store"
+	"github.com/gantry-ci/gantry/internal/store/sqlite"
 	"github.com/google/uuid"
 )
 
@@ -303,5 +306,66 @@ func TestFetchRefusesBadInputs(t *testing.T) {
 	entries, _ := os.ReadDir(filepath.Join(ws, "out"))
 	if len(entries) != 0 {
 		t.Errorf("the download left %d files behind", len(entries))
+	}
+}
+
+// TestArtifactsOnS3: the same flow against a real S3 server: workers upload to and
+// download from MinIO through pre-signed URLs, and the coordinator's download redirects
+// there.
+func TestArtifactsOnS3(t *testing.T) {
+	t.Parallel()
+	m, err := blobtest.StartMinIO(t.Logf)
+	if errors.Is(err, blobtest.ErrNoMinIO) && testing.Short() {
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := m.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	bs, err := blob.Open(m.URL(), blob.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "gantry.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := setupWith(t, st, bs)
+	b.start(t, 2)
+	run := b.submit(t, `
+name: s3
+jobs:
+  build:
+    steps: [ { run: "mkdir -p out && echo s3 binary > out/app && chmod +x out/app && echo s3 binary > copy" } ]
+    artifacts: { paths: [out/app, copy] }
+  use:
+    needs: [build]
+    steps: [ { run: 'test -x out/app && test "$(cat out/app)" = "s3 binary"' } ]
+`)
+	b.wantSuccess(t, run)
+	as := b.runArtifacts(t, run)
+	a := as["build:out/app"]
+	if a.State != "stored" || as["build:copy"].State != "stored" {
+		t.Fatalf("artifacts = %+v, want both stored", as)
+	}
+	n := 0
+	if err := bs.Walk(t.Context(), func(blob.Info) error { n++; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 {
+		t.Errorf("the bucket holds %d blobs, want 1 for two files with one content", n)
+	}
+	res, err := http.Get(b.url + "/api/v1/artifacts/" + a.ID.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	body, _ := io.ReadAll(res.Body)
+	if res.StatusCode != http.StatusOK || string(body) != "s3 binary\n" || res.Request.URL.Host != m.Endpoint {
+		t.Errorf("download: %d %q from %s, want the bytes from MinIO at %s", res.StatusCode, body, res.Request.URL.Host, m.Endpoint)
 	}
 }

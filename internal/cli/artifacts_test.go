@@ -1,0 +1,96 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestArtifactsCommands: a real server keeps the diamond example's artifact in its
+// default blob store, and `gantry artifacts list` and `get` read it back.
+func TestArtifactsCommands(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	base, stop := startServer(t, "--db", "sqlite://"+filepath.Join(dir, "data", "gantry.db"))
+	defer stop()
+	workerCtx, stopWorker := context.WithCancel(t.Context())
+	workerDone := make(chan int, 1)
+	go func() {
+		var out syncBuffer
+		workerDone <- Run(workerCtx, []string{"worker", "--server", base, "--max-jobs", "2", "--work-dir", t.TempDir()}, strings.NewReader(""), &out, &out)
+	}()
+	defer func() { stopWorker(); <-workerDone }()
+
+	yaml, err := os.ReadFile("../../../shared/examples/diamond.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var run struct{ ID string }
+	if code, err := postYAML(t, base+"/api/v1/runs", string(yaml), &run); err != nil || code != http.StatusAccepted {
+		t.Fatalf("submit: %d %v", code, err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var r struct{ Status string }
+		getJSON(t, http.DefaultClient, base+"/api/v1/runs/"+run.ID, &r)
+		if r.Status == "success" {
+			break
+		}
+		if r.Status == "failed" || time.Now().After(deadline) {
+			t.Fatalf("run is %s, want success", r.Status)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "data", "blobs", "signing.key")); err != nil {
+		t.Errorf("the default blob store is not next to the database: %v", err)
+	}
+
+	list := runCLI(t, invocation{args: []string{"artifacts", "list", run.ID, "--server", base}})
+	if list.code != exitOK || !strings.Contains(list.stdout, "out/app") || !strings.Contains(list.stdout, "stored") ||
+		!strings.Contains(list.stdout, "16 B") || !strings.Contains(list.stdout, "build") {
+		t.Fatalf("artifacts list: exit %d\n%s%s", list.code, list.stdout, list.stderr)
+	}
+	js := runCLI(t, invocation{args: []string{"artifacts", "list", run.ID, "--server", base, "--json"}})
+	var as []artifactView
+	if err := json.Unmarshal([]byte(js.stdout), &as); err != nil || len(as) != 1 {
+		t.Fatalf("artifacts list --json: %v\n%s", err, js.stdout)
+	}
+	out := filepath.Join(t.TempDir(), "app")
+	get := runCLI(t, invocation{args: []string{"artifacts", "get", as[0].ID, "-o", out, "--server", base}})
+	if got, err := os.ReadFile(out); get.code != exitOK || err != nil || string(got) != "binary for demo\n" {
+		t.Fatalf("artifacts get: exit %d, file %q %v\n%s", get.code, got, err, get.stderr)
+	}
+	stdout := runCLI(t, invocation{args: []string{"artifacts", "get", as[0].ID, "-o", "-", "--server", base}})
+	if stdout.stdout != "binary for demo\n" {
+		t.Errorf("artifacts get -o - printed %q", stdout.stdout)
+	}
+
+	missing := runCLI(t, invocation{args: []string{"artifacts", "get", "0190f3c2-0000-7000-8000-000000000000", "-o", out, "--server", base}})
+	if missing.code != exitFailure || !strings.Contains(missing.stderr, "not_found") {
+		t.Errorf("get of an unknown artifact: exit %d, stderr %q", missing.code, missing.stderr)
+	}
+	for _, args := range [][]string{
+		{"artifacts", "get", "not-a-uuid"},
+		{"artifacts", "list"},
+		{"artifacts", "list", run.ID, "--server", "ftp://x"},
+	} {
+		if r := runCLI(t, invocation{args: args}); r.code != exitUsage {
+			t.Errorf("%q: exit %d, want %d", args, r.code, exitUsage)
+		}
+	}
+}
+
+func postYAML(t *testing.T, url, body string, out any) (int, error) {
+	t.Helper()
+	res, err := http.Post(url, "application/yaml", strings.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
+	defer res.Body.Close()
+	return res.StatusCode, json.NewDecoder(res.Body).Decode(out)
+}
