@@ -160,6 +160,23 @@ func collectArtifacts(ws string, spec *pipeline.Artifacts, rec *logs.Recorder) (
 	return files, nil
 }
 
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+// rate tells how long a transfer took and, for one that moved a megabyte or more, its
+// speed.
+func rate(size int64, d time.Duration) string {
+	d = d.Round(time.Millisecond)
+	if size < 1<<20 || d <= 0 {
+		return d.String()
+	}
+	return fmt.Sprintf("%s (%.0f MB/s)", d, float64(size)/1e6/d.Seconds())
+}
+
 func hashFile(p string) (string, int64, fs.FileMode, error) {
 	f, err := os.Open(p)
 	if err != nil {
@@ -184,10 +201,16 @@ func hashFile(p string) (string, int64, fs.FileMode, error) {
 // the retry lands. It returns an error only for what keeps the artifacts from being
 // registered at all.
 func (a *Agent) keepArtifacts(ctx context.Context, log *slog.Logger, j claimedJob, ws string, rec *logs.Recorder) error {
+	start := time.Now()
 	files, err := collectArtifacts(ws, j.Spec.Artifacts, rec)
 	if err != nil || len(files) == 0 {
 		return err
 	}
+	var total int64
+	for _, f := range files {
+		total += f.Size
+	}
+	rec.System(fmt.Sprintf("artifacts: %d %s, %d bytes, hashed in %s", len(files), plural(len(files), "file", "files"), total, rate(total, time.Since(start))))
 	base, err := a.baseURL()
 	if err != nil {
 		return err
@@ -211,9 +234,10 @@ func (a *Agent) keepArtifacts(ctx context.Context, log *slog.Logger, j claimedJo
 				rec.System(fmt.Sprintf("artifacts: kept %s (%d bytes, sha256 %s, already stored)", f.Name, f.Size, f.SHA256))
 				continue
 			}
+			start := time.Now()
 			err := a.upload(ctx, base, r, f)
 			if err == nil {
-				rec.System(fmt.Sprintf("artifacts: kept %s (%d bytes, sha256 %s)", f.Name, f.Size, f.SHA256))
+				rec.System(fmt.Sprintf("artifacts: kept %s (%d bytes, sha256 %s), uploaded in %s", f.Name, f.Size, f.SHA256, rate(f.Size, time.Since(start))))
 				continue
 			}
 			if !retryable(err) {
@@ -360,10 +384,11 @@ func (a *Agent) fetchInputs(ctx context.Context, j claimedJob, ws string, rec *l
 		if in.Download == nil {
 			return fmt.Errorf("artifact %q of job %s: the coordinator gave no download URL", in.Name, in.Job)
 		}
+		start := time.Now()
 		if err := download(ctx, a.blobHTTP, base, in.Download.blob(), ws, in.Name, in.SHA256, in.Size, fs.FileMode(in.Mode)); err != nil {
 			return fmt.Errorf("artifact %q of job %s: %w", in.Name, in.Job, err)
 		}
-		rec.System(fmt.Sprintf("artifacts: fetched %s of job %s (%d bytes)", in.Name, in.Job, in.Size))
+		rec.System(fmt.Sprintf("artifacts: fetched %s of job %s (%d bytes) in %s", in.Name, in.Job, in.Size, rate(in.Size, time.Since(start))))
 	}
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -367,5 +368,58 @@ jobs:
 	body, _ := io.ReadAll(res.Body)
 	if res.StatusCode != http.StatusOK || string(body) != "s3 binary\n" || res.Request.URL.Host != m.Endpoint {
 		t.Errorf("download: %d %q from %s, want the bytes from MinIO at %s", res.StatusCode, body, res.Request.URL.Host, m.Endpoint)
+	}
+}
+
+// TestLargeArtifact: a 1 GiB artifact is kept and fetched by streaming: the Go heap of the
+// whole process, worker and coordinator with its blob store, stays under 64 MiB. The test
+// is not parallel, so that no other test's allocations count.
+func TestLargeArtifact(t *testing.T) {
+	if testing.Short() {
+		t.Skip("moves 1 GiB through the disk three times")
+	}
+	b := setup(t)
+	b.start(t, 1)
+	var peak atomic.Uint64
+	stop := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		var ms runtime.MemStats
+		for {
+			runtime.ReadMemStats(&ms)
+			if in := ms.HeapInuse + ms.StackInuse; in > peak.Load() {
+				peak.Store(in)
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	}()
+	run := b.submit(t, `
+name: large
+jobs:
+  make:
+    steps: [ { run: "head -c 1073741824 /dev/urandom > big.bin && sha256sum big.bin > big.sum" } ]
+    artifacts: { paths: [big.bin, big.sum] }
+  use:
+    needs: [make]
+    steps: [ { run: "sha256sum -c big.sum" } ]
+`)
+	b.wantSuccess(t, run)
+	close(stop)
+	<-sampled
+	const limit = 64 << 20
+	t.Logf("peak Go heap and stacks: %.1f MiB", float64(peak.Load())/(1<<20))
+	if peak.Load() > limit {
+		t.Errorf("peak Go heap and stacks %.1f MiB while moving a 1 GiB artifact, want under 64 MiB", float64(peak.Load())/(1<<20))
+	}
+	if a := b.runArtifacts(t, run)["make:big.bin"]; a.Size != 1<<30 || a.State != "stored" {
+		t.Errorf("big.bin = %+v, want 1 GiB stored", a)
+	}
+	for _, key := range []string{"make", "use"} {
+		t.Logf("%s:\n%s", key, b.jobLog(t, run, key))
 	}
 }

@@ -85,7 +85,7 @@ func TestArtifactsCommands(t *testing.T) {
 	}
 }
 
-func postYAML(t *testing.T, url, body string, out any) (int, error) {
+func postYAML(t testing.TB, url, body string, out any) (int, error) {
 	t.Helper()
 	res, err := http.Post(url, "application/yaml", strings.NewReader(body))
 	if err != nil {

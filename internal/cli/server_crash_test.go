@@ -48,32 +48,12 @@ type serverProcess struct {
 
 // startServerProcess re-executes the test binary as `gantry server` on db and waits until
 // it reports its address. The process is killed when t ends, if it is still running.
-func startServerProcess(t *testing.T, db string) *serverProcess {
+func startServerProcess(t testing.TB, db string, extra ...string) *serverProcess {
 	t.Helper()
-	args := []string{"server", "--addr", "127.0.0.1:0", "--db", db,
-		"--reap-every", "1s", "--lease-ttl", "4s", "--heartbeat-every", "2s"}
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), serverChildEnv+"=1", serverChildArgsEnv+"="+strings.Join(args, "\n"))
-	p := &serverProcess{cmd: cmd, stderr: &syncBuffer{}}
-	cmd.Stdout = p.stderr
-	cmd.Stderr = p.stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start server process: %v", err)
-	}
-	exited := make(chan struct{})
-	p.exited = exited
-	go func() {
-		// Only this goroutine waits; the others learn of the exit through exited.
-		_ = cmd.Wait()
-		close(exited)
-	}()
-	t.Cleanup(func() {
-		p.kill(t)
-		if t.Failed() {
-			t.Logf("server process %d log:\n%s", cmd.Process.Pid, p.stderr.String())
-		}
-	})
-
+	args := append([]string{"server", "--addr", "127.0.0.1:0", "--db", db,
+		"--reap-every", "1s", "--lease-ttl", "4s", "--heartbeat-every", "2s"}, extra...)
+	p := startChild(t, args)
+	cmd, exited := p.cmd, p.exited
 	deadline := time.After(20 * time.Second)
 	for {
 		if m := listening.FindStringSubmatch(p.stderr.String()); m != nil {
@@ -90,8 +70,36 @@ func startServerProcess(t *testing.T, db string) *serverProcess {
 	}
 }
 
+// startChild re-executes the test binary as `gantry <args>`, with its output kept in
+// stderr. The process is killed when t ends, if it is still running.
+func startChild(t testing.TB, args []string) *serverProcess {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), serverChildEnv+"=1", serverChildArgsEnv+"="+strings.Join(args, "\n"))
+	p := &serverProcess{cmd: cmd, stderr: &syncBuffer{}}
+	cmd.Stdout = p.stderr
+	cmd.Stderr = p.stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s process: %v", args[0], err)
+	}
+	exited := make(chan struct{})
+	p.exited = exited
+	go func() {
+		// Only this goroutine waits; the others learn of the exit through exited.
+		_ = cmd.Wait()
+		close(exited)
+	}()
+	t.Cleanup(func() {
+		p.kill(t)
+		if t.Failed() {
+			t.Logf("%s process %d log:\n%s", args[0], cmd.Process.Pid, p.stderr.String())
+		}
+	})
+	return p
+}
+
 // kill SIGKILLs the process and waits until it is gone.
-func (p *serverProcess) kill(t *testing.T) {
+func (p *serverProcess) kill(t testing.TB) {
 	t.Helper()
 	select {
 	case <-p.exited:
@@ -307,7 +315,7 @@ type crashRunView struct {
 	} `json:"jobs"`
 }
 
-func getJSON(t *testing.T, client *http.Client, url string, out any) {
+func getJSON(t testing.TB, client *http.Client, url string, out any) {
 	t.Helper()
 	resp, err := client.Get(url)
 	if err != nil {
