@@ -406,3 +406,21 @@ func TestCreateRunBadRequests(t *testing.T) {
 		})
 	}
 }
+
+// TestUIMount: the dashboard gets the GET paths the API does not own, without a token;
+// unknown API paths stay JSON errors.
+func TestUIMount(t *testing.T) {
+	t.Parallel()
+	ui := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "page "+r.URL.Path) })
+	b := setupWith(t, func(c *api.Config) { c.UI = ui; c.Auth = true })
+	for _, p := range []string{"/", "/runs/123", "/app.js"} {
+		if r := b.get(t, p); r.status != http.StatusOK || string(r.body) != "page "+p {
+			t.Errorf("GET %s: %d %q, want the UI's page", p, r.status, r.body)
+		}
+	}
+	expectError(t, b.get(t, "/api/v1/nope"), http.StatusNotFound, "not_found")
+	expectError(t, b.get(t, "/api/v1/runs"), http.StatusUnauthorized, "unauthorized")
+	if r := b.get(t, "/healthz"); r.status != http.StatusOK {
+		t.Errorf("healthz with a UI: %d", r.status)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/gantry-ci/gantry/internal/blob"
@@ -51,6 +52,9 @@ type Config struct {
 	// ArtifactTTL is how long artifacts are kept when their job sets no expire_in; zero
 	// keeps them until deleted.
 	ArtifactTTL time.Duration
+	// UI serves the web dashboard on every GET path the API does not own; its pages call
+	// the API with the user's token, so it is mounted without one. Nil serves none.
+	UI http.Handler
 }
 
 // Server serves the HTTP API on top of a store. It keeps no state of its own.
@@ -112,12 +116,12 @@ func New(cfg Config) *Server {
 	if s.maxBody <= 0 {
 		s.maxBody = DefaultMaxBodyBytes
 	}
-	s.routes()
+	s.routes(cfg)
 	return s
 }
 
 // routes registers every endpoint with the roles that may call it.
-func (s *Server) routes() {
+func (s *Server) routes(cfg Config) {
 	s.handle("POST /api/v1/runs", writers, s.createRun)
 	s.handle("GET /api/v1/runs", readers, s.listRuns)
 	s.handle("GET /api/v1/runs/{id}", readers, s.getRun)
@@ -134,6 +138,15 @@ func (s *Server) routes() {
 	s.logRoutes()
 	s.wsRoutes()
 	s.artifactRoutes()
+	if ui := cfg.UI; ui != nil {
+		s.mux.Handle("GET /", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if strings.HasPrefix(r.URL.Path, "/api/") {
+				writeError(w, http.StatusNotFound, codeNotFound, "no such route: "+r.URL.Path, nil)
+				return
+			}
+			ui.ServeHTTP(w, r)
+		}))
+	}
 }
 
 // Close stops what the server started itself (the default log service).
