@@ -45,6 +45,8 @@ type serverConfig struct {
 	// artifacts off with PostgreSQL).
 	Blobs             string
 	ArtifactsExpireIn time.Duration
+	// UI is the web dashboard the API serves; nil serves none.
+	UI http.Handler
 }
 
 func (a *app) serverCommand() *cobra.Command {
@@ -188,37 +190,77 @@ func openStore(ctx context.Context, db string, opts sqlite.Options) (store.Store
 func (a *app) server(ctx context.Context, cfg serverConfig) error {
 	level, _ := logLevel(cfg.LogLevel)
 	log := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: level}))
+	c, err := startCoordinator(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	select {
+	case err = <-c.served:
+		c.stop(ctx)
+	case <-ctx.Done():
+		log.Info("shutting down")
+		err = c.stop(ctx)
+	}
+	if err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serve: %w", err)
+	}
+	return nil
+}
+
+// coordinator is a running `gantry server`: the store, the HTTP API and the scheduler
+// loops. `gantry up` runs one beside its workers.
+type coordinator struct {
+	base   string // http://host:port
+	log    *slog.Logger
+	served chan error // the HTTP server's end, if it ends on its own
+	stop   func(ctx context.Context) error
+}
+
+// startCoordinator opens the store, log and blob storage that cfg names and serves the API
+// and the scheduler loops until stop.
+func startCoordinator(ctx context.Context, cfg serverConfig, log *slog.Logger) (*coordinator, error) {
 	st, err := openStore(ctx, cfg.DB, sqlite.Options{Clock: clock.Real{}, Logger: log})
 	if err != nil {
-		return fmt.Errorf("open store: %w", err)
+		return nil, fmt.Errorf("open store: %w", err)
 	}
-	defer func() {
+	var closers []func()
+	closeAll := func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
+		}
+	}
+	closers = append(closers, func() {
 		if err := st.Close(); err != nil {
 			log.Error("close store", "err", err)
 		}
-	}()
+	})
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
-		return fmt.Errorf("listen: %w", err)
+		closeAll()
+		return nil, fmt.Errorf("listen: %w", err)
 	}
 	logSvc, closeLogs, err := openLogs(cfg, st, log)
 	if err != nil {
-		return err
+		_ = ln.Close()
+		closeAll()
+		return nil, err
 	}
-	defer closeLogs()
+	closers = append(closers, closeLogs)
 	blobs, err := openBlobs(cfg)
 	if err != nil {
-		return err
+		_ = ln.Close()
+		closeAll()
+		return nil, err
 	}
 	if blobs == nil {
 		log.Warn("no blob store: artifacts are off; set --blobs to keep them")
 	} else {
-		defer blobs.Close()
+		closers = append(closers, func() { _ = blobs.Close() })
 	}
 	srv := &http.Server{
 		Handler: api.New(api.Config{Store: st, Logger: log, LeaseTTL: cfg.LeaseTTL, HeartbeatEvery: cfg.HeartbeatEvery,
 			CancelGrace: cfg.CancelGrace, Auth: cfg.authOn(), Logs: logSvc,
-			Blobs: blobs, ArtifactTTL: cfg.ArtifactsExpireIn}).Handler(),
+			Blobs: blobs, ArtifactTTL: cfg.ArtifactsExpireIn, UI: cfg.UI}).Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       time.Minute,
 		IdleTimeout:       2 * time.Minute,
@@ -243,21 +285,17 @@ func (a *app) server(ctx context.Context, cfg serverConfig) error {
 	if !cfg.authOn() {
 		log.Warn("authentication is off: anyone who can reach this loopback address can submit and run jobs")
 	}
-
-	select {
-	case err = <-served:
-	case <-ctx.Done():
-		log.Info("shutting down")
+	c := &coordinator{base: "http://" + ln.Addr().String(), log: log, served: served}
+	c.stop = func(ctx context.Context) error {
 		shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
-		err = srv.Shutdown(shutdownCtx)
+		err := srv.Shutdown(shutdownCtx)
 		cancel()
+		stopLoops()
+		<-loopsDone
+		closeAll()
+		return err
 	}
-	stopLoops()
-	<-loopsDone
-	if err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("serve: %w", err)
-	}
-	return nil
+	return c, nil
 }
 
 // openLogs makes the log service: files in a directory in embedded mode, chunks in the
