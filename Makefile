@@ -18,13 +18,8 @@ build:
 
 run: build
 	bin/gantry validate examples/*
-	bin/gantry plan examples/matrix.yml
 	@echo
-	@echo "Starting the coordinator on 127.0.0.1:8080 (SQLite in ./.gantry). Submit a run with:"
-	@echo "  curl -s -H 'Content-Type: application/yaml' --data-binary @examples/diamond.yml http://127.0.0.1:8080/api/v1/runs"
-	@echo "and run its jobs with a worker in another terminal: bin/gantry worker --log-level debug"
-	@echo "The all-in-one 'gantry up' comes next. Ctrl-C stops."
-	bin/gantry server --addr 127.0.0.1:8080 --db sqlite://.gantry/gantry.db
+	bin/gantry up --addr 127.0.0.1:8080 --data .gantry
 
 test: fmtcheck
 	$(GO) vet ./...

@@ -157,6 +157,7 @@ func (a *app) rootCommand() *cobra.Command {
 		a.planCommand(),
 		a.serverCommand(),
 		a.tokenCommand(),
+		a.upCommand(),
 		a.versionCommand(),
 		a.workerCommand(),
 	)

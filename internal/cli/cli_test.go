@@ -185,7 +185,7 @@ func TestHelpListsOnlyWorkingCommands(t *testing.T) {
 					inCommands = false
 				}
 			}
-			want := []string{"artifacts", "plan", "server", "token", "validate", "version", "worker"}
+			want := []string{"artifacts", "plan", "server", "token", "up", "validate", "version", "worker"}
 			if strings.Join(listed, " ") != strings.Join(want, " ") {
 				t.Errorf("help lists commands %q, want %q; help:\n%s", listed, want, got.stdout)
 			}

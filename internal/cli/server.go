@@ -211,6 +211,7 @@ func (a *app) server(ctx context.Context, cfg serverConfig) error {
 // loops. `gantry up` runs one beside its workers.
 type coordinator struct {
 	base   string // http://host:port
+	store  store.Store
 	log    *slog.Logger
 	served chan error // the HTTP server's end, if it ends on its own
 	stop   func(ctx context.Context) error
@@ -285,7 +286,7 @@ func startCoordinator(ctx context.Context, cfg serverConfig, log *slog.Logger) (
 	if !cfg.authOn() {
 		log.Warn("authentication is off: anyone who can reach this loopback address can submit and run jobs")
 	}
-	c := &coordinator{base: "http://" + ln.Addr().String(), log: log, served: served}
+	c := &coordinator{base: "http://" + ln.Addr().String(), store: st, log: log, served: served}
 	c.stop = func(ctx context.Context) error {
 		shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
 		err := srv.Shutdown(shutdownCtx)

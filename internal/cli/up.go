@@ -1,0 +1,217 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gantry-ci/gantry/internal/agent"
+	"github.com/gantry-ci/gantry/internal/api"
+	"github.com/gantry-ci/gantry/internal/executor"
+	"github.com/gantry-ci/gantry/internal/scheduler"
+	"github.com/gantry-ci/gantry/internal/store"
+)
+
+// upConfig is everything `gantry up` acts on.
+type upConfig struct {
+	Addr     string
+	Data     string
+	Workers  int
+	Executor string
+	LogLevel string
+	LeaseTTL time.Duration
+}
+
+func (a *app) upCommand() *cobra.Command {
+	cfg := upConfig{Addr: "127.0.0.1:8080", Data: ".gantry", Workers: runtime.NumCPU(), Executor: "shell", LogLevel: "info",
+		LeaseTTL: 10 * time.Second}
+	cmd := &cobra.Command{
+		Use:   "up",
+		Short: "Run everything on this machine: coordinator, workers and dashboard",
+		Long: "Up runs an all-in-one Gantry: the coordinator with its dashboard on --addr, and\n" +
+			"--workers local workers, with everything (SQLite, logs, artifact blobs, job\n" +
+			"workspaces) in the --data directory.\n\n" +
+			"The first Ctrl-C stops claiming jobs and waits for the running ones to finish; a\n" +
+			"second cancels them. Starting again on the same data directory picks up where it\n" +
+			"stopped: queued jobs run, and jobs that were running when the process died go back\n" +
+			"to the queue once their lease (--lease-ttl) runs out.",
+		Example: "  gantry up\n" +
+			"  gantry up --workers 8 --executor sandbox --data /var/lib/gantry",
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := cfg.validate(); err != nil {
+				return err
+			}
+			return a.up(cmd.Context(), cfg)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.Addr, "addr", cfg.Addr, "address of the API and dashboard")
+	f.StringVar(&cfg.Data, "data", cfg.Data, "directory for the database, logs, artifacts and workspaces")
+	f.IntVar(&cfg.Workers, "workers", cfg.Workers, "local workers, each running one job at a time")
+	f.StringVar(&cfg.Executor, "executor", cfg.Executor, "shell, or sandbox (bubblewrap: no network unless the job sets network: true)")
+	f.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "debug, info, warn or error")
+	f.DurationVar(&cfg.LeaseTTL, "lease-ttl", cfg.LeaseTTL, "how long a job of a crashed process waits before it runs again")
+	return cmd
+}
+
+func (c *upConfig) validate() error {
+	if c.Workers < 1 || c.Workers > 256 {
+		return usagef("--workers must be from 1 to 256")
+	}
+	if c.Data == "" {
+		return usagef("--data is required")
+	}
+	if c.LeaseTTL < 2*time.Second {
+		return usagef("--lease-ttl must be at least 2s")
+	}
+	if _, err := logLevel(c.LogLevel); err != nil {
+		return err
+	}
+	switch c.Executor {
+	case "shell":
+	case "sandbox":
+		if _, err := exec.LookPath("bwrap"); err != nil {
+			return usagef("--executor sandbox: %v", executor.ErrNoSandbox)
+		}
+	default:
+		return usagef("--executor %q: want shell or sandbox", c.Executor)
+	}
+	return nil
+}
+
+// server is the coordinator `up` runs.
+func (c *upConfig) server() serverConfig {
+	return serverConfig{
+		Addr: c.Addr, DB: "sqlite://" + filepath.Join(c.Data, "gantry.db"), LogLevel: c.LogLevel, Auth: "auto",
+		LeaseTTL: c.LeaseTTL, HeartbeatEvery: c.LeaseTTL / 4, ReapEvery: min(c.LeaseTTL/4, scheduler.DefaultReapEvery),
+		CancelGrace: api.DefaultCancelGrace, LogMaxSize: "50Mi", ArtifactsExpireIn: 30 * 24 * time.Hour,
+	}
+}
+
+func (a *app) up(ctx context.Context, cfg upConfig) error {
+	level, _ := logLevel(cfg.LogLevel)
+	log := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: level}))
+	if err := os.MkdirAll(cfg.Data, 0o755); err != nil {
+		return fmt.Errorf("data directory: %w", err)
+	}
+	unlock, err := lockDataDir(cfg.Data)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	sc := cfg.server()
+	sc.UI = dashboard()
+	coord, err := startCoordinator(ctx, sc, log)
+	if err != nil {
+		return err
+	}
+	workDir := filepath.Join(cfg.Data, "work")
+	if err := os.MkdirAll(workDir, 0o755); err != nil {
+		_ = coord.stop(ctx)
+		return fmt.Errorf("work directory: %w", err)
+	}
+	var token string
+	if sc.authOn() {
+		token, err = api.IssueToken(ctx, coord.store, "gantry up workers", store.RoleRegister, "")
+		if err != nil {
+			_ = coord.stop(ctx)
+			return fmt.Errorf("issue a token for the local workers: %w", err)
+		}
+	}
+
+	// The workers drain when ctx ends (the first signal) and cancel their jobs on a second.
+	kill, cancelJobs := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelJobs()
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-kill.Done():
+			return
+		}
+		second, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		select {
+		case <-second.Done():
+			log.Warn("second signal: cancelling running jobs")
+			cancelJobs()
+		case <-kill.Done():
+		}
+	}()
+	host, _ := os.Hostname()
+	var wg sync.WaitGroup
+	errs := make(chan error, cfg.Workers)
+	for i := range cfg.Workers {
+		ac := agent.Config{Server: coord.base, Token: token, Name: host + "/local-" + strconv.Itoa(i+1), MaxJobs: 1,
+			WorkDir: workDir, Logger: log.With("worker", i+1)}
+		if cfg.Executor == "sandbox" {
+			ac.Executor = executor.Sandbox{}
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := agent.New(ac).Run(ctx, kill); err != nil && ctx.Err() == nil {
+				errs <- err
+			}
+		}()
+	}
+
+	fmt.Fprintf(a.stdout, "Gantry is up: %s (dashboard and API), %s, data in %s\n\n",
+		coord.base, countOf(cfg.Workers, "local worker", "local workers"), cfg.Data)
+	fmt.Fprintf(a.stdout, "Submit a pipeline:\n  gantry submit --server %s --follow examples/diamond.yml\n", coord.base)
+	fmt.Fprintf(a.stdout, "  curl -s -H 'Content-Type: application/yaml' --data-binary @examples/diamond.yml %s/api/v1/runs\n\n", coord.base)
+	fmt.Fprintln(a.stdout, "Ctrl-C stops: running jobs finish first; press it again to cancel them.")
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+		log.Info("stopping: no new jobs; waiting for the running ones (Ctrl-C again cancels them)")
+	case runErr = <-coord.served:
+		runErr = fmt.Errorf("serve: %w", runErr)
+		cancelJobs()
+	case runErr = <-errs:
+		cancelJobs()
+	}
+	wg.Wait()
+	cancelJobs()
+	if err := coord.stop(ctx); runErr == nil && err != nil {
+		runErr = err
+	}
+	if runErr != nil {
+		return runErr
+	}
+	log.Info("stopped")
+	return nil
+}
+
+// lockDataDir takes an exclusive lock on the data directory, so that two processes never
+// run local workers over the same database and workspaces.
+func lockDataDir(dir string) (func(), error) {
+	f, err := os.OpenFile(filepath.Join(dir, "gantry.lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("lock data directory: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("data directory %s is in use by another gantry process", dir)
+		}
+		return nil, fmt.Errorf("lock data directory: %w", err)
+	}
+	return func() {
+		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		f.Close()
+	}, nil
+}

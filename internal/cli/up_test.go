@@ -1,0 +1,212 @@
+package cli
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+var upBanner = regexp.MustCompile(`Gantry is up: (http://\S+)`)
+
+// startUp runs `gantry up` in process on data and returns its base URL and a function that
+// stops it (the first Ctrl-C) and returns its exit code.
+func startUp(t *testing.T, data string, extra ...string) (string, func() int) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	var stdout, stderr syncBuffer
+	exit := make(chan int, 1)
+	args := append([]string{"up", "--addr", "127.0.0.1:0", "--data", data, "--workers", "2", "--lease-ttl", "2s"}, extra...)
+	go func() { exit <- Run(ctx, args, strings.NewReader(""), &stdout, &stderr) }()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if m := upBanner.FindStringSubmatch(stdout.String()); m != nil {
+			stopped := false
+			code := 0
+			stop := func() int {
+				if !stopped {
+					stopped = true
+					cancel()
+					select {
+					case code = <-exit:
+					case <-time.After(30 * time.Second):
+						t.Fatalf("gantry up did not stop:\n%s", stderr.String())
+					}
+				}
+				return code
+			}
+			t.Cleanup(func() { stop() })
+			return m[1], stop
+		}
+		select {
+		case code := <-exit:
+			t.Fatalf("gantry up exited with %d before it was up:\n%s%s", code, stdout.String(), stderr.String())
+		case <-time.After(10 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			cancel()
+			t.Fatalf("gantry up did not say it was up:\n%s%s", stdout.String(), stderr.String())
+		}
+	}
+}
+
+type runState struct {
+	Status string
+	Jobs   []struct{ ID, Key, Status string }
+}
+
+// waitRunStatus polls a run until ok says yes.
+func waitRunStatus(t testing.TB, base, id string, what string, ok func(runState) bool) runState {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		var r runState
+		getJSON(t, http.DefaultClient, base+"/api/v1/runs/"+id, &r)
+		if ok(r) {
+			return r
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("run %s is %+v; waited 60s for %s", id, r, what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func submitFile(t testing.TB, base, path string) string {
+	t.Helper()
+	yaml, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return submitYAML(t, base, string(yaml))
+}
+
+func submitYAML(t testing.TB, base, yaml string) string {
+	t.Helper()
+	var run struct{ ID string }
+	if code, err := postYAML(t, base+"/api/v1/runs", yaml, &run); err != nil || code != http.StatusAccepted {
+		t.Fatalf("submit: %d %v", code, err)
+	}
+	return run.ID
+}
+
+// TestUp: `gantry up` runs the diamond example with its local workers, serves the
+// workers list, lets a running job finish on Ctrl-C, and keeps everything for the next
+// start on the same data directory.
+func TestUp(t *testing.T) {
+	t.Parallel()
+	data := filepath.Join(t.TempDir(), "data")
+	base, stop := startUp(t, data)
+	run := submitFile(t, base, "../../../shared/examples/diamond.yml")
+	waitRunStatus(t, base, run, "success", func(r runState) bool { return r.Status == "success" })
+	var workers struct{ Workers []struct{ Name string } }
+	getJSON(t, http.DefaultClient, base+"/api/v1/workers", &workers)
+	if len(workers.Workers) != 2 {
+		t.Errorf("workers = %+v, want the two local ones", workers)
+	}
+
+	// A second up on the same data directory is refused while the first runs.
+	var out syncBuffer
+	if code := Run(t.Context(), []string{"up", "--addr", "127.0.0.1:0", "--data", data}, strings.NewReader(""), &out, &out); code != exitFailure ||
+		!strings.Contains(out.String(), "in use by another gantry process") {
+		t.Errorf("second up on the same data: exit %d\n%s", code, out.String())
+	}
+
+	// Ctrl-C while a job runs: the job finishes before up exits.
+	slow := submitYAML(t, base, "name: slow\njobs:\n  a: {steps: [{run: 'sleep 1 && echo finished'}]}\n")
+	waitRunStatus(t, base, slow, "running", func(r runState) bool { return r.Status == "running" })
+	if code := stop(); code != exitOK {
+		t.Fatalf("up exited with %d after Ctrl-C", code)
+	}
+	base, _ = startUp(t, data)
+	if r := waitRunStatus(t, base, slow, "terminal", func(r runState) bool { return r.Status != "running" }); r.Status != "success" {
+		t.Errorf("the job running at Ctrl-C ended %s, want success", r.Status)
+	}
+	if r := waitRunStatus(t, base, run, "still there", func(runState) bool { return true }); r.Status != "success" {
+		t.Errorf("after a restart the first run is %s", r.Status)
+	}
+}
+
+// TestUpResumesAfterCrash: a `gantry up` process killed with SIGKILL mid-job is started
+// again on its data directory, and the job runs again and succeeds.
+func TestUpResumesAfterCrash(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	pidFile, mark := filepath.Join(dir, "pid"), filepath.Join(dir, "mark")
+	args := []string{"up", "--addr", "127.0.0.1:0", "--data", data, "--workers", "1", "--lease-ttl", "2s"}
+	p := startChild(t, args)
+	base := waitUpBanner(t, p)
+	run := submitYAML(t, base, `name: crash
+jobs:
+  a:
+    steps:
+      - run: test -f `+mark+` || { touch `+mark+`; echo $$ > `+pidFile+`; exec sleep 60; }
+  b: {needs: [a], steps: [{run: echo after}]}
+`)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if _, err := os.Stat(pidFile); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the first attempt did not start")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	p.kill(t)
+	// The step's process outlives the killed worker; end it as a reboot would.
+	if raw, err := os.ReadFile(pidFile); err == nil {
+		if pid, err := strconv.Atoi(strings.TrimSpace(string(raw))); err == nil {
+			_ = syscall.Kill(-pid, syscall.SIGKILL)
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+	p = startChild(t, args)
+	base = waitUpBanner(t, p)
+	r := waitRunStatus(t, base, run, "a terminal status", func(r runState) bool {
+		return r.Status == "success" || r.Status == "failed" || r.Status == "cancelled"
+	})
+	if r.Status != "success" {
+		t.Fatalf("after the restart the run ended %s, want success", r.Status)
+	}
+}
+
+func waitUpBanner(t *testing.T, p *serverProcess) string {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if m := upBanner.FindStringSubmatch(p.stderr.String()); m != nil {
+			return m[1]
+		}
+		select {
+		case <-p.exited:
+			t.Fatalf("gantry up exited before it was up:\n%s", p.stderr.String())
+		case <-time.After(10 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("gantry up did not say it was up:\n%s", p.stderr.String())
+		}
+	}
+}
+
+func TestUpUsage(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{
+		{"up", "--workers", "0"},
+		{"up", "--executor", "docker"},
+		{"up", "--lease-ttl", "1s"},
+		{"up", "--log-level", "loud"},
+		{"up", "extra"},
+	} {
+		if r := runCLI(t, invocation{args: args}); r.code != exitUsage {
+			t.Errorf("%q: exit %d, want %d; stderr %s", args, r.code, exitUsage, r.stderr)
+		}
+	}
+}
