@@ -153,13 +153,19 @@ func (a *app) rootCommand() *cobra.Command {
 	// Only commands that work are registered; the others in DESIGN.md §10 join as they land.
 	root.AddCommand(
 		a.artifactsCommand(),
+		a.cancelCommand(),
+		a.logsCommand(),
 		a.validateCommand(),
 		a.planCommand(),
+		a.retryCommand(),
+		a.runsCommand(),
 		a.serverCommand(),
+		a.submitCommand(),
 		a.tokenCommand(),
 		a.upCommand(),
 		a.versionCommand(),
 		a.workerCommand(),
+		a.workersCommand(),
 	)
 	return root
 }

@@ -1,0 +1,78 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/google/uuid"
+	"github.com/spf13/cobra"
+)
+
+func (a *app) cancelCommand() *cobra.Command {
+	var cfg clientConfig
+	cmd := &cobra.Command{
+		Use:   "cancel RUN",
+		Short: "Cancel a run's unfinished jobs",
+		Long: "Cancel stops a run: jobs not yet running are cancelled at once, running ones are\n" +
+			"stopped by their worker. A run that already finished is an error (exit 1).\n\n" + configHelp,
+		Example: "  gantry cancel 0196a1c2-3b4d-7e5f-8a9b-0c1d2e3f4a5b",
+		Args:    exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.runAction(cmd.Context(), cfg, args[0], "cancel")
+		},
+	}
+	a.clientFlags(cmd, &cfg)
+	return cmd
+}
+
+func (a *app) retryCommand() *cobra.Command {
+	var cfg clientConfig
+	cmd := &cobra.Command{
+		Use:   "retry RUN",
+		Short: "Run a finished run's failed, cancelled and skipped jobs again",
+		Long: "Retry gives a finished run's failed, cancelled and skipped jobs a new attempt;\n" +
+			"the jobs that succeeded are kept. A run that has not finished is an error\n" +
+			"(exit 1).\n\n" + configHelp,
+		Example: "  gantry retry 0196a1c2-3b4d-7e5f-8a9b-0c1d2e3f4a5b",
+		Args:    exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.runAction(cmd.Context(), cfg, args[0], "retry")
+		},
+	}
+	a.clientFlags(cmd, &cfg)
+	return cmd
+}
+
+// runAction posts a cancel or retry of run id and prints the run as it now is.
+func (a *app) runAction(ctx context.Context, cfg clientConfig, id, action string) error {
+	if _, err := uuid.Parse(id); err != nil {
+		return usagef("run id %q is not a UUID", id)
+	}
+	c, err := cfg.client()
+	if err != nil {
+		return err
+	}
+	var run runDetails
+	raw, err := c.postRaw(ctx, "/api/v1/runs/"+id+"/"+action, &run)
+	if err != nil {
+		return fmt.Errorf("%s run %s: %w", action, id, err)
+	}
+	if cfg.JSON {
+		return writeRaw(a.stdout, raw)
+	}
+	switch {
+	case action == "retry":
+		again := 0
+		for _, j := range run.Jobs {
+			if !jobTerminal(j.Status) {
+				again++
+			}
+		}
+		fmt.Fprintf(a.stdout, "run %s: %s again\n", run.ID, countOf(again, "job runs", "jobs run"))
+	case runTerminal(run.Status):
+		fmt.Fprintf(a.stdout, "run %s: %s\n", run.ID, run.Status)
+	default:
+		fmt.Fprintf(a.stdout, "run %s: cancelling (its running jobs are being stopped)\n", run.ID)
+	}
+	return nil
+}

@@ -1,0 +1,255 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"time"
+)
+
+// followPoll is how often followRun reads the run's status.
+const followPoll = 250 * time.Millisecond
+
+// followRun prints every job's log lines of run id, prefixed by job key, until the run is terminal, and returns its final status ("success", "failed", "cancelled").
+//
+// Each job attempt's log is followed on its own stream from its first line as soon as the
+// run shows the attempt was claimed, so a job that finished before its stream opened
+// still shows every line, each once. With tty, prefixes are coloured per job and a live
+// status line stays at the bottom; without, the output is plain `key | line` lines and
+// one final summary.
+func followRun(ctx context.Context, c *apiClient, id string, out io.Writer, tty bool) (string, error) {
+	run, _, err := getRun(ctx, c, id)
+	if err != nil {
+		return "", err
+	}
+	f := newRunPrinter(out, tty, run.Jobs)
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
+
+	type attemptDone struct {
+		job     string
+		attempt int
+		err     error
+	}
+	done := make(chan attemptDone)
+	type jobState struct {
+		next      int // the next attempt to follow
+		streaming bool
+	}
+	states := make(map[string]*jobState, len(run.Jobs))
+	streaming := 0
+	lastOK := time.Now()
+	poll := time.NewTicker(followPoll)
+	defer poll.Stop()
+	for {
+		caughtUp := true
+		for _, j := range run.Jobs {
+			st := states[j.ID]
+			if st == nil {
+				st = &jobState{next: 1}
+				states[j.ID] = st
+			}
+			if st.streaming || st.next > j.Attempt {
+				continue
+			}
+			caughtUp = false
+			st.streaming = true
+			streaming++
+			attempt, job := st.next, j
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if attempt > 1 {
+					f.note(job.ID, fmt.Sprintf("attempt %d of %d", attempt, max(job.MaxAttempts, attempt)))
+				}
+				_, err := c.streamLog(ctx, job.ID, attempt, 0, func(l logLine) { f.line(job.ID, l) })
+				select {
+				case done <- attemptDone{job: job.ID, attempt: attempt, err: err}:
+				case <-ctx.Done():
+				}
+			}()
+		}
+		f.status(run)
+		if runTerminal(run.Status) && streaming == 0 && caughtUp {
+			f.summary(run)
+			return run.Status, nil
+		}
+		select {
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case d := <-done:
+			streaming--
+			if d.err != nil {
+				return "", d.err
+			}
+			st := states[d.job]
+			st.streaming = false
+			st.next = d.attempt + 1
+		case <-poll.C:
+			r, _, err := getRun(ctx, c, id)
+			if err != nil {
+				// A coordinator restarting is not the end of the run; a wrong id or a
+				// revoked token is.
+				var se *serverError
+				if errors.As(err, &se) && se.Status < 500 || time.Since(lastOK) > streamGiveUp || ctx.Err() != nil {
+					return "", err
+				}
+				continue
+			}
+			run, lastOK = r, time.Now()
+		}
+	}
+}
+
+// runPrinter writes the lines of many jobs to one writer, each line whole, with the job's
+// prefix, and on a terminal keeps a status line below them.
+type runPrinter struct {
+	out     io.Writer
+	tty     bool
+	width   int
+	start   time.Time
+	mu      sync.Mutex
+	prefix  map[string]string // job id -> the prefix and separator, padded and coloured
+	current string            // the status line on screen, "" when none
+}
+
+// maxPrefix is the most columns a job key takes in front of its lines.
+const maxPrefix = 24
+
+func newRunPrinter(out io.Writer, tty bool, jobs []jobView) *runPrinter {
+	_, width := terminal(out)
+	p := &runPrinter{out: out, tty: tty, width: width, start: time.Now(), prefix: make(map[string]string, len(jobs))}
+	w := 0
+	for _, j := range jobs {
+		w = max(w, len([]rune(j.Key)))
+	}
+	w = min(w, maxPrefix)
+	for i, j := range jobs {
+		key := pad(elide(j.Key, w), w)
+		if tty {
+			key = jobColours[i%len(jobColours)] + key + ansiReset
+		}
+		p.prefix[j.ID] = key + " | "
+	}
+	return p
+}
+
+// line prints one log line of job.
+func (p *runPrinter) line(job string, l logLine) {
+	text := l.Text
+	if p.tty {
+		switch l.Stream {
+		case "system":
+			text = ansiDim + text + ansiReset
+		case "stderr":
+			// stderr keeps its own colour: tools colour their errors themselves.
+		}
+	}
+	p.write(p.prefix[job] + text + "\n")
+}
+
+// note prints a line of Gantry's own about job, such as a new attempt starting.
+func (p *runPrinter) note(job, text string) {
+	if p.tty {
+		text = ansiDim + "--- " + text + " ---" + ansiReset
+	} else {
+		text = "--- " + text + " ---"
+	}
+	p.write(p.prefix[job] + text + "\n")
+}
+
+func (p *runPrinter) write(s string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.current != "" {
+		s = ansiClearLine + s + p.current
+	}
+	io.WriteString(p.out, s)
+}
+
+// status shows run's progress on the status line (only on a terminal).
+func (p *runPrinter) status(run runDetails) {
+	if !p.tty {
+		return
+	}
+	counts := map[string]int{}
+	for _, j := range run.Jobs {
+		counts[j.Status]++
+	}
+	parts := []string{fmt.Sprintf("%s %s", run.Status, formatDuration(time.Since(p.start).Truncate(time.Second)))}
+	for _, s := range []string{"running", "assigned", "queued", "pending", "retrying", "success", "failed", "cancelled", "skipped"} {
+		if counts[s] > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", counts[s], s))
+		}
+	}
+	line := ansiDim + elide(strings.Join(parts, " · "), p.width-1) + ansiReset
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if line == p.current {
+		return
+	}
+	p.current = line
+	io.WriteString(p.out, ansiClearLine+line)
+}
+
+// summary replaces the status line with the run's result: how it ended, how long it took,
+// how many jobs ended how, and which did not succeed.
+func (p *runPrinter) summary(run runDetails) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.current != "" {
+		io.WriteString(p.out, ansiClearLine)
+		p.current = ""
+	}
+	io.WriteString(p.out, runSummary(run, p.tty, p.width))
+}
+
+// runSummary is the lines that tell how a finished run went.
+func runSummary(run runDetails, colour bool, width int) string {
+	counts := map[string]int{}
+	var bad []string
+	for _, j := range run.Jobs {
+		counts[j.Status]++
+		if j.Status == "failed" || j.Status == "cancelled" {
+			s := j.Key
+			if j.ExitCode != nil && *j.ExitCode != 0 {
+				s += fmt.Sprintf(" (exit %d)", *j.ExitCode)
+			} else if j.FailureKind != "" && j.FailureKind != "failure" && j.FailureKind != j.Status {
+				s += " (" + j.FailureKind + ")"
+			}
+			bad = append(bad, s)
+		}
+	}
+	var parts []string
+	for _, s := range []string{"success", "failed", "cancelled", "skipped"} {
+		if counts[s] > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", counts[s], s))
+		}
+	}
+	start := run.StartedAt
+	if start.IsZero() {
+		start = run.CreatedAt
+	}
+	status := run.Status
+	if colour {
+		c := ansiRed
+		if status == "success" {
+			c = ansiGreen
+		}
+		status = c + status + ansiReset
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "run %s %s in %s: %s\n", run.ID, status, formatDuration(elapsed(start, run.FinishedAt, time.Now())), strings.Join(parts, ", "))
+	if len(bad) > 0 {
+		b.WriteString(elide("  not successful: "+strings.Join(bad, ", "), width-1))
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
