@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -104,37 +105,75 @@ func (c *upConfig) server() serverConfig {
 func (a *app) up(ctx context.Context, cfg upConfig) error {
 	level, _ := logLevel(cfg.LogLevel)
 	log := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: level}))
-	if err := os.MkdirAll(cfg.Data, 0o755); err != nil {
-		return fmt.Errorf("data directory: %w", err)
-	}
-	unlock, err := lockDataDir(cfg.Data)
+	l, err := startLocal(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
-	defer unlock()
+	fmt.Fprintf(a.stdout, "Gantry is up: %s (dashboard and API), %s, data in %s\n\n",
+		l.base, countOf(cfg.Workers, "local worker", "local workers"), cfg.Data)
+	fmt.Fprintf(a.stdout, "Submit a pipeline:\n  gantry submit --server %s --follow examples/diamond.yml\n", l.base)
+	fmt.Fprintf(a.stdout, "  curl -s -H 'Content-Type: application/yaml' --data-binary @examples/diamond.yml %s/api/v1/runs\n\n", l.base)
+	fmt.Fprintln(a.stdout, "Ctrl-C stops: running jobs finish first; press it again to cancel them.")
+	select {
+	case <-ctx.Done():
+		log.Info("stopping: no new jobs; waiting for the running ones (Ctrl-C again cancels them)")
+	case <-l.failed:
+	}
+	if err := l.stop(ctx); err != nil {
+		return err
+	}
+	log.Info("stopped")
+	return nil
+}
+
+// local is a coordinator and its local workers over one data directory.
+type local struct {
+	base string
+	// failed is closed when the coordinator or a worker stopped on its own.
+	failed <-chan struct{}
+	// stop drains the workers, waiting for their running jobs (which they cancel when a
+	// second signal comes, or at once if something failed), then stops the coordinator.
+	stop func(ctx context.Context) error
+}
+
+// startLocal starts the coordinator and workers of `gantry up` and `gantry run`. The
+// workers stop claiming when ctx ends.
+func startLocal(ctx context.Context, cfg upConfig, log *slog.Logger) (*local, error) {
+	if err := os.MkdirAll(cfg.Data, 0o755); err != nil {
+		return nil, fmt.Errorf("data directory: %w", err)
+	}
+	unlock, err := lockDataDir(cfg.Data)
+	if err != nil {
+		return nil, err
+	}
 	sc := cfg.server()
 	sc.UI = dashboard()
 	coord, err := startCoordinator(ctx, sc, log)
 	if err != nil {
-		return err
+		unlock()
+		return nil, err
+	}
+	fail := func(err error) (*local, error) {
+		_ = coord.stop(ctx)
+		unlock()
+		return nil, err
 	}
 	workDir := filepath.Join(cfg.Data, "work")
 	if err := os.MkdirAll(workDir, 0o755); err != nil {
-		_ = coord.stop(ctx)
-		return fmt.Errorf("work directory: %w", err)
+		return fail(fmt.Errorf("work directory: %w", err))
 	}
 	var token string
 	if sc.authOn() {
 		token, err = api.IssueToken(ctx, coord.store, "gantry up workers", store.RoleRegister, "")
 		if err != nil {
-			_ = coord.stop(ctx)
-			return fmt.Errorf("issue a token for the local workers: %w", err)
+			return fail(fmt.Errorf("issue a token for the local workers: %w", err))
 		}
 	}
 
-	// The workers drain when ctx ends (the first signal) and cancel their jobs on a second.
+	// The workers drain when ctx ends (the first signal) or stop is called, and cancel
+	// their jobs on a second signal.
+	drainCtx, drain := context.WithCancel(ctx)
 	kill, cancelJobs := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancelJobs()
 	go func() {
 		select {
 		case <-ctx.Done():
@@ -152,7 +191,17 @@ func (a *app) up(ctx context.Context, cfg upConfig) error {
 	}()
 	host, _ := os.Hostname()
 	var wg sync.WaitGroup
-	errs := make(chan error, cfg.Workers)
+	failed := make(chan struct{})
+	var failOnce sync.Once
+	var runErr error
+	failWith := func(err error) {
+		failOnce.Do(func() {
+			runErr = err
+			close(failed)
+			drain()
+			cancelJobs()
+		})
+	}
 	for i := range cfg.Workers {
 		ac := agent.Config{Server: coord.base, Token: token, Name: host + "/local-" + strconv.Itoa(i+1), MaxJobs: 1,
 			WorkDir: workDir, Logger: log.With("worker", i+1)}
@@ -162,38 +211,32 @@ func (a *app) up(ctx context.Context, cfg upConfig) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := agent.New(ac).Run(ctx, kill); err != nil && ctx.Err() == nil {
-				errs <- err
+			if err := agent.New(ac).Run(drainCtx, kill); err != nil && drainCtx.Err() == nil {
+				failWith(fmt.Errorf("worker %d: %w", i+1, err))
 			}
 		}()
 	}
-
-	fmt.Fprintf(a.stdout, "Gantry is up: %s (dashboard and API), %s, data in %s\n\n",
-		coord.base, countOf(cfg.Workers, "local worker", "local workers"), cfg.Data)
-	fmt.Fprintf(a.stdout, "Submit a pipeline:\n  gantry submit --server %s --follow examples/diamond.yml\n", coord.base)
-	fmt.Fprintf(a.stdout, "  curl -s -H 'Content-Type: application/yaml' --data-binary @examples/diamond.yml %s/api/v1/runs\n\n", coord.base)
-	fmt.Fprintln(a.stdout, "Ctrl-C stops: running jobs finish first; press it again to cancel them.")
-
-	var runErr error
-	select {
-	case <-ctx.Done():
-		log.Info("stopping: no new jobs; waiting for the running ones (Ctrl-C again cancels them)")
-	case runErr = <-coord.served:
-		runErr = fmt.Errorf("serve: %w", runErr)
+	go func() {
+		select {
+		case err := <-coord.served:
+			failWith(fmt.Errorf("serve: %w", err))
+		case <-kill.Done():
+		}
+	}()
+	return &local{base: coord.base, failed: failed, stop: func(ctx context.Context) error {
+		drain()
+		wg.Wait()
 		cancelJobs()
-	case runErr = <-errs:
-		cancelJobs()
-	}
-	wg.Wait()
-	cancelJobs()
-	if err := coord.stop(ctx); runErr == nil && err != nil {
-		runErr = err
-	}
-	if runErr != nil {
-		return runErr
-	}
-	log.Info("stopped")
-	return nil
+		err := coord.stop(ctx)
+		unlock()
+		if runErr != nil {
+			return runErr
+		}
+		if err != nil && !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
+		return nil
+	}}, nil
 }
 
 // lockDataDir takes an exclusive lock on the data directory, so that two processes never
