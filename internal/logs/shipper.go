@@ -58,7 +58,8 @@ type ShipperStats struct {
 	Sent    int64 // lines passed to the SendFunc, re-sends included
 	Acked   int64 // lines the coordinator said it stored
 	Dropped int64 // lines given up on: truncated, ErrStop, Abort, Close timeout, spool errors
-	// SpoolBytes is the spool file's size; it returns to 0 when all is acknowledged.
+	// SpoolBytes is the spool's size, on disk or held in memory until the backlog
+	// grows; it returns to 0 when all is acknowledged.
 	SpoolBytes int64
 }
 
@@ -100,7 +101,25 @@ type Shipper struct {
 	buf       []byte
 	spoolErr  bool // the last append failed; log only the first failure of a run
 	stats     ShipperStats
+	// mem holds the spool's records from memPos on, decoded, while memOK, so that the
+	// sender takes its batches from memory instead of reading and decoding the file
+	// again; the spool writes them to its file only when they exceed memFactor batches.
+	// Past that (a long outage) the spool writes every record and the sender reads the
+	// file, until the spool is next emptied. While memOK is false nothing is held.
+	mem      []memRecord
+	memPos   spoolPos
+	memBytes int
+	memOK    bool
 }
+
+// memRecord is a spooled line and the size of its record in the spool file.
+type memRecord struct {
+	line Line
+	size int
+}
+
+// memFactor times MaxBatchBytes is how much of the spool a Shipper keeps in memory.
+const memFactor = 4
 
 // errTruncated records that the coordinator stopped storing lines.
 var errTruncated = errors.New("coordinator truncated the log")
@@ -151,6 +170,7 @@ func NewShipper(send SendFunc, opts ShipperOptions) (*Shipper, error) {
 		done:     make(chan struct{}),
 		sp:       sp,
 		ackSeq:   1,
+		memOK:    true,
 	}
 	go s.run()
 	return s, nil
@@ -172,6 +192,7 @@ func (s *Shipper) Add(lines []Line) {
 	}
 	buf := s.buf[:0]
 	n := int64(0)
+	memLen := len(s.mem)
 	for i := range lines {
 		if lines[i].Seq <= s.lastSeq {
 			s.stats.Dropped++
@@ -179,8 +200,12 @@ func (s *Shipper) Add(lines []Line) {
 			continue
 		}
 		s.lastSeq = lines[i].Seq
+		before := len(buf)
 		buf = appendJSON(buf, &lines[i])
 		n++
+		if s.memOK {
+			s.mem = append(s.mem, memRecord{line: lines[i], size: len(buf) - before})
+		}
 	}
 	if cap(buf) <= 4*s.maxBatch {
 		s.buf = buf
@@ -188,26 +213,44 @@ func (s *Shipper) Add(lines []Line) {
 	if n == 0 {
 		return
 	}
-	if err := s.sp.append(buf); err != nil {
-		// The job must go on; these lines are lost and the coordinator will see a gap.
-		s.stats.Dropped += n
-		if !s.spoolErr {
-			s.log.Error("log lines dropped: spool write failed", "lines", n, "err", err)
+	// Whether the sender has anything to do about these lines: they are the first
+	// waiting (it starts their linger), or they fill a batch (it stops lingering).
+	// Waking it for every line would cost a context switch per line for nothing.
+	first := s.firstAt.IsZero()
+	if s.memOK && s.memBytes+len(buf) <= memFactor*s.maxBatch {
+		s.sp.hold(buf)
+		s.memBytes += len(buf)
+	} else {
+		if err := s.sp.append(buf); err != nil {
+			// Records held before stay held (and in memory); these are dropped.
+			if s.memOK {
+				s.mem = s.mem[:memLen]
+			}
+			// The job must go on; these lines are lost and the coordinator will see a gap.
+			s.stats.Dropped += n
+			if !s.spoolErr {
+				s.log.Error("log lines dropped: spool write failed", "lines", n, "err", err)
+			}
+			s.spoolErr = true
+			return
 		}
-		s.spoolErr = true
-		return
-	}
-	if s.spoolErr {
-		s.log.Info("log spool writable again")
-		s.spoolErr = false
+		if s.spoolErr {
+			s.log.Info("log spool writable again")
+			s.spoolErr = false
+		}
+		// Everything is written now: until the spool is emptied, the sender reads the
+		// file.
+		s.mem, s.memBytes, s.memOK = nil, 0, false
 	}
 	s.records += n
-	if s.firstAt.IsZero() {
+	if first {
 		s.firstAt = s.clock.Now()
 	}
-	select {
-	case s.wake <- struct{}{}:
-	default:
+	if first || s.sp.size-s.ack.off >= int64(s.maxBatch) {
+		select {
+		case s.wake <- struct{}{}:
+		default:
+		}
 	}
 }
 
@@ -266,6 +309,11 @@ func (s *Shipper) run() {
 		}
 		s.mu.Lock()
 		pending := s.sp.size > s.ack.off
+		if !pending {
+			// No line waits (the coordinator may have acknowledged lines not yet
+			// taken), so the next Add is a first one, and wakes the sender.
+			s.firstAt = time.Time{}
+		}
 		firstAt := s.firstAt
 		s.mu.Unlock()
 		closing := isClosed(s.closing)
@@ -370,7 +418,16 @@ func (s *Shipper) waitLinger(wait time.Duration) bool {
 func (s *Shipper) takeBatch() (lines []Line, start, end spoolPos, err error) {
 	s.mu.Lock()
 	start, size, floor := s.ack, s.sp.size, s.ackSeq
+	if s.memOK && start.idx >= s.memPos.idx && start.idx-s.memPos.idx <= int64(len(s.mem)) {
+		lines, start, end = s.memBatch(start, floor)
+		return s.taken(lines, start, end)
+	}
+	// The file must hold every record the reader may reach.
+	err = s.sp.flush()
 	s.mu.Unlock()
+	if err != nil {
+		return nil, start, start, err
+	}
 
 	r := s.sp.reader(start, size)
 	bytes := 0
@@ -396,8 +453,52 @@ func (s *Shipper) takeBatch() (lines []Line, start, end spoolPos, err error) {
 		lines = append(lines, l)
 	}
 	end = r.pos
-
 	s.mu.Lock()
+	return s.taken(lines, start, end)
+}
+
+// memBatch takes the next batch from s.mem, as takeBatch would from the file. Callers
+// hold s.mu and have checked that s.mem holds the record at start.
+func (s *Shipper) memBatch(start spoolPos, floor int64) (lines []Line, from, end spoolPos) {
+	pos, bytes := start, 0
+	for _, m := range s.mem[start.idx-s.memPos.idx:] {
+		if m.line.Seq < floor {
+			pos.off += int64(m.size)
+			pos.idx++
+			start = pos
+			continue
+		}
+		if len(lines) > 0 && bytes+m.size > s.maxBatch {
+			break
+		}
+		bytes += m.size
+		lines = append(lines, m.line)
+		pos.off += int64(m.size)
+		pos.idx++
+	}
+	return lines, start, pos
+}
+
+// memSeek is spool.seek over s.mem, which holds every record not yet acknowledged while
+// memOK. Callers hold s.mu.
+func (s *Shipper) memSeek(from spoolPos, seq int64) spoolPos {
+	pos := s.memPos
+	if from.idx > pos.idx {
+		pos = from
+	}
+	for _, m := range s.mem[min(pos.idx-s.memPos.idx, int64(len(s.mem))):] {
+		if m.line.Seq >= seq {
+			break
+		}
+		pos.off += int64(m.size)
+		pos.idx++
+	}
+	return pos
+}
+
+// taken records that the batch [start, end) was taken. Callers hold s.mu, which it
+// releases.
+func (s *Shipper) taken(lines []Line, start, end spoolPos) ([]Line, spoolPos, spoolPos, error) {
 	defer s.mu.Unlock()
 	s.ack = start
 	if end.off == s.sp.size {
@@ -417,23 +518,35 @@ func (s *Shipper) takeBatch() (lines []Line, start, end spoolPos, err error) {
 func (s *Shipper) acknowledge(next, first, last int64, start, end spoolPos) (bool, error) {
 	pos := end
 	if next != last+1 {
-		s.mu.Lock()
-		size := s.sp.size
-		s.mu.Unlock()
 		from := start
 		if next < first {
 			// The coordinator lost lines it had stored, or the answer is stale: go back as
 			// far as the spool still reaches.
 			from = spoolPos{}
 		}
-		var err error
-		if pos, err = s.sp.seek(from, size, next); err != nil {
-			return false, err
+		s.mu.Lock()
+		size, inMem := s.sp.size, s.memOK
+		if inMem {
+			pos = s.memSeek(from, next)
+		}
+		s.mu.Unlock()
+		if !inMem {
+			var err error
+			if pos, err = s.sp.seek(from, size, next); err != nil {
+				return false, err
+			}
 		}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.ack, s.ackSeq = pos, next
+	// Forget the acknowledged records held in memory.
+	for len(s.mem) > 0 && s.memPos.off < pos.off {
+		s.memPos.off += int64(s.mem[0].size)
+		s.memPos.idx++
+		s.memBytes -= s.mem[0].size
+		s.mem = s.mem[1:]
+	}
 	if err := s.resetIfAcked(); err != nil {
 		return false, err
 	}
@@ -453,6 +566,7 @@ func (s *Shipper) resetIfAcked() error {
 	s.ackedBase += s.records
 	s.records = 0
 	s.ack = spoolPos{}
+	s.mem, s.memPos, s.memBytes, s.memOK = s.mem[:0], spoolPos{}, 0, true
 	return nil
 }
 

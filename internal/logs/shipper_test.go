@@ -404,6 +404,45 @@ func TestShipperOutage(t *testing.T) {
 	}
 }
 
+// TestShipperMemoryAndSpool sends lines that the Shipper holds in memory, then more
+// than memory holds (during an outage, read back from the spool file), then again few.
+func TestShipperMemoryAndSpool(t *testing.T) {
+	t.Parallel()
+	c := &fakeCoordinator{t: t}
+	var mu sync.Mutex
+	down := false
+	send := func(ctx context.Context, lines []Line) (int64, bool, error) {
+		mu.Lock()
+		isDown := down
+		mu.Unlock()
+		if isDown {
+			return 0, false, errors.New("connection refused")
+		}
+		return c.send(ctx, lines)
+	}
+	s, _ := setupShipper(t, send, ShipperOptions{MaxBatchBytes: 1024, MaxBackoff: 5 * time.Millisecond})
+	setDown := func(v bool) {
+		mu.Lock()
+		down = v
+		mu.Unlock()
+	}
+	s.Add(makeLines(1, 10))
+	waitFor(t, "the first lines", func() bool { return s.Stats().Acked == 10 })
+	setDown(true)
+	for seq := int64(11); seq <= 1000; seq += 10 {
+		s.Add(makeLines(seq, 10))
+	}
+	setDown(false)
+	waitFor(t, "the lines of the outage", func() bool { return s.Stats().Acked == 1000 })
+	for seq := int64(1001); seq <= 1100; seq++ {
+		s.Add(makeLines(seq, 1))
+	}
+	if err := closeShipper(t, s); err != nil {
+		t.Fatal(err)
+	}
+	c.checkStored(t, 1100)
+}
+
 func TestShipperCloseTimesOut(t *testing.T) {
 	t.Parallel()
 	send := func(ctx context.Context, lines []Line) (int64, bool, error) {

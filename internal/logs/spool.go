@@ -10,14 +10,42 @@ import (
 
 // spool is the on-disk queue of a Shipper: NDJSON lines in seq order, appended by Add and
 // read back batch by batch by the sender, so memory does not grow with an outage. It is
-// not synced: it rides out coordinator outages, not worker crashes.
+// not synced: it rides out coordinator outages, not worker crashes. For the same reason
+// the records of a small backlog may be held in memory (hold) and written only once the
+// backlog grows (append, flush): a write per line would cost a system call per line,
+// and can stall on a busy disk while the step's output waits.
 //
-// Writes (append, truncate) are serialised by the Shipper's lock. Reads use ReadAt below
-// the size the caller saw under that lock, so they need no lock: appends only add bytes
-// past it, and only the sender, which is also the only reader, truncates.
+// Writes (append, flush, truncate) are serialised by the Shipper's lock. Reads use
+// ReadAt below the size the caller saw under that lock, with nothing held, so they need
+// no lock: appends only add bytes past it, and only the sender, which is also the only
+// reader, truncates.
 type spool struct {
 	f    *os.File
-	size int64 // bytes of complete records
+	size int64  // bytes of complete records, written or held
+	held []byte // the records past the file's end, not written yet
+}
+
+// written is how many bytes of records the file holds.
+func (s *spool) written() int64 { return s.size - int64(len(s.held)) }
+
+// hold adds encoded records without writing them.
+func (s *spool) hold(b []byte) {
+	s.held = append(s.held, b...)
+	s.size += int64(len(b))
+}
+
+// flush writes the held records. On failure it cuts the file back and keeps them held.
+func (s *spool) flush() error {
+	if len(s.held) == 0 {
+		return nil
+	}
+	off := s.written()
+	if _, err := s.f.WriteAt(s.held, off); err != nil {
+		_ = s.f.Truncate(off)
+		return fmt.Errorf("append to log spool %s: %w", s.f.Name(), err)
+	}
+	s.held = s.held[:0]
+	return nil
 }
 
 func openSpool(dir string) (*spool, error) {
@@ -28,9 +56,12 @@ func openSpool(dir string) (*spool, error) {
 	return &spool{f: f}, nil
 }
 
-// append writes encoded records at the end. On failure it cuts the file back, so a
-// partial record never reaches a reader.
+// append writes the held records and then b at the end. On failure it cuts the file
+// back, so a partial record never reaches a reader, and b is not added.
 func (s *spool) append(b []byte) error {
+	if err := s.flush(); err != nil {
+		return err
+	}
 	if _, err := s.f.WriteAt(b, s.size); err != nil {
 		_ = s.f.Truncate(s.size)
 		return fmt.Errorf("append to log spool %s: %w", s.f.Name(), err)
@@ -41,10 +72,13 @@ func (s *spool) append(b []byte) error {
 
 // reset empties the spool once everything in it is acknowledged.
 func (s *spool) reset() error {
-	if err := s.f.Truncate(0); err != nil {
-		return fmt.Errorf("truncate log spool %s: %w", s.f.Name(), err)
+	if s.written() > 0 {
+		if err := s.f.Truncate(0); err != nil {
+			return fmt.Errorf("truncate log spool %s: %w", s.f.Name(), err)
+		}
 	}
 	s.size = 0
+	s.held = s.held[:0]
 	return nil
 }
 
