@@ -158,6 +158,7 @@ func (a *app) rootCommand() *cobra.Command {
 		a.validateCommand(),
 		a.planCommand(),
 		a.retryCommand(),
+		a.runCommand(),
 		a.runsCommand(),
 		a.serverCommand(),
 		a.submitCommand(),

@@ -1,0 +1,132 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"runtime"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+// runConfig is everything `gantry run` acts on.
+type runConfig struct {
+	upConfig
+	File string
+	Keep bool
+}
+
+func (a *app) runCommand() *cobra.Command {
+	cfg := runConfig{upConfig: upConfig{Workers: runtime.NumCPU(), Executor: "shell", LogLevel: "error", LeaseTTL: 10 * time.Second}}
+	cmd := &cobra.Command{
+		Use:   "run FILE",
+		Short: "Run a pipeline on this machine, with no server to set up",
+		Long: "Run starts a coordinator and --workers workers inside this process, on a\n" +
+			"temporary data directory (or --data), submits FILE, prints every job's log as it\n" +
+			"is written, each line prefixed by its job (in colour, with a live status line,\n" +
+			"on a terminal), and exits with the run's result: 0 success, 1 failed or\n" +
+			"cancelled. Ctrl-C cancels the run.",
+		Example: "  gantry run .gantry.yml\n" +
+			"  gantry run --executor sandbox --workers 8 examples/diamond.yml",
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg.File = args[0]
+			if cfg.Data == "" {
+				cfg.Data = "-" // validated as set; replaced by a temporary directory
+			}
+			if err := cfg.validate(); err != nil {
+				return err
+			}
+			return a.runLocal(cmd.Context(), cfg)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.Data, "data", "", "keep the database, logs, artifacts and workspaces here (default: a temporary directory, deleted at the end)")
+	f.IntVar(&cfg.Workers, "workers", cfg.Workers, "workers, each running one job at a time")
+	f.StringVar(&cfg.Executor, "executor", cfg.Executor, "shell, or sandbox (bubblewrap: no network unless the job sets network: true)")
+	f.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "level of the coordinator's and workers' own log on stderr: debug, info, warn or error")
+	return cmd
+}
+
+func (a *app) runLocal(ctx context.Context, cfg runConfig) error {
+	if _, err := a.readSources([]string{cfg.File}); err != nil {
+		return err
+	}
+	if cfg.Data == "-" {
+		dir, err := os.MkdirTemp("", "gantry-run-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		cfg.Data = dir
+	}
+	cfg.Addr = "127.0.0.1:0"
+	level, _ := logLevel(cfg.LogLevel)
+	log := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: level}))
+	// The workers outlive ctx: a Ctrl-C cancels the run, whose jobs the workers then
+	// cancel and report, and only then do they stop.
+	l, err := startLocal(context.WithoutCancel(ctx), cfg.upConfig, log)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := l.stop(context.WithoutCancel(ctx)); err != nil {
+			log.Error("stop", "err", err)
+		}
+	}()
+	sub := submitConfig{clientConfig: clientConfig{Server: l.base, lookupEnv: a.lookupEnv}, File: cfg.File, Follow: true}
+	done := make(chan error, 1)
+	go func() { done <- a.submit(ctx, sub) }()
+	select {
+	case err = <-done:
+	case <-l.failed:
+		return errors.New("the local coordinator or a worker stopped")
+	}
+	if ctx.Err() != nil {
+		fmt.Fprintln(a.stderr, "gantry: cancelling the run")
+		if cerr := cancelAll(context.WithoutCancel(ctx), l.base); cerr != nil {
+			log.Error("cancel", "err", cerr)
+		}
+		return &exitError{code: exitFailure}
+	}
+	return err
+}
+
+// cancelAll cancels every run of the private coordinator at base that has not ended, and
+// waits until they have.
+func cancelAll(ctx context.Context, base string) error {
+	ctx, stop := context.WithTimeout(ctx, time.Minute)
+	defer stop()
+	c := &apiClient{base: base, http: http.DefaultClient}
+	var page struct {
+		Runs []runDetails `json:"runs"`
+	}
+	if err := c.getJSON(ctx, "/api/v1/runs?limit=100", &page); err != nil {
+		return err
+	}
+	for _, r := range page.Runs {
+		if runTerminal(r.Status) {
+			continue
+		}
+		if _, err := c.call(ctx, http.MethodPost, "/api/v1/runs/"+r.ID+"/cancel", nil, nil); err != nil {
+			return err
+		}
+		for !runTerminal(r.Status) {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(50 * time.Millisecond):
+			}
+			next, _, err := getRun(ctx, c, r.ID)
+			if err != nil {
+				return err
+			}
+			r = next
+		}
+	}
+	return nil
+}
