@@ -246,7 +246,9 @@ func runSummary(run runDetails, colour bool, width int) string {
 		status = c + status + ansiReset
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "run %s %s in %s: %s\n", run.ID, status, formatDuration(elapsed(start, run.FinishedAt, time.Now())), strings.Join(parts, ", "))
+	fmt.Fprintf(&b, "run %s %s in %s\n", run.ID, status, formatDuration(elapsed(start, run.FinishedAt, time.Now())))
+	b.WriteString(elide("  jobs: "+strings.Join(parts, ", "), width-1))
+	b.WriteByte('\n')
 	if len(bad) > 0 {
 		b.WriteString(elide("  not successful: "+strings.Join(bad, ", "), width-1))
 		b.WriteByte('\n')

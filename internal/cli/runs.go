@@ -288,12 +288,27 @@ func printRunTree(w io.Writer, run runDetails, width int) {
 	b.WriteByte('\n')
 
 	// key  status  duration  notes; the key gets what the others leave.
-	const statusW, durW = 9, 8
-	keyW := 0
+	const statusW, durW, fixedW = 9, 7, 5 + 2 + 9 + 2 + 7
+	notes := make(map[string]string, len(run.Jobs))
+	keyW, notesW := 0, 0
 	for _, j := range run.Jobs {
 		keyW = max(keyW, len([]rune(j.Key)))
+		var n []string
+		if j.MaxAttempts > 1 && j.Attempt > 0 {
+			n = append(n, fmt.Sprintf("attempt %d/%d", j.Attempt, j.MaxAttempts))
+		}
+		if j.ExitCode != nil && *j.ExitCode != 0 {
+			n = append(n, fmt.Sprintf("exit %d", *j.ExitCode))
+		}
+		if j.FailureKind != "" && j.FailureKind != "failure" && j.FailureKind != j.Status {
+			n = append(n, j.FailureKind)
+		}
+		if len(n) > 0 {
+			notes[j.ID+"\x00"+j.Key] = "  " + strings.Join(n, ", ")
+			notesW = max(notesW, len(notes[j.ID+"\x00"+j.Key]))
+		}
 	}
-	keyW = min(keyW, max(width-4-statusW-durW-4-14, 10))
+	keyW = min(keyW, max(width-fixedW-notesW, 12))
 	for i, wave := range jobWaves(run.Jobs) {
 		fmt.Fprintf(&b, "wave %d\n", i+1)
 		for k, j := range wave {
@@ -301,22 +316,13 @@ func printRunTree(w io.Writer, run runDetails, width int) {
 			if k == len(wave)-1 {
 				branch = "└─"
 			}
-			var notes []string
-			if j.MaxAttempts > 1 && j.Attempt > 0 {
-				notes = append(notes, fmt.Sprintf("attempt %d/%d", j.Attempt, j.MaxAttempts))
+			line := fmt.Sprintf("  %s %s  %-*s  %*s%s", branch, pad(elide(j.Key, keyW), keyW), statusW, j.Status,
+				durW, formatDuration(elapsed(j.StartedAt, j.FinishedAt, now)), notes[j.ID+"\x00"+j.Key])
+			if r := []rune(line); len(r) > width {
+				// Only the notes can still be too long: cut them at the end.
+				line = string(r[:width-1]) + "…"
 			}
-			if j.ExitCode != nil && *j.ExitCode != 0 {
-				notes = append(notes, fmt.Sprintf("exit %d", *j.ExitCode))
-			}
-			if j.FailureKind != "" && j.FailureKind != "failure" && j.FailureKind != j.Status {
-				notes = append(notes, j.FailureKind)
-			}
-			line := fmt.Sprintf("  %s %s  %-*s  %*s", branch, pad(elide(j.Key, keyW), keyW), statusW, j.Status,
-				durW, formatDuration(elapsed(j.StartedAt, j.FinishedAt, now)))
-			if len(notes) > 0 {
-				line += "  " + strings.Join(notes, ", ")
-			}
-			b.WriteString(strings.TrimRight(elide(line, width), " "))
+			b.WriteString(strings.TrimRight(line, " "))
 			b.WriteByte('\n')
 		}
 	}

@@ -1,0 +1,204 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// startCluster runs `gantry server` on a fresh SQLite store and one in-process worker
+// that runs up to four jobs at once, and returns the server's URL.
+func startCluster(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	base, stop := startServer(t, "--db", "sqlite://"+filepath.Join(dir, "data", "gantry.db"))
+	t.Cleanup(func() { stop() })
+	ctx, stopWorker := context.WithCancel(t.Context())
+	done := make(chan int, 1)
+	go func() {
+		var out syncBuffer
+		done <- Run(ctx, []string{"worker", "--server", base, "--max-jobs", "4", "--work-dir", t.TempDir()}, strings.NewReader(""), &out, &out)
+	}()
+	// Cleanups run last-in first-out: the worker stops before the server.
+	t.Cleanup(func() { stopWorker(); <-done })
+	return base
+}
+
+// writePipeline writes a pipeline definition to a file of its own and returns the path.
+func writePipeline(t *testing.T, name, text string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// submitRun submits a pipeline over the API and returns the run.
+func submitRun(t *testing.T, base, yaml string) runDetails {
+	t.Helper()
+	var run runDetails
+	if code, err := postYAML(t, base+"/api/v1/runs", yaml, &run); err != nil || code != http.StatusAccepted {
+		t.Fatalf("submit: %d %v", code, err)
+	}
+	return run
+}
+
+// waitRun polls run id until done says it is what the test waits for.
+func waitRun(t *testing.T, base, id string, done func(runDetails) bool) runDetails {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var r runDetails
+		getJSON(t, http.DefaultClient, base+"/api/v1/runs/"+id, &r)
+		if done(r) {
+			return r
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("run %s is still %s", id, r.Status)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func statusIs(want string) func(runDetails) bool {
+	return func(r runDetails) bool { return r.Status == want }
+}
+
+// countLines counts the lines of out that are exactly line.
+func countLines(out, line string) int {
+	n := 0
+	for l := range strings.SplitSeq(out, "\n") {
+		if l == line {
+			n++
+		}
+	}
+	return n
+}
+
+// TestClientConfigPrecedence: the server and the token come from the flag, else the
+// environment, else the config file, else the default.
+func TestClientConfigPrecedence(t *testing.T) {
+	t.Parallel()
+	// Each fake coordinator names itself in its only worker, and shows the token it got.
+	fake := func(name string) string {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprintf(w, `{"workers":[{"id":"w","name":%q,"labels":[],"state":"idle","version":%q}]}`,
+				name, r.Header.Get("Authorization"))
+		}))
+		t.Cleanup(srv.Close)
+		return srv.URL
+	}
+	flagURL, envURL, fileURL := fake("flag"), fake("env"), fake("file")
+	dir := t.TempDir()
+	cfgFile := filepath.Join(dir, "explicit.yaml")
+	if err := os.WriteFile(cfgFile, []byte("server: "+fileURL+"\ntoken: file-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	xdg := filepath.Join(dir, "xdg")
+	if err := os.MkdirAll(filepath.Join(xdg, "gantry"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(xdg, "gantry", "config.yaml"), []byte("server: "+fileURL+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	home := filepath.Join(dir, "home")
+	if err := os.MkdirAll(filepath.Join(home, ".config", "gantry"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(home, ".config", "gantry", "config.yaml"), []byte("token: home-token\nserver: "+fileURL+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	tests := []struct {
+		name       string
+		args       []string
+		env        map[string]string
+		wantServer string // the worker name the answering coordinator gave
+		wantToken  string
+	}{
+		{"flag beats env and file", []string{"--server", flagURL, "--token", "flag-token"},
+			map[string]string{"GANTRY_SERVER": envURL, "GANTRY_TOKEN": "env-token", "GANTRY_CONFIG": cfgFile}, "flag", "Bearer flag-token"},
+		{"env beats file", nil,
+			map[string]string{"GANTRY_SERVER": envURL, "GANTRY_TOKEN": "env-token", "GANTRY_CONFIG": cfgFile}, "env", "Bearer env-token"},
+		{"file named by GANTRY_CONFIG", nil, map[string]string{"GANTRY_CONFIG": cfgFile}, "file", "Bearer file-token"},
+		{"file named by --config, token from env", []string{"--config", cfgFile},
+			map[string]string{"GANTRY_TOKEN": "env-token"}, "file", "Bearer env-token"},
+		{"XDG_CONFIG_HOME", nil, map[string]string{"XDG_CONFIG_HOME": xdg, "HOME": home}, "file", ""},
+		{"HOME/.config", nil, map[string]string{"HOME": home}, "file", "Bearer home-token"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got := runCLI(t, invocation{args: append([]string{"workers", "--json"}, tt.args...), env: tt.env})
+			if got.code != exitOK {
+				t.Fatalf("exit %d: %s", got.code, got.stderr)
+			}
+			want := fmt.Sprintf(`"name":%q,"labels":[],"state":"idle","version":%q`, tt.wantServer, tt.wantToken)
+			if !strings.Contains(got.stdout, want) {
+				t.Errorf("answer %s, want it to contain %s", got.stdout, want)
+			}
+		})
+	}
+
+	t.Run("default server", func(t *testing.T) {
+		t.Parallel()
+		c, err := (&clientConfig{lookupEnv: func(string) (string, bool) { return "", false }}).client()
+		if err != nil || c.base != defaultServer || c.token != "" {
+			t.Errorf("client() = %+v, %v; want %s without a token", c, err, defaultServer)
+		}
+	})
+}
+
+func TestClientUsageErrors(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	badCfg := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(badCfg, []byte("sever: http://x\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	id := "0196a1c2-3b4d-7e5f-8a9b-0c1d2e3f4a5b"
+	tests := []struct {
+		args       []string
+		env        map[string]string
+		wantStderr string
+	}{
+		{[]string{"submit"}, nil, usageLines("expected 1 argument, got 0", "gantry submit")},
+		{[]string{"submit", filepath.Join(dir, "missing.yml")}, nil, "gantry: read " + filepath.Join(dir, "missing.yml") + ": no such file or directory\n"},
+		{[]string{"submit", "--priority", "urgent", "x.yml"}, nil, usageLines(`--priority "urgent": want critical, high, normal or low`, "gantry submit")},
+		{[]string{"submit", "--env", "NOVALUE", "x.yml"}, nil, usageLines(`--env "NOVALUE": want NAME=VALUE`, "gantry submit")},
+		{[]string{"logs", "build"}, nil, usageLines(`job id "build" is not a UUID`, "gantry logs")},
+		{[]string{"logs", "--attempt", "-1", id}, nil, usageLines("--attempt -1: want 1 or more", "gantry logs")},
+		{[]string{"runs", "--limit", "0"}, nil, usageLines("--limit 0: want 1 to 500", "gantry runs")},
+		{[]string{"runs", "--status", "done"}, nil, usageLines(`--status "done": want pending, running, success, failed or cancelled`, "gantry runs")},
+		{[]string{"runs", "extra"}, nil, usageLines(`unexpected argument "extra"`, "gantry runs")},
+		{[]string{"runs", "get"}, nil, usageLines("expected 1 argument, got 0", "gantry runs get")},
+		{[]string{"runs", "show", "nope"}, nil, usageLines(`run id "nope" is not a UUID`, "gantry runs get")},
+		{[]string{"cancel", "nope"}, nil, usageLines(`run id "nope" is not a UUID`, "gantry cancel")},
+		{[]string{"retry"}, nil, usageLines("expected 1 argument, got 0", "gantry retry")},
+		{[]string{"workers", "--server", "ftp://x"}, nil, usageLines(`--server "ftp://x": want an http:// or https:// URL`, "gantry workers")},
+		{[]string{"workers"}, map[string]string{"GANTRY_SERVER": "127.0.0.1:8080"}, usageLines(`--server "127.0.0.1:8080": want an http:// or https:// URL`, "gantry workers")},
+		{[]string{"workers", "--config", filepath.Join(dir, "none.yaml")}, nil,
+			usageLines("read config file "+filepath.Join(dir, "none.yaml")+": no such file or directory", "gantry workers")},
+		{[]string{"workers"}, map[string]string{"GANTRY_CONFIG": badCfg}, usageLines("config file "+badCfg+": yaml: unmarshal errors:\n  line 1: field sever not found in type cli.clientFile", "gantry workers")},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			t.Parallel()
+			got := runCLI(t, invocation{args: tt.args, env: tt.env})
+			if got.code != exitUsage {
+				t.Errorf("exit code = %d, want %d", got.code, exitUsage)
+			}
+			if got.stderr != tt.wantStderr {
+				t.Errorf("stderr =\n%s\nwant\n%s", got.stderr, tt.wantStderr)
+			}
+		})
+	}
+}

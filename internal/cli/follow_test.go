@@ -1,0 +1,182 @@
+package cli
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestSubmitFollow submits pipelines with --follow to a real server and worker: every
+// line of every job shows once with its job's prefix, and the exit code is the result.
+func TestSubmitFollow(t *testing.T) {
+	t.Parallel()
+	base := startCluster(t)
+	flaky := filepath.Join(t.TempDir(), "flaky")
+	tests := []struct {
+		name     string
+		yaml     string
+		wantCode int
+		// wantLines are lines that must each show exactly once.
+		wantLines []string
+		// absent are job prefixes that must not show (the job never ran).
+		absent      []string
+		wantSummary string
+	}{
+		{
+			name: "passing",
+			// fast ends long before slow, and both before after starts: every job's
+			// lines must still show, from the first.
+			yaml: "name: lines\njobs:\n" +
+				"  fast:\n    steps:\n      - run: for i in $(seq 1 50); do echo \"fast $i\"; done\n" +
+				"  slow:\n    steps:\n      - run: for i in 1 2 3 4 5; do echo \"slow $i\"; sleep 0.1; done\n" +
+				"  after:\n    needs: [fast, slow]\n    steps:\n      - run: seq 1 300 | sed 's/^/after /'\n" +
+				"  shard:\n    matrix:\n      n: [1, 2]\n    steps:\n      - run: echo \"shard ${{ matrix.n }}\"\n",
+			wantCode: exitOK,
+			wantLines: append(append(append(
+				seqLines("fast        | fast %d", 1, 50),
+				seqLines("slow        | slow %d", 1, 5)...),
+				seqLines("after       | after %d", 1, 300)...),
+				"shard (n=1) | shard 1", "shard (n=2) | shard 2"),
+			wantSummary: "success in ",
+		},
+		{
+			name: "failing",
+			yaml: "name: breaks\njobs:\n" +
+				"  compile:\n    steps:\n      - run: echo compiled\n" +
+				"  test:\n    needs: [compile]\n    steps:\n      - run: echo oops >&2; exit 3\n" +
+				"  deploy:\n    needs: [test]\n    steps:\n      - run: echo never\n",
+			wantCode:    exitFailure,
+			wantLines:   []string{"compile | compiled", "test    | oops", "  not successful: test (exit 3)"},
+			absent:      []string{"deploy  |"},
+			wantSummary: "failed in ",
+		},
+		{
+			name: "a retried job shows both attempts",
+			yaml: "name: flaky\njobs:\n" +
+				"  flaky:\n    retry: { max_attempts: 2, backoff: 100ms, on: [failure] }\n    steps:\n" +
+				"      - run: if [ -f " + flaky + " ]; then echo second; else touch " + flaky + "; echo first; exit 1; fi\n",
+			wantCode:    exitOK,
+			wantLines:   []string{"flaky | first", "flaky | --- attempt 2 of 2 ---", "flaky | second"},
+			wantSummary: "success in ",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			file := writePipeline(t, "pipeline.yml", tt.yaml)
+			got := runCLI(t, invocation{args: []string{"submit", "--follow", file, "--server", base}})
+			if got.code != tt.wantCode {
+				t.Fatalf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", got.code, tt.wantCode, got.stdout, got.stderr)
+			}
+			for _, l := range tt.wantLines {
+				if n := countLines(got.stdout, l); n != 1 {
+					t.Errorf("line %q shows %d times, want once", l, n)
+				}
+			}
+			for _, p := range tt.absent {
+				if strings.Contains(got.stdout, "\n"+p) {
+					t.Errorf("output has lines of %q, which never ran", p)
+				}
+			}
+			if !strings.HasPrefix(got.stdout, "run ") || !strings.Contains(got.stdout, tt.wantSummary) {
+				t.Errorf("no run id or summary %q:\n%s", tt.wantSummary, got.stdout)
+			}
+			if strings.Contains(got.stdout, "\x1b[") {
+				t.Errorf("output that is not a terminal has escape codes:\n%q", got.stdout)
+			}
+			for l := range strings.SplitSeq(got.stdout, "\n") {
+				if len([]rune(l)) > 80 && !strings.Contains(l, " | ") {
+					t.Errorf("line wider than 80 columns: %q", l)
+				}
+			}
+		})
+	}
+
+	t.Run("json", func(t *testing.T) {
+		t.Parallel()
+		file := writePipeline(t, "p.json", `{"name": "js", "jobs": {"a": {"steps": [{"run": "echo hi"}]}}}`)
+		got := runCLI(t, invocation{args: []string{"submit", "-f", "--json", file, "--server", base}})
+		if got.code != exitOK || !strings.HasPrefix(got.stdout, `{"id":"`) || !strings.Contains(got.stdout, `"status":"success"`) ||
+			strings.Count(got.stdout, "\n") != 1 || countLines(got.stderr, "a | hi") != 1 {
+			t.Errorf("exit %d\nstdout:\n%s\nstderr:\n%s", got.code, got.stdout, got.stderr)
+		}
+	})
+}
+
+func seqLines(format string, from, to int) []string {
+	var out []string
+	for i := from; i <= to; i++ {
+		out = append(out, fmt.Sprintf(format, i))
+	}
+	return out
+}
+
+// TestFollowRunTerminal: on a terminal the prefixes are coloured and a status line is
+// drawn and cleared before the summary.
+func TestFollowRunTerminal(t *testing.T) {
+	t.Parallel()
+	base := startCluster(t)
+	run := submitRun(t, base, "jobs:\n  a:\n    steps:\n      - run: echo one\n  b:\n    needs: [a]\n    steps:\n      - run: echo two\n")
+	c, err := (&clientConfig{Server: base}).client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out syncBuffer
+	status, err := followRun(t.Context(), c, run.ID, &out, true)
+	if err != nil || status != "success" {
+		t.Fatalf("followRun = %q, %v", status, err)
+	}
+	s := out.String()
+	for _, want := range []string{jobColours[0] + "a" + ansiReset + " | one\n", jobColours[1] + "b" + ansiReset + " | two\n",
+		ansiClearLine + "run " + run.ID + " " + ansiGreen + "success" + ansiReset + " in "} {
+		if !strings.Contains(s, want) {
+			t.Errorf("output does not contain %q:\n%q", want, s)
+		}
+	}
+}
+
+func TestPrintRunTree(t *testing.T) {
+	t.Parallel()
+	at := func(s string) time.Time {
+		tm, err := time.Parse(time.RFC3339, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tm
+	}
+	exit2 := 2
+	run := runDetails{
+		ID: "0196a1c2-3b4d-7e5f-8a9b-0c1d2e3f4a5b", Status: "failed", Project: "web", Name: "web-app",
+		StartedAt: at("2026-05-01T12:00:00Z"), FinishedAt: at("2026-05-01T12:03:10Z"), JobsTotal: 4, JobsFinished: 4,
+		Jobs: []jobView{
+			{Key: "lint", Status: "success", Attempt: 1, MaxAttempts: 1, StartedAt: at("2026-05-01T12:00:00Z"), FinishedAt: at("2026-05-01T12:00:04Z")},
+			{Key: "test (go=1.26, shard=2, race=true, os=linux-amd64-with-a-long-name)", Status: "failed", Attempt: 2, MaxAttempts: 3, ExitCode: &exit2,
+				StartedAt: at("2026-05-01T12:00:04Z"), FinishedAt: at("2026-05-01T12:02:10Z"), Needs: []string{"lint"}},
+			{Key: "build", Status: "success", Attempt: 1, MaxAttempts: 1, StartedAt: at("2026-05-01T12:00:00Z"), FinishedAt: at("2026-05-01T12:00:01.5Z")},
+			{Key: "deploy", Status: "skipped", Needs: []string{"test (go=1.26, shard=2, race=true, os=linux-amd64-with-a-long-name)", "build"}},
+		},
+	}
+	run.Trigger.Ref = "refs/heads/main"
+	var b strings.Builder
+	printRunTree(&b, run, 80)
+	want := `web-app 0196a1c2-3b4d-7e5f-8a9b-0c1d2e3f4a5b
+failed · 4/4 jobs done · 3m10s · project web · refs/heads/main
+wave 1
+  ├─ lint                                success       4.0s
+  └─ build                               success       1.5s
+wave 2
+  └─ test (go=1.26, s…with-a-long-name)  failed       2m06s  attempt 2/3, exit 2
+wave 3
+  └─ deploy                              skipped          -
+`
+	if b.String() != want {
+		t.Errorf("printRunTree =\n%s\nwant\n%s", b.String(), want)
+	}
+	for l := range strings.SplitSeq(b.String(), "\n") {
+		if n := len([]rune(l)); n > 80 {
+			t.Errorf("line of %d columns: %q", n, l)
+		}
+	}
+}
