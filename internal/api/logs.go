@@ -342,10 +342,16 @@ func (s *Server) streamLogs(w http.ResponseWriter, r *http.Request) {
 	if err := flush(bw, rc); err != nil {
 		return
 	}
+	var num []byte
 	send := func(lines []logs.Line) error {
 		for i := range lines {
 			b, _ := json.Marshal(&lines[i])
-			fmt.Fprintf(bw, "id: %d\nevent: line\ndata: %s\n\n", lines[i].Seq, b)
+			num = strconv.AppendInt(num[:0], lines[i].Seq, 10)
+			bw.WriteString("id: ")
+			bw.Write(num)
+			bw.WriteString("\nevent: line\ndata: ")
+			bw.Write(b)
+			bw.WriteString("\n\n")
 		}
 		return flush(bw, rc)
 	}

@@ -148,8 +148,13 @@ func (s *Service) Append(ctx context.Context, k Key, lines []Line) (next int64, 
 	if len(todo) == 0 {
 		return st.Next, false, nil
 	}
-	used, trunc := st.Bytes, false
+	// Encoding every line to measure it would double the cost of an append, so the
+	// lines are measured only when even their largest encoding might not fit.
+	used, trunc, bound := st.Bytes, false, st.Bytes
 	for i := range todo {
+		bound += maxEncoded(&todo[i])
+	}
+	for i := 0; bound > s.cfg.MaxBytes && i < len(todo); i++ {
 		n := int64(len(appendJSON(nil, &todo[i])))
 		if used+n > s.cfg.MaxBytes {
 			todo = append(todo[:i:i], Line{Seq: todo[i].Seq, TS: todo[i].TS, Stream: System, Truncated: true,
@@ -174,6 +179,9 @@ func (s *Service) Append(ctx context.Context, k Key, lines []Line) (next int64, 
 	}
 	return after.Next, false, nil
 }
+
+// maxEncoded bounds l's stored size, as maxEncodedLine does for any line.
+func maxEncoded(l *Line) int64 { return 6*int64(len(l.Text)) + 256 }
 
 // cut caps a line's text at MaxLineBytes, on a character boundary, and makes it valid
 // UTF-8.
