@@ -68,13 +68,14 @@ func (a *app) logs(ctx context.Context, cfg logsConfig) error {
 	}
 	w := bufio.NewWriter(a.stdout)
 	defer w.Flush()
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false) // as the API writes lines: a log is not HTML
 	emit := func(l logLine) {
 		if cfg.JSON {
-			b, _ := json.Marshal(l)
-			w.Write(b)
-		} else {
-			w.WriteString(l.Text)
+			_ = enc.Encode(l)
+			return
 		}
+		w.WriteString(l.Text)
 		w.WriteByte('\n')
 	}
 	if !cfg.Follow {
