@@ -48,6 +48,7 @@ func (a *app) runCommand() *cobra.Command {
 	f.StringVar(&cfg.Data, "data", "", "keep the database, logs, artifacts and workspaces here (default: a temporary directory, deleted at the end)")
 	f.IntVar(&cfg.Workers, "workers", cfg.Workers, "workers, each running one job at a time")
 	f.StringVar(&cfg.Executor, "executor", cfg.Executor, "shell, or sandbox (bubblewrap: no network unless the job sets network: true)")
+	f.StringVar(&cfg.Labels, "labels", "", "comma-separated labels for the workers, besides "+runtime.GOOS+" and "+runtime.GOARCH)
 	f.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "level of the coordinator's and workers' own log on stderr: debug, info, warn or error")
 	return cmd
 }

@@ -11,7 +11,9 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -33,6 +35,9 @@ type upConfig struct {
 	Executor string
 	LogLevel string
 	LeaseTTL time.Duration
+	// Labels are the workers' labels besides the operating system and architecture
+	// (linux, amd64) they always have.
+	Labels string
 }
 
 func (a *app) upCommand() *cobra.Command {
@@ -65,6 +70,7 @@ func (a *app) upCommand() *cobra.Command {
 	f.StringVar(&cfg.Executor, "executor", cfg.Executor, "shell, or sandbox (bubblewrap: no network unless the job sets network: true)")
 	f.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "debug, info, warn or error")
 	f.DurationVar(&cfg.LeaseTTL, "lease-ttl", cfg.LeaseTTL, "how long a job of a crashed process waits before it runs again")
+	f.StringVar(&cfg.Labels, "labels", "", "comma-separated labels for the workers, besides "+runtime.GOOS+" and "+runtime.GOARCH)
 	return cmd
 }
 
@@ -91,6 +97,17 @@ func (c *upConfig) validate() error {
 		return usagef("--executor %q: want shell or sandbox", c.Executor)
 	}
 	return nil
+}
+
+// labels are the local workers' labels: the platform's, then --labels.
+func (c *upConfig) labels() []string {
+	out := []string{runtime.GOOS, runtime.GOARCH}
+	for _, l := range strings.Split(c.Labels, ",") {
+		if l = strings.TrimSpace(l); l != "" && !slices.Contains(out, l) {
+			out = append(out, l)
+		}
+	}
+	return out
 }
 
 // server is the coordinator `up` runs.
@@ -204,7 +221,7 @@ func startLocal(ctx context.Context, cfg upConfig, log *slog.Logger) (*local, er
 	}
 	for i := range cfg.Workers {
 		ac := agent.Config{Server: coord.base, Token: token, Name: host + "/local-" + strconv.Itoa(i+1), MaxJobs: 1,
-			WorkDir: workDir, Logger: log.With("worker", i+1)}
+			Labels: cfg.labels(), WorkDir: workDir, Logger: log.With("worker", i+1)}
 		if cfg.Executor == "sandbox" {
 			ac.Executor = executor.Sandbox{}
 		}
