@@ -1,0 +1,282 @@
+// A job: its status, steps, artifacts and log. The log follows the attempt live over the
+// WebSocket, renders ANSI colours, numbers its lines (#L12 links to line 12), follows
+// the end until you scroll up, and filters by a search term.
+import { clear, fill, h } from "./dom.js";
+import { api, download, getToken, live, post } from "./api.js";
+import { newState, render, strip } from "./ansi.js";
+import { TERMINAL, bytes, liveDuration, shortID, statusBadge, when } from "./format.js";
+import { announce } from "./app.js";
+
+const REFRESH_MS = 2000;
+
+export async function jobPage(main, [id], ctx) {
+  ctx.title("Job " + shortID(id));
+  const crumbs = h("p", { class: "crumbs" }, h("a", { href: "/" }, "Runs"), " / \u2026");
+  const h1 = h("h1", { tabindex: "-1" }, "Job ", h("span", { class: "mono" }, shortID(id)));
+  main.append(crumbs, h1);
+  const jobPath = "/api/v1/jobs/" + encodeURIComponent(id);
+  let job = await api(jobPath, { signal: ctx.signal });
+  ctx.title(job.key);
+  fill(crumbs, h("a", { href: "/" }, "Runs"), " / ",
+    h("a", { href: "/runs/" + job.run_id }, "run " + shortID(job.run_id)), " / ", job.key);
+  fill(h1, job.key);
+
+  const badge = h("span", { role: "status", "aria-label": "Job status", id: "job-status" });
+  const meta = h("dl", { class: "meta" });
+  const message = h("p", { class: "action-message", role: "status" });
+  const cancelBtn = h("button", { type: "button", class: "danger", id: "cancel-job" }, "Cancel job");
+  const retryBtn = h("button", { type: "button", id: "retry-job" }, "Retry job");
+  const attemptsNav = h("div", { class: "attempts", role: "group", "aria-label": "Attempts" });
+  const stepsList = h("ol", { class: "steps" });
+  const stepsNote = h("p", { class: "muted" });
+  const artifactsList = h("div");
+
+  // The log.
+  const search = h("input", { type: "search", id: "log-search", placeholder: "Filter lines", autocomplete: "off" });
+  const follow = h("input", { type: "checkbox", id: "log-follow", checked: true });
+  const matches = h("span", { class: "muted", role: "status", id: "log-matches" });
+  const logState = h("p", { class: "muted", id: "log-state", role: "status" });
+  const logBox = h("div", { class: "log", id: "log", tabindex: "0", role: "region", "aria-label": "Log" });
+  const logLines = h("div", { class: "log-lines" });
+  logBox.append(logLines);
+
+  main.append(
+    h("div", { class: "page-head" }, badge),
+    meta,
+    h("div", { class: "actions" }, cancelBtn, retryBtn), message,
+    attemptsNav,
+    h("div", { class: "job-body" },
+      h("div", { class: "job-side" },
+        h("section", { "aria-labelledby": "steps-h" }, h("h2", { id: "steps-h" }, "Steps"), stepsNote, stepsList),
+        h("section", { "aria-labelledby": "artifacts-h" }, h("h2", { id: "artifacts-h" }, "Artifacts"), artifactsList)),
+      h("section", { "aria-labelledby": "log-h", class: "log-section" },
+        h("h2", { id: "log-h" }, "Log"),
+        h("div", { class: "log-tools" },
+          h("div", { class: "field" }, h("label", { for: "log-search" }, "Search"), search),
+          h("div", { class: "field checkbox" }, follow, h("label", { for: "log-follow" }, "Follow")),
+          h("button", { type: "button", class: "secondary", onclick: () => { follow.checked = true; toBottom(); } }, "Jump to end"),
+          matches),
+        logState, logBox)));
+
+  let viewed = job.attempt || 1; // the attempt whose log and artifacts are shown
+  let artifacts = [];
+
+  const act = (btn, path, verb) => btn.addEventListener("click", async () => {
+    btn.disabled = true;
+    message.textContent = verb + "\u2026";
+    try {
+      const j = await post(path, ctx.signal);
+      message.textContent = verb + " requested.";
+      setJob(j);
+    } catch (e) {
+      if (e.name === "AbortError") return;
+      message.textContent = "Could not " + verb.toLowerCase() + ": " + e.message;
+      btn.disabled = false;
+    }
+  });
+  act(cancelBtn, jobPath + "/cancel", "Cancel");
+  act(retryBtn, jobPath + "/retry", "Retry");
+
+  function setJob(j) {
+    const before = job;
+    job = j;
+    if (before.status !== j.status) announce("Job " + j.status);
+    fill(badge, statusBadge(j.status));
+    fill(meta, 
+      item("Attempt", j.attempt ? `${j.attempt} of ${j.max_attempts}` : "not started"),
+      j.failure_kind ? item("Failure", h("span", { id: "failure-kind" }, j.failure_kind)) : null,
+      j.exit_code !== undefined ? item("Exit code", String(j.exit_code)) : null,
+      item("Priority", j.priority),
+      j.worker_id ? item("Worker", h("span", { class: "mono" }, j.worker_id)) : null,
+      j.queued_at ? item("Queued", when(j.queued_at)) : null,
+      j.started_at ? item("Started", when(j.started_at)) : null,
+      item("Duration", liveDuration(j.started_at, j.finished_at)),
+      j.needs ? item("Needs", j.needs.join(", ")) : null);
+    cancelBtn.disabled = TERMINAL.has(j.status);
+    retryBtn.disabled = !["failed", "cancelled", "skipped"].includes(j.status);
+    renderAttempts();
+    renderSteps();
+    // The job started, or a retry started a new attempt while the latest was followed.
+    if (!before.attempt && j.attempt) showAttempt(j.attempt);
+    else if (j.attempt > before.attempt && viewed === before.attempt && follow.checked) showAttempt(j.attempt);
+  }
+
+  function renderAttempts() {
+    clear(attemptsNav);
+    if ((job.attempt || 1) < 2) return;
+    attemptsNav.append(h("span", { class: "muted" }, "Attempt: "));
+    for (let n = 1; n <= job.attempt; n++) {
+      attemptsNav.append(h("button", {
+        type: "button", class: n === viewed ? "" : "secondary", "aria-pressed": String(n === viewed),
+        onclick: () => showAttempt(n),
+      }, String(n)));
+    }
+  }
+
+  function renderSteps() {
+    stepsNote.textContent = viewed !== job.attempt && job.attempt ? `Steps of attempt ${job.attempt}, the latest.` : "";
+    clear(stepsList);
+    for (const st of job.steps || []) {
+      const exit = st.exit_code !== undefined ? "exit " + st.exit_code : "";
+      stepsList.append(h("li", { dataset: { status: st.status, exitCode: st.exit_code ?? "" } },
+        statusBadge(st.status), " ", h("span", { class: "mono step-name" }, st.name),
+        h("span", { class: "muted step-detail" }, exit, exit && st.started_at ? " \u00b7 " : "", liveDuration(st.started_at, st.finished_at))));
+    }
+    if (!(job.steps || []).length) stepsList.append(h("li", { class: "muted" }, "No steps."));
+  }
+
+  function renderArtifacts() {
+    clear(artifactsList);
+    const mine = artifacts.filter((a) => a.attempt === viewed);
+    if (mine.length === 0) {
+      artifactsList.append(h("p", { class: "muted" }, "No artifacts for this attempt."));
+      return;
+    }
+    artifactsList.append(h("ul", { class: "artifacts" }, mine.map((a) => {
+      const path = "/api/v1/artifacts/" + encodeURIComponent(a.id);
+      const file = a.name.split("/").pop();
+      let link;
+      if (a.state !== "stored") {
+        link = h("span", {}, a.name, h("span", { class: "muted" }, " (" + a.state + ")"));
+      } else if (getToken()) {
+        // A link cannot carry the token: fetch with it and save the answer.
+        link = h("button", {
+          type: "button", class: "link-button", onclick: async (ev) => {
+            const btn = ev.currentTarget;
+            btn.disabled = true;
+            try { await download(path, file); } catch (e) { message.textContent = "Download failed: " + e.message; }
+            btn.disabled = false;
+          },
+        }, a.name);
+      } else {
+        link = h("a", { href: path, download: file }, a.name);
+      }
+      return h("li", {}, link, " ", h("span", { class: "muted" }, bytes(a.size)), " ",
+        h("span", { class: "muted mono", title: "SHA-256 " + a.sha256 }, a.sha256.slice(0, 12)));
+    })));
+  }
+
+  async function loadArtifacts() {
+    try {
+      artifacts = await api(jobPath + "/artifacts", { signal: ctx.signal });
+    } catch (e) {
+      if (e.name === "AbortError") return;
+      artifacts = [];
+      fill(artifactsList, h("p", { class: "muted" }, "Artifacts unavailable: " + e.message));
+      return;
+    }
+    renderArtifacts();
+  }
+
+  // Log state of the attempt being shown.
+  let lastSeq = 0, ansi = newState(), texts = [], unsubscribe = () => {}, ended = false;
+
+  function atBottom() {
+    return logBox.scrollHeight - logBox.scrollTop - logBox.clientHeight < 4;
+  }
+  function toBottom() {
+    logBox.scrollTop = logBox.scrollHeight;
+  }
+  // Scrolling up stops following; scrolling back to the end starts it again.
+  logBox.addEventListener("scroll", () => { follow.checked = atBottom(); });
+  follow.addEventListener("change", () => { if (follow.checked) toBottom(); });
+
+  function filterLine(el, text) {
+    const q = search.value.toLowerCase();
+    el.hidden = q !== "" && !text.includes(q);
+  }
+  function countMatches() {
+    const q = search.value;
+    if (!q) { matches.textContent = ""; return; }
+    const n = texts.filter((t) => t.includes(q.toLowerCase())).length;
+    matches.textContent = `${n} matching line${n === 1 ? "" : "s"}`;
+  }
+  search.addEventListener("input", () => {
+    const rows = logLines.children;
+    for (let i = 0; i < rows.length; i++) filterLine(rows[i], texts[i]);
+    countMatches();
+  });
+
+  function addLines(lines) {
+    const frag = document.createDocumentFragment();
+    for (const l of lines) {
+      if (l.seq <= lastSeq) continue;
+      lastSeq = l.seq;
+      const text = strip(l.text).toLowerCase();
+      texts.push(text);
+      const row = h("div", { class: ["line", l.stream === "stderr" ? "stderr" : null, l.stream === "system" ? "system" : null], id: "L" + l.seq },
+        h("a", { class: "ln", href: "#L" + l.seq, "aria-label": "Line " + l.seq }, String(l.seq)),
+        h("span", { class: "text" }, render(l.text, ansi)));
+      filterLine(row, text);
+      frag.append(row);
+    }
+    logLines.append(frag);
+    countMatches();
+    if (follow.checked) toBottom();
+    highlightHash();
+  }
+
+  function highlightHash() {
+    const m = /^#L(\d+)$/.exec(location.hash);
+    if (!m) return;
+    const el = document.getElementById("L" + m[1]);
+    if (!el || el.classList.contains("target")) return;
+    for (const old of logLines.querySelectorAll(".line.target")) old.classList.remove("target");
+    el.classList.add("target");
+    follow.checked = false;
+    el.scrollIntoView({ block: "center" });
+  }
+  window.addEventListener("hashchange", highlightHash);
+  ctx.onCleanup(() => window.removeEventListener("hashchange", highlightHash));
+  if (/^#L\d+$/.test(location.hash)) follow.checked = false;
+
+  function showAttempt(n) {
+    unsubscribe();
+    viewed = n;
+    lastSeq = 0; ansi = newState(); texts = []; ended = false;
+    clear(logLines);
+    logState.textContent = `Attempt ${n}: loading\u2026`;
+    renderAttempts();
+    renderSteps();
+    renderArtifacts();
+    if (!job.attempt) {
+      logState.textContent = "The job has not started: no log yet.";
+      unsubscribe = () => {};
+      return;
+    }
+    unsubscribe = live.subscribe(() => ({ topic: "logs", job_id: id, attempt: n, after_seq: lastSeq }), onLog);
+  }
+
+  function onLog(msg) {
+    if (msg.type === "subscribed") {
+      if (!ended) logState.textContent = `Attempt ${viewed}: following live.`;
+    } else if (msg.type === "lines") {
+      addLines(msg.lines);
+    } else if (msg.type === "end") {
+      ended = true;
+      logState.textContent = `Attempt ${msg.attempt} ended: ${msg.status}. ${lastSeq} line${lastSeq === 1 ? "" : "s"}.`;
+      refresh();
+      loadArtifacts();
+    } else if (msg.type === "error") {
+      logState.textContent = "Log unavailable: " + msg.message;
+    }
+  }
+  ctx.onCleanup(() => unsubscribe());
+
+  async function refresh() {
+    try {
+      setJob(await api(jobPath, { signal: ctx.signal }));
+    } catch { /* shown on the next try */ }
+  }
+
+  setJob(job);
+  showAttempt(viewed);
+  loadArtifacts();
+  const timer = setInterval(() => { if (!TERMINAL.has(job.status)) refresh(); }, REFRESH_MS);
+  ctx.onCleanup(() => clearInterval(timer));
+}
+
+// item is one term of a <dl>; a <div> may group a dt and its dd.
+function item(term, ...value) {
+  return h("div", {}, h("dt", {}, term), h("dd", {}, ...value));
+}

@@ -1,0 +1,142 @@
+// A run: its DAG (coloured live from the WebSocket's run topic), its jobs, a timeline of
+// when each job ran, and cancel and retry.
+import { clear, fill, h } from "./dom.js";
+import { api, live, post } from "./api.js";
+import { draw } from "./dag.js";
+import { TERMINAL, liveDuration, parseTime, setDuration, shortID, statusBadge, when } from "./format.js";
+import { announce, showError } from "./app.js";
+
+export async function runPage(main, [id], ctx) {
+  ctx.title("Run " + shortID(id));
+  const h1 = h("h1", { tabindex: "-1" }, "Run ", h("span", { class: "mono" }, shortID(id)));
+  main.append(h("p", { class: "crumbs" }, h("a", { href: "/" }, "Runs"), " / ", shortID(id)), h1);
+  const run = await api("/api/v1/runs/" + encodeURIComponent(id), { signal: ctx.signal });
+
+  const badge = h("span", { role: "status", "aria-label": "Run status", id: "run-status" });
+  const meta = h("dl", { class: "meta" });
+  const message = h("p", { class: "action-message", role: "status" });
+  const cancelBtn = h("button", { type: "button", class: "danger", id: "cancel-run" }, "Cancel run");
+  const retryBtn = h("button", { type: "button", id: "retry-run" }, "Retry run");
+  const liveState = h("span", { class: "live-state muted" });
+  fill(h1, run.name || "Run", " ", h("span", { class: "mono muted" }, shortID(id)));
+
+  const act = (btn, path, verb) => btn.addEventListener("click", async () => {
+    btn.disabled = true;
+    message.textContent = verb + "\u2026";
+    try {
+      const r = await post(path, ctx.signal);
+      message.textContent = verb + " requested.";
+      update(r, r.jobs);
+    } catch (e) {
+      if (e.name === "AbortError") return;
+      message.textContent = "Could not " + verb.toLowerCase() + ": " + e.message;
+      btn.disabled = false;
+    }
+  });
+  act(cancelBtn, `/api/v1/runs/${encodeURIComponent(id)}/cancel`, "Cancel");
+  act(retryBtn, `/api/v1/runs/${encodeURIComponent(id)}/retry`, "Retry");
+
+  const graph = draw(run.jobs);
+  const jobsBody = h("tbody");
+  const timeline = h("ol", { class: "timeline", "aria-label": "Job timeline" });
+
+  main.append(
+    h("div", { class: "page-head" }, badge, liveState),
+    meta,
+    h("div", { class: "actions" }, cancelBtn, retryBtn), message,
+    h("section", { "aria-labelledby": "graph-h" }, h("h2", { id: "graph-h" }, "Graph"),
+      h("div", { class: "dag-wrap" }, graph.svg)),
+    h("section", { "aria-labelledby": "jobs-h" }, h("h2", { id: "jobs-h" }, "Jobs"),
+      h("div", { class: "table-wrap" }, h("table", {},
+        h("thead", {}, h("tr", {}, ["Job", "Status", "Attempt", "Duration", "Needs"].map((c) => h("th", { scope: "col" }, c)))),
+        jobsBody))),
+    h("section", { "aria-labelledby": "timeline-h" }, h("h2", { id: "timeline-h" }, "Timeline"), timeline));
+
+  let jobs = run.jobs, current = run, lastStatus = run.status;
+
+  function update(r, js) {
+    current = r;
+    if (js) jobs = js;
+    fill(badge, statusBadge(r.status), r.cancel_requested && !TERMINAL.has(r.status) ? " cancelling\u2026" : "");
+    if (r.status !== lastStatus) {
+      announce("Run " + r.status);
+      lastStatus = r.status;
+    }
+    const t = r.trigger || {};
+    fill(meta, 
+      item("Project", r.project),
+      (t.ref || t.branch) ? item("Ref", t.ref || t.branch) : null,
+      t.sha ? item("Commit", h("span", { class: "mono" }, t.sha)) : null,
+      item("Event", t.event || ""),
+      item("Created", when(r.created_at)),
+      r.started_at ? item("Started", when(r.started_at)) : null,
+      item("Duration", liveDuration(r.started_at, r.finished_at)),
+      item("Jobs", `${r.jobs_finished} of ${r.jobs_total} finished`));
+    cancelBtn.disabled = TERMINAL.has(r.status) || r.cancel_requested;
+    retryBtn.disabled = !(r.status === "failed" || r.status === "cancelled");
+    graph.update(jobs);
+    renderJobs();
+    renderTimeline();
+  }
+
+  function renderJobs() {
+    clear(jobsBody);
+    for (const j of jobs) {
+      jobsBody.append(h("tr", { dataset: { key: j.key, status: j.status } },
+        h("td", {}, h("a", { href: "/jobs/" + j.id }, j.key)),
+        h("td", {}, statusBadge(j.status), j.failure_kind && j.status !== "success" ? h("span", { class: "muted" }, " (" + j.failure_kind + ")") : null),
+        h("td", {}, j.attempt ? `${j.attempt} of ${j.max_attempts}` : "\u2014"),
+        h("td", {}, liveDuration(j.started_at, j.finished_at)),
+        h("td", {}, (j.needs || []).join(", "))));
+    }
+  }
+
+  function renderTimeline() {
+    const started = jobs.map((j) => parseTime(j.started_at)).filter((x) => !Number.isNaN(x));
+    clear(timeline);
+    if (started.length === 0) {
+      timeline.append(h("li", { class: "muted" }, "No job has started yet."));
+      return;
+    }
+    const t0 = Math.min(...started);
+    const now = Date.now();
+    const ends = jobs.map((j) => (j.started_at ? parseTime(j.finished_at) || now : NaN)).filter((x) => !Number.isNaN(x));
+    const span = Math.max(1, Math.max(...ends) - t0);
+    for (const j of jobs) {
+      const a = parseTime(j.started_at);
+      const bar = h("span", { class: "bar st-" + j.status });
+      const d = h("span", { class: "tl-duration" });
+      setDuration(d, j.started_at, j.finished_at);
+      if (!Number.isNaN(a)) {
+        const b = parseTime(j.finished_at) || now;
+        // CSSOM rather than a style attribute: the CSP forbids inline styles.
+        bar.style.left = ((a - t0) / span) * 100 + "%";
+        bar.style.width = Math.max(0.5, ((b - a) / span) * 100) + "%";
+      } else {
+        bar.hidden = true;
+      }
+      timeline.append(h("li", { dataset: { key: j.key } },
+        h("span", { class: "tl-label" }, j.key),
+        h("span", { class: "tl-track" }, bar),
+        h("span", { class: "tl-text" }, j.status, " ", d)));
+    }
+  }
+
+  update(run, run.jobs);
+  const timer = setInterval(() => { if (!TERMINAL.has(current.status)) renderTimeline(); }, 1000);
+  ctx.onCleanup(() => clearInterval(timer));
+
+  const unsubscribe = live.subscribe(() => ({ topic: "run", run_id: id }), (msg) => {
+    if (msg.type === "run") update(msg.run, msg.jobs);
+    else if (msg.type === "error") showError(main, new Error(msg.message));
+  });
+  ctx.onCleanup(unsubscribe);
+  ctx.onCleanup(live.onState((st) => {
+    liveState.textContent = st === "open" ? "\u25cf live" : st === "connecting" ? "connecting\u2026" : "reconnecting\u2026";
+  }));
+}
+
+// item is one term of a <dl>; a <div> may group a dt and its dd.
+function item(term, ...value) {
+  return h("div", {}, h("dt", {}, term), h("dd", {}, ...value));
+}
