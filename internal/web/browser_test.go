@@ -1,0 +1,447 @@
+package web_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/gantry-ci/gantry/internal/agent"
+	"github.com/gantry-ci/gantry/internal/api"
+	"github.com/gantry-ci/gantry/internal/blob"
+	"github.com/gantry-ci/gantry/internal/scheduler"
+	"github.com/gantry-ci/gantry/internal/store"
+	"github.com/gantry-ci/gantry/internal/store/sqlite"
+	"github.com/gantry-ci/gantry/internal/web"
+)
+
+// These tests drive the real dashboard in headless Chromium against a real coordinator
+// (SQLite, a blob dir, the scheduler loops) and a real worker running real processes.
+
+// waitFor bounds every wait in the page; the whole browser session has browserTimeout.
+const (
+	waitFor        = 20 * time.Second
+	browserTimeout = 50 * time.Second
+)
+
+type coordinator struct {
+	url   string
+	st    store.Store
+	token string // a write token, with auth on
+}
+
+// startCoordinator runs a coordinator serving the dashboard, the scheduler loops and one
+// worker, until the test ends. With auth, it makes a write token for the test.
+func startCoordinator(t *testing.T, auth bool) *coordinator {
+	t.Helper()
+	ctx := t.Context()
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "gantry.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := make([]byte, 32)
+	_, _ = rand.Read(secret)
+	// A blob store, for the artifacts: a job with needs fetches its needs' artifacts
+	// before its first step, and fails when the artifact routes are off.
+	blobs, err := blob.OpenDir(t.TempDir(), blob.Options{Secret: secret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// api.New panics when Config.UI and a dir blob store come together (its "GET /" and
+	// "/blobs/" patterns conflict in the mux), so until the API mounts them apart the
+	// dashboard goes in front of the API here, the way Config.UI mounts it
+	// (TestMountedByTheAPI checks the real mount without blobs).
+	srv := api.New(api.Config{Store: st, Blobs: blobs, Auth: auth,
+		HeartbeatEvery: 200 * time.Millisecond, LeaseTTL: 5 * time.Second})
+	handler := withUI(srv.Handler(), web.Handler())
+	ts := httptest.NewServer(handler)
+	t.Cleanup(func() {
+		ts.Close()
+		srv.Close()
+		_ = st.Close()
+	})
+	c := &coordinator{url: ts.URL, st: st}
+	var register string
+	if auth {
+		if c.token, err = api.IssueToken(ctx, st, "dashboard test", store.RoleWrite, ""); err != nil {
+			t.Fatal(err)
+		}
+		if register, err = api.IssueToken(ctx, st, "worker", store.RoleRegister, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// Both stop when the test's context ends, before the cleanups above run.
+	var wg sync.WaitGroup
+	wg.Go(func() { scheduler.New(scheduler.Config{Store: st}).Run(ctx) })
+	w := agent.New(agent.Config{Server: ts.URL, Token: register, Name: "w", MaxJobs: 4, WorkDir: t.TempDir(),
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	wg.Go(func() {
+		if err := w.Run(ctx, ctx); err != nil && ctx.Err() == nil {
+			t.Errorf("worker: %v", err)
+		}
+	})
+	t.Cleanup(wg.Wait)
+	return c
+}
+
+// withUI sends the GET requests the API does not own to ui, as api.Config.UI does.
+func withUI(apiHandler, ui http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p := r.URL.Path
+		if (r.Method == http.MethodGet || r.Method == http.MethodHead) && !strings.HasPrefix(p, "/api/") &&
+			!strings.HasPrefix(p, "/blobs/") && p != "/healthz" && p != "/readyz" {
+			ui.ServeHTTP(w, r)
+			return
+		}
+		apiHandler.ServeHTTP(w, r)
+	})
+}
+
+// submit posts a pipeline through the API and returns the run's id and its jobs' ids by key.
+func (c *coordinator) submit(t *testing.T, yaml string) (string, map[string]string) {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, c.url+"/api/v1/runs", strings.NewReader(yaml))
+	req.Header.Set("Content-Type", "application/yaml")
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	body, _ := io.ReadAll(res.Body)
+	if res.StatusCode != http.StatusAccepted {
+		t.Fatalf("submit: %s: %s", res.Status, body)
+	}
+	var run struct {
+		ID   string `json:"id"`
+		Jobs []struct{ ID, Key string }
+	}
+	if err := json.Unmarshal(body, &run); err != nil {
+		t.Fatal(err)
+	}
+	jobs := map[string]string{}
+	for _, j := range run.Jobs {
+		jobs[j.Key] = j.ID
+	}
+	return run.ID, jobs
+}
+
+// chromium finds the browser: GANTRY_CHROMIUM, then the usual names on PATH.
+func chromium() string {
+	if p := os.Getenv("GANTRY_CHROMIUM"); p != "" {
+		return p
+	}
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "headless-shell"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	return ""
+}
+
+type browser struct {
+	ctx  context.Context
+	t    *testing.T
+	shot string // screenshot directory
+
+	mu     sync.Mutex
+	errors []string // console errors and uncaught exceptions
+	allow  func(chromedp.ConsoleMessage) bool
+}
+
+// newBrowser starts headless Chromium at 1280x800 for the test. Console errors and
+// uncaught exceptions in the page fail the test, unless allow accepts them.
+func newBrowser(t *testing.T, allow func(chromedp.ConsoleMessage) bool) *browser {
+	t.Helper()
+	path := chromium()
+	if path == "" {
+		if testing.Short() {
+			t.Skip("no Chromium found; the browser tests need it (apt-get install -y chromium, or set GANTRY_CHROMIUM)")
+		}
+		t.Fatal("no Chromium found: install it (apt-get install -y chromium) or set GANTRY_CHROMIUM to its path; " +
+			"use -short to skip the browser tests")
+	}
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(path),
+		chromedp.WindowSize(1280, 800),
+		chromedp.NoSandbox, // CI runs as root, where Chromium's sandbox refuses to start
+	)
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	bctx, cancelBrowser := chromedp.NewContext(actx)
+	b := &browser{t: t, allow: allow}
+	// The window size includes the browser's own frame; the page gets exactly this.
+	if err := chromedp.Do(bctx, chromedp.EmulateViewport(1280, 800)); err != nil {
+		cancelBrowser()
+		cancelAlloc()
+		t.Fatalf("start Chromium (%s): %v", path, err)
+	}
+	ctx, cancel := context.WithTimeout(bctx, browserTimeout)
+	b.ctx = ctx
+	messages := chromedp.Console(bctx)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for m, err := range messages {
+			if err != nil {
+				return
+			}
+			if (m.Type == chromedp.ConsoleError || m.IsException()) && (b.allow == nil || !b.allow(m)) {
+				b.mu.Lock()
+				b.errors = append(b.errors, fmt.Sprintf("%s:%d %s", m.URL, m.Line+1, m.Text))
+				b.mu.Unlock()
+			}
+		}
+	})
+	t.Cleanup(func() {
+		cancel()
+		cancelBrowser()
+		cancelAlloc()
+		wg.Wait()
+		for _, e := range b.errors {
+			t.Errorf("browser console: %s", e)
+		}
+	})
+	b.shot = screenshotDir(t)
+	return b
+}
+
+// screenshotDir is the test's artifact directory with go test -artifacts, and a folder
+// under the temp dir otherwise (ArtifactDir would be removed at the end of the test).
+func screenshotDir(t *testing.T) string {
+	if f := flag.Lookup("test.artifacts"); f != nil && f.Value.String() == "true" {
+		return t.ArtifactDir()
+	}
+	dir := filepath.Join(os.TempDir(), "gantry-screenshots", t.Name())
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func (b *browser) do(what string, actions ...chromedp.Action[chromedp.Void]) {
+	b.t.Helper()
+	if err := chromedp.Do(b.ctx, actions...); err != nil {
+		b.t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// waitJS waits until the JavaScript expression is true.
+func (b *browser) waitJS(what, expr string) {
+	b.t.Helper()
+	ok, err := chromedp.Run(b.ctx, chromedp.Poll[bool](expr,
+		chromedp.WithPollingTimeout(waitFor), chromedp.WithPollingInterval(50*time.Millisecond)))
+	if err != nil || !ok {
+		page, _ := chromedp.Run(b.ctx, chromedp.Evaluate[string](`document.querySelector("main") ? document.querySelector("main").innerText.slice(0, 2000) : ""`))
+		b.t.Fatalf("waiting for %s: %v\npage: %s", what, err, page)
+	}
+}
+
+func (b *browser) eval(expr string) string {
+	b.t.Helper()
+	v, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](expr))
+	if err != nil {
+		b.t.Fatalf("evaluate %s: %v", expr, err)
+	}
+	return v
+}
+
+func (b *browser) screenshot(name string) {
+	b.t.Helper()
+	png, err := chromedp.Run(b.ctx, chromedp.CaptureScreenshot())
+	if err != nil {
+		b.t.Fatalf("screenshot %s: %v", name, err)
+	}
+	p := filepath.Join(b.shot, name+".png")
+	if err := os.WriteFile(p, png, 0o644); err != nil {
+		b.t.Fatal(err)
+	}
+	b.t.Logf("screenshot: %s", p)
+}
+
+func js(s string) string { return fmt.Sprintf("%q", s) }
+
+// TestDashboardFollowsARun: a run submitted through the API shows in the runs list; its
+// graph turns green node by node; a job page shows a log line the moment the step
+// prints it, with ANSI colours rendered and markup left as text; artifacts can be
+// downloaded; the layout holds in a narrow window.
+func TestDashboardFollowsARun(t *testing.T) {
+	t.Parallel()
+	c := startCoordinator(t, false)
+	b := newBrowser(t, nil)
+	runID, jobs := c.submit(t, `
+name: dashboard-demo
+jobs:
+  build:
+    steps:
+      - name: compile
+        run: |
+          printf '\033[1;32mcompiled\033[0m <b>not markup</b>\n'
+          mkdir -p out && echo binary > out/app
+    artifacts: {paths: [out/app]}
+  lint:
+    steps: [ { run: echo lint ok } ]
+  test:
+    needs: [build]
+    steps:
+      - name: unit
+        run: |
+          echo starting tests
+          sleep 2
+          echo LIVE-MARKER all tests passed
+  package:
+    needs: [test, lint]
+    steps: [ { run: echo packaged } ]
+`)
+
+	b.do("open the runs list", chromedp.Navigate(c.url+"/"),
+		chromedp.WaitVisible(chromedp.CSS(`tr[data-run-id="`+runID+`"]`)))
+	b.screenshot("runs")
+
+	b.do("open the run", chromedp.Click(chromedp.CSS(`tr[data-run-id="`+runID+`"] a`)),
+		chromedp.WaitVisible(chromedp.CSS(`svg.dag`)))
+	if got := b.eval(`location.pathname`); got != "/runs/"+runID {
+		t.Fatalf("the run link went to %s", got)
+	}
+	b.waitJS("the test job running", `document.querySelector('.node[data-key="test"]').dataset.status === "running"`)
+
+	// The job page follows the log live: the marker is printed two seconds after the
+	// first line, so it must arrive after the page has shown that line.
+	b.do("open the test job", chromedp.Click(chromedp.CSS(`.node[data-key="test"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#log`)))
+	if got := b.eval(`location.pathname`); got != "/jobs/"+jobs["test"] {
+		t.Fatalf("the graph node went to %s", got)
+	}
+	b.waitJS("the first log line", `document.querySelector("#log").innerText.includes("starting tests")`)
+	if b.eval(`String(document.querySelector("#log").innerText.includes("LIVE-MARKER"))`) == "true" ||
+		b.eval(`document.querySelector("#job-status [data-status]").dataset.status`) != "running" {
+		t.Fatal("the job had finished before the page showed its first line: the test proves nothing")
+	}
+	b.waitJS("the marker, live", `document.querySelector("#log").innerText.includes("LIVE-MARKER")`)
+	b.waitJS("the job succeeded", `document.querySelector("#job-status [data-status]").dataset.status === "success"`)
+	b.waitJS("the step succeeded with exit code 0", `[...document.querySelectorAll(".steps li")].some(s => s.dataset.status === "success" && s.dataset.exitCode === "0" && s.innerText.includes("unit"))`)
+	if got := b.eval(`document.querySelector("#L3 a.ln").getAttribute("href")`); got != "#L3" {
+		t.Errorf("line 3's number links to %q, want #L3", got)
+	}
+	b.screenshot("job")
+
+	// Back on the run page every node turns green, in colour and in words.
+	b.do("go back to the run", chromedp.NavigateBack(), chromedp.WaitVisible(chromedp.CSS(`svg.dag`)))
+	b.waitJS("every node green", `[...document.querySelectorAll(".node")].length === 4 &&
+		[...document.querySelectorAll(".node")].every(n => n.dataset.status === "success" &&
+			getComputedStyle(n.querySelector("rect")).fill === "rgb(26, 127, 55)" &&
+			n.querySelector(".node-status").textContent === "success")`)
+	b.waitJS("the run succeeded", `document.querySelector("#run-status [data-status]").dataset.status === "success"`)
+	b.waitJS("the timeline", `document.querySelectorAll(".timeline .bar:not([hidden])").length === 4`)
+	b.screenshot("run")
+
+	// The build job: ANSI colours become styled text and markup stays text.
+	b.do("open the build job", chromedp.Click(chromedp.CSS(`.node[data-key="build"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#log`)))
+	b.waitJS("the coloured line", `!!document.querySelector("#log .ansi-fg-green.ansi-bold")`)
+	if got := b.eval(`document.querySelector("#log .ansi-fg-green.ansi-bold").textContent`); got != "compiled" {
+		t.Errorf("green bold text %q, want compiled", got)
+	}
+	if got := b.eval(`String(document.querySelectorAll("#log b").length) + " " + String(document.querySelector("#log").innerText.includes("<b>not markup</b>"))`); got != "0 true" {
+		t.Errorf("markup in the log: %s <b> elements and literal text shown = %s", strings.Fields(got)[0], strings.Fields(got)[1])
+	}
+	b.waitJS("the artifact link", `!!document.querySelector('.artifacts a[href^="/api/v1/artifacts/"]')`)
+	b.waitJS("the artifact's bytes", `(async () => (await (await fetch(document.querySelector('.artifacts a').href)).text()) === "binary\n")()`)
+
+	// Search filters the lines on the page.
+	b.do("search the log", chromedp.SendKeys(chromedp.ID("log-search"), "compiled"))
+	b.waitJS("one matching line", `document.querySelector("#log-matches").textContent === "1 matching line" &&
+		[...document.querySelectorAll("#log .line")].filter(l => !l.hidden).length === 1`)
+
+	// A narrow window: nothing runs off the side of the page.
+	b.do("narrow the window", chromedp.EmulateViewport(400, 800), chromedp.Navigate(c.url+"/runs/"+runID),
+		chromedp.WaitVisible(chromedp.CSS(`svg.dag`)))
+	if got := b.eval(`String(document.documentElement.scrollWidth)`); got != "400" {
+		t.Errorf("the run page is %s px wide in a 400 px window", got)
+	}
+	b.screenshot("run-narrow")
+}
+
+// TestDashboardCancelsARun: the cancel button stops a running job and the run shows
+// cancelled.
+func TestDashboardCancelsARun(t *testing.T) {
+	t.Parallel()
+	c := startCoordinator(t, false)
+	b := newBrowser(t, nil)
+	runID, _ := c.submit(t, `
+name: long
+jobs:
+  wait:
+    steps: [ { run: sleep 120 } ]
+  after:
+    needs: [wait]
+    steps: [ { run: echo never } ]
+`)
+	b.do("open the run", chromedp.Navigate(c.url+"/runs/"+runID), chromedp.WaitVisible(chromedp.CSS(`svg.dag`)))
+	b.waitJS("the job running", `document.querySelector('.node[data-key="wait"]').dataset.status === "running"`)
+	b.do("cancel", chromedp.Click(chromedp.ID("cancel-run")))
+	b.waitJS("the run cancelled", `document.querySelector("#run-status [data-status]").dataset.status === "cancelled" &&
+		[...document.querySelectorAll(".node")].every(n => n.dataset.status === "cancelled")`)
+	b.waitJS("retry offered", `!document.querySelector("#retry-run").disabled && document.querySelector("#cancel-run").disabled`)
+	b.screenshot("run-cancelled")
+}
+
+// TestDashboardSignIn: with auth on, the dashboard sends you to sign in, refuses a
+// wrong token, and with a right one shows the page you asked for, live over the
+// WebSocket (which takes the token as access_token).
+func TestDashboardSignIn(t *testing.T) {
+	t.Parallel()
+	c := startCoordinator(t, true)
+	// The 401s of the sign-in itself are logged by the browser.
+	b := newBrowser(t, func(m chromedp.ConsoleMessage) bool {
+		return strings.Contains(m.Text, "status of 401")
+	})
+	runID, _ := c.submit(t, `
+name: secured
+jobs:
+  a: { steps: [ { run: echo a } ] }
+  b: { needs: [a], steps: [ { run: echo b } ] }
+`)
+	b.do("open a run", chromedp.Navigate(c.url+"/runs/"+runID), chromedp.WaitVisible(chromedp.ID("token")))
+	if got := b.eval(`location.pathname + location.search`); got != "/signin?next="+url.QueryEscape("/runs/"+runID) {
+		t.Errorf("sent to %s", got)
+	}
+	b.do("sign in with a wrong token", chromedp.SendKeys(chromedp.ID("token"), "gtk_wrong\r"))
+	b.waitJS("the refusal", `!document.querySelector("#signin-error").hidden && document.querySelector("#signin-error").textContent.includes("not valid")`)
+	b.screenshot("signin")
+
+	b.eval(`document.querySelector("#token").value = ""`)
+	b.do("sign in", chromedp.SendKeys(chromedp.ID("token"), c.token+"\r"),
+		chromedp.WaitVisible(chromedp.CSS(`svg.dag`)))
+	if got := b.eval(`location.pathname`); got != "/runs/"+runID {
+		t.Errorf("after signing in the page is %s, want the run", got)
+	}
+	b.waitJS("the graph green, live", `[...document.querySelectorAll(".node")].length === 2 &&
+		[...document.querySelectorAll(".node")].every(n => n.dataset.status === "success")`)
+	if got := b.eval(`document.querySelector(".live-state").textContent`); !strings.Contains(got, "live") {
+		t.Errorf("live state %q: the WebSocket did not connect with the token", got)
+	}
+	if got := b.eval(`sessionStorage.getItem("gantry.token") === ` + js(c.token) + ` ? "kept" : "lost"`); got != "kept" {
+		t.Error("the token is not kept in sessionStorage")
+	}
+
+	b.do("sign out", chromedp.Click(chromedp.CSS(`#session button`)), chromedp.WaitVisible(chromedp.ID("token")))
+	if got := b.eval(`String(sessionStorage.getItem("gantry.token"))`); got != "null" {
+		t.Errorf("signing out left the token: %s", got)
+	}
+}
