@@ -83,3 +83,31 @@ func TestRunLocalCancel(t *testing.T) {
 		t.Fatalf("gantry run did not stop after Ctrl-C:\n%s%s", stdout.String(), stderr.String())
 	}
 }
+
+// TestRunExamples: every example pipeline, the repository's and the shared ones, runs
+// to success with `gantry run` on this machine.
+func TestRunExamples(t *testing.T) {
+	t.Parallel()
+	files := map[string]string{}
+	for label, dir := range map[string]string{"repo": "../../examples", "shared": "../../../shared/examples"} {
+		matches, err := filepath.Glob(filepath.Join(dir, "*"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range matches {
+			files[label+"/"+filepath.Base(m)] = m
+		}
+	}
+	if len(files) < 8 {
+		t.Fatalf("found %d example files, want the repository's and the shared ones", len(files))
+	}
+	for name, f := range files {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			got := runCLI(t, invocation{args: []string{"run", "--workers", "2", f}})
+			if got.code != exitOK {
+				t.Errorf("gantry run %s: exit %d\n%s%s", f, got.code, got.stdout, got.stderr)
+			}
+		})
+	}
+}
