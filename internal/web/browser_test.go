@@ -445,3 +445,36 @@ jobs:
 		t.Errorf("signing out left the token: %s", got)
 	}
 }
+
+// TestDashboardRetriesAJob: a failed job shows its failure kind and exit code; the retry
+// button starts a second attempt, whose log the page follows; the attempt buttons
+// switch back to the first attempt's log.
+func TestDashboardRetriesAJob(t *testing.T) {
+	t.Parallel()
+	c := startCoordinator(t, false)
+	b := newBrowser(t, nil)
+	_, jobs := c.submit(t, `
+name: flaky
+jobs:
+  check:
+    steps:
+      - name: check
+        run: echo "this is attempt $GANTRY_ATTEMPT"; test "$GANTRY_ATTEMPT" -gt 1 || exit 3
+`)
+	b.do("open the job", chromedp.Navigate(c.url+"/jobs/"+jobs["check"]), chromedp.WaitVisible(chromedp.CSS(`#log`)))
+	b.waitJS("the job failed", `document.querySelector("#job-status [data-status]").dataset.status === "failed" &&
+		document.querySelector("#failure-kind") && document.querySelector("#failure-kind").textContent === "failure"`)
+	b.waitJS("the step's exit code", `document.querySelector('.steps li[data-status="failed"]').dataset.exitCode === "3"`)
+	b.waitJS("the first attempt's log", `document.querySelector("#log").innerText.includes("this is attempt 1")`)
+
+	b.do("retry", chromedp.Click(chromedp.ID("retry-job")))
+	b.waitJS("the second attempt, followed", `document.querySelector("#job-status [data-status]").dataset.status === "success" &&
+		document.querySelectorAll(".attempts button").length === 2 &&
+		document.querySelector("#log").innerText.includes("this is attempt 2") &&
+		!document.querySelector("#log").innerText.includes("this is attempt 1")`)
+	b.do("show attempt 1", chromedp.Click(chromedp.CSS(`.attempts button:first-of-type`)))
+	b.waitJS("the first attempt's log again", `document.querySelector("#log").innerText.includes("this is attempt 1") &&
+		document.querySelector('.attempts button[aria-pressed="true"]').textContent === "1" &&
+		document.querySelector("#log-state").textContent.includes("attempt 2 followed")`)
+	b.screenshot("job-attempts")
+}

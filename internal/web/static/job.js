@@ -83,7 +83,8 @@ export async function jobPage(main, [id], ctx) {
     if (before.status !== j.status) announce("Job " + j.status);
     fill(badge, statusBadge(j.status));
     fill(meta, 
-      item("Attempt", j.attempt ? `${j.attempt} of ${j.max_attempts}` : "not started"),
+      // A retry from the user goes past max_attempts, which bounds automatic retries.
+      item("Attempt", !j.attempt ? "not started" : j.attempt <= j.max_attempts ? `${j.attempt} of ${j.max_attempts}` : String(j.attempt)),
       j.failure_kind ? item("Failure", h("span", { id: "failure-kind" }, j.failure_kind)) : null,
       j.exit_code !== undefined ? item("Exit code", String(j.exit_code)) : null,
       item("Priority", j.priority),
@@ -254,7 +255,11 @@ export async function jobPage(main, [id], ctx) {
       addLines(msg.lines);
     } else if (msg.type === "end") {
       ended = true;
-      logState.textContent = `Attempt ${msg.attempt} ended: ${msg.status}. ${lastSeq} line${lastSeq === 1 ? "" : "s"}.`;
+      // status is the job's now: the attempt's own result only when it was the last.
+      const lines = `${lastSeq} line${lastSeq === 1 ? "" : "s"}.`;
+      logState.textContent = msg.latest_attempt > msg.attempt
+        ? `Attempt ${msg.attempt} ended; attempt ${msg.latest_attempt} followed (the job is ${msg.status} now). ${lines}`
+        : `Attempt ${msg.attempt} ended: ${msg.status}. ${lines}`;
       refresh();
       loadArtifacts();
     } else if (msg.type === "error") {
