@@ -302,7 +302,7 @@ jobs:
       - name: unit
         run: |
           echo starting tests
-          sleep 2
+          sleep 4
           echo LIVE-MARKER all tests passed
   package:
     needs: [test, lint]
@@ -320,7 +320,7 @@ jobs:
 	}
 	b.waitJS("the test job running", `document.querySelector('.node[data-key="test"]').dataset.status === "running"`)
 
-	// The job page follows the log live: the marker is printed two seconds after the
+	// The job page follows the log live: the marker is printed four seconds after the
 	// first line, so it must arrive after the page has shown that line.
 	b.do("open the test job", chromedp.Click(chromedp.CSS(`.node[data-key="test"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`#log`)))
