@@ -394,6 +394,16 @@ jobs:
 `)
 	b.do("open the run", chromedp.Navigate(c.url+"/runs/"+runID), chromedp.WaitVisible(chromedp.CSS(`svg.dag`)))
 	b.waitJS("the job running", `document.querySelector('.node[data-key="wait"]').dataset.status === "running"`)
+
+	// The keyboard reaches the graph: Tab from the cancel button lands on the first node
+	// (retry is disabled while the run goes on), and Enter opens its job.
+	b.do("tab to the graph", chromedp.Focus(chromedp.ID("cancel-run")), chromedp.KeyEvent("\t"))
+	if got := b.eval(`document.activeElement.dataset.key || document.activeElement.outerHTML.slice(0, 80)`); got != "wait" {
+		t.Fatalf("Tab after the cancel button focused %s, want the node of job wait", got)
+	}
+	b.do("open the job with Enter", chromedp.KeyEvent("\r"), chromedp.WaitVisible(chromedp.CSS(`#log`)))
+	b.do("back to the run", chromedp.NavigateBack(), chromedp.WaitVisible(chromedp.CSS(`svg.dag`)))
+
 	b.do("cancel", chromedp.Click(chromedp.ID("cancel-run")))
 	b.waitJS("the run cancelled", `document.querySelector("#run-status [data-status]").dataset.status === "cancelled" &&
 		[...document.querySelectorAll(".node")].every(n => n.dataset.status === "cancelled")`)
