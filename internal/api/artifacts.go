@@ -38,7 +38,10 @@ func (s *Server) artifactRoutes() {
 	s.handle("GET /api/v1/artifacts/{id}", readers, s.downloadArtifact)
 	if h, ok := s.blobs.(blob.Handler); ok {
 		// Signed URLs carry their own authorization: the blob store checks them.
-		s.mux.Handle(s.blobPrefix, h.Handler())
+		// Method by method, so that the dashboard's GET / does not overlap them.
+		bh := h.Handler()
+		s.mux.Handle("GET "+s.blobPrefix, bh)
+		s.mux.Handle("PUT "+s.blobPrefix, bh)
 	}
 }
 
@@ -234,11 +237,12 @@ type missingArtifact struct {
 }
 
 // jobInputs answers the artifacts a job's needs kept in their current attempts, each
-// with a pre-signed download URL, and names those whose upload has not landed.
+// with a pre-signed download URL, and names those whose upload has not landed. Without a
+// blob store the answer is empty: no job could keep any.
 func (s *Server) jobInputs(w http.ResponseWriter, r *http.Request) {
 	var req tokenRequest
 	ref, ok := s.leaseRequest(w, r, &req)
-	if !ok || !s.needBlobs(w) {
+	if !ok {
 		return
 	}
 	job, err := s.store.GetJob(r.Context(), ref.JobID)
@@ -251,7 +255,8 @@ func (s *Server) jobInputs(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	inputs, missing := []inputArtifact{}, []missingArtifact{}
-	if job.Spec != nil && len(job.Spec.Needs) > 0 {
+	// Without a blob store no artifact was kept, so there is nothing to fetch.
+	if s.blobs != nil && job.Spec != nil && len(job.Spec.Needs) > 0 {
 		jobs, err := s.store.ListJobs(r.Context(), job.RunID)
 		if err != nil {
 			s.storeError(w, r, "list the run's jobs", err)
@@ -371,8 +376,8 @@ func (s *Server) runArtifacts(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-// downloadArtifact redirects to a pre-signed download URL of a stored artifact: the bytes
-// never pass through the coordinator.
+// downloadArtifact redirects to a pre-signed download URL of a stored artifact, or with
+// ?redirect=false answers it as JSON: the bytes never pass through the coordinator.
 func (s *Server) downloadArtifact(w http.ResponseWriter, r *http.Request) {
 	id, rerr := pathID(r)
 	if rerr != nil {
@@ -398,6 +403,11 @@ func (s *Server) downloadArtifact(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Cache-Control", "no-store")
+	if r.URL.Query().Get("redirect") == "false" {
+		// For pages that fetch with a token: they open the signed URL themselves.
+		writeJSON(w, http.StatusOK, map[string]string{"url": sg.URL, "expires_at": formatTime(sg.Expires)})
+		return
+	}
 	http.Redirect(w, r, sg.URL, http.StatusFound)
 }
 

@@ -13,13 +13,15 @@ import (
 	"github.com/gantry-ci/gantry/internal/blob"
 )
 
+// withBlobs is a server with a directory blob store, and a dashboard mounted beside it.
 func withBlobs(t *testing.T) (*bundle, *blob.DirStore) {
 	t.Helper()
 	bs, err := blob.OpenDir(t.TempDir(), blob.Options{Secret: []byte(strings.Repeat("s", 32))})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return setupWith(t, func(c *api.Config) { c.Blobs = bs }), bs
+	ui := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("page")) })
+	return setupWith(t, func(c *api.Config) { c.Blobs = bs; c.UI = ui }), bs
 }
 
 func digest(s string) string {
@@ -157,6 +159,11 @@ func TestArtifactFlow(t *testing.T) {
 	if r := b.get(t, loc); r.status != http.StatusOK || string(r.body) != content {
 		t.Errorf("signed download: %d %q", r.status, r.body)
 	}
+	var signed struct{ URL string }
+	b.get(t, "/api/v1/artifacts/"+id+"?redirect=false").decode(t, &signed)
+	if r := b.get(t, signed.URL); !strings.HasPrefix(signed.URL, api.DefaultBlobPrefix) || r.status != http.StatusOK || string(r.body) != content {
+		t.Errorf("?redirect=false answered %+v, whose download is %d %q", signed, r.status, r.body)
+	}
 	// The signature is bound to its blob: another digest with the same signature fails.
 	forged := strings.Replace(loc, digest(content), digest("other"), 1)
 	if r := b.get(t, forged); r.status != http.StatusForbidden {
@@ -199,6 +206,11 @@ func TestArtifactRegistrationRefusals(t *testing.T) {
 	pj := plain.claim(t, `{"worker_id": "w", "wait": "0s"}`).Jobs[0]
 	expectError(t, plain.post(t, "/api/v1/agent/jobs/"+pj.ID+"/artifacts", one(pj.Lease.Token, "app", digest("x"), 1)),
 		http.StatusServiceUnavailable, "unavailable")
+	// Without a blob store a job has nothing to fetch, which is no reason to fail it.
+	if r := plain.post(t, "/api/v1/agent/jobs/"+pj.ID+"/inputs", fmt.Sprintf(`{"token": %q}`, pj.Lease.Token)); r.status != http.StatusOK ||
+		!strings.Contains(string(r.body), `"artifacts":[]`) {
+		t.Errorf("inputs without a blob store: %d %s, want 200 and none", r.status, r.body)
+	}
 }
 
 // TestJobInputs: a job is handed its needs' stored artifacts with download URLs, and told

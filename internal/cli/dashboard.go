@@ -1,6 +1,10 @@
 package cli
 
-import "net/http"
+import (
+	"net/http"
 
-// dashboard is the web UI the coordinator serves; nil until the dashboard lands.
-func dashboard() http.Handler { return nil }
+	"github.com/gantry-ci/gantry/internal/web"
+)
+
+// dashboard is the web UI the coordinator serves.
+func dashboard() http.Handler { return web.Handler() }

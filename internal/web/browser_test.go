@@ -61,13 +61,9 @@ func startCoordinator(t *testing.T, auth bool) *coordinator {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// api.New panics when Config.UI and a dir blob store come together (its "GET /" and
-	// "/blobs/" patterns conflict in the mux), so until the API mounts them apart the
-	// dashboard goes in front of the API here, the way Config.UI mounts it
-	// (TestMountedByTheAPI checks the real mount without blobs).
-	srv := api.New(api.Config{Store: st, Blobs: blobs, Auth: auth,
+	srv := api.New(api.Config{Store: st, Blobs: blobs, Auth: auth, UI: web.Handler(),
 		HeartbeatEvery: 200 * time.Millisecond, LeaseTTL: 5 * time.Second})
-	handler := withUI(srv.Handler(), web.Handler())
+	handler := srv.Handler()
 	ts := httptest.NewServer(handler)
 	t.Cleanup(func() {
 		ts.Close()
@@ -97,19 +93,6 @@ func startCoordinator(t *testing.T, auth bool) *coordinator {
 	})
 	t.Cleanup(wg.Wait)
 	return c
-}
-
-// withUI sends the GET requests the API does not own to ui, as api.Config.UI does.
-func withUI(apiHandler, ui http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p := r.URL.Path
-		if (r.Method == http.MethodGet || r.Method == http.MethodHead) && !strings.HasPrefix(p, "/api/") &&
-			!strings.HasPrefix(p, "/blobs/") && p != "/healthz" && p != "/readyz" {
-			ui.ServeHTTP(w, r)
-			return
-		}
-		apiHandler.ServeHTTP(w, r)
-	})
 }
 
 // submit posts a pipeline through the API and returns the run's id and its jobs' ids by key.
