@@ -71,21 +71,19 @@ export function post(path, signal) {
 }
 
 /**
- * download fetches an artifact with the token (an <a href> cannot carry it), following
- * the redirect to the signed URL, and saves the answer as a file. The whole file is held
- * in memory, so without a token the app links to the artifact directly instead.
+ * download asks the API, with the token, for an artifact's short-lived signed URL and
+ * opens it: an <a href> to the API cannot carry the token, and the bytes come straight
+ * from the blob store (which names the file), never through this page's memory.
  */
 export async function download(path, filename) {
-  const res = await raw(path);
-  const blob = await res.blob();
-  const url = URL.createObjectURL(blob);
+  const { url } = await api(path + "?redirect=false");
   const a = document.createElement("a");
   a.href = url;
   a.download = filename;
+  a.rel = "noopener";
   document.body.append(a);
   a.click();
   a.remove();
-  setTimeout(() => URL.revokeObjectURL(url), 60_000);
 }
 
 /**
