@@ -106,7 +106,13 @@ func New(cfg Config) *Agent {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.HTTPClient == nil {
-		cfg.HTTPClient = &http.Client{Timeout: 2 * time.Minute}
+		// Every running job keeps requests going at once (heartbeats, log batches, step
+		// reports) beside the claim and control long polls: keep a connection idle for
+		// each, rather than the default two, so they are reused instead of dialled.
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.MaxIdleConnsPerHost = 3*cfg.MaxJobs + 8
+		tr.MaxIdleConns = max(tr.MaxIdleConns, tr.MaxIdleConnsPerHost)
+		cfg.HTTPClient = &http.Client{Timeout: 2 * time.Minute, Transport: tr}
 	}
 	return &Agent{
 		cfg: cfg, log: cfg.Logger, running: map[string]*runningJob{}, uploadCtx: context.Background(),

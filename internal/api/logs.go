@@ -61,16 +61,14 @@ func (s *Server) appendLogs(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	job, err := s.store.GetJob(r.Context(), ref.JobID)
+	// One indexed row, checked on every batch: only the store knows of a lease lost to the
+	// reaper, a timeout or a cancel.
+	attempt, err := s.store.LeaseAttempt(r.Context(), ref)
 	if err != nil {
 		s.agentError(w, r, "append logs", err)
 		return
 	}
-	if job.LeaseToken == "" || job.LeaseToken != ref.Token {
-		writeError(w, http.StatusConflict, codeLeaseLost, "lease lost: the job's lease token is not this one", nil)
-		return
-	}
-	next, truncated, err := s.logs.Append(r.Context(), logs.Key{Job: job.ID, Attempt: job.Attempt}, req.Lines)
+	next, truncated, err := s.logs.Append(r.Context(), logs.Key{Job: ref.JobID, Attempt: attempt}, req.Lines)
 	if err != nil && !errors.Is(err, logs.ErrGap) {
 		s.storeError(w, r, "append logs", err)
 		return

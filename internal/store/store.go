@@ -96,6 +96,9 @@ type Queue interface {
 	Claim(ctx context.Context, p ClaimParams) ([]*Claim, error)
 	// StartJob moves an assigned job to running.
 	StartJob(ctx context.Context, l LeaseRef) error
+	// LeaseAttempt returns the attempt a current lease is for, or ErrLeaseLost: the cheap
+	// check of a worker's write that the store does not otherwise fence (a log batch).
+	LeaseAttempt(ctx context.Context, l LeaseRef) (int, error)
 	// Heartbeat extends the lease to now + TTL and says whether the job was cancelled.
 	Heartbeat(ctx context.Context, p HeartbeatParams) (HeartbeatResult, error)
 	// UpdateStep records a step's progress in the current attempt.

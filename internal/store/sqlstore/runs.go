@@ -333,6 +333,26 @@ func (e *Engine) GetJob(ctx context.Context, id uuid.UUID) (*store.Job, error) {
 	return j, nil
 }
 
+// LeaseAttempt implements store.Queue.
+func (e *Engine) LeaseAttempt(ctx context.Context, l store.LeaseRef) (int, error) {
+	var (
+		attempt int
+		token   string
+		status  string
+	)
+	err := e.readRow(ctx, `SELECT attempt, lease_token, status FROM jobs WHERE id = ?`, l.JobID).Scan(&attempt, &token, &status)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, fmt.Errorf("job %s: %w", l.JobID, store.ErrNotFound)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("check lease of job %s: %w", l.JobID, err)
+	}
+	if l.Token == "" || token != l.Token || !store.JobStatus(status).Leased() {
+		return 0, fmt.Errorf("job %s: %w", l.JobID, store.ErrLeaseLost)
+	}
+	return attempt, nil
+}
+
 // ListJobs implements store.Runs.
 func (e *Engine) ListJobs(ctx context.Context, runID uuid.UUID) ([]*store.Job, error) {
 	rows, err := e.readRows(ctx, jobWithSpec+`WHERE jobs.run_id = ? ORDER BY jobs.seq`, runID)

@@ -14,7 +14,42 @@ import (
 var leaseTests = []test{
 	{"HeartbeatExtends", testHeartbeat},
 	{"StartJob", testStartJob},
+	{"LeaseAttempt", testLeaseAttempt},
 	{"Fencing", testFencing},
+}
+
+// testLeaseAttempt: the current lease names its attempt, on a retry too; an unknown job is
+// not found.
+func testLeaseAttempt(t *testing.T, h Harness) {
+	s, b := setup(t, h)
+	b.create(`
+name: attempts
+jobs:
+  a:
+    retry: { max_attempts: 2, backoff: 1s, on: [failure] }
+    steps: [ { run: make } ]
+`)
+	c := b.claimOne()
+	if n, err := s.LeaseAttempt(b.ctx, ref(c)); err != nil || n != 1 {
+		t.Fatalf("LeaseAttempt of a fresh claim = %d, %v; want 1", n, err)
+	}
+	if err := s.StartJob(b.ctx, ref(c)); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.LeaseAttempt(b.ctx, ref(c)); err != nil || n != 1 {
+		t.Fatalf("LeaseAttempt of a running job = %d, %v; want 1", n, err)
+	}
+	b.complete(c, store.JobFailed)
+	b.clk.Advance(2 * time.Second)
+	if n := b.promote(); n != 1 {
+		t.Fatalf("promoted %d jobs, want 1", n)
+	}
+	c2 := b.claimOne()
+	if n, err := s.LeaseAttempt(b.ctx, ref(c2)); err != nil || n != 2 {
+		t.Errorf("LeaseAttempt of the retry = %d, %v; want 2", n, err)
+	}
+	_, err := s.LeaseAttempt(b.ctx, store.LeaseRef{JobID: store.NewID(), Token: "x"})
+	wantErr(t, "LeaseAttempt of an unknown job", err, store.ErrNotFound)
 }
 
 var reapTests = []test{
@@ -120,6 +155,10 @@ var fencedOps = []struct {
 	}},
 	{"CompleteJobFailed", func(b *bundle, r store.LeaseRef) error {
 		_, err := b.s.CompleteJob(b.ctx, store.CompleteParams{LeaseRef: r, Status: store.JobFailed, FailureKind: store.FailureExit, ExitCode: intPtr(2)})
+		return err
+	}},
+	{"LeaseAttempt", func(b *bundle, r store.LeaseRef) error {
+		_, err := b.s.LeaseAttempt(b.ctx, r)
 		return err
 	}},
 	{"PutArtifact", func(b *bundle, r store.LeaseRef) error {
