@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"context"
 	"fmt"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -178,5 +180,41 @@ wave 3
 		if n := len([]rune(l)); n > 80 {
 			t.Errorf("line of %d columns: %q", n, l)
 		}
+	}
+}
+
+// TestSubmitFollowInterrupted: Ctrl-C stops the following, not the run.
+func TestSubmitFollowInterrupted(t *testing.T) {
+	t.Parallel()
+	base := startCluster(t)
+	file := writePipeline(t, "p.yml", "jobs:\n  sleeper:\n    steps:\n      - run: echo started; sleep 20\n")
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	var stdout, stderr syncBuffer
+	a := &app{stdin: strings.NewReader(""), stdout: &stdout, stderr: &stderr,
+		lookupEnv: func(string) (string, bool) { return "", false }, maxRead: defaultMaxRead}
+	exit := make(chan int, 1)
+	go func() { exit <- a.run(ctx, []string{"submit", "-f", file, "--server", base}) }()
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(stdout.String(), "sleeper | started\n") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the job's first line never showed:\n%s%s", stdout.String(), stderr.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	if code := <-exit; code != exitFailure || !strings.Contains(stderr.String(), "stopped following run") {
+		t.Errorf("exit %d, stderr %q", code, stderr.String())
+	}
+	id := strings.TrimSuffix(strings.Fields(stdout.String())[1], ":")
+	// The worker drains when the test ends: leave it no job to wait for.
+	defer func() {
+		runCLI(t, invocation{args: []string{"cancel", id, "--server", base}})
+		waitRun(t, base, id, statusIs("cancelled"))
+	}()
+	var r runDetails
+	getJSON(t, http.DefaultClient, base+"/api/v1/runs/"+id, &r)
+	if r.Status != "running" {
+		t.Errorf("the run is %s after Ctrl-C, want it still running", r.Status)
 	}
 }

@@ -142,6 +142,11 @@ func (a *app) submit(ctx context.Context, cfg submitConfig) error {
 	tty, _ := terminal(logs)
 	status, err := followRun(ctx, c, run.ID, logs, tty)
 	if err != nil {
+		if ctx.Err() != nil {
+			// Ctrl-C stops the watching, not the run.
+			fmt.Fprintf(a.stderr, "gantry: stopped following run %s; it goes on (gantry cancel %s stops it)\n", run.ID, run.ID)
+			return &exitError{code: exitFailure}
+		}
 		return err
 	}
 	if cfg.JSON {
