@@ -104,7 +104,7 @@ func New(cfg Config) *Server {
 		artifactTTL:    cfg.ArtifactTTL,
 	}
 	if s.logs == nil {
-		s.logs = logs.NewService(logs.Config{Storage: logs.NewChunkStorage(cfg.Store), Notifier: cfg.Store, Logger: cfg.Logger})
+		s.logs = logs.NewService(logs.Config{Storage: logs.NewChunkStorage(cfg.Store).WithBlobs(cfg.Blobs), Notifier: cfg.Store, Logger: cfg.Logger})
 		s.ownLogs = true
 	}
 	if s.log == nil {

@@ -240,13 +240,6 @@ func startCoordinator(ctx context.Context, cfg serverConfig, log *slog.Logger) (
 		closeAll()
 		return nil, fmt.Errorf("listen: %w", err)
 	}
-	logSvc, closeLogs, err := openLogs(cfg, st, log)
-	if err != nil {
-		_ = ln.Close()
-		closeAll()
-		return nil, err
-	}
-	closers = append(closers, closeLogs)
 	blobs, err := openBlobs(cfg)
 	if err != nil {
 		_ = ln.Close()
@@ -258,6 +251,13 @@ func startCoordinator(ctx context.Context, cfg serverConfig, log *slog.Logger) (
 	} else {
 		closers = append(closers, func() { _ = blobs.Close() })
 	}
+	logSvc, closeLogs, err := openLogs(cfg, st, blobs, log)
+	if err != nil {
+		_ = ln.Close()
+		closeAll()
+		return nil, err
+	}
+	closers = append(closers, closeLogs)
 	srv := &http.Server{
 		Handler: api.New(api.Config{Store: st, Logger: log, LeaseTTL: cfg.LeaseTTL, HeartbeatEvery: cfg.HeartbeatEvery,
 			CancelGrace: cfg.CancelGrace, Auth: cfg.authOn(), Logs: logSvc,
@@ -300,14 +300,15 @@ func startCoordinator(ctx context.Context, cfg serverConfig, log *slog.Logger) (
 }
 
 // openLogs makes the log service: files in a directory in embedded mode, chunks in the
-// database (shared by replicas) with PostgreSQL unless --logs-dir says otherwise.
-func openLogs(cfg serverConfig, st store.Store, log *slog.Logger) (*logs.Service, func(), error) {
+// database (shared by replicas) with PostgreSQL unless --logs-dir says otherwise, moved
+// to the blob store when their attempt ends.
+func openLogs(cfg serverConfig, st store.Store, blobs blob.Store, log *slog.Logger) (*logs.Service, func(), error) {
 	maxBytes, _ := pipeline.ParseSize(cfg.LogMaxSize)
 	dir := cfg.LogsDir
 	if path, ok := strings.CutPrefix(cfg.DB, "sqlite://"); ok && dir == "" {
 		dir = filepath.Join(filepath.Dir(path), "logs")
 	}
-	var storage logs.Storage = logs.NewChunkStorage(st)
+	var storage logs.Storage = logs.NewChunkStorage(st).WithBlobs(blobs)
 	if dir != "" {
 		fs, err := logs.OpenFileStorage(dir, 0, log)
 		if err != nil {

@@ -3,20 +3,26 @@ package logs
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/gantry-ci/gantry/internal/blob"
 	"github.com/gantry-ci/gantry/internal/store"
 )
 
 // ChunkStorage keeps log lines as chunk rows in the database, so that every coordinator
 // replica reads what any replica stored: the storage of the scale-out mode. Each append
 // is one row; when the attempt ends its rows are compacted into rows of about
-// compactBytes.
+// compactBytes, whose lines move to the blob store when there is one.
 type ChunkStorage struct {
-	idx store.LogIndex
+	idx   store.LogIndex
+	blobs blob.Store // where finished logs go; nil keeps them in the rows
 
 	mu    sync.Mutex
 	state map[Key]State // last known end per attempt; another replica may have moved it
@@ -30,6 +36,13 @@ var _ Storage = (*ChunkStorage)(nil)
 // NewChunkStorage stores logs through idx.
 func NewChunkStorage(idx store.LogIndex) *ChunkStorage {
 	return &ChunkStorage{idx: idx, state: map[Key]State{}}
+}
+
+// WithBlobs makes finished logs move out of the database into bs, a row naming each
+// blob, and returns s.
+func (s *ChunkStorage) WithBlobs(bs blob.Store) *ChunkStorage {
+	s.blobs = bs
+	return s
 }
 
 // Append implements Storage. When another replica appended meanwhile, the chunk is
@@ -108,7 +121,11 @@ func (s *ChunkStorage) Read(ctx context.Context, k Key, afterSeq int64, max int)
 			break
 		}
 		for _, c := range cs {
-			if out, err = decode(bytes.NewReader(c.Data), afterSeq, max, out); err != nil {
+			data, err := s.chunkData(ctx, c)
+			if err != nil {
+				return out, fmt.Errorf("read log %s: %w", k, err)
+			}
+			if out, err = decode(bytes.NewReader(data), afterSeq, max, out); err != nil {
 				return out, fmt.Errorf("read log %s: %w", k, err)
 			}
 			if len(out) >= max {
@@ -123,8 +140,36 @@ func (s *ChunkStorage) Read(ctx context.Context, k Key, afterSeq int64, max int)
 	return out, nil
 }
 
+// chunkData returns a chunk's lines, from the blob store when the chunk names a blob.
+func (s *ChunkStorage) chunkData(ctx context.Context, c *store.LogChunk) ([]byte, error) {
+	digest, ok := strings.CutPrefix(c.Location, store.LogBlobLocation(""))
+	if c.Location == "" || !ok {
+		if c.Location != "" {
+			return nil, fmt.Errorf("chunk %d-%d is at unknown location %q", c.FirstSeq, c.LastSeq, c.Location)
+		}
+		return c.Data, nil
+	}
+	if s.blobs == nil {
+		return nil, fmt.Errorf("chunk %d-%d is in the blob store, and this coordinator has none", c.FirstSeq, c.LastSeq)
+	}
+	r, err := s.blobs.Open(ctx, digest)
+	if err != nil {
+		return nil, fmt.Errorf("chunk %d-%d: %w", c.FirstSeq, c.LastSeq, err)
+	}
+	defer r.Close()
+	data, err := io.ReadAll(io.LimitReader(r, c.Bytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("chunk %d-%d: %w", c.FirstSeq, c.LastSeq, err)
+	}
+	if int64(len(data)) != c.Bytes {
+		return nil, fmt.Errorf("chunk %d-%d: blob %s holds %d bytes, want %d", c.FirstSeq, c.LastSeq, digest, len(data), c.Bytes)
+	}
+	return data, nil
+}
+
 // Finish implements Storage: the attempt's rows are merged into rows of about
-// compactBytes.
+// compactBytes, and with a blob store their lines move there. Run again, it finds the
+// work done.
 func (s *ChunkStorage) Finish(ctx context.Context, k Key) error {
 	defer s.forget(k)
 	var all []*store.LogChunk
@@ -142,7 +187,7 @@ func (s *ChunkStorage) Finish(ctx context.Context, k Key) error {
 	}
 	var merged []*store.LogChunk
 	for _, c := range all {
-		if n := len(merged); n > 0 && merged[n-1].Bytes+c.Bytes <= compactBytes {
+		if n := len(merged); n > 0 && c.Location == "" && merged[n-1].Location == "" && merged[n-1].Bytes+c.Bytes <= compactBytes {
 			m := merged[n-1]
 			m.Data = append(m.Data, c.Data...)
 			m.Bytes += c.Bytes
@@ -150,9 +195,24 @@ func (s *ChunkStorage) Finish(ctx context.Context, k Key) error {
 			continue
 		}
 		merged = append(merged, &store.LogChunk{FirstSeq: c.FirstSeq, LastSeq: c.LastSeq, Bytes: c.Bytes,
-			Data: append([]byte(nil), c.Data...)})
+			Location: c.Location, Data: append([]byte(nil), c.Data...)})
 	}
-	if len(merged) == len(all) {
+	moved := 0
+	if s.blobs != nil {
+		for _, c := range merged {
+			if c.Location != "" {
+				continue
+			}
+			sum := sha256.Sum256(c.Data)
+			digest := hex.EncodeToString(sum[:])
+			if err := s.blobs.Put(ctx, digest, int64(len(c.Data)), bytes.NewReader(c.Data)); err != nil {
+				return fmt.Errorf("move log %s to the blob store: %w", k, err)
+			}
+			c.Location, c.Data = store.LogBlobLocation(digest), nil
+			moved++
+		}
+	}
+	if len(merged) == len(all) && moved == 0 {
 		return nil
 	}
 	if err := s.idx.ReplaceLogChunks(ctx, k.Job, k.Attempt, merged); err != nil {

@@ -13,7 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gantry-ci/gantry/internal/blob"
 	"github.com/gantry-ci/gantry/internal/logs"
+	"github.com/gantry-ci/gantry/internal/store"
 	"github.com/gantry-ci/gantry/internal/store/postgres"
 	"github.com/gantry-ci/gantry/internal/store/sqlite"
 	"github.com/gantry-ci/gantry/internal/testdb"
@@ -55,6 +57,91 @@ var storageBackends = []struct {
 		t.Cleanup(func() { _ = st.Close() })
 		return func() logs.Storage { return logs.NewChunkStorage(st) }
 	}},
+	{"chunks-postgres-blobs", func(t *testing.T) func() logs.Storage {
+		st, err := postgres.Open(context.Background(), testdb.Postgres(t), postgres.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = st.Close() })
+		bs := testBlobs(t)
+		return func() logs.Storage { return logs.NewChunkStorage(st).WithBlobs(bs) }
+	}},
+}
+
+func testBlobs(t *testing.T) blob.Store {
+	t.Helper()
+	bs, err := blob.OpenDir(t.TempDir(), blob.Options{Secret: []byte(strings.Repeat("k", 32))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bs
+}
+
+// TestFinishedLogsMoveToBlobs: with a blob store, a finished attempt's lines leave the
+// database for blobs that its rows name, and still read back whole; finishing again
+// changes nothing.
+func TestFinishedLogsMoveToBlobs(t *testing.T) {
+	t.Parallel()
+	st, err := sqlite.Open(context.Background(), testdb.SQLitePath(t), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	bs := testBlobs(t)
+	ls := logs.NewChunkStorage(st).WithBlobs(bs)
+	ctx := t.Context()
+	k := logs.Key{Job: store.NewID(), Attempt: 1}
+	const n = 3000
+	for first := int64(1); first <= n; first += 100 {
+		var batch []logs.Line
+		for seq := first; seq < first+100; seq++ {
+			batch = append(batch, logs.Line{Seq: seq, TS: seq, Stream: logs.Stdout, Text: textOf(seq)})
+		}
+		if _, err := ls.Append(ctx, k, batch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 2 {
+		if err := ls.Finish(ctx, k); err != nil {
+			t.Fatalf("Finish: %v", err)
+		}
+	}
+	cs, err := st.ListLogChunks(ctx, k.Job, k.Attempt, 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	blobs := 0
+	if err := bs.Walk(ctx, func(blob.Info) error { blobs++; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if len(cs) == 0 || blobs != len(cs) {
+		t.Errorf("%d chunks and %d blobs after Finish, want one blob per chunk", len(cs), blobs)
+	}
+	for _, c := range cs {
+		if !strings.HasPrefix(c.Location, "sha256:") || len(c.Data) != 0 {
+			t.Errorf("chunk %d-%d: location %q with %d bytes inline, want a blob and none", c.FirstSeq, c.LastSeq, c.Location, len(c.Data))
+		}
+	}
+	var got []logs.Line
+	for after := int64(0); ; {
+		page, err := ls.Read(ctx, k, after, 700)
+		if err != nil {
+			t.Fatalf("Read after %d: %v", after, err)
+		}
+		if len(page) == 0 {
+			break
+		}
+		got = append(got, page...)
+		after = page[len(page)-1].Seq
+	}
+	if len(got) != n {
+		t.Fatalf("read %d lines back, want %d", len(got), n)
+	}
+	for i, l := range got {
+		if l.Seq != int64(i+1) || l.Text != textOf(l.Seq) {
+			t.Fatalf("line %d: seq %d text %.40q", i+1, l.Seq, l.Text)
+		}
+	}
 }
 
 // textOf is line seq's text: every 97th line is long, and line 600 is longer than the

@@ -22,7 +22,7 @@ type Collected struct {
 }
 
 // CollectArtifacts deletes the artifacts that expired at or before now, then the blobs
-// older than grace that no artifact names.
+// older than grace that neither an artifact nor a log chunk names.
 func CollectArtifacts(ctx context.Context, st store.Store, bs blob.Store, now time.Time, grace time.Duration) (Collected, error) {
 	var c Collected
 	n, err := st.DeleteExpiredArtifacts(ctx, now)
@@ -35,7 +35,7 @@ func CollectArtifacts(ctx context.Context, st store.Store, bs blob.Store, now ti
 		if now.Sub(b.ModTime) < grace {
 			return nil
 		}
-		used, err := st.ArtifactDigestInUse(ctx, b.Digest)
+		used, err := st.BlobInUse(ctx, b.Digest)
 		if err != nil {
 			return err
 		}
@@ -49,7 +49,7 @@ func CollectArtifacts(ctx context.Context, st store.Store, bs blob.Store, now ti
 	}
 	for _, b := range unused {
 		// A job may have registered the digest again since the walk.
-		if used, err := st.ArtifactDigestInUse(ctx, b.Digest); err != nil || used {
+		if used, err := st.BlobInUse(ctx, b.Digest); err != nil || used {
 			if err != nil {
 				return c, err
 			}

@@ -227,7 +227,7 @@ type LogChunk struct {
 	FirstSeq  int64
 	LastSeq   int64
 	Bytes     int64
-	Location  string // where the lines are when not in Data; empty when inline
+	Location  string // where the lines are when not in Data (LogBlobLocation); empty when inline
 	Data      []byte // the lines, as the log storage encodes them
 	CreatedAt time.Time
 }
@@ -265,3 +265,7 @@ type Token struct {
 	WorkerID  string // the worker an agent credential belongs to
 	CreatedAt time.Time
 }
+
+// LogBlobLocation is the location of a log chunk whose lines are the blob with this
+// SHA-256 digest.
+func LogBlobLocation(sha256 string) string { return "sha256:" + sha256 }

@@ -217,8 +217,9 @@ type Artifacts interface {
 	// DeleteExpiredArtifacts deletes the records of artifacts that expired at or before t
 	// and returns how many. Their blobs stay until no record names them.
 	DeleteExpiredArtifacts(ctx context.Context, t time.Time) (int, error)
-	// ArtifactDigestInUse reports whether any artifact record names the digest.
-	ArtifactDigestInUse(ctx context.Context, sha256 string) (bool, error)
+	// BlobInUse reports whether any artifact record, or any log chunk kept in the blob
+	// store (location LogBlobLocation(digest)), names the blob.
+	BlobInUse(ctx context.Context, sha256 string) (bool, error)
 }
 
 // LogIndex keeps job attempts' log lines as chunks in the database: the log storage of

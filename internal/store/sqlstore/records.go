@@ -209,11 +209,13 @@ func (e *Engine) DeleteExpiredArtifacts(ctx context.Context, t time.Time) (int, 
 	return int(n), err
 }
 
-// ArtifactDigestInUse implements store.Artifacts.
-func (e *Engine) ArtifactDigestInUse(ctx context.Context, sha256 string) (bool, error) {
+// BlobInUse implements store.Artifacts.
+func (e *Engine) BlobInUse(ctx context.Context, sha256 string) (bool, error) {
 	var n int
-	if err := e.readRow(ctx, `SELECT COUNT(*) FROM (SELECT 1 FROM artifacts WHERE sha256 = ? LIMIT 1) AS used`, sha256).Scan(&n); err != nil {
-		return false, fmt.Errorf("look up artifacts of blob %s: %w", sha256, err)
+	err := e.readRow(ctx, `SELECT (SELECT COUNT(*) FROM (SELECT 1 FROM artifacts WHERE sha256 = ? LIMIT 1) AS a) +
+		(SELECT COUNT(*) FROM (SELECT 1 FROM log_chunks WHERE location = ? LIMIT 1) AS l)`, sha256, store.LogBlobLocation(sha256)).Scan(&n)
+	if err != nil {
+		return false, fmt.Errorf("look up the users of blob %s: %w", sha256, err)
 	}
 	return n > 0, nil
 }

@@ -309,14 +309,14 @@ jobs:
 	// A digest is in use while any record names it, whatever its run.
 	inUse := func(digest string) bool {
 		t.Helper()
-		ok, err := s.ArtifactDigestInUse(b.ctx, digest)
+		ok, err := s.BlobInUse(b.ctx, digest)
 		if err != nil {
-			t.Fatalf("ArtifactDigestInUse: %v", err)
+			t.Fatalf("BlobInUse: %v", err)
 		}
 		return ok
 	}
 	if !inUse(sha256Hex("app v1")) || inUse(sha256Hex("never stored")) {
-		t.Errorf("ArtifactDigestInUse: app v1 %v, an unknown digest %v; want true, false",
+		t.Errorf("BlobInUse: app v1 %v, an unknown digest %v; want true, false",
 			inUse(sha256Hex("app v1")), inUse(sha256Hex("never stored")))
 	}
 
@@ -425,6 +425,19 @@ func testLogChunks(t *testing.T, h Harness) {
 	if got, want := list(1, 4, 10), []string{"1-5 5 abcde"}; !slices.Equal(got, want) {
 		t.Errorf("after compaction ListLogChunks(after 4) = %q, want %q", got, want)
 	}
+	// A finished log may move to the blob store: its chunk names the blob, which is in
+	// use while the chunk is.
+	digest := sha256Hex("abcde")
+	blobbed := &store.LogChunk{JobID: job, Attempt: 1, FirstSeq: 1, LastSeq: 5, Bytes: 5, Location: store.LogBlobLocation(digest)}
+	if err := s.ReplaceLogChunks(b.ctx, job, 1, []*store.LogChunk{blobbed}); err != nil {
+		t.Fatalf("ReplaceLogChunks into the blob store: %v", err)
+	}
+	if cs, err := s.ListLogChunks(b.ctx, job, 1, 0, 10); err != nil || len(cs) != 1 || cs[0].Location != blobbed.Location || len(cs[0].Data) != 0 {
+		t.Errorf("chunks after moving to the blob store = %+v, %v; want one naming the blob, without data", cs, err)
+	}
+	if used, err := s.BlobInUse(b.ctx, digest); err != nil || !used {
+		t.Errorf("BlobInUse of a log chunk's blob = %v, %v; want true", used, err)
+	}
 	add(chunk(1, 6, 6, "f"))
 	if seq, n := last(1); seq != 6 || n != 6 {
 		t.Errorf("LastLogSeq after compaction and one more = %d, %d bytes; want 6, 6", seq, n)
@@ -443,6 +456,12 @@ func testLogChunks(t *testing.T, h Harness) {
 	}
 	if got := list(1, 0, 10); len(got) != 2 {
 		t.Errorf("attempt 1 has %q after retention, want its two recent chunks", got)
+	}
+	if _, err := s.DeleteLogChunksBefore(b.ctx, b.clk.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if used, err := s.BlobInUse(b.ctx, digest); err != nil || used {
+		t.Errorf("BlobInUse after the chunk naming it went = %v, %v; want false", used, err)
 	}
 }
 
