@@ -43,6 +43,15 @@ func TestCollectArtifacts(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// A finished log kept in the blob store: its chunk names its blob.
+	const logPiece = `{"seq":1,"text":"done"}`
+	if err := bs.Put(b.ctx, digestOf(logPiece), int64(len(logPiece)), strings.NewReader(logPiece)); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.s.AppendLogChunk(b.ctx, &store.LogChunk{JobID: c.Job.ID, Attempt: 1, FirstSeq: 1, LastSeq: 1, Bytes: int64(len(logPiece)),
+		Location: store.LogBlobLocation(digestOf(logPiece))}); err != nil {
+		t.Fatal(err)
+	}
 	stored := func(content string) bool {
 		_, err := bs.Stat(b.ctx, digestOf(content))
 		if err != nil && !errors.Is(err, blob.ErrNotFound) {
@@ -69,8 +78,8 @@ func TestCollectArtifacts(t *testing.T) {
 	if err != nil || got.Artifacts != 0 || got.Blobs != 2 || got.Bytes != int64(len("old build")+len("nobody's")) {
 		t.Fatalf("past the grace: %+v, %v; want two blobs", got, err)
 	}
-	if stored("old build") || stored("nobody's") || !stored("release") {
-		t.Errorf("after collection: old build %v, orphan %v, release %v; want only release",
-			stored("old build"), stored("nobody's"), stored("release"))
+	if stored("old build") || stored("nobody's") || !stored("release") || !stored(logPiece) {
+		t.Errorf("after collection: old build %v, orphan %v, release %v, log %v; want only release and the log",
+			stored("old build"), stored("nobody's"), stored("release"), stored(logPiece))
 	}
 }
