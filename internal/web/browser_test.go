@@ -471,3 +471,31 @@ jobs:
 		document.querySelector("#log-state").textContent.includes("attempt 2 followed")`)
 	b.screenshot("job-attempts")
 }
+
+// TestDashboardSubmitsARun: a pipeline typed into the New run page starts a run whose
+// nodes turn green; a broken one is refused with its mistakes and their lines.
+func TestDashboardSubmitsARun(t *testing.T) {
+	t.Parallel()
+	c := startCoordinator(t, false)
+	b := newBrowser(t, func(m chromedp.ConsoleMessage) bool { return strings.Contains(m.Text, "422") })
+	b.do("open the new run page", chromedp.Navigate(c.url+"/"), chromedp.WaitVisible(chromedp.CSS(`a[data-nav="new"]`)),
+		chromedp.Click(chromedp.CSS(`a[data-nav="new"]`)), chromedp.WaitVisible(chromedp.ID("pipeline")))
+
+	b.do("type a broken pipeline", chromedp.SetValue(chromedp.ID("pipeline"), "name: broken\njobs:\n  a:\n    needs: [nope]\n    steps: [ { run: \"true\" } ]\n"),
+		chromedp.Click(chromedp.ID("submit-run")))
+	b.waitJS("the mistakes", `!document.querySelector("#submit-errors").hidden &&
+		document.querySelector("#submit-errors").innerText.includes("nope") &&
+		document.querySelector("#submit-errors").innerText.includes("line 4")`)
+	if got := b.eval(`location.pathname`); got != "/runs/new" {
+		t.Errorf("a refused pipeline went to %s", got)
+	}
+
+	b.do("type a good pipeline", chromedp.SetValue(chromedp.ID("pipeline"), "name: typed\njobs:\n  one: {steps: [{run: echo one}]}\n  two: {needs: [one], steps: [{run: echo two}]}\n"),
+		chromedp.Click(chromedp.ID("submit-run")), chromedp.WaitVisible(chromedp.CSS(`svg.dag`)))
+	if got := b.eval(`location.pathname`); !strings.HasPrefix(got, "/runs/") || got == "/runs/new" {
+		t.Fatalf("after submitting the page is %s, want the new run", got)
+	}
+	b.waitJS("both nodes green", `[...document.querySelectorAll(".node")].length === 2 &&
+		[...document.querySelectorAll(".node")].every(n => n.dataset.status === "success")`)
+	b.screenshot("submitted")
+}

@@ -20,10 +20,11 @@ export function clearToken() {
 
 /** ApiError is an answer in the API's error format (or a network failure, status 0). */
 export class ApiError extends Error {
-  constructor(status, code, message) {
+  constructor(status, code, message, details = []) {
     super(message);
     this.status = status;
     this.code = code;
+    this.details = details; // [{path, line, column, message}] for a rejected pipeline
   }
 }
 
@@ -51,13 +52,14 @@ export async function raw(path, opts = {}) {
     throw new ApiError(0, "network", "cannot reach the server: " + e.message);
   }
   if (res.ok) return res;
-  let code = "http_" + res.status, message = res.status + " " + res.statusText;
+  let code = "http_" + res.status, message = res.status + " " + res.statusText, details = [];
   try {
     const body = await res.json();
     if (body && body.error) ({ code, message } = body.error);
+    if (body && body.error && Array.isArray(body.error.details)) details = body.error.details;
   } catch { /* not JSON */ }
   if (res.status === 401 && !opts.noRedirect) onUnauthorized();
-  throw new ApiError(res.status, code, message);
+  throw new ApiError(res.status, code, message, details);
 }
 
 /** api calls a JSON endpoint and returns the decoded answer. */

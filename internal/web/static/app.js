@@ -8,9 +8,11 @@ import { jobPage } from "./job.js";
 import { workersPage } from "./workers.js";
 import { statsPage } from "./stats.js";
 import { signinPage } from "./signin.js";
+import { submitPage } from "./submit.js";
 
 const routes = [
   [/^\/(?:runs)?$/, runsPage, "runs"],
+  [/^\/runs\/new$/, submitPage, "new"],
   [/^\/runs\/([^/]+)$/, runPage, "runs"],
   [/^\/jobs\/([^/]+)$/, jobPage, "runs"],
   [/^\/workers$/, workersPage, "workers"],
