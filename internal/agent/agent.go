@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -52,10 +53,11 @@ type Agent struct {
 	workerID       string
 	heartbeatEvery time.Duration
 
-	mu      sync.Mutex
-	running map[string]*runningJob
-	cpu     int64
-	mem     int64
+	mu       sync.Mutex
+	running  map[string]*runningJob
+	cpu      int64
+	mem      int64
+	draining bool
 
 	// uploads counts artifact uploads retrying in the background after their job ended;
 	// they stop when uploadCtx ends (the worker is killed) and Run waits for them.
@@ -121,6 +123,19 @@ func New(cfg Config) *Agent {
 	}
 }
 
+// state is what the worker tells the coordinator it is doing.
+func (a *Agent) state() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	switch {
+	case a.draining:
+		return "draining"
+	case len(a.running) > 0:
+		return "busy"
+	}
+	return "idle"
+}
+
 // Run registers and works until drain ends: then it claims no more and waits for the
 // jobs it runs. When kill ends too, running jobs are cancelled (their processes get
 // SIGTERM, then SIGKILL after their grace) and reported cancelled.
@@ -154,6 +169,9 @@ func (a *Agent) Run(drain, kill context.Context) error {
 	for {
 		select {
 		case <-drain.Done():
+			a.mu.Lock()
+			a.draining = true
+			a.mu.Unlock()
 			a.log.Info("draining: finishing running jobs, claiming none")
 			return nil
 		case <-slots:
@@ -259,7 +277,10 @@ func (a *Agent) control(ctx context.Context) {
 		var ans struct {
 			Cancel []string `json:"cancel"`
 		}
-		err := a.c.post(ctx, "/api/v1/agent/control", map[string]any{"worker_id": a.workerID, "wait": "30s"}, &ans)
+		// The request doubles as the worker's sign of life: it comes back at least once
+		// per heartbeat interval, saying what the worker is doing.
+		wait := cmp.Or(a.heartbeatEvery, 10*time.Second)
+		err := a.c.post(ctx, "/api/v1/agent/control", map[string]any{"worker_id": a.workerID, "wait": wait.String(), "state": a.state()}, &ans)
 		if err != nil {
 			select {
 			case <-time.After(time.Second):

@@ -3,6 +3,7 @@ package api
 import (
 	"bytes"
 	"encoding/json"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -406,6 +407,9 @@ type controlRequest struct {
 	// Wait is how long to hold the request open when nothing is to be cancelled; default
 	// 30s, at most 60s.
 	Wait string `json:"wait"`
+	// State is what the worker is doing: idle, busy or draining (default idle). Each
+	// control request marks the worker seen in that state.
+	State store.WorkerState `json:"state"`
 }
 
 // control is the worker's control channel: it answers, as soon as there is any, the jobs
@@ -420,6 +424,15 @@ func (s *Server) control(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	switch req.State {
+	case "":
+		req.State = store.WorkerIdle
+	case store.WorkerIdle, store.WorkerBusy, store.WorkerDraining:
+	default:
+		writeError(w, http.StatusBadRequest, codeBadRequest, fmt.Sprintf("state %q: want idle, busy or draining", req.State), nil)
+		return
+	}
+	s.seen.touch(r.Context(), s, req.WorkerID, req.State)
 	wake, stop := s.store.WaitForCancels()
 	defer stop()
 	timeout := s.clock.After(wait)
@@ -479,4 +492,36 @@ func (s *Server) workerRequest(w http.ResponseWriter, r *http.Request, req worke
 		return false
 	}
 	return sameWorker(w, r, req.worker())
+}
+
+// lastSeen spares the store a write per control request: a worker is marked seen when
+// its state changed or a heartbeat interval passed since the last mark.
+type lastSeen struct {
+	mu   sync.Mutex
+	last map[string]seenMark
+}
+
+type seenMark struct {
+	at    time.Time
+	state store.WorkerState
+}
+
+func (l *lastSeen) touch(ctx context.Context, s *Server, worker string, state store.WorkerState) {
+	now := s.clock.Now()
+	l.mu.Lock()
+	if l.last == nil {
+		l.last = map[string]seenMark{}
+	}
+	m, ok := l.last[worker]
+	due := !ok || m.state != state || now.Sub(m.at) >= s.heartbeatEvery
+	if due {
+		l.last[worker] = seenMark{at: now, state: state}
+	}
+	l.mu.Unlock()
+	if !due {
+		return
+	}
+	if err := s.store.TouchWorker(ctx, worker, state); err != nil && !errors.Is(err, store.ErrNotFound) {
+		s.log.WarnContext(ctx, "mark worker seen", "worker", worker, "err", err)
+	}
 }

@@ -274,6 +274,39 @@ func TestStats(t *testing.T) {
 	}
 }
 
+// TestControlMarksWorkersSeen: a worker's control requests keep it from counting as
+// offline and carry its state; a bad state is refused.
+func TestControlMarksWorkersSeen(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.post(t, "/api/v1/agent/register", `{"id": "w1", "name": "w1"}`)
+	workers := func() map[string]int {
+		t.Helper()
+		var s struct{ Workers map[string]int }
+		b.get(t, "/api/v1/stats").decode(t, &s)
+		return s.Workers
+	}
+	for range 4 {
+		b.clock.Advance(15 * time.Second)
+		if r := b.post(t, "/api/v1/agent/control", `{"worker_id": "w1", "wait": "0s", "state": "busy"}`); r.status != http.StatusOK {
+			t.Fatalf("control: %d %s", r.status, r.body)
+		}
+	}
+	if got := workers(); got["busy"] != 1 || len(got) != 1 {
+		t.Errorf("workers by state after a minute of control requests = %v, want one busy", got)
+	}
+	// A state change is marked at once, even within a heartbeat interval.
+	b.post(t, "/api/v1/agent/control", `{"worker_id": "w1", "wait": "0s", "state": "draining"}`)
+	if got := workers(); got["draining"] != 1 {
+		t.Errorf("workers by state after draining = %v, want one draining", got)
+	}
+	b.clock.Advance(40 * time.Second)
+	if got := workers(); got["offline"] != 1 {
+		t.Errorf("workers by state 40 s after the last request = %v, want one offline", got)
+	}
+	expectError(t, b.post(t, "/api/v1/agent/control", `{"worker_id": "w1", "wait": "0s", "state": "asleep"}`), http.StatusBadRequest, "bad_request")
+}
+
 // TestClaimsPerWorkerBounded: a worker holding the maximum of open claims gets 429 for
 // another, and its slots come back when the waits end.
 func TestClaimsPerWorkerBounded(t *testing.T) {

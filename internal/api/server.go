@@ -79,6 +79,8 @@ type Server struct {
 	// claims is the one piece of per-process state: which workers hold claims open
 	// here. Losing it in a restart loses nothing, as those connections close too.
 	claims claimSlots
+	// seen throttles marking workers seen; losing it costs one extra write per worker.
+	seen lastSeen
 }
 
 // New returns a Server for cfg, filling defaults for zero fields.
