@@ -193,17 +193,8 @@ func (s *Server) blobStored(r *http.Request, a *store.Artifact) (bool, error) {
 // asked; the artifact is stored only when it holds the content. The job's lease is not
 // needed: an upload retried after the job ended still lands.
 func (s *Server) artifactStored(w http.ResponseWriter, r *http.Request) {
-	id, rerr := pathID(r)
-	if rerr != nil {
-		writeRequestError(w, rerr)
-		return
-	}
-	if !s.needBlobs(w) {
-		return
-	}
-	a, err := s.store.GetArtifact(r.Context(), id)
-	if err != nil {
-		s.storeError(w, r, "get artifact", err)
+	a, ok := s.artifactRequest(w, r)
+	if !ok {
 		return
 	}
 	if a.State != store.ArtifactStored {
@@ -379,17 +370,8 @@ func (s *Server) runArtifacts(w http.ResponseWriter, r *http.Request) {
 // downloadArtifact redirects to a pre-signed download URL of a stored artifact, or with
 // ?redirect=false answers it as JSON: the bytes never pass through the coordinator.
 func (s *Server) downloadArtifact(w http.ResponseWriter, r *http.Request) {
-	id, rerr := pathID(r)
-	if rerr != nil {
-		writeRequestError(w, rerr)
-		return
-	}
-	if !s.needBlobs(w) {
-		return
-	}
-	a, err := s.store.GetArtifact(r.Context(), id)
-	if err != nil {
-		s.storeError(w, r, "get artifact", err)
+	a, ok := s.artifactRequest(w, r)
+	if !ok {
 		return
 	}
 	if a.State != store.ArtifactStored {
@@ -409,6 +391,25 @@ func (s *Server) downloadArtifact(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	http.Redirect(w, r, sg.URL, http.StatusFound)
+}
+
+// artifactRequest reads the artifact a request's path names, answering the error itself
+// when it cannot.
+func (s *Server) artifactRequest(w http.ResponseWriter, r *http.Request) (*store.Artifact, bool) {
+	id, rerr := pathID(r)
+	if rerr != nil {
+		writeRequestError(w, rerr)
+		return nil, false
+	}
+	if !s.needBlobs(w) {
+		return nil, false
+	}
+	a, err := s.store.GetArtifact(r.Context(), id)
+	if err != nil {
+		s.storeError(w, r, "get artifact", err)
+		return nil, false
+	}
+	return a, true
 }
 
 func (s *Server) needBlobs(w http.ResponseWriter) bool {

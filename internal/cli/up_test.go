@@ -56,28 +56,6 @@ func startUp(t *testing.T, data string, extra ...string) (string, func() int) {
 	}
 }
 
-type runState struct {
-	Status string
-	Jobs   []struct{ ID, Key, Status string }
-}
-
-// waitRunStatus polls a run until ok says yes.
-func waitRunStatus(t testing.TB, base, id string, what string, ok func(runState) bool) runState {
-	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		var r runState
-		getJSON(t, http.DefaultClient, base+"/api/v1/runs/"+id, &r)
-		if ok(r) {
-			return r
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("run %s is %+v; waited 60s for %s", id, r, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 func submitFile(t testing.TB, base, path string) string {
 	t.Helper()
 	yaml, err := os.ReadFile(path)
@@ -104,7 +82,7 @@ func TestUp(t *testing.T) {
 	data := filepath.Join(t.TempDir(), "data")
 	base, stop := startUp(t, data)
 	run := submitFile(t, base, "../../../shared/examples/diamond.yml")
-	waitRunStatus(t, base, run, "success", func(r runState) bool { return r.Status == "success" })
+	waitRun(t, base, run, func(r runDetails) bool { return r.Status == "success" })
 	var workers struct{ Workers []struct{ Name string } }
 	getJSON(t, http.DefaultClient, base+"/api/v1/workers", &workers)
 	if len(workers.Workers) != 2 {
@@ -120,15 +98,15 @@ func TestUp(t *testing.T) {
 
 	// Ctrl-C while a job runs: the job finishes before up exits.
 	slow := submitYAML(t, base, "name: slow\njobs:\n  a: {steps: [{run: 'sleep 1 && echo finished'}]}\n")
-	waitRunStatus(t, base, slow, "running", func(r runState) bool { return r.Status == "running" })
+	waitRun(t, base, slow, func(r runDetails) bool { return r.Status == "running" })
 	if code := stop(); code != exitOK {
 		t.Fatalf("up exited with %d after Ctrl-C", code)
 	}
 	base, _ = startUp(t, data)
-	if r := waitRunStatus(t, base, slow, "terminal", func(r runState) bool { return r.Status != "running" }); r.Status != "success" {
+	if r := waitRun(t, base, slow, func(r runDetails) bool { return r.Status != "running" }); r.Status != "success" {
 		t.Errorf("the job running at Ctrl-C ended %s, want success", r.Status)
 	}
-	if r := waitRunStatus(t, base, run, "still there", func(runState) bool { return true }); r.Status != "success" {
+	if r := waitRun(t, base, run, func(runDetails) bool { return true }); r.Status != "success" {
 		t.Errorf("after a restart the first run is %s", r.Status)
 	}
 }
@@ -170,7 +148,7 @@ jobs:
 	}
 	p = startChild(t, args)
 	base = waitUpBanner(t, p)
-	r := waitRunStatus(t, base, run, "a terminal status", func(r runState) bool {
+	r := waitRun(t, base, run, func(r runDetails) bool {
 		return r.Status == "success" || r.Status == "failed" || r.Status == "cancelled"
 	})
 	if r.Status != "success" {
