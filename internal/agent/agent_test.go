@@ -79,7 +79,13 @@ func (b *bundle) submit(t testing.TB, yaml string) uuid.UUID {
 
 func (b *bundle) waitRun(t testing.TB, id uuid.UUID) *store.Run {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	return b.waitRunWithin(t, id, 30*time.Second)
+}
+
+// waitRunWithin waits up to d for the run to end.
+func (b *bundle) waitRunWithin(t testing.TB, id uuid.UUID, d time.Duration) *store.Run {
+	t.Helper()
+	deadline := time.Now().Add(d)
 	for {
 		r, err := b.st.GetRun(t.Context(), id)
 		if err != nil {
@@ -89,7 +95,7 @@ func (b *bundle) waitRun(t testing.TB, id uuid.UUID) *store.Run {
 			return r
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("run still %s after 30s", r.Status)
+			t.Fatalf("run still %s after %s", r.Status, d)
 		}
 		select {
 		case <-time.After(20 * time.Millisecond):
