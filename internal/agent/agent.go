@@ -359,8 +359,14 @@ func (a *Agent) runJob(parent context.Context, j claimedJob) {
 		ctx, stop = context.WithTimeoutCause(ctx, time.Duration(spec.Timeout), errTimeout)
 		defer stop()
 	}
+	// A lease lost (told by a heartbeat or by any report) stops the job: another worker
+	// owns it now, and nothing more is reported.
 	lost := make(chan struct{})
-	go a.heartbeat(ctx, j, cancel, lost)
+	loseLease := sync.OnceFunc(func() {
+		close(lost)
+		cancel(errCancelled)
+	})
+	go a.heartbeat(ctx, j, loseLease)
 
 	// The final report uses its own context: a cancel must never lose the result. It
 	// outlasts a coordinator restart or outage: the lease survives one (the reaper waits a
@@ -369,31 +375,42 @@ func (a *Agent) runJob(parent context.Context, j claimedJob) {
 		rctx, stop := context.WithTimeout(context.WithoutCancel(parent), reportFor)
 		defer stop()
 		body["token"] = j.Lease.Token
-		for backoff := 500 * time.Millisecond; ; backoff = min(backoff*2, reportBackoffCap) {
-			err := a.c.post(rctx, "/api/v1/agent/jobs/"+j.ID+path, body, nil)
-			if err == nil || errors.Is(err, errLeaseLost) {
-				return err
-			}
-			var ae *apiError
-			if errors.As(err, &ae) && ae.Status < 500 {
-				return err
-			}
-			select {
-			case <-time.After(backoff):
-			case <-rctx.Done():
-				return err
+		return a.retryPost(rctx, "/api/v1/agent/jobs/"+j.ID+path, body, nil)
+	}
+	// The start and the step reports go out in order behind the steps, so that a
+	// coordinator outage, even one that swallowed the start's answer, never holds the
+	// job back; the completion waits for them.
+	steps := make(chan stepReport, 3*len(spec.Steps)+2)
+	steps <- stepReport{path: "/start", body: map[string]any{}}
+	stepsSent := make(chan struct{})
+	go func() {
+		defer close(stepsSent)
+		for r := range steps {
+			err := report(r.path, r.body)
+			if errors.Is(err, errLeaseLost) || (r.path == "/start" && err != nil) {
+				log.Warn("the coordinator refused a report; stopping the job", "report", r.path, "err", err)
+				loseLease()
+				for range steps {
+				}
+				return
 			}
 		}
-	}
-	if err := report("/start", map[string]any{}); err != nil {
-		log.Warn("start refused; dropping the job", "err", err)
-		return
+	}()
+	// failEarly reports a job that could not get as far as its steps.
+	failEarly := func() {
+		close(steps)
+		<-stepsSent
+		select {
+		case <-lost:
+		default:
+			_ = report("/complete", map[string]any{"status": "failed", "failure_kind": "failure"})
+		}
 	}
 
 	jl, err := a.openLog(j, log)
 	if err != nil {
 		log.Error("open the job's log spool", "err", err)
-		_ = report("/complete", map[string]any{"status": "failed", "failure_kind": "failure"})
+		failEarly()
 		return
 	}
 	ws, err := os.MkdirTemp(a.cfg.WorkDir, "gantry-job-")
@@ -401,23 +418,9 @@ func (a *Agent) runJob(parent context.Context, j claimedJob) {
 		log.Error("create workspace", "err", err)
 		jl.rec.System("the worker could not create a workspace: " + err.Error())
 		jl.close(parent, log)
-		_ = report("/complete", map[string]any{"status": "failed", "failure_kind": "failure"})
+		failEarly()
 		return
 	}
-	// Step reports go out in order behind the steps, so that a coordinator outage never
-	// holds the next step back; the completion waits for them.
-	steps := make(chan stepReport, 3*len(spec.Steps)+1)
-	stepsSent := make(chan struct{})
-	go func() {
-		defer close(stepsSent)
-		for r := range steps {
-			if err := report(r.path, r.body); errors.Is(err, errLeaseLost) {
-				for range steps {
-				}
-				return
-			}
-		}
-	}()
 	var (
 		status, kind string
 		exit         *int
@@ -476,6 +479,27 @@ func (a *Agent) runJob(parent context.Context, j claimedJob) {
 	log.Info("job finished", "status", status)
 	if status == "success" || !a.cfg.KeepFailed {
 		_ = os.RemoveAll(ws)
+	}
+}
+
+// retryPost posts to the coordinator until it answers, backing off while it is
+// unreachable or failing (5xx), until ctx ends. A lease lost or another refusal (4xx) is
+// returned at once.
+func (a *Agent) retryPost(ctx context.Context, path string, body, out any) error {
+	for backoff := 500 * time.Millisecond; ; backoff = min(backoff*2, reportBackoffCap) {
+		err := a.c.post(ctx, path, body, out)
+		if err == nil || errors.Is(err, errLeaseLost) {
+			return err
+		}
+		var ae *apiError
+		if errors.As(err, &ae) && ae.Status < 500 {
+			return err
+		}
+		select {
+		case <-time.After(backoff):
+		case <-ctx.Done():
+			return err
+		}
 	}
 }
 
@@ -623,7 +647,7 @@ func (a *Agent) env(j claimedJob, st pipeline.Step, ws string) []string {
 
 // heartbeat renews the lease on its own goroutine, so that a busy step never delays it.
 // A lost lease ends the job without a report; a cancel asks the job to stop.
-func (a *Agent) heartbeat(ctx context.Context, j claimedJob, cancel context.CancelCauseFunc, lost chan<- struct{}) {
+func (a *Agent) heartbeat(ctx context.Context, j claimedJob, loseLease func()) {
 	every := duration(j.Lease.HeartbeatEvery, a.heartbeatEvery)
 	for {
 		select {
@@ -637,8 +661,7 @@ func (a *Agent) heartbeat(ctx context.Context, j claimedJob, cancel context.Canc
 		err := a.c.post(ctx, "/api/v1/agent/jobs/"+j.ID+"/heartbeat", map[string]any{"token": j.Lease.Token}, &ans)
 		switch {
 		case errors.Is(err, errLeaseLost):
-			close(lost)
-			cancel(errCancelled)
+			loseLease()
 			return
 		case err != nil:
 			a.log.Warn("heartbeat failed; the job keeps running", "job", j.ID, "err", err)

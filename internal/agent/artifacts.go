@@ -364,7 +364,8 @@ func (a *Agent) fetchInputs(ctx context.Context, j claimedJob, ws string, rec *l
 			Name string `json:"name"`
 		} `json:"missing"`
 	}
-	if err := a.c.post(ctx, "/api/v1/agent/jobs/"+j.ID+"/inputs", map[string]any{"token": j.Lease.Token}, &ans); err != nil {
+	// A coordinator outage is waited out, as reports are: it is no reason to fail the job.
+	if err := a.retryPost(ctx, "/api/v1/agent/jobs/"+j.ID+"/inputs", map[string]any{"token": j.Lease.Token}, &ans); err != nil {
 		return fmt.Errorf("list the artifacts of the jobs this one needs: %w", err)
 	}
 	for _, m := range ans.Missing {

@@ -3,15 +3,20 @@ package agent
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -618,5 +623,43 @@ func wantStepsSucceeded(t *testing.T, st store.Store, job uuid.UUID) {
 		if s.Status != store.StepSuccess {
 			t.Errorf("step %d: %s, want success", s.Index, s.Status)
 		}
+	}
+}
+
+// TestStartAnswerLost: the coordinator records a job's start but its answers do not reach
+// the worker (502s from a proxy in between) until the step has run: the steps do not wait
+// for the start's answer, they run once, and the job succeeds.
+func TestStartAnswerLost(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	target, err := url.Parse(b.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	marker := filepath.Join(t.TempDir(), "runs")
+	var swallowed atomic.Int32
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	proxy.ModifyResponse = func(r *http.Response) error {
+		if !strings.HasSuffix(r.Request.URL.Path, "/start") {
+			return nil
+		}
+		first := swallowed.Add(1) == 1
+		if _, err := os.Stat(marker); first || err != nil {
+			return errors.New("answer lost on the way back")
+		}
+		return nil
+	}
+	front := httptest.NewServer(proxy)
+	t.Cleanup(front.Close)
+	startAgent(t, front.URL, slog.LevelInfo)
+	id := b.submit(t, fmt.Sprintf("jobs:\n  a: {steps: [{run: 'echo ran >> %s'}]}\n", marker))
+	if r := b.waitRun(t, id); r.Status != store.RunSuccess {
+		t.Fatalf("run %s, want success", r.Status)
+	}
+	if n := swallowed.Load(); n < 2 {
+		t.Errorf("the start was sent %d times, want again after the lost answers", n)
+	}
+	if got, _ := os.ReadFile(marker); string(got) != "ran\n" {
+		t.Errorf("the step ran %q, want once", got)
 	}
 }
