@@ -134,6 +134,7 @@ func (s *Server) routes(cfg Config) {
 	s.handle("POST /api/v1/jobs/{id}/retry", writers, s.retryJob)
 	s.handle("GET /api/v1/workers", readers, s.listWorkers)
 	s.handle("GET /api/v1/stats", readers, s.stats)
+	s.handle("GET /api/v1/stats/scaling", readers, s.scaling)
 	s.handle("GET /healthz", public, s.healthz)
 	s.handle("GET /readyz", public, s.readyz)
 	s.agentRoutes()

@@ -282,6 +282,9 @@ type QueueStats struct {
 	Assigned int
 	Running  int
 	Retrying int
+	// Leased counts the assigned and running jobs by the label set they asked for
+	// (Priority is not set).
+	Leased []QueueDepth
 	// OldestQueuedAt is when the longest-waiting queued job was queued; zero when none is.
 	OldestQueuedAt time.Time
 }

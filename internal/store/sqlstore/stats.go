@@ -37,6 +37,24 @@ func (e *Engine) QueueStats(ctx context.Context) (*store.QueueStats, error) {
 		return nil, fmt.Errorf("queue stats: %w", err)
 	}
 	out.OldestQueuedAt = fromUS(oldest)
+	rows, err = e.readRows(ctx, `SELECT label_set, COUNT(*) FROM jobs WHERE status IN ('assigned', 'running') GROUP BY label_set ORDER BY label_set`)
+	if err != nil {
+		return nil, fmt.Errorf("queue stats: %w", err)
+	}
+	for rows.Next() {
+		var d store.QueueDepth
+		var labels string
+		if err := rows.Scan(&labels, &d.Jobs); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("queue stats: %w", err)
+		}
+		d.Labels = splitLabels(labels)
+		out.Leased = append(out.Leased, d)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("queue stats: %w", err)
+	}
 	rows, err = e.readRows(ctx, `SELECT status, COUNT(*) FROM jobs WHERE status IN ('assigned', 'running', 'retrying') GROUP BY status`)
 	if err != nil {
 		return nil, fmt.Errorf("queue stats: %w", err)

@@ -63,5 +63,9 @@ jobs:
 	if got.Assigned != 1 || got.Running != 1 || got.Retrying != 1 {
 		t.Errorf("assigned %d, running %d, retrying %d; want 1 each", got.Assigned, got.Running, got.Retrying)
 	}
+	wantLeased := []store.QueueDepth{{Labels: []string{"gpu", "linux"}, Jobs: 1}, {Labels: []string{"linux"}, Jobs: 1}}
+	if !reflect.DeepEqual(got.Leased, wantLeased) {
+		t.Errorf("Leased = %+v, want %+v", got.Leased, wantLeased)
+	}
 	wantTime(t, "OldestQueuedAt", got.OldestQueuedAt, first)
 }

@@ -1,0 +1,96 @@
+package api_test
+
+import (
+	"net/http"
+	"reflect"
+	"testing"
+	"time"
+)
+
+type scalingView struct {
+	Labels            []string `json:"labels"`
+	Queued            int      `json:"queued"`
+	Running           int      `json:"running"`
+	CapacityPerWorker int      `json:"capacity_per_worker"`
+	Workers           int      `json:"workers"`
+	IdleWorkers       int      `json:"idle_workers"`
+	DesiredWorkers    int      `json:"desired_workers"`
+	AdditionalWorkers int      `json:"additional_workers"`
+}
+
+// TestScaling: the autoscaling answer for scripted queue states: per label set, the jobs
+// queued and running, the workers that can run them, and how many workers that needs.
+func TestScaling(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	get := func(path string) (out struct {
+		LabelSets []scalingView `json:"label_sets"`
+		Total     scalingView   `json:"total"`
+	}) {
+		t.Helper()
+		r := b.get(t, path)
+		if r.status != http.StatusOK {
+			t.Fatalf("GET %s: %d %s", path, r.status, r.body)
+		}
+		r.decode(t, &out)
+		return out
+	}
+	if got := get("/api/v1/stats/scaling"); len(got.LabelSets) != 0 || got.Total.DesiredWorkers != 0 {
+		t.Fatalf("an empty queue needs %+v", got)
+	}
+
+	// Five linux jobs and two gpu jobs; one linux worker of 2 slots and one gpu worker of 1.
+	b.post(t, "/api/v1/runs", `{"pipeline": "name: s\njobs:\n  build: {runs_on: [linux], matrix: {n: [1, 2, 3, 4, 5]}, steps: [{run: make}]}\n  train: {runs_on: [linux, gpu], matrix: {n: [1, 2]}, steps: [{run: make}]}\n"}`)
+	b.post(t, "/api/v1/agent/register", `{"id": "cpu", "name": "cpu", "labels": ["linux"], "max_jobs": 2}`)
+	b.post(t, "/api/v1/agent/register", `{"id": "gpu", "name": "gpu", "labels": ["linux", "gpu"], "max_jobs": 1}`)
+	if c := b.claim(t, `{"worker_id": "cpu", "labels": ["linux"], "max": 2, "wait": "0s"}`); len(c.Jobs) != 2 {
+		t.Fatalf("the cpu worker claimed %d jobs, want 2", len(c.Jobs))
+	}
+	got := get("/api/v1/stats/scaling")
+	want := map[string]scalingView{
+		// 3 queued + 2 running linux jobs; both workers run linux jobs, 3 slots between
+		// two workers make a capacity of 1 each: 5 workers, 3 more than the 2.
+		"linux": {Queued: 3, Running: 2, CapacityPerWorker: 1, Workers: 2, IdleWorkers: 2, DesiredWorkers: 5, AdditionalWorkers: 3},
+		// 2 queued gpu jobs; only the gpu worker runs them.
+		"gpu,linux": {Queued: 2, CapacityPerWorker: 1, Workers: 1, IdleWorkers: 1, DesiredWorkers: 2, AdditionalWorkers: 1},
+	}
+	if len(got.LabelSets) != 2 {
+		t.Fatalf("label sets %+v, want linux and gpu,linux", got.LabelSets)
+	}
+	for _, sc := range got.LabelSets {
+		key := ""
+		for i, l := range sc.Labels {
+			if i > 0 {
+				key += ","
+			}
+			key += l
+		}
+		w := want[key]
+		w.Labels = sc.Labels
+		if !reflect.DeepEqual(sc, w) {
+			t.Errorf("label set %s = %+v, want %+v", key, sc, w)
+		}
+	}
+	if got.Total.DesiredWorkers != 7 || got.Total.AdditionalWorkers != 4 || got.Total.Queued != 5 || got.Total.Running != 2 {
+		t.Errorf("total = %+v, want 7 desired, 4 more, 5 queued, 2 running", got.Total)
+	}
+
+	// A worker image that runs 4 jobs: ?capacity=4 sizes the pool for it, one set at a time.
+	var one scalingView
+	b.get(t, "/api/v1/stats/scaling?labels=linux&capacity=4").decode(t, &one)
+	if one.Queued != 3 || one.Running != 2 || one.CapacityPerWorker != 4 || one.DesiredWorkers != 2 || one.AdditionalWorkers != 0 {
+		t.Errorf("linux at capacity 4 = %+v, want 2 workers, none more", one)
+	}
+	b.get(t, "/api/v1/stats/scaling?labels=arm64").decode(t, &one)
+	if one.Queued != 0 || one.DesiredWorkers != 0 || one.Workers != 0 {
+		t.Errorf("a set nothing asks for = %+v, want zeros", one)
+	}
+
+	// Workers three heartbeats late do not count.
+	b.clock.Advance(time.Minute)
+	b.get(t, "/api/v1/stats/scaling?labels=linux").decode(t, &one)
+	if one.Workers != 0 || one.AdditionalWorkers != one.DesiredWorkers {
+		t.Errorf("linux with its workers offline = %+v, want no workers", one)
+	}
+	expectError(t, b.get(t, "/api/v1/stats/scaling?capacity=0"), http.StatusBadRequest, "bad_request")
+}
