@@ -156,7 +156,7 @@ func TestDiamondArtifacts(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	b.start(t, 2)
-	yaml, err := os.ReadFile("../../../shared/examples/diamond.yml")
+	yaml, err := os.ReadFile("../../examples/diamond.yml")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,7 +26,7 @@ func TestArtifactsCommands(t *testing.T) {
 	}()
 	defer func() { stopWorker(); <-workerDone }()
 
-	yaml, err := os.ReadFile("../../../shared/examples/diamond.yml")
+	yaml, err := os.ReadFile("../../examples/diamond.yml")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -81,7 +81,7 @@ func TestUp(t *testing.T) {
 	t.Parallel()
 	data := filepath.Join(t.TempDir(), "data")
 	base, stop := startUp(t, data)
-	run := submitFile(t, base, "../../../shared/examples/diamond.yml")
+	run := submitFile(t, base, "../../examples/diamond.yml")
 	waitRun(t, base, run, func(r runDetails) bool { return r.Status == "success" })
 	var workers struct{ Workers []struct{ Name string } }
 	getJSON(t, http.DefaultClient, base+"/api/v1/workers", &workers)
