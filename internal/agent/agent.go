@@ -332,7 +332,7 @@ func (a *Agent) cancelJob(id string) {
 
 // runJob runs one claimed job to its end and reports it.
 func (a *Agent) runJob(parent context.Context, j claimedJob) {
-	log := a.log.With("job", j.ID, "key", j.Key, "attempt", j.Attempt)
+	log := a.log.With("run", j.RunID, "job", j.ID, "key", j.Key, "attempt", j.Attempt)
 	spec := j.Spec
 	if spec == nil {
 		log.Error("claimed job has no spec")

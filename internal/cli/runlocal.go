@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"os"
 	"runtime"
@@ -50,6 +49,7 @@ func (a *app) runCommand() *cobra.Command {
 	f.StringVar(&cfg.Executor, "executor", cfg.Executor, "shell, or sandbox (bubblewrap: no network unless the job sets network: true)")
 	f.StringVar(&cfg.Labels, "labels", "", "comma-separated labels for the workers, besides "+runtime.GOOS+" and "+runtime.GOARCH)
 	f.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "level of the coordinator's and workers' own log on stderr: debug, info, warn or error")
+	f.StringVar(&cfg.LogFormat, "log-format", "auto", logFormatUsage)
 	return cmd
 }
 
@@ -66,8 +66,7 @@ func (a *app) runLocal(ctx context.Context, cfg runConfig) error {
 		cfg.Data = dir
 	}
 	cfg.Addr = "127.0.0.1:0"
-	level, _ := logLevel(cfg.LogLevel)
-	log := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: level}))
+	log := newLogger(a.stderr, cfg.LogLevel, cfg.LogFormat)
 	// The workers outlive ctx: a Ctrl-C cancels the run, whose jobs the workers then
 	// cancel and report, and only then do they stop.
 	l, err := startLocal(context.WithoutCancel(ctx), cfg.upConfig, log)

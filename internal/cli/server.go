@@ -34,6 +34,7 @@ type serverConfig struct {
 	ReapEvery      time.Duration
 	CancelGrace    time.Duration
 	LogLevel       string
+	LogFormat      string
 	// Auth is on, off or auto: on unless the address is loopback.
 	Auth string
 	// LogsDir holds job logs as files; empty keeps them in the database (PostgreSQL) or
@@ -99,6 +100,7 @@ func (a *app) serverCommand() *cobra.Command {
 	f.DurationVar(&cfg.ReapEvery, "reap-every", cfg.ReapEvery, "how often expired leases are reaped")
 	f.DurationVar(&cfg.CancelGrace, "cancel-grace", cfg.CancelGrace, "time between SIGTERM and SIGKILL for jobs that set no cancel_grace")
 	f.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "debug, info, warn or error")
+	f.StringVar(&cfg.LogFormat, "log-format", "auto", logFormatUsage)
 	f.StringVar(&cfg.Auth, "auth", cfg.Auth, "on, off or auto (on unless --addr is loopback)")
 	f.StringVar(&cfg.LogsDir, "logs-dir", cfg.LogsDir, "directory for job logs (default: next to the SQLite file; in the database with PostgreSQL)")
 	f.StringVar(&cfg.LogMaxSize, "log-max-size", cfg.LogMaxSize, "most log one job attempt keeps, e.g. 50Mi")
@@ -117,6 +119,9 @@ func (c *serverConfig) validate() error {
 		return usagef("--heartbeat-every (%s) must be at most half of --lease-ttl (%s)", c.HeartbeatEvery, c.LeaseTTL)
 	}
 	if _, err := logLevel(c.LogLevel); err != nil {
+		return err
+	}
+	if err := checkLogFormat(c.LogFormat); err != nil {
 		return err
 	}
 	if n, err := pipeline.ParseSize(c.LogMaxSize); err != nil || n < 1<<20 {
@@ -188,8 +193,7 @@ func openStore(ctx context.Context, db string, opts sqlite.Options) (store.Store
 }
 
 func (a *app) server(ctx context.Context, cfg serverConfig) error {
-	level, _ := logLevel(cfg.LogLevel)
-	log := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: level}))
+	log := newLogger(a.stderr, cfg.LogLevel, cfg.LogFormat)
 	c, err := startCoordinator(ctx, cfg, log)
 	if err != nil {
 		return err

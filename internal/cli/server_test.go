@@ -32,7 +32,8 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-var listening = regexp.MustCompile(`msg="gantry server listening" addr=(\S+)`)
+// listening finds the address in the server's "listening" record, in either log format.
+var listening = regexp.MustCompile(`(?:msg="gantry server listening" addr=|"msg":"gantry server listening","addr":")([^\s"]+)`)
 
 // TestServer starts `gantry server` in process on a free port and a fresh SQLite store,
 // submits a run over HTTP, reads it back, and stops the server the way Ctrl-C does.

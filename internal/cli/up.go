@@ -34,7 +34,9 @@ type upConfig struct {
 	Workers  int
 	Executor string
 	LogLevel string
-	LeaseTTL time.Duration
+	// LogFormat is text, json or auto.
+	LogFormat string
+	LeaseTTL  time.Duration
 	// Labels are the workers' labels besides the operating system and architecture
 	// (linux, amd64) they always have.
 	Labels string
@@ -69,6 +71,7 @@ func (a *app) upCommand() *cobra.Command {
 	f.IntVar(&cfg.Workers, "workers", cfg.Workers, "local workers, each running one job at a time")
 	f.StringVar(&cfg.Executor, "executor", cfg.Executor, "shell, or sandbox (bubblewrap: no network unless the job sets network: true)")
 	f.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "debug, info, warn or error")
+	f.StringVar(&cfg.LogFormat, "log-format", "auto", logFormatUsage)
 	f.DurationVar(&cfg.LeaseTTL, "lease-ttl", cfg.LeaseTTL, "how long a job of a crashed process waits before it runs again")
 	f.StringVar(&cfg.Labels, "labels", "", "comma-separated labels for the workers, besides "+runtime.GOOS+" and "+runtime.GOARCH)
 	return cmd
@@ -85,6 +88,9 @@ func (c *upConfig) validate() error {
 		return usagef("--lease-ttl must be at least 2s")
 	}
 	if _, err := logLevel(c.LogLevel); err != nil {
+		return err
+	}
+	if err := checkLogFormat(c.LogFormat); err != nil {
 		return err
 	}
 	switch c.Executor {
@@ -113,15 +119,14 @@ func (c *upConfig) labels() []string {
 // server is the coordinator `up` runs.
 func (c *upConfig) server() serverConfig {
 	return serverConfig{
-		Addr: c.Addr, DB: "sqlite://" + filepath.Join(c.Data, "gantry.db"), LogLevel: c.LogLevel, Auth: "auto",
+		Addr: c.Addr, DB: "sqlite://" + filepath.Join(c.Data, "gantry.db"), LogLevel: c.LogLevel, LogFormat: c.LogFormat, Auth: "auto",
 		LeaseTTL: c.LeaseTTL, HeartbeatEvery: c.LeaseTTL / 4, ReapEvery: min(c.LeaseTTL/4, scheduler.DefaultReapEvery),
 		CancelGrace: api.DefaultCancelGrace, LogMaxSize: "50Mi", ArtifactsExpireIn: 30 * 24 * time.Hour,
 	}
 }
 
 func (a *app) up(ctx context.Context, cfg upConfig) error {
-	level, _ := logLevel(cfg.LogLevel)
-	log := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: level}))
+	log := newLogger(a.stderr, cfg.LogLevel, cfg.LogFormat)
 	l, err := startLocal(ctx, cfg, log)
 	if err != nil {
 		return err

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"log/slog"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -29,6 +28,7 @@ type workerConfig struct {
 	WorkDir    string
 	KeepFailed bool
 	LogLevel   string
+	LogFormat  string
 	Executor   string
 }
 
@@ -49,11 +49,13 @@ func (a *app) workerCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			level, err := logLevel(cfg.LogLevel)
-			if err != nil {
+			if _, err := logLevel(cfg.LogLevel); err != nil {
 				return err
 			}
-			ac.Logger = slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: level}))
+			if err := checkLogFormat(cfg.LogFormat); err != nil {
+				return err
+			}
+			ac.Logger = newLogger(a.stderr, cfg.LogLevel, cfg.LogFormat)
 			return a.worker(cmd.Context(), ac)
 		},
 	}
@@ -68,6 +70,7 @@ func (a *app) workerCommand() *cobra.Command {
 	f.StringVar(&cfg.WorkDir, "work-dir", "", "where job workspaces are made (default: the temp dir)")
 	f.BoolVar(&cfg.KeepFailed, "keep-failed", false, "keep the workspaces of failed jobs")
 	f.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "debug (shows step output), info, warn or error")
+	f.StringVar(&cfg.LogFormat, "log-format", "auto", logFormatUsage)
 	f.StringVar(&cfg.Executor, "executor", cfg.Executor, "shell, or sandbox (bubblewrap: no network unless the job sets network: true)")
 	return cmd
 }
