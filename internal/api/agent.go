@@ -101,6 +101,7 @@ func (s *Server) decodeJSON(w http.ResponseWriter, r *http.Request, v any) *requ
 // that a worker can tell "stop working on this job" from other conflicts.
 func (s *Server) agentError(w http.ResponseWriter, r *http.Request, action string, err error) {
 	if errors.Is(err, store.ErrLeaseLost) {
+		s.metrics.LeaseLost.Inc()
 		writeError(w, http.StatusConflict, codeLeaseLost, err.Error(), nil)
 		return
 	}
@@ -243,8 +244,10 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
 		}
 		if len(claims) > 0 || wait == 0 {
 			out := make([]claimedJSON, len(claims))
+			now := s.clock.Now()
 			for i, c := range claims {
 				out[i] = s.claimedJSON(c)
+				s.metrics.JobClaimed(c.Job, now)
 			}
 			writeJSON(w, http.StatusOK, map[string]any{"jobs": out})
 			return
@@ -341,6 +344,7 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
 		s.agentError(w, r, "heartbeat", err)
 		return
 	}
+	s.metrics.Heartbeats.Inc()
 	writeJSON(w, http.StatusOK, heartbeatResponse{ExpiresAt: formatTime(res.ExpiresAt), CancelRequested: res.CancelRequested})
 }
 
@@ -388,6 +392,7 @@ func (s *Server) completeJob(w http.ResponseWriter, r *http.Request) {
 		s.agentError(w, r, "complete job", err)
 		return
 	}
+	s.metrics.JobFinished(job, s.clock.Now())
 	s.endLog(r.Context(), job.ID, job.Attempt)
 	writeJSON(w, http.StatusOK, completeResponse{ID: job.ID.String(), Status: string(job.Status), Attempt: job.Attempt,
 		FailureKind: string(job.FailureKind), RetryAfter: formatTime(job.RetryAfter)})

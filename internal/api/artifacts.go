@@ -208,6 +208,7 @@ func (s *Server) artifactStored(w http.ResponseWriter, r *http.Request) {
 				fmt.Sprintf("artifact %s: the blob store does not hold blob %s", a.ID, a.SHA256), nil)
 			return
 		}
+		s.metrics.ArtifactBytes.Add(float64(a.Size))
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"id": a.ID, "state": store.ArtifactStored})
 }

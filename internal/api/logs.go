@@ -335,6 +335,8 @@ func (s *Server) streamLogs(w http.ResponseWriter, r *http.Request) {
 	h.Set("X-Accel-Buffering", "no")
 	h.Set("X-Gantry-Attempt", strconv.Itoa(key.Attempt))
 	w.WriteHeader(http.StatusOK)
+	s.metrics.SSESubscribers.Inc()
+	defer s.metrics.SSESubscribers.Dec()
 	bw := bufio.NewWriterSize(w, 32<<10)
 	bw.WriteString("retry: 2000\n\n")
 	if err := flush(bw, rc); err != nil {

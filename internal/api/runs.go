@@ -157,7 +157,9 @@ func (s *Server) createRun(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	status := http.StatusAccepted
-	if !created {
+	if created {
+		s.metrics.JobsCreated.Add(float64(len(jobs)))
+	} else {
 		w.Header().Set("Idempotent-Replay", "true")
 		status = http.StatusOK
 	}

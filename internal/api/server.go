@@ -10,6 +10,7 @@ import (
 	"github.com/gantry-ci/gantry/internal/blob"
 	"github.com/gantry-ci/gantry/internal/clock"
 	"github.com/gantry-ci/gantry/internal/logs"
+	"github.com/gantry-ci/gantry/internal/metrics"
 	"github.com/gantry-ci/gantry/internal/pipeline"
 	"github.com/gantry-ci/gantry/internal/store"
 )
@@ -55,6 +56,9 @@ type Config struct {
 	// UI serves the web dashboard on every GET path the API does not own; its pages call
 	// the API with the user's token, so it is mounted without one. Nil serves none.
 	UI http.Handler
+	// Metrics receives the coordinator's metrics, served at GET /metrics; when nil the
+	// server makes its own. The server times its store calls into it (InstrumentStore).
+	Metrics *metrics.Coordinator
 }
 
 // Server serves the HTTP API on top of a store. It keeps no state of its own.
@@ -67,6 +71,7 @@ type Server struct {
 	mux     *http.ServeMux
 	logs    *logs.Service
 	ownLogs bool // logs was made here and is closed by Close
+	metrics *metrics.Coordinator
 
 	keepAlive time.Duration
 
@@ -104,9 +109,15 @@ func New(cfg Config) *Server {
 		blobPrefix:     cmp.Or(cfg.BlobPrefix, DefaultBlobPrefix),
 		blobURLTTL:     cmp.Or(cfg.BlobURLTTL, DefaultBlobURLTTL),
 		artifactTTL:    cfg.ArtifactTTL,
+		metrics:        cfg.Metrics,
 	}
+	if s.metrics == nil {
+		s.metrics = metrics.NewCoordinator()
+	}
+	s.store = metrics.InstrumentStore(cfg.Store, s.metrics)
 	if s.logs == nil {
-		s.logs = logs.NewService(logs.Config{Storage: logs.NewChunkStorage(cfg.Store).WithBlobs(cfg.Blobs), Notifier: cfg.Store, Logger: cfg.Logger})
+		s.logs = logs.NewService(logs.Config{Storage: logs.NewChunkStorage(s.store).WithBlobs(cfg.Blobs), Notifier: s.store,
+			Logger: cfg.Logger, Stored: s.metrics.LogsStored})
 		s.ownLogs = true
 	}
 	if s.log == nil {
@@ -115,6 +126,7 @@ func New(cfg Config) *Server {
 	if s.clock == nil {
 		s.clock = clock.Real{}
 	}
+	s.metrics.WatchState(s.store, metrics.StateOptions{OfflineAfter: time.Duration(s.offlineAfter()), Clock: s.clock})
 	if s.maxBody <= 0 {
 		s.maxBody = DefaultMaxBodyBytes
 	}
@@ -137,6 +149,8 @@ func (s *Server) routes(cfg Config) {
 	s.handle("GET /api/v1/stats/scaling", readers, s.scaling)
 	s.handle("GET /healthz", public, s.healthz)
 	s.handle("GET /readyz", public, s.readyz)
+	// Scrapers send a read token (Prometheus' authorization config) when auth is on.
+	s.handle("GET /metrics", readers, s.metrics.Handler().ServeHTTP)
 	s.agentRoutes()
 	s.logRoutes()
 	s.wsRoutes()
@@ -181,9 +195,10 @@ func (s *Server) Handler() http.Handler {
 					writeError(sw, http.StatusInternalServerError, codeInternal, "internal error", nil)
 				}
 			}
+			d := s.clock.Now().Sub(start)
+			s.metrics.HTTPRequest(r.Pattern, sw.status(), d)
 			s.log.DebugContext(r.Context(), "request",
-				"method", r.Method, "route", r.Pattern, "status", sw.status(),
-				"duration", s.clock.Now().Sub(start))
+				"method", r.Method, "route", r.Pattern, "status", sw.status(), "duration", d)
 		}()
 		s.mux.ServeHTTP(&muxErrorWriter{statusWriter: sw, r: r}, r)
 	})

@@ -246,8 +246,10 @@ func (wc *wsConn) subscribe(in *wsIn) {
 
 	_ = wc.send(sub, wsOut{Type: "subscribed", ID: in.ID})
 	wc.wg.Add(1)
+	wc.s.metrics.WSSubscribers.Inc()
 	go func() {
 		defer wc.wg.Done()
+		defer wc.s.metrics.WSSubscribers.Dec()
 		defer func() {
 			cancel()
 			wc.mu.Lock()

@@ -41,6 +41,9 @@ type Config struct {
 	// rest is dropped and a system line says so.
 	MaxBytes int64
 	Logger   *slog.Logger
+	// Stored, when set, is told how many lines each append stored and the bytes of their
+	// text (metrics).
+	Stored func(lines int, bytes int64)
 }
 
 // Service is the coordinator's side of the log pipeline: it stores what workers send,
@@ -173,6 +176,13 @@ func (s *Service) Append(ctx context.Context, k Key, lines []Line) (next int64, 
 	}
 	s.hub.Publish(k, todo)
 	s.announceLater(k)
+	if s.cfg.Stored != nil {
+		var n int64
+		for i := range todo {
+			n += int64(len(todo[i].Text))
+		}
+		s.cfg.Stored(len(todo), n)
+	}
 	if trunc {
 		a.truncated = true
 		return end, true, nil

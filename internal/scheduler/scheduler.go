@@ -41,6 +41,9 @@ type Config struct {
 	// gives those workers a full TTL to heartbeat before their jobs are taken away.
 	// Zero reaps first after ReapEvery.
 	StartGrace time.Duration
+	// Reaped, when set, is told what each reaping pass took back: leases that expired
+	// and jobs revoked past their deadline (metrics).
+	Reaped func(expired, timedOut int)
 }
 
 // Loops runs the maintenance loops.
@@ -95,10 +98,13 @@ func (l *Loops) every(ctx context.Context, first, d time.Duration, pass func(con
 // returns how many jobs changed.
 func (l *Loops) Reap(ctx context.Context) (int, error) {
 	reaped, err := drain(ctx, l.cfg.Store.ReapExpiredLeases)
-	if err != nil {
-		return reaped, err
+	revoked := 0
+	if err == nil {
+		revoked, err = drain(ctx, l.cfg.Store.RevokeTimedOut)
 	}
-	revoked, err := drain(ctx, l.cfg.Store.RevokeTimedOut)
+	if l.cfg.Reaped != nil {
+		l.cfg.Reaped(reaped, revoked)
+	}
 	if reaped+revoked > 0 {
 		l.cfg.Logger.Info("reaped jobs", "lost", reaped, "timed_out", revoked)
 	}
