@@ -17,6 +17,7 @@ import (
 
 	"github.com/gantry-ci/gantry/internal/executor"
 	"github.com/gantry-ci/gantry/internal/logs"
+	"github.com/gantry-ci/gantry/internal/metrics"
 	"github.com/gantry-ci/gantry/internal/pipeline"
 )
 
@@ -42,6 +43,8 @@ type Config struct {
 	Executor   Executor
 	Logger     *slog.Logger
 	HTTPClient *http.Client
+	// Metrics counts what the worker does; nil counts nothing.
+	Metrics *metrics.Worker
 }
 
 // Agent is a running worker.
@@ -194,6 +197,7 @@ func (a *Agent) Run(drain, kill context.Context) error {
 			if drain.Err() != nil {
 				continue
 			}
+			a.cfg.Metrics.ClaimFailed()
 			a.log.Warn("claim failed; trying again", "err", err, "in", backoff)
 			select {
 			case <-time.After(backoff):
@@ -346,6 +350,8 @@ func (a *Agent) runJob(parent context.Context, j claimedJob) {
 	a.cpu += spec.Resources.MilliCPU
 	a.mem += spec.Resources.MemoryBytes
 	a.mu.Unlock()
+	a.cfg.Metrics.JobStarted()
+	defer a.cfg.Metrics.JobStopped()
 	defer func() {
 		a.mu.Lock()
 		close(rj.done)
@@ -402,8 +408,10 @@ func (a *Agent) runJob(parent context.Context, j claimedJob) {
 		<-stepsSent
 		select {
 		case <-lost:
+			a.cfg.Metrics.JobEnded("lost")
 		default:
 			_ = report("/complete", map[string]any{"status": "failed", "failure_kind": "failure"})
+			a.cfg.Metrics.JobEnded("failed")
 		}
 	}
 
@@ -459,6 +467,8 @@ func (a *Agent) runJob(parent context.Context, j claimedJob) {
 	case <-lost:
 		log.Warn("lease lost: another worker owns the job now; not reporting")
 		jl.ship.Abort()
+		a.countLog(jl)
+		a.cfg.Metrics.JobEnded("lost")
 		_ = os.RemoveAll(ws)
 		return
 	default:
@@ -466,6 +476,7 @@ func (a *Agent) runJob(parent context.Context, j claimedJob) {
 	// Every line is stored before the job is reported complete, so that a reader who
 	// sees the job end has seen all of its log.
 	jl.close(parent, log)
+	a.countLog(jl)
 	body := map[string]any{"status": status}
 	if kind != "" {
 		body["failure_kind"] = kind
@@ -476,6 +487,7 @@ func (a *Agent) runJob(parent context.Context, j claimedJob) {
 	if err := report("/complete", body); err != nil {
 		log.Error("report completion", "err", err)
 	}
+	a.cfg.Metrics.JobEnded(status)
 	log.Info("job finished", "status", status)
 	if status == "success" || !a.cfg.KeepFailed {
 		_ = os.RemoveAll(ws)
@@ -488,7 +500,11 @@ func (a *Agent) runJob(parent context.Context, j claimedJob) {
 func (a *Agent) retryPost(ctx context.Context, path string, body, out any) error {
 	for backoff := 500 * time.Millisecond; ; backoff = min(backoff*2, reportBackoffCap) {
 		err := a.c.post(ctx, path, body, out)
-		if err == nil || errors.Is(err, errLeaseLost) {
+		if err == nil {
+			return nil
+		}
+		a.cfg.Metrics.ReportFailed()
+		if errors.Is(err, errLeaseLost) {
 			return err
 		}
 		var ae *apiError
@@ -528,10 +544,12 @@ func (a *Agent) runSteps(ctx context.Context, log *slog.Logger, rec *logs.Record
 		report(path, map[string]any{"status": "running"})
 		rec.System("step " + st.Name)
 		out, errOut := rec.Writer(logs.Stdout), rec.Writer(logs.Stderr)
+		began := time.Now()
 		res, err := a.cfg.Executor.Run(ctx, executor.Step{
 			Shell: st.Shell, Script: st.Run, Env: a.env(j, st, ws), Dir: ws,
 			Stdout: out, Stderr: errOut, Grace: grace, Network: spec.Network,
 		})
+		a.cfg.Metrics.StepEnded(stepResult(res, err), time.Since(began).Seconds())
 		_ = out.Close()
 		_ = errOut.Close()
 		code := res.ExitCode
@@ -557,6 +575,23 @@ func (a *Agent) runSteps(ctx context.Context, log *slog.Logger, rec *logs.Record
 		}
 	}
 	return "success", "", nil
+}
+
+// stepResult names how a step's process ended, for the step metrics.
+func stepResult(res executor.Result, err error) string {
+	switch {
+	case err != nil || res.ExitCode != 0 && !res.Cancelled:
+		return "failed"
+	case res.Cancelled:
+		return "cancelled"
+	}
+	return "success"
+}
+
+// countLog counts an attempt's shipped and dropped log lines once its shipper is done.
+func (a *Agent) countLog(jl *jobLog) {
+	st := jl.ship.Stats()
+	a.cfg.Metrics.LogShipped(st.Acked, st.Dropped)
 }
 
 // stepReport is a step's status on its way to the coordinator.
@@ -664,6 +699,7 @@ func (a *Agent) heartbeat(ctx context.Context, j claimedJob, loseLease func()) {
 			loseLease()
 			return
 		case err != nil:
+			a.cfg.Metrics.ReportFailed()
 			a.log.Warn("heartbeat failed; the job keeps running", "job", j.ID, "err", err)
 		case ans.CancelRequested:
 			a.cancelJob(j.ID)

@@ -268,6 +268,7 @@ func (a *Agent) upload(ctx context.Context, base *url.URL, r registered, f keptF
 	}
 	_, _ = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
+	a.cfg.Metrics.ArtifactUploaded(f.Size)
 	return a.c.post(ctx, "/api/v1/agent/artifacts/"+r.ID+"/stored", map[string]any{}, nil)
 }
 
@@ -389,6 +390,7 @@ func (a *Agent) fetchInputs(ctx context.Context, j claimedJob, ws string, rec *l
 		if err := download(ctx, a.blobHTTP, base, in.Download.blob(), ws, in.Name, in.SHA256, in.Size, fs.FileMode(in.Mode)); err != nil {
 			return fmt.Errorf("artifact %q of job %s: %w", in.Name, in.Job, err)
 		}
+		a.cfg.Metrics.ArtifactDownloaded(in.Size)
 		rec.System(fmt.Sprintf("artifacts: fetched %s of job %s (%d bytes) in %s", in.Name, in.Job, in.Size, rate(in.Size, time.Since(start))))
 	}
 	return nil

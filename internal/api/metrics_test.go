@@ -105,7 +105,7 @@ func TestMetricsAfterScriptedRun(t *testing.T) {
 	}{
 		{"gantry_jobs_created_total", nil, 3},
 		{"gantry_jobs_finished_total", []string{"result", "success", "failure_kind", ""}, 3},
-		{"gantry_jobs_finished_total", []string{"result", "failed", "failure_kind", "exit"}, 0},
+		{"gantry_jobs_finished_total", []string{"result", "failed", "failure_kind", "failure"}, 0},
 		{"gantry_heartbeats_total", nil, 3},
 		{"gantry_lease_lost_total", nil, 1},
 		{"gantry_log_lines_ingested_total", nil, 5},
