@@ -18,6 +18,7 @@ import (
 	"github.com/gantry-ci/gantry/internal/blob"
 	"github.com/gantry-ci/gantry/internal/clock"
 	"github.com/gantry-ci/gantry/internal/logs"
+	"github.com/gantry-ci/gantry/internal/metrics"
 	"github.com/gantry-ci/gantry/internal/pipeline"
 	"github.com/gantry-ci/gantry/internal/scheduler"
 	"github.com/gantry-ci/gantry/internal/store"
@@ -228,6 +229,10 @@ func startCoordinator(ctx context.Context, cfg serverConfig, log *slog.Logger) (
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
+	// One registry for the API, the log service and the scheduler loops, all of which
+	// use the timed store.
+	m := metrics.NewCoordinator()
+	st = metrics.InstrumentStore(st, m)
 	var closers []func()
 	closeAll := func() {
 		for i := len(closers) - 1; i >= 0; i-- {
@@ -255,7 +260,7 @@ func startCoordinator(ctx context.Context, cfg serverConfig, log *slog.Logger) (
 	} else {
 		closers = append(closers, func() { _ = blobs.Close() })
 	}
-	logSvc, closeLogs, err := openLogs(cfg, st, blobs, log)
+	logSvc, closeLogs, err := openLogs(cfg, st, blobs, log, m.LogsStored)
 	if err != nil {
 		_ = ln.Close()
 		closeAll()
@@ -265,13 +270,13 @@ func startCoordinator(ctx context.Context, cfg serverConfig, log *slog.Logger) (
 	srv := &http.Server{
 		Handler: api.New(api.Config{Store: st, Logger: log, LeaseTTL: cfg.LeaseTTL, HeartbeatEvery: cfg.HeartbeatEvery,
 			CancelGrace: cfg.CancelGrace, Auth: cfg.authOn(), Logs: logSvc,
-			Blobs: blobs, ArtifactTTL: cfg.ArtifactsExpireIn, UI: cfg.UI}).Handler(),
+			Blobs: blobs, ArtifactTTL: cfg.ArtifactsExpireIn, UI: cfg.UI, Metrics: m}).Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       time.Minute,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
-	loops := scheduler.New(scheduler.Config{Store: st, Logger: log, ReapEvery: cfg.ReapEvery, StartGrace: cfg.LeaseTTL})
+	loops := scheduler.New(scheduler.Config{Store: st, Logger: log, ReapEvery: cfg.ReapEvery, StartGrace: cfg.LeaseTTL, Reaped: m.Reaped})
 	loopCtx, stopLoops := context.WithCancel(context.WithoutCancel(ctx))
 	loopsDone := make(chan struct{})
 	go func() {
@@ -306,7 +311,7 @@ func startCoordinator(ctx context.Context, cfg serverConfig, log *slog.Logger) (
 // openLogs makes the log service: files in a directory in embedded mode, chunks in the
 // database (shared by replicas) with PostgreSQL unless --logs-dir says otherwise, moved
 // to the blob store when their attempt ends.
-func openLogs(cfg serverConfig, st store.Store, blobs blob.Store, log *slog.Logger) (*logs.Service, func(), error) {
+func openLogs(cfg serverConfig, st store.Store, blobs blob.Store, log *slog.Logger, stored func(int, int64)) (*logs.Service, func(), error) {
 	maxBytes, _ := pipeline.ParseSize(cfg.LogMaxSize)
 	dir := cfg.LogsDir
 	if path, ok := strings.CutPrefix(cfg.DB, "sqlite://"); ok && dir == "" {
@@ -320,7 +325,7 @@ func openLogs(cfg serverConfig, st store.Store, blobs blob.Store, log *slog.Logg
 		}
 		storage = fs
 	}
-	svc := logs.NewService(logs.Config{Storage: storage, Notifier: st, MaxBytes: maxBytes, Logger: log})
+	svc := logs.NewService(logs.Config{Storage: storage, Notifier: st, MaxBytes: maxBytes, Logger: log, Stored: stored})
 	return svc, func() {
 		svc.Close()
 		if err := storage.Close(); err != nil {

@@ -2,17 +2,24 @@ package cli
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
 	"runtime"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/gantry-ci/gantry/internal/agent"
 	"github.com/gantry-ci/gantry/internal/executor"
+	"github.com/gantry-ci/gantry/internal/metrics"
 	"github.com/gantry-ci/gantry/internal/pipeline"
 )
 
@@ -30,6 +37,8 @@ type workerConfig struct {
 	LogLevel   string
 	LogFormat  string
 	Executor   string
+	// MetricsAddr is where GET /metrics is served; empty serves none.
+	MetricsAddr string
 }
 
 func (a *app) workerCommand() *cobra.Command {
@@ -56,7 +65,7 @@ func (a *app) workerCommand() *cobra.Command {
 				return err
 			}
 			ac.Logger = newLogger(a.stderr, cfg.LogLevel, cfg.LogFormat)
-			return a.worker(cmd.Context(), ac)
+			return a.worker(cmd.Context(), ac, cfg.MetricsAddr)
 		},
 	}
 	f := cmd.Flags()
@@ -72,6 +81,7 @@ func (a *app) workerCommand() *cobra.Command {
 	f.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "debug (shows step output), info, warn or error")
 	f.StringVar(&cfg.LogFormat, "log-format", "auto", logFormatUsage)
 	f.StringVar(&cfg.Executor, "executor", cfg.Executor, "shell, or sandbox (bubblewrap: no network unless the job sets network: true)")
+	f.StringVar(&cfg.MetricsAddr, "metrics-addr", "", "serve Prometheus metrics at GET /metrics on this address (127.0.0.1:9091); empty: off")
 	return cmd
 }
 
@@ -97,6 +107,12 @@ func (c *workerConfig) agentConfig() (agent.Config, error) {
 	default:
 		return ac, usagef("--executor %q: want shell or sandbox", c.Executor)
 	}
+	if c.MetricsAddr != "" {
+		if _, _, err := net.SplitHostPort(c.MetricsAddr); err != nil {
+			return ac, usagef("--metrics-addr %q: want host:port", c.MetricsAddr)
+		}
+		ac.Metrics = metrics.NewWorker()
+	}
 	for _, l := range strings.Split(c.Labels, ",") {
 		if l = strings.TrimSpace(l); l != "" {
 			ac.Labels = append(ac.Labels, l)
@@ -121,7 +137,14 @@ func (c *workerConfig) agentConfig() (agent.Config, error) {
 
 // worker runs the agent. The command's context ends on the first signal: that drains.
 // A second signal, caught here, cancels the running jobs.
-func (a *app) worker(ctx context.Context, ac agent.Config) error {
+func (a *app) worker(ctx context.Context, ac agent.Config, metricsAddr string) error {
+	if ac.Metrics != nil {
+		stopMetrics, err := serveMetrics(metricsAddr, ac.Metrics.Handler(), ac.Logger)
+		if err != nil {
+			return err
+		}
+		defer stopMetrics()
+	}
 	kill, stop := context.WithCancel(context.WithoutCancel(ctx))
 	defer stop()
 	go func() {
@@ -136,4 +159,30 @@ func (a *app) worker(ctx context.Context, ac agent.Config) error {
 		}
 	}()
 	return agent.New(ac).Run(ctx, kill)
+}
+
+// serveMetrics serves h at GET /metrics on its own listener at addr, until the returned
+// stop is called.
+func serveMetrics(addr string, h http.Handler, log *slog.Logger) (stop func(), err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--metrics-addr: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", h)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("metrics listener", "err", err)
+		}
+	}()
+	log.Info("serving metrics", "addr", "http://"+ln.Addr().String()+"/metrics")
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+		<-done
+	}, nil
 }
