@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"runtime"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -66,6 +68,11 @@ func (a *app) runLocal(ctx context.Context, cfg runConfig) error {
 		cfg.Data = dir
 	}
 	cfg.Addr = "127.0.0.1:0"
+	// The coordinator and workers log from their own goroutines to the stderr the run's
+	// messages go to: one lock keeps their writes whole and apart.
+	local := *a
+	local.stderr = &lockedWriter{w: a.stderr}
+	a = &local
 	log := newLogger(a.stderr, cfg.LogLevel, cfg.LogFormat)
 	// The workers outlive ctx: a Ctrl-C cancels the run, whose jobs the workers then
 	// cancel and report, and only then do they stop.
@@ -129,4 +136,16 @@ func cancelAll(ctx context.Context, base string) error {
 		}
 	}
 	return nil
+}
+
+// lockedWriter serializes writes to w.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
