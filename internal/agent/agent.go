@@ -342,6 +342,13 @@ func (a *Agent) runJob(parent context.Context, j claimedJob) {
 		log.Error("claimed job has no spec")
 		return
 	}
+	parent, span := a.startJobSpan(parent, j)
+	result := "lost"
+	defer func() { endJobSpan(span, result) }()
+	jobEnded := func(r string) {
+		result = r
+		a.cfg.Metrics.JobEnded(r)
+	}
 	ctx, cancel := context.WithCancelCause(parent)
 	defer cancel(nil)
 	a.mu.Lock()
@@ -408,10 +415,10 @@ func (a *Agent) runJob(parent context.Context, j claimedJob) {
 		<-stepsSent
 		select {
 		case <-lost:
-			a.cfg.Metrics.JobEnded("lost")
+			jobEnded("lost")
 		default:
 			_ = report("/complete", map[string]any{"status": "failed", "failure_kind": "failure"})
-			a.cfg.Metrics.JobEnded("failed")
+			jobEnded("failed")
 		}
 	}
 
@@ -468,7 +475,7 @@ func (a *Agent) runJob(parent context.Context, j claimedJob) {
 		log.Warn("lease lost: another worker owns the job now; not reporting")
 		jl.ship.Abort()
 		a.countLog(jl)
-		a.cfg.Metrics.JobEnded("lost")
+		jobEnded("lost")
 		_ = os.RemoveAll(ws)
 		return
 	default:
@@ -487,7 +494,7 @@ func (a *Agent) runJob(parent context.Context, j claimedJob) {
 	if err := report("/complete", body); err != nil {
 		log.Error("report completion", "err", err)
 	}
-	a.cfg.Metrics.JobEnded(status)
+	jobEnded(status)
 	log.Info("job finished", "status", status)
 	if status == "success" || !a.cfg.KeepFailed {
 		_ = os.RemoveAll(ws)
@@ -531,14 +538,17 @@ func (a *Agent) runSteps(ctx context.Context, log *slog.Logger, rec *logs.Record
 	grace := duration(j.Lease.CancelGrace, 10*time.Second)
 	for _, st := range spec.Steps {
 		path := "/steps/" + strconv.Itoa(st.Index)
+		span := startStepSpan(ctx, st)
 		if once[st.Index] {
 			log.Info("step already succeeded in an earlier attempt and runs once; skipping", "step", st.Name)
 			rec.System(fmt.Sprintf("step %s: skipped, it runs once and succeeded in an earlier attempt", st.Name))
 			report(path, map[string]any{"status": "skipped"})
+			endStepSpan(span, "skipped", nil)
 			continue
 		}
 		if ctx.Err() != nil {
 			report(path, map[string]any{"status": "cancelled"})
+			endStepSpan(span, "cancelled", nil)
 			continue
 		}
 		report(path, map[string]any{"status": "running"})
@@ -558,13 +568,16 @@ func (a *Agent) runSteps(ctx context.Context, log *slog.Logger, rec *logs.Record
 			log.Error("step could not start", "step", st.Name, "err", err)
 			rec.System(fmt.Sprintf("step %s could not start: %v", st.Name, err))
 			report(path, map[string]any{"status": "failed"})
+			endStepSpan(span, "failed", nil)
 			return "failed", "failure", nil
 		case res.Cancelled:
 			rec.System(fmt.Sprintf("step %s: cancelled", st.Name))
 			report(path, map[string]any{"status": "cancelled", "exit_code": code})
+			endStepSpan(span, "cancelled", &code)
 			return "cancelled", "", &code
 		case code != 0:
 			report(path, map[string]any{"status": "failed", "exit_code": code})
+			endStepSpan(span, "failed", &code)
 			if !st.ContinueOnError {
 				rec.System(fmt.Sprintf("step %s failed with exit code %d", st.Name, code))
 				return "failed", "failure", &code
@@ -572,6 +585,7 @@ func (a *Agent) runSteps(ctx context.Context, log *slog.Logger, rec *logs.Record
 			rec.System(fmt.Sprintf("step %s failed with exit code %d; continuing (continue_on_error)", st.Name, code))
 		default:
 			report(path, map[string]any{"status": "success", "exit_code": 0})
+			endStepSpan(span, "success", &code)
 		}
 	}
 	return "success", "", nil
@@ -697,6 +711,9 @@ func (a *Agent) heartbeat(ctx context.Context, j claimedJob, loseLease func()) {
 		switch {
 		case errors.Is(err, errLeaseLost):
 			loseLease()
+			return
+		case err != nil && ctx.Err() != nil:
+			// The job ended while the heartbeat was on its way: nothing failed.
 			return
 		case err != nil:
 			a.cfg.Metrics.ReportFailed()

@@ -12,6 +12,9 @@ import (
 	"time"
 
 	"github.com/gantry-ci/gantry/internal/pipeline"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/propagation"
 )
 
 // errLeaseLost is the coordinator saying the job is no longer this worker's.
@@ -44,6 +47,9 @@ func (c *client) post(ctx context.Context, path string, body, out any) error {
 		return fmt.Errorf("request %s: %w", path, err)
 	}
 	req.Header.Set("Content-Type", "application/json")
+	// The job's reports carry its span, so the coordinator's spans for them join the run's
+	// trace. Without tracing the global propagator injects nothing.
+	otel.GetTextMapPropagator().Inject(ctx, propagation.HeaderCarrier(req.Header))
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
@@ -97,6 +103,8 @@ type claimedJob struct {
 	RunEnv   map[string]string `json:"run_env"`
 	OnceDone []int             `json:"once_done"`
 	Spec     *pipeline.Job     `json:"spec"`
+	// Traceparent names the run's root span; the job's span is its child.
+	Traceparent string `json:"traceparent"`
 }
 
 func duration(s string, fallback time.Duration) time.Duration {

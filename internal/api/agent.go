@@ -14,6 +14,7 @@ import (
 
 	"github.com/gantry-ci/gantry/internal/pipeline"
 	"github.com/gantry-ci/gantry/internal/store"
+	"github.com/gantry-ci/gantry/internal/tracing"
 	"github.com/google/uuid"
 )
 
@@ -202,6 +203,9 @@ type claimedJSON struct {
 	OnceDone []int             `json:"once_done"`
 	Deadline string            `json:"deadline"`
 	Spec     *pipeline.Job     `json:"spec"`
+	// Traceparent names the run's root span (W3C trace context), derived from the run
+	// id, so the worker's spans join the run's trace.
+	Traceparent string `json:"traceparent"`
 }
 
 // claim hands the worker the best jobs it can run, waiting up to the asked time for one to
@@ -269,6 +273,7 @@ func (s *Server) claimedJSON(c *store.Claim) claimedJSON {
 		Lease: leaseJSON{Token: c.Lease.Token, ExpiresAt: formatTime(c.Lease.ExpiresAt),
 			HeartbeatEvery: s.heartbeatEvery.String(), TTL: s.leaseTTL.String(), CancelGrace: s.cancelGrace.String()},
 		OnceDone: c.OnceDone, Deadline: formatTime(c.Job.Deadline), Spec: c.Job.Spec,
+		Traceparent: tracing.Traceparent(c.Job.RunID),
 	}
 	if out.OnceDone == nil {
 		out.OnceDone = []int{}

@@ -159,6 +159,7 @@ func (s *Server) createRun(w http.ResponseWriter, r *http.Request) {
 	status := http.StatusAccepted
 	if created {
 		s.metrics.JobsCreated.Add(float64(len(jobs)))
+		traceRunCreated(r.Context(), run.ID)
 	} else {
 		w.Header().Set("Idempotent-Replay", "true")
 		status = http.StatusOK

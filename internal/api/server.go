@@ -13,6 +13,8 @@ import (
 	"github.com/gantry-ci/gantry/internal/metrics"
 	"github.com/gantry-ci/gantry/internal/pipeline"
 	"github.com/gantry-ci/gantry/internal/store"
+	"github.com/gantry-ci/gantry/internal/tracing"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // DefaultMaxBodyBytes bounds request bodies: a maximal pipeline (1 MiB) plus room for the
@@ -114,7 +116,7 @@ func New(cfg Config) *Server {
 	if s.metrics == nil {
 		s.metrics = metrics.NewCoordinator()
 	}
-	s.store = metrics.InstrumentStore(cfg.Store, s.metrics)
+	s.store = tracing.InstrumentStore(metrics.InstrumentStore(cfg.Store, s.metrics))
 	if s.logs == nil {
 		s.logs = logs.NewService(logs.Config{Storage: logs.NewChunkStorage(s.store).WithBlobs(cfg.Blobs), Notifier: s.store,
 			Logger: cfg.Logger, Stored: s.metrics.LogsStored})
@@ -184,6 +186,10 @@ func (s *Server) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := s.clock.Now()
 		sw := &statusWriter{ResponseWriter: w}
+		var span trace.Span
+		if tracing.Enabled() {
+			r, span = startRequestSpan(r)
+		}
 		defer func() {
 			if v := recover(); v != nil {
 				if v == http.ErrAbortHandler {
@@ -197,6 +203,9 @@ func (s *Server) Handler() http.Handler {
 			}
 			d := s.clock.Now().Sub(start)
 			s.metrics.HTTPRequest(r.Pattern, sw.status(), d)
+			if span != nil {
+				endRequestSpan(span, r, sw.status())
+			}
 			s.log.DebugContext(r.Context(), "request",
 				"method", r.Method, "route", r.Pattern, "status", sw.status(), "duration", d)
 		}()
