@@ -74,6 +74,11 @@ func (a *app) runLocal(ctx context.Context, cfg runConfig) error {
 	local.stderr = &lockedWriter{w: a.stderr}
 	a = &local
 	log := newLogger(a.stderr, cfg.LogLevel, cfg.LogFormat)
+	stopTracing, err := startTracing(ctx, "gantry", log)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 	// The workers outlive ctx: a Ctrl-C cancels the run, whose jobs the workers then
 	// cancel and report, and only then do they stop.
 	l, err := startLocal(context.WithoutCancel(ctx), cfg.upConfig, log)

@@ -195,6 +195,11 @@ func openStore(ctx context.Context, db string, opts sqlite.Options) (store.Store
 
 func (a *app) server(ctx context.Context, cfg serverConfig) error {
 	log := newLogger(a.stderr, cfg.LogLevel, cfg.LogFormat)
+	stopTracing, err := startTracing(ctx, "gantry-server", log)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 	c, err := startCoordinator(ctx, cfg, log)
 	if err != nil {
 		return err

@@ -127,6 +127,11 @@ func (c *upConfig) server() serverConfig {
 
 func (a *app) up(ctx context.Context, cfg upConfig) error {
 	log := newLogger(a.stderr, cfg.LogLevel, cfg.LogFormat)
+	stopTracing, err := startTracing(ctx, "gantry", log)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 	l, err := startLocal(ctx, cfg, log)
 	if err != nil {
 		return err

@@ -138,6 +138,11 @@ func (c *workerConfig) agentConfig() (agent.Config, error) {
 // worker runs the agent. The command's context ends on the first signal: that drains.
 // A second signal, caught here, cancels the running jobs.
 func (a *app) worker(ctx context.Context, ac agent.Config, metricsAddr string) error {
+	stopTracing, err := startTracing(ctx, "gantry-worker", ac.Logger)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 	if ac.Metrics != nil {
 		stopMetrics, err := serveMetrics(metricsAddr, ac.Metrics.Handler(), ac.Logger)
 		if err != nil {
