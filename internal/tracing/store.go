@@ -16,7 +16,6 @@ import (
 // I/O (the wake-up channels, Close).
 type traced struct {
 	store.Store
-	tracer trace.Tracer
 }
 
 // InstrumentStore returns st recording a span, "store <Method>", for every method that
@@ -27,7 +26,7 @@ func InstrumentStore(st store.Store) store.Store {
 	if _, ok := st.(*traced); ok {
 		return st
 	}
-	return &traced{Store: st, tracer: Tracer()}
+	return &traced{Store: st}
 }
 
 // start starts the span of a call to method, when ctx is in a recorded trace.
@@ -36,7 +35,9 @@ func (s *traced) start(ctx context.Context, method string) (context.Context, tra
 	if !parent.IsRecording() {
 		return ctx, parent
 	}
-	return s.tracer.Start(ctx, "store "+method, trace.WithSpanKind(trace.SpanKindClient))
+	// The tracer is looked up per span, not kept: the global provider may change after
+	// the store is wrapped (a test installing one).
+	return Tracer().Start(ctx, "store "+method, trace.WithSpanKind(trace.SpanKindClient))
 }
 
 // end ends a call's span, marking an error. A span not recording (no trace) is left alone.
