@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -51,7 +52,33 @@ func openStore(t testing.TB, clk clock.Clock) store.Store {
 }
 
 func testLogger(t *testing.T) *slog.Logger {
-	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
+	w := &testOutput{w: t.Output()}
+	// Hijacked connections (WebSockets) outlive the server's Close and may still log:
+	// after the test, those records are dropped rather than written to a finished test.
+	t.Cleanup(w.close)
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// testOutput writes to a test's output until the test ends.
+type testOutput struct {
+	mu     sync.Mutex
+	w      io.Writer
+	closed bool
+}
+
+func (o *testOutput) Write(p []byte) (int, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.closed {
+		return len(p), nil
+	}
+	return o.w.Write(p)
+}
+
+func (o *testOutput) close() {
+	o.mu.Lock()
+	o.closed = true
+	o.mu.Unlock()
 }
 
 func setupWith(t *testing.T, mod func(*api.Config)) *bundle {
