@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"os"
 	"runtime"
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/spf13/cobra"
 )
 
@@ -18,23 +20,30 @@ import (
 type runConfig struct {
 	upConfig
 	File string
-	Keep bool
+	// Client names the coordinator asked when the argument is a run id.
+	Client clientConfig
 }
 
 func (a *app) runCommand() *cobra.Command {
 	cfg := runConfig{upConfig: upConfig{Workers: runtime.NumCPU(), Executor: "shell", LogLevel: "error", LeaseTTL: 10 * time.Second}}
 	cmd := &cobra.Command{
-		Use:   "run FILE",
-		Short: "Run a pipeline on this machine, with no server to set up",
+		Use:   "run FILE|RUN-ID",
+		Short: "Run a pipeline on this machine, with no server to set up; or show a run",
 		Long: "Run starts a coordinator and --workers workers inside this process, on a\n" +
 			"temporary data directory (or --data), submits FILE, prints every job's log as it\n" +
 			"is written, each line prefixed by its job (in colour, with a live status line,\n" +
 			"on a terminal), and exits with the run's result: 0 success, 1 failed or\n" +
-			"cancelled. Ctrl-C cancels the run.",
+			"cancelled. Ctrl-C cancels the run.\n\n" +
+			"Given a run id instead of a file, it shows that run of the coordinator at\n" +
+			"--server as gantry runs get does: its jobs wave by wave.",
 		Example: "  gantry run .gantry.yml\n" +
-			"  gantry run --executor sandbox --workers 8 examples/diamond.yml",
+			"  gantry run --executor sandbox --workers 8 examples/diamond.yml\n" +
+			"  gantry run 0196a1c2-3b4d-7e5f-8a9b-0c1d2e3f4a5b --server http://ci:8080",
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if isRunID(args[0]) {
+				return a.runsGet(cmd.Context(), cfg.Client, args[0])
+			}
 			cfg.File = args[0]
 			if cfg.Data == "" {
 				cfg.Data = "-" // validated as set; replaced by a temporary directory
@@ -52,7 +61,18 @@ func (a *app) runCommand() *cobra.Command {
 	f.StringVar(&cfg.Labels, "labels", "", "comma-separated labels for the workers, besides "+runtime.GOOS+" and "+runtime.GOARCH)
 	f.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "level of the coordinator's and workers' own log on stderr: debug, info, warn or error")
 	f.StringVar(&cfg.LogFormat, "log-format", "auto", logFormatUsage)
+	a.clientFlags(cmd, &cfg.Client)
 	return cmd
+}
+
+// isRunID says whether run's argument names a run rather than a file: a UUID that is
+// not also the name of a file here.
+func isRunID(arg string) bool {
+	if _, err := uuid.Parse(arg); err != nil {
+		return false
+	}
+	_, err := os.Stat(arg)
+	return errors.Is(err, fs.ErrNotExist)
 }
 
 func (a *app) runLocal(ctx context.Context, cfg runConfig) error {

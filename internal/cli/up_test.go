@@ -83,6 +83,11 @@ func TestUp(t *testing.T) {
 	base, stop := startUp(t, data)
 	run := submitFile(t, base, "../../examples/diamond.yml")
 	waitRun(t, base, run, func(r runDetails) bool { return r.Status == "success" })
+	// gantry run with a run id shows that run, wave by wave.
+	show := runCLI(t, invocation{args: []string{"run", run, "--server", base}})
+	if show.code != exitOK || !strings.Contains(show.stdout, "package") || !strings.Contains(show.stdout, "success") {
+		t.Errorf("gantry run %s: exit %d\n%s%s", run, show.code, show.stdout, show.stderr)
+	}
 	var workers struct{ Workers []struct{ Name string } }
 	getJSON(t, http.DefaultClient, base+"/api/v1/workers", &workers)
 	if len(workers.Workers) != 2 {
