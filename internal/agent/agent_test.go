@@ -50,9 +50,17 @@ func setupWith(t *testing.T, st store.Store, bs blob.Store) *bundle {
 // start runs a worker until the test ends.
 func (b *bundle) start(t *testing.T, maxJobs int) {
 	t.Helper()
+	b.startWith(t, Config{Name: "test", Labels: []string{"linux"}, MaxJobs: maxJobs})
+}
+
+// startWith runs a worker configured by cfg (its server, work dir and logger filled in)
+// until the test ends.
+func (b *bundle) startWith(t *testing.T, cfg Config) {
+	t.Helper()
+	cfg.Server, cfg.WorkDir = b.url, t.TempDir()
+	cfg.Logger = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
 	drain, stop := context.WithCancel(context.Background())
-	a := New(Config{Server: b.url, Name: "test", Labels: []string{"linux"}, MaxJobs: maxJobs, WorkDir: t.TempDir(),
-		Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	a := New(cfg)
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {

@@ -1,11 +1,8 @@
 package agent
 
 import (
-	"context"
-	"log/slog"
 	"net/http/httptest"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -37,18 +34,7 @@ func TestWorkerMetrics(t *testing.T) {
 	wm := metrics.NewWorker()
 	wsrv := httptest.NewServer(wm.Handler())
 	t.Cleanup(wsrv.Close)
-	drain, stop := context.WithCancel(context.Background())
-	a := New(Config{Server: b.url, Name: "metered", MaxJobs: 2, WorkDir: t.TempDir(), Metrics: wm,
-		Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		if err := a.Run(drain, drain); err != nil {
-			t.Errorf("agent: %v", err)
-		}
-	}()
-	t.Cleanup(func() { stop(); wg.Wait() })
+	b.startWith(t, Config{Name: "metered", MaxJobs: 2, Metrics: wm})
 
 	id := b.submit(t, `
 name: metered
