@@ -26,9 +26,9 @@ const (
 	maxLogLimit     = 100_000
 	// streamPage is how many lines the stream reads at a time.
 	streamPage = 1000
-	// endCheckEvery is how often an idle stream asks the store whether its attempt ended,
-	// for ends this replica was not told about (a lease reaped, another replica).
-	endCheckEvery = 2 * time.Second
+	// DefaultEndCheck is how often an idle stream asks the store whether its attempt
+	// ended, for ends this replica was not told about (a lease reaped, another replica).
+	DefaultEndCheck = 2 * time.Second
 )
 
 func (s *Server) logRoutes() {
@@ -381,7 +381,7 @@ func (s *Server) followLog(ctx context.Context, key logs.Key, ended bool, after 
 		defer t.Stop()
 		keepAlive = t.C
 	}
-	endCheck := time.NewTicker(endCheckEvery)
+	endCheck := time.NewTicker(s.endCheck)
 	defer endCheck.Stop()
 	for {
 		changed := hub.Changed(key)

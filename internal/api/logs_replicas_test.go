@@ -30,7 +30,11 @@ func TestLogReplicas(t *testing.T) {
 		t.Cleanup(func() { _ = st.Close() })
 		svc := logs.NewService(logs.Config{Storage: logs.NewChunkStorage(st), Notifier: st})
 		t.Cleanup(svc.Close)
-		srv := httptest.NewServer(api.New(api.Config{Store: st, Logger: testLogger(t), Clock: clock.Real{}, Logs: svc}).Handler())
+		// No timer may stand in for the notices: the streams neither recheck the store
+		// nor send keep-alives during the test, so lines reach B only because A's append
+		// was announced over NOTIFY.
+		srv := httptest.NewServer(api.New(api.Config{Store: st, Logger: testLogger(t), Clock: clock.Real{}, Logs: svc,
+			EndCheck: time.Hour, KeepAlive: time.Hour}).Handler())
 		t.Cleanup(srv.Close)
 		return &bundle{store: st, url: srv.URL}
 	}

@@ -42,6 +42,9 @@ type Config struct {
 	Logs *logs.Service
 	// KeepAlive is how often an idle log stream sends a comment (DefaultKeepAlive).
 	KeepAlive time.Duration
+	// EndCheck is how often an idle log stream asks the store whether its attempt ended
+	// (DefaultEndCheck).
+	EndCheck time.Duration
 	// Auth requires a bearer token on every route but the health checks. Off, anyone who
 	// can reach the address may do anything: only for loopback.
 	Auth bool
@@ -76,6 +79,7 @@ type Server struct {
 	metrics *metrics.Coordinator
 
 	keepAlive time.Duration
+	endCheck  time.Duration
 
 	blobs                   blob.Store
 	blobPrefix              string
@@ -107,6 +111,7 @@ func New(cfg Config) *Server {
 		auth:           cfg.Auth,
 		logs:           cfg.Logs,
 		keepAlive:      cmp.Or(cfg.KeepAlive, DefaultKeepAlive),
+		endCheck:       cmp.Or(cfg.EndCheck, DefaultEndCheck),
 		blobs:          cfg.Blobs,
 		blobPrefix:     cmp.Or(cfg.BlobPrefix, DefaultBlobPrefix),
 		blobURLTTL:     cmp.Or(cfg.BlobURLTTL, DefaultBlobURLTTL),
