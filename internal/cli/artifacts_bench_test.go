@@ -33,21 +33,10 @@ jobs:
 `
 	var hash, up, down float64
 	for b.Loop() {
-		var run struct{ ID string }
-		if code, err := postYAML(b, srv.base+"/api/v1/runs", pipelineYAML, &run); err != nil || code != http.StatusAccepted {
-			b.Fatalf("submit: %d %v", code, err)
-		}
-		var r struct {
-			Status string
-			Jobs   []struct{ ID, Name string }
-		}
-		deadline := time.Now().Add(5 * time.Minute)
-		for r.Status != "success" {
-			if r.Status == "failed" || time.Now().After(deadline) {
-				b.Fatalf("run is %q, want success", r.Status)
-			}
-			time.Sleep(100 * time.Millisecond)
-			getJSON(b, http.DefaultClient, srv.base+"/api/v1/runs/"+run.ID, &r)
+		r := waitRunWithin(b, srv.base, submitRun(b, srv.base, pipelineYAML).ID, 5*time.Minute,
+			func(r runDetails) bool { return runTerminal(r.Status) })
+		if r.Status != "success" {
+			b.Fatalf("run is %q, want success", r.Status)
 		}
 		var log strings.Builder
 		for _, j := range r.Jobs {

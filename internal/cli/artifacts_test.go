@@ -3,12 +3,10 @@ package cli
 import (
 	"context"
 	"encoding/json"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 )
 
 // TestArtifactsCommands: a real server keeps the diamond example's artifact in its
@@ -26,25 +24,9 @@ func TestArtifactsCommands(t *testing.T) {
 	}()
 	defer func() { stopWorker(); <-workerDone }()
 
-	yaml, err := os.ReadFile("../../examples/diamond.yml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var run struct{ ID string }
-	if code, err := postYAML(t, base+"/api/v1/runs", string(yaml), &run); err != nil || code != http.StatusAccepted {
-		t.Fatalf("submit: %d %v", code, err)
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		var r struct{ Status string }
-		getJSON(t, http.DefaultClient, base+"/api/v1/runs/"+run.ID, &r)
-		if r.Status == "success" {
-			break
-		}
-		if r.Status == "failed" || time.Now().After(deadline) {
-			t.Fatalf("run is %s, want success", r.Status)
-		}
-		time.Sleep(50 * time.Millisecond)
+	run := waitRun(t, base, submitFile(t, base, "../../examples/diamond.yml"), func(r runDetails) bool { return runTerminal(r.Status) })
+	if run.Status != "success" {
+		t.Fatalf("run is %s, want success", run.Status)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "data", "blobs", "signing.key")); err != nil {
 		t.Errorf("the default blob store is not next to the database: %v", err)
@@ -83,14 +65,4 @@ func TestArtifactsCommands(t *testing.T) {
 			t.Errorf("%q: exit %d, want %d", args, r.code, exitUsage)
 		}
 	}
-}
-
-func postYAML(t testing.TB, url, body string, out any) (int, error) {
-	t.Helper()
-	res, err := http.Post(url, "application/yaml", strings.NewReader(body))
-	if err != nil {
-		return 0, err
-	}
-	defer res.Body.Close()
-	return res.StatusCode, json.NewDecoder(res.Body).Decode(out)
 }

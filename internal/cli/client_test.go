@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -41,7 +42,7 @@ func writePipeline(t *testing.T, name, text string) string {
 }
 
 // submitRun submits a pipeline over the API and returns the run.
-func submitRun(t *testing.T, base, yaml string) runDetails {
+func submitRun(t testing.TB, base, yaml string) runDetails {
 	t.Helper()
 	var run runDetails
 	if code, err := postYAML(t, base+"/api/v1/runs", yaml, &run); err != nil || code != http.StatusAccepted {
@@ -50,10 +51,27 @@ func submitRun(t *testing.T, base, yaml string) runDetails {
 	return run
 }
 
-// waitRun polls run id until done says it is what the test waits for.
-func waitRun(t *testing.T, base, id string, done func(runDetails) bool) runDetails {
+// postYAML posts a YAML body and decodes the answer into out.
+func postYAML(t testing.TB, url, body string, out any) (int, error) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	res, err := http.Post(url, "application/yaml", strings.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
+	defer res.Body.Close()
+	return res.StatusCode, json.NewDecoder(res.Body).Decode(out)
+}
+
+// waitRun polls run id until done says it is what the test waits for.
+func waitRun(t testing.TB, base, id string, done func(runDetails) bool) runDetails {
+	t.Helper()
+	return waitRunWithin(t, base, id, 30*time.Second, done)
+}
+
+// waitRunWithin is waitRun with a deadline of its own.
+func waitRunWithin(t testing.TB, base, id string, within time.Duration, done func(runDetails) bool) runDetails {
+	t.Helper()
+	deadline := time.Now().Add(within)
 	for {
 		var r runDetails
 		getJSON(t, http.DefaultClient, base+"/api/v1/runs/"+id, &r)

@@ -56,22 +56,14 @@ func startUp(t *testing.T, data string, extra ...string) (string, func() int) {
 	}
 }
 
+// submitFile submits the pipeline in path over the API and returns the run's id.
 func submitFile(t testing.TB, base, path string) string {
 	t.Helper()
 	yaml, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return submitYAML(t, base, string(yaml))
-}
-
-func submitYAML(t testing.TB, base, yaml string) string {
-	t.Helper()
-	var run struct{ ID string }
-	if code, err := postYAML(t, base+"/api/v1/runs", yaml, &run); err != nil || code != http.StatusAccepted {
-		t.Fatalf("submit: %d %v", code, err)
-	}
-	return run.ID
+	return submitRun(t, base, string(yaml)).ID
 }
 
 // TestUp: `gantry up` runs the diamond example with its local workers, serves the
@@ -102,7 +94,7 @@ func TestUp(t *testing.T) {
 	}
 
 	// Ctrl-C while a job runs: the job finishes before up exits.
-	slow := submitYAML(t, base, "name: slow\njobs:\n  a: {steps: [{run: 'sleep 1 && echo finished'}]}\n")
+	slow := submitRun(t, base, "name: slow\njobs:\n  a: {steps: [{run: 'sleep 1 && echo finished'}]}\n").ID
 	waitRun(t, base, slow, func(r runDetails) bool { return r.Status == "running" })
 	if code := stop(); code != exitOK {
 		t.Fatalf("up exited with %d after Ctrl-C", code)
@@ -126,13 +118,13 @@ func TestUpResumesAfterCrash(t *testing.T) {
 	args := []string{"up", "--addr", "127.0.0.1:0", "--data", data, "--workers", "1", "--lease-ttl", "2s"}
 	p := startChild(t, args)
 	base := waitUpBanner(t, p)
-	run := submitYAML(t, base, `name: crash
+	run := submitRun(t, base, `name: crash
 jobs:
   a:
     steps:
       - run: test -f `+mark+` || { touch `+mark+`; echo $$ > `+pidFile+`; exec sleep 60; }
   b: {needs: [a], steps: [{run: echo after}]}
-`)
+`).ID
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		if _, err := os.Stat(pidFile); err == nil {
