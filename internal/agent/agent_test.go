@@ -90,6 +90,19 @@ func (b *bundle) waitRun(t testing.TB, id uuid.UUID) *store.Run {
 	return b.waitRunWithin(t, id, 30*time.Second)
 }
 
+// wantSuccess waits for the run and fails the test, with every job's log, unless it
+// succeeded.
+func (b *bundle) wantSuccess(t *testing.T, run uuid.UUID) {
+	t.Helper()
+	if r := b.waitRun(t, run); r.Status != store.RunSuccess {
+		jobs, _ := b.st.ListJobs(t.Context(), run)
+		for _, j := range jobs {
+			t.Logf("%s: %s %s\n%s", j.Key, j.Status, j.FailureKind, b.jobLog(t, run, j.Key))
+		}
+		t.Fatalf("run %s, want success", r.Status)
+	}
+}
+
 // waitRunWithin waits up to d for the run to end.
 func (b *bundle) waitRunWithin(t testing.TB, id uuid.UUID, d time.Duration) *store.Run {
 	t.Helper()
@@ -277,7 +290,5 @@ func TestMoreSlotsThanOneClaim(t *testing.T) {
 	b := setup(t)
 	b.start(t, 100)
 	id := b.submit(t, "jobs:\n  a: {steps: [{run: 'true'}]}\n  b: {steps: [{run: 'true'}]}\n")
-	if r := b.waitRun(t, id); r.Status != store.RunSuccess {
-		t.Fatalf("run %s, want success", r.Status)
-	}
+	b.wantSuccess(t, id)
 }

@@ -133,17 +133,6 @@ func (b *bundle) jobLog(t *testing.T, run uuid.UUID, key string) string {
 	return ""
 }
 
-func (b *bundle) wantSuccess(t *testing.T, run uuid.UUID) {
-	t.Helper()
-	if r := b.waitRun(t, run); r.Status != store.RunSuccess {
-		jobs, _ := b.st.ListJobs(t.Context(), run)
-		for _, j := range jobs {
-			t.Logf("%s: %s %s\n%s", j.Key, j.Status, j.FailureKind, b.jobLog(t, run, j.Key))
-		}
-		t.Fatalf("run %s, want success", r.Status)
-	}
-}
-
 func sha(s string) string {
 	sum := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(sum[:])

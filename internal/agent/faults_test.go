@@ -288,9 +288,7 @@ func TestCoordinatorRestart(t *testing.T) {
 			pause(t, tt.outage)
 			c.up()
 			b := c.bundle()
-			if r := b.waitRun(t, id); r.Status != store.RunSuccess {
-				t.Fatalf("run %s, want success", r.Status)
-			}
+			b.wantSuccess(t, id)
 			jobs, err := b.st.ListJobs(t.Context(), id)
 			if err != nil {
 				t.Fatal(err)
@@ -425,9 +423,7 @@ jobs:
 	waitGone(t, pids, 10*time.Second)
 
 	b := c.bundle()
-	if r := b.waitRun(t, id); r.Status != store.RunSuccess {
-		t.Fatalf("run %s, want success", r.Status)
-	}
+	b.wantSuccess(t, id)
 	jobs, err := b.st.ListJobs(t.Context(), id)
 	if err != nil {
 		t.Fatal(err)
@@ -465,9 +461,7 @@ jobs:
       - run: test "$GANTRY_ATTEMPT" -ge 2
 `, ledger))
 	b := c.bundle()
-	if r := b.waitRun(t, id); r.Status != store.RunSuccess {
-		t.Fatalf("run %s, want success", r.Status)
-	}
+	b.wantSuccess(t, id)
 	data, err := os.ReadFile(ledger)
 	if err != nil {
 		t.Fatal(err)
@@ -602,9 +596,7 @@ func TestStepsContinueThroughOutage(t *testing.T) {
 	}
 	c.up()
 	b := c.bundle()
-	if r := b.waitRun(t, id); r.Status != store.RunSuccess {
-		t.Fatalf("run %s, want success", r.Status)
-	}
+	b.wantSuccess(t, id)
 	jobs, err := b.st.ListJobs(t.Context(), id)
 	if err != nil {
 		t.Fatal(err)
@@ -653,9 +645,7 @@ func TestStartAnswerLost(t *testing.T) {
 	t.Cleanup(front.Close)
 	startAgent(t, front.URL, slog.LevelInfo)
 	id := b.submit(t, fmt.Sprintf("jobs:\n  a: {steps: [{run: 'echo ran >> %s'}]}\n", marker))
-	if r := b.waitRun(t, id); r.Status != store.RunSuccess {
-		t.Fatalf("run %s, want success", r.Status)
-	}
+	b.wantSuccess(t, id)
 	if n := swallowed.Load(); n < 2 {
 		t.Errorf("the start was sent %d times, want again after the lost answers", n)
 	}
