@@ -95,11 +95,14 @@ func (h *Hub) Poke(k Key, ended bool) {
 	f.changed()
 }
 
-// End marks k's log ended here and wakes its readers.
+// End marks k's log ended here and wakes its readers. The window is dropped: with
+// several replicas, lines another replica stored may not have been announced here yet,
+// and storage, which holds every line once the attempt ended, answers the final reads.
 func (h *Hub) End(k Key) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	f := h.feed(k)
+	f.lines, f.bytes, f.next = nil, 0, 0
 	f.ended = true
 	f.changed()
 }

@@ -8,6 +8,9 @@ import (
 	"time"
 
 	"github.com/gantry-ci/gantry/internal/logs"
+	"github.com/gantry-ci/gantry/internal/store"
+	"github.com/gantry-ci/gantry/internal/store/sqlite"
+	"github.com/gantry-ci/gantry/internal/testdb"
 	"github.com/google/uuid"
 )
 
@@ -212,5 +215,40 @@ func TestServiceReadFollowsWriter(t *testing.T) {
 			}
 			wg.Wait()
 		})
+	}
+}
+
+// TestServiceEndReadsStorage: lines another replica stored that were never announced here
+// are still read after the attempt ends here. Two services share one database with no
+// notifier between them, as when a notice is late: the ended log's final reads go to
+// storage, not to this replica's window of the lines it saw.
+func TestServiceEndReadsStorage(t *testing.T) {
+	t.Parallel()
+	st, err := sqlite.Open(context.Background(), testdb.SQLitePath(t), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	a := logs.NewService(logs.Config{Storage: logs.NewChunkStorage(st)})
+	b := logs.NewService(logs.Config{Storage: logs.NewChunkStorage(st)})
+	t.Cleanup(a.Close)
+	t.Cleanup(b.Close)
+	ctx := t.Context()
+	k := logs.Key{Job: store.NewID(), Attempt: 1}
+	if _, _, err := a.Append(ctx, k, textLines(1, "one", "two")); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := b.Append(ctx, k, textLines(3, "three", "four")); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.End(ctx, k); err != nil {
+		t.Fatal(err)
+	}
+	got, err := a.Read(ctx, k, 2, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].Text != "three" || got[1].Text != "four" {
+		t.Errorf("after the end, reading after line 2 here gives %+v, want the two lines the other replica stored", got)
 	}
 }
