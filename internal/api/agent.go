@@ -206,6 +206,9 @@ type claimedJSON struct {
 	// Traceparent names the run's root span (W3C trace context), derived from the run
 	// id, so the worker's spans join the run's trace.
 	Traceparent string `json:"traceparent"`
+	// QueuedAt is when the job became ready to claim, to the microsecond, so a worker can
+	// tell how long it waited.
+	QueuedAt string `json:"queued_at"`
 }
 
 // claim hands the worker the best jobs it can run, waiting up to the asked time for one to
@@ -274,6 +277,7 @@ func (s *Server) claimedJSON(c *store.Claim) claimedJSON {
 			HeartbeatEvery: s.heartbeatEvery.String(), TTL: s.leaseTTL.String(), CancelGrace: s.cancelGrace.String()},
 		OnceDone: c.OnceDone, Deadline: formatTime(c.Job.Deadline), Spec: c.Job.Spec,
 		Traceparent: tracing.Traceparent(c.Job.RunID),
+		QueuedAt:    formatMicros(c.Job.QueuedAt),
 	}
 	if out.OnceDone == nil {
 		out.OnceDone = []int{}

@@ -21,7 +21,8 @@ type claimView struct {
 			HeartbeatEvery string `json:"heartbeat_every"`
 			CancelGrace    string `json:"cancel_grace"`
 		} `json:"lease"`
-		OnceDone []int `json:"once_done"`
+		OnceDone []int  `json:"once_done"`
+		QueuedAt string `json:"queued_at"`
 		Spec     struct {
 			Steps []struct {
 				Run string `json:"run"`
@@ -69,6 +70,9 @@ func TestAgentProtocol(t *testing.T) {
 		t.Fatalf("workers after register: %d %s", r.status, r.body)
 	}
 
+	// An odd microsecond, to see that queued_at keeps it.
+	b.clock.Advance(1500 * time.Microsecond)
+	queuedAt := b.clock.Now().UTC().Format("2006-01-02T15:04:05.000000Z")
 	run := b.post(t, "/api/v1/runs", diamond)
 	var created runView
 	run.decode(t, &created)
@@ -81,6 +85,11 @@ func TestAgentProtocol(t *testing.T) {
 		for _, j := range got.Jobs {
 			if j.Lease.Token == "" || j.Attempt != 1 || len(j.Spec.Steps) != 1 || j.RunID != created.ID || j.Lease.CancelGrace != "10s" {
 				t.Fatalf("claimed job %+v", j)
+			}
+			// Queued at submission (a, b) or when its needs ended (c), with the fake clock
+			// standing still.
+			if j.QueuedAt != queuedAt {
+				t.Fatalf("claimed job %s queued_at %q, want %q", j.Key, j.QueuedAt, queuedAt)
 			}
 			path := "/api/v1/agent/jobs/" + j.ID
 			token := fmt.Sprintf(`{"token": %q}`, j.Lease.Token)

@@ -16,6 +16,14 @@ func formatTime(t time.Time) string {
 	return t.UTC().Format(timeFormat)
 }
 
+// formatMicros formats t like formatTime, to the microsecond.
+func formatMicros(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format("2006-01-02T15:04:05.000000Z07:00")
+}
+
 type runJSON struct {
 	ID              string        `json:"id"`
 	Status          string        `json:"status"`
