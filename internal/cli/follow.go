@@ -10,8 +10,14 @@ import (
 	"time"
 )
 
-// followPoll is how often followRun reads the run's status.
-const followPoll = 250 * time.Millisecond
+// followPoll is how often followRun reads the run's status when nothing changes. After a
+// change it reads again within followFast (plus a little per job, so that a large run's
+// reads stay cheap), backing off to followPoll while nothing changes: a short run ends
+// moments after its last job rather than at the next slow poll.
+const (
+	followPoll = 250 * time.Millisecond
+	followFast = 10 * time.Millisecond
+)
 
 // followRun prints every job's log lines of run id, prefixed by job key, until the run is terminal, and returns its final status ("success", "failed", "cancelled").
 //
@@ -46,7 +52,9 @@ func followRun(ctx context.Context, c *apiClient, id string, out io.Writer, tty 
 	states := make(map[string]*jobState, len(run.Jobs))
 	streaming := 0
 	lastOK := time.Now()
-	poll := time.NewTicker(followPoll)
+	fast := min(followPoll, followFast+time.Duration(len(run.Jobs))*100*time.Microsecond)
+	wait := fast
+	poll := time.NewTimer(wait)
 	defer poll.Stop()
 	for {
 		caughtUp := true
@@ -92,20 +100,44 @@ func followRun(ctx context.Context, c *apiClient, id string, out io.Writer, tty 
 			st := states[d.job]
 			st.streaming = false
 			st.next = d.attempt + 1
+			// The job's end likely changed the run: read it soon.
+			wait = fast
+			poll.Reset(wait)
+			continue
 		case <-poll.C:
-			r, _, err := getRun(ctx, c, id)
-			if err != nil {
-				// A coordinator restarting is not the end of the run; a wrong id or a
-				// revoked token is.
-				var se *serverError
-				if errors.As(err, &se) && se.Status < 500 || time.Since(lastOK) > streamGiveUp || ctx.Err() != nil {
-					return "", err
-				}
-				continue
+		}
+		r, _, err := getRun(ctx, c, id)
+		if err != nil {
+			// A coordinator restarting is not the end of the run; a wrong id or a revoked
+			// token is.
+			var se *serverError
+			if errors.As(err, &se) && se.Status < 500 || time.Since(lastOK) > streamGiveUp || ctx.Err() != nil {
+				return "", err
 			}
-			run, lastOK = r, time.Now()
+			poll.Reset(followPoll)
+			continue
+		}
+		if changed(run, r) {
+			wait = fast
+		} else {
+			wait = min(2*wait, followPoll)
+		}
+		poll.Reset(wait)
+		run, lastOK = r, time.Now()
+	}
+}
+
+// changed says whether the run or any of its jobs moved between two reads.
+func changed(old, cur runDetails) bool {
+	if old.Status != cur.Status || len(old.Jobs) != len(cur.Jobs) {
+		return true
+	}
+	for i := range cur.Jobs {
+		if old.Jobs[i].Status != cur.Jobs[i].Status || old.Jobs[i].Attempt != cur.Jobs[i].Attempt {
+			return true
 		}
 	}
+	return false
 }
 
 // runPrinter writes the lines of many jobs to one writer, each line whole, with the job's
