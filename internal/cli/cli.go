@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -30,6 +31,9 @@ type app struct {
 	lookupEnv func(string) (string, bool)
 	compile   func([]byte, pipeline.Options) (*pipeline.Plan, error)
 	maxRead   int64 // bytes read of one input at most
+	// gantry makes the command that runs gantry itself, for commands that start gantry
+	// processes (bench); nil runs this executable.
+	gantry func(args ...string) *exec.Cmd
 }
 
 // Run executes the gantry command line given by args (without the program name) and
@@ -153,6 +157,7 @@ func (a *app) rootCommand() *cobra.Command {
 	// Only commands that work are registered; the others in DESIGN.md §10 join as they land.
 	root.AddCommand(
 		a.artifactsCommand(),
+		a.benchCommand(),
 		a.cancelCommand(),
 		a.logsCommand(),
 		a.validateCommand(),

@@ -37,6 +37,7 @@ func runCLI(t *testing.T, inv invocation) outcome {
 		},
 		compile: inv.compile,
 		maxRead: defaultMaxRead,
+		gantry:  childCommand,
 	}
 	if a.compile == nil {
 		a.compile = pipeline.Compile

@@ -70,12 +70,18 @@ func startServerProcess(t testing.TB, db string, extra ...string) *serverProcess
 	}
 }
 
+// childCommand makes the command that re-executes the test binary as `gantry <args>`.
+func childCommand(args ...string) *exec.Cmd {
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), serverChildEnv+"=1", serverChildArgsEnv+"="+strings.Join(args, "\n"))
+	return cmd
+}
+
 // startChild re-executes the test binary as `gantry <args>`, with its output kept in
 // stderr. The process is killed when t ends, if it is still running.
 func startChild(t testing.TB, args []string) *serverProcess {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), serverChildEnv+"=1", serverChildArgsEnv+"="+strings.Join(args, "\n"))
+	cmd := childCommand(args...)
 	p := &serverProcess{cmd: cmd, stderr: &syncBuffer{}}
 	cmd.Stdout = p.stderr
 	cmd.Stderr = p.stderr

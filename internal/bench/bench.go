@@ -1,0 +1,218 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Store kinds a scenario runs its coordinator on.
+const (
+	SQLite   = "sqlite"
+	Postgres = "postgres"
+)
+
+// Options is what every scenario is given.
+type Options struct {
+	// Command makes the command that runs `gantry <args>`: the gantry binary itself, or in
+	// tests the test binary re-executed as gantry.
+	Command func(args ...string) *exec.Cmd
+	// Postgres is a server URL whose user may CREATE DATABASE; each scenario on PostgreSQL
+	// gets a database of its own beside it, dropped afterwards.
+	Postgres string
+	// Scale multiplies every count and duration of a scenario: 1 is the size the numbers
+	// in BENCHMARKS.md are measured at; tests run at a few percent.
+	Scale float64
+	// Dir holds the scenarios' data directories; default the temp dir.
+	Dir string
+	// Log receives progress; default discards.
+	Log *slog.Logger
+}
+
+func (o *Options) scaled(n int) int {
+	return max(1, int(float64(n)*o.Scale+0.5))
+}
+
+func (o *Options) scaledDur(d time.Duration) time.Duration {
+	return max(time.Second, time.Duration(float64(d)*o.Scale))
+}
+
+// Scenario is one named measurement.
+type Scenario struct {
+	Name string
+	// About says in one line what is measured.
+	About string
+	// Stores lists the stores the scenario runs on by default.
+	Stores []string
+	Run    func(ctx context.Context, o *Options, store string) (*Result, error)
+}
+
+// Result is what one scenario measured on one store.
+type Result struct {
+	Scenario string `json:"scenario"`
+	Store    string `json:"store"`
+	// Params are the scenario's sizes as run (jobs, workers, rate), for the report.
+	Params  map[string]any `json:"params"`
+	Metrics []Metric       `json:"metrics"`
+	// Notes say what the numbers mean where the name does not.
+	Notes   []string      `json:"notes,omitempty"`
+	Elapsed time.Duration `json:"elapsed_ns"`
+}
+
+// Metric is one measured value, with its target when the project has one.
+type Metric struct {
+	Name  string  `json:"name"`
+	Value float64 `json:"value"`
+	Unit  string  `json:"unit"`
+	// Target is the bound, when there is one: Value must be at least Min or at most Max.
+	Target *Target `json:"target,omitempty"`
+}
+
+// Target is a bound a metric is held to.
+type Target struct {
+	Min *float64 `json:"min,omitempty"`
+	Max *float64 `json:"max,omitempty"`
+}
+
+// Met says whether the metric is within its target; ok is false when it has none.
+func (m Metric) Met() (met, ok bool) {
+	if m.Target == nil {
+		return false, false
+	}
+	if m.Target.Min != nil && m.Value < *m.Target.Min {
+		return false, true
+	}
+	if m.Target.Max != nil && m.Value > *m.Target.Max {
+		return false, true
+	}
+	return true, true
+}
+
+func atLeast(v float64) *Target { return &Target{Min: &v} }
+func atMost(v float64) *Target  { return &Target{Max: &v} }
+
+func (r *Result) add(name string, v float64, unit string, t *Target) {
+	r.Metrics = append(r.Metrics, Metric{Name: name, Value: v, Unit: unit, Target: t})
+}
+
+// addMillis adds a duration metric in milliseconds.
+func (r *Result) addMillis(name string, d time.Duration, t *Target) {
+	r.add(name, float64(d.Microseconds())/1000, "ms", t)
+}
+
+// addLatency adds p50, p99 and max of ds, the p99 held to p99Max when it is not zero.
+func (r *Result) addLatency(name string, ds []time.Duration, p99Max time.Duration) {
+	s := summarize(ds)
+	var t *Target
+	if p99Max > 0 {
+		t = atMost(float64(p99Max.Microseconds()) / 1000)
+	}
+	r.addMillis(name+" p50", s.P50, nil)
+	r.addMillis(name+" p99", s.P99, t)
+	r.addMillis(name+" max", s.Max, nil)
+}
+
+// Metric returns the named metric's value, and whether the result has it.
+func (r *Result) Metric(name string) (float64, bool) {
+	for _, m := range r.Metrics {
+		if m.Name == name {
+			return m.Value, true
+		}
+	}
+	return 0, false
+}
+
+// Scenarios lists every scenario in the order `gantry bench` runs them.
+func Scenarios() []Scenario {
+	return []Scenario{
+		throughputScenario(8),
+		throughputScenario(64),
+		dispatchScenario(),
+		dagScenario("dag-independent", "200 independent jobs", 200, independentDAG),
+		dagScenario("dag-chain", "a chain of 50 jobs", 50, chainDAG),
+		dagScenario("dag-fan", "1 -> 50 -> 1", 50, fanDAG),
+		concurrencyScenario(),
+		intakeScenario(),
+	}
+}
+
+// Select returns the scenarios named, in the order given; "all" or none means every one.
+func Select(names []string) ([]Scenario, error) {
+	all := Scenarios()
+	if len(names) == 0 || slices.Contains(names, "all") {
+		return all, nil
+	}
+	var out []Scenario
+	for _, n := range names {
+		i := slices.IndexFunc(all, func(s Scenario) bool { return s.Name == n })
+		if i < 0 {
+			known := make([]string, len(all))
+			for j, s := range all {
+				known[j] = s.Name
+			}
+			return nil, fmt.Errorf("no scenario %q; known: %s", n, strings.Join(known, ", "))
+		}
+		out = append(out, all[i])
+	}
+	return out, nil
+}
+
+// RunAll runs each scenario on each of stores it supports (its default stores when
+// stores is empty), calling report after each, and returns every result. A scenario that
+// fails is reported as an error and the others still run.
+func RunAll(ctx context.Context, o *Options, scenarios []Scenario, stores []string, report func(*Result)) ([]*Result, error) {
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if o.Scale <= 0 {
+		o.Scale = 1
+	}
+	if o.Dir == "" {
+		o.Dir = os.TempDir()
+	}
+	var (
+		results []*Result
+		errs    []error
+	)
+	for _, s := range scenarios {
+		on := s.Stores
+		if len(stores) > 0 {
+			on = nil
+			for _, st := range stores {
+				if slices.Contains(s.Stores, st) {
+					on = append(on, st)
+				}
+			}
+		}
+		for _, st := range on {
+			if ctx.Err() != nil {
+				return results, errors.Join(append(errs, ctx.Err())...)
+			}
+			o.Log.Info("scenario", "name", s.Name, "store", st)
+			began := time.Now()
+			r, err := s.Run(ctx, o, st)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s on %s: %w", s.Name, st, err))
+				continue
+			}
+			r.Scenario, r.Store, r.Elapsed = s.Name, st, time.Since(began)
+			if o.Scale != 1 {
+				// The targets hold at the sizes the scenarios name, not at others.
+				for i := range r.Metrics {
+					r.Metrics[i].Target = nil
+				}
+			}
+			results = append(results, r)
+			if report != nil {
+				report(r)
+			}
+		}
+	}
+	return results, errors.Join(errs...)
+}

@@ -1,0 +1,73 @@
+package bench
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestUpdateMarkdown(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "BENCHMARKS.md")
+	if err := os.WriteFile(path, []byte("# Benchmarks\n\nBefore.\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	report := func(jobsPerSec float64) *Report {
+		r := &Result{Scenario: "throughput-64", Store: SQLite, Params: map[string]any{"runs": 10000}, Elapsed: 5 * time.Second}
+		r.add("jobs/s", jobsPerSec, "jobs/s", atLeast(2000))
+		return &Report{Date: time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC), Commit: "abc1234", Command: "gantry bench",
+			Machine: Machine{CPUs: 2}, Scale: 1, Results: []*Result{r}}
+	}
+	if err := UpdateMarkdown(path, report(1500)); err != nil {
+		t.Fatal(err)
+	}
+	// Text written after the generated section stays when it is generated again.
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString("\nAfter.\n"); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := UpdateMarkdown(path, report(2500)); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	md := string(raw)
+	for _, want := range []string{
+		"# Benchmarks\n\nBefore.\n",
+		"at commit abc1234 with `gantry bench`",
+		"| jobs/s | **2,500 jobs/s** | >= 2,000 jobs/s (sqlite): met |",
+		markdownEnd + "\n\nAfter.\n",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("missing %q in:\n%s", want, md)
+		}
+	}
+	if strings.Contains(md, "1,500") || strings.Count(md, markdownBegin) != 1 {
+		t.Errorf("the first report was not replaced:\n%s", md)
+	}
+}
+
+func TestSummarize(t *testing.T) {
+	t.Parallel()
+	var ds []time.Duration
+	for i := 100; i >= 1; i-- {
+		ds = append(ds, time.Duration(i)*time.Millisecond)
+	}
+	s := summarize(ds)
+	if s.N != 100 || s.P50 != 50*time.Millisecond || s.P99 != 99*time.Millisecond || s.Max != 100*time.Millisecond {
+		t.Errorf("summarize(1..100 ms) = %+v", s)
+	}
+	if s := summarize(nil); s.N != 0 || s.Max != 0 {
+		t.Errorf("summarize(nil) = %+v", s)
+	}
+}

@@ -1,0 +1,380 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+)
+
+// withCoordinator runs fn against a fresh coordinator on store, in a directory of the
+// scenario's own, and stops it afterwards.
+func withCoordinator(ctx context.Context, o *Options, name, store string, fn func(c *coordinator, r *Result) error,
+	extra ...string) (*Result, error) {
+	dir, cleanup, err := scenarioDir(o, name)
+	if err != nil {
+		return nil, err
+	}
+	defer cleanup()
+	c, err := startCoordinator(ctx, o, store, dir, extra...)
+	if err != nil {
+		return nil, err
+	}
+	defer c.close()
+	r := &Result{Params: map[string]any{}}
+	if err := fn(c, r); err != nil {
+		select {
+		case <-c.exited:
+			return nil, errors.Join(err, c.failure("exited"))
+		default:
+		}
+		return nil, err
+	}
+	return r, nil
+}
+
+// throughputScenario submits single-job runs as fast as the coordinator takes them to
+// workers simulated workers of one slot each.
+func throughputScenario(workers int) Scenario {
+	name := fmt.Sprintf("throughput-%d", workers)
+	return Scenario{
+		Name:   name,
+		About:  fmt.Sprintf("10,000 single-job runs, submitted as fast as they are taken, on %d simulated workers", workers),
+		Stores: []string{SQLite, Postgres},
+		Run: func(ctx context.Context, o *Options, store string) (*Result, error) {
+			return withCoordinator(ctx, o, name, store, func(c *coordinator, r *Result) error {
+				n := o.scaled(10000)
+				const submitters = 16
+				r.Params["runs"], r.Params["workers"], r.Params["submitters"] = n, workers, submitters
+				stats := &simStats{}
+				stop := startPool(ctx, c.base, "sim", workers, 1, nil, 0, nil, stats)
+				defer stop()
+				sub := &submitter{c: newClient(c.base, submitters)}
+				m, err := meter(c.pid)
+				if err != nil {
+					return err
+				}
+				began := time.Now()
+				if err := sub.closedLoop(ctx, singleJob(), n, submitters); err != nil {
+					return err
+				}
+				if err := waitCount(ctx, &stats.completed, int64(n), stats, 10*time.Minute, "jobs completed"); err != nil {
+					return err
+				}
+				elapsed := time.Since(began)
+				cores, rss, err := m.end()
+				if err != nil {
+					return err
+				}
+				var target *Target
+				if workers == 64 && store == SQLite {
+					target = atLeast(2000)
+				}
+				r.add("jobs/s", float64(n)/elapsed.Seconds(), "jobs/s", target)
+				r.addLatency("dispatch", stats.dispatch.take(), 0)
+				r.addLatency("submit", sub.latency.take(), 0)
+				r.add("coordinator CPU", cores*100, "% of a core", nil)
+				r.add("coordinator RSS", float64(rss)/mib, "MiB", nil)
+				r.Notes = append(r.Notes, "end to end: from the first submit to the last job reported complete; "+
+					"dispatch: the job queued -> its claim answer in a worker's hands, which here includes waiting "+
+					"in the queue behind the runs submitted before it")
+				return stats.err()
+			})
+		},
+	}
+}
+
+// dispatchScenario submits single-job runs at a steady 500 per second, fewer than the
+// workers can take, and measures how soon each is in a worker's hands.
+func dispatchScenario() Scenario {
+	const name = "dispatch"
+	return Scenario{
+		Name:   name,
+		About:  "single-job runs submitted at 500/s for 20 s to 64 simulated workers: dispatch latency",
+		Stores: []string{SQLite, Postgres},
+		Run: func(ctx context.Context, o *Options, store string) (*Result, error) {
+			return withCoordinator(ctx, o, name, store, func(c *coordinator, r *Result) error {
+				const rate, workers = 500.0, 64
+				n := o.scaled(10000)
+				r.Params["runs"], r.Params["rate"], r.Params["workers"] = n, rate, workers
+				stats := &simStats{}
+				stop := startPool(ctx, c.base, "sim", workers, 1, nil, 0, nil, stats)
+				defer stop()
+				sub := &submitter{c: newClient(c.base, 64)}
+				began := time.Now()
+				if err := sub.paced(ctx, singleJob(), n, rate); err != nil {
+					return err
+				}
+				if err := waitCount(ctx, &stats.completed, int64(n), stats, 5*time.Minute, "jobs completed"); err != nil {
+					return err
+				}
+				r.add("jobs/s", float64(n)/time.Since(began).Seconds(), "jobs/s", nil)
+				var target time.Duration
+				if store == SQLite {
+					target = 50 * time.Millisecond
+				}
+				r.addLatency("dispatch", stats.dispatch.take(), target)
+				r.addLatency("submit", sub.latency.take(), 0)
+				return stats.err()
+			})
+		},
+	}
+}
+
+// concurrencyScenario holds 10,000 jobs running at once on simulated workers that
+// heartbeat, and measures what that costs the coordinator.
+func concurrencyScenario() Scenario {
+	const name = "concurrency"
+	return Scenario{
+		Name:   name,
+		About:  "10,000 jobs running at once for 2 minutes, held by simulated workers that heartbeat",
+		Stores: []string{SQLite, Postgres},
+		Run: func(ctx context.Context, o *Options, store string) (*Result, error) {
+			// Heartbeats at the default interval, or as often as the scaled-down holding
+			// time needs to see some.
+			every := o.scaledDur(10 * time.Second)
+			return withCoordinator(ctx, o, name, store, func(c *coordinator, r *Result) error {
+				n := o.scaled(10000)
+				hold := o.scaledDur(2 * time.Minute)
+				const slots, perRun = 100, 500
+				workers := (n + slots - 1) / slots
+				r.Params["jobs"], r.Params["held"], r.Params["workers"], r.Params["slots"] = n, hold.String(), workers, slots
+				r.Params["heartbeat"] = every.String()
+				stats := &simStats{}
+				release := make(chan struct{})
+				stop := startPool(ctx, c.base, "sim", workers, slots, nil, 0, release, stats)
+				defer stop()
+				sub := &submitter{c: newClient(c.base, 4)}
+				began := time.Now()
+				for left := n; left > 0; left -= perRun {
+					if err := sub.one(ctx, manyJobs(min(left, perRun))); err != nil {
+						close(release)
+						return err
+					}
+				}
+				if err := waitCount(ctx, &stats.claimed, int64(n), stats, 10*time.Minute, "jobs running"); err != nil {
+					close(release)
+					return err
+				}
+				r.addMillis("time to start every job", time.Since(began), nil)
+				beats := stats.heartbeat.len()
+				m, err := meter(c.pid)
+				if err != nil {
+					close(release)
+					return err
+				}
+				select {
+				case <-time.After(hold):
+				case <-ctx.Done():
+					close(release)
+					return ctx.Err()
+				}
+				cores, rss, err := m.end()
+				if err != nil {
+					close(release)
+					return err
+				}
+				expired, err := c.client().metricValue(ctx, "gantry_leases_reaped_total", `reason="expired"`)
+				if err != nil {
+					close(release)
+					return err
+				}
+				heartbeats := stats.heartbeat.take()[beats:]
+				close(release)
+				finish := time.Now()
+				if err := waitCount(ctx, &stats.completed, int64(n), stats, 10*time.Minute, "jobs completed"); err != nil {
+					return err
+				}
+				r.add("coordinator CPU", cores*100, "% of a core", atMost(100))
+				r.add("coordinator RSS", float64(rss)/mib, "MiB", atMost(500))
+				r.add("heartbeats", float64(len(heartbeats))/hold.Seconds(), "per s", nil)
+				r.addLatency("heartbeat", heartbeats, 0)
+				r.add("leases expired", expired+float64(stats.leaseLost.Load()), "", atMost(0))
+				r.addMillis("time to complete every job", time.Since(finish), nil)
+				r.Notes = append(r.Notes, "CPU and RSS are the coordinator process's, over the holding window only; "+
+					"leases expired counts leases the coordinator reaped plus reports it refused as lease lost")
+				return stats.err()
+			}, "--heartbeat-every", every.String())
+		},
+	}
+}
+
+// intakeScenario submits 5,000 runs within a minute while 2,000 other jobs are running.
+func intakeScenario() Scenario {
+	const name = "intake"
+	return Scenario{
+		Name:   name,
+		About:  "5,000 single-job runs submitted within one minute while 2,000 jobs run",
+		Stores: []string{SQLite, Postgres},
+		Run: func(ctx context.Context, o *Options, store string) (*Result, error) {
+			return withCoordinator(ctx, o, name, store, func(c *coordinator, r *Result) error {
+				held, n := o.scaled(2000), o.scaled(5000)
+				window := o.scaledDur(time.Minute)
+				rate := float64(n) / window.Seconds()
+				const slots, workers = 100, 64
+				holders := (held + slots - 1) / slots
+				r.Params["running"], r.Params["runs"], r.Params["within"], r.Params["workers"] = held, n, window.String(), workers
+				heldStats, stats := &simStats{}, &simStats{}
+				release := make(chan struct{})
+				defer func() {
+					select {
+					case <-release:
+					default:
+						close(release)
+					}
+				}()
+				stopHolders := startPool(ctx, c.base, "holder", holders, slots, []string{"hold"}, 0, release, heldStats)
+				defer stopHolders()
+				stop := startPool(ctx, c.base, "sim", workers, 1, []string{"fast"}, 0, nil, stats)
+				defer stop()
+				sub := &submitter{c: newClient(c.base, 64)}
+				for left := held; left > 0; left -= 500 {
+					if err := sub.one(ctx, manyJobs(min(left, 500), "hold")); err != nil {
+						return err
+					}
+				}
+				if err := waitCount(ctx, &heldStats.claimed, int64(held), heldStats, 5*time.Minute, "held jobs running"); err != nil {
+					return err
+				}
+				sub.latency.take()
+				intake := &submitter{c: sub.c}
+				began := time.Now()
+				if err := intake.paced(ctx, singleJob("fast"), n, rate); err != nil {
+					return err
+				}
+				submitted := time.Since(began)
+				if err := waitCount(ctx, &stats.completed, int64(n), stats, 5*time.Minute, "jobs completed"); err != nil {
+					return err
+				}
+				r.addMillis("time to submit every run", submitted, nil)
+				r.addLatency("submit", intake.latency.take(), 0)
+				r.addLatency("dispatch", stats.dispatch.take(), 0)
+				close(release)
+				return errors.Join(stats.err(), heldStats.err())
+			})
+		},
+	}
+}
+
+func (c *coordinator) client() *client { return newClient(c.base, 2) }
+
+// Pipelines of the DAG scenarios: every job one step of shell `true`.
+func independentDAG(n int) string {
+	var b strings.Builder
+	b.WriteString("name: independent\njobs:\n")
+	for i := range n {
+		fmt.Fprintf(&b, "  j%d:\n    steps: [{run: \"true\"}]\n", i)
+	}
+	return b.String()
+}
+
+func chainDAG(n int) string {
+	var b strings.Builder
+	b.WriteString("name: chain\njobs:\n")
+	for i := range n {
+		fmt.Fprintf(&b, "  j%d:\n", i)
+		if i > 0 {
+			fmt.Fprintf(&b, "    needs: [j%d]\n", i-1)
+		}
+		b.WriteString("    steps: [{run: \"true\"}]\n")
+	}
+	return b.String()
+}
+
+func fanDAG(n int) string {
+	var b strings.Builder
+	b.WriteString("name: fan\njobs:\n  first:\n    steps: [{run: \"true\"}]\n")
+	needs := make([]string, n)
+	for i := range n {
+		needs[i] = fmt.Sprintf("m%d", i)
+		fmt.Fprintf(&b, "  m%d:\n    needs: [first]\n    steps: [{run: \"true\"}]\n", i)
+	}
+	fmt.Fprintf(&b, "  last:\n    needs: [%s]\n    steps: [{run: \"true\"}]\n", strings.Join(needs, ", "))
+	return b.String()
+}
+
+// dagTargets are the wall-time targets of the DAG scenarios.
+var dagTargets = map[string]time.Duration{
+	"dag-independent": 1500 * time.Millisecond,
+	"dag-chain":       500 * time.Millisecond,
+	"dag-fan":         500 * time.Millisecond,
+}
+
+// dagScenario times `gantry run` of a pipeline whose jobs run shell `true`: the whole
+// command, from start to exit, as a user sees it.
+func dagScenario(name, about string, n int, pipeline func(int) string) Scenario {
+	return Scenario{
+		Name:   name,
+		About:  about + " of shell `true`, through `gantry run`",
+		Stores: []string{SQLite},
+		Run: func(ctx context.Context, o *Options, store string) (*Result, error) {
+			dir, cleanup, err := scenarioDir(o, name)
+			if err != nil {
+				return nil, err
+			}
+			defer cleanup()
+			def := pipeline(o.scaled(n))
+			file := filepath.Join(dir, "pipeline.yml")
+			if err := os.WriteFile(file, []byte(def), 0o644); err != nil {
+				return nil, err
+			}
+			one := filepath.Join(dir, "one.yml")
+			if err := os.WriteFile(one, singleJob(), 0o644); err != nil {
+				return nil, err
+			}
+			jobs := strings.Count(def, "steps:")
+			r := &Result{Params: map[string]any{"jobs": jobs}}
+			times := 5
+			if o.Scale < 1 {
+				times = 1
+			}
+			var walls []time.Duration
+			for range times {
+				d, err := timeRun(ctx, o, file)
+				if err != nil {
+					return nil, err
+				}
+				walls = append(walls, d)
+			}
+			base, err := timeRun(ctx, o, one)
+			if err != nil {
+				return nil, err
+			}
+			slices.Sort(walls)
+			median := walls[len(walls)/2]
+			r.Params["runs"] = times
+			r.addMillis("wall median", median, atMost(float64(dagTargets[name].Milliseconds())))
+			r.addMillis("wall min", walls[0], nil)
+			r.addMillis("wall max", walls[len(walls)-1], nil)
+			r.addMillis("one-job pipeline", base, nil)
+			r.addMillis("per job", (median-base)/time.Duration(max(1, jobs-1)), nil)
+			r.Notes = append(r.Notes, "wall: `gantry run FILE` from exec to exit, including its start-up; "+
+				"per job: (wall median - a one-job pipeline's wall) / (jobs - 1)")
+			return r, nil
+		},
+	}
+}
+
+// timeRun times one `gantry run FILE`.
+func timeRun(ctx context.Context, o *Options, file string) (time.Duration, error) {
+	cmd := o.Command("run", "--log-level", "error", file)
+	out := &tailBuffer{max: 64 << 10}
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.Dir = filepath.Dir(file)
+	began := time.Now()
+	if err := cmd.Start(); err != nil {
+		return 0, err
+	}
+	stop := context.AfterFunc(ctx, func() { _ = cmd.Process.Kill() })
+	defer stop()
+	err := cmd.Wait()
+	d := time.Since(began)
+	if err != nil {
+		return 0, fmt.Errorf("gantry run %s: %w; output ends:\n%s", filepath.Base(file), err, out.last(4<<10))
+	}
+	return d, nil
+}

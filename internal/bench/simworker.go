@@ -1,0 +1,237 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// simWorker is a worker that speaks the real protocol over HTTP but runs nothing: for
+// each job it claims it reports the start, its one step running and succeeded, holds
+// the job (heartbeating) as long as it is told, and reports it complete. It stands in for
+// a real worker wherever the scenario measures orchestration, not processes.
+type simWorker struct {
+	c      *client
+	name   string
+	labels []string
+	slots  int
+	// hold is how long each job runs; release, when not nil, holds every job until it
+	// is closed as well.
+	hold    time.Duration
+	release <-chan struct{}
+	stats   *simStats
+
+	id             string
+	heartbeatEvery time.Duration
+}
+
+// simStats is what a pool of simulated workers observed.
+type simStats struct {
+	dispatch   samples // job queued -> claim answer in the worker's hands
+	heartbeat  samples // heartbeat round trips
+	claimed    atomic.Int64
+	completed  atomic.Int64
+	leaseLost  atomic.Int64
+	errs       atomic.Int64
+	firstErr   atomic.Pointer[error]
+	onComplete func()
+}
+
+func (s *simStats) fail(err error) {
+	s.errs.Add(1)
+	s.firstErr.CompareAndSwap(nil, &err)
+}
+
+// err returns the first error the workers met, if any.
+func (s *simStats) err() error {
+	if p := s.firstErr.Load(); p != nil {
+		return fmt.Errorf("%d worker errors, the first: %w", s.errs.Load(), *p)
+	}
+	return nil
+}
+
+type claimAnswer struct {
+	Jobs []struct {
+		ID       string `json:"id"`
+		QueuedAt string `json:"queued_at"`
+		Lease    struct {
+			Token          string `json:"token"`
+			HeartbeatEvery string `json:"heartbeat_every"`
+		} `json:"lease"`
+	} `json:"jobs"`
+}
+
+// run registers the worker and claims and runs jobs until ctx ends.
+func (w *simWorker) run(ctx context.Context) error {
+	var reg struct {
+		WorkerID       string `json:"worker_id"`
+		HeartbeatEvery string `json:"heartbeat_every"`
+	}
+	if err := w.c.post(ctx, "/api/v1/agent/register", map[string]any{
+		"name": w.name, "labels": w.labels, "max_jobs": w.slots, "version": "bench",
+	}, &reg); err != nil {
+		return fmt.Errorf("register %s: %w", w.name, err)
+	}
+	w.id = reg.WorkerID
+	w.heartbeatEvery, _ = time.ParseDuration(reg.HeartbeatEvery)
+	slots := make(chan struct{}, w.slots)
+	var jobs sync.WaitGroup
+	defer jobs.Wait()
+	for {
+		// Wait for one free slot, then take every other free one.
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			return nil
+		}
+		n := 1
+	take:
+		for n < min(w.slots, 64) {
+			select {
+			case slots <- struct{}{}:
+				n++
+			default:
+				break take
+			}
+		}
+		var ans claimAnswer
+		err := w.c.post(ctx, "/api/v1/agent/claim", map[string]any{
+			"worker_id": w.id, "labels": w.labels, "max": n, "wait": "30s",
+		}, &ans)
+		got := time.Now()
+		if err != nil {
+			for range n {
+				<-slots
+			}
+			if ctx.Err() != nil {
+				return nil
+			}
+			w.stats.fail(fmt.Errorf("claim: %w", err))
+			select {
+			case <-time.After(100 * time.Millisecond):
+			case <-ctx.Done():
+				return nil
+			}
+			continue
+		}
+		for _, j := range ans.Jobs {
+			if q, err := time.Parse(time.RFC3339Nano, j.QueuedAt); err == nil {
+				w.stats.dispatch.add(got.Sub(q))
+			}
+			w.stats.claimed.Add(1)
+			every, _ := time.ParseDuration(j.Lease.HeartbeatEvery)
+			jobs.Add(1)
+			go func() {
+				defer jobs.Done()
+				defer func() { <-slots }()
+				w.runJob(ctx, j.ID, j.Lease.Token, every)
+			}()
+		}
+		for range n - len(ans.Jobs) {
+			<-slots
+		}
+	}
+}
+
+// runJob reports one job through its life, as a worker whose step succeeds would.
+func (w *simWorker) runJob(ctx context.Context, id, token string, every time.Duration) {
+	path := "/api/v1/agent/jobs/" + id
+	report := func(what string, body map[string]any) bool {
+		body["token"] = token
+		err := w.c.post(ctx, path+what, body, nil)
+		if err == nil {
+			return true
+		}
+		var ae *apiError
+		if errors.As(err, &ae) && ae.Status == 409 {
+			w.stats.leaseLost.Add(1)
+		} else if ctx.Err() == nil {
+			w.stats.fail(fmt.Errorf("job %s %s: %w", id, what, err))
+		}
+		return false
+	}
+	if !report("/start", map[string]any{}) || !report("/steps/0", map[string]any{"status": "running"}) {
+		return
+	}
+	if !w.holdJob(ctx, path, token, every) {
+		return
+	}
+	if !report("/steps/0", map[string]any{"status": "success", "exit_code": 0}) ||
+		!report("/complete", map[string]any{"status": "success", "exit_code": 0}) {
+		return
+	}
+	w.stats.completed.Add(1)
+	if w.stats.onComplete != nil {
+		w.stats.onComplete()
+	}
+}
+
+// holdJob keeps the job running for w.hold and until w.release closes, heartbeating
+// every every. It returns false when the job must not be completed.
+func (w *simWorker) holdJob(ctx context.Context, path, token string, every time.Duration) bool {
+	if w.hold <= 0 && w.release == nil {
+		return true
+	}
+	if every <= 0 {
+		every = w.heartbeatEvery
+	}
+	var holdUntil <-chan time.Time
+	if w.hold > 0 {
+		holdUntil = time.After(w.hold)
+	}
+	release := w.release
+	beat := time.NewTicker(every)
+	defer beat.Stop()
+	for holdUntil != nil || release != nil {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-holdUntil:
+			holdUntil = nil
+		case <-release:
+			release = nil
+		case <-beat.C:
+			began := time.Now()
+			err := w.c.post(ctx, path+"/heartbeat", map[string]any{"token": token}, nil)
+			if err != nil {
+				var ae *apiError
+				if errors.As(err, &ae) && ae.Status == 409 {
+					w.stats.leaseLost.Add(1)
+					return false
+				}
+				if ctx.Err() == nil {
+					w.stats.fail(fmt.Errorf("heartbeat: %w", err))
+				}
+				continue
+			}
+			w.stats.heartbeat.add(time.Since(began))
+		}
+	}
+	return true
+}
+
+// pool starts n simulated workers of slots slots each and returns a function that stops
+// them and waits for them.
+func startPool(ctx context.Context, base, name string, n, slots int, labels []string, hold time.Duration,
+	release <-chan struct{}, stats *simStats) func() {
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	for i := range n {
+		w := &simWorker{c: newClient(base, 2*slots+4), name: fmt.Sprintf("%s-%d", name, i), labels: labels,
+			slots: slots, hold: hold, release: release, stats: stats}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := w.run(ctx); err != nil {
+				stats.fail(err)
+			}
+		}()
+	}
+	return func() {
+		cancel()
+		wg.Wait()
+	}
+}

@@ -1,0 +1,136 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gantry-ci/gantry/internal/bench"
+)
+
+// benchConfig is everything `gantry bench` acts on.
+type benchConfig struct {
+	Scenarios []string
+	Stores    string
+	Postgres  string
+	JSON      string
+	Markdown  string
+	Scale     float64
+	List      bool
+	Dir       string
+	LogLevel  string
+}
+
+func (a *app) benchCommand() *cobra.Command {
+	cfg := benchConfig{Stores: "sqlite,postgres", Scale: 1, LogLevel: "info"}
+	cmd := &cobra.Command{
+		Use:   "bench [SCENARIO...]",
+		Short: "Measure Gantry: named load scenarios against real coordinator processes",
+		Long: "Bench runs named scenarios (all of them when none is named) against `gantry\n" +
+			"server` processes it starts on fresh stores, SQLite and PostgreSQL, with workers\n" +
+			"that speak the real protocol over HTTP: simulated ones where the scenario\n" +
+			"measures orchestration, real `gantry run` with shell steps where it measures a\n" +
+			"pipeline end to end. It prints a table as each scenario ends, and can write every\n" +
+			"result as JSON and as the generated section of BENCHMARKS.md.\n\n" +
+			"Exit status: 0 every scenario ran (whether or not it met its target), 1 a\n" +
+			"scenario failed to run, 2 usage error.",
+		Example: "  gantry bench --list\n" +
+			"  gantry bench throughput-64 dispatch --store sqlite\n" +
+			"  gantry bench --postgres postgres://postgres@127.0.0.1/postgres --json bench.json --markdown BENCHMARKS.md",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg.Scenarios = args
+			if err := cfg.validate(); err != nil {
+				return err
+			}
+			return a.bench(cmd.Context(), cfg, cmd.CommandPath()+" "+strings.Join(os.Args[2:], " "))
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.Stores, "store", cfg.Stores, "comma-separated stores to run on: sqlite, postgres")
+	f.StringVar(&cfg.Postgres, "postgres", "", "PostgreSQL server whose user may CREATE DATABASE; each scenario makes its own database there")
+	f.StringVar(&cfg.JSON, "json", "", "write every result to this file as JSON")
+	f.StringVar(&cfg.Markdown, "markdown", "", "rewrite the generated section of this Markdown file (BENCHMARKS.md)")
+	f.Float64Var(&cfg.Scale, "scale", cfg.Scale, "multiply every count and duration (0.1 for a quick look)")
+	f.BoolVar(&cfg.List, "list", false, "list the scenarios and exit")
+	f.StringVar(&cfg.Dir, "dir", "", "where the scenarios' data directories go (default: the temp dir)")
+	f.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "progress messages on stderr: debug, info, warn or error")
+	return cmd
+}
+
+func (c *benchConfig) validate() error {
+	if c.List {
+		return nil
+	}
+	if c.Scale <= 0 || c.Scale > 10 {
+		return &usageError{fmt.Errorf("--scale %g: want a number above 0, at most 10", c.Scale)}
+	}
+	for _, s := range c.stores() {
+		if s != bench.SQLite && s != bench.Postgres {
+			return &usageError{fmt.Errorf("--store %q: want sqlite, postgres or both, comma-separated", s)}
+		}
+	}
+	if _, err := bench.Select(c.Scenarios); err != nil {
+		return &usageError{err}
+	}
+	if _, err := logLevel(c.LogLevel); err != nil {
+		return err
+	}
+	return nil
+}
+
+func (c *benchConfig) stores() []string {
+	var out []string
+	for _, s := range strings.Split(c.Stores, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func (a *app) bench(ctx context.Context, cfg benchConfig, command string) error {
+	if cfg.List {
+		for _, s := range bench.Scenarios() {
+			fmt.Fprintf(a.stdout, "%-16s %s (%s)\n", s.Name, s.About, strings.Join(s.Stores, ", "))
+		}
+		return nil
+	}
+	scenarios, _ := bench.Select(cfg.Scenarios)
+	gantry := a.gantry
+	if gantry == nil {
+		exe, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("find the gantry binary to start: %w", err)
+		}
+		gantry = func(args ...string) *exec.Cmd { return exec.Command(exe, args...) }
+	}
+	o := &bench.Options{Command: gantry, Postgres: cfg.Postgres, Scale: cfg.Scale, Dir: cfg.Dir,
+		Log: newLogger(a.stderr, cfg.LogLevel, "text")}
+	rep := &bench.Report{Date: time.Now(), Commit: buildVersion(), Command: command, Machine: bench.ThisMachine(), Scale: cfg.Scale}
+	results, runErr := bench.RunAll(ctx, o, scenarios, cfg.stores(), func(r *bench.Result) {
+		_ = bench.WriteTable(a.stdout, r)
+	})
+	rep.Results = results
+	var errs []error
+	if cfg.JSON != "" {
+		f, err := os.Create(cfg.JSON)
+		if err == nil {
+			err = errors.Join(bench.WriteJSON(f, rep), f.Close())
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("write %s: %w", cfg.JSON, err))
+		}
+	}
+	if cfg.Markdown != "" && len(results) > 0 {
+		if err := bench.UpdateMarkdown(cfg.Markdown, rep); err != nil {
+			errs = append(errs, fmt.Errorf("update %s: %w", cfg.Markdown, err))
+		}
+	}
+	return errors.Join(append([]error{runErr}, errs...)...)
+}

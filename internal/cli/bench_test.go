@@ -1,0 +1,145 @@
+package cli
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/gantry-ci/gantry/internal/bench"
+	"github.com/gantry-ci/gantry/internal/testdb"
+)
+
+// TestBench runs every scenario of gantry bench, scaled down, against real coordinator
+// processes on SQLite, and the orchestration scenarios on PostgreSQL, and checks that each
+// measured what it names: the numbers themselves are for BENCHMARKS.md, not for a test
+// to judge.
+func TestBench(t *testing.T) {
+	t.Parallel()
+	t.Run("sqlite", func(t *testing.T) {
+		t.Parallel()
+		testBench(t, bench.SQLite, nil)
+	})
+	t.Run("postgres", func(t *testing.T) {
+		t.Parallel()
+		testBench(t, bench.Postgres, []string{"throughput-8", "concurrency", "intake"})
+	})
+}
+
+func testBench(t *testing.T, store string, scenarios []string) {
+	dir := t.TempDir()
+	jsonPath, mdPath := filepath.Join(dir, "bench.json"), filepath.Join(dir, "BENCHMARKS.md")
+	if err := os.WriteFile(mdPath, []byte("# Benchmarks\n\nText the team wrote.\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"bench", "--scale", "0.02", "--store", store,
+		"--json", jsonPath, "--markdown", mdPath, "--dir", dir, "--log-level", "warn"}
+	if store == bench.Postgres {
+		args = append(args, "--postgres", testdb.Postgres(t))
+	}
+	out := runCLI(t, invocation{args: append(args, scenarios...)})
+	if out.code != exitOK {
+		t.Fatalf("gantry bench exited %d\nstdout:\n%s\nstderr:\n%s", out.code, out.stdout, out.stderr)
+	}
+	raw, err := os.ReadFile(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep bench.Report
+	if err := json.Unmarshal(raw, &rep); err != nil {
+		t.Fatalf("JSON report: %v\n%s", err, raw)
+	}
+	if rep.Scale != 0.02 || rep.Machine.CPUs == 0 || rep.Commit == "" {
+		t.Errorf("report header: scale %v, machine %+v, commit %q", rep.Scale, rep.Machine, rep.Commit)
+	}
+	got := map[string]*bench.Result{}
+	for _, r := range rep.Results {
+		if r.Store != store {
+			t.Errorf("%s ran on %s, asked for %s only", r.Scenario, r.Store, store)
+		}
+		got[r.Scenario] = r
+	}
+	want, _ := bench.Select(scenarios)
+	for _, s := range want {
+		if !slices.Contains(s.Stores, store) {
+			continue
+		}
+		r := got[s.Name]
+		if r == nil {
+			t.Errorf("no result for %s", s.Name)
+			continue
+		}
+		if !strings.Contains(out.stdout, s.Name+"  "+store) {
+			t.Errorf("the table has no row for %s:\n%s", s.Name, out.stdout)
+		}
+		for _, m := range r.Metrics {
+			if m.Target != nil {
+				t.Errorf("%s: %s has a target at scale 0.02", s.Name, m.Name)
+			}
+		}
+	}
+	// Every scenario measured something real: jobs went through, latencies were seen.
+	positive := map[string][]string{
+		"throughput-8":    {"jobs/s", "dispatch p99", "submit p99", "coordinator RSS"},
+		"throughput-64":   {"jobs/s", "dispatch p99", "submit p99", "coordinator RSS"},
+		"dispatch":        {"jobs/s", "dispatch p50", "dispatch p99"},
+		"dag-independent": {"wall median", "one-job pipeline"},
+		"dag-chain":       {"wall median", "one-job pipeline"},
+		"dag-fan":         {"wall median", "one-job pipeline"},
+		"concurrency":     {"coordinator RSS", "heartbeats", "heartbeat p99", "time to start every job"},
+		"intake":          {"submit p99", "dispatch p99", "time to submit every run"},
+	}
+	for name, r := range got {
+		for _, m := range positive[name] {
+			if v, ok := r.Metric(m); !ok || v <= 0 {
+				t.Errorf("%s: %s = %v (present %v), want a positive measurement", name, m, v, ok)
+			}
+		}
+	}
+	if r := got["concurrency"]; r != nil {
+		if v, _ := r.Metric("leases expired"); v != 0 {
+			t.Errorf("concurrency: %v leases expired while every worker heartbeat", v)
+		}
+	}
+	md, err := os.ReadFile(mdPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(string(md), "# Benchmarks\n\nText the team wrote.\n") {
+		t.Errorf("the Markdown lost the text around the generated section:\n%s", md)
+	}
+	for name := range got {
+		if !strings.Contains(string(md), "### "+name+"\n") {
+			t.Errorf("the Markdown has no section for %s", name)
+		}
+	}
+}
+
+func TestBenchUsage(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"bench", "nosuch"}, `no scenario "nosuch"`},
+		{[]string{"bench", "--scale", "0"}, "--scale 0"},
+		{[]string{"bench", "--store", "mysql"}, `--store "mysql"`},
+		{[]string{"bench", "--log-level", "loud"}, "loud"},
+	} {
+		out := runCLI(t, invocation{args: tc.args})
+		if out.code != exitUsage || !strings.Contains(out.stderr, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and %q", tc.args, out.code, out.stderr, tc.want)
+		}
+	}
+	out := runCLI(t, invocation{args: []string{"bench", "--list"}})
+	if out.code != exitOK {
+		t.Fatalf("bench --list: exit %d: %s", out.code, out.stderr)
+	}
+	for _, s := range bench.Scenarios() {
+		if !slices.ContainsFunc(strings.Split(out.stdout, "\n"), func(l string) bool { return strings.HasPrefix(l, s.Name+" ") }) {
+			t.Errorf("bench --list does not list %s:\n%s", s.Name, out.stdout)
+		}
+	}
+}
