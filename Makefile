@@ -11,7 +11,7 @@ LDFLAGS := -X github.com/gantry-ci/gantry/internal/cli.version=$(VERSION)
 GOBIN_DIR := $(shell $(GO) env GOPATH)/bin
 STATICCHECK := $(GOBIN_DIR)/staticcheck
 
-.PHONY: build run test fuzz lint fmtcheck bench clean
+.PHONY: build run test fuzz lint fmtcheck bench chaos clean
 
 build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o bin/gantry ./cmd/gantry
@@ -46,6 +46,12 @@ bench:
 	$(GO) test -run='^$$' -bench=. -benchmem ./internal/pipeline
 	$(GO) test -run='^$$' -bench=Store -benchtime=$(STORE_BENCH_JOBS)x ./internal/store/sqlite ./internal/store/postgres
 	@echo "gantry bench scenarios (dispatch latency, intake rate, log delivery) land with the load-testing issue."
+
+# The full chaos suite: 500 jobs per store on a coordinator and four workers that are
+# SIGKILLed and restarted while the jobs run. `make test` runs a shortened form. No -race:
+# the processes run at full speed, so the kills land on a realistic load.
+chaos:
+	$(GO) test -count=1 -v -timeout=10m -run='^TestChaos$$' ./internal/chaos -args -chaos.full
 
 clean:
 	rm -rf bin
