@@ -8,11 +8,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gantry-ci/gantry/internal/executor"
@@ -55,6 +58,8 @@ type Agent struct {
 
 	workerID       string
 	heartbeatEvery time.Duration
+	// completeSteps says the coordinator takes step reports with a job's completion.
+	completeSteps bool
 
 	mu       sync.Mutex
 	running  map[string]*runningJob
@@ -243,6 +248,7 @@ func (a *Agent) register(ctx context.Context) error {
 	}
 	a.workerID = ans.WorkerID
 	a.heartbeatEvery = duration(ans.HeartbeatEvery, 10*time.Second)
+	a.completeSteps = slices.Contains(ans.Features, featureCompleteSteps)
 	if ans.Credential != "" {
 		a.c.token = ans.Credential
 	}
@@ -394,11 +400,24 @@ func (a *Agent) runJob(parent context.Context, j claimedJob) {
 	// coordinator outage, even one that swallowed the start's answer, never holds the
 	// job back; the completion waits for them.
 	steps := make(chan stepReport, 3*len(spec.Steps)+2)
-	steps <- stepReport{path: "/start", body: map[string]any{}}
+	steps <- stepReport{path: "/start", step: -1, body: map[string]any{}}
 	stepsSent := make(chan struct{})
+	// Once the job has ended, the step reports still queued go with the completion
+	// instead of each in a request of its own: a quick job costs one write, not three.
+	// carried is the reporter's until stepsSent is closed.
+	var (
+		ending  atomic.Bool
+		carried []map[string]any
+	)
 	go func() {
 		defer close(stepsSent)
 		for r := range steps {
+			if r.step >= 0 && ending.Load() {
+				u := maps.Clone(r.body)
+				u["index"] = r.step
+				carried = append(carried, u)
+				continue
+			}
 			err := report(r.path, r.body)
 			if errors.Is(err, errLeaseLost) || (r.path == "/start" && err != nil) {
 				log.Warn("the coordinator refused a report; stopping the job", "report", r.path, "err", err)
@@ -445,10 +464,13 @@ func (a *Agent) runJob(parent context.Context, j claimedJob) {
 		jl.rec.System("the worker could not fetch the job's input artifacts: " + err.Error())
 		status, kind = "failed", "failure"
 	} else {
-		status, kind, exit = a.runSteps(ctx, log, jl.rec, j, ws, func(path string, body map[string]any) {
-			steps <- stepReport{path: path, body: body}
+		status, kind, exit = a.runSteps(ctx, log, jl.rec, j, ws, func(step int, body map[string]any) {
+			steps <- stepReport{path: "/steps/" + strconv.Itoa(step), step: step, body: body}
 		})
 	}
+	// With artifacts to keep, the steps' ends are told at once rather than after the
+	// upload.
+	ending.Store(a.completeSteps && spec.Artifacts == nil)
 	close(steps)
 	<-stepsSent
 	if status == "success" && spec.Artifacts != nil {
@@ -485,6 +507,9 @@ func (a *Agent) runJob(parent context.Context, j claimedJob) {
 	jl.close(parent, log)
 	a.countLog(jl)
 	body := map[string]any{"status": status}
+	if len(carried) > 0 {
+		body["steps"] = carried
+	}
 	if kind != "" {
 		body["failure_kind"] = kind
 	}
@@ -529,7 +554,7 @@ func (a *Agent) retryPost(ctx context.Context, path string, body, out any) error
 // runSteps runs the steps in order and returns the job's status, failure kind and the
 // exit code of the step that decided it.
 func (a *Agent) runSteps(ctx context.Context, log *slog.Logger, rec *logs.Recorder, j claimedJob, ws string,
-	report func(path string, body map[string]any)) (string, string, *int) {
+	report func(step int, body map[string]any)) (string, string, *int) {
 	spec := j.Spec
 	once := map[int]bool{}
 	for _, i := range j.OnceDone {
@@ -537,21 +562,20 @@ func (a *Agent) runSteps(ctx context.Context, log *slog.Logger, rec *logs.Record
 	}
 	grace := duration(j.Lease.CancelGrace, 10*time.Second)
 	for _, st := range spec.Steps {
-		path := "/steps/" + strconv.Itoa(st.Index)
 		span := startStepSpan(ctx, st)
 		if once[st.Index] {
 			log.Info("step already succeeded in an earlier attempt and runs once; skipping", "step", st.Name)
 			rec.System(fmt.Sprintf("step %s: skipped, it runs once and succeeded in an earlier attempt", st.Name))
-			report(path, map[string]any{"status": "skipped"})
+			report(st.Index, map[string]any{"status": "skipped"})
 			endStepSpan(span, "skipped", nil)
 			continue
 		}
 		if ctx.Err() != nil {
-			report(path, map[string]any{"status": "cancelled"})
+			report(st.Index, map[string]any{"status": "cancelled"})
 			endStepSpan(span, "cancelled", nil)
 			continue
 		}
-		report(path, map[string]any{"status": "running"})
+		report(st.Index, map[string]any{"status": "running"})
 		rec.System("step " + st.Name)
 		out, errOut := rec.Writer(logs.Stdout), rec.Writer(logs.Stderr)
 		began := time.Now()
@@ -567,16 +591,16 @@ func (a *Agent) runSteps(ctx context.Context, log *slog.Logger, rec *logs.Record
 		case err != nil:
 			log.Error("step could not start", "step", st.Name, "err", err)
 			rec.System(fmt.Sprintf("step %s could not start: %v", st.Name, err))
-			report(path, map[string]any{"status": "failed"})
+			report(st.Index, map[string]any{"status": "failed"})
 			endStepSpan(span, "failed", nil)
 			return "failed", "failure", nil
 		case res.Cancelled:
 			rec.System(fmt.Sprintf("step %s: cancelled", st.Name))
-			report(path, map[string]any{"status": "cancelled", "exit_code": code})
+			report(st.Index, map[string]any{"status": "cancelled", "exit_code": code})
 			endStepSpan(span, "cancelled", &code)
 			return "cancelled", "", &code
 		case code != 0:
-			report(path, map[string]any{"status": "failed", "exit_code": code})
+			report(st.Index, map[string]any{"status": "failed", "exit_code": code})
 			endStepSpan(span, "failed", &code)
 			if !st.ContinueOnError {
 				rec.System(fmt.Sprintf("step %s failed with exit code %d", st.Name, code))
@@ -584,7 +608,7 @@ func (a *Agent) runSteps(ctx context.Context, log *slog.Logger, rec *logs.Record
 			}
 			rec.System(fmt.Sprintf("step %s failed with exit code %d; continuing (continue_on_error)", st.Name, code))
 		default:
-			report(path, map[string]any{"status": "success", "exit_code": 0})
+			report(st.Index, map[string]any{"status": "success", "exit_code": 0})
 			endStepSpan(span, "success", &code)
 		}
 	}
@@ -608,9 +632,14 @@ func (a *Agent) countLog(jl *jobLog) {
 	a.cfg.Metrics.LogShipped(st.Acked, st.Dropped)
 }
 
-// stepReport is a step's status on its way to the coordinator.
+// featureCompleteSteps is the coordinator's word that a completion may carry the step
+// reports not yet sent (api: the register answer's features).
+const featureCompleteSteps = "complete.steps"
+
+// stepReport is a step's status on its way to the coordinator; step is -1 for the start.
 type stepReport struct {
 	path string
+	step int
 	body map[string]any
 }
 

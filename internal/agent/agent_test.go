@@ -1,11 +1,17 @@
 package agent
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"io"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -291,4 +297,98 @@ func TestMoreSlotsThanOneClaim(t *testing.T) {
 	b.start(t, 100)
 	id := b.submit(t, "jobs:\n  a: {steps: [{run: 'true'}]}\n  b: {steps: [{run: 'true'}]}\n")
 	b.wantSuccess(t, id)
+}
+
+// TestStepReportsWithCompletion checks that step reports still queued when a job ends
+// go with its completion to a coordinator that takes them, and each on its own to one
+// that does not, and that the steps end up recorded the same either way.
+func TestStepReportsWithCompletion(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name     string
+		features bool
+	}{{"coordinator takes them", true}, {"older coordinator", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "gantry.db"), sqlite.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The last step fails and the job goes on (continue_on_error): the worker writes
+			// that to the job's log just after it queued the step's report, so once the
+			// line arrives the report is queued, behind a start that is not yet answered.
+			stepsDone := make(chan struct{})
+			closeDone := sync.OnceFunc(func() { close(stepsDone) })
+			var separate, carried atomic.Int64
+			h := api.New(api.Config{Store: st, HeartbeatEvery: 200 * time.Millisecond, LeaseTTL: 5 * time.Second}).Handler()
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				switch {
+				case strings.HasSuffix(r.URL.Path, "/start"):
+					select {
+					case <-stepsDone:
+					case <-time.After(10 * time.Second):
+						t.Error("the steps' log did not arrive while the start was held")
+					}
+				case strings.HasSuffix(r.URL.Path, "/logs"):
+					raw, _ := io.ReadAll(r.Body)
+					if bytes.Contains(raw, []byte("continuing")) {
+						closeDone()
+					}
+					r.Body = io.NopCloser(bytes.NewReader(raw))
+				case strings.Contains(r.URL.Path, "/steps/"):
+					separate.Add(1)
+				case strings.HasSuffix(r.URL.Path, "/complete"):
+					raw, _ := io.ReadAll(r.Body)
+					var body struct {
+						Steps []json.RawMessage `json:"steps"`
+					}
+					_ = json.Unmarshal(raw, &body)
+					carried.Add(int64(len(body.Steps)))
+					r.Body = io.NopCloser(bytes.NewReader(raw))
+				case strings.HasSuffix(r.URL.Path, "/register") && !tc.features:
+					rec := httptest.NewRecorder()
+					h.ServeHTTP(rec, r)
+					var ans map[string]any
+					_ = json.Unmarshal(rec.Body.Bytes(), &ans)
+					delete(ans, "features")
+					w.Header().Set("Content-Type", "application/json")
+					_ = json.NewEncoder(w).Encode(ans)
+					return
+				}
+				h.ServeHTTP(w, r)
+			}))
+			t.Cleanup(func() {
+				srv.Close()
+				_ = st.Close()
+			})
+			b := &bundle{st: st, url: srv.URL}
+			b.start(t, 1)
+			run := b.submit(t, "name: s\njobs:\n  j:\n    steps:\n      - {run: 'true'}\n      - {run: 'exit 3', continue_on_error: true}\n")
+			b.wantSuccess(t, run)
+			jobs, err := st.ListJobs(t.Context(), run)
+			if err != nil {
+				t.Fatal(err)
+			}
+			steps, err := st.ListSteps(t.Context(), jobs[0].ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := []struct {
+				status store.StepStatus
+				exit   int
+			}{{store.StepSuccess, 0}, {store.StepFailed, 3}}
+			for i, s := range steps {
+				if s.Status != want[i].status || s.ExitCode == nil || *s.ExitCode != want[i].exit || s.StartedAt.IsZero() || s.FinishedAt.IsZero() {
+					t.Errorf("step %d: %s exit %v, started %v, finished %v", s.Index, s.Status, s.ExitCode, s.StartedAt, s.FinishedAt)
+				}
+			}
+			// Each step is reported running, then ended: four reports in all.
+			if got := separate.Load() + carried.Load(); got != 4 {
+				t.Errorf("%d step reports on their own and %d with the completion, want 4 in all", separate.Load(), carried.Load())
+			}
+			if tc.features && carried.Load() == 0 || !tc.features && carried.Load() != 0 {
+				t.Errorf("%d step reports went with the completion", carried.Load())
+			}
+		})
+	}
 }

@@ -84,10 +84,11 @@ func (c *client) post(ctx context.Context, path string, body, out any) error {
 }
 
 type registerAnswer struct {
-	WorkerID       string `json:"worker_id"`
-	LeaseTTL       string `json:"lease_ttl"`
-	HeartbeatEvery string `json:"heartbeat_every"`
-	Credential     string `json:"credential"`
+	WorkerID       string   `json:"worker_id"`
+	LeaseTTL       string   `json:"lease_ttl"`
+	HeartbeatEvery string   `json:"heartbeat_every"`
+	Credential     string   `json:"credential"`
+	Features       []string `json:"features"`
 }
 
 type claimedJob struct {

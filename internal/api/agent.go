@@ -125,7 +125,14 @@ type registerResponse struct {
 	HeartbeatEvery string `json:"heartbeat_every"`
 	// Credential is the worker's own bearer token for every later call; only with auth.
 	Credential string `json:"credential,omitempty"`
+	// Features name what this coordinator accepts beyond the first protocol, so a newer
+	// worker uses it only where it is understood: "complete.steps", step reports
+	// carried by a completion.
+	Features []string `json:"features"`
 }
+
+// agentFeatures is the register answer's features.
+var agentFeatures = []string{"complete.steps"}
 
 func (s *Server) registerWorker(w http.ResponseWriter, r *http.Request) {
 	var req registerRequest
@@ -159,7 +166,8 @@ func (s *Server) registerWorker(w http.ResponseWriter, r *http.Request) {
 		s.storeError(w, r, "register worker", err)
 		return
 	}
-	resp := registerResponse{WorkerID: req.ID, LeaseTTL: s.leaseTTL.String(), HeartbeatEvery: s.heartbeatEvery.String()}
+	resp := registerResponse{WorkerID: req.ID, LeaseTTL: s.leaseTTL.String(), HeartbeatEvery: s.heartbeatEvery.String(),
+		Features: agentFeatures}
 	if s.auth {
 		secret, err := IssueToken(r.Context(), s.store, "worker "+req.Name, store.RoleAgent, req.ID)
 		if err != nil {
@@ -374,7 +382,7 @@ func (s *Server) updateStep(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, codeBadRequest, "step index must be a whole number", nil)
 		return
 	}
-	err = s.store.UpdateStep(r.Context(), store.UpdateStepParams{LeaseRef: ref, Index: index, Status: store.StepStatus(req.Status), ExitCode: req.ExitCode})
+	err = s.store.UpdateStep(r.Context(), store.UpdateStepParams{LeaseRef: ref, StepUpdate: store.StepUpdate{Index: index, Status: store.StepStatus(req.Status), ExitCode: req.ExitCode}})
 	if err != nil {
 		s.agentError(w, r, "update step", err)
 		return
@@ -387,7 +395,21 @@ type completeRequest struct {
 	Status      string `json:"status"`
 	FailureKind string `json:"failure_kind"`
 	ExitCode    *int   `json:"exit_code"`
+	// Steps are step reports the worker had not sent when the job ended, applied in
+	// order with the completion, so a quick job's last reports cost no requests of
+	// their own.
+	Steps []completeStep `json:"steps"`
 }
+
+type completeStep struct {
+	Index    int    `json:"index"`
+	Status   string `json:"status"`
+	ExitCode *int   `json:"exit_code"`
+}
+
+// maxCompleteSteps bounds the step reports one completion carries: a worker sends at
+// most a few per step, and a job's steps are few.
+const maxCompleteSteps = 1000
 
 func (s *Server) completeJob(w http.ResponseWriter, r *http.Request) {
 	var req completeRequest
@@ -395,8 +417,20 @@ func (s *Server) completeJob(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	if len(req.Steps) > maxCompleteSteps {
+		writeError(w, http.StatusBadRequest, codeBadRequest, fmt.Sprintf("at most %d step reports", maxCompleteSteps), nil)
+		return
+	}
+	steps := make([]store.StepUpdate, len(req.Steps))
+	for i, st := range req.Steps {
+		if st.Index < 0 {
+			writeError(w, http.StatusBadRequest, codeBadRequest, "step index must be a whole number", nil)
+			return
+		}
+		steps[i] = store.StepUpdate{Index: st.Index, Status: store.StepStatus(st.Status), ExitCode: st.ExitCode}
+	}
 	job, err := s.store.CompleteJob(r.Context(), store.CompleteParams{LeaseRef: ref, Status: store.JobStatus(req.Status),
-		FailureKind: store.FailureKind(req.FailureKind), ExitCode: req.ExitCode})
+		FailureKind: store.FailureKind(req.FailureKind), ExitCode: req.ExitCode, Steps: steps})
 	if err != nil {
 		s.agentError(w, r, "complete job", err)
 		return

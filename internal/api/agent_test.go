@@ -113,6 +113,57 @@ func TestAgentProtocol(t *testing.T) {
 	}
 }
 
+// TestCompleteCarriesSteps sends a job's step reports with its completion instead of on
+// their own.
+func TestCompleteCarriesSteps(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.post(t, "/api/v1/runs", `{"pipeline": "name: s\njobs:\n  a: {steps: [{run: echo a}, {run: echo b}]}\n"}`)
+	j := b.claim(t, `{"worker_id": "w", "wait": "0s"}`).Jobs[0]
+	path := "/api/v1/agent/jobs/" + j.ID
+	if r := b.post(t, path+"/start", fmt.Sprintf(`{"token": %q}`, j.Lease.Token)); r.status != http.StatusOK {
+		t.Fatalf("start: %d %s", r.status, r.body)
+	}
+	tooMany := strings.Repeat(`{"index": 0, "status": "running"},`, 1000)
+	for _, bad := range []string{
+		`[{"index": -1, "status": "running"}]`,
+		`[{"index": 0, "status": "finished"}]`,
+		`[{"index": 0, "status": "success"}, {"index": 2, "status": "running"}]`,
+		"[" + tooMany + `{"index": 0, "status": "running"}]`,
+	} {
+		r := b.post(t, path+"/complete", fmt.Sprintf(`{"token": %q, "status": "success", "steps": %s}`, j.Lease.Token, bad))
+		if r.status != http.StatusBadRequest {
+			t.Errorf("complete with steps %.80s: %d %s, want 400", bad, r.status, r.body)
+		}
+	}
+	var job struct {
+		Status string `json:"status"`
+		Steps  []struct {
+			Status   string `json:"status"`
+			ExitCode *int   `json:"exit_code"`
+		} `json:"steps"`
+	}
+	b.get(t, "/api/v1/jobs/"+j.ID).decode(t, &job)
+	if job.Status != "running" || job.Steps[0].Status != "pending" {
+		t.Fatalf("refused completions changed the job: %+v", job)
+	}
+	r := b.post(t, path+"/complete", fmt.Sprintf(`{"token": %q, "status": "success", "exit_code": 0, "steps": [
+		{"index": 0, "status": "running"}, {"index": 0, "status": "success", "exit_code": 0},
+		{"index": 1, "status": "running"}, {"index": 1, "status": "success", "exit_code": 0}]}`, j.Lease.Token))
+	if r.status != http.StatusOK {
+		t.Fatalf("complete with steps: %d %s", r.status, r.body)
+	}
+	b.get(t, "/api/v1/jobs/"+j.ID).decode(t, &job)
+	if job.Status != "success" || len(job.Steps) != 2 {
+		t.Fatalf("job after complete: %+v", job)
+	}
+	for i, st := range job.Steps {
+		if st.Status != "success" || st.ExitCode == nil || *st.ExitCode != 0 {
+			t.Errorf("step %d after complete: %+v", i, st)
+		}
+	}
+}
+
 func TestAgentLeaseLost(t *testing.T) {
 	t.Parallel()
 	b := setup(t)

@@ -163,6 +163,11 @@ type HeartbeatResult struct {
 // UpdateStepParams report a step's status.
 type UpdateStepParams struct {
 	LeaseRef
+	StepUpdate
+}
+
+// StepUpdate is one step's new status.
+type StepUpdate struct {
 	Index    int
 	Status   StepStatus
 	ExitCode *int
@@ -170,11 +175,16 @@ type UpdateStepParams struct {
 
 // CompleteParams end a job attempt. Status is JobSuccess, JobFailed or JobCancelled; for
 // JobFailed, FailureKind is FailureExit (default) or FailureTimeout.
+//
+// Steps are step updates the worker had not sent yet when the job ended; they are
+// applied, in order, in the same transaction, before the attempt ends, exactly as
+// UpdateStep would apply them. A quick job so costs one write where it would cost three.
 type CompleteParams struct {
 	LeaseRef
 	Status      JobStatus
 	FailureKind FailureKind
 	ExitCode    *int
+	Steps       []StepUpdate
 }
 
 // Maintenance is what the scheduler loops call. Each call is safe to run from several

@@ -303,14 +303,8 @@ func (e *Engine) Heartbeat(ctx context.Context, p store.HeartbeatParams) (store.
 
 // UpdateStep implements store.Queue.
 func (e *Engine) UpdateStep(ctx context.Context, p store.UpdateStepParams) error {
-	switch p.Status {
-	case store.StepPending, store.StepRunning, store.StepSuccess, store.StepFailed, store.StepSkipped, store.StepCancelled:
-	default:
-		return fmt.Errorf("update step: unknown status %q: %w", p.Status, store.ErrInvalid)
-	}
-	var exit any
-	if p.ExitCode != nil {
-		exit = *p.ExitCode
+	if err := checkStep(p.StepUpdate); err != nil {
+		return err
 	}
 	return e.write(ctx, func(t *tx) error {
 		var attempt int
@@ -322,30 +316,47 @@ func (e *Engine) UpdateStep(ctx context.Context, p store.UpdateStepParams) error
 		if err != nil {
 			return fmt.Errorf("update step of job %s: %w", p.JobID, err)
 		}
-		now := us(e.clock.Now())
-		var started, finished int64
-		switch p.Status {
-		case store.StepRunning:
-			started = now
-		case store.StepPending:
-		default:
-			finished = now
-		}
-		res, err := t.exec(`UPDATE steps SET status = ?, exit_code = ?, attempt = ?,
-			started_at = CASE WHEN CAST(? AS BIGINT) <> 0 THEN ? WHEN started_at = 0 THEN ? ELSE started_at END,
-			finished_at = ?,
-			once_succeeded = CASE WHEN once = TRUE AND ? THEN TRUE ELSE once_succeeded END
-			WHERE job_id = ? AND idx = ?`,
-			string(p.Status), exit, attempt, started, started, finished, finished,
-			p.Status == store.StepSuccess, p.JobID, p.Index)
-		if err != nil {
-			return fmt.Errorf("update step %d of job %s: %w", p.Index, p.JobID, err)
-		}
-		if n, _ := res.RowsAffected(); n == 0 {
-			return fmt.Errorf("job %s has no step %d: %w", p.JobID, p.Index, store.ErrInvalid)
-		}
-		return nil
+		return t.updateStep(p.JobID, attempt, p.StepUpdate, e.clock.Now())
 	})
+}
+
+func checkStep(u store.StepUpdate) error {
+	switch u.Status {
+	case store.StepPending, store.StepRunning, store.StepSuccess, store.StepFailed, store.StepSkipped, store.StepCancelled:
+		return nil
+	}
+	return fmt.Errorf("update step: unknown status %q: %w", u.Status, store.ErrInvalid)
+}
+
+// updateStep records a step's status in attempt of job; the caller checked the lease.
+func (t *tx) updateStep(job uuid.UUID, attempt int, u store.StepUpdate, at time.Time) error {
+	var exit any
+	if u.ExitCode != nil {
+		exit = *u.ExitCode
+	}
+	now := us(at)
+	var started, finished int64
+	switch u.Status {
+	case store.StepRunning:
+		started = now
+	case store.StepPending:
+	default:
+		finished = now
+	}
+	res, err := t.exec(`UPDATE steps SET status = ?, exit_code = ?, attempt = ?,
+		started_at = CASE WHEN CAST(? AS BIGINT) <> 0 THEN ? WHEN started_at = 0 THEN ? ELSE started_at END,
+		finished_at = ?,
+		once_succeeded = CASE WHEN once = TRUE AND ? THEN TRUE ELSE once_succeeded END
+		WHERE job_id = ? AND idx = ?`,
+		string(u.Status), exit, attempt, started, started, finished, finished,
+		u.Status == store.StepSuccess, job, u.Index)
+	if err != nil {
+		return fmt.Errorf("update step %d of job %s: %w", u.Index, job, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("job %s has no step %d: %w", job, u.Index, store.ErrInvalid)
+	}
+	return nil
 }
 
 // CompleteJob implements store.Queue.
@@ -365,6 +376,11 @@ func (e *Engine) CompleteJob(ctx context.Context, p store.CompleteParams) (*stor
 	default:
 		return nil, fmt.Errorf("complete job: status %q is not an end of an attempt: %w", p.Status, store.ErrInvalid)
 	}
+	for _, u := range p.Steps {
+		if err := checkStep(u); err != nil {
+			return nil, err
+		}
+	}
 	var exit any
 	if p.ExitCode != nil {
 		exit = *p.ExitCode
@@ -380,6 +396,11 @@ func (e *Engine) CompleteJob(ctx context.Context, p store.CompleteParams) (*stor
 			return fmt.Errorf("job %s: %w", p.JobID, store.ErrLeaseLost)
 		}
 		now := e.clock.Now()
+		for _, u := range p.Steps {
+			if err := t.updateStep(p.JobID, j.attempt, u, now); err != nil {
+				return err
+			}
+		}
 		if p.Status == store.JobFailed {
 			job, err = t.retryLater(j, p.FailureKind, exit, now)
 			if err != nil || job != nil {

@@ -147,7 +147,7 @@ var fencedOps = []struct {
 		return b.s.StartJob(b.ctx, r)
 	}},
 	{"UpdateStep", func(b *bundle, r store.LeaseRef) error {
-		return b.s.UpdateStep(b.ctx, store.UpdateStepParams{LeaseRef: r, Index: 0, Status: store.StepRunning})
+		return b.s.UpdateStep(b.ctx, store.UpdateStepParams{LeaseRef: r, StepUpdate: store.StepUpdate{Index: 0, Status: store.StepRunning}})
 	}},
 	{"CompleteJob", func(b *bundle, r store.LeaseRef) error {
 		_, err := b.s.CompleteJob(b.ctx, store.CompleteParams{LeaseRef: r, Status: store.JobSuccess, ExitCode: intPtr(0)})

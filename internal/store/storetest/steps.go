@@ -12,6 +12,7 @@ var stepTests = []test{
 	{"UpdateRecordsProgress", testStepUpdate},
 	{"InvalidUpdate", testStepInvalidUpdate},
 	{"OnceAcrossAttempts", testStepOnce},
+	{"CarriedByCompletion", testStepsWithCompletion},
 }
 
 const fourSteps = `
@@ -31,7 +32,7 @@ func testStepUpdate(t *testing.T, h Harness) {
 	c := b.claimOne()
 	update := func(index int, status store.StepStatus, exit *int) {
 		t.Helper()
-		if err := b.s.UpdateStep(b.ctx, store.UpdateStepParams{LeaseRef: ref(c), Index: index, Status: status, ExitCode: exit}); err != nil {
+		if err := b.s.UpdateStep(b.ctx, store.UpdateStepParams{LeaseRef: ref(c), StepUpdate: store.StepUpdate{Index: index, Status: status, ExitCode: exit}}); err != nil {
 			t.Fatalf("UpdateStep(%d, %s): %v", index, status, err)
 		}
 	}
@@ -105,14 +106,75 @@ func testStepInvalidUpdate(t *testing.T, h Harness) {
 	b.create(fourSteps)
 	c := b.claimOne()
 	before := stepsState(b.listSteps(c.Job.ID))
-	err := b.s.UpdateStep(b.ctx, store.UpdateStepParams{LeaseRef: ref(c), Index: 0, Status: "finished"})
+	err := b.s.UpdateStep(b.ctx, store.UpdateStepParams{LeaseRef: ref(c), StepUpdate: store.StepUpdate{Index: 0, Status: "finished"}})
 	wantErr(t, "UpdateStep with an unknown status", err, store.ErrInvalid)
 	for _, index := range []int{-1, 4, 99} {
-		err := b.s.UpdateStep(b.ctx, store.UpdateStepParams{LeaseRef: ref(c), Index: index, Status: store.StepRunning})
+		err := b.s.UpdateStep(b.ctx, store.UpdateStepParams{LeaseRef: ref(c), StepUpdate: store.StepUpdate{Index: index, Status: store.StepRunning}})
 		wantErr(t, "UpdateStep of a step the job does not have", err, store.ErrInvalid, store.ErrNotFound)
 	}
 	if after := stepsState(b.listSteps(c.Job.ID)); after != before {
 		t.Errorf("refused updates changed the steps:\nbefore %s\nafter  %s", before, after)
+	}
+}
+
+// testStepsWithCompletion checks that step updates sent with the completion are applied
+// as UpdateStep would apply them, in the completing transaction, and that one the store
+// refuses leaves the job running.
+func testStepsWithCompletion(t *testing.T, h Harness) {
+	_, b := setup(t, h)
+	b.create(fourSteps)
+	c := b.claimOne()
+	if err := b.s.UpdateStep(b.ctx, store.UpdateStepParams{LeaseRef: ref(c), StepUpdate: store.StepUpdate{Index: 0, Status: store.StepRunning}}); err != nil {
+		t.Fatal(err)
+	}
+	before := stepsState(b.listSteps(c.Job.ID))
+	_, err := b.s.CompleteJob(b.ctx, store.CompleteParams{LeaseRef: ref(c), Status: store.JobSuccess,
+		Steps: []store.StepUpdate{{Index: 0, Status: store.StepSuccess, ExitCode: intPtr(0)}, {Index: 7, Status: store.StepRunning}}})
+	wantErr(t, "CompleteJob with an update of a step the job does not have", err, store.ErrInvalid, store.ErrNotFound)
+	_, err = b.s.CompleteJob(b.ctx, store.CompleteParams{LeaseRef: ref(c), Status: store.JobSuccess,
+		Steps: []store.StepUpdate{{Index: 1, Status: "finished"}}})
+	wantErr(t, "CompleteJob with an unknown step status", err, store.ErrInvalid)
+	if after := stepsState(b.listSteps(c.Job.ID)); after != before {
+		t.Errorf("a refused completion changed the steps:\nbefore %s\nafter  %s", before, after)
+	}
+	b.wantJobStatus(c.Job.ID, store.JobAssigned)
+
+	b.clk.Advance(time.Second)
+	end := b.clk.Now()
+	job, err := b.s.CompleteJob(b.ctx, store.CompleteParams{LeaseRef: ref(c), Status: store.JobFailed, ExitCode: intPtr(3),
+		Steps: []store.StepUpdate{
+			{Index: 0, Status: store.StepSuccess, ExitCode: intPtr(0)},
+			{Index: 1, Status: store.StepRunning},
+			{Index: 1, Status: store.StepFailed, ExitCode: intPtr(3)},
+			{Index: 2, Status: store.StepSkipped},
+		}})
+	if err != nil {
+		t.Fatalf("CompleteJob with steps: %v", err)
+	}
+	if job.Status != store.JobFailed {
+		t.Errorf("job after completion: %s", job.Status)
+	}
+	ss := b.listSteps(c.Job.ID)
+	want := []struct {
+		status store.StepStatus
+		exit   *int
+	}{{store.StepSuccess, intPtr(0)}, {store.StepFailed, intPtr(3)}, {store.StepSkipped, nil}, {store.StepPending, nil}}
+	for i, w := range want {
+		s := ss[i]
+		if s.Status != w.status || (s.ExitCode == nil) != (w.exit == nil) || (s.ExitCode != nil && *s.ExitCode != *w.exit) || s.Attempt != 1 && w.status != store.StepPending {
+			t.Errorf("step %d after completion: %s, want %s", i, stepsState([]*store.Step{s}), w.status)
+		}
+	}
+	wantTime(t, "step 0 FinishedAt", ss[0].FinishedAt, end)
+	wantTime(t, "step 1 StartedAt", ss[1].StartedAt, end)
+	wantTime(t, "step 1 FinishedAt", ss[1].FinishedAt, end)
+	// Updates for a lease that is gone change nothing, as UpdateStep's do not.
+	before = stepsState(ss)
+	_, err = b.s.CompleteJob(b.ctx, store.CompleteParams{LeaseRef: ref(c), Status: store.JobSuccess,
+		Steps: []store.StepUpdate{{Index: 3, Status: store.StepSuccess}}})
+	wantErr(t, "CompleteJob after the attempt ended", err, store.ErrLeaseLost)
+	if after := stepsState(b.listSteps(c.Job.ID)); after != before {
+		t.Errorf("a completion on a lost lease changed the steps:\nbefore %s\nafter  %s", before, after)
 	}
 }
 
@@ -161,7 +223,7 @@ jobs:
 			}
 			update := func(c *store.Claim, index int, status store.StepStatus, exit *int) {
 				t.Helper()
-				if err := b.s.UpdateStep(b.ctx, store.UpdateStepParams{LeaseRef: ref(c), Index: index, Status: status, ExitCode: exit}); err != nil {
+				if err := b.s.UpdateStep(b.ctx, store.UpdateStepParams{LeaseRef: ref(c), StepUpdate: store.StepUpdate{Index: index, Status: status, ExitCode: exit}}); err != nil {
 					t.Fatalf("UpdateStep(%d, %s): %v", index, status, err)
 				}
 			}
