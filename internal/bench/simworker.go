@@ -10,8 +10,9 @@ import (
 )
 
 // simWorker is a worker that speaks the real protocol over HTTP but runs nothing: for
-// each job it claims it reports the start, its one step running and succeeded, holds
-// the job (heartbeating) as long as it is told, and reports it complete. It stands in for
+// each job it claims it reports the start, holds the job (heartbeating, its one step
+// reported running) as long as it is told, and reports it complete with its step's
+// success, as a real worker does for a job whose step ends within a round trip. It stands in for
 // a real worker wherever the scenario measures orchestration, not processes.
 type simWorker struct {
 	c      *client
@@ -153,14 +154,18 @@ func (w *simWorker) runJob(ctx context.Context, id, token string, every time.Dur
 		}
 		return false
 	}
-	if !report("/start", map[string]any{}) || !report("/steps/0", map[string]any{"status": "running"}) {
+	if !report("/start", map[string]any{}) {
 		return
 	}
-	if !w.holdJob(ctx, path, token, every) {
-		return
+	steps := []map[string]any{{"index": 0, "status": "success", "exit_code": 0}}
+	if w.hold > 0 || w.release != nil {
+		if !report("/steps/0", map[string]any{"status": "running"}) || !w.holdJob(ctx, path, token, every) {
+			return
+		}
+	} else {
+		steps = append([]map[string]any{{"index": 0, "status": "running"}}, steps...)
 	}
-	if !report("/steps/0", map[string]any{"status": "success", "exit_code": 0}) ||
-		!report("/complete", map[string]any{"status": "success", "exit_code": 0}) {
+	if !report("/complete", map[string]any{"status": "success", "exit_code": 0, "steps": steps}) {
 		return
 	}
 	w.stats.completed.Add(1)
