@@ -85,7 +85,7 @@ func (a *app) runLocal(ctx context.Context, cfg runConfig) error {
 			return err
 		}
 		defer os.RemoveAll(dir)
-		cfg.Data = dir
+		cfg.Data, cfg.Throwaway = dir, true
 	}
 	cfg.Addr = "127.0.0.1:0"
 	// The coordinator and workers log from their own goroutines to the stderr the run's

@@ -40,6 +40,9 @@ type upConfig struct {
 	// Labels are the workers' labels besides the operating system and architecture
 	// (linux, amd64) they always have.
 	Labels string
+	// Throwaway says the data directory is deleted when the process ends (gantry run's
+	// temporary one), so the database need not survive a crash and skips its fsyncs.
+	Throwaway bool
 }
 
 func (a *app) upCommand() *cobra.Command {
@@ -119,10 +122,18 @@ func (c *upConfig) labels() []string {
 // server is the coordinator `up` runs.
 func (c *upConfig) server() serverConfig {
 	return serverConfig{
-		Addr: c.Addr, DB: "sqlite://" + filepath.Join(c.Data, "gantry.db"), LogLevel: c.LogLevel, LogFormat: c.LogFormat, Auth: "auto",
+		Addr: c.Addr, DB: c.db(), LogLevel: c.LogLevel, LogFormat: c.LogFormat, Auth: "auto",
 		LeaseTTL: c.LeaseTTL, HeartbeatEvery: c.LeaseTTL / 4, ReapEvery: min(c.LeaseTTL/4, scheduler.DefaultReapEvery),
 		CancelGrace: api.DefaultCancelGrace, LogMaxSize: "50Mi", ArtifactsExpireIn: 30 * 24 * time.Hour,
 	}
+}
+
+func (c *upConfig) db() string {
+	db := "sqlite://" + filepath.Join(c.Data, "gantry.db")
+	if c.Throwaway {
+		db += "?synchronous=off"
+	}
+	return db
 }
 
 func (a *app) up(ctx context.Context, cfg upConfig) error {

@@ -30,11 +30,19 @@ type Options = sqlstore.Options
 // Durability: WAL with synchronous=FULL, so a commit is on disk before Open's writes
 // return; a process crash or a power cut loses nothing acknowledged. Group commit makes
 // that affordable: one fsync covers every operation in a batch.
+//
+// A path may end in ?synchronous=normal, which keeps acknowledged writes across a
+// process crash but not a power cut (WAL syncs at checkpoints only), or
+// ?synchronous=off, for a database thrown away with its process, which syncs nothing.
 func Open(ctx context.Context, path string, opts Options) (*sqlstore.Engine, error) {
+	path, sync, err := synchronous(path)
+	if err != nil {
+		return nil, fmt.Errorf("open sqlite store: %w", err)
+	}
 	if path == "" {
 		return nil, errors.New("open sqlite store: empty path")
 	}
-	writeDSN := dsn(path, false)
+	writeDSN := dsn(path, sync, false)
 	write, err := sql.Open("sqlite", writeDSN)
 	if err != nil {
 		return nil, fmt.Errorf("open sqlite store %s: %w", path, err)
@@ -54,7 +62,7 @@ func Open(ctx context.Context, path string, opts Options) (*sqlstore.Engine, err
 		_ = write.Close()
 		return nil, fmt.Errorf("open sqlite store %s: %w", path, err)
 	}
-	read, err := sql.Open("sqlite", dsn(path, true))
+	read, err := sql.Open("sqlite", dsn(path, sync, true))
 	if err != nil {
 		_ = write.Close()
 		return nil, fmt.Errorf("open sqlite store %s: %w", path, err)
@@ -64,7 +72,37 @@ func Open(ctx context.Context, path string, opts Options) (*sqlstore.Engine, err
 	return sqlstore.New(write, read, d, opts, write, read), nil
 }
 
-func dsn(path string, readOnly bool) string {
+// synchronous takes the synchronous parameter off path, returning the path without it
+// and the pragma's value (FULL unless the parameter says otherwise).
+func synchronous(path string) (string, string, error) {
+	base, query, ok := strings.Cut(path, "?")
+	if !ok {
+		return path, "FULL", nil
+	}
+	q, err := url.ParseQuery(query)
+	if err != nil {
+		return "", "", fmt.Errorf("parameters of %s: %w", path, err)
+	}
+	sync := "FULL"
+	if v, ok := q["synchronous"]; ok {
+		switch strings.ToLower(v[len(v)-1]) {
+		case "full":
+		case "normal":
+			sync = "NORMAL"
+		case "off":
+			sync = "OFF"
+		default:
+			return "", "", fmt.Errorf("synchronous=%s: want full, normal or off", v[len(v)-1])
+		}
+		q.Del("synchronous")
+	}
+	if len(q) == 0 {
+		return base, sync, nil
+	}
+	return base + "?" + q.Encode(), sync, nil
+}
+
+func dsn(path, sync string, readOnly bool) string {
 	name := path
 	if !strings.HasPrefix(name, "file:") {
 		name = "file:" + name
@@ -72,7 +110,7 @@ func dsn(path string, readOnly bool) string {
 	q := url.Values{}
 	q.Add("_pragma", "busy_timeout(10000)")
 	q.Add("_pragma", "journal_mode(WAL)")
-	q.Add("_pragma", "synchronous(FULL)")
+	q.Add("_pragma", "synchronous("+sync+")")
 	q.Add("_pragma", "temp_store(MEMORY)")
 	q.Add("_pragma", "cache_size(-65536)")
 	if readOnly {
