@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -76,6 +77,11 @@ func (s *Server) storeError(w http.ResponseWriter, r *http.Request, action strin
 		writeError(w, http.StatusConflict, codeConflict, err.Error(), nil)
 	case errors.Is(err, store.ErrInvalid):
 		writeError(w, http.StatusBadRequest, codeBadRequest, err.Error(), nil)
+	case r.Context().Err() != nil && errors.Is(err, context.Canceled):
+		// The caller went away (a worker stopping, a closed long poll): nobody reads
+		// the answer and nothing failed.
+		s.log.DebugContext(r.Context(), "store call abandoned by its caller", "action", action, "err", err)
+		writeError(w, http.StatusServiceUnavailable, codeInternal, action+": the request was cancelled", nil)
 	default:
 		s.log.ErrorContext(r.Context(), "store call failed", "action", action, "err", err)
 		writeError(w, http.StatusInternalServerError, codeInternal, action+": internal error", nil)

@@ -106,7 +106,7 @@ func (c *apiClient) streamOnce(ctx context.Context, job string, attempt *int, af
 
 	sc := bufio.NewScanner(resp.Body)
 	// A line's text is at most 64 KiB, which JSON escaping can make several times longer.
-	sc.Buffer(make([]byte, 64<<10), 8<<20)
+	sc.Buffer(make([]byte, 4<<10), 8<<20)
 	var event string
 	var data strings.Builder
 	events := 0

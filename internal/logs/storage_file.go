@@ -166,7 +166,13 @@ func (s *FileStorage) lockOpen(k Key) func() {
 // rebuild scans the file for its end and index. A torn last line, left by a crash in
 // the middle of a write, is cut off: its batch was never acknowledged.
 func (lf *logFile) rebuild() error {
-	r := bufio.NewReaderSize(io.NewSectionReader(lf.f, 0, 1<<62), 256<<10)
+	// A buffer no larger than the file: most logs are small, and one is opened for every
+	// job (new logs are empty).
+	size := 256 << 10
+	if fi, err := lf.f.Stat(); err == nil {
+		size = int(min(int64(size), max(fi.Size(), 4096)))
+	}
+	r := bufio.NewReaderSize(io.NewSectionReader(lf.f, 0, 1<<62), size)
 	var off int64
 	for {
 		b, err := r.ReadSlice('\n')
