@@ -82,14 +82,19 @@ func testBench(t *testing.T, store string, scenarios []string) {
 	}
 	// Every scenario measured something real: jobs went through, latencies were seen.
 	positive := map[string][]string{
-		"throughput-8":    {"jobs/s", "dispatch p99", "submit p99", "coordinator RSS"},
-		"throughput-64":   {"jobs/s", "dispatch p99", "submit p99", "coordinator RSS"},
-		"dispatch":        {"jobs/s", "dispatch p50", "dispatch p99"},
-		"dag-independent": {"wall median", "one-job pipeline"},
-		"dag-chain":       {"wall median", "one-job pipeline"},
-		"dag-fan":         {"wall median", "one-job pipeline"},
-		"concurrency":     {"coordinator RSS", "heartbeats", "heartbeat p99", "time to start every job"},
-		"intake":          {"submit p99", "dispatch p99", "time to submit every run"},
+		"throughput-8":     {"jobs/s", "dispatch p99", "submit p99", "coordinator RSS"},
+		"throughput-64":    {"jobs/s", "dispatch p99", "submit p99", "coordinator RSS"},
+		"dispatch":         {"jobs/s", "dispatch p50", "dispatch p99"},
+		"dag-independent":  {"wall median", "one-job pipeline"},
+		"dag-chain":        {"wall median", "one-job pipeline"},
+		"dag-fan":          {"wall median", "one-job pipeline"},
+		"concurrency":      {"coordinator RSS", "heartbeats", "heartbeat p99", "time to start every job"},
+		"intake":           {"submit p99", "dispatch p99", "time to submit every run"},
+		"logs-latency-1":   {"line latency p50", "line latency p99", "lines"},
+		"logs-latency-100": {"line latency p50", "line latency p99", "lines"},
+		"logs-ingest":      {"lines/s", "append p99"},
+		"cancel":           {"cancel p50", "cancel p99"},
+		"artifacts":        {"hashing", "upload", "download", "worker peak RSS", "server peak RSS"},
 	}
 	for name, r := range got {
 		for _, m := range positive[name] {
