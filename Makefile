@@ -11,7 +11,7 @@ LDFLAGS := -X github.com/gantry-ci/gantry/internal/cli.version=$(VERSION)
 GOBIN_DIR := $(shell $(GO) env GOPATH)/bin
 STATICCHECK := $(GOBIN_DIR)/staticcheck
 
-.PHONY: build run test fuzz lint fmtcheck bench chaos clean
+.PHONY: build run test fuzz lint fmtcheck bench bench-go chaos clean
 
 build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o bin/gantry ./cmd/gantry
@@ -40,12 +40,21 @@ fmtcheck:
 	@files="$$(gofmt -l .)"; \
 	if [ -n "$$files" ]; then echo "not gofmt-formatted (run gofmt -w):"; echo "$$files"; exit 1; fi
 
-# Store benchmarks run a fixed number of jobs: their setup (100,000 queued jobs for the
-# claim-latency case) is too slow to repeat for every b.N the default mode would try.
-bench:
+# gantry bench runs every named scenario against real coordinator processes on SQLite
+# and on the PostgreSQL server at BENCH_POSTGRES (it creates and drops a database per
+# scenario), prints a table, writes bench.json and rewrites the generated section of
+# BENCHMARKS.md. BENCH_FLAGS passes more, e.g. BENCH_FLAGS='--scale 0.1 throughput-64'.
+BENCH_POSTGRES ?= postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable
+BENCH_FLAGS ?=
+bench: build
+	bin/gantry bench --postgres '$(BENCH_POSTGRES)' --json bench.json --markdown BENCHMARKS.md $(BENCH_FLAGS)
+
+# Go benchmarks of the planner and of the store drivers alone. The store's run a fixed
+# number of jobs: their setup (100,000 queued jobs for the claim-latency case) is too slow
+# to repeat for every b.N the default mode would try.
+bench-go:
 	$(GO) test -run='^$$' -bench=. -benchmem ./internal/pipeline
 	$(GO) test -run='^$$' -bench=Store -benchtime=$(STORE_BENCH_JOBS)x ./internal/store/sqlite ./internal/store/postgres
-	@echo "gantry bench scenarios (dispatch latency, intake rate, log delivery) land with the load-testing issue."
 
 # The full chaos suite: 500 jobs per store on a coordinator and four workers that are
 # SIGKILLed and restarted while the jobs run. `make test` runs a shortened form. No -race:
