@@ -48,3 +48,31 @@ func TestCheckArtifactName(t *testing.T) {
 		}
 	}
 }
+
+// TestNoInputs checks that a job is told it has nothing to fetch exactly when none of
+// the jobs it needs keeps artifacts.
+func TestNoInputs(t *testing.T) {
+	t.Parallel()
+	const src = `
+name: inputs
+jobs:
+  build: {steps: [{run: make}], artifacts: {paths: [bin/app]}}
+  lint: {steps: [{run: make lint}]}
+  test:
+    matrix: {shard: [1, 2]}
+    steps: [{run: make test}]
+  package: {needs: [build, lint], steps: [{run: make dist}]}
+  report: {needs: [lint, test], steps: [{run: make report}]}
+`
+	p, err := Compile([]byte(src), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]bool{"build": false, "lint": false, "test (shard=1)": false, "test (shard=2)": false,
+		"package": false, "report": true}
+	for _, j := range p.Jobs {
+		if j.NoInputs != want[j.Key] {
+			t.Errorf("%s: NoInputs %v, want %v", j.Key, j.NoInputs, want[j.Key])
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -202,6 +203,15 @@ func (d *decoder) plan(s *spec) *Plan {
 		}
 		return all[a].order < all[b].order
 	})
+	byKey := make(map[string]*Job, len(all))
+	for _, b := range all {
+		byKey[b.job.Key] = b.job
+	}
+	for _, b := range all {
+		if len(b.job.Needs) > 0 {
+			b.job.NoInputs = !slices.ContainsFunc(b.job.Needs, func(k string) bool { return byKey[k].Artifacts != nil })
+		}
+	}
 	for _, b := range all {
 		p.Jobs = append(p.Jobs, b.job)
 		for len(p.Waves) <= b.wave {

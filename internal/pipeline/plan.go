@@ -40,12 +40,16 @@ type Job struct {
 	Needs []string `json:"needs,omitempty"`
 	// NeedsNames holds the definition names this job waits for (explicit or from stages);
 	// these are the names an if: expression may read as needs.<name>.result.
-	NeedsNames []string   `json:"needs_names,omitempty"`
-	If         *Condition `json:"if,omitempty"`
-	RunsOn     []string   `json:"runs_on,omitempty"`
-	Resources  Resources  `json:"resources"`
-	Priority   Priority   `json:"priority"`
-	Timeout    Duration   `json:"timeout"`
+	NeedsNames []string `json:"needs_names,omitempty"`
+	// NoInputs is true for a job with needs none of which keeps artifacts: a worker has
+	// nothing to fetch and need not ask. (False, as in plans made before it existed,
+	// means ask.)
+	NoInputs  bool       `json:"no_inputs,omitempty"`
+	If        *Condition `json:"if,omitempty"`
+	RunsOn    []string   `json:"runs_on,omitempty"`
+	Resources Resources  `json:"resources"`
+	Priority  Priority   `json:"priority"`
+	Timeout   Duration   `json:"timeout"`
 	// CancelGrace is the time between SIGTERM and SIGKILL on cancel or timeout; zero
 	// when the definition leaves it to the coordinator's default.
 	CancelGrace     Duration          `json:"cancel_grace,omitempty"`
