@@ -144,14 +144,15 @@ func (c *committer) tryBatch(batch []*request) (errs []error, sig Signals, err e
 	}()
 	errs = make([]error, len(batch))
 	var hooks []func()
-	ctl := c.e.newTx(ctx, sqlTx)
+	shared := &batchState{}
+	ctl := c.e.newTx(ctx, sqlTx, shared)
 	for i, r := range batch {
 		if c.e.d.Savepoints {
 			if _, err := ctl.exec("SAVEPOINT op"); err != nil {
 				return nil, sig, fmt.Errorf("savepoint: %w", err)
 			}
 		}
-		t := c.e.newTx(ctx, sqlTx)
+		t := c.e.newTx(ctx, sqlTx, shared)
 		if opErr := r.fn(t); opErr != nil {
 			if !c.e.d.Savepoints || c.e.d.Retryable(opErr) {
 				// Without a savepoint the operation's partial writes cannot be undone
@@ -225,7 +226,7 @@ func (c *committer) runOne(r *request) (sig Signals, err error) {
 	if err != nil {
 		return sig, fmt.Errorf("begin: %w", err)
 	}
-	t := c.e.newTx(ctx, sqlTx)
+	t := c.e.newTx(ctx, sqlTx, &batchState{})
 	err = r.fn(t)
 	if err == nil && len(t.ended) > 0 {
 		err = t.advance(t.ended, c.e.clock.Now())
@@ -253,9 +254,11 @@ func (c *committer) runOne(r *request) (sig Signals, err error) {
 // tx is what operations use: a transaction that rewrites placeholders and records
 // whether a job became queued.
 type tx struct {
-	ctx    context.Context
-	tx     *sql.Tx
-	e      *Engine
+	ctx context.Context
+	tx  *sql.Tx
+	e   *Engine
+	// batch is what the operations of one transaction share.
+	batch  *batchState
 	queued bool
 	// cancelled is set when the operation asked a leased job to cancel.
 	cancelled bool
@@ -267,7 +270,26 @@ type tx struct {
 	onCommit []func()
 }
 
-func (e *Engine) newTx(ctx context.Context, t *sql.Tx) *tx { return &tx{ctx: ctx, tx: t, e: e} }
+func (e *Engine) newTx(ctx context.Context, t *sql.Tx, b *batchState) *tx {
+	return &tx{ctx: ctx, tx: t, e: e, batch: b}
+}
+
+// batchState is shared by the operations of one transaction.
+type batchState struct {
+	// queuedGen counts the operations so far that queued a job.
+	queuedGen int
+	// noCandidates remembers claims that found no queued job, by what they looked for,
+	// with the queuedGen they saw: until another operation queues a job, a claim looking
+	// for the same finds nothing either. Many workers woken by one queued job then cost
+	// one search, not one each.
+	noCandidates map[string]int
+}
+
+// markQueued notes that the operation queued a job.
+func (t *tx) markQueued() {
+	t.queued = true
+	t.batch.queuedGen++
+}
 
 // Statements are prepared once and reused: parsing SQL would otherwise cost more than
 // running it.

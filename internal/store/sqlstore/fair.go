@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"database/sql"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -79,7 +80,7 @@ func (t *tx) enqueue(jobs []queuedJob, now int64) (int, error) {
 		}
 		next[k]++
 		changed++
-		t.queued = true
+		t.markQueued()
 		if cancels && group != "" {
 			if err := t.cancelGroupHolders(j.projectID, group, j.id); err != nil {
 				return changed, err
@@ -127,6 +128,7 @@ func (c *labelCache) subsetsOf(worker map[string]bool) []string {
 			out = append(out, set)
 		}
 	}
+	slices.Sort(out)
 	return out
 }
 

@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -67,7 +68,12 @@ func (e *Engine) Claim(ctx context.Context, p store.ClaimParams) ([]*store.Claim
 			return err
 		}
 		var cands []candidate
-		for _, set := range e.labels.subsetsOf(worker) {
+		sets := e.labels.subsetsOf(worker)
+		searched := fmt.Sprintf("%q %d %d", sets, freeCPU, freeMem)
+		if gen, ok := t.batch.noCandidates[searched]; ok && gen == t.batch.queuedGen {
+			return nil
+		}
+		for _, set := range sets {
 			rows, err := t.query(`SELECT id, project_id, lane, vtime, queued_at, concurrency_group, milli_cpu, memory, timeout_us
 				FROM jobs WHERE status = 'queued' AND label_set = ? AND milli_cpu <= ? AND memory <= ?
 				ORDER BY lane, vtime, queued_at, id LIMIT ?`+e.d.SkipLocked, set, freeCPU, freeMem, p.Max*4)
@@ -86,6 +92,13 @@ func (e *Engine) Claim(ctx context.Context, p store.ClaimParams) ([]*store.Claim
 			if err := rows.Err(); err != nil {
 				return fmt.Errorf("find queued jobs: %w", err)
 			}
+		}
+		if len(cands) == 0 {
+			if t.batch.noCandidates == nil {
+				t.batch.noCandidates = map[string]int{}
+			}
+			t.batch.noCandidates[searched] = t.batch.queuedGen
+			return nil
 		}
 		sort.Slice(cands, func(i, j int) bool { return cands[i].before(cands[j]) })
 
@@ -170,29 +183,14 @@ func (e *Engine) Claim(ctx context.Context, p store.ClaimParams) ([]*store.Claim
 			append([]any{nowUS}, runArgs...)...); err != nil {
 			return fmt.Errorf("start runs: %w", err)
 		}
-		runRows, err := t.query(`SELECT `+runCols+runFrom+`WHERE r.id IN (`+inList(len(runArgs))+`)`, runArgs...)
-		if err != nil {
-			return fmt.Errorf("read runs: %w", err)
-		}
-		runs := map[uuid.UUID]*store.Run{}
-		for runRows.Next() {
-			r, err := scanRun(runRows)
-			if err != nil {
-				runRows.Close()
-				return fmt.Errorf("read runs: %w", err)
-			}
-			runs[r.ID] = r
-		}
-		runRows.Close()
-		if err := runRows.Err(); err != nil {
-			return fmt.Errorf("read runs: %w", err)
-		}
-		for _, c := range claims {
-			c.Run = runs[c.Job.RunID]
-		}
 		return nil
 	})
 	if err != nil {
+		return nil, fmt.Errorf("claim for worker %s: %w", p.WorkerID, err)
+	}
+	// The runs and the specs are read after the commit, off the one writer: what a
+	// worker needs of them (trigger, environment, steps) never changes.
+	if err := e.loadRuns(ctx, claims); err != nil {
 		return nil, fmt.Errorf("claim for worker %s: %w", p.WorkerID, err)
 	}
 	jobs := make([]*store.Job, len(claims))
@@ -203,6 +201,51 @@ func (e *Engine) Claim(ctx context.Context, p store.ClaimParams) ([]*store.Claim
 		return nil, fmt.Errorf("claim for worker %s: %w", p.WorkerID, err)
 	}
 	return claims, nil
+}
+
+// loadRuns fills in each claim's run: its id, project, name, trigger and environment.
+func (e *Engine) loadRuns(ctx context.Context, claims []*store.Claim) error {
+	if len(claims) == 0 {
+		return nil
+	}
+	ids := map[uuid.UUID]bool{}
+	var args []any
+	for _, c := range claims {
+		if !ids[c.Job.RunID] {
+			ids[c.Job.RunID] = true
+			args = append(args, c.Job.RunID)
+		}
+	}
+	// Only what the worker is told: the definition, read with the whole run, is large.
+	rows, err := e.readRows(ctx, `SELECT id, project_id, name, trigger, env FROM runs WHERE id IN (`+inList(len(args))+`)`, args...)
+	if err != nil {
+		return fmt.Errorf("read runs: %w", err)
+	}
+	defer rows.Close()
+	runs := map[uuid.UUID]*store.Run{}
+	for rows.Next() {
+		var (
+			r            store.Run
+			trigger, env string
+		)
+		if err := rows.Scan(&r.ID, &r.ProjectID, &r.Name, &trigger, &env); err != nil {
+			return fmt.Errorf("read runs: %w", err)
+		}
+		if err := json.Unmarshal([]byte(trigger), &r.Trigger); err != nil {
+			return fmt.Errorf("decode trigger of run %s: %w", r.ID, err)
+		}
+		if err := json.Unmarshal([]byte(env), &r.Env); err != nil {
+			return fmt.Errorf("decode env of run %s: %w", r.ID, err)
+		}
+		runs[r.ID] = &r
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("read runs: %w", err)
+	}
+	for _, c := range claims {
+		c.Run = runs[c.Job.RunID]
+	}
+	return nil
 }
 
 // groupFree reports whether c may take its concurrency group: no job of the group holds

@@ -121,7 +121,7 @@ func (e *Engine) CreateRun(ctx context.Context, p store.CreateRunParams) (*store
 			if len(j.needs) == 0 {
 				status, vtime, queuedAt = store.JobQueued, next[j.lane], now
 				next[j.lane]++
-				t.queued = true
+				t.markQueued()
 			}
 			j.status, j.queuedAt = status, queuedAt
 			group, cancels := "", false
