@@ -58,8 +58,10 @@ type Agent struct {
 
 	workerID       string
 	heartbeatEvery time.Duration
-	// completeSteps says the coordinator takes step reports with a job's completion.
-	completeSteps bool
+	// completeSteps says the coordinator takes step reports with a job's completion;
+	// claimStart that a claim can start the jobs it hands out, so none needs a start
+	// report.
+	completeSteps, claimStart bool
 
 	mu       sync.Mutex
 	running  map[string]*runningJob
@@ -249,6 +251,7 @@ func (a *Agent) register(ctx context.Context) error {
 	a.workerID = ans.WorkerID
 	a.heartbeatEvery = duration(ans.HeartbeatEvery, 10*time.Second)
 	a.completeSteps = slices.Contains(ans.Features, featureCompleteSteps)
+	a.claimStart = slices.Contains(ans.Features, featureClaimStart)
 	if ans.Credential != "" {
 		a.c.token = ans.Credential
 	}
@@ -270,7 +273,7 @@ func (a *Agent) claim(ctx context.Context, max int) ([]claimedJob, error) {
 		Jobs []claimedJob `json:"jobs"`
 	}
 	err := a.c.post(ctx, "/api/v1/agent/claim", map[string]any{"worker_id": a.workerID, "labels": a.cfg.Labels,
-		"free_milli_cpu": cpu, "free_memory": mem, "max": max, "wait": "30s"}, &ans)
+		"free_milli_cpu": cpu, "free_memory": mem, "max": max, "wait": "30s", "start": a.claimStart}, &ans)
 	return ans.Jobs, err
 }
 
@@ -400,7 +403,9 @@ func (a *Agent) runJob(parent context.Context, j claimedJob) {
 	// coordinator outage, even one that swallowed the start's answer, never holds the
 	// job back; the completion waits for them.
 	steps := make(chan stepReport, 3*len(spec.Steps)+2)
-	steps <- stepReport{path: "/start", step: -1, body: map[string]any{}}
+	if !a.claimStart {
+		steps <- stepReport{path: "/start", step: -1, body: map[string]any{}}
+	}
 	stepsSent := make(chan struct{})
 	// Once the job has ended, the step reports still queued go with the completion
 	// instead of each in a request of its own: a quick job costs one write, not three.
@@ -632,9 +637,12 @@ func (a *Agent) countLog(jl *jobLog) {
 	a.cfg.Metrics.LogShipped(st.Acked, st.Dropped)
 }
 
-// featureCompleteSteps is the coordinator's word that a completion may carry the step
-// reports not yet sent (api: the register answer's features).
-const featureCompleteSteps = "complete.steps"
+// Features of the coordinator (api: the register answer's features) the worker uses:
+// a completion may carry the step reports not yet sent; a claim may start its jobs.
+const (
+	featureCompleteSteps = "complete.steps"
+	featureClaimStart    = "claim.start"
+)
 
 // stepReport is a step's status on its way to the coordinator; step is -1 for the start.
 type stepReport struct {

@@ -256,21 +256,7 @@ func TestDrain(t *testing.T) {
 	first := b.submit(t, "jobs:\n  a: {steps: [{run: 'sleep 1'}]}\n")
 	done := make(chan error, 1)
 	go func() { done <- a.Run(drain, kill) }()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		jobs, _ := b.st.ListJobs(t.Context(), first)
-		if jobs[0].Status == store.JobRunning {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the first job never started")
-		}
-		select {
-		case <-time.After(10 * time.Millisecond):
-		case err := <-done:
-			t.Fatalf("worker stopped early: %v", err)
-		}
-	}
+	waitInHand(t, b.st, first)
 	stopClaiming()
 	second := b.submit(t, "jobs:\n  b: {steps: [{run: 'true'}]}\n")
 	select {
@@ -316,19 +302,24 @@ func TestStepReportsWithCompletion(t *testing.T) {
 			}
 			// The last step fails and the job goes on (continue_on_error): the worker writes
 			// that to the job's log just after it queued the step's report, so once the
-			// line arrives the report is queued, behind a start that is not yet answered.
+			// line arrives the report is queued, behind a first report not yet answered.
 			stepsDone := make(chan struct{})
 			closeDone := sync.OnceFunc(func() { close(stepsDone) })
 			var separate, carried atomic.Int64
 			h := api.New(api.Config{Store: st, HeartbeatEvery: 200 * time.Millisecond, LeaseTTL: 5 * time.Second}).Handler()
+			var held atomic.Bool
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				switch {
-				case strings.HasSuffix(r.URL.Path, "/start"):
+				report := strings.HasSuffix(r.URL.Path, "/start") || strings.Contains(r.URL.Path, "/steps/")
+				if report && held.CompareAndSwap(false, true) {
+					// Hold the job's first report (its start, or its first step's) so
+					// that the rest queue behind it.
 					select {
 					case <-stepsDone:
 					case <-time.After(10 * time.Second):
-						t.Error("the steps' log did not arrive while the start was held")
+						t.Error("the steps' log did not arrive while the first report was held")
 					}
+				}
+				switch {
 				case strings.HasSuffix(r.URL.Path, "/logs"):
 					raw, _ := io.ReadAll(r.Body)
 					if bytes.Contains(raw, []byte("continuing")) {

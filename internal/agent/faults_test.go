@@ -3,8 +3,10 @@ package agent
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -13,6 +15,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -241,7 +244,19 @@ func waitJob(tb testing.TB, st store.Store, run uuid.UUID, what string, ok func(
 	}
 }
 
-func running(j *store.Job) bool { return j.Status == store.JobRunning }
+// waitInHand waits until the run's only job is running on the worker: its first step has
+// started. A job is running as soon as a claim that starts it commits, which may be
+// before the worker has the claim's answer.
+func waitInHand(tb testing.TB, st store.Store, run uuid.UUID) *store.Job {
+	tb.Helper()
+	return waitJob(tb, st, run, "running on the worker", func(j *store.Job) bool {
+		if j.Status != store.JobRunning {
+			return false
+		}
+		steps, err := st.ListSteps(tb.Context(), j.ID)
+		return err == nil && len(steps) > 0 && steps[0].Status != store.StepPending
+	})
+}
 
 // pause lets an outage last d. It is the fault being injected, not a wait for something.
 func pause(tb testing.TB, d time.Duration) {
@@ -282,7 +297,7 @@ func TestCoordinatorRestart(t *testing.T) {
 			c.up()
 			logs := startAgent(t, c.url, slog.LevelInfo)
 			id := c.bundle().submit(t, fmt.Sprintf("jobs:\n  a: {steps: [{run: %q}, {run: 'true'}]}\n", tt.step))
-			waitJob(t, c.st, id, "running", running)
+			waitInHand(t, c.st, id)
 			c.down()
 			// Every lease was set to expire at most one TTL after now.
 			pause(t, tt.outage)
@@ -392,7 +407,7 @@ jobs:
             wait
           fi
 `, pidFile))
-	first := waitJob(t, c.st, id, "running", running)
+	first := waitInHand(t, c.st, id)
 	pids := readPids(t, pidFile, 2)
 	t.Cleanup(func() {
 		for _, pid := range pids {
@@ -517,7 +532,7 @@ jobs:
           echo $! >> "$PIDS"
           wait
 `, pidFile, escapedFile))
-	waitJob(t, c.st, id, "running", running)
+	waitInHand(t, c.st, id)
 	pids := readPids(t, pidFile, 4)
 	escaped := readPids(t, escapedFile, 1)
 	t.Cleanup(func() {
@@ -582,7 +597,7 @@ func TestStepsContinueThroughOutage(t *testing.T) {
 	startAgent(t, c.url, slog.LevelInfo)
 	marker := filepath.Join(t.TempDir(), "second-step-ran")
 	id := c.bundle().submit(t, fmt.Sprintf("jobs:\n  a: {steps: [{run: 'sleep 1'}, {run: 'touch %s'}, {run: 'true'}]}\n", marker))
-	waitJob(t, c.st, id, "running", running)
+	waitInHand(t, c.st, id)
 	c.down()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -620,7 +635,8 @@ func wantStepsSucceeded(t *testing.T, st store.Store, job uuid.UUID) {
 
 // TestStartAnswerLost: the coordinator records a job's start but its answers do not reach
 // the worker (502s from a proxy in between) until the step has run: the steps do not wait
-// for the start's answer, they run once, and the job succeeds.
+// for the start's answer, they run once, and the job succeeds. The coordinator here does
+// not offer claims that start their jobs, so the worker reports each start.
 func TestStartAnswerLost(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -632,6 +648,9 @@ func TestStartAnswerLost(t *testing.T) {
 	var swallowed atomic.Int32
 	proxy := httputil.NewSingleHostReverseProxy(target)
 	proxy.ModifyResponse = func(r *http.Response) error {
+		if strings.HasSuffix(r.Request.URL.Path, "/register") {
+			return withoutFeature(r, "claim.start")
+		}
 		if !strings.HasSuffix(r.Request.URL.Path, "/start") {
 			return nil
 		}
@@ -652,4 +671,27 @@ func TestStartAnswerLost(t *testing.T) {
 	if got, _ := os.ReadFile(marker); string(got) != "ran\n" {
 		t.Errorf("the step ran %q, want once", got)
 	}
+}
+
+// withoutFeature takes a feature out of a register answer, as an older coordinator
+// would answer.
+func withoutFeature(r *http.Response, feature string) error {
+	raw, err := io.ReadAll(r.Body)
+	if err != nil {
+		return err
+	}
+	_ = r.Body.Close()
+	var ans map[string]any
+	if err := json.Unmarshal(raw, &ans); err != nil {
+		return err
+	}
+	features, _ := ans["features"].([]any)
+	ans["features"] = slices.DeleteFunc(features, func(f any) bool { return f == feature })
+	if raw, err = json.Marshal(ans); err != nil {
+		return err
+	}
+	r.Body = io.NopCloser(bytes.NewReader(raw))
+	r.ContentLength = int64(len(raw))
+	r.Header.Set("Content-Length", strconv.Itoa(len(raw)))
+	return nil
 }

@@ -114,7 +114,7 @@ func TestLogsSurviveCoordinatorRestart(t *testing.T) {
 	c.up()
 	startAgent(t, c.url, slog.LevelInfo)
 	id := c.bundle().submit(t, "jobs:\n  a: {steps: [{run: 'for i in $(seq 1 400); do echo line $i; sleep 0.01; done'}]}\n")
-	waitJob(t, c.st, id, "running", running)
+	waitInHand(t, c.st, id)
 	pause(t, 500*time.Millisecond)
 	c.down()
 	pause(t, 2*time.Second)

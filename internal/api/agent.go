@@ -127,12 +127,12 @@ type registerResponse struct {
 	Credential string `json:"credential,omitempty"`
 	// Features name what this coordinator accepts beyond the first protocol, so a newer
 	// worker uses it only where it is understood: "complete.steps", step reports
-	// carried by a completion.
+	// carried by a completion; "claim.start", claims that start their jobs.
 	Features []string `json:"features"`
 }
 
 // agentFeatures is the register answer's features.
-var agentFeatures = []string{"complete.steps"}
+var agentFeatures = []string{"complete.steps", "claim.start"}
 
 func (s *Server) registerWorker(w http.ResponseWriter, r *http.Request) {
 	var req registerRequest
@@ -188,6 +188,9 @@ type claimRequest struct {
 	// Wait is how long to hold the request open when no job is ready, as a duration
 	// ("30s"); default 30s, at most 60s, "0s" answers at once.
 	Wait string `json:"wait"`
+	// Start starts the jobs handed out: they are running at once and need no start
+	// report (feature claim.start).
+	Start bool `json:"start"`
 }
 
 type leaseJSON struct {
@@ -245,7 +248,7 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	params := store.ClaimParams{WorkerID: req.WorkerID, Labels: req.Labels, FreeMilliCPU: req.FreeCPU, FreeMemory: req.FreeMemory,
-		Max: req.Max, LeaseTTL: s.leaseTTL, TimeoutGrace: s.timeoutGrace}
+		Max: req.Max, LeaseTTL: s.leaseTTL, TimeoutGrace: s.timeoutGrace, Start: req.Start}
 	// Listen before the first claim, so a job queued between the claim and the wait is
 	// not missed.
 	wake, stop := s.store.WaitForJobs()

@@ -9,8 +9,8 @@ import (
 	"time"
 )
 
-// simWorker is a worker that speaks the real protocol over HTTP but runs nothing: for
-// each job it claims it reports the start, holds the job (heartbeating, its one step
+// simWorker is a worker that speaks the real protocol over HTTP but runs nothing: it
+// claims jobs started (as a real worker does), holds each (heartbeating, its one step
 // reported running) as long as it is told, and reports it complete with its step's
 // success, as a real worker does for a job whose step ends within a round trip. It stands in for
 // a real worker wherever the scenario measures orchestration, not processes.
@@ -100,7 +100,7 @@ func (w *simWorker) run(ctx context.Context) error {
 		}
 		var ans claimAnswer
 		err := w.c.post(ctx, "/api/v1/agent/claim", map[string]any{
-			"worker_id": w.id, "labels": w.labels, "max": n, "wait": "30s",
+			"worker_id": w.id, "labels": w.labels, "max": n, "wait": "30s", "start": true,
 		}, &ans)
 		got := time.Now()
 		if err != nil {
@@ -153,9 +153,6 @@ func (w *simWorker) runJob(ctx context.Context, id, token string, every time.Dur
 			w.stats.fail(fmt.Errorf("job %s %s: %w", id, what, err))
 		}
 		return false
-	}
-	if !report("/start", map[string]any{}) {
-		return
 	}
 	steps := []map[string]any{{"index": 0, "status": "success", "exit_code": 0}}
 	if w.hold > 0 || w.release != nil {

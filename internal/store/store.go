@@ -125,13 +125,18 @@ type ClaimParams struct {
 	// TimeoutGrace is added to a job's timeout to get the deadline after which the
 	// coordinator revokes the lease, so the worker's own timeout acts first.
 	TimeoutGrace time.Duration
+	// Start starts the claimed jobs at once: they are running, as StartJob would make
+	// them, instead of assigned, for a worker that begins every job as it gets it.
+	Start bool
 }
 
 // Claim is one job handed to a worker.
 type Claim struct {
 	Job   *Job
 	Lease Lease
-	Run   *Run // trigger and env for the job's steps
+	// Run is the job's run as far as its steps need it: id, project id, name, trigger
+	// and env (not its status, counts or definition).
+	Run *Run
 	// OnceDone lists the steps marked once that succeeded in an earlier attempt.
 	OnceDone []int
 }

@@ -141,10 +141,14 @@ func (e *Engine) Claim(ctx context.Context, p store.ClaimParams) ([]*store.Claim
 		// followed by the job's id: unguessable, and different for every lease.
 		expires := now.Add(p.LeaseTTL)
 		prefix := uuid.New().String() + "/"
-		args := append([]any{prefix, p.WorkerID, us(expires), us(now.Add(p.TimeoutGrace))}, chosen...)
-		rows, err := t.query(`UPDATE jobs SET status = 'assigned', attempt = attempt + 1,
+		status, started := store.JobAssigned, int64(0)
+		if p.Start {
+			status, started = store.JobRunning, us(now)
+		}
+		args := append([]any{string(status), prefix, p.WorkerID, us(expires), us(now.Add(p.TimeoutGrace)), started}, chosen...)
+		rows, err := t.query(`UPDATE jobs SET status = ?, attempt = attempt + 1,
 			lease_token = ? || CAST(id AS TEXT), worker_id = ?, lease_expires_at = ?, deadline = ? + timeout_us,
-			started_at = 0, exit_code = NULL, failure_kind = ''
+			started_at = ?, exit_code = NULL, failure_kind = ''
 			WHERE id IN (`+inList(len(chosen))+`) AND status = 'queued' RETURNING `+jobCols, args...)
 		if err != nil {
 			return fmt.Errorf("assign jobs: %w", err)

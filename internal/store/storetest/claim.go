@@ -27,12 +27,45 @@ var claimTests = []test{
 	{"SkipsJobsThatDoNotFit", testClaimSkipsUnfit},
 	{"Resources", testClaimResources},
 	{"ResourcesAcrossOneClaim", testClaimResourcesAcrossOneClaim},
+	{"StartsJobs", testClaimStarts},
 }
 
 var concurrencyGroupTests = []test{
 	{"OneAtATimeOldestFirst", testGroupOneAtATime},
 	{"Race", testGroupRace},
 	{"MatrixInstances", testGroupMatrix},
+}
+
+// testClaimStarts checks that a claim asked to start its jobs leaves them running, as
+// StartJob would, with the same lease, and that the run starts too.
+func testClaimStarts(t *testing.T, h Harness) {
+	_, b := setup(t, h)
+	run, _ := b.createRun("name: start\njobs:\n  a: {steps: [{run: a}]}\n  b: {steps: [{run: b}]}\n  c: {steps: [{run: c}]}\n", store.CreateRunParams{Project: "p"})
+	b.clk.Advance(3 * time.Second)
+	now := b.clk.Now()
+	cs := b.claim(store.ClaimParams{WorkerID: "w", Max: 2, Start: true})
+	if len(cs) != 2 {
+		t.Fatalf("claimed %d jobs, want 2", len(cs))
+	}
+	for _, c := range cs {
+		for _, j := range []*store.Job{c.Job, b.getJob(c.Job.ID)} {
+			if j.Status != store.JobRunning || j.Attempt != 1 || j.WorkerID != "w" || j.LeaseToken != c.Lease.Token {
+				t.Errorf("job claimed to start: %s; want running, attempt 1, worker w, the lease's token", jobState(j))
+			}
+			wantTime(t, "StartedAt", j.StartedAt, now)
+		}
+		// A start report from a worker that sends one anyway changes nothing.
+		if err := b.s.StartJob(b.ctx, ref(c)); err != nil {
+			t.Errorf("StartJob after a starting claim: %v", err)
+		}
+	}
+	if r := b.getRun(run.ID); r.Status != store.RunRunning {
+		t.Errorf("run after a starting claim: %s, want running", r.Status)
+	}
+	// Without Start the next one is only assigned.
+	if c := b.claimOne(); c.Job.Status != store.JobAssigned || !c.Job.StartedAt.IsZero() {
+		t.Errorf("job claimed without Start: %s, started %v", jobState(c.Job), c.Job.StartedAt)
+	}
 }
 
 func testClaimEmpty(t *testing.T, h Harness) {
