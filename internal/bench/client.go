@@ -17,11 +17,13 @@ type client struct {
 	http *http.Client
 }
 
-// newClient returns a client keeping up to conns idle connections to base.
+// newClient returns a client with at most conns connections to base (more requests at
+// once wait for one), all kept open when idle.
 func newClient(base string, conns int) *client {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConns = conns
 	tr.MaxIdleConnsPerHost = conns
+	tr.MaxConnsPerHost = conns
 	return &client{base: strings.TrimRight(base, "/"), http: &http.Client{Transport: tr, Timeout: 2 * time.Minute}}
 }
 

@@ -222,7 +222,10 @@ func startPool(ctx context.Context, base, name string, n, slots int, labels []st
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	for i := range n {
-		w := &simWorker{c: newClient(base, 2*slots+4), name: fmt.Sprintf("%s-%d", name, i), labels: labels,
+		// A worker of many slots shares a few connections, as a process would: ten
+		// thousand jobs each on its own connection would exhaust the coordinator's
+		// file descriptors.
+		w := &simWorker{c: newClient(base, min(2*slots+4, 32)), name: fmt.Sprintf("%s-%d", name, i), labels: labels,
 			slots: slots, hold: hold, release: release, stats: stats}
 		wg.Add(1)
 		go func() {
