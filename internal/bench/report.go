@@ -81,9 +81,9 @@ func verdict(m Metric) string {
 	case !ok:
 		return ""
 	case met:
-		return "target " + targetText(m) + " " + m.Unit + ": met"
+		return "target " + strings.TrimSpace(targetText(m)+" "+m.Unit) + ": met"
 	default:
-		return "target " + targetText(m) + " " + m.Unit + ": MISSED"
+		return "target " + strings.TrimSpace(targetText(m)+" "+m.Unit) + ": MISSED"
 	}
 }
 
@@ -155,7 +155,7 @@ func Markdown(rep *Report) string {
 	}
 	for _, name := range order {
 		rs := byName[name]
-		fmt.Fprintf(&b, "\n### %s\n\n%s.", name, abouts[name])
+		fmt.Fprintf(&b, "\n### %s\n\n%s.", name, upperFirst(abouts[name]))
 		params := rs[0].Params
 		if len(params) > 0 {
 			keys := slices.Sorted(maps.Keys(params))
@@ -176,7 +176,8 @@ func Markdown(rep *Report) string {
 		b.WriteString(" --- |\n")
 		for i, m := range rs[0].Metrics {
 			fmt.Fprintf(&b, "| %s |", m.Name)
-			target := ""
+			bound := ""
+			var verdicts []string
 			for _, r := range rs {
 				if i >= len(r.Metrics) || r.Metrics[i].Name != m.Name {
 					b.WriteString(" |")
@@ -189,21 +190,41 @@ func Markdown(rep *Report) string {
 					if !met {
 						verdict = "**missed**"
 					}
-					target = targetText(rm) + " " + rm.Unit + " (" + r.Store + "): " + verdict
+					bound = strings.TrimSpace(targetText(rm) + " " + rm.Unit)
+					verdicts = append(verdicts, verdict+" ("+r.Store+")")
 					v = "**" + strings.TrimSpace(v) + "**"
 				}
 				fmt.Fprintf(&b, " %s |", strings.TrimSpace(v))
 			}
+			target := ""
+			if bound != "" {
+				target = bound + ": " + strings.Join(verdicts, ", ")
+			}
 			fmt.Fprintf(&b, " %s |\n", target)
 		}
+		var notes []string
+		var took []string
 		for _, r := range rs {
 			for _, n := range r.Notes {
-				fmt.Fprintf(&b, "\n%s: %s.\n", r.Store, n)
+				if !slices.Contains(notes, n) {
+					notes = append(notes, n)
+				}
 			}
-			fmt.Fprintf(&b, "\n%s: the scenario took %s.\n", r.Store, r.Elapsed.Round(time.Second))
+			took = append(took, fmt.Sprintf("%s on %s", r.Elapsed.Round(time.Second), r.Store))
 		}
+		for _, n := range notes {
+			fmt.Fprintf(&b, "\n%s.\n", upperFirst(n))
+		}
+		fmt.Fprintf(&b, "\nThe scenario took %s.\n", strings.Join(took, ", "))
 	}
 	return b.String()
+}
+
+func upperFirst(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
 }
 
 // UpdateMarkdown replaces the generated section of the file at path (between the

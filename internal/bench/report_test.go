@@ -45,7 +45,7 @@ func TestUpdateMarkdown(t *testing.T) {
 	for _, want := range []string{
 		"# Benchmarks\n\nBefore.\n",
 		"at commit abc1234 with `gantry bench`",
-		"| jobs/s | **2,500 jobs/s** | >= 2,000 jobs/s (sqlite): met |",
+		"| jobs/s | **2,500 jobs/s** | >= 2,000 jobs/s: met (sqlite) |",
 		markdownEnd + "\n\nAfter.\n",
 	} {
 		if !strings.Contains(md, want) {

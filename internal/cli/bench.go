@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -23,7 +24,9 @@ type benchConfig struct {
 	Markdown  string
 	Scale     float64
 	List      bool
-	Dir       string
+	// Report renders a JSON report written earlier instead of running anything.
+	Report string
+	Dir    string
 	LogLevel  string
 }
 
@@ -58,6 +61,7 @@ func (a *app) benchCommand() *cobra.Command {
 	f.StringVar(&cfg.Markdown, "markdown", "", "rewrite the generated section of this Markdown file (BENCHMARKS.md)")
 	f.Float64Var(&cfg.Scale, "scale", cfg.Scale, "multiply every count and duration (0.1 for a quick look)")
 	f.BoolVar(&cfg.List, "list", false, "list the scenarios and exit")
+	f.StringVar(&cfg.Report, "report", "", "print (and with --markdown write) the results in this JSON file from an earlier --json, running nothing")
 	f.StringVar(&cfg.Dir, "dir", "", "where the scenarios' data directories go (default: the temp dir)")
 	f.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "progress messages on stderr: debug, info, warn or error")
 	return cmd
@@ -95,6 +99,9 @@ func (c *benchConfig) stores() []string {
 }
 
 func (a *app) bench(ctx context.Context, cfg benchConfig, command string) error {
+	if cfg.Report != "" {
+		return a.benchReport(cfg)
+	}
 	if cfg.List {
 		for _, s := range bench.Scenarios() {
 			fmt.Fprintf(a.stdout, "%-16s %s (%s)\n", s.Name, s.About, strings.Join(s.Stores, ", "))
@@ -133,4 +140,27 @@ func (a *app) bench(ctx context.Context, cfg benchConfig, command string) error 
 		}
 	}
 	return errors.Join(append([]error{runErr}, errs...)...)
+}
+
+// benchReport prints a saved report's results and, with --markdown, writes them there.
+func (a *app) benchReport(cfg benchConfig) error {
+	raw, err := os.ReadFile(cfg.Report)
+	if err != nil {
+		return &usageError{fmt.Errorf("--report: %w", err)}
+	}
+	var rep bench.Report
+	if err := json.Unmarshal(raw, &rep); err != nil {
+		return &usageError{fmt.Errorf("--report %s: not a gantry bench JSON report: %w", cfg.Report, err)}
+	}
+	for _, r := range rep.Results {
+		if err := bench.WriteTable(a.stdout, r); err != nil {
+			return err
+		}
+	}
+	if cfg.Markdown != "" {
+		if err := bench.UpdateMarkdown(cfg.Markdown, &rep); err != nil {
+			return fmt.Errorf("update %s: %w", cfg.Markdown, err)
+		}
+	}
+	return nil
 }

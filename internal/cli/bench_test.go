@@ -108,9 +108,18 @@ func testBench(t *testing.T, store string, scenarios []string) {
 			t.Errorf("concurrency: %v leases expired while every worker heartbeat", v)
 		}
 	}
+	// The saved JSON renders the same section again without running anything.
+	again := filepath.Join(dir, "AGAIN.md")
+	if out := runCLI(t, invocation{args: []string{"bench", "--report", jsonPath, "--markdown", again}}); out.code != exitOK ||
+		!strings.Contains(out.stdout, "  "+store+"  ") {
+		t.Errorf("bench --report: exit %d\n%s%s", out.code, out.stdout, out.stderr)
+	}
 	md, err := os.ReadFile(mdPath)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if rendered, err := os.ReadFile(again); err != nil || !strings.Contains(string(md), string(rendered[:len(rendered)/2])) {
+		t.Errorf("bench --report wrote %q (%v), not the section the run wrote", rendered, err)
 	}
 	if !strings.HasPrefix(string(md), "# Benchmarks\n\nText the team wrote.\n") {
 		t.Errorf("the Markdown lost the text around the generated section:\n%s", md)
@@ -132,6 +141,7 @@ func TestBenchUsage(t *testing.T) {
 		{[]string{"bench", "--scale", "0"}, "--scale 0"},
 		{[]string{"bench", "--store", "mysql"}, `--store "mysql"`},
 		{[]string{"bench", "--log-level", "loud"}, "loud"},
+		{[]string{"bench", "--report", "/nonexistent/bench.json"}, "--report"},
 	} {
 		out := runCLI(t, invocation{args: tc.args})
 		if out.code != exitUsage || !strings.Contains(out.stderr, tc.want) {
