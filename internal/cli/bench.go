@@ -25,9 +25,9 @@ type benchConfig struct {
 	Scale     float64
 	List      bool
 	// Report renders a JSON report written earlier instead of running anything.
-	Report string
-	Dir    string
-	LogLevel  string
+	Report   string
+	Dir      string
+	LogLevel string
 }
 
 func (a *app) benchCommand() *cobra.Command {
