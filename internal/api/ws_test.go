@@ -420,7 +420,9 @@ func TestWSCloseStopsGoroutines(t *testing.T) {
 		RunID string `json:"run_id"`
 	}
 	b.get(t, "/api/v1/jobs/"+id).decode(t, &job)
-	before := runtime.NumGoroutine()
+	// Goroutines of earlier tests (closing connections) may still be ending: count
+	// once the number holds still.
+	before := settledGoroutines()
 
 	for _, clean := range []bool{true, false} {
 		wc := dialWS(t, b.bundle, "", nil)
@@ -447,6 +449,19 @@ func TestWSCloseStopsGoroutines(t *testing.T) {
 		waitFor(t, "the handler to return", func() bool { return b.active.Load() == 0 })
 		waitFor(t, "the goroutines to end", func() bool { return runtime.NumGoroutine() <= before })
 	}
+}
+
+// settledGoroutines returns the number of goroutines once it has not changed for 50 ms,
+// or after 2 s.
+func settledGoroutines() int {
+	n, since := runtime.NumGoroutine(), time.Now()
+	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline) && time.Since(since) < 50*time.Millisecond; {
+		time.Sleep(5 * time.Millisecond)
+		if m := runtime.NumGoroutine(); m != n {
+			n, since = m, time.Now()
+		}
+	}
+	return n
 }
 
 // waitFor polls cond until it holds, failing after a generous deadline.
