@@ -240,7 +240,6 @@ func intakeScenario() Scenario {
 				if err := waitCount(ctx, &heldStats.claimed, int64(held), heldStats, 5*time.Minute, "held jobs running"); err != nil {
 					return err
 				}
-				sub.latency.take()
 				intake := &submitter{c: sub.c}
 				began := time.Now()
 				if err := intake.paced(ctx, singleJob("fast"), n, rate); err != nil {
