@@ -96,33 +96,28 @@ type rig struct {
 // withRig runs fn against a fresh coordinator on store in a directory of the scenario's
 // own; the workers fn starts are stopped before the coordinator.
 func withRig(ctx context.Context, o *Options, name, store string, fn func(g *rig, r *Result) error, extra ...string) (*Result, error) {
-	dir, cleanup, err := scenarioDir(o, name)
-	if err != nil {
-		return nil, fmt.Errorf("make the scenario directory: %w", err)
-	}
-	defer cleanup()
-	c, err := startCoordinator(ctx, o, store, dir, extra...)
-	if err != nil {
-		return nil, err
-	}
-	defer c.close()
-	g := &rig{o: o, dir: dir, c: c}
-	defer g.stopWorkers()
-	r := &Result{Params: map[string]any{}}
-	if err := fn(g, r); err != nil {
+	return withCoordinator(ctx, o, name, store, func(c *coordinator, r *Result) error {
+		g := &rig{o: o, dir: c.dir, c: c}
+		defer g.stopWorkers()
+		err := fn(g, r)
+		if err == nil {
+			return nil
+		}
 		// What the processes said explains a failure better than what the scenario saw:
-		// a step the worker could not start, a cancel that never reached it.
+		// a step the worker could not start, a cancel that never reached it. (An exited
+		// coordinator is told by withCoordinator.)
 		for _, p := range g.processes() {
 			select {
 			case <-p.exited:
-				err = errors.Join(err, p.failure("exited"))
+				if p != c.process {
+					err = errors.Join(err, p.failure("exited"))
+				}
 			default:
 				err = errors.Join(err, fmt.Errorf("%s is running; its output ends:\n%s", p.name, p.out.last(2<<10)))
 			}
 		}
-		return nil, err
-	}
-	return r, nil
+		return err
+	}, extra...)
 }
 
 // startWorker starts a `gantry worker` with room for maxJobs jobs, its workspaces under

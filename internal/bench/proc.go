@@ -130,6 +130,7 @@ type coordinator struct {
 	*process
 	base string
 	db   string
+	dir  string // the scenario's directory, which holds its data
 	drop func() // removes the scenario's database
 }
 
@@ -138,7 +139,7 @@ var listening = regexp.MustCompile(`"msg":"gantry server listening","addr":"([^"
 // startCoordinator starts `gantry server` on a fresh store of the given kind under dir,
 // with extra flags, and waits until it listens.
 func startCoordinator(ctx context.Context, o *Options, store, dir string, extra ...string) (*coordinator, error) {
-	c := &coordinator{drop: func() {}}
+	c := &coordinator{drop: func() {}, dir: dir}
 	switch store {
 	case SQLite:
 		c.db = "sqlite://" + filepath.Join(dir, "gantry.db")

@@ -285,6 +285,21 @@ type batchState struct {
 	noCandidates map[string]int
 }
 
+// searchedEmpty reports whether a claim of this batch already searched for key and found
+// nothing, with no job queued since.
+func (b *batchState) searchedEmpty(key string) bool {
+	gen, ok := b.noCandidates[key]
+	return ok && gen == b.queuedGen
+}
+
+// foundNothing notes that a search for key found no queued job.
+func (b *batchState) foundNothing(key string) {
+	if b.noCandidates == nil {
+		b.noCandidates = map[string]int{}
+	}
+	b.noCandidates[key] = b.queuedGen
+}
+
 // markQueued notes that the operation queued a job.
 func (t *tx) markQueued() {
 	t.queued = true

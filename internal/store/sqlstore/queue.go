@@ -70,7 +70,7 @@ func (e *Engine) Claim(ctx context.Context, p store.ClaimParams) ([]*store.Claim
 		var cands []candidate
 		sets := e.labels.subsetsOf(worker)
 		searched := fmt.Sprintf("%q %d %d", sets, freeCPU, freeMem)
-		if gen, ok := t.batch.noCandidates[searched]; ok && gen == t.batch.queuedGen {
+		if t.batch.searchedEmpty(searched) {
 			return nil
 		}
 		for _, set := range sets {
@@ -94,10 +94,7 @@ func (e *Engine) Claim(ctx context.Context, p store.ClaimParams) ([]*store.Claim
 			}
 		}
 		if len(cands) == 0 {
-			if t.batch.noCandidates == nil {
-				t.batch.noCandidates = map[string]int{}
-			}
-			t.batch.noCandidates[searched] = t.batch.queuedGen
+			t.batch.foundNothing(searched)
 			return nil
 		}
 		sort.Slice(cands, func(i, j int) bool { return cands[i].before(cands[j]) })
