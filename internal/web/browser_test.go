@@ -465,7 +465,10 @@ jobs:
 		document.querySelectorAll(".attempts button").length === 2 &&
 		document.querySelector("#log").innerText.includes("this is attempt 2") &&
 		!document.querySelector("#log").innerText.includes("this is attempt 1")`)
-	b.do("show attempt 1", chromedp.Click(chromedp.CSS(`.attempts button:first-of-type`)))
+	// Show attempt 1, clicked from the page itself: the job page redraws its attempt
+	// buttons as it polls, and a node chromedp looked up a moment earlier may be gone by
+	// its click.
+	b.eval(`(document.querySelector(".attempts button:first-of-type").click(), "shown")`)
 	b.waitJS("the first attempt's log again", `document.querySelector("#log").innerText.includes("this is attempt 1") &&
 		document.querySelector('.attempts button[aria-pressed="true"]').textContent === "1" &&
 		document.querySelector("#log-state").textContent.includes("attempt 2 followed")`)
