@@ -325,13 +325,7 @@ func (d *decoder) condition(j *jobSpec, ins []instance, s *spec, needNames []str
 			}
 		}
 	}
-	env := map[string]string{}
-	for _, layer := range [][]envVar{s.env, s.defaults.env, j.settings.env} {
-		for _, v := range layer {
-			env[v.name] = ""
-		}
-	}
-	scope := &condScope{needs: needNames, matrix: axes, env: sortedKeys(env)}
+	scope := &condScope{needs: needNames, matrix: axes}
 	c, err := compileCondition(src, scope)
 	if err != nil {
 		if at := runeOffsetToByte(src, err.offset); at < len(src) && src[at] == '=' && (at+1 == len(src) || src[at+1] != '=') &&

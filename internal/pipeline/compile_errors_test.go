@@ -89,7 +89,6 @@ func TestCompileErrors(t *testing.T) {
 		{"if result word", "jobs:\n  b: {steps: [{run: x}]}\n  a:\n    needs: [b]\n    if: needs.b.result == \"failure\"\n    steps: [{run: x}]", ErrExpression, "jobs.a.if", 5, 27, `did you mean "failed"`},
 		{"if other needs field", "jobs:\n  b: {steps: [{run: x}]}\n  a:\n    needs: [b]\n    if: needs.b.outputs\n    steps: [{run: x}]", ErrUnknownReference, "jobs.a.if", 5, 17, "only .result"},
 		{"if matrix axis unknown", "jobs:\n  a:\n    matrix: {os: [linux]}\n    if: matrix.go == \"1\"\n    steps: [{run: x}]", ErrUnknownReference, "jobs.a.if", 4, 16, "no matrix value"},
-		{"if env unknown", "jobs:\n  a:\n    if: env.DEPLOY == \"1\"\n    steps: [{run: x}]", ErrUnknownReference, "jobs.a.if", 3, 13, "env.DEPLOY is not set"},
 		{"if quoted column", "jobs:\n  a:\n    if: \"success() && brnach\"\n    steps: [{run: x}]", ErrExpression, "jobs.a.if", 3, 23, "brnach"},
 		{"artifact escapes", "jobs:\n  a:\n    steps: [{run: x}]\n    artifacts: {paths: [../secret]}", ErrInvalid, "jobs.a.artifacts.paths[0]", 4, 25, "must not leave the workspace"},
 		{"artifact absolute", "jobs:\n  a:\n    steps: [{run: x}]\n    artifacts: [/etc/passwd]", ErrInvalid, "jobs.a.artifacts[0]", 4, 17, "relative"},

@@ -45,9 +45,13 @@ type Condition struct {
 	implicitSuccess bool
 }
 
-// ConditionInput is what a condition is evaluated against when its job's needs are done.
+// ConditionInput is what a condition is evaluated against when its job's needs are done,
+// or when the run is created for a job that needs nothing.
 type ConditionInput struct {
 	Branch, Event, SHA string
+	// Env is the run's env (given at submit); the job's own env is laid over it, as it is
+	// for the job's steps.
+	Env map[string]string
 	// Needs maps each name in Job.NeedsNames to the result of that job: one of
 	// ResultSuccess, ResultFailed, ResultCancelled or ResultSkipped. For a matrix job it is
 	// the combined result of its instances (see CombineResults).
@@ -76,11 +80,12 @@ type needEntry struct {
 	Result string `expr:"result"`
 }
 
-// condScope is what a job's condition may refer to, checked when it compiles.
+// condScope is what a job's condition may refer to, checked when it compiles. env.X is
+// not checked: the run's env, given at submit, is not known when the plan is made, and a
+// name that neither the job nor the run sets reads as "".
 type condScope struct {
 	needs  []string
 	matrix []string
-	env    []string
 }
 
 // exprError is a problem at a rune offset inside an expression.
@@ -90,8 +95,8 @@ type exprError struct {
 	msg    string
 }
 
-// compileCondition compiles src and, when scope is not nil, checks every needs.X, matrix.X
-// and env.X it reads against what the job has.
+// compileCondition compiles src and, when scope is not nil, checks every needs.X and
+// matrix.X it reads against what the job has.
 func compileCondition(src string, scope *condScope) (*Condition, *exprError) {
 	tree, err := parser.Parse(src)
 	if err != nil {
@@ -142,7 +147,7 @@ func (r *refChecker) Visit(node *ast.Node) {
 	}
 }
 
-// member checks needs.X, needs.X.result, matrix.X and env.X.
+// member checks needs.X, needs.X.result and matrix.X.
 func (r *refChecker) member(n *ast.MemberNode) {
 	if r.scope == nil {
 		return
@@ -173,8 +178,6 @@ func (r *refChecker) member(n *ast.MemberNode) {
 		have, what = r.scope.needs, "this job does not need %q"
 	case "matrix":
 		have, what = r.scope.matrix, "this job has no matrix value %q"
-	case "env":
-		have, what = r.scope.env, "env.%s is not set for this job"
 	default:
 		return
 	}
@@ -216,29 +219,19 @@ func (r *refChecker) fail(kind ErrorKind, at ast.Node, format string, args ...an
 	r.err = &exprError{kind: kind, offset: at.Location().From, msg: fmt.Sprintf(format, args...)}
 }
 
-// Eval decides whether the job runs. env and matrix are the job's own (Job.Env and its
-// matrix values).
+// Eval gives the condition's value. env and matrix are the job's own (Job.Env and its
+// matrix values); env is laid over in.Env.
 func (c *Condition) Eval(in ConditionInput, env map[string]string, matrix []MatrixValue) (bool, error) {
 	if c.program == nil {
 		return false, fmt.Errorf("condition %q is not compiled", c.Source)
 	}
-	success := func() bool {
-		if in.Cancelled || in.UpstreamFailed {
-			return false
-		}
-		for _, r := range in.Needs {
-			if r != ResultSuccess {
-				return false
-			}
-		}
-		return true
-	}
+	success := in.succeeded
 	if c.implicitSuccess && !success() {
 		return false, nil
 	}
 	e := exprEnv{
 		Branch: in.Branch, Event: in.Event, SHA: in.SHA,
-		Env:       env,
+		Env:       mergeEnv(in.Env, env),
 		Matrix:    make(map[string]string, len(matrix)),
 		Needs:     make(map[string]needEntry, len(in.Needs)),
 		Success:   success,
@@ -260,13 +253,109 @@ func (c *Condition) Eval(in ConditionInput, env map[string]string, matrix []Matr
 	return b, nil
 }
 
+// mergeEnv lays job over run, without changing either.
+func mergeEnv(run, job map[string]string) map[string]string {
+	if len(run) == 0 {
+		return job
+	}
+	out := make(map[string]string, len(run)+len(job))
+	for k, v := range run {
+		out[k] = v
+	}
+	for k, v := range job {
+		out[k] = v
+	}
+	return out
+}
+
 // ShouldRun evaluates the job's if: condition, or the default success() when it has none.
+// It is the condition's value only; Decide is what the store acts on.
 func (j *Job) ShouldRun(in ConditionInput) (bool, error) {
 	c := j.If
 	if c == nil {
 		c = defaultCondition
 	}
 	return c.Eval(in, j.Env, j.Matrix)
+}
+
+// Decision is what becomes of a job once its needs are done, or at once for a job that
+// needs nothing.
+type Decision struct {
+	Run bool
+	// Reason says, in words for the user, why the job does not run; empty when it runs.
+	Reason string
+	// Err is set when the condition could not be evaluated; the job does not run.
+	Err error
+}
+
+// Decide is the one policy for whether a job runs, for root jobs when their run is created
+// and for every other job when its needs are done: its if: condition (success() when it
+// has none) must hold, and the run must not be being cancelled. A job that does not run
+// gets the reason a user is shown: the need that did not succeed when that is what stopped
+// it, otherwise the condition that was false.
+func (j *Job) Decide(in ConditionInput) Decision {
+	c := j.If
+	if c == nil {
+		c = defaultCondition
+	}
+	if in.Cancelled {
+		// Nothing new starts in a run being cancelled, whatever its condition says.
+		return Decision{Reason: "the run was cancelled"}
+	}
+	if (j.If == nil || c.implicitSuccess) && !in.succeeded() {
+		return Decision{Reason: in.upstreamReason()}
+	}
+	ok, err := c.Eval(in, j.Env, j.Matrix)
+	switch {
+	case err != nil:
+		return Decision{Reason: fmt.Sprintf("if: %s could not be evaluated", c.Source), Err: err}
+	case !ok:
+		return Decision{Reason: fmt.Sprintf("if: %s was false", c.Source)}
+	}
+	return Decision{Run: true}
+}
+
+// succeeded is success(): every need succeeded and nothing before failed.
+func (in ConditionInput) succeeded() bool {
+	if in.Cancelled || in.UpstreamFailed {
+		return false
+	}
+	for _, r := range in.Needs {
+		if r != ResultSuccess {
+			return false
+		}
+	}
+	return true
+}
+
+// upstreamReason names the needs that did not succeed, the worst result first.
+func (in ConditionInput) upstreamReason() string {
+	for _, result := range []string{ResultFailed, ResultCancelled, ResultSkipped} {
+		var names []string
+		for _, name := range sortedKeys(in.Needs) {
+			if in.Needs[name] == result {
+				names = append(names, name)
+			}
+		}
+		if len(names) == 0 {
+			continue
+		}
+		verb := result
+		if result != ResultFailed {
+			verb = "was " + result
+		}
+		if len(names) == 1 {
+			return fmt.Sprintf("a job it needs (%s) %s", names[0], verb)
+		}
+		if result != ResultFailed {
+			verb = "were " + result
+		}
+		return fmt.Sprintf("jobs it needs (%s) %s", strings.Join(names, ", "), verb)
+	}
+	if in.UpstreamFailed {
+		return "a job before it failed"
+	}
+	return "its needs did not succeed"
 }
 
 var defaultCondition = mustCondition("success()")

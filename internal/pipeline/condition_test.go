@@ -2,6 +2,8 @@ package pipeline
 
 import (
 	"encoding/json"
+	"fmt"
+	"strings"
 	"testing"
 )
 
@@ -137,5 +139,68 @@ func TestCombineResults(t *testing.T) {
 		if got := CombineResults(tt.in); got != tt.want {
 			t.Errorf("CombineResults(%q) = %q, want %q", tt.in, got, tt.want)
 		}
+	}
+}
+
+func TestDecide(t *testing.T) {
+	t.Parallel()
+	src := `
+env: {LEVEL: pipeline}
+jobs:
+  build: {steps: [{run: x}]}
+  lint: {steps: [{run: x}]}
+  job:
+    matrix: {region: [eu]}
+    needs: %s
+    if: %s
+    env: {OWN: job}
+    steps: [{run: x}]
+`
+	ok := map[string]string{"build": ResultSuccess, "lint": ResultSuccess}
+	tests := []struct {
+		name, needs, cond string
+		in                ConditionInput
+		want              Decision
+	}{
+		{"root default", "[]", "", ConditionInput{}, Decision{Run: true}},
+		{"root false", "[]", `"false"`, ConditionInput{}, Decision{Reason: "if: false was false"}},
+		{"root branch true", "[]", `'branch == "main"'`, ConditionInput{Branch: "main"}, Decision{Run: true}},
+		{"root branch false", "[]", `'branch == "main"'`, ConditionInput{Branch: "dev"}, Decision{Reason: `if: branch == "main" was false`}},
+		{"root event", "[]", `'event == "push"'`, ConditionInput{Event: "push"}, Decision{Run: true}},
+		{"root sha", "[]", `'sha startsWith "abc"'`, ConditionInput{SHA: "abd"}, Decision{Reason: `if: sha startsWith "abc" was false`}},
+		{"root matrix", "[]", `'matrix.region == "eu"'`, ConditionInput{}, Decision{Run: true}},
+		// The run's env is seen, under the job's own: a name only the run sets is allowed.
+		{"root run env", "[]", `'env.DEPLOY == "yes"'`, ConditionInput{Env: map[string]string{"DEPLOY": "yes"}}, Decision{Run: true}},
+		{"root run env unset", "[]", `'env.DEPLOY == "yes"'`, ConditionInput{}, Decision{Reason: `if: env.DEPLOY == "yes" was false`}},
+		{"job env over run env", "[]", `'env.OWN == "job" && env.LEVEL == "pipeline"'`,
+			ConditionInput{Env: map[string]string{"OWN": "run", "LEVEL": "run"}}, Decision{Run: true}},
+		{"root cancelled", "[]", "always()", ConditionInput{Cancelled: true}, Decision{Reason: "the run was cancelled"}},
+		{"need failed", "[build, lint]", "", ConditionInput{Needs: map[string]string{"build": ResultFailed, "lint": ResultSkipped}, UpstreamFailed: true},
+			Decision{Reason: "a job it needs (build) failed"}},
+		{"needs skipped", "[build, lint]", `'branch == "main"'`, ConditionInput{Branch: "main", Needs: map[string]string{"build": ResultSkipped, "lint": ResultSkipped}},
+			Decision{Reason: "jobs it needs (build, lint) were skipped"}},
+		{"need cancelled", "[build]", "", ConditionInput{Needs: map[string]string{"build": ResultCancelled}}, Decision{Reason: "a job it needs (build) was cancelled"}},
+		{"failed further up", "[build]", "", ConditionInput{Needs: map[string]string{"build": ResultSuccess}, UpstreamFailed: true},
+			Decision{Reason: "a job before it failed"}},
+		{"always despite skip", "[build]", "always()", ConditionInput{Needs: map[string]string{"build": ResultSkipped}}, Decision{Run: true}},
+		{"explicit status false", "[build, lint]", `'success() && branch == "main"'`, ConditionInput{Branch: "dev", Needs: ok},
+			Decision{Reason: `if: success() && branch == "main" was false`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			cond := tt.cond
+			if cond == "" {
+				cond = "success()"
+			}
+			text := fmt.Sprintf(src, tt.needs, cond)
+			if tt.cond == "" {
+				text = strings.Replace(text, "    if: success()\n", "", 1)
+			}
+			job := mustCompile(t, text).Job("job (region=eu)")
+			if got := job.Decide(tt.in); got != tt.want {
+				t.Errorf("Decide(%+v) = %+v, want %+v", tt.in, got, tt.want)
+			}
+		})
 	}
 }
