@@ -68,8 +68,8 @@ func (s *Server) guard(who access, h http.HandlerFunc) http.HandlerFunc {
 		return h
 	}
 	return func(w http.ResponseWriter, r *http.Request) {
-		secret, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok || secret == "" {
+		secret, ok := bearerToken(r.Header.Get("Authorization"))
+		if !ok {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="gantry"`)
 			writeError(w, http.StatusUnauthorized, codeUnauthorized, "an Authorization: Bearer token is required", nil)
 			return
@@ -90,6 +90,17 @@ func (s *Server) guard(who access, h http.HandlerFunc) http.HandlerFunc {
 		}
 		h(w, r.WithContext(context.WithValue(r.Context(), tokenKey{}, tk)))
 	}
+}
+
+// bearerToken returns the token of an Authorization: Bearer header. The scheme is
+// case-insensitive (RFC 9110, section 11.1), so "bearer x" is as good as "Bearer x".
+func bearerToken(header string) (string, bool) {
+	scheme, token, ok := strings.Cut(strings.TrimSpace(header), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	token = strings.TrimSpace(token)
+	return token, token != ""
 }
 
 // sameWorker checks that an agent credential is used for its own worker.
