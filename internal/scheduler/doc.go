@@ -1,5 +1,6 @@
 // Package scheduler runs the coordinator's background loops: reaping expired leases,
-// revoking jobs past their hard timeout and promoting due retries.
+// revoking jobs past their hard timeout and promoting due retries. It also holds the one
+// policy that says why a job waits (Why), pure so that every reader shows the same reason.
 //
 // Every transition is a compare-and-swap in the store, so the loops are safe to run in
 // every replica at once; the package keeps no state a restart would lose.
