@@ -7,6 +7,8 @@ import (
 	"path"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/gantry-ci/gantry/internal/blob"
 	"github.com/gantry-ci/gantry/internal/pipeline"
@@ -101,6 +103,11 @@ func (s *Server) registerArtifacts(w http.ResponseWriter, r *http.Request) {
 		p := fmt.Sprintf("artifacts[%d]", i)
 		if msg := pipeline.CheckArtifactName(a.Name); msg != "" {
 			details = append(details, errorDetail{Path: p + ".name", Message: msg})
+		} else if strings.ContainsFunc(a.Name, unicode.IsControl) || !utf8.ValidString(a.Name) {
+			// Names become download file names and Content-Disposition headers, and are
+			// printed in terminals: a CR or LF would split a header or forge a line.
+			details = append(details, errorDetail{Path: p + ".name",
+				Message: fmt.Sprintf("%q holds a control character (CR, LF, tab...) or is not UTF-8", a.Name)})
 		} else if seen[a.Name] {
 			details = append(details, errorDetail{Path: p + ".name", Message: fmt.Sprintf("%q is listed twice", a.Name)})
 		}

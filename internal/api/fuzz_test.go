@@ -42,6 +42,7 @@ func FuzzCreateRun(f *testing.F) {
 		}
 		req := httptest.NewRequest(http.MethodPost, "/api/v1/runs", strings.NewReader(body))
 		req.Header.Set("Content-Type", ct)
+		req.Host = "localhost" // httptest's example.com is refused with auth off
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)
 		switch rec.Code {

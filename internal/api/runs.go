@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/gantry-ci/gantry/internal/pipeline"
 	"github.com/gantry-ci/gantry/internal/store"
@@ -100,6 +102,9 @@ func parseSubmission(contentType string, body []byte) ([]byte, store.CreateRunPa
 	default:
 		return nil, p, badRequest("unknown priority %q: want critical, high, normal or low", env.Priority)
 	}
+	if msg := checkProjectName(env.Project); msg != "" {
+		return nil, p, badRequest("project: %s", msg)
+	}
 	p.Project = env.Project
 	p.Env = env.Env
 	p.Priority = pipeline.Priority(env.Priority)
@@ -113,6 +118,24 @@ func parseSubmission(contentType string, body []byte) ([]byte, store.CreateRunPa
 		}
 	}
 	return []byte(env.Pipeline), p, nil
+}
+
+// MaxProjectName is the longest project name accepted, in bytes.
+const MaxProjectName = 100
+
+// checkProjectName says what is wrong with a project name, or "" when nothing is (empty
+// means the default project). Names end up in URLs, log lines, metrics labels and
+// terminals, so they hold no control characters, and their length is bounded.
+func checkProjectName(name string) string {
+	switch {
+	case len(name) > MaxProjectName:
+		return fmt.Sprintf("the name is %d bytes long; the most is %d", len(name), MaxProjectName)
+	case !utf8.ValidString(name):
+		return "the name is not valid UTF-8"
+	case strings.ContainsFunc(name, unicode.IsControl):
+		return fmt.Sprintf("the name %q holds a control character (NUL, CR, LF, tab...)", name)
+	}
+	return ""
 }
 
 // isEnvelope reports whether a JSON body is a run request envelope: its first value is an
@@ -202,6 +225,10 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
 		Status:  store.RunStatus(q.Get("status")),
 		Ref:     q.Get("ref"),
 		Limit:   defaultPageSize,
+	}
+	if msg := checkProjectName(p.Project); msg != "" {
+		writeRequestError(w, badRequest("project filter: %s", msg))
+		return
 	}
 	if p.Status != "" && !runStatuses[p.Status] {
 		writeRequestError(w, badRequest("unknown status %q: want pending, running, success, failed or cancelled", p.Status))

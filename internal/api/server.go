@@ -48,6 +48,12 @@ type Config struct {
 	// Auth requires a bearer token on every route but the health checks. Off, anyone who
 	// can reach the address may do anything: only for loopback.
 	Auth bool
+	// AllowedOrigins are origins (scheme://host[:port]) besides the server's own whose
+	// pages may write: a dashboard served from another name, a proxy that rewrites Host.
+	AllowedOrigins []string
+	// AllowedHosts are Host names answered with auth off besides loopback names and the
+	// address a connection came in on.
+	AllowedHosts []string
 	// Blobs stores artifacts' content; the artifact routes answer 503 without one. A
 	// store that serves its own signed URLs (blob.Handler) is mounted on BlobPrefix
 	// (DefaultBlobPrefix), which must be the prefix the store signs URLs for.
@@ -87,6 +93,7 @@ type Server struct {
 
 	leaseTTL, heartbeatEvery, timeoutGrace, cancelGrace time.Duration
 	auth                                                bool
+	allowedOrigins, allowedHosts                        []string
 	// claims is the one piece of per-process state: which workers hold claims open
 	// here. Losing it in a restart loses nothing, as those connections close too.
 	claims claimSlots
@@ -109,6 +116,8 @@ func New(cfg Config) *Server {
 		timeoutGrace:   cmp.Or(cfg.TimeoutGrace, DefaultTimeoutGrace),
 		cancelGrace:    cmp.Or(cfg.CancelGrace, DefaultCancelGrace),
 		auth:           cfg.Auth,
+		allowedOrigins: normalizeOrigins(cfg.AllowedOrigins),
+		allowedHosts:   normalizeOrigins(cfg.AllowedHosts),
 		logs:           cfg.Logs,
 		keepAlive:      cmp.Or(cfg.KeepAlive, DefaultKeepAlive),
 		endCheck:       cmp.Or(cfg.EndCheck, DefaultEndCheck),
@@ -186,7 +195,8 @@ func (s *Server) handle(pattern string, who access, h http.HandlerFunc) {
 }
 
 // Handler returns the API's handler: the routes wrapped in request logging, panic
-// recovery, and JSON answers for unknown routes and wrong methods.
+// recovery, the rules that keep other sites' pages out (admit), and JSON answers for
+// unknown routes and wrong methods.
 func (s *Server) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := s.clock.Now()
@@ -214,6 +224,9 @@ func (s *Server) Handler() http.Handler {
 			s.log.DebugContext(r.Context(), "request",
 				"method", r.Method, "route", r.Pattern, "status", sw.status(), "duration", d)
 		}()
+		if !s.admit(sw, r) {
+			return
+		}
 		s.mux.ServeHTTP(&muxErrorWriter{statusWriter: sw, r: r}, r)
 	})
 }
