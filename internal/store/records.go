@@ -157,7 +157,10 @@ type Job struct {
 	ConcurrencyGroup string    // empty when none
 	ExitCode         *int
 	FailureKind      FailureKind
-	CancelRequested  bool
+	// Reason says why a skipped or cancelled job did not run, for the user: the if:
+	// condition that was false or the need that did not succeed. Empty when it ran.
+	Reason          string
+	CancelRequested bool
 	// Spec is the planned job: steps, env, condition, retry policy, timeout.
 	Spec       *pipeline.Job
 	CreatedAt  time.Time
@@ -258,12 +261,28 @@ const (
 
 // Token is an API token or a worker's credential. Only the hash of its secret is kept.
 type Token struct {
-	ID        uuid.UUID
-	Name      string
-	Role      Role
-	Hash      string // hex SHA-256 of the secret
-	WorkerID  string // the worker an agent credential belongs to
-	CreatedAt time.Time
+	ID       uuid.UUID
+	Name     string
+	Role     Role
+	Hash     string // hex SHA-256 of the secret
+	WorkerID string // the worker an agent credential belongs to
+	// Labels, when set, are the only labels a worker registered with this token (or
+	// holding a credential issued under it) may declare.
+	Labels []string
+	// Projects, when set, name the only projects whose jobs such a worker may claim.
+	Projects []string
+	// ParentID is the register token an agent credential was issued under; revoking it
+	// revokes the credential too. Zero for tokens made directly.
+	ParentID   uuid.UUID
+	CreatedAt  time.Time
+	ExpiresAt  time.Time // zero: never
+	RevokedAt  time.Time // zero: not revoked
+	LastUsedAt time.Time // zero: never used; recorded at most about once a minute
+}
+
+// Valid reports whether the token may still be used at now: not revoked and not expired.
+func (t *Token) Valid(now time.Time) bool {
+	return t.RevokedAt.IsZero() && (t.ExpiresAt.IsZero() || now.Before(t.ExpiresAt))
 }
 
 // LogBlobLocation is the location of a log chunk whose lines are the blob with this

@@ -110,6 +110,13 @@ type Queue interface {
 	// and skips propagate. The run's status follows. It returns the job as it now is,
 	// without its Spec (GetJob has it).
 	CompleteJob(ctx context.Context, p CompleteParams) (*Job, error)
+	// ReleaseClaims hands back jobs whose claim never reached its worker (the claim's
+	// answer could not be written): each job whose lease token is still the one named
+	// goes back to queued in its old place in the queue, its lease cleared and its attempt
+	// taken back, so the attempt that never ran counts against nothing; a job asked to
+	// cancel meanwhile is cancelled instead. A job whose token is no longer the one named
+	// is left alone. It returns how many jobs it released.
+	ReleaseClaims(ctx context.Context, leases []LeaseRef) (int, error)
 }
 
 // ClaimParams describe the claiming worker.
@@ -128,6 +135,9 @@ type ClaimParams struct {
 	// Start starts the claimed jobs at once: they are running, as StartJob would make
 	// them, instead of assigned, for a worker that begins every job as it gets it.
 	Start bool
+	// Projects, when set, limits the claim to jobs of the projects so named: the scope
+	// of the worker's credential.
+	Projects []string
 }
 
 // Claim is one job handed to a worker.
@@ -289,6 +299,9 @@ type Stats interface {
 	// QueueStats counts queued jobs by lane and label set, leased and retrying jobs, and
 	// gives the time the oldest queued job has been waiting since.
 	QueueStats(ctx context.Context) (*QueueStats, error)
+	// ConcurrencyHolders returns, of the project's concurrency groups named, the job that
+	// holds each (assigned or running), without its Spec; a group no job holds is absent.
+	ConcurrencyHolders(ctx context.Context, projectID uuid.UUID, groups []string) (map[string]*Job, error)
 }
 
 // QueueStats is a snapshot of the queue.
@@ -313,8 +326,25 @@ type QueueDepth struct {
 
 // Tokens keeps API tokens and worker credentials.
 type Tokens interface {
-	// CreateToken stores a token; ErrConflict when its hash is already taken.
+	// CreateToken stores a token; ErrConflict when its hash is already taken. A token with
+	// a ParentID fails with ErrNotFound when the parent does not exist and ErrConflict
+	// when it was revoked, so a worker registering while its register token is revoked
+	// never keeps a credential.
 	CreateToken(ctx context.Context, t *Token) error
 	// LookupToken finds the token whose secret hashes to hash; ErrNotFound when none does.
+	// A revoked or expired token is returned as it is: Token.Valid tells.
 	LookupToken(ctx context.Context, hash string) (*Token, error)
+	// ListTokens lists every token oldest first, agent credentials only when p.Agents.
+	ListTokens(ctx context.Context, p ListTokensParams) ([]*Token, error)
+	// RevokeToken revokes a token and every credential issued under it, at the store's
+	// now; revoking a revoked token changes nothing. ErrNotFound when id names none.
+	RevokeToken(ctx context.Context, id uuid.UUID) error
+	// TouchToken records that the token was used at.
+	TouchToken(ctx context.Context, id uuid.UUID, at time.Time) error
+}
+
+// ListTokensParams filter ListTokens.
+type ListTokensParams struct {
+	// Agents includes the credentials workers got at registration.
+	Agents bool
 }
