@@ -11,6 +11,7 @@ import (
 
 var statsTests = []test{
 	{"QueueStats", testQueueStats},
+	{"ConcurrencyHolders", testConcurrencyHolders},
 }
 
 func testQueueStats(t *testing.T, h Harness) {
