@@ -3,6 +3,7 @@ package api
 import (
 	"net/http"
 
+	"github.com/gantry-ci/gantry/internal/store"
 	"github.com/google/uuid"
 )
 
@@ -40,7 +41,9 @@ func (s *Server) writeJob(w http.ResponseWriter, r *http.Request, id uuid.UUID, 
 		s.storeError(w, r, "list steps", err)
 		return
 	}
-	writeJSON(w, status, newJobDetailJSON(job, steps))
+	out := newJobDetailJSON(job, steps)
+	out.Waiting = s.waiting(r.Context(), []*store.Job{job}, nil)[0]
+	writeJSON(w, status, out)
 }
 
 func (s *Server) listWorkers(w http.ResponseWriter, r *http.Request) {

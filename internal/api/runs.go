@@ -289,7 +289,11 @@ func (s *Server) writeRun(w http.ResponseWriter, r *http.Request, id uuid.UUID, 
 		s.storeError(w, r, "list jobs", err)
 		return
 	}
-	writeJSON(w, status, newRunJSON(run, nonNilJobs(jobs)))
+	out := newRunJSON(run, nonNilJobs(jobs))
+	for i, wt := range s.waiting(r.Context(), jobs, jobs) {
+		out.Jobs[i].Waiting = wt
+	}
+	writeJSON(w, status, out)
 }
 
 func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request) {

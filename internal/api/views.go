@@ -83,6 +83,8 @@ type jobJSON struct {
 	FinishedAt  string       `json:"finished_at,omitempty"`
 	Matrix      []matrixJSON `json:"matrix,omitempty"`
 	Needs       []string     `json:"needs,omitempty"`
+	// Waiting says why a job no worker holds has not started; absent otherwise.
+	Waiting *waitingJSON `json:"waiting,omitempty"`
 }
 
 func newJobJSON(j *store.Job) jobJSON {

@@ -1,0 +1,100 @@
+package api
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/gantry-ci/gantry/internal/scheduler"
+	"github.com/gantry-ci/gantry/internal/store"
+)
+
+// waitingJSON says why a job no worker holds has not started (scheduler.Why).
+type waitingJSON struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// waiting says why each of jobs waits (nil for a job that does not: leased or finished).
+// runJobs are every job of their run, read only when a pending job's needs must be named;
+// nil reads them. Jobs are of one run. It costs at most four reads however many jobs
+// there are: the run's jobs, the workers, the holders of the groups asked for and, when
+// some job waits its turn, the queue's depth. A read that fails leaves the reasons out
+// rather than failing the answer: the job's status is still true without them.
+func (s *Server) waiting(ctx context.Context, jobs, runJobs []*store.Job) []*waitingJSON {
+	out := make([]*waitingJSON, len(jobs))
+	var waits, pending, queued bool
+	var groups []string
+	for _, j := range jobs {
+		switch j.Status {
+		case store.JobPending:
+			waits, pending = true, true
+		case store.JobRetrying:
+			waits = true
+		case store.JobQueued:
+			waits, queued = true, true
+			if j.ConcurrencyGroup != "" && !slices.Contains(groups, j.ConcurrencyGroup) {
+				groups = append(groups, j.ConcurrencyGroup)
+			}
+		}
+	}
+	if !waits {
+		return out
+	}
+	in := scheduler.WaitInput{Now: s.clock.Now()}
+	needsLeft := func(*store.Job) []string { return nil }
+	if pending {
+		if runJobs == nil {
+			var err error
+			if runJobs, err = s.store.ListJobs(ctx, jobs[0].RunID); err != nil {
+				s.log.WarnContext(ctx, "why jobs wait: list the run's jobs", "run", jobs[0].RunID, "err", err)
+				return out
+			}
+		}
+		needsLeft = scheduler.RunNeeds(runJobs)
+	}
+	var holders map[string]*store.Job
+	if queued {
+		workers, err := s.store.ListWorkers(ctx)
+		if err != nil {
+			s.log.WarnContext(ctx, "why jobs wait: list workers", "err", err)
+			return out
+		}
+		in.Workers = scheduler.LiveWorkers(workers, in.Now, time.Duration(s.offlineAfter()))
+		if len(groups) > 0 {
+			if holders, err = s.store.ConcurrencyHolders(ctx, jobs[0].ProjectID, groups); err != nil {
+				s.log.WarnContext(ctx, "why jobs wait: read concurrency group holders", "err", err)
+				return out
+			}
+		}
+	}
+	why := func(j *store.Job) (scheduler.Waiting, bool) {
+		in := in
+		in.NeedsLeft = needsLeft(j)
+		if j.ConcurrencyGroup != "" {
+			in.Holder = holders[j.ConcurrencyGroup]
+		}
+		return scheduler.Why(j, in)
+	}
+	backlog := false
+	for _, j := range jobs {
+		if w, ok := why(j); ok && w.Code == scheduler.WaitBacklog {
+			backlog = true
+			break
+		}
+	}
+	if backlog {
+		// Only a job waiting its turn is told how long the queue is.
+		if q, err := s.store.QueueStats(ctx); err != nil {
+			s.log.WarnContext(ctx, "why jobs wait: queue stats", "err", err)
+		} else {
+			in.Queue = q
+		}
+	}
+	for i, j := range jobs {
+		if w, ok := why(j); ok {
+			out[i] = &waitingJSON{Code: string(w.Code), Message: w.Message}
+		}
+	}
+	return out
+}
