@@ -125,6 +125,7 @@ func (t *tx) advance(queue []ended, now time.Time) error {
 
 type runState struct {
 	trigger   store.Trigger
+	env       map[string]string
 	cancelled bool
 }
 
@@ -146,13 +147,16 @@ func (t *tx) decide(id uuid.UUID, runs map[uuid.UUID]*runState, nowUS int64) (*e
 	}
 	run, ok := runs[runID]
 	if !ok {
-		var trigger string
+		var trigger, env string
 		run = &runState{}
-		if err := t.row(`SELECT trigger, cancel_requested FROM runs WHERE id = ?`, runID).Scan(&trigger, &run.cancelled); err != nil {
+		if err := t.row(`SELECT trigger, env, cancel_requested FROM runs WHERE id = ?`, runID).Scan(&trigger, &env, &run.cancelled); err != nil {
 			return nil, fmt.Errorf("read run %s: %w", runID, err)
 		}
 		if err := jsonUnmarshal(trigger, &run.trigger); err != nil {
 			return nil, fmt.Errorf("decode trigger of run %s: %w", runID, err)
+		}
+		if err := jsonUnmarshal(env, &run.env); err != nil {
+			return nil, fmt.Errorf("decode env of run %s: %w", runID, err)
 		}
 		runs[runID] = run
 	}
@@ -164,18 +168,16 @@ func (t *tx) decide(id uuid.UUID, runs map[uuid.UUID]*runState, nowUS int64) (*e
 	if err != nil {
 		return nil, err
 	}
-	in := pipeline.ConditionInput{
-		Branch: run.trigger.Branch, Event: run.trigger.Event, SHA: run.trigger.SHA,
+	d := spec.Decide(pipeline.ConditionInput{
+		Branch: run.trigger.Branch, Event: run.trigger.Event, SHA: run.trigger.SHA, Env: run.env,
 		Needs: results, UpstreamFailed: upstream, Cancelled: run.cancelled,
-	}
-	shouldRun, err := spec.ShouldRun(in)
-	if err != nil {
+	})
+	if d.Err != nil {
 		// A condition that compiled at plan time can still fail on odd data; not running
 		// the job is the safe reading, and the log says why.
-		t.e.log.Warn("if: condition failed to evaluate; skipping job", "job", id, "err", err)
-		shouldRun = false
+		t.e.log.Warn("if: condition failed to evaluate; skipping job", "job", id, "err", d.Err)
 	}
-	if shouldRun && !run.cancelled {
+	if d.Run {
 		if _, err := t.enqueue([]queuedJob{{id: id, projectID: projectID, lane: lane, from: string(store.JobPending)}}, nowUS); err != nil {
 			return nil, err
 		}
@@ -185,8 +187,8 @@ func (t *tx) decide(id uuid.UUID, runs map[uuid.UUID]*runState, nowUS int64) (*e
 	if run.cancelled || anyCancelled {
 		status, kind = store.JobCancelled, store.FailureCancelled
 	}
-	if _, err := t.exec(`UPDATE jobs SET status = ?, failure_kind = ?, finished_at = ? WHERE id = ? AND status = 'pending'`,
-		string(status), string(kind), nowUS, id); err != nil {
+	if _, err := t.exec(`UPDATE jobs SET status = ?, failure_kind = ?, finished_at = ?, reason = ? WHERE id = ? AND status = 'pending'`,
+		string(status), string(kind), nowUS, d.Reason, id); err != nil {
 		return nil, fmt.Errorf("skip job %s: %w", id, err)
 	}
 	return &ended{id: id, runID: runID, status: status, upstreamFailed: upstream}, nil

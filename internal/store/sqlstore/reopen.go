@@ -79,7 +79,7 @@ func (e *Engine) RetryJob(ctx context.Context, id uuid.UUID) error {
 func (t *tx) reopen(runID uuid.UUID, ids []uuid.UUID) error {
 	now := us(t.e.clock.Now())
 	for _, id := range ids {
-		if _, err := t.exec(`UPDATE jobs SET status = 'pending', failure_kind = '', exit_code = NULL, finished_at = 0,
+		if _, err := t.exec(`UPDATE jobs SET status = 'pending', failure_kind = '', reason = '', exit_code = NULL, finished_at = 0,
 			queued_at = 0, retry_after = 0, cancel_requested = FALSE, upstream_failed = FALSE
 			WHERE id = ?`, id); err != nil {
 			return fmt.Errorf("reopen job %s: %w", id, err)

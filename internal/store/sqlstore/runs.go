@@ -25,6 +25,9 @@ type plannedJob struct {
 	needed   bool // some job needs this one
 	status   store.JobStatus
 	queuedAt int64
+	// skip is why a job that needs nothing does not run, decided before the transaction
+	// from its if: and the run's trigger and env; empty when it is queued.
+	skip string
 }
 
 // CreateRun implements store.Runs.
@@ -44,10 +47,26 @@ func (e *Engine) CreateRun(ctx context.Context, p store.CreateRunParams) (*store
 		byKey[j.Key] = store.NewID()
 	}
 	jobs := make([]plannedJob, len(p.Plan.Jobs))
+	skipped := 0
 	for i, j := range p.Plan.Jobs {
 		pj := plannedJob{id: byKey[j.Key], spec: j, specJSON: mustJSON(j), labels: labelKey(j.RunsOn), lane: laneOf(j.Priority)}
 		if p.Priority != "" {
 			pj.lane = laneOf(p.Priority)
+		}
+		if len(j.Needs) == 0 {
+			// A root job's condition is decided now, by the same policy as every other
+			// job's when its needs are done; it reads only the plan and the trigger, so
+			// the writer does not wait on it.
+			d := j.Decide(pipeline.ConditionInput{
+				Branch: p.Trigger.Branch, Event: p.Trigger.Event, SHA: p.Trigger.SHA, Env: p.Env,
+			})
+			if d.Err != nil {
+				e.log.Warn("if: condition failed to evaluate; skipping job", "job", j.Key, "err", d.Err)
+			}
+			if !d.Run {
+				pj.skip = d.Reason
+				skipped++
+			}
 		}
 		for _, n := range j.Needs {
 			id, ok := byKey[n]
@@ -104,7 +123,7 @@ func (e *Engine) CreateRun(ctx context.Context, p store.CreateRunParams) (*store
 		// Jobs that need nothing are queued at once, in fair-queue order.
 		next := map[int]int64{}
 		for _, j := range jobs {
-			if _, ok := next[j.lane]; ok || len(j.needs) > 0 {
+			if _, ok := next[j.lane]; ok || len(j.needs) > 0 || j.skip != "" {
 				continue
 			}
 			start, err := t.fairStart(projectID, j.lane)
@@ -117,8 +136,11 @@ func (e *Engine) CreateRun(ctx context.Context, p store.CreateRunParams) (*store
 		var cancelHolders [][2]any
 		for i := range jobs {
 			j := &jobs[i]
-			status, vtime, queuedAt := store.JobPending, int64(0), int64(0)
-			if len(j.needs) == 0 {
+			status, vtime, queuedAt, finishedAt := store.JobPending, int64(0), int64(0), int64(0)
+			switch {
+			case j.skip != "":
+				status, finishedAt = store.JobSkipped, now
+			case len(j.needs) == 0:
 				status, vtime, queuedAt = store.JobQueued, next[j.lane], now
 				next[j.lane]++
 				t.markQueued()
@@ -135,11 +157,12 @@ func (e *Engine) CreateRun(ctx context.Context, p store.CreateRunParams) (*store
 				j.spec.Resources.MilliCPU, j.spec.Resources.MemoryBytes, time.Duration(j.spec.Timeout).Microseconds(),
 				j.spec.Retry.MaxAttempts, retryOn(j.spec.Retry), time.Duration(j.spec.Retry.Backoff).Microseconds(),
 				time.Duration(j.spec.Retry.MaxBackoff).Microseconds(),
-				group, cancels, len(j.needs), j.spec.ContinueOnError, j.needed, vtime, now, queuedAt})
+				group, cancels, len(j.needs), j.spec.ContinueOnError, j.needed, vtime, now, queuedAt, finishedAt, j.skip})
 		}
 		if err := t.insertMany(`INSERT INTO jobs (id, run_id, project_id, seq, key, name, status, lane, label_set,
 			milli_cpu, memory, timeout_us, max_attempts, retry_on, backoff_us, max_backoff_us, concurrency_group,
-			group_cancels, needs_left, continue_on_error, has_dependents, vtime, created_at, queued_at) VALUES `, 24, rows); err != nil {
+			group_cancels, needs_left, continue_on_error, has_dependents, vtime, created_at, queued_at, finished_at,
+			reason) VALUES `, 26, rows); err != nil {
 			return fmt.Errorf("insert jobs: %w", err)
 		}
 		for _, h := range cancelHolders {
@@ -169,21 +192,34 @@ func (e *Engine) CreateRun(ctx context.Context, p store.CreateRunParams) (*store
 		if err := t.insertMany(`INSERT INTO steps (job_id, idx, name, once, attempt, status) VALUES `, 6, steps); err != nil {
 			return fmt.Errorf("insert steps: %w", err)
 		}
+		// Skipped root jobs end like any job that did not run: the run counts them and
+		// their dependents are decided, at the end of the batch, once every row is in.
+		for _, j := range jobs {
+			if j.skip != "" {
+				t.ended = append(t.ended, ended{id: j.id, runID: runID, status: store.JobSkipped, noDependents: !j.needed})
+			}
+		}
 		return nil
 	})
 	if err != nil {
 		return nil, nil, false, fmt.Errorf("create run: %w", err)
 	}
-	if existing != uuid.Nil {
-		run, err := e.GetRun(ctx, existing)
+	if existing != uuid.Nil || skipped > 0 {
+		// A skip may have ended dependents and the run itself within the transaction:
+		// what it left is read back rather than worked out again here.
+		id := existing
+		if id == uuid.Nil {
+			id = runID
+		}
+		run, err := e.GetRun(ctx, id)
 		if err != nil {
 			return nil, nil, false, err
 		}
-		list, err := e.ListJobs(ctx, existing)
+		list, err := e.ListJobs(ctx, id)
 		if err != nil {
 			return nil, nil, false, err
 		}
-		return run, list, false, nil
+		return run, list, existing == uuid.Nil, nil
 	}
 	// Everything the new rows hold is known here; reading them back would only cost time.
 	run := &store.Run{

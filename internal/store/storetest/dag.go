@@ -13,6 +13,8 @@ var dagTests = []test{
 	{"DiamondRace", testDAGDiamondRace},
 	{"MatrixFanIn", testDAGMatrixFanIn},
 	{"Outcomes", testDAGOutcomes},
+	{"RootConditions", testDAGRootConditions},
+	{"RootConditionReplayAndRetry", testDAGRootConditionReplayAndRetry},
 }
 
 func testDAGDiamond(t *testing.T, h Harness) {
