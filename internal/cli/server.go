@@ -272,7 +272,9 @@ func startCoordinator(ctx context.Context, cfg serverConfig, log *slog.Logger) (
 		return nil, err
 	}
 	closers = append(closers, closeLogs)
+	var fresh newConns
 	srv := &http.Server{
+		ConnState: fresh.track,
 		Handler: api.New(api.Config{Store: st, Logger: log, LeaseTTL: cfg.LeaseTTL, HeartbeatEvery: cfg.HeartbeatEvery,
 			CancelGrace: cfg.CancelGrace, Auth: cfg.authOn(), Logs: logSvc,
 			Blobs: blobs, ArtifactTTL: cfg.ArtifactsExpireIn, UI: cfg.UI, Metrics: m}).Handler(),
@@ -303,7 +305,7 @@ func startCoordinator(ctx context.Context, cfg serverConfig, log *slog.Logger) (
 	c := &coordinator{base: "http://" + ln.Addr().String(), store: st, log: log, served: served}
 	c.stop = func(ctx context.Context) error {
 		shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
-		err := srv.Shutdown(shutdownCtx)
+		err := fresh.shutdown(shutdownCtx, srv)
 		cancel()
 		stopLoops()
 		<-loopsDone
