@@ -156,4 +156,3 @@ func (e *Engine) TouchToken(ctx context.Context, id uuid.UUID, at time.Time) err
 		return nil
 	})
 }
-
