@@ -110,6 +110,13 @@ type Queue interface {
 	// and skips propagate. The run's status follows. It returns the job as it now is,
 	// without its Spec (GetJob has it).
 	CompleteJob(ctx context.Context, p CompleteParams) (*Job, error)
+	// ReleaseClaims hands back jobs whose claim never reached its worker (the claim's
+	// answer could not be written): each job whose lease token is still the one named
+	// goes back to queued in its old place in the queue, its lease cleared and its attempt
+	// taken back, so the attempt that never ran counts against nothing; a job asked to
+	// cancel meanwhile is cancelled instead. A job whose token is no longer the one named
+	// is left alone. It returns how many jobs it released.
+	ReleaseClaims(ctx context.Context, leases []LeaseRef) (int, error)
 }
 
 // ClaimParams describe the claiming worker.
@@ -292,6 +299,9 @@ type Stats interface {
 	// QueueStats counts queued jobs by lane and label set, leased and retrying jobs, and
 	// gives the time the oldest queued job has been waiting since.
 	QueueStats(ctx context.Context) (*QueueStats, error)
+	// ConcurrencyHolders returns, of the project's concurrency groups named, the job that
+	// holds each (assigned or running), without its Spec; a group no job holds is absent.
+	ConcurrencyHolders(ctx context.Context, projectID uuid.UUID, groups []string) (map[string]*Job, error)
 }
 
 // QueueStats is a snapshot of the queue.

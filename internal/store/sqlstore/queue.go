@@ -200,17 +200,32 @@ func (e *Engine) Claim(ctx context.Context, p store.ClaimParams) ([]*store.Claim
 	}
 	// The runs and the specs are read after the commit, off the one writer: what a
 	// worker needs of them (trigger, environment, steps) never changes.
-	if err := e.loadRuns(ctx, claims); err != nil {
-		return nil, fmt.Errorf("claim for worker %s: %w", p.WorkerID, err)
-	}
 	jobs := make([]*store.Job, len(claims))
 	for i, c := range claims {
 		jobs[i] = c.Job
 	}
-	if err := e.loadSpecs(ctx, jobs); err != nil {
+	err = e.loadRuns(ctx, claims)
+	if err == nil {
+		err = e.loadSpecs(ctx, jobs)
+	}
+	if err != nil {
+		// The claims committed but cannot be handed out (most often the claimer went
+		// away meanwhile): give the jobs back now rather than when their leases expire.
+		if _, rerr := e.ReleaseClaims(context.WithoutCancel(ctx), leaseRefs(claims)); rerr != nil {
+			err = errors.Join(err, rerr)
+		}
 		return nil, fmt.Errorf("claim for worker %s: %w", p.WorkerID, err)
 	}
 	return claims, nil
+}
+
+// leaseRefs names the leases of claims.
+func leaseRefs(claims []*store.Claim) []store.LeaseRef {
+	out := make([]store.LeaseRef, len(claims))
+	for i, c := range claims {
+		out[i] = store.LeaseRef{JobID: c.Job.ID, Token: c.Lease.Token}
+	}
+	return out
 }
 
 // loadRuns fills in each claim's run: its id, project, name, trigger and environment.
@@ -498,4 +513,54 @@ func (t *tx) retryLater(j *jobState, kind store.FailureKind, exit any, now time.
 		return nil, fmt.Errorf("schedule retry of job %s: %w", j.id, err)
 	}
 	return job, nil
+}
+
+// ReleaseClaims implements store.Queue.
+func (e *Engine) ReleaseClaims(ctx context.Context, leases []store.LeaseRef) (int, error) {
+	if len(leases) == 0 {
+		return 0, nil
+	}
+	released := 0
+	err := e.write(ctx, func(t *tx) error {
+		released = 0
+		now := e.clock.Now()
+		for _, l := range leases {
+			j, err := t.lockJob(l.JobID)
+			if errors.Is(err, store.ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			if l.Token == "" || j.leaseToken != l.Token || !j.status.Leased() {
+				continue // renewed by nobody, but finished or taken back since
+			}
+			released++
+			if j.cancelRequested {
+				if _, err := t.end(j, store.JobCancelled, store.FailureCancelled, nil, now); err != nil {
+					return fmt.Errorf("release job %s: %w", j.id, err)
+				}
+				continue
+			}
+			// The job keeps its vtime and queued_at: it goes back to the place in the
+			// queue it had, ahead of jobs queued after it. The attempt never ran, so it is
+			// taken back, and so is the steps' attempt the claim set.
+			if _, err := t.exec(`UPDATE jobs SET status = 'queued', attempt = attempt - 1, retry_after = 0,
+				lease_token = '', worker_id = '', lease_expires_at = 0, deadline = 0, started_at = 0
+				WHERE id = ? AND lease_token = ?`, j.id, l.Token); err != nil {
+				return fmt.Errorf("release job %s: %w", j.id, err)
+			}
+			if j.attempt > 1 {
+				if _, err := t.exec(`UPDATE steps SET attempt = ? WHERE job_id = ? AND attempt = ?`, j.attempt-1, j.id, j.attempt); err != nil {
+					return fmt.Errorf("release steps of job %s: %w", j.id, err)
+				}
+			}
+			t.markQueued()
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("release %d claims: %w", len(leases), err)
+	}
+	return released, nil
 }

@@ -16,6 +16,14 @@ var leaseTests = []test{
 	{"StartJob", testStartJob},
 	{"LeaseAttempt", testLeaseAttempt},
 	{"Fencing", testFencing},
+	{"ReleaseClaims", func(t *testing.T, h Harness) {
+		for _, tc := range releaseTests {
+			t.Run(tc.name, func(t *testing.T) {
+				t.Parallel()
+				tc.fn(t, h)
+			})
+		}
+	}},
 }
 
 // testLeaseAttempt: the current lease names its attempt, on a retry too; an unknown job is
