@@ -76,6 +76,7 @@ type jobJSON struct {
 	MaxAttempts int          `json:"max_attempts"`
 	FailureKind string       `json:"failure_kind,omitempty"`
 	ExitCode    *int         `json:"exit_code,omitempty"`
+	Reason      string       `json:"reason,omitempty"`
 	Priority    string       `json:"priority"`
 	WorkerID    string       `json:"worker_id,omitempty"`
 	QueuedAt    string       `json:"queued_at,omitempty"`
@@ -97,6 +98,7 @@ func newJobJSON(j *store.Job) jobJSON {
 		MaxAttempts: j.MaxAttempts,
 		FailureKind: string(j.FailureKind),
 		ExitCode:    j.ExitCode,
+		Reason:      j.Reason,
 		Priority:    string(j.Priority),
 		WorkerID:    j.WorkerID,
 		QueuedAt:    formatTime(j.QueuedAt),
