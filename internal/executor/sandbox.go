@@ -18,7 +18,11 @@ var ErrNoSandbox = errors.New("the sandbox executor needs bubblewrap (bwrap): in
 // /etc, /opt, /nix, /sys) read-only and nothing else of the host's tree, so /root,
 // /home, /run, /var, /srv and /mnt are not there. Only the workspace and a private /tmp
 // are writable. A step that sets Network keeps the host's network.
-type Sandbox struct{}
+type Sandbox struct {
+	// Containment and User are as for Shell.
+	Containment *Containment
+	User        *User
+}
 
 var _ Executor = Sandbox{}
 
@@ -38,7 +42,7 @@ const sandboxHome = "/tmp/home"
 
 // Run runs the step in a sandbox. The sandbox's processes stay in the step's process
 // group, so cancelling kills them all, and bubblewrap dies with its parent.
-func (Sandbox) Run(ctx context.Context, s Step) (Result, error) {
+func (sb Sandbox) Run(ctx context.Context, s Step) (Result, error) {
 	inner, err := shellArgs(s.Shell, s.Script)
 	if err != nil {
 		return Result{}, err
@@ -61,7 +65,7 @@ func (Sandbox) Run(ctx context.Context, s Step) (Result, error) {
 	s.Env = env
 	args := append([]string{bwrap}, sandboxArgs(ws, s.Network, newHome)...)
 	args = append(args, "--")
-	return run(ctx, s, append(args, inner...))
+	return run(ctx, s, append(args, inner...), runOptions{cont: sb.Containment, user: sb.User, sandboxed: true})
 }
 
 // sandboxArgs are bubblewrap's options for a step with workspace ws. Mounts apply in

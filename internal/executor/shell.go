@@ -27,7 +27,10 @@ type Step struct {
 	Dir    string        // working directory (the job's workspace)
 	Stdout io.Writer     // receives the process's stdout (nil = discard)
 	Stderr io.Writer     // receives the process's stderr (nil = discard)
-	Grace  time.Duration // SIGTERM -> SIGKILL grace on cancel; default 10s
+	Grace  time.Duration // SIGTERM -> SIGKILL grace on cancel or timeout; default 10s
+	// Timeout stops the step, as a cancel does (SIGTERM, Grace, SIGKILL), once it has
+	// run this long; zero means no limit of its own.
+	Timeout time.Duration
 	// Network lets a sandboxed step reach the network; the Shell executor ignores it.
 	Network bool
 }
@@ -37,6 +40,7 @@ type Result struct {
 	ExitCode  int    // the process's exit code; -1 when killed by a signal
 	Signal    string // the signal name when killed by one (e.g. "terminated", "killed"), else ""
 	Cancelled bool   // the context ended before the process did
+	TimedOut  bool   // the step ran past Step.Timeout and was stopped
 }
 
 // Executor runs steps.
@@ -45,7 +49,13 @@ type Executor interface {
 }
 
 // Shell runs steps as local processes.
-type Shell struct{}
+type Shell struct {
+	// Containment ends whatever a step started, even processes that left its process
+	// group, and steps whose worker died; nil ends the process group only.
+	Containment *Containment
+	// User runs the steps as that user; nil runs them as the worker's user.
+	User *User
+}
 
 var _ Executor = Shell{}
 
@@ -67,17 +77,27 @@ func shellArgs(shell, script string) ([]string, error) {
 
 // Run runs the step and returns how it ended. A non-zero exit is a Result,
 // not an error; the error is for a step that could not be started. When Run
-// returns, no process of the step's process group is left running.
-func (Shell) Run(ctx context.Context, s Step) (Result, error) {
+// returns, no process of the step's process group is left running, and with a
+// Containment no process the step started at all.
+func (sh Shell) Run(ctx context.Context, s Step) (Result, error) {
 	args, err := shellArgs(s.Shell, s.Script)
 	if err != nil {
 		return Result{}, err
 	}
-	return run(ctx, s, args)
+	return run(ctx, s, args, runOptions{cont: sh.Containment, user: sh.User})
+}
+
+// runOptions say how run runs a step.
+type runOptions struct {
+	cont *Containment // nil: the process group only
+	user *User        // nil: the worker's user
+	// sandboxed spares bubblewrap's own processes the SIGTERM: bubblewrap dies of it
+	// without passing it on, which would cut the step's grace short.
+	sandboxed bool
 }
 
 // run runs argv as the step's process group leader.
-func run(ctx context.Context, s Step, args []string) (Result, error) {
+func run(ctx context.Context, s Step, args []string, opt runOptions) (Result, error) {
 	grace := s.Grace
 	if grace <= 0 {
 		grace = DefaultGrace
@@ -88,6 +108,10 @@ func run(ctx context.Context, s Step, args []string) (Result, error) {
 	cmd.Env = append([]string{}, s.Env...)
 	cmd.Dir = s.Dir
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	dieWithWorker(cmd.SysProcAttr)
+	if opt.user != nil {
+		cmd.SysProcAttr.Credential = opt.user.credential()
+	}
 
 	// Our own pipes rather than exec's: exec's Wait would block on a
 	// background child holding stdout, and we must kill the group as soon as
@@ -97,11 +121,18 @@ func run(ctx context.Context, s Step, args []string) (Result, error) {
 		return Result{}, fmt.Errorf("create output pipes: %w", err)
 	}
 	cmd.Stdout, cmd.Stderr = out.childStdout, out.childStderr
+	scope, err := opt.cont.begin(cmd)
+	if err != nil {
+		out.abort()
+		return Result{}, err
+	}
 
 	if err := cmd.Start(); err != nil {
 		out.abort()
+		scope.end()
 		return Result{}, fmt.Errorf("start %s step: %w", args[0], err)
 	}
+	scope.started()
 	out.started()
 	pgid := cmd.Process.Pid // Setpgid makes the leader's pid the group id.
 
@@ -115,31 +146,25 @@ func run(ctx context.Context, s Step, args []string) (Result, error) {
 		waitErr = waitLeader(cmd)
 	}()
 
+	var timedOut <-chan time.Time
+	if s.Timeout > 0 {
+		t := time.NewTimer(s.Timeout)
+		defer t.Stop()
+		timedOut = t.C
+	}
 	var res Result
 	select {
 	case <-exited:
 	case <-ctx.Done():
-		select {
-		case <-exited:
-			// Both happened; the process ended on its own.
-			goto stopped
-		default:
-		}
-		res.Cancelled = true
-		killGroup(pgid, syscall.SIGTERM)
-		timer := time.NewTimer(grace)
-		select {
-		case <-exited:
-		case <-timer.C:
-			killGroup(pgid, syscall.SIGKILL)
-			<-exited
-		}
-		timer.Stop()
+		res.Cancelled = stop(exited, pgid, scope, grace, opt.sandboxed)
+	case <-timedOut:
+		res.TimedOut = stop(exited, pgid, scope, grace, opt.sandboxed)
 	}
-stopped:
 	// The step's leftovers must not outlive it, whether it exited or was
-	// stopped: a child that ignored SIGTERM may still be running.
+	// stopped: a child that ignored SIGTERM may still be running, and one that
+	// left the group (setsid) is only found by the scope.
 	killGroup(pgid, syscall.SIGKILL)
+	scope.end()
 
 	if !leaderWaitReaps {
 		waitErr = cmd.Wait()
@@ -156,6 +181,32 @@ stopped:
 		res.Signal = ws.Signal().String()
 	}
 	return res, nil
+}
+
+// stop ends a step that is still running: SIGTERM to its processes, grace, then
+// SIGKILL. It reports false when the leader had exited on its own already.
+func stop(exited <-chan struct{}, pgid int, scope *scope, grace time.Duration, sandboxed bool) bool {
+	select {
+	case <-exited:
+		return false
+	default:
+	}
+	if sandboxed {
+		termSandbox(pgid)
+	} else {
+		killGroup(pgid, syscall.SIGTERM)
+	}
+	scope.signal(syscall.SIGTERM, sandboxed)
+	timer := time.NewTimer(grace)
+	defer timer.Stop()
+	select {
+	case <-exited:
+	case <-timer.C:
+		killGroup(pgid, syscall.SIGKILL)
+		scope.kill()
+		<-exited
+	}
+	return true
 }
 
 // killGroup signals every process in the group. ESRCH means the group is

@@ -1,0 +1,316 @@
+// Package executortest is the conformance suite every executor passes: exit codes, the
+// environment, cancel with its grace, the step timeout, and that nothing a step
+// started, not even a process that called setsid and forked again, outlives it.
+package executortest
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gantry-ci/gantry/internal/executor"
+)
+
+// Run runs the suite against the executors newExecutor makes, one per test.
+func Run(t *testing.T, newExecutor func(t *testing.T) executor.Executor) {
+	t.Helper()
+	tests := []struct {
+		name string
+		fn   func(*testing.T, executor.Executor)
+	}{
+		{"ExitCodes", testExitCodes},
+		{"Env", testEnv},
+		{"Output", testOutput},
+		{"CancelGrace", testCancelGrace},
+		{"CancelKillsAfterGrace", testCancelKill},
+		{"Timeout", testTimeout},
+		{"TimeoutNotReached", testTimeoutNotReached},
+		{"TreeKilled", testTreeKilled},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			tt.fn(t, newExecutor(t))
+		})
+	}
+}
+
+// buffer is a writer safe for concurrent use.
+type buffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *buffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *buffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func pathEnv(extra ...string) []string {
+	return append([]string{"PATH=" + os.Getenv("PATH")}, extra...)
+}
+
+type outcome struct {
+	res  executor.Result
+	err  error
+	out  string
+	took time.Duration
+}
+
+// start runs s in the background in a fresh workspace; the returned channel gets how it
+// ended.
+func start(ctx context.Context, t *testing.T, ex executor.Executor, s executor.Step) (ws string, done <-chan outcome) {
+	t.Helper()
+	if s.Dir == "" {
+		s.Dir = t.TempDir()
+	}
+	if s.Env == nil {
+		s.Env = pathEnv()
+	}
+	out := &buffer{}
+	s.Stdout, s.Stderr = out, out
+	ch := make(chan outcome, 1)
+	began := time.Now()
+	go func() {
+		res, err := ex.Run(ctx, s)
+		ch <- outcome{res, err, strings.TrimSpace(out.String()), time.Since(began)}
+	}()
+	return s.Dir, ch
+}
+
+func runStep(t *testing.T, ex executor.Executor, s executor.Step) outcome {
+	t.Helper()
+	_, done := start(t.Context(), t, ex, s)
+	select {
+	case o := <-done:
+		if o.err != nil {
+			t.Fatalf("Run: %v", o.err)
+		}
+		return o
+	case <-time.After(30 * time.Second):
+		t.Fatal("the step did not end")
+	}
+	return outcome{}
+}
+
+// waitFile waits until the step has written name in its workspace ws.
+func waitFile(t *testing.T, ws, name string, done <-chan outcome) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		if b, err := os.ReadFile(filepath.Join(ws, name)); err == nil && len(b) > 0 && bytes.HasSuffix(b, []byte("\n")) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the step did not write %s", name)
+		}
+		select {
+		case o := <-done:
+			t.Fatalf("the step ended before writing %s: %+v %v, output %q", name, o.res, o.err, o.out)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+func wait(t *testing.T, done <-chan outcome, within time.Duration) outcome {
+	t.Helper()
+	select {
+	case o := <-done:
+		if o.err != nil {
+			t.Fatalf("Run: %v", o.err)
+		}
+		return o
+	case <-time.After(within):
+		t.Fatalf("Run did not return within %s", within)
+	}
+	return outcome{}
+}
+
+func testExitCodes(t *testing.T, ex executor.Executor) {
+	for _, tt := range []struct {
+		shell, script string
+		want          int
+	}{
+		{"", "exit 0", 0},
+		{"", "exit 3", 3},
+		{"sh", "false\nexit 0", 1},
+		{"bash", "false | true\nexit 0", 1},
+		{"bash", "exit 42", 42},
+	} {
+		o := runStep(t, ex, executor.Step{Shell: tt.shell, Script: tt.script})
+		if o.res.ExitCode != tt.want || o.res.Cancelled || o.res.TimedOut || o.res.Signal != "" {
+			t.Errorf("%s %q: %+v, want exit code %d", tt.shell, tt.script, o.res, tt.want)
+		}
+	}
+}
+
+func testEnv(t *testing.T, ex executor.Executor) {
+	// Set in the test process to prove a step does not inherit the executor's
+	// environment. Not t.Setenv: the suite runs in parallel.
+	const leak = "GANTRY_EXECUTORTEST_LEAK"
+	_ = os.Setenv(leak, "leaked")
+	o := runStep(t, ex, executor.Step{Script: `echo "foo=$FOO leak=${` + leak + `-unset}"`, Env: pathEnv("FOO=bar baz")})
+	if o.res.ExitCode != 0 || o.out != "foo=bar baz leak=unset" {
+		t.Errorf("exit %d, output %q; want the given env only", o.res.ExitCode, o.out)
+	}
+}
+
+func testOutput(t *testing.T, ex executor.Executor) {
+	o := runStep(t, ex, executor.Step{Script: "echo out; echo err >&2; pwd -P > where"})
+	if o.res.ExitCode != 0 || o.out != "out\nerr" {
+		t.Errorf("exit %d, output %q", o.res.ExitCode, o.out)
+	}
+}
+
+// testCancelGrace: a step that handles SIGTERM gets to finish its handler within the
+// grace, and its own exit code is kept.
+func testCancelGrace(t *testing.T, ex executor.Executor) {
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	ws, done := start(ctx, t, ex, executor.Step{Grace: 10 * time.Second,
+		Script: "trap 'echo cleaning up; exit 7' TERM\necho go > ready\nwhile :; do sleep 0.05; done"})
+	waitFile(t, ws, "ready", done)
+	cancel()
+	o := wait(t, done, 8*time.Second)
+	if !o.res.Cancelled || o.res.TimedOut || o.res.ExitCode != 7 || !strings.Contains(o.out, "cleaning up") {
+		t.Errorf("cancelled step: %+v, output %q; want Cancelled, exit 7 from its TERM handler", o.res, o.out)
+	}
+}
+
+// testCancelKill: a step that ignores SIGTERM is killed once the grace is over.
+func testCancelKill(t *testing.T, ex executor.Executor) {
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	ws, done := start(ctx, t, ex, executor.Step{Grace: 300 * time.Millisecond,
+		Script: "trap '' TERM\necho go > ready\nwhile :; do sleep 0.05; done"})
+	waitFile(t, ws, "ready", done)
+	cancel()
+	o := wait(t, done, 8*time.Second)
+	if !o.res.Cancelled || o.res.ExitCode == 0 {
+		t.Errorf("cancelled step that ignores SIGTERM: %+v; want Cancelled and not exit 0", o.res)
+	}
+}
+
+func testTimeout(t *testing.T, ex executor.Executor) {
+	o := runStep(t, ex, executor.Step{Timeout: 500 * time.Millisecond, Grace: 300 * time.Millisecond,
+		Script: "trap '' TERM\nwhile :; do sleep 0.05; done"})
+	if !o.res.TimedOut || o.res.Cancelled || o.res.ExitCode == 0 {
+		t.Errorf("step past its timeout: %+v; want TimedOut", o.res)
+	}
+	if o.took < 500*time.Millisecond || o.took > 8*time.Second {
+		t.Errorf("a step with a 500ms timeout and 300ms grace took %s", o.took)
+	}
+}
+
+func testTimeoutNotReached(t *testing.T, ex executor.Executor) {
+	o := runStep(t, ex, executor.Step{Timeout: time.Minute, Script: "exit 4"})
+	if o.res.TimedOut || o.res.ExitCode != 4 {
+		t.Errorf("step within its timeout: %+v; want exit 4", o.res)
+	}
+}
+
+// testTreeKilled: whether a step exits, is cancelled or times out, nothing it started
+// is left running: not a background child, not a process that called setsid and forked
+// again so that it left the step's process group and lost its parent.
+func testTreeKilled(t *testing.T, ex executor.Executor) {
+	for _, end := range []string{"exits", "cancelled", "timed out"} {
+		t.Run(end, func(t *testing.T) {
+			t.Parallel()
+			token := Token(t)
+			// Both sleeps carry the token in their arguments, so they are found from
+			// the host even inside a pid namespace.
+			script := fmt.Sprintf(`setsid sh -c 'sleep 1%[1]s & echo $! > escaped' &
+sleep 2%[1]s &
+while [ ! -s escaped ]; do sleep 0.01; done
+echo go > ready
+`, token)
+			s := executor.Step{Script: script, Grace: 300 * time.Millisecond}
+			switch end {
+			case "cancelled":
+				s.Script += "while :; do sleep 0.05; done\n"
+			case "timed out":
+				s.Script += "while :; do sleep 0.05; done\n"
+				s.Timeout = 2 * time.Second
+			}
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			ws, done := start(ctx, t, ex, s)
+			if end != "exits" {
+				waitFile(t, ws, "ready", done)
+				if n := len(Processes(token)); n < 2 {
+					t.Fatalf("%d processes carry the token while the step runs, want 2 or more", n)
+				}
+			}
+			if end == "cancelled" {
+				cancel()
+			}
+			o := wait(t, done, 15*time.Second)
+			switch {
+			case end == "exits" && (o.res.ExitCode != 0 || o.res.Cancelled || o.res.TimedOut):
+				t.Errorf("result %+v, output %q; want exit 0", o.res, o.out)
+			case end == "cancelled" && !o.res.Cancelled:
+				t.Errorf("result %+v; want Cancelled", o.res)
+			case end == "timed out" && !o.res.TimedOut:
+				t.Errorf("result %+v; want TimedOut", o.res)
+			}
+			if left := Processes(token); len(left) > 0 {
+				t.Errorf("after Run returned, the step's processes are still running: %v", left)
+			}
+		})
+	}
+}
+
+// Token returns a number unique to the test, for a step to put in the arguments of its
+// processes ("sleep 1<token>") so that Processes finds them.
+func Token(t *testing.T) string {
+	t.Helper()
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		t.Fatal(err)
+	}
+	// "000." and digits: sleep reads it as a long time, not as an error.
+	return fmt.Sprintf("000.%012d", binary.BigEndian.Uint64(b[:])%1e12)
+}
+
+// Processes lists the live (not zombie) processes whose command line contains token,
+// as "pid: cmdline".
+func Processes(token string) []string {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		panic(fmt.Sprintf("executortest needs /proc: %v", err))
+	}
+	var out []string
+	for _, e := range entries {
+		if e.Name()[0] < '0' || e.Name()[0] > '9' {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil || !bytes.Contains(cmdline, []byte(token)) {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		if i := bytes.LastIndexByte(stat, ')'); i > 0 && len(stat) > i+2 && stat[i+2] == 'Z' {
+			continue
+		}
+		out = append(out, e.Name()+": "+strings.ReplaceAll(string(bytes.TrimRight(cmdline, "\x00")), "\x00", " "))
+	}
+	return out
+}

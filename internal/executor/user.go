@@ -1,0 +1,82 @@
+package executor
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"syscall"
+)
+
+// User is an account steps run as instead of the worker's own, so that a step cannot
+// read what only the worker may (its credentials, its memory, other jobs' files).
+type User struct {
+	Name   string
+	UID    uint32
+	GID    uint32
+	Groups []uint32 // supplementary groups
+}
+
+// LookupUser finds the account named name (or a numeric uid). It fails when there is
+// no such account: running steps as an unknown user would be running them as nobody
+// in particular.
+func LookupUser(name string) (*User, error) {
+	if name == "" {
+		return nil, errors.New("look up step user: empty name")
+	}
+	u, err := user.Lookup(name)
+	if err != nil {
+		var unknown user.UnknownUserError
+		if _, numErr := strconv.ParseUint(name, 10, 32); numErr == nil && errors.As(err, &unknown) {
+			u, err = user.LookupId(name)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("look up step user %q: %w", name, err)
+		}
+	}
+	uid, err := strconv.ParseUint(u.Uid, 10, 32)
+	if err != nil {
+		return nil, fmt.Errorf("look up step user %q: uid %q: %w", name, u.Uid, err)
+	}
+	gid, err := strconv.ParseUint(u.Gid, 10, 32)
+	if err != nil {
+		return nil, fmt.Errorf("look up step user %q: gid %q: %w", name, u.Gid, err)
+	}
+	out := &User{Name: u.Username, UID: uint32(uid), GID: uint32(gid)}
+	ids, err := u.GroupIds()
+	if err != nil {
+		return nil, fmt.Errorf("look up the groups of step user %q: %w", name, err)
+	}
+	for _, id := range ids {
+		g, err := strconv.ParseUint(id, 10, 32)
+		if err != nil {
+			return nil, fmt.Errorf("look up the groups of step user %q: gid %q: %w", name, id, err)
+		}
+		out.Groups = append(out.Groups, uint32(g))
+	}
+	return out, nil
+}
+
+// credential is what the step's process is started with. Groups is never nil, so
+// that the worker's own supplementary groups (root's, often) are dropped.
+func (u *User) credential() *syscall.Credential {
+	return &syscall.Credential{Uid: u.UID, Gid: u.GID, Groups: append([]uint32{}, u.Groups...)}
+}
+
+// Own gives the user the tree at dir, so that its steps can write their workspace.
+// Symbolic links are changed themselves, never what they point to.
+func (u *User) Own(dir string) error {
+	err := filepath.WalkDir(dir, func(p string, _ fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(p, int(u.UID), int(u.GID))
+	})
+	if err != nil {
+		return fmt.Errorf("give %s to step user %s: %w", dir, u.Name, err)
+	}
+	return nil
+}
