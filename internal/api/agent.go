@@ -35,7 +35,14 @@ const (
 	// replica: a worker needs one, a few cover reconnects, and more is a runaway client
 	// tying up connections.
 	maxClaimsPerWorker = 4
+	// releaseTimeout bounds handing back the jobs of a claim whose answer was lost.
+	releaseTimeout = 10 * time.Second
 )
+
+// DefaultReapGrace is the reap grace for a lease TTL when none is set: an eighth of it.
+// With the worker's own margin (also an eighth, see docs/reliability.md) it leaves a
+// quarter of the TTL between the worker fencing itself and the job's next attempt.
+func DefaultReapGrace(leaseTTL time.Duration) time.Duration { return leaseTTL / 8 }
 
 // claimSlots counts the claims each worker holds open.
 type claimSlots struct {
@@ -198,6 +205,12 @@ type leaseJSON struct {
 	ExpiresAt      string `json:"expires_at"`
 	HeartbeatEvery string `json:"heartbeat_every"`
 	TTL            string `json:"ttl"`
+	// TTLMillis is how long the lease lasts counted from when the coordinator received
+	// the request that granted it: the TTL, plus, for a claim, the time the claim waited
+	// for a job. A worker counts it from when it sent that request, which is earlier, so
+	// by its own clock the lease never lasts longer than the coordinator grants
+	// (docs/reliability.md).
+	TTLMillis int64 `json:"ttl_ms"`
 	// CancelGrace is how long the worker waits between SIGTERM and SIGKILL: the job's
 	// own cancel_grace, or the coordinator's default.
 	CancelGrace string `json:"cancel_grace"`
@@ -226,6 +239,7 @@ type claimedJSON struct {
 // become ready. It never polls the store on a timer: it waits on the store's signal that
 // jobs were queued and claims again when it fires.
 func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
+	received := s.clock.Now()
 	var req claimRequest
 	if !s.workerRequest(w, r, &req) {
 		return
@@ -248,13 +262,16 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	params := store.ClaimParams{WorkerID: req.WorkerID, Labels: req.Labels, FreeMilliCPU: req.FreeCPU, FreeMemory: req.FreeMemory,
-		Max: req.Max, LeaseTTL: s.leaseTTL, TimeoutGrace: s.timeoutGrace, Start: req.Start}
+		Max: req.Max, LeaseTTL: s.leaseTTL + s.reapGrace, TimeoutGrace: s.timeoutGrace, Start: req.Start}
 	// Listen before the first claim, so a job queued between the claim and the wait is
 	// not missed.
 	wake, stop := s.store.WaitForJobs()
 	defer stop()
 	timeout := s.clock.After(wait)
 	for {
+		// Taken before the store's: the lease the claim writes lasts at least this much
+		// longer than the TTL.
+		waited := s.clock.Now().Sub(received)
 		claims, err := s.store.Claim(r.Context(), params)
 		if err != nil {
 			s.storeError(w, r, "claim", err)
@@ -262,12 +279,16 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
 		}
 		if len(claims) > 0 || wait == 0 {
 			out := make([]claimedJSON, len(claims))
-			now := s.clock.Now()
 			for i, c := range claims {
-				out[i] = s.claimedJSON(c)
+				out[i] = s.claimedJSON(c, waited)
+			}
+			if !s.handOut(w, r, claims, out) {
+				return
+			}
+			now := s.clock.Now()
+			for _, c := range claims {
 				s.metrics.JobClaimed(c.Job, now)
 			}
-			writeJSON(w, http.StatusOK, map[string]any{"jobs": out})
 			return
 		}
 		select {
@@ -281,11 +302,50 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func (s *Server) claimedJSON(c *store.Claim) claimedJSON {
+// handOut writes a claim's answer. When the answer cannot reach the worker — the
+// request ended (the worker went away mid long-poll) before it was written, or writing
+// it failed — the jobs go back to the queue at once instead of waiting for their leases
+// to expire, and it returns false. An answer the worker's connection took but the worker
+// never read still waits for its lease: nothing here can tell.
+func (s *Server) handOut(w http.ResponseWriter, r *http.Request, claims []*store.Claim, out []claimedJSON) bool {
+	err := r.Context().Err()
+	if err == nil {
+		var body []byte
+		body, err = json.Marshal(map[string]any{"jobs": out})
+		if err == nil {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusOK)
+			if _, err = w.Write(append(body, '\n')); err == nil {
+				err = http.NewResponseController(w).Flush()
+			}
+		}
+	}
+	if err == nil || len(claims) == 0 {
+		return true
+	}
+	refs := make([]store.LeaseRef, len(claims))
+	for i, c := range claims {
+		refs[i] = store.LeaseRef{JobID: c.Job.ID, Token: c.Lease.Token}
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), releaseTimeout)
+	defer cancel()
+	n, rerr := s.store.ReleaseClaims(ctx, refs)
+	if rerr != nil {
+		s.log.ErrorContext(ctx, "hand back the jobs of a claim whose answer was lost; they wait for their leases to expire",
+			"worker", claims[0].Job.WorkerID, "jobs", len(claims), "err", rerr)
+		return false
+	}
+	s.log.InfoContext(ctx, "claim answer lost; jobs handed back", "worker", claims[0].Job.WorkerID, "jobs", n, "cause", err)
+	return false
+}
+
+func (s *Server) claimedJSON(c *store.Claim, waited time.Duration) claimedJSON {
 	out := claimedJSON{
 		ID: c.Job.ID, RunID: c.Job.RunID, Key: c.Job.Key, Attempt: c.Job.Attempt,
-		Lease: leaseJSON{Token: c.Lease.Token, ExpiresAt: formatTime(c.Lease.ExpiresAt),
-			HeartbeatEvery: s.heartbeatEvery.String(), TTL: s.leaseTTL.String(), CancelGrace: s.cancelGrace.String()},
+		// The store's lease includes the reap grace; the worker's ends without it.
+		Lease: leaseJSON{Token: c.Lease.Token, ExpiresAt: formatTime(c.Lease.ExpiresAt.Add(-s.reapGrace)),
+			HeartbeatEvery: s.heartbeatEvery.String(), TTL: s.leaseTTL.String(), TTLMillis: (s.leaseTTL + waited).Milliseconds(),
+			CancelGrace: s.cancelGrace.String()},
 		OnceDone: c.OnceDone, Deadline: formatTime(c.Job.Deadline), Spec: c.Job.Spec,
 		Traceparent: tracing.Traceparent(c.Job.RunID),
 		QueuedAt:    formatMicros(c.Job.QueuedAt),
@@ -349,23 +409,32 @@ func (s *Server) startJob(w http.ResponseWriter, r *http.Request) {
 }
 
 type heartbeatResponse struct {
-	ExpiresAt       string `json:"expires_at"`
-	CancelRequested bool   `json:"cancel_requested"`
+	ExpiresAt string `json:"expires_at"`
+	// TTLMillis is how long the renewed lease lasts from when the coordinator received
+	// the heartbeat (leaseJSON.TTLMillis).
+	TTLMillis       int64 `json:"ttl_ms"`
+	CancelRequested bool  `json:"cancel_requested"`
 }
 
+// heartbeat renews a lease. The store keeps it for the TTL plus the reap grace, so that
+// the job is taken back only after the worker, which counts the TTL alone and from
+// before it sent the heartbeat, stopped the job (docs/reliability.md).
 func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
+	received := s.clock.Now()
 	var req tokenRequest
 	ref, ok := s.leaseRequest(w, r, &req)
 	if !ok {
 		return
 	}
-	res, err := s.store.Heartbeat(r.Context(), store.HeartbeatParams{LeaseRef: ref, TTL: s.leaseTTL})
+	held := s.clock.Now().Sub(received)
+	res, err := s.store.Heartbeat(r.Context(), store.HeartbeatParams{LeaseRef: ref, TTL: s.leaseTTL + s.reapGrace})
 	if err != nil {
 		s.agentError(w, r, "heartbeat", err)
 		return
 	}
 	s.metrics.Heartbeats.Inc()
-	writeJSON(w, http.StatusOK, heartbeatResponse{ExpiresAt: formatTime(res.ExpiresAt), CancelRequested: res.CancelRequested})
+	writeJSON(w, http.StatusOK, heartbeatResponse{ExpiresAt: formatTime(res.ExpiresAt.Add(-s.reapGrace)),
+		TTLMillis: (s.leaseTTL + held).Milliseconds(), CancelRequested: res.CancelRequested})
 }
 
 type stepRequest struct {

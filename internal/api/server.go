@@ -35,6 +35,10 @@ type Config struct {
 	LeaseTTL       time.Duration
 	HeartbeatEvery time.Duration
 	TimeoutGrace   time.Duration
+	// ReapGrace is how long past the TTL a lease that was not renewed is left to its
+	// worker before the job is taken back (DefaultReapGrace when zero): the worker
+	// fences itself before its TTL ends, so the two attempts never overlap.
+	ReapGrace time.Duration
 	// CancelGrace is the default time between SIGTERM and SIGKILL (DefaultCancelGrace).
 	CancelGrace time.Duration
 	// Logs stores and serves job logs; when nil, a service keeping them in the store's
@@ -92,6 +96,7 @@ type Server struct {
 	blobURLTTL, artifactTTL time.Duration
 
 	leaseTTL, heartbeatEvery, timeoutGrace, cancelGrace time.Duration
+	reapGrace                                           time.Duration
 	auth                                                bool
 	allowedOrigins, allowedHosts                        []string
 	// claims is the one piece of per-process state: which workers hold claims open
@@ -115,6 +120,7 @@ func New(cfg Config) *Server {
 		heartbeatEvery: cmp.Or(cfg.HeartbeatEvery, DefaultHeartbeatEvery),
 		timeoutGrace:   cmp.Or(cfg.TimeoutGrace, DefaultTimeoutGrace),
 		cancelGrace:    cmp.Or(cfg.CancelGrace, DefaultCancelGrace),
+		reapGrace:      cfg.ReapGrace,
 		auth:           cfg.Auth,
 		allowedOrigins: normalizeOrigins(cfg.AllowedOrigins),
 		allowedHosts:   normalizeOrigins(cfg.AllowedHosts),
@@ -126,6 +132,9 @@ func New(cfg Config) *Server {
 		blobURLTTL:     cmp.Or(cfg.BlobURLTTL, DefaultBlobURLTTL),
 		artifactTTL:    cfg.ArtifactTTL,
 		metrics:        cfg.Metrics,
+	}
+	if s.reapGrace <= 0 {
+		s.reapGrace = DefaultReapGrace(s.leaseTTL)
 	}
 	if s.metrics == nil {
 		s.metrics = metrics.NewCoordinator()
