@@ -13,6 +13,8 @@ import (
 type waitingJSON struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
+	// Labels are, for no_worker, the labels no live worker offers.
+	Labels []string `json:"labels,omitempty"`
 }
 
 // waiting says why each of jobs waits (nil for a job that does not: leased or finished).
@@ -93,7 +95,7 @@ func (s *Server) waiting(ctx context.Context, jobs, runJobs []*store.Job) []*wai
 	}
 	for i, j := range jobs {
 		if w, ok := why(j); ok {
-			out[i] = &waitingJSON{Code: string(w.Code), Message: w.Message}
+			out[i] = &waitingJSON{Code: string(w.Code), Message: w.Message, Labels: w.Labels}
 		}
 	}
 	return out

@@ -20,8 +20,9 @@ type waitingJob struct {
 	Key     string `json:"key"`
 	Status  string `json:"status"`
 	Waiting *struct {
-		Code    string `json:"code"`
-		Message string `json:"message"`
+		Code    string   `json:"code"`
+		Message string   `json:"message"`
+		Labels  []string `json:"labels"`
 	} `json:"waiting"`
 }
 
@@ -79,6 +80,9 @@ func TestWaitingNoWorker(t *testing.T) {
 		"  any: {runs_on: [linux], steps: [{run: make}]}\n")
 	jobs := b.waitingRun(t, id)
 	wantWaiting(t, jobs["build"], "no_worker", "no worker has labels [windows-latest]")
+	if w := jobs["build"].Waiting; w == nil || len(w.Labels) != 1 || w.Labels[0] != "windows-latest" {
+		t.Errorf("build's waiting names labels %+v, want [windows-latest]", w)
+	}
 	// A worker that registered without saying its capacity may take any size.
 	wantWaiting(t, jobs["big"], "backlog")
 	wantWaiting(t, jobs["deploy"], "needs", "waiting for build, big")

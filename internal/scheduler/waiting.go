@@ -34,6 +34,10 @@ const (
 type Waiting struct {
 	Code    WaitCode
 	Message string
+	// Labels are, for WaitNoWorker, the labels no live worker offers: those no worker
+	// carries, else the job's whole set when no one worker carries all of it. A tool
+	// that starts workers can offer them.
+	Labels []string
 }
 
 // WaitInput is what Why needs to know about the world around one job. The caller gathers
@@ -62,9 +66,9 @@ func Why(j *store.Job, in WaitInput) (w Waiting, ok bool) {
 		of := max(j.MaxAttempts, next)
 		d := j.RetryAfter.Sub(in.Now)
 		if d <= 0 {
-			return Waiting{WaitRetry, fmt.Sprintf("retry due now (attempt %d of %d)", next, of)}, true
+			return Waiting{Code: WaitRetry, Message: fmt.Sprintf("retry due now (attempt %d of %d)", next, of)}, true
 		}
-		return Waiting{WaitRetry, fmt.Sprintf("retry in %s (attempt %d of %d)", roundWait(d), next, of)}, true
+		return Waiting{Code: WaitRetry, Message: fmt.Sprintf("retry in %s (attempt %d of %d)", roundWait(d), next, of)}, true
 	case store.JobQueued:
 		return whyQueued(j, in), true
 	}
@@ -74,14 +78,14 @@ func Why(j *store.Job, in WaitInput) (w Waiting, ok bool) {
 func whyPending(left []string) Waiting {
 	if len(left) == 0 {
 		// Its needs just finished; the transition that queues or skips it is under way.
-		return Waiting{WaitNeeds, "waiting: its needs finished, deciding whether it runs"}
+		return Waiting{Code: WaitNeeds, Message: "waiting: its needs finished, deciding whether it runs"}
 	}
 	const shown = 2
 	msg := "waiting for " + strings.Join(left[:min(len(left), shown)], ", ")
 	if len(left) > shown {
 		msg += fmt.Sprintf(" (%d more)", len(left)-shown)
 	}
-	return Waiting{WaitNeeds, msg}
+	return Waiting{Code: WaitNeeds, Message: msg}
 }
 
 func whyQueued(j *store.Job, in WaitInput) Waiting {
@@ -93,7 +97,8 @@ func whyQueued(j *store.Job, in WaitInput) Waiting {
 		}
 	}
 	if len(labelled) == 0 {
-		return Waiting{WaitNoWorker, noWorkerMessage(j.Labels, in.Workers)}
+		msg, missing := noWorkerMessage(j.Labels, in.Workers)
+		return Waiting{Code: WaitNoWorker, Message: msg, Labels: missing}
 	}
 	// Workers big enough in total (zero capacity is unlimited, as in a claim).
 	var capable []*store.Worker
@@ -118,10 +123,10 @@ func whyQueued(j *store.Job, in WaitInput) Waiting {
 		if len(j.Labels) > 0 {
 			msg += " among those with labels [" + strings.Join(j.Labels, ", ") + "]"
 		}
-		return Waiting{WaitNoWorker, msg}
+		return Waiting{Code: WaitNoWorker, Message: msg}
 	}
 	if h := in.Holder; h != nil && h.ID != j.ID {
-		return Waiting{WaitConcurrency, fmt.Sprintf("waiting: concurrency group %s is held by run %s (job %s)",
+		return Waiting{Code: WaitConcurrency, Message: fmt.Sprintf("waiting: concurrency group %s is held by run %s (job %s)",
 			j.ConcurrencyGroup, h.RunID, h.Key)}
 	}
 	busy := 0
@@ -147,19 +152,19 @@ func whyQueued(j *store.Job, in WaitInput) Waiting {
 		parts = append(parts, fmt.Sprintf("%s that can run it %s busy", countWorkers(len(capable)), plural(len(capable), "is", "are")))
 	}
 	if len(parts) == 0 {
-		return Waiting{WaitBacklog, "queued: a free worker can take it"}
+		return Waiting{Code: WaitBacklog, Message: "queued: a free worker can take it"}
 	}
-	return Waiting{WaitBacklog, strings.Join(parts, "; ")}
+	return Waiting{Code: WaitBacklog, Message: strings.Join(parts, "; ")}
 }
 
 // noWorkerMessage names what no live worker offers of labels: the labels no worker
 // carries at all, else the set no one worker carries whole.
-func noWorkerMessage(labels []string, workers []*store.Worker) string {
+func noWorkerMessage(labels []string, workers []*store.Worker) (string, []string) {
 	if len(workers) == 0 {
 		if len(labels) == 0 {
-			return "waiting: no worker is online"
+			return "waiting: no worker is online", nil
 		}
-		return "waiting: no worker is online (it needs labels [" + strings.Join(labels, ", ") + "])"
+		return "waiting: no worker is online (it needs labels [" + strings.Join(labels, ", ") + "])", labels
 	}
 	var missing []string
 	for _, l := range labels {
@@ -168,9 +173,9 @@ func noWorkerMessage(labels []string, workers []*store.Worker) string {
 		}
 	}
 	if len(missing) > 0 {
-		return "waiting: no worker has labels [" + strings.Join(missing, ", ") + "]"
+		return "waiting: no worker has labels [" + strings.Join(missing, ", ") + "]", missing
 	}
-	return "waiting: no worker has all of the labels [" + strings.Join(labels, ", ") + "]"
+	return "waiting: no worker has all of the labels [" + strings.Join(labels, ", ") + "]", labels
 }
 
 // queuedAhead counts the queued jobs other than j in j's lane and the lanes above it.

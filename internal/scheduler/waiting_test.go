@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -35,7 +36,9 @@ func TestWhy(t *testing.T) {
 		in       WaitInput
 		wantCode WaitCode
 		wantMsg  string
-		notWait  bool
+		// wantLabels are the labels no live worker offers (no_worker only).
+		wantLabels []string
+		notWait    bool
 	}{
 		{name: "running jobs do not wait", job: &store.Job{Status: store.JobRunning}, notWait: true},
 		{name: "finished jobs do not wait", job: &store.Job{Status: store.JobSuccess}, notWait: true},
@@ -52,14 +55,18 @@ func TestWhy(t *testing.T) {
 		{name: "retry of a redelivered attempt", job: &store.Job{Status: store.JobRetrying, Attempt: 3, MaxAttempts: 3, RetryAfter: now.Add(90 * time.Second)},
 			in: WaitInput{Now: now}, wantCode: WaitRetry, wantMsg: "retry in 1m30s (attempt 4 of 4)"},
 		{name: "label no worker has", job: queued(func(j *store.Job) { j.Labels = []string{"windows-latest"} }),
-			in: WaitInput{Workers: []*store.Worker{linux, gpu}}, wantCode: WaitNoWorker, wantMsg: "waiting: no worker has labels [windows-latest]"},
+			in: WaitInput{Workers: []*store.Worker{linux, gpu}}, wantCode: WaitNoWorker, wantMsg: "waiting: no worker has labels [windows-latest]",
+			wantLabels: []string{"windows-latest"}},
 		{name: "only the missing labels are named", job: queued(func(j *store.Job) { j.Labels = []string{"linux", "arm64", "tpu"} }),
-			in: WaitInput{Workers: []*store.Worker{linux, gpu}}, wantCode: WaitNoWorker, wantMsg: "waiting: no worker has labels [arm64, tpu]"},
+			in: WaitInput{Workers: []*store.Worker{linux, gpu}}, wantCode: WaitNoWorker, wantMsg: "waiting: no worker has labels [arm64, tpu]",
+			wantLabels: []string{"arm64", "tpu"}},
 		{name: "labels no one worker has together", job: queued(func(j *store.Job) { j.Labels = []string{"amd64", "gpu"} }),
-			in: WaitInput{Workers: []*store.Worker{linux, gpu}}, wantCode: WaitNoWorker, wantMsg: "waiting: no worker has all of the labels [amd64, gpu]"},
+			in: WaitInput{Workers: []*store.Worker{linux, gpu}}, wantCode: WaitNoWorker, wantMsg: "waiting: no worker has all of the labels [amd64, gpu]",
+			wantLabels: []string{"amd64", "gpu"}},
 		{name: "no worker online", job: queued(nil), wantCode: WaitNoWorker, wantMsg: "waiting: no worker is online"},
 		{name: "no worker online for labels", job: queued(func(j *store.Job) { j.Labels = []string{"linux"} }),
-			wantCode: WaitNoWorker, wantMsg: "waiting: no worker is online (it needs labels [linux])"},
+			wantCode: WaitNoWorker, wantMsg: "waiting: no worker is online (it needs labels [linux])",
+			wantLabels: []string{"linux"}},
 		{name: "too many CPUs and too much memory", job: queued(func(j *store.Job) { j.Labels, j.MilliCPU, j.Memory = []string{"amd64"}, 64000, 512<<30 }),
 			in: WaitInput{Workers: []*store.Worker{linux, gpu}}, wantCode: WaitNoWorker,
 			wantMsg: "waiting: no worker has 64 CPUs and 512Gi memory among those with labels [amd64]"},
@@ -78,7 +85,8 @@ func TestWhy(t *testing.T) {
 			in: WaitInput{Workers: []*store.Worker{linux}, Holder: holder}, wantCode: WaitConcurrency,
 			wantMsg: "waiting: concurrency group production is held by run 0196a1c2-3b4d-7e5f-8a9b-0c1d2e3f4a5b (job deploy)"},
 		{name: "no worker comes before the group", job: queued(func(j *store.Job) { j.ConcurrencyGroup, j.Labels = "production", []string{"mac"} }),
-			in: WaitInput{Workers: []*store.Worker{linux}, Holder: holder}, wantCode: WaitNoWorker, wantMsg: "waiting: no worker has labels [mac]"},
+			in: WaitInput{Workers: []*store.Worker{linux}, Holder: holder}, wantCode: WaitNoWorker, wantMsg: "waiting: no worker has labels [mac]",
+			wantLabels: []string{"mac"}},
 		{name: "backlog behind busy workers", job: queued(func(j *store.Job) { j.Labels = []string{"linux"} }),
 			in: WaitInput{Workers: []*store.Worker{busy}, Queue: queue}, wantCode: WaitBacklog,
 			wantMsg: "queued with 11 other jobs in lane normal or higher; the one worker that can run it is busy"},
@@ -99,8 +107,8 @@ func TestWhy(t *testing.T) {
 				}
 				return
 			}
-			if !ok || got.Code != tt.wantCode || got.Message != tt.wantMsg {
-				t.Errorf("Why = %+v, %v\nwant {%s %s}", got, ok, tt.wantCode, tt.wantMsg)
+			if !ok || got.Code != tt.wantCode || got.Message != tt.wantMsg || !slices.Equal(got.Labels, tt.wantLabels) {
+				t.Errorf("Why = %+v, %v\nwant {%s %s %v}", got, ok, tt.wantCode, tt.wantMsg, tt.wantLabels)
 			}
 		})
 	}
