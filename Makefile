@@ -11,7 +11,7 @@ LDFLAGS := -X github.com/gantry-ci/gantry/internal/cli.version=$(VERSION)
 GOBIN_DIR := $(shell $(GO) env GOPATH)/bin
 STATICCHECK := $(GOBIN_DIR)/staticcheck
 
-.PHONY: build run test fuzz lint fmtcheck bench bench-go chaos clean
+.PHONY: build run deps depcheck test fuzz lint fmtcheck bench bench-go chaos clean
 
 build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o bin/gantry ./cmd/gantry
@@ -21,7 +21,15 @@ run: build
 	@echo
 	bin/gantry up --addr 127.0.0.1:8080 --data .gantry
 
-test: fmtcheck
+# deps installs every tool the tests need (Debian packages and a pinned MinIO); test checks
+# for them first and stops, naming what is missing, rather than letting tests fail one by one.
+deps:
+	bash scripts/deps.sh
+
+depcheck:
+	@bash scripts/deps.sh --check
+
+test: depcheck fmtcheck
 	$(GO) vet ./...
 	$(GO) test -race -count=1 ./...
 	$(GO) test -run='^$$' -fuzz='^FuzzCompile$$' -fuzztime=10s ./internal/pipeline

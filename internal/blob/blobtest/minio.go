@@ -20,7 +20,7 @@ import (
 )
 
 // ErrNoMinIO means no minio binary was found.
-var ErrNoMinIO = errors.New("no minio binary: set GANTRY_MINIO, put minio on PATH, or run `go install github.com/minio/minio@latest`")
+var ErrNoMinIO = errors.New("no minio binary: set GANTRY_MINIO, put minio on PATH, or run `make deps` (it installs the pinned version)")
 
 const (
 	minioStartTimeout = 60 * time.Second
