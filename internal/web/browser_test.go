@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -151,7 +152,7 @@ type browser struct {
 
 // newBrowser starts headless Chromium at 1280x800 for the test. Console errors and
 // uncaught exceptions in the page fail the test, unless allow accepts them.
-func newBrowser(t *testing.T, allow func(chromedp.ConsoleMessage) bool) *browser {
+func newBrowser(t *testing.T, allow func(chromedp.ConsoleMessage) bool, extra ...chromedp.ExecAllocatorOption) *browser {
 	t.Helper()
 	path := chromium()
 	if path == "" {
@@ -166,6 +167,7 @@ func newBrowser(t *testing.T, allow func(chromedp.ConsoleMessage) bool) *browser
 		chromedp.WindowSize(1280, 800),
 		chromedp.NoSandbox, // CI runs as root, where Chromium's sandbox refuses to start
 	)
+	opts = append(opts, extra...)
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	bctx, cancelBrowser := chromedp.NewContext(actx)
 	b := &browser{t: t, allow: allow}
@@ -501,4 +503,91 @@ func TestDashboardSubmitsARun(t *testing.T) {
 	b.waitJS("both nodes green", `[...document.querySelectorAll(".node")].length === 2 &&
 		[...document.querySelectorAll(".node")].every(n => n.dataset.status === "success")`)
 	b.screenshot("submitted")
+}
+
+// TestPageOfAnotherSiteCannotSubmit: a page on another origin that the user happens to
+// visit while gantry up runs (auth off, on loopback) tries the requests a browser lets
+// any page send without asking the server first — fetch in no-cors mode with a
+// text/plain body, and a form post — and then reads the API under a name it rebound to
+// 127.0.0.1. None of it creates a run or reads an answer.
+func TestPageOfAnotherSiteCannotSubmit(t *testing.T) {
+	t.Parallel()
+	c := startCoordinator(t, false)
+	coord, err := url.Parse(c.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The attacker's site: another loopback address, so another origin and another site.
+	ln, err := net.Listen("tcp", "127.0.0.2:0")
+	if err != nil {
+		t.Fatalf("listen on 127.0.0.2: %v", err)
+	}
+	const pipeline = "name: pwned\njobs:\n  a: {steps: [{run: 'echo pwned'}]}\n"
+	page := `<!doctype html><title>cats</title><body>
+<form id="f" method="POST" enctype="text/plain" action="` + c.url + `/api/v1/runs">
+<input type="hidden" name="` + "name: pwned\njobs:\n  a: {steps: [{run: 'echo pwned'}]}\n#" + `" value="">
+</form>
+<script>
+const send = (body) => fetch(` + js(c.url+"/api/v1/runs") + `, {method: "POST", mode: "no-cors", body});
+// A string goes as text/plain; a Blob without a type goes with no Content-Type at all.
+window.fetchDone = Promise.all([send(` + js(pipeline) + `), send(new Blob([` + js(pipeline) + `]))])
+  .then(() => "sent", (e) => "error: " + e);
+</script>`
+	attacker := &httptest.Server{Listener: ln, Config: &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		_, _ = io.WriteString(w, page)
+	})}}
+	attacker.Start()
+	t.Cleanup(attacker.Close)
+
+	// evil.test stands for a name whose DNS the attacker points at 127.0.0.1 once the
+	// page has loaded (DNS rebinding): the browser then sends Host: evil.test.
+	b := newBrowser(t, func(chromedp.ConsoleMessage) bool { return true },
+		chromedp.Flag("host-resolver-rules", "MAP evil.test 127.0.0.1"))
+	b.do("open the attacker's page", chromedp.Navigate(attacker.URL+"/"), chromedp.WaitReady("#f"))
+	if got, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](`window.fetchDone`, chromedp.EvalAsValue, chromedp.EvalAwaitPromise)); err != nil || got != "sent" {
+		t.Fatalf("the no-cors fetch: %q, %v; want it sent (and refused by the server, unseen by the page)", got, err)
+	}
+	b.do("submit the form", chromedp.Evaluate[chromedp.Void](`document.getElementById("f").submit()`))
+	if body := b.textAt(c.url); !strings.Contains(body, `"forbidden"`) {
+		t.Errorf("the form post was answered %s, want a 403 forbidden", body)
+	}
+
+	rebound := "http://evil.test:" + coord.Port()
+	b.do("read the API under a rebound name", chromedp.Navigate(rebound+"/api/v1/runs"))
+	if body := b.textAt(rebound); !strings.Contains(body, "misdirected_request") {
+		t.Errorf("GET /api/v1/runs as evil.test answered %s, want 421 misdirected_request", body)
+	}
+
+	runs, err := c.st.ListRuns(t.Context(), store.ListRunsParams{Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(runs) != 0 {
+		t.Fatalf("the page of another site created %d runs (%s)", len(runs), runs[0].Name)
+	}
+}
+
+// textAt waits until the page has navigated to origin and shows an error answer, and
+// returns its text. A navigation destroys the page's JavaScript context, so evaluations
+// that fail meanwhile are tried again.
+func (b *browser) textAt(origin string) string {
+	b.t.Helper()
+	deadline := time.Now().Add(waitFor)
+	var last string
+	for time.Now().Before(deadline) {
+		v, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](
+			`location.origin === `+js(origin)+` && document.body ? document.body.innerText : ""`))
+		if err == nil && strings.Contains(v, `"error"`) {
+			return v
+		}
+		last = fmt.Sprint(v, err)
+		select {
+		case <-b.ctx.Done():
+			b.t.Fatalf("waiting for an answer from %s: %v", origin, b.ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	b.t.Fatalf("no answer from %s within %s; last: %s", origin, waitFor, last)
+	return ""
 }
