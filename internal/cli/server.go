@@ -36,6 +36,9 @@ type serverConfig struct {
 	CancelGrace    time.Duration
 	LogLevel       string
 	LogFormat      string
+	// ReapGrace is how long past its TTL a lease is left before its job is taken back;
+	// zero is api.DefaultReapGrace (an eighth of the TTL).
+	ReapGrace time.Duration
 	// Auth is on, off or auto: on unless the address is loopback.
 	Auth string
 	// LogsDir holds job logs as files; empty keeps them in the database (PostgreSQL) or
@@ -67,8 +70,8 @@ func (a *app) serverCommand() *cobra.Command {
 			"--db is sqlite://PATH (embedded; sqlite:///abs/path or sqlite://rel/path) or a\n" +
 			"postgres:// URL.\n\n" +
 			"Workers lease jobs for --lease-ttl and renew the lease every --heartbeat-every;\n" +
-			"a lease not renewed in time is reaped within --reap-every and its job goes back\n" +
-			"to the queue.\n\n" +
+			"a worker that cannot renew a lease stops its job before the TTL ends, and the\n" +
+			"job goes back to the queue --reap-grace after the TTL (within --reap-every).\n\n" +
 			"--auth on requires a bearer token on every call (create them with gantry token\n" +
 			"create); off is allowed only on a loopback address; auto, the default, is on\n" +
 			"unless the address is loopback.\n\n" +
@@ -99,6 +102,7 @@ func (a *app) serverCommand() *cobra.Command {
 	f.DurationVar(&cfg.LeaseTTL, "lease-ttl", cfg.LeaseTTL, "how long a worker's lease on a job lasts without a heartbeat")
 	f.DurationVar(&cfg.HeartbeatEvery, "heartbeat-every", cfg.HeartbeatEvery, "how often workers are told to renew their leases")
 	f.DurationVar(&cfg.ReapEvery, "reap-every", cfg.ReapEvery, "how often expired leases are reaped")
+	f.DurationVar(&cfg.ReapGrace, "reap-grace", cfg.ReapGrace, "how long past --lease-ttl a lease not renewed is left to its worker before its job runs again (0: an eighth of --lease-ttl)")
 	f.DurationVar(&cfg.CancelGrace, "cancel-grace", cfg.CancelGrace, "time between SIGTERM and SIGKILL for jobs that set no cancel_grace")
 	f.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "debug, info, warn or error")
 	f.StringVar(&cfg.LogFormat, "log-format", "auto", logFormatUsage)
@@ -114,6 +118,9 @@ func (a *app) serverCommand() *cobra.Command {
 func (c *serverConfig) validate() error {
 	if c.ReapEvery <= 0 || c.LeaseTTL <= 0 || c.HeartbeatEvery <= 0 || c.CancelGrace <= 0 {
 		return usagef("--lease-ttl, --heartbeat-every, --reap-every and --cancel-grace must be positive")
+	}
+	if c.ReapGrace < 0 {
+		return usagef("--reap-grace must not be negative")
 	}
 	if c.HeartbeatEvery*2 > c.LeaseTTL {
 		// A single late heartbeat must not lose the lease.
@@ -275,7 +282,7 @@ func startCoordinator(ctx context.Context, cfg serverConfig, log *slog.Logger) (
 	var fresh newConns
 	srv := &http.Server{
 		ConnState: fresh.track,
-		Handler: api.New(api.Config{Store: st, Logger: log, LeaseTTL: cfg.LeaseTTL, HeartbeatEvery: cfg.HeartbeatEvery,
+		Handler: api.New(api.Config{Store: st, Logger: log, LeaseTTL: cfg.LeaseTTL, HeartbeatEvery: cfg.HeartbeatEvery, ReapGrace: cfg.ReapGrace,
 			CancelGrace: cfg.CancelGrace, Auth: cfg.authOn(), Logs: logSvc,
 			Blobs: blobs, ArtifactTTL: cfg.ArtifactsExpireIn, UI: cfg.UI, Metrics: m}).Handler(),
 		ReadHeaderTimeout: 10 * time.Second,

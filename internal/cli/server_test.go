@@ -105,6 +105,8 @@ func TestServerUsage(t *testing.T) {
 	for _, args := range [][]string{
 		{"server", "--db", "mysql://x"},
 		{"server", "--reap-every", "0s"},
+		{"server", "--reap-grace", "-1s"},
+		{"up", "--reap-grace", "-1s"},
 		{"server", "--lease-ttl", "10s", "--heartbeat-every", "6s"},
 		{"server", "--log-level", "loud"},
 		{"server", "extra"},

@@ -37,6 +37,8 @@ type upConfig struct {
 	// LogFormat is text, json or auto.
 	LogFormat string
 	LeaseTTL  time.Duration
+	// ReapGrace is the coordinator's --reap-grace.
+	ReapGrace time.Duration
 	// Labels are the workers' labels besides the operating system and architecture
 	// (linux, amd64) they always have.
 	Labels string
@@ -76,6 +78,7 @@ func (a *app) upCommand() *cobra.Command {
 	f.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "debug, info, warn or error")
 	f.StringVar(&cfg.LogFormat, "log-format", "auto", logFormatUsage)
 	f.DurationVar(&cfg.LeaseTTL, "lease-ttl", cfg.LeaseTTL, "how long a job of a crashed process waits before it runs again")
+	f.DurationVar(&cfg.ReapGrace, "reap-grace", cfg.ReapGrace, "how long past --lease-ttl a lease not renewed is left before its job runs again (0: an eighth of --lease-ttl)")
 	f.StringVar(&cfg.Labels, "labels", "", "comma-separated labels for the workers, besides "+runtime.GOOS+" and "+runtime.GOARCH)
 	return cmd
 }
@@ -89,6 +92,9 @@ func (c *upConfig) validate() error {
 	}
 	if c.LeaseTTL < 2*time.Second {
 		return usagef("--lease-ttl must be at least 2s")
+	}
+	if c.ReapGrace < 0 {
+		return usagef("--reap-grace must not be negative")
 	}
 	if _, err := logLevel(c.LogLevel); err != nil {
 		return err
@@ -123,7 +129,7 @@ func (c *upConfig) labels() []string {
 func (c *upConfig) server() serverConfig {
 	return serverConfig{
 		Addr: c.Addr, DB: c.db(), LogLevel: c.LogLevel, LogFormat: c.LogFormat, Auth: "auto",
-		LeaseTTL: c.LeaseTTL, HeartbeatEvery: c.LeaseTTL / 4, ReapEvery: min(c.LeaseTTL/4, scheduler.DefaultReapEvery),
+		LeaseTTL: c.LeaseTTL, ReapGrace: c.ReapGrace, HeartbeatEvery: c.LeaseTTL / 4, ReapEvery: min(c.LeaseTTL/4, scheduler.DefaultReapEvery),
 		CancelGrace: api.DefaultCancelGrace, LogMaxSize: "50Mi", ArtifactsExpireIn: 30 * 24 * time.Hour,
 	}
 }
