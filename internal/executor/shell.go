@@ -62,6 +62,11 @@ var _ Executor = Shell{}
 // ErrUnknownShell is returned for a Step.Shell that is not sh, bash or python3.
 var ErrUnknownShell = errors.New("unknown shell")
 
+// ErrKillNow, as the cause of a step's context (context.WithCancelCause), kills the
+// step at once, without the SIGTERM grace: its worker lost its lease, and another
+// attempt of the job may start soon.
+var ErrKillNow = errors.New("kill the step at once")
+
 func shellArgs(shell, script string) ([]string, error) {
 	switch shell {
 	case "", "sh":
@@ -156,6 +161,9 @@ func run(ctx context.Context, s Step, args []string, opt runOptions) (Result, er
 	select {
 	case <-exited:
 	case <-ctx.Done():
+		if errors.Is(context.Cause(ctx), ErrKillNow) {
+			grace = time.Nanosecond
+		}
 		res.Cancelled = stop(exited, pgid, scope, grace, opt.sandboxed)
 	case <-timedOut:
 		res.TimedOut = stop(exited, pgid, scope, grace, opt.sandboxed)
