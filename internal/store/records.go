@@ -171,14 +171,17 @@ type Job struct {
 
 // Step is the state of one step of a job, for the job's current attempt.
 type Step struct {
-	JobID      uuid.UUID
-	Index      int
-	Name       string
-	Attempt    int
-	Status     StepStatus
-	ExitCode   *int
-	StartedAt  time.Time
-	FinishedAt time.Time
+	JobID    uuid.UUID
+	Index    int
+	Name     string
+	Attempt  int
+	Status   StepStatus
+	ExitCode *int
+	// FailureKind says why a failed step failed: FailureExit or FailureTimeout. Empty
+	// for a step that did not fail.
+	FailureKind FailureKind
+	StartedAt   time.Time
+	FinishedAt  time.Time
 	// OnceSucceeded is set once a `once` step has succeeded in any attempt; such a step is
 	// skipped on later attempts.
 	OnceSucceeded bool

@@ -181,11 +181,13 @@ type UpdateStepParams struct {
 	StepUpdate
 }
 
-// StepUpdate is one step's new status.
+// StepUpdate is one step's new status. FailureKind is for StepFailed only:
+// FailureExit (the default) or FailureTimeout (the step ran past its timeout).
 type StepUpdate struct {
-	Index    int
-	Status   StepStatus
-	ExitCode *int
+	Index       int
+	Status      StepStatus
+	ExitCode    *int
+	FailureKind FailureKind
 }
 
 // CompleteParams end a job attempt. Status is JobSuccess, JobFailed or JobCancelled; for

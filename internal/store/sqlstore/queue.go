@@ -175,7 +175,7 @@ func (e *Engine) Claim(ctx context.Context, p store.ClaimParams) ([]*store.Claim
 		var runArgs []any
 		for _, c := range claims {
 			if c.Job.Attempt > 1 {
-				if _, err := t.exec(`UPDATE steps SET status = 'pending', attempt = ?, exit_code = NULL, started_at = 0, finished_at = 0
+				if _, err := t.exec(`UPDATE steps SET status = 'pending', attempt = ?, exit_code = NULL, failure_kind = '', started_at = 0, finished_at = 0
 					WHERE job_id = ?`, c.Job.Attempt, c.Job.ID); err != nil {
 					return fmt.Errorf("reset steps of job %s: %w", c.Job.ID, err)
 				}
@@ -390,7 +390,16 @@ func (e *Engine) UpdateStep(ctx context.Context, p store.UpdateStepParams) error
 
 func checkStep(u store.StepUpdate) error {
 	switch u.Status {
-	case store.StepPending, store.StepRunning, store.StepSuccess, store.StepFailed, store.StepSkipped, store.StepCancelled:
+	case store.StepFailed:
+		switch u.FailureKind {
+		case store.FailureNone, store.FailureExit, store.FailureTimeout:
+			return nil
+		}
+		return fmt.Errorf("update step: failure kind %q: %w", u.FailureKind, store.ErrInvalid)
+	case store.StepPending, store.StepRunning, store.StepSuccess, store.StepSkipped, store.StepCancelled:
+		if u.FailureKind != store.FailureNone {
+			return fmt.Errorf("update step: a %s step has no failure kind (got %q): %w", u.Status, u.FailureKind, store.ErrInvalid)
+		}
 		return nil
 	}
 	return fmt.Errorf("update step: unknown status %q: %w", u.Status, store.ErrInvalid)
@@ -411,12 +420,16 @@ func (t *tx) updateStep(job uuid.UUID, attempt int, u store.StepUpdate, at time.
 	default:
 		finished = now
 	}
-	res, err := t.exec(`UPDATE steps SET status = ?, exit_code = ?, attempt = ?,
+	kind := u.FailureKind
+	if u.Status == store.StepFailed && kind == store.FailureNone {
+		kind = store.FailureExit
+	}
+	res, err := t.exec(`UPDATE steps SET status = ?, exit_code = ?, failure_kind = ?, attempt = ?,
 		started_at = CASE WHEN CAST(? AS BIGINT) <> 0 THEN ? WHEN started_at = 0 THEN ? ELSE started_at END,
 		finished_at = ?,
 		once_succeeded = CASE WHEN once = TRUE AND ? THEN TRUE ELSE once_succeeded END
 		WHERE job_id = ? AND idx = ?`,
-		string(u.Status), exit, attempt, started, started, finished, finished,
+		string(u.Status), exit, string(kind), attempt, started, started, finished, finished,
 		u.Status == store.StepSuccess, job, u.Index)
 	if err != nil {
 		return fmt.Errorf("update step %d of job %s: %w", u.Index, job, err)

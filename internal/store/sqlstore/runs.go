@@ -409,7 +409,7 @@ func (e *Engine) ListJobs(ctx context.Context, runID uuid.UUID) ([]*store.Job, e
 
 // ListSteps implements store.Runs.
 func (e *Engine) ListSteps(ctx context.Context, jobID uuid.UUID) ([]*store.Step, error) {
-	rows, err := e.readRows(ctx, `SELECT job_id, idx, name, attempt, status, exit_code, started_at, finished_at, once_succeeded
+	rows, err := e.readRows(ctx, `SELECT job_id, idx, name, attempt, status, exit_code, failure_kind, started_at, finished_at, once_succeeded
 		FROM steps WHERE job_id = ? ORDER BY idx`, jobID)
 	if err != nil {
 		return nil, fmt.Errorf("list steps of job %s: %w", jobID, err)
@@ -418,15 +418,15 @@ func (e *Engine) ListSteps(ctx context.Context, jobID uuid.UUID) ([]*store.Step,
 	var out []*store.Step
 	for rows.Next() {
 		var (
-			s       store.Step
-			status  string
-			exit    sql.NullInt64
-			st, fin int64
+			s            store.Step
+			status, kind string
+			exit         sql.NullInt64
+			st, fin      int64
 		)
-		if err := rows.Scan(&s.JobID, &s.Index, &s.Name, &s.Attempt, &status, &exit, &st, &fin, &s.OnceSucceeded); err != nil {
+		if err := rows.Scan(&s.JobID, &s.Index, &s.Name, &s.Attempt, &status, &exit, &kind, &st, &fin, &s.OnceSucceeded); err != nil {
 			return nil, fmt.Errorf("list steps of job %s: %w", jobID, err)
 		}
-		s.Status = store.StepStatus(status)
+		s.Status, s.FailureKind = store.StepStatus(status), store.FailureKind(kind)
 		if exit.Valid {
 			v := int(exit.Int64)
 			s.ExitCode = &v

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ var stepTests = []test{
 	{"InvalidUpdate", testStepInvalidUpdate},
 	{"OnceAcrossAttempts", testStepOnce},
 	{"CarriedByCompletion", testStepsWithCompletion},
+	{"FailureKind", testStepFailureKind},
 }
 
 const fourSteps = `
@@ -269,5 +271,86 @@ jobs:
 				}
 			}
 		})
+	}
+}
+
+// testStepFailureKind checks that a failed step records why it failed (a step timeout
+// is told apart from a non-zero exit), through UpdateStep and through a completion's
+// step updates, that only a failed step has a kind, and that a new attempt clears it.
+func testStepFailureKind(t *testing.T, h Harness) {
+	const yaml = `
+name: kinds
+jobs:
+  job:
+    retry: { max_attempts: 2, backoff: 1s, max_backoff: 1s, on: [timeout] }
+    steps:
+      - { name: slow, run: sleep 60, timeout: 1s, continue_on_error: true }
+      - { name: broken, run: exit 3, continue_on_error: true }
+      - { name: fine, run: "true" }
+      - { name: last, run: sleep 60, timeout: 1s }
+`
+	_, b := setup(t, h)
+	b.create(yaml)
+	c := b.claimOne()
+	update := func(u store.StepUpdate) error {
+		return b.s.UpdateStep(b.ctx, store.UpdateStepParams{LeaseRef: ref(c), StepUpdate: u})
+	}
+	kinds := func() []store.FailureKind {
+		t.Helper()
+		var out []store.FailureKind
+		for _, s := range b.listSteps(c.Job.ID) {
+			out = append(out, s.FailureKind)
+		}
+		return out
+	}
+
+	for _, u := range []store.StepUpdate{
+		{Index: 0, Status: store.StepFailed, FailureKind: "melted"},
+		{Index: 0, Status: store.StepFailed, FailureKind: store.FailureLost},
+		{Index: 0, Status: store.StepSuccess, FailureKind: store.FailureTimeout},
+		{Index: 0, Status: store.StepRunning, FailureKind: store.FailureExit},
+	} {
+		wantErr(t, fmt.Sprintf("UpdateStep(%s, kind %q)", u.Status, u.FailureKind), update(u), store.ErrInvalid)
+	}
+	if got := kinds(); !slices.Equal(got, []store.FailureKind{"", "", "", ""}) {
+		t.Fatalf("refused updates left kinds %q", got)
+	}
+
+	for _, u := range []store.StepUpdate{
+		{Index: 0, Status: store.StepRunning},
+		{Index: 0, Status: store.StepFailed, ExitCode: intPtr(-1), FailureKind: store.FailureTimeout},
+		{Index: 1, Status: store.StepRunning},
+		{Index: 1, Status: store.StepFailed, ExitCode: intPtr(3)},
+		{Index: 2, Status: store.StepRunning},
+		{Index: 2, Status: store.StepSuccess, ExitCode: intPtr(0)},
+	} {
+		if err := update(u); err != nil {
+			t.Fatalf("UpdateStep(%d, %s, %q): %v", u.Index, u.Status, u.FailureKind, err)
+		}
+	}
+	// A failed step without a kind failed by its exit code.
+	if got, want := kinds(), []store.FailureKind{store.FailureTimeout, store.FailureExit, "", ""}; !slices.Equal(got, want) {
+		t.Errorf("kinds after updates: %q, want %q", got, want)
+	}
+
+	job, err := b.s.CompleteJob(b.ctx, store.CompleteParams{LeaseRef: ref(c), Status: store.JobFailed, FailureKind: store.FailureTimeout,
+		Steps: []store.StepUpdate{{Index: 3, Status: store.StepRunning}, {Index: 3, Status: store.StepFailed, FailureKind: store.FailureTimeout}}})
+	if err != nil {
+		t.Fatalf("CompleteJob: %v", err)
+	}
+	if job.FailureKind != store.FailureTimeout || job.Status != store.JobRetrying {
+		t.Errorf("job after a step timeout: %s, kind %q; want retrying (on: [timeout]), kind timeout", job.Status, job.FailureKind)
+	}
+	if got, want := kinds(), []store.FailureKind{store.FailureTimeout, store.FailureExit, "", store.FailureTimeout}; !slices.Equal(got, want) {
+		t.Errorf("kinds after the completion: %q, want %q", got, want)
+	}
+
+	b.clk.Advance(2 * time.Second)
+	if n := b.promote(); n != 1 {
+		t.Fatalf("promoted %d jobs, want 1", n)
+	}
+	c = b.claimOne()
+	if got := kinds(); !slices.Equal(got, []store.FailureKind{"", "", "", ""}) {
+		t.Errorf("the next attempt starts with kinds %q, want none", got)
 	}
 }
