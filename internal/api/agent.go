@@ -441,6 +441,8 @@ type stepRequest struct {
 	Token    string `json:"token"`
 	Status   string `json:"status"`
 	ExitCode *int   `json:"exit_code"`
+	// FailureKind is "timeout" for a failed step that ran past its timeout.
+	FailureKind string `json:"failure_kind"`
 }
 
 func (s *Server) updateStep(w http.ResponseWriter, r *http.Request) {
@@ -454,7 +456,8 @@ func (s *Server) updateStep(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, codeBadRequest, "step index must be a whole number", nil)
 		return
 	}
-	err = s.store.UpdateStep(r.Context(), store.UpdateStepParams{LeaseRef: ref, StepUpdate: store.StepUpdate{Index: index, Status: store.StepStatus(req.Status), ExitCode: req.ExitCode}})
+	err = s.store.UpdateStep(r.Context(), store.UpdateStepParams{LeaseRef: ref, StepUpdate: store.StepUpdate{Index: index, Status: store.StepStatus(req.Status), ExitCode: req.ExitCode,
+		FailureKind: store.FailureKind(req.FailureKind)}})
 	if err != nil {
 		s.agentError(w, r, "update step", err)
 		return
@@ -474,9 +477,10 @@ type completeRequest struct {
 }
 
 type completeStep struct {
-	Index    int    `json:"index"`
-	Status   string `json:"status"`
-	ExitCode *int   `json:"exit_code"`
+	Index       int    `json:"index"`
+	Status      string `json:"status"`
+	ExitCode    *int   `json:"exit_code"`
+	FailureKind string `json:"failure_kind"`
 }
 
 // maxCompleteSteps bounds the step reports one completion carries: a worker sends at
@@ -499,7 +503,8 @@ func (s *Server) completeJob(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusBadRequest, codeBadRequest, "step index must be a whole number", nil)
 			return
 		}
-		steps[i] = store.StepUpdate{Index: st.Index, Status: store.StepStatus(st.Status), ExitCode: st.ExitCode}
+		steps[i] = store.StepUpdate{Index: st.Index, Status: store.StepStatus(st.Status), ExitCode: st.ExitCode,
+			FailureKind: store.FailureKind(st.FailureKind)}
 	}
 	job, err := s.store.CompleteJob(r.Context(), store.CompleteParams{LeaseRef: ref, Status: store.JobStatus(req.Status),
 		FailureKind: store.FailureKind(req.FailureKind), ExitCode: req.ExitCode, Steps: steps})

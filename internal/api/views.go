@@ -122,24 +122,27 @@ type jobDetailJSON struct {
 }
 
 type stepJSON struct {
-	Index      int    `json:"index"`
-	Name       string `json:"name"`
-	Status     string `json:"status"`
-	ExitCode   *int   `json:"exit_code,omitempty"`
-	StartedAt  string `json:"started_at,omitempty"`
-	FinishedAt string `json:"finished_at,omitempty"`
+	Index    int    `json:"index"`
+	Name     string `json:"name"`
+	Status   string `json:"status"`
+	ExitCode *int   `json:"exit_code,omitempty"`
+	// FailureKind says why a failed step failed: "timeout" or "failure".
+	FailureKind string `json:"failure_kind,omitempty"`
+	StartedAt   string `json:"started_at,omitempty"`
+	FinishedAt  string `json:"finished_at,omitempty"`
 }
 
 func newJobDetailJSON(j *store.Job, steps []*store.Step) jobDetailJSON {
 	out := jobDetailJSON{jobJSON: newJobJSON(j), RunID: j.RunID.String(), Steps: make([]stepJSON, len(steps))}
 	for i, s := range steps {
 		out.Steps[i] = stepJSON{
-			Index:      s.Index,
-			Name:       s.Name,
-			Status:     string(s.Status),
-			ExitCode:   s.ExitCode,
-			StartedAt:  formatTime(s.StartedAt),
-			FinishedAt: formatTime(s.FinishedAt),
+			Index:       s.Index,
+			Name:        s.Name,
+			Status:      string(s.Status),
+			ExitCode:    s.ExitCode,
+			FailureKind: string(s.FailureKind),
+			StartedAt:   formatTime(s.StartedAt),
+			FinishedAt:  formatTime(s.FinishedAt),
 		}
 	}
 	return out
