@@ -27,6 +27,85 @@ const (
 // status line stays at the bottom; without, the output is plain `key | line` lines and
 // one final summary.
 func followRun(ctx context.Context, c *apiClient, id string, out io.Writer, tty bool) (string, error) {
+	return followRunWith(ctx, c, id, out, tty, followOptions{})
+}
+
+// followOptions change what followRunWith does beyond printing.
+type followOptions struct {
+	// noWorker, when set, is told of a job that has waited waitGrace with no live worker
+	// able to take it; an error it returns ends the following with that error.
+	noWorker func(job jobView) error
+}
+
+// waitingView is why a job waits, as the API says it.
+type waitingView struct {
+	Code    string   `json:"code"`
+	Message string   `json:"message"`
+	Labels  []string `json:"labels"`
+}
+
+// waitGrace is how long a job waits before following says why: most waits end sooner,
+// and a worker starting beside the run has registered by then.
+const waitGrace = 2 * time.Second
+
+// waitNotes decides when following tells why a job waits: once a job has waited
+// waitGrace for one reason, once per reason. Waiting for needs or for a turn in the queue
+// is how every run goes, and shows in the status line only.
+type waitNotes struct {
+	since map[string]time.Time // job id -> when its current reason was first seen
+	key   map[string]string    // job id -> its current reason
+	shown map[string]string    // job id -> the reason last printed
+}
+
+// noteKey is what must change for a job's reason to be told again; "" is never told.
+// A retry's countdown changes on every read, so only a new attempt counts.
+func noteKey(j jobView) string {
+	w := j.Waiting
+	if w == nil {
+		return ""
+	}
+	switch w.Code {
+	case "needs", "backlog":
+		return ""
+	case "retry":
+		return fmt.Sprintf("retry %d", j.Attempt)
+	}
+	return w.Code + " " + w.Message
+}
+
+// observe takes a fresh read of the run and returns the jobs whose reason to wait is due
+// to be told now, and the jobs that have waited waitGrace with no worker able to take
+// them.
+func (n *waitNotes) observe(run runDetails, now time.Time) (tell, noWorker []jobView) {
+	if n.since == nil {
+		n.since, n.key, n.shown = map[string]time.Time{}, map[string]string{}, map[string]string{}
+	}
+	for _, j := range run.Jobs {
+		k := noteKey(j)
+		if k == "" {
+			delete(n.since, j.ID)
+			delete(n.key, j.ID)
+			continue
+		}
+		if n.key[j.ID] != k {
+			n.key[j.ID], n.since[j.ID] = k, now
+		}
+		if now.Sub(n.since[j.ID]) < waitGrace {
+			continue
+		}
+		if n.shown[j.ID] != k {
+			n.shown[j.ID] = k
+			tell = append(tell, j)
+		}
+		if j.Waiting.Code == "no_worker" {
+			noWorker = append(noWorker, j)
+		}
+	}
+	return tell, noWorker
+}
+
+// followRunWith is followRun with options.
+func followRunWith(ctx context.Context, c *apiClient, id string, out io.Writer, tty bool, opts followOptions) (string, error) {
 	run, _, err := getRun(ctx, c, id)
 	if err != nil {
 		return "", err
@@ -51,6 +130,7 @@ func followRun(ctx context.Context, c *apiClient, id string, out io.Writer, tty 
 	}
 	states := make(map[string]*jobState, len(run.Jobs))
 	streaming := 0
+	var notes waitNotes
 	lastOK := time.Now()
 	fast := min(followPoll, followFast+time.Duration(len(run.Jobs))*100*time.Microsecond)
 	wait := fast
@@ -83,6 +163,17 @@ func followRun(ctx context.Context, c *apiClient, id string, out io.Writer, tty 
 				case <-ctx.Done():
 				}
 			}()
+		}
+		tell, noWorker := notes.observe(run, time.Now())
+		for _, j := range tell {
+			f.note(j.ID, j.Waiting.Message)
+		}
+		if opts.noWorker != nil {
+			for _, j := range noWorker {
+				if err := opts.noWorker(j); err != nil {
+					return "", err
+				}
+			}
 		}
 		f.status(run)
 		if runTerminal(run.Status) && streaming == 0 && caughtUp {
@@ -246,9 +337,12 @@ func (p *runPrinter) summary(run runDetails) {
 // runSummary is the lines that tell how a finished run went.
 func runSummary(run runDetails, colour bool, width int) string {
 	counts := map[string]int{}
-	var bad []string
+	var bad, skipped []string
 	for _, j := range run.Jobs {
 		counts[j.Status]++
+		if j.Status == "skipped" {
+			skipped = append(skipped, skippedNote(j))
+		}
 		if j.Status == "failed" || j.Status == "cancelled" {
 			s := j.Key
 			if j.ExitCode != nil && *j.ExitCode != 0 {
@@ -285,5 +379,24 @@ func runSummary(run runDetails, colour bool, width int) string {
 		b.WriteString(elide("  not successful: "+strings.Join(bad, ", "), width-1))
 		b.WriteByte('\n')
 	}
+	// Each skipped job gets a line of its own: its reason is what says whether the
+	// pipeline did what was meant. A long list is cut short.
+	const maxSkipped = 10
+	for i, s := range skipped {
+		if i == maxSkipped {
+			fmt.Fprintf(&b, "  skipped: %d more (gantry runs get %s)\n", len(skipped)-i, run.ID)
+			break
+		}
+		b.WriteString(elide("  skipped: "+s, width-1))
+		b.WriteByte('\n')
+	}
 	return b.String()
+}
+
+// skippedNote is a skipped job's key and, when the server gave one, why it was skipped.
+func skippedNote(j jobView) string {
+	if j.Reason == "" {
+		return j.Key
+	}
+	return j.Key + " (" + j.Reason + ")"
 }

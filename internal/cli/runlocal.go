@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"runtime"
+	"strings"
 	"sync"
 	"time"
 
@@ -110,13 +111,23 @@ func (a *app) runLocal(ctx context.Context, cfg runConfig) error {
 			log.Error("stop", "err", err)
 		}
 	}()
-	sub := submitConfig{clientConfig: clientConfig{Server: l.base, lookupEnv: a.lookupEnv}, File: cfg.File, Follow: true}
+	sub := submitConfig{clientConfig: clientConfig{Server: l.base, lookupEnv: a.lookupEnv}, File: cfg.File, Follow: true,
+		// Only this run's own workers will ever serve it: a job none of them can take
+		// would wait forever, so the run stops as soon as one is seen.
+		noWorker: func(j jobView) error { return &cannotRunError{job: j.Key, waiting: *j.Waiting} }}
 	done := make(chan error, 1)
 	go func() { done <- a.submit(ctx, sub) }()
 	select {
 	case err = <-done:
 	case <-l.failed:
 		return errors.New("the local coordinator or a worker stopped")
+	}
+	var cannot *cannotRunError
+	if errors.As(err, &cannot) && ctx.Err() == nil {
+		if cerr := cancelAll(context.WithoutCancel(ctx), l.base); cerr != nil {
+			log.Error("cancel", "err", cerr)
+		}
+		return err
 	}
 	if ctx.Err() != nil {
 		fmt.Fprintln(a.stderr, "gantry: cancelling the run")
@@ -126,6 +137,21 @@ func (a *app) runLocal(ctx context.Context, cfg runConfig) error {
 		return &exitError{code: exitFailure}
 	}
 	return err
+}
+
+// cannotRunError says that a job of `gantry run` waits for a worker the run does not
+// have, and how to give it one.
+type cannotRunError struct {
+	job     string
+	waiting waitingView
+}
+
+func (e *cannotRunError) Error() string {
+	msg := fmt.Sprintf("job %s cannot run here: %s", e.job, strings.TrimPrefix(e.waiting.Message, "waiting: "))
+	if len(e.waiting.Labels) > 0 {
+		msg += fmt.Sprintf("; add --labels %s to give this run's workers those labels", strings.Join(e.waiting.Labels, ","))
+	}
+	return msg
 }
 
 // cancelAll cancels every run of the private coordinator at base that has not ended, and

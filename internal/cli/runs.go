@@ -45,11 +45,14 @@ type jobView struct {
 	MaxAttempts int       `json:"max_attempts"`
 	FailureKind string    `json:"failure_kind"`
 	ExitCode    *int      `json:"exit_code"`
+	Reason      string    `json:"reason"` // why a skipped or cancelled job did not run
 	WorkerID    string    `json:"worker_id"`
 	QueuedAt    time.Time `json:"queued_at"`
 	StartedAt   time.Time `json:"started_at"`
 	FinishedAt  time.Time `json:"finished_at"`
 	Needs       []string  `json:"needs"`
+	// Waiting says why a job no worker holds has not started; nil otherwise.
+	Waiting *waitingView `json:"waiting"`
 }
 
 // runTerminal reports whether a run status is final (until a user retries the run).
@@ -306,6 +309,11 @@ func printRunTree(w io.Writer, run runDetails, width int) {
 		if len(n) > 0 {
 			notes[j.ID+"\x00"+j.Key] = "  " + strings.Join(n, ", ")
 			notesW = max(notesW, len(notes[j.ID+"\x00"+j.Key]))
+		}
+		if j.Reason != "" {
+			// Why a job did not run comes last and does not narrow the keys: a long
+			// reason is cut at the line's end instead.
+			notes[j.ID+"\x00"+j.Key] += "  " + j.Reason
 		}
 	}
 	keyW = min(keyW, max(width-fixedW-notesW, 12))

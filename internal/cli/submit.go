@@ -27,6 +27,8 @@ type submitConfig struct {
 	Priority       string
 	Env            []string
 	IdempotencyKey string
+	// noWorker, with Follow, is told of a job no live worker can take (followOptions).
+	noWorker func(job jobView) error
 }
 
 func (a *app) submitCommand() *cobra.Command {
@@ -140,7 +142,7 @@ func (a *app) submit(ctx context.Context, cfg submitConfig) error {
 		writeSubmitted(a.stdout, run, a.outputWidth())
 	}
 	tty, _ := terminal(logs)
-	status, err := followRun(ctx, c, run.ID, logs, tty)
+	status, err := followRunWith(ctx, c, run.ID, logs, tty, followOptions{noWorker: cfg.noWorker})
 	if err != nil {
 		if ctx.Err() != nil {
 			// Ctrl-C stops the watching, not the run.
@@ -189,7 +191,13 @@ func writeSubmitted(w io.Writer, run runDetails, width int) {
 	}
 	keyW = min(keyW, max(width-2-36-2-2-9-1, 10))
 	for _, j := range run.Jobs {
-		fmt.Fprintf(&b, "  %s  %s  %s\n", j.ID, pad(elide(j.Key, keyW), keyW), j.Status)
+		line := fmt.Sprintf("  %s  %s  %s", j.ID, pad(elide(j.Key, keyW), keyW), j.Status)
+		if room := width - 1 - len([]rune(line)) - 2; j.Reason != "" && room >= 12 {
+			// A job decided at submission (a root job whose if: was false) says why, as
+			// far as the width allows; the summary and runs get show it whole.
+			line += "  " + elide(j.Reason, room)
+		}
+		b.WriteString(line + "\n")
 	}
 	io.WriteString(w, b.String())
 }
