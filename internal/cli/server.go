@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -366,7 +367,7 @@ func openBlobs(cfg serverConfig) (blob.Store, error) {
 	}
 	var opts blob.Options
 	if dir, ok := strings.CutPrefix(u, "file://"); ok {
-		if err := os.MkdirAll(dir, 0o700); err != nil {
+		if err := mkdirPrivate(dir); err != nil {
 			return nil, fmt.Errorf("blob store: %w", err)
 		}
 		key, err := blob.LoadOrCreateKey(filepath.Join(dir, "signing.key"))
@@ -438,8 +439,26 @@ func redactURL(s string) string {
 // ensureDir creates the directory a database file will live in.
 func ensureDir(path string) error {
 	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := mkdirPrivate(dir); err != nil {
 		return fmt.Errorf("create data directory %s: %w", dir, err)
 	}
 	return nil
+}
+
+// mkdirPrivate creates dir and its missing parents with mode 0700, whatever the umask:
+// they hold the database, logs, artifacts and keys. Directories that exist already keep
+// their mode (they may be the user's own, such as the working directory).
+func mkdirPrivate(dir string) error {
+	if _, err := os.Stat(dir); err == nil {
+		return nil
+	}
+	if parent := filepath.Dir(dir); parent != dir {
+		if err := mkdirPrivate(parent); err != nil {
+			return err
+		}
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	return os.Chmod(dir, 0o700)
 }

@@ -183,7 +183,9 @@ type local struct {
 // startLocal starts the coordinator and workers of `gantry up` and `gantry run`. The
 // workers stop claiming when ctx ends.
 func startLocal(ctx context.Context, cfg upConfig, log *slog.Logger) (*local, error) {
-	if err := os.MkdirAll(cfg.Data, 0o755); err != nil {
+	// The data directory holds the database, logs, artifacts and the URL-signing key:
+	// its owner's only.
+	if err := mkdirPrivate(cfg.Data); err != nil {
 		return nil, fmt.Errorf("data directory: %w", err)
 	}
 	unlock, err := lockDataDir(cfg.Data)
@@ -203,7 +205,7 @@ func startLocal(ctx context.Context, cfg upConfig, log *slog.Logger) (*local, er
 		return nil, err
 	}
 	workDir := filepath.Join(cfg.Data, "work")
-	if err := os.MkdirAll(workDir, 0o755); err != nil {
+	if err := mkdirPrivate(workDir); err != nil {
 		return fail(fmt.Errorf("work directory: %w", err))
 	}
 	var token string
@@ -286,7 +288,7 @@ func startLocal(ctx context.Context, cfg upConfig, log *slog.Logger) (*local, er
 // lockDataDir takes an exclusive lock on the data directory, so that two processes never
 // run local workers over the same database and workspaces.
 func lockDataDir(dir string) (func(), error) {
-	f, err := os.OpenFile(filepath.Join(dir, "gantry.lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	f, err := os.OpenFile(filepath.Join(dir, "gantry.lock"), os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("lock data directory: %w", err)
 	}

@@ -80,7 +80,8 @@ var _ Storage = (*FileStorage)(nil)
 // OpenFileStorage keeps logs under dir, creating it, and syncs written files every
 // syncEvery (1 s when zero).
 func OpenFileStorage(dir string, syncEvery time.Duration, log *slog.Logger) (*FileStorage, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	// Logs may hold whatever a step printed: readable by the coordinator's user only.
+	if err := mkdirPrivate(dir); err != nil {
 		return nil, fmt.Errorf("open log storage: %w", err)
 	}
 	if syncEvery <= 0 {
@@ -119,16 +120,22 @@ func (s *FileStorage) file(k Key, create bool) (*logFile, error) {
 	p := s.path(k)
 	flags := os.O_RDWR
 	if create {
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		if err := mkdirPrivate(filepath.Dir(p)); err != nil {
 			return nil, fmt.Errorf("open log %s: %w", k, err)
 		}
 		flags |= os.O_CREATE
 	}
-	f, err := os.OpenFile(p, flags, 0o644)
+	f, err := os.OpenFile(p, flags, 0o600)
 	if errors.Is(err, fs.ErrNotExist) && !create {
 		return nil, nil
 	}
 	if err != nil {
+		return nil, fmt.Errorf("open log %s: %w", k, err)
+	}
+	// Explicitly, as the umask may have taken bits off, and a file an older version made
+	// 0644 is narrowed too.
+	if err := f.Chmod(0o600); err != nil {
+		_ = f.Close()
 		return nil, fmt.Errorf("open log %s: %w", k, err)
 	}
 	lf = &logFile{f: f, next: 1, used: time.Now()}
@@ -140,6 +147,23 @@ func (s *FileStorage) file(k Key, create bool) (*logFile, error) {
 	s.open[k] = lf
 	s.mu.Unlock()
 	return lf, nil
+}
+
+// mkdirPrivate creates dir and its missing parents with mode 0700, whatever the umask.
+// Directories that exist already keep their mode.
+func mkdirPrivate(dir string) error {
+	if _, err := os.Stat(dir); err == nil {
+		return nil
+	}
+	if parent := filepath.Dir(dir); parent != dir {
+		if err := mkdirPrivate(parent); err != nil {
+			return err
+		}
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	return os.Chmod(dir, 0o700)
 }
 
 // lockOpen takes k's open lock and returns the function that releases it.

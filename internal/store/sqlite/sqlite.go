@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io/fs"
 	"net/url"
+	"os"
 	"strings"
 
 	"github.com/gantry-ci/gantry/internal/store/sqlstore"
@@ -42,6 +43,9 @@ func Open(ctx context.Context, path string, opts Options) (*sqlstore.Engine, err
 	if path == "" {
 		return nil, errors.New("open sqlite store: empty path")
 	}
+	if err := restrictFiles(path); err != nil {
+		return nil, fmt.Errorf("open sqlite store %s: %w", path, err)
+	}
 	writeDSN := dsn(path, sync, false)
 	write, err := sql.Open("sqlite", writeDSN)
 	if err != nil {
@@ -70,6 +74,36 @@ func Open(ctx context.Context, path string, opts Options) (*sqlstore.Engine, err
 	read.SetMaxOpenConns(8)
 	read.SetMaxIdleConns(8)
 	return sqlstore.New(write, read, d, opts, write, read), nil
+}
+
+// restrictFiles creates the database file readable by its owner only (0600), and
+// narrows the modes of an existing one and of its -wal and -shm files to that. The
+// database holds pipelines, logs' metadata and tokens' hashes; SQLite creates files 0644
+// (less the umask) and gives the -wal and -shm files the database file's mode, so the
+// database file is made first with the mode wanted, whatever the umask.
+func restrictFiles(path string) error {
+	name := strings.TrimPrefix(path, "file:")
+	name, _, _ = strings.Cut(name, "?")
+	if name == "" || name == ":memory:" {
+		return nil
+	}
+	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("create database file: %w", err)
+	}
+	err = f.Chmod(0o600)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("restrict database file: %w", err)
+	}
+	for _, suffix := range []string{"-wal", "-shm", "-journal"} {
+		if err := os.Chmod(name+suffix, 0o600); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("restrict database file: %w", err)
+		}
+	}
+	return nil
 }
 
 // synchronous takes the synchronous parameter off path, returning the path without it

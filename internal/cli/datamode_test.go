@@ -1,0 +1,74 @@
+package cli
+
+import (
+	"io/fs"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// TestUpDataModes: everything gantry up keeps in its data directory — the database and
+// its -wal and -shm files, logs, artifact blobs, the URL-signing key, the lock and the
+// workers' work directory — is its owner's only (directories 0700, files 0600), whatever
+// the umask. Not parallel: the umask belongs to the whole process.
+func TestUpDataModes(t *testing.T) {
+	old := syscall.Umask(0)
+	t.Cleanup(func() { syscall.Umask(old) })
+
+	data := filepath.Join(t.TempDir(), "data")
+	base, stop := startUp(t, data)
+	run := submitRun(t, base, "name: modes\njobs:\n  a:\n    steps: [{run: 'echo secret && echo kept > out.txt'}]\n    artifacts: {paths: [out.txt]}\n").ID
+	if r := waitRun(t, base, run, func(r runDetails) bool { return r.Status != "pending" && r.Status != "running" }); r.Status != "success" {
+		t.Fatalf("run %s", r.Status)
+	}
+	check := func(when string) map[string]bool {
+		t.Helper()
+		seen := map[string]bool{}
+		err := filepath.WalkDir(data, func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			fi, err := d.Info()
+			if err != nil {
+				return err
+			}
+			rel, _ := filepath.Rel(data, p)
+			seen[rel] = true
+			want := fs.FileMode(0o600)
+			if d.IsDir() {
+				want = 0o700
+			}
+			if got := fi.Mode().Perm(); got != want {
+				t.Errorf("%s: %s has mode %o, want %o", when, rel, got, want)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return seen
+	}
+	seen := check("while up")
+	for _, p := range []string{".", "gantry.db", "gantry.db-wal", "gantry.db-shm", "gantry.lock", "logs", "blobs", "blobs/signing.key", "work"} {
+		if !seen[p] {
+			t.Errorf("no %s in the data directory", p)
+		}
+	}
+	var logs, blobs int
+	for p := range seen {
+		if strings.HasPrefix(p, "logs/") && strings.HasSuffix(p, ".log") {
+			logs++
+		}
+		if strings.HasPrefix(p, "blobs/sha256/") && len(filepath.Base(p)) == 64 {
+			blobs++
+		}
+	}
+	if logs == 0 || blobs == 0 {
+		t.Errorf("%d log files and %d blobs checked, want some of each: %v", logs, blobs, seen)
+	}
+	if code := stop(); code != exitOK {
+		t.Fatalf("up exited %d", code)
+	}
+	check("after up stopped")
+}
