@@ -1,12 +1,15 @@
 package api_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/coder/websocket"
 )
 
 // waitingRun is a run as GET /api/v1/runs/{id} shows it, with why each job waits.
@@ -155,4 +158,46 @@ func TestWaitingRetry(t *testing.T) {
 		t.Fatalf("flaky is %s, want retrying", got.Status)
 	}
 	wantWaiting(t, got, "retry", "retry in ", "(attempt 2 of 3)")
+}
+
+// TestWaitingOverWebSocket: the dashboard's run topic carries why each job waits too.
+func TestWaitingOverWebSocket(t *testing.T) {
+	t.Parallel()
+	b := setupWS(t, "files", false)
+	if r := b.post(t, "/api/v1/agent/register", `{"name": "linux-1", "labels": ["linux"]}`); r.status != http.StatusOK {
+		t.Fatalf("register: %d %s", r.status, r.body)
+	}
+	id := b.submit(t, "name: w\njobs:\n  build: {runs_on: [windows-latest], steps: [{run: make}]}\n")
+	c, _, err := websocket.Dial(t.Context(), wsURL(b.bundle, ""), nil)
+	if err != nil {
+		t.Fatalf("dial: %v", err)
+	}
+	t.Cleanup(func() { _ = c.CloseNow() })
+	sub, _ := json.Marshal(map[string]any{"type": "subscribe", "id": "r", "topic": "run", "run_id": id})
+	if err := c.Write(t.Context(), websocket.MessageText, sub); err != nil {
+		t.Fatalf("subscribe: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	for {
+		_, data, err := c.Read(ctx)
+		if err != nil {
+			t.Fatalf("no run message: %v", err)
+		}
+		var m struct {
+			Type string       `json:"type"`
+			Jobs []waitingJob `json:"jobs"`
+		}
+		if err := json.Unmarshal(data, &m); err != nil {
+			t.Fatalf("decode %s: %v", data, err)
+		}
+		if m.Type != "run" {
+			continue
+		}
+		if len(m.Jobs) != 1 {
+			t.Fatalf("run message with jobs %+v", m.Jobs)
+		}
+		wantWaiting(t, m.Jobs[0], "no_worker", "no worker has labels [windows-latest]")
+		return
+	}
 }

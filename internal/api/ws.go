@@ -375,6 +375,9 @@ func (s *Server) followRun(ctx context.Context, id uuid.UUID, send func(runJSON,
 			return fmt.Errorf("list jobs of run %s: %w", id, err)
 		}
 		view := newRunJSON(run, nonNilJobs(jobs))
+		for i, wt := range s.waiting(ctx, jobs, jobs) {
+			view.Jobs[i].Waiting = wt
+		}
 		snap, err := json.Marshal(view)
 		if err != nil {
 			return fmt.Errorf("encode run %s: %w", id, err)
