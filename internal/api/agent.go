@@ -158,6 +158,9 @@ func (s *Server) registerWorker(w http.ResponseWriter, r *http.Request) {
 	if req.MaxJobs == 0 {
 		req.MaxJobs = 1
 	}
+	if !labelsInScope(w, r, req.Labels) {
+		return
+	}
 	if req.ID != "" && s.auth {
 		// With credentials at stake, an id chosen by the caller could be another
 		// worker's, and registering would hand out that worker's credential.
@@ -176,7 +179,15 @@ func (s *Server) registerWorker(w http.ResponseWriter, r *http.Request) {
 	resp := registerResponse{WorkerID: req.ID, LeaseTTL: s.leaseTTL.String(), HeartbeatEvery: s.heartbeatEvery.String(),
 		Features: agentFeatures}
 	if s.auth {
-		secret, err := IssueToken(r.Context(), s.store, "worker "+req.Name, store.RoleAgent, req.ID)
+		// The credential inherits the register token's scope and expiry, and names it as
+		// its parent, so revoking the register token cuts off every worker it enrolled.
+		reg := tokenFrom(r.Context())
+		secret, err := IssueScopedToken(r.Context(), s.store, &store.Token{Name: "worker " + req.Name, Role: store.RoleAgent,
+			WorkerID: req.ID, Labels: reg.Labels, Projects: reg.Projects, ExpiresAt: reg.ExpiresAt, ParentID: reg.ID})
+		if errors.Is(err, store.ErrConflict) {
+			writeError(w, http.StatusUnauthorized, codeUnauthorized, "the token was revoked", nil)
+			return
+		}
 		if err != nil {
 			s.storeError(w, r, "issue worker credential", err)
 			return
@@ -261,8 +272,14 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	if !labelsInScope(w, r, req.Labels) {
+		return
+	}
 	params := store.ClaimParams{WorkerID: req.WorkerID, Labels: req.Labels, FreeMilliCPU: req.FreeCPU, FreeMemory: req.FreeMemory,
 		Max: req.Max, LeaseTTL: s.leaseTTL + s.reapGrace, TimeoutGrace: s.timeoutGrace, Start: req.Start}
+	if tk := tokenFrom(r.Context()); tk != nil {
+		params.Projects = tk.Projects
+	}
 	// Listen before the first claim, so a job queued between the claim and the wait is
 	// not missed.
 	wake, stop := s.store.WaitForJobs()
@@ -281,6 +298,9 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
 			out := make([]claimedJSON, len(claims))
 			for i, c := range claims {
 				out[i] = s.claimedJSON(c, waited)
+				if s.auth {
+					s.tokens.setOwner(c.Lease.Token, req.WorkerID)
+				}
 			}
 			if !s.handOut(w, r, claims, out) {
 				return
@@ -392,7 +412,8 @@ func (s *Server) leaseRef(w http.ResponseWriter, r *http.Request, token string) 
 		writeError(w, http.StatusBadRequest, codeBadRequest, "token is required", nil)
 		return store.LeaseRef{}, false
 	}
-	return store.LeaseRef{JobID: id, Token: token}, true
+	ref := store.LeaseRef{JobID: id, Token: token}
+	return ref, s.holdsLease(w, r, ref)
 }
 
 func (s *Server) startJob(w http.ResponseWriter, r *http.Request) {

@@ -11,8 +11,11 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/gantry-ci/gantry/internal/store"
+	"github.com/google/uuid"
 )
 
 // access is who may call a route.
@@ -32,17 +35,28 @@ const tokenPrefix = "gtk_"
 // IssueToken creates a token with the given role and returns its secret, which is shown
 // once: the store keeps only its SHA-256 hash.
 func IssueToken(ctx context.Context, st store.Tokens, name string, role store.Role, workerID string) (string, error) {
-	switch role {
+	return IssueScopedToken(ctx, st, &store.Token{Name: name, Role: role, WorkerID: workerID})
+}
+
+// IssueScopedToken creates the token tk describes (name, role, scope, expiry, parent),
+// fills in its id and returns its secret, which is shown once: the store keeps only its
+// SHA-256 hash. Only register tokens and worker credentials carry a scope.
+func IssueScopedToken(ctx context.Context, st store.Tokens, tk *store.Token) (string, error) {
+	switch tk.Role {
 	case store.RoleAdmin, store.RoleWrite, store.RoleRead, store.RoleRegister, store.RoleAgent:
 	default:
-		return "", fmt.Errorf("unknown role %q: want admin, write, read, register or agent", role)
+		return "", fmt.Errorf("unknown role %q: want admin, write, read, register or agent", tk.Role)
+	}
+	if (len(tk.Labels) > 0 || len(tk.Projects) > 0) && tk.Role != store.RoleRegister && tk.Role != store.RoleAgent {
+		return "", fmt.Errorf("a %s token cannot be scoped to labels or projects: only register tokens are: %w", tk.Role, store.ErrInvalid)
 	}
 	raw := make([]byte, 32)
 	if _, err := rand.Read(raw); err != nil {
 		return "", fmt.Errorf("generate token: %w", err)
 	}
 	secret := tokenPrefix + base64.RawURLEncoding.EncodeToString(raw)
-	if err := st.CreateToken(ctx, &store.Token{Name: name, Role: role, Hash: hashToken(secret), WorkerID: workerID}); err != nil {
+	tk.Hash = hashToken(secret)
+	if err := st.CreateToken(ctx, tk); err != nil {
 		return "", fmt.Errorf("store token: %w", err)
 	}
 	return secret, nil
@@ -84,6 +98,17 @@ func (s *Server) guard(who access, h http.HandlerFunc) http.HandlerFunc {
 			s.storeError(w, r, "check token", err)
 			return
 		}
+		now := s.clock.Now()
+		if !tk.Valid(now) {
+			msg := "the token has expired"
+			if !tk.RevokedAt.IsZero() {
+				msg = "the token was revoked"
+			}
+			w.Header().Set("WWW-Authenticate", `Bearer realm="gantry", error="invalid_token"`)
+			writeError(w, http.StatusUnauthorized, codeUnauthorized, msg, nil)
+			return
+		}
+		s.tokens.used(r.Context(), s, tk, now)
 		if !slices.Contains(who, tk.Role) {
 			writeError(w, http.StatusForbidden, codeForbidden, fmt.Sprintf("a %s token may not do this", tk.Role), nil)
 			return
@@ -111,4 +136,120 @@ func sameWorker(w http.ResponseWriter, r *http.Request, workerID string) bool {
 	}
 	writeError(w, http.StatusForbidden, codeForbidden, "this credential belongs to another worker", nil)
 	return false
+}
+
+// withinScope reports whether every label is one of the scope's; an empty scope allows any.
+func withinScope(labels, scope []string) bool {
+	if len(scope) == 0 {
+		return true
+	}
+	for _, l := range labels {
+		if !slices.Contains(scope, l) {
+			return false
+		}
+	}
+	return true
+}
+
+// labelsInScope checks that a worker declares only labels its credential allows, so that
+// a token handed to the linux fleet cannot enroll a worker that takes the deploy jobs.
+func labelsInScope(w http.ResponseWriter, r *http.Request, labels []string) bool {
+	tk := tokenFrom(r.Context())
+	if tk == nil || withinScope(labels, tk.Labels) {
+		return true
+	}
+	writeError(w, http.StatusForbidden, codeForbidden,
+		fmt.Sprintf("labels %q are not all within this token's labels %q", labels, tk.Labels), nil)
+	return false
+}
+
+// tokenUseEvery is how often at most a token's last use is written: often enough to tell
+// a token in use from a forgotten one, and far from a write per request.
+const tokenUseEvery = time.Minute
+
+// maxRemembered bounds each map of tokenState; past it the map starts over, which costs
+// a few extra store calls and nothing else.
+const maxRemembered = 100_000
+
+// tokenState is what a server remembers of tokens to spare the store work. All of it can
+// be lost in a restart: it is rebuilt from the store on the next requests.
+type tokenState struct {
+	mu sync.Mutex
+	// lastUse is when each token's use was last written from here.
+	lastUse map[uuid.UUID]time.Time
+	// owners maps a lease token to the worker it was handed to. A lease token is issued
+	// to one worker once and never reused, so an entry never goes stale.
+	owners map[string]string
+}
+
+// used records a token's use at now, at most once per tokenUseEvery per token.
+func (ts *tokenState) used(ctx context.Context, s *Server, tk *store.Token, now time.Time) {
+	if now.Sub(tk.LastUsedAt) < tokenUseEvery {
+		return
+	}
+	ts.mu.Lock()
+	if ts.lastUse == nil || len(ts.lastUse) >= maxRemembered {
+		ts.lastUse = map[uuid.UUID]time.Time{}
+	}
+	due := now.Sub(ts.lastUse[tk.ID]) >= tokenUseEvery
+	if due {
+		ts.lastUse[tk.ID] = now
+	}
+	ts.mu.Unlock()
+	if !due {
+		return
+	}
+	if err := s.store.TouchToken(ctx, tk.ID, now); err != nil {
+		s.log.WarnContext(ctx, "record token use", "token", tk.ID, "err", err)
+	}
+}
+
+func (ts *tokenState) owner(lease string) (string, bool) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	w, ok := ts.owners[lease]
+	return w, ok
+}
+
+func (ts *tokenState) setOwner(lease, worker string) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if ts.owners == nil || len(ts.owners) >= maxRemembered {
+		ts.owners = map[string]string{}
+	}
+	ts.owners[lease] = worker
+}
+
+// holdsLease checks that the worker whose credential made the request is the one its
+// lease was handed to. A lease token alone is not enough: a worker that learned another
+// worker's lease token (from a log, a step, a proxy) must not write that worker's job.
+// A token that is not the job's lease at all is left to the store, which answers 409.
+// With auth off there are no credentials and job-scoped calls name no worker: nothing
+// to check.
+func (s *Server) holdsLease(w http.ResponseWriter, r *http.Request, ref store.LeaseRef) bool {
+	tk := tokenFrom(r.Context())
+	if tk == nil {
+		return true
+	}
+	owner, ok := s.tokens.owner(ref.Token)
+	if !ok {
+		job, err := s.store.GetJob(r.Context(), ref.JobID)
+		if errors.Is(err, store.ErrNotFound) {
+			return true
+		}
+		if err != nil {
+			s.storeError(w, r, "check lease holder", err)
+			return false
+		}
+		if job.LeaseToken != ref.Token || job.WorkerID == "" {
+			return true
+		}
+		owner = job.WorkerID
+		s.tokens.setOwner(ref.Token, owner)
+	}
+	if owner != tk.WorkerID {
+		writeError(w, http.StatusForbidden, codeForbidden, "this lease belongs to another worker", nil)
+		return false
+	}
+	return true
 }

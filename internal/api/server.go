@@ -104,6 +104,8 @@ type Server struct {
 	claims claimSlots
 	// seen throttles marking workers seen; losing it costs one extra write per worker.
 	seen lastSeen
+	// tokens spares the store token writes and lease-holder reads; losing it costs a few.
+	tokens tokenState
 }
 
 // New returns a Server for cfg, filling defaults for zero fields.
@@ -177,6 +179,7 @@ func (s *Server) routes(cfg Config) {
 	// Scrapers send a read token (Prometheus' authorization config) when auth is on.
 	s.handle("GET /metrics", readers, s.metrics.Handler().ServeHTTP)
 	s.agentRoutes()
+	s.tokenRoutes()
 	s.logRoutes()
 	s.wsRoutes()
 	s.artifactRoutes()

@@ -1,0 +1,179 @@
+package api
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/gantry-ci/gantry/internal/store"
+)
+
+// admins may manage tokens: whoever holds one can mint any other.
+var admins = access{store.RoleAdmin}
+
+// tokenRoutes registers token management. Secrets are shown once, in the answer that
+// creates them; listings never carry a secret or its hash.
+func (s *Server) tokenRoutes() {
+	s.handle("GET /api/v1/tokens", admins, s.listTokens)
+	s.handle("POST /api/v1/tokens", admins, s.createToken)
+	s.handle("DELETE /api/v1/tokens/{id}", admins, s.revokeToken)
+}
+
+// Scope limits: a register token names a fleet's few labels and projects.
+const (
+	maxScopeEntries = 100
+	maxScopeEntry   = 200
+)
+
+type tokenJSON struct {
+	ID         string   `json:"id"`
+	Name       string   `json:"name"`
+	Role       string   `json:"role"`
+	Labels     []string `json:"labels"`
+	Projects   []string `json:"projects"`
+	WorkerID   string   `json:"worker_id,omitempty"`
+	ParentID   string   `json:"parent_id,omitempty"`
+	CreatedAt  string   `json:"created_at"`
+	ExpiresAt  string   `json:"expires_at,omitempty"`
+	RevokedAt  string   `json:"revoked_at,omitempty"`
+	LastUsedAt string   `json:"last_used_at,omitempty"`
+}
+
+func viewToken(tk *store.Token) tokenJSON {
+	out := tokenJSON{ID: tk.ID.String(), Name: tk.Name, Role: string(tk.Role), Labels: tk.Labels, Projects: tk.Projects,
+		WorkerID: tk.WorkerID, CreatedAt: formatTime(tk.CreatedAt), ExpiresAt: formatTime(tk.ExpiresAt),
+		RevokedAt: formatTime(tk.RevokedAt), LastUsedAt: formatTime(tk.LastUsedAt)}
+	if out.Labels == nil {
+		out.Labels = []string{}
+	}
+	if out.Projects == nil {
+		out.Projects = []string{}
+	}
+	if tk.ParentID != [16]byte{} {
+		out.ParentID = tk.ParentID.String()
+	}
+	return out
+}
+
+func (s *Server) listTokens(w http.ResponseWriter, r *http.Request) {
+	agents := false
+	switch v := r.URL.Query().Get("agents"); v {
+	case "", "false":
+	case "true":
+		agents = true
+	default:
+		writeError(w, http.StatusBadRequest, codeBadRequest, fmt.Sprintf("agents=%q: want true or false", v), nil)
+		return
+	}
+	tks, err := s.store.ListTokens(r.Context(), store.ListTokensParams{Agents: agents})
+	if err != nil {
+		s.storeError(w, r, "list tokens", err)
+		return
+	}
+	out := make([]tokenJSON, len(tks))
+	for i, tk := range tks {
+		out[i] = viewToken(tk)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"tokens": out})
+}
+
+type createTokenRequest struct {
+	Name     string   `json:"name"`
+	Role     string   `json:"role"`
+	Labels   []string `json:"labels"`
+	Projects []string `json:"projects"`
+	// ExpiresIn is how long the token lasts, as a duration ("720h"); empty: forever.
+	ExpiresIn string `json:"expires_in"`
+}
+
+type createTokenResponse struct {
+	tokenJSON
+	// Token is the secret, shown this once.
+	Token string `json:"token"`
+}
+
+func (s *Server) createToken(w http.ResponseWriter, r *http.Request) {
+	var req createTokenRequest
+	if rerr := s.decodeJSON(w, r, &req); rerr != nil {
+		writeRequestError(w, rerr)
+		return
+	}
+	tk, msg := s.tokenFromRequest(req)
+	if msg != "" {
+		writeError(w, http.StatusBadRequest, codeBadRequest, msg, nil)
+		return
+	}
+	secret, err := IssueScopedToken(r.Context(), s.store, tk)
+	if err != nil {
+		s.storeError(w, r, "create token", err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, createTokenResponse{tokenJSON: viewToken(tk), Token: secret})
+}
+
+// tokenFromRequest validates a create request; the message says what is wrong.
+func (s *Server) tokenFromRequest(req createTokenRequest) (*store.Token, string) {
+	if req.Name == "" || len(req.Name) > 200 {
+		return nil, "name is required (at most 200 bytes): say what the token is for"
+	}
+	tk := &store.Token{Name: req.Name, Role: store.Role(req.Role)}
+	switch tk.Role {
+	case store.RoleAdmin, store.RoleWrite, store.RoleRead, store.RoleRegister:
+	case "":
+		return nil, "role is required: admin, write, read or register"
+	default:
+		// Worker credentials are only ever issued by registering.
+		return nil, fmt.Sprintf("role %q: want admin, write, read or register", req.Role)
+	}
+	if (len(req.Labels) > 0 || len(req.Projects) > 0) && tk.Role != store.RoleRegister {
+		return nil, "labels and projects scope register tokens only"
+	}
+	var msg string
+	if tk.Labels, msg = scopeList("labels", req.Labels); msg != "" {
+		return nil, msg
+	}
+	if tk.Projects, msg = scopeList("projects", req.Projects); msg != "" {
+		return nil, msg
+	}
+	if req.ExpiresIn != "" {
+		d, err := time.ParseDuration(req.ExpiresIn)
+		if err != nil || d <= 0 {
+			return nil, fmt.Sprintf("expires_in %q: want a positive duration such as 720h", req.ExpiresIn)
+		}
+		tk.ExpiresAt = s.clock.Now().Add(d)
+	}
+	return tk, ""
+}
+
+// scopeList checks a token's labels or projects: a few plain names.
+func scopeList(field string, l []string) ([]string, string) {
+	if len(l) > maxScopeEntries {
+		return nil, fmt.Sprintf("%s: at most %d", field, maxScopeEntries)
+	}
+	for i, v := range l {
+		if v == "" || len(v) > maxScopeEntry || strings.ContainsAny(v, ",\x00\r\n") || strings.TrimSpace(v) != v {
+			return nil, fmt.Sprintf("%s[%d] %q: want a name of 1 to %d bytes without commas, spaces around it or control characters",
+				field, i, v, maxScopeEntry)
+		}
+	}
+	return l, ""
+}
+
+func (s *Server) revokeToken(w http.ResponseWriter, r *http.Request) {
+	id, rerr := pathID(r)
+	if rerr != nil {
+		writeRequestError(w, rerr)
+		return
+	}
+	if err := s.store.RevokeToken(r.Context(), id); err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			writeError(w, http.StatusNotFound, codeNotFound, fmt.Sprintf("no token %s", id), nil)
+			return
+		}
+		s.storeError(w, r, "revoke token", err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
