@@ -4,6 +4,10 @@ import { s } from "./dom.js";
 
 const NODE_W = 180, NODE_H = 48, COL_GAP = 70, ROW_GAP = 16, PAD = 12;
 
+// WAIT_WORDS name, on a node, the reasons to wait that are worth a look: the others
+// (needs, a turn in the queue) are how every run goes, and "retrying" says its own.
+const WAIT_WORDS = { no_worker: "no worker", concurrency: "group held" };
+
 /** layout gives each job a column and a row; jobs are given in plan order. */
 export function layout(jobs) {
   const byKey = new Map(jobs.map((j) => [j.key, j]));
@@ -114,9 +118,14 @@ export function draw(jobs) {
       if (!n) continue;
       n.a.dataset.status = j.status;
       n.a.setAttribute("class", "node st-" + j.status);
-      n.a.setAttribute("aria-label", `${j.key}: ${j.status}`);
-      n.title.textContent = `${j.key}: ${j.status}`;
-      n.status.textContent = j.status + (j.attempt > 1 ? ` (attempt ${j.attempt})` : "");
+      // Why a job waits fits the node only as a word or two; the sentence is its tooltip
+      // and what a screen reader says.
+      const why = j.waiting ? `; ${j.waiting.message}` : "";
+      n.a.dataset.waiting = j.waiting ? j.waiting.code : "";
+      n.a.setAttribute("aria-label", `${j.key}: ${j.status}${why}`);
+      n.title.textContent = `${j.key}: ${j.status}${why}`;
+      const short = j.waiting && WAIT_WORDS[j.waiting.code];
+      n.status.textContent = j.status + (j.attempt > 1 ? ` (attempt ${j.attempt})` : "") + (short ? ` \u00b7 ${short}` : "");
     }
   };
   update(jobs);

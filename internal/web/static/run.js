@@ -84,7 +84,8 @@ export async function runPage(main, [id], ctx) {
     for (const j of jobs) {
       jobsBody.append(h("tr", { dataset: { key: j.key, status: j.status } },
         h("td", {}, h("a", { href: "/jobs/" + j.id }, j.key)),
-        h("td", {}, statusBadge(j.status), j.failure_kind && j.failure_kind !== j.status && j.status !== "success" ? h("span", { class: "muted" }, " (" + j.failure_kind + ")") : null),
+        h("td", {}, statusBadge(j.status), j.failure_kind && j.failure_kind !== j.status && j.status !== "success" ? h("span", { class: "muted" }, " (" + j.failure_kind + ")") : null,
+          j.waiting ? h("div", { class: "waiting muted", dataset: { code: j.waiting.code } }, j.waiting.message) : null),
         h("td", {}, j.attempt ? `${j.attempt} of ${j.max_attempts}` : "\u2014"),
         h("td", {}, liveDuration(j.started_at, j.finished_at)),
         h("td", {}, (j.needs || []).join(", "))));
