@@ -14,7 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"time"
+	"syscall"
 
 	"github.com/gantry-ci/gantry/internal/clock"
 )
@@ -22,9 +22,6 @@ import (
 const (
 	// minSecret is the shortest HMAC key the dir store accepts.
 	minSecret = 32
-	// staleUpload is how old a file in tmp/ must be before OpenDir deletes it as left
-	// behind by a crash; younger ones may be uploads of another process still running.
-	staleUpload = 24 * time.Hour
 )
 
 // DirStore keeps blobs as files in a directory: <dir>/sha256/<first 2 hex>/<digest>.
@@ -86,17 +83,62 @@ func (d *DirStore) path(digest string) string {
 	return filepath.Join(d.dir, "sha256", digest[:2], digest)
 }
 
-// removeStaleUploads deletes temp files a crashed process left behind. Best effort: a
-// failure only costs disk space.
+// removeStaleUploads deletes the partial uploads a killed process left behind, so that
+// their space comes back when the store opens again. An upload under way holds an
+// exclusive flock on its temp file until the file is renamed into place (see
+// createUpload), and the kernel drops the locks of a process that dies, so a temp file
+// nobody holds locked is one nobody will finish: it goes at once, whatever its age, while
+// the uploads of other processes sharing the directory go on. Best effort: a failure
+// only costs disk space, and is logged.
 func (d *DirStore) removeStaleUploads() {
 	entries, err := os.ReadDir(d.tmpDir())
 	if err != nil {
+		d.log.Warn("blob store: list partial uploads", "dir", d.tmpDir(), "err", err)
 		return
 	}
+	removed := 0
 	for _, e := range entries {
-		if info, err := e.Info(); err == nil && d.clock.Now().Sub(info.ModTime()) > staleUpload {
-			_ = os.Remove(filepath.Join(d.tmpDir(), e.Name()))
+		p := filepath.Join(d.tmpDir(), e.Name())
+		f, err := os.Open(p)
+		if err != nil {
+			continue // gone meanwhile: renamed into place or removed by another process
 		}
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+			f.Close() // an upload under way
+			continue
+		}
+		if err := os.Remove(p); err == nil {
+			removed++
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			d.log.Warn("blob store: remove a partial upload", "file", p, "err", err)
+		}
+		f.Close()
+	}
+	if removed > 0 {
+		d.log.Info("blob store: removed partial uploads left by a stopped process", "count", removed)
+	}
+}
+
+// createUpload makes a temp file for an upload and locks it (see removeStaleUploads).
+// The lock is taken after the file exists, so a sweep may remove the file in between;
+// the file is then made again.
+func (d *DirStore) createUpload() (*os.File, error) {
+	for {
+		f, err := os.CreateTemp(d.tmpDir(), "upload-*")
+		if err != nil {
+			return nil, err
+		}
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+			f.Close()
+			os.Remove(f.Name())
+			return nil, fmt.Errorf("lock %s: %w", f.Name(), err)
+		}
+		held, err1 := f.Stat()
+		named, err2 := os.Stat(f.Name())
+		if err1 == nil && err2 == nil && os.SameFile(held, named) {
+			return f, nil
+		}
+		f.Close()
 	}
 }
 
@@ -158,16 +200,18 @@ func (d *DirStore) Put(ctx context.Context, digest string, size int64, r io.Read
 // an oversized body is refused without reading it all. existed reports whether the blob was
 // already there (the new copy replaces it, refreshing its ModTime).
 func (d *DirStore) ingest(ctx context.Context, digest string, size int64, r io.Reader) (existed bool, err error) {
-	f, err := os.CreateTemp(d.tmpDir(), "upload-*")
+	f, err := d.createUpload()
 	if err != nil {
 		return false, fmt.Errorf("store blob %s: %w", digest, err)
 	}
 	tmp := f.Name()
+	// The file stays open, and so locked, until it is renamed into place or removed:
+	// closing it would unlock it for another process's sweep.
 	defer func() {
 		if err != nil {
-			f.Close()
 			os.Remove(tmp)
 		}
+		f.Close()
 	}()
 
 	h := sha256.New()
@@ -187,9 +231,6 @@ func (d *DirStore) ingest(ctx context.Context, digest string, size int64, r io.R
 	}
 	if err := f.Sync(); err != nil {
 		return false, fmt.Errorf("store blob %s: sync: %w", digest, err)
-	}
-	if err := f.Close(); err != nil {
-		return false, fmt.Errorf("store blob %s: %w", digest, err)
 	}
 
 	final := d.path(digest)
