@@ -566,6 +566,17 @@ func (a *Agent) runSteps(ctx context.Context, log *slog.Logger, rec *logs.Record
 		once[i] = true
 	}
 	grace := duration(j.Lease.CancelGrace, 10*time.Second)
+	if p, ok := a.cfg.Executor.(workspacePreparer); ok {
+		// Steps that run as another user must be able to write their workspace.
+		if err := p.PrepareWorkspace(ws); err != nil {
+			log.Error("prepare the workspace", "err", err)
+			rec.System("the worker could not prepare the workspace: " + err.Error())
+			for _, st := range spec.Steps {
+				report(st.Index, map[string]any{"status": "skipped"})
+			}
+			return "failed", "failure", nil
+		}
+	}
 	for _, st := range spec.Steps {
 		span := startStepSpan(ctx, st)
 		if once[st.Index] {
@@ -586,7 +597,7 @@ func (a *Agent) runSteps(ctx context.Context, log *slog.Logger, rec *logs.Record
 		began := time.Now()
 		res, err := a.cfg.Executor.Run(ctx, executor.Step{
 			Shell: st.Shell, Script: st.Run, Env: a.env(j, st, ws), Dir: ws,
-			Stdout: out, Stderr: errOut, Grace: grace, Network: spec.Network,
+			Stdout: out, Stderr: errOut, Grace: grace, Network: spec.Network, Timeout: time.Duration(st.Timeout),
 		})
 		a.cfg.Metrics.StepEnded(stepResult(res, err), time.Since(began).Seconds())
 		_ = out.Close()
@@ -599,11 +610,24 @@ func (a *Agent) runSteps(ctx context.Context, log *slog.Logger, rec *logs.Record
 			report(st.Index, map[string]any{"status": "failed"})
 			endStepSpan(span, "failed", nil)
 			return "failed", "failure", nil
+		case res.Cancelled && errors.Is(context.Cause(ctx), errTimeout):
+			// The job's timeout stopped the step: the step failed for it too.
+			report(st.Index, map[string]any{"status": "failed", "exit_code": code, "failure_kind": "timeout"})
+			endStepSpan(span, "failed", &code)
+			return "failed", "timeout", &code
 		case res.Cancelled:
 			rec.System(fmt.Sprintf("step %s: cancelled", st.Name))
 			report(st.Index, map[string]any{"status": "cancelled", "exit_code": code})
 			endStepSpan(span, "cancelled", &code)
 			return "cancelled", "", &code
+		case res.TimedOut:
+			report(st.Index, map[string]any{"status": "failed", "exit_code": code, "failure_kind": "timeout"})
+			endStepSpan(span, "failed", &code)
+			if !st.ContinueOnError {
+				rec.System(fmt.Sprintf("step %s timed out after %s", st.Name, time.Duration(st.Timeout)))
+				return "failed", "timeout", &code
+			}
+			rec.System(fmt.Sprintf("step %s timed out after %s; continuing (continue_on_error)", st.Name, time.Duration(st.Timeout)))
 		case code != 0:
 			report(st.Index, map[string]any{"status": "failed", "exit_code": code})
 			endStepSpan(span, "failed", &code)
@@ -618,6 +642,12 @@ func (a *Agent) runSteps(ctx context.Context, log *slog.Logger, rec *logs.Record
 		}
 	}
 	return "success", "", nil
+}
+
+// workspacePreparer is an executor that readies a job's workspace for its steps (one
+// that runs them as another user gives it to that user).
+type workspacePreparer interface {
+	PrepareWorkspace(dir string) error
 }
 
 // stepResult names how a step's process ended, for the step metrics.

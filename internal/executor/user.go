@@ -80,3 +80,16 @@ func (u *User) Own(dir string) error {
 	}
 	return nil
 }
+
+// PrepareWorkspace gives the workspace dir to the step user, if there is one.
+func (sh Shell) PrepareWorkspace(dir string) error { return prepareWorkspace(sh.User, dir) }
+
+// PrepareWorkspace gives the workspace dir to the step user, if there is one.
+func (sb Sandbox) PrepareWorkspace(dir string) error { return prepareWorkspace(sb.User, dir) }
+
+func prepareWorkspace(u *User, dir string) error {
+	if u == nil {
+		return nil
+	}
+	return u.Own(dir)
+}
