@@ -87,6 +87,7 @@ export async function jobPage(main, [id], ctx) {
       item("Attempt", !j.attempt ? "not started" : j.attempt <= j.max_attempts ? `${j.attempt} of ${j.max_attempts}` : String(j.attempt)),
       j.waiting ? item("Waiting", h("span", { id: "job-waiting", dataset: { code: j.waiting.code } }, j.waiting.message)) : null,
       j.failure_kind ? item("Failure", h("span", { id: "failure-kind" }, j.failure_kind)) : null,
+      j.reason ? item("Not run", h("span", { id: "job-reason" }, j.reason)) : null,
       j.exit_code !== undefined ? item("Exit code", String(j.exit_code)) : null,
       item("Priority", j.priority),
       j.worker_id ? item("Worker", h("span", { class: "mono" }, j.worker_id)) : null,
