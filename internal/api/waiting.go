@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/gantry-ci/gantry/internal/scheduler"
@@ -70,13 +71,32 @@ func (s *Server) waiting(ctx context.Context, jobs, runJobs []*store.Job) []*wai
 			}
 		}
 	}
+	// Queued jobs that ask for the same thing wait for the same reason: a matrix of
+	// thousands is worked out once per kind, not once per job against every worker.
+	type kind struct {
+		labels, group    string
+		milliCPU, memory int64
+		priority         string
+	}
+	memo := map[kind]scheduler.Waiting{}
 	why := func(j *store.Job) (scheduler.Waiting, bool) {
+		var k kind
+		if j.Status == store.JobQueued {
+			k = kind{strings.Join(j.Labels, ","), j.ConcurrencyGroup, j.MilliCPU, j.Memory, string(j.Priority)}
+			if w, ok := memo[k]; ok {
+				return w, true
+			}
+		}
 		in := in
 		in.NeedsLeft = needsLeft(j)
 		if j.ConcurrencyGroup != "" {
 			in.Holder = holders[j.ConcurrencyGroup]
 		}
-		return scheduler.Why(j, in)
+		w, ok := scheduler.Why(j, in)
+		if ok && j.Status == store.JobQueued {
+			memo[k] = w
+		}
+		return w, ok
 	}
 	backlog := false
 	for _, j := range jobs {
@@ -91,6 +111,7 @@ func (s *Server) waiting(ctx context.Context, jobs, runJobs []*store.Job) []*wai
 			s.log.WarnContext(ctx, "why jobs wait: queue stats", "err", err)
 		} else {
 			in.Queue = q
+			clear(memo)
 		}
 	}
 	for i, j := range jobs {
