@@ -58,6 +58,8 @@ type Agent struct {
 
 	workerID       string
 	heartbeatEvery time.Duration
+	// leaseTTL is the coordinator's lease TTL, for a claim answer that does not say it.
+	leaseTTL time.Duration
 	// completeSteps says the coordinator takes step reports with a job's completion;
 	// claimStart that a claim can start the jobs it hands out, so none needs a start
 	// report.
@@ -97,10 +99,13 @@ const (
 // worker with more free slots claims again for the rest.
 const maxClaim = 64
 
-// Causes a job's context can end with.
+// Causes a job's context can end with. A job whose lease is gone is killed without the
+// SIGTERM grace (executor.ErrKillNow): another attempt may be starting elsewhere.
 var (
 	errCancelled = errors.New("cancelled by the coordinator")
 	errTimeout   = errors.New("job timed out")
+	errLeaseGone = fmt.Errorf("the coordinator gave the job to another attempt: %w", executor.ErrKillNow)
+	errFenced    = fmt.Errorf("lease not renewed in time: %w", executor.ErrKillNow)
 )
 
 // New returns an agent with cfg's defaults filled in.
@@ -250,6 +255,7 @@ func (a *Agent) register(ctx context.Context) error {
 	}
 	a.workerID = ans.WorkerID
 	a.heartbeatEvery = duration(ans.HeartbeatEvery, 10*time.Second)
+	a.leaseTTL = duration(ans.LeaseTTL, 0)
 	a.completeSteps = slices.Contains(ans.Features, featureCompleteSteps)
 	a.claimStart = slices.Contains(ans.Features, featureClaimStart)
 	if ans.Credential != "" {
@@ -272,8 +278,12 @@ func (a *Agent) claim(ctx context.Context, max int) ([]claimedJob, error) {
 	var ans struct {
 		Jobs []claimedJob `json:"jobs"`
 	}
+	sent := time.Now()
 	err := a.c.post(ctx, "/api/v1/agent/claim", map[string]any{"worker_id": a.workerID, "labels": a.cfg.Labels,
 		"free_milli_cpu": cpu, "free_memory": mem, "max": max, "wait": "30s", "start": a.claimStart}, &ans)
+	for i := range ans.Jobs {
+		ans.Jobs[i].sent = sent
+	}
 	return ans.Jobs, err
 }
 
@@ -381,20 +391,45 @@ func (a *Agent) runJob(parent context.Context, j claimedJob) {
 		ctx, stop = context.WithTimeoutCause(ctx, time.Duration(spec.Timeout), errTimeout)
 		defer stop()
 	}
-	// A lease lost (told by a heartbeat or by any report) stops the job: another worker
-	// owns it now, and nothing more is reported.
+	// A lease lost stops the job: told by a heartbeat or by any report (another worker
+	// owns it now), or found by the fence (it could not be renewed in time, and the
+	// coordinator gives the job to another worker once it runs out). Either way the
+	// steps are killed at once and nothing more of this attempt is reported: no step
+	// report, no log line, no completion.
 	lost := make(chan struct{})
-	loseLease := sync.OnceFunc(func() {
-		close(lost)
-		cancel(errCancelled)
+	reportCtx, stopReports := context.WithCancel(context.WithoutCancel(parent))
+	defer stopReports()
+	var loseOnce sync.Once
+	loseLease := func(cause error) {
+		loseOnce.Do(func() {
+			close(lost)
+			stopReports()
+			cancel(cause)
+		})
+	}
+	// Once the steps are over nothing runs that could overlap another attempt: a lease
+	// running out then stops nothing, and the coordinator, which fences every report by
+	// its token, decides whether the result still counts.
+	var stepsOver atomic.Bool
+	ttl := duration(j.Lease.TTL, a.leaseTTL)
+	lease := newFence(j.sent, time.Duration(j.Lease.TTLMillis)*time.Millisecond, fenceMargin(ttl), func(left time.Duration) {
+		if stepsOver.Load() {
+			log.Warn("lease not renewed in time after the steps ended; the coordinator decides whether the result counts",
+				"lease_left", left.Round(time.Millisecond))
+			return
+		}
+		log.Error("lease not renewed in time: killing the job's steps and reporting nothing more of this attempt",
+			"lease_left", left.Round(time.Millisecond), "ttl", ttl)
+		loseLease(errFenced)
 	})
-	go a.heartbeat(ctx, j, loseLease)
+	defer lease.stop()
+	go a.heartbeat(ctx, j, lease, loseLease)
 
 	// The final report uses its own context: a cancel must never lose the result. It
-	// outlasts a coordinator restart or outage: the lease survives one (the reaper waits a
-	// TTL after a restart), so the result is still wanted when the coordinator is back.
+	// outlasts a coordinator restart or an outage shorter than the lease, so the result is
+	// still wanted when the coordinator is back; only a lost lease ends it.
 	report := func(path string, body map[string]any) error {
-		rctx, stop := context.WithTimeout(context.WithoutCancel(parent), reportFor)
+		rctx, stop := context.WithTimeout(reportCtx, reportFor)
 		defer stop()
 		body["token"] = j.Lease.Token
 		return a.retryPost(rctx, "/api/v1/agent/jobs/"+j.ID+path, body, nil)
@@ -417,6 +452,11 @@ func (a *Agent) runJob(parent context.Context, j claimedJob) {
 	go func() {
 		defer close(stepsSent)
 		for r := range steps {
+			select {
+			case <-lost:
+				continue // nothing more of a lost attempt is reported
+			default:
+			}
 			if r.step >= 0 && ending.Load() {
 				u := maps.Clone(r.body)
 				u["index"] = r.step
@@ -426,7 +466,7 @@ func (a *Agent) runJob(parent context.Context, j claimedJob) {
 			err := report(r.path, r.body)
 			if errors.Is(err, errLeaseLost) || (r.path == "/start" && err != nil) {
 				log.Warn("the coordinator refused a report; stopping the job", "report", r.path, "err", err)
-				loseLease()
+				loseLease(errLeaseGone)
 				for range steps {
 				}
 				return
@@ -452,6 +492,15 @@ func (a *Agent) runJob(parent context.Context, j claimedJob) {
 		failEarly()
 		return
 	}
+	over := make(chan struct{})
+	defer close(over)
+	go func() {
+		select {
+		case <-lost:
+			jl.ship.Abort()
+		case <-over:
+		}
+	}()
 	ws, err := os.MkdirTemp(a.cfg.WorkDir, "gantry-job-")
 	if err != nil {
 		log.Error("create workspace", "err", err)
@@ -473,12 +522,13 @@ func (a *Agent) runJob(parent context.Context, j claimedJob) {
 			steps <- stepReport{path: "/steps/" + strconv.Itoa(step), step: step, body: body}
 		})
 	}
+	stepsOver.Store(true)
 	// With artifacts to keep, the steps' ends are told at once rather than after the
 	// upload.
 	ending.Store(a.completeSteps && spec.Artifacts == nil)
 	close(steps)
 	<-stepsSent
-	if status == "success" && spec.Artifacts != nil {
+	if status == "success" && spec.Artifacts != nil && !closed(lost) {
 		// The job's result does not hang on the blob store: an upload that fails goes on
 		// in the background, and a registration that fails is told in the log.
 		actx, stop := context.WithTimeout(context.WithoutCancel(ctx), reportFor)
@@ -499,7 +549,11 @@ func (a *Agent) runJob(parent context.Context, j claimedJob) {
 	}
 	select {
 	case <-lost:
-		log.Warn("lease lost: another worker owns the job now; not reporting")
+		if errors.Is(context.Cause(ctx), errFenced) {
+			log.Warn("lease ran out: the job's steps were killed; not reporting")
+		} else {
+			log.Warn("lease lost: another worker owns the job now; not reporting")
+		}
 		jl.ship.Abort()
 		a.countLog(jl)
 		jobEnded("lost")
@@ -762,31 +816,62 @@ func (a *Agent) env(j claimedJob, st pipeline.Step, ws string) []string {
 }
 
 // heartbeat renews the lease on its own goroutine, so that a busy step never delays it.
+// A renewal that fails is tried again soon, backing off to half the interval, so that a
+// short outage does not let the lease run out; each one that succeeds moves the fence.
 // A lost lease ends the job without a report; a cancel asks the job to stop.
-func (a *Agent) heartbeat(ctx context.Context, j claimedJob, loseLease func()) {
+func (a *Agent) heartbeat(ctx context.Context, j claimedJob, lease *fence, loseLease func(error)) {
 	every := duration(j.Lease.HeartbeatEvery, a.heartbeatEvery)
+	ttl := duration(j.Lease.TTL, a.leaseTTL)
+	retryMax := max(every/2, 10*time.Millisecond)
+	firstRetry := min(250*time.Millisecond, retryMax)
+	wait, retry := every, firstRetry
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(every):
+		case <-time.After(wait):
 		}
 		var ans struct {
-			CancelRequested bool `json:"cancel_requested"`
+			TTLMillis       int64 `json:"ttl_ms"`
+			CancelRequested bool  `json:"cancel_requested"`
 		}
-		err := a.c.post(ctx, "/api/v1/agent/jobs/"+j.ID+"/heartbeat", map[string]any{"token": j.Lease.Token}, &ans)
+		// A request that hangs (its packets dropped) is given up after an interval and
+		// sent again on a new connection; the fence does not wait for it either.
+		sent := time.Now()
+		rctx, stop := context.WithTimeout(ctx, max(every, time.Second))
+		err := a.c.post(rctx, "/api/v1/agent/jobs/"+j.ID+"/heartbeat", map[string]any{"token": j.Lease.Token}, &ans)
+		stop()
 		switch {
 		case errors.Is(err, errLeaseLost):
-			loseLease()
+			loseLease(errLeaseGone)
 			return
 		case err != nil && ctx.Err() != nil:
 			// The job ended while the heartbeat was on its way: nothing failed.
 			return
 		case err != nil:
 			a.cfg.Metrics.ReportFailed()
-			a.log.Warn("heartbeat failed; the job keeps running", "job", j.ID, "err", err)
-		case ans.CancelRequested:
+			attrs := []any{"job", j.ID, "err", err, "retry_in", retry}
+			if left, ok := lease.left(); ok {
+				attrs = append(attrs, "lease_left", left.Round(time.Millisecond))
+			}
+			a.log.Warn("heartbeat failed; the job keeps running while its lease lasts", attrs...)
+			wait, retry = retry, min(retry*2, retryMax)
+			continue
+		}
+		lease.renewed(sent, cmp.Or(time.Duration(ans.TTLMillis)*time.Millisecond, ttl))
+		wait, retry = every, firstRetry
+		if ans.CancelRequested {
 			a.cancelJob(j.ID)
 		}
+	}
+}
+
+// closed says whether ch is closed.
+func closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
 	}
 }

@@ -100,12 +100,20 @@ type claimedJob struct {
 		Token          string `json:"token"`
 		HeartbeatEvery string `json:"heartbeat_every"`
 		CancelGrace    string `json:"cancel_grace"`
+		// TTL is what each renewal grants; TTLMillis how long this lease lasts from
+		// when the coordinator received the claim (zero from a coordinator that does
+		// not say).
+		TTL       string `json:"ttl"`
+		TTLMillis int64  `json:"ttl_ms"`
 	} `json:"lease"`
 	RunEnv   map[string]string `json:"run_env"`
 	OnceDone []int             `json:"once_done"`
 	Spec     *pipeline.Job     `json:"spec"`
 	// Traceparent names the run's root span; the job's span is its child.
 	Traceparent string `json:"traceparent"`
+	// sent is when the claim that handed out the job was sent, by the worker's
+	// monotonic clock: the lease's TTLMillis counts from no earlier.
+	sent time.Time
 }
 
 func duration(s string, fallback time.Duration) time.Duration {

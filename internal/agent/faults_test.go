@@ -268,9 +268,10 @@ func pause(tb testing.TB, d time.Duration) {
 }
 
 // TestCoordinatorRestart: the coordinator stops (server and store) while a worker runs a
-// job and comes back on the same database and address. The worker keeps running the job
-// through failing heartbeats, and its result is recorded once the coordinator is back:
-// the first attempt succeeds.
+// job and comes back on the same database and address, within the lease's TTL less the
+// worker's margin. The worker keeps running the job through failing heartbeats, and its
+// result is recorded once the coordinator is back: the first attempt succeeds. (A longer
+// outage fences the job: TestOutageFences.)
 func TestCoordinatorRestart(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -282,12 +283,10 @@ func TestCoordinatorRestart(t *testing.T) {
 	}{
 		// The step ends during the outage: its step and completion reports wait for
 		// the coordinator to come back.
-		{"step ends during the outage", coordOpts{}, "sleep 2", 3 * time.Second},
-		// Every lease expires during the outage. The reaper must leave the lease to
-		// the worker's next heartbeat (which renews an expired lease not yet reaped)
-		// although it runs every 20ms and the worker heartbeats every second.
-		{"outage longer than the lease TTL",
-			coordOpts{leaseTTL: 2 * time.Second, heartbeatEvery: time.Second, reapEvery: 20 * time.Millisecond},
+		{"step ends during the outage", coordOpts{leaseTTL: 8 * time.Second}, "sleep 2", 3 * time.Second},
+		// The step outlasts the outage; the reaper, running every 20ms, must leave the
+		// lease to the worker's heartbeats once the coordinator is back.
+		{"step outlasts the outage", coordOpts{leaseTTL: 8 * time.Second, reapEvery: 20 * time.Millisecond},
 			"sleep 5", 3 * time.Second},
 	}
 	for _, tt := range tests {
@@ -299,7 +298,8 @@ func TestCoordinatorRestart(t *testing.T) {
 			id := c.bundle().submit(t, fmt.Sprintf("jobs:\n  a: {steps: [{run: %q}, {run: 'true'}]}\n", tt.step))
 			waitInHand(t, c.st, id)
 			c.down()
-			// Every lease was set to expire at most one TTL after now.
+			// Shorter than the TTL less the worker's margin (an eighth), counted from the
+			// last heartbeat before the outage.
 			pause(t, tt.outage)
 			c.up()
 			b := c.bundle()
@@ -311,12 +311,79 @@ func TestCoordinatorRestart(t *testing.T) {
 			if jobs[0].Attempt != 1 {
 				t.Errorf("job ran %d attempts; want the first one to be recorded", jobs[0].Attempt)
 			}
-			if n, _ := logs.count("heartbeat failed; the job keeps running"); n == 0 {
+			if n, _ := logs.count("heartbeat failed; the job keeps running while its lease lasts"); n == 0 {
 				t.Error("no heartbeat failed during the outage")
+			}
+			if n, _ := logs.count(fencedMsg); n != 0 {
+				t.Error("the worker fenced a job whose lease the outage did not outlast")
 			}
 			wantStepsSucceeded(t, b.st, jobs[0].ID)
 		})
 	}
+}
+
+// fencedMsg is what the worker logs when it stops a job whose lease it could not renew.
+const fencedMsg = "lease not renewed in time: killing the job's steps and reporting nothing more of this attempt"
+
+// TestOutageFences: the coordinator goes away for longer than the lease's TTL while a
+// worker runs a job. Before the TTL is over by the worker's clock the worker kills the
+// job's processes, at once although they ignore SIGTERM and the job's cancel grace is
+// five minutes, while the coordinator is still away; it reports nothing of that attempt.
+// Once the coordinator is back the job is reaped and runs again, and its second attempt
+// decides the result.
+func TestOutageFences(t *testing.T) {
+	t.Parallel()
+	const ttl = 2 * time.Second
+	c := newCoordinator(t, coordOpts{leaseTTL: ttl, heartbeatEvery: 500 * time.Millisecond, reapEvery: 20 * time.Millisecond})
+	c.up()
+	logs := startAgent(t, c.url, slog.LevelInfo)
+	pidFile := filepath.Join(t.TempDir(), "pids")
+	id := c.bundle().submit(t, fmt.Sprintf(`
+jobs:
+  a:
+    cancel_grace: 5m
+    env: {PIDS: %q}
+    steps:
+      - run: |
+          if [ "$GANTRY_ATTEMPT" = 1 ]; then
+            trap "" TERM
+            echo $$ >> "$PIDS"
+            sleep 300 &
+            echo $! >> "$PIDS"
+            wait
+          fi
+`, pidFile))
+	waitInHand(t, c.st, id)
+	pids := readPids(t, pidFile, 2)
+	t.Cleanup(func() {
+		for _, pid := range pids {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+	c.down()
+	downAt := time.Now()
+	logs.wait(t, fencedMsg, 0)
+	// The fence fires within the TTL of the last renewal, which was before the outage;
+	// the kill takes no grace.
+	waitGone(t, pids, 10*time.Second)
+	if d := time.Since(downAt); d > ttl+5*time.Second {
+		t.Errorf("the step's processes died %s after the coordinator went away; want within the TTL (%s) and the kill", d, ttl)
+	}
+	logs.wait(t, "lease ran out: the job's steps were killed; not reporting", 0)
+	c.up()
+	b := c.bundle()
+	b.wantSuccess(t, id)
+	jobs, err := b.st.ListJobs(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if jobs[0].Attempt != 2 {
+		t.Errorf("job succeeded at attempt %d; want the second attempt, after the first was fenced", jobs[0].Attempt)
+	}
+	if n, _ := logs.count("report completion"); n != 0 {
+		t.Errorf("the worker tried to report the fenced attempt %d times", n)
+	}
+	wantStepsSucceeded(t, b.st, jobs[0].ID)
 }
 
 // alive says whether the process exists and is not a zombie.
