@@ -56,6 +56,7 @@ const (
 	opCreateToken
 	opLookupToken
 	opCancelRequested
+	opConcurrencyHolders
 	numOps
 )
 
@@ -67,6 +68,7 @@ var opNames = [numOps]string{
 	"PutArtifact", "MarkArtifactStored", "GetArtifact", "ListArtifacts", "ListRunArtifacts", "DeleteExpiredArtifacts", "BlobInUse",
 	"AppendLogChunk", "LastLogSeq", "ListLogChunks", "ReplaceLogChunks", "DeleteLogChunksBefore",
 	"EnqueueOutbox", "ClaimOutbox", "MarkDelivered", "Publish", "QueueStats", "CreateToken", "LookupToken", "CancelRequested",
+	"ConcurrencyHolders",
 }
 
 // instrumented is a store.Store that times every call of the store it wraps. The
@@ -388,6 +390,13 @@ func (s *instrumented) QueueStats(ctx context.Context) (*store.QueueStats, error
 	q, err := s.Store.QueueStats(ctx)
 	s.done(opQueueStats, t, err)
 	return q, err
+}
+
+func (s *instrumented) ConcurrencyHolders(ctx context.Context, projectID uuid.UUID, groups []string) (map[string]*store.Job, error) {
+	t := time.Now()
+	m, err := s.Store.ConcurrencyHolders(ctx, projectID, groups)
+	s.done(opConcurrencyHolders, t, err)
+	return m, err
 }
 
 func (s *instrumented) CreateToken(ctx context.Context, tk *store.Token) error {

@@ -325,6 +325,13 @@ func (s *traced) QueueStats(ctx context.Context) (*store.QueueStats, error) {
 	return q, err
 }
 
+func (s *traced) ConcurrencyHolders(ctx context.Context, projectID uuid.UUID, groups []string) (map[string]*store.Job, error) {
+	ctx, span := s.start(ctx, "ConcurrencyHolders")
+	m, err := s.Store.ConcurrencyHolders(ctx, projectID, groups)
+	end(span, err)
+	return m, err
+}
+
 func (s *traced) CreateToken(ctx context.Context, tk *store.Token) error {
 	ctx, span := s.start(ctx, "CreateToken")
 	err := s.Store.CreateToken(ctx, tk)
