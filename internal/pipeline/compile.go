@@ -181,7 +181,7 @@ func (d *decoder) plan(s *spec) *Plan {
 		if !ok {
 			continue
 		}
-		cond := d.condition(j, ins, s, needs[j.name])
+		cond := d.condition(j, ins, needs[j.name])
 		for _, in := range ins {
 			job := d.buildJob(s, j, in, cond)
 			job.NeedsNames = needs[j.name]
@@ -301,7 +301,7 @@ func jobOrder(s *spec, name string) int {
 }
 
 // condition compiles a job's if: once for all its instances.
-func (d *decoder) condition(j *jobSpec, ins []instance, s *spec, needNames []string) *Condition {
+func (d *decoder) condition(j *jobSpec, ins []instance, needNames []string) *Condition {
 	if j.cond.node == nil {
 		return nil
 	}
