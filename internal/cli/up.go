@@ -45,6 +45,10 @@ type upConfig struct {
 	// Throwaway says the data directory is deleted when the process ends (gantry run's
 	// temporary one), so the database need not survive a crash and skips its fsyncs.
 	Throwaway bool
+	// StepUser runs the local workers' steps as this user; stepUser is it, looked up
+	// by validate.
+	StepUser string
+	stepUser *executor.User
 }
 
 func (a *app) upCommand() *cobra.Command {
@@ -80,6 +84,7 @@ func (a *app) upCommand() *cobra.Command {
 	f.DurationVar(&cfg.LeaseTTL, "lease-ttl", cfg.LeaseTTL, "how long a job of a crashed process waits before it runs again")
 	f.DurationVar(&cfg.ReapGrace, "reap-grace", cfg.ReapGrace, "how long past --lease-ttl a lease not renewed is left before its job runs again (0: an eighth of --lease-ttl)")
 	f.StringVar(&cfg.Labels, "labels", "", "comma-separated labels for the workers, besides "+runtime.GOOS+" and "+runtime.GOARCH)
+	f.StringVar(&cfg.StepUser, "step-user", "", "run steps as this unprivileged user (name or uid); gantry up must run as root")
 	return cmd
 }
 
@@ -110,6 +115,13 @@ func (c *upConfig) validate() error {
 		}
 	default:
 		return usagef("--executor %q: want shell or sandbox", c.Executor)
+	}
+	if c.StepUser != "" {
+		u, err := executor.LookupUser(c.StepUser)
+		if err != nil {
+			return usagef("--step-user: %v", err)
+		}
+		c.stepUser = u
 	}
 	return nil
 }
@@ -208,6 +220,18 @@ func startLocal(ctx context.Context, cfg upConfig, log *slog.Logger) (*local, er
 	if err := mkdirPrivate(workDir); err != nil {
 		return fail(fmt.Errorf("work directory: %w", err))
 	}
+	if cfg.stepUser != nil {
+		// The step user must pass through the data directory to its workspaces; search
+		// permission alone lets it, without listing what else is there.
+		for _, d := range []string{cfg.Data, workDir} {
+			if err := os.Chmod(d, 0o711); err != nil {
+				return fail(fmt.Errorf("let the step user reach its workspaces: %w", err))
+			}
+		}
+		if err := cfg.stepUser.CanReach(workDir); err != nil {
+			return fail(fmt.Errorf("--step-user: %w", err))
+		}
+	}
 	var token string
 	if sc.authOn() {
 		token, err = api.IssueToken(ctx, coord.store, "gantry up workers", store.RoleRegister, "")
@@ -251,8 +275,9 @@ func startLocal(ctx context.Context, cfg upConfig, log *slog.Logger) (*local, er
 	for i := range cfg.Workers {
 		ac := agent.Config{Server: coord.base, Token: token, Name: host + "/local-" + strconv.Itoa(i+1), MaxJobs: 1,
 			Labels: cfg.labels(), WorkDir: workDir, Logger: log.With("worker", i+1)}
+		ac.Executor = executor.Shell{User: cfg.stepUser}
 		if cfg.Executor == "sandbox" {
-			ac.Executor = executor.Sandbox{}
+			ac.Executor = executor.Sandbox{User: cfg.stepUser}
 		}
 		wg.Add(1)
 		go func() {

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"syscall"
@@ -39,11 +41,17 @@ type workerConfig struct {
 	Executor   string
 	// MetricsAddr is where GET /metrics is served; empty serves none.
 	MetricsAddr string
+	// StepUser runs steps as this user instead of the worker's; empty: the worker's.
+	StepUser string
+	// StepCgroup puts each step in a cgroup of its own where the host allows it;
+	// false contains steps with a subreaper and parent-death signal only.
+	StepCgroup bool
 }
 
 func (a *app) workerCommand() *cobra.Command {
 	host, _ := os.Hostname()
-	cfg := workerConfig{Server: "http://127.0.0.1:8080", Name: host, MaxJobs: runtime.NumCPU(), LogLevel: "info", Executor: "shell"}
+	cfg := workerConfig{Server: "http://127.0.0.1:8080", Name: host, MaxJobs: runtime.NumCPU(), LogLevel: "info", Executor: "shell",
+		StepCgroup: true}
 	cmd := &cobra.Command{
 		Use:   "worker",
 		Short: "Run a worker that claims jobs from a coordinator and runs them",
@@ -65,6 +73,11 @@ func (a *app) workerCommand() *cobra.Command {
 				return err
 			}
 			ac.Logger = newLogger(a.stderr, cfg.LogLevel, cfg.LogFormat)
+			stopContaining, err := containSteps(&ac, cfg.StepCgroup)
+			if err != nil {
+				return err
+			}
+			defer stopContaining()
 			return a.worker(cmd.Context(), ac, cfg.MetricsAddr)
 		},
 	}
@@ -81,6 +94,8 @@ func (a *app) workerCommand() *cobra.Command {
 	f.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "debug (shows step output), info, warn or error")
 	f.StringVar(&cfg.LogFormat, "log-format", "auto", logFormatUsage)
 	f.StringVar(&cfg.Executor, "executor", cfg.Executor, "shell, or sandbox (bubblewrap: no network unless the job sets network: true)")
+	f.StringVar(&cfg.StepUser, "step-user", "", "run steps as this unprivileged user (name or uid); the worker must run as root")
+	f.BoolVar(&cfg.StepCgroup, "step-cgroup", cfg.StepCgroup, "put each step in a cgroup v2 group of its own where the host allows it (false: subreaper and parent-death signal only)")
 	f.StringVar(&cfg.MetricsAddr, "metrics-addr", "", "serve Prometheus metrics at GET /metrics on this address (127.0.0.1:9091); empty: off")
 	return cmd
 }
@@ -96,14 +111,25 @@ func (c *workerConfig) agentConfig() (agent.Config, error) {
 	if c.Name == "" {
 		return ac, usagef("--name is required")
 	}
+	var user *executor.User
+	if c.StepUser != "" {
+		u, err := executor.LookupUser(c.StepUser)
+		if err != nil {
+			return ac, usagef("--step-user: %v", err)
+		}
+		if err := u.CanReach(cmp.Or(c.WorkDir, os.TempDir())); err != nil {
+			return ac, usagef("--step-user: %v; choose a --work-dir it can reach", err)
+		}
+		user = u
+	}
 	switch c.Executor {
 	case "shell":
-		ac.Executor = executor.Shell{}
+		ac.Executor = executor.Shell{User: user}
 	case "sandbox":
 		if _, err := exec.LookPath("bwrap"); err != nil {
 			return ac, usagef("--executor sandbox: %v", executor.ErrNoSandbox)
 		}
-		ac.Executor = executor.Sandbox{}
+		ac.Executor = executor.Sandbox{User: user}
 	default:
 		return ac, usagef("--executor %q: want shell or sandbox", c.Executor)
 	}
@@ -189,5 +215,31 @@ func serveMetrics(addr string, h http.Handler, log *slog.Logger) (stop func(), e
 		defer cancel()
 		_ = srv.Shutdown(ctx)
 		<-done
+	}, nil
+}
+
+// containSteps gives the worker's executor a Containment, so that no step outlives its
+// worker, and first kills what a previous worker on the same work dir left running. The
+// returned stop removes the worker's cgroups.
+func containSteps(ac *agent.Config, cgroups bool) (stop func(), err error) {
+	c, err := executor.NewContainment(executor.ContainmentConfig{
+		StateDir: filepath.Join(cmp.Or(ac.WorkDir, os.TempDir()), "gantry-steps"),
+		NoCgroup: !cgroups, Logger: ac.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("contain steps: %w", err)
+	}
+	switch ex := ac.Executor.(type) {
+	case executor.Shell:
+		ex.Containment = c
+		ac.Executor = ex
+	case executor.Sandbox:
+		ex.Containment = c
+		ac.Executor = ex
+	}
+	ac.Logger.Info("steps are contained", "mode", c.Mode(), "reclaimed", c.Reclaimed())
+	return func() {
+		if err := c.Close(); err != nil {
+			ac.Logger.Warn("containment", "err", err)
+		}
 	}, nil
 }
