@@ -7,7 +7,9 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 )
 
@@ -92,4 +94,38 @@ func prepareWorkspace(u *User, dir string) error {
 		return nil
 	}
 	return u.Own(dir)
+}
+
+// CanReach reports, as an error naming the first directory in the way, whether the
+// user may pass through every directory down to dir, as its steps must to reach
+// their workspaces there.
+func (u *User) CanReach(dir string) error {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return fmt.Errorf("resolve %s: %w", dir, err)
+	}
+	p := "/"
+	for _, part := range append([]string{""}, strings.Split(strings.TrimPrefix(abs, "/"), "/")...) {
+		p = filepath.Join(p, part)
+		fi, err := os.Stat(p)
+		if err != nil {
+			return fmt.Errorf("step user %s cannot reach %s: %w", u.Name, dir, err)
+		}
+		st, ok := fi.Sys().(*syscall.Stat_t)
+		if !ok {
+			return nil // no owner to check against on this platform
+		}
+		var bit os.FileMode = 0o001
+		switch {
+		case st.Uid == u.UID:
+			bit = 0o100
+		case st.Gid == u.GID || slices.Contains(u.Groups, st.Gid):
+			bit = 0o010
+		}
+		if fi.Mode().Perm()&bit == 0 {
+			return fmt.Errorf("step user %s cannot reach %s: %s is mode %v, owner %d, group %d (chmod o+x would let it through)",
+				u.Name, dir, p, fi.Mode().Perm(), st.Uid, st.Gid)
+		}
+	}
+	return nil
 }
