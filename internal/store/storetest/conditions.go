@@ -69,6 +69,17 @@ jobs:
     if: env.DEPLOY == "yes"
     steps: [ { run: "true" } ]
 `
+	// needsEnv checks that a job with needs sees the run's env too, when its needs end.
+	const needsEnv = `
+name: needs-env
+jobs:
+  build:
+    steps: [ { run: "true" } ]
+  deploy:
+    needs: [build]
+    if: env.DEPLOY == "yes"
+    steps: [ { run: "true" } ]
+`
 	const nothingRuns = `
 name: nothing-runs
 jobs:
@@ -135,6 +146,12 @@ jobs:
 		{"job env over run env", jobEnv, store.CreateRunParams{Env: map[string]string{"DEPLOY": "yes"}}, nil,
 			map[string]outcome{"deploy": {skipped, `if: env.DEPLOY == "yes" was false`}},
 			map[string]outcome{"deploy": {skipped, `if: env.DEPLOY == "yes" was false`}}, store.RunSuccess},
+		{"run env after needs", needsEnv, store.CreateRunParams{Env: map[string]string{"DEPLOY": "yes"}}, nil,
+			map[string]outcome{"build": {queued, ""}, "deploy": {store.JobPending, ""}},
+			map[string]outcome{"build": {success, ""}, "deploy": {success, ""}}, store.RunSuccess},
+		{"run env after needs unset", needsEnv, store.CreateRunParams{Env: map[string]string{"DEPLOY": "no"}}, nil,
+			map[string]outcome{"build": {queued, ""}, "deploy": {store.JobPending, ""}},
+			map[string]outcome{"build": {success, ""}, "deploy": {skipped, `if: env.DEPLOY == "yes" was false`}}, store.RunSuccess},
 		{"matrix value", matrix, store.CreateRunParams{}, nil,
 			map[string]outcome{"test (os=linux)": {queued, ""}, "test (os=windows)": {skipped, `if: matrix.os == "linux" was false`}},
 			// A matrix job of which some instances succeeded and the rest were skipped
