@@ -123,8 +123,8 @@ func (u *User) CanReach(dir string) error {
 			bit = 0o010
 		}
 		if fi.Mode().Perm()&bit == 0 {
-			return fmt.Errorf("step user %s cannot reach %s: %s is mode %v, owner %d, group %d (chmod o+x would let it through)",
-				u.Name, dir, p, fi.Mode().Perm(), st.Uid, st.Gid)
+			return fmt.Errorf("step user %s cannot reach %s: %s is mode %#o, owner %d, group %d (chmod o+x would let it through)",
+				u.Name, dir, p, uint32(fi.Mode().Perm()), st.Uid, st.Gid)
 		}
 	}
 	return nil
