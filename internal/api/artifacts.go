@@ -436,6 +436,8 @@ func (s *Server) blobError(w http.ResponseWriter, r *http.Request, action string
 		writeError(w, http.StatusBadRequest, codeBadRequest, action+": "+err.Error(), nil)
 	case errors.Is(err, store.ErrLeaseLost), errors.Is(err, store.ErrNotFound):
 		s.agentError(w, r, action, err)
+	case isStorageFull(err):
+		s.storageFullError(w, r, action, err)
 	default:
 		s.log.ErrorContext(r.Context(), action, "err", err)
 		writeError(w, http.StatusServiceUnavailable, codeUnavailable, action+": the blob store is unavailable", nil)

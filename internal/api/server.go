@@ -2,6 +2,7 @@ package api
 
 import (
 	"cmp"
+	"errors"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -58,6 +59,10 @@ type Config struct {
 	// AllowedHosts are Host names answered with auth off besides loopback names and the
 	// address a connection came in on.
 	AllowedHosts []string
+	// DataDirs are the directories the coordinator writes (the SQLite file's, logs,
+	// blobs). While writes fail for lack of space, /readyz writes a small probe file in
+	// each to learn when they would work again.
+	DataDirs []string
 	// Blobs stores artifacts' content; the artifact routes answer 503 without one. A
 	// store that serves its own signed URLs (blob.Handler) is mounted on BlobPrefix
 	// (DefaultBlobPrefix), which must be the prefix the store signs URLs for.
@@ -104,6 +109,9 @@ type Server struct {
 	claims claimSlots
 	// seen throttles marking workers seen; losing it costs one extra write per worker.
 	seen lastSeen
+	// storage says whether writes fail for lack of space, for /readyz.
+	storage  storageState
+	dataDirs []string
 	// tokens spares the store token writes and lease-holder reads; losing it costs a few.
 	tokens tokenState
 }
@@ -126,6 +134,7 @@ func New(cfg Config) *Server {
 		auth:           cfg.Auth,
 		allowedOrigins: normalizeOrigins(cfg.AllowedOrigins),
 		allowedHosts:   normalizeOrigins(cfg.AllowedHosts),
+		dataDirs:       cfg.DataDirs,
 		logs:           cfg.Logs,
 		keepAlive:      cmp.Or(cfg.KeepAlive, DefaultKeepAlive),
 		endCheck:       cmp.Or(cfg.EndCheck, DefaultEndCheck),
@@ -240,8 +249,28 @@ func (s *Server) Handler() http.Handler {
 			return
 		}
 		s.mux.ServeHTTP(&muxErrorWriter{statusWriter: sw, r: r}, r)
+		s.noteWrite(r, sw.status())
 	})
 }
+
+// noteWrite tells the storage state how a write went. A write that worked clears a
+// storage-full state; a claim or control poll may answer without writing, so they say
+// nothing. The blob store's upload handler answers 503 only when its disk is full.
+func (s *Server) noteWrite(r *http.Request, status int) {
+	if !isWrite(r.Method) {
+		return
+	}
+	switch {
+	case status >= 200 && status < 300:
+		if r.Pattern != "POST /api/v1/agent/claim" && r.Pattern != "POST /api/v1/agent/control" {
+			s.storage.wrote()
+		}
+	case status == http.StatusServiceUnavailable && strings.HasPrefix(r.URL.Path, s.blobPrefix):
+		s.storage.failed(s.clock.Now(), errBlobDiskFull)
+	}
+}
+
+var errBlobDiskFull = errors.New("the blob store's disk is full")
 
 // statusWriter remembers the status a handler wrote, for the request log.
 type statusWriter struct {

@@ -192,6 +192,9 @@ func (d *DirStore) Put(ctx context.Context, digest string, size int64, r io.Read
 		return err
 	}
 	_, err := d.ingest(ctx, digest, size, r)
+	if err != nil && !errors.Is(err, ErrMismatch) && ctx.Err() == nil {
+		d.log.Error("blob store: put failed", "digest", digest, "size", size, "dir", d.dir, "err", err)
+	}
 	return err
 }
 

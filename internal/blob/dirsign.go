@@ -16,6 +16,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -168,6 +169,13 @@ func (d *DirStore) servePut(w http.ResponseWriter, r *http.Request, digest strin
 		// Answered even though the client may be gone: one that only half-closed still reads.
 		writeError(w, http.StatusBadRequest, "incomplete_body", fmt.Sprintf("the body broke off before its %d bytes arrived", size))
 		return
+	case err != nil && diskFull(err):
+		// Nothing was kept (the temp file is removed): the uploader retries once space
+		// is freed. The API's readiness check counts this 503 as the disk being full.
+		d.log.Error("blob upload failed: disk full", "digest", digest, "size", size, "dir", d.dir, "err", err)
+		w.Header().Set("Retry-After", "10")
+		writeError(w, http.StatusServiceUnavailable, "storage_full", "the blob store's disk is full; retry once space is freed")
+		return
 	case err != nil:
 		d.log.Error("blob upload failed", "digest", digest, "err", err)
 		writeError(w, http.StatusInternalServerError, "internal", "the blob could not be stored")
@@ -218,6 +226,11 @@ func (d *DirStore) serveGet(w http.ResponseWriter, r *http.Request, digest strin
 	h.Set("Content-Security-Policy", "default-src 'none'; sandbox")
 	h.Set("ETag", `"`+digest+`"`)
 	http.ServeContent(w, r, "", fi.ModTime(), f)
+}
+
+// diskFull reports a write that found no space (or no quota) left.
+func diskFull(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
 }
 
 // readErrReader remembers a failed read, to tell a broken request body from a failed disk.

@@ -262,7 +262,7 @@ func startCoordinator(ctx context.Context, cfg serverConfig, log *slog.Logger) (
 		closeAll()
 		return nil, fmt.Errorf("listen: %w", err)
 	}
-	blobs, err := openBlobs(cfg)
+	blobs, err := openBlobs(cfg, log)
 	if err != nil {
 		_ = ln.Close()
 		closeAll()
@@ -285,7 +285,7 @@ func startCoordinator(ctx context.Context, cfg serverConfig, log *slog.Logger) (
 		ConnState: fresh.track,
 		Handler: api.New(api.Config{Store: st, Logger: log, LeaseTTL: cfg.LeaseTTL, HeartbeatEvery: cfg.HeartbeatEvery, ReapGrace: cfg.ReapGrace,
 			CancelGrace: cfg.CancelGrace, Auth: cfg.authOn(), Logs: logSvc,
-			Blobs: blobs, ArtifactTTL: cfg.ArtifactsExpireIn, UI: cfg.UI, Metrics: m}).Handler(),
+			Blobs: blobs, ArtifactTTL: cfg.ArtifactsExpireIn, UI: cfg.UI, Metrics: m, DataDirs: cfg.dataDirs()}).Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       time.Minute,
 		IdleTimeout:       2 * time.Minute,
@@ -352,7 +352,7 @@ func openLogs(cfg serverConfig, st store.Store, blobs blob.Store, log *slog.Logg
 // openBlobs opens the blob store --blobs names: by default a directory next to the SQLite
 // file, and none with PostgreSQL. A directory store keeps its URL-signing key inside it,
 // so that servers sharing the directory sign alike and URLs outlive a restart.
-func openBlobs(cfg serverConfig) (blob.Store, error) {
+func openBlobs(cfg serverConfig, log *slog.Logger) (blob.Store, error) {
 	u := cfg.Blobs
 	if u == "" {
 		path, ok := strings.CutPrefix(cfg.DB, "sqlite://")
@@ -365,7 +365,7 @@ func openBlobs(cfg serverConfig) (blob.Store, error) {
 		}
 		u = "file://" + abs
 	}
-	var opts blob.Options
+	opts := blob.Options{Logger: log}
 	if dir, ok := strings.CutPrefix(u, "file://"); ok {
 		if err := mkdirPrivate(dir); err != nil {
 			return nil, fmt.Errorf("blob store: %w", err)
@@ -381,6 +381,30 @@ func openBlobs(cfg serverConfig) (blob.Store, error) {
 		return nil, fmt.Errorf("blob store: %w", err)
 	}
 	return bs, nil
+}
+
+// dataDirs are the directories on local disk this coordinator writes (the SQLite file's,
+// logs, blobs), which /readyz probes while writes fail for lack of space.
+func (c *serverConfig) dataDirs() []string {
+	var dirs []string
+	if path, ok := strings.CutPrefix(c.DB, "sqlite://"); ok {
+		path, _, _ = strings.Cut(path, "?")
+		dir := filepath.Dir(path)
+		dirs = append(dirs, dir)
+		if c.LogsDir == "" {
+			dirs = append(dirs, filepath.Join(dir, "logs"))
+		}
+		if c.Blobs == "" {
+			dirs = append(dirs, filepath.Join(dir, "blobs"))
+		}
+	}
+	if c.LogsDir != "" {
+		dirs = append(dirs, c.LogsDir)
+	}
+	if dir, ok := strings.CutPrefix(c.Blobs, "file://"); ok {
+		dirs = append(dirs, dir)
+	}
+	return dirs
 }
 
 // collectArtifacts deletes expired artifacts and the blobs no artifact names any more,

@@ -14,4 +14,7 @@ var (
 	ErrConflict = errors.New("conflict")
 	// ErrInvalid: the request itself is malformed (an unknown status, a missing plan).
 	ErrInvalid = errors.New("invalid request")
+	// ErrFull: a write failed because the database's storage is full. Nothing was
+	// changed; the same write succeeds once space is freed.
+	ErrFull = errors.New("storage full")
 )

@@ -50,6 +50,7 @@ var dialect = sqlstore.Dialect{
 	SkipLocked:     " FOR UPDATE SKIP LOCKED",
 	ForUpdate:      " FOR UPDATE",
 	Retryable:      retryable,
+	Full:           full,
 	BeforeCommit: func(ctx context.Context, tx *sql.Tx, s sqlstore.Signals) error {
 		if s.Queued {
 			if _, err := tx.ExecContext(ctx, `SELECT pg_notify('`+jobsChannel+`', '')`); err != nil {
@@ -138,6 +139,12 @@ func migrate(ctx context.Context, db *sql.DB) error {
 
 // retryable reports serialization failures, deadlocks and lock timeouts: the engine runs
 // the transaction again.
+// full reports PostgreSQL's disk_full (53100): the server could not extend a file.
+func full(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "53100"
+}
+
 func retryable(err error) bool {
 	var pe *pgconn.PgError
 	if !errors.As(err, &pe) {

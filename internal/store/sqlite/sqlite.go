@@ -56,7 +56,7 @@ func Open(ctx context.Context, path string, opts Options) (*sqlstore.Engine, err
 	write.SetMaxOpenConns(1)
 	write.SetMaxIdleConns(1)
 	write.SetConnMaxLifetime(0)
-	d := &sqlstore.Dialect{Name: "sqlite", Retryable: retryable, Writers: 1, Savepoints: true}
+	d := &sqlstore.Dialect{Name: "sqlite", Retryable: retryable, Full: full, Writers: 1, Savepoints: true}
 	sub, err := fs.Sub(migrations, "migrations")
 	if err != nil {
 		_ = write.Close()
@@ -155,6 +155,13 @@ func dsn(path, sync string, readOnly bool) string {
 		sep = "&"
 	}
 	return name + sep + q.Encode()
+}
+
+// full reports SQLite's "database or disk is full": a write ran out of space (or hit
+// the file size limit). SQLite rolls the transaction back, so nothing of it was kept.
+func full(err error) bool {
+	var e *sqlite.Error
+	return errors.As(err, &e) && e.Code()&0xff == sqlite3.SQLITE_FULL
 }
 
 // retryable reports SQLite's busy and locked results, which only another process holding

@@ -20,6 +20,9 @@ type Dialect struct {
 	// Retryable reports errors after which the whole transaction may be run again
 	// (deadlocks, serialization failures, a busy database).
 	Retryable func(error) bool
+	// Full reports errors that mean the database's storage is full; writes failing so
+	// are returned wrapping store.ErrFull.
+	Full func(error) bool
 	// BeforeCommit runs inside a transaction that queued jobs or asked running jobs to
 	// cancel, just before it commits (PostgreSQL sends NOTIFY here, so the wake-up
 	// travels with the commit).

@@ -138,7 +138,11 @@ func (e *Engine) Subscribe(topic string) (<-chan string, func()) { return e.subs
 
 // write runs fn in a batched write transaction.
 func (e *Engine) write(ctx context.Context, fn func(*tx) error) error {
-	return e.com.do(ctx, fn)
+	err := e.com.do(ctx, fn)
+	if err != nil && e.d.Full != nil && e.d.Full(err) {
+		return fmt.Errorf("%w: %w", store.ErrFull, err)
+	}
+	return err
 }
 
 func (e *Engine) q(query string) string {
