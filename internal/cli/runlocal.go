@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -112,9 +113,7 @@ func (a *app) runLocal(ctx context.Context, cfg runConfig) error {
 		}
 	}()
 	sub := submitConfig{clientConfig: clientConfig{Server: l.base, lookupEnv: a.lookupEnv}, File: cfg.File, Follow: true,
-		// Only this run's own workers will ever serve it: a job none of them can take
-		// would wait forever, so the run stops as soon as one is seen.
-		noWorker: func(j jobView) error { return &cannotRunError{job: j.Key, waiting: *j.Waiting} }}
+		noWorker: func(j jobView) error { return cannotRun(j, cfg.labels()) }}
 	done := make(chan error, 1)
 	go func() { done <- a.submit(ctx, sub) }()
 	select {
@@ -137,6 +136,19 @@ func (a *app) runLocal(ctx context.Context, cfg runConfig) error {
 		return &exitError{code: exitFailure}
 	}
 	return err
+}
+
+// cannotRun says whether job, which no live worker can take, can never run on the
+// workers of `gantry run`, which carry labels: only they will ever serve the run, so such
+// a job would wait forever. A job that asks only for labels they carry waits on workers
+// slow to show they are alive (a starved machine), not forever, and is left to wait.
+func cannotRun(job jobView, labels []string) error {
+	for _, l := range job.Waiting.Labels {
+		if !slices.Contains(labels, l) {
+			return &cannotRunError{job: job.Key, waiting: *job.Waiting}
+		}
+	}
+	return nil
 }
 
 // cannotRunError says that a job of `gantry run` waits for a worker the run does not

@@ -158,3 +158,38 @@ func TestRunLocalNoWorker(t *testing.T) {
 		t.Errorf("gantry run took %s to give up, want under 10s", took)
 	}
 }
+
+// TestCannotRun: `gantry run` gives up on a job only for labels its workers do not carry;
+// a job whose labels they carry waits for them to show they are alive.
+func TestCannotRun(t *testing.T) {
+	t.Parallel()
+	local := []string{"linux", "amd64"}
+	job := func(msg string, labels ...string) jobView {
+		return jobView{Key: "build", Waiting: &waitingView{Code: "no_worker", Message: msg, Labels: labels}}
+	}
+	tests := []struct {
+		name string
+		job  jobView
+		want string // "" for no error
+	}{
+		{"a label the workers lack", job("waiting: no worker has labels [windows-latest]", "windows-latest"),
+			"job build cannot run here: no worker has labels [windows-latest]; add --labels windows-latest to give this run's workers those labels"},
+		{"labels the workers carry, workers not seen", job("waiting: no worker is online (it needs labels [linux])", "linux"), ""},
+		{"no labels, workers not seen", job("waiting: no worker is online"), ""},
+		{"one of two labels lacking", job("waiting: no worker has labels [gpu, tpu]", "gpu", "tpu"),
+			"job build cannot run here: no worker has labels [gpu, tpu]; add --labels gpu,tpu to give this run's workers those labels"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			err := cannotRun(tt.job, local)
+			got := ""
+			if err != nil {
+				got = err.Error()
+			}
+			if got != tt.want {
+				t.Errorf("cannotRun = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
