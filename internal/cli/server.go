@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -42,6 +43,10 @@ type serverConfig struct {
 	ReapGrace time.Duration
 	// Auth is on, off or auto: on unless the address is loopback.
 	Auth string
+	// AllowedOrigins are comma-separated origins, besides the server's own, whose pages
+	// may write (a dashboard behind a proxy that changes the Host); with auth off their
+	// host names are answered too.
+	AllowedOrigins string
 	// LogsDir holds job logs as files; empty keeps them in the database (PostgreSQL) or
 	// next to the SQLite file.
 	LogsDir      string
@@ -108,6 +113,7 @@ func (a *app) serverCommand() *cobra.Command {
 	f.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "debug, info, warn or error")
 	f.StringVar(&cfg.LogFormat, "log-format", "auto", logFormatUsage)
 	f.StringVar(&cfg.Auth, "auth", cfg.Auth, "on, off or auto (on unless --addr is loopback)")
+	f.StringVar(&cfg.AllowedOrigins, "allowed-origins", "", "comma-separated origins (https://ci.example.com) whose pages may write besides the server's own")
 	f.StringVar(&cfg.LogsDir, "logs-dir", cfg.LogsDir, "directory for job logs (default: next to the SQLite file; in the database with PostgreSQL)")
 	f.StringVar(&cfg.LogMaxSize, "log-max-size", cfg.LogMaxSize, "most log one job attempt keeps, e.g. 50Mi")
 	f.DurationVar(&cfg.LogRetention, "log-retention", cfg.LogRetention, "delete job logs older than this, e.g. 720h (0 keeps them)")
@@ -157,7 +163,26 @@ func (c *serverConfig) validate() error {
 	if !c.dbSchemeOK() {
 		return usagef("--db %q: want sqlite://PATH or postgres://...", c.DB)
 	}
+	if _, _, err := c.origins(); err != nil {
+		return err
+	}
 	return nil
+}
+
+// origins parses --allowed-origins into the origins and their hosts.
+func (c *serverConfig) origins() (origins, hosts []string, err error) {
+	for _, o := range strings.Split(c.AllowedOrigins, ",") {
+		if o = strings.TrimSuffix(strings.TrimSpace(o), "/"); o == "" {
+			continue
+		}
+		u, err := url.Parse(o)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Path != "" || u.RawQuery != "" || u.User != nil {
+			return nil, nil, usagef("--allowed-origins: %q is not an origin: want scheme://host[:port], such as https://ci.example.com", o)
+		}
+		origins = append(origins, o)
+		hosts = append(hosts, u.Host)
+	}
+	return origins, hosts, nil
 }
 
 func logLevel(s string) (slog.Level, error) {
@@ -280,12 +305,14 @@ func startCoordinator(ctx context.Context, cfg serverConfig, log *slog.Logger) (
 		return nil, err
 	}
 	closers = append(closers, closeLogs)
+	origins, hosts, _ := cfg.origins() // validated
 	var fresh newConns
 	srv := &http.Server{
 		ConnState: fresh.track,
 		Handler: api.New(api.Config{Store: st, Logger: log, LeaseTTL: cfg.LeaseTTL, HeartbeatEvery: cfg.HeartbeatEvery, ReapGrace: cfg.ReapGrace,
 			CancelGrace: cfg.CancelGrace, Auth: cfg.authOn(), Logs: logSvc,
-			Blobs: blobs, ArtifactTTL: cfg.ArtifactsExpireIn, UI: cfg.UI, Metrics: m, DataDirs: cfg.dataDirs()}).Handler(),
+			Blobs: blobs, ArtifactTTL: cfg.ArtifactsExpireIn, UI: cfg.UI, Metrics: m, DataDirs: cfg.dataDirs(),
+			AllowedOrigins: origins, AllowedHosts: hosts}).Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       time.Minute,
 		IdleTimeout:       2 * time.Minute,
