@@ -89,6 +89,9 @@ func NewContainment(cfg ContainmentConfig) (*Containment, error) {
 		if err := os.MkdirAll(c.stateDir, 0o700); err != nil {
 			return nil, fmt.Errorf("containment: create state dir: %w", err)
 		}
+		if err := checkPrivate(c.stateDir); err != nil {
+			return nil, err
+		}
 		if c.reclaimed, err = c.reclaim(); err != nil {
 			return nil, err
 		}
@@ -307,7 +310,7 @@ func (c *Containment) reclaim() (int, error) {
 			_ = os.Remove(name)
 			continue
 		}
-		if r.Cgroup != "" {
+		if r.Cgroup != "" && stepCgroup(r.Cgroup) {
 			if err := killCgroupTree(r.Cgroup); err != nil && !errors.Is(err, os.ErrNotExist) {
 				return n, fmt.Errorf("containment: kill the cgroup of a step an earlier worker left: %w", err)
 			}
@@ -331,6 +334,36 @@ func (c *Containment) reclaim() (int, error) {
 		c.log.Warn("killed the steps an earlier worker left running", "steps", n)
 	}
 	return n, nil
+}
+
+// checkPrivate refuses a state dir that someone else could write: its records say what
+// to kill, so one planted in a shared /tmp would have the worker kill what it names.
+func checkPrivate(dir string) error {
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return fmt.Errorf("containment: state dir: %w", err)
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	switch {
+	case !fi.IsDir():
+		return fmt.Errorf("containment: state dir %s is not a directory", dir)
+	case ok && int(st.Uid) != os.Geteuid():
+		return fmt.Errorf("containment: state dir %s belongs to uid %d, not to the worker's user", dir, st.Uid)
+	case fi.Mode().Perm()&0o022 != 0:
+		return fmt.Errorf("containment: state dir %s is writable by others (mode %#o)", dir, uint32(fi.Mode().Perm()))
+	}
+	return nil
+}
+
+// stepCgroup reports whether dir looks like a step cgroup a worker made: a
+// "step-<n>" in a "gantry-worker-..." cgroup on a cgroup2 file system. A record that
+// names anything else is not acted on.
+func stepCgroup(dir string) bool {
+	var fs unix.Statfs_t
+	if !filepath.IsAbs(dir) || filepath.Clean(dir) != dir || unix.Statfs(dir, &fs) != nil || fs.Type != unix.CGROUP2_SUPER_MAGIC {
+		return false
+	}
+	return strings.HasPrefix(filepath.Base(dir), "step-") && strings.HasPrefix(filepath.Base(filepath.Dir(dir)), "gantry-worker-")
 }
 
 // ownerAlive reports whether the process a record's owner ("<pid>.<start>") names is
