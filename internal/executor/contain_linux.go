@@ -151,6 +151,7 @@ func (c *Containment) setupCgroup() error {
 	if err != nil {
 		return err
 	}
+	removeStaleCgroups(own)
 	name := fmt.Sprintf("gantry-worker-%d", os.Getpid())
 	if n := containmentSeq.Add(1); n > 1 {
 		name += "-" + strconv.FormatUint(n, 10)
@@ -208,6 +209,31 @@ func (c *Containment) setupCgroup() error {
 		_ = guard.Wait()
 	}()
 	return nil
+}
+
+// removeStaleCgroups removes the empty cgroups that workers no longer running left in
+// own: a killed worker's guard empties them, but only a worker can remove them. One
+// that still has processes is left to the records of its state dir.
+func removeStaleCgroups(own string) {
+	entries, err := os.ReadDir(own)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		rest, ok := strings.CutPrefix(e.Name(), "gantry-worker-")
+		if !ok || !e.IsDir() {
+			continue
+		}
+		pidText, _, _ := strings.Cut(rest, "-")
+		pid, err := strconv.Atoi(pidText)
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		if _, err := readProc(pid); err == nil {
+			continue // that worker may still be running
+		}
+		_ = removeCgroup(filepath.Join(own, e.Name())) // fails, harmlessly, if populated
+	}
 }
 
 // ownCgroup is the directory of this process's cgroup v2 group: the cgroup2 mount from

@@ -183,7 +183,9 @@ func testCancelGrace(t *testing.T, ex executor.Executor) {
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	ws, done := start(ctx, t, ex, executor.Step{Grace: 10 * time.Second,
-		Script: "trap 'echo cleaning up; exit 7' TERM\necho go > ready\nwhile :; do sleep 0.05; done"})
+		// "|| :": under sh -e, a sleep that dies of the SIGTERM too would otherwise end
+		// the script before its trap runs.
+		Script: "trap 'echo cleaning up; exit 7' TERM\necho go > ready\nwhile :; do sleep 0.05 || :; done"})
 	waitFile(t, ws, "ready", done)
 	cancel()
 	o := wait(t, done, 8*time.Second)
