@@ -222,9 +222,12 @@ func serveMetrics(addr string, h http.Handler, log *slog.Logger) (stop func(), e
 // worker, and first kills what a previous worker on the same work dir left running. The
 // returned stop removes the worker's cgroups.
 func containSteps(ac *agent.Config, cgroups bool) (stop func(), err error) {
-	c, err := executor.NewContainment(executor.ContainmentConfig{
-		StateDir: filepath.Join(cmp.Or(ac.WorkDir, os.TempDir()), "gantry-steps"),
-		NoCgroup: !cgroups, Logger: ac.Logger})
+	state := filepath.Join(ac.WorkDir, "gantry-steps")
+	if ac.WorkDir == "" {
+		// The temp dir is shared by every user of the machine: one state dir each.
+		state = filepath.Join(os.TempDir(), fmt.Sprintf("gantry-steps-%d", os.Geteuid()))
+	}
+	c, err := executor.NewContainment(executor.ContainmentConfig{StateDir: state, NoCgroup: !cgroups, Logger: ac.Logger})
 	if err != nil {
 		return nil, fmt.Errorf("contain steps: %w", err)
 	}
