@@ -172,10 +172,11 @@ func (c *Containment) setupCgroup() error {
 	probe.SysProcAttr = &syscall.SysProcAttr{}
 	sc, err := c.begin(probe)
 	if err == nil {
-		err = probe.Start()
+		err = startLeader(probe)
 		if err == nil {
 			sc.started()
 			err = probe.Wait()
+			leaderReaped(probe.Process.Pid)
 		}
 		sc.end()
 	}
@@ -497,6 +498,32 @@ func (s *scope) started() {
 	s.fd = nil
 }
 
+// leaders are the steps' first processes, every executor's, from their start until
+// their exec.Cmd has reaped them: the children of the process that reapOrphans must
+// leave alone.
+var leaders = struct {
+	sync.Mutex
+	pids map[int]bool
+}{pids: map[int]bool{}}
+
+// startLeader starts a step's first process and counts it among the leaders. Under the
+// lock: reapOrphans must not see it exit before it is counted.
+func startLeader(cmd *exec.Cmd) error {
+	leaders.Lock()
+	defer leaders.Unlock()
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	leaders.pids[cmd.Process.Pid] = true
+	return nil
+}
+
+func leaderReaped(pid int) {
+	leaders.Lock()
+	delete(leaders.pids, pid)
+	leaders.Unlock()
+}
+
 // signal sends sig to every process of the scope, but to bubblewrap's own when
 // spareBwrap is set.
 func (s *scope) signal(sig syscall.Signal, spareBwrap bool) {
@@ -639,6 +666,7 @@ func (s *scope) killMembers() error {
 	if !s.c.reaper {
 		return nil
 	}
+	defer s.c.reapOrphans()
 	for len(killed) > 0 && time.Now().Before(deadline) {
 		for pid, start := range killed {
 			st, err := readProc(pid)
@@ -661,6 +689,24 @@ func (s *scope) killMembers() error {
 		}
 	}
 	return nil
+}
+
+// reapOrphans reaps the zombies among the worker's children that are not steps'
+// leaders: as a subreaper the worker adopts the orphans of its steps, and one that exited
+// on its own while its step ran would otherwise stay a zombie for the worker's life. So
+// a process that uses the subreaper path must start no children of its own that it
+// waits for, other than steps (the gantry worker starts none).
+func (c *Containment) reapOrphans() {
+	self := os.Getpid()
+	leaders.Lock()
+	defer leaders.Unlock()
+	for pid, p := range listProcs() {
+		if p.ppid != self || p.state != "Z" || leaders.pids[pid] {
+			continue
+		}
+		var ws syscall.WaitStatus
+		_, _ = syscall.Wait4(pid, &ws, syscall.WNOHANG, nil)
+	}
 }
 
 // killMarked kills every process carrying one of marks in its environment; parent, if

@@ -40,4 +40,7 @@ func (*scope) end()                                  {}
 
 func dieWithWorker(*syscall.SysProcAttr) {}
 
+func startLeader(cmd *exec.Cmd) error { return cmd.Start() }
+func leaderReaped(int)                {}
+
 func termSandbox(pgid int) { _ = syscall.Kill(-pgid, syscall.SIGTERM) }

@@ -181,3 +181,25 @@ func waitGone(t *testing.T, token string) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestSubreaperReapsOrphans: on the subreaper path the worker adopts a step's orphans;
+// one that exits on its own while the step runs must not stay a zombie of the worker.
+func TestSubreaperReapsOrphans(t *testing.T) {
+	t.Parallel()
+	ws := t.TempDir()
+	ex := executor.Shell{Containment: contained(t, false)}
+	res, err := ex.Run(t.Context(), executor.Step{Dir: ws, Env: []string{"PATH=" + os.Getenv("PATH")},
+		Script: "(sh -c 'echo $$ > orphan' &)\nwhile [ ! -s orphan ]; do sleep 0.01; done\nsleep 0.2"})
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("Run: %+v, %v", res, err)
+	}
+	b, err := os.ReadFile(filepath.Join(ws, "orphan"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := strings.TrimSpace(string(b))
+	stat, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err == nil && strings.Contains(string(stat), ") Z ") {
+		t.Errorf("the step's orphan %s is a zombie after the step: %s", pid, stat)
+	}
+}

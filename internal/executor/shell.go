@@ -132,14 +132,14 @@ func run(ctx context.Context, s Step, args []string, opt runOptions) (Result, er
 		return Result{}, err
 	}
 
-	if err := cmd.Start(); err != nil {
+	if err := startLeader(cmd); err != nil {
 		out.abort()
 		scope.end()
 		return Result{}, fmt.Errorf("start %s step: %w", args[0], err)
 	}
+	pgid := cmd.Process.Pid // Setpgid makes the leader's pid the group id.
 	scope.started()
 	out.started()
-	pgid := cmd.Process.Pid // Setpgid makes the leader's pid the group id.
 
 	// exited closes when the leader has exited. Where the platform allows
 	// (Linux), the leader is not yet reaped then, so its pid, and with it the
@@ -177,6 +177,7 @@ func run(ctx context.Context, s Step, args []string, opt runOptions) (Result, er
 	if !leaderWaitReaps {
 		waitErr = cmd.Wait()
 	}
+	leaderReaped(pgid)
 	out.drain(outputDrain)
 
 	ps := cmd.ProcessState
