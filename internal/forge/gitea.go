@@ -1,0 +1,276 @@
+package forge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+)
+
+// Gitea speaks the webhooks (push, delete, pull_request) and commit status API of Gitea and
+// of Forgejo, which kept Gitea's formats and sends its headers under both names.
+type Gitea struct{ cfg Config }
+
+// NewGitea returns a Gitea/Forgejo provider. BaseURL has no default: there is no one Gitea.
+func NewGitea(cfg Config) *Gitea { return &Gitea{cfg} }
+
+// Name returns "gitea".
+func (*Gitea) Name() string { return "gitea" }
+
+// giteaHeader reads a header Forgejo may send as X-Forgejo-* instead of X-Gitea-*.
+func giteaHeader(r *http.Request, suffix string) string {
+	if v := r.Header.Get("X-Gitea-" + suffix); v != "" {
+		return v
+	}
+	return r.Header.Get("X-Forgejo-" + suffix)
+}
+
+// Verify checks X-Gitea-Signature (or X-Forgejo-Signature): the hex HMAC-SHA256 of the body,
+// with no prefix. When both are present both must match, so a forged one cannot hide
+// behind a good one.
+func (g *Gitea) Verify(r *http.Request, body, secret []byte) error {
+	gitea, forgejo := r.Header.Get("X-Gitea-Signature"), r.Header.Get("X-Forgejo-Signature")
+	if gitea == "" && forgejo == "" {
+		return verifyHMAC(g.Name(), "X-Gitea-Signature", "", "", body, secret)
+	}
+	if gitea != "" {
+		if err := verifyHMAC(g.Name(), "X-Gitea-Signature", gitea, "", body, secret); err != nil {
+			return err
+		}
+	}
+	if forgejo != "" {
+		return verifyHMAC(g.Name(), "X-Forgejo-Signature", forgejo, "", body, secret)
+	}
+	return nil
+}
+
+// DeliveryID returns X-Gitea-Delivery (or X-Forgejo-Delivery).
+func (*Gitea) DeliveryID(r *http.Request) string { return giteaHeader(r, "Delivery") }
+
+type gtRepo struct {
+	FullName      string `json:"full_name"`
+	CloneURL      string `json:"clone_url"`
+	SSHURL        string `json:"ssh_url"`
+	HTMLURL       string `json:"html_url"`
+	DefaultBranch string `json:"default_branch"`
+}
+
+func (r *gtRepo) repository() Repository {
+	if r == nil {
+		return Repository{}
+	}
+	return Repository{r.FullName, r.CloneURL, r.SSHURL, r.HTMLURL, r.DefaultBranch}
+}
+
+type gtUser struct {
+	Login string `json:"login"`
+}
+
+type gtPush struct {
+	Ref          string  `json:"ref"`
+	Before       string  `json:"before"`
+	After        string  `json:"after"`
+	TotalCommits int     `json:"total_commits"`
+	Repository   *gtRepo `json:"repository"`
+	Pusher       *gtUser `json:"pusher"`
+	Sender       *gtUser `json:"sender"`
+	Commits      []struct {
+		Added    []string `json:"added"`
+		Removed  []string `json:"removed"`
+		Modified []string `json:"modified"`
+	} `json:"commits"`
+}
+
+type gtDelete struct {
+	Ref        string  `json:"ref"`
+	RefType    string  `json:"ref_type"`
+	Repository *gtRepo `json:"repository"`
+	Sender     *gtUser `json:"sender"`
+}
+
+type gtPRSide struct {
+	Ref  string  `json:"ref"`
+	SHA  string  `json:"sha"`
+	Repo *gtRepo `json:"repo"`
+}
+
+type gtPullRequest struct {
+	Action      string  `json:"action"`
+	Number      int     `json:"number"`
+	Repository  *gtRepo `json:"repository"`
+	Sender      *gtUser `json:"sender"`
+	PullRequest *struct {
+		Number int      `json:"number"`
+		Title  string   `json:"title"`
+		Merged bool     `json:"merged"`
+		Head   gtPRSide `json:"head"`
+		Base   gtPRSide `json:"base"`
+	} `json:"pull_request"`
+}
+
+func actor(users ...*gtUser) string {
+	for _, u := range users {
+		if u != nil && u.Login != "" {
+			return u.Login
+		}
+	}
+	return ""
+}
+
+// Parse reads X-Gitea-Event (or X-Forgejo-Event) and the body.
+func (g *Gitea) Parse(r *http.Request, body []byte) (*Event, error) {
+	name := giteaHeader(r, "Event")
+	ev := &Event{Provider: g.Name(), DeliveryID: g.DeliveryID(r)}
+	bad := func(err error) (*Event, error) { return nil, &PayloadError{g.Name(), name, err} }
+	switch name {
+	case "push":
+		var p gtPush
+		if err := decode(g.Name(), name, body, &p); err != nil {
+			return nil, err
+		}
+		if p.Repository == nil {
+			return bad(errors.New("no repository"))
+		}
+		if err := ev.setRef(p.Ref); err != nil {
+			return bad(err)
+		}
+		if err := ev.setPush(p.Before, p.After); err != nil {
+			return bad(err)
+		}
+		ev.Repository = p.Repository.repository()
+		ev.Actor = actor(p.Sender, p.Pusher)
+		var lists [][]string
+		for _, c := range p.Commits {
+			lists = append(lists, c.Added, c.Removed, c.Modified)
+		}
+		ev.ChangedPaths = pathUnion(lists...)
+		// Gitea caps the commits it lists and says how many the push had.
+		if p.TotalCommits > len(p.Commits) {
+			ev.ChangedPathsIncomplete = true
+		}
+		return ev, nil
+	case "delete":
+		// Gitea reports a deleted branch or tag as its own event, with the short ref name.
+		var p gtDelete
+		if err := decode(g.Name(), name, body, &p); err != nil {
+			return nil, err
+		}
+		if p.Repository == nil {
+			return bad(errors.New("no repository"))
+		}
+		var prefix string
+		switch p.RefType {
+		case "branch":
+			prefix = "refs/heads/"
+		case "tag":
+			prefix = "refs/tags/"
+		default:
+			return bad(fmt.Errorf("ref_type %q is not branch or tag", p.RefType))
+		}
+		if err := ev.setRef(prefix + strings.TrimPrefix(p.Ref, prefix)); err != nil {
+			return bad(err)
+		}
+		ev.Deleted = true
+		ev.Repository = p.Repository.repository()
+		ev.Actor = actor(p.Sender)
+		return ev, nil
+	case "pull_request":
+		var p gtPullRequest
+		if err := decode(g.Name(), name, body, &p); err != nil {
+			return nil, err
+		}
+		var action string
+		switch p.Action {
+		case "opened", "reopened", "closed":
+			action = p.Action
+		case "synchronized":
+			action = ActionSynchronize
+		default:
+			return nil, &IgnoredError{g.Name(), name + "." + p.Action}
+		}
+		if p.Repository == nil || p.PullRequest == nil {
+			return bad(errors.New("no repository or pull_request"))
+		}
+		pr := p.PullRequest
+		number := p.Number
+		if number == 0 {
+			number = pr.Number
+		}
+		if number <= 0 {
+			return bad(fmt.Errorf("pull request number %d", number))
+		}
+		if !validSHA(pr.Head.SHA) {
+			return bad(fmt.Errorf("head sha %q is not a commit id", pr.Head.SHA))
+		}
+		if !validRefName(pr.Base.Ref) {
+			return bad(fmt.Errorf("base ref %q is not a branch name", pr.Base.Ref))
+		}
+		ev.Kind, ev.Action = KindPullRequest, action
+		ev.Repository = p.Repository.repository()
+		ev.Ref = fmt.Sprintf("refs/pull/%d/head", number)
+		ev.SHA = pr.Head.SHA
+		ev.Branch = pr.Base.Ref
+		ev.Actor = actor(p.Sender)
+		head, base := pr.Head.Repo.repository(), pr.Base.Repo.repository()
+		if base.FullName == "" {
+			base = ev.Repository
+		}
+		ev.PullRequest = &PullRequest{
+			Number: number,
+			Title:  pr.Title,
+			Head:   PRBranch{head, pr.Head.Ref, pr.Head.SHA},
+			Base:   PRBranch{base, pr.Base.Ref, pr.Base.SHA},
+			Fork:   !strings.EqualFold(head.FullName, base.FullName),
+			Merged: pr.Merged,
+		}
+		ev.ChangedPathsIncomplete = true
+		return ev, nil
+	case "":
+		return bad(errors.New("no X-Gitea-Event or X-Forgejo-Event header"))
+	default:
+		return nil, &IgnoredError{g.Name(), name}
+	}
+}
+
+// giteaStates maps Gantry's states onto Gitea's. Gitea has no "running" (still pending) nor
+// "cancelled" (the run did not finish: error).
+var giteaStates = map[State]string{
+	StatePending:   "pending",
+	StateRunning:   "pending",
+	StateSuccess:   "success",
+	StateFailure:   "failure",
+	StateError:     "error",
+	StateCancelled: "error",
+}
+
+// ReportStatus POSTs /api/v1/repos/{owner}/{repo}/statuses/{sha}.
+func (g *Gitea) ReportStatus(ctx context.Context, s Status) error {
+	if err := s.validate(); err != nil {
+		return fmt.Errorf("report gitea commit status: %w", err)
+	}
+	owner, repo, ok := strings.Cut(s.Repository, "/")
+	if !ok || owner == "" || repo == "" || strings.Contains(repo, "/") {
+		return fmt.Errorf("report gitea commit status: repository %q is not owner/name", s.Repository)
+	}
+	if err := requireToken(g.Name(), g.cfg); err != nil {
+		return err
+	}
+	u, err := joinURL(g.cfg.BaseURL, "/api/v1/repos/"+url.PathEscape(owner)+"/"+url.PathEscape(repo)+"/statuses/"+s.SHA)
+	if err != nil {
+		return fmt.Errorf("report gitea commit status: %w", err)
+	}
+	h := http.Header{}
+	h.Set("Authorization", "token "+g.cfg.Token)
+	h.Set("Accept", "application/json")
+	body := map[string]string{
+		"state":       giteaStates[s.State],
+		"context":     s.Context,
+		"description": s.Description,
+	}
+	if s.TargetURL != "" {
+		body["target_url"] = s.TargetURL
+	}
+	return postStatus(ctx, g.cfg, g.Name(), u, h, body)
+}
