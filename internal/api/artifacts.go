@@ -437,7 +437,7 @@ func (s *Server) blobError(w http.ResponseWriter, r *http.Request, action string
 	case errors.Is(err, store.ErrLeaseLost), errors.Is(err, store.ErrNotFound):
 		s.agentError(w, r, action, err)
 	case isStorageFull(err):
-		s.storageFullError(w, r, action, err)
+		s.storageFullError(w, r, storageBlobs, action, err)
 	default:
 		s.log.ErrorContext(r.Context(), action, "err", err)
 		writeError(w, http.StatusServiceUnavailable, codeUnavailable, action+": the blob store is unavailable", nil)

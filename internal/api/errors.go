@@ -78,7 +78,7 @@ func (s *Server) storeError(w http.ResponseWriter, r *http.Request, action strin
 	case errors.Is(err, store.ErrInvalid):
 		writeError(w, http.StatusBadRequest, codeBadRequest, err.Error(), nil)
 	case isStorageFull(err):
-		s.storageFullError(w, r, action, err)
+		s.storageFullError(w, r, storageData, action, err)
 	case r.Context().Err() != nil && errors.Is(err, context.Canceled):
 		// The caller went away (a worker stopping, a closed long poll): nobody reads
 		// the answer and nothing failed.

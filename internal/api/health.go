@@ -66,20 +66,31 @@ func isStorageFull(err error) bool {
 }
 
 // storageFullError answers a write that failed for lack of space with 503 storage_full,
-// and makes /readyz report not ready until writes work again. Nothing of the write was
-// kept, so the client retries it as it is.
-func (s *Server) storageFullError(w http.ResponseWriter, r *http.Request, action string, err error) {
-	s.storage.failed(s.clock.Now(), err)
+// and makes /readyz report not ready until writes of that kind work again. Nothing of
+// the write was kept, so the client retries it as it is.
+func (s *Server) storageFullError(w http.ResponseWriter, r *http.Request, kind storageKind, action string, err error) {
+	s.storage.failed(kind, s.clock.Now(), err)
 	s.log.ErrorContext(r.Context(), "write failed: storage full", "action", action, "err", err)
 	w.Header().Set("Retry-After", "10")
 	writeError(w, http.StatusServiceUnavailable, codeStorageFull,
 		action+": the coordinator's storage is full, so nothing was written; retry once space is freed", nil)
 }
 
+// storageKind is where a write goes: the store and log files, or the blob store, which
+// may be on a disk of its own. A write that works says so of its own kind only.
+type storageKind int
+
+const (
+	storageData storageKind = iota
+	storageBlobs
+	storageKinds
+)
+
 // storageState remembers whether writes fail for lack of space. A write that fails so
-// sets it; a write that works, or a probe write to the data directories, clears it.
+// sets it; a write of the same kind that works, or a probe write to the data
+// directories, clears it.
 type storageState struct {
-	fullAt atomic.Int64 // Unix nanoseconds of the last failure; 0 while writes work
+	fullAt [storageKinds]atomic.Int64 // Unix nanoseconds of the last failure; 0 while writes work
 
 	mu        sync.Mutex // serialises probes
 	lastErr   string
@@ -87,18 +98,25 @@ type storageState struct {
 	probeErr  error
 }
 
-func (st *storageState) failed(now time.Time, err error) {
+func (st *storageState) failed(kind storageKind, now time.Time, err error) {
 	st.mu.Lock()
 	st.lastErr = err.Error()
 	st.mu.Unlock()
-	st.fullAt.Store(now.UnixNano())
+	st.fullAt[kind].Store(now.UnixNano())
 }
 
-// wrote records a write that worked. It is on every write's path, so it only reads
-// unless the state changes.
-func (st *storageState) wrote() {
-	if st.fullAt.Load() != 0 {
-		st.fullAt.Store(0)
+// wrote records a write of kind that worked. It is on every write's path, so it only
+// reads unless the state changes.
+func (st *storageState) wrote(kind storageKind) {
+	if st.fullAt[kind].Load() != 0 {
+		st.fullAt[kind].Store(0)
+	}
+}
+
+// clear forgets the failures seen up to at, keeping any newer one.
+func (st *storageState) clear(at [storageKinds]int64) {
+	for k := range at {
+		st.fullAt[k].CompareAndSwap(at[k], 0)
 	}
 }
 
@@ -107,15 +125,20 @@ func (st *storageState) wrote() {
 // write again, it is ready. Without directories, it waits fullHold after the last
 // failure.
 func (st *storageState) check(now time.Time, dirs []string) string {
-	at := st.fullAt.Load()
-	if at == 0 {
+	var at [storageKinds]int64
+	var last int64
+	for k := range at {
+		at[k] = st.fullAt[k].Load()
+		last = max(last, at[k])
+	}
+	if last == 0 {
 		return ""
 	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if len(dirs) == 0 {
-		if now.Sub(time.Unix(0, at)) >= fullHold {
-			st.fullAt.CompareAndSwap(at, 0)
+		if now.Sub(time.Unix(0, last)) >= fullHold {
+			st.clear(at)
 			return ""
 		}
 		return "writes are failing: the storage is full (" + st.lastErr + ")"
@@ -125,7 +148,7 @@ func (st *storageState) check(now time.Time, dirs []string) string {
 		st.probeErr = probeDirs(dirs)
 	}
 	if st.probeErr == nil {
-		st.fullAt.CompareAndSwap(at, 0)
+		st.clear(at)
 		return ""
 	}
 	return fmt.Sprintf("writes are failing: the storage is full (%s); a probe write failed: %v", st.lastErr, st.probeErr)

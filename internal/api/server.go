@@ -254,19 +254,23 @@ func (s *Server) Handler() http.Handler {
 }
 
 // noteWrite tells the storage state how a write went. A write that worked clears a
-// storage-full state; a claim or control poll may answer without writing, so they say
-// nothing. The blob store's upload handler answers 503 only when its disk is full.
+// storage-full state of its kind (an upload to the blob store, or anything else); a
+// claim or control poll may answer without writing, so they say nothing. The blob
+// store's upload handler answers 503 only when its disk is full.
 func (s *Server) noteWrite(r *http.Request, status int) {
 	if !isWrite(r.Method) {
 		return
 	}
+	blobs := strings.HasPrefix(r.URL.Path, s.blobPrefix)
 	switch {
+	case status >= 200 && status < 300 && blobs:
+		s.storage.wrote(storageBlobs)
 	case status >= 200 && status < 300:
 		if r.Pattern != "POST /api/v1/agent/claim" && r.Pattern != "POST /api/v1/agent/control" {
-			s.storage.wrote()
+			s.storage.wrote(storageData)
 		}
-	case status == http.StatusServiceUnavailable && strings.HasPrefix(r.URL.Path, s.blobPrefix):
-		s.storage.failed(s.clock.Now(), errBlobDiskFull)
+	case status == http.StatusServiceUnavailable && blobs:
+		s.storage.failed(storageBlobs, s.clock.Now(), errBlobDiskFull)
 	}
 }
 

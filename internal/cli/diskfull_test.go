@@ -165,3 +165,58 @@ func TestServerDiskFull(t *testing.T) {
 		}
 	}
 }
+
+// TestServerBlobDiskFull: with the blob directory on a disk of its own that fills up, an
+// artifact upload answers 503 storage_full, the blob store logs it, and /readyz reports
+// not ready; once space is freed, the worker's retry lands and the artifact is whole.
+func TestServerBlobDiskFull(t *testing.T) {
+	t.Parallel()
+	blobs := mountTmpfs(t, "1m")
+	srv := startServerProcess(t, "sqlite://"+filepath.Join(t.TempDir(), "gantry.db"), "--blobs", "file://"+blobs)
+	filler := fillDisk(t, blobs)
+
+	run := submitRun(t, srv.base, "name: art\njobs:\n  a:\n    steps: [{run: 'seq 1 20000 > out.txt'}]\n    artifacts: {paths: [out.txt]}\n")
+	startChild(t, []string{"worker", "--server", srv.base, "--work-dir", t.TempDir()})
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(srv.stderr.String(), `"msg":"blob upload failed: disk full"`) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the blob store did not log a full disk:\n%s", srv.stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond) // polling the server's log
+	}
+	if r := call(t, http.MethodGet, srv.base+"/readyz", ""); r.status != http.StatusServiceUnavailable || r.code != "storage_full" {
+		t.Fatalf("readyz with the blob disk full: %d %s, want 503 storage_full", r.status, r.body)
+	}
+
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	if r := waitRun(t, srv.base, run.ID, func(r runDetails) bool { return runTerminal(r.Status) }); r.Status != "success" {
+		t.Fatalf("run %s", r.Status)
+	}
+	var arts []struct {
+		ID, Name, State string
+		Size            int64
+	}
+	deadline = time.Now().Add(30 * time.Second)
+	for {
+		var r runDetails
+		getJSON(t, http.DefaultClient, srv.base+"/api/v1/runs/"+run.ID, &r)
+		getJSON(t, http.DefaultClient, srv.base+"/api/v1/jobs/"+r.Jobs[0].ID+"/artifacts", &arts)
+		if len(arts) == 1 && arts[0].State == "stored" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the artifact was not stored after space came back: %+v", arts)
+		}
+		time.Sleep(50 * time.Millisecond) // polling for the worker's retry
+	}
+	got := call(t, http.MethodGet, srv.base+"/api/v1/artifacts/"+arts[0].ID, "")
+	want, _ := exec.Command("seq", "1", "20000").Output()
+	if got.status != http.StatusOK || got.body != string(want) {
+		t.Fatalf("download: %d, %d bytes, want %d bytes", got.status, len(got.body), len(want))
+	}
+	if r := call(t, http.MethodGet, srv.base+"/readyz", ""); r.status != http.StatusOK {
+		t.Errorf("readyz once the artifact landed: %d %s", r.status, r.body)
+	}
+}
