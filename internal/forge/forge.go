@@ -52,63 +52,63 @@ const (
 
 // Event is one webhook delivery, in Gantry's words whatever forge sent it.
 type Event struct {
-	Provider   string // canonical provider name
-	DeliveryID string // the forge's delivery id, the same on a redelivery
-	Kind       Kind
-	Action     string // pull requests only: ActionOpened, ActionSynchronize, ...
+	Provider   string `json:"provider"`              // canonical provider name
+	DeliveryID string `json:"delivery_id,omitempty"` // the forge's delivery id, the same on a redelivery
+	Kind       Kind   `json:"kind"`
+	Action     string `json:"action,omitempty"` // pull requests only: ActionOpened, ActionSynchronize, ...
 
-	Repository Repository // the repository the hook belongs to (a PR's base repository)
+	Repository Repository `json:"repository"` // the repository the hook belongs to (a PR's base repository)
 
 	// Ref is the full ref to build: refs/heads/X, refs/tags/X, or for a pull request the
 	// forge's ref for its head in the base repository (refs/pull/N/head on GitHub and Gitea,
 	// refs/merge-requests/N/head on GitLab), which is fetchable even from a fork.
-	Ref string
+	Ref string `json:"ref,omitempty"`
 	// SHA is the commit to build; "" when Deleted.
-	SHA string
+	SHA string `json:"sha,omitempty"`
 	// Before is the commit Ref pointed at before a push ("" when the ref is new or unknown).
-	Before string
+	Before string `json:"before,omitempty"`
 	// Branch is the branch pushed to, or for a pull request its base (target) branch, which
 	// is what `on: pull_request: branches` filters on.
-	Branch string
-	Tag    string // the tag pushed, without refs/tags/
+	Branch string `json:"branch,omitempty"`
+	Tag    string `json:"tag,omitempty"` // the tag pushed, without refs/tags/
 	// Deleted is set when the push deleted Branch or Tag; nothing should be built.
-	Deleted bool
-	Actor   string // login of who caused the event
+	Deleted bool   `json:"deleted,omitempty"`
+	Actor   string `json:"actor,omitempty"` // login of who caused the event
 
-	PullRequest *PullRequest // set for KindPullRequest
+	PullRequest *PullRequest `json:"pull_request,omitempty"` // set for KindPullRequest
 
 	// ChangedPaths is the union of paths added, modified and removed by the push's commits,
 	// sorted. ChangedPathsIncomplete says the forge's list may be short (it lists a bounded
 	// number of commits, a new ref lists none, pull requests list no files): a caller that
 	// filters on paths must then diff Before..SHA (or base..head) itself.
-	ChangedPaths           []string
-	ChangedPathsIncomplete bool
+	ChangedPaths           []string `json:"changed_paths,omitempty"`
+	ChangedPathsIncomplete bool     `json:"changed_paths_incomplete,omitempty"`
 }
 
 // Repository names a repository and how to clone it.
 type Repository struct {
-	FullName      string // owner/name; on GitLab the full namespace path, group/sub/name
-	CloneURL      string // https
-	SSHURL        string
-	HTMLURL       string
-	DefaultBranch string
+	FullName      string `json:"full_name,omitempty"` // owner/name; on GitLab the full namespace path, group/sub/name
+	CloneURL      string `json:"clone_url,omitempty"` // https
+	SSHURL        string `json:"ssh_url,omitempty"`
+	HTMLURL       string `json:"html_url,omitempty"`
+	DefaultBranch string `json:"default_branch,omitempty"`
 }
 
 // PullRequest is a pull (merge) request's two sides.
 type PullRequest struct {
-	Number int
-	Title  string
-	Head   PRBranch
-	Base   PRBranch
-	Fork   bool // the head lives in another repository than the base
-	Merged bool // set on ActionClosed when the request was merged
+	Number int      `json:"number"`
+	Title  string   `json:"title,omitempty"`
+	Head   PRBranch `json:"head"`
+	Base   PRBranch `json:"base"`
+	Fork   bool     `json:"fork,omitempty"`   // the head lives in another repository than the base
+	Merged bool     `json:"merged,omitempty"` // set on ActionClosed when the request was merged
 }
 
 // PRBranch is one side of a pull request.
 type PRBranch struct {
-	Repository Repository // may be empty when the head's fork was deleted
-	Ref        string     // branch name, without refs/heads/
-	SHA        string
+	Repository Repository `json:"repository"`    // may be empty when the head's fork was deleted
+	Ref        string     `json:"ref,omitempty"` // branch name, without refs/heads/
+	SHA        string     `json:"sha,omitempty"`
 }
 
 // State is a commit status in Gantry's words; each provider maps it onto its forge's.

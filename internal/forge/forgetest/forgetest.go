@@ -332,6 +332,15 @@ func testParse(t *testing.T, c Case) {
 				t.Errorf("Parse:\n got %s\nwant %s", dump(*got), dump(want))
 			}
 			checkInvariants(t, got)
+			// Callers keep events as JSON (an inbox, a run's trigger): nothing may be lost.
+			b, err := json.Marshal(got)
+			if err != nil {
+				t.Fatalf("marshal event: %v", err)
+			}
+			var back forge.Event
+			if err := json.Unmarshal(b, &back); err != nil || !reflect.DeepEqual(back, *got) {
+				t.Errorf("event changed through JSON (%v):\n got %s\nfrom %s", err, dump(back), dump(*got))
+			}
 		})
 	}
 }
