@@ -272,13 +272,22 @@ func startLocal(ctx context.Context, cfg upConfig, log *slog.Logger) (*local, er
 			cancelJobs()
 		})
 	}
+	// One containment for every local worker: steps die with this process however it
+	// ends, and what a killed predecessor on this data directory left running is killed
+	// now.
+	contained := agent.Config{WorkDir: workDir, Logger: log, Executor: executor.Shell{User: cfg.stepUser}}
+	if cfg.Executor == "sandbox" {
+		contained.Executor = executor.Sandbox{User: cfg.stepUser}
+	}
+	stopContaining, err := containSteps(&contained, true)
+	if err != nil {
+		drain()
+		cancelJobs()
+		return fail(err)
+	}
 	for i := range cfg.Workers {
 		ac := agent.Config{Server: coord.base, Token: token, Name: host + "/local-" + strconv.Itoa(i+1), MaxJobs: 1,
-			Labels: cfg.labels(), WorkDir: workDir, Logger: log.With("worker", i+1)}
-		ac.Executor = executor.Shell{User: cfg.stepUser}
-		if cfg.Executor == "sandbox" {
-			ac.Executor = executor.Sandbox{User: cfg.stepUser}
-		}
+			Labels: cfg.labels(), WorkDir: workDir, Logger: log.With("worker", i+1), Executor: contained.Executor}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -298,6 +307,7 @@ func startLocal(ctx context.Context, cfg upConfig, log *slog.Logger) (*local, er
 		drain()
 		wg.Wait()
 		cancelJobs()
+		stopContaining()
 		err := coord.stop(ctx)
 		unlock()
 		if runErr != nil {

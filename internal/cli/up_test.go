@@ -6,11 +6,11 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gantry-ci/gantry/internal/executor/executortest"
 )
 
 var upBanner = regexp.MustCompile(`Gantry is up: (http://\S+)`)
@@ -108,13 +108,15 @@ func TestUp(t *testing.T) {
 	}
 }
 
-// TestUpResumesAfterCrash: a `gantry up` process killed with SIGKILL mid-job is started
-// again on its data directory, and the job runs again and succeeds.
+// TestUpResumesAfterCrash: a `gantry up` process killed with SIGKILL mid-job takes its
+// running step with it, even one that left the step's session; started again on its data
+// directory, it runs the job again and succeeds.
 func TestUpResumesAfterCrash(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	data := filepath.Join(dir, "data")
 	pidFile, mark := filepath.Join(dir, "pid"), filepath.Join(dir, "mark")
+	token := executortest.Token(t)
 	args := []string{"up", "--addr", "127.0.0.1:0", "--data", data, "--workers", "1", "--lease-ttl", "2s"}
 	p := startChild(t, args)
 	base := waitUpBanner(t, p)
@@ -122,7 +124,7 @@ func TestUpResumesAfterCrash(t *testing.T) {
 jobs:
   a:
     steps:
-      - run: test -f `+mark+` || { touch `+mark+`; echo $$ > `+pidFile+`; exec sleep 60; }
+      - run: test -f `+mark+` || { touch `+mark+`; setsid sleep 1`+token+` & echo $$ > `+pidFile+`; exec sleep 2`+token+`; }
   b: {needs: [a], steps: [{run: echo after}]}
 `).ID
 	deadline := time.Now().Add(20 * time.Second)
@@ -135,14 +137,9 @@ jobs:
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	waitProcesses(t, token, 2)
 	p.kill(t)
-	// The step's process outlives the killed worker; end it as a reboot would.
-	if raw, err := os.ReadFile(pidFile); err == nil {
-		if pid, err := strconv.Atoi(strings.TrimSpace(string(raw))); err == nil {
-			_ = syscall.Kill(-pid, syscall.SIGKILL)
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-		}
-	}
+	waitNoProcesses(t, token, "after gantry up was killed")
 	p = startChild(t, args)
 	base = waitUpBanner(t, p)
 	r := waitRun(t, base, run, func(r runDetails) bool {
@@ -183,5 +180,17 @@ func TestUpUsage(t *testing.T) {
 		if r := runCLI(t, invocation{args: args}); r.code != exitUsage {
 			t.Errorf("%q: exit %d, want %d; stderr %s", args, r.code, exitUsage, r.stderr)
 		}
+	}
+}
+
+// waitProcesses waits until n live processes carry token.
+func waitProcesses(t *testing.T, token string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for len(executortest.Processes(token)) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d processes carry %s, want %d: %v", len(executortest.Processes(token)), token, n, executortest.Processes(token))
+		}
+		<-time.After(20 * time.Millisecond)
 	}
 }
