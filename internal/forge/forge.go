@@ -63,7 +63,8 @@ type Event struct {
 	// forge's ref for its head in the base repository (refs/pull/N/head on GitHub and Gitea,
 	// refs/merge-requests/N/head on GitLab), which is fetchable even from a fork.
 	Ref string `json:"ref,omitempty"`
-	// SHA is the commit to build; "" when Deleted.
+	// SHA is the commit to build, for an annotated tag the commit it points at; "" when
+	// Deleted.
 	SHA string `json:"sha,omitempty"`
 	// Before is the commit Ref pointed at before a push ("" when the ref is new or unknown).
 	Before string `json:"before,omitempty"`

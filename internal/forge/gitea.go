@@ -69,14 +69,17 @@ type gtUser struct {
 }
 
 type gtPush struct {
-	Ref          string  `json:"ref"`
-	Before       string  `json:"before"`
-	After        string  `json:"after"`
-	TotalCommits int     `json:"total_commits"`
-	Repository   *gtRepo `json:"repository"`
-	Pusher       *gtUser `json:"pusher"`
-	Sender       *gtUser `json:"sender"`
-	Commits      []struct {
+	Ref          string `json:"ref"`
+	Before       string `json:"before"`
+	After        string `json:"after"`
+	TotalCommits int    `json:"total_commits"`
+	HeadCommit   *struct {
+		ID string `json:"id"`
+	} `json:"head_commit"`
+	Repository *gtRepo `json:"repository"`
+	Pusher     *gtUser `json:"pusher"`
+	Sender     *gtUser `json:"sender"`
+	Commits    []struct {
 		Added    []string `json:"added"`
 		Removed  []string `json:"removed"`
 		Modified []string `json:"modified"`
@@ -138,6 +141,9 @@ func (g *Gitea) Parse(r *http.Request, body []byte) (*Event, error) {
 		}
 		if err := ev.setPush(p.Before, p.After); err != nil {
 			return bad(err)
+		}
+		if p.HeadCommit != nil {
+			ev.peelTag(p.HeadCommit.ID)
 		}
 		ev.Repository = p.Repository.repository()
 		ev.Actor = actor(p.Sender, p.Pusher)

@@ -62,8 +62,11 @@ type ghPush struct {
 	After      string     `json:"after"`
 	Deleted    bool       `json:"deleted"`
 	Commits    []ghCommit `json:"commits"`
-	Repository *ghRepo    `json:"repository"`
-	Sender     *ghUser    `json:"sender"`
+	HeadCommit *struct {
+		ID string `json:"id"`
+	} `json:"head_commit"`
+	Repository *ghRepo `json:"repository"`
+	Sender     *ghUser `json:"sender"`
 }
 
 type ghPRSide struct {
@@ -120,6 +123,9 @@ func (g *GitHub) Parse(r *http.Request, body []byte) (*Event, error) {
 		ev.Deleted = ev.Deleted || p.Deleted
 		if ev.Deleted {
 			ev.SHA = ""
+		}
+		if p.HeadCommit != nil {
+			ev.peelTag(p.HeadCommit.ID)
 		}
 		ev.Repository = p.Repository.repository()
 		if p.Sender != nil {

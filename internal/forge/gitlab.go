@@ -71,6 +71,7 @@ type glPush struct {
 	Ref               string     `json:"ref"`
 	Before            string     `json:"before"`
 	After             string     `json:"after"`
+	CheckoutSHA       string     `json:"checkout_sha"`
 	UserUsername      string     `json:"user_username"`
 	Project           *glProject `json:"project"`
 	TotalCommitsCount int        `json:"total_commits_count"`
@@ -128,6 +129,7 @@ func (g *GitLab) Parse(r *http.Request, body []byte) (*Event, error) {
 		if err := ev.setPush(p.Before, p.After); err != nil {
 			return bad(err)
 		}
+		ev.peelTag(p.CheckoutSHA)
 		ev.Repository = p.Project.repository()
 		ev.Actor = p.UserUsername
 		var lists [][]string

@@ -126,6 +126,15 @@ func (e *Event) setPush(before, after string) error {
 	return nil
 }
 
+// peelTag replaces a tag push's sha with the commit the forge says the tag points at: an
+// annotated tag's push names the tag object, which no status API accepts and which is not
+// what a run builds. Branch pushes always name a commit and are left alone.
+func (e *Event) peelTag(commit string) {
+	if e.Kind == KindTag && !e.Deleted && validSHA(commit) {
+		e.SHA = commit
+	}
+}
+
 // pathUnion merges the added, modified and removed lists of every commit, sorted, once each.
 func pathUnion(lists ...[]string) []string {
 	var out []string
