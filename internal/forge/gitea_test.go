@@ -153,3 +153,22 @@ func FuzzGiteaParse(f *testing.F) {
 		checkParse(t, p, fuzzRequest(t, "X-Gitea-Event", event), body)
 	})
 }
+
+// TestGiteaAnnotatedTag: an annotated tag's push names the tag object in after; the event
+// builds the commit head_commit names.
+func TestGiteaAnnotatedTag(t *testing.T) {
+	t.Parallel()
+	const tagObject = "6a5b4c3d2e1f0a9b8c7d6e5f4a3b2c1d0e9f8a7b"
+	body := []byte(`{"ref":"refs/tags/v2.0.0","before":"0000000000000000000000000000000000000000",
+		"after":"` + tagObject + `","commits":[],"total_commits":0,"head_commit":{"id":"` + shaTag + `"},
+		"repository":{"full_name":"infra/web-app"},"sender":{"login":"grace"}}`)
+	r, _ := http.NewRequest(http.MethodPost, "/", nil)
+	r.Header.Set("X-Gitea-Event", "push")
+	ev, err := forge.NewGitea(forge.Config{}).Parse(r, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev.Kind != forge.KindTag || ev.SHA != shaTag {
+		t.Errorf("annotated tag parsed as kind %s sha %s, want tag %s", ev.Kind, ev.SHA, shaTag)
+	}
+}
