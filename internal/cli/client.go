@@ -21,10 +21,11 @@ const defaultServer = "http://127.0.0.1:8080"
 // from the flag, else its GANTRY_* variable (set by the root command before RunE), else
 // the config file, else the default; client resolves the last two.
 type clientConfig struct {
-	Server string
-	Token  string
-	Config string // config file; empty: $XDG_CONFIG_HOME/gantry/config.yaml if it exists
-	JSON   bool
+	Server    string
+	Token     string
+	TokenFile string // read the token from this file instead
+	Config    string // config file; empty: $XDG_CONFIG_HOME/gantry/config.yaml if it exists
+	JSON      bool
 
 	// lookupEnv finds XDG_CONFIG_HOME and HOME for the default config file; nil uses
 	// the process environment.
@@ -38,6 +39,7 @@ func (c *clientConfig) flags(cmd *cobra.Command) {
 	// file; the real default is applied in client.
 	f.StringVar(&c.Server, "server", "", "coordinator URL (default "+defaultServer+", or server: in the config file)")
 	f.StringVar(&c.Token, "token", "", "API token (when the coordinator requires authentication)")
+	f.StringVar(&c.TokenFile, "token-file", "", "read the API token from this file (its first line)")
 	f.StringVar(&c.Config, "config", "", "client config file with server: and token: (default $XDG_CONFIG_HOME/gantry/config.yaml)")
 	f.BoolVar(&c.JSON, "json", false, "print the API's JSON for scripts")
 }
@@ -64,6 +66,16 @@ type apiClient struct {
 // returns a client for them.
 func (c *clientConfig) client() (*apiClient, error) {
 	server, token := c.Server, c.Token
+	if c.TokenFile != "" {
+		if token != "" {
+			return nil, usagef("--token (or GANTRY_TOKEN) and --token-file both give a token: give one")
+		}
+		t, err := readTokenFile(c.TokenFile)
+		if err != nil {
+			return nil, err
+		}
+		token = t
+	}
 	if server == "" || token == "" || c.Config != "" {
 		fc, err := loadClientFile(c.Config, c.lookupEnv)
 		if err != nil {

@@ -2,8 +2,14 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
 
+	"github.com/google/uuid"
 	"github.com/spf13/cobra"
 
 	"github.com/gantry-ci/gantry/internal/api"
@@ -11,51 +17,147 @@ import (
 	"github.com/gantry-ci/gantry/internal/store/sqlite"
 )
 
-// tokenConfig is everything `gantry token create` acts on.
+// tokenConfig is everything `gantry token` acts on.
 type tokenConfig struct {
 	DB   string
 	Role string
 	Name string
+	// Labels and Projects scope a register token; ExpiresIn ends any token.
+	Labels    string
+	Projects  string
+	ExpiresIn time.Duration
+	// Agents lists worker credentials too.
+	Agents bool
+	JSON   bool
 }
 
 func (a *app) tokenCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "token",
 		Short: "Manage API tokens",
-		Args:  noArgs,
+		Long: "Token creates, lists and revokes tokens straight in the store the server uses\n" +
+			"(--db, the same value as the server's). The same is served to admin tokens at\n" +
+			"/api/v1/tokens.",
+		Args: noArgs,
 	}
 	cfg := tokenConfig{DB: "sqlite://.gantry/gantry.db", Role: string(store.RoleWrite)}
 	create := &cobra.Command{
 		Use:   "create",
 		Short: "Create an API token and print it",
-		Long: "Create writes a new token straight into the store the server uses (--db, the\n" +
-			"same value as the server's) and prints its secret once: only its hash is kept.\n\n" +
+		Long: "Create writes a new token into the store and prints its secret once: only its\n" +
+			"hash is kept.\n\n" +
 			"Roles: read (look), write (submit, cancel, retry; and read), admin (everything),\n" +
-			"register (enroll workers: give it to gantry worker --token).",
+			"register (enroll workers: give it to gantry worker --token-file).\n\n" +
+			"A register token may be scoped: a worker enrolled with it may declare only the\n" +
+			"--labels given, and claims only jobs of the --projects given. --expires-in ends\n" +
+			"the token, and the credentials of the workers it enrolled, after that long.",
 		Example: "  gantry token create --role admin --name ops\n" +
-			"  gantry token create --db postgres://gantry@db/gantry --role register --name workers",
+			"  gantry token create --db postgres://gantry@db/gantry --role register --name web-fleet \\\n" +
+			"      --labels linux,amd64 --projects web,api --expires-in 720h",
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if cfg.Name == "" {
-				return usagef("--name is required: say what the token is for")
+			tk, err := cfg.token()
+			if err != nil {
+				return err
 			}
-			switch store.Role(cfg.Role) {
-			case store.RoleAdmin, store.RoleWrite, store.RoleRead, store.RoleRegister:
-			default:
-				return usagef("--role %q: want admin, write, read or register", cfg.Role)
-			}
-			return a.tokenCreate(cmd.Context(), cfg)
+			return a.tokenStore(cmd.Context(), cfg, func(ctx context.Context, st store.Store) error {
+				secret, err := api.IssueScopedToken(ctx, st, tk)
+				if err != nil {
+					return err
+				}
+				_, err = fmt.Fprintln(a.stdout, secret)
+				return err
+			})
 		},
 	}
 	f := create.Flags()
 	f.StringVar(&cfg.DB, "db", cfg.DB, "store: sqlite://PATH or postgres://...")
 	f.StringVar(&cfg.Role, "role", cfg.Role, "admin, write, read or register")
 	f.StringVar(&cfg.Name, "name", "", "what the token is for (required)")
-	cmd.AddCommand(create)
+	f.StringVar(&cfg.Labels, "labels", "", "register tokens: the only labels its workers may declare (comma-separated)")
+	f.StringVar(&cfg.Projects, "projects", "", "register tokens: the only projects whose jobs its workers claim (comma-separated)")
+	f.DurationVar(&cfg.ExpiresIn, "expires-in", 0, "the token stops working after this long (720h); default never")
+
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List tokens: never their secrets",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return a.tokenStore(cmd.Context(), cfg, func(ctx context.Context, st store.Store) error {
+				tks, err := st.ListTokens(ctx, store.ListTokensParams{Agents: cfg.Agents})
+				if err != nil {
+					return fmt.Errorf("list tokens: %w", err)
+				}
+				return a.writeTokens(tks, cfg.JSON)
+			})
+		},
+	}
+	f = list.Flags()
+	f.StringVar(&cfg.DB, "db", cfg.DB, "store: sqlite://PATH or postgres://...")
+	f.BoolVar(&cfg.Agents, "agents", false, "list the credentials workers got at registration too")
+	f.BoolVar(&cfg.JSON, "json", false, "print JSON for scripts")
+
+	revoke := &cobra.Command{
+		Use:   "revoke ID",
+		Short: "Revoke a token, and the credentials of the workers it registered",
+		Args:  exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := uuid.Parse(args[0])
+			if err != nil {
+				return usagef("token id %q is not a UUID (gantry token list shows the ids)", args[0])
+			}
+			return a.tokenStore(cmd.Context(), cfg, func(ctx context.Context, st store.Store) error {
+				if err := st.RevokeToken(ctx, id); errors.Is(err, store.ErrNotFound) {
+					return fmt.Errorf("revoke token: no token %s", id)
+				} else if err != nil {
+					return fmt.Errorf("revoke token: %w", err)
+				}
+				_, err := fmt.Fprintf(a.stdout, "revoked %s\n", id)
+				return err
+			})
+		},
+	}
+	revoke.Flags().StringVar(&cfg.DB, "db", cfg.DB, "store: sqlite://PATH or postgres://...")
+	cmd.AddCommand(create, list, revoke)
 	return cmd
 }
 
-func (a *app) tokenCreate(ctx context.Context, cfg tokenConfig) error {
+// token validates the create flags into the token to make.
+func (c *tokenConfig) token() (*store.Token, error) {
+	if c.Name == "" {
+		return nil, usagef("--name is required: say what the token is for")
+	}
+	tk := &store.Token{Name: c.Name, Role: store.Role(c.Role)}
+	switch tk.Role {
+	case store.RoleAdmin, store.RoleWrite, store.RoleRead, store.RoleRegister:
+	default:
+		return nil, usagef("--role %q: want admin, write, read or register", c.Role)
+	}
+	tk.Labels, tk.Projects = splitList(c.Labels), splitList(c.Projects)
+	if (len(tk.Labels) > 0 || len(tk.Projects) > 0) && tk.Role != store.RoleRegister {
+		return nil, usagef("--labels and --projects scope register tokens only")
+	}
+	if c.ExpiresIn < 0 {
+		return nil, usagef("--expires-in %s: want a positive duration such as 720h", c.ExpiresIn)
+	}
+	if c.ExpiresIn > 0 {
+		tk.ExpiresAt = time.Now().Add(c.ExpiresIn)
+	}
+	return tk, nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, v := range strings.Split(s, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// tokenStore opens the store at cfg.DB for fn.
+func (a *app) tokenStore(ctx context.Context, cfg tokenConfig, fn func(context.Context, store.Store) error) error {
 	probe := serverConfig{DB: cfg.DB}
 	if !probe.dbSchemeOK() {
 		return usagef("--db %q: want sqlite://PATH or postgres://...", cfg.DB)
@@ -65,10 +167,75 @@ func (a *app) tokenCreate(ctx context.Context, cfg tokenConfig) error {
 		return fmt.Errorf("open store: %w", err)
 	}
 	defer st.Close()
-	secret, err := api.IssueToken(ctx, st, cfg.Name, store.Role(cfg.Role), "")
-	if err != nil {
+	return fn(ctx, st)
+}
+
+// tokenListJSON is a listed token: never the secret or its hash.
+type tokenListJSON struct {
+	ID         string   `json:"id"`
+	Name       string   `json:"name"`
+	Role       string   `json:"role"`
+	Labels     []string `json:"labels"`
+	Projects   []string `json:"projects"`
+	WorkerID   string   `json:"worker_id,omitempty"`
+	ParentID   string   `json:"parent_id,omitempty"`
+	CreatedAt  string   `json:"created_at"`
+	ExpiresAt  string   `json:"expires_at,omitempty"`
+	RevokedAt  string   `json:"revoked_at,omitempty"`
+	LastUsedAt string   `json:"last_used_at,omitempty"`
+}
+
+func (a *app) writeTokens(tks []*store.Token, asJSON bool) error {
+	stamp := func(t time.Time) string {
+		if t.IsZero() {
+			return ""
+		}
+		return t.UTC().Format(time.RFC3339)
+	}
+	if asJSON {
+		out := make([]tokenListJSON, len(tks))
+		for i, tk := range tks {
+			out[i] = tokenListJSON{ID: tk.ID.String(), Name: tk.Name, Role: string(tk.Role), Labels: tk.Labels, Projects: tk.Projects,
+				WorkerID: tk.WorkerID, CreatedAt: stamp(tk.CreatedAt), ExpiresAt: stamp(tk.ExpiresAt),
+				RevokedAt: stamp(tk.RevokedAt), LastUsedAt: stamp(tk.LastUsedAt)}
+			if out[i].Labels == nil {
+				out[i].Labels = []string{}
+			}
+			if out[i].Projects == nil {
+				out[i].Projects = []string{}
+			}
+			if tk.ParentID != uuid.Nil {
+				out[i].ParentID = tk.ParentID.String()
+			}
+		}
+		enc := json.NewEncoder(a.stdout)
+		return enc.Encode(map[string]any{"tokens": out})
+	}
+	if len(tks) == 0 {
+		_, err := fmt.Fprintln(a.stdout, "no tokens")
 		return err
 	}
-	_, err = fmt.Fprintln(a.stdout, secret)
-	return err
+	orDash := func(s string) string {
+		if s == "" {
+			return "-"
+		}
+		return s
+	}
+	tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tNAME\tROLE\tSCOPE\tCREATED\tEXPIRES\tLAST USED\tREVOKED")
+	for _, tk := range tks {
+		var scope []string
+		if len(tk.Labels) > 0 {
+			scope = append(scope, "labels="+strings.Join(tk.Labels, ","))
+		}
+		if len(tk.Projects) > 0 {
+			scope = append(scope, "projects="+strings.Join(tk.Projects, ","))
+		}
+		if tk.WorkerID != "" {
+			scope = append(scope, "worker="+tk.WorkerID)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", tk.ID, tk.Name, tk.Role, orDash(strings.Join(scope, " ")),
+			stamp(tk.CreatedAt), orDash(stamp(tk.ExpiresAt)), orDash(stamp(tk.LastUsedAt)), orDash(stamp(tk.RevokedAt)))
+	}
+	return tw.Flush()
 }

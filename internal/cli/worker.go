@@ -27,8 +27,12 @@ import (
 
 // workerConfig is everything `gantry worker` acts on.
 type workerConfig struct {
-	Server     string
+	Server string
+	// Token is the register token from --token or GANTRY_TOKEN; TokenFile and TokenFD
+	// are the ways that keep it off the command line and out of the environment.
 	Token      string
+	TokenFile  string
+	TokenFD    int
 	Name       string
 	Labels     string
 	MaxJobs    int
@@ -50,7 +54,7 @@ type workerConfig struct {
 
 func (a *app) workerCommand() *cobra.Command {
 	host, _ := os.Hostname()
-	cfg := workerConfig{Server: "http://127.0.0.1:8080", Name: host, MaxJobs: runtime.NumCPU(), LogLevel: "info", Executor: "shell",
+	cfg := workerConfig{Server: "http://127.0.0.1:8080", Name: host, MaxJobs: runtime.NumCPU(), LogLevel: "info", Executor: "shell", TokenFD: -1,
 		StepCgroup: true}
 	cmd := &cobra.Command{
 		Use:   "worker",
@@ -59,9 +63,12 @@ func (a *app) workerCommand() *cobra.Command {
 			"capacity allow, and runs their steps with the shell executor in a fresh workspace\n" +
 			"per job. The first SIGINT or SIGTERM drains (running jobs finish, none is\n" +
 			"claimed); a second cancels the running jobs.",
-		Example: "  gantry worker --server http://ci.example:8080 --token $GANTRY_TOKEN --labels linux,amd64",
+		Example: "  gantry worker --server http://ci.example:8080 --token-file /etc/gantry/register-token --labels linux,amd64",
 		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := a.workerToken(cmd, &cfg); err != nil {
+				return err
+			}
 			ac, err := cfg.agentConfig()
 			if err != nil {
 				return err
@@ -78,12 +85,20 @@ func (a *app) workerCommand() *cobra.Command {
 				return err
 			}
 			defer stopContaining()
+			if err := hideMemory(); err != nil {
+				// Not fatal: a container may forbid prctl, and the token is out of argv
+				// and environ all the same.
+				ac.Logger.Warn("processes of this user can read the worker's memory", "err", err)
+			}
 			return a.worker(cmd.Context(), ac, cfg.MetricsAddr)
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&cfg.Server, "server", cfg.Server, "coordinator URL")
-	f.StringVar(&cfg.Token, "token", "", "register token (when the coordinator requires authentication)")
+	f.StringVar(&cfg.Token, "token", "", "register token (when the coordinator requires authentication); prefer --token-file")
+	f.StringVar(&cfg.TokenFile, "token-file", "", "read the register token from this file (its first line)")
+	f.IntVar(&cfg.TokenFD, "token-fd", -1, "read the register token from this inherited file descriptor")
+	_ = f.MarkHidden("token-fd") // the worker hands its token to itself this way
 	f.StringVar(&cfg.Name, "name", cfg.Name, "worker name shown by the coordinator")
 	f.StringVar(&cfg.Labels, "labels", "", "comma-separated labels jobs can ask for with runs_on")
 	f.IntVar(&cfg.MaxJobs, "max-jobs", cfg.MaxJobs, "jobs run at once")
@@ -216,6 +231,55 @@ func serveMetrics(addr string, h http.Handler, log *slog.Logger) (stop func(), e
 		_ = srv.Shutdown(ctx)
 		<-done
 	}, nil
+}
+
+// workerToken settles where the register token comes from and makes sure the process
+// does not keep it where a step could read it: a token given with --token or
+// GANTRY_TOKEN makes the worker re-execute itself without it in its command line or
+// environment, handing it over on a pipe (--token-fd). Once its configuration is
+// valid, the worker also makes itself undumpable (hideMemory).
+func (a *app) workerToken(cmd *cobra.Command, cfg *workerConfig) error {
+	flags := cmd.Flags()
+	given := 0
+	for _, name := range []string{"token", "token-file", "token-fd"} {
+		if flags.Changed(name) {
+			given++
+		}
+	}
+	if given > 1 {
+		return usagef("give the register token once: --token-file, --token or GANTRY_TOKEN")
+	}
+	if cfg.TokenFD >= 0 {
+		token, err := readTokenFD(cfg.TokenFD)
+		if err != nil {
+			return err
+		}
+		cfg.Token, cfg.TokenFD = token, -1
+	} else if cfg.TokenFile != "" {
+		token, err := readTokenFile(cfg.TokenFile)
+		if err != nil {
+			return err
+		}
+		cfg.Token = token
+	}
+	// Only what this very process was started with can leak through /proc: a token
+	// given to an in-process Run (tests) is in neither.
+	inArgs := hasTokenArg(os.Args)
+	inEnv := os.Getenv(envName("token")) != ""
+	if inArgs {
+		fmt.Fprintln(a.stderr, "gantry: warning: --token shows the register token to every process of this user "+
+			"until the worker re-executes itself without it; use --token-file")
+	}
+	if inArgs || inEnv {
+		handOver := cfg.Token
+		if cfg.TokenFile != "" {
+			handOver = "" // the new process reads the file again
+		}
+		if err := reexecWithoutToken(handOver); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // containSteps gives the worker's executor a Containment, so that no step outlives its
