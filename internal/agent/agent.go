@@ -779,11 +779,19 @@ func (l *jobLog) close(parent context.Context, log *slog.Logger) {
 	}
 }
 
-// env is what a step's process sees: the worker's PATH and HOME, the job's and the
-// step's env, the matrix values, and Gantry's own variables.
+// stepInherits lists the only variables a step takes from the worker's environment.
+// Nothing else of it reaches a step: the worker's environment may hold its register
+// token (GANTRY_TOKEN) and whatever its host put there, and a step is someone else's
+// code. docs/security.md lists what a step sees.
+var stepInherits = []string{"PATH", "HOME", "LANG", "TMPDIR"}
+
+// env is what a step's process sees, and all of it: the worker's stepInherits, the run's,
+// job's and step's env, the matrix values (GANTRY_MATRIX_*), and Gantry's own variables
+// (GANTRY_RUN_ID, GANTRY_JOB_ID, GANTRY_JOB_NAME, GANTRY_JOB_KEY, GANTRY_ATTEMPT,
+// GANTRY_WORKSPACE, GANTRY_IDEMPOTENCY_KEY). No credential is among them.
 func (a *Agent) env(j claimedJob, st pipeline.Step, ws string) []string {
 	vars := map[string]string{}
-	for _, k := range []string{"PATH", "HOME", "LANG", "TMPDIR"} {
+	for _, k := range stepInherits {
 		if v, ok := os.LookupEnv(k); ok {
 			vars[k] = v
 		}
