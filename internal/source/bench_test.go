@@ -16,8 +16,12 @@ import (
 	"github.com/gantry-ci/gantry/internal/source"
 )
 
-// TestMain removes the benchmark's repository, built once per test binary.
+// TestMain runs a helper process when asked (see TestEnsureCommitAcrossProcesses), and
+// removes the benchmark's repository, built once per test binary.
 func TestMain(m *testing.M) {
+	if os.Getenv(helperEnv) != "" {
+		os.Exit(helperEnsureCommit())
+	}
 	code := m.Run()
 	if benchRoot != "" {
 		_ = os.RemoveAll(benchRoot)
