@@ -26,7 +26,8 @@ export PATH="$gobin:$PATH"
 
 # Debian packages, each with the command that shows it is there (installed some other
 # way still counts):
-#   make, git: the build; gcc, libc6-dev: cgo for `go test -race`;
+#   make, git: the build; gcc, libc6-dev: cgo for `go test -race`; git-lfs: the LFS
+#   checkout test (internal/source);
 #   postgresql: initdb and pg_ctl for the PostgreSQL store tests (internal/testdb);
 #   bubblewrap: the sandbox executor; chromium: the dashboard's browser tests;
 #   iproute2: `ip netns` for the network-partition test; util-linux: mount, for the
@@ -36,6 +37,7 @@ have_cmd() { command -v "$1" >/dev/null 2>&1; }
 have_pkg() { dpkg -s "$1" >/dev/null 2>&1; }
 have_cmd make || missing+=(make)
 have_cmd git || missing+=(git)
+have_cmd git-lfs || missing+=(git-lfs)
 have_cmd gcc || missing+=(gcc)
 have_pkg libc6-dev || [[ -e /usr/include/stdio.h ]] || missing+=(libc6-dev)
 if ! have_cmd initdb && ! compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null; then

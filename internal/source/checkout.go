@@ -151,9 +151,10 @@ func checkout(ctx context.Context, m *Mirror, sha, target string, opts CheckoutO
 		if _, err := g.run(ctx, target, "lfs", "version"); err != nil {
 			return fmt.Errorf("lfs: git-lfs is not installed or does not run: %w", err)
 		}
-		// The clean environment has no global config, so the LFS filters are set up in
-		// the workspace itself; then pull fetches the content of this commit only.
-		if _, err := g.run(ctx, target, "lfs", "install", "--local", "--skip-smudge"); err != nil {
+		// The clean environment has no global config, so the LFS filters are set up in the
+		// workspace itself (a job's own git commands then see content, not pointers); then
+		// pull fetches from origin the content of this commit only.
+		if _, err := g.run(ctx, target, "lfs", "install", "--local"); err != nil {
 			return fmt.Errorf("lfs: %w", err)
 		}
 		if _, err := g.run(ctx, target, "lfs", "pull"); err != nil {

@@ -252,3 +252,35 @@ func TestCheckoutFetchesAndSubmodulesOverHTTP(t *testing.T) {
 		t.Fatalf("submodule checked out without being asked (%v)", err)
 	}
 }
+
+func TestCheckoutLFS(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	r := newRemote(t, t.TempDir(), "lfs")
+	gitCmd(t, r.env, r.work, "lfs", "install", "--local")
+	gitCmd(t, r.env, r.work, "lfs", "track", "*.bin")
+	content := strings.Repeat("large binary content\n", 500)
+	gitCmd(t, r.env, r.work, "add", ".gitattributes")
+	sha := r.commit("lfs", map[string]string{"model.bin": content, "small.txt": "s"})
+	// git-lfs pushes the content beside the repository for a file:// remote.
+	gitCmd(t, r.env, r.work, "push", "--quiet", r.fileURL(), "HEAD:refs/heads/main")
+	m := openMirror(t, t.TempDir(), r.fileURL(), source.Credentials{})
+
+	ws := t.TempDir()
+	if err := source.Checkout(ctx, m, sha, ws, source.CheckoutOptions{LFS: true}); err != nil {
+		t.Fatalf("Checkout with LFS: %v", err)
+	}
+	if got := readTree(t, ws)["model.bin"]; got != content {
+		t.Fatalf("model.bin holds %.80q, want the LFS content", got)
+	}
+	assertDetached(t, r.env, ws, sha, r.fileURL())
+
+	// Without the option the pointer file stays, and nothing is downloaded.
+	ws2 := t.TempDir()
+	if err := source.Checkout(ctx, m, sha, ws2, source.CheckoutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := readTree(t, ws2)["model.bin"]; !strings.HasPrefix(got, "version https://git-lfs.github.com/spec/v1") {
+		t.Fatalf("without LFS, model.bin = %.80q, want the pointer", got)
+	}
+}
