@@ -369,9 +369,33 @@ func TestTokenOverHTTP(t *testing.T) {
 	const token = "gnt_tok3n_that_must_not_leak"
 	srv := newGitServer(t, root, "x-access-token", token)
 
-	m := openMirror(t, t.TempDir(), srv.url("private"), source.Credentials{Token: token})
+	// git runs through a wrapper that records every command line, as ps would show it.
+	argvLog := filepath.Join(t.TempDir(), "argv.log")
+	wrapper := filepath.Join(t.TempDir(), "git")
+	script := "#!/bin/sh\nprintf '%s\\n' \"$*\" >> '" + argvLog + "'\nexec git \"$@\"\n"
+	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	m, err := source.Open(ctx, source.Config{Dir: t.TempDir(), URL: srv.url("private"), Credentials: source.Credentials{Token: token}, Git: wrapper, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Close() })
 	if got, err := m.ReadFile(ctx, sha, "secret.txt"); err != nil || string(got) != "s" {
 		t.Fatalf("ReadFile with the token = %q, %v", got, err)
+	}
+	if err := source.Checkout(ctx, m, sha, t.TempDir(), source.CheckoutOptions{Depth: 1, Submodules: true}); err != nil {
+		t.Fatalf("Checkout with the token: %v", err)
+	}
+	argv, err := os.ReadFile(argvLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(argv), "fetch") || strings.Contains(string(argv), token) {
+		t.Fatalf("git's command lines hold the token, or were not recorded:\n%s", argv)
+	}
+	if got := srv.lastAuth(); got == "" {
+		t.Fatal("the server saw no Authorization header")
 	}
 	cfg, err := os.ReadFile(filepath.Join(m.Dir(), "config"))
 	if err != nil {
@@ -437,5 +461,36 @@ func TestBadRemote(t *testing.T) {
 	cancel()
 	if err := m.EnsureCommit(cctx, sha); err == nil {
 		t.Fatal("EnsureCommit with a cancelled context succeeded")
+	}
+}
+
+func TestErrorsRedactCredentials(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	const token = "tok_echoed_back"
+	// A git whose fetch fails saying everything it was given, as a verbose transport error
+	// might: the error Gantry returns must still not hold the token in any form.
+	wrapper := filepath.Join(t.TempDir(), "git")
+	script := `#!/bin/sh
+if [ "$1" = fetch ]; then
+	echo "fatal: unable to access: $GIT_CONFIG_VALUE_0 x-access-token:` + token + `" >&2
+	exit 128
+fi
+exec git "$@"
+`
+	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	m, err := source.Open(ctx, source.Config{Dir: t.TempDir(), URL: "https://git.invalid/o/r.git", Credentials: source.Credentials{Token: token}, Git: wrapper})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Close() })
+	err = m.EnsureCommit(ctx, strings.Repeat("1", 40))
+	if err == nil || !strings.Contains(err.Error(), "[REDACTED]") {
+		t.Fatalf("EnsureCommit: err = %v, want git's message with the secrets redacted", err)
+	}
+	if strings.Contains(err.Error(), token) || strings.Contains(err.Error(), "Basic eC1") {
+		t.Fatalf("the error leaks the credentials: %v", err)
 	}
 }

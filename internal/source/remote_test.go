@@ -184,6 +184,16 @@ func newGitServer(t testing.TB, root, user, token string) *gitServer {
 	return s
 }
 
+// lastAuth is the Authorization header of the latest request.
+func (s *gitServer) lastAuth() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.authHeaders) == 0 {
+		return ""
+	}
+	return s.authHeaders[len(s.authHeaders)-1]
+}
+
 func (s *gitServer) url(name string) string { return s.URL + "/git/" + name + ".git" }
 
 // openMirror opens a mirror in cacheDir and closes it when the test ends.
