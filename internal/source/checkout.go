@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -87,12 +88,18 @@ func emptyTarget(target string) (existed bool, err error) {
 		return false, err
 	}
 	defer f.Close()
-	names, err := f.Readdirnames(1)
-	if err != nil && len(names) == 0 {
-		if st, serr := f.Stat(); serr == nil && !st.IsDir() {
-			return true, fmt.Errorf("%s is a file: %w", target, ErrNotEmpty)
-		}
-		return true, nil // io.EOF: empty
+	st, err := f.Stat()
+	if err != nil {
+		return true, err
+	}
+	if !st.IsDir() {
+		return true, fmt.Errorf("%s is a file: %w", target, ErrNotEmpty)
+	}
+	switch _, err := f.Readdirnames(1); {
+	case errors.Is(err, io.EOF):
+		return true, nil
+	case err != nil:
+		return true, err
 	}
 	return true, ErrNotEmpty
 }

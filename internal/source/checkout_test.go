@@ -164,6 +164,10 @@ func TestCheckoutRefusals(t *testing.T) {
 		t.Fatalf("Checkout into a non-empty directory: err = %v, want ErrNotEmpty", err)
 	}
 	assertFiles(t, ws, map[string]string{"artifact.bin": "keep me"})
+	if err := source.Checkout(ctx, m, sha, filepath.Join(ws, "artifact.bin"), source.CheckoutOptions{}); !errors.Is(err, source.ErrNotEmpty) {
+		t.Fatalf("Checkout onto a file: err = %v, want ErrNotEmpty", err)
+	}
+	assertFiles(t, ws, map[string]string{"artifact.bin": "keep me"})
 	// Beside it, in a subdirectory, works: artifacts from needs and the repository coexist.
 	if err := source.Checkout(ctx, m, sha, ws, source.CheckoutOptions{Path: "repo"}); err != nil {
 		t.Fatalf("Checkout into a subdirectory beside an artifact: %v", err)
