@@ -86,7 +86,7 @@ func (d *decoder) compile(src []byte) *Plan {
 
 // plan validates what spans jobs (stages, needs, cycles, references) and builds the jobs.
 func (d *decoder) plan(s *spec) *Plan {
-	p := &Plan{Name: s.name}
+	p := &Plan{Name: s.name, On: s.on}
 	stageIndex := map[string]int{}
 	stageNames := make([]string, len(s.stages))
 	for i, st := range s.stages {

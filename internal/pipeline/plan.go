@@ -7,8 +7,11 @@ import (
 // Plan is a pipeline after validation, matrix expansion and DAG construction: the exact set
 // of jobs a run will contain. It is plain data, safe to marshal to JSON and store.
 type Plan struct {
-	Name   string   `json:"name"`
-	Stages []string `json:"stages,omitempty"`
+	Name string `json:"name"`
+	// On is the compiled on: (nil without one: the pipeline runs on every push). Running
+	// a plan ignores it; internal/trigger decides with it whether an event starts a run.
+	On     *Triggers `json:"on,omitempty"`
+	Stages []string  `json:"stages,omitempty"`
 	// Jobs in topological order: by wave, then by their order in the document.
 	Jobs []*Job `json:"jobs"`
 	// Waves groups job keys by depth in the DAG: wave 0 needs nothing, wave n needs at least

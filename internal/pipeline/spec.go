@@ -26,6 +26,7 @@ type envVar struct {
 // a set flag so that defaults can be layered under job values.
 type spec struct {
 	name     string
+	on       *Triggers
 	env      []envVar
 	stages   []text
 	defaults settings
@@ -117,7 +118,7 @@ var (
 )
 
 var (
-	topKeys         = []string{"name", "env", "stages", "defaults", "jobs"}
+	topKeys         = []string{"name", "on", "env", "stages", "defaults", "jobs"}
 	defaultsKeys    = []string{"timeout", "retry", "priority", "runs_on", "resources", "env", "shell", "cancel_grace"}
 	jobKeys         = []string{"stage", "needs", "if", "matrix", "runs_on", "resources", "steps", "env", "timeout", "retry", "priority", "concurrency", "artifacts", "continue_on_error", "cancel_grace", "network", "shell"}
 	stepKeys        = []string{"name", "run", "shell", "env", "once", "continue_on_error", "timeout"}
@@ -142,6 +143,8 @@ func (d *decoder) decodeSpec(root *yaml.Node) *spec {
 		switch f.key {
 		case "name":
 			s.name, _ = d.str(f.val, f.path, "a pipeline name")
+		case "on":
+			s.on = d.on(f.val, f.path)
 		case "env":
 			s.env = d.env(f.val, f.path)
 		case "stages":
