@@ -352,7 +352,11 @@ func TestFetchCommitOnNoBranch(t *testing.T) {
 		if got, err := m.ReadFile(ctx, head, "a"); err != nil || string(got) != "pr" {
 			t.Fatalf("ReadFile at a pull request head over %s = %q, %v", url, got, err)
 		}
-		// Pinned, so gc in the mirror cannot drop it from under a workspace.
+		// Pinned, so gc in the mirror cannot drop it from under a workspace, and a later
+		// fetch --prune leaves the pin alone.
+		if err := m.Fetch(ctx); err != nil {
+			t.Fatal(err)
+		}
 		if pin := gitCmd(t, r.env, m.Dir(), "rev-parse", "refs/gantry/pins/"+head); pin != head {
 			t.Fatalf("pin = %s, want %s", pin, head)
 		}
