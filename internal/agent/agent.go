@@ -423,7 +423,20 @@ func (a *Agent) runJob(parent context.Context, j claimedJob) {
 		loseLease(errFenced)
 	})
 	defer lease.stop()
-	go a.heartbeat(ctx, j, lease, loseLease)
+	// The heartbeats stop before the completion is sent: a heartbeat that reached the
+	// coordinator just after the completion would be told the lease is gone, and must not
+	// take for a lost lease the end this worker itself reported.
+	hbCtx, stopHeartbeat := context.WithCancel(ctx)
+	hbDone := make(chan struct{})
+	go func() {
+		defer close(hbDone)
+		a.heartbeat(hbCtx, j, lease, loseLease)
+	}()
+	endHeartbeats := func() {
+		stopHeartbeat()
+		<-hbDone
+	}
+	defer endHeartbeats()
 
 	// The final report uses its own context: a cancel must never lose the result. It
 	// outlasts a coordinator restart or an outage shorter than the lease, so the result is
@@ -481,6 +494,7 @@ func (a *Agent) runJob(parent context.Context, j claimedJob) {
 		case <-lost:
 			jobEnded("lost")
 		default:
+			endHeartbeats()
 			_ = report("/complete", map[string]any{"status": "failed", "failure_kind": "failure"})
 			jobEnded("failed")
 		}
@@ -575,6 +589,7 @@ func (a *Agent) runJob(parent context.Context, j claimedJob) {
 	if exit != nil {
 		body["exit_code"] = *exit
 	}
+	endHeartbeats()
 	if err := report("/complete", body); err != nil {
 		log.Error("report completion", "err", err)
 	}
