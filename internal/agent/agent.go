@@ -858,10 +858,11 @@ func (a *Agent) heartbeat(ctx context.Context, j claimedJob, lease *fence, loseL
 			TTLMillis       int64 `json:"ttl_ms"`
 			CancelRequested bool  `json:"cancel_requested"`
 		}
-		// A request that hangs (its packets dropped) is given up after an interval and
-		// sent again on a new connection; the fence does not wait for it either.
+		// A request that hangs (its packets dropped) is given up after half an interval
+		// and sent again on a new connection, so that one sent into a partition does not
+		// hold back the first that could get through; the fence does not wait for it.
 		sent := time.Now()
-		rctx, stop := context.WithTimeout(ctx, max(every, time.Second))
+		rctx, stop := context.WithTimeout(ctx, max(every/2, time.Second))
 		err := a.c.post(rctx, "/api/v1/agent/jobs/"+j.ID+"/heartbeat", map[string]any{"token": j.Lease.Token}, &ans)
 		stop()
 		switch {
