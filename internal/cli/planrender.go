@@ -27,6 +27,7 @@ func writePlanText(w io.Writer, p *pipeline.Plan) error {
 	jobs := jobsByKey(p)
 	fmt.Fprintf(ew, "%s: %s in %s\n", planName(p),
 		countOf(len(p.Jobs), "job", "jobs"), countOf(len(p.Waves), "wave", "waves"))
+	writeTriggers(ew, p.On)
 	for i, wave := range p.Waves {
 		// Waves are numbered from 1 for people; Job.Wave stays 0-based in JSON.
 		fmt.Fprintf(ew, "wave %d:\n", i+1)
@@ -50,6 +51,71 @@ func writePlanText(w io.Writer, p *pipeline.Plan) error {
 		}
 	}
 	return ew.err
+}
+
+// writeTriggers lists the events of on:, one line each with its filters, in the
+// style of job annotations. A plan without on: prints nothing: it runs on every push, the
+// same as before on: existed.
+//
+//	on:
+//	  push  [branches: main, release/**]  [paths_ignore: docs/**]
+//	  schedule  [cron: 0 3 * * 1-5]  [timezone: Europe/Berlin]  [missed: run_once]
+func writeTriggers(w io.Writer, t *pipeline.Triggers) {
+	if t == nil {
+		return
+	}
+	io.WriteString(w, "on:\n")
+	line := func(event string, notes ...string) {
+		var b strings.Builder
+		b.WriteString("  ")
+		b.WriteString(event)
+		for _, n := range notes {
+			if n != "" {
+				b.WriteString("  [")
+				b.WriteString(n)
+				b.WriteString("]")
+			}
+		}
+		b.WriteByte('\n')
+		io.WriteString(w, b.String())
+	}
+	filter := func(key string, patterns []string) string {
+		if len(patterns) == 0 {
+			return ""
+		}
+		return key + ": " + strings.Join(patterns, ", ")
+	}
+	if p := t.Push; p != nil {
+		line("push", filter("branches", p.Branches), filter("branches_ignore", p.BranchesIgnore),
+			filter("tags", p.Tags), filter("tags_ignore", p.TagsIgnore),
+			filter("paths", p.Paths), filter("paths_ignore", p.PathsIgnore))
+	}
+	if pr := t.PullRequest; pr != nil {
+		line("pull_request", filter("types", pr.Types), filter("branches", pr.Branches),
+			filter("branches_ignore", pr.BranchesIgnore), filter("paths", pr.Paths), filter("paths_ignore", pr.PathsIgnore))
+	}
+	for _, s := range t.Schedule {
+		tz := ""
+		if s.Timezone != "" {
+			tz = "timezone: " + s.Timezone
+		}
+		missed := ""
+		if s.Missed != "" && s.Missed != pipeline.MissedSkip {
+			missed = "missed: " + string(s.Missed)
+		}
+		line("schedule", "cron: "+s.Cron, tz, missed)
+	}
+	if d := t.Dispatch; d != nil {
+		var inputs []string
+		for _, in := range d.Inputs {
+			note := in.Name + " (" + string(in.Type)
+			if in.Required {
+				note += ", required"
+			}
+			inputs = append(inputs, note+")")
+		}
+		line("dispatch", filter("inputs", inputs))
+	}
 }
 
 func planName(p *pipeline.Plan) string {

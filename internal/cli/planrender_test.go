@@ -111,6 +111,38 @@ wave 4:
 			plan: &pipeline.Plan{Name: "nothing"},
 			want: "nothing: 0 jobs in 0 waves\n",
 		},
+		{
+			name: "triggers",
+			plan: &pipeline.Plan{
+				Name: "ci",
+				On: &pipeline.Triggers{
+					Push:        &pipeline.PushTrigger{BranchesIgnore: []string{"wip/**"}, Tags: []string{"v*"}, Paths: []string{"src/**", "go.mod"}},
+					PullRequest: &pipeline.PullRequestTrigger{Types: []string{"opened"}, Branches: []string{"main"}, PathsIgnore: []string{"docs/**"}},
+					Schedule: []pipeline.Schedule{
+						{Cron: "@daily", Missed: pipeline.MissedSkip},
+						{Cron: "0 3 * * 1-5", Timezone: "Europe/Berlin", Missed: pipeline.MissedRunOnce},
+					},
+					Dispatch: &pipeline.DispatchTrigger{Inputs: []pipeline.Input{{Name: "env", Type: pipeline.InputChoice, Required: true}, {Name: "n", Type: pipeline.InputNumber}}},
+				},
+				Jobs:  []*pipeline.Job{{Key: "only", Name: "only"}},
+				Waves: [][]string{{"only"}},
+			},
+			want: `ci: 1 job in 1 wave
+on:
+  push  [branches_ignore: wip/**]  [tags: v*]  [paths: src/**, go.mod]
+  pull_request  [types: opened]  [branches: main]  [paths_ignore: docs/**]
+  schedule  [cron: @daily]
+  schedule  [cron: 0 3 * * 1-5]  [timezone: Europe/Berlin]  [missed: run_once]
+  dispatch  [inputs: env (choice, required), n (number)]
+wave 1:
+  only
+`,
+		},
+		{
+			name: "dispatch without inputs",
+			plan: &pipeline.Plan{Name: "manual", On: &pipeline.Triggers{Dispatch: &pipeline.DispatchTrigger{}}},
+			want: "manual: 0 jobs in 0 waves\non:\n  dispatch\n",
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -22,6 +22,7 @@ func TestExamples(t *testing.T) {
 		"stages.yml":     {{"compile", "vet", "docs"}, {"unit"}, {"publish"}},
 		"templates.yml":  {{"api", "worker", "cli"}},
 		"conditions.yml": {{"test", "lint"}, {"deploy", "report"}, {"rollback"}},
+		"on-push.yml":    {{"test"}, {"build"}},
 	}
 	files, err := filepath.Glob("../../examples/*")
 	if err != nil || len(files) == 0 {
@@ -87,5 +88,16 @@ func TestExamplesDetails(t *testing.T) {
 	}
 	if c := tpl.Job("cli"); !strings.Contains(c.Steps[0].Run, "the cli job keeps the template's env") || c.RunsOn[0] != "linux" {
 		t.Errorf("templates cli = %+v", c)
+	}
+	if release.On != nil {
+		t.Errorf("release has no on:, but its plan has triggers %+v", release.On)
+	}
+	on := load("on-push.yml").On
+	if on == nil || on.Push == nil || !reflect.DeepEqual(on.Push.Branches, []string{"main", "release/**", "!release/**-wip"}) ||
+		!reflect.DeepEqual(on.Push.PathsIgnore, []string{"docs/**", "**.md"}) ||
+		on.PullRequest == nil || !reflect.DeepEqual(on.PullRequest.Branches, []string{"main"}) ||
+		len(on.Schedule) != 1 || on.Schedule[0].Missed != MissedRunOnce || on.Schedule[0].Timezone != "Europe/Berlin" ||
+		on.Dispatch == nil || len(on.Dispatch.Inputs) != 2 || *on.Dispatch.Inputs[0].Default != "staging" || *on.Dispatch.Inputs[1].Default != "true" {
+		t.Errorf("on-push triggers = %+v", on)
 	}
 }
