@@ -103,13 +103,64 @@ type Trigger struct {
 	SHA    string `json:"sha,omitempty"`
 	Event  string `json:"event,omitempty"`
 	Actor  string `json:"actor,omitempty"`
+	// Tag is the tag pushed, without refs/tags/ (event tag).
+	Tag string `json:"tag,omitempty"`
+	// Before is the commit the ref pointed at before a push; "" when new or unknown.
+	Before string `json:"before,omitempty"`
+	// Repository is the forge's full name of the repository (owner/name).
+	Repository string `json:"repository,omitempty"`
+	// PRNumber is the pull (merge) request's number (event pull_request).
+	PRNumber int `json:"pr_number,omitempty"`
+	// DeliveryID is the forge's id of the webhook delivery that started the run.
+	DeliveryID string `json:"delivery_id,omitempty"`
 }
 
-// Project groups runs; fair share in dispatch is between projects.
+// Project groups runs; fair share in dispatch is between projects. A project made on
+// first use by a run has only a name; one connected to a repository has the rest.
 type Project struct {
-	ID        uuid.UUID
-	Name      string
-	CreatedAt time.Time
+	ID   uuid.UUID
+	Name string
+	// RepoURL is the git remote the project builds ("" when not connected).
+	RepoURL string
+	// Provider is the forge whose webhooks and status API the project speaks: github,
+	// gitlab, gitea, forgejo or generic ("" when not connected).
+	Provider string
+	// PipelinePath is the pipeline file in the repository, read at each event's commit.
+	PipelinePath string
+	// DefaultBranch is the repository's default branch (schedules read its file).
+	DefaultBranch string
+	// WebhookSecret verifies the forge's webhooks. It is never shown after creation.
+	WebhookSecret string
+	// APIBaseURL and APITokenFile configure status reports to the forge: the API root
+	// ("" for the provider's public default) and a file on the coordinator holding the
+	// token.
+	APIBaseURL   string
+	APITokenFile string
+	CreatedAt    time.Time
+	UpdatedAt    time.Time
+}
+
+// DefaultPipelinePath is the pipeline file a connected project reads when it names none.
+const DefaultPipelinePath = ".gantry.yml"
+
+// Delivery is a webhook delivery a project has seen, with what it led to, so that a
+// redelivery (the same delivery id) answers the same and starts nothing.
+type Delivery struct {
+	ProjectID  uuid.UUID
+	DeliveryID string
+	Event      string      // the event kind: push, tag, pull_request, ping
+	RunIDs     []uuid.UUID // the runs it created, none when nothing ran
+	Reason     string      // why nothing ran, or why it did
+	CreatedAt  time.Time
+}
+
+// RunError is one mistake in a run's pipeline file: a run created from an invalid file
+// fails at once, has no jobs, and carries these instead.
+type RunError struct {
+	Path    string `json:"path,omitempty"`
+	Line    int    `json:"line,omitempty"`
+	Column  int    `json:"column,omitempty"`
+	Message string `json:"message"`
 }
 
 // Run is one execution of a pipeline.
@@ -126,9 +177,11 @@ type Run struct {
 	CancelRequested bool
 	JobsTotal       int
 	JobsFinished    int // jobs in a terminal status
-	CreatedAt       time.Time
-	StartedAt       time.Time // zero until a job is claimed
-	FinishedAt      time.Time // zero until the run is terminal
+	// Errors are the pipeline file's mistakes of a run that failed before it had jobs.
+	Errors     []RunError
+	CreatedAt  time.Time
+	StartedAt  time.Time // zero until a job is claimed
+	FinishedAt time.Time // zero until the run is terminal
 }
 
 // Job is one schedulable unit of a run (a pipeline job or one matrix instance).

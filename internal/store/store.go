@@ -21,6 +21,7 @@ type Store interface {
 	Notifier
 	Stats
 	Tokens
+	Projects
 	// CancelRequested lists the jobs a worker holds that were asked to cancel.
 	CancelRequested(ctx context.Context, workerID string) ([]uuid.UUID, error)
 	// Close releases the store's connections; in-flight writes are finished first.
@@ -349,4 +350,43 @@ type Tokens interface {
 type ListTokensParams struct {
 	// Agents includes the credentials workers got at registration.
 	Agents bool
+}
+
+// Projects keeps projects connected to repositories, and the webhook deliveries they saw.
+type Projects interface {
+	// CreateProject stores a project; it fills in ID, CreatedAt and UpdatedAt. A name a
+	// run already created on first use is taken over when that project is not connected
+	// to a repository yet; a name that is connected is ErrConflict.
+	CreateProject(ctx context.Context, p *Project) error
+	// GetProjectByName returns the named project; ErrNotFound when none has the name.
+	GetProjectByName(ctx context.Context, name string) (*Project, error)
+	// ListProjects lists every project by name.
+	ListProjects(ctx context.Context) ([]*Project, error)
+	// UpdateProject replaces the settings of the project named p.Name (every field but ID,
+	// Name and CreatedAt) and sets UpdatedAt; ErrNotFound when none has the name.
+	UpdateProject(ctx context.Context, p *Project) error
+	// DeleteProject deletes the named project and its deliveries. ErrNotFound when none
+	// has the name; ErrConflict while runs belong to it, so no run loses its project.
+	DeleteProject(ctx context.Context, name string) error
+	// GetDelivery returns the delivery the project recorded under deliveryID;
+	// ErrNotFound when it has none.
+	GetDelivery(ctx context.Context, projectID uuid.UUID, deliveryID string) (*Delivery, error)
+	// RecordDelivery records a delivery; it fills in CreatedAt. A delivery id the project
+	// has already recorded keeps its first record, which is returned with created=false.
+	RecordDelivery(ctx context.Context, d *Delivery) (first *Delivery, created bool, err error)
+	// CreateFailedRun stores a run that failed before it had jobs, such as one whose
+	// pipeline file is invalid: status failed, finished at once, with p.Errors (at least
+	// one). Project, Trigger, Definition and IdempotencyKey mean what they mean to
+	// CreateRun, including the replay of a known key (created=false).
+	CreateFailedRun(ctx context.Context, p CreateFailedRunParams) (run *Run, created bool, err error)
+}
+
+// CreateFailedRunParams describe a run that failed before it had jobs.
+type CreateFailedRunParams struct {
+	Project        string
+	Name           string
+	Trigger        Trigger
+	IdempotencyKey string
+	Definition     []byte
+	Errors         []RunError
 }

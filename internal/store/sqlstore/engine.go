@@ -45,7 +45,7 @@ type Engine struct {
 
 	rebound  sync.Map // query -> query with the dialect's placeholders
 	stmts    stmtCache
-	projects sync.Map // project name -> id; projects are never deleted
+	projects sync.Map // project name -> id; DeleteProject forgets a name
 	labels   labelCache
 	closeDB  []io.Closer
 }

@@ -107,19 +107,19 @@ func decodeSpec(j *store.Job, spec string) error {
 }
 
 const runCols = `r.id, r.project_id, p.name, r.name, r.status, r.trigger, r.idempotency_key, r.definition, r.env,
-	r.cancel_requested, r.jobs_total, r.jobs_finished, r.created_at, r.started_at, r.finished_at`
+	r.cancel_requested, r.jobs_total, r.jobs_finished, r.created_at, r.started_at, r.finished_at, r.errors`
 
 const runFrom = ` FROM runs r JOIN projects p ON p.id = r.project_id `
 
 func scanRun(s scanner) (*store.Run, error) {
 	var (
 		r                          store.Run
-		status, trigger, env       string
+		status, trigger, env, errs string
 		idem                       sql.NullString
 		created, started, finished int64
 	)
 	err := s.Scan(&r.ID, &r.ProjectID, &r.Project, &r.Name, &status, &trigger, &idem, &r.Definition, &env,
-		&r.CancelRequested, &r.JobsTotal, &r.JobsFinished, &created, &started, &finished)
+		&r.CancelRequested, &r.JobsTotal, &r.JobsFinished, &created, &started, &finished, &errs)
 	if err != nil {
 		return nil, err
 	}
@@ -130,6 +130,11 @@ func scanRun(s scanner) (*store.Run, error) {
 	}
 	if err := json.Unmarshal([]byte(env), &r.Env); err != nil {
 		return nil, fmt.Errorf("decode env of run %s: %w", r.ID, err)
+	}
+	if errs != "" {
+		if err := json.Unmarshal([]byte(errs), &r.Errors); err != nil {
+			return nil, fmt.Errorf("decode errors of run %s: %w", r.ID, err)
+		}
 	}
 	r.CreatedAt, r.StartedAt, r.FinishedAt = fromUS(created), fromUS(started), fromUS(finished)
 	return &r, nil

@@ -79,6 +79,7 @@ var groups = []struct {
 	{"Stats", statsTests},
 	{"Tokens", tokenTests},
 	{"ConcurrencyCancel", groupCancelTests},
+	{"Projects", projectTests},
 }
 
 const (

@@ -1,0 +1,293 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/gantry-ci/gantry/internal/store"
+	"github.com/google/uuid"
+)
+
+const projectCols = `id, name, repo_url, provider, pipeline_path, default_branch, webhook_secret,
+	api_base_url, api_token_file, created_at, updated_at`
+
+func scanProject(s scanner) (*store.Project, error) {
+	var p store.Project
+	var created, updated int64
+	if err := s.Scan(&p.ID, &p.Name, &p.RepoURL, &p.Provider, &p.PipelinePath, &p.DefaultBranch,
+		&p.WebhookSecret, &p.APIBaseURL, &p.APITokenFile, &created, &updated); err != nil {
+		return nil, err
+	}
+	p.CreatedAt, p.UpdatedAt = fromUS(created), fromUS(updated)
+	if p.UpdatedAt.IsZero() {
+		// Projects made before 0011, or on first use by a run, were never updated.
+		p.UpdatedAt = p.CreatedAt
+	}
+	return &p, nil
+}
+
+func checkProject(action string, p *store.Project) error {
+	if p == nil || p.Name == "" {
+		return fmt.Errorf("%s: a project name is required: %w", action, store.ErrInvalid)
+	}
+	return nil
+}
+
+// CreateProject implements store.Projects.
+func (e *Engine) CreateProject(ctx context.Context, p *store.Project) error {
+	if err := checkProject("create project", p); err != nil {
+		return err
+	}
+	return e.write(ctx, func(t *tx) error {
+		now := us(e.clock.Now())
+		var id uuid.UUID
+		var repo string
+		created := now
+		err := t.row(`SELECT id, repo_url, created_at FROM projects WHERE name = ?`, p.Name).Scan(&id, &repo, &created)
+		switch {
+		case isNoRows(err):
+			id = store.NewID()
+			if _, err := t.exec(`INSERT INTO projects (`+projectCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+				id, p.Name, p.RepoURL, p.Provider, p.PipelinePath, p.DefaultBranch, p.WebhookSecret,
+				p.APIBaseURL, p.APITokenFile, now, now); err != nil {
+				return fmt.Errorf("create project %q: %w", p.Name, err)
+			}
+		case err != nil:
+			return fmt.Errorf("create project %q: look up name: %w", p.Name, err)
+		case repo != "":
+			return fmt.Errorf("create project %q: a project of that name is already connected to %s: %w", p.Name, repo, store.ErrConflict)
+		default:
+			// Made on first use by a run: connecting it keeps its runs under it. The
+			// repo_url = '' condition makes two concurrent connects a conflict, not a
+			// silent overwrite.
+			res, err := t.exec(`UPDATE projects SET repo_url = ?, provider = ?, pipeline_path = ?, default_branch = ?,
+				webhook_secret = ?, api_base_url = ?, api_token_file = ?, updated_at = ?
+				WHERE id = ? AND repo_url = ''`,
+				p.RepoURL, p.Provider, p.PipelinePath, p.DefaultBranch, p.WebhookSecret, p.APIBaseURL,
+				p.APITokenFile, now, id)
+			if err != nil {
+				return fmt.Errorf("create project %q: %w", p.Name, err)
+			}
+			if n, _ := res.RowsAffected(); n == 0 {
+				return fmt.Errorf("create project %q: connected meanwhile: %w", p.Name, store.ErrConflict)
+			}
+		}
+		p.ID, p.CreatedAt, p.UpdatedAt = id, fromUS(created), fromUS(now)
+		return nil
+	})
+}
+
+// GetProjectByName implements store.Projects.
+func (e *Engine) GetProjectByName(ctx context.Context, name string) (*store.Project, error) {
+	p, err := scanProject(e.readRow(ctx, `SELECT `+projectCols+` FROM projects WHERE name = ?`, name))
+	if isNoRows(err) {
+		return nil, fmt.Errorf("project %q: %w", name, store.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get project %q: %w", name, err)
+	}
+	return p, nil
+}
+
+// ListProjects implements store.Projects.
+func (e *Engine) ListProjects(ctx context.Context) ([]*store.Project, error) {
+	rows, err := e.readRows(ctx, `SELECT `+projectCols+` FROM projects ORDER BY name`)
+	if err != nil {
+		return nil, fmt.Errorf("list projects: %w", err)
+	}
+	defer rows.Close()
+	var out []*store.Project
+	for rows.Next() {
+		p, err := scanProject(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list projects: %w", err)
+		}
+		out = append(out, p)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list projects: %w", err)
+	}
+	return out, nil
+}
+
+// UpdateProject implements store.Projects.
+func (e *Engine) UpdateProject(ctx context.Context, p *store.Project) error {
+	if err := checkProject("update project", p); err != nil {
+		return err
+	}
+	return e.write(ctx, func(t *tx) error {
+		now := us(e.clock.Now())
+		res, err := t.exec(`UPDATE projects SET repo_url = ?, provider = ?, pipeline_path = ?, default_branch = ?,
+			webhook_secret = ?, api_base_url = ?, api_token_file = ?, updated_at = ? WHERE name = ?`,
+			p.RepoURL, p.Provider, p.PipelinePath, p.DefaultBranch, p.WebhookSecret, p.APIBaseURL,
+			p.APITokenFile, now, p.Name)
+		if err != nil {
+			return fmt.Errorf("update project %q: %w", p.Name, err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return fmt.Errorf("update project %q: %w", p.Name, store.ErrNotFound)
+		}
+		var created int64
+		if err := t.row(`SELECT id, created_at FROM projects WHERE name = ?`, p.Name).Scan(&p.ID, &created); err != nil {
+			return fmt.Errorf("update project %q: read back: %w", p.Name, err)
+		}
+		p.CreatedAt, p.UpdatedAt = fromUS(created), fromUS(now)
+		return nil
+	})
+}
+
+// DeleteProject implements store.Projects.
+func (e *Engine) DeleteProject(ctx context.Context, name string) error {
+	return e.write(ctx, func(t *tx) error {
+		var id uuid.UUID
+		err := t.row(`SELECT id FROM projects WHERE name = ?`, name).Scan(&id)
+		if isNoRows(err) {
+			return fmt.Errorf("delete project %q: %w", name, store.ErrNotFound)
+		}
+		if err != nil {
+			return fmt.Errorf("delete project %q: %w", name, err)
+		}
+		var runs int64
+		if err := t.row(`SELECT COUNT(*) FROM runs WHERE project_id = ?`, id).Scan(&runs); err != nil {
+			return fmt.Errorf("delete project %q: count runs: %w", name, err)
+		}
+		if runs > 0 {
+			return fmt.Errorf("delete project %q: %d runs belong to it: %w", name, runs, store.ErrConflict)
+		}
+		if _, err := t.exec(`DELETE FROM hook_deliveries WHERE project_id = ?`, id); err != nil {
+			return fmt.Errorf("delete project %q: deliveries: %w", name, err)
+		}
+		if _, err := t.exec(`DELETE FROM projects WHERE id = ?`, id); err != nil {
+			return fmt.Errorf("delete project %q: %w", name, err)
+		}
+		// The next run under this name makes a new project rather than naming the old id.
+		t.onCommit = append(t.onCommit, func() { e.projects.Delete(name) })
+		return nil
+	})
+}
+
+const deliveryCols = `project_id, delivery_id, event, run_ids, reason, created_at`
+
+func scanDelivery(s scanner) (*store.Delivery, error) {
+	var d store.Delivery
+	var runs string
+	var created int64
+	if err := s.Scan(&d.ProjectID, &d.DeliveryID, &d.Event, &runs, &d.Reason, &created); err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal([]byte(runs), &d.RunIDs); err != nil {
+		return nil, fmt.Errorf("decode run ids of delivery %s: %w", d.DeliveryID, err)
+	}
+	d.CreatedAt = fromUS(created)
+	return &d, nil
+}
+
+// GetDelivery implements store.Projects.
+func (e *Engine) GetDelivery(ctx context.Context, projectID uuid.UUID, deliveryID string) (*store.Delivery, error) {
+	d, err := scanDelivery(e.readRow(ctx, `SELECT `+deliveryCols+` FROM hook_deliveries
+		WHERE project_id = ? AND delivery_id = ?`, projectID, deliveryID))
+	if isNoRows(err) {
+		return nil, fmt.Errorf("delivery %q: %w", deliveryID, store.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get delivery %q: %w", deliveryID, err)
+	}
+	return d, nil
+}
+
+// RecordDelivery implements store.Projects.
+func (e *Engine) RecordDelivery(ctx context.Context, d *store.Delivery) (*store.Delivery, bool, error) {
+	if d == nil || d.DeliveryID == "" || d.ProjectID == uuid.Nil {
+		return nil, false, fmt.Errorf("record delivery: a project and a delivery id are required: %w", store.ErrInvalid)
+	}
+	ids := d.RunIDs
+	if ids == nil {
+		ids = []uuid.UUID{}
+	}
+	var first *store.Delivery
+	created := false
+	err := e.write(ctx, func(t *tx) error {
+		now := us(e.clock.Now())
+		res, err := t.exec(`INSERT INTO hook_deliveries (`+deliveryCols+`) VALUES (?, ?, ?, ?, ?, ?)
+			ON CONFLICT (project_id, delivery_id) DO NOTHING`,
+			d.ProjectID, d.DeliveryID, d.Event, mustJSON(ids), d.Reason, now)
+		if err != nil {
+			return fmt.Errorf("record delivery %q: %w", d.DeliveryID, err)
+		}
+		if n, _ := res.RowsAffected(); n == 1 {
+			created = true
+			cp := *d
+			cp.RunIDs, cp.CreatedAt = ids, fromUS(now)
+			first = &cp
+			return nil
+		}
+		first, err = scanDelivery(t.row(`SELECT `+deliveryCols+` FROM hook_deliveries
+			WHERE project_id = ? AND delivery_id = ?`, d.ProjectID, d.DeliveryID))
+		if err != nil {
+			return fmt.Errorf("record delivery %q: read the first record: %w", d.DeliveryID, err)
+		}
+		created = false
+		return nil
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	return first, created, nil
+}
+
+// CreateFailedRun implements store.Projects.
+func (e *Engine) CreateFailedRun(ctx context.Context, p store.CreateFailedRunParams) (*store.Run, bool, error) {
+	if len(p.Errors) == 0 {
+		return nil, false, fmt.Errorf("create failed run: at least one error is required: %w", store.ErrInvalid)
+	}
+	if p.Project == "" {
+		p.Project = "default"
+	}
+	runID := store.NewID()
+	trigger, errs := mustJSON(p.Trigger), mustJSON(p.Errors)
+	var idem any
+	if p.IdempotencyKey != "" {
+		idem = p.IdempotencyKey
+	}
+	existing := uuid.Nil
+	err := e.write(ctx, func(t *tx) error {
+		existing = uuid.Nil
+		now := us(e.clock.Now())
+		projectID, err := t.project(p.Project, now)
+		if err != nil {
+			return err
+		}
+		if p.IdempotencyKey != "" {
+			err := t.row(`SELECT id FROM runs WHERE project_id = ? AND idempotency_key = ?`, projectID, p.IdempotencyKey).Scan(&existing)
+			if err == nil {
+				return nil
+			}
+			if !errors.Is(err, sql.ErrNoRows) {
+				return fmt.Errorf("look up idempotency key: %w", err)
+			}
+		}
+		// Failed and finished at once, with no jobs: nothing will ever claim or advance it.
+		if _, err := t.exec(`INSERT INTO runs (id, project_id, name, status, trigger, ref, idempotency_key, definition, env,
+			jobs_total, created_at, finished_at, errors)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, '{}', 0, ?, ?, ?)`,
+			runID, projectID, p.Name, string(store.RunFailed), trigger, p.Trigger.Ref, idem, p.Definition, now, now, errs); err != nil {
+			return fmt.Errorf("insert run: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, false, fmt.Errorf("create failed run: %w", err)
+	}
+	id, created := runID, true
+	if existing != uuid.Nil {
+		id, created = existing, false
+	}
+	run, err := e.GetRun(ctx, id)
+	if err != nil {
+		return nil, false, fmt.Errorf("create failed run: read back: %w", err)
+	}
+	return run, created, nil
+}

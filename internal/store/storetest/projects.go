@@ -1,0 +1,264 @@
+package storetest
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/gantry-ci/gantry/internal/store"
+	"github.com/google/uuid"
+)
+
+var projectTests = []test{
+	{"CreateGetListUpdate", testProjectCRUD},
+	{"ConnectProjectMadeByARun", testProjectConnectFirstUse},
+	{"DeleteRefusedWhileRunsBelong", testProjectDelete},
+	{"DeliveriesRecordedOnce", testDeliveries},
+	{"FailedRunCarriesErrors", testFailedRun},
+	{"TriggerFieldsRoundTrip", testTriggerFields},
+}
+
+func connected(name string) *store.Project {
+	return &store.Project{
+		Name: name, RepoURL: "https://git.example.com/" + name + ".git", Provider: "github",
+		PipelinePath: store.DefaultPipelinePath, DefaultBranch: "main", WebhookSecret: "s3cret-" + name,
+		APIBaseURL: "https://api.example.com", APITokenFile: "/etc/gantry/" + name + ".token",
+	}
+}
+
+func testProjectCRUD(t *testing.T, h Harness) {
+	_, b := setup(t, h)
+	p := connected("web")
+	if err := b.s.CreateProject(b.ctx, p); err != nil {
+		t.Fatalf("CreateProject: %v", err)
+	}
+	if p.ID == uuid.Nil {
+		t.Fatal("CreateProject left ID unset")
+	}
+	wantTime(t, "CreatedAt", p.CreatedAt, b.clk.Now())
+	wantTime(t, "UpdatedAt", p.UpdatedAt, b.clk.Now())
+	got, err := b.s.GetProjectByName(b.ctx, "web")
+	if err != nil {
+		t.Fatalf("GetProjectByName: %v", err)
+	}
+	want := *p
+	want.CreatedAt, want.UpdatedAt = got.CreatedAt, got.UpdatedAt
+	if *got != want {
+		t.Errorf("GetProjectByName = %+v\nwant %+v", got, want)
+	}
+	wantTime(t, "read CreatedAt", got.CreatedAt, b.clk.Now())
+
+	wantErr(t, "CreateProject of a connected name", b.s.CreateProject(b.ctx, connected("web")), store.ErrConflict)
+	wantErr(t, "CreateProject without a name", b.s.CreateProject(b.ctx, &store.Project{}), store.ErrInvalid)
+	_, err = b.s.GetProjectByName(b.ctx, "nope")
+	wantErr(t, "GetProjectByName of an unknown name", err, store.ErrNotFound)
+
+	if err := b.s.CreateProject(b.ctx, connected("api")); err != nil {
+		t.Fatalf("CreateProject(api): %v", err)
+	}
+	list, err := b.s.ListProjects(b.ctx)
+	if err != nil {
+		t.Fatalf("ListProjects: %v", err)
+	}
+	var names []string
+	for _, p := range list {
+		names = append(names, p.Name)
+	}
+	if !slices.Equal(names, []string{"api", "web"}) {
+		t.Errorf("ListProjects names = %v, want [api web] (by name)", names)
+	}
+
+	b.clk.Advance(time.Minute)
+	upd := *got
+	upd.Provider, upd.PipelinePath, upd.DefaultBranch, upd.WebhookSecret = "gitlab", "ci/pipeline.yml", "trunk", "new-secret"
+	upd.RepoURL, upd.APIBaseURL, upd.APITokenFile = "ssh://git@gitlab.example.com/web.git", "", ""
+	if err := b.s.UpdateProject(b.ctx, &upd); err != nil {
+		t.Fatalf("UpdateProject: %v", err)
+	}
+	wantTime(t, "UpdatedAt after update", upd.UpdatedAt, b.clk.Now())
+	again, err := b.s.GetProjectByName(b.ctx, "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Provider != "gitlab" || again.PipelinePath != "ci/pipeline.yml" || again.DefaultBranch != "trunk" ||
+		again.WebhookSecret != "new-secret" || again.RepoURL != upd.RepoURL || again.APIBaseURL != "" || again.APITokenFile != "" {
+		t.Errorf("after UpdateProject = %+v", again)
+	}
+	if again.ID != p.ID {
+		t.Errorf("UpdateProject changed the id %s -> %s", p.ID, again.ID)
+	}
+	wantTime(t, "CreatedAt kept by update", again.CreatedAt, b.clk.Now().Add(-time.Minute))
+	wantTime(t, "UpdatedAt read back", again.UpdatedAt, b.clk.Now())
+	wantErr(t, "UpdateProject of an unknown name", b.s.UpdateProject(b.ctx, &store.Project{Name: "nope"}), store.ErrNotFound)
+}
+
+func testProjectConnectFirstUse(t *testing.T, h Harness) {
+	_, b := setup(t, h)
+	run, _ := b.createRun(`jobs: { a: { steps: [ { run: "true" } ] } }`, store.CreateRunParams{Project: "legacy"})
+	made, err := b.s.GetProjectByName(b.ctx, "legacy")
+	if err != nil {
+		t.Fatalf("GetProjectByName of a project made by a run: %v", err)
+	}
+	if made.ID != run.ProjectID || made.RepoURL != "" || made.Provider != "" {
+		t.Errorf("project made on first use = %+v, want id %s and no repository", made, run.ProjectID)
+	}
+	wantTime(t, "UpdatedAt of a never-updated project", made.UpdatedAt, made.CreatedAt)
+
+	p := connected("legacy")
+	if err := b.s.CreateProject(b.ctx, p); err != nil {
+		t.Fatalf("CreateProject over a project made on first use: %v", err)
+	}
+	if p.ID != run.ProjectID {
+		t.Errorf("connected project id = %s, want the one its runs have, %s", p.ID, run.ProjectID)
+	}
+	runs, err := b.s.ListRuns(b.ctx, store.ListRunsParams{Project: "legacy"})
+	if err != nil || len(runs) != 1 || runs[0].ID != run.ID {
+		t.Errorf("runs of the connected project = %v, %v; want the earlier run", runs, err)
+	}
+	// A run by name still lands in the same project after it is connected.
+	run2, _ := b.createRun(`jobs: { a: { steps: [ { run: "true" } ] } }`, store.CreateRunParams{Project: "legacy"})
+	if run2.ProjectID != p.ID {
+		t.Errorf("run after connect has project %s, want %s", run2.ProjectID, p.ID)
+	}
+}
+
+func testProjectDelete(t *testing.T, h Harness) {
+	_, b := setup(t, h)
+	p := connected("busy")
+	if err := b.s.CreateProject(b.ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	b.createRun(`jobs: { a: { steps: [ { run: "true" } ] } }`, store.CreateRunParams{Project: "busy"})
+	wantErr(t, "DeleteProject with runs", b.s.DeleteProject(b.ctx, "busy"), store.ErrConflict)
+	if _, err := b.s.GetProjectByName(b.ctx, "busy"); err != nil {
+		t.Errorf("project after a refused delete: %v", err)
+	}
+
+	idle := connected("idle")
+	if err := b.s.CreateProject(b.ctx, idle); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := b.s.RecordDelivery(b.ctx, &store.Delivery{ProjectID: idle.ID, DeliveryID: "d1", Event: "ping"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.s.DeleteProject(b.ctx, "idle"); err != nil {
+		t.Fatalf("DeleteProject: %v", err)
+	}
+	_, err := b.s.GetProjectByName(b.ctx, "idle")
+	wantErr(t, "GetProjectByName after delete", err, store.ErrNotFound)
+	wantErr(t, "DeleteProject again", b.s.DeleteProject(b.ctx, "idle"), store.ErrNotFound)
+	// The name is free again, for a new project or for a run that makes one on first use.
+	run, _ := b.createRun(`jobs: { a: { steps: [ { run: "true" } ] } }`, store.CreateRunParams{Project: "idle"})
+	if run.ProjectID == idle.ID {
+		t.Errorf("a run after delete reuses the deleted project's id %s", idle.ID)
+	}
+	if _, err := b.s.GetProjectByName(b.ctx, "idle"); err != nil {
+		t.Errorf("project made on first use after delete: %v", err)
+	}
+}
+
+func testDeliveries(t *testing.T, h Harness) {
+	_, b := setup(t, h)
+	p, q := connected("one"), connected("two")
+	for _, pr := range []*store.Project{p, q} {
+		if err := b.s.CreateProject(b.ctx, pr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := b.s.GetDelivery(b.ctx, p.ID, "abc")
+	wantErr(t, "GetDelivery before any", err, store.ErrNotFound)
+	runs := []uuid.UUID{store.NewID(), store.NewID()}
+	d, created, err := b.s.RecordDelivery(b.ctx, &store.Delivery{ProjectID: p.ID, DeliveryID: "abc", Event: "push", RunIDs: runs, Reason: "ran"})
+	if err != nil || !created {
+		t.Fatalf("RecordDelivery = created %v, %v; want a new record", created, err)
+	}
+	wantTime(t, "delivery CreatedAt", d.CreatedAt, b.clk.Now())
+	b.clk.Advance(time.Second)
+	again, created, err := b.s.RecordDelivery(b.ctx, &store.Delivery{ProjectID: p.ID, DeliveryID: "abc", Event: "push", RunIDs: []uuid.UUID{store.NewID()}})
+	if err != nil || created {
+		t.Fatalf("RecordDelivery of a seen id = created %v, %v; want the first record", created, err)
+	}
+	if !slices.Equal(again.RunIDs, runs) || again.Reason != "ran" {
+		t.Errorf("redelivery returned %+v, want the first record's runs %v", again, runs)
+	}
+	wantTime(t, "first record's CreatedAt", again.CreatedAt, b.clk.Now().Add(-time.Second))
+	got, err := b.s.GetDelivery(b.ctx, p.ID, "abc")
+	if err != nil || !slices.Equal(got.RunIDs, runs) || got.Event != "push" {
+		t.Errorf("GetDelivery = %+v, %v", got, err)
+	}
+	// Ids are per project: another project's delivery with the same id is its own.
+	if _, created, err := b.s.RecordDelivery(b.ctx, &store.Delivery{ProjectID: q.ID, DeliveryID: "abc", Event: "ping"}); err != nil || !created {
+		t.Errorf("same id in another project: created %v, %v", created, err)
+	}
+	none, err := b.s.GetDelivery(b.ctx, q.ID, "abc")
+	if err != nil || len(none.RunIDs) != 0 || none.RunIDs == nil {
+		t.Errorf("delivery without runs = %+v, %v; want an empty, non-nil list", none, err)
+	}
+	_, _, err = b.s.RecordDelivery(b.ctx, &store.Delivery{ProjectID: p.ID})
+	wantErr(t, "RecordDelivery without an id", err, store.ErrInvalid)
+}
+
+func testFailedRun(t *testing.T, h Harness) {
+	_, b := setup(t, h)
+	errs := []store.RunError{
+		{Path: "jobs.build.needs[0]", Line: 3, Column: 12, Message: `needs unknown job "lint"`},
+		{Message: "yaml: line 9: mapping values are not allowed here"},
+	}
+	tr := store.Trigger{Ref: "refs/heads/main", Branch: "main", SHA: "0123456789abcdef0123456789abcdef01234567", Event: "push"}
+	run, created, err := b.s.CreateFailedRun(b.ctx, store.CreateFailedRunParams{
+		Project: "web", Name: ".gantry.yml", Trigger: tr, IdempotencyKey: "delivery:1", Definition: []byte("jobs: ["), Errors: errs,
+	})
+	if err != nil || !created {
+		t.Fatalf("CreateFailedRun = created %v, %v", created, err)
+	}
+	if run.Status != store.RunFailed || run.JobsTotal != 0 || run.Project != "web" || run.Name != ".gantry.yml" {
+		t.Errorf("failed run = %+v", run)
+	}
+	if !slices.Equal(run.Errors, errs) || run.Trigger != tr || string(run.Definition) != "jobs: [" {
+		t.Errorf("failed run errors %+v trigger %+v definition %q", run.Errors, run.Trigger, run.Definition)
+	}
+	wantTime(t, "FinishedAt", run.FinishedAt, b.clk.Now())
+	got := b.getRun(run.ID)
+	if !slices.Equal(got.Errors, errs) || got.Status != store.RunFailed {
+		t.Errorf("GetRun of the failed run = %+v", got)
+	}
+	jobs, err := b.s.ListJobs(b.ctx, run.ID)
+	if err != nil || len(jobs) != 0 {
+		t.Errorf("ListJobs of the failed run = %v, %v; want none", jobs, err)
+	}
+	listed, err := b.s.ListRuns(b.ctx, store.ListRunsParams{Project: "web", Status: store.RunFailed})
+	if err != nil || len(listed) != 1 || !slices.Equal(listed[0].Errors, errs) {
+		t.Errorf("ListRuns of failed runs = %v, %v", listed, err)
+	}
+	again, created, err := b.s.CreateFailedRun(b.ctx, store.CreateFailedRunParams{
+		Project: "web", Trigger: tr, IdempotencyKey: "delivery:1", Errors: errs,
+	})
+	if err != nil || created || again.ID != run.ID {
+		t.Errorf("CreateFailedRun with a known key = %v, created %v, %v; want the first run", again, created, err)
+	}
+	// A run with jobs has no errors.
+	ok, _ := b.createRun(`jobs: { a: { steps: [ { run: "true" } ] } }`, store.CreateRunParams{Project: "web"})
+	if got := b.getRun(ok.ID); got.Errors != nil {
+		t.Errorf("run with jobs has errors %v", got.Errors)
+	}
+	_, _, err = b.s.CreateFailedRun(b.ctx, store.CreateFailedRunParams{Project: "web"})
+	wantErr(t, "CreateFailedRun without errors", err, store.ErrInvalid)
+}
+
+func testTriggerFields(t *testing.T, h Harness) {
+	_, b := setup(t, h)
+	tr := store.Trigger{
+		Ref: "refs/pull/42/head", Branch: "main", SHA: "0123456789abcdef0123456789abcdef01234567",
+		Before: "89abcdef0123456789abcdef0123456789abcdef", Event: "pull_request", Actor: "mona",
+		Repository: "octo-org/web-app", PRNumber: 42, DeliveryID: "72d3162e", Tag: "",
+	}
+	run, _ := b.createRun(`jobs: { a: { steps: [ { run: "true" } ] } }`, store.CreateRunParams{Trigger: tr})
+	if got := b.getRun(run.ID); got.Trigger != tr {
+		t.Errorf("trigger read back = %+v, want %+v", got.Trigger, tr)
+	}
+	tag := store.Trigger{Ref: "refs/tags/v1.0.0", Tag: "v1.0.0", SHA: tr.SHA, Event: "tag"}
+	run, _ = b.createRun(`jobs: { a: { steps: [ { run: "true" } ] } }`, store.CreateRunParams{Trigger: tag})
+	if got := b.getRun(run.ID); got.Trigger != tag {
+		t.Errorf("tag trigger read back = %+v, want %+v", got.Trigger, tag)
+	}
+}
