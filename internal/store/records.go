@@ -109,6 +109,9 @@ type Trigger struct {
 	Before string `json:"before,omitempty"`
 	// Repository is the forge's full name of the repository (owner/name).
 	Repository string `json:"repository,omitempty"`
+	// CloneURL is the git remote workers check the run's commit out from (the project's
+	// repository URL); "" when the run has no repository to check out.
+	CloneURL string `json:"clone_url,omitempty"`
 	// PRNumber is the pull (merge) request's number (event pull_request).
 	PRNumber int `json:"pr_number,omitempty"`
 	// DeliveryID is the forge's id of the webhook delivery that started the run.
