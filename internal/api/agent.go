@@ -272,6 +272,10 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	// A claim held open longer than half a lease could outlive a partition's start by
+	// more than the time its worker's jobs take to come back to the queue, and be handed
+	// one of them, its answer written into a connection nobody reads any more.
+	wait = min(wait, s.leaseTTL/2)
 	if !labelsInScope(w, r, req.Labels) {
 		return
 	}

@@ -190,3 +190,33 @@ func TestLeaseTimings(t *testing.T) {
 		t.Errorf("stored lease expires %s after the heartbeat, want %s", j.LeaseExpiresAt.Sub(now), ttl+grace)
 	}
 }
+
+// TestClaimWaitHalfTTL: a claim is held open at most half the lease TTL, whatever wait it
+// asks for, so that a claim whose worker was cut off ends before that worker's jobs come
+// back to the queue.
+func TestClaimWaitHalfTTL(t *testing.T) {
+	t.Parallel()
+	b := setupWith(t, func(cfg *api.Config) { cfg.LeaseTTL = 4 * time.Second })
+	got := make(chan claimView, 1)
+	go func() { got <- b.claim(t, `{"worker_id": "w", "wait": "30s"}`) }()
+	deadline := time.After(20 * time.Second)
+	for advanced := time.Duration(0); ; {
+		select {
+		case v := <-got:
+			if len(v.Jobs) != 0 {
+				t.Fatalf("claim on an empty queue returned %d jobs", len(v.Jobs))
+			}
+			if advanced > 2*time.Second {
+				t.Errorf("the claim ended after %s on the coordinator's clock, want at most half the 4s TTL", advanced)
+			}
+			return
+		case <-time.After(10 * time.Millisecond):
+			if advanced < 30*time.Second {
+				b.clock.Advance(500 * time.Millisecond)
+				advanced += 500 * time.Millisecond
+			}
+		case <-deadline:
+			t.Fatal("the claim did not end")
+		}
+	}
+}

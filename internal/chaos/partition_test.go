@@ -74,7 +74,7 @@ func TestPartition(t *testing.T) {
 		Transport: &http.Transport{DialContext: pn.dialCoord, DisableKeepAlives: true}}}
 
 	workerArgs := func(name string) []string {
-		return []string{"worker", "--server", "http://" + partitionAddr, "--name", name, "--labels", "partition",
+		return []string{"worker", "--server", "http://" + partitionAddr, "--name", name, "--labels", "partition", "--max-jobs", "2",
 			"--work-dir", filepath.Join(dir, name), "--token", register, "--log-format", "json"}
 	}
 	for _, name := range []string{"w1", "w2"} {
@@ -130,14 +130,14 @@ jobs:
 	if status != "success" {
 		t.Fatalf("run %s, want success\ncoordinator:\n%s\nw1:\n%s\nw2:\n%s", status, coord.out.tail(30), w1.out.tail(30), w2.out.tail(30))
 	}
-	if attempt < 2 {
-		t.Fatalf("job succeeded at attempt %d, want a later attempt than the cut-off one", attempt)
+	// The cut-off worker had a claim open when the link went down (it has a free slot);
+	// the coordinator ends a claim within half a TTL, before the job is back in the
+	// queue, so that claim cannot take it (docs/reliability.md).
+	if attempt != 2 {
+		t.Errorf("job succeeded at attempt %d, want 2: attempt 1 cut off, attempt 2 on the second worker", attempt)
 	}
 
-	// The ledger holds attempt 1's lines and the last attempt's, and no other: an attempt
-	// in between can only be one the coordinator handed to the cut-off worker's claim,
-	// which was waiting when the link went down and whose answer never arrived (it waits
-	// for its lease; docs/reliability.md).
+	// The ledger holds attempt 1's lines and the last attempt's, and no other.
 	es, err := readLedgerLines(ledger)
 	if err != nil {
 		t.Fatal(err)
