@@ -389,6 +389,7 @@ func (d *decoder) buildJob(s *spec, j *jobSpec, in instance, cond *Condition) *J
 		}
 	}
 	job.Retry = mergeRetry(def.retry, own.retry)
+	job.Checkout = mergeCheckout(def.checkout, own.checkout)
 	shell := DefaultShell
 	for _, v := range []string{def.shell, own.shell} {
 		if v != "" {
@@ -507,4 +508,34 @@ func defaultStepName(run string) string {
 		line = string(r[:57]) + "..."
 	}
 	return line
+}
+
+// mergeCheckout layers a job's checkout keys over those of defaults; nil when the result
+// is the default checkout, so that plans of definitions without checkout: do not change.
+func mergeCheckout(def, own checkoutSpec) *Checkout {
+	c := Checkout{}
+	for _, l := range []checkoutSpec{def, own} {
+		if l.enabled != nil {
+			c.Skip = !*l.enabled
+		}
+		if l.depth != nil {
+			c.Depth = *l.depth
+		}
+		if l.submodules != nil {
+			c.Submodules = *l.submodules
+		}
+		if l.lfs != nil {
+			c.LFS = *l.lfs
+		}
+		if l.path != nil {
+			c.Path = *l.path
+		}
+	}
+	if c.Skip {
+		return &Checkout{Skip: true}
+	}
+	if c == (Checkout{}) {
+		return nil
+	}
+	return &c
 }

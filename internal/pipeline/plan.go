@@ -55,14 +55,31 @@ type Job struct {
 	Timeout   Duration   `json:"timeout"`
 	// CancelGrace is the time between SIGTERM and SIGKILL on cancel or timeout; zero
 	// when the definition leaves it to the coordinator's default.
-	CancelGrace     Duration          `json:"cancel_grace,omitempty"`
-	Retry           RetryPolicy       `json:"retry"`
-	Concurrency     *Concurrency      `json:"concurrency,omitempty"`
-	Artifacts       *Artifacts        `json:"artifacts,omitempty"`
-	ContinueOnError bool              `json:"continue_on_error,omitempty"`
-	Network         bool              `json:"network,omitempty"`
-	Env             map[string]string `json:"env,omitempty"`
-	Steps           []Step            `json:"steps"`
+	CancelGrace     Duration     `json:"cancel_grace,omitempty"`
+	Retry           RetryPolicy  `json:"retry"`
+	Concurrency     *Concurrency `json:"concurrency,omitempty"`
+	Artifacts       *Artifacts   `json:"artifacts,omitempty"`
+	ContinueOnError bool         `json:"continue_on_error,omitempty"`
+	Network         bool         `json:"network,omitempty"`
+	// Checkout tunes how the run's commit is put into the workspace before the first
+	// step; nil is the default (all of it, at the workspace's root), so plans that say
+	// nothing about it stay as they were.
+	Checkout *Checkout         `json:"checkout,omitempty"`
+	Env      map[string]string `json:"env,omitempty"`
+	Steps    []Step            `json:"steps"`
+}
+
+// Checkout is a job's checkout: setting, after defaults.
+type Checkout struct {
+	// Skip is checkout: false: the workspace starts without the repository.
+	Skip bool `json:"skip,omitempty"`
+	// Depth > 0 checks out a shallow repository with that many commits of history.
+	Depth      int  `json:"depth,omitempty"`
+	Submodules bool `json:"submodules,omitempty"`
+	LFS        bool `json:"lfs,omitempty"`
+	// Path is the directory of the workspace the repository goes into: relative, inside
+	// it, cleaned; "" is the workspace's root.
+	Path string `json:"path,omitempty"`
 }
 
 // MatrixValue is one axis value of a matrix instance, in the order the axes were declared.

@@ -43,6 +43,16 @@ type settings struct {
 	milliCPU, memory     *int64
 	shell                string
 	env                  []envVar
+	checkout             checkoutSpec
+}
+
+// checkoutSpec is a checkout: setting; each key left out is nil, so a job's keys layer
+// over those of defaults one by one.
+type checkoutSpec struct {
+	enabled         *bool
+	depth           *int
+	submodules, lfs *bool
+	path            *string
 }
 
 type retrySpec struct {
@@ -119,13 +129,14 @@ var (
 
 var (
 	topKeys         = []string{"name", "on", "env", "stages", "defaults", "jobs"}
-	defaultsKeys    = []string{"timeout", "retry", "priority", "runs_on", "resources", "env", "shell", "cancel_grace"}
-	jobKeys         = []string{"stage", "needs", "if", "matrix", "runs_on", "resources", "steps", "env", "timeout", "retry", "priority", "concurrency", "artifacts", "continue_on_error", "cancel_grace", "network", "shell"}
+	defaultsKeys    = []string{"timeout", "retry", "priority", "runs_on", "resources", "env", "shell", "cancel_grace", "checkout"}
+	jobKeys         = []string{"stage", "needs", "if", "matrix", "runs_on", "resources", "steps", "env", "timeout", "retry", "priority", "concurrency", "artifacts", "continue_on_error", "cancel_grace", "network", "shell", "checkout"}
 	stepKeys        = []string{"name", "run", "shell", "env", "once", "continue_on_error", "timeout"}
 	retryKeys       = []string{"max_attempts", "backoff", "max_backoff", "on"}
 	resourceKeys    = []string{"cpu", "memory"}
 	concurrencyKeys = []string{"group", "cancel_in_progress"}
 	artifactKeys    = []string{"name", "paths", "expire_in"}
+	checkoutKeys    = []string{"depth", "submodules", "lfs", "path"}
 	shells          = []string{"sh", "bash", "python3"}
 	priorities      = []string{string(PriorityCritical), string(PriorityHigh), string(PriorityNormal), string(PriorityLow)}
 	failureKinds    = []string{string(FailureExit), string(FailureLost), string(FailureTimeout)}
@@ -323,7 +334,84 @@ func (d *decoder) setting(s *settings, f field) {
 		s.env = d.env(f.val, f.path)
 	case "shell":
 		s.shell, _ = d.enum(f.val, f.path, "a shell", shells)
+	case "checkout":
+		d.checkout(&s.checkout, f.val, f.path)
 	}
+}
+
+// maxCheckoutDepth bounds checkout.depth; a deeper history is as good as all of it.
+const maxCheckoutDepth = 1_000_000
+
+// checkout decodes `checkout: false`, `checkout: true` or a mapping of its options; a
+// mapping turns the checkout on, whatever defaults say.
+func (d *decoder) checkout(c *checkoutSpec, n *yaml.Node, p string) {
+	r := d.resolve(n)
+	if r == nil {
+		return
+	}
+	if r.Kind != yaml.MappingNode {
+		if r.Kind != yaml.ScalarNode || r.Tag != "!!bool" {
+			d.typeError(n, r, p, "false, true or a mapping of depth, submodules, lfs and path")
+			return
+		}
+		if v, ok := d.boolean(n, p); ok {
+			c.enabled = &v
+		}
+		return
+	}
+	on := true
+	c.enabled = &on
+	d.object(r, p, "checkout", checkoutKeys, func(f field) {
+		switch f.key {
+		case "depth":
+			if v, ok := d.integer(f.val, f.path, 0, maxCheckoutDepth); ok {
+				c.depth = &v
+			}
+		case "submodules":
+			if v, ok := d.boolean(f.val, f.path); ok {
+				c.submodules = &v
+			}
+		case "lfs":
+			if v, ok := d.boolean(f.val, f.path); ok {
+				c.lfs = &v
+			}
+		case "path":
+			v, ok := d.str(f.val, f.path, "a directory in the workspace")
+			if !ok {
+				return
+			}
+			if msg := checkCheckoutPath(v); msg != "" {
+				d.add(ErrInvalid, f.val, f.path, "checkout path %q %s", v, msg)
+				return
+			}
+			v = path.Clean(v)
+			c.path = &v
+		}
+	})
+}
+
+// checkCheckoutPath rejects a checkout directory that is not strictly inside the job's
+// workspace: the worker would otherwise write outside it, or over the whole of it.
+func checkCheckoutPath(p string) string {
+	switch {
+	case strings.TrimSpace(p) == "":
+		return "is empty; leave path out to check out at the workspace's root"
+	case strings.HasPrefix(p, "/") || strings.HasPrefix(p, `\`) || (len(p) > 1 && p[1] == ':'):
+		return "must be relative to the workspace"
+	case strings.Contains(p, `\`):
+		return "must use / as separator"
+	case strings.ContainsAny(p, "\x00\n\r"):
+		return "must not hold control characters"
+	}
+	for _, seg := range strings.Split(p, "/") {
+		if seg == ".." {
+			return "must not leave the workspace with .."
+		}
+	}
+	if path.Clean(p) == "." {
+		return "names the workspace itself; leave path out to check out at its root"
+	}
+	return ""
 }
 
 func (d *decoder) retry(r *retrySpec, n *yaml.Node, p string) {
