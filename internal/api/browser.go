@@ -62,6 +62,11 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request) bool {
 	if r.Method == http.MethodPut && strings.HasPrefix(r.URL.Path, s.blobPrefix) {
 		return true
 	}
+	// A forge's webhook is authenticated by its signature; GitHub may send it form-encoded
+	// (payload=...), which the hook handler alone reads, and checks the type of itself.
+	if r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, "/api/v1/hooks/") {
+		return true
+	}
 	ct := r.Header.Get("Content-Type")
 	if ct == "" {
 		if r.ContentLength == 0 {

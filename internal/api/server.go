@@ -79,6 +79,11 @@ type Config struct {
 	// Metrics receives the coordinator's metrics, served at GET /metrics; when nil the
 	// server makes its own. The server times its store calls into it (InstrumentStore).
 	Metrics *metrics.Coordinator
+	// MirrorsDir holds the coordinator's bare git mirrors, from which webhooks read
+	// pipeline files (DefaultMirrorsDir when empty). HookFetchTimeout bounds a webhook's
+	// wait for git (DefaultHookFetchTimeout when zero).
+	MirrorsDir       string
+	HookFetchTimeout time.Duration
 }
 
 // Server serves the HTTP API on top of a store. It keeps no state of its own.
@@ -114,6 +119,7 @@ type Server struct {
 	dataDirs []string
 	// tokens spares the store token writes and lease-holder reads; losing it costs a few.
 	tokens tokenState
+	hooks  hookSettings
 }
 
 // New returns a Server for cfg, filling defaults for zero fields.
@@ -143,6 +149,7 @@ func New(cfg Config) *Server {
 		blobURLTTL:     cmp.Or(cfg.BlobURLTTL, DefaultBlobURLTTL),
 		artifactTTL:    cfg.ArtifactTTL,
 		metrics:        cfg.Metrics,
+		hooks:          newHookSettings(cfg.MirrorsDir, cfg.HookFetchTimeout),
 	}
 	if s.reapGrace <= 0 {
 		s.reapGrace = DefaultReapGrace(s.leaseTTL)
@@ -192,6 +199,7 @@ func (s *Server) routes(cfg Config) {
 	s.logRoutes()
 	s.wsRoutes()
 	s.artifactRoutes()
+	s.projectRoutes()
 	if ui := cfg.UI; ui != nil {
 		s.mux.Handle("GET /", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if strings.HasPrefix(r.URL.Path, "/api/") {

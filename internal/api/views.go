@@ -36,7 +36,9 @@ type runJSON struct {
 	JobsTotal       int           `json:"jobs_total"`
 	JobsFinished    int           `json:"jobs_finished"`
 	CancelRequested bool          `json:"cancel_requested"`
-	Jobs            []jobJSON     `json:"jobs,omitempty"`
+	// Errors say why a run failed before it had jobs (its pipeline file is invalid).
+	Errors []store.RunError `json:"errors,omitempty"`
+	Jobs   []jobJSON        `json:"jobs,omitempty"`
 }
 
 func newRunJSON(r *store.Run, jobs []*store.Job) runJSON {
@@ -52,6 +54,7 @@ func newRunJSON(r *store.Run, jobs []*store.Job) runJSON {
 		JobsTotal:       r.JobsTotal,
 		JobsFinished:    r.JobsFinished,
 		CancelRequested: r.CancelRequested,
+		Errors:          r.Errors,
 	}
 	if jobs != nil {
 		out.Jobs = make([]jobJSON, len(jobs))

@@ -1,0 +1,371 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"mime"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/gantry-ci/gantry/internal/forge"
+	"github.com/gantry-ci/gantry/internal/pipeline"
+	"github.com/gantry-ci/gantry/internal/source"
+	"github.com/gantry-ci/gantry/internal/store"
+	"github.com/gantry-ci/gantry/internal/trigger"
+	"github.com/google/uuid"
+)
+
+// DefaultHookFetchTimeout bounds what a webhook may wait for git: fetching the event's
+// commit into the mirror and reading the pipeline file there. GitHub gives up on a hook
+// after 10 s but still counts the run made after; a first fetch of a big repository can
+// take longer, and the forge's redelivery then finds the run already made.
+const DefaultHookFetchTimeout = 60 * time.Second
+
+// DefaultMirrorsDir is where the coordinator keeps its git mirrors when it is given no
+// directory: under the system's temporary directory, so a PostgreSQL coordinator with no
+// data directory of its own still has one.
+func DefaultMirrorsDir() string { return filepath.Join(os.TempDir(), "gantry-mirrors") }
+
+// hookSettings configure webhook intake and the coordinator's git mirrors.
+type hookSettings struct {
+	mirrors      string
+	fetchTimeout time.Duration
+}
+
+func newHookSettings(mirrors string, fetchTimeout time.Duration) hookSettings {
+	if mirrors == "" {
+		mirrors = DefaultMirrorsDir()
+	}
+	if fetchTimeout <= 0 {
+		fetchTimeout = DefaultHookFetchTimeout
+	}
+	return hookSettings{mirrors: mirrors, fetchTimeout: fetchTimeout}
+}
+
+// hookAnswer is the answer to a webhook: 202 when it started runs now, 200 when it
+// started none (Reason says why) or when it is a redelivery of one that did (Runs are
+// the runs the first delivery started).
+type hookAnswer struct {
+	Ran        bool     `json:"ran"`
+	Runs       []string `json:"runs"`
+	Reason     string   `json:"reason,omitempty"`
+	DeliveryID string   `json:"delivery_id,omitempty"`
+	Redelivery bool     `json:"redelivery,omitempty"`
+}
+
+// Error codes of the hook route.
+const (
+	codeCommitNotFound = "commit_not_found"
+	codeFetchFailed    = "fetch_failed"
+)
+
+// hookError is a failure to reach the repository, with its answer. Nothing is recorded
+// for the delivery, so the forge's redelivery tries again.
+type hookError struct {
+	status int
+	code   string
+	err    error
+}
+
+func (e *hookError) Error() string { return e.err.Error() }
+func (e *hookError) Unwrap() error { return e.err }
+
+func (s *Server) hook(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	provName, name := r.PathValue("provider"), r.PathValue("project")
+	prov, err := forge.Lookup(provName, forge.Config{})
+	if err != nil {
+		writeError(w, http.StatusNotFound, codeNotFound, fmt.Sprintf("no such hook: %v", err), nil)
+		return
+	}
+	proj, err := s.store.GetProjectByName(ctx, name)
+	if errors.Is(err, store.ErrNotFound) {
+		writeError(w, http.StatusNotFound, codeNotFound, fmt.Sprintf("no such hook: no project %q", name), nil)
+		return
+	}
+	if err != nil {
+		s.storeError(w, r, "get project", err)
+		return
+	}
+	if proj.RepoURL == "" || !sameProvider(proj.Provider, prov.Name()) {
+		writeError(w, http.StatusNotFound, codeNotFound,
+			fmt.Sprintf("no such hook: project %q takes no %s webhooks", name, provName), nil)
+		return
+	}
+	body, rerr := s.readBody(w, r)
+	if rerr != nil {
+		writeRequestError(w, rerr)
+		return
+	}
+	payload, rerr := hookPayload(r.Header.Get("Content-Type"), body)
+	if rerr != nil {
+		writeRequestError(w, rerr)
+		return
+	}
+	// The signature covers the body as sent, form encoding and all.
+	if err := prov.Verify(r, body, []byte(proj.WebhookSecret)); err != nil {
+		writeError(w, http.StatusUnauthorized, codeUnauthorized, err.Error(), nil)
+		return
+	}
+	deliveryID := prov.DeliveryID(r)
+	if deliveryID != "" {
+		d, err := s.store.GetDelivery(ctx, proj.ID, deliveryID)
+		switch {
+		case err == nil:
+			writeJSON(w, http.StatusOK, deliveryAnswer(d, true))
+			return
+		case !errors.Is(err, store.ErrNotFound):
+			s.storeError(w, r, "look up delivery", err)
+			return
+		}
+	}
+	ev, err := prov.Parse(r, payload)
+	switch {
+	case errors.Is(err, forge.ErrIgnored):
+		writeJSON(w, http.StatusOK, hookAnswer{Runs: []string{}, Reason: err.Error(), DeliveryID: deliveryID})
+		return
+	case err != nil:
+		writeError(w, http.StatusBadRequest, codeBadRequest, err.Error(), nil)
+		return
+	}
+	if ev.Kind == forge.KindPing {
+		writeJSON(w, http.StatusOK, hookAnswer{Runs: []string{},
+			Reason: fmt.Sprintf("ping: the %s webhook of project %q is connected", prov.Name(), proj.Name), DeliveryID: deliveryID})
+		return
+	}
+	runs, created, reason, err := s.startFromEvent(ctx, proj, ev, deliveryID)
+	var he *hookError
+	switch {
+	case errors.As(err, &he):
+		s.log.WarnContext(ctx, "webhook: repository unavailable", "project", proj.Name, "delivery", deliveryID, "err", err)
+		writeError(w, he.status, he.code, err.Error(), nil)
+		return
+	case err != nil:
+		s.storeError(w, r, "start run from webhook", err)
+		return
+	}
+	answer := hookAnswer{Ran: len(runs) > 0, Runs: idStrings(runs), Reason: reason, DeliveryID: deliveryID}
+	if len(runs) > 0 && deliveryID != "" {
+		// Only deliveries that started runs are remembered: one that started nothing
+		// may be redelivered after the project or its file is fixed, and try again.
+		d, first, err := s.store.RecordDelivery(ctx, &store.Delivery{
+			ProjectID: proj.ID, DeliveryID: deliveryID, Event: string(ev.Kind), RunIDs: runs, Reason: reason,
+		})
+		if err != nil {
+			s.storeError(w, r, "record delivery", err)
+			return
+		}
+		if !first {
+			answer = deliveryAnswer(d, true)
+			created = false
+		}
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusAccepted
+		for _, id := range runs {
+			traceRunCreated(ctx, id)
+		}
+	}
+	s.log.InfoContext(ctx, "webhook", "project", proj.Name, "provider", prov.Name(), "delivery", deliveryID,
+		"event", ev.Kind, "sha", ev.SHA, "ran", answer.Ran, "reason", answer.Reason)
+	writeJSON(w, status, answer)
+}
+
+// sameProvider compares provider names by the dialect they speak: gitea and forgejo are
+// one.
+func sameProvider(a, b string) bool {
+	pa, errA := forge.Lookup(a, forge.Config{})
+	pb, errB := forge.Lookup(b, forge.Config{})
+	return errA == nil && errB == nil && pa.Name() == pb.Name()
+}
+
+func deliveryAnswer(d *store.Delivery, redelivery bool) hookAnswer {
+	return hookAnswer{Ran: len(d.RunIDs) > 0, Runs: idStrings(d.RunIDs), Reason: d.Reason, DeliveryID: d.DeliveryID, Redelivery: redelivery}
+}
+
+func idStrings(ids []uuid.UUID) []string {
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		out[i] = id.String()
+	}
+	return out
+}
+
+// hookPayload returns the JSON of a webhook body: the body itself, or for GitHub's
+// application/x-www-form-urlencoded content type its payload field.
+func hookPayload(contentType string, body []byte) ([]byte, *requestError) {
+	mt := ""
+	if contentType != "" {
+		var err error
+		if mt, _, err = mime.ParseMediaType(contentType); err != nil {
+			return nil, badRequest("bad Content-Type %q: %v", contentType, err)
+		}
+	}
+	switch mt {
+	case "application/json":
+		return body, nil
+	case "application/x-www-form-urlencoded":
+		form, err := url.ParseQuery(string(body))
+		if err != nil {
+			return nil, badRequest("decode form-encoded webhook: %v", err)
+		}
+		payload := form.Get("payload")
+		if payload == "" {
+			return nil, badRequest("form-encoded webhook has no payload field")
+		}
+		return []byte(payload), nil
+	}
+	return nil, &requestError{status: http.StatusUnsupportedMediaType, code: codeUnsupportedMedia,
+		msg: fmt.Sprintf("webhook Content-Type %q is not accepted; set the forge to send application/json", contentType)}
+}
+
+// triggerEvent converts a forge event into what trigger.Match decides on.
+func triggerEvent(ev *forge.Event) trigger.Event {
+	tev := trigger.Event{
+		Kind: trigger.Kind(ev.Kind), Branch: ev.Branch, Tag: ev.Tag, Action: ev.Action,
+		ChangedPaths: ev.ChangedPaths, ChangedPathsIncomplete: ev.ChangedPathsIncomplete, Deleted: ev.Deleted,
+	}
+	if ev.Kind == forge.KindPullRequest {
+		tev.Branch, tev.BaseBranch = "", ev.Branch
+	}
+	return tev
+}
+
+// runTrigger is what a run started by ev records. A pull request's run has no branch:
+// its head may be any branch of any fork, and `if: branch == "main"` must never take it
+// for a push to main.
+func runTrigger(ev *forge.Event, deliveryID string) store.Trigger {
+	tr := store.Trigger{
+		Ref: ev.Ref, SHA: ev.SHA, Before: ev.Before, Event: string(ev.Kind), Actor: ev.Actor,
+		Repository: ev.Repository.FullName, DeliveryID: deliveryID,
+	}
+	switch ev.Kind {
+	case forge.KindPush:
+		tr.Branch = ev.Branch
+	case forge.KindTag:
+		tr.Tag = ev.Tag
+	case forge.KindPullRequest:
+		if ev.PullRequest != nil {
+			tr.PRNumber = ev.PullRequest.Number
+		}
+	}
+	return tr
+}
+
+// hasPathFilter reports whether on: filters the event's kind by paths, which is when an
+// incomplete list of changed paths is worth completing from git.
+func hasPathFilter(on *pipeline.Triggers, kind forge.Kind) bool {
+	switch {
+	case on == nil:
+		return false
+	case kind == forge.KindPush && on.Push != nil:
+		return len(on.Push.Paths) > 0 || len(on.Push.PathsIgnore) > 0
+	case kind == forge.KindPullRequest && on.PullRequest != nil:
+		return len(on.PullRequest.Paths) > 0 || len(on.PullRequest.PathsIgnore) > 0
+	}
+	return false
+}
+
+// startFromEvent reads the project's pipeline file at exactly the event's commit,
+// decides with its on: whether the event runs it, and creates the run: a failed one
+// without jobs when the file is invalid. It returns the runs (none when nothing ran),
+// whether they were created now (not replayed by a concurrent delivery of the same id),
+// and why.
+func (s *Server) startFromEvent(ctx context.Context, proj *store.Project, ev *forge.Event, deliveryID string) ([]uuid.UUID, bool, string, error) {
+	tev := triggerEvent(ev)
+	if ev.Deleted || ev.SHA == "" {
+		_, reason := trigger.Match(nil, tev)
+		return nil, false, reason, nil
+	}
+	gitCtx, cancel := context.WithTimeout(ctx, s.hooks.fetchTimeout)
+	defer cancel()
+	m, err := source.Open(gitCtx, source.Config{Dir: s.hooks.mirrors, URL: proj.RepoURL, Logger: s.log})
+	if err != nil {
+		return nil, false, "", &hookError{http.StatusBadGateway, codeFetchFailed, fmt.Errorf("open the mirror of project %q: %w", proj.Name, err)}
+	}
+	defer m.Close()
+	file := proj.PipelinePath
+	if file == "" {
+		file = store.DefaultPipelinePath
+	}
+	def, err := m.ReadFile(gitCtx, ev.SHA, file)
+	tr := runTrigger(ev, deliveryID)
+	idem := ""
+	if deliveryID != "" {
+		idem = "hook:" + deliveryID
+	}
+	var compileErr error
+	var plan *pipeline.Plan
+	switch {
+	case errors.Is(err, source.ErrNotFound):
+		return nil, false, fmt.Sprintf("no %s at %s", file, ev.SHA), nil
+	case errors.Is(err, source.ErrTooLarge):
+		compileErr = fmt.Errorf("%s at %s: %w", file, ev.SHA, err)
+	case errors.Is(err, source.ErrCommitNotFound):
+		return nil, false, "", &hookError{http.StatusUnprocessableEntity, codeCommitNotFound, err}
+	case gitCtx.Err() != nil && ctx.Err() == nil:
+		return nil, false, "", &hookError{http.StatusGatewayTimeout, codeFetchFailed,
+			fmt.Errorf("fetch %s of project %q: gave up after %s: %w", ev.SHA, proj.Name, s.hooks.fetchTimeout, err)}
+	case err != nil:
+		return nil, false, "", &hookError{http.StatusBadGateway, codeFetchFailed, fmt.Errorf("fetch %s of project %q: %w", ev.SHA, proj.Name, err)}
+	default:
+		plan, compileErr = pipeline.Compile(def, pipeline.Options{Limits: s.limits})
+	}
+	if compileErr != nil {
+		// Not a silent drop: the push made a run, and the run says what is wrong.
+		details := pipelineDetails(compileErr)
+		errs := make([]store.RunError, len(details))
+		for i, d := range details {
+			errs[i] = store.RunError{Path: d.Path, Line: d.Line, Column: d.Column, Message: d.Message}
+		}
+		run, created, err := s.store.CreateFailedRun(ctx, store.CreateFailedRunParams{
+			Project: proj.Name, Name: file, Trigger: tr, IdempotencyKey: idem, Definition: def, Errors: errs,
+		})
+		if err != nil {
+			return nil, false, "", err
+		}
+		return []uuid.UUID{run.ID}, created, fmt.Sprintf("%s at %s is invalid (%s); the run failed", file, ev.SHA, countOf(len(errs), "error")), nil
+	}
+	if tev.ChangedPathsIncomplete && hasPathFilter(plan.On, ev.Kind) {
+		before := ev.Before
+		if ev.Kind == forge.KindPullRequest && ev.PullRequest != nil {
+			before = ev.PullRequest.Base.SHA
+		}
+		if before != "" {
+			paths, err := m.ChangedPaths(gitCtx, before, ev.SHA)
+			if err != nil {
+				// Left incomplete, the path filters run rather than skip.
+				s.log.WarnContext(ctx, "webhook: list changed paths", "project", proj.Name, "err", err)
+			} else {
+				tev.ChangedPaths, tev.ChangedPathsIncomplete = paths, false
+			}
+		}
+	}
+	ok, reason := trigger.Match(plan.On, tev)
+	if !ok {
+		return nil, false, reason, nil
+	}
+	run, jobs, created, err := s.store.CreateRun(ctx, store.CreateRunParams{
+		Project: proj.Name, Trigger: tr, IdempotencyKey: idem, Definition: def, Plan: plan,
+	})
+	if err != nil {
+		return nil, false, "", err
+	}
+	if created {
+		s.metrics.JobsCreated.Add(float64(len(jobs)))
+	}
+	return []uuid.UUID{run.ID}, created, reason, nil
+}
+
+// countOf is "1 error" or "3 errors".
+func countOf(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}

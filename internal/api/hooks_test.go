@@ -1,0 +1,390 @@
+package api_test
+
+import (
+	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gantry-ci/gantry/internal/api"
+	"github.com/gantry-ci/gantry/internal/store"
+)
+
+// gitRepo is a bare repository on disk, pushed to from a work clone with the git binary,
+// that a project reaches over file://.
+type gitRepo struct {
+	t    *testing.T
+	bare string
+	work string
+	env  []string
+}
+
+func newGitRepo(t *testing.T) *gitRepo {
+	t.Helper()
+	home := t.TempDir()
+	r := &gitRepo{t: t, bare: filepath.Join(t.TempDir(), "app.git"), work: filepath.Join(home, "work"), env: []string{
+		"PATH=" + os.Getenv("PATH"), "HOME=" + home, "LC_ALL=C", "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null",
+		"GIT_TERMINAL_PROMPT=0", "GIT_AUTHOR_NAME=Gantry Test", "GIT_AUTHOR_EMAIL=test@gantry.invalid",
+		"GIT_COMMITTER_NAME=Gantry Test", "GIT_COMMITTER_EMAIL=test@gantry.invalid",
+	}}
+	r.git("", "init", "--quiet", "--bare", "-b", "main", r.bare)
+	r.git("", "init", "--quiet", "-b", "main", r.work)
+	return r
+}
+
+func (r *gitRepo) git(dir string, args ...string) string {
+	r.t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir, cmd.Env = dir, r.env
+	var out, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &stderr
+	if err := cmd.Run(); err != nil {
+		r.t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+	}
+	return strings.TrimSpace(out.String())
+}
+
+func (r *gitRepo) url() string { return "file://" + r.bare }
+
+// commit writes files (an empty value deletes one), commits and pushes ref; it returns
+// the commit id.
+func (r *gitRepo) commit(ref string, files map[string]string) string {
+	r.t.Helper()
+	for name, content := range files {
+		p := filepath.Join(r.work, name)
+		if content == "" {
+			if err := os.Remove(p); err != nil {
+				r.t.Fatal(err)
+			}
+			continue
+		}
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			r.t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			r.t.Fatal(err)
+		}
+	}
+	r.git(r.work, "add", "-A")
+	r.git(r.work, "commit", "--quiet", "--allow-empty", "-m", "change")
+	sha := r.git(r.work, "rev-parse", "HEAD")
+	r.git(r.work, "push", "--quiet", "--force", r.bare, "HEAD:"+ref)
+	return sha
+}
+
+func pipelineNamed(name string) string {
+	return "name: " + name + "\njobs:\n  build:\n    steps:\n      - run: make\n"
+}
+
+const zeroSHA = "0000000000000000000000000000000000000000"
+
+type projectView struct {
+	Name             string `json:"name"`
+	RepoURL          string `json:"repo_url"`
+	Provider         string `json:"provider"`
+	PipelinePath     string `json:"pipeline_path"`
+	DefaultBranch    string `json:"default_branch"`
+	APIBaseURL       string `json:"api_base_url"`
+	APITokenFile     string `json:"api_token_file"`
+	WebhookSecretSet bool   `json:"webhook_secret_set"`
+	WebhookSecret    string `json:"webhook_secret"`
+	HookPath         string `json:"hook_path"`
+	CreatedAt        string `json:"created_at"`
+	UpdatedAt        string `json:"updated_at"`
+}
+
+type hookView struct {
+	Ran        bool     `json:"ran"`
+	Runs       []string `json:"runs"`
+	Reason     string   `json:"reason"`
+	DeliveryID string   `json:"delivery_id"`
+	Redelivery bool     `json:"redelivery"`
+}
+
+// failedRunView is a run with the errors of an invalid pipeline file.
+type failedRunView struct {
+	runView
+	FinishedAt string           `json:"finished_at"`
+	Errors     []store.RunError `json:"errors"`
+}
+
+func hookSetup(t *testing.T) *bundle {
+	mirrors := t.TempDir()
+	return setupWith(t, func(c *api.Config) { c.MirrorsDir = mirrors })
+}
+
+// createProject creates a project and returns it with its secret.
+func (b *bundle) createProject(t *testing.T, req map[string]any) projectView {
+	t.Helper()
+	r := b.do(t, http.MethodPost, "/api/v1/projects", "application/json", mustJSON(t, req), nil)
+	if r.status != http.StatusCreated {
+		t.Fatalf("create project: status %d: %s", r.status, r.body)
+	}
+	var p projectView
+	r.decode(t, &p)
+	return p
+}
+
+func hmacHex(secret string, body []byte) string {
+	m := hmac.New(sha256.New, []byte(secret))
+	m.Write(body)
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+// githubPush is a push webhook as GitHub documents it, with the fields Gantry reads.
+func githubPush(ref, before, after string) []byte {
+	b, _ := json.Marshal(map[string]any{
+		"ref": ref, "before": before, "after": after, "created": before == zeroSHA, "deleted": false, "forced": false,
+		"repository": map[string]any{
+			"full_name": "octo-org/app", "clone_url": "https://github.com/octo-org/app.git",
+			"ssh_url": "git@github.com:octo-org/app.git", "html_url": "https://github.com/octo-org/app", "default_branch": "main",
+		},
+		"pusher": map[string]any{"name": "mona", "email": "mona@example.com"},
+		"sender": map[string]any{"login": "mona", "type": "User"},
+		"commits": []any{map[string]any{
+			"id": after, "message": "change", "added": []string{".gantry.yml"}, "removed": []string{}, "modified": []string{},
+		}},
+		"head_commit": map[string]any{"id": after},
+	})
+	return b
+}
+
+// sendGitHub posts a GitHub webhook signed with secret.
+func (b *bundle) sendGitHub(t *testing.T, project, event, delivery, secret string, body []byte) response {
+	t.Helper()
+	h := map[string]string{"X-GitHub-Event": event, "X-GitHub-Delivery": delivery, "User-Agent": "GitHub-Hookshot/abc"}
+	if secret != "" {
+		h["X-Hub-Signature-256"] = "sha256=" + hmacHex(secret, body)
+	}
+	return b.do(t, http.MethodPost, "/api/v1/hooks/github/"+url.PathEscape(project), "application/json", string(body), h)
+}
+
+func (b *bundle) runCount(t *testing.T, project string) int {
+	t.Helper()
+	runs, err := b.store.ListRuns(t.Context(), store.ListRunsParams{Project: project})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(runs)
+}
+
+func wantHook(t *testing.T, r response, status int, ran bool) hookView {
+	t.Helper()
+	if r.status != status {
+		t.Fatalf("hook: status %d, want %d: %s", r.status, status, r.body)
+	}
+	var h hookView
+	r.decode(t, &h)
+	if h.Ran != ran {
+		t.Fatalf("hook: ran = %v, want %v: %s", h.Ran, ran, r.body)
+	}
+	if ran && len(h.Runs) != 1 {
+		t.Fatalf("hook: runs = %v, want one", h.Runs)
+	}
+	if h.Runs == nil {
+		t.Errorf("hook: runs is null, want a list: %s", r.body)
+	}
+	return h
+}
+
+func TestHookGitHubPush(t *testing.T) {
+	t.Parallel()
+	b := hookSetup(t)
+	repo := newGitRepo(t)
+	first := repo.commit("refs/heads/main", map[string]string{".gantry.yml": pipelineNamed("first")})
+	second := repo.commit("refs/heads/main", map[string]string{".gantry.yml": pipelineNamed("second")})
+	p := b.createProject(t, map[string]any{"name": "app", "repo_url": repo.url(), "provider": "github"})
+	if p.DefaultBranch != "main" || p.PipelinePath != ".gantry.yml" || p.WebhookSecret == "" || !p.WebhookSecretSet {
+		t.Fatalf("created project = %+v; want main discovered, the default path and a generated secret", p)
+	}
+	if p.HookPath != "/api/v1/hooks/github/app" {
+		t.Errorf("hook_path = %q", p.HookPath)
+	}
+
+	// The older commit is sent after the branch moved on: its own file is what runs.
+	body := githubPush("refs/heads/main", zeroSHA[:39]+"1", first)
+	h := wantHook(t, b.sendGitHub(t, "app", "push", "d-1", p.WebhookSecret, body), http.StatusAccepted, true)
+	var run runView
+	b.get(t, "/api/v1/runs/"+h.Runs[0]).decode(t, &run)
+	if run.Name != "first" || run.Project != "app" || run.JobsTotal != 1 {
+		t.Errorf("run = %+v; want the pipeline of the older commit, named first", run)
+	}
+	want := store.Trigger{Ref: "refs/heads/main", Branch: "main", SHA: first, Before: zeroSHA[:39] + "1", Event: "push",
+		Actor: "mona", Repository: "octo-org/app", DeliveryID: "d-1"}
+	if run.Trigger != want {
+		t.Errorf("trigger = %+v\nwant %+v", run.Trigger, want)
+	}
+	stored, err := b.store.GetRun(t.Context(), mustUUID(t, h.Runs[0]))
+	if err != nil || string(stored.Definition) != pipelineNamed("first") {
+		t.Errorf("definition = %q, %v; want the older file", stored.Definition, err)
+	}
+
+	// A redelivery answers the same run and creates nothing.
+	again := wantHook(t, b.sendGitHub(t, "app", "push", "d-1", p.WebhookSecret, body), http.StatusOK, true)
+	if again.Runs[0] != h.Runs[0] || !again.Redelivery {
+		t.Errorf("redelivery = %+v, want run %s again", again, h.Runs[0])
+	}
+	if n := b.runCount(t, "app"); n != 1 {
+		t.Fatalf("runs after a redelivery = %d, want 1", n)
+	}
+
+	// Bad, missing and other-secret signatures are 401 and create nothing.
+	other := githubPush("refs/heads/main", first, second)
+	expectError(t, b.sendGitHub(t, "app", "push", "d-2", "not-the-secret", other), http.StatusUnauthorized, "unauthorized")
+	expectError(t, b.sendGitHub(t, "app", "push", "d-2", "", other), http.StatusUnauthorized, "unauthorized")
+	tampered := b.do(t, http.MethodPost, "/api/v1/hooks/github/app", "application/json", string(other)+" ", map[string]string{
+		"X-GitHub-Event": "push", "X-GitHub-Delivery": "d-2", "X-Hub-Signature-256": "sha256=" + hmacHex(p.WebhookSecret, other)})
+	expectError(t, tampered, http.StatusUnauthorized, "unauthorized")
+	if n := b.runCount(t, "app"); n != 1 {
+		t.Fatalf("runs after refused hooks = %d, want 1", n)
+	}
+
+	// Unknown projects and providers other than the project's are not hooks.
+	expectError(t, b.sendGitHub(t, "nope", "push", "d-3", p.WebhookSecret, other), http.StatusNotFound, "not_found")
+	wrong := b.do(t, http.MethodPost, "/api/v1/hooks/gitlab/app", "application/json", string(other),
+		map[string]string{"X-Gitlab-Event": "Push Hook", "X-Gitlab-Token": p.WebhookSecret})
+	expectError(t, wrong, http.StatusNotFound, "not_found")
+	expectError(t, b.do(t, http.MethodPost, "/api/v1/hooks/bitbucket/app", "application/json", "{}", nil), http.StatusNotFound, "not_found")
+
+	// Ping answers 200 and runs nothing; so does an event Gantry does not handle.
+	ping, _ := json.Marshal(map[string]any{"zen": "Keep it logically awesome.", "hook_id": 1,
+		"repository": map[string]any{"full_name": "octo-org/app"}, "sender": map[string]any{"login": "mona"}})
+	if h := wantHook(t, b.sendGitHub(t, "app", "ping", "d-4", p.WebhookSecret, ping), http.StatusOK, false); !strings.Contains(h.Reason, "ping") {
+		t.Errorf("ping reason = %q", h.Reason)
+	}
+	wantHook(t, b.sendGitHub(t, "app", "issues", "d-5", p.WebhookSecret, []byte(`{"action":"opened"}`)), http.StatusOK, false)
+
+	// GitHub's form-encoded content type carries the JSON in payload=; the signature
+	// covers the form body.
+	form := []byte("payload=" + url.QueryEscape(string(other)))
+	formRes := b.do(t, http.MethodPost, "/api/v1/hooks/github/app", "application/x-www-form-urlencoded", string(form), map[string]string{
+		"X-GitHub-Event": "push", "X-GitHub-Delivery": "d-6", "X-Hub-Signature-256": "sha256=" + hmacHex(p.WebhookSecret, form)})
+	h = wantHook(t, formRes, http.StatusAccepted, true)
+	b.get(t, "/api/v1/runs/"+h.Runs[0]).decode(t, &run)
+	if run.Name != "second" || run.Trigger.SHA != second || run.Trigger.Before != first {
+		t.Errorf("form-encoded push made %+v; want the second file at %s", run, second)
+	}
+	// Anything else is refused before it is read.
+	expectError(t, b.do(t, http.MethodPost, "/api/v1/hooks/github/app", "text/plain", string(other),
+		map[string]string{"X-GitHub-Event": "push", "X-Hub-Signature-256": "sha256=" + hmacHex(p.WebhookSecret, other)}),
+		http.StatusUnsupportedMediaType, "unsupported_media_type")
+}
+
+func TestHookPipelineFileCases(t *testing.T) {
+	t.Parallel()
+	b := hookSetup(t)
+	repo := newGitRepo(t)
+	base := repo.commit("refs/heads/main", map[string]string{"README": "hi\n"})
+	p := b.createProject(t, map[string]any{"name": "cases", "repo_url": repo.url(), "provider": "github", "webhook_secret": "shh-its-a-secret"})
+	if p.WebhookSecret != "shh-its-a-secret" {
+		t.Errorf("create answered secret %q, want the one given, once", p.WebhookSecret)
+	}
+	send := func(delivery, ref, before, after string) response {
+		return b.sendGitHub(t, "cases", "push", delivery, "shh-its-a-secret", githubPush(ref, before, after))
+	}
+
+	// No pipeline file at that commit: nothing runs, and the answer says so.
+	h := wantHook(t, send("m-1", "refs/heads/main", zeroSHA, base), http.StatusOK, false)
+	if h.Reason != "no .gantry.yml at "+base {
+		t.Errorf("reason = %q", h.Reason)
+	}
+
+	// An invalid file makes a failed run that shows the errors.
+	bad := repo.commit("refs/heads/main", map[string]string{".gantry.yml": badPipeline})
+	h = wantHook(t, send("m-2", "refs/heads/main", base, bad), http.StatusAccepted, true)
+	var failed failedRunView
+	b.get(t, "/api/v1/runs/"+h.Runs[0]).decode(t, &failed)
+	if failed.Status != "failed" || failed.JobsTotal != 0 || failed.FinishedAt == "" || len(failed.Errors) != 3 {
+		t.Fatalf("run of an invalid file = %+v; want failed, no jobs, 3 errors", failed)
+	}
+	if e := failed.Errors[0]; e.Line == 0 || e.Message == "" || e.Path == "" {
+		t.Errorf("first error = %+v; want its path, line and message", e)
+	}
+	if failed.Trigger.SHA != bad {
+		t.Errorf("failed run sha = %s, want %s", failed.Trigger.SHA, bad)
+	}
+	again := wantHook(t, send("m-2", "refs/heads/main", base, bad), http.StatusOK, true)
+	if again.Runs[0] != h.Runs[0] {
+		t.Errorf("redelivery of the invalid push = %v, want %v", again.Runs, h.Runs)
+	}
+
+	// on: decides: a file that runs only for release branches skips main, and says why.
+	onRelease := repo.commit("refs/heads/main", map[string]string{".gantry.yml": "name: rel\non:\n  push:\n    branches: [release/*]\njobs:\n  build:\n    steps:\n      - run: make\n"})
+	h = wantHook(t, send("m-3", "refs/heads/main", bad, onRelease), http.StatusOK, false)
+	if !strings.Contains(h.Reason, "release/*") {
+		t.Errorf("reason = %q; want it to name the branch filter", h.Reason)
+	}
+	relSHA := repo.commit("refs/heads/release/1.0", nil)
+	wantHook(t, send("m-4", "refs/heads/release/1.0", onRelease, relSHA), http.StatusAccepted, true)
+
+	// A tag push records the tag, not a branch.
+	tagged := repo.commit("refs/tags/v1.0.0", map[string]string{".gantry.yml": pipelineNamed("tagged")})
+	h = wantHook(t, send("m-5", "refs/tags/v1.0.0", zeroSHA, tagged), http.StatusAccepted, true)
+	var run runView
+	b.get(t, "/api/v1/runs/"+h.Runs[0]).decode(t, &run)
+	if run.Trigger.Tag != "v1.0.0" || run.Trigger.Branch != "" || run.Trigger.Event != "tag" || run.Trigger.Ref != "refs/tags/v1.0.0" || run.Trigger.SHA != tagged {
+		t.Errorf("tag push trigger = %+v", run.Trigger)
+	}
+
+	// A deletion runs nothing and reads no file.
+	del := githubPush("refs/heads/gone", tagged, zeroSHA)
+	wantHook(t, b.sendGitHub(t, "cases", "push", "m-6", "shh-its-a-secret", del), http.StatusOK, false)
+
+	// A commit the repository does not have is an error, and nothing is remembered.
+	missing := strings.Repeat("ab", 20)
+	expectError(t, send("m-7", "refs/heads/main", tagged, missing), http.StatusUnprocessableEntity, "commit_not_found")
+}
+
+func TestHookGitLabAndGitea(t *testing.T) {
+	t.Parallel()
+	b := hookSetup(t)
+	repo := newGitRepo(t)
+	sha := repo.commit("refs/heads/main", map[string]string{".gantry.yml": pipelineNamed("multi")})
+
+	gl := b.createProject(t, map[string]any{"name": "on-gitlab", "repo_url": repo.url(), "provider": "gitlab", "default_branch": "main"})
+	glBody, _ := json.Marshal(map[string]any{
+		"object_kind": "push", "event_name": "push", "ref": "refs/heads/main", "before": zeroSHA, "after": sha,
+		"checkout_sha": sha, "user_username": "ada", "total_commits_count": 1,
+		"project": map[string]any{"id": 15, "path_with_namespace": "platform/app", "web_url": "https://gitlab.example.com/platform/app",
+			"git_http_url": "https://gitlab.example.com/platform/app.git", "git_ssh_url": "git@gitlab.example.com:platform/app.git",
+			"default_branch": "main"},
+		"commits": []any{map[string]any{"id": sha, "added": []string{".gantry.yml"}, "modified": []string{}, "removed": []string{}}},
+	})
+	r := b.do(t, http.MethodPost, "/api/v1/hooks/gitlab/on-gitlab", "application/json", string(glBody), map[string]string{
+		"X-Gitlab-Event": "Push Hook", "X-Gitlab-Token": gl.WebhookSecret, "X-Gitlab-Event-UUID": "gl-1"})
+	h := wantHook(t, r, http.StatusAccepted, true)
+	var run runView
+	b.get(t, "/api/v1/runs/"+h.Runs[0]).decode(t, &run)
+	if run.Trigger.SHA != sha || run.Trigger.Actor != "ada" || run.Trigger.Repository != "platform/app" || run.Trigger.Branch != "main" {
+		t.Errorf("gitlab run trigger = %+v", run.Trigger)
+	}
+	expectError(t, b.do(t, http.MethodPost, "/api/v1/hooks/gitlab/on-gitlab", "application/json", string(glBody), map[string]string{
+		"X-Gitlab-Event": "Push Hook", "X-Gitlab-Token": "wrong", "X-Gitlab-Event-UUID": "gl-2"}), http.StatusUnauthorized, "unauthorized")
+
+	// Forgejo speaks Gitea's dialect: a forgejo project takes hooks on either name.
+	gt := b.createProject(t, map[string]any{"name": "on-forgejo", "repo_url": repo.url(), "provider": "forgejo", "default_branch": "main"})
+	gtBody, _ := json.Marshal(map[string]any{
+		"ref": "refs/heads/main", "before": zeroSHA, "after": sha, "total_commits": 1,
+		"head_commit": map[string]any{"id": sha},
+		"repository": map[string]any{"full_name": "infra/app", "clone_url": "https://git.example.org/infra/app.git",
+			"html_url": "https://git.example.org/infra/app", "default_branch": "main"},
+		"pusher":  map[string]any{"login": "grace"},
+		"sender":  map[string]any{"login": "grace"},
+		"commits": []any{map[string]any{"id": sha, "added": []string{".gantry.yml"}, "removed": []string{}, "modified": []string{}}},
+	})
+	r = b.do(t, http.MethodPost, "/api/v1/hooks/gitea/on-forgejo", "application/json", string(gtBody), map[string]string{
+		"X-Gitea-Event": "push", "X-Gitea-Delivery": "gt-1", "X-Gitea-Signature": hmacHex(gt.WebhookSecret, gtBody)})
+	h = wantHook(t, r, http.StatusAccepted, true)
+	b.get(t, "/api/v1/runs/"+h.Runs[0]).decode(t, &run)
+	if run.Trigger.SHA != sha || run.Trigger.Actor != "grace" || run.Trigger.Repository != "infra/app" {
+		t.Errorf("gitea run trigger = %+v", run.Trigger)
+	}
+}

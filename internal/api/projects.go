@@ -1,0 +1,439 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"path"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/gantry-ci/gantry/internal/forge"
+	"github.com/gantry-ci/gantry/internal/source"
+	"github.com/gantry-ci/gantry/internal/store"
+)
+
+// codeInvalidProject answers a project whose settings are wrong; its details name each
+// field and what is wrong with it.
+const codeInvalidProject = "invalid_project"
+
+// discoverTimeout bounds asking a remote for its default branch when a project is made.
+const discoverTimeout = 30 * time.Second
+
+// maxWebhookSecret bounds a given webhook secret; forges accept far less.
+const maxWebhookSecret = 256
+
+func (s *Server) projectRoutes() {
+	// Project settings name a file on the coordinator (the API token) and where statuses
+	// are sent with it, so only admins change them; anyone who may read sees them, but
+	// never the webhook secret.
+	s.handle("POST /api/v1/projects", admins, s.createProject)
+	s.handle("GET /api/v1/projects", readers, s.listProjects)
+	s.handle("GET /api/v1/projects/{name}", readers, s.getProject)
+	s.handle("PATCH /api/v1/projects/{name}", admins, s.updateProject)
+	s.handle("DELETE /api/v1/projects/{name}", admins, s.deleteProject)
+	// A forge signs its webhooks with the project's secret: that, not a bearer token or
+	// an Origin, is what authenticates the hook route.
+	s.handle("POST /api/v1/hooks/{provider}/{project}", public, s.hook)
+}
+
+// projectJSON is a project as the API shows it: never its webhook secret, except once in
+// the answer that set it.
+type projectJSON struct {
+	Name          string `json:"name"`
+	RepoURL       string `json:"repo_url"`
+	Provider      string `json:"provider"`
+	PipelinePath  string `json:"pipeline_path"`
+	DefaultBranch string `json:"default_branch"`
+	APIBaseURL    string `json:"api_base_url,omitempty"`
+	APITokenFile  string `json:"api_token_file,omitempty"`
+	// WebhookSecretSet says whether hooks can be verified; a project without a secret
+	// refuses every hook.
+	WebhookSecretSet bool `json:"webhook_secret_set"`
+	// HookPath is where the forge sends webhooks, relative to the server's address.
+	HookPath string `json:"hook_path,omitempty"`
+	// WebhookSecret is set only in the answer to a create or update that set it.
+	WebhookSecret string `json:"webhook_secret,omitempty"`
+	CreatedAt     string `json:"created_at"`
+	UpdatedAt     string `json:"updated_at"`
+}
+
+func newProjectJSON(p *store.Project) projectJSON {
+	out := projectJSON{
+		Name: p.Name, RepoURL: p.RepoURL, Provider: p.Provider, PipelinePath: p.PipelinePath,
+		DefaultBranch: p.DefaultBranch, APIBaseURL: p.APIBaseURL, APITokenFile: p.APITokenFile,
+		WebhookSecretSet: p.WebhookSecret != "",
+		CreatedAt:        formatTime(p.CreatedAt), UpdatedAt: formatTime(p.UpdatedAt),
+	}
+	if p.RepoURL != "" && p.Provider != "" {
+		out.HookPath = "/api/v1/hooks/" + url.PathEscape(p.Provider) + "/" + url.PathEscape(p.Name)
+	}
+	return out
+}
+
+// projectRequest is the body of POST /api/v1/projects and PATCH /api/v1/projects/{name}.
+// Absent fields are left as they are (PATCH) or take their defaults (POST).
+type projectRequest struct {
+	Name          *string `json:"name"`
+	RepoURL       *string `json:"repo_url"`
+	Provider      *string `json:"provider"`
+	PipelinePath  *string `json:"pipeline_path"`
+	DefaultBranch *string `json:"default_branch"`
+	WebhookSecret *string `json:"webhook_secret"`
+	APIBaseURL    *string `json:"api_base_url"`
+	APITokenFile  *string `json:"api_token_file"`
+	// RotateWebhookSecret (PATCH) makes a new secret and returns it once.
+	RotateWebhookSecret bool `json:"rotate_webhook_secret"`
+}
+
+// decodeProjectRequest reads a project request: one JSON object, no unknown fields.
+func decodeProjectRequest(body []byte) (*projectRequest, *requestError) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	var req projectRequest
+	if err := dec.Decode(&req); err != nil {
+		return nil, badRequest("decode project request: %v", err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, badRequest("decode project request: unexpected data after the JSON object")
+	}
+	return &req, nil
+}
+
+// projectProblems collects what is wrong with a project's settings, field by field.
+type projectProblems []errorDetail
+
+func (p *projectProblems) add(field, format string, args ...any) {
+	*p = append(*p, errorDetail{Path: field, Message: fmt.Sprintf(format, args...), Code: codeInvalidProject})
+}
+
+func (p projectProblems) write(w http.ResponseWriter) {
+	msg := fmt.Sprintf("the project has %d problems", len(p))
+	if len(p) == 1 {
+		msg = p[0].Path + ": " + p[0].Message
+	}
+	writeError(w, http.StatusUnprocessableEntity, codeInvalidProject, msg, p)
+}
+
+// apply copies the request's fields onto p, checking each; secret is the webhook secret
+// to show once, when the request set or rotated it.
+func (req *projectRequest) apply(p *store.Project, problems *projectProblems) (secret string) {
+	if req.RepoURL != nil {
+		p.RepoURL = strings.TrimSpace(*req.RepoURL)
+	}
+	if req.Provider != nil {
+		p.Provider = strings.ToLower(strings.TrimSpace(*req.Provider))
+	}
+	if req.PipelinePath != nil {
+		p.PipelinePath = strings.TrimSpace(*req.PipelinePath)
+	}
+	if req.DefaultBranch != nil {
+		p.DefaultBranch = strings.TrimPrefix(strings.TrimSpace(*req.DefaultBranch), "refs/heads/")
+	}
+	if req.APIBaseURL != nil {
+		p.APIBaseURL = strings.TrimSpace(*req.APIBaseURL)
+	}
+	if req.APITokenFile != nil {
+		p.APITokenFile = strings.TrimSpace(*req.APITokenFile)
+	}
+	switch {
+	case req.WebhookSecret != nil && req.RotateWebhookSecret:
+		problems.add("webhook_secret", "give a webhook_secret or rotate_webhook_secret, not both")
+	case req.WebhookSecret != nil:
+		p.WebhookSecret = *req.WebhookSecret
+		switch {
+		case p.WebhookSecret == "":
+			problems.add("webhook_secret", "is empty: a hook anyone can sign is refused; leave it out to have one generated")
+		case len(p.WebhookSecret) > maxWebhookSecret:
+			problems.add("webhook_secret", "is %d bytes long; the most is %d", len(p.WebhookSecret), maxWebhookSecret)
+		case strings.ContainsFunc(p.WebhookSecret, func(r rune) bool { return r < 0x20 || r == 0x7f }):
+			problems.add("webhook_secret", "holds a control character; forges cannot send it")
+		}
+		secret = p.WebhookSecret
+	case req.RotateWebhookSecret:
+		p.WebhookSecret = newWebhookSecret()
+		secret = p.WebhookSecret
+	}
+	return secret
+}
+
+// newWebhookSecret returns 32 random bytes in hex: easy to paste into a forge's form.
+func newWebhookSecret() string {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b) // crypto/rand never fails on Linux; it panics rather than return short
+	return hex.EncodeToString(b)
+}
+
+// check validates a project's settings (all but the default branch, which may need the
+// remote) and fills their defaults.
+func checkProjectSettings(p *store.Project, problems *projectProblems) {
+	if p.RepoURL == "" {
+		problems.add("repo_url", "is required: the git remote to build (https://, ssh://, user@host:path or file://)")
+	} else if strings.ContainsAny(p.RepoURL, "\x00\n\r") {
+		problems.add("repo_url", "holds a control character")
+	}
+	if p.Provider == "" {
+		p.Provider = guessProvider(p.RepoURL)
+	}
+	if _, err := forge.Lookup(p.Provider, forge.Config{}); err != nil {
+		problems.add("provider", "%q is not one of %s", p.Provider, strings.Join(forge.Names(), ", "))
+	}
+	if p.PipelinePath == "" {
+		p.PipelinePath = store.DefaultPipelinePath
+	}
+	if msg := checkPipelinePath(p.PipelinePath); msg != "" {
+		problems.add("pipeline_path", "%s", msg)
+	}
+	if p.DefaultBranch != "" && !validBranch(p.DefaultBranch) {
+		problems.add("default_branch", "%q is not a branch name", p.DefaultBranch)
+	}
+	if p.APIBaseURL != "" {
+		u, err := url.Parse(p.APIBaseURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			problems.add("api_base_url", "%q is not an http:// or https:// URL", p.APIBaseURL)
+		} else if u.User != nil {
+			problems.add("api_base_url", "holds credentials; give the token in api_token_file")
+		}
+	}
+	if p.APITokenFile != "" && !filepath.IsAbs(p.APITokenFile) {
+		problems.add("api_token_file", "%q is not an absolute path (it is read on the coordinator)", p.APITokenFile)
+	}
+	if p.WebhookSecret == "" {
+		p.WebhookSecret = newWebhookSecret()
+	}
+}
+
+// guessProvider names the forge of a well-known host, and generic for any other.
+func guessProvider(repo string) string {
+	host := repo
+	if u, err := url.Parse(repo); err == nil && u.Host != "" {
+		host = u.Hostname()
+	} else if at, rest, ok := strings.Cut(repo, "@"); ok && !strings.Contains(at, "/") {
+		host, _, _ = strings.Cut(rest, ":") // scp-like git@github.com:owner/name.git
+	}
+	switch host = strings.ToLower(host); {
+	case host == "github.com":
+		return "github"
+	case host == "gitlab.com":
+		return "gitlab"
+	case host == "codeberg.org":
+		return "forgejo"
+	}
+	return "generic"
+}
+
+// checkPipelinePath says what is wrong with a pipeline path, or "".
+func checkPipelinePath(p string) string {
+	if strings.ContainsAny(p, "\x00\n\r") {
+		return "holds a control character"
+	}
+	c := path.Clean(strings.TrimPrefix(p, "/"))
+	if c == "." || c == ".." || strings.HasPrefix(c, "../") || strings.HasSuffix(p, "/") {
+		return fmt.Sprintf("%q is not a file inside the repository", p)
+	}
+	return ""
+}
+
+// validBranch accepts what git accepts as a branch name and nothing that could pass for
+// an option or a revision expression.
+func validBranch(b string) bool {
+	if b == "" || strings.HasPrefix(b, "-") || strings.HasPrefix(b, "/") || strings.HasSuffix(b, "/") ||
+		strings.HasSuffix(b, ".lock") || strings.HasSuffix(b, ".") || strings.Contains(b, "..") ||
+		strings.Contains(b, "//") || strings.Contains(b, "@{") || b == "@" {
+		return false
+	}
+	return !strings.ContainsFunc(b, func(r rune) bool {
+		return r < 0x20 || r == 0x7f || strings.ContainsRune(" ~^:?*[\\", r)
+	})
+}
+
+// discoverDefaultBranch asks the remote which branch its HEAD names. It also proves the
+// URL is one git takes (a malformed one fails before any network use).
+func (s *Server) discoverDefaultBranch(ctx context.Context, repo string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, discoverTimeout)
+	defer cancel()
+	m, err := source.Open(ctx, source.Config{Dir: s.hooks.mirrors, URL: repo, Logger: s.log})
+	if err != nil {
+		return "", err
+	}
+	defer m.Close()
+	return m.DefaultBranch(ctx)
+}
+
+// checkRepoURL opens the remote's mirror without fetching: it refuses what git would not
+// take (a password in the URL, an unknown scheme) before anything is stored.
+func (s *Server) checkRepoURL(ctx context.Context, repo string) error {
+	m, err := source.Open(ctx, source.Config{Dir: s.hooks.mirrors, URL: repo, Logger: s.log})
+	if err != nil {
+		return err
+	}
+	return m.Close()
+}
+
+// settle validates p, checks its remote and discovers its default branch when it names
+// none, answering the request and returning false on any problem.
+func (s *Server) settle(w http.ResponseWriter, r *http.Request, p *store.Project, problems projectProblems) bool {
+	checkProjectSettings(p, &problems)
+	if len(problems) == 0 {
+		if p.DefaultBranch == "" {
+			b, err := s.discoverDefaultBranch(r.Context(), p.RepoURL)
+			switch {
+			case errors.Is(err, source.ErrInvalid):
+				problems.add("repo_url", "%v", err)
+			case err != nil:
+				problems.add("default_branch", "was not given and could not be learned from the repository (%v); give default_branch", err)
+			default:
+				p.DefaultBranch = b
+			}
+		} else if err := s.checkRepoURL(r.Context(), p.RepoURL); err != nil {
+			problems.add("repo_url", "%v", err)
+		}
+	}
+	if len(problems) > 0 {
+		problems.write(w)
+		return false
+	}
+	return true
+}
+
+func (s *Server) createProject(w http.ResponseWriter, r *http.Request) {
+	body, rerr := s.readBody(w, r)
+	if rerr != nil {
+		writeRequestError(w, rerr)
+		return
+	}
+	req, rerr := decodeProjectRequest(body)
+	if rerr != nil {
+		writeRequestError(w, rerr)
+		return
+	}
+	var problems projectProblems
+	p := &store.Project{}
+	if req.Name == nil || *req.Name == "" {
+		problems.add("name", "is required")
+	} else if msg := checkProjectName(*req.Name); msg != "" {
+		problems.add("name", "%s", msg)
+	} else {
+		p.Name = *req.Name
+	}
+	if req.RotateWebhookSecret {
+		problems.add("rotate_webhook_secret", "is for updates; a new project gets a secret when it gives none")
+	}
+	req.apply(p, &problems)
+	if !s.settle(w, r, p, problems) {
+		return
+	}
+	if err := s.store.CreateProject(r.Context(), p); err != nil {
+		s.storeError(w, r, "create project", err)
+		return
+	}
+	out := newProjectJSON(p)
+	// The secret is shown this once, generated or given, so the forge can be set up
+	// from this answer alone.
+	out.WebhookSecret = p.WebhookSecret
+	w.Header().Set("Location", "/api/v1/projects/"+url.PathEscape(p.Name))
+	writeJSON(w, http.StatusCreated, out)
+}
+
+func (s *Server) listProjects(w http.ResponseWriter, r *http.Request) {
+	list, err := s.store.ListProjects(r.Context())
+	if err != nil {
+		s.storeError(w, r, "list projects", err)
+		return
+	}
+	out := make([]projectJSON, len(list))
+	for i, p := range list {
+		out[i] = newProjectJSON(p)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"projects": out})
+}
+
+// pathProject reads and checks the {name} path value.
+func pathProject(r *http.Request) (string, *requestError) {
+	name := r.PathValue("name")
+	if msg := checkProjectName(name); msg != "" || name == "" {
+		if msg == "" {
+			msg = "the name is empty"
+		}
+		return "", badRequest("project name: %s", msg)
+	}
+	return name, nil
+}
+
+func (s *Server) getProject(w http.ResponseWriter, r *http.Request) {
+	name, rerr := pathProject(r)
+	if rerr != nil {
+		writeRequestError(w, rerr)
+		return
+	}
+	p, err := s.store.GetProjectByName(r.Context(), name)
+	if err != nil {
+		s.storeError(w, r, "get project", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, newProjectJSON(p))
+}
+
+func (s *Server) updateProject(w http.ResponseWriter, r *http.Request) {
+	name, rerr := pathProject(r)
+	if rerr != nil {
+		writeRequestError(w, rerr)
+		return
+	}
+	body, rerr := s.readBody(w, r)
+	if rerr != nil {
+		writeRequestError(w, rerr)
+		return
+	}
+	req, rerr := decodeProjectRequest(body)
+	if rerr != nil {
+		writeRequestError(w, rerr)
+		return
+	}
+	p, err := s.store.GetProjectByName(r.Context(), name)
+	if err != nil {
+		s.storeError(w, r, "get project", err)
+		return
+	}
+	var problems projectProblems
+	if req.Name != nil && *req.Name != name {
+		problems.add("name", "a project cannot be renamed: its runs and its forge's webhook URL name it")
+	}
+	repoChanged := req.RepoURL != nil && strings.TrimSpace(*req.RepoURL) != p.RepoURL
+	secret := req.apply(p, &problems)
+	if repoChanged && req.DefaultBranch == nil {
+		// Another repository has its own default branch.
+		p.DefaultBranch = ""
+	}
+	if !s.settle(w, r, p, problems) {
+		return
+	}
+	if err := s.store.UpdateProject(r.Context(), p); err != nil {
+		s.storeError(w, r, "update project", err)
+		return
+	}
+	out := newProjectJSON(p)
+	out.WebhookSecret = secret
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) deleteProject(w http.ResponseWriter, r *http.Request) {
+	name, rerr := pathProject(r)
+	if rerr != nil {
+		writeRequestError(w, rerr)
+		return
+	}
+	if err := s.store.DeleteProject(r.Context(), name); err != nil {
+		s.storeError(w, r, "delete project", err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
