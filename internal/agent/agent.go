@@ -11,6 +11,7 @@ import (
 	"maps"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -41,6 +42,9 @@ type Config struct {
 	MilliCPU int64
 	Memory   int64
 	WorkDir  string // workspaces are made here; default os.TempDir()
+	// Mirrors is the cache of git mirrors jobs check their run's commit out from;
+	// default WorkDir/mirrors.
+	Mirrors string
 	// KeepFailed keeps the workspace of a failed job for inspection.
 	KeepFailed bool
 	Executor   Executor
@@ -115,6 +119,10 @@ func New(cfg Config) *Agent {
 	}
 	if cfg.WorkDir == "" {
 		cfg.WorkDir = os.TempDir()
+	}
+	// Steps are told their workspace (GANTRY_WORKSPACE) and may cd away from it.
+	if abs, err := filepath.Abs(cfg.WorkDir); err == nil {
+		cfg.WorkDir = abs
 	}
 	if cfg.Executor == nil {
 		cfg.Executor = executor.Shell{}
@@ -527,7 +535,9 @@ func (a *Agent) runJob(parent context.Context, j claimedJob) {
 		status, kind string
 		exit         *int
 	)
-	if err := a.fetchInputs(ctx, j, ws, jl.rec); err != nil {
+	if err := a.checkout(ctx, log, j, ws, jl.rec); err != nil {
+		status, kind = "failed", "failure"
+	} else if err := a.fetchInputs(ctx, j, ws, jl.rec); err != nil {
 		log.Error("fetch the artifacts of the jobs this one needs", "err", err)
 		jl.rec.System("the worker could not fetch the job's input artifacts: " + err.Error())
 		status, kind = "failed", "failure"
@@ -803,7 +813,9 @@ var stepInherits = []string{"PATH", "HOME", "LANG", "TMPDIR"}
 // env is what a step's process sees, and all of it: the worker's stepInherits, the run's,
 // job's and step's env, the matrix values (GANTRY_MATRIX_*), and Gantry's own variables
 // (GANTRY_RUN_ID, GANTRY_JOB_ID, GANTRY_JOB_NAME, GANTRY_JOB_KEY, GANTRY_ATTEMPT,
-// GANTRY_WORKSPACE, GANTRY_IDEMPOTENCY_KEY). No credential is among them.
+// GANTRY_WORKSPACE, GANTRY_IDEMPOTENCY_KEY, and the run's trigger: GANTRY_SHA, GANTRY_REF,
+// GANTRY_BRANCH, GANTRY_TAG, GANTRY_EVENT, GANTRY_REPOSITORY, GANTRY_PR_NUMBER, each only
+// when it has a value). No credential is among them.
 func (a *Agent) env(j claimedJob, st pipeline.Step, ws string) []string {
 	vars := map[string]string{}
 	for _, k := range stepInherits {
@@ -831,6 +843,7 @@ func (a *Agent) env(j claimedJob, st pipeline.Step, ws string) []string {
 	vars["GANTRY_ATTEMPT"] = strconv.Itoa(j.Attempt)
 	vars["GANTRY_WORKSPACE"] = ws
 	vars["GANTRY_IDEMPOTENCY_KEY"] = hex.EncodeToString(key[:16])
+	maps.Copy(vars, triggerEnv(j.Trigger))
 	out := make([]string, 0, len(vars))
 	for k, v := range vars {
 		out = append(out, k+"="+v)

@@ -386,6 +386,12 @@ func (a *Agent) fetchInputs(ctx context.Context, j claimedJob, ws string, rec *l
 		if in.Download == nil {
 			return fmt.Errorf("artifact %q of job %s: the coordinator gave no download URL", in.Name, in.Job)
 		}
+		if err := insideWorkspace(ws, in.Name); err != nil {
+			return fmt.Errorf("artifact %q of job %s: %w", in.Name, in.Job, err)
+		}
+		if _, err := os.Lstat(filepath.Join(ws, filepath.FromSlash(in.Name))); err == nil {
+			rec.System(fmt.Sprintf("artifacts: %s of job %s replaces the checked-out file of that name", in.Name, in.Job))
+		}
 		start := time.Now()
 		if err := download(ctx, a.blobHTTP, base, in.Download.blob(), ws, in.Name, in.SHA256, in.Size, fs.FileMode(in.Mode)); err != nil {
 			return fmt.Errorf("artifact %q of job %s: %w", in.Name, in.Job, err)

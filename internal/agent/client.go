@@ -109,6 +109,8 @@ type claimedJob struct {
 	RunEnv   map[string]string `json:"run_env"`
 	OnceDone []int             `json:"once_done"`
 	Spec     *pipeline.Job     `json:"spec"`
+	// Trigger is what started the run: the commit to check out and GANTRY_SHA and kin.
+	Trigger jobTrigger `json:"trigger"`
 	// Traceparent names the run's root span; the job's span is its child.
 	Traceparent string `json:"traceparent"`
 	// sent is when the claim that handed out the job was sent, by the worker's

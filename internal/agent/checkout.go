@@ -1,0 +1,204 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/gantry-ci/gantry/internal/executor"
+	"github.com/gantry-ci/gantry/internal/logs"
+	"github.com/gantry-ci/gantry/internal/source"
+)
+
+// jobTrigger is what started the job's run, as the claim answer tells it (store.Trigger):
+// the commit the workspace gets and the GANTRY_* variables its steps see.
+type jobTrigger struct {
+	Ref        string `json:"ref"`
+	Branch     string `json:"branch"`
+	SHA        string `json:"sha"`
+	Event      string `json:"event"`
+	Tag        string `json:"tag"`
+	Repository string `json:"repository"`
+	PRNumber   int    `json:"pr_number"`
+	CloneURL   string `json:"clone_url"`
+}
+
+// mirrorsDir is where the worker keeps its mirror cache: --mirrors, or beside the
+// workspaces in the work directory, so that the jobs of a worker (and workers sharing a
+// work directory) fetch each commit once.
+func (a *Agent) mirrorsDir() string {
+	if a.cfg.Mirrors != "" {
+		return a.cfg.Mirrors
+	}
+	return filepath.Join(a.cfg.WorkDir, "mirrors")
+}
+
+// checkout puts the run's commit into the job's workspace before its first step, unless the
+// run names no repository and commit or the job says checkout: false. What it did, or why
+// it could not, goes to the job's log; an error fails the job.
+func (a *Agent) checkout(ctx context.Context, log *slog.Logger, j claimedJob, ws string, rec *logs.Recorder) error {
+	tr := j.Trigger
+	opts := j.Spec.Checkout
+	if tr.CloneURL == "" || tr.SHA == "" || (opts != nil && opts.Skip) {
+		return nil
+	}
+	err := a.checkoutInto(ctx, log, j, ws, rec)
+	if err != nil {
+		log.Error("check out the run's commit", "repository", tr.CloneURL, "sha", tr.SHA, "err", err)
+		rec.System(fmt.Sprintf("checkout %s at %s failed: %v", tr.CloneURL, tr.SHA, err))
+	}
+	return err
+}
+
+func (a *Agent) checkoutInto(ctx context.Context, log *slog.Logger, j claimedJob, ws string, rec *logs.Recorder) error {
+	tr := j.Trigger
+	var o source.CheckoutOptions
+	if c := j.Spec.Checkout; c != nil {
+		o = source.CheckoutOptions{Depth: c.Depth, Submodules: c.Submodules, LFS: c.LFS, Path: c.Path}
+	}
+	// The sandbox shows a step its workspace and the system only, not the mirror cache a
+	// shared clone would borrow its objects from.
+	_, sandboxed := a.cfg.Executor.(executor.Sandbox)
+	o.SelfContained = sandboxed
+	start := time.Now()
+	m, err := source.Open(ctx, source.Config{Dir: a.mirrorsDir(), URL: tr.CloneURL, Logger: log})
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	warm := hasCommit(ctx, m.Dir(), tr.SHA)
+	if err := source.Checkout(ctx, m, tr.SHA, ws, o); err != nil {
+		if errors.Is(err, source.ErrCommitNotFound) {
+			return fmt.Errorf("the repository has no commit %s (never pushed, or force-pushed away)", tr.SHA)
+		}
+		return err
+	}
+	if o.SelfContained {
+		// A local clone hard-links the mirror's object files: a step (or the chown to the
+		// step user) must not be able to change the cache other jobs read.
+		target := filepath.Join(ws, filepath.FromSlash(o.Path))
+		if err := unlinkObjects(filepath.Join(target, ".git", "objects")); err != nil {
+			return fmt.Errorf("copy the repository's objects into the workspace: %w", err)
+		}
+	}
+	state := "cold"
+	if warm {
+		state = "warm"
+	}
+	took := time.Since(start)
+	log.Info("checked out the run's commit", "repository", tr.CloneURL, "sha", tr.SHA, "took", took, "mirror", state)
+	rec.System(fmt.Sprintf("checkout %s at %s (%d ms, mirror %s)", tr.CloneURL, tr.SHA, took.Milliseconds(), state))
+	return nil
+}
+
+// hasCommit says whether the mirror holds the commit already, so no fetch is needed: the
+// log tells a warm mirror from a cold one. It reads only, with git's own configuration
+// kept out as the mirror's own commands do; any doubt is "no".
+func hasCommit(ctx context.Context, gitDir, sha string) bool {
+	if _, err := os.Stat(filepath.Join(gitDir, "HEAD")); err != nil {
+		return false
+	}
+	cmd := exec.CommandContext(ctx, "git", "--git-dir", gitDir, "cat-file", "-e", sha+"^{commit}")
+	cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null", "GIT_TERMINAL_PROMPT=0")
+	return cmd.Run() == nil
+}
+
+// unlinkObjects replaces every file under dir that has other hard links by a copy of its
+// own.
+func unlinkObjects(dir string) error {
+	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		if st, ok := fi.Sys().(*syscall.Stat_t); !ok || st.Nlink < 2 {
+			return nil
+		}
+		return copyOver(p, fi.Mode().Perm())
+	})
+}
+
+func copyOver(p string, mode fs.FileMode) error {
+	src, err := os.Open(p)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	tmp, err := os.CreateTemp(filepath.Dir(p), ".gantry-copy-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	_, err = io.Copy(tmp, src)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(tmp.Name(), mode)
+	}
+	if err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), p)
+}
+
+// insideWorkspace refuses an artifact path that would be written through a symbolic link:
+// once a repository is checked out the workspace holds files of the pushed commit, and a
+// link there (dist -> /etc) must not lead the worker to write outside the workspace.
+func insideWorkspace(ws, name string) error {
+	dir := ws
+	parts := strings.Split(filepath.Dir(filepath.FromSlash(name)), string(filepath.Separator))
+	for _, part := range parts {
+		if part == "." || part == "" {
+			continue
+		}
+		dir = filepath.Join(dir, part)
+		fi, err := os.Lstat(dir)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil // made by the download, as a directory
+		}
+		if err != nil {
+			return err
+		}
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			rel, _ := filepath.Rel(ws, dir)
+			return fmt.Errorf("%s in the workspace is a symbolic link; an artifact is not written through it", filepath.ToSlash(rel))
+		}
+	}
+	return nil
+}
+
+// triggerEnv is the GANTRY_* variables that describe the run's trigger; those without a
+// value are left out rather than set empty.
+func triggerEnv(tr jobTrigger) map[string]string {
+	repo := tr.Repository
+	if repo == "" {
+		repo = tr.CloneURL
+	}
+	vars := map[string]string{
+		"GANTRY_SHA": tr.SHA, "GANTRY_REF": tr.Ref, "GANTRY_BRANCH": tr.Branch, "GANTRY_TAG": tr.Tag,
+		"GANTRY_EVENT": tr.Event, "GANTRY_REPOSITORY": repo,
+	}
+	if tr.PRNumber > 0 {
+		vars["GANTRY_PR_NUMBER"] = strconv.Itoa(tr.PRNumber)
+	}
+	for k, v := range vars {
+		if v == "" {
+			delete(vars, k)
+		}
+	}
+	return vars
+}
