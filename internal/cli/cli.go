@@ -162,6 +162,7 @@ func (a *app) rootCommand() *cobra.Command {
 		a.logsCommand(),
 		a.validateCommand(),
 		a.planCommand(),
+		a.projectCommand(),
 		a.retryCommand(),
 		a.runCommand(),
 		a.runsCommand(),

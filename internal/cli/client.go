@@ -123,6 +123,13 @@ type serverError struct {
 func (e *serverError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "the server answered %d %s: %s", e.Status, e.Code, e.Message)
+	b.WriteString(e.detailLines())
+	return b.String()
+}
+
+// detailLines lists the details, each on its own indented line.
+func (e *serverError) detailLines() string {
+	var b strings.Builder
 	for _, d := range e.Details {
 		b.WriteString("\n  ")
 		if d.Path != "" {

@@ -33,6 +33,8 @@ type runDetails struct {
 	JobsFinished    int       `json:"jobs_finished"`
 	CancelRequested bool      `json:"cancel_requested"`
 	Jobs            []jobView `json:"jobs"`
+	// Errors say why a run failed before it had jobs: its pipeline file is invalid.
+	Errors []serverDetail `json:"errors"`
 }
 
 // jobView is a job of a run as the API shows it.
@@ -289,6 +291,11 @@ func printRunTree(w io.Writer, run runDetails, width int) {
 	}
 	b.WriteString(elide(strings.Join(facts, " · "), width))
 	b.WriteByte('\n')
+	if len(run.Errors) > 0 {
+		b.WriteString("the pipeline file is invalid:")
+		b.WriteString((&serverError{Details: run.Errors}).detailLines())
+		b.WriteByte('\n')
+	}
 
 	// key  status  duration  notes; the key gets what the others leave.
 	const statusW, durW, fixedW = 9, 7, 5 + 2 + 9 + 2 + 7

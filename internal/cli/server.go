@@ -58,6 +58,9 @@ type serverConfig struct {
 	ArtifactsExpireIn time.Duration
 	// UI is the web dashboard the API serves; nil serves none.
 	UI http.Handler
+	// Mirrors holds the git mirrors webhooks read pipeline files from; empty puts them
+	// next to the SQLite file, or under $TMPDIR with PostgreSQL.
+	Mirrors string
 }
 
 func (a *app) serverCommand() *cobra.Command {
@@ -118,6 +121,7 @@ func (a *app) serverCommand() *cobra.Command {
 	f.StringVar(&cfg.LogMaxSize, "log-max-size", cfg.LogMaxSize, "most log one job attempt keeps, e.g. 50Mi")
 	f.DurationVar(&cfg.LogRetention, "log-retention", cfg.LogRetention, "delete job logs older than this, e.g. 720h (0 keeps them)")
 	f.StringVar(&cfg.Blobs, "blobs", cfg.Blobs, "blob store for artifacts: file:///dir or s3://bucket?endpoint=host:port (default: next to the SQLite file)")
+	f.StringVar(&cfg.Mirrors, "mirrors", "", "directory of the git mirrors webhooks read pipeline files from (default: next to the SQLite file; $TMPDIR/gantry-mirrors with PostgreSQL)")
 	f.DurationVar(&cfg.ArtifactsExpireIn, "artifacts-expire-in", cfg.ArtifactsExpireIn, "delete artifacts this long after they were kept, unless their job sets expire_in (0 keeps them)")
 	return cmd
 }
@@ -312,7 +316,7 @@ func startCoordinator(ctx context.Context, cfg serverConfig, log *slog.Logger) (
 		Handler: api.New(api.Config{Store: st, Logger: log, LeaseTTL: cfg.LeaseTTL, HeartbeatEvery: cfg.HeartbeatEvery, ReapGrace: cfg.ReapGrace,
 			CancelGrace: cfg.CancelGrace, Auth: cfg.authOn(), Logs: logSvc,
 			Blobs: blobs, ArtifactTTL: cfg.ArtifactsExpireIn, UI: cfg.UI, Metrics: m, DataDirs: cfg.dataDirs(),
-			AllowedOrigins: origins, AllowedHosts: hosts}).Handler(),
+			AllowedOrigins: origins, AllowedHosts: hosts, MirrorsDir: cfg.mirrorsDir()}).Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       time.Minute,
 		IdleTimeout:       2 * time.Minute,
@@ -408,6 +412,19 @@ func openBlobs(cfg serverConfig, log *slog.Logger) (blob.Store, error) {
 		return nil, fmt.Errorf("blob store: %w", err)
 	}
 	return bs, nil
+}
+
+// mirrorsDir is where the coordinator keeps its git mirrors: --mirrors, else a mirrors
+// directory next to the SQLite file, else (PostgreSQL) api.DefaultMirrorsDir.
+func (c *serverConfig) mirrorsDir() string {
+	if c.Mirrors != "" {
+		return c.Mirrors
+	}
+	if path, ok := strings.CutPrefix(c.DB, "sqlite://"); ok {
+		path, _, _ = strings.Cut(path, "?")
+		return filepath.Join(filepath.Dir(path), "mirrors")
+	}
+	return api.DefaultMirrorsDir()
 }
 
 // dataDirs are the directories on local disk this coordinator writes (the SQLite file's,

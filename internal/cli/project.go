@@ -1,0 +1,309 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+)
+
+// projectConfig is everything `gantry project` acts on.
+type projectConfig struct {
+	clientConfig
+	Repo              string
+	Provider          string
+	Pipeline          string
+	DefaultBranch     string
+	WebhookSecretFile string
+	APIURL            string
+	APITokenFile      string
+	RotateSecret      bool
+}
+
+// projectView is a project as the API shows it.
+type projectView struct {
+	Name             string `json:"name"`
+	RepoURL          string `json:"repo_url"`
+	Provider         string `json:"provider"`
+	PipelinePath     string `json:"pipeline_path"`
+	DefaultBranch    string `json:"default_branch"`
+	APIBaseURL       string `json:"api_base_url"`
+	APITokenFile     string `json:"api_token_file"`
+	WebhookSecretSet bool   `json:"webhook_secret_set"`
+	WebhookSecret    string `json:"webhook_secret"`
+	HookPath         string `json:"hook_path"`
+	CreatedAt        string `json:"created_at"`
+	UpdatedAt        string `json:"updated_at"`
+}
+
+func (a *app) projectCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "project",
+		Short: "Connect projects to repositories: create, list, get, update, delete",
+		Long: "Project manages projects connected to a git repository. A push to the repository\n" +
+			"reaches Gantry as a webhook at the project's hook path (/api/v1/hooks/PROVIDER/NAME),\n" +
+			"signed with its webhook secret; Gantry reads the pipeline file at the pushed\n" +
+			"commit and starts a run. Creating, updating and deleting need an admin token.\n\n" + configHelp,
+		Args: noArgs,
+	}
+	var create projectConfig
+	createCmd := &cobra.Command{
+		Use:   "create NAME --repo URL",
+		Short: "Connect a project to a repository and print its webhook secret once",
+		Long: "Create connects a project to a repository. --provider is the forge that sends its\n" +
+			"webhooks: github, gitlab, gitea, forgejo or generic (default: guessed from the\n" +
+			"host, else generic). --pipeline is the pipeline file in the repository (default\n" +
+			".gantry.yml). --default-branch is learned from the repository when not given.\n" +
+			"The webhook secret is read from --webhook-secret-file, or generated; either way\n" +
+			"it is printed once, with the URL to give the forge.\n\n" + configHelp,
+		Example: "  gantry project create web --repo https://github.com/octo-org/web.git\n" +
+			"  gantry project create api --repo git@gitlab.example.com:platform/api.git --provider gitlab \\\n" +
+			"      --pipeline ci/gantry.yml --default-branch main --webhook-secret-file ./hook.secret",
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if create.Repo == "" {
+				return usagef("--repo is required: the git remote to build")
+			}
+			body, err := create.request(cmd, args[0])
+			if err != nil {
+				return err
+			}
+			return a.projectCall(cmd.Context(), create.clientConfig, http.MethodPost, "/api/v1/projects", body, "created")
+		},
+	}
+	a.clientFlags(createCmd, &create.clientConfig)
+	create.settingFlags(createCmd)
+
+	var update projectConfig
+	updateCmd := &cobra.Command{
+		Use:   "update NAME [flags]",
+		Short: "Change a project's settings; only the flags given change",
+		Long: "Update changes the settings named by the flags given and leaves the others.\n" +
+			"--rotate-webhook-secret makes a new secret and prints it once; the forge must be\n" +
+			"given it before its next webhook. An empty --api-url or --api-token-file clears it.\n\n" + configHelp,
+		Example: "  gantry project update web --pipeline .gantry/main.yml\n" +
+			"  gantry project update web --rotate-webhook-secret",
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			body, err := update.request(cmd, "")
+			if err != nil {
+				return err
+			}
+			return a.projectCall(cmd.Context(), update.clientConfig, http.MethodPatch, projectPath(args[0]), body, "updated")
+		},
+	}
+	a.clientFlags(updateCmd, &update.clientConfig)
+	update.settingFlags(updateCmd)
+	updateCmd.Flags().BoolVar(&update.RotateSecret, "rotate-webhook-secret", false, "make a new webhook secret and print it once")
+
+	var list clientConfig
+	listCmd := &cobra.Command{
+		Use:   "list",
+		Short: "List projects: never their webhook secrets",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return a.projectList(cmd.Context(), list)
+		},
+	}
+	a.clientFlags(listCmd, &list)
+
+	var get clientConfig
+	getCmd := &cobra.Command{
+		Use:   "get NAME",
+		Short: "Show a project's settings and its hook path",
+		Args:  exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.projectCall(cmd.Context(), get, http.MethodGet, projectPath(args[0]), nil, "")
+		},
+	}
+	a.clientFlags(getCmd, &get)
+
+	var del clientConfig
+	deleteCmd := &cobra.Command{
+		Use:   "delete NAME",
+		Short: "Delete a project that has no runs",
+		Long:  "Delete removes a project and the webhook deliveries it remembers. A project with\nruns is kept (exit 1), so no run loses its project.\n\n" + configHelp,
+		Args:  exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := del.client()
+			if err != nil {
+				return err
+			}
+			if _, err := c.call(cmd.Context(), http.MethodDelete, projectPath(args[0]), nil, nil); err != nil {
+				return fmt.Errorf("delete project %s: %w", args[0], err)
+			}
+			_, err = fmt.Fprintf(a.stdout, "project %s deleted\n", args[0])
+			return err
+		},
+	}
+	a.clientFlags(deleteCmd, &del)
+	cmd.AddCommand(createCmd, listCmd, getCmd, updateCmd, deleteCmd)
+	return cmd
+}
+
+func projectPath(name string) string { return "/api/v1/projects/" + url.PathEscape(name) }
+
+// settingFlags adds the flags of a project's settings.
+func (c *projectConfig) settingFlags(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.StringVar(&c.Repo, "repo", "", "the git remote: https://, ssh://, user@host:path or file://")
+	f.StringVar(&c.Provider, "provider", "", "the forge: github, gitlab, gitea, forgejo or generic")
+	f.StringVar(&c.Pipeline, "pipeline", "", "the pipeline file in the repository (default .gantry.yml)")
+	f.StringVar(&c.DefaultBranch, "default-branch", "", "the default branch (learned from the repository when not given)")
+	f.StringVar(&c.WebhookSecretFile, "webhook-secret-file", "", "read the webhook secret from this file (default: generate one)")
+	f.StringVar(&c.APIURL, "api-url", "", "the forge's API root for commit statuses (default: the provider's public one)")
+	f.StringVar(&c.APITokenFile, "api-token-file", "", "a file on the coordinator holding the forge API token for commit statuses")
+}
+
+// request builds the JSON body from the flags the user gave (name only for create).
+func (c *projectConfig) request(cmd *cobra.Command, name string) ([]byte, error) {
+	req := map[string]any{}
+	if name != "" {
+		req["name"] = name
+	}
+	f := cmd.Flags()
+	for flag, field := range map[string]*string{
+		"repo": &c.Repo, "provider": &c.Provider, "pipeline": &c.Pipeline, "default-branch": &c.DefaultBranch,
+		"api-url": &c.APIURL, "api-token-file": &c.APITokenFile,
+	} {
+		if f.Changed(flag) {
+			req[map[string]string{
+				"repo": "repo_url", "provider": "provider", "pipeline": "pipeline_path", "default-branch": "default_branch",
+				"api-url": "api_base_url", "api-token-file": "api_token_file",
+			}[flag]] = *field
+		}
+	}
+	if c.WebhookSecretFile != "" {
+		secret, err := readSecretFile("--webhook-secret-file", c.WebhookSecretFile)
+		if err != nil {
+			return nil, err
+		}
+		if c.RotateSecret {
+			return nil, usagef("--webhook-secret-file and --rotate-webhook-secret both set the secret: give one")
+		}
+		req["webhook_secret"] = secret
+	}
+	if c.RotateSecret {
+		req["rotate_webhook_secret"] = true
+	}
+	if name == "" && len(req) == 0 {
+		return nil, usagef("nothing to update: give a flag such as --pipeline or --rotate-webhook-secret")
+	}
+	return json.Marshal(req)
+}
+
+// readSecretFile reads a secret's first line from a file.
+func readSecretFile(flag, path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", flag, err)
+	}
+	defer f.Close()
+	s, err := readSecret(f)
+	if err != nil {
+		return "", fmt.Errorf("%s %s: %w", flag, path, err)
+	}
+	return s, nil
+}
+
+// projectCall sends a project request and prints the project it answers with; done names
+// what happened ("created", "updated"), "" for a plain read.
+func (a *app) projectCall(ctx context.Context, cfg clientConfig, method, path string, body []byte, done string) error {
+	c, err := cfg.client()
+	if err != nil {
+		return err
+	}
+	var header http.Header
+	var rd *bytes.Reader
+	if body != nil {
+		header = http.Header{"Content-Type": {"application/json"}}
+		rd = bytes.NewReader(body)
+	}
+	var raw []byte
+	if rd != nil {
+		raw, err = c.call(ctx, method, path, rd, header)
+	} else {
+		raw, err = c.call(ctx, method, path, nil, header)
+	}
+	if err != nil {
+		what := "get project"
+		if done != "" {
+			what = strings.TrimSuffix(done, "d") + " project"
+		}
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	if cfg.JSON {
+		return writeRaw(a.stdout, raw)
+	}
+	var p projectView
+	if err := json.Unmarshal(raw, &p); err != nil {
+		return fmt.Errorf("read the server's answer: %w", err)
+	}
+	if done != "" {
+		fmt.Fprintf(a.stdout, "project %s %s\n", p.Name, done)
+	}
+	tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
+	row := func(k, v string) {
+		if v != "" {
+			fmt.Fprintf(tw, "%s\t%s\n", k, v)
+		}
+	}
+	row("name:", p.Name)
+	row("repository:", p.RepoURL)
+	row("provider:", p.Provider)
+	row("pipeline:", p.PipelinePath)
+	row("default branch:", p.DefaultBranch)
+	row("api url:", p.APIBaseURL)
+	row("api token file:", p.APITokenFile)
+	if p.HookPath != "" {
+		row("webhook url:", c.base+p.HookPath)
+	}
+	if p.WebhookSecret != "" {
+		row("webhook secret:", p.WebhookSecret+"  (shown once: give it to the forge now)")
+	} else if !p.WebhookSecretSet {
+		row("webhook secret:", "none: webhooks are refused")
+	}
+	row("created:", p.CreatedAt)
+	row("updated:", p.UpdatedAt)
+	return tw.Flush()
+}
+
+func (a *app) projectList(ctx context.Context, cfg clientConfig) error {
+	c, err := cfg.client()
+	if err != nil {
+		return err
+	}
+	var out struct {
+		Projects []projectView `json:"projects"`
+	}
+	raw, err := c.getRaw(ctx, "/api/v1/projects", &out)
+	if err != nil {
+		return fmt.Errorf("list projects: %w", err)
+	}
+	if cfg.JSON {
+		return writeRaw(a.stdout, raw)
+	}
+	if len(out.Projects) == 0 {
+		_, err := fmt.Fprintln(a.stdout, "no projects")
+		return err
+	}
+	dash := func(s string) string {
+		if s == "" {
+			return "-"
+		}
+		return s
+	}
+	tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tPROVIDER\tREPOSITORY\tBRANCH\tPIPELINE")
+	for _, p := range out.Projects {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.Name, dash(p.Provider), dash(p.RepoURL), dash(p.DefaultBranch), dash(p.PipelinePath))
+	}
+	return tw.Flush()
+}
