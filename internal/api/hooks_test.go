@@ -388,3 +388,67 @@ func TestHookGitLabAndGitea(t *testing.T) {
 		t.Errorf("gitea run trigger = %+v", run.Trigger)
 	}
 }
+
+// TestHookAuth: with authentication on, the hook route takes the forge's signature and no
+// bearer token, while project settings need an admin's.
+func TestHookAuth(t *testing.T) {
+	t.Parallel()
+	mirrors := t.TempDir()
+	b := setupWith(t, func(c *api.Config) { c.Auth, c.MirrorsDir = true, mirrors })
+	admin, err := api.IssueToken(t.Context(), b.store, "ops", store.RoleAdmin, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	writer, err := api.IssueToken(t.Context(), b.store, "ci", store.RoleWrite, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	repo := newGitRepo(t)
+	sha := repo.commit("refs/heads/main", map[string]string{".gantry.yml": pipelineNamed("authed")})
+	req := `{"name": "app", "repo_url": "` + repo.url() + `", "provider": "github", "webhook_secret": "hook-secret"}`
+	expectError(t, b.do(t, http.MethodPost, "/api/v1/projects", "application/json", req, nil), http.StatusUnauthorized, "unauthorized")
+	expectError(t, b.do(t, http.MethodPost, "/api/v1/projects", "application/json", req,
+		map[string]string{"Authorization": "Bearer " + writer}), http.StatusForbidden, "forbidden")
+	if r := b.do(t, http.MethodPost, "/api/v1/projects", "application/json", req, map[string]string{"Authorization": "Bearer " + admin}); r.status != http.StatusCreated {
+		t.Fatalf("create as admin: %d %s", r.status, r.body)
+	}
+	if r := b.do(t, http.MethodGet, "/api/v1/projects/app", "", "", map[string]string{"Authorization": "Bearer " + writer}); r.status != http.StatusOK {
+		t.Errorf("get as writer: %d %s", r.status, r.body)
+	}
+	wantHook(t, b.sendGitHub(t, "app", "push", "a-1", "hook-secret", githubPush("refs/heads/main", zeroSHA, sha)), http.StatusAccepted, true)
+	expectError(t, b.sendGitHub(t, "app", "push", "a-2", "", githubPush("refs/heads/main", zeroSHA, sha)), http.StatusUnauthorized, "unauthorized")
+}
+
+// TestHookPullRequest: a pull request runs the file at its head, records its number, and
+// has no branch, so no `branch == "main"` condition takes it for a push to main.
+func TestHookPullRequest(t *testing.T) {
+	t.Parallel()
+	b := hookSetup(t)
+	repo := newGitRepo(t)
+	base := repo.commit("refs/heads/main", map[string]string{".gantry.yml": "name: pr\non: [pull_request]\njobs:\n  build:\n    steps:\n      - run: make\n"})
+	head := repo.commit("refs/pull/7/head", map[string]string{"feature.txt": "x\n"})
+	p := b.createProject(t, map[string]any{"name": "prs", "repo_url": repo.url(), "provider": "github"})
+	pr := func(action string) []byte {
+		body, _ := json.Marshal(map[string]any{
+			"action": action, "number": 7,
+			"repository": map[string]any{"full_name": "octo-org/app"},
+			"sender":     map[string]any{"login": "hubot"},
+			"pull_request": map[string]any{"number": 7, "title": "Add a feature",
+				"head": map[string]any{"ref": "main", "sha": head, "repo": map[string]any{"full_name": "hubot/app"}},
+				"base": map[string]any{"ref": "main", "sha": base, "repo": map[string]any{"full_name": "octo-org/app"}}},
+		})
+		return body
+	}
+	h := wantHook(t, b.sendGitHub(t, "prs", "pull_request", "p-1", p.WebhookSecret, pr("opened")), http.StatusAccepted, true)
+	var run runView
+	b.get(t, "/api/v1/runs/"+h.Runs[0]).decode(t, &run)
+	want := store.Trigger{Ref: "refs/pull/7/head", SHA: head, Event: "pull_request", Actor: "hubot", Repository: "octo-org/app", PRNumber: 7, DeliveryID: "p-1"}
+	if run.Trigger != want {
+		t.Errorf("pull request trigger = %+v\nwant %+v", run.Trigger, want)
+	}
+	// A push does not run a file whose on: lists only pull_request.
+	h = wantHook(t, b.sendGitHub(t, "prs", "push", "p-2", p.WebhookSecret, githubPush("refs/heads/main", zeroSHA, base)), http.StatusOK, false)
+	if !strings.Contains(h.Reason, "no push") {
+		t.Errorf("push reason = %q", h.Reason)
+	}
+}
