@@ -66,10 +66,7 @@ func (a *Agent) checkoutInto(ctx context.Context, log *slog.Logger, j claimedJob
 	if c := j.Spec.Checkout; c != nil {
 		o = source.CheckoutOptions{Depth: c.Depth, Submodules: c.Submodules, LFS: c.LFS, Path: c.Path}
 	}
-	// The sandbox shows a step its workspace and the system only, not the mirror cache a
-	// shared clone would borrow its objects from.
-	_, sandboxed := a.cfg.Executor.(executor.Sandbox)
-	o.SelfContained = sandboxed
+	o.SelfContained = a.isolatedSteps()
 	start := time.Now()
 	m, err := source.Open(ctx, source.Config{Dir: a.mirrorsDir(), URL: tr.CloneURL, Logger: log})
 	if err != nil {
@@ -99,6 +96,20 @@ func (a *Agent) checkoutInto(ctx context.Context, log *slog.Logger, j claimedJob
 	log.Info("checked out the run's commit", "repository", tr.CloneURL, "sha", tr.SHA, "took", took, "mirror", state)
 	rec.System(fmt.Sprintf("checkout %s at %s (%d ms, mirror %s)", tr.CloneURL, tr.SHA, took.Milliseconds(), state))
 	return nil
+}
+
+// isolatedSteps says whether steps cannot, or must not, read the worker's mirror cache,
+// so a workspace needs its own copy of the objects rather than borrowing the mirror's: the
+// sandbox shows a step its workspace and the system only, and a step user must not read
+// the mirrors of other projects' repositories (the cache stays the worker's alone).
+func (a *Agent) isolatedSteps() bool {
+	switch e := a.cfg.Executor.(type) {
+	case executor.Sandbox:
+		return true
+	case executor.Shell:
+		return e.User != nil
+	}
+	return false
 }
 
 // hasCommit says whether the mirror holds the commit already, so no fetch is needed: the

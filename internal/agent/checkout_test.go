@@ -2,12 +2,18 @@ package agent
 
 import (
 	"bytes"
+	"context"
+	"io/fs"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
+	"github.com/gantry-ci/gantry/internal/executor"
 	"github.com/gantry-ci/gantry/internal/pipeline"
 	"github.com/gantry-ci/gantry/internal/store"
 	"github.com/google/uuid"
@@ -206,4 +212,64 @@ jobs:
 			t.Errorf("use's log does not refuse the link:\n%s", log)
 		}
 	})
+}
+
+// TestCheckoutAsStepUser: with steps run as an unprivileged user, the checkout is that
+// user's, and git works in it (reading the objects the workspace borrows from the
+// worker's mirror cache).
+func TestCheckoutAsStepUser(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() != 0 {
+		t.Fatal("running steps as another user needs a root worker: run the tests as root")
+	}
+	u, err := executor.LookupUser("nobody")
+	if err != nil {
+		t.Fatal(err)
+	}
+	work := t.TempDir()
+	for _, d := range []string{filepath.Dir(work), work} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b := setup(t)
+	a := New(Config{Server: b.url, Name: "as-nobody", MaxJobs: 1, Executor: executor.Shell{User: u}, WorkDir: work,
+		Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
+	drain, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(drain, drain) }()
+	t.Cleanup(func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("agent: %v", err)
+		}
+	})
+	repo := newTestRepo(t)
+	sha := repo.commit("first", map[string]string{"a.txt": "one", "dir/b.txt": "two"})
+	run := b.submitTriggered(t, `
+jobs:
+  who:
+    steps:
+      - run: test "$(id -u)" = `+strconv.Itoa(int(u.UID))+` && test -O a.txt && test -O dir/b.txt && test -O .git/HEAD
+      - run: echo more >> a.txt && git status --porcelain | grep -q ' M a.txt' && git show HEAD:dir/b.txt | grep -qx two
+`, store.Trigger{SHA: sha, Event: "push", CloneURL: repo.url()})
+	b.wantSuccess(t, run)
+	// The workspace got copies of the objects: giving it to the step user gave it none of
+	// the mirror's files, which other jobs read.
+	err = filepath.WalkDir(filepath.Join(work, "mirrors"), func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		if st := fi.Sys().(*syscall.Stat_t); st.Uid != 0 {
+			t.Errorf("%s in the mirror cache belongs to uid %d, want root's", p, st.Uid)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }
