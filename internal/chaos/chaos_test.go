@@ -428,7 +428,9 @@ func (c *chaos) checkJob(ctx context.Context, st reader, res *jobResult) {
 	case inc.tag != last.tag:
 		fail("the store says worker %s (%s) held the last attempt, the ledger says %s ran it", holder, inc.tag, last.tag)
 	}
-	// Every attempt but the last that ran anything was cut short by a worker's death.
+	// Every attempt but the last that ran anything was cut short by a worker's death, or
+	// by its worker fencing it while a killed coordinator was away longer than the lease
+	// allows (docs/reliability.md).
 	if len(res.ran) > 0 && res.ran[len(res.ran)-1] != j.Attempt {
 		fail("the last attempt that ran steps is %d", res.ran[len(res.ran)-1])
 	}
@@ -437,7 +439,7 @@ func (c *chaos) checkJob(ctx context.Context, st reader, res *jobResult) {
 			continue
 		}
 		inc := c.workers.byTag[e.tag]
-		if inc == nil || inc.killedAt.IsZero() {
+		if inc == nil || inc.killedAt.IsZero() && !inc.fenced(j.ID.String()) {
 			fail("attempt %d ran in %s, which was not killed, and the job ran again", e.attempt, e.tag)
 			break
 		}
@@ -483,6 +485,22 @@ func (c *chaos) checkJob(ctx context.Context, st reader, res *jobResult) {
 				a, rec.at.Format("15:04:05.000"), rec.attempt, rec.exact)
 		}
 	}
+}
+
+// fencedLog is what a worker logs when it stops a job whose lease it could not renew.
+const fencedLog = "lease not renewed in time: killing the job's steps and reporting nothing more of this attempt"
+
+// fenced says whether the worker logged that it fenced the job.
+func (inc *incarnation) fenced(job string) bool { return loggedFence(inc.out.String(), job) }
+
+// loggedFence says whether a worker's JSON log says it fenced the job.
+func loggedFence(out, job string) bool {
+	for _, line := range strings.Split(out, "\n") {
+		if strings.Contains(line, fencedLog) && strings.Contains(line, `"job":"`+job+`"`) {
+			return true
+		}
+	}
+	return false
 }
 
 // summarize logs the kills, their recovery times, and the jobs that ran more than once.

@@ -37,9 +37,6 @@ const (
 	partitionGrace    = time.Second
 )
 
-// fencedLog is what a worker logs when it stops a job whose lease it could not renew.
-const fencedLog = "lease not renewed in time: killing the job's steps and reporting nothing more of this attempt"
-
 // TestPartition cuts a worker off from its coordinator mid-step with a real network
 // partition and checks that the job's two attempts never ran at once. The coordinator
 // and a second worker live in one network namespace, the first worker in another, joined
@@ -91,7 +88,7 @@ func TestPartition(t *testing.T) {
 	marker := "partition-" + randomHex(8)
 	t.Cleanup(func() { sweepOrphans(t, "PARTITION_MARKER="+marker) })
 	// Attempt 1 would write for 20s; the partition must end it long before.
-	run := api.submit(fmt.Sprintf(`
+	run, job := api.submit(fmt.Sprintf(`
 name: partition
 jobs:
   ledger:
@@ -172,7 +169,7 @@ jobs:
 			t.Errorf("process %d of the cut-off attempt is still running", pid)
 		}
 	}
-	if !strings.Contains(w1.out.String(), fencedLog) {
+	if !loggedFence(w1.out.String(), job) {
 		t.Errorf("the cut-off worker did not log that it fenced the job:\n%s", w1.out.tail(30))
 	}
 }
@@ -338,13 +335,20 @@ func (a *partitionAPI) do(method, path, contentType string, body []byte, out any
 	}
 }
 
-func (a *partitionAPI) submit(yaml string) string {
+// submit submits a one-job run and returns its id and its job's.
+func (a *partitionAPI) submit(yaml string) (string, string) {
 	a.t.Helper()
 	var run struct {
-		ID string `json:"id"`
+		ID   string `json:"id"`
+		Jobs []struct {
+			ID string `json:"id"`
+		} `json:"jobs"`
 	}
 	a.do(http.MethodPost, "/api/v1/runs", "application/yaml", []byte(yaml), &run)
-	return run.ID
+	if len(run.Jobs) != 1 {
+		a.t.Fatalf("submitted run %s has %d jobs, want 1", run.ID, len(run.Jobs))
+	}
+	return run.ID, run.Jobs[0].ID
 }
 
 // waitRun polls the run until it ends and returns its status and its only job's attempt.
