@@ -29,18 +29,22 @@ func (h *holdClaims) Claim(ctx context.Context, p store.ClaimParams) ([]*store.C
 	return cs, err
 }
 
-// signalWait tells when a claim starts listening for queued jobs: it has been received.
+// signalWait tells when a claim found no job: it goes on to wait for one, its wait
+// counted from when it was received.
 type signalWait struct {
 	store.Store
 	waiting chan struct{}
 }
 
-func (s *signalWait) WaitForJobs() (<-chan struct{}, func()) {
-	select {
-	case s.waiting <- struct{}{}:
-	default:
+func (s *signalWait) Claim(ctx context.Context, p store.ClaimParams) ([]*store.Claim, error) {
+	cs, err := s.Store.Claim(ctx, p)
+	if err == nil && len(cs) == 0 {
+		select {
+		case s.waiting <- struct{}{}:
+		default:
+		}
 	}
-	return s.Store.WaitForJobs()
+	return cs, err
 }
 
 // apiTime is how the API writes timestamps.
