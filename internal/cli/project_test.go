@@ -64,6 +64,9 @@ func TestProjectCommands(t *testing.T) {
 	if entries, err := os.ReadDir(mirrors); err != nil || len(entries) == 0 {
 		t.Errorf("--mirrors %s holds %v, %v; want the repository's mirror", mirrors, entries, err)
 	}
+	if fi, err := os.Stat(mirrors); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("--mirrors %s: %v, %v; want a directory only its owner reads (the projects' source)", mirrors, fi.Mode(), err)
+	}
 	if got := runCLI(t, invocation{args: append([]string{"project", "create", "x"}, srv...)}); got.code != exitUsage {
 		t.Errorf("project create without --repo: exit %d, want usage", got.code)
 	}

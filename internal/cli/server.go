@@ -310,6 +310,12 @@ func startCoordinator(ctx context.Context, cfg serverConfig, log *slog.Logger) (
 	}
 	closers = append(closers, closeLogs)
 	origins, hosts, _ := cfg.origins() // validated
+	// The mirrors hold the projects' source: private, like the rest of the data.
+	if err := mkdirPrivate(cfg.mirrorsDir()); err != nil {
+		_ = ln.Close()
+		closeAll()
+		return nil, fmt.Errorf("create mirrors directory: %w", err)
+	}
 	var fresh newConns
 	srv := &http.Server{
 		ConnState: fresh.track,
