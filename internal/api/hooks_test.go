@@ -452,3 +452,57 @@ func TestHookPullRequest(t *testing.T) {
 		t.Errorf("push reason = %q", h.Reason)
 	}
 }
+
+// TestHookConcurrentDuplicates: copies of one delivery arriving at once make one run, and
+// every copy answers with it.
+func TestHookConcurrentDuplicates(t *testing.T) {
+	t.Parallel()
+	b := hookSetup(t)
+	repo := newGitRepo(t)
+	sha := repo.commit("refs/heads/main", map[string]string{".gantry.yml": pipelineNamed("dup")})
+	p := b.createProject(t, map[string]any{"name": "dup", "repo_url": repo.url(), "provider": "github"})
+	body := githubPush("refs/heads/main", zeroSHA, sha)
+	const copies = 4
+	answers := make(chan response, copies)
+	for range copies {
+		go func() {
+			req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, b.url+"/api/v1/hooks/github/dup", bytes.NewReader(body))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("X-GitHub-Event", "push")
+			req.Header.Set("X-GitHub-Delivery", "same")
+			req.Header.Set("X-Hub-Signature-256", "sha256="+hmacHex(p.WebhookSecret, body))
+			res, err := http.DefaultClient.Do(req)
+			if err != nil {
+				answers <- response{status: -1, body: []byte(err.Error())}
+				return
+			}
+			defer res.Body.Close()
+			var buf bytes.Buffer
+			_, _ = buf.ReadFrom(res.Body)
+			answers <- response{status: res.StatusCode, header: res.Header, body: buf.Bytes()}
+		}()
+	}
+	ids := map[string]bool{}
+	created := 0
+	for range copies {
+		r := <-answers
+		if r.status == http.StatusAccepted {
+			created++
+		}
+		var h hookView
+		if r.status != http.StatusAccepted && r.status != http.StatusOK {
+			t.Fatalf("copy answered %d: %s", r.status, r.body)
+		}
+		r.decode(t, &h)
+		if !h.Ran || len(h.Runs) != 1 {
+			t.Fatalf("copy answered %s", r.body)
+		}
+		ids[h.Runs[0]] = true
+	}
+	if len(ids) != 1 || created != 1 {
+		t.Errorf("copies answered runs %v, %d of them 202; want one run, created once", ids, created)
+	}
+	if n := b.runCount(t, "dup"); n != 1 {
+		t.Errorf("runs = %d, want 1", n)
+	}
+}
