@@ -116,7 +116,17 @@ type Trigger struct {
 	PRNumber int `json:"pr_number,omitempty"`
 	// DeliveryID is the forge's id of the webhook delivery that started the run.
 	DeliveryID string `json:"delivery_id,omitempty"`
+	// Inputs are a dispatch's inputs, validated and in canonical form (event dispatch).
+	// A pointer keeps Trigger comparable.
+	Inputs *InputValues `json:"inputs,omitempty"`
+	// WorkflowID and WorkflowVersion name the registered workflow, and the version of
+	// its definition, that the run is of.
+	WorkflowID      string `json:"workflow_id,omitempty"`
+	WorkflowVersion int    `json:"workflow_version,omitempty"`
 }
+
+// InputValues are dispatch inputs by name.
+type InputValues map[string]string
 
 // Project groups runs; fair share in dispatch is between projects. A project made on
 // first use by a run has only a name; one connected to a repository has the rest.
@@ -303,6 +313,99 @@ type OutboxMessage struct {
 	NextAttempt time.Time
 	CreatedAt   time.Time
 	DeliveredAt time.Time
+	// LastError is why the last attempt failed; "" when none has.
+	LastError string
+	// DeadAt is when the message was dead-lettered (attempts spent, or an error retrying
+	// cannot help); zero while it is still to be delivered.
+	DeadAt time.Time
+}
+
+// Outbox topics.
+const (
+	// TopicStatus is a commit status for the run's forge (payload StatusMessage).
+	TopicStatus = "status"
+	// TopicWebhook is an event for one outbound webhook subscription (payload
+	// WebhookMessage).
+	TopicWebhook = "webhook"
+)
+
+// OutboxState selects outbox messages by how their delivery stands.
+type OutboxState string
+
+// The outbox states ListOutbox filters on. Pending messages are still to be delivered
+// (failed ones included); failed ones are pending after at least one failed attempt.
+const (
+	OutboxPending   OutboxState = "pending"
+	OutboxFailed    OutboxState = "failed"
+	OutboxDead      OutboxState = "dead"
+	OutboxDelivered OutboxState = "delivered"
+)
+
+// StatusMessage is the payload of a TopicStatus message: one run state to report as a
+// commit status. The provider settings are read from the project at delivery, so a
+// token changed since is used.
+type StatusMessage struct {
+	RunID      uuid.UUID `json:"run_id"`
+	Project    string    `json:"project"`
+	ProjectID  uuid.UUID `json:"project_id"`
+	Repository string    `json:"repository,omitempty"`
+	SHA        string    `json:"sha"`
+	// State is the run's state in the forge package's words: pending, running, success,
+	// failure or cancelled.
+	State       string `json:"state"`
+	Context     string `json:"context"`
+	Description string `json:"description"`
+	// Path is the run page's path on the dashboard; the dispatcher adds the public URL.
+	Path string `json:"path"`
+}
+
+// WebhookMessage is the payload of a TopicWebhook message: one event for one
+// subscription, whose URL and secret are read at delivery.
+type WebhookMessage struct {
+	WebhookID uuid.UUID   `json:"webhook_id"`
+	Event     string      `json:"event"` // WebhookRunFinished or WebhookJobFinished
+	Project   string      `json:"project"`
+	Run       WebhookRun  `json:"run"`
+	Job       *WebhookJob `json:"job,omitempty"`
+}
+
+// WebhookRun is what an outbound webhook says of a run.
+type WebhookRun struct {
+	ID         uuid.UUID `json:"id"`
+	Name       string    `json:"name"`
+	Status     RunStatus `json:"status"`
+	Ref        string    `json:"ref,omitempty"`
+	SHA        string    `json:"sha,omitempty"`
+	Event      string    `json:"event,omitempty"`
+	CreatedAt  time.Time `json:"created_at"`
+	FinishedAt time.Time `json:"finished_at,omitzero"`
+	// Path is the run page's path on the dashboard; the dispatcher sends it as a URL.
+	Path string `json:"path"`
+}
+
+// WebhookJob is what a job.finished webhook says of the job.
+type WebhookJob struct {
+	ID     uuid.UUID `json:"id"`
+	Key    string    `json:"key"`
+	Name   string    `json:"name"`
+	Status JobStatus `json:"status"`
+}
+
+// Outbound webhook events.
+const (
+	WebhookRunFinished = "run.finished"
+	WebhookJobFinished = "job.finished"
+)
+
+// Webhook is a project's subscription to outbound webhooks: Gantry POSTs each event it
+// wants to URL, signed with Secret (HMAC-SHA256).
+type Webhook struct {
+	ID        uuid.UUID
+	ProjectID uuid.UUID
+	URL       string
+	Secret    string
+	Events    []string // WebhookRunFinished, WebhookJobFinished
+	CreatedAt time.Time
 }
 
 // Role is what a token may do.

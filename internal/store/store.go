@@ -18,10 +18,13 @@ type Store interface {
 	Artifacts
 	LogIndex
 	Outbox
+	Webhooks
 	Notifier
 	Stats
 	Tokens
 	Projects
+	Workflows
+	Schedules
 	// CancelRequested lists the jobs a worker holds that were asked to cancel.
 	CancelRequested(ctx context.Context, workerID string) ([]uuid.UUID, error)
 	// Close releases the store's connections; in-flight writes are finished first.
@@ -71,6 +74,11 @@ type CreateRunParams struct {
 	Plan           *pipeline.Plan
 	// Priority, when set, overrides every job's priority lane.
 	Priority pipeline.Priority
+	// Tick, when set, makes the run a schedule's: the schedule takes the tick in the
+	// transaction that creates the run, and when it already handled that tick or a
+	// later one (another replica fired it) nothing is created and the error is
+	// ErrConflict. See Schedules.
+	Tick *ScheduleTick
 }
 
 // ListRunsParams filter and page ListRuns. Zero values do not filter.
@@ -278,6 +286,46 @@ type Outbox interface {
 	// next attempt back by retryIn, so concurrent deliverers do not take the same one.
 	ClaimOutbox(ctx context.Context, max int, retryIn time.Duration) ([]*OutboxMessage, error)
 	MarkDelivered(ctx context.Context, id uuid.UUID) error
+	// FailOutbox records a failed attempt of a claimed message: its error, and either when
+	// to try again or, with Dead, that it is dead-lettered and never claimed again.
+	// ErrNotFound when id names no message.
+	FailOutbox(ctx context.Context, p FailOutboxParams) error
+	// GetOutbox returns one message; ErrNotFound when id names none.
+	GetOutbox(ctx context.Context, id uuid.UUID) (*OutboxMessage, error)
+	// ListOutbox lists messages newest first.
+	ListOutbox(ctx context.Context, p ListOutboxParams) ([]*OutboxMessage, error)
+	// RedeliverOutbox makes a message due now with its attempts, error and dead-letter
+	// mark cleared, whatever its state (a delivered one is sent again). ErrNotFound when
+	// id names none.
+	RedeliverOutbox(ctx context.Context, id uuid.UUID) error
+}
+
+// FailOutboxParams describe a failed delivery attempt.
+type FailOutboxParams struct {
+	ID          uuid.UUID
+	Error       string
+	NextAttempt time.Time // when not Dead
+	Dead        bool
+}
+
+// ListOutboxParams filter ListOutbox. Zero values do not filter.
+type ListOutboxParams struct {
+	State OutboxState
+	Topic string
+	Limit int // default 50, at most 500
+}
+
+// Webhooks keeps projects' outbound webhook subscriptions. Runs created while a project
+// has subscriptions enqueue their events in the transaction that changes their state.
+type Webhooks interface {
+	// CreateWebhook stores a subscription; it fills in ID and CreatedAt. ErrNotFound when
+	// ProjectID names no project.
+	CreateWebhook(ctx context.Context, w *Webhook) error
+	GetWebhook(ctx context.Context, id uuid.UUID) (*Webhook, error)
+	// ListWebhooks lists a project's subscriptions oldest first.
+	ListWebhooks(ctx context.Context, projectID uuid.UUID) ([]*Webhook, error)
+	// DeleteWebhook deletes the project's subscription; ErrNotFound when it has none by id.
+	DeleteWebhook(ctx context.Context, projectID, id uuid.UUID) error
 }
 
 // Notifier wakes claimers waiting for work.

@@ -57,7 +57,10 @@ func (t *tx) end(j *jobState, status store.JobStatus, kind store.FailureKind, ex
 func (t *tx) advance(queue []ended, now time.Time) error {
 	nowUS := us(now)
 	runs := map[uuid.UUID]*runState{}
-	type delta struct{ finished, failed, cancelled int }
+	type delta struct {
+		finished, failed, cancelled int
+		jobs                        []uuid.UUID // for job.finished webhooks
+	}
 	deltas := map[uuid.UUID]*delta{}
 	for len(queue) > 0 {
 		j := queue[0]
@@ -68,6 +71,7 @@ func (t *tx) advance(queue []ended, now time.Time) error {
 			deltas[j.runID] = d
 		}
 		d.finished++
+		d.jobs = append(d.jobs, j.id)
 		if j.failed {
 			d.failed++
 		}
@@ -116,8 +120,14 @@ func (t *tx) advance(queue []ended, now time.Time) error {
 	slices.SortFunc(ids, func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) })
 	for _, id := range ids {
 		d := deltas[id]
-		if err := t.countEnded(id, d.finished, d.failed, d.cancelled, nowUS); err != nil {
+		notify, err := t.countEnded(id, d.finished, d.failed, d.cancelled, nowUS)
+		if err != nil {
 			return err
+		}
+		if notify != 0 {
+			if err := t.reportEnded(id, notify, d.jobs, nowUS); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -228,9 +238,12 @@ func (t *tx) needResults(id uuid.UUID) (map[string]string, bool, error) {
 }
 
 // countEnded adds ended jobs to the run's counters and, with its last job, sets its final
-// status: one statement, so it costs the same whether or not the run ends.
-func (t *tx) countEnded(runID uuid.UUID, finished, failed, cancelled int, nowUS int64) error {
-	_, err := t.exec(`UPDATE runs SET
+// status: one statement, so it costs the same whether or not the run ends. It returns
+// what the run reports (runs.notify) of the jobs that ended, with notifyStatus and
+// notifyRunHook only when the run just ended.
+func (t *tx) countEnded(runID uuid.UUID, finished, failed, cancelled int, nowUS int64) (int, error) {
+	var notify, done, total int
+	err := t.row(`UPDATE runs SET
 		status = CASE WHEN jobs_finished + ? < jobs_total THEN status
 			WHEN cancel_requested THEN 'cancelled'
 			WHEN jobs_failed + ? > 0 THEN 'failed'
@@ -238,11 +251,26 @@ func (t *tx) countEnded(runID uuid.UUID, finished, failed, cancelled int, nowUS 
 			ELSE 'success' END,
 		finished_at = CASE WHEN jobs_finished + ? < jobs_total THEN finished_at ELSE ? END,
 		jobs_finished = jobs_finished + ?, jobs_failed = jobs_failed + ?, jobs_cancelled = jobs_cancelled + ?
-		WHERE id = ?`, finished, failed, cancelled, finished, nowUS, finished, failed, cancelled, runID)
+		WHERE id = ? RETURNING notify, jobs_finished, jobs_total`, finished, failed, cancelled, finished, nowUS, finished, failed, cancelled, runID).
+		Scan(&notify, &done, &total)
 	if err != nil {
-		return fmt.Errorf("count ended jobs of run %s: %w", runID, err)
+		return 0, fmt.Errorf("count ended jobs of run %s: %w", runID, err)
 	}
-	return nil
+	if done < total {
+		notify &^= notifyStatus | notifyRunHook
+	}
+	return notify, nil
+}
+
+// reportEnded enqueues, in the transaction that ended them, job.finished for the jobs and,
+// when the run ended with them, its final status and run.finished.
+func (t *tx) reportEnded(runID uuid.UUID, notify int, jobs []uuid.UUID, nowUS int64) error {
+	if notify&notifyJobHook != 0 {
+		if err := t.reportJobs(runID, jobs, nowUS); err != nil {
+			return err
+		}
+	}
+	return t.reportRun(runID, notify, nowUS)
 }
 
 // cancelNow makes unleased, unfinished jobs cancelled and reports them as ended.

@@ -160,6 +160,9 @@ func (e *Engine) DeleteProject(ctx context.Context, name string) error {
 		if _, err := t.exec(`DELETE FROM hook_deliveries WHERE project_id = ?`, id); err != nil {
 			return fmt.Errorf("delete project %q: deliveries: %w", name, err)
 		}
+		if _, err := t.exec(`DELETE FROM project_webhooks WHERE project_id = ?`, id); err != nil {
+			return fmt.Errorf("delete project %q: webhooks: %w", name, err)
+		}
 		if _, err := t.exec(`DELETE FROM projects WHERE id = ?`, id); err != nil {
 			return fmt.Errorf("delete project %q: %w", name, err)
 		}
@@ -275,6 +278,14 @@ func (e *Engine) CreateFailedRun(ctx context.Context, p store.CreateFailedRunPar
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, '{}', 0, ?, ?, ?)`,
 			runID, projectID, p.Name, string(store.RunFailed), trigger, p.Trigger.Ref, idem, p.Definition, now, now, errs); err != nil {
 			return fmt.Errorf("insert run: %w", err)
+		}
+		// The forge and the subscriptions hear of it like of any run that failed.
+		notify, err := t.notifyFlags(projectID, p.Trigger.SHA)
+		if err != nil {
+			return err
+		}
+		if err := t.reportRun(runID, notify, now); err != nil {
+			return err
 		}
 		return nil
 	})

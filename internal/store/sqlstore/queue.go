@@ -189,9 +189,32 @@ func (e *Engine) Claim(ctx context.Context, p store.ClaimParams) ([]*store.Claim
 			}
 		}
 		nowUS := us(now)
-		if _, err := t.exec(`UPDATE runs SET status = 'running', started_at = ? WHERE id IN (`+inList(len(runArgs))+`) AND status = 'pending'`,
-			append([]any{nowUS}, runArgs...)...); err != nil {
+		runRows, err := t.query(`UPDATE runs SET status = 'running', started_at = ? WHERE id IN (`+inList(len(runArgs))+`) AND status = 'pending'
+			RETURNING id, notify`, append([]any{nowUS}, runArgs...)...)
+		if err != nil {
 			return fmt.Errorf("start runs: %w", err)
+		}
+		var reported []uuid.UUID
+		for runRows.Next() {
+			var id uuid.UUID
+			var notify int
+			if err := runRows.Scan(&id, &notify); err != nil {
+				runRows.Close()
+				return fmt.Errorf("start runs: %w", err)
+			}
+			if notify&notifyStatus != 0 {
+				reported = append(reported, id)
+			}
+		}
+		runRows.Close()
+		if err := runRows.Err(); err != nil {
+			return fmt.Errorf("start runs: %w", err)
+		}
+		// A run that started reports running with the claim that started it.
+		for _, id := range reported {
+			if err := t.reportRun(id, notifyStatus, nowUS); err != nil {
+				return err
+			}
 		}
 		return nil
 	})

@@ -106,14 +106,16 @@ func (t *tx) reopen(runID uuid.UUID, ids []uuid.UUID) error {
 		return err
 	}
 	// Recount the run from its jobs: a retry is rare, and the counters must be exact.
-	_, err := t.exec(`UPDATE runs SET cancel_requested = FALSE, finished_at = 0,
+	var notify int
+	err := t.row(`UPDATE runs SET cancel_requested = FALSE, finished_at = 0,
 		status = CASE WHEN started_at = 0 THEN 'pending' ELSE 'running' END,
 		jobs_finished = (SELECT COUNT(*) FROM jobs WHERE run_id = ? AND status IN ('success', 'failed', 'cancelled', 'skipped')),
 		jobs_failed = (SELECT COUNT(*) FROM jobs WHERE run_id = ? AND status = 'failed' AND continue_on_error = FALSE),
 		jobs_cancelled = (SELECT COUNT(*) FROM jobs WHERE run_id = ? AND status = 'cancelled')
-		WHERE id = ?`, runID, runID, runID, runID)
+		WHERE id = ? RETURNING notify`, runID, runID, runID, runID).Scan(&notify)
 	if err != nil {
 		return fmt.Errorf("reopen run %s: %w", runID, err)
 	}
-	return nil
+	// The forge's status goes back from the old result to pending or running.
+	return t.reportRun(runID, notify&notifyStatus, now)
 }

@@ -112,10 +112,24 @@ func (e *Engine) CreateRun(ctx context.Context, p store.CreateRunParams) (*store
 				return fmt.Errorf("look up idempotency key: %w", err)
 			}
 		}
-		if _, err := t.exec(`INSERT INTO runs (id, project_id, name, status, trigger, ref, idempotency_key, definition, env, jobs_total, created_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			runID, projectID, p.Plan.Name, string(store.RunPending), trigger, p.Trigger.Ref, idem, p.Definition, env, len(jobs), now); err != nil {
+		if p.Tick != nil {
+			if err := t.takeRunTick(projectID, p.Tick, runID, now); err != nil {
+				return err
+			}
+		}
+		notify, err := t.notifyFlags(projectID, p.Trigger.SHA)
+		if err != nil {
+			return err
+		}
+		if _, err := t.exec(`INSERT INTO runs (id, project_id, name, status, trigger, ref, idempotency_key, definition, env, jobs_total, created_at, notify)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			runID, projectID, p.Plan.Name, string(store.RunPending), trigger, p.Trigger.Ref, idem, p.Definition, env, len(jobs), now, notify); err != nil {
 			return fmt.Errorf("insert run: %w", err)
+		}
+		// The pending status commits with the run; if every job is skipped the run ends in
+		// this batch too, and its final status follows this one.
+		if err := t.reportRun(runID, notify&notifyStatus, now); err != nil {
+			return err
 		}
 		if err := t.ensureLabelSets(jobs); err != nil {
 			return err

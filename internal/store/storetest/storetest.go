@@ -72,6 +72,7 @@ var groups = []struct {
 	{"Artifacts", artifactTests},
 	{"LogChunks", logChunkTests},
 	{"Outbox", outboxTests},
+	{"OutboxReports", outboxReportTests},
 	{"Notifier", notifierTests},
 	{"Crash", crashTests},
 	{"Open", openTests},
@@ -80,6 +81,8 @@ var groups = []struct {
 	{"Tokens", tokenTests},
 	{"ConcurrencyCancel", groupCancelTests},
 	{"Projects", projectTests},
+	{"Workflows", workflowTests},
+	{"Schedules", scheduleTests},
 }
 
 const (
