@@ -1,0 +1,26 @@
+-- Registered workflows: named pipeline definitions kept in a project, started by dispatch
+-- or by their own on: schedule. version counts definitions from 1; enabled is 0 or 1.
+-- Times are microseconds since the Unix epoch.
+CREATE TABLE workflows (
+    id         TEXT PRIMARY KEY,
+    project_id TEXT NOT NULL REFERENCES projects (id) ON DELETE CASCADE,
+    name       TEXT NOT NULL,
+    version    INTEGER NOT NULL,
+    definition BLOB NOT NULL,
+    enabled    INTEGER NOT NULL DEFAULT 1,
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL,
+    UNIQUE (project_id, name)
+);
+
+-- The last tick each schedule handled: fired (run_id is its run) or given up under
+-- missed: skip (run_id NULL). A replica takes a tick only by moving last_tick forward, in
+-- the transaction that creates the tick's run, so a tick fires once across replicas.
+CREATE TABLE schedule_ticks (
+    project_id   TEXT NOT NULL REFERENCES projects (id) ON DELETE CASCADE,
+    schedule_key TEXT NOT NULL,
+    last_tick    INTEGER NOT NULL,
+    run_id       TEXT,
+    updated_at   INTEGER NOT NULL,
+    PRIMARY KEY (project_id, schedule_key)
+);
