@@ -176,7 +176,7 @@ func testSkipTick(t *testing.T, h Harness) {
 		}
 	}
 	skip("a", t1, true)
-	skip("a", t1, false)                    // handled already
+	skip("a", t1, false)                   // handled already
 	skip("a", t1.Add(-time.Minute), false) // never backwards
 	skip("b", t1.Add(-time.Minute), true)  // keys are independent
 	skip("a", t1.Add(time.Minute), true)
