@@ -273,3 +273,26 @@ jobs:
 		t.Fatal(err)
 	}
 }
+
+// TestCheckoutMirrorsDir: the mirror cache is WorkDir/mirrors, or Config.Mirrors when set,
+// and a second job of the same commit finds the mirror warm.
+func TestCheckoutMirrorsDir(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	mirrors := filepath.Join(t.TempDir(), "cache")
+	b.startWith(t, Config{Name: "m", MaxJobs: 1, Mirrors: mirrors})
+	repo := newTestRepo(t)
+	sha := repo.commit("first", map[string]string{"a.txt": "one"})
+	run := b.submitTriggered(t, "jobs:\n  one: {steps: [{run: test -f a.txt}]}\n  two: {needs: [one], steps: [{run: test -f a.txt}]}\n",
+		store.Trigger{SHA: sha, CloneURL: repo.url()})
+	b.wantSuccess(t, run)
+	if got, _ := filepath.Glob(filepath.Join(mirrors, "*.git")); len(got) != 1 {
+		t.Errorf("mirrors in %s: %v, want one", mirrors, got)
+	}
+	if log := b.jobLog(t, run, "one"); !strings.Contains(log, "mirror cold)") {
+		t.Errorf("the first checkout did not find the mirror cold:\n%s", log)
+	}
+	if log := b.jobLog(t, run, "two"); !strings.Contains(log, "mirror warm)") {
+		t.Errorf("the second checkout did not find the mirror warm:\n%s", log)
+	}
+}

@@ -39,6 +39,7 @@ type workerConfig struct {
 	CPU        string
 	Memory     string
 	WorkDir    string
+	Mirrors    string // the git mirror cache; empty: WorkDir/mirrors
 	KeepFailed bool
 	LogLevel   string
 	LogFormat  string
@@ -105,6 +106,7 @@ func (a *app) workerCommand() *cobra.Command {
 	f.StringVar(&cfg.CPU, "cpu", "", "CPU offered to jobs (2, 0.5, 500m); empty: unlimited")
 	f.StringVar(&cfg.Memory, "memory", "", "memory offered to jobs (8Gi); empty: unlimited")
 	f.StringVar(&cfg.WorkDir, "work-dir", "", "where job workspaces are made (default: the temp dir)")
+	f.StringVar(&cfg.Mirrors, "mirrors", "", "git mirror cache the run's commit is checked out from into each workspace (default: <work-dir>/mirrors)")
 	f.BoolVar(&cfg.KeepFailed, "keep-failed", false, "keep the workspaces of failed jobs")
 	f.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "debug (shows step output), info, warn or error")
 	f.StringVar(&cfg.LogFormat, "log-format", "auto", logFormatUsage)
@@ -116,7 +118,7 @@ func (a *app) workerCommand() *cobra.Command {
 }
 
 func (c *workerConfig) agentConfig() (agent.Config, error) {
-	ac := agent.Config{Server: c.Server, Token: c.Token, Name: c.Name, MaxJobs: c.MaxJobs, WorkDir: c.WorkDir, KeepFailed: c.KeepFailed}
+	ac := agent.Config{Server: c.Server, Token: c.Token, Name: c.Name, MaxJobs: c.MaxJobs, WorkDir: c.WorkDir, Mirrors: c.Mirrors, KeepFailed: c.KeepFailed}
 	if !strings.HasPrefix(c.Server, "http://") && !strings.HasPrefix(c.Server, "https://") {
 		return ac, usagef("--server %q: want an http:// or https:// URL", c.Server)
 	}

@@ -26,12 +26,12 @@ func TestWorkerUsage(t *testing.T) {
 
 func TestWorkerConfig(t *testing.T) {
 	t.Parallel()
-	c := workerConfig{Server: "http://x:1", Name: "w", MaxJobs: 2, Labels: "linux, amd64,,", CPU: "1.5", Memory: "1Gi", Executor: "shell"}
+	c := workerConfig{Server: "http://x:1", Name: "w", MaxJobs: 2, Labels: "linux, amd64,,", CPU: "1.5", Memory: "1Gi", Executor: "shell", Mirrors: "/var/cache/m"}
 	ac, err := c.agentConfig()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Join(ac.Labels, ",") != "linux,amd64" || ac.MilliCPU != 1500 || ac.Memory != 1<<30 || ac.MaxJobs != 2 {
+	if strings.Join(ac.Labels, ",") != "linux,amd64" || ac.MilliCPU != 1500 || ac.Memory != 1<<30 || ac.MaxJobs != 2 || ac.Mirrors != "/var/cache/m" {
 		t.Errorf("agent config = %+v", ac)
 	}
 }
