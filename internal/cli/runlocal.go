@@ -16,6 +16,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/spf13/cobra"
+
+	"github.com/gantry-ci/gantry/internal/store"
 )
 
 // runConfig is everything `gantry run` acts on.
@@ -24,10 +26,19 @@ type runConfig struct {
 	File string
 	// Client names the coordinator asked when the argument is a run id.
 	Client clientConfig
+	// Ref, SHA and Event are the run's trigger, as a push of them would make it; Inputs
+	// its dispatch inputs (NAME=VALUE).
+	Ref, SHA, Event string
+	Inputs          []string
+	// Dirty checks out the working tree's uncommitted changes to tracked files;
+	// NoCheckout checks nothing out.
+	Dirty, NoCheckout bool
+	// eventSet says --event was given: a tag's ref then does not make the event tag.
+	eventSet bool
 }
 
 func (a *app) runCommand() *cobra.Command {
-	cfg := runConfig{upConfig: upConfig{Workers: runtime.NumCPU(), Executor: "shell", LogLevel: "error", LeaseTTL: 10 * time.Second}}
+	cfg := runConfig{upConfig: upConfig{Workers: runtime.NumCPU(), Executor: "shell", LogLevel: "error", LeaseTTL: 10 * time.Second}, Event: "push"}
 	cmd := &cobra.Command{
 		Use:   "run FILE|RUN-ID",
 		Short: "Run a pipeline on this machine, with no server to set up; or show a run",
@@ -36,10 +47,18 @@ func (a *app) runCommand() *cobra.Command {
 			"is written, each line prefixed by its job (in colour, with a live status line,\n" +
 			"on a terminal), and exits with the run's result: 0 success, 1 failed or\n" +
 			"cancelled. Ctrl-C cancels the run.\n\n" +
+			"When FILE lies in a git work tree, every job's workspace gets that repository at\n" +
+			"HEAD (--sha: another commit; --dirty: HEAD with the uncommitted changes to\n" +
+			"tracked files, untracked files left out), and steps see GANTRY_SHA, GANTRY_REF\n" +
+			"and the rest as a push would give them (--ref, --event, --input change them).\n" +
+			"--no-checkout runs in empty workspaces.\n\n" +
 			"Given a run id instead of a file, it shows that run of the coordinator at\n" +
 			"--server as gantry runs get does: its jobs wave by wave.",
 		Example: "  gantry run .gantry.yml\n" +
 			"  gantry run --executor sandbox --workers 8 examples/diamond.yml\n" +
+			"  gantry run --dirty .gantry.yml\n" +
+			"  gantry run --ref refs/tags/v1.2.0 --sha v1.2.0 .gantry.yml\n" +
+			"  gantry run --event dispatch --input environment=staging deploy.yml\n" +
 			"  gantry run 0196a1c2-3b4d-7e5f-8a9b-0c1d2e3f4a5b --server http://ci:8080",
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -47,6 +66,7 @@ func (a *app) runCommand() *cobra.Command {
 				return a.runsGet(cmd.Context(), cfg.Client, args[0])
 			}
 			cfg.File = args[0]
+			cfg.eventSet = cmd.Flags().Changed("event")
 			if cfg.Data == "" {
 				cfg.Data = "-" // validated as set; replaced by a temporary directory
 			}
@@ -63,6 +83,12 @@ func (a *app) runCommand() *cobra.Command {
 	f.StringVar(&cfg.Labels, "labels", "", "comma-separated labels for the workers, besides "+runtime.GOOS+" and "+runtime.GOARCH)
 	f.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "level of the coordinator's and workers' own log on stderr: debug, info, warn or error")
 	f.StringVar(&cfg.LogFormat, "log-format", "auto", logFormatUsage)
+	f.StringVar(&cfg.Ref, "ref", "", "git ref the run is for (default: the branch checked out)")
+	f.StringVar(&cfg.SHA, "sha", "", "commit to check out and run for, any name git knows it by (default: HEAD)")
+	f.StringVar(&cfg.Event, "event", cfg.Event, "event the run is for: "+strings.Join(runEvents, ", ")+" (default push; tag for a --ref refs/tags/...)")
+	f.StringArrayVar(&cfg.Inputs, "input", nil, "NAME=VALUE, a dispatch input, checked against the pipeline's on: dispatch inputs (repeatable)")
+	f.BoolVar(&cfg.Dirty, "dirty", false, "check out HEAD with the uncommitted changes to tracked files (untracked files are left out)")
+	f.BoolVar(&cfg.NoCheckout, "no-checkout", false, "do not check out the git repository FILE lies in")
 	a.clientFlags(cmd, &cfg.Client)
 	return cmd
 }
@@ -78,8 +104,23 @@ func isRunID(arg string) bool {
 }
 
 func (a *app) runLocal(ctx context.Context, cfg runConfig) error {
-	if _, err := a.readSources([]string{cfg.File}); err != nil {
+	srcs, err := a.readSources([]string{cfg.File})
+	if err != nil {
 		return err
+	}
+	src := srcs[0]
+	res := a.compileSource(src)
+	if len(res.errs) > 0 {
+		writeErrors(a.stderr, src, res.errs)
+		writeSummary(a.stderr, len(res.errs), 1)
+		return &exitError{code: exitFailure}
+	}
+	lr, err := localTrigger(ctx, cfg, res.plan)
+	if err != nil {
+		return err
+	}
+	if lr.note != "" {
+		fmt.Fprintln(a.stderr, "gantry: "+lr.note)
 	}
 	if cfg.Data == "-" {
 		dir, err := os.MkdirTemp("", "gantry-run-")
@@ -112,10 +153,16 @@ func (a *app) runLocal(ctx context.Context, cfg runConfig) error {
 			log.Error("stop", "err", err)
 		}
 	}()
-	sub := submitConfig{clientConfig: clientConfig{Server: l.base, lookupEnv: a.lookupEnv}, File: cfg.File, Follow: true,
-		noWorker: func(j jobView) error { return cannotRun(j, cfg.labels()) }}
+	// The run is made in the store, not over the API: its trigger names a repository on
+	// this machine, which the API takes from no submitter.
+	run, _, _, err := l.store.CreateRun(ctx, store.CreateRunParams{Plan: res.plan, Definition: src.data, Trigger: lr.trigger, Env: lr.env})
+	if err != nil {
+		return fmt.Errorf("create the run: %w", err)
+	}
 	done := make(chan error, 1)
-	go func() { done <- a.submit(ctx, sub) }()
+	go func() {
+		done <- a.followLocal(ctx, l.base, run.ID.String(), func(j jobView) error { return cannotRun(j, cfg.labels()) })
+	}()
 	select {
 	case err = <-done:
 	case <-l.failed:
@@ -136,6 +183,29 @@ func (a *app) runLocal(ctx context.Context, cfg runConfig) error {
 		return &exitError{code: exitFailure}
 	}
 	return err
+}
+
+// followLocal prints the run's jobs, then every job's log until the run ends, as gantry
+// submit --follow does, and returns an exit error unless the run succeeded.
+func (a *app) followLocal(ctx context.Context, base, id string, noWorker func(jobView) error) error {
+	c, err := (&clientConfig{Server: base, lookupEnv: a.lookupEnv}).client()
+	if err != nil {
+		return err
+	}
+	run, _, err := getRun(ctx, c, id)
+	if err != nil {
+		return err
+	}
+	writeSubmitted(a.stdout, run, a.outputWidth())
+	tty, _ := terminal(a.stdout)
+	status, err := followRunWith(ctx, c, id, a.stdout, tty, followOptions{noWorker: noWorker})
+	if err != nil {
+		return err
+	}
+	if status != "success" {
+		return &exitError{code: exitFailure}
+	}
+	return nil
 }
 
 // cannotRun says whether job, which no live worker can take, can never run on the

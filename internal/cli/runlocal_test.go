@@ -13,7 +13,7 @@ import (
 // prefixed by their job, artifacts pass between jobs, and the exit code is the result.
 func TestRunLocal(t *testing.T) {
 	t.Parallel()
-	got := runCLI(t, invocation{args: []string{"run", "--workers", "2", "../../examples/diamond.yml"}})
+	got := runCLI(t, invocation{args: []string{"run", "--workers", "2", "--no-checkout", "../../examples/diamond.yml"}})
 	if got.code != exitOK {
 		t.Fatalf("gantry run diamond.yml: exit %d\nstdout:\n%s\nstderr:\n%s", got.code, got.stdout, got.stderr)
 	}
@@ -98,7 +98,9 @@ func TestRunExamples(t *testing.T) {
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
 			t.Parallel()
-			got := runCLI(t, invocation{args: []string{"run", "--workers", "2", f}})
+			// --no-checkout: the examples lie in Gantry's repository, which their jobs
+			// do not need; TestRunChecksOutTheRepository tries the checkout.
+			got := runCLI(t, invocation{args: []string{"run", "--workers", "2", "--no-checkout", f}})
 			if got.code != exitOK {
 				t.Errorf("gantry run %s: exit %d\n%s%s", f, got.code, got.stdout, got.stderr)
 			}

@@ -185,6 +185,9 @@ func (a *app) up(ctx context.Context, cfg upConfig) error {
 // local is a coordinator and its local workers over one data directory.
 type local struct {
 	base string
+	// store is the coordinator's: gantry run creates its run there, with the trigger of a
+	// local repository that the API does not take from a submitter.
+	store store.Store
 	// failed is closed when the coordinator or a worker stopped on its own.
 	failed <-chan struct{}
 	// stop drains the workers, waiting for their running jobs (which they cancel when a
@@ -303,7 +306,7 @@ func startLocal(ctx context.Context, cfg upConfig, log *slog.Logger) (*local, er
 		case <-kill.Done():
 		}
 	}()
-	return &local{base: coord.base, failed: failed, stop: func(ctx context.Context) error {
+	return &local{base: coord.base, store: coord.store, failed: failed, stop: func(ctx context.Context) error {
 		drain()
 		wg.Wait()
 		cancelJobs()
