@@ -1,0 +1,418 @@
+package notify
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gantry-ci/gantry/internal/clock"
+	"github.com/gantry-ci/gantry/internal/forge"
+	"github.com/gantry-ci/gantry/internal/store"
+	"github.com/google/uuid"
+)
+
+// Defaults of Config.
+const (
+	DefaultMaxAttempts = 10
+	DefaultBackoff     = time.Second
+	DefaultMaxBackoff  = time.Hour
+	DefaultHold        = 2 * time.Minute
+	DefaultPollEvery   = time.Second
+	DefaultBatch       = 16
+	// DefaultTimeout bounds one delivery attempt; it must stay well under Hold, or a
+	// replica could claim a message whose attempt is still in flight.
+	DefaultTimeout = 30 * time.Second
+)
+
+// Headers of an outbound webhook.
+const (
+	HeaderSignature = "X-Gantry-Signature-256"
+	HeaderDelivery  = "X-Gantry-Delivery"
+	HeaderEvent     = "X-Gantry-Event"
+)
+
+// Store is what the dispatcher needs of the store.
+type Store interface {
+	ClaimOutbox(ctx context.Context, max int, retryIn time.Duration) ([]*store.OutboxMessage, error)
+	MarkDelivered(ctx context.Context, id uuid.UUID) error
+	FailOutbox(ctx context.Context, p store.FailOutboxParams) error
+	GetProjectByName(ctx context.Context, name string) (*store.Project, error)
+	GetWebhook(ctx context.Context, id uuid.UUID) (*store.Webhook, error)
+	GetRun(ctx context.Context, id uuid.UUID) (*store.Run, error)
+}
+
+// Config configures a Dispatcher. Zero fields take the defaults.
+type Config struct {
+	Store  Store
+	Logger *slog.Logger
+	Clock  clock.Clock
+	// PublicURL is where people reach the dashboard (http://host:port); run page links in
+	// statuses and webhooks start with it.
+	PublicURL string
+	// HTTPClient sends webhooks and forge calls; nil means a client with DefaultTimeout.
+	HTTPClient *http.Client
+	// MaxAttempts is how many attempts a message gets before it is dead-lettered.
+	MaxAttempts int
+	// Backoff is the cap of the first retry's wait; each attempt doubles it, up to
+	// MaxBackoff. The wait is drawn uniformly below the cap (full jitter), or is the
+	// Retry-After the receiver asked for when that is longer.
+	Backoff, MaxBackoff time.Duration
+	// Hold is how long a claimed message is hidden from other replicas while this one
+	// delivers it; a dispatcher that dies mid-delivery leaves it to be retried after.
+	Hold time.Duration
+	// PollEvery is how often the outbox is checked for due messages when idle.
+	PollEvery time.Duration
+	// Batch is how many messages are claimed, and delivered concurrently, at a time.
+	Batch int
+	// Jitter draws a wait in [0, max); nil draws uniformly. Tests pin it.
+	Jitter func(max time.Duration) time.Duration
+}
+
+// Dispatcher delivers outbox messages. Any number may run against one store: a claim
+// hides its messages from the others for Hold.
+type Dispatcher struct {
+	cfg    Config
+	log    *slog.Logger
+	clock  clock.Clock
+	client *http.Client
+}
+
+// New returns a Dispatcher for cfg.
+func New(cfg Config) *Dispatcher {
+	cfg.MaxAttempts = cmp.Or(cfg.MaxAttempts, DefaultMaxAttempts)
+	cfg.Backoff = cmp.Or(cfg.Backoff, DefaultBackoff)
+	cfg.MaxBackoff = max(cmp.Or(cfg.MaxBackoff, DefaultMaxBackoff), cfg.Backoff)
+	cfg.Hold = cmp.Or(cfg.Hold, DefaultHold)
+	cfg.PollEvery = cmp.Or(cfg.PollEvery, DefaultPollEvery)
+	cfg.Batch = cmp.Or(cfg.Batch, DefaultBatch)
+	cfg.PublicURL = strings.TrimRight(cfg.PublicURL, "/")
+	if cfg.Jitter == nil {
+		cfg.Jitter = func(max time.Duration) time.Duration {
+			if max <= 0 {
+				return 0
+			}
+			return rand.N(max)
+		}
+	}
+	d := &Dispatcher{cfg: cfg, log: cfg.Logger, clock: cfg.Clock, client: cfg.HTTPClient}
+	if d.log == nil {
+		d.log = slog.New(slog.DiscardHandler)
+	}
+	if d.clock == nil {
+		d.clock = clock.Real{}
+	}
+	if d.client == nil {
+		d.client = &http.Client{Timeout: DefaultTimeout}
+	}
+	return d
+}
+
+// Run delivers due messages until ctx is done.
+func (d *Dispatcher) Run(ctx context.Context) {
+	for {
+		n, err := d.DeliverDue(ctx)
+		if err != nil && ctx.Err() == nil {
+			d.log.Warn("deliver outbox", "err", err)
+		}
+		if n == d.cfg.Batch && err == nil {
+			continue // more may be due at once
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-d.clock.After(d.cfg.PollEvery):
+		}
+	}
+}
+
+// DeliverDue claims the due messages, up to Batch, tries each once, and records the
+// outcome. It returns how many it claimed.
+func (d *Dispatcher) DeliverDue(ctx context.Context) (int, error) {
+	ms, err := d.cfg.Store.ClaimOutbox(ctx, d.cfg.Batch, d.cfg.Hold)
+	if err != nil {
+		return 0, err
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, len(ms))
+	for i, m := range ms {
+		wg.Go(func() { errs[i] = d.attempt(ctx, m) })
+	}
+	wg.Wait()
+	return len(ms), errors.Join(errs...)
+}
+
+// attempt delivers one claimed message and records how it went.
+func (d *Dispatcher) attempt(ctx context.Context, m *store.OutboxMessage) error {
+	actx, cancel := context.WithTimeout(ctx, DefaultTimeout)
+	err := d.deliver(actx, m)
+	cancel()
+	if ctx.Err() != nil {
+		// Shutting down: the hold runs out and another attempt (here after a restart,
+		// or on another replica) delivers it; this one's error says nothing about the
+		// receiver.
+		return nil
+	}
+	if err == nil {
+		if err := d.cfg.Store.MarkDelivered(ctx, m.ID); err != nil {
+			return fmt.Errorf("mark message %s delivered: %w", m.ID, err)
+		}
+		return nil
+	}
+	retry, after := retryable(err)
+	p := store.FailOutboxParams{ID: m.ID, Error: err.Error()}
+	if !retry || m.Attempts >= d.cfg.MaxAttempts {
+		p.Dead = true
+		d.log.Warn("outbox message dead-lettered", "id", m.ID, "topic", m.Topic, "attempts", m.Attempts, "err", err)
+	} else {
+		p.NextAttempt = d.clock.Now().Add(max(d.backoff(m.Attempts), after))
+		d.log.Info("outbox delivery failed; will retry", "id", m.ID, "topic", m.Topic, "attempts", m.Attempts,
+			"next_attempt", p.NextAttempt, "err", err)
+	}
+	if err := d.cfg.Store.FailOutbox(ctx, p); err != nil {
+		return fmt.Errorf("record failed delivery of message %s: %w", m.ID, err)
+	}
+	return nil
+}
+
+// backoff is the wait after the attempt-th failed attempt: full jitter below a cap that
+// doubles with each attempt.
+func (d *Dispatcher) backoff(attempt int) time.Duration {
+	c := d.cfg.Backoff
+	for i := 1; i < attempt && c < d.cfg.MaxBackoff; i++ {
+		c *= 2
+	}
+	return d.cfg.Jitter(min(c, d.cfg.MaxBackoff))
+}
+
+// permanentError is a failure that retrying cannot fix.
+type permanentError struct{ err error }
+
+func (e *permanentError) Error() string { return e.err.Error() }
+func (e *permanentError) Unwrap() error { return e.err }
+
+func permanent(format string, args ...any) error {
+	return &permanentError{fmt.Errorf(format, args...)}
+}
+
+// retryableError is a failure the receiver may get over, after a wait it asked for.
+type retryableError struct {
+	err   error
+	after time.Duration
+}
+
+func (e *retryableError) Error() string { return e.err.Error() }
+func (e *retryableError) Unwrap() error { return e.err }
+
+// retryable says whether err may go away, and how long the receiver asked to wait.
+// Anything not known to be permanent is retried: a spent message is dead-lettered anyway.
+func retryable(err error) (bool, time.Duration) {
+	var pe *permanentError
+	if errors.As(err, &pe) {
+		return false, 0
+	}
+	var re *retryableError
+	if errors.As(err, &re) {
+		return true, re.after
+	}
+	var se *forge.StatusError
+	if errors.As(err, &se) {
+		return forge.Retryable(err)
+	}
+	return true, 0
+}
+
+func (d *Dispatcher) deliver(ctx context.Context, m *store.OutboxMessage) error {
+	switch m.Topic {
+	case store.TopicStatus:
+		return d.deliverStatus(ctx, m)
+	case store.TopicWebhook:
+		return d.deliverWebhook(ctx, m)
+	}
+	return permanent("unknown outbox topic %q", m.Topic)
+}
+
+func (d *Dispatcher) runURL(path string) string { return d.cfg.PublicURL + path }
+
+func (d *Dispatcher) deliverStatus(ctx context.Context, m *store.OutboxMessage) error {
+	var s store.StatusMessage
+	if err := json.Unmarshal(m.Payload, &s); err != nil {
+		return permanent("decode status message: %w", err)
+	}
+	// Statuses of one run race each other through retries and concurrent batches; the
+	// forge keeps the last one it gets. Sending only the one that matches the run now
+	// keeps a late "pending" from overwriting "success".
+	run, err := d.cfg.Store.GetRun(ctx, s.RunID)
+	if errors.Is(err, store.ErrNotFound) {
+		return permanent("run %s no longer exists", s.RunID)
+	}
+	if err != nil {
+		return fmt.Errorf("read run %s: %w", s.RunID, err)
+	}
+	if now := forgeState(run.Status); now != s.State {
+		d.log.Debug("status superseded; not sent", "run", s.RunID, "state", s.State, "now", now)
+		return nil
+	}
+	p, err := d.cfg.Store.GetProjectByName(ctx, s.Project)
+	if errors.Is(err, store.ErrNotFound) {
+		return permanent("project %q no longer exists", s.Project)
+	}
+	if err != nil {
+		return fmt.Errorf("read project %q: %w", s.Project, err)
+	}
+	if p.Provider == "" {
+		return permanent("project %q is no longer connected to a forge", s.Project)
+	}
+	var token string
+	if p.APITokenFile != "" {
+		b, err := os.ReadFile(p.APITokenFile)
+		if err != nil {
+			// The operator may yet put the file in place: retried until dead.
+			return fmt.Errorf("read the forge token of project %q: %w", s.Project, err)
+		}
+		token = strings.TrimSpace(string(b))
+	}
+	provider, err := forge.Lookup(p.Provider, forge.Config{BaseURL: p.APIBaseURL, Token: token, HTTPClient: d.client, Clock: d.clock})
+	if err != nil {
+		return permanent("project %q: %w", s.Project, err)
+	}
+	repo := cmp.Or(s.Repository, repoFullName(p.RepoURL))
+	err = provider.ReportStatus(ctx, forge.Status{Repository: repo, SHA: s.SHA, State: forge.State(s.State),
+		Context: s.Context, Description: s.Description, TargetURL: d.runURL(s.Path)})
+	var se *forge.StatusError
+	if err != nil && !errors.As(err, &se) {
+		// Validation and configuration errors (no token, bad repository) do not mend.
+		return &permanentError{err}
+	}
+	return err
+}
+
+// forgeState is a run status in the words of store.StatusMessage.State.
+func forgeState(s store.RunStatus) string {
+	switch s {
+	case store.RunFailed:
+		return string(forge.StateFailure)
+	case store.RunPending, store.RunRunning, store.RunSuccess, store.RunCancelled:
+		return string(s)
+	}
+	return string(forge.StateError)
+}
+
+// repoFullName makes owner/name (group/sub/name on GitLab) of a clone URL: https, ssh://
+// or scp-like git@host:owner/name.git.
+func repoFullName(remote string) string {
+	path := remote
+	if u, err := url.Parse(remote); err == nil && u.Host != "" {
+		path = u.Path
+	} else if _, after, ok := strings.Cut(remote, ":"); ok {
+		path = after
+	}
+	return strings.TrimSuffix(strings.Trim(path, "/"), ".git")
+}
+
+// webhookBody is what a subscriber receives.
+type webhookBody struct {
+	Event    string            `json:"event"`
+	Delivery uuid.UUID         `json:"delivery"`
+	Project  string            `json:"project"`
+	Run      webhookRun        `json:"run"`
+	Job      *store.WebhookJob `json:"job,omitempty"`
+}
+
+type webhookRun struct {
+	store.WebhookRun
+	URL string `json:"url"`
+}
+
+// Sign returns the value of the X-Gantry-Signature-256 header for body.
+func Sign(secret, body []byte) string {
+	mac := hmac.New(sha256.New, secret)
+	mac.Write(body)
+	return "sha256=" + hex.EncodeToString(mac.Sum(nil))
+}
+
+func (d *Dispatcher) deliverWebhook(ctx context.Context, m *store.OutboxMessage) error {
+	var w store.WebhookMessage
+	if err := json.Unmarshal(m.Payload, &w); err != nil {
+		return permanent("decode webhook message: %w", err)
+	}
+	hook, err := d.cfg.Store.GetWebhook(ctx, w.WebhookID)
+	if errors.Is(err, store.ErrNotFound) {
+		return permanent("webhook subscription %s was removed", w.WebhookID)
+	}
+	if err != nil {
+		return fmt.Errorf("read webhook subscription %s: %w", w.WebhookID, err)
+	}
+	body, err := json.Marshal(webhookBody{Event: w.Event, Delivery: m.ID, Project: w.Project,
+		Run: webhookRun{WebhookRun: w.Run, URL: d.runURL(w.Run.Path)}, Job: w.Job})
+	if err != nil {
+		return permanent("encode webhook: %w", err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, hook.URL, bytes.NewReader(body))
+	if err != nil {
+		return permanent("webhook %s: %w", w.WebhookID, err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "Gantry-Webhook")
+	req.Header.Set(HeaderEvent, w.Event)
+	req.Header.Set(HeaderDelivery, m.ID.String())
+	req.Header.Set(HeaderSignature, Sign([]byte(hook.Secret), body))
+	resp, err := d.client.Do(req)
+	if err != nil {
+		return fmt.Errorf("post webhook to %s: %w", redact(hook.URL), err)
+	}
+	defer resp.Body.Close()
+	snippet, _ := io.ReadAll(io.LimitReader(resp.Body, 256))
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+	if resp.StatusCode/100 == 2 {
+		return nil
+	}
+	err = fmt.Errorf("post webhook to %s: HTTP %d: %s", redact(hook.URL), resp.StatusCode, strings.TrimSpace(string(snippet)))
+	switch {
+	case resp.StatusCode == http.StatusTooManyRequests, resp.StatusCode == http.StatusRequestTimeout,
+		resp.StatusCode == http.StatusTooEarly, resp.StatusCode >= 500:
+		return &retryableError{err: err, after: retryAfter(resp.Header.Get("Retry-After"), d.clock.Now())}
+	}
+	return &permanentError{err}
+}
+
+// retryAfter reads Retry-After as delay-seconds or an HTTP date; 0 when absent or past.
+func retryAfter(v string, now time.Time) time.Duration {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0
+	}
+	if n, err := strconv.Atoi(v); err == nil {
+		return max(time.Duration(n)*time.Second, 0)
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return max(t.Sub(now), 0)
+	}
+	return 0
+}
+
+// redact keeps a webhook URL's credentials and query (often a token) out of errors,
+// which the outbox shows to admins.
+func redact(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "the webhook URL"
+	}
+	u.User, u.RawQuery = nil, ""
+	return u.String()
+}
