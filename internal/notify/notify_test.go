@@ -236,7 +236,7 @@ func TestDeadLetterAfterMaxAttempts(t *testing.T) {
 	b := setup(t, 3)
 	down, downSrv := serve(t, answer{status: 503})
 	gone, goneSrv := serve(t, answer{status: 410})
-	run := b.createRun("hooks", oneJob)
+	b.createRun("hooks", oneJob)
 	p, err := b.st.GetProjectByName(t.Context(), "hooks")
 	if err != nil {
 		t.Fatal(err)
@@ -252,7 +252,7 @@ func TestDeadLetterAfterMaxAttempts(t *testing.T) {
 	if got := len(b.outbox("")); got != 0 {
 		t.Fatalf("a run made before the subscriptions enqueued %d messages", got)
 	}
-	run = b.createRun("hooks", oneJob)
+	run := b.createRun("hooks", oneJob)
 	b.finish(store.JobFailed)
 	if n := b.deliver(); n != 2 {
 		t.Fatalf("claimed %d, want 2", n)
