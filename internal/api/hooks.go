@@ -160,9 +160,12 @@ func (s *Server) hook(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if !first {
-			answer = deliveryAnswer(d, true)
-			created = false
+			// A copy of this delivery recorded it first; the runs are the same ones (the
+			// delivery id is their idempotency key), and the copy that made them still
+			// answers 202.
+			answer.Runs, answer.Ran = idStrings(d.RunIDs), len(d.RunIDs) > 0
 		}
+		answer.Redelivery = !created
 	}
 	status := http.StatusOK
 	if created {
@@ -323,9 +326,13 @@ func (s *Server) startFromEvent(ctx context.Context, proj *store.Project, ev *fo
 		for i, d := range details {
 			errs[i] = store.RunError{Path: d.Path, Line: d.Line, Column: d.Column, Message: d.Message}
 		}
-		run, created, err := s.store.CreateFailedRun(ctx, store.CreateFailedRunParams{
+		params := store.CreateFailedRunParams{
 			Project: proj.Name, Name: file, Trigger: tr, IdempotencyKey: idem, Definition: def, Errors: errs,
-		})
+		}
+		run, created, err := s.store.CreateFailedRun(ctx, params)
+		if err != nil && idem != "" && ctx.Err() == nil {
+			run, created, err = s.store.CreateFailedRun(ctx, params) // see createRun
+		}
 		if err != nil {
 			return nil, false, "", err
 		}
@@ -350,9 +357,15 @@ func (s *Server) startFromEvent(ctx context.Context, proj *store.Project, ev *fo
 	if !ok {
 		return nil, false, reason, nil
 	}
-	run, jobs, created, err := s.store.CreateRun(ctx, store.CreateRunParams{
-		Project: proj.Name, Trigger: tr, IdempotencyKey: idem, Definition: def, Plan: plan,
-	})
+	params := store.CreateRunParams{Project: proj.Name, Trigger: tr, IdempotencyKey: idem, Definition: def, Plan: plan}
+	run, jobs, created, err := s.store.CreateRun(ctx, params)
+	if err != nil && idem != "" && ctx.Err() == nil {
+		// On PostgreSQL a copy of the same delivery on another connection or replica can
+		// insert its run between this one's look-up of the key and its insert; the unique
+		// key then refuses this one. Asked again, the store finds the key and returns
+		// that run. Any other failure fails again.
+		run, jobs, created, err = s.store.CreateRun(ctx, params)
+	}
 	if err != nil {
 		return nil, false, "", err
 	}

@@ -2,11 +2,13 @@ package api_test
 
 import (
 	"bytes"
+	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"os/exec"
@@ -15,7 +17,10 @@ import (
 	"testing"
 
 	"github.com/gantry-ci/gantry/internal/api"
+	"github.com/gantry-ci/gantry/internal/clock"
 	"github.com/gantry-ci/gantry/internal/store"
+	"github.com/gantry-ci/gantry/internal/store/postgres"
+	"github.com/gantry-ci/gantry/internal/testdb"
 )
 
 // gitRepo is a bare repository on disk, pushed to from a work clone with the git binary,
@@ -454,19 +459,46 @@ func TestHookPullRequest(t *testing.T) {
 }
 
 // TestHookConcurrentDuplicates: copies of one delivery arriving at once make one run, and
-// every copy answers with it.
+// every copy answers with it: on SQLite, and on PostgreSQL with the copies shared between
+// two coordinator replicas that share one mirrors directory.
 func TestHookConcurrentDuplicates(t *testing.T) {
 	t.Parallel()
-	b := hookSetup(t)
+	t.Run("sqlite", func(t *testing.T) {
+		t.Parallel()
+		b := hookSetup(t)
+		testConcurrentDuplicates(t, b, b)
+	})
+	t.Run("postgres-replicas", func(t *testing.T) {
+		t.Parallel()
+		dsn, mirrors := testdb.Postgres(t), t.TempDir()
+		replica := func() *bundle {
+			st, err := postgres.Open(context.Background(), dsn, postgres.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = st.Close() })
+			srv := httptest.NewServer(api.New(api.Config{Store: st, Logger: testLogger(t), Clock: clock.Real{}, MirrorsDir: mirrors}).Handler())
+			t.Cleanup(srv.Close)
+			return &bundle{store: st, url: srv.URL}
+		}
+		testConcurrentDuplicates(t, replica(), replica())
+	})
+}
+
+func testConcurrentDuplicates(t *testing.T, a, b *bundle) {
 	repo := newGitRepo(t)
 	sha := repo.commit("refs/heads/main", map[string]string{".gantry.yml": pipelineNamed("dup")})
-	p := b.createProject(t, map[string]any{"name": "dup", "repo_url": repo.url(), "provider": "github"})
+	p := a.createProject(t, map[string]any{"name": "dup", "repo_url": repo.url(), "provider": "github"})
 	body := githubPush("refs/heads/main", zeroSHA, sha)
-	const copies = 4
+	const copies = 6
 	answers := make(chan response, copies)
-	for range copies {
+	for i := range copies {
+		to := a
+		if i%2 == 1 {
+			to = b
+		}
 		go func() {
-			req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, b.url+"/api/v1/hooks/github/dup", bytes.NewReader(body))
+			req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, to.url+"/api/v1/hooks/github/dup", bytes.NewReader(body))
 			req.Header.Set("Content-Type", "application/json")
 			req.Header.Set("X-GitHub-Event", "push")
 			req.Header.Set("X-GitHub-Delivery", "same")
@@ -489,10 +521,10 @@ func TestHookConcurrentDuplicates(t *testing.T) {
 		if r.status == http.StatusAccepted {
 			created++
 		}
-		var h hookView
 		if r.status != http.StatusAccepted && r.status != http.StatusOK {
 			t.Fatalf("copy answered %d: %s", r.status, r.body)
 		}
+		var h hookView
 		r.decode(t, &h)
 		if !h.Ran || len(h.Runs) != 1 {
 			t.Fatalf("copy answered %s", r.body)
@@ -502,7 +534,7 @@ func TestHookConcurrentDuplicates(t *testing.T) {
 	if len(ids) != 1 || created != 1 {
 		t.Errorf("copies answered runs %v, %d of them 202; want one run, created once", ids, created)
 	}
-	if n := b.runCount(t, "dup"); n != 1 {
+	if n := a.runCount(t, "dup"); n != 1 {
 		t.Errorf("runs = %d, want 1", n)
 	}
 }
