@@ -239,13 +239,13 @@ func triggerEvent(ev *forge.Event) trigger.Event {
 	return tev
 }
 
-// runTrigger is what a run started by ev records. A pull request's run has no branch:
-// its head may be any branch of any fork, and `if: branch == "main"` must never take it
-// for a push to main.
-func runTrigger(ev *forge.Event, deliveryID string) store.Trigger {
+// runTrigger is what a run of proj started by ev records; workers check the commit out
+// from the project's repository. A pull request's run has no branch: its head may be any
+// branch of any fork, and `if: branch == "main"` must never take it for a push to main.
+func runTrigger(proj *store.Project, ev *forge.Event, deliveryID string) store.Trigger {
 	tr := store.Trigger{
 		Ref: ev.Ref, SHA: ev.SHA, Before: ev.Before, Event: string(ev.Kind), Actor: ev.Actor,
-		Repository: ev.Repository.FullName, DeliveryID: deliveryID,
+		Repository: ev.Repository.FullName, CloneURL: proj.RepoURL, DeliveryID: deliveryID,
 	}
 	switch ev.Kind {
 	case forge.KindPush:
@@ -297,7 +297,7 @@ func (s *Server) startFromEvent(ctx context.Context, proj *store.Project, ev *fo
 		file = store.DefaultPipelinePath
 	}
 	def, err := m.ReadFile(gitCtx, ev.SHA, file)
-	tr := runTrigger(ev, deliveryID)
+	tr := runTrigger(proj, ev, deliveryID)
 	idem := ""
 	if deliveryID != "" {
 		idem = "hook:" + deliveryID

@@ -223,7 +223,7 @@ func TestHookGitHubPush(t *testing.T) {
 		t.Errorf("run = %+v; want the pipeline of the older commit, named first", run)
 	}
 	want := store.Trigger{Ref: "refs/heads/main", Branch: "main", SHA: first, Before: zeroSHA[:39] + "1", Event: "push",
-		Actor: "mona", Repository: "octo-org/app", DeliveryID: "d-1"}
+		Actor: "mona", Repository: "octo-org/app", CloneURL: repo.url(), DeliveryID: "d-1"}
 	if run.Trigger != want {
 		t.Errorf("trigger = %+v\nwant %+v", run.Trigger, want)
 	}
@@ -447,7 +447,7 @@ func TestHookPullRequest(t *testing.T) {
 	h := wantHook(t, b.sendGitHub(t, "prs", "pull_request", "p-1", p.WebhookSecret, pr("opened")), http.StatusAccepted, true)
 	var run runView
 	b.get(t, "/api/v1/runs/"+h.Runs[0]).decode(t, &run)
-	want := store.Trigger{Ref: "refs/pull/7/head", SHA: head, Event: "pull_request", Actor: "hubot", Repository: "octo-org/app", PRNumber: 7, DeliveryID: "p-1"}
+	want := store.Trigger{Ref: "refs/pull/7/head", SHA: head, Event: "pull_request", Actor: "hubot", Repository: "octo-org/app", PRNumber: 7, CloneURL: repo.url(), DeliveryID: "p-1"}
 	if run.Trigger != want {
 		t.Errorf("pull request trigger = %+v\nwant %+v", run.Trigger, want)
 	}
