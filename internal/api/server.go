@@ -200,6 +200,7 @@ func (s *Server) routes(cfg Config) {
 	s.wsRoutes()
 	s.artifactRoutes()
 	s.projectRoutes()
+	s.workflowRoutes()
 	if ui := cfg.UI; ui != nil {
 		s.mux.Handle("GET /", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if strings.HasPrefix(r.URL.Path, "/api/") {

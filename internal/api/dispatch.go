@@ -1,0 +1,317 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"strings"
+
+	"github.com/gantry-ci/gantry/internal/pipeline"
+	"github.com/gantry-ci/gantry/internal/source"
+	"github.com/gantry-ci/gantry/internal/store"
+	"github.com/gantry-ci/gantry/internal/trigger"
+)
+
+// Error codes of the dispatch routes.
+const (
+	codeRefNotFound   = "ref_not_found"
+	codeNoPipeline    = "no_pipeline"
+	codeNoDispatch    = "no_dispatch"
+	codeInvalidInputs = "invalid_inputs"
+	codeNoRepository  = "no_repository"
+	codeDisabled      = "disabled"
+)
+
+// InputEnvPrefix begins the name of the variable each dispatch input is given to steps
+// in: input environment is GANTRY_INPUT_ENVIRONMENT.
+const InputEnvPrefix = "GANTRY_INPUT_"
+
+// apiError is a request that cannot be done, with its answer.
+type apiError struct {
+	status  int
+	code    string
+	msg     string
+	details []errorDetail
+}
+
+func (e *apiError) Error() string { return e.msg }
+
+func (e *apiError) write(w http.ResponseWriter) { writeError(w, e.status, e.code, e.msg, e.details) }
+
+// dispatchRequest is the body of POST /api/v1/projects/{name}/dispatches and
+// POST /api/v1/workflows/{id}/dispatches.
+type dispatchRequest struct {
+	// Ref is a branch, a tag, a full ref name or a commit id; the project's default
+	// branch when empty.
+	Ref string `json:"ref"`
+	// Inputs are JSON strings, booleans or numbers; each is checked against its type.
+	Inputs map[string]json.RawMessage `json:"inputs"`
+}
+
+// decodeDispatch reads a dispatch request: one JSON object, no unknown fields; an empty
+// body is a dispatch of the default branch with no inputs.
+func decodeDispatch(body []byte) (string, map[string]string, *requestError) {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return "", nil, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	var req dispatchRequest
+	if err := dec.Decode(&req); err != nil {
+		return "", nil, badRequest("decode dispatch request: %v", err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return "", nil, badRequest("decode dispatch request: unexpected data after the JSON object")
+	}
+	inputs := make(map[string]string, len(req.Inputs))
+	names := make([]string, 0, len(req.Inputs))
+	for name := range req.Inputs {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		raw := bytes.TrimSpace(req.Inputs[name])
+		var s string
+		switch {
+		case len(raw) > 0 && raw[0] == '"':
+			if err := json.Unmarshal(raw, &s); err != nil {
+				return "", nil, badRequest("inputs.%s: %v", name, err)
+			}
+		case string(raw) == "true" || string(raw) == "false":
+			s = string(raw)
+		case len(raw) > 0 && (raw[0] == '-' || raw[0] >= '0' && raw[0] <= '9'):
+			// A number keeps the text it was sent as; the input's type parses it.
+			s = string(raw)
+		default:
+			return "", nil, badRequest("inputs.%s: want a string, a boolean or a number, found %s", name, raw)
+		}
+		inputs[name] = s
+	}
+	return strings.TrimSpace(req.Ref), inputs, nil
+}
+
+// atRef is a project's repository at the commit a ref names.
+type atRef struct {
+	ref source.Ref // Name is "" when the ref was a commit id
+	// branch is the branch the ref names, "" for a tag or a commit.
+	branch string
+	tag    string
+	file   string // the pipeline file's path
+	def    []byte // its content at ref.SHA; nil unless asked for
+}
+
+// resolveProjectRef resolves ref (the project's default branch when "") in the project's
+// mirror to a commit and, when readFile, reads the project's pipeline file there.
+func (s *Server) resolveProjectRef(ctx context.Context, proj *store.Project, ref string, readFile bool) (*atRef, *apiError) {
+	if proj.RepoURL == "" {
+		return nil, &apiError{status: http.StatusUnprocessableEntity, code: codeNoRepository,
+			msg: fmt.Sprintf("project %q is not connected to a repository (gantry project update %s --repo URL)", proj.Name, proj.Name)}
+	}
+	if ref == "" {
+		ref = proj.DefaultBranch
+	}
+	if ref == "" {
+		return nil, &apiError{status: http.StatusUnprocessableEntity, code: codeRefNotFound,
+			msg: fmt.Sprintf("project %q has no default branch: give a ref", proj.Name)}
+	}
+	gitCtx, cancel := context.WithTimeout(ctx, s.hooks.fetchTimeout)
+	defer cancel()
+	fail := func(what string, err error) *apiError {
+		switch {
+		case errors.Is(err, source.ErrInvalid):
+			return &apiError{status: http.StatusUnprocessableEntity, code: codeBadRequest, msg: fmt.Sprintf("ref: %v", err)}
+		case errors.Is(err, source.ErrNotFound), errors.Is(err, source.ErrCommitNotFound):
+			return &apiError{status: http.StatusUnprocessableEntity, code: codeRefNotFound,
+				msg: fmt.Sprintf("project %q: %s: %v", proj.Name, what, err)}
+		case gitCtx.Err() != nil && ctx.Err() == nil:
+			return &apiError{status: http.StatusGatewayTimeout, code: codeFetchFailed,
+				msg: fmt.Sprintf("project %q: %s: gave up after %s: %v", proj.Name, what, s.hooks.fetchTimeout, err)}
+		}
+		return &apiError{status: http.StatusBadGateway, code: codeFetchFailed, msg: fmt.Sprintf("project %q: %s: %v", proj.Name, what, err)}
+	}
+	m, err := source.Open(gitCtx, source.Config{Dir: s.hooks.mirrors, URL: proj.RepoURL, Logger: s.log})
+	if err != nil {
+		return nil, fail("open the mirror", err)
+	}
+	defer m.Close()
+	resolved, err := m.ResolveRef(gitCtx, ref)
+	if err != nil {
+		return nil, fail("resolve "+ref, err)
+	}
+	out := &atRef{ref: resolved, file: proj.PipelinePath}
+	if out.file == "" {
+		out.file = store.DefaultPipelinePath
+	}
+	out.branch, _ = strings.CutPrefix(resolved.Name, "refs/heads/")
+	if out.branch == resolved.Name {
+		out.branch = ""
+	}
+	if tag, ok := strings.CutPrefix(resolved.Name, "refs/tags/"); ok {
+		out.tag = tag
+	}
+	if !readFile {
+		return out, nil
+	}
+	out.def, err = m.ReadFile(gitCtx, resolved.SHA, out.file)
+	switch {
+	case errors.Is(err, source.ErrNotFound):
+		return nil, &apiError{status: http.StatusUnprocessableEntity, code: codeNoPipeline,
+			msg: fmt.Sprintf("project %q has no %s at %s (%s)", proj.Name, out.file, ref, resolved.SHA)}
+	case errors.Is(err, source.ErrTooLarge):
+		return nil, &apiError{status: http.StatusUnprocessableEntity, code: codeInvalidPipeline,
+			msg: fmt.Sprintf("%s at %s: %v", out.file, resolved.SHA, err)}
+	case err != nil:
+		return nil, fail("read "+out.file, err)
+	}
+	return out, nil
+}
+
+// invalidPipeline answers a definition that does not compile, with every mistake.
+func invalidPipeline(err error) *apiError {
+	details := pipelineDetails(err)
+	return &apiError{status: http.StatusUnprocessableEntity, code: codeInvalidPipeline,
+		msg: "the pipeline has " + countOf(len(details), "error"), details: details}
+}
+
+// checkInputs validates given inputs against the pipeline's on: dispatch, answering 422
+// with every bad input.
+func checkInputs(on *pipeline.Triggers, given map[string]string) (map[string]string, *apiError) {
+	var spec *pipeline.DispatchTrigger
+	if on != nil {
+		spec = on.Dispatch
+	}
+	values, errs := trigger.ValidateInputs(spec, given)
+	if len(errs) == 0 {
+		return values, nil
+	}
+	details := make([]errorDetail, len(errs))
+	for i, err := range errs {
+		d := errorDetail{Message: err.Error(), Code: codeInvalidInputs}
+		var ie *trigger.InputError
+		if errors.As(err, &ie) {
+			d.Path, d.Message = "inputs."+ie.Input, ie.Message
+		}
+		details[i] = d
+	}
+	msg := details[0].Path + ": " + details[0].Message
+	if len(details) > 1 {
+		msg = fmt.Sprintf("%d inputs are wrong", len(details))
+	}
+	return nil, &apiError{status: http.StatusUnprocessableEntity, code: codeInvalidInputs, msg: msg, details: details}
+}
+
+// inputEnv gives each input to steps as GANTRY_INPUT_<NAME>: the name upper-cased, with
+// every character a shell variable name cannot hold made _.
+func inputEnv(values map[string]string) map[string]string {
+	env := make(map[string]string, len(values))
+	for name, v := range values {
+		key := strings.Map(func(r rune) rune {
+			switch {
+			case r >= 'a' && r <= 'z':
+				return r - 'a' + 'A'
+			case r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '_':
+				return r
+			}
+			return '_'
+		}, name)
+		env[InputEnvPrefix+key] = v
+	}
+	return env
+}
+
+// actor names who started a run by hand: the token's name, "" with auth off.
+func actor(ctx context.Context) string {
+	if tk := tokenFrom(ctx); tk != nil {
+		return tk.Name
+	}
+	return ""
+}
+
+// dispatchRun creates the run of a dispatch and answers it like POST /api/v1/runs.
+func (s *Server) dispatchRun(w http.ResponseWriter, r *http.Request, p store.CreateRunParams) {
+	p.IdempotencyKey = r.Header.Get("Idempotency-Key")
+	run, jobs, created, err := s.store.CreateRun(r.Context(), p)
+	if err != nil {
+		s.storeError(w, r, "create run", err)
+		return
+	}
+	status := http.StatusAccepted
+	if created {
+		s.metrics.JobsCreated.Add(float64(len(jobs)))
+		traceRunCreated(r.Context(), run.ID)
+	} else {
+		w.Header().Set("Idempotent-Replay", "true")
+		status = http.StatusOK
+	}
+	s.log.InfoContext(r.Context(), "dispatch", "project", p.Project, "run", run.ID, "ref", p.Trigger.Ref,
+		"sha", p.Trigger.SHA, "workflow", p.Trigger.WorkflowID, "created", created)
+	w.Header().Set("Location", "/api/v1/runs/"+run.ID.String())
+	writeJSON(w, status, newRunJSON(run, nonNilJobs(jobs)))
+}
+
+// dispatchTrigger is what a dispatched run records of the commit it runs at.
+func dispatchTrigger(proj *store.Project, at *atRef, values map[string]string, who string) store.Trigger {
+	tr := store.Trigger{Event: string(trigger.KindDispatch), Actor: who}
+	if len(values) > 0 {
+		iv := store.InputValues(values)
+		tr.Inputs = &iv
+	}
+	if at != nil {
+		tr.Ref, tr.SHA, tr.Branch, tr.Tag, tr.CloneURL = at.ref.Name, at.ref.SHA, at.branch, at.tag, proj.RepoURL
+	}
+	return tr
+}
+
+// dispatchProject starts a run of a repository project's pipeline file at a ref: POST
+// /api/v1/projects/{name}/dispatches.
+func (s *Server) dispatchProject(w http.ResponseWriter, r *http.Request) {
+	name, rerr := pathProject(r)
+	if rerr != nil {
+		writeRequestError(w, rerr)
+		return
+	}
+	body, rerr := s.readBody(w, r)
+	if rerr != nil {
+		writeRequestError(w, rerr)
+		return
+	}
+	ref, given, rerr := decodeDispatch(body)
+	if rerr != nil {
+		writeRequestError(w, rerr)
+		return
+	}
+	proj, err := s.store.GetProjectByName(r.Context(), name)
+	if err != nil {
+		s.storeError(w, r, "get project", err)
+		return
+	}
+	at, aerr := s.resolveProjectRef(r.Context(), proj, ref, true)
+	if aerr != nil {
+		aerr.write(w)
+		return
+	}
+	plan, err := pipeline.Compile(at.def, pipeline.Options{Limits: s.limits})
+	if err != nil {
+		invalidPipeline(err).write(w)
+		return
+	}
+	if ok, reason := trigger.Match(plan.On, trigger.Event{Kind: trigger.KindDispatch}); !ok {
+		writeError(w, http.StatusUnprocessableEntity, codeNoDispatch,
+			fmt.Sprintf("the pipeline has no on: dispatch (%s at %s: %s)", at.file, at.ref.SHA, reason), nil)
+		return
+	}
+	values, aerr := checkInputs(plan.On, given)
+	if aerr != nil {
+		aerr.write(w)
+		return
+	}
+	s.dispatchRun(w, r, store.CreateRunParams{
+		Project: proj.Name, Trigger: dispatchTrigger(proj, at, values, actor(r.Context())),
+		Definition: at.def, Plan: plan, Env: inputEnv(values),
+	})
+}

@@ -1,0 +1,340 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/gantry-ci/gantry/internal/pipeline"
+	"github.com/gantry-ci/gantry/internal/store"
+	"github.com/google/uuid"
+)
+
+// codeInvalidWorkflow answers a workflow request whose fields are wrong.
+const codeInvalidWorkflow = "invalid_workflow"
+
+func (s *Server) workflowRoutes() {
+	s.handle("POST /api/v1/workflows", writers, s.createWorkflow)
+	s.handle("GET /api/v1/workflows", readers, s.listWorkflows)
+	s.handle("GET /api/v1/workflows/{id}", readers, s.getWorkflow)
+	s.handle("PATCH /api/v1/workflows/{id}", writers, s.updateWorkflow)
+	s.handle("DELETE /api/v1/workflows/{id}", writers, s.deleteWorkflow)
+	s.handle("POST /api/v1/workflows/{id}/dispatches", writers, s.dispatchWorkflow)
+	s.handle("POST /api/v1/projects/{name}/dispatches", writers, s.dispatchProject)
+}
+
+// workflowJSON is a workflow as the API shows it. Definition is only in the answers
+// about one workflow, not in lists.
+type workflowJSON struct {
+	ID         string `json:"id"`
+	Project    string `json:"project"`
+	Name       string `json:"name"`
+	Version    int    `json:"version"`
+	Enabled    bool   `json:"enabled"`
+	Definition string `json:"definition,omitempty"`
+	// Inputs are the definition's on: dispatch inputs, what a dispatch form asks for.
+	Inputs []pipeline.Input `json:"inputs"`
+	// Schedules are the definition's on: schedule entries.
+	Schedules []pipeline.Schedule `json:"schedules"`
+	CreatedAt string              `json:"created_at"`
+	UpdatedAt string              `json:"updated_at"`
+}
+
+func (s *Server) newWorkflowJSON(w *store.Workflow, withDefinition bool) workflowJSON {
+	out := workflowJSON{
+		ID: w.ID.String(), Project: w.Project, Name: w.Name, Version: w.Version, Enabled: w.Enabled,
+		Inputs: []pipeline.Input{}, Schedules: []pipeline.Schedule{},
+		CreatedAt: formatTime(w.CreatedAt), UpdatedAt: formatTime(w.UpdatedAt),
+	}
+	if withDefinition {
+		out.Definition = string(w.Definition)
+	}
+	// A definition was valid when stored; one the limits now refuse shows no triggers.
+	if plan, err := pipeline.Compile(w.Definition, pipeline.Options{Limits: s.limits}); err == nil && plan.On != nil {
+		if plan.On.Dispatch != nil {
+			out.Inputs = append(out.Inputs, plan.On.Dispatch.Inputs...)
+		}
+		out.Schedules = append(out.Schedules, plan.On.Schedule...)
+	}
+	return out
+}
+
+// workflowRequest is the body of POST /api/v1/workflows and PATCH /api/v1/workflows/{id}.
+type workflowRequest struct {
+	Project    *string `json:"project"`
+	Name       *string `json:"name"`
+	Definition *string `json:"definition"`
+	Enabled    *bool   `json:"enabled"`
+	// Version (PATCH) is the version the change was made from: when the workflow has
+	// moved on since, the change is refused (409) rather than overwrite the other.
+	Version int `json:"version"`
+}
+
+func decodeWorkflowRequest(body []byte) (*workflowRequest, *requestError) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	var req workflowRequest
+	if err := dec.Decode(&req); err != nil {
+		return nil, badRequest("decode workflow request: %v", err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, badRequest("decode workflow request: unexpected data after the JSON object")
+	}
+	return &req, nil
+}
+
+// checkWorkflowName says what is wrong with a workflow name, or "": the rules of project
+// names, and not empty.
+func checkWorkflowName(name string) string {
+	if strings.TrimSpace(name) == "" {
+		return "is required"
+	}
+	return checkProjectName(name)
+}
+
+// compileDefinition compiles a workflow's definition as POST /api/v1/runs would.
+func (s *Server) compileDefinition(def string) (*pipeline.Plan, *apiError) {
+	if strings.TrimSpace(def) == "" {
+		return nil, &apiError{status: http.StatusUnprocessableEntity, code: codeInvalidWorkflow,
+			msg:     "definition: is required: the pipeline as YAML or JSON text",
+			details: []errorDetail{{Path: "definition", Message: "is required", Code: codeInvalidWorkflow}}}
+	}
+	plan, err := pipeline.Compile([]byte(def), pipeline.Options{Limits: s.limits})
+	if err != nil {
+		return nil, invalidPipeline(err)
+	}
+	return plan, nil
+}
+
+func (s *Server) createWorkflow(w http.ResponseWriter, r *http.Request) {
+	body, rerr := s.readBody(w, r)
+	if rerr != nil {
+		writeRequestError(w, rerr)
+		return
+	}
+	req, rerr := decodeWorkflowRequest(body)
+	if rerr != nil {
+		writeRequestError(w, rerr)
+		return
+	}
+	var problems []errorDetail
+	add := func(field, msg string) {
+		problems = append(problems, errorDetail{Path: field, Message: msg, Code: codeInvalidWorkflow})
+	}
+	wf := &store.Workflow{}
+	if req.Name == nil {
+		add("name", "is required")
+	} else if msg := checkWorkflowName(*req.Name); msg != "" {
+		add("name", msg)
+	} else {
+		wf.Name = *req.Name
+	}
+	if req.Project != nil {
+		if msg := checkProjectName(*req.Project); msg != "" {
+			add("project", msg)
+		}
+		wf.Project = *req.Project
+	}
+	if req.Version != 0 {
+		add("version", "is for updates; a new workflow is version 1")
+	}
+	if len(problems) > 0 {
+		msg := problems[0].Path + ": " + problems[0].Message
+		if len(problems) > 1 {
+			msg = fmt.Sprintf("the workflow has %d problems", len(problems))
+		}
+		writeError(w, http.StatusUnprocessableEntity, codeInvalidWorkflow, msg, problems)
+		return
+	}
+	def := ""
+	if req.Definition != nil {
+		def = *req.Definition
+	}
+	if _, aerr := s.compileDefinition(def); aerr != nil {
+		aerr.write(w)
+		return
+	}
+	wf.Definition = []byte(def)
+	if err := s.store.CreateWorkflow(r.Context(), wf); err != nil {
+		s.storeError(w, r, "create workflow", err)
+		return
+	}
+	if req.Enabled != nil && !*req.Enabled {
+		updated, err := s.store.UpdateWorkflow(r.Context(), store.UpdateWorkflowParams{ID: wf.ID, Enabled: req.Enabled})
+		if err != nil {
+			s.storeError(w, r, "disable workflow", err)
+			return
+		}
+		wf = updated
+	}
+	w.Header().Set("Location", "/api/v1/workflows/"+wf.ID.String())
+	writeJSON(w, http.StatusCreated, s.newWorkflowJSON(wf, true))
+}
+
+func (s *Server) listWorkflows(w http.ResponseWriter, r *http.Request) {
+	project := r.URL.Query().Get("project")
+	if msg := checkProjectName(project); msg != "" {
+		writeError(w, http.StatusBadRequest, codeBadRequest, "project: "+msg, nil)
+		return
+	}
+	list, err := s.store.ListWorkflows(r.Context(), store.ListWorkflowsParams{Project: project})
+	if err != nil {
+		s.storeError(w, r, "list workflows", err)
+		return
+	}
+	out := make([]workflowJSON, len(list))
+	for i, wf := range list {
+		out[i] = s.newWorkflowJSON(wf, false)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"workflows": out})
+}
+
+// pathWorkflow reads the workflow named by the {id} path value.
+func (s *Server) pathWorkflow(w http.ResponseWriter, r *http.Request) (*store.Workflow, bool) {
+	id, err := uuid.Parse(r.PathValue("id"))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, codeBadRequest, fmt.Sprintf("workflow id %q is not a UUID", r.PathValue("id")), nil)
+		return nil, false
+	}
+	wf, err := s.store.GetWorkflow(r.Context(), id)
+	if err != nil {
+		s.storeError(w, r, "get workflow", err)
+		return nil, false
+	}
+	return wf, true
+}
+
+func (s *Server) getWorkflow(w http.ResponseWriter, r *http.Request) {
+	wf, ok := s.pathWorkflow(w, r)
+	if !ok {
+		return
+	}
+	writeJSON(w, http.StatusOK, s.newWorkflowJSON(wf, true))
+}
+
+func (s *Server) updateWorkflow(w http.ResponseWriter, r *http.Request) {
+	body, rerr := s.readBody(w, r)
+	if rerr != nil {
+		writeRequestError(w, rerr)
+		return
+	}
+	req, rerr := decodeWorkflowRequest(body)
+	if rerr != nil {
+		writeRequestError(w, rerr)
+		return
+	}
+	wf, ok := s.pathWorkflow(w, r)
+	if !ok {
+		return
+	}
+	var problems []errorDetail
+	if req.Name != nil && *req.Name != wf.Name {
+		problems = append(problems, errorDetail{Path: "name", Code: codeInvalidWorkflow,
+			Message: "a workflow cannot be renamed: create one under the new name and delete this one"})
+	}
+	if req.Project != nil && *req.Project != wf.Project {
+		problems = append(problems, errorDetail{Path: "project", Code: codeInvalidWorkflow,
+			Message: "a workflow cannot move to another project"})
+	}
+	if len(problems) > 0 {
+		writeError(w, http.StatusUnprocessableEntity, codeInvalidWorkflow, problems[0].Path+": "+problems[0].Message, problems)
+		return
+	}
+	if req.Definition == nil && req.Enabled == nil {
+		writeError(w, http.StatusBadRequest, codeBadRequest, "nothing to change: give a definition or enabled", nil)
+		return
+	}
+	p := store.UpdateWorkflowParams{ID: wf.ID, Enabled: req.Enabled, IfVersion: req.Version}
+	if req.Definition != nil {
+		if _, aerr := s.compileDefinition(*req.Definition); aerr != nil {
+			aerr.write(w)
+			return
+		}
+		p.Definition = []byte(*req.Definition)
+	}
+	updated, err := s.store.UpdateWorkflow(r.Context(), p)
+	if err != nil {
+		s.storeError(w, r, "update workflow", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, s.newWorkflowJSON(updated, true))
+}
+
+func (s *Server) deleteWorkflow(w http.ResponseWriter, r *http.Request) {
+	id, err := uuid.Parse(r.PathValue("id"))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, codeBadRequest, fmt.Sprintf("workflow id %q is not a UUID", r.PathValue("id")), nil)
+		return
+	}
+	if err := s.store.DeleteWorkflow(r.Context(), id); err != nil {
+		s.storeError(w, r, "delete workflow", err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// dispatchWorkflow starts a run of a workflow's current version: POST
+// /api/v1/workflows/{id}/dispatches. A registered workflow is always dispatchable (that
+// is what it is registered for); its on: dispatch, when it has one, declares the inputs.
+// In a project connected to a repository the run checks out ref (default: the default
+// branch); elsewhere there is no ref to give.
+func (s *Server) dispatchWorkflow(w http.ResponseWriter, r *http.Request) {
+	body, rerr := s.readBody(w, r)
+	if rerr != nil {
+		writeRequestError(w, rerr)
+		return
+	}
+	ref, given, rerr := decodeDispatch(body)
+	if rerr != nil {
+		writeRequestError(w, rerr)
+		return
+	}
+	wf, ok := s.pathWorkflow(w, r)
+	if !ok {
+		return
+	}
+	if !wf.Enabled {
+		writeError(w, http.StatusConflict, codeDisabled,
+			fmt.Sprintf("workflow %s (%s/%s) is disabled: enable it with PATCH {\"enabled\": true}", wf.ID, wf.Project, wf.Name), nil)
+		return
+	}
+	plan, aerr := s.compileDefinition(string(wf.Definition))
+	if aerr != nil {
+		aerr.write(w)
+		return
+	}
+	values, aerr := checkInputs(plan.On, given)
+	if aerr != nil {
+		aerr.write(w)
+		return
+	}
+	proj, err := s.store.GetProjectByName(r.Context(), wf.Project)
+	if err != nil {
+		s.storeError(w, r, "get project", err)
+		return
+	}
+	var at *atRef
+	switch {
+	case proj.RepoURL != "":
+		if at, aerr = s.resolveProjectRef(r.Context(), proj, ref, false); aerr != nil {
+			aerr.write(w)
+			return
+		}
+	case ref != "":
+		writeError(w, http.StatusUnprocessableEntity, codeNoRepository,
+			fmt.Sprintf("ref: project %q is not connected to a repository, so there is no ref to run at", proj.Name), nil)
+		return
+	}
+	if plan.Name == "" {
+		plan.Name = wf.Name
+	}
+	tr := dispatchTrigger(proj, at, values, actor(r.Context()))
+	tr.WorkflowID, tr.WorkflowVersion = wf.ID.String(), wf.Version
+	s.dispatchRun(w, r, store.CreateRunParams{
+		Project: wf.Project, Trigger: tr, Definition: wf.Definition, Plan: plan, Env: inputEnv(values),
+	})
+}
