@@ -126,3 +126,82 @@ func TestProjectCommands(t *testing.T) {
 		t.Errorf("project delete with a run: exit %d\n%s", del.code, del.stderr)
 	}
 }
+
+// TestPushRunsAtThatCommit: a signed push webhook makes a run whose job, on a real worker,
+// sees the repository at the pushed commit, not at the branch's tip.
+func TestPushRunsAtThatCommit(t *testing.T) {
+	t.Parallel()
+	base := startCluster(t)
+	home := t.TempDir()
+	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null",
+		"GIT_AUTHOR_NAME=T", "GIT_AUTHOR_EMAIL=t@gantry.invalid", "GIT_COMMITTER_NAME=T", "GIT_COMMITTER_EMAIL=t@gantry.invalid"}
+	git := func(dir string, args ...string) string {
+		t.Helper()
+		cmd := exec.Command("git", args...)
+		cmd.Dir, cmd.Env = dir, env
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("git %v: %v", args, err)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	bare, work := filepath.Join(t.TempDir(), "app.git"), filepath.Join(home, "work")
+	git("", "init", "--quiet", "--bare", "-b", "main", bare)
+	git("", "init", "--quiet", "-b", "main", work)
+	commit := func(marker string) string {
+		t.Helper()
+		files := map[string]string{
+			".gantry.yml": "name: at-sha\njobs:\n  check:\n    steps:\n      - run: test \"$(cat marker.txt)\" = one && test -n \"$GANTRY_SHA\"\n",
+			"marker.txt":  marker + "\n",
+		}
+		for name, content := range files {
+			if err := os.WriteFile(filepath.Join(work, name), []byte(content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		git(work, "add", "-A")
+		git(work, "commit", "--quiet", "-m", marker)
+		git(work, "push", "--quiet", bare, "HEAD:refs/heads/main")
+		return git(work, "rev-parse", "HEAD")
+	}
+	first, second := commit("one"), commit("two")
+
+	created := runCLI(t, invocation{args: []string{"project", "create", "app", "--repo", "file://" + bare, "--provider", "github", "--json", "--server", base}})
+	var p projectView
+	if err := json.Unmarshal([]byte(created.stdout), &p); err != nil || p.WebhookSecret == "" {
+		t.Fatalf("project create --json: exit %d, %v\n%s%s", created.code, err, created.stdout, created.stderr)
+	}
+	push := func(delivery, before, after string) string {
+		t.Helper()
+		body, _ := json.Marshal(map[string]any{"ref": "refs/heads/main", "before": before, "after": after,
+			"repository": map[string]any{"full_name": "o/app"}, "sender": map[string]any{"login": "mona"}, "commits": []any{}})
+		mac := hmac.New(sha256.New, []byte(p.WebhookSecret))
+		mac.Write(body)
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, base+"/api/v1/hooks/github/app", strings.NewReader(string(body)))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-GitHub-Event", "push")
+		req.Header.Set("X-GitHub-Delivery", delivery)
+		req.Header.Set("X-Hub-Signature-256", "sha256="+hex.EncodeToString(mac.Sum(nil)))
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		raw, _ := io.ReadAll(res.Body)
+		var hook struct{ Runs []string }
+		if res.StatusCode != http.StatusAccepted || json.Unmarshal(raw, &hook) != nil || len(hook.Runs) != 1 {
+			t.Fatalf("hook: %d %s", res.StatusCode, raw)
+		}
+		return hook.Runs[0]
+	}
+	// The older push, delivered after the branch moved on, sees its own marker.
+	old := waitRun(t, base, push("1", strings.Repeat("0", 40), first), func(r runDetails) bool { return runTerminal(r.Status) })
+	if old.Status != "success" || old.Trigger.SHA != first {
+		t.Errorf("run of the first commit = %s at %s, want success at %s", old.Status, old.Trigger.SHA, first)
+	}
+	// The newer one sees "two", so the same check fails there: the checkout is not vacuous.
+	newer := waitRun(t, base, push("2", first, second), func(r runDetails) bool { return runTerminal(r.Status) })
+	if newer.Status != "failed" {
+		t.Errorf("run of the second commit = %s, want failed (its marker is two)", newer.Status)
+	}
+}
