@@ -84,6 +84,8 @@ type Config struct {
 	// wait for git (DefaultHookFetchTimeout when zero).
 	MirrorsDir       string
 	HookFetchTimeout time.Duration
+	// PublicBadges serves project badges (badge.svg) without a token when auth is on.
+	PublicBadges bool
 }
 
 // Server serves the HTTP API on top of a store. It keeps no state of its own.
@@ -200,6 +202,8 @@ func (s *Server) routes(cfg Config) {
 	s.wsRoutes()
 	s.artifactRoutes()
 	s.projectRoutes()
+	s.outboxRoutes()
+	s.badgeRoutes(cfg.PublicBadges)
 	s.workflowRoutes()
 	if ui := cfg.UI; ui != nil {
 		s.mux.Handle("GET /", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
