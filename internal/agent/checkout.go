@@ -40,7 +40,34 @@ func (a *Agent) mirrorsDir() string {
 	if a.cfg.Mirrors != "" {
 		return a.cfg.Mirrors
 	}
+	if tmp, err := filepath.Abs(os.TempDir()); err == nil && tmp == a.cfg.WorkDir {
+		// The temp dir is shared by every user of the machine: one cache each.
+		return filepath.Join(tmp, fmt.Sprintf("gantry-mirrors-%d", os.Geteuid()))
+	}
 	return filepath.Join(a.cfg.WorkDir, "mirrors")
+}
+
+// ownCacheDir makes the mirror cache private to the worker's user, or checks that the one
+// there is a directory of that user: whoever could write to it could change the source of
+// every job this worker checks out (another user of a shared temp dir who made it first).
+func ownCacheDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("create the mirror cache: %w", err)
+	}
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return fmt.Errorf("mirror cache: %w", err)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("mirror cache %s is not a directory (a symbolic link?); choose another with --mirrors", dir)
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Geteuid() {
+		return fmt.Errorf("mirror cache %s belongs to uid %d, not to this worker's user; choose another with --mirrors", dir, st.Uid)
+	}
+	if fi.Mode().Perm()&0o022 != 0 {
+		return fmt.Errorf("mirror cache %s can be written by other users (mode %o); chmod go-w it or choose another with --mirrors", dir, fi.Mode().Perm())
+	}
+	return nil
 }
 
 // checkout puts the run's commit into the job's workspace before its first step, unless the
@@ -68,7 +95,11 @@ func (a *Agent) checkoutInto(ctx context.Context, log *slog.Logger, j claimedJob
 	}
 	o.SelfContained = a.isolatedSteps()
 	start := time.Now()
-	m, err := source.Open(ctx, source.Config{Dir: a.mirrorsDir(), URL: tr.CloneURL, Logger: log})
+	dir := a.mirrorsDir()
+	if err := ownCacheDir(dir); err != nil {
+		return err
+	}
+	m, err := source.Open(ctx, source.Config{Dir: dir, URL: tr.CloneURL, Logger: log})
 	if err != nil {
 		return err
 	}

@@ -296,3 +296,27 @@ func TestCheckoutMirrorsDir(t *testing.T) {
 		t.Errorf("the second checkout did not find the mirror warm:\n%s", log)
 	}
 }
+
+// TestCheckoutRefusesAForeignCache: a mirror cache other users may write to is refused,
+// failing the job before its first step, rather than trusted with the source of its jobs.
+func TestCheckoutRefusesAForeignCache(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	mirrors := filepath.Join(t.TempDir(), "cache")
+	if err := os.Mkdir(mirrors, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(mirrors, 0o777); err != nil { // past the umask
+		t.Fatal(err)
+	}
+	b.startWith(t, Config{Name: "m", MaxJobs: 1, Mirrors: mirrors})
+	repo := newTestRepo(t)
+	sha := repo.commit("first", map[string]string{"a.txt": "one"})
+	run := b.submitTriggered(t, "jobs:\n  one: {steps: [{run: 'true'}]}\n", store.Trigger{SHA: sha, CloneURL: repo.url()})
+	if r := b.waitRun(t, run); r.Status != store.RunFailed {
+		t.Fatalf("run %s, want failed", r.Status)
+	}
+	if log := b.jobLog(t, run, "one"); !strings.Contains(log, "can be written by other users (mode 777)") {
+		t.Errorf("log does not refuse the cache:\n%s", log)
+	}
+}
