@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"mime"
 	"net/http"
 	"net/url"
@@ -29,6 +30,24 @@ const DefaultHookFetchTimeout = 60 * time.Second
 // directory: under the system's temporary directory, so a PostgreSQL coordinator with no
 // data directory of its own still has one.
 func DefaultMirrorsDir() string { return filepath.Join(os.TempDir(), "gantry-mirrors") }
+
+// MaxHookBodyBytes bounds a webhook's body: GitHub caps its payloads at 25 MB, and a push
+// listing many commits and files can pass the 1 MiB other requests are held to.
+const MaxHookBodyBytes = 25 << 20
+
+// readBodyUpTo reads the whole body, refusing one over limit with 413.
+func readBodyUpTo(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, *requestError) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return nil, &requestError{status: http.StatusRequestEntityTooLarge, code: codePayloadTooLarge,
+				msg: fmt.Sprintf("webhook body is larger than %d bytes", tooBig.Limit)}
+		}
+		return nil, badRequest("read webhook body: %v", err)
+	}
+	return body, nil
+}
 
 // hookSettings configure webhook intake and the coordinator's git mirrors.
 type hookSettings struct {
@@ -96,7 +115,7 @@ func (s *Server) hook(w http.ResponseWriter, r *http.Request) {
 			fmt.Sprintf("no such hook: project %q takes no %s webhooks", name, provName), nil)
 		return
 	}
-	body, rerr := s.readBody(w, r)
+	body, rerr := readBodyUpTo(w, r, MaxHookBodyBytes)
 	if rerr != nil {
 		writeRequestError(w, rerr)
 		return

@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -277,6 +278,22 @@ func TestHookGitHubPush(t *testing.T) {
 	if run.Name != "second" || run.Trigger.SHA != second || run.Trigger.Before != first {
 		t.Errorf("form-encoded push made %+v; want the second file at %s", run, second)
 	}
+	// A push listing more than the 1 MiB other requests may carry is still read.
+	var files []string
+	for i := range 40000 {
+		files = append(files, fmt.Sprintf("src/generated/file-%05d.go", i))
+	}
+	var big map[string]any
+	if err := json.Unmarshal(githubPush("refs/heads/main", first, second), &big); err != nil {
+		t.Fatal(err)
+	}
+	big["commits"] = []any{map[string]any{"id": second, "added": files, "removed": []string{}, "modified": []string{}}}
+	bigBody, _ := json.Marshal(big)
+	if len(bigBody) < 1<<20+64<<10 {
+		t.Fatalf("big payload is only %d bytes", len(bigBody))
+	}
+	wantHook(t, b.sendGitHub(t, "app", "push", "d-7", p.WebhookSecret, bigBody), http.StatusAccepted, true)
+
 	// Anything else is refused before it is read.
 	expectError(t, b.do(t, http.MethodPost, "/api/v1/hooks/github/app", "text/plain", string(other),
 		map[string]string{"X-GitHub-Event": "push", "X-Hub-Signature-256": "sha256=" + hmacHex(p.WebhookSecret, other)}),
