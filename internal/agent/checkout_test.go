@@ -320,3 +320,25 @@ func TestCheckoutRefusesAForeignCache(t *testing.T) {
 		t.Errorf("log does not refuse the cache:\n%s", log)
 	}
 }
+
+// TestCheckoutInSandbox: the sandbox shows a step its workspace only, not the mirror
+// cache, so the checkout carries its own objects and git works in it there.
+func TestCheckoutInSandbox(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("bwrap"); err != nil {
+		t.Fatal("the sandbox executor needs bubblewrap (bwrap): make deps installs it")
+	}
+	b := setup(t)
+	b.startWith(t, Config{Name: "sandboxed", MaxJobs: 1, Executor: executor.Sandbox{}})
+	repo := newTestRepo(t)
+	repo.commit("first", map[string]string{"a.txt": "one"})
+	sha := repo.commit("second", map[string]string{"a.txt": "two"})
+	run := b.submitTriggered(t, `
+jobs:
+  boxed:
+    steps:
+      - run: test "$(cat a.txt)" = two && test "$(git log --format=%s | tr '\n' ' ')" = "second first " && test -z "$(git status --porcelain)"
+      - run: test ! -s .git/objects/info/alternates
+`, store.Trigger{SHA: sha, CloneURL: repo.url()})
+	b.wantSuccess(t, run)
+}
