@@ -29,6 +29,7 @@ func FuzzCompile(f *testing.F) {
 		"[[[[",
 		"jobs: {a: {steps: [{run: x}], artifacts: [\"../x\"]}}",
 		"on: [push, pull_request]\njobs: {a: {steps: [{run: x}]}}",
+		"defaults: {checkout: {depth: 1, path: src}}\njobs:\n  a: {checkout: false, steps: [{run: x}]}\n  b: {checkout: {lfs: true, submodules: true, path: ../x}, steps: [{run: x}]}",
 		"on:\n  push: {branches: [main, '!x/**'], paths-ignore: ['docs/**']}\n  pull_request: {types: [opened]}\n  schedule: [{cron: '0 3 * * 1-5', timezone: Europe/Berlin, missed: run_once}]\n  dispatch: {inputs: {e: {type: choice, options: [a, b], default: a}, n: {type: number, default: 2}}}\njobs: {a: {steps: [{run: x}]}}",
 	} {
 		f.Add([]byte(s))
