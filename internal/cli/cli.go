@@ -160,6 +160,7 @@ func (a *app) rootCommand() *cobra.Command {
 		a.benchCommand(),
 		a.cancelCommand(),
 		a.logsCommand(),
+		a.outboxCommand(),
 		a.validateCommand(),
 		a.planCommand(),
 		a.projectCommand(),

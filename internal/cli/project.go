@@ -144,7 +144,7 @@ func (a *app) projectCommand() *cobra.Command {
 		},
 	}
 	a.clientFlags(deleteCmd, &del)
-	cmd.AddCommand(createCmd, listCmd, getCmd, updateCmd, deleteCmd)
+	cmd.AddCommand(createCmd, listCmd, getCmd, updateCmd, deleteCmd, a.projectWebhookCommand())
 	return cmd
 }
 

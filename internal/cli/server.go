@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -21,6 +22,7 @@ import (
 	"github.com/gantry-ci/gantry/internal/clock"
 	"github.com/gantry-ci/gantry/internal/logs"
 	"github.com/gantry-ci/gantry/internal/metrics"
+	"github.com/gantry-ci/gantry/internal/notify"
 	"github.com/gantry-ci/gantry/internal/pipeline"
 	"github.com/gantry-ci/gantry/internal/scheduler"
 	"github.com/gantry-ci/gantry/internal/store"
@@ -61,13 +63,27 @@ type serverConfig struct {
 	// Mirrors holds the git mirrors webhooks read pipeline files from; empty puts them
 	// next to the SQLite file, or under $TMPDIR with PostgreSQL.
 	Mirrors string
+	// ScheduleEvery is how often this replica looks at every schedule (zero:
+	// scheduler.DefaultCronEvery).
+	ScheduleEvery time.Duration
+	// PublicURL is where people reach this server; commit statuses and webhooks link
+	// to run pages under it. Empty is the listening address.
+	PublicURL string
+	// PublicBadges serves project badges without a token when auth is on.
+	PublicBadges bool
+	// OutboxMaxAttempts, OutboxBackoff and OutboxHold tune the delivery of statuses and
+	// webhooks (notify.Config).
+	OutboxMaxAttempts int
+	OutboxBackoff     time.Duration
+	OutboxHold        time.Duration
 }
 
 func (a *app) serverCommand() *cobra.Command {
 	cfg := serverConfig{
 		Addr: "127.0.0.1:8080", DB: "sqlite://.gantry/gantry.db", LogLevel: "info", Auth: "auto",
-		LeaseTTL: api.DefaultLeaseTTL, HeartbeatEvery: api.DefaultHeartbeatEvery, ReapEvery: scheduler.DefaultReapEvery,
+		LeaseTTL: api.DefaultLeaseTTL, HeartbeatEvery: api.DefaultHeartbeatEvery, ReapEvery: scheduler.DefaultReapEvery, ScheduleEvery: scheduler.DefaultCronEvery,
 		CancelGrace: api.DefaultCancelGrace, LogMaxSize: "50Mi", ArtifactsExpireIn: 30 * 24 * time.Hour,
+		OutboxMaxAttempts: notify.DefaultMaxAttempts, OutboxBackoff: notify.DefaultBackoff, OutboxHold: notify.DefaultHold,
 	}
 	cmd := &cobra.Command{
 		Use:   "server",
@@ -122,6 +138,12 @@ func (a *app) serverCommand() *cobra.Command {
 	f.DurationVar(&cfg.LogRetention, "log-retention", cfg.LogRetention, "delete job logs older than this, e.g. 720h (0 keeps them)")
 	f.StringVar(&cfg.Blobs, "blobs", cfg.Blobs, "blob store for artifacts: file:///dir or s3://bucket?endpoint=host:port (default: next to the SQLite file)")
 	f.StringVar(&cfg.Mirrors, "mirrors", "", "directory of the git mirrors webhooks read pipeline files from (default: next to the SQLite file; $TMPDIR/gantry-mirrors with PostgreSQL)")
+	f.DurationVar(&cfg.ScheduleEvery, "schedule-every", cfg.ScheduleEvery, "how often on: schedule entries are looked at; every replica looks, and each tick fires once")
+	f.StringVar(&cfg.PublicURL, "public-url", "", "URL people reach this server at; commit statuses and webhooks link to run pages under it (default: http://ADDR)")
+	f.BoolVar(&cfg.PublicBadges, "public-badges", false, "serve project badges (badge.svg) without a token when auth is on")
+	f.IntVar(&cfg.OutboxMaxAttempts, "outbox-max-attempts", cfg.OutboxMaxAttempts, "attempts a commit status or webhook gets before it is dead-lettered")
+	f.DurationVar(&cfg.OutboxBackoff, "outbox-backoff", cfg.OutboxBackoff, "cap of the first retry's wait for statuses and webhooks; it doubles with each attempt (full jitter)")
+	f.DurationVar(&cfg.OutboxHold, "outbox-hold", cfg.OutboxHold, "how long a status or webhook being sent is hidden from other replicas; one lost in a crash is retried after it")
 	f.DurationVar(&cfg.ArtifactsExpireIn, "artifacts-expire-in", cfg.ArtifactsExpireIn, "delete artifacts this long after they were kept, unless their job sets expire_in (0 keeps them)")
 	return cmd
 }
@@ -132,6 +154,10 @@ func (c *serverConfig) validate() error {
 	}
 	if c.ReapGrace < 0 {
 		return usagef("--reap-grace must not be negative")
+	}
+	if c.ScheduleEvery < 0 || c.ScheduleEvery > time.Minute {
+		// A tick noticed more than trigger.OnTimeWindow late counts as missed.
+		return usagef("--schedule-every must be between 0 (the default, 15s) and 1m")
 	}
 	if c.HeartbeatEvery*2 > c.LeaseTTL {
 		// A single late heartbeat must not lose the lease.
@@ -151,6 +177,14 @@ func (c *serverConfig) validate() error {
 	}
 	if c.ArtifactsExpireIn < 0 {
 		return usagef("--artifacts-expire-in must not be negative")
+	}
+	if c.OutboxMaxAttempts < 1 || c.OutboxBackoff <= 0 || c.OutboxHold < time.Second {
+		return usagef("--outbox-max-attempts and --outbox-backoff must be positive and --outbox-hold at least 1s")
+	}
+	if c.PublicURL != "" {
+		if u, err := url.Parse(c.PublicURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return usagef("--public-url %q: want http(s)://host[:port][/path]", c.PublicURL)
+		}
 	}
 	if c.Blobs != "" && !strings.HasPrefix(c.Blobs, "file://") && !strings.HasPrefix(c.Blobs, "s3://") {
 		return usagef("--blobs %q: want file:///dir or s3://bucket?endpoint=host:port", c.Blobs)
@@ -322,7 +356,7 @@ func startCoordinator(ctx context.Context, cfg serverConfig, log *slog.Logger) (
 		Handler: api.New(api.Config{Store: st, Logger: log, LeaseTTL: cfg.LeaseTTL, HeartbeatEvery: cfg.HeartbeatEvery, ReapGrace: cfg.ReapGrace,
 			CancelGrace: cfg.CancelGrace, Auth: cfg.authOn(), Logs: logSvc,
 			Blobs: blobs, ArtifactTTL: cfg.ArtifactsExpireIn, UI: cfg.UI, Metrics: m, DataDirs: cfg.dataDirs(),
-			AllowedOrigins: origins, AllowedHosts: hosts, MirrorsDir: cfg.mirrorsDir()}).Handler(),
+			AllowedOrigins: origins, AllowedHosts: hosts, MirrorsDir: cfg.mirrorsDir(), PublicBadges: cfg.PublicBadges}).Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       time.Minute,
 		IdleTimeout:       2 * time.Minute,
@@ -335,12 +369,24 @@ func startCoordinator(ctx context.Context, cfg serverConfig, log *slog.Logger) (
 		defer close(loopsDone)
 		loops.Run(loopCtx)
 	}()
+	// Every replica fires schedules; the store lets exactly one take each tick.
+	cron := scheduler.NewCron(scheduler.CronConfig{Store: st, Logger: log, Every: cfg.ScheduleEvery, MirrorsDir: cfg.mirrorsDir()})
+	cronDone := make(chan struct{})
+	go func() {
+		defer close(cronDone)
+		cron.Run(loopCtx)
+	}()
 	if cfg.LogRetention > 0 {
 		go purgeLogs(loopCtx, logSvc, cfg.LogRetention, log)
 	}
 	if blobs != nil {
 		go collectArtifacts(loopCtx, st, blobs, log)
 	}
+	// Statuses and webhooks the store enqueued with each change; a message this process
+	// was sending when it stopped is retried after OutboxHold, here or on a replica.
+	outbox := notify.New(notify.Config{Store: st, Logger: log, PublicURL: cmp.Or(cfg.PublicURL, "http://"+ln.Addr().String()),
+		MaxAttempts: cfg.OutboxMaxAttempts, Backoff: cfg.OutboxBackoff, Hold: cfg.OutboxHold})
+	go outbox.Run(loopCtx)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	log.Info("gantry server listening", "addr", ln.Addr().String(), "db", redactURL(cfg.DB), "auth", cfg.authOn())
@@ -354,6 +400,7 @@ func startCoordinator(ctx context.Context, cfg serverConfig, log *slog.Logger) (
 		cancel()
 		stopLoops()
 		<-loopsDone
+		<-cronDone
 		closeAll()
 		return err
 	}

@@ -35,8 +35,8 @@ const (
 	DefaultHold        = 2 * time.Minute
 	DefaultPollEvery   = time.Second
 	DefaultBatch       = 16
-	// DefaultTimeout bounds one delivery attempt; it must stay well under Hold, or a
-	// replica could claim a message whose attempt is still in flight.
+	// DefaultTimeout bounds one delivery attempt, or half the Hold when that is shorter,
+	// so no replica claims a message whose attempt is still in flight.
 	DefaultTimeout = 30 * time.Second
 )
 
@@ -159,7 +159,7 @@ func (d *Dispatcher) DeliverDue(ctx context.Context) (int, error) {
 
 // attempt delivers one claimed message and records how it went.
 func (d *Dispatcher) attempt(ctx context.Context, m *store.OutboxMessage) error {
-	actx, cancel := context.WithTimeout(ctx, DefaultTimeout)
+	actx, cancel := context.WithTimeout(ctx, min(DefaultTimeout, d.cfg.Hold/2))
 	err := d.deliver(actx, m)
 	cancel()
 	if ctx.Err() != nil {
