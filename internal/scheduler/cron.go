@@ -1,0 +1,352 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gantry-ci/gantry/internal/clock"
+	"github.com/gantry-ci/gantry/internal/pipeline"
+	"github.com/gantry-ci/gantry/internal/source"
+	"github.com/gantry-ci/gantry/internal/store"
+	"github.com/gantry-ci/gantry/internal/trigger"
+	"github.com/google/uuid"
+)
+
+// CronStore is the part of the store that schedules use.
+type CronStore interface {
+	ListProjects(ctx context.Context) ([]*store.Project, error)
+	ListWorkflows(ctx context.Context, p store.ListWorkflowsParams) ([]*store.Workflow, error)
+	ScheduleTicks(ctx context.Context, projectID uuid.UUID) (map[string]time.Time, error)
+	SkipTick(ctx context.Context, projectID uuid.UUID, tick store.ScheduleTick) (bool, error)
+	CreateRun(ctx context.Context, p store.CreateRunParams) (*store.Run, []*store.Job, bool, error)
+}
+
+// Defaults for CronConfig.
+const (
+	// DefaultCronEvery is how often schedules are looked at: well within
+	// trigger.OnTimeWindow, so a tick is fired on time even when a pass fails once.
+	DefaultCronEvery = 15 * time.Second
+	// DefaultCronFetchTimeout bounds one project's fetch and read in a pass.
+	DefaultCronFetchTimeout = time.Minute
+)
+
+// CronConfig configures Cron.
+type CronConfig struct {
+	Store  CronStore
+	Clock  clock.Clock
+	Logger *slog.Logger
+	// Every is the time between passes (DefaultCronEvery).
+	Every time.Duration
+	// MirrorsDir holds the coordinator's git mirrors, shared with webhook intake.
+	MirrorsDir string
+	// FetchTimeout bounds reaching one project's repository (DefaultCronFetchTimeout).
+	FetchTimeout time.Duration
+	// Limits are passed to pipeline.Compile.
+	Limits pipeline.Limits
+	// Passed, when set, is told the outcome of each pass of Run once it is over (tests
+	// wait on it; it must not block).
+	Passed func(PassResult)
+}
+
+// PassResult is what one pass over the schedules did.
+type PassResult struct {
+	Fired   []uuid.UUID // the runs created
+	Skipped int         // ticks given up under missed: skip
+	Lost    int         // ticks another replica took first
+	Err     error       // the first failure; the pass went on past it
+}
+
+// Cron fires the runs of schedules: the on: schedule of each repository project's
+// pipeline file on its default branch's tip, and of each enabled registered workflow.
+// It keeps only a cache of compiled files; which ticks were handled lives in the store,
+// where taking a tick is a compare-and-swap in the transaction that creates its run, so
+// every replica may run a Cron and each tick fires once.
+type Cron struct {
+	cfg CronConfig
+
+	mu    sync.Mutex
+	files map[uuid.UUID]*cachedFile // by project
+	flows map[uuid.UUID]*cachedFile // by workflow, for its version
+}
+
+// cachedFile is a definition compiled once per commit (or workflow version), so an
+// unchanged branch costs one ResolveRef a pass.
+type cachedFile struct {
+	at   string // the sha, or the workflow version
+	def  []byte
+	plan *pipeline.Plan
+	err  error // why it has no plan; logged once
+}
+
+// NewCron returns a Cron with cfg's zero fields set to their defaults.
+func NewCron(cfg CronConfig) *Cron {
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real{}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Every <= 0 {
+		cfg.Every = DefaultCronEvery
+	}
+	if cfg.FetchTimeout <= 0 {
+		cfg.FetchTimeout = DefaultCronFetchTimeout
+	}
+	return &Cron{cfg: cfg, files: map[uuid.UUID]*cachedFile{}, flows: map[uuid.UUID]*cachedFile{}}
+}
+
+// Run makes a pass at once and then every cfg.Every until ctx ends.
+func (c *Cron) Run(ctx context.Context) {
+	for {
+		// The next pass's timer is set before this one, so a test that advances a fake
+		// clock after being told of a pass always finds it set.
+		next := c.cfg.Clock.After(c.cfg.Every)
+		res := c.Pass(ctx)
+		if res.Err != nil && ctx.Err() == nil {
+			c.cfg.Logger.Warn("schedules: pass failed; trying again next pass", "err", res.Err)
+		}
+		if c.cfg.Passed != nil {
+			c.cfg.Passed(res)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-next:
+		}
+	}
+}
+
+// scheduleSource is one definition whose schedules a pass looks at.
+type scheduleSource struct {
+	key      string // prefixes its schedules' keys: file:PATH or workflow:ID
+	file     *cachedFile
+	workflow *store.Workflow
+}
+
+// Pass looks at every schedule once, at the clock's now, and fires those due.
+func (c *Cron) Pass(ctx context.Context) PassResult {
+	var res PassResult
+	fail := func(err error) {
+		if res.Err == nil {
+			res.Err = err
+		}
+	}
+	projects, err := c.cfg.Store.ListProjects(ctx)
+	if err != nil {
+		fail(fmt.Errorf("list projects: %w", err))
+		return res
+	}
+	flows, err := c.cfg.Store.ListWorkflows(ctx, store.ListWorkflowsParams{EnabledOnly: true})
+	if err != nil {
+		fail(fmt.Errorf("list workflows: %w", err))
+		return res
+	}
+	byProject := map[uuid.UUID][]*store.Workflow{}
+	for _, wf := range flows {
+		byProject[wf.ProjectID] = append(byProject[wf.ProjectID], wf)
+	}
+	for _, p := range projects {
+		if ctx.Err() != nil {
+			fail(ctx.Err())
+			return res
+		}
+		c.passProject(ctx, p, byProject[p.ID], &res, fail)
+	}
+	return res
+}
+
+func (c *Cron) passProject(ctx context.Context, p *store.Project, flows []*store.Workflow, res *PassResult, fail func(error)) {
+	log := c.cfg.Logger.With("project", p.Name)
+	var sources []scheduleSource
+	var tip source.Ref
+	repoOK := false
+	if p.RepoURL != "" && p.DefaultBranch != "" {
+		f, ref, err := c.projectFile(ctx, p)
+		switch {
+		case err != nil:
+			log.Warn("schedules: cannot read the default branch's pipeline file", "branch", p.DefaultBranch, "err", err)
+			fail(err)
+		default:
+			tip, repoOK = ref, true
+			if f != nil {
+				sources = append(sources, scheduleSource{key: "file:" + pipelinePath(p), file: f})
+			}
+		}
+	}
+	for _, wf := range flows {
+		if p.RepoURL != "" && !repoOK {
+			// Its run would check out the default branch, which cannot be reached now:
+			// the tick waits for the next pass rather than run without the code.
+			continue
+		}
+		if f := c.workflowFile(wf, log); f != nil {
+			sources = append(sources, scheduleSource{key: "workflow:" + wf.ID.String(), file: f, workflow: wf})
+		}
+	}
+	if !hasSchedules(sources) {
+		return
+	}
+	ticks, err := c.cfg.Store.ScheduleTicks(ctx, p.ID)
+	if err != nil {
+		fail(fmt.Errorf("schedule ticks of project %q: %w", p.Name, err))
+		return
+	}
+	now := c.cfg.Clock.Now()
+	seen := map[string]bool{}
+	for _, src := range sources {
+		if src.file.plan.On == nil {
+			continue
+		}
+		for _, s := range src.file.plan.On.Schedule {
+			key := scheduleKey(src.key, s)
+			if seen[key] {
+				continue // the same line twice in one file is one schedule
+			}
+			seen[key] = true
+			d, err := trigger.Due(s, ticks[key], now)
+			if err != nil {
+				log.Warn("schedules: cannot decide a schedule", "schedule", key, "err", err)
+				continue
+			}
+			if d.Tick.IsZero() {
+				continue
+			}
+			tick := store.ScheduleTick{Key: key, At: d.Tick}
+			if !d.Fire {
+				won, err := c.cfg.Store.SkipTick(ctx, p.ID, tick)
+				if err != nil {
+					fail(fmt.Errorf("skip tick of %q: %w", key, err))
+					continue
+				}
+				if won {
+					res.Skipped++
+					log.Info("schedules: tick given up", "schedule", key, "reason", d.Reason)
+				}
+				continue
+			}
+			params := store.CreateRunParams{
+				Project: p.Name, Tick: &tick, Definition: src.file.def, Plan: src.file.plan,
+				Trigger: store.Trigger{Event: string(trigger.KindSchedule)},
+			}
+			if repoOK {
+				params.Trigger.Ref, params.Trigger.SHA, params.Trigger.CloneURL = tip.Name, tip.SHA, p.RepoURL
+				params.Trigger.Branch = strings.TrimPrefix(tip.Name, "refs/heads/")
+			}
+			if wf := src.workflow; wf != nil {
+				params.Trigger.WorkflowID, params.Trigger.WorkflowVersion = wf.ID.String(), wf.Version
+				if params.Plan.Name == "" {
+					plan := *params.Plan
+					plan.Name = wf.Name
+					params.Plan = &plan
+				}
+			}
+			run, _, _, err := c.cfg.Store.CreateRun(ctx, params)
+			switch {
+			case errors.Is(err, store.ErrConflict):
+				res.Lost++
+				log.Debug("schedules: another replica fired the tick", "schedule", key, "tick", d.Tick)
+			case err != nil:
+				fail(fmt.Errorf("fire %q: %w", key, err))
+			default:
+				res.Fired = append(res.Fired, run.ID)
+				log.Info("schedules: fired", "schedule", key, "run", run.ID, "sha", params.Trigger.SHA, "reason", d.Reason)
+			}
+		}
+	}
+}
+
+func hasSchedules(sources []scheduleSource) bool {
+	for _, s := range sources {
+		if s.file.plan != nil && s.file.plan.On != nil && len(s.file.plan.On.Schedule) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// scheduleKey names a schedule within its project by where it is declared and what it
+// says, so that a changed cron line or zone is a new schedule with no past.
+func scheduleKey(src string, s pipeline.Schedule) string {
+	tz := s.Timezone
+	if tz == "" {
+		tz = "UTC"
+	}
+	return src + " " + s.Cron + " " + tz
+}
+
+func pipelinePath(p *store.Project) string {
+	if p.PipelinePath == "" {
+		return store.DefaultPipelinePath
+	}
+	return p.PipelinePath
+}
+
+// projectFile resolves the project's default branch and returns its pipeline file there,
+// compiled; nil (and no error) when there is no file or it does not compile, which is
+// logged once per commit.
+func (c *Cron) projectFile(ctx context.Context, p *store.Project) (*cachedFile, source.Ref, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.FetchTimeout)
+	defer cancel()
+	m, err := source.Open(ctx, source.Config{Dir: c.cfg.MirrorsDir, URL: p.RepoURL, Logger: c.cfg.Logger})
+	if err != nil {
+		return nil, source.Ref{}, fmt.Errorf("open the mirror of project %q: %w", p.Name, err)
+	}
+	defer m.Close()
+	tip, err := m.ResolveRef(ctx, "refs/heads/"+p.DefaultBranch)
+	if err != nil {
+		return nil, source.Ref{}, fmt.Errorf("project %q: %w", p.Name, err)
+	}
+	c.mu.Lock()
+	f := c.files[p.ID]
+	c.mu.Unlock()
+	file := pipelinePath(p)
+	at := tip.SHA + ":" + file
+	if f == nil || f.at != at {
+		f = &cachedFile{at: at}
+		def, err := m.ReadFile(ctx, tip.SHA, file)
+		switch {
+		case errors.Is(err, source.ErrNotFound):
+			f.err = fmt.Errorf("no %s at %s", file, tip.SHA)
+		case err != nil:
+			return nil, source.Ref{}, fmt.Errorf("project %q: %w", p.Name, err)
+		default:
+			f.def = def
+			if f.plan, f.err = pipeline.Compile(def, pipeline.Options{Limits: c.cfg.Limits}); f.err != nil {
+				c.cfg.Logger.Warn("schedules: the default branch's pipeline file is invalid; its schedules wait for a valid one",
+					"project", p.Name, "file", file, "sha", tip.SHA, "err", f.err)
+			}
+		}
+		c.mu.Lock()
+		c.files[p.ID] = f
+		c.mu.Unlock()
+	}
+	if f.plan == nil {
+		return nil, tip, nil
+	}
+	return f, tip, nil
+}
+
+// workflowFile returns the workflow's definition compiled, once per version; nil when it
+// does not compile (under limits tighter than when it was stored), logged once.
+func (c *Cron) workflowFile(wf *store.Workflow, log *slog.Logger) *cachedFile {
+	at := fmt.Sprint(wf.Version)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	f := c.flows[wf.ID]
+	if f == nil || f.at != at {
+		f = &cachedFile{at: at, def: wf.Definition}
+		if f.plan, f.err = pipeline.Compile(wf.Definition, pipeline.Options{Limits: c.cfg.Limits}); f.err != nil {
+			log.Warn("schedules: a workflow's definition no longer compiles", "workflow", wf.ID, "version", wf.Version, "err", f.err)
+		}
+		c.flows[wf.ID] = f
+	}
+	if f.plan == nil {
+		return nil
+	}
+	return f
+}

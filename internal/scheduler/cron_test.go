@@ -1,0 +1,266 @@
+package scheduler
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gantry-ci/gantry/internal/clock"
+	"github.com/gantry-ci/gantry/internal/store"
+	"github.com/gantry-ci/gantry/internal/store/postgres"
+	"github.com/gantry-ci/gantry/internal/store/sqlite"
+	"github.com/gantry-ci/gantry/internal/testdb"
+	"github.com/google/uuid"
+)
+
+func TestMain(m *testing.M) { testdb.Main(m) }
+
+// gitRepo is a bare repository on disk, pushed to with the git binary, that a project
+// reaches over file://.
+type gitRepo struct {
+	t          *testing.T
+	bare, work string
+	env        []string
+}
+
+func newGitRepo(t *testing.T) *gitRepo {
+	t.Helper()
+	home := t.TempDir()
+	r := &gitRepo{t: t, bare: filepath.Join(t.TempDir(), "app.git"), work: filepath.Join(home, "work"), env: []string{
+		"PATH=" + os.Getenv("PATH"), "HOME=" + home, "LC_ALL=C", "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null",
+		"GIT_TERMINAL_PROMPT=0", "GIT_AUTHOR_NAME=Gantry Test", "GIT_AUTHOR_EMAIL=test@gantry.invalid",
+		"GIT_COMMITTER_NAME=Gantry Test", "GIT_COMMITTER_EMAIL=test@gantry.invalid",
+	}}
+	r.git("", "init", "--quiet", "--bare", "-b", "main", r.bare)
+	r.git("", "init", "--quiet", "-b", "main", r.work)
+	return r
+}
+
+func (r *gitRepo) git(dir string, args ...string) string {
+	r.t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir, cmd.Env = dir, r.env
+	var out, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &stderr
+	if err := cmd.Run(); err != nil {
+		r.t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+	}
+	return strings.TrimSpace(out.String())
+}
+
+// commit writes .gantry.yml, commits and pushes main; it returns the commit id.
+func (r *gitRepo) commit(pipeline string) string {
+	r.t.Helper()
+	if err := os.WriteFile(filepath.Join(r.work, ".gantry.yml"), []byte(pipeline), 0o644); err != nil {
+		r.t.Fatal(err)
+	}
+	r.git(r.work, "add", "-A")
+	r.git(r.work, "commit", "--quiet", "--allow-empty", "-m", "change")
+	sha := r.git(r.work, "rev-parse", "HEAD")
+	r.git(r.work, "push", "--quiet", "--force", r.bare, "HEAD:refs/heads/main")
+	return sha
+}
+
+func (r *gitRepo) url() string { return "file://" + r.bare }
+
+func testLog(t *testing.T) *slog.Logger {
+	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// Every five minutes, and hourly with missed: run_once.
+const scheduled = `name: nightly
+on:
+  schedule:
+    - cron: "*/5 * * * *"
+    - { cron: "0 * * * *", missed: run_once }
+jobs:
+  build: { steps: [ { run: make } ] }
+`
+
+func connect(t *testing.T, s store.Store, name, url string) *store.Project {
+	t.Helper()
+	p := &store.Project{Name: name, RepoURL: url, Provider: "generic", DefaultBranch: "main", PipelinePath: ".gantry.yml", WebhookSecret: "x"}
+	if err := s.CreateProject(t.Context(), p); err != nil {
+		t.Fatalf("CreateProject: %v", err)
+	}
+	return p
+}
+
+func runsOf(t *testing.T, s store.Store, project string) []*store.Run {
+	t.Helper()
+	runs, err := s.ListRuns(t.Context(), store.ListRunsParams{Project: project, Limit: 500})
+	if err != nil {
+		t.Fatalf("ListRuns: %v", err)
+	}
+	return runs
+}
+
+// TestCronLoopFiresOncePerTick drives Run with a fake clock: each tick of the default
+// branch's file fires one run, at the branch's tip, however many passes see it; a missed
+// tick is given up or run once as its schedule says; a new commit's schedules are read.
+func TestCronLoopFiresOncePerTick(t *testing.T) {
+	t.Parallel()
+	start := time.Date(2026, 3, 2, 12, 3, 0, 0, time.UTC)
+	clk := clock.NewFake(start)
+	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "gantry.db"), sqlite.Options{Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	repo := newGitRepo(t)
+	sha := repo.commit(scheduled)
+	connect(t, st, "app", repo.url())
+	// A registered workflow of another project fires on its own schedule too.
+	wf := &store.Workflow{Project: "ops", Name: "hourly", Definition: []byte("on: { schedule: [ { cron: \"0 * * * *\" } ] }\njobs: { a: { steps: [ { run: \"true\" } ] } }\n")}
+	if err := st.CreateWorkflow(t.Context(), wf); err != nil {
+		t.Fatal(err)
+	}
+
+	passes := make(chan PassResult, 1)
+	c := NewCron(CronConfig{Store: st, Clock: clk, Logger: testLog(t), Every: 15 * time.Second,
+		MirrorsDir: t.TempDir(), Passed: func(r PassResult) { passes <- r }})
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c.Run(ctx)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	// pass waits for the loop's next pass (the first comes at once) and checks what it
+	// fired; advance moves the clock to the next pass first.
+	pass := func(what string, fired, skipped int) PassResult {
+		t.Helper()
+		select {
+		case r := <-passes:
+			if r.Err != nil {
+				t.Fatalf("%s: pass failed: %v", what, r.Err)
+			}
+			if len(r.Fired) != fired || r.Skipped != skipped {
+				t.Fatalf("%s: pass fired %d runs and gave up %d ticks; want %d and %d", what, len(r.Fired), r.Skipped, fired, skipped)
+			}
+			return r
+		case <-time.After(30 * time.Second):
+			t.Fatalf("%s: no pass within 30s", what)
+		}
+		return PassResult{}
+	}
+	advance := func(d time.Duration, what string, fired, skipped int) PassResult {
+		t.Helper()
+		clk.Advance(d)
+		return pass(what, fired, skipped)
+	}
+
+	pass("12:03, no tick since the loop started", 0, 0)
+	advance(15*time.Second, "12:03:15", 0, 0)
+	r := advance(2*time.Minute, "12:05:15, the 12:05 tick", 1, 0)
+	run, err := st.GetRun(t.Context(), r.Fired[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tr := run.Trigger; tr.Event != "schedule" || tr.SHA != sha || tr.Ref != "refs/heads/main" || tr.Branch != "main" || tr.CloneURL != repo.url() {
+		t.Errorf("scheduled run trigger = %+v; want event schedule at %s on main", tr, sha)
+	}
+	advance(15*time.Second, "12:05:30, the same tick again", 0, 0)
+	advance(time.Minute, "12:06:30", 0, 0)
+	// 13:00 is a tick of every schedule; */5 drops the ones it saw no pass for.
+	advance(53*time.Minute+45*time.Second, "13:00:15, every schedule's tick", 3, 0)
+
+	// A pass that comes late, past the on-time window: */5 and the workflow (missed: skip)
+	// give their ticks up; the hourly run_once one fires its 14:00 tick.
+	advance(time.Hour+7*time.Minute, "14:07:15, every tick late", 1, 2)
+	advance(15*time.Second, "14:07:30", 0, 0)
+	if n := len(runsOf(t, st, "app")); n != 4 {
+		t.Errorf("runs of app = %d, want 4", n)
+	}
+	// A new commit's schedules are read: */10 is a new schedule.
+	newSHA := repo.commit(strings.Replace(scheduled, `"*/5 * * * *"`, `"*/10 * * * *"`, 1))
+	r = advance(52*time.Minute+45*time.Second, "15:00:15, every schedule's tick", 3, 0)
+	var workflowRuns, fileRuns int
+	for _, id := range r.Fired {
+		run, err := st.GetRun(t.Context(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case run.Project == "ops" && run.Trigger.WorkflowID == wf.ID.String() && run.Trigger.SHA == "" && run.Name == "hourly":
+			workflowRuns++
+		case run.Project == "app" && run.Trigger.SHA == newSHA:
+			fileRuns++
+		default:
+			t.Errorf("unexpected run %+v", run)
+		}
+	}
+	if workflowRuns != 1 || fileRuns != 2 {
+		t.Errorf("fired %d workflow runs and %d runs of the new commit; want 1 and 2", workflowRuns, fileRuns)
+	}
+	// A disabled workflow does not fire.
+	off := false
+	if _, err := st.UpdateWorkflow(t.Context(), store.UpdateWorkflowParams{ID: wf.ID, Enabled: &off}); err != nil {
+		t.Fatal(err)
+	}
+	advance(time.Hour, "16:00:15", 2, 0)
+}
+
+// TestCronTwoReplicasOnPostgres runs two coordinators' schedule passes at once over one
+// PostgreSQL database, each with its own store and mirrors: every tick fires exactly once.
+func TestCronTwoReplicasOnPostgres(t *testing.T) {
+	t.Parallel()
+	dsn := testdb.Postgres(t)
+	start := time.Date(2026, 3, 2, 12, 4, 50, 0, time.UTC)
+	clk := clock.NewFake(start)
+	repo := newGitRepo(t)
+	repo.commit(scheduled)
+	var crons []*Cron
+	var stores []store.Store
+	for i := range 2 {
+		st, err := postgres.Open(t.Context(), dsn, postgres.Options{Clock: clk})
+		if err != nil {
+			t.Fatalf("open replica %d: %v", i, err)
+		}
+		t.Cleanup(func() { _ = st.Close() })
+		stores = append(stores, st)
+		crons = append(crons, NewCron(CronConfig{Store: st, Clock: clk, Logger: testLog(t).With("replica", i), MirrorsDir: t.TempDir()}))
+	}
+	connect(t, stores[0], "app", repo.url())
+	fired := map[uuid.UUID]bool{}
+	for round := range 6 {
+		// 12:05:00 and then each five minutes: the */5 schedule's ticks.
+		clk.Advance(map[bool]time.Duration{true: 10 * time.Second, false: 5 * time.Minute}[round == 0])
+		var wg sync.WaitGroup
+		results := make([]PassResult, len(crons))
+		for i, c := range crons {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				results[i] = c.Pass(t.Context())
+			}()
+		}
+		wg.Wait()
+		n := 0
+		for i, r := range results {
+			if r.Err != nil {
+				t.Fatalf("round %d: replica %d: %v", round, i, r.Err)
+			}
+			for _, id := range r.Fired {
+				fired[id] = true
+			}
+			n += len(r.Fired)
+		}
+		if n != 1 {
+			t.Fatalf("round %d (%s): the replicas fired %d runs, want exactly 1 (results %+v)", round, clk.Now().Format(time.TimeOnly), n, results)
+		}
+	}
+	if runs := runsOf(t, stores[1], "app"); len(runs) != 6 || len(fired) != 6 {
+		t.Errorf("runs = %d (%d fired), want 6: one per tick", len(runs), len(fired))
+	}
+}
