@@ -342,3 +342,31 @@ jobs:
 `, store.Trigger{SHA: sha, CloneURL: repo.url()})
 	b.wantSuccess(t, run)
 }
+
+// TestWorkspaceIsAbsolute: a worker given a relative work directory still tells its steps
+// an absolute GANTRY_WORKSPACE, which stays right after a step changes directory.
+func TestWorkspaceIsAbsolute(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	cwd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	work, err := filepath.Rel(cwd, t.TempDir())
+	if err != nil || filepath.IsAbs(work) {
+		t.Fatalf("no relative path to the temp dir: %q, %v", work, err)
+	}
+	a := New(Config{Server: b.url, Name: "relative", MaxJobs: 1, WorkDir: work,
+		Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
+	drain, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(drain, drain) }()
+	t.Cleanup(func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("agent: %v", err)
+		}
+	})
+	run := b.submit(t, "jobs:\n  a: {steps: [{run: 'case \"$GANTRY_WORKSPACE\" in /*) ;; *) exit 7 ;; esac; test \"$GANTRY_WORKSPACE\" = \"$(pwd -P)\"'}]}\n")
+	b.wantSuccess(t, run)
+}
