@@ -175,4 +175,24 @@ func TestRunCheckoutFlagsRefused(t *testing.T) {
 			}
 		})
 	}
+
+	t.Run("a repository without a commit", func(t *testing.T) {
+		t.Parallel()
+		empty := t.TempDir()
+		if out, err := exec.Command("git", "init", "--quiet", empty).CombinedOutput(); err != nil {
+			t.Fatalf("git init: %v\n%s", err, out)
+		}
+		file := filepath.Join(empty, "p.yml")
+		if err := os.WriteFile(file, []byte(showPipeline), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		got := runCLI(t, invocation{args: []string{"run", file}})
+		want := empty + " has no commit to check out yet; commit first, or run with --no-checkout"
+		if got.code != exitFailure || !strings.Contains(got.stderr, want) {
+			t.Errorf("exit %d, stderr %q; want %d and %q", got.code, got.stderr, exitFailure, want)
+		}
+		if got := runCLI(t, invocation{args: []string{"run", "--no-checkout", file}}); got.code != exitOK {
+			t.Errorf("--no-checkout: exit %d\n%s%s", got.code, got.stdout, got.stderr)
+		}
+	})
 }
