@@ -54,12 +54,14 @@ func ownCacheDir(dir string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("create the mirror cache: %w", err)
 	}
-	fi, err := os.Lstat(dir)
+	// A symbolic link is followed (a configured cache may live elsewhere): what it leads to
+	// must pass the same checks.
+	fi, err := os.Stat(dir)
 	if err != nil {
 		return fmt.Errorf("mirror cache: %w", err)
 	}
 	if !fi.IsDir() {
-		return fmt.Errorf("mirror cache %s is not a directory (a symbolic link?); choose another with --mirrors", dir)
+		return fmt.Errorf("mirror cache %s is not a directory; choose another with --mirrors", dir)
 	}
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Geteuid() {
 		return fmt.Errorf("mirror cache %s belongs to uid %d, not to this worker's user; choose another with --mirrors", dir, st.Uid)
