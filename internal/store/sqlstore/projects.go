@@ -157,8 +157,13 @@ func (e *Engine) DeleteProject(ctx context.Context, name string) error {
 		if runs > 0 {
 			return fmt.Errorf("delete project %q: %d runs belong to it: %w", name, runs, store.ErrConflict)
 		}
+		// Its deliveries and outbound webhook subscriptions are its settings, not history:
+		// they go with it.
 		if _, err := t.exec(`DELETE FROM hook_deliveries WHERE project_id = ?`, id); err != nil {
 			return fmt.Errorf("delete project %q: deliveries: %w", name, err)
+		}
+		if _, err := t.exec(`DELETE FROM project_webhooks WHERE project_id = ?`, id); err != nil {
+			return fmt.Errorf("delete project %q: webhooks: %w", name, err)
 		}
 		if _, err := t.exec(`DELETE FROM project_webhooks WHERE project_id = ?`, id); err != nil {
 			return fmt.Errorf("delete project %q: webhooks: %w", name, err)

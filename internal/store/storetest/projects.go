@@ -141,12 +141,20 @@ func testProjectDelete(t *testing.T, h Harness) {
 	if _, _, err := b.s.RecordDelivery(b.ctx, &store.Delivery{ProjectID: idle.ID, DeliveryID: "d1", Event: "ping"}); err != nil {
 		t.Fatal(err)
 	}
+	// Its outbound webhook subscriptions do not keep it (nor are they left behind).
+	if err := b.s.CreateWebhook(b.ctx, &store.Webhook{ProjectID: idle.ID, URL: "https://hooks.example.com/x", Secret: "k",
+		Events: []string{store.WebhookRunFinished}}); err != nil {
+		t.Fatal(err)
+	}
 	if err := b.s.DeleteProject(b.ctx, "idle"); err != nil {
 		t.Fatalf("DeleteProject: %v", err)
 	}
 	_, err := b.s.GetProjectByName(b.ctx, "idle")
 	wantErr(t, "GetProjectByName after delete", err, store.ErrNotFound)
 	wantErr(t, "DeleteProject again", b.s.DeleteProject(b.ctx, "idle"), store.ErrNotFound)
+	if hooks, err := b.s.ListWebhooks(b.ctx, idle.ID); err != nil || len(hooks) != 0 {
+		t.Errorf("webhooks of the deleted project = %v, %v; want none", hooks, err)
+	}
 	// The name is free again, for a new project or for a run that makes one on first use.
 	run, _ := b.createRun(`jobs: { a: { steps: [ { run: "true" } ] } }`, store.CreateRunParams{Project: "idle"})
 	if run.ProjectID == idle.ID {
