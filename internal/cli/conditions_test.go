@@ -57,10 +57,11 @@ func TestRunSkipsGatedRootJobs(t *testing.T) {
 	jobs := []gatedJob{
 		{name: "build", runs: true},
 		{name: "never", extra: `if: "false"`, reason: "if: false was false"},
-		// gantry run starts its runs from the API, on no branch.
+		// gantry run starts its runs as a push (--event) would, here on no branch: the file
+		// is in no git work tree.
 		{name: "mainonly", extra: `if: branch == "main"`, reason: `if: branch == "main" was false`},
-		{name: "pushonly", extra: `if: event == "push"`, reason: `if: event == "push" was false`},
-		{name: "apionly", extra: `if: event == "api"`, runs: true},
+		{name: "pushonly", extra: `if: event == "push"`, runs: true},
+		{name: "apionly", extra: `if: event == "api"`, reason: `if: event == "api" was false`},
 		{name: "after", extra: "needs: [never]", reason: "a job it needs (never) was skipped"},
 		{name: "cleanup", extra: "needs: [never]\nif: always()", runs: true},
 	}
