@@ -170,7 +170,14 @@ func (s *Server) createWebhook(w http.ResponseWriter, r *http.Request) {
 		_, _ = rand.Read(b)
 		secret = hex.EncodeToString(b)
 	}
-	h := &store.Webhook{ProjectID: p.ID, URL: req.URL, Secret: secret, Events: slices.Compact(slices.Sorted(slices.Values(req.Events)))}
+	// In the order the store lists them, so the answer reads like a later list.
+	var events []string
+	for _, ev := range []string{store.WebhookRunFinished, store.WebhookJobFinished} {
+		if slices.Contains(req.Events, ev) {
+			events = append(events, ev)
+		}
+	}
+	h := &store.Webhook{ProjectID: p.ID, URL: req.URL, Secret: secret, Events: events}
 	if err := s.store.CreateWebhook(r.Context(), h); err != nil {
 		s.storeError(w, r, "create webhook", err)
 		return
