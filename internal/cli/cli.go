@@ -159,6 +159,7 @@ func (a *app) rootCommand() *cobra.Command {
 		a.artifactsCommand(),
 		a.benchCommand(),
 		a.cancelCommand(),
+		a.dispatchCommand(),
 		a.logsCommand(),
 		a.outboxCommand(),
 		a.validateCommand(),
@@ -172,6 +173,7 @@ func (a *app) rootCommand() *cobra.Command {
 		a.tokenCommand(),
 		a.upCommand(),
 		a.versionCommand(),
+		a.workflowCommand(),
 		a.workerCommand(),
 		a.workersCommand(),
 	)
