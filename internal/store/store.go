@@ -413,9 +413,9 @@ type Projects interface {
 	// UpdateProject replaces the settings of the project named p.Name (every field but ID,
 	// Name and CreatedAt) and sets UpdatedAt; ErrNotFound when none has the name.
 	UpdateProject(ctx context.Context, p *Project) error
-	// DeleteProject deletes the named project, its deliveries and its outbound webhook
-	// subscriptions. ErrNotFound when none has the name; ErrConflict while runs belong to
-	// it, so no run loses its project.
+	// DeleteProject deletes the named project, its deliveries, outbound webhook
+	// subscriptions, registered workflows and schedule ticks. ErrNotFound when none has
+	// the name; ErrConflict while runs belong to it, so no run loses its project.
 	DeleteProject(ctx context.Context, name string) error
 	// GetDelivery returns the delivery the project recorded under deliveryID;
 	// ErrNotFound when it has none.

@@ -165,8 +165,12 @@ func (e *Engine) DeleteProject(ctx context.Context, name string) error {
 		if _, err := t.exec(`DELETE FROM project_webhooks WHERE project_id = ?`, id); err != nil {
 			return fmt.Errorf("delete project %q: webhooks: %w", name, err)
 		}
-		if _, err := t.exec(`DELETE FROM project_webhooks WHERE project_id = ?`, id); err != nil {
-			return fmt.Errorf("delete project %q: webhooks: %w", name, err)
+		// PostgreSQL cascades these; SQLite, without foreign keys on, would keep them.
+		if _, err := t.exec(`DELETE FROM schedule_ticks WHERE project_id = ?`, id); err != nil {
+			return fmt.Errorf("delete project %q: schedule ticks: %w", name, err)
+		}
+		if _, err := t.exec(`DELETE FROM workflows WHERE project_id = ?`, id); err != nil {
+			return fmt.Errorf("delete project %q: workflows: %w", name, err)
 		}
 		if _, err := t.exec(`DELETE FROM projects WHERE id = ?`, id); err != nil {
 			return fmt.Errorf("delete project %q: %w", name, err)

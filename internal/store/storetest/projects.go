@@ -141,6 +141,10 @@ func testProjectDelete(t *testing.T, h Harness) {
 	if _, _, err := b.s.RecordDelivery(b.ctx, &store.Delivery{ProjectID: idle.ID, DeliveryID: "d1", Event: "ping"}); err != nil {
 		t.Fatal(err)
 	}
+	wf := &store.Workflow{Project: "idle", Name: "nightly", Definition: []byte(`jobs: { a: { steps: [ { run: "true" } ] } }`)}
+	if err := b.s.CreateWorkflow(b.ctx, wf); err != nil {
+		t.Fatal(err)
+	}
 	// Its outbound webhook subscriptions do not keep it (nor are they left behind).
 	if err := b.s.CreateWebhook(b.ctx, &store.Webhook{ProjectID: idle.ID, URL: "https://hooks.example.com/x", Secret: "k",
 		Events: []string{store.WebhookRunFinished}}); err != nil {
@@ -155,6 +159,8 @@ func testProjectDelete(t *testing.T, h Harness) {
 	if hooks, err := b.s.ListWebhooks(b.ctx, idle.ID); err != nil || len(hooks) != 0 {
 		t.Errorf("webhooks of the deleted project = %v, %v; want none", hooks, err)
 	}
+	_, err = b.s.GetWorkflow(b.ctx, wf.ID)
+	wantErr(t, "GetWorkflow of the deleted project's workflow", err, store.ErrNotFound)
 	// The name is free again, for a new project or for a run that makes one on first use.
 	run, _ := b.createRun(`jobs: { a: { steps: [ { run: "true" } ] } }`, store.CreateRunParams{Project: "idle"})
 	if run.ProjectID == idle.ID {
