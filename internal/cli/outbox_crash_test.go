@@ -70,6 +70,21 @@ func waitFor(t *testing.T, what string, within time.Duration, cond func() bool) 
 // same store delivers it once the forge is back, exactly once.
 func TestOutboxSurvivesCoordinatorCrash(t *testing.T) {
 	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		db   func(t *testing.T) string
+	}{
+		{"sqlite", func(t *testing.T) string { return "sqlite://" + testdb.SQLitePath(t) }},
+		{"postgres", func(t *testing.T) string { return testdb.Postgres(t) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			testOutboxCrash(t, tc.db(t))
+		})
+	}
+}
+
+func testOutboxCrash(t *testing.T, db string) {
 	forge := &failingForge{}
 	forgeSrv := httptest.NewServer(forge)
 	t.Cleanup(forgeSrv.Close)
@@ -77,7 +92,6 @@ func TestOutboxSurvivesCoordinatorCrash(t *testing.T) {
 	if err := os.WriteFile(tokenFile, []byte("ghp_crash\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	db := "sqlite://" + testdb.SQLitePath(t)
 	flags := []string{"--outbox-backoff", "100ms", "--outbox-hold", "2s"}
 	client := &http.Client{Timeout: 10 * time.Second}
 
