@@ -1,11 +1,8 @@
 package source_test
 
 import (
-	"bufio"
 	"context"
-	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -14,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gantry-ci/gantry/internal/source"
+	"github.com/gantry-ci/gantry/internal/source/sourcetest"
 )
 
 // TestMain runs a helper process when asked (see TestEnsureCommitAcrossProcesses), and
@@ -49,63 +47,8 @@ func buildBenchRepo() (root, sha string, err error) {
 	if err != nil {
 		return "", "", err
 	}
-	bare := filepath.Join(root, "big.git")
-	env := testEnv(root)
-	run := func(stdin func(w *bufio.Writer) error, args ...string) (string, error) {
-		cmd := exec.Command("git", args...)
-		cmd.Env = env
-		var out []byte
-		if stdin != nil {
-			in, err := cmd.StdinPipe()
-			if err != nil {
-				return "", err
-			}
-			if err := cmd.Start(); err != nil {
-				return "", err
-			}
-			w := bufio.NewWriterSize(in, 1<<20)
-			werr := stdin(w)
-			if werr == nil {
-				werr = w.Flush()
-			}
-			in.Close()
-			if err := cmd.Wait(); err != nil || werr != nil {
-				return "", fmt.Errorf("git %v: %v %v", args, err, werr)
-			}
-			return "", nil
-		}
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			return "", fmt.Errorf("git %v: %v: %s", args, err, out)
-		}
-		return string(out), nil
-	}
-	if _, err := run(nil, "init", "--quiet", "--bare", "-b", "main", bare); err != nil {
-		return root, "", err
-	}
-	_, err = run(func(w *bufio.Writer) error {
-		n := 0
-		for c := range benchCommits {
-			msg := "commit " + strconv.Itoa(c) + "\n"
-			fmt.Fprintf(w, "commit refs/heads/main\ncommitter Bench <bench@gantry.invalid> %d +0000\ndata %d\n%s", 1700000000+c, len(msg), msg)
-			for range benchFilesPerCommit {
-				content := fmt.Sprintf("file %d\n%0200d\n", n, n)
-				fmt.Fprintf(w, "M 100644 inline d%02d/s%02d/f%05d.txt\ndata %d\n%s\n", n%50, (n/50)%20, n, len(content), content)
-				n++
-			}
-			content := "changed in " + strconv.Itoa(c) + "\n"
-			fmt.Fprintf(w, "M 100644 inline README\ndata %d\n%s\n", len(content), content)
-		}
-		return nil
-	}, "-C", bare, "fast-import", "--quiet")
-	if err != nil {
-		return root, "", err
-	}
-	out, err := run(nil, "-C", bare, "rev-parse", "main")
-	if err != nil {
-		return root, "", err
-	}
-	return root, out[:40], nil
+	sha, err = sourcetest.BigRepo(context.Background(), filepath.Join(root, "big.git"), benchCommits, benchFilesPerCommit, nil)
+	return root, sha, err
 }
 
 // BenchmarkCheckout checks out the head of a 10,000-file, 1,000-commit repository from a
