@@ -9,10 +9,12 @@ import { workersPage } from "./workers.js";
 import { statsPage } from "./stats.js";
 import { signinPage } from "./signin.js";
 import { submitPage } from "./submit.js";
+import { dispatchPage } from "./dispatch.js";
 
 const routes = [
   [/^\/(?:runs)?$/, runsPage, "runs"],
   [/^\/runs\/new$/, submitPage, "new"],
+  [/^\/dispatch$/, dispatchPage, "dispatch"],
   [/^\/runs\/([^/]+)$/, runPage, "runs"],
   [/^\/jobs\/([^/]+)$/, jobPage, "runs"],
   [/^\/workers$/, workersPage, "workers"],
