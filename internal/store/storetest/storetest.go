@@ -83,6 +83,7 @@ var groups = []struct {
 	{"Projects", projectTests},
 	{"Workflows", workflowTests},
 	{"Schedules", scheduleTests},
+	{"Secrets", secretTests},
 }
 
 const (
