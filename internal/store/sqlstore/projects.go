@@ -41,6 +41,10 @@ func (e *Engine) CreateProject(ctx context.Context, p *store.Project) error {
 	if err := checkProject("create project", p); err != nil {
 		return err
 	}
+	audit, err := auditOf(ctx)
+	if err != nil {
+		return fmt.Errorf("create project %q: %w", p.Name, err)
+	}
 	return e.write(ctx, func(t *tx) error {
 		now := us(e.clock.Now())
 		var id uuid.UUID
@@ -76,7 +80,7 @@ func (e *Engine) CreateProject(ctx context.Context, p *store.Project) error {
 			}
 		}
 		p.ID, p.CreatedAt, p.UpdatedAt = id, fromUS(created), fromUS(now)
-		return nil
+		return t.appendAudit(audit)
 	})
 }
 
@@ -118,6 +122,10 @@ func (e *Engine) UpdateProject(ctx context.Context, p *store.Project) error {
 	if err := checkProject("update project", p); err != nil {
 		return err
 	}
+	audit, err := auditOf(ctx)
+	if err != nil {
+		return fmt.Errorf("update project %q: %w", p.Name, err)
+	}
 	return e.write(ctx, func(t *tx) error {
 		now := us(e.clock.Now())
 		res, err := t.exec(`UPDATE projects SET repo_url = ?, provider = ?, pipeline_path = ?, default_branch = ?,
@@ -135,12 +143,16 @@ func (e *Engine) UpdateProject(ctx context.Context, p *store.Project) error {
 			return fmt.Errorf("update project %q: read back: %w", p.Name, err)
 		}
 		p.CreatedAt, p.UpdatedAt = fromUS(created), fromUS(now)
-		return nil
+		return t.appendAudit(audit)
 	})
 }
 
 // DeleteProject implements store.Projects.
 func (e *Engine) DeleteProject(ctx context.Context, name string) error {
+	audit, err := auditOf(ctx)
+	if err != nil {
+		return fmt.Errorf("delete project %q: %w", name, err)
+	}
 	return e.write(ctx, func(t *tx) error {
 		var id uuid.UUID
 		err := t.row(`SELECT id FROM projects WHERE name = ?`, name).Scan(&id)
@@ -177,7 +189,7 @@ func (e *Engine) DeleteProject(ctx context.Context, name string) error {
 		}
 		// The next run under this name makes a new project rather than naming the old id.
 		t.onCommit = append(t.onCommit, func() { e.projects.Delete(name) })
-		return nil
+		return t.appendAudit(audit)
 	})
 }
 

@@ -24,6 +24,10 @@ func (e *Engine) CreateToken(ctx context.Context, tk *store.Token) error {
 	if tk.ParentID != uuid.Nil {
 		parent = tk.ParentID.String()
 	}
+	audit, err := auditOf(ctx)
+	if err != nil {
+		return fmt.Errorf("create token: %w", err)
+	}
 	return e.write(ctx, func(t *tx) error {
 		if parent != "" {
 			// Checked in the same transaction as the insert, so a revocation either
@@ -51,7 +55,7 @@ func (e *Engine) CreateToken(ctx context.Context, tk *store.Token) error {
 			return fmt.Errorf("create token: hash already taken: %w", store.ErrConflict)
 		}
 		tk.RevokedAt, tk.LastUsedAt = time.Time{}, time.Time{}
-		return nil
+		return t.appendAudit(audit)
 	})
 }
 
@@ -132,6 +136,10 @@ func (e *Engine) ListTokens(ctx context.Context, p store.ListTokensParams) ([]*s
 
 // RevokeToken implements store.Tokens.
 func (e *Engine) RevokeToken(ctx context.Context, id uuid.UUID) error {
+	audit, err := auditOf(ctx)
+	if err != nil {
+		return fmt.Errorf("revoke token %s: %w", id, err)
+	}
 	return e.write(ctx, func(t *tx) error {
 		var found string
 		if err := t.row(`SELECT name FROM tokens WHERE id = ?`, id).Scan(&found); isNoRows(err) {
@@ -143,7 +151,7 @@ func (e *Engine) RevokeToken(ctx context.Context, id uuid.UUID) error {
 			us(e.clock.Now()), id, id.String()); err != nil {
 			return fmt.Errorf("revoke token %s: %w", id, err)
 		}
-		return nil
+		return t.appendAudit(audit)
 	})
 }
 

@@ -84,6 +84,7 @@ var groups = []struct {
 	{"Workflows", workflowTests},
 	{"Schedules", scheduleTests},
 	{"Secrets", secretTests},
+	{"Audit", auditTests},
 }
 
 const (
