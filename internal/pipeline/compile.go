@@ -405,7 +405,7 @@ func (d *decoder) buildJob(s *spec, j *jobSpec, in instance, cond *Condition) *J
 			next[k] = v
 		}
 		for _, v := range layer {
-			next[v.name] = d.substitute(v.value, in, env)
+			next[v.name] = d.substituteEnv(v.value, in, env)
 		}
 		env = next
 	}
@@ -461,7 +461,7 @@ func (d *decoder) buildJob(s *spec, j *jobSpec, in instance, cond *Condition) *J
 				stepEnv[k] = v
 			}
 			for _, v := range st.env {
-				step.Env[v.name] = d.substitute(v.value, in, env)
+				step.Env[v.name] = d.substituteEnv(v.value, in, env)
 				stepEnv[v.name] = step.Env[v.name]
 			}
 		}

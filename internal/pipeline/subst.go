@@ -8,12 +8,23 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-var refPattern = regexp.MustCompile(`^(matrix|env)\.([A-Za-z_][A-Za-z0-9_-]*)$`)
+var refPattern = regexp.MustCompile(`^(matrix|env|secrets)\.([A-Za-z_][A-Za-z0-9_-]*)$`)
 
 // substitute replaces every ${{ matrix.NAME }} and ${{ env.NAME }} in t. Anything else
 // inside ${{ }} is an error: these are resolved when the plan is made, and a reference that
 // cannot be resolved then would otherwise reach a shell as literal text.
 func (d *decoder) substitute(t text, matrix []MatrixValue, env map[string]string) string {
+	return d.substituteRefs(t, matrix, env, false)
+}
+
+// substituteEnv is substitute for an env value, where ${{ secrets.NAME }} may also stand:
+// it is kept as a reference, written canonically, and resolved only by the worker that
+// claims the job, so no secret's value is ever part of a plan.
+func (d *decoder) substituteEnv(t text, matrix []MatrixValue, env map[string]string) string {
+	return d.substituteRefs(t, matrix, env, true)
+}
+
+func (d *decoder) substituteRefs(t text, matrix []MatrixValue, env map[string]string, secrets bool) string {
 	s := t.v
 	if !strings.Contains(s, "${{") {
 		return s
@@ -43,10 +54,22 @@ func (d *decoder) substitute(t text, matrix []MatrixValue, env map[string]string
 				d.addAt(ErrUnknownReference, t, offset, "%s", missingMatrixMessage(m[2], matrix))
 			}
 			b.WriteString(v)
+		case m[1] == "secrets":
+			switch {
+			case !secrets:
+				d.addAt(ErrUnknownReference, t, offset, "${{ secrets.%s }} may only stand in an env value; set it in env and read it in the step as $%s", m[2], m[2])
+			case !ValidSecretName(m[2]):
+				d.addAt(ErrInvalid, t, offset, "secrets.%s: a secret's name is upper case letters, digits and _, not starting with a digit", m[2])
+			}
+			b.WriteString(SecretRef(m[2]))
 		default:
 			v, ok := env[m[2]]
 			if !ok {
 				d.addAt(ErrUnknownReference, t, offset, "env.%s is not set here%s", m[2], suggest(m[2], sortedKeys(env)))
+			}
+			if !secrets && len(SecretRefs(v)) > 0 {
+				d.addAt(ErrInvalid, t, offset, "env.%s holds a secret, which is resolved only when the job runs; read it in the step as $%s", m[2], m[2])
+				v = ""
 			}
 			b.WriteString(v)
 		}
