@@ -157,7 +157,33 @@ func (c *Cron) Pass(ctx context.Context) PassResult {
 		}
 		c.passProject(ctx, p, byProject[p.ID], &res, fail)
 	}
+	c.forget(projects, flows)
 	return res
+}
+
+// forget drops the compiled files of projects and workflows that are gone (or disabled),
+// so the cache holds only what the next pass may use.
+func (c *Cron) forget(projects []*store.Project, flows []*store.Workflow) {
+	keepP := make(map[uuid.UUID]bool, len(projects))
+	for _, p := range projects {
+		keepP[p.ID] = true
+	}
+	keepW := make(map[uuid.UUID]bool, len(flows))
+	for _, wf := range flows {
+		keepW[wf.ID] = true
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for id := range c.files {
+		if !keepP[id] {
+			delete(c.files, id)
+		}
+	}
+	for id := range c.flows {
+		if !keepW[id] {
+			delete(c.flows, id)
+		}
+	}
 }
 
 func (c *Cron) passProject(ctx context.Context, p *store.Project, flows []*store.Workflow, res *PassResult, fail func(error)) {
