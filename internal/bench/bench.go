@@ -144,6 +144,9 @@ func Scenarios() []Scenario {
 		logIngestScenario(),
 		cancelScenario(),
 		artifactsScenario(),
+		hooksLatencyScenario(),
+		hooksThroughputScenario(),
+		checkoutScenario(),
 	}
 }
 

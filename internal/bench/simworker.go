@@ -39,6 +39,9 @@ type simStats struct {
 	errs       atomic.Int64
 	firstErr   atomic.Pointer[error]
 	onComplete func()
+	// onClaim, when set, is told of each job claimed: its run and when the claim answer
+	// arrived.
+	onClaim func(runID string, at time.Time)
 }
 
 func (s *simStats) fail(err error) {
@@ -57,6 +60,7 @@ func (s *simStats) err() error {
 type claimAnswer struct {
 	Jobs []struct {
 		ID       string `json:"id"`
+		RunID    string `json:"run_id"`
 		QueuedAt string `json:"queued_at"`
 		Lease    struct {
 			Token          string `json:"token"`
@@ -123,6 +127,9 @@ func (w *simWorker) run(ctx context.Context) error {
 				w.stats.dispatch.add(got.Sub(q))
 			}
 			w.stats.claimed.Add(1)
+			if w.stats.onClaim != nil {
+				w.stats.onClaim(j.RunID, got)
+			}
 			every, _ := time.ParseDuration(j.Lease.HeartbeatEvery)
 			jobs.Add(1)
 			go func() {

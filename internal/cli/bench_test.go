@@ -95,6 +95,9 @@ func testBench(t *testing.T, store string, scenarios []string) {
 		"logs-ingest":      {"lines/s", "append p99"},
 		"cancel":           {"cancel p50", "cancel p99"},
 		"artifacts":        {"hashing", "upload", "download", "worker peak RSS", "server peak RSS"},
+		"hooks-latency":    {"webhook to running p50", "webhook to running p99", "webhook answer p99"},
+		"hooks-throughput": {"webhooks/s", "jobs created", "webhook answer p99"},
+		"checkout":         {"checkout p50", "checkout p99", "first checkout, cold mirror", "checkout on tmpfs p50", "checkout on tmpfs p99"},
 	}
 	for name, r := range got {
 		for _, m := range positive[name] {
@@ -102,6 +105,17 @@ func testBench(t *testing.T, store string, scenarios []string) {
 				t.Errorf("%s: %s = %v (present %v), want a positive measurement", name, m, v, ok)
 			}
 		}
+	}
+	if len(scenarios) == 0 {
+		// Issue 17's measurements: webhook to running, webhooks/s, checkout from a warm mirror.
+		for _, name := range []string{"hooks-latency", "hooks-throughput", "checkout"} {
+			if got[name] == nil {
+				t.Errorf("no result for %s", name)
+			}
+		}
+	}
+	if r := got["checkout"]; r != nil && !strings.Contains(strings.Join(r.Notes, "\n"), "(tmpfs)") {
+		t.Errorf("checkout: the notes do not say which workspaces were on a tmpfs: %q", r.Notes)
 	}
 	if r := got["concurrency"]; r != nil {
 		if v, _ := r.Metric("leases expired"); v != 0 {
