@@ -56,6 +56,7 @@ type Service struct {
 
 	mu       sync.Mutex
 	attempts map[Key]*attemptState
+	secrets  SecretSource // see UseSecrets
 
 	notices chan Key // keys with unannounced lines, for the notice loop
 	stop    context.CancelFunc
@@ -66,6 +67,9 @@ type attemptState struct {
 	mu        sync.Mutex
 	checked   bool // truncated is known
 	truncated bool
+	// masker masks the attempt's secret values; maskKnown says it was resolved.
+	masker    *masker
+	maskKnown bool
 }
 
 // NewService starts a service; Close stops it.
@@ -150,6 +154,9 @@ func (s *Service) Append(ctx context.Context, k Key, lines []Line) (next int64, 
 	}
 	if len(todo) == 0 {
 		return st.Next, false, nil
+	}
+	if err := s.maskSecrets(ctx, k, a, todo); err != nil {
+		return 0, false, fmt.Errorf("mask the log's secrets: %w", err)
 	}
 	// Encoding every line to measure it would double the cost of an append, so the
 	// lines are measured only when even their largest encoding might not fit.

@@ -1,0 +1,96 @@
+package logs
+
+import (
+	"context"
+	"encoding/base64"
+	"net/url"
+	"slices"
+)
+
+// SecretForms returns the forms of a secret value that logs mask besides the value
+// itself: its base64 (standard and URL alphabets, padded and not) and its URL-encoded
+// forms (query and path escaping). A multi-line value's lines are masked one by one by
+// Mask; these forms are of the whole value.
+func SecretForms(value string) []string {
+	out := []string{value}
+	add := func(f string) {
+		if f != "" && !slices.Contains(out, f) {
+			out = append(out, f)
+		}
+	}
+	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.RawStdEncoding, base64.URLEncoding, base64.RawURLEncoding} {
+		add(enc.EncodeToString([]byte(value)))
+	}
+	add(url.QueryEscape(value))
+	add(url.PathEscape(value))
+	return out
+}
+
+// MaskSecret registers a delivered secret value and each of its SecretForms.
+func (r *Recorder) MaskSecret(value string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, f := range SecretForms(value) {
+		r.addMask(f)
+	}
+}
+
+// SecretSource resolves the secret values a job attempt was given, for a coordinator
+// that did not hand the attempt out itself (another replica did, or it restarted).
+type SecretSource func(ctx context.Context, k Key) ([]string, error)
+
+// UseSecrets makes the service mask, in every line it stores, the secret values of the
+// line's job attempt: those Remember was given, else what src resolves. It is defense in
+// depth: a worker masks them before they are sent, unless it is too old to know them.
+func (s *Service) UseSecrets(src SecretSource) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.secrets = src
+}
+
+// RememberSecrets keeps the values handed out with attempt k in memory until the
+// attempt's log ends (End), so its lines are masked without asking the store.
+func (s *Service) RememberSecrets(k Key, values []string) {
+	m := newSecretMasker(values)
+	a := s.attempt(k)
+	a.mu.Lock()
+	a.masker, a.maskKnown = m, true
+	a.mu.Unlock()
+}
+
+func newSecretMasker(values []string) *masker {
+	m := &masker{}
+	for _, v := range values {
+		for _, f := range SecretForms(v) {
+			m.add(f)
+		}
+	}
+	return m
+}
+
+// maskSecrets masks lines with the attempt's secrets, resolving them first when this
+// service has not yet. Callers hold a.mu. A failure to resolve refuses the batch: the
+// worker sends it again rather than it being stored unmasked.
+func (s *Service) maskSecrets(ctx context.Context, k Key, a *attemptState, lines []Line) error {
+	if !a.maskKnown {
+		s.mu.Lock()
+		src := s.secrets
+		s.mu.Unlock()
+		if src == nil {
+			return nil
+		}
+		values, err := src(ctx, k)
+		if err != nil {
+			return err
+		}
+		a.masker, a.maskKnown = newSecretMasker(values), true
+	}
+	if a.masker == nil || len(a.masker.secrets) == 0 {
+		return nil
+	}
+	for i := range lines {
+		masked, _ := a.masker.mask(nil, []byte(lines[i].Text), true)
+		lines[i].Text = string(masked)
+	}
+	return nil
+}

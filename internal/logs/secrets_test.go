@@ -1,0 +1,152 @@
+package logs
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/google/uuid"
+)
+
+const testSecret = "s3cr3t/value+with?odd&chars="
+
+// secretTexts are lines that each carry a form of testSecret.
+func secretTexts() []string {
+	return []string{
+		"plain " + testSecret + " end",
+		"std " + base64.StdEncoding.EncodeToString([]byte(testSecret)),
+		"raw " + base64.RawStdEncoding.EncodeToString([]byte(testSecret)) + "!",
+		"url " + base64.URLEncoding.EncodeToString([]byte(testSecret)),
+		"rawurl " + base64.RawURLEncoding.EncodeToString([]byte(testSecret)) + ".",
+		"query ?k=" + url.QueryEscape(testSecret),
+		"path /" + url.PathEscape(testSecret) + "/x",
+	}
+}
+
+func assertMasked(t *testing.T, lines []Line, values ...string) {
+	t.Helper()
+	for _, l := range lines {
+		for _, v := range values {
+			for _, f := range SecretForms(v) {
+				if strings.Contains(l.Text, f) {
+					t.Errorf("line %q holds a form of a secret (%q)", l.Text, f)
+				}
+			}
+		}
+		if !strings.Contains(l.Text, maskText) {
+			t.Errorf("line %q masks nothing", l.Text)
+		}
+	}
+}
+
+func TestRecorderMasksSecretForms(t *testing.T) {
+	t.Parallel()
+	r, b := setupRecorder(t, 1<<16)
+	r.MaskSecret(testSecret)
+	multi := "-----BEGIN KEY-----\nAAAAline2secret\nBBBBline3secret\n-----END KEY-----"
+	r.MaskSecret(multi)
+	w := r.Writer(Stdout)
+	for _, s := range secretTexts() {
+		write(t, w, s+"\n")
+	}
+	for _, l := range strings.Split(multi, "\n") {
+		write(t, w, "> "+l+"\n")
+	}
+	// ::add-mask:: keeps working beside delivered secrets.
+	write(t, w, "::add-mask::runtime-token-123\n")
+	write(t, w, "got runtime-token-123\n")
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b.sink.mu.Lock()
+	defer b.sink.mu.Unlock()
+	assertMasked(t, b.sink.lines, testSecret, "runtime-token-123")
+	for _, l := range b.sink.lines {
+		for _, piece := range strings.Split(multi, "\n") {
+			if strings.Contains(l.Text, piece) {
+				t.Errorf("line %q holds a line of a multi-line secret", l.Text)
+			}
+		}
+	}
+	if n := len(b.sink.lines); n != len(secretTexts())+4+1 {
+		t.Errorf("%d lines, want %d", n, len(secretTexts())+5)
+	}
+}
+
+func TestServiceMasksSecrets(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	lines := func() []Line {
+		var out []Line
+		for i, s := range secretTexts() {
+			out = append(out, Line{Seq: int64(i + 1), TS: 1, Stream: Stdout, Text: s})
+		}
+		return out
+	}
+	t.Run("remembered", func(t *testing.T) {
+		st := openTestFiles(t)
+		svc := NewService(Config{Storage: st})
+		defer svc.Close()
+		k := Key{Job: uuid.New(), Attempt: 1}
+		svc.RememberSecrets(k, []string{testSecret})
+		if _, _, err := svc.Append(ctx, k, lines()); err != nil {
+			t.Fatal(err)
+		}
+		got, err := svc.Read(ctx, k, 0, 100)
+		if err != nil || len(got) != len(secretTexts()) {
+			t.Fatalf("Read = %d lines, %v", len(got), err)
+		}
+		assertMasked(t, got, testSecret)
+	})
+	t.Run("resolved on demand", func(t *testing.T) {
+		st := openTestFiles(t)
+		svc := NewService(Config{Storage: st})
+		defer svc.Close()
+		k := Key{Job: uuid.New(), Attempt: 2}
+		calls := 0
+		fail := true
+		svc.UseSecrets(func(ctx context.Context, got Key) ([]string, error) {
+			calls++
+			if got != k {
+				t.Errorf("resolved %v, want %v", got, k)
+			}
+			if fail {
+				return nil, errors.New("store down")
+			}
+			return []string{testSecret}, nil
+		})
+		// A batch that cannot be masked is refused, not stored as it is.
+		if _, _, err := svc.Append(ctx, k, lines()); err == nil {
+			t.Fatal("Append stored a batch whose secrets could not be resolved")
+		}
+		fail = false
+		if _, _, err := svc.Append(ctx, k, lines()); err != nil {
+			t.Fatal(err)
+		}
+		more := []Line{{Seq: int64(len(secretTexts()) + 1), TS: 1, Stream: Stdout, Text: "again " + testSecret}}
+		if _, _, err := svc.Append(ctx, k, more); err != nil {
+			t.Fatal(err)
+		}
+		if calls != 2 {
+			t.Errorf("resolved %d times, want 2 (once failing, then kept for the attempt)", calls)
+		}
+		got, err := svc.Read(ctx, k, 0, 100)
+		if err != nil || len(got) != len(secretTexts())+1 {
+			t.Fatalf("Read = %d lines, %v", len(got), err)
+		}
+		assertMasked(t, got, testSecret)
+	})
+}
+
+func openTestFiles(t *testing.T) *FileStorage {
+	t.Helper()
+	fs, err := OpenFileStorage(t.TempDir(), 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = fs.Close() })
+	return fs
+}
