@@ -357,7 +357,8 @@ func hooksThroughputScenario() Scenario {
 				r.Notes = append(r.Notes, "webhooks/s: 202 answers per second, each webhook a delivery of its own "+
 					"(so a run of its own) of one of 8 commits the mirror holds: the signature, reading .gantry.yml at "+
 					"the commit and creating the run and its job; no worker takes the jobs, so this is intake alone; "+
-					"jobs created: from the coordinator's gantry_jobs_created_total")
+					"jobs created: from the coordinator's gantry_jobs_created_total; coordinator CPU is the server "+
+					"process's own, without the git processes it runs to read the pipeline file")
 				return nil
 			})
 		},
