@@ -211,8 +211,9 @@ func TestCronLoopFiresOncePerTick(t *testing.T) {
 	advance(time.Hour, "16:00:15", 2, 0)
 }
 
-// TestCronTwoReplicasOnPostgres runs two coordinators' schedule passes at once over one
-// PostgreSQL database, each with its own store and mirrors: every tick fires exactly once.
+// TestCronTwoReplicasOnPostgres runs two coordinators' schedule loops at once over one
+// PostgreSQL database, each with its own store and mirrors, driven by one fake clock:
+// every tick fires exactly once.
 func TestCronTwoReplicasOnPostgres(t *testing.T) {
 	t.Parallel()
 	dsn := testdb.Postgres(t)
@@ -220,44 +221,66 @@ func TestCronTwoReplicasOnPostgres(t *testing.T) {
 	clk := clock.NewFake(start)
 	repo := newGitRepo(t)
 	repo.commit(scheduled)
-	var crons []*Cron
+	const replicas = 2
+	passes := make([]chan PassResult, replicas)
 	var stores []store.Store
-	for i := range 2 {
+	ctx, cancel := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	t.Cleanup(func() {
+		cancel()
+		wg.Wait()
+	})
+	for i := range replicas {
 		st, err := postgres.Open(t.Context(), dsn, postgres.Options{Clock: clk})
 		if err != nil {
 			t.Fatalf("open replica %d: %v", i, err)
 		}
 		t.Cleanup(func() { _ = st.Close() })
 		stores = append(stores, st)
-		crons = append(crons, NewCron(CronConfig{Store: st, Clock: clk, Logger: testLog(t).With("replica", i), MirrorsDir: t.TempDir()}))
+		if i == 0 {
+			connect(t, st, "app", repo.url())
+		}
+		passes[i] = make(chan PassResult, 1)
+		c := NewCron(CronConfig{Store: st, Clock: clk, Logger: testLog(t).With("replica", i), MirrorsDir: t.TempDir(),
+			Every: 10 * time.Second, Passed: func(r PassResult) { passes[i] <- r }})
+		wg.Go(func() { c.Run(ctx) })
 	}
-	connect(t, stores[0], "app", repo.url())
+	// round waits for one pass of every replica and returns how many runs they fired.
 	fired := map[uuid.UUID]bool{}
-	for round := range 6 {
-		// 12:05:00 and then each five minutes: the */5 schedule's ticks.
-		clk.Advance(map[bool]time.Duration{true: 10 * time.Second, false: 5 * time.Minute}[round == 0])
-		var wg sync.WaitGroup
-		results := make([]PassResult, len(crons))
-		for i, c := range crons {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				results[i] = c.Pass(t.Context())
-			}()
-		}
-		wg.Wait()
+	round := func(what string) int {
+		t.Helper()
 		n := 0
-		for i, r := range results {
-			if r.Err != nil {
-				t.Fatalf("round %d: replica %d: %v", round, i, r.Err)
+		for i, ch := range passes {
+			select {
+			case r := <-ch:
+				if r.Err != nil {
+					t.Fatalf("%s: replica %d: %v", what, i, r.Err)
+				}
+				for _, id := range r.Fired {
+					fired[id] = true
+				}
+				n += len(r.Fired)
+			case <-time.After(30 * time.Second):
+				t.Fatalf("%s: replica %d made no pass within 30s", what, i)
 			}
-			for _, id := range r.Fired {
-				fired[id] = true
-			}
-			n += len(r.Fired)
 		}
-		if n != 1 {
-			t.Fatalf("round %d (%s): the replicas fired %d runs, want exactly 1 (results %+v)", round, clk.Now().Format(time.TimeOnly), n, results)
+		return n
+	}
+	if n := round("12:04:50"); n != 0 {
+		t.Fatalf("12:04:50: %d runs fired before any tick", n)
+	}
+	// Both loops pass every 10 s: 12:05:00 is the first pass after a tick; then the
+	// clock jumps five minutes at a time, each jump one pass of each loop at a tick of
+	// the */5 schedule.
+	clk.Advance(10 * time.Second)
+	if n := round("12:05:00"); n != 1 {
+		t.Fatalf("12:05:00: the replicas fired %d runs, want exactly 1", n)
+	}
+	for i := range 5 {
+		clk.Advance(5 * time.Minute)
+		what := clk.Now().Format(time.TimeOnly)
+		if n := round(what); n != 1 {
+			t.Fatalf("%s (round %d): the replicas fired %d runs, want exactly 1", what, i, n)
 		}
 	}
 	if runs := runsOf(t, stores[1], "app"); len(runs) != 6 || len(fired) != 6 {
