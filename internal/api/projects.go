@@ -331,7 +331,8 @@ func (s *Server) createProject(w http.ResponseWriter, r *http.Request) {
 	if !s.settle(w, r, p, problems) {
 		return
 	}
-	if err := s.store.CreateProject(r.Context(), p); err != nil {
+	ctx := withAudit(r, auditEvent{Action: "project.created", Project: p.Name, Target: p.Name, Details: projectAuditDetails(nil, p)})
+	if err := s.store.CreateProject(ctx, p); err != nil {
 		s.storeError(w, r, "create project", err)
 		return
 	}
@@ -403,6 +404,7 @@ func (s *Server) updateProject(w http.ResponseWriter, r *http.Request) {
 		s.storeError(w, r, "get project", err)
 		return
 	}
+	old := *p
 	var problems projectProblems
 	if req.Name != nil && *req.Name != name {
 		problems.add("name", "a project cannot be renamed: its runs and its forge's webhook URL name it")
@@ -416,7 +418,8 @@ func (s *Server) updateProject(w http.ResponseWriter, r *http.Request) {
 	if !s.settle(w, r, p, problems) {
 		return
 	}
-	if err := s.store.UpdateProject(r.Context(), p); err != nil {
+	ctx := withAudit(r, auditEvent{Action: "project.updated", Project: name, Target: name, Details: projectAuditDetails(&old, p)})
+	if err := s.store.UpdateProject(ctx, p); err != nil {
 		s.storeError(w, r, "update project", err)
 		return
 	}
@@ -431,7 +434,7 @@ func (s *Server) deleteProject(w http.ResponseWriter, r *http.Request) {
 		writeRequestError(w, rerr)
 		return
 	}
-	if err := s.store.DeleteProject(r.Context(), name); err != nil {
+	if err := s.store.DeleteProject(withAudit(r, auditEvent{Action: "project.deleted", Project: name, Target: name}), name); err != nil {
 		s.storeError(w, r, "delete project", err)
 		return
 	}

@@ -205,6 +205,7 @@ func (s *Server) routes(cfg Config) {
 	s.outboxRoutes()
 	s.badgeRoutes(cfg.PublicBadges)
 	s.workflowRoutes()
+	s.auditRoutes()
 	if ui := cfg.UI; ui != nil {
 		s.mux.Handle("GET /", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if strings.HasPrefix(r.URL.Path, "/api/") {

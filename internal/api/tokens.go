@@ -105,7 +105,10 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, codeBadRequest, msg, nil)
 		return
 	}
-	secret, err := IssueScopedToken(r.Context(), s.store, tk)
+	// The id is chosen here so that the audit entry, written with the token, names it.
+	tk.ID = store.NewID()
+	ctx := withAudit(r, auditEvent{Action: "token.created", Target: tk.ID.String(), Details: tokenAuditDetails(tk)})
+	secret, err := IssueScopedToken(ctx, s.store, tk)
 	if err != nil {
 		s.storeError(w, r, "create token", err)
 		return
@@ -167,7 +170,7 @@ func (s *Server) revokeToken(w http.ResponseWriter, r *http.Request) {
 		writeRequestError(w, rerr)
 		return
 	}
-	if err := s.store.RevokeToken(r.Context(), id); err != nil {
+	if err := s.store.RevokeToken(withAudit(r, auditEvent{Action: "token.revoked", Target: id.String()}), id); err != nil {
 		if errors.Is(err, store.ErrNotFound) {
 			writeError(w, http.StatusNotFound, codeNotFound, fmt.Sprintf("no token %s", id), nil)
 			return
