@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gantry-ci/gantry/internal/api"
 	"github.com/gantry-ci/gantry/internal/store"
 )
 
@@ -300,4 +301,45 @@ func TestProjectDispatch(t *testing.T) {
 	expectError(t, b.dispatch(t, "/api/v1/projects/plain/dispatches", nil), http.StatusUnprocessableEntity, "no_repository")
 	r = b.do(t, http.MethodPost, path, "application/json", `{"ref": "main", "input": {}}`, nil)
 	expectError(t, r, http.StatusBadRequest, "bad_request")
+}
+
+// TestWorkflowAuth: with authentication on, a read token may list and read workflows
+// but not register or dispatch one; a write token may, and the run names it as actor.
+func TestWorkflowAuth(t *testing.T) {
+	t.Parallel()
+	b := setupWith(t, func(c *api.Config) { c.Auth = true })
+	reader, err := api.IssueToken(t.Context(), b.store, "dashboard", store.RoleRead, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	writer, err := api.IssueToken(t.Context(), b.store, "release-bot", store.RoleWrite, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	as := func(token string) map[string]string { return map[string]string{"Authorization": "Bearer " + token} }
+	body := mustJSON(t, map[string]any{"project": "ops", "name": "deploy", "definition": dispatchPipeline})
+	expectError(t, b.do(t, http.MethodPost, "/api/v1/workflows", "application/json", body, nil), http.StatusUnauthorized, "unauthorized")
+	expectError(t, b.do(t, http.MethodPost, "/api/v1/workflows", "application/json", body, as(reader)), http.StatusForbidden, "forbidden")
+	r := b.do(t, http.MethodPost, "/api/v1/workflows", "application/json", body, as(writer))
+	if r.status != http.StatusCreated {
+		t.Fatalf("create with a write token: %d %s", r.status, r.body)
+	}
+	var wf workflowView
+	r.decode(t, &wf)
+	if r := b.do(t, http.MethodGet, "/api/v1/workflows/"+wf.ID, "", "", as(reader)); r.status != http.StatusOK {
+		t.Errorf("get with a read token: %d %s", r.status, r.body)
+	}
+	path := "/api/v1/workflows/" + wf.ID + "/dispatches"
+	dispatch := mustJSON(t, map[string]any{"inputs": map[string]any{"environment": "staging"}})
+	expectError(t, b.do(t, http.MethodPost, path, "application/json", dispatch, as(reader)), http.StatusForbidden, "forbidden")
+	expectError(t, b.do(t, http.MethodPost, "/api/v1/projects/ops/dispatches", "application/json", dispatch, as(reader)), http.StatusForbidden, "forbidden")
+	r = b.do(t, http.MethodPost, path, "application/json", dispatch, as(writer))
+	if r.status != http.StatusAccepted {
+		t.Fatalf("dispatch with a write token: %d %s", r.status, r.body)
+	}
+	var run runView
+	r.decode(t, &run)
+	if got := b.storedRun(t, run.ID).Trigger.Actor; got != "release-bot" {
+		t.Errorf("actor = %q, want the token's name", got)
+	}
 }
