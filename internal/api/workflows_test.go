@@ -343,3 +343,30 @@ func TestWorkflowAuth(t *testing.T) {
 		t.Errorf("actor = %q, want the token's name", got)
 	}
 }
+
+// TestDispatchInputsReachConditions: a job's if: reads a dispatch input as
+// env.GANTRY_INPUT_<NAME>.
+func TestDispatchInputsReachConditions(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	wf := b.createWorkflow(t, "ops", "gated", `on:
+  dispatch:
+    inputs:
+      target: { type: choice, options: [staging, production], required: true }
+jobs:
+  deploy:
+    if: env.GANTRY_INPUT_TARGET == "production"
+    steps: [ { run: ./deploy.sh } ]
+`)
+	for target, want := range map[string]string{"staging": "skipped", "production": "queued"} {
+		r := b.dispatch(t, "/api/v1/workflows/"+wf.ID+"/dispatches", map[string]any{"inputs": map[string]any{"target": target}})
+		if r.status != http.StatusAccepted {
+			t.Fatalf("dispatch %s: %d %s", target, r.status, r.body)
+		}
+		var run runView
+		r.decode(t, &run)
+		if len(run.Jobs) != 1 || run.Jobs[0].Status != want {
+			t.Errorf("target %s: jobs %+v, want deploy %s", target, run.Jobs, want)
+		}
+	}
+}
