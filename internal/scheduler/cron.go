@@ -190,8 +190,9 @@ func (c *Cron) passProject(ctx context.Context, p *store.Project, flows []*store
 	log := c.cfg.Logger.With("project", p.Name)
 	var sources []scheduleSource
 	var tip source.Ref
-	repoOK := false
-	if p.RepoURL != "" && p.DefaultBranch != "" {
+	// A project with a repository runs its schedules at the default branch's tip.
+	hasRepo, repoOK := p.RepoURL != "" && p.DefaultBranch != "", false
+	if hasRepo {
 		f, ref, err := c.projectFile(ctx, p)
 		switch {
 		case err != nil:
@@ -205,7 +206,7 @@ func (c *Cron) passProject(ctx context.Context, p *store.Project, flows []*store
 		}
 	}
 	for _, wf := range flows {
-		if p.RepoURL != "" && !repoOK {
+		if hasRepo && !repoOK {
 			// Its run would check out the default branch, which cannot be reached now:
 			// the tick waits for the next pass rather than run without the code.
 			continue
