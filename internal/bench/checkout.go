@@ -119,6 +119,14 @@ func checkoutSeries(ctx context.Context, g *rig, h *hookProject, sha, work, mirr
 		if err != nil {
 			return nil, 0, fmt.Errorf("checkout %d of %d, workspaces on %s: %w", i, n, label, err)
 		}
+		// The worker removes a job's workspace after reporting it complete: on a slow
+		// disk, deleting 10,000 files beside the next checkout would be measured with it.
+		if err := waitFor(ctx, 5*time.Minute, "the worker to remove the workspace of checkout "+strconv.Itoa(i), g.processes(), func() (bool, error) {
+			left, err := filepath.Glob(filepath.Join(work, "gantry-job-*"))
+			return len(left) == 0, err
+		}); err != nil {
+			return nil, 0, err
+		}
 		if i == 0 {
 			cold = d
 			continue
