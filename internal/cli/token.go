@@ -61,6 +61,8 @@ func (a *app) tokenCommand() *cobra.Command {
 				return err
 			}
 			return a.tokenStore(cmd.Context(), cfg, func(ctx context.Context, st store.Store) error {
+				tk.ID = store.NewID()
+				ctx = store.WithAudit(ctx, localAudit("token.created", tk.ID.String(), "gantry token create", tokenDetails(tk)))
 				secret, err := api.IssueScopedToken(ctx, st, tk)
 				if err != nil {
 					return err
@@ -107,6 +109,7 @@ func (a *app) tokenCommand() *cobra.Command {
 				return usagef("token id %q is not a UUID (gantry token list shows the ids)", args[0])
 			}
 			return a.tokenStore(cmd.Context(), cfg, func(ctx context.Context, st store.Store) error {
+				ctx = store.WithAudit(ctx, localAudit("token.revoked", id.String(), "gantry token revoke", nil))
 				if err := st.RevokeToken(ctx, id); errors.Is(err, store.ErrNotFound) {
 					return fmt.Errorf("revoke token: no token %s", id)
 				} else if err != nil {

@@ -8,11 +8,13 @@ import (
 	"github.com/google/uuid"
 )
 
-// Actors that are not a token: the caller when the server runs without auth, and the
-// coordinator acting on its own (a timeout, a schedule).
+// Actors that are not a token: the caller when the server runs without auth, the
+// coordinator acting on its own (a timeout, a schedule), and an operator acting on the
+// store directly, not through the API (gantry token --db).
 const (
 	ActorAnonymous = "anonymous"
 	ActorSystem    = "system"
+	ActorLocal     = "local"
 )
 
 // MaxAuditDetails bounds an audit entry's details: a few names and ids, never a payload.
