@@ -514,6 +514,7 @@ func (a *Agent) runJob(parent context.Context, j claimedJob) {
 		failEarly()
 		return
 	}
+	maskSecrets(j, jl.rec)
 	over := make(chan struct{})
 	defer close(over)
 	go func() {
@@ -535,7 +536,11 @@ func (a *Agent) runJob(parent context.Context, j claimedJob) {
 		status, kind string
 		exit         *int
 	)
-	if err := a.checkout(ctx, log, j, ws, jl.rec); err != nil {
+	if j.SecretsError != "" {
+		// Before the checkout, so nothing of the job ran without what it needs.
+		jl.rec.System(j.SecretsError)
+		status, kind = "failed", "failure"
+	} else if err := a.checkout(ctx, log, j, ws, jl.rec); err != nil {
 		status, kind = "failed", "failure"
 	} else if err := a.fetchInputs(ctx, j, ws, jl.rec); err != nil {
 		log.Error("fetch the artifacts of the jobs this one needs", "err", err)
@@ -827,10 +832,10 @@ func (a *Agent) env(j claimedJob, st pipeline.Step, ws string) []string {
 		vars[k] = v
 	}
 	for k, v := range j.Spec.Env {
-		vars[k] = v
+		vars[k] = pipeline.ExpandSecrets(v, j.Secrets)
 	}
 	for k, v := range st.Env {
-		vars[k] = v
+		vars[k] = pipeline.ExpandSecrets(v, j.Secrets)
 	}
 	for _, m := range j.Spec.Matrix {
 		vars["GANTRY_MATRIX_"+strings.ToUpper(strings.ReplaceAll(m.Name, "-", "_"))] = m.Value

@@ -113,6 +113,10 @@ type claimedJob struct {
 	Trigger jobTrigger `json:"trigger"`
 	// Traceparent names the run's root span; the job's span is its child.
 	Traceparent string `json:"traceparent"`
+	// Secrets, SecretEnv and SecretsError are the job's secrets (see secrets.go).
+	Secrets      map[string]string `json:"secrets"`
+	SecretEnv    []string          `json:"secret_env"`
+	SecretsError string            `json:"secrets_error"`
 	// sent is when the claim that handed out the job was sent, by the worker's
 	// monotonic clock: the lease's TTLMillis counts from no earlier.
 	sent time.Time

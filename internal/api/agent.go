@@ -244,6 +244,13 @@ type claimedJSON struct {
 	// QueuedAt is when the job became ready to claim, to the microsecond, so a worker can
 	// tell how long it waited.
 	QueuedAt string `json:"queued_at"`
+	// Secrets are the values of the secrets the job's env refers to, by name; SecretEnv
+	// names the run env variables whose values are secret. The worker masks all of them.
+	// SecretsError, when set, is why the job cannot have its secrets: the worker fails it
+	// before its first step.
+	Secrets      map[string]string `json:"secrets,omitempty"`
+	SecretEnv    []string          `json:"secret_env,omitempty"`
+	SecretsError string            `json:"secrets_error,omitempty"`
 }
 
 // claim hands the worker the best jobs it can run, waiting up to the asked time for one to
@@ -302,6 +309,7 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
 			out := make([]claimedJSON, len(claims))
 			for i, c := range claims {
 				out[i] = s.claimedJSON(c, waited)
+				s.deliverSecrets(r.Context(), c, &out[i])
 				if s.auth {
 					s.tokens.setOwner(c.Lease.Token, req.WorkerID)
 				}

@@ -274,6 +274,7 @@ func runTrigger(proj *store.Project, ev *forge.Event, deliveryID string) store.T
 	case forge.KindPullRequest:
 		if ev.PullRequest != nil {
 			tr.PRNumber = ev.PullRequest.Number
+			tr.Fork = ev.PullRequest.Fork
 		}
 	}
 	return tr

@@ -464,7 +464,8 @@ func TestHookPullRequest(t *testing.T) {
 	h := wantHook(t, b.sendGitHub(t, "prs", "pull_request", "p-1", p.WebhookSecret, pr("opened")), http.StatusAccepted, true)
 	var run runView
 	b.get(t, "/api/v1/runs/"+h.Runs[0]).decode(t, &run)
-	want := store.Trigger{Ref: "refs/pull/7/head", SHA: head, Event: "pull_request", Actor: "hubot", Repository: "octo-org/app", PRNumber: 7, CloneURL: repo.url(), DeliveryID: "p-1"}
+	want := store.Trigger{Ref: "refs/pull/7/head", SHA: head, Event: "pull_request", Actor: "hubot", Repository: "octo-org/app", PRNumber: 7, CloneURL: repo.url(), DeliveryID: "p-1",
+		Fork: true} // the head is hubot/app: a fork, so its jobs get no secrets by default
 	if run.Trigger != want {
 		t.Errorf("pull request trigger = %+v\nwant %+v", run.Trigger, want)
 	}

@@ -30,6 +30,8 @@ type envelope struct {
 	Event    string            `json:"event"`
 	Env      map[string]string `json:"env"`
 	Priority string            `json:"priority"`
+	// SecretEnv is run env whose values are stored sealed like secrets (see secrets.go).
+	SecretEnv map[string]string `json:"secret_env"`
 }
 
 // requestError is a client mistake found while reading a request, with its answer.
@@ -174,6 +176,10 @@ func (s *Server) createRun(w http.ResponseWriter, r *http.Request) {
 	params.Plan = plan
 	params.Definition = def
 	params.IdempotencyKey = r.Header.Get("Idempotency-Key")
+	if rerr := s.sealSecretEnv(r.Context(), &params, decodeSecretEnv(r.Header.Get("Content-Type"), body)); rerr != nil {
+		writeRequestError(w, rerr)
+		return
+	}
 	run, jobs, created, err := s.store.CreateRun(r.Context(), params)
 	if err != nil {
 		s.storeError(w, r, "create run", err)

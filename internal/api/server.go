@@ -13,6 +13,7 @@ import (
 	"github.com/gantry-ci/gantry/internal/logs"
 	"github.com/gantry-ci/gantry/internal/metrics"
 	"github.com/gantry-ci/gantry/internal/pipeline"
+	"github.com/gantry-ci/gantry/internal/secret"
 	"github.com/gantry-ci/gantry/internal/store"
 	"github.com/gantry-ci/gantry/internal/tracing"
 	"go.opentelemetry.io/otel/trace"
@@ -86,6 +87,9 @@ type Config struct {
 	HookFetchTimeout time.Duration
 	// PublicBadges serves project badges (badge.svg) without a token when auth is on.
 	PublicBadges bool
+	// Secrets seals and opens secrets; without it the secret routes answer 503 and a job
+	// that needs a secret fails.
+	Secrets *secret.Keyring
 }
 
 // Server serves the HTTP API on top of a store. It keeps no state of its own.
@@ -122,6 +126,8 @@ type Server struct {
 	// tokens spares the store token writes and lease-holder reads; losing it costs a few.
 	tokens tokenState
 	hooks  hookSettings
+	// secrets is the secrets keyring (nil: none configured).
+	secrets *secret.Keyring
 }
 
 // New returns a Server for cfg, filling defaults for zero fields.
@@ -152,6 +158,7 @@ func New(cfg Config) *Server {
 		artifactTTL:    cfg.ArtifactTTL,
 		metrics:        cfg.Metrics,
 		hooks:          newHookSettings(cfg.MirrorsDir, cfg.HookFetchTimeout),
+		secrets:        cfg.Secrets,
 	}
 	if s.reapGrace <= 0 {
 		s.reapGrace = DefaultReapGrace(s.leaseTTL)
@@ -168,6 +175,7 @@ func New(cfg Config) *Server {
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
+	s.logs.UseSecrets(s.logSecrets)
 	if s.clock == nil {
 		s.clock = clock.Real{}
 	}
@@ -205,6 +213,7 @@ func (s *Server) routes(cfg Config) {
 	s.outboxRoutes()
 	s.badgeRoutes(cfg.PublicBadges)
 	s.workflowRoutes()
+	s.secretRoutes()
 	s.auditRoutes()
 	if ui := cfg.UI; ui != nil {
 		s.mux.Handle("GET /", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -114,6 +114,9 @@ type Trigger struct {
 	CloneURL string `json:"clone_url,omitempty"`
 	// PRNumber is the pull (merge) request's number (event pull_request).
 	PRNumber int `json:"pr_number,omitempty"`
+	// Fork says the pull request's head lives in another repository than the project's:
+	// its jobs get no secrets unless the project allows it (secrets_for_forks).
+	Fork bool `json:"fork,omitempty"`
 	// DeliveryID is the forge's id of the webhook delivery that started the run.
 	DeliveryID string `json:"delivery_id,omitempty"`
 	// Inputs are a dispatch's inputs, validated and in canonical form (event dispatch).

@@ -1,0 +1,472 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"regexp"
+	"strings"
+
+	"github.com/gantry-ci/gantry/internal/logs"
+	"github.com/gantry-ci/gantry/internal/pipeline"
+	"github.com/gantry-ci/gantry/internal/secret"
+	"github.com/gantry-ci/gantry/internal/store"
+	"github.com/google/uuid"
+)
+
+// MaxSecretBytes bounds a secret's value.
+const MaxSecretBytes = 64 << 10
+
+// codeNoSecretsKey answers a secret route on a coordinator started without a key.
+const codeNoSecretsKey = "no_secrets_key"
+
+// secretRoutes registers the secret routes. Secrets are a maintainer's business; until
+// projects have roles of their own, that is an admin. A value goes in and never comes
+// out: every answer is metadata.
+func (s *Server) secretRoutes() {
+	s.handle("GET /api/v1/projects/{name}/secrets", admins, s.listSecrets)
+	s.handle("PUT /api/v1/projects/{name}/secrets/{secret}", admins, s.putSecret)
+	s.handle("GET /api/v1/projects/{name}/secrets/{secret}", admins, s.getSecret)
+	s.handle("DELETE /api/v1/projects/{name}/secrets/{secret}", admins, s.deleteSecret)
+	s.handle("GET /api/v1/projects/{name}/secret-settings", admins, s.getSecretSettings)
+	s.handle("PUT /api/v1/projects/{name}/secret-settings", admins, s.putSecretSettings)
+}
+
+type secretJSON struct {
+	Project     string `json:"project"`
+	Name        string `json:"name"`
+	Environment string `json:"environment"`
+	KeyID       string `json:"key_id"`
+	CreatedAt   string `json:"created_at"`
+	UpdatedAt   string `json:"updated_at"`
+}
+
+func newSecretJSON(sc *store.Secret) secretJSON {
+	return secretJSON{Project: sc.Project, Name: sc.Name, Environment: sc.Environment, KeyID: sc.KeyID,
+		CreatedAt: formatTime(sc.CreatedAt), UpdatedAt: formatTime(sc.UpdatedAt)}
+}
+
+// secretPath reads the project and the secret's name from the path.
+func secretPath(r *http.Request) (project, name string, rerr *requestError) {
+	project, rerr = pathProject(r)
+	if rerr != nil {
+		return "", "", rerr
+	}
+	name = r.PathValue("secret")
+	if !pipeline.ValidSecretName(name) {
+		return "", "", badRequest("secret name %q: use upper case letters, digits and _, not starting with a digit (at most %d bytes)",
+			name, pipeline.MaxSecretNameLen)
+	}
+	return project, name, nil
+}
+
+// environmentParam reads ?environment=, "" meaning project-wide.
+func environmentParam(r *http.Request) (string, *requestError) {
+	env := r.URL.Query().Get("environment")
+	if msg := checkEnvironmentName(env); msg != "" {
+		return "", badRequest("environment: %s", msg)
+	}
+	return env, nil
+}
+
+var environmentPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`)
+
+func checkEnvironmentName(env string) string {
+	if env == "" {
+		return ""
+	}
+	if len(env) > 100 || !environmentPattern.MatchString(env) {
+		return fmt.Sprintf("%q: use letters, digits, _ . and -, at most 100 bytes", env)
+	}
+	return ""
+}
+
+func (s *Server) keyring(w http.ResponseWriter) (*secret.Keyring, bool) {
+	if s.secrets == nil {
+		writeError(w, http.StatusServiceUnavailable, codeNoSecretsKey,
+			"this coordinator has no secrets key: start it with --secrets-key-file or GANTRY_SECRETS_KEY", nil)
+		return nil, false
+	}
+	return s.secrets, true
+}
+
+type putSecretRequest struct {
+	Value       *string `json:"value"`
+	Environment string  `json:"environment"`
+}
+
+func (s *Server) putSecret(w http.ResponseWriter, r *http.Request) {
+	project, name, rerr := secretPath(r)
+	if rerr != nil {
+		writeRequestError(w, rerr)
+		return
+	}
+	kr, ok := s.keyring(w)
+	if !ok {
+		return
+	}
+	var req putSecretRequest
+	if rerr := s.decodeJSON(w, r, &req); rerr != nil {
+		// The decoder's message may quote the body, and the body is a secret.
+		if rerr.status == http.StatusBadRequest {
+			rerr = badRequest(`decode request: want {"value": "...", "environment": "..."}`)
+		}
+		writeRequestError(w, rerr)
+		return
+	}
+	switch {
+	case req.Value == nil:
+		writeRequestError(w, badRequest(`"value" is required`))
+		return
+	case *req.Value == "":
+		writeRequestError(w, badRequest("the value is empty; delete the secret instead"))
+		return
+	case len(*req.Value) > MaxSecretBytes:
+		writeRequestError(w, badRequest("the value is %d bytes; the most is %d", len(*req.Value), MaxSecretBytes))
+		return
+	}
+	if msg := checkEnvironmentName(req.Environment); msg != "" {
+		writeRequestError(w, badRequest("environment: %s", msg))
+		return
+	}
+	sealed, err := kr.Seal([]byte(*req.Value), secret.Scope{Project: project, Environment: req.Environment, Name: name})
+	if err != nil {
+		s.log.ErrorContext(r.Context(), "seal a secret", "project", project, "secret", name, "err", err)
+		writeError(w, http.StatusInternalServerError, codeInternal, "seal the secret: internal error", nil)
+		return
+	}
+	sc := &store.Secret{Project: project, Environment: req.Environment, Name: name,
+		KeyID: sealed.KeyID, WrappedKey: sealed.WrappedKey, Ciphertext: sealed.Ciphertext}
+	created, err := s.store.PutSecret(r.Context(), sc)
+	if err != nil {
+		s.storeError(w, r, "put secret", err)
+		return
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+	}
+	writeJSON(w, status, newSecretJSON(sc))
+}
+
+func (s *Server) listSecrets(w http.ResponseWriter, r *http.Request) {
+	project, rerr := pathProject(r)
+	if rerr != nil {
+		writeRequestError(w, rerr)
+		return
+	}
+	list, err := s.store.ListSecrets(r.Context(), project)
+	if err != nil {
+		s.storeError(w, r, "list secrets", err)
+		return
+	}
+	out := make([]secretJSON, len(list))
+	for i, sc := range list {
+		out[i] = newSecretJSON(sc)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"secrets": out})
+}
+
+func (s *Server) getSecret(w http.ResponseWriter, r *http.Request) {
+	project, name, rerr := secretPath(r)
+	if rerr == nil {
+		var env string
+		if env, rerr = environmentParam(r); rerr == nil {
+			sc, err := s.store.GetSecret(r.Context(), store.SecretKey{Project: project, Environment: env, Name: name})
+			if err != nil {
+				s.storeError(w, r, "get secret", err)
+				return
+			}
+			writeJSON(w, http.StatusOK, newSecretJSON(sc))
+			return
+		}
+	}
+	writeRequestError(w, rerr)
+}
+
+func (s *Server) deleteSecret(w http.ResponseWriter, r *http.Request) {
+	project, name, rerr := secretPath(r)
+	if rerr == nil {
+		var env string
+		if env, rerr = environmentParam(r); rerr == nil {
+			if err := s.store.DeleteSecret(r.Context(), store.SecretKey{Project: project, Environment: env, Name: name}); err != nil {
+				s.storeError(w, r, "delete secret", err)
+				return
+			}
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+	}
+	writeRequestError(w, rerr)
+}
+
+type secretSettingsJSON struct {
+	SecretsForForks *bool `json:"secrets_for_forks"`
+}
+
+func (s *Server) getSecretSettings(w http.ResponseWriter, r *http.Request) {
+	project, rerr := pathProject(r)
+	if rerr != nil {
+		writeRequestError(w, rerr)
+		return
+	}
+	allow, err := s.store.SecretsForForks(r.Context(), project)
+	if err != nil {
+		s.storeError(w, r, "read secret settings", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, secretSettingsJSON{SecretsForForks: &allow})
+}
+
+func (s *Server) putSecretSettings(w http.ResponseWriter, r *http.Request) {
+	project, rerr := pathProject(r)
+	if rerr != nil {
+		writeRequestError(w, rerr)
+		return
+	}
+	var req secretSettingsJSON
+	if rerr := s.decodeJSON(w, r, &req); rerr != nil {
+		writeRequestError(w, rerr)
+		return
+	}
+	if req.SecretsForForks == nil {
+		writeRequestError(w, badRequest(`"secrets_for_forks" (true or false) is required`))
+		return
+	}
+	if err := s.store.SetSecretsForForks(r.Context(), project, *req.SecretsForForks); err != nil {
+		s.storeError(w, r, "change secret settings", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, req)
+}
+
+// secretEnvPattern is the reference a run's env keeps for a value given as secret env:
+// the value itself is sealed in the secrets table under scope "env:<id>".
+var secretEnvPattern = regexp.MustCompile(`^\$\{\{ secret_env\.([0-9a-f-]{36}) \}\}$`)
+
+func secretEnvScope(id string) string { return "env:" + id }
+
+// sealSecretEnv stores each secret env value of a run about to be created, sealed like a
+// secret, and puts a reference to it in the run's env in its place.
+func (s *Server) sealSecretEnv(ctx context.Context, p *store.CreateRunParams, secretEnv map[string]string) *requestError {
+	if len(secretEnv) == 0 {
+		return nil
+	}
+	if s.secrets == nil {
+		return &requestError{status: http.StatusServiceUnavailable, code: codeNoSecretsKey,
+			msg: "secret env needs a secrets key: start the coordinator with --secrets-key-file or GANTRY_SECRETS_KEY"}
+	}
+	project := p.Project
+	if project == "" {
+		project = "default"
+	}
+	if _, err := s.store.GetProjectByName(ctx, project); errors.Is(err, store.ErrNotFound) {
+		// A run makes its project on first use; its secret env needs it first.
+		if err := s.store.CreateProject(ctx, &store.Project{Name: project}); err != nil && !errors.Is(err, store.ErrConflict) {
+			return &requestError{status: http.StatusInternalServerError, code: codeInternal, msg: "create the run's project: internal error"}
+		}
+	} else if err != nil {
+		return &requestError{status: http.StatusInternalServerError, code: codeInternal, msg: "look up the run's project: internal error"}
+	}
+	if p.Env == nil {
+		p.Env = map[string]string{}
+	}
+	for k, v := range secretEnv {
+		if _, dup := p.Env[k]; dup {
+			return badRequest("%s is both in env and in secret_env", k)
+		}
+		if k == "" || strings.ContainsAny(k, "=\x00") || len(v) > MaxSecretBytes {
+			return badRequest("secret_env %q: a name without = and a value of at most %d bytes are required", k, MaxSecretBytes)
+		}
+		id := uuid.NewString()
+		scope := secretEnvScope(id)
+		sealed, err := s.secrets.Seal([]byte(v), secret.Scope{Project: project, Run: scope, Name: k})
+		if err != nil {
+			return &requestError{status: http.StatusInternalServerError, code: codeInternal, msg: "seal secret env: internal error"}
+		}
+		if _, err := s.store.PutSecret(ctx, &store.Secret{Project: project, Scope: scope, Name: k,
+			KeyID: sealed.KeyID, WrappedKey: sealed.WrappedKey, Ciphertext: sealed.Ciphertext}); err != nil {
+			s.log.ErrorContext(ctx, "store secret env", "project", project, "name", k, "err", err)
+			return &requestError{status: http.StatusInternalServerError, code: codeInternal, msg: "store secret env: internal error"}
+		}
+		p.Env[k] = "${{ secret_env." + id + " }}"
+	}
+	return nil
+}
+
+// decodeSecretEnv reads the secret_env of a run request envelope.
+func decodeSecretEnv(contentType string, body []byte) map[string]string {
+	if !strings.HasPrefix(contentType, "application/json") || !isEnvelope(body) {
+		return nil
+	}
+	var env struct {
+		SecretEnv map[string]string `json:"secret_env"`
+	}
+	if err := json.NewDecoder(bytes.NewReader(body)).Decode(&env); err != nil {
+		return nil
+	}
+	return env.SecretEnv
+}
+
+// jobSecrets is what a claimed job is given besides its spec.
+type jobSecrets struct {
+	// values are the job's secrets by name: exactly those its env refers to.
+	values map[string]string
+	// env are the run's secret env values by variable name.
+	env map[string]string
+	// failure, when set, is why the job cannot run: it fails before its first step.
+	failure string
+}
+
+func (j jobSecrets) all() []string {
+	var out []string
+	for _, v := range j.values {
+		out = append(out, v)
+	}
+	for _, v := range j.env {
+		out = append(out, v)
+	}
+	return out
+}
+
+// resolveSecrets opens the secrets a job refers to and its run's secret env. A secret that
+// is missing, withheld from a fork, or that cannot be opened is a failure naming it; a
+// store error is an error.
+func (s *Server) resolveSecrets(ctx context.Context, run *store.Run, spec *pipeline.Job) (jobSecrets, error) {
+	var out jobSecrets
+	if run == nil || spec == nil {
+		return out, nil
+	}
+	names := spec.Secrets()
+	envRefs := map[string]string{}
+	for k, v := range run.Env {
+		if m := secretEnvPattern.FindStringSubmatch(v); m != nil {
+			envRefs[k] = m[1]
+		}
+	}
+	if len(names) == 0 && len(envRefs) == 0 {
+		return out, nil
+	}
+	if run.Project == "" {
+		// A claim's run carries no project name; the secrets are filed under it.
+		full, err := s.store.GetRun(ctx, run.ID)
+		if err != nil {
+			return out, fmt.Errorf("read the run's project: %w", err)
+		}
+		run = full
+	}
+	if s.secrets == nil {
+		out.failure = "this job needs secrets, and the coordinator has no secrets key (--secrets-key-file or GANTRY_SECRETS_KEY)"
+		return out, nil
+	}
+	if run.Trigger.Fork && len(names) > 0 {
+		allow, err := s.store.SecretsForForks(ctx, run.Project)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return out, fmt.Errorf("read secrets_for_forks of project %s: %w", run.Project, err)
+		}
+		if !allow {
+			out.failure = fmt.Sprintf("secret %s is not given to a pull request from a fork: project %s does not allow it (secrets_for_forks)",
+				names[0], run.Project)
+			return out, nil
+		}
+	}
+	// Jobs name no environment yet; when they do, its secrets are looked up first.
+	environment := ""
+	out.values = make(map[string]string, len(names))
+	for _, name := range names {
+		var sc *store.Secret
+		var err error
+		for _, env := range []string{environment, ""} {
+			sc, err = s.store.GetSecret(ctx, store.SecretKey{Project: run.Project, Environment: env, Name: name})
+			if !errors.Is(err, store.ErrNotFound) || env == "" {
+				break
+			}
+		}
+		if errors.Is(err, store.ErrNotFound) {
+			out.failure = fmt.Sprintf("secret %s is not set for project %s", name, run.Project)
+			return out, nil
+		}
+		if err != nil {
+			return out, fmt.Errorf("read secret %s: %w", name, err)
+		}
+		v, err := s.secrets.Open(secret.Sealed{KeyID: sc.KeyID, WrappedKey: sc.WrappedKey, Ciphertext: sc.Ciphertext},
+			secret.Scope{Project: run.Project, Environment: sc.Environment, Name: name})
+		if err != nil {
+			out.failure = fmt.Sprintf("secret %s of project %s cannot be decrypted with this coordinator's secrets key", name, run.Project)
+			return out, nil
+		}
+		out.values[name] = string(v)
+	}
+	out.env = make(map[string]string, len(envRefs))
+	for k, id := range envRefs {
+		scope := secretEnvScope(id)
+		sc, err := s.store.GetSecret(ctx, store.SecretKey{Project: run.Project, Scope: scope, Name: k})
+		if errors.Is(err, store.ErrNotFound) {
+			out.failure = fmt.Sprintf("the run's secret env %s is no longer stored", k)
+			return out, nil
+		}
+		if err != nil {
+			return out, fmt.Errorf("read secret env %s: %w", k, err)
+		}
+		v, err := s.secrets.Open(secret.Sealed{KeyID: sc.KeyID, WrappedKey: sc.WrappedKey, Ciphertext: sc.Ciphertext},
+			secret.Scope{Project: run.Project, Run: scope, Name: k})
+		if err != nil {
+			out.failure = fmt.Sprintf("the run's secret env %s cannot be decrypted with this coordinator's secrets key", k)
+			return out, nil
+		}
+		out.env[k] = string(v)
+	}
+	return out, nil
+}
+
+// deliverSecrets adds a claimed job's secrets to its claim answer, the one place their
+// values leave the coordinator, and keeps them for the log ingest of that attempt.
+func (s *Server) deliverSecrets(ctx context.Context, c *store.Claim, out *claimedJSON) {
+	js, err := s.resolveSecrets(ctx, c.Run, c.Job.Spec)
+	if err != nil {
+		s.log.ErrorContext(ctx, "resolve a claimed job's secrets", "job", c.Job.ID, "err", err)
+		js = jobSecrets{failure: "the coordinator could not read this job's secrets; retry the job"}
+	}
+	out.SecretsError = js.failure
+	if len(js.values) > 0 {
+		out.Secrets = js.values
+	}
+	if len(js.env) > 0 {
+		env := make(map[string]string, len(out.RunEnv))
+		for k, v := range out.RunEnv {
+			env[k] = v
+		}
+		for k, v := range js.env {
+			env[k] = v
+			out.SecretEnv = append(out.SecretEnv, k)
+		}
+		out.RunEnv = env
+	}
+	if vals := js.all(); len(vals) > 0 {
+		s.logs.RememberSecrets(logs.Key{Job: c.Job.ID, Attempt: c.Job.Attempt}, vals)
+	}
+}
+
+// logSecrets resolves a job attempt's secret values for the log ingest of a coordinator
+// that did not hand the attempt out.
+func (s *Server) logSecrets(ctx context.Context, k logs.Key) ([]string, error) {
+	job, err := s.store.GetJob(ctx, k.Job)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	run, err := s.store.GetRun(ctx, job.RunID)
+	if err != nil {
+		return nil, err
+	}
+	js, err := s.resolveSecrets(ctx, run, job.Spec)
+	if err != nil {
+		return nil, err
+	}
+	return js.all(), nil
+}
