@@ -1,0 +1,171 @@
+package api_test
+
+import (
+	"crypto/rand"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/gantry-ci/gantry/internal/api"
+	"github.com/gantry-ci/gantry/internal/secret"
+	"github.com/gantry-ci/gantry/internal/store"
+)
+
+func testKeyring(t *testing.T) *secret.Keyring {
+	t.Helper()
+	k := make([]byte, secret.KeySize)
+	if _, err := rand.Read(k); err != nil {
+		t.Fatal(err)
+	}
+	kr, err := secret.NewKeyring(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kr
+}
+
+type secretView struct {
+	Project     string `json:"project"`
+	Name        string `json:"name"`
+	Environment string `json:"environment"`
+	KeyID       string `json:"key_id"`
+	UpdatedAt   string `json:"updated_at"`
+}
+
+// TestSecretsAreWriteOnly: a secret goes in over REST and no answer ever gives it back:
+// set, replace, get, list, delete all answer metadata.
+func TestSecretsAreWriteOnly(t *testing.T) {
+	t.Parallel()
+	kr := testKeyring(t)
+	b := setupWith(t, func(c *api.Config) { c.Secrets = kr })
+	if err := b.store.CreateProject(t.Context(), &store.Project{Name: "web"}); err != nil {
+		t.Fatal(err)
+	}
+	const value = "write-only-value-777"
+	var answers []string
+	put := func(path, body string, want int) {
+		t.Helper()
+		r := b.do(t, http.MethodPut, path, "application/json", body, nil)
+		if r.status != want {
+			t.Fatalf("PUT %s: %d %s", path, r.status, r.body)
+		}
+		answers = append(answers, string(r.body))
+	}
+	put("/api/v1/projects/web/secrets/DEPLOY_KEY", `{"value": "`+value+`"}`, http.StatusCreated)
+	put("/api/v1/projects/web/secrets/DEPLOY_KEY", `{"value": "`+value+`-2"}`, http.StatusOK)
+	put("/api/v1/projects/web/secrets/DEPLOY_KEY", `{"value": "`+value+`-prod", "environment": "production"}`, http.StatusCreated)
+
+	r := b.get(t, "/api/v1/projects/web/secrets")
+	answers = append(answers, string(r.body))
+	var list struct {
+		Secrets []secretView `json:"secrets"`
+	}
+	r.decode(t, &list)
+	if len(list.Secrets) != 2 || list.Secrets[0].Name != "DEPLOY_KEY" || list.Secrets[0].Environment != "" ||
+		list.Secrets[1].Environment != "production" || list.Secrets[0].KeyID != kr.PrimaryID() || list.Secrets[0].UpdatedAt == "" {
+		t.Errorf("list = %s", r.body)
+	}
+	r = b.get(t, "/api/v1/projects/web/secrets/DEPLOY_KEY?environment=production")
+	answers = append(answers, string(r.body))
+	var one secretView
+	r.decode(t, &one)
+	if r.status != http.StatusOK || one.Environment != "production" {
+		t.Errorf("get = %d %s", r.status, r.body)
+	}
+	for _, a := range answers {
+		if strings.Contains(a, value) || strings.Contains(a, "value") {
+			t.Errorf("an answer holds the value: %s", a)
+		}
+	}
+	// Stored sealed, and bound to its name: the store holds no value.
+	sc, err := b.store.GetSecret(t.Context(), store.SecretKey{Project: "web", Name: "DEPLOY_KEY"})
+	if err != nil || strings.Contains(string(sc.Ciphertext), value) {
+		t.Fatalf("stored secret: %v", err)
+	}
+	got, err := kr.Open(secret.Sealed{KeyID: sc.KeyID, WrappedKey: sc.WrappedKey, Ciphertext: sc.Ciphertext},
+		secret.Scope{Project: "web", Name: "DEPLOY_KEY"})
+	if err != nil || string(got) != value+"-2" {
+		t.Fatalf("open stored secret = %q, %v", got, err)
+	}
+
+	r = b.do(t, http.MethodDelete, "/api/v1/projects/web/secrets/DEPLOY_KEY", "", "", nil)
+	if r.status != http.StatusNoContent {
+		t.Fatalf("delete: %d %s", r.status, r.body)
+	}
+	expectError(t, b.get(t, "/api/v1/projects/web/secrets/DEPLOY_KEY"), http.StatusNotFound, "not_found")
+	expectError(t, b.do(t, http.MethodDelete, "/api/v1/projects/web/secrets/DEPLOY_KEY", "", "", nil), http.StatusNotFound, "not_found")
+}
+
+func TestSecretRequestsRefused(t *testing.T) {
+	t.Parallel()
+	b := setupWith(t, func(c *api.Config) { c.Secrets = testKeyring(t) })
+	if err := b.store.CreateProject(t.Context(), &store.Project{Name: "web"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, path, body string
+		status           int
+		code             string
+	}{
+		{"lower case name", "/api/v1/projects/web/secrets/deploy_key", `{"value": "x"}`, 400, "bad_request"},
+		{"name with a dash", "/api/v1/projects/web/secrets/A-B", `{"value": "x"}`, 400, "bad_request"},
+		{"no value", "/api/v1/projects/web/secrets/A", `{}`, 400, "bad_request"},
+		{"empty value", "/api/v1/projects/web/secrets/A", `{"value": ""}`, 400, "bad_request"},
+		{"unknown field", "/api/v1/projects/web/secrets/A", `{"value": "sekrit-in-body", "x": 1}`, 400, "bad_request"},
+		{"bad environment", "/api/v1/projects/web/secrets/A", `{"value": "x", "environment": "a b"}`, 400, "bad_request"},
+		{"too large", "/api/v1/projects/web/secrets/A", `{"value": "` + strings.Repeat("v", api.MaxSecretBytes+1) + `"}`, 400, "bad_request"},
+		{"unknown project", "/api/v1/projects/nope/secrets/A", `{"value": "x"}`, 404, "not_found"},
+	} {
+		r := b.do(t, http.MethodPut, tc.path, "application/json", tc.body, nil)
+		e := expectError(t, r, tc.status, tc.code)
+		if strings.Contains(e.Error.Message, "sekrit") {
+			t.Errorf("%s: the error quotes the body: %s", tc.name, r.body)
+		}
+	}
+
+	// Without a key the routes say how to configure one.
+	nokey := setup(t)
+	if err := nokey.store.CreateProject(t.Context(), &store.Project{Name: "web"}); err != nil {
+		t.Fatal(err)
+	}
+	e := expectError(t, nokey.do(t, http.MethodPut, "/api/v1/projects/web/secrets/A", "application/json", `{"value": "x"}`, nil),
+		http.StatusServiceUnavailable, "no_secrets_key")
+	if !strings.Contains(e.Error.Message, "--secrets-key-file") {
+		t.Errorf("message = %q", e.Error.Message)
+	}
+}
+
+// TestSecretRoutesAreAdmins: only an admin token may touch secrets.
+func TestSecretRoutesAreAdmins(t *testing.T) {
+	t.Parallel()
+	b := setupWith(t, func(c *api.Config) { c.Secrets = testKeyring(t); c.Auth = true })
+	if err := b.store.CreateProject(t.Context(), &store.Project{Name: "web"}); err != nil {
+		t.Fatal(err)
+	}
+	tokens := map[store.Role]string{}
+	for _, role := range []store.Role{store.RoleRead, store.RoleWrite, store.RoleAdmin} {
+		tk, err := api.IssueToken(t.Context(), b.store, string(role), role, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		tokens[role] = tk
+	}
+	for _, rt := range []struct{ method, path, body string }{
+		{http.MethodPut, "/api/v1/projects/web/secrets/A", `{"value": "v-123"}`},
+		{http.MethodGet, "/api/v1/projects/web/secrets", ""},
+		{http.MethodGet, "/api/v1/projects/web/secrets/A", ""},
+		{http.MethodPut, "/api/v1/projects/web/secret-settings", `{"secrets_for_forks": false}`},
+		{http.MethodDelete, "/api/v1/projects/web/secrets/A", ""},
+	} {
+		for _, role := range []store.Role{store.RoleRead, store.RoleWrite} {
+			r := b.do(t, rt.method, rt.path, "application/json", rt.body, map[string]string{"Authorization": "Bearer " + tokens[role]})
+			if r.status != http.StatusForbidden {
+				t.Errorf("%s %s as %s: %d, want 403", rt.method, rt.path, role, r.status)
+			}
+		}
+		r := b.do(t, rt.method, rt.path, "application/json", rt.body, map[string]string{"Authorization": "Bearer " + tokens[store.RoleAdmin]})
+		if r.status >= 300 {
+			t.Errorf("%s %s as admin: %d %s", rt.method, rt.path, r.status, r.body)
+		}
+	}
+}
