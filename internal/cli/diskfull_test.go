@@ -97,10 +97,12 @@ func TestServerDiskFull(t *testing.T) {
 	before := submitRun(t, base, quick)
 
 	// A job that prints while the disk fills; it waits for a file the test makes once
-	// the disk is full, so that its last lines and its result meet a full disk.
+	// the disk is full, so that its last lines and its result meet a full disk. After
+	// them it prints 64 KiB more: a few short lines could still fit in the free tail of
+	// the log file's last block, and so meet no full disk at all.
 	gate := filepath.Join(t.TempDir(), "gate")
 	slow := submitRun(t, base, fmt.Sprintf(
-		"name: slow\njobs:\n  talk:\n    steps:\n      - run: 'for i in $(seq 1 5); do echo early $i; done; while [ ! -e %s ]; do sleep 0.05; done; for i in $(seq 1 5); do echo late $i; done'\n", gate))
+		"name: slow\njobs:\n  talk:\n    steps:\n      - run: 'for i in $(seq 1 5); do echo early $i; done; while [ ! -e %s ]; do sleep 0.05; done; for i in $(seq 1 5); do echo late $i; done; head -c 65536 /dev/zero | tr \\\\0 x | fold -w 1024'\n", gate))
 	startChild(t, []string{"worker", "--server", base, "--max-jobs", "2", "--work-dir", t.TempDir()})
 	waitRun(t, base, before.ID, statusIs("success"))
 	waitRun(t, base, slow.ID, statusIs("running"))
