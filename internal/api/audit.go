@@ -45,13 +45,7 @@ func auditEntry(r *http.Request, ev auditEvent) store.AuditEntry {
 			e.Actor = tk.ID.String() // an actor is required; a token's id names it too
 		}
 	}
-	if len(ev.Details) > 0 {
-		// Details are built by handlers from plain values; one that does not marshal is a
-		// bug, and the entry is kept without them rather than lost.
-		if b, err := json.Marshal(ev.Details); err == nil {
-			e.Details = b
-		}
-	}
+	e.Details = store.AuditDetails(ev.Details)
 	return e
 }
 

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"slices"
@@ -191,5 +192,26 @@ func TestAuditAnonymous(t *testing.T) {
 	b2, _ := json.Marshal(e.Details)
 	if err := json.Unmarshal(b2, &details); err != nil || !slices.Contains(details.Changed, "repo_url") {
 		t.Errorf("details = %v, want the settings given", e.Details)
+	}
+}
+
+// TestAuditLargeDetails: a token scoped to the most labels allowed is still made; its
+// entry notes the size of the scope instead of keeping it.
+func TestAuditLargeDetails(t *testing.T) {
+	t.Parallel()
+	b := withAuth(t)
+	admin := issue(t, b.store, store.RoleAdmin)
+	labels := make([]string, 100)
+	for i := range labels {
+		labels[i] = strings.Repeat(string(rune('a'+i%26)), 199) + string(rune('a'+i/26))
+	}
+	created := b.createToken(t, admin, mustJSON(t, map[string]any{"name": "big fleet", "role": "register", "labels": labels}))
+	page, _ := b.listAudit(t, "?action=token.created", bearer(admin))
+	if len(page.Entries) != 1 || page.Entries[0].Target != created.ID {
+		t.Fatalf("audit = %+v, want the token's creation", page.Entries)
+	}
+	d := page.Entries[0].Details
+	if d["name"] != "big fleet" || d["role"] != "register" || !strings.Contains(fmt.Sprint(d["labels"]), "bytes, not recorded") {
+		t.Errorf("details = %v, want the name and role kept and the labels noted by size", d)
 	}
 }

@@ -199,10 +199,7 @@ func localAudit(action, target, via string, details map[string]any) store.AuditE
 	if u, err := user.Current(); err == nil {
 		details["os_user"] = u.Username
 	}
-	e := store.AuditEntry{Actor: store.ActorLocal, Action: action, Target: target}
-	// Plain names and strings always marshal.
-	e.Details, _ = json.Marshal(details)
-	return e
+	return store.AuditEntry{Actor: store.ActorLocal, Action: action, Target: target, Details: store.AuditDetails(details)}
 }
 
 // tokenDetails is what the audit log keeps of a new token: never its secret or hash.

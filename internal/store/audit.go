@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/google/uuid"
@@ -71,6 +72,39 @@ type ListAuditParams struct {
 	// Before pages: only entries whose id sorts before it (ids are time-ordered).
 	Before uuid.UUID
 	Limit  int // default 50, at most 500
+}
+
+// maxAuditValue is the longest a single detail is kept; a longer one is replaced by a note
+// of its size.
+const maxAuditValue = 512
+
+// AuditDetails encodes details for an entry within MaxAuditDetails. A value too long to
+// keep (a token scoped to a hundred labels) is replaced by a note of its size, so a large
+// action is recorded rather than refused. Nil or empty details are none.
+func AuditDetails(d map[string]any) json.RawMessage {
+	if len(d) == 0 {
+		return nil
+	}
+	b, err := json.Marshal(d)
+	if err == nil && len(b) <= MaxAuditDetails {
+		return b
+	}
+	short := make(map[string]any, len(d))
+	for k, v := range d {
+		vb, err := json.Marshal(v)
+		switch {
+		case err != nil:
+			short[k] = "(not recorded: " + err.Error() + ")"
+		case len(vb) > maxAuditValue:
+			short[k] = fmt.Sprintf("(%d bytes, not recorded)", len(vb))
+		default:
+			short[k] = v
+		}
+	}
+	if b, err = json.Marshal(short); err != nil || len(b) > MaxAuditDetails {
+		return json.RawMessage(fmt.Sprintf(`{"details":"(%d keys, too large to record)"}`, len(d)))
+	}
+	return b
 }
 
 type auditKey struct{}
