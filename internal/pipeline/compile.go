@@ -430,6 +430,9 @@ func (d *decoder) buildJob(s *spec, j *jobSpec, in instance, cond *Condition) *J
 	if j.concurrency != nil {
 		job.Concurrency = &Concurrency{Group: d.substitute(j.concurrency.group, in, env), CancelInProgress: j.concurrency.cancel}
 	}
+	if j.environment != nil {
+		job.Environment = d.compileEnvironment(j.environment, in, env)
+	}
 	if j.artifacts != nil {
 		a := &Artifacts{Name: d.substitute(j.artifacts.name, in, env), ExpireIn: Duration(j.artifacts.expireIn)}
 		for _, p := range j.artifacts.paths {

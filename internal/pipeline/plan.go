@@ -55,9 +55,12 @@ type Job struct {
 	Timeout   Duration   `json:"timeout"`
 	// CancelGrace is the time between SIGTERM and SIGKILL on cancel or timeout; zero
 	// when the definition leaves it to the coordinator's default.
-	CancelGrace     Duration     `json:"cancel_grace,omitempty"`
-	Retry           RetryPolicy  `json:"retry"`
-	Concurrency     *Concurrency `json:"concurrency,omitempty"`
+	CancelGrace Duration     `json:"cancel_grace,omitempty"`
+	Retry       RetryPolicy  `json:"retry"`
+	Concurrency *Concurrency `json:"concurrency,omitempty"`
+	// Environment is where the job deploys; nil when it names none. The project's
+	// environment of that name decides whether the job may run and who must approve it.
+	Environment     *Environment `json:"environment,omitempty"`
 	Artifacts       *Artifacts   `json:"artifacts,omitempty"`
 	ContinueOnError bool         `json:"continue_on_error,omitempty"`
 	Network         bool         `json:"network,omitempty"`
@@ -113,6 +116,13 @@ type Concurrency struct {
 	// CancelInProgress cancels the job holding the group when another one becomes ready,
 	// instead of queueing behind it.
 	CancelInProgress bool `json:"cancel_in_progress,omitempty"`
+}
+
+// Environment is a job's deployment target.
+type Environment struct {
+	Name string `json:"name"`
+	// URL is where the deployment can be seen, for people; "" when none was given.
+	URL string `json:"url,omitempty"`
 }
 
 // Artifacts lists the files a job keeps after its steps.

@@ -73,9 +73,15 @@ type jobSpec struct {
 	settings        settings
 	steps           []stepSpec
 	concurrency     *concurrencySpec
+	environment     *environmentSpec
 	artifacts       *artifactSpec
 	continueOnError bool
 	network         bool
+}
+
+// environmentSpec is a job's environment: as written, substituted at compile time.
+type environmentSpec struct {
+	name, url text
 }
 
 type stepSpec struct {
@@ -130,11 +136,12 @@ var (
 var (
 	topKeys         = []string{"name", "on", "env", "stages", "defaults", "jobs"}
 	defaultsKeys    = []string{"timeout", "retry", "priority", "runs_on", "resources", "env", "shell", "cancel_grace", "checkout"}
-	jobKeys         = []string{"stage", "needs", "if", "matrix", "runs_on", "resources", "steps", "env", "timeout", "retry", "priority", "concurrency", "artifacts", "continue_on_error", "cancel_grace", "network", "shell", "checkout"}
+	jobKeys         = []string{"stage", "needs", "if", "matrix", "runs_on", "resources", "steps", "env", "timeout", "retry", "priority", "concurrency", "artifacts", "continue_on_error", "cancel_grace", "network", "shell", "checkout", "environment"}
 	stepKeys        = []string{"name", "run", "shell", "env", "once", "continue_on_error", "timeout"}
 	retryKeys       = []string{"max_attempts", "backoff", "max_backoff", "on"}
 	resourceKeys    = []string{"cpu", "memory"}
 	concurrencyKeys = []string{"group", "cancel_in_progress"}
+	environmentKeys = []string{"name", "url"}
 	artifactKeys    = []string{"name", "paths", "expire_in"}
 	checkoutKeys    = []string{"depth", "submodules", "lfs", "path"}
 	shells          = []string{"sh", "bash", "python3"}
@@ -254,6 +261,8 @@ func (d *decoder) job(jf field) *jobSpec {
 			}
 		case "concurrency":
 			j.concurrency = d.concurrency(f.val, f.path)
+		case "environment":
+			j.environment = d.environment(f.val, f.path)
 		case "artifacts":
 			j.artifacts = d.artifacts(f.val, f.path)
 		case "continue_on_error":
@@ -594,6 +603,42 @@ func (d *decoder) concurrency(n *yaml.Node, p string) *concurrencySpec {
 		return nil
 	}
 	return c
+}
+
+// environment reads `environment: NAME` or `environment: {name: NAME, url: URL}`.
+func (d *decoder) environment(n *yaml.Node, p string) *environmentSpec {
+	r := d.resolve(n)
+	if r == nil {
+		return nil
+	}
+	e := &environmentSpec{}
+	if r.Kind == yaml.ScalarNode {
+		v, ok := d.str(r, p, "an environment name or a mapping")
+		if !ok {
+			return nil
+		}
+		e.name = text{v: v, node: r, path: p}
+	} else {
+		d.object(r, p, "environment", environmentKeys, func(f field) {
+			switch f.key {
+			case "name":
+				if v, ok := d.str(f.val, f.path, "an environment name"); ok {
+					e.name = text{v: v, node: d.resolve(f.val), path: f.path}
+				}
+			case "url":
+				if v, ok := d.str(f.val, f.path, "a URL"); ok {
+					e.url = text{v: v, node: d.resolve(f.val), path: f.path}
+				}
+			}
+		})
+	}
+	if strings.TrimSpace(e.name.v) == "" {
+		if r.Kind == yaml.MappingNode || e.name.node != nil {
+			d.add(ErrRequired, r, p+".name", "environment needs a name")
+		}
+		return nil
+	}
+	return e
 }
 
 func (d *decoder) artifacts(n *yaml.Node, p string) *artifactSpec {
