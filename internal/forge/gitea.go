@@ -1,11 +1,11 @@
 package forge
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"strings"
 )
 
@@ -200,38 +200,13 @@ func (g *Gitea) Parse(r *http.Request, body []byte) (*Event, error) {
 			return bad(errors.New("no repository or pull_request"))
 		}
 		pr := p.PullRequest
-		number := p.Number
-		if number == 0 {
-			number = pr.Number
-		}
-		if number <= 0 {
-			return bad(fmt.Errorf("pull request number %d", number))
-		}
-		if !validSHA(pr.Head.SHA) {
-			return bad(fmt.Errorf("head sha %q is not a commit id", pr.Head.SHA))
-		}
-		if !validRefName(pr.Base.Ref) {
-			return bad(fmt.Errorf("base ref %q is not a branch name", pr.Base.Ref))
-		}
-		ev.Kind, ev.Action = KindPullRequest, action
 		ev.Repository = p.Repository.repository()
-		ev.Ref = fmt.Sprintf("refs/pull/%d/head", number)
-		ev.SHA = pr.Head.SHA
-		ev.Branch = pr.Base.Ref
 		ev.Actor = actor(p.Sender)
-		head, base := pr.Head.Repo.repository(), pr.Base.Repo.repository()
-		if base.FullName == "" {
-			base = ev.Repository
+		head := PRBranch{pr.Head.Repo.repository(), pr.Head.Ref, pr.Head.SHA}
+		base := PRBranch{pr.Base.Repo.repository(), pr.Base.Ref, pr.Base.SHA}
+		if err := ev.setPullRequest(action, cmp.Or(p.Number, pr.Number), pr.Title, pr.Merged, head, base); err != nil {
+			return bad(err)
 		}
-		ev.PullRequest = &PullRequest{
-			Number: number,
-			Title:  pr.Title,
-			Head:   PRBranch{head, pr.Head.Ref, pr.Head.SHA},
-			Base:   PRBranch{base, pr.Base.Ref, pr.Base.SHA},
-			Fork:   !strings.EqualFold(head.FullName, base.FullName),
-			Merged: pr.Merged,
-		}
-		ev.ChangedPathsIncomplete = true
 		return ev, nil
 	case "":
 		return bad(errors.New("no X-Gitea-Event or X-Forgejo-Event header"))
@@ -253,20 +228,6 @@ var giteaStates = map[State]string{
 
 // ReportStatus POSTs /api/v1/repos/{owner}/{repo}/statuses/{sha}.
 func (g *Gitea) ReportStatus(ctx context.Context, s Status) error {
-	if err := s.validate(); err != nil {
-		return fmt.Errorf("report gitea commit status: %w", err)
-	}
-	owner, repo, ok := strings.Cut(s.Repository, "/")
-	if !ok || owner == "" || repo == "" || strings.Contains(repo, "/") {
-		return fmt.Errorf("report gitea commit status: repository %q is not owner/name", s.Repository)
-	}
-	if err := requireToken(g.Name(), g.cfg); err != nil {
-		return err
-	}
-	u, err := joinURL(g.cfg.BaseURL, "/api/v1/repos/"+url.PathEscape(owner)+"/"+url.PathEscape(repo)+"/statuses/"+s.SHA)
-	if err != nil {
-		return fmt.Errorf("report gitea commit status: %w", err)
-	}
 	h := http.Header{}
 	h.Set("Authorization", "token "+g.cfg.Token)
 	h.Set("Accept", "application/json")
@@ -275,8 +236,5 @@ func (g *Gitea) ReportStatus(ctx context.Context, s Status) error {
 		"context":     s.Context,
 		"description": s.Description,
 	}
-	if s.TargetURL != "" {
-		body["target_url"] = s.TargetURL
-	}
-	return postStatus(ctx, g.cfg, g.Name(), u, h, body)
+	return reportStatus(ctx, g.cfg, g.Name(), s, ownerRepoPath("/api/v1"), h, body)
 }

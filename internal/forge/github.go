@@ -1,12 +1,10 @@
 package forge
 
 import (
+	"cmp"
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
-	"net/url"
-	"strings"
 )
 
 // GitHub speaks GitHub's webhooks (push, pull_request, ping) and commit status API.
@@ -154,45 +152,18 @@ func (g *GitHub) Parse(r *http.Request, body []byte) (*Event, error) {
 			return bad(errors.New("no repository or pull_request"))
 		}
 		pr := p.PullRequest
-		number := p.Number
-		if number == 0 {
-			number = pr.Number
-		}
-		if number <= 0 {
-			return bad(fmt.Errorf("pull request number %d", number))
-		}
-		if !validSHA(pr.Head.SHA) {
-			return bad(fmt.Errorf("head sha %q is not a commit id", pr.Head.SHA))
-		}
-		if !validRefName(pr.Base.Ref) {
-			return bad(fmt.Errorf("base ref %q is not a branch name", pr.Base.Ref))
-		}
-		ev.Kind, ev.Action = KindPullRequest, p.Action
 		ev.Repository = p.Repository.repository()
-		ev.Ref = fmt.Sprintf("refs/pull/%d/head", number)
-		ev.SHA = pr.Head.SHA
 		if validSHA(p.Before) {
 			ev.Before = p.Before
 		}
-		ev.Branch = pr.Base.Ref
 		if p.Sender != nil {
 			ev.Actor = p.Sender.Login
 		}
-		head, base := pr.Head.Repo.repository(), pr.Base.Repo.repository()
-		if base.FullName == "" {
-			base = ev.Repository
+		head := PRBranch{pr.Head.Repo.repository(), pr.Head.Ref, pr.Head.SHA}
+		base := PRBranch{pr.Base.Repo.repository(), pr.Base.Ref, pr.Base.SHA}
+		if err := ev.setPullRequest(p.Action, cmp.Or(p.Number, pr.Number), pr.Title, pr.Merged, head, base); err != nil {
+			return bad(err)
 		}
-		ev.PullRequest = &PullRequest{
-			Number: number,
-			Title:  pr.Title,
-			Head:   PRBranch{head, pr.Head.Ref, pr.Head.SHA},
-			Base:   PRBranch{base, pr.Base.Ref, pr.Base.SHA},
-			// A head repository that is gone was a fork: the base repository cannot vanish
-			// while its pull request is delivered.
-			Fork:   !strings.EqualFold(head.FullName, base.FullName),
-			Merged: pr.Merged,
-		}
-		ev.ChangedPathsIncomplete = true
 		return ev, nil
 	case "ping":
 		var p ghPing
@@ -229,20 +200,6 @@ const githubMaxDescription = 140
 
 // ReportStatus POSTs /repos/{owner}/{repo}/statuses/{sha}.
 func (g *GitHub) ReportStatus(ctx context.Context, s Status) error {
-	if err := s.validate(); err != nil {
-		return fmt.Errorf("report github commit status: %w", err)
-	}
-	owner, repo, ok := strings.Cut(s.Repository, "/")
-	if !ok || owner == "" || repo == "" || strings.Contains(repo, "/") {
-		return fmt.Errorf("report github commit status: repository %q is not owner/name", s.Repository)
-	}
-	if err := requireToken(g.Name(), g.cfg); err != nil {
-		return err
-	}
-	u, err := joinURL(g.cfg.BaseURL, "/repos/"+url.PathEscape(owner)+"/"+url.PathEscape(repo)+"/statuses/"+s.SHA)
-	if err != nil {
-		return fmt.Errorf("report github commit status: %w", err)
-	}
 	h := http.Header{}
 	h.Set("Authorization", "Bearer "+g.cfg.Token)
 	h.Set("Accept", "application/vnd.github+json")
@@ -252,10 +209,7 @@ func (g *GitHub) ReportStatus(ctx context.Context, s Status) error {
 		"context":     s.Context,
 		"description": truncate(s.Description, githubMaxDescription),
 	}
-	if s.TargetURL != "" {
-		body["target_url"] = s.TargetURL
-	}
-	return postStatus(ctx, g.cfg, g.Name(), u, h, body)
+	return reportStatus(ctx, g.cfg, g.Name(), s, ownerRepoPath(""), h, body)
 }
 
 // truncate shortens s to at most n runes, marking the cut.

@@ -228,17 +228,6 @@ const gitlabMaxDescription = 255
 
 // ReportStatus POSTs /api/v4/projects/{url-encoded path}/statuses/{sha}.
 func (g *GitLab) ReportStatus(ctx context.Context, s Status) error {
-	if err := s.validate(); err != nil {
-		return fmt.Errorf("report gitlab commit status: %w", err)
-	}
-	if err := requireToken(g.Name(), g.cfg); err != nil {
-		return err
-	}
-	// The project path is one path segment: its slashes must travel as %2F.
-	u, err := joinURL(g.cfg.BaseURL, "/api/v4/projects/"+url.PathEscape(s.Repository)+"/statuses/"+s.SHA)
-	if err != nil {
-		return fmt.Errorf("report gitlab commit status: %w", err)
-	}
 	h := http.Header{}
 	h.Set("PRIVATE-TOKEN", g.cfg.Token)
 	body := map[string]string{
@@ -246,8 +235,11 @@ func (g *GitLab) ReportStatus(ctx context.Context, s Status) error {
 		"name":        s.Context,
 		"description": truncate(s.Description, gitlabMaxDescription),
 	}
-	if s.TargetURL != "" {
-		body["target_url"] = s.TargetURL
-	}
-	return postStatus(ctx, g.cfg, g.Name(), u, h, body)
+	return reportStatus(ctx, g.cfg, g.Name(), s, gitlabProjectPath, h, body)
+}
+
+// gitlabProjectPath addresses any project path: it is one path segment, so its slashes must
+// travel as %2F.
+func gitlabProjectPath(repository string) (string, bool) {
+	return "/api/v4/projects/" + url.PathEscape(repository), true
 }

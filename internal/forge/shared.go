@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -135,6 +136,41 @@ func (e *Event) peelTag(commit string) {
 	}
 }
 
+// setPullRequest fills a pull request event from what GitHub and Gitea both send, refusing a
+// number, head commit or base branch that could not be built or reported on. An empty base
+// repository is the event's own; a head repository that differs from the base (or is gone)
+// is a fork's.
+func (e *Event) setPullRequest(action string, number int, title string, merged bool, head, base PRBranch) error {
+	if number <= 0 {
+		return fmt.Errorf("pull request number %d", number)
+	}
+	if !validSHA(head.SHA) {
+		return fmt.Errorf("head sha %q is not a commit id", head.SHA)
+	}
+	if !validRefName(base.Ref) {
+		return fmt.Errorf("base ref %q is not a branch name", base.Ref)
+	}
+	e.Kind, e.Action = KindPullRequest, action
+	e.Ref = fmt.Sprintf("refs/pull/%d/head", number)
+	e.SHA = head.SHA
+	e.Branch = base.Ref
+	if base.Repository.FullName == "" {
+		base.Repository = e.Repository
+	}
+	e.PullRequest = &PullRequest{
+		Number: number,
+		Title:  title,
+		Head:   head,
+		Base:   base,
+		// A head repository that is gone was a fork: the base repository cannot vanish
+		// while its pull request is delivered.
+		Fork:   !strings.EqualFold(head.Repository.FullName, base.Repository.FullName),
+		Merged: merged,
+	}
+	e.ChangedPathsIncomplete = true
+	return nil
+}
+
 // pathUnion merges the added, modified and removed lists of every commit, sorted, once each.
 func pathUnion(lists ...[]string) []string {
 	var out []string
@@ -161,6 +197,44 @@ const userAgent = "Gantry"
 
 // maxErrorBody bounds how much of a refusal is kept for the error message.
 const maxErrorBody = 4 << 10
+
+// reportStatus is the status call GitHub, GitLab and Gitea share, so the three check a status
+// in the same order and word their refusals alike: the status itself, then the repository's
+// shape (repoPath answers false when the forge cannot address it), then the token, then the
+// URL. body is the forge's own words for s; target_url is added only when there is one,
+// because the forges refuse an empty link.
+func reportStatus(ctx context.Context, cfg Config, provider string, s Status, repoPath func(string) (string, bool), header http.Header, body map[string]string) error {
+	if err := s.validate(); err != nil {
+		return fmt.Errorf("report %s commit status: %w", provider, err)
+	}
+	p, ok := repoPath(s.Repository)
+	if !ok {
+		return fmt.Errorf("report %s commit status: repository %q is not owner/name", provider, s.Repository)
+	}
+	if err := requireToken(provider, cfg); err != nil {
+		return err
+	}
+	u, err := joinURL(cfg.BaseURL, p+"/statuses/"+s.SHA)
+	if err != nil {
+		return fmt.Errorf("report %s commit status: %w", provider, err)
+	}
+	if s.TargetURL != "" {
+		body["target_url"] = s.TargetURL
+	}
+	return postStatus(ctx, cfg, provider, u, header, body)
+}
+
+// ownerRepoPath addresses a repository as GitHub and Gitea do, prefix+"/repos/{owner}/{name}",
+// and refuses any other shape rather than let a slash change which API is called.
+func ownerRepoPath(prefix string) func(string) (string, bool) {
+	return func(repository string) (string, bool) {
+		owner, repo, ok := strings.Cut(repository, "/")
+		if !ok || owner == "" || repo == "" || strings.Contains(repo, "/") {
+			return "", false
+		}
+		return prefix + "/repos/" + url.PathEscape(owner) + "/" + url.PathEscape(repo), true
+	}
+}
 
 // postStatus POSTs a JSON status and turns anything but a 2xx into a *StatusError.
 func postStatus(ctx context.Context, cfg Config, provider, url string, header http.Header, body any) error {
