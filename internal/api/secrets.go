@@ -138,6 +138,10 @@ func (s *Server) putSecret(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, codeInternal, "seal the secret: internal error", nil)
 		return
 	}
+	if rerr := s.ensureProject(r.Context(), project); rerr != nil {
+		writeRequestError(w, rerr)
+		return
+	}
 	sc := &store.Secret{Project: project, Environment: req.Environment, Name: name,
 		KeyID: sealed.KeyID, WrappedKey: sealed.WrappedKey, Ciphertext: sealed.Ciphertext}
 	created, err := s.store.PutSecret(r.Context(), sc)
@@ -243,6 +247,23 @@ func (s *Server) putSecretSettings(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, req)
 }
 
+// ensureProject makes the project on first use, as a run does, so that a secret may be
+// set before the project's first run.
+func (s *Server) ensureProject(ctx context.Context, project string) *requestError {
+	_, err := s.store.GetProjectByName(ctx, project)
+	if errors.Is(err, store.ErrNotFound) {
+		err = s.store.CreateProject(ctx, &store.Project{Name: project})
+		if errors.Is(err, store.ErrConflict) {
+			err = nil // made meanwhile
+		}
+	}
+	if err != nil {
+		s.log.ErrorContext(ctx, "make a project on first use", "project", project, "err", err)
+		return &requestError{status: http.StatusInternalServerError, code: codeInternal, msg: "look up project " + project + ": internal error"}
+	}
+	return nil
+}
+
 // secretEnvPattern is the reference a run's env keeps for a value given as secret env:
 // the value itself is sealed in the secrets table under scope "env:<id>".
 var secretEnvPattern = regexp.MustCompile(`^\$\{\{ secret_env\.([0-9a-f-]{36}) \}\}$`)
@@ -263,13 +284,8 @@ func (s *Server) sealSecretEnv(ctx context.Context, p *store.CreateRunParams, se
 	if project == "" {
 		project = "default"
 	}
-	if _, err := s.store.GetProjectByName(ctx, project); errors.Is(err, store.ErrNotFound) {
-		// A run makes its project on first use; its secret env needs it first.
-		if err := s.store.CreateProject(ctx, &store.Project{Name: project}); err != nil && !errors.Is(err, store.ErrConflict) {
-			return &requestError{status: http.StatusInternalServerError, code: codeInternal, msg: "create the run's project: internal error"}
-		}
-	} else if err != nil {
-		return &requestError{status: http.StatusInternalServerError, code: codeInternal, msg: "look up the run's project: internal error"}
+	if rerr := s.ensureProject(ctx, project); rerr != nil {
+		return rerr
 	}
 	if p.Env == nil {
 		p.Env = map[string]string{}

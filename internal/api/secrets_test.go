@@ -114,7 +114,6 @@ func TestSecretRequestsRefused(t *testing.T) {
 		{"unknown field", "/api/v1/projects/web/secrets/A", `{"value": "sekrit-in-body", "x": 1}`, 400, "bad_request"},
 		{"bad environment", "/api/v1/projects/web/secrets/A", `{"value": "x", "environment": "a b"}`, 400, "bad_request"},
 		{"too large", "/api/v1/projects/web/secrets/A", `{"value": "` + strings.Repeat("v", api.MaxSecretBytes+1) + `"}`, 400, "bad_request"},
-		{"unknown project", "/api/v1/projects/nope/secrets/A", `{"value": "x"}`, 404, "not_found"},
 	} {
 		r := b.do(t, http.MethodPut, tc.path, "application/json", tc.body, nil)
 		e := expectError(t, r, tc.status, tc.code)
@@ -122,6 +121,12 @@ func TestSecretRequestsRefused(t *testing.T) {
 			t.Errorf("%s: the error quotes the body: %s", tc.name, r.body)
 		}
 	}
+
+	// A project is made on first use, as a run makes it.
+	if r := b.do(t, http.MethodPut, "/api/v1/projects/fresh/secrets/A", "application/json", `{"value": "x-1"}`, nil); r.status != http.StatusCreated {
+		t.Errorf("set a secret of a new project: %d %s", r.status, r.body)
+	}
+	expectError(t, b.get(t, "/api/v1/projects/nope/secrets"), http.StatusNotFound, "not_found")
 
 	// Without a key the routes say how to configure one.
 	nokey := setup(t)
