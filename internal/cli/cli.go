@@ -169,6 +169,7 @@ func (a *app) rootCommand() *cobra.Command {
 		a.retryCommand(),
 		a.runCommand(),
 		a.runsCommand(),
+		a.secretCommand(),
 		a.serverCommand(),
 		a.submitCommand(),
 		a.tokenCommand(),

@@ -76,6 +76,12 @@ type serverConfig struct {
 	OutboxMaxAttempts int
 	OutboxBackoff     time.Duration
 	OutboxHold        time.Duration
+	// SecretsKeyFile holds the key-encryption key of secrets (else GANTRY_SECRETS_KEY);
+	// CreateSecretsKey makes it when missing. SecretsOldKeyFiles still open secrets
+	// during a rotation (secret.go).
+	SecretsKeyFile     string
+	CreateSecretsKey   bool
+	SecretsOldKeyFiles []string
 }
 
 func (a *app) serverCommand() *cobra.Command {
@@ -141,6 +147,8 @@ func (a *app) serverCommand() *cobra.Command {
 	f.DurationVar(&cfg.ScheduleEvery, "schedule-every", cfg.ScheduleEvery, "how often on: schedule entries are looked at; every replica looks, and each tick fires once")
 	f.StringVar(&cfg.PublicURL, "public-url", "", "URL people reach this server at; commit statuses and webhooks link to run pages under it (default: http://ADDR)")
 	f.BoolVar(&cfg.PublicBadges, "public-badges", false, "serve project badges (badge.svg) without a token when auth is on")
+	f.StringVar(&cfg.SecretsKeyFile, "secrets-key-file", "", "key-encryption key of secrets: 32 random bytes, raw or base64, mode 0600 (default: GANTRY_SECRETS_KEY; neither: secrets off)")
+	f.StringArrayVar(&cfg.SecretsOldKeyFiles, "secrets-old-key-file", nil, "a previous key that still opens secrets during gantry secret rotate-key (repeatable)")
 	f.IntVar(&cfg.OutboxMaxAttempts, "outbox-max-attempts", cfg.OutboxMaxAttempts, "attempts a commit status or webhook gets before it is dead-lettered")
 	f.DurationVar(&cfg.OutboxBackoff, "outbox-backoff", cfg.OutboxBackoff, "cap of the first retry's wait for statuses and webhooks; it doubles with each attempt (full jitter)")
 	f.DurationVar(&cfg.OutboxHold, "outbox-hold", cfg.OutboxHold, "how long a status or webhook being sent is hidden from other replicas; one lost in a crash is retried after it")
@@ -350,13 +358,20 @@ func startCoordinator(ctx context.Context, cfg serverConfig, log *slog.Logger) (
 		closeAll()
 		return nil, fmt.Errorf("create mirrors directory: %w", err)
 	}
+	keys, err := cfg.secretsKeyring(log)
+	if err != nil {
+		_ = ln.Close()
+		closeAll()
+		return nil, err
+	}
 	var fresh newConns
 	srv := &http.Server{
 		ConnState: fresh.track,
 		Handler: api.New(api.Config{Store: st, Logger: log, LeaseTTL: cfg.LeaseTTL, HeartbeatEvery: cfg.HeartbeatEvery, ReapGrace: cfg.ReapGrace,
 			CancelGrace: cfg.CancelGrace, Auth: cfg.authOn(), Logs: logSvc,
 			Blobs: blobs, ArtifactTTL: cfg.ArtifactsExpireIn, UI: cfg.UI, Metrics: m, DataDirs: cfg.dataDirs(),
-			AllowedOrigins: origins, AllowedHosts: hosts, MirrorsDir: cfg.mirrorsDir(), PublicBadges: cfg.PublicBadges}).Handler(),
+			AllowedOrigins: origins, AllowedHosts: hosts, MirrorsDir: cfg.mirrorsDir(), PublicBadges: cfg.PublicBadges,
+			Secrets: keys}).Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       time.Minute,
 		IdleTimeout:       2 * time.Minute,

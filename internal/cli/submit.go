@@ -26,6 +26,7 @@ type submitConfig struct {
 	SHA            string
 	Priority       string
 	Env            []string
+	SecretEnv      []string
 	IdempotencyKey string
 	// noWorker, with Follow, is told of a job no live worker can take (followOptions).
 	noWorker func(job jobView) error
@@ -60,6 +61,7 @@ func (a *app) submitCommand() *cobra.Command {
 	f.StringVar(&cfg.SHA, "sha", "", "commit the run is for")
 	f.StringVar(&cfg.Priority, "priority", "", "lane of every job: critical, high, normal or low")
 	f.StringArrayVar(&cfg.Env, "env", nil, "NAME=VALUE for every job of the run (repeatable)")
+	f.StringArrayVar(&cfg.SecretEnv, "secret-env", nil, "NAME (value from this environment) or NAME=VALUE: run env stored encrypted and masked in logs (repeatable)")
 	f.StringVar(&cfg.IdempotencyKey, "idempotency-key", "", "submit at most once per key and project; a repeat prints the existing run")
 	return cmd
 }
@@ -81,6 +83,10 @@ func (a *app) submit(ctx context.Context, cfg submitConfig) error {
 		}
 		env[k] = v
 	}
+	secretEnv, err := parseSecretEnv(cfg.SecretEnv, a.lookupEnv)
+	if err != nil {
+		return err
+	}
 	c, err := cfg.client()
 	if err != nil {
 		return err
@@ -96,7 +102,7 @@ func (a *app) submit(ctx context.Context, cfg submitConfig) error {
 	if isJSON {
 		contentType = "application/json"
 	}
-	if cfg.Project != "" || cfg.Ref != "" || cfg.SHA != "" || cfg.Priority != "" || len(env) > 0 {
+	if cfg.Project != "" || cfg.Ref != "" || cfg.SHA != "" || cfg.Priority != "" || len(env) > 0 || len(secretEnv) > 0 {
 		// The run's options travel in an envelope that carries the definition as text.
 		envelope := map[string]any{"pipeline": string(src.data)}
 		for k, v := range map[string]string{"project": cfg.Project, "ref": cfg.Ref, "sha": cfg.SHA, "priority": cfg.Priority} {
@@ -106,6 +112,9 @@ func (a *app) submit(ctx context.Context, cfg submitConfig) error {
 		}
 		if len(env) > 0 {
 			envelope["env"] = env
+		}
+		if len(secretEnv) > 0 {
+			envelope["secret_env"] = secretEnv
 		}
 		body, _ = json.Marshal(envelope)
 		contentType = "application/json"
