@@ -416,8 +416,8 @@ type Projects interface {
 	// Name and CreatedAt) and sets UpdatedAt; ErrNotFound when none has the name.
 	UpdateProject(ctx context.Context, p *Project) error
 	// DeleteProject deletes the named project, its deliveries, outbound webhook
-	// subscriptions, registered workflows and schedule ticks. ErrNotFound when none has
-	// the name; ErrConflict while runs belong to it, so no run loses its project.
+	// subscriptions, registered workflows, schedule ticks and secrets. ErrNotFound when
+	// none has the name; ErrConflict while runs belong to it, so no run loses its project.
 	DeleteProject(ctx context.Context, name string) error
 	// GetDelivery returns the delivery the project recorded under deliveryID;
 	// ErrNotFound when it has none.

@@ -13,6 +13,7 @@ var secretTests = []test{
 	{"ScopesAreSeparate", testSecretScopes},
 	{"Rewrap", testSecretRewrap},
 	{"ForksSetting", testSecretsForForks},
+	{"GoWithTheirProject", testSecretsGoWithProject},
 }
 
 func (b *bundle) project(name string) {
@@ -155,5 +156,20 @@ func secretOK(t *testing.T, what string, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+func testSecretsGoWithProject(t *testing.T, h Harness) {
+	_, b := setup(t, h)
+	b.project("web")
+	if _, err := b.s.PutSecret(b.ctx, sealedSecret("web", "", "", "TOKEN", "old")); err != nil {
+		t.Fatal(err)
+	}
+	secretOK(t, "DeleteProject", b.s.DeleteProject(b.ctx, "web"))
+	b.project("web")
+	_, err := b.s.GetSecret(b.ctx, store.SecretKey{Project: "web", Name: "TOKEN"})
+	wantErr(t, "GetSecret in a project made again under a deleted one's name", err, store.ErrNotFound)
+	if todo, err := b.s.SealedSecrets(b.ctx, "none"); err != nil || len(todo) != 0 {
+		t.Errorf("SealedSecrets after the project was deleted = %d, %v; want none left", len(todo), err)
 	}
 }
