@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/gantry-ci/gantry/internal/api"
+	"github.com/gantry-ci/gantry/internal/source/sourcetest"
 	"github.com/gantry-ci/gantry/internal/store"
 )
 
@@ -73,15 +74,15 @@ func TestAuditTokensAndProjects(t *testing.T) {
 	admin := issue(t, b.store, store.RoleAdmin)
 	adminID := tokenID(t, b.store, admin)
 	hdr := bearer(admin)
-	repo := newGitRepo(t)
-	repo.commit("refs/heads/main", map[string]string{"README": "x\n"})
+	repo := sourcetest.NewRepo(t)
+	repo.Commit("refs/heads/main", map[string]string{"README": "x\n"})
 
 	created := b.createToken(t, admin, `{"name": "deployer", "role": "register", "labels": ["linux"], "expires_in": "24h"}`)
 	if r := b.do(t, http.MethodDelete, "/api/v1/tokens/"+created.ID, "", "", hdr); r.status != http.StatusNoContent {
 		t.Fatalf("revoke: %d %s", r.status, r.body)
 	}
 	r := b.do(t, http.MethodPost, "/api/v1/projects", "application/json",
-		mustJSON(t, map[string]any{"name": "web", "repo_url": repo.url(), "default_branch": "main"}), hdr)
+		mustJSON(t, map[string]any{"name": "web", "repo_url": repo.URL(), "default_branch": "main"}), hdr)
 	if r.status != http.StatusCreated {
 		t.Fatalf("create project: %d %s", r.status, r.body)
 	}
@@ -175,9 +176,9 @@ func TestAuditTokensAndProjects(t *testing.T) {
 func TestAuditAnonymous(t *testing.T) {
 	t.Parallel()
 	b := hookSetup(t)
-	repo := newGitRepo(t)
-	repo.commit("refs/heads/main", map[string]string{"README": "x\n"})
-	b.createProject(t, map[string]any{"name": "web", "repo_url": repo.url(), "default_branch": "main"})
+	repo := sourcetest.NewRepo(t)
+	repo.Commit("refs/heads/main", map[string]string{"README": "x\n"})
+	b.createProject(t, map[string]any{"name": "web", "repo_url": repo.URL(), "default_branch": "main"})
 	page, _ := b.listAudit(t, "", nil)
 	if len(page.Entries) != 1 {
 		t.Fatalf("audit = %+v, want one entry", page.Entries)

@@ -11,80 +11,16 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/gantry-ci/gantry/internal/api"
 	"github.com/gantry-ci/gantry/internal/clock"
+	"github.com/gantry-ci/gantry/internal/source/sourcetest"
 	"github.com/gantry-ci/gantry/internal/store"
 	"github.com/gantry-ci/gantry/internal/store/postgres"
 	"github.com/gantry-ci/gantry/internal/testdb"
 )
-
-// gitRepo is a bare repository on disk, pushed to from a work clone with the git binary,
-// that a project reaches over file://.
-type gitRepo struct {
-	t    *testing.T
-	bare string
-	work string
-	env  []string
-}
-
-func newGitRepo(t *testing.T) *gitRepo {
-	t.Helper()
-	home := t.TempDir()
-	r := &gitRepo{t: t, bare: filepath.Join(t.TempDir(), "app.git"), work: filepath.Join(home, "work"), env: []string{
-		"PATH=" + os.Getenv("PATH"), "HOME=" + home, "LC_ALL=C", "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null",
-		"GIT_TERMINAL_PROMPT=0", "GIT_AUTHOR_NAME=Gantry Test", "GIT_AUTHOR_EMAIL=test@gantry.invalid",
-		"GIT_COMMITTER_NAME=Gantry Test", "GIT_COMMITTER_EMAIL=test@gantry.invalid",
-	}}
-	r.git("", "init", "--quiet", "--bare", "-b", "main", r.bare)
-	r.git("", "init", "--quiet", "-b", "main", r.work)
-	return r
-}
-
-func (r *gitRepo) git(dir string, args ...string) string {
-	r.t.Helper()
-	cmd := exec.Command("git", args...)
-	cmd.Dir, cmd.Env = dir, r.env
-	var out, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &stderr
-	if err := cmd.Run(); err != nil {
-		r.t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
-	}
-	return strings.TrimSpace(out.String())
-}
-
-func (r *gitRepo) url() string { return "file://" + r.bare }
-
-// commit writes files (an empty value deletes one), commits and pushes ref; it returns
-// the commit id.
-func (r *gitRepo) commit(ref string, files map[string]string) string {
-	r.t.Helper()
-	for name, content := range files {
-		p := filepath.Join(r.work, name)
-		if content == "" {
-			if err := os.Remove(p); err != nil {
-				r.t.Fatal(err)
-			}
-			continue
-		}
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			r.t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			r.t.Fatal(err)
-		}
-	}
-	r.git(r.work, "add", "-A")
-	r.git(r.work, "commit", "--quiet", "--allow-empty", "-m", "change")
-	sha := r.git(r.work, "rev-parse", "HEAD")
-	r.git(r.work, "push", "--quiet", "--force", r.bare, "HEAD:"+ref)
-	return sha
-}
 
 func pipelineNamed(name string) string {
 	return "name: " + name + "\njobs:\n  build:\n    steps:\n      - run: make\n"
@@ -204,10 +140,10 @@ func wantHook(t *testing.T, r response, status int, ran bool) hookView {
 func TestHookGitHubPush(t *testing.T) {
 	t.Parallel()
 	b := hookSetup(t)
-	repo := newGitRepo(t)
-	first := repo.commit("refs/heads/main", map[string]string{".gantry.yml": pipelineNamed("first")})
-	second := repo.commit("refs/heads/main", map[string]string{".gantry.yml": pipelineNamed("second")})
-	p := b.createProject(t, map[string]any{"name": "app", "repo_url": repo.url(), "provider": "github"})
+	repo := sourcetest.NewRepo(t)
+	first := repo.Commit("refs/heads/main", map[string]string{".gantry.yml": pipelineNamed("first")})
+	second := repo.Commit("refs/heads/main", map[string]string{".gantry.yml": pipelineNamed("second")})
+	p := b.createProject(t, map[string]any{"name": "app", "repo_url": repo.URL(), "provider": "github"})
 	if p.DefaultBranch != "main" || p.PipelinePath != ".gantry.yml" || p.WebhookSecret == "" || !p.WebhookSecretSet {
 		t.Fatalf("created project = %+v; want main discovered, the default path and a generated secret", p)
 	}
@@ -224,7 +160,7 @@ func TestHookGitHubPush(t *testing.T) {
 		t.Errorf("run = %+v; want the pipeline of the older commit, named first", run)
 	}
 	want := store.Trigger{Ref: "refs/heads/main", Branch: "main", SHA: first, Before: zeroSHA[:39] + "1", Event: "push",
-		Actor: "mona", Repository: "octo-org/app", CloneURL: repo.url(), DeliveryID: "d-1"}
+		Actor: "mona", Repository: "octo-org/app", CloneURL: repo.URL(), DeliveryID: "d-1"}
 	if run.Trigger != want {
 		t.Errorf("trigger = %+v\nwant %+v", run.Trigger, want)
 	}
@@ -303,9 +239,9 @@ func TestHookGitHubPush(t *testing.T) {
 func TestHookPipelineFileCases(t *testing.T) {
 	t.Parallel()
 	b := hookSetup(t)
-	repo := newGitRepo(t)
-	base := repo.commit("refs/heads/main", map[string]string{"README": "hi\n"})
-	p := b.createProject(t, map[string]any{"name": "cases", "repo_url": repo.url(), "provider": "github", "webhook_secret": "shh-its-a-secret"})
+	repo := sourcetest.NewRepo(t)
+	base := repo.Commit("refs/heads/main", map[string]string{"README": "hi\n"})
+	p := b.createProject(t, map[string]any{"name": "cases", "repo_url": repo.URL(), "provider": "github", "webhook_secret": "shh-its-a-secret"})
 	if p.WebhookSecret != "shh-its-a-secret" {
 		t.Errorf("create answered secret %q, want the one given, once", p.WebhookSecret)
 	}
@@ -320,7 +256,7 @@ func TestHookPipelineFileCases(t *testing.T) {
 	}
 
 	// An invalid file makes a failed run that shows the errors.
-	bad := repo.commit("refs/heads/main", map[string]string{".gantry.yml": badPipeline})
+	bad := repo.Commit("refs/heads/main", map[string]string{".gantry.yml": badPipeline})
 	h = wantHook(t, send("m-2", "refs/heads/main", base, bad), http.StatusAccepted, true)
 	var failed failedRunView
 	b.get(t, "/api/v1/runs/"+h.Runs[0]).decode(t, &failed)
@@ -339,16 +275,16 @@ func TestHookPipelineFileCases(t *testing.T) {
 	}
 
 	// on: decides: a file that runs only for release branches skips main, and says why.
-	onRelease := repo.commit("refs/heads/main", map[string]string{".gantry.yml": "name: rel\non:\n  push:\n    branches: [release/*]\njobs:\n  build:\n    steps:\n      - run: make\n"})
+	onRelease := repo.Commit("refs/heads/main", map[string]string{".gantry.yml": "name: rel\non:\n  push:\n    branches: [release/*]\njobs:\n  build:\n    steps:\n      - run: make\n"})
 	h = wantHook(t, send("m-3", "refs/heads/main", bad, onRelease), http.StatusOK, false)
 	if !strings.Contains(h.Reason, "release/*") {
 		t.Errorf("reason = %q; want it to name the branch filter", h.Reason)
 	}
-	relSHA := repo.commit("refs/heads/release/1.0", nil)
+	relSHA := repo.Commit("refs/heads/release/1.0", nil)
 	wantHook(t, send("m-4", "refs/heads/release/1.0", onRelease, relSHA), http.StatusAccepted, true)
 
 	// A tag push records the tag, not a branch.
-	tagged := repo.commit("refs/tags/v1.0.0", map[string]string{".gantry.yml": pipelineNamed("tagged")})
+	tagged := repo.Commit("refs/tags/v1.0.0", map[string]string{".gantry.yml": pipelineNamed("tagged")})
 	h = wantHook(t, send("m-5", "refs/tags/v1.0.0", zeroSHA, tagged), http.StatusAccepted, true)
 	var run runView
 	b.get(t, "/api/v1/runs/"+h.Runs[0]).decode(t, &run)
@@ -368,10 +304,10 @@ func TestHookPipelineFileCases(t *testing.T) {
 func TestHookGitLabAndGitea(t *testing.T) {
 	t.Parallel()
 	b := hookSetup(t)
-	repo := newGitRepo(t)
-	sha := repo.commit("refs/heads/main", map[string]string{".gantry.yml": pipelineNamed("multi")})
+	repo := sourcetest.NewRepo(t)
+	sha := repo.Commit("refs/heads/main", map[string]string{".gantry.yml": pipelineNamed("multi")})
 
-	gl := b.createProject(t, map[string]any{"name": "on-gitlab", "repo_url": repo.url(), "provider": "gitlab", "default_branch": "main"})
+	gl := b.createProject(t, map[string]any{"name": "on-gitlab", "repo_url": repo.URL(), "provider": "gitlab", "default_branch": "main"})
 	glBody, _ := json.Marshal(map[string]any{
 		"object_kind": "push", "event_name": "push", "ref": "refs/heads/main", "before": zeroSHA, "after": sha,
 		"checkout_sha": sha, "user_username": "ada", "total_commits_count": 1,
@@ -392,7 +328,7 @@ func TestHookGitLabAndGitea(t *testing.T) {
 		"X-Gitlab-Event": "Push Hook", "X-Gitlab-Token": "wrong", "X-Gitlab-Event-UUID": "gl-2"}), http.StatusUnauthorized, "unauthorized")
 
 	// Forgejo speaks Gitea's dialect: a forgejo project takes hooks on either name.
-	gt := b.createProject(t, map[string]any{"name": "on-forgejo", "repo_url": repo.url(), "provider": "forgejo", "default_branch": "main"})
+	gt := b.createProject(t, map[string]any{"name": "on-forgejo", "repo_url": repo.URL(), "provider": "forgejo", "default_branch": "main"})
 	gtBody, _ := json.Marshal(map[string]any{
 		"ref": "refs/heads/main", "before": zeroSHA, "after": sha, "total_commits": 1,
 		"head_commit": map[string]any{"id": sha},
@@ -425,9 +361,9 @@ func TestHookAuth(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	repo := newGitRepo(t)
-	sha := repo.commit("refs/heads/main", map[string]string{".gantry.yml": pipelineNamed("authed")})
-	req := `{"name": "app", "repo_url": "` + repo.url() + `", "provider": "github", "webhook_secret": "hook-secret"}`
+	repo := sourcetest.NewRepo(t)
+	sha := repo.Commit("refs/heads/main", map[string]string{".gantry.yml": pipelineNamed("authed")})
+	req := `{"name": "app", "repo_url": "` + repo.URL() + `", "provider": "github", "webhook_secret": "hook-secret"}`
 	expectError(t, b.do(t, http.MethodPost, "/api/v1/projects", "application/json", req, nil), http.StatusUnauthorized, "unauthorized")
 	expectError(t, b.do(t, http.MethodPost, "/api/v1/projects", "application/json", req,
 		map[string]string{"Authorization": "Bearer " + writer}), http.StatusForbidden, "forbidden")
@@ -446,10 +382,10 @@ func TestHookAuth(t *testing.T) {
 func TestHookPullRequest(t *testing.T) {
 	t.Parallel()
 	b := hookSetup(t)
-	repo := newGitRepo(t)
-	base := repo.commit("refs/heads/main", map[string]string{".gantry.yml": "name: pr\non: [pull_request]\njobs:\n  build:\n    steps:\n      - run: make\n"})
-	head := repo.commit("refs/pull/7/head", map[string]string{"feature.txt": "x\n"})
-	p := b.createProject(t, map[string]any{"name": "prs", "repo_url": repo.url(), "provider": "github"})
+	repo := sourcetest.NewRepo(t)
+	base := repo.Commit("refs/heads/main", map[string]string{".gantry.yml": "name: pr\non: [pull_request]\njobs:\n  build:\n    steps:\n      - run: make\n"})
+	head := repo.Commit("refs/pull/7/head", map[string]string{"feature.txt": "x\n"})
+	p := b.createProject(t, map[string]any{"name": "prs", "repo_url": repo.URL(), "provider": "github"})
 	pr := func(action string) []byte {
 		body, _ := json.Marshal(map[string]any{
 			"action": action, "number": 7,
@@ -464,7 +400,7 @@ func TestHookPullRequest(t *testing.T) {
 	h := wantHook(t, b.sendGitHub(t, "prs", "pull_request", "p-1", p.WebhookSecret, pr("opened")), http.StatusAccepted, true)
 	var run runView
 	b.get(t, "/api/v1/runs/"+h.Runs[0]).decode(t, &run)
-	want := store.Trigger{Ref: "refs/pull/7/head", SHA: head, Event: "pull_request", Actor: "hubot", Repository: "octo-org/app", PRNumber: 7, CloneURL: repo.url(), DeliveryID: "p-1",
+	want := store.Trigger{Ref: "refs/pull/7/head", SHA: head, Event: "pull_request", Actor: "hubot", Repository: "octo-org/app", PRNumber: 7, CloneURL: repo.URL(), DeliveryID: "p-1",
 		Fork: true} // the head is hubot/app: a fork, so its jobs get no secrets by default
 	if run.Trigger != want {
 		t.Errorf("pull request trigger = %+v\nwant %+v", run.Trigger, want)
@@ -504,9 +440,9 @@ func TestHookConcurrentDuplicates(t *testing.T) {
 }
 
 func testConcurrentDuplicates(t *testing.T, a, b *bundle) {
-	repo := newGitRepo(t)
-	sha := repo.commit("refs/heads/main", map[string]string{".gantry.yml": pipelineNamed("dup")})
-	p := a.createProject(t, map[string]any{"name": "dup", "repo_url": repo.url(), "provider": "github"})
+	repo := sourcetest.NewRepo(t)
+	sha := repo.Commit("refs/heads/main", map[string]string{".gantry.yml": pipelineNamed("dup")})
+	p := a.createProject(t, map[string]any{"name": "dup", "repo_url": repo.URL(), "provider": "github"})
 	body := githubPush("refs/heads/main", zeroSHA, sha)
 	const copies = 6
 	answers := make(chan response, copies)

@@ -4,16 +4,18 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/gantry-ci/gantry/internal/source/sourcetest"
 )
 
 func TestProjectsAPI(t *testing.T) {
 	t.Parallel()
 	b := hookSetup(t)
-	repo := newGitRepo(t)
-	repo.commit("refs/heads/trunk", map[string]string{"README": "x\n"})
-	repo.git(repo.bare, "symbolic-ref", "HEAD", "refs/heads/trunk")
+	repo := sourcetest.NewRepo(t)
+	repo.Commit("refs/heads/trunk", map[string]string{"README": "x\n"})
+	repo.Git(repo.Bare, "symbolic-ref", "HEAD", "refs/heads/trunk")
 
-	p := b.createProject(t, map[string]any{"name": "web", "repo_url": repo.url(), "provider": "gitea",
+	p := b.createProject(t, map[string]any{"name": "web", "repo_url": repo.URL(), "provider": "gitea",
 		"pipeline_path": "ci/gantry.yml", "api_base_url": "https://git.example.org", "api_token_file": "/etc/gantry/gitea.token"})
 	if p.DefaultBranch != "trunk" {
 		t.Errorf("default branch = %q, want trunk, learned from the repository's HEAD", p.DefaultBranch)
@@ -29,7 +31,7 @@ func TestProjectsAPI(t *testing.T) {
 	}
 	var got projectView
 	r.decode(t, &got)
-	if !got.WebhookSecretSet || got.APITokenFile != "/etc/gantry/gitea.token" || got.RepoURL != repo.url() {
+	if !got.WebhookSecretSet || got.APITokenFile != "/etc/gantry/gitea.token" || got.RepoURL != repo.URL() {
 		t.Errorf("get project = %+v", got)
 	}
 	r = b.get(t, "/api/v1/projects")
@@ -75,7 +77,7 @@ func TestProjectsAPI(t *testing.T) {
 	expectError(t, b.do(t, http.MethodPost, "/api/v1/projects", "application/json", `{"name": "x", "colour": "red"}`, nil),
 		http.StatusBadRequest, "bad_request")
 	expectError(t, b.do(t, http.MethodPost, "/api/v1/projects", "application/json",
-		`{"name": "web", "repo_url": "`+repo.url()+`", "default_branch": "main"}`, nil), http.StatusConflict, "conflict")
+		`{"name": "web", "repo_url": "`+repo.URL()+`", "default_branch": "main"}`, nil), http.StatusConflict, "conflict")
 	expectError(t, b.do(t, http.MethodPatch, "/api/v1/projects/web", "application/json", `{"name": "renamed"}`, nil),
 		http.StatusUnprocessableEntity, "invalid_project")
 	expectError(t, b.do(t, http.MethodPatch, "/api/v1/projects/nope", "application/json", `{}`, nil), http.StatusNotFound, "not_found")
@@ -92,7 +94,7 @@ func TestProjectsAPI(t *testing.T) {
 	// A project with runs is not deleted; one without is.
 	b.createRun(t, "web", "refs/heads/main")
 	expectError(t, b.do(t, http.MethodDelete, "/api/v1/projects/web", "", "", nil), http.StatusConflict, "conflict")
-	b.createProject(t, map[string]any{"name": "idle", "repo_url": repo.url(), "default_branch": "main"})
+	b.createProject(t, map[string]any{"name": "idle", "repo_url": repo.URL(), "default_branch": "main"})
 	if r := b.do(t, http.MethodDelete, "/api/v1/projects/idle", "", "", nil); r.status != http.StatusNoContent {
 		t.Fatalf("delete: %d %s", r.status, r.body)
 	}

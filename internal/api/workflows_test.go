@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/gantry-ci/gantry/internal/api"
+	"github.com/gantry-ci/gantry/internal/source/sourcetest"
 	"github.com/gantry-ci/gantry/internal/store"
 )
 
@@ -255,10 +256,10 @@ func mapsEqual(a, b map[string]string) bool {
 func TestProjectDispatch(t *testing.T) {
 	t.Parallel()
 	b := hookSetup(t)
-	repo := newGitRepo(t)
-	mainSHA := repo.commit("refs/heads/main", map[string]string{".gantry.yml": dispatchPipeline})
-	devSHA := repo.commit("refs/heads/dev", map[string]string{".gantry.yml": pipelineNamed("no-dispatch")})
-	b.createProject(t, map[string]any{"name": "app", "repo_url": repo.url(), "provider": "generic", "default_branch": "main"})
+	repo := sourcetest.NewRepo(t)
+	mainSHA := repo.Commit("refs/heads/main", map[string]string{".gantry.yml": dispatchPipeline})
+	devSHA := repo.Commit("refs/heads/dev", map[string]string{".gantry.yml": pipelineNamed("no-dispatch")})
+	b.createProject(t, map[string]any{"name": "app", "repo_url": repo.URL(), "provider": "generic", "default_branch": "main"})
 	path := "/api/v1/projects/app/dispatches"
 
 	r := b.dispatch(t, path, map[string]any{"inputs": map[string]any{"environment": "staging"}})
@@ -268,8 +269,8 @@ func TestProjectDispatch(t *testing.T) {
 	var run runView
 	r.decode(t, &run)
 	tr := b.storedRun(t, run.ID).Trigger
-	if tr.Event != "dispatch" || tr.SHA != mainSHA || tr.Ref != "refs/heads/main" || tr.Branch != "main" || tr.CloneURL != repo.url() {
-		t.Errorf("trigger = %+v; want dispatch of main at %s, cloned from %s", tr, mainSHA, repo.url())
+	if tr.Event != "dispatch" || tr.SHA != mainSHA || tr.Ref != "refs/heads/main" || tr.Branch != "main" || tr.CloneURL != repo.URL() {
+		t.Errorf("trigger = %+v; want dispatch of main at %s, cloned from %s", tr, mainSHA, repo.URL())
 	}
 	if tr.Inputs == nil || (*tr.Inputs)["environment"] != "staging" || (*tr.Inputs)["dry_run"] != "false" {
 		t.Errorf("inputs = %v", tr.Inputs)

@@ -1,11 +1,8 @@
 package scheduler
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -13,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gantry-ci/gantry/internal/clock"
+	"github.com/gantry-ci/gantry/internal/source/sourcetest"
 	"github.com/gantry-ci/gantry/internal/store"
 	"github.com/gantry-ci/gantry/internal/store/postgres"
 	"github.com/gantry-ci/gantry/internal/store/sqlite"
@@ -21,54 +19,6 @@ import (
 )
 
 func TestMain(m *testing.M) { testdb.Main(m) }
-
-// gitRepo is a bare repository on disk, pushed to with the git binary, that a project
-// reaches over file://.
-type gitRepo struct {
-	t          *testing.T
-	bare, work string
-	env        []string
-}
-
-func newGitRepo(t *testing.T) *gitRepo {
-	t.Helper()
-	home := t.TempDir()
-	r := &gitRepo{t: t, bare: filepath.Join(t.TempDir(), "app.git"), work: filepath.Join(home, "work"), env: []string{
-		"PATH=" + os.Getenv("PATH"), "HOME=" + home, "LC_ALL=C", "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null",
-		"GIT_TERMINAL_PROMPT=0", "GIT_AUTHOR_NAME=Gantry Test", "GIT_AUTHOR_EMAIL=test@gantry.invalid",
-		"GIT_COMMITTER_NAME=Gantry Test", "GIT_COMMITTER_EMAIL=test@gantry.invalid",
-	}}
-	r.git("", "init", "--quiet", "--bare", "-b", "main", r.bare)
-	r.git("", "init", "--quiet", "-b", "main", r.work)
-	return r
-}
-
-func (r *gitRepo) git(dir string, args ...string) string {
-	r.t.Helper()
-	cmd := exec.Command("git", args...)
-	cmd.Dir, cmd.Env = dir, r.env
-	var out, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &stderr
-	if err := cmd.Run(); err != nil {
-		r.t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
-	}
-	return strings.TrimSpace(out.String())
-}
-
-// commit writes .gantry.yml, commits and pushes main; it returns the commit id.
-func (r *gitRepo) commit(pipeline string) string {
-	r.t.Helper()
-	if err := os.WriteFile(filepath.Join(r.work, ".gantry.yml"), []byte(pipeline), 0o644); err != nil {
-		r.t.Fatal(err)
-	}
-	r.git(r.work, "add", "-A")
-	r.git(r.work, "commit", "--quiet", "--allow-empty", "-m", "change")
-	sha := r.git(r.work, "rev-parse", "HEAD")
-	r.git(r.work, "push", "--quiet", "--force", r.bare, "HEAD:refs/heads/main")
-	return sha
-}
-
-func (r *gitRepo) url() string { return "file://" + r.bare }
 
 func testLog(t *testing.T) *slog.Logger {
 	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -114,9 +64,9 @@ func TestCronLoopFiresOncePerTick(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = st.Close() })
-	repo := newGitRepo(t)
-	sha := repo.commit(scheduled)
-	connect(t, st, "app", repo.url())
+	repo := sourcetest.NewRepo(t)
+	sha := repo.Commit("refs/heads/main", map[string]string{".gantry.yml": scheduled})
+	connect(t, st, "app", repo.URL())
 	// A registered workflow of another project fires on its own schedule too.
 	wf := &store.Workflow{Project: "ops", Name: "hourly", Definition: []byte("on: { schedule: [ { cron: \"0 * * * *\" } ] }\njobs: { a: { steps: [ { run: \"true\" } ] } }\n")}
 	if err := st.CreateWorkflow(t.Context(), wf); err != nil {
@@ -167,7 +117,7 @@ func TestCronLoopFiresOncePerTick(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tr := run.Trigger; tr.Event != "schedule" || tr.SHA != sha || tr.Ref != "refs/heads/main" || tr.Branch != "main" || tr.CloneURL != repo.url() {
+	if tr := run.Trigger; tr.Event != "schedule" || tr.SHA != sha || tr.Ref != "refs/heads/main" || tr.Branch != "main" || tr.CloneURL != repo.URL() {
 		t.Errorf("scheduled run trigger = %+v; want event schedule at %s on main", tr, sha)
 	}
 	advance(15*time.Second, "12:05:30, the same tick again", 0, 0)
@@ -183,7 +133,7 @@ func TestCronLoopFiresOncePerTick(t *testing.T) {
 		t.Errorf("runs of app = %d, want 4", n)
 	}
 	// A new commit's schedules are read: */10 is a new schedule.
-	newSHA := repo.commit(strings.Replace(scheduled, `"*/5 * * * *"`, `"*/10 * * * *"`, 1))
+	newSHA := repo.Commit("refs/heads/main", map[string]string{".gantry.yml": strings.Replace(scheduled, `"*/5 * * * *"`, `"*/10 * * * *"`, 1)})
 	r = advance(52*time.Minute+45*time.Second, "15:00:15, every schedule's tick", 3, 0)
 	var workflowRuns, fileRuns int
 	for _, id := range r.Fired {
@@ -219,8 +169,8 @@ func TestCronTwoReplicasOnPostgres(t *testing.T) {
 	dsn := testdb.Postgres(t)
 	start := time.Date(2026, 3, 2, 12, 4, 50, 0, time.UTC)
 	clk := clock.NewFake(start)
-	repo := newGitRepo(t)
-	repo.commit(scheduled)
+	repo := sourcetest.NewRepo(t)
+	repo.Commit("refs/heads/main", map[string]string{".gantry.yml": scheduled})
 	const replicas = 2
 	passes := make([]chan PassResult, replicas)
 	var stores []store.Store
@@ -238,7 +188,7 @@ func TestCronTwoReplicasOnPostgres(t *testing.T) {
 		t.Cleanup(func() { _ = st.Close() })
 		stores = append(stores, st)
 		if i == 0 {
-			connect(t, st, "app", repo.url())
+			connect(t, st, "app", repo.URL())
 		}
 		passes[i] = make(chan PassResult, 1)
 		c := NewCron(CronConfig{Store: st, Clock: clk, Logger: testLog(t).With("replica", i), MirrorsDir: t.TempDir(),

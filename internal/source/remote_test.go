@@ -21,22 +21,8 @@ import (
 	"time"
 
 	"github.com/gantry-ci/gantry/internal/source"
+	"github.com/gantry-ci/gantry/internal/source/sourcetest"
 )
-
-// testEnv is the environment of the git commands a test runs itself (to build remotes):
-// no user config, a fixed identity, so commits are reproducible apart from their content.
-func testEnv(home string) []string {
-	return []string{
-		"PATH=" + os.Getenv("PATH"),
-		"HOME=" + home,
-		"LC_ALL=C",
-		"GIT_CONFIG_NOSYSTEM=1",
-		"GIT_CONFIG_GLOBAL=/dev/null",
-		"GIT_TERMINAL_PROMPT=0",
-		"GIT_AUTHOR_NAME=Gantry Test", "GIT_AUTHOR_EMAIL=test@gantry.invalid",
-		"GIT_COMMITTER_NAME=Gantry Test", "GIT_COMMITTER_EMAIL=test@gantry.invalid",
-	}
-}
 
 // gitCmd runs git in dir and returns its trimmed stdout, failing the test on error.
 func gitCmd(t testing.TB, env []string, dir string, args ...string) string {
@@ -66,7 +52,7 @@ type remote struct {
 func newRemote(t testing.TB, root, name string) *remote {
 	t.Helper()
 	home := t.TempDir()
-	r := &remote{t: t, name: name, bare: filepath.Join(root, name+".git"), work: filepath.Join(home, "work"), env: testEnv(home)}
+	r := &remote{t: t, name: name, bare: filepath.Join(root, name+".git"), work: filepath.Join(home, "work"), env: sourcetest.Env(home)}
 	gitCmd(t, r.env, "", "init", "--quiet", "--bare", "-b", "main", r.bare)
 	gitCmd(t, r.env, "", "init", "--quiet", "-b", "main", r.work)
 	return r
@@ -114,7 +100,7 @@ func (r *remote) push(ref string, force bool) {
 // objectCount is how many objects the repository at dir holds, loose and packed.
 func objectCount(t testing.TB, dir string) int {
 	t.Helper()
-	out := gitCmd(t, testEnv(t.TempDir()), dir, "count-objects", "-v")
+	out := gitCmd(t, sourcetest.Env(t.TempDir()), dir, "count-objects", "-v")
 	total := 0
 	for _, line := range strings.Split(out, "\n") {
 		var n int

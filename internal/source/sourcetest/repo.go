@@ -1,5 +1,5 @@
-// Package sourcetest builds git repositories of a given size for the benchmarks of the
-// source layer and for `gantry bench`, with the git binary.
+// Package sourcetest builds git repositories with the git binary: of a given size for the
+// benchmarks of the source layer and for `gantry bench`, and small ones tests push to.
 package sourcetest
 
 import (
@@ -14,9 +14,9 @@ import (
 	"strings"
 )
 
-// Env is the environment git runs in for the repositories built here: no system or user
-// configuration (a developer's hooks or signing settings would change what is measured),
-// no prompts, and a fixed identity, with home as HOME.
+// Env is the environment git runs in for the repositories built here and by tests: no
+// system or user configuration (a developer's hooks or signing settings would change what
+// is measured), no prompts, and a fixed identity, with home as HOME.
 func Env(home string) []string {
 	return []string{
 		"PATH=" + os.Getenv("PATH"),
