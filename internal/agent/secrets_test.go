@@ -206,6 +206,12 @@ func TestSecretsReachTheStepMaskedAndNeverRest(t *testing.T) {
 		}
 	}
 
+	// The job's reads are audited: which secret, which job; never a value.
+	reads, err := b.st.ListAudit(t.Context(), store.ListAuditParams{Project: "web", Action: "secret.read"})
+	if err != nil || len(reads) != 2 {
+		t.Fatalf("secret.read entries = %d, %v; want DEPLOY_KEY's and CERT's", len(reads), err)
+	}
+
 	// The grep: every byte the coordinator keeps, while it runs.
 	data := readAll(t, b.dir)
 	if !bytes.Contains(data, []byte(plainCanary)) {

@@ -309,7 +309,7 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
 			out := make([]claimedJSON, len(claims))
 			for i, c := range claims {
 				out[i] = s.claimedJSON(c, waited)
-				s.deliverSecrets(r.Context(), c, &out[i])
+				s.deliverSecrets(r, c, &out[i])
 				if s.auth {
 					s.tokens.setOwner(c.Lease.Token, req.WorkerID)
 				}

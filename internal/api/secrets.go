@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/gantry-ci/gantry/internal/logs"
@@ -144,7 +146,8 @@ func (s *Server) putSecret(w http.ResponseWriter, r *http.Request) {
 	}
 	sc := &store.Secret{Project: project, Environment: req.Environment, Name: name,
 		KeyID: sealed.KeyID, WrappedKey: sealed.WrappedKey, Ciphertext: sealed.Ciphertext}
-	created, err := s.store.PutSecret(r.Context(), sc)
+	created, err := s.store.PutSecret(withAudit(r, auditEvent{Action: "secret.set", Project: project, Target: name,
+		Details: map[string]any{"environment": req.Environment, "key_id": sealed.KeyID}}), sc)
 	if err != nil {
 		s.storeError(w, r, "put secret", err)
 		return
@@ -196,7 +199,9 @@ func (s *Server) deleteSecret(w http.ResponseWriter, r *http.Request) {
 	if rerr == nil {
 		var env string
 		if env, rerr = environmentParam(r); rerr == nil {
-			if err := s.store.DeleteSecret(r.Context(), store.SecretKey{Project: project, Environment: env, Name: name}); err != nil {
+			ctx := withAudit(r, auditEvent{Action: "secret.deleted", Project: project, Target: name,
+				Details: map[string]any{"environment": env}})
+			if err := s.store.DeleteSecret(ctx, store.SecretKey{Project: project, Environment: env, Name: name}); err != nil {
 				s.storeError(w, r, "delete secret", err)
 				return
 			}
@@ -240,7 +245,9 @@ func (s *Server) putSecretSettings(w http.ResponseWriter, r *http.Request) {
 		writeRequestError(w, badRequest(`"secrets_for_forks" (true or false) is required`))
 		return
 	}
-	if err := s.store.SetSecretsForForks(r.Context(), project, *req.SecretsForForks); err != nil {
+	ctx := withAudit(r, auditEvent{Action: "project.updated", Project: project, Target: project,
+		Details: map[string]any{"secrets_for_forks": *req.SecretsForForks}})
+	if err := s.store.SetSecretsForForks(ctx, project, *req.SecretsForForks); err != nil {
 		s.storeError(w, r, "change secret settings", err)
 		return
 	}
@@ -335,6 +342,8 @@ type jobSecrets struct {
 	env map[string]string
 	// failure, when set, is why the job cannot run: it fails before its first step.
 	failure string
+	// project is the run's project, which the secrets belong to.
+	project string
 }
 
 func (j jobSecrets) all() []string {
@@ -389,6 +398,7 @@ func (s *Server) resolveSecrets(ctx context.Context, run *store.Run, spec *pipel
 			return out, nil
 		}
 	}
+	out.project = run.Project
 	// Jobs name no environment yet; when they do, its secrets are looked up first.
 	environment := ""
 	out.values = make(map[string]string, len(names))
@@ -440,7 +450,8 @@ func (s *Server) resolveSecrets(ctx context.Context, run *store.Run, spec *pipel
 
 // deliverSecrets adds a claimed job's secrets to its claim answer, the one place their
 // values leave the coordinator, and keeps them for the log ingest of that attempt.
-func (s *Server) deliverSecrets(ctx context.Context, c *store.Claim, out *claimedJSON) {
+func (s *Server) deliverSecrets(r *http.Request, c *store.Claim, out *claimedJSON) {
+	ctx := r.Context()
 	js, err := s.resolveSecrets(ctx, c.Run, c.Job.Spec)
 	if err != nil {
 		s.log.ErrorContext(ctx, "resolve a claimed job's secrets", "job", c.Job.ID, "err", err)
@@ -463,6 +474,14 @@ func (s *Server) deliverSecrets(ctx context.Context, c *store.Claim, out *claime
 	}
 	if vals := js.all(); len(vals) > 0 {
 		s.logs.RememberSecrets(logs.Key{Job: c.Job.ID, Attempt: c.Job.Attempt}, vals)
+	}
+	// Each secret handed out is a read, by the worker holding the lease.
+	for _, name := range slices.Sorted(maps.Keys(js.values)) {
+		e := auditEntry(r, auditEvent{Action: "secret.read", Project: js.project, Target: name,
+			Details: map[string]any{"job": c.Job.ID.String(), "attempt": c.Job.Attempt, "worker": c.Job.WorkerID}})
+		if err := s.store.AppendAudit(ctx, &e); err != nil {
+			s.log.ErrorContext(ctx, "record a secret's read by a job", "job", c.Job.ID, "secret", name, "err", err)
+		}
 	}
 }
 

@@ -94,6 +94,22 @@ func TestSecretsAreWriteOnly(t *testing.T) {
 	}
 	expectError(t, b.get(t, "/api/v1/projects/web/secrets/DEPLOY_KEY"), http.StatusNotFound, "not_found")
 	expectError(t, b.do(t, http.MethodDelete, "/api/v1/projects/web/secrets/DEPLOY_KEY", "", "", nil), http.StatusNotFound, "not_found")
+
+	// Setting and deleting are audited, by name, never with the value.
+	entries, err := b.store.ListAudit(t.Context(), store.ListAuditParams{Project: "web", Action: "secret"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var actions []string
+	for _, e := range entries {
+		actions = append(actions, e.Action+" "+e.Target)
+		if strings.Contains(string(e.Details), value) {
+			t.Errorf("audit entry %s holds the value: %s", e.Action, e.Details)
+		}
+	}
+	if got := strings.Join(actions, ", "); got != "secret.deleted DEPLOY_KEY, secret.set DEPLOY_KEY, secret.set DEPLOY_KEY, secret.set DEPLOY_KEY" {
+		t.Errorf("audit = %s", got)
+	}
 }
 
 func TestSecretRequestsRefused(t *testing.T) {

@@ -36,6 +36,8 @@ type SecretKey struct {
 }
 
 // Secrets keeps encrypted secrets, per project and optionally per environment.
+// PutSecret, DeleteSecret and SetSecretsForForks record the audit entry the context
+// carries (WithAudit) in their own transaction.
 type Secrets interface {
 	// PutSecret stores s by (project, environment, scope, name), replacing the one there;
 	// created says whether it is new. It fills in ProjectID, CreatedAt and UpdatedAt.

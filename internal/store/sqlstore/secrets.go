@@ -47,8 +47,12 @@ func (e *Engine) PutSecret(ctx context.Context, s *store.Secret) (bool, error) {
 	if s == nil || s.Project == "" || s.Name == "" || s.KeyID == "" || len(s.WrappedKey) == 0 || len(s.Ciphertext) == 0 {
 		return false, fmt.Errorf("put secret: a project, a name and a sealed value are required: %w", store.ErrInvalid)
 	}
+	audit, err := auditOf(ctx)
+	if err != nil {
+		return false, fmt.Errorf("put secret %s: %w", s.Name, err)
+	}
 	created := false
-	err := e.write(ctx, func(t *tx) error {
+	err = e.write(ctx, func(t *tx) error {
 		id, err := t.secretProject("put secret "+s.Name, s.Project)
 		if err != nil {
 			return err
@@ -75,7 +79,7 @@ func (e *Engine) PutSecret(ctx context.Context, s *store.Secret) (bool, error) {
 			return fmt.Errorf("put secret %s of project %q: %w", s.Name, s.Project, err)
 		}
 		s.ProjectID, s.CreatedAt, s.UpdatedAt = id, fromUS(first), fromUS(now)
-		return nil
+		return t.appendAudit(audit)
 	})
 	return created, err
 }
@@ -127,6 +131,10 @@ func (e *Engine) ListSecrets(ctx context.Context, project string) ([]*store.Secr
 
 // DeleteSecret implements store.Secrets.
 func (e *Engine) DeleteSecret(ctx context.Context, k store.SecretKey) error {
+	audit, err := auditOf(ctx)
+	if err != nil {
+		return fmt.Errorf("delete secret %s: %w", k.Name, err)
+	}
 	return e.write(ctx, func(t *tx) error {
 		id, err := t.secretProject("delete secret "+k.Name, k.Project)
 		if err != nil {
@@ -140,7 +148,7 @@ func (e *Engine) DeleteSecret(ctx context.Context, k store.SecretKey) error {
 		if n, _ := res.RowsAffected(); n == 0 {
 			return fmt.Errorf("delete secret %s of project %q: %w", k.Name, k.Project, store.ErrNotFound)
 		}
-		return nil
+		return t.appendAudit(audit)
 	})
 }
 
@@ -216,6 +224,10 @@ func (e *Engine) SetSecretsForForks(ctx context.Context, project string, allow b
 	if allow {
 		v = 1
 	}
+	audit, err := auditOf(ctx)
+	if err != nil {
+		return fmt.Errorf("set secrets_for_forks: %w", err)
+	}
 	return e.write(ctx, func(t *tx) error {
 		res, err := t.exec(`UPDATE projects SET secrets_for_forks = ? WHERE name = ?`, v, project)
 		if err != nil {
@@ -224,6 +236,6 @@ func (e *Engine) SetSecretsForForks(ctx context.Context, project string, allow b
 		if n, _ := res.RowsAffected(); n == 0 {
 			return fmt.Errorf("set secrets_for_forks: project %q: %w", project, store.ErrNotFound)
 		}
-		return nil
+		return t.appendAudit(audit)
 	})
 }
