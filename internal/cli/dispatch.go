@@ -103,47 +103,7 @@ func (a *app) dispatch(ctx context.Context, cfg dispatchConfig) error {
 	if err := json.Unmarshal(raw, &run); err != nil {
 		return fmt.Errorf("read the server's answer: %w", err)
 	}
-	return a.afterStart(ctx, c, cfg.clientConfig, cfg.Follow, run, raw)
-}
-
-// afterStart prints a run just started and, with follow, follows it to its end, as
-// gantry submit does.
-func (a *app) afterStart(ctx context.Context, c *apiClient, cfg clientConfig, follow bool, run runDetails, raw []byte) error {
-	if !follow {
-		if cfg.JSON {
-			return writeRaw(a.stdout, raw)
-		}
-		writeSubmitted(a.stdout, run, a.outputWidth())
-		return nil
-	}
-	logs := a.stdout
-	if cfg.JSON {
-		logs = a.stderr
-	} else {
-		writeSubmitted(a.stdout, run, a.outputWidth())
-	}
-	tty, _ := terminal(logs)
-	status, err := followRunWith(ctx, c, run.ID, logs, tty, followOptions{})
-	if err != nil {
-		if ctx.Err() != nil {
-			fmt.Fprintf(a.stderr, "gantry: stopped following run %s; it goes on (gantry cancel %s stops it)\n", run.ID, run.ID)
-			return &exitError{code: exitFailure}
-		}
-		return err
-	}
-	if cfg.JSON {
-		_, raw, err := getRun(ctx, c, run.ID)
-		if err != nil {
-			return err
-		}
-		if err := writeRaw(a.stdout, raw); err != nil {
-			return err
-		}
-	}
-	if status != "success" {
-		return &exitError{code: exitFailure}
-	}
-	return nil
+	return a.afterStart(ctx, c, cfg.clientConfig, cfg.Follow, followOptions{}, run, raw)
 }
 
 // findWorkflow returns the id of the project's workflow named by id or name.

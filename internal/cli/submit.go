@@ -137,7 +137,13 @@ func (a *app) submit(ctx context.Context, cfg submitConfig) error {
 		return fmt.Errorf("read the server's answer: %w", err)
 	}
 
-	if !cfg.Follow {
+	return a.afterStart(ctx, c, cfg.clientConfig, cfg.Follow, followOptions{noWorker: cfg.noWorker}, run, raw)
+}
+
+// afterStart prints a run just started, by gantry submit or dispatch, and with follow
+// follows it to its end and exits with its result.
+func (a *app) afterStart(ctx context.Context, c *apiClient, cfg clientConfig, follow bool, opts followOptions, run runDetails, raw []byte) error {
+	if !follow {
 		if cfg.JSON {
 			return writeRaw(a.stdout, raw)
 		}
@@ -151,7 +157,7 @@ func (a *app) submit(ctx context.Context, cfg submitConfig) error {
 		writeSubmitted(a.stdout, run, a.outputWidth())
 	}
 	tty, _ := terminal(logs)
-	status, err := followRunWith(ctx, c, run.ID, logs, tty, followOptions{noWorker: cfg.noWorker})
+	status, err := followRunWith(ctx, c, run.ID, logs, tty, opts)
 	if err != nil {
 		if ctx.Err() != nil {
 			// Ctrl-C stops the watching, not the run.
