@@ -14,6 +14,9 @@ var (
 	ErrConflict = errors.New("conflict")
 	// ErrInvalid: the request itself is malformed (an unknown status, a missing plan).
 	ErrInvalid = errors.New("invalid request")
+	// ErrForbidden: the caller may not make this change, such as approving a job of an
+	// environment that does not name them. Nothing was changed.
+	ErrForbidden = errors.New("forbidden")
 	// ErrFull: a write failed because the database's storage is full. Nothing was
 	// changed; the same write succeeds once space is freed.
 	ErrFull = errors.New("storage full")

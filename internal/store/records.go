@@ -13,6 +13,8 @@ func NewID() uuid.UUID { return uuid.Must(uuid.NewV7()) }
 // JobStatus is a job's place in its state machine (DESIGN.md §4):
 //
 //	pending -> queued -> assigned -> running -> success | failed | cancelled
+//	pending -> waiting_approval (environment needs approvals) -> queued | failed | cancelled
+//	pending -> failed (the environment does not allow the run's ref)
 //	pending -> skipped
 //	assigned | running -> retrying (lease lost, failure or timeout with attempts left) -> queued
 type JobStatus string

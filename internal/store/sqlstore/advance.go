@@ -188,10 +188,8 @@ func (t *tx) decide(id uuid.UUID, runs map[uuid.UUID]*runState, nowUS int64) (*e
 		t.e.log.Warn("if: condition failed to evaluate; skipping job", "job", id, "err", d.Err)
 	}
 	if d.Run {
-		if _, err := t.enqueue([]queuedJob{{id: id, projectID: projectID, lane: lane, from: string(store.JobPending)}}, nowUS); err != nil {
-			return nil, err
-		}
-		return nil, nil
+		// The environment has the last word: queued, waiting for approval, or failed.
+		return t.admit(queuedJob{id: id, projectID: projectID, lane: lane, from: string(store.JobPending)}, &spec, run.trigger, nowUS)
 	}
 	status, kind := store.JobSkipped, store.FailureNone
 	if run.cancelled || anyCancelled {
@@ -278,7 +276,7 @@ func (t *tx) cancelNow(ids []uuid.UUID, runID uuid.UUID, nowUS int64) ([]ended, 
 	var out []ended
 	for _, id := range ids {
 		res, err := t.exec(`UPDATE jobs SET status = 'cancelled', failure_kind = 'cancelled', finished_at = ?
-			WHERE id = ? AND status IN ('pending', 'queued', 'retrying')`, nowUS, id)
+			WHERE id = ? AND status IN ('pending', 'queued', 'retrying', 'waiting_approval')`, nowUS, id)
 		if err != nil {
 			return nil, fmt.Errorf("cancel job %s: %w", id, err)
 		}

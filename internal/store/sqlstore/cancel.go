@@ -28,7 +28,7 @@ func (e *Engine) CancelRun(ctx context.Context, id uuid.UUID) error {
 		if n, _ := res.RowsAffected(); n > 0 {
 			t.cancelled = true
 		}
-		ids, err := t.ids(`SELECT id FROM jobs WHERE run_id = ? AND status IN ('pending', 'queued', 'retrying') ORDER BY seq`, id)
+		ids, err := t.ids(`SELECT id FROM jobs WHERE run_id = ? AND status IN ('pending', 'queued', 'retrying', 'waiting_approval') ORDER BY seq`, id)
 		if err != nil {
 			return err
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/gantry-ci/gantry/internal/pipeline"
 	"github.com/gantry-ci/gantry/internal/store"
 	"github.com/google/uuid"
 )
@@ -85,7 +86,8 @@ func (t *tx) reopen(runID uuid.UUID, ids []uuid.UUID) error {
 			return fmt.Errorf("reopen job %s: %w", id, err)
 		}
 	}
-	var ready []queuedJob
+	var ready, gated []queuedJob
+	var gatedSpecs []*pipeline.Job
 	for _, id := range ids {
 		var left int
 		err := t.row(`SELECT COUNT(*) FROM job_needs jn JOIN jobs n ON n.id = jn.need_id
@@ -99,6 +101,19 @@ func (t *tx) reopen(runID uuid.UUID, ids []uuid.UUID) error {
 			return fmt.Errorf("reopen job %s: %w", id, err)
 		}
 		if left == 0 {
+			var specJSON string
+			if err := t.row(`SELECT spec FROM job_specs WHERE job_id = ?`, id).Scan(&specJSON); err != nil {
+				return fmt.Errorf("read spec of job %s: %w", id, err)
+			}
+			spec := &pipeline.Job{}
+			if err := jsonUnmarshal(specJSON, spec); err != nil {
+				return fmt.Errorf("decode spec of job %s: %w", id, err)
+			}
+			if spec.Environment != nil {
+				gated = append(gated, q)
+				gatedSpecs = append(gatedSpecs, spec)
+				continue
+			}
 			ready = append(ready, q)
 		}
 	}
@@ -117,5 +132,30 @@ func (t *tx) reopen(runID uuid.UUID, ids []uuid.UUID) error {
 		return fmt.Errorf("reopen run %s: %w", runID, err)
 	}
 	// The forge's status goes back from the old result to pending or running.
-	return t.reportRun(runID, notify&notifyStatus, now)
+	if err := t.reportRun(runID, notify&notifyStatus, now); err != nil {
+		return err
+	}
+	// A job naming an environment goes through its gate again (a retried deploy is
+	// approved anew), after the recount: one it fails is counted as it ends.
+	if len(gated) == 0 {
+		return nil
+	}
+	var trJSON string
+	if err := t.row(`SELECT trigger FROM runs WHERE id = ?`, runID).Scan(&trJSON); err != nil {
+		return fmt.Errorf("read trigger of run %s: %w", runID, err)
+	}
+	var tr store.Trigger
+	if err := jsonUnmarshal(trJSON, &tr); err != nil {
+		return fmt.Errorf("decode trigger of run %s: %w", runID, err)
+	}
+	for i, q := range gated {
+		done, err := t.admit(q, gatedSpecs[i], tr, now)
+		if err != nil {
+			return err
+		}
+		if done != nil {
+			t.ended = append(t.ended, *done)
+		}
+	}
+	return nil
 }

@@ -28,6 +28,9 @@ type plannedJob struct {
 	// skip is why a job that needs nothing does not run, decided before the transaction
 	// from its if: and the run's trigger and env; empty when it is queued.
 	skip string
+	// gated: a job that needs nothing and runs, but names an environment whose rules
+	// (read in the transaction) decide whether it is queued, waits or fails.
+	gated bool
 }
 
 // CreateRun implements store.Runs.
@@ -47,7 +50,7 @@ func (e *Engine) CreateRun(ctx context.Context, p store.CreateRunParams) (*store
 		byKey[j.Key] = store.NewID()
 	}
 	jobs := make([]plannedJob, len(p.Plan.Jobs))
-	skipped := 0
+	skipped, gated := 0, 0
 	for i, j := range p.Plan.Jobs {
 		pj := plannedJob{id: byKey[j.Key], spec: j, specJSON: mustJSON(j), labels: labelKey(j.RunsOn), lane: laneOf(j.Priority)}
 		if p.Priority != "" {
@@ -66,6 +69,9 @@ func (e *Engine) CreateRun(ctx context.Context, p store.CreateRunParams) (*store
 			if !d.Run {
 				pj.skip = d.Reason
 				skipped++
+			} else if j.Environment != nil {
+				pj.gated = true
+				gated++
 			}
 		}
 		for _, n := range j.Needs {
@@ -137,7 +143,7 @@ func (e *Engine) CreateRun(ctx context.Context, p store.CreateRunParams) (*store
 		// Jobs that need nothing are queued at once, in fair-queue order.
 		next := map[int]int64{}
 		for _, j := range jobs {
-			if _, ok := next[j.lane]; ok || len(j.needs) > 0 || j.skip != "" {
+			if _, ok := next[j.lane]; ok || len(j.needs) > 0 || j.skip != "" || j.gated {
 				continue
 			}
 			start, err := t.fairStart(projectID, j.lane)
@@ -154,6 +160,8 @@ func (e *Engine) CreateRun(ctx context.Context, p store.CreateRunParams) (*store
 			switch {
 			case j.skip != "":
 				status, finishedAt = store.JobSkipped, now
+			case j.gated:
+				// Pending until admit, below, once its rows are in.
 			case len(j.needs) == 0:
 				status, vtime, queuedAt = store.JobQueued, next[j.lane], now
 				next[j.lane]++
@@ -213,14 +221,27 @@ func (e *Engine) CreateRun(ctx context.Context, p store.CreateRunParams) (*store
 				t.ended = append(t.ended, ended{id: j.id, runID: runID, status: store.JobSkipped, noDependents: !j.needed})
 			}
 		}
+		// Root jobs naming an environment go through the same gate as every other job.
+		for _, j := range jobs {
+			if !j.gated {
+				continue
+			}
+			done, err := t.admit(queuedJob{id: j.id, projectID: projectID, lane: j.lane, from: string(store.JobPending)}, j.spec, p.Trigger, now)
+			if err != nil {
+				return err
+			}
+			if done != nil {
+				t.ended = append(t.ended, *done)
+			}
+		}
 		return nil
 	})
 	if err != nil {
 		return nil, nil, false, fmt.Errorf("create run: %w", err)
 	}
-	if existing != uuid.Nil || skipped > 0 {
-		// A skip may have ended dependents and the run itself within the transaction:
-		// what it left is read back rather than worked out again here.
+	if existing != uuid.Nil || skipped > 0 || gated > 0 {
+		// A skip or an environment may have ended dependents and the run itself within
+		// the transaction: what it left is read back rather than worked out again here.
 		id := existing
 		if id == uuid.Nil {
 			id = runID

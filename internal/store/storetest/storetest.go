@@ -85,6 +85,7 @@ var groups = []struct {
 	{"Schedules", scheduleTests},
 	{"Secrets", secretTests},
 	{"Audit", auditTests},
+	{"Environments", environmentTests},
 }
 
 const (
