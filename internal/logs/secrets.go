@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"net/url"
 	"slices"
+	"time"
 )
 
 // SecretForms returns the forms of a secret value that logs mask besides the value
@@ -54,8 +55,31 @@ func (s *Service) RememberSecrets(k Key, values []string) {
 	m := newSecretMasker(values)
 	a := s.attempt(k)
 	a.mu.Lock()
-	a.masker, a.maskKnown = m, true
+	a.masker, a.maskKnown, a.maskUsed = m, true, time.Now()
 	a.mu.Unlock()
+}
+
+// secretsIdle is how long an attempt's secret values stay in memory without a log batch
+// to mask: an attempt whose end this service never sees (it completed on another
+// replica, its lease was lost, its claim answer never arrived) does not keep them for
+// ever. A later batch resolves them again.
+const secretsIdle = 5 * time.Minute
+
+// forgetIdleSecrets drops the secret values of attempts not used since before.
+func (s *Service) forgetIdleSecrets(before time.Time) {
+	s.mu.Lock()
+	states := make([]*attemptState, 0, len(s.attempts))
+	for _, a := range s.attempts {
+		states = append(states, a)
+	}
+	s.mu.Unlock()
+	for _, a := range states {
+		a.mu.Lock()
+		if a.maskKnown && a.maskUsed.Before(before) {
+			a.masker, a.maskKnown = nil, false
+		}
+		a.mu.Unlock()
+	}
 }
 
 func newSecretMasker(values []string) *masker {
@@ -85,6 +109,7 @@ func (s *Service) maskSecrets(ctx context.Context, k Key, a *attemptState, lines
 		}
 		a.masker, a.maskKnown = newSecretMasker(values), true
 	}
+	a.maskUsed = time.Now()
 	if a.masker == nil || len(a.masker.secrets) == 0 {
 		return nil
 	}

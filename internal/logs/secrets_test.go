@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 )
@@ -133,8 +134,17 @@ func TestServiceMasksSecrets(t *testing.T) {
 		if calls != 2 {
 			t.Errorf("resolved %d times, want 2 (once failing, then kept for the attempt)", calls)
 		}
+		// Values unused for a while are dropped from memory, and resolved again if needed.
+		svc.forgetIdleSecrets(time.Now().Add(time.Minute))
+		last := []Line{{Seq: int64(len(secretTexts()) + 2), TS: 1, Stream: Stdout, Text: "last " + testSecret}}
+		if _, _, err := svc.Append(ctx, k, last); err != nil {
+			t.Fatal(err)
+		}
+		if calls != 3 {
+			t.Errorf("resolved %d times after the values were forgotten, want 3", calls)
+		}
 		got, err := svc.Read(ctx, k, 0, 100)
-		if err != nil || len(got) != len(secretTexts())+1 {
+		if err != nil || len(got) != len(secretTexts())+2 {
 			t.Fatalf("Read = %d lines, %v", len(got), err)
 		}
 		assertMasked(t, got, testSecret)

@@ -67,9 +67,11 @@ type attemptState struct {
 	mu        sync.Mutex
 	checked   bool // truncated is known
 	truncated bool
-	// masker masks the attempt's secret values; maskKnown says it was resolved.
+	// masker masks the attempt's secret values; maskKnown says it was resolved, and
+	// maskUsed when it was last used (see forgetIdleSecrets).
 	masker    *masker
 	maskKnown bool
+	maskUsed  time.Time
 }
 
 // NewService starts a service; Close stops it.
@@ -396,6 +398,7 @@ func (s *Service) sweep(ctx context.Context) {
 			return
 		case <-t.C:
 			s.hub.Sweep()
+			s.forgetIdleSecrets(time.Now().Add(-secretsIdle))
 		}
 	}
 }
