@@ -13,6 +13,7 @@ type Maintenance interface {
 	ReapExpiredLeases(ctx context.Context) (int, error)
 	RevokeTimedOut(ctx context.Context) (int, error)
 	PromoteRetries(ctx context.Context) (int, error)
+	ExpireApprovals(ctx context.Context) (int, error)
 }
 
 // Defaults for Config's intervals.
@@ -94,13 +95,18 @@ func (l *Loops) every(ctx context.Context, first, d time.Duration, pass func(con
 	}
 }
 
-// Reap runs one reaping pass: expired leases, then jobs past their hard deadline. It
-// returns how many jobs changed.
+// Reap runs one reaping pass: expired leases, then jobs past their hard deadline, then
+// jobs that waited for approval past their environment's timeout (rejected; minutes or
+// hours long, so the reaping interval is precise enough). It returns how many jobs
+// changed.
 func (l *Loops) Reap(ctx context.Context) (int, error) {
 	reaped, err := drain(ctx, l.cfg.Store.ReapExpiredLeases)
-	revoked := 0
+	revoked, expired := 0, 0
 	if err == nil {
 		revoked, err = drain(ctx, l.cfg.Store.RevokeTimedOut)
+	}
+	if err == nil {
+		expired, err = drain(ctx, l.cfg.Store.ExpireApprovals)
 	}
 	if l.cfg.Reaped != nil {
 		l.cfg.Reaped(reaped, revoked)
@@ -108,7 +114,10 @@ func (l *Loops) Reap(ctx context.Context) (int, error) {
 	if reaped+revoked > 0 {
 		l.cfg.Logger.Info("reaped jobs", "lost", reaped, "timed_out", revoked)
 	}
-	return reaped + revoked, err
+	if expired > 0 {
+		l.cfg.Logger.Info("rejected jobs not approved in time", "jobs", expired)
+	}
+	return reaped + revoked + expired, err
 }
 
 // Promote queues the retries that are due and returns how many.

@@ -146,8 +146,9 @@ func (f *failing) ReapExpiredLeases(context.Context) (int, error) {
 	f.calls++
 	return 0, errors.New("database is down")
 }
-func (f *failing) RevokeTimedOut(context.Context) (int, error) { return 0, nil }
-func (f *failing) PromoteRetries(context.Context) (int, error) { return 0, nil }
+func (f *failing) RevokeTimedOut(context.Context) (int, error)  { return 0, nil }
+func (f *failing) PromoteRetries(context.Context) (int, error)  { return 0, nil }
+func (f *failing) ExpireApprovals(context.Context) (int, error) { return 0, nil }
 
 type busy struct{ left int }
 
@@ -156,8 +157,9 @@ func (b *busy) ReapExpiredLeases(context.Context) (int, error) {
 	b.left -= n
 	return n, nil
 }
-func (b *busy) RevokeTimedOut(context.Context) (int, error) { return 0, nil }
-func (b *busy) PromoteRetries(context.Context) (int, error) { return 0, nil }
+func (b *busy) RevokeTimedOut(context.Context) (int, error)  { return 0, nil }
+func (b *busy) PromoteRetries(context.Context) (int, error)  { return 0, nil }
+func (b *busy) ExpireApprovals(context.Context) (int, error) { return 0, nil }
 
 func TestDrain(t *testing.T) {
 	t.Parallel()

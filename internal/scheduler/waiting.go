@@ -19,6 +19,8 @@ type WaitCode string
 const (
 	// WaitNeeds: jobs it needs have not finished.
 	WaitNeeds WaitCode = "needs"
+	// WaitApproval: its environment needs approvals it does not have yet.
+	WaitApproval WaitCode = "approval"
 	// WaitRetry: an attempt failed and the next one is not due yet.
 	WaitRetry WaitCode = "retry"
 	// WaitNoWorker: no live worker could ever take it (labels or resources); only a new
@@ -53,6 +55,10 @@ type WaitInput struct {
 	Holder *store.Job
 	// Queue is a snapshot of the queue, nil when unknown; the backlog reason reads it.
 	Queue *store.QueueStats
+	// Approvals are the decisions so far on a job waiting for approval, and
+	// RequiredApprovals how many its environment needs (see ListApprovals).
+	Approvals         []*store.Approval
+	RequiredApprovals int
 }
 
 // Why says why j, which no worker holds, waits. ok is false for a job that does not wait:
@@ -71,6 +77,8 @@ func Why(j *store.Job, in WaitInput) (w Waiting, ok bool) {
 		return Waiting{Code: WaitRetry, Message: fmt.Sprintf("retry in %s (attempt %d of %d)", roundWait(d), next, of)}, true
 	case store.JobQueued:
 		return whyQueued(j, in), true
+	case store.JobWaitingApproval:
+		return whyApproval(in.Approvals, in.RequiredApprovals), true
 	}
 	return Waiting{}, false
 }
@@ -86,6 +94,23 @@ func whyPending(left []string) Waiting {
 		msg += fmt.Sprintf(" (%d more)", len(left)-shown)
 	}
 	return Waiting{Code: WaitNeeds, Message: msg}
+}
+
+// whyApproval says how far a job's approval is: "waiting for approval (1 of 2: alice
+// approved)".
+func whyApproval(approvals []*store.Approval, required int) Waiting {
+	var who []string
+	for _, a := range approvals {
+		if a.Decision == store.Approved {
+			who = append(who, a.Approver)
+		}
+	}
+	required = max(required, 1)
+	msg := fmt.Sprintf("waiting for approval (%d of %d", len(who), required)
+	if len(who) > 0 {
+		msg += ": " + strings.Join(who, ", ") + " approved"
+	}
+	return Waiting{Code: WaitApproval, Message: msg + ")"}
 }
 
 func whyQueued(j *store.Job, in WaitInput) Waiting {
