@@ -309,3 +309,33 @@ jobs:
 	}
 	b.wantSuccess(t, b.submitIn(t, "web", fork, nil, yaml))
 }
+
+// TestEnvironmentSecretComesFirst: a job of environment production gets production's
+// secret where one is set, and the project-wide one otherwise; a job of no environment
+// gets the project-wide ones.
+func TestEnvironmentSecretComesFirst(t *testing.T) {
+	t.Parallel()
+	b := setupSecrets(t)
+	b.setSecret(t, "web", "TOKEN", "project-wide-token")
+	b.setSecret(t, "web", "OTHER", "project-wide-other")
+	body, _ := json.Marshal(map[string]string{"value": "production-token", "environment": "production"})
+	if status, ans := b.call(t, http.MethodPut, "/api/v1/projects/web/secrets/TOKEN", string(body)); status != http.StatusCreated {
+		t.Fatalf("set production's TOKEN: %d %s", status, ans)
+	}
+	check := func(token string) string {
+		return `test "$(printf %s "$TOKEN" | sha256sum | cut -d' ' -f1)" = ` + hashOf(token) + ` && ` +
+			`test "$(printf %s "$OTHER" | sha256sum | cut -d' ' -f1)" = ` + hashOf("project-wide-other")
+	}
+	b.wantSuccess(t, b.submitIn(t, "web", store.Trigger{Branch: "main"}, nil, `
+jobs:
+  deploy:
+    environment: production
+    env: { TOKEN: "${{ secrets.TOKEN }}", OTHER: "${{ secrets.OTHER }}" }
+    steps:
+      - run: `+check("production-token")+`
+  test:
+    env: { TOKEN: "${{ secrets.TOKEN }}", OTHER: "${{ secrets.OTHER }}" }
+    steps:
+      - run: `+check("project-wide-token")+`
+`))
+}

@@ -399,8 +399,11 @@ func (s *Server) resolveSecrets(ctx context.Context, run *store.Run, spec *pipel
 		}
 	}
 	out.project = run.Project
-	// Jobs name no environment yet; when they do, its secrets are looked up first.
+	// A job's environment's secret comes first, the project-wide one otherwise.
 	environment := ""
+	if spec.Environment != nil {
+		environment = spec.Environment.Name
+	}
 	out.values = make(map[string]string, len(names))
 	for _, name := range names {
 		var sc *store.Secret
