@@ -41,14 +41,8 @@ const badgePages = 4
 // cancelled; running when none has finished yet but one is under way; unknown when the
 // branch has no run.
 func (s *Server) badge(w http.ResponseWriter, r *http.Request) {
-	name, rerr := pathProject(r)
-	if rerr != nil {
-		writeRequestError(w, rerr)
-		return
-	}
-	p, err := s.store.GetProjectByName(r.Context(), name)
-	if err != nil {
-		s.storeError(w, r, "get project", err)
+	p, ok := s.projectInPath(w, r)
+	if !ok {
 		return
 	}
 	branch := r.URL.Query().Get("branch")
@@ -63,7 +57,7 @@ func (s *Server) badge(w http.ResponseWriter, r *http.Request) {
 	before := uuid.Nil
 pages:
 	for range badgePages {
-		runs, err := s.store.ListRuns(r.Context(), store.ListRunsParams{Project: name, Ref: ref, Before: before, Limit: 100})
+		runs, err := s.store.ListRuns(r.Context(), store.ListRunsParams{Project: p.Name, Ref: ref, Before: before, Limit: 100})
 		if err != nil {
 			s.storeError(w, r, "list runs", err)
 			return

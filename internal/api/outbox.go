@@ -188,14 +188,8 @@ func (s *Server) createWebhook(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) listWebhooks(w http.ResponseWriter, r *http.Request) {
-	name, rerr := pathProject(r)
-	if rerr != nil {
-		writeRequestError(w, rerr)
-		return
-	}
-	p, err := s.store.GetProjectByName(r.Context(), name)
-	if err != nil {
-		s.storeError(w, r, "get project", err)
+	p, ok := s.projectInPath(w, r)
+	if !ok {
 		return
 	}
 	hooks, err := s.store.ListWebhooks(r.Context(), p.ID)
@@ -205,7 +199,7 @@ func (s *Server) listWebhooks(w http.ResponseWriter, r *http.Request) {
 	}
 	out := make([]webhookJSON, len(hooks))
 	for i, h := range hooks {
-		out[i] = newWebhookJSON(name, h)
+		out[i] = newWebhookJSON(p.Name, h)
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"webhooks": out})
 }

@@ -369,15 +369,25 @@ func pathProject(r *http.Request) (string, *requestError) {
 	return name, nil
 }
 
-func (s *Server) getProject(w http.ResponseWriter, r *http.Request) {
+// projectInPath loads the project the path names, answering a bad name (400) or the
+// store's refusal (404 when there is none) itself, as pathWorkflow does for workflows.
+func (s *Server) projectInPath(w http.ResponseWriter, r *http.Request) (*store.Project, bool) {
 	name, rerr := pathProject(r)
 	if rerr != nil {
 		writeRequestError(w, rerr)
-		return
+		return nil, false
 	}
 	p, err := s.store.GetProjectByName(r.Context(), name)
 	if err != nil {
 		s.storeError(w, r, "get project", err)
+		return nil, false
+	}
+	return p, true
+}
+
+func (s *Server) getProject(w http.ResponseWriter, r *http.Request) {
+	p, ok := s.projectInPath(w, r)
+	if !ok {
 		return
 	}
 	writeJSON(w, http.StatusOK, newProjectJSON(p))
