@@ -240,18 +240,9 @@ func (s *Server) dispatchRun(w http.ResponseWriter, r *http.Request, p store.Cre
 		s.storeError(w, r, "create run", err)
 		return
 	}
-	status := http.StatusAccepted
-	if created {
-		s.metrics.JobsCreated.Add(float64(len(jobs)))
-		traceRunCreated(r.Context(), run.ID)
-	} else {
-		w.Header().Set("Idempotent-Replay", "true")
-		status = http.StatusOK
-	}
 	s.log.InfoContext(r.Context(), "dispatch", "project", p.Project, "run", run.ID, "ref", p.Trigger.Ref,
 		"sha", p.Trigger.SHA, "workflow", p.Trigger.WorkflowID, "created", created)
-	w.Header().Set("Location", "/api/v1/runs/"+run.ID.String())
-	writeJSON(w, status, newRunJSON(run, nonNilJobs(jobs)))
+	s.answerCreatedRun(w, r, run, jobs, created)
 }
 
 // dispatchTrigger is what a dispatched run records of the commit it runs at.

@@ -185,6 +185,13 @@ func (s *Server) createRun(w http.ResponseWriter, r *http.Request) {
 		s.storeError(w, r, "create run", err)
 		return
 	}
+	s.answerCreatedRun(w, r, run, jobs, created)
+}
+
+// answerCreatedRun answers a CreateRun, from POST /api/v1/runs or a dispatch, alike: 202
+// with the new run, or 200 and Idempotent-Replay when the Idempotency-Key named a run made
+// before, which is neither counted nor traced again.
+func (s *Server) answerCreatedRun(w http.ResponseWriter, r *http.Request, run *store.Run, jobs []*store.Job, created bool) {
 	status := http.StatusAccepted
 	if created {
 		s.metrics.JobsCreated.Add(float64(len(jobs)))
