@@ -49,24 +49,8 @@ func (g *Gitea) Verify(r *http.Request, body, secret []byte) error {
 // DeliveryID returns X-Gitea-Delivery (or X-Forgejo-Delivery).
 func (*Gitea) DeliveryID(r *http.Request) string { return giteaHeader(r, "Delivery") }
 
-type gtRepo struct {
-	FullName      string `json:"full_name"`
-	CloneURL      string `json:"clone_url"`
-	SSHURL        string `json:"ssh_url"`
-	HTMLURL       string `json:"html_url"`
-	DefaultBranch string `json:"default_branch"`
-}
-
-func (r *gtRepo) repository() Repository {
-	if r == nil {
-		return Repository{}
-	}
-	return Repository{r.FullName, r.CloneURL, r.SSHURL, r.HTMLURL, r.DefaultBranch}
-}
-
-type gtUser struct {
-	Login string `json:"login"`
-}
+// Gitea's payloads keep GitHub's shapes for a repository, a user, a commit's paths and a
+// pull request's side, so those are read with GitHub's types.
 
 type gtPush struct {
 	Ref          string `json:"ref"`
@@ -76,50 +60,31 @@ type gtPush struct {
 	HeadCommit   *struct {
 		ID string `json:"id"`
 	} `json:"head_commit"`
-	Repository *gtRepo `json:"repository"`
-	Pusher     *gtUser `json:"pusher"`
-	Sender     *gtUser `json:"sender"`
-	Commits    []struct {
-		Added    []string `json:"added"`
-		Removed  []string `json:"removed"`
-		Modified []string `json:"modified"`
-	} `json:"commits"`
+	Repository *ghRepo    `json:"repository"`
+	Pusher     *ghUser    `json:"pusher"`
+	Sender     *ghUser    `json:"sender"`
+	Commits    []ghCommit `json:"commits"`
 }
 
 type gtDelete struct {
 	Ref        string  `json:"ref"`
 	RefType    string  `json:"ref_type"`
-	Repository *gtRepo `json:"repository"`
-	Sender     *gtUser `json:"sender"`
-}
-
-type gtPRSide struct {
-	Ref  string  `json:"ref"`
-	SHA  string  `json:"sha"`
-	Repo *gtRepo `json:"repo"`
+	Repository *ghRepo `json:"repository"`
+	Sender     *ghUser `json:"sender"`
 }
 
 type gtPullRequest struct {
 	Action      string  `json:"action"`
 	Number      int     `json:"number"`
-	Repository  *gtRepo `json:"repository"`
-	Sender      *gtUser `json:"sender"`
+	Repository  *ghRepo `json:"repository"`
+	Sender      *ghUser `json:"sender"`
 	PullRequest *struct {
 		Number int      `json:"number"`
 		Title  string   `json:"title"`
 		Merged bool     `json:"merged"`
-		Head   gtPRSide `json:"head"`
-		Base   gtPRSide `json:"base"`
+		Head   ghPRSide `json:"head"`
+		Base   ghPRSide `json:"base"`
 	} `json:"pull_request"`
-}
-
-func actor(users ...*gtUser) string {
-	for _, u := range users {
-		if u != nil && u.Login != "" {
-			return u.Login
-		}
-	}
-	return ""
 }
 
 // Parse reads X-Gitea-Event (or X-Forgejo-Event) and the body.

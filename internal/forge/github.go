@@ -126,9 +126,7 @@ func (g *GitHub) Parse(r *http.Request, body []byte) (*Event, error) {
 			ev.peelTag(p.HeadCommit.ID)
 		}
 		ev.Repository = p.Repository.repository()
-		if p.Sender != nil {
-			ev.Actor = p.Sender.Login
-		}
+		ev.Actor = actor(p.Sender)
 		var lists [][]string
 		for _, c := range p.Commits {
 			lists = append(lists, c.Added, c.Removed, c.Modified)
@@ -156,9 +154,7 @@ func (g *GitHub) Parse(r *http.Request, body []byte) (*Event, error) {
 		if validSHA(p.Before) {
 			ev.Before = p.Before
 		}
-		if p.Sender != nil {
-			ev.Actor = p.Sender.Login
-		}
+		ev.Actor = actor(p.Sender)
 		head := PRBranch{pr.Head.Repo.repository(), pr.Head.Ref, pr.Head.SHA}
 		base := PRBranch{pr.Base.Repo.repository(), pr.Base.Ref, pr.Base.SHA}
 		if err := ev.setPullRequest(p.Action, cmp.Or(p.Number, pr.Number), pr.Title, pr.Merged, head, base); err != nil {
@@ -172,9 +168,7 @@ func (g *GitHub) Parse(r *http.Request, body []byte) (*Event, error) {
 		}
 		ev.Kind = KindPing
 		ev.Repository = p.Repository.repository()
-		if p.Sender != nil {
-			ev.Actor = p.Sender.Login
-		}
+		ev.Actor = actor(p.Sender)
 		return ev, nil
 	case "":
 		return bad(errors.New("no X-GitHub-Event header"))

@@ -171,6 +171,17 @@ func (e *Event) setPullRequest(action string, number int, title string, merged b
 	return nil
 }
 
+// actor is the login of the first of users a payload names (GitHub and Gitea say who
+// pushed as sender or pusher).
+func actor(users ...*ghUser) string {
+	for _, u := range users {
+		if u != nil && u.Login != "" {
+			return u.Login
+		}
+	}
+	return ""
+}
+
 // pathUnion merges the added, modified and removed lists of every commit, sorted, once each.
 func pathUnion(lists ...[]string) []string {
 	var out []string
