@@ -339,3 +339,36 @@ jobs:
       - run: `+check("project-wide-token")+`
 `))
 }
+
+// TestSwappedSecretDoesNotOpen: a sealed value copied onto another secret's row (by
+// someone with write access to the database) does not open there: the job fails before
+// its first step instead of running with the other secret's value.
+func TestSwappedSecretDoesNotOpen(t *testing.T) {
+	t.Parallel()
+	b := setupSecrets(t)
+	b.setSecret(t, "web", "ADMIN_TOKEN", "the-admin-token-value")
+	b.setSecret(t, "web", "PUBLIC_TOKEN", "the-public-token-value")
+	admin, err := b.st.GetSecret(t.Context(), store.SecretKey{Project: "web", Name: "ADMIN_TOKEN"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	swapped := *admin
+	swapped.Name = "PUBLIC_TOKEN"
+	if _, err := b.st.PutSecret(t.Context(), &swapped); err != nil {
+		t.Fatal(err)
+	}
+	id := b.submitIn(t, "web", store.Trigger{Branch: "main"}, nil, `
+jobs:
+  leak:
+    env: { T: "${{ secrets.PUBLIC_TOKEN }}" }
+    steps:
+      - run: echo "got $T"
+`)
+	if r := b.waitRun(t, id); r.Status != store.RunFailed {
+		t.Fatalf("run %s, want failed", r.Status)
+	}
+	log := b.jobLog(t, id, "leak")
+	if !strings.Contains(log, "secret PUBLIC_TOKEN of project web cannot be decrypted") || strings.Contains(log, "got") {
+		t.Errorf("log:\n%s", log)
+	}
+}
