@@ -180,16 +180,9 @@ func (g *Gitea) Parse(r *http.Request, body []byte) (*Event, error) {
 	}
 }
 
-// giteaStates maps Gantry's states onto Gitea's. Gitea has no "running" (still pending) nor
-// "cancelled" (the run did not finish: error).
-var giteaStates = map[State]string{
-	StatePending:   "pending",
-	StateRunning:   "pending",
-	StateSuccess:   "success",
-	StateFailure:   "failure",
-	StateError:     "error",
-	StateCancelled: "error",
-}
+// giteaStates maps Gantry's states onto Gitea's, which are GitHub's: no "running" (still
+// pending) nor "cancelled" (the run did not finish: error).
+var giteaStates = githubStates
 
 // ReportStatus POSTs /api/v1/repos/{owner}/{repo}/statuses/{sha}.
 func (g *Gitea) ReportStatus(ctx context.Context, s Status) error {
