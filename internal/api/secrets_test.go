@@ -2,11 +2,14 @@ package api_test
 
 import (
 	"crypto/rand"
+	"encoding/base64"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
 	"github.com/gantry-ci/gantry/internal/api"
+	"github.com/gantry-ci/gantry/internal/logs"
 	"github.com/gantry-ci/gantry/internal/secret"
 	"github.com/gantry-ci/gantry/internal/store"
 )
@@ -188,5 +191,70 @@ func TestSecretRoutesAreAdmins(t *testing.T) {
 		if r.status >= 300 {
 			t.Errorf("%s %s as admin: %d %s", rt.method, rt.path, r.status, r.body)
 		}
+	}
+}
+
+// TestClaimGivesOnlyReferencedSecrets: a claim answer carries exactly the secrets the job's
+// env refers to; no other answer carries any; and the coordinator masks a secret in log
+// lines a worker sent unmasked (an old worker), on the replica that handed the job out
+// and, resolving it from the store, on another.
+func TestClaimGivesOnlyReferencedSecrets(t *testing.T) {
+	t.Parallel()
+	kr := testKeyring(t)
+	b := setupWith(t, func(c *api.Config) { c.Secrets = kr })
+	const used, unused = "used-secret-value-1", "unused-admin-value-2"
+	for name, v := range map[string]string{"USED": used, "ADMIN": unused} {
+		if r := b.do(t, http.MethodPut, "/api/v1/projects/web/secrets/"+name, "application/json", `{"value": "`+v+`"}`, nil); r.status != http.StatusCreated {
+			t.Fatalf("set %s: %d %s", name, r.status, r.body)
+		}
+	}
+	run := b.post(t, "/api/v1/runs", `{"project": "web", "pipeline": "jobs:\n  a:\n    env: {X: '${{ secrets.USED }}'}\n    steps: [{run: echo $X}]\n"}`)
+	if run.status != http.StatusAccepted {
+		t.Fatalf("submit: %d %s", run.status, run.body)
+	}
+	r := b.post(t, "/api/v1/agent/claim", `{"worker_id": "w", "wait": "0s"}`)
+	var claim struct {
+		Jobs []struct {
+			ID      string            `json:"id"`
+			Secrets map[string]string `json:"secrets"`
+			Lease   struct {
+				Token string `json:"token"`
+			} `json:"lease"`
+		} `json:"jobs"`
+	}
+	r.decode(t, &claim)
+	if len(claim.Jobs) != 1 || len(claim.Jobs[0].Secrets) != 1 || claim.Jobs[0].Secrets["USED"] != used {
+		t.Fatalf("claim answer: %s", r.body)
+	}
+	if strings.Contains(string(r.body), unused) {
+		t.Fatalf("the claim answer holds a secret the job does not refer to: %s", r.body)
+	}
+	job := claim.Jobs[0]
+	var runID struct {
+		ID string `json:"id"`
+	}
+	run.decode(t, &runID)
+	for _, path := range []string{"/api/v1/runs/" + runID.ID, "/api/v1/jobs/" + job.ID, "/api/v1/runs?project=web"} {
+		if body := string(b.get(t, path).body); strings.Contains(body, used) {
+			t.Errorf("GET %s holds the value: %s", path, body)
+		}
+	}
+
+	// An old worker sends the value unmasked: the coordinator masks it.
+	b64 := base64.StdEncoding.EncodeToString([]byte(used))
+	b.appendLogs(t, job.ID, mustJSON(t, map[string]any{"token": job.Lease.Token, "lines": []logs.Line{
+		{Seq: 1, TS: 1, Stream: logs.Stdout, Text: "value " + used},
+		{Seq: 2, TS: 2, Stream: logs.Stdout, Text: "base64 " + b64},
+	}}))
+	// Another replica on the same store, which did not hand the job out, resolves it.
+	other := httptest.NewServer(api.New(api.Config{Store: b.store, Logger: testLogger(t), Clock: b.clock, Secrets: kr}).Handler())
+	t.Cleanup(other.Close)
+	replica := &bundle{store: b.store, clock: b.clock, url: other.URL}
+	replica.appendLogs(t, job.ID, mustJSON(t, map[string]any{"token": job.Lease.Token, "lines": []logs.Line{
+		{Seq: 3, TS: 3, Stream: logs.Stdout, Text: "replica " + used},
+	}}))
+	lines := b.readLines(t, "/api/v1/jobs/"+job.ID+"/logs")
+	if len(lines) != 3 || lines[0].Text != "value ***" || lines[1].Text != "base64 ***" || lines[2].Text != "replica ***" {
+		t.Errorf("stored lines: %+v", lines)
 	}
 }
