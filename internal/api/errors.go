@@ -77,6 +77,8 @@ func (s *Server) storeError(w http.ResponseWriter, r *http.Request, action strin
 		writeError(w, http.StatusConflict, codeConflict, err.Error(), nil)
 	case errors.Is(err, store.ErrInvalid):
 		writeError(w, http.StatusBadRequest, codeBadRequest, err.Error(), nil)
+	case errors.Is(err, store.ErrForbidden):
+		writeError(w, http.StatusForbidden, codeForbidden, err.Error(), nil)
 	case isStorageFull(err):
 		s.storageFullError(w, r, storageData, action, err)
 	case r.Context().Err() != nil && errors.Is(err, context.Canceled):

@@ -43,6 +43,7 @@ func (s *Server) writeJob(w http.ResponseWriter, r *http.Request, id uuid.UUID, 
 	}
 	out := newJobDetailJSON(job, steps)
 	out.Waiting = s.waiting(r.Context(), []*store.Job{job}, nil)[0]
+	out.Approval = s.approvalState(r.Context(), job)
 	writeJSON(w, status, out)
 }
 

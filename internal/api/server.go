@@ -215,6 +215,8 @@ func (s *Server) routes(cfg Config) {
 	s.workflowRoutes()
 	s.secretRoutes()
 	s.auditRoutes()
+	s.environmentRoutes()
+	s.approvalRoutes()
 	if ui := cfg.UI; ui != nil {
 		s.mux.Handle("GET /", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if strings.HasPrefix(r.URL.Path, "/api/") {

@@ -3,6 +3,7 @@ package api
 import (
 	"time"
 
+	"github.com/gantry-ci/gantry/internal/pipeline"
 	"github.com/gantry-ci/gantry/internal/store"
 )
 
@@ -87,6 +88,8 @@ type jobJSON struct {
 	FinishedAt  string       `json:"finished_at,omitempty"`
 	Matrix      []matrixJSON `json:"matrix,omitempty"`
 	Needs       []string     `json:"needs,omitempty"`
+	// Environment is where the job deploys; absent when it names none.
+	Environment *pipeline.Environment `json:"environment,omitempty"`
 	// Waiting says why a job no worker holds has not started; absent otherwise.
 	Waiting *waitingJSON `json:"waiting,omitempty"`
 }
@@ -113,6 +116,7 @@ func newJobJSON(j *store.Job) jobJSON {
 			out.Matrix = append(out.Matrix, matrixJSON{Name: m.Name, Value: m.Value})
 		}
 		out.Needs = j.Spec.Needs
+		out.Environment = j.Spec.Environment
 	}
 	return out
 }
@@ -122,6 +126,8 @@ type jobDetailJSON struct {
 	jobJSON
 	RunID string     `json:"run_id"`
 	Steps []stepJSON `json:"steps"`
+	// Approval is where the approval of a job whose environment needs one stands.
+	Approval *approvalJSON `json:"approval,omitempty"`
 }
 
 type stepJSON struct {

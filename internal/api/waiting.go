@@ -32,7 +32,7 @@ func (s *Server) waiting(ctx context.Context, jobs, runJobs []*store.Job) []*wai
 		switch j.Status {
 		case store.JobPending:
 			waits, pending = true, true
-		case store.JobRetrying:
+		case store.JobRetrying, store.JobWaitingApproval:
 			waits = true
 		case store.JobQueued:
 			waits, queued = true, true
@@ -91,6 +91,15 @@ func (s *Server) waiting(ctx context.Context, jobs, runJobs []*store.Job) []*wai
 		in.NeedsLeft = needsLeft(j)
 		if j.ConcurrencyGroup != "" {
 			in.Holder = holders[j.ConcurrencyGroup]
+		}
+		if j.Status == store.JobWaitingApproval {
+			// Few jobs wait for approval at once: their decisions are read one by one.
+			if a := s.approvalState(ctx, j); a != nil {
+				in.RequiredApprovals = a.Required
+				for _, d := range a.Decisions {
+					in.Approvals = append(in.Approvals, &store.Approval{Approver: d.Approver, Decision: store.Decision(d.Decision)})
+				}
+			}
 		}
 		w, ok := scheduler.Why(j, in)
 		if ok && j.Status == store.JobQueued {
