@@ -176,11 +176,15 @@ func (s *Server) createRun(w http.ResponseWriter, r *http.Request) {
 	params.Plan = plan
 	params.Definition = def
 	params.IdempotencyKey = r.Header.Get("Idempotency-Key")
-	if rerr := s.sealSecretEnv(r.Context(), &params, decodeSecretEnv(r.Header.Get("Content-Type"), body)); rerr != nil {
+	dropSecretEnv, rerr := s.sealSecretEnv(r.Context(), &params, decodeSecretEnv(r.Header.Get("Content-Type"), body))
+	if rerr != nil {
 		writeRequestError(w, rerr)
 		return
 	}
 	run, jobs, created, err := s.store.CreateRun(r.Context(), params)
+	if err != nil || !created {
+		dropSecretEnv(r.Context()) // no run of this request refers to them
+	}
 	if err != nil {
 		s.storeError(w, r, "create run", err)
 		return

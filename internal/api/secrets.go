@@ -278,13 +278,27 @@ var secretEnvPattern = regexp.MustCompile(`^\$\{\{ secret_env\.([0-9a-f-]{36}) \
 func secretEnvScope(id string) string { return "env:" + id }
 
 // sealSecretEnv stores each secret env value of a run about to be created, sealed like a
-// secret, and puts a reference to it in the run's env in its place.
-func (s *Server) sealSecretEnv(ctx context.Context, p *store.CreateRunParams, secretEnv map[string]string) *requestError {
-	if len(secretEnv) == 0 {
-		return nil
+// secret, and puts a reference to it in the run's env in its place. drop deletes what it
+// stored, for a request that creates no run (it failed, or replayed an idempotency key).
+func (s *Server) sealSecretEnv(ctx context.Context, p *store.CreateRunParams, secretEnv map[string]string) (drop func(context.Context), rerr *requestError) {
+	var stored []store.SecretKey
+	drop = func(ctx context.Context) {
+		for _, k := range stored {
+			if err := s.store.DeleteSecret(context.WithoutCancel(ctx), k); err != nil && !errors.Is(err, store.ErrNotFound) {
+				s.log.WarnContext(ctx, "delete the secret env of a run not created", "project", k.Project, "name", k.Name, "err", err)
+			}
+		}
 	}
+	if len(secretEnv) == 0 {
+		return drop, nil
+	}
+	defer func() {
+		if rerr != nil {
+			drop(ctx)
+		}
+	}()
 	if s.secrets == nil {
-		return &requestError{status: http.StatusServiceUnavailable, code: codeNoSecretsKey,
+		return drop, &requestError{status: http.StatusServiceUnavailable, code: codeNoSecretsKey,
 			msg: "secret env needs a secrets key: start the coordinator with --secrets-key-file or GANTRY_SECRETS_KEY"}
 	}
 	project := p.Project
@@ -292,32 +306,35 @@ func (s *Server) sealSecretEnv(ctx context.Context, p *store.CreateRunParams, se
 		project = "default"
 	}
 	if rerr := s.ensureProject(ctx, project); rerr != nil {
-		return rerr
+		return drop, rerr
 	}
 	if p.Env == nil {
 		p.Env = map[string]string{}
 	}
-	for k, v := range secretEnv {
+	for _, k := range slices.Sorted(maps.Keys(secretEnv)) {
+		v := secretEnv[k]
 		if _, dup := p.Env[k]; dup {
-			return badRequest("%s is both in env and in secret_env", k)
+			return drop, badRequest("%s is both in env and in secret_env", k)
 		}
 		if k == "" || strings.ContainsAny(k, "=\x00") || len(v) > MaxSecretBytes {
-			return badRequest("secret_env %q: a name without = and a value of at most %d bytes are required", k, MaxSecretBytes)
+			return drop, badRequest("secret_env %q: a name without = and a value of at most %d bytes are required", k, MaxSecretBytes)
 		}
 		id := uuid.NewString()
 		scope := secretEnvScope(id)
 		sealed, err := s.secrets.Seal([]byte(v), secret.Scope{Project: project, Run: scope, Name: k})
 		if err != nil {
-			return &requestError{status: http.StatusInternalServerError, code: codeInternal, msg: "seal secret env: internal error"}
+			return drop, &requestError{status: http.StatusInternalServerError, code: codeInternal, msg: "seal secret env: internal error"}
 		}
+		key := store.SecretKey{Project: project, Scope: scope, Name: k}
 		if _, err := s.store.PutSecret(ctx, &store.Secret{Project: project, Scope: scope, Name: k,
 			KeyID: sealed.KeyID, WrappedKey: sealed.WrappedKey, Ciphertext: sealed.Ciphertext}); err != nil {
 			s.log.ErrorContext(ctx, "store secret env", "project", project, "name", k, "err", err)
-			return &requestError{status: http.StatusInternalServerError, code: codeInternal, msg: "store secret env: internal error"}
+			return drop, &requestError{status: http.StatusInternalServerError, code: codeInternal, msg: "store secret env: internal error"}
 		}
+		stored = append(stored, key)
 		p.Env[k] = "${{ secret_env." + id + " }}"
 	}
-	return nil
+	return drop, nil
 }
 
 // decodeSecretEnv reads the secret_env of a run request envelope.

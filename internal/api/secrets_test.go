@@ -258,3 +258,26 @@ func TestClaimGivesOnlyReferencedSecrets(t *testing.T) {
 		t.Errorf("stored lines: %+v", lines)
 	}
 }
+
+// TestSecretEnvOfAReplayIsNotKept: secret_env is sealed, not shown, and a submission that
+// replays an idempotency key keeps no second copy of it.
+func TestSecretEnvOfAReplayIsNotKept(t *testing.T) {
+	t.Parallel()
+	b := setupWith(t, func(c *api.Config) { c.Secrets = testKeyring(t) })
+	body := `{"project": "web", "pipeline": "jobs: {a: {steps: [{run: 'true'}]}}", "env": {"PLAIN": "p"}, "secret_env": {"TOKEN": "secret-env-value-9"}}`
+	for i, want := range []int{http.StatusAccepted, http.StatusOK} {
+		r := b.do(t, http.MethodPost, "/api/v1/runs", "application/json", body, map[string]string{"Idempotency-Key": "k1"})
+		if r.status != want || strings.Contains(string(r.body), "secret-env-value-9") {
+			t.Fatalf("submission %d: %d %s", i+1, r.status, r.body)
+		}
+	}
+	sealed, err := b.store.SealedSecrets(t.Context(), "none")
+	if err != nil || len(sealed) != 1 || sealed[0].Name != "TOKEN" || sealed[0].Scope == "" {
+		t.Fatalf("sealed secrets = %+v, %v; want the first submission's TOKEN only", sealed, err)
+	}
+	expectError(t, b.do(t, http.MethodPost, "/api/v1/runs", "application/json",
+		`{"pipeline": "jobs: {a: {steps: [{run: 'true'}]}}", "env": {"T": "x"}, "secret_env": {"T": "y"}}`, nil), http.StatusBadRequest, "bad_request")
+	if sealed, _ := b.store.SealedSecrets(t.Context(), "none"); len(sealed) != 1 {
+		t.Errorf("a refused submission kept secret env: %d rows", len(sealed))
+	}
+}
