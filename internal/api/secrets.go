@@ -492,9 +492,9 @@ func (s *Server) deliverSecrets(r *http.Request, c *store.Claim, out *claimedJSO
 		}
 		out.RunEnv = env
 	}
-	if vals := js.all(); len(vals) > 0 {
-		s.logs.RememberSecrets(logs.Key{Job: c.Job.ID, Attempt: c.Job.Attempt}, vals)
-	}
+	// Remembered even when there are none, so this replica's log ingest need not ask the
+	// store about the attempt's secrets at its first batch.
+	s.logs.RememberSecrets(logs.Key{Job: c.Job.ID, Attempt: c.Job.Attempt}, js.all())
 	// Each secret handed out is a read, by the worker holding the lease.
 	for _, name := range slices.Sorted(maps.Keys(js.values)) {
 		e := auditEntry(r, auditEvent{Action: "secret.read", Project: js.project, Target: name,
