@@ -74,13 +74,12 @@ func environmentParam(r *http.Request) (string, *requestError) {
 	return env, nil
 }
 
-var environmentPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`)
-
+// checkEnvironmentName accepts the names a job's environment: may have, and "".
 func checkEnvironmentName(env string) string {
 	if env == "" {
 		return ""
 	}
-	if len(env) > 100 || !environmentPattern.MatchString(env) {
+	if !pipeline.EnvironmentNamePattern.MatchString(env) {
 		return fmt.Sprintf("%q: use letters, digits, _ . and -, at most 100 bytes", env)
 	}
 	return ""
