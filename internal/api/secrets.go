@@ -74,7 +74,8 @@ func environmentParam(r *http.Request) (string, *requestError) {
 	return env, nil
 }
 
-// checkEnvironmentName accepts the names a job's environment: may have, and "".
+// checkEnvironmentName says what is wrong with a secret's environment name: it must be a
+// name a job's environment may have, or "" for every environment.
 func checkEnvironmentName(env string) string {
 	if env == "" {
 		return ""
