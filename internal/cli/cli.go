@@ -156,16 +156,19 @@ func (a *app) rootCommand() *cobra.Command {
 
 	// Only commands that work are registered; the others in DESIGN.md §10 join as they land.
 	root.AddCommand(
+		a.approveCommand(),
 		a.artifactsCommand(),
 		a.auditCommand(),
 		a.benchCommand(),
 		a.cancelCommand(),
 		a.dispatchCommand(),
+		a.environmentCommand(),
 		a.logsCommand(),
 		a.outboxCommand(),
 		a.validateCommand(),
 		a.planCommand(),
 		a.projectCommand(),
+		a.rejectCommand(),
 		a.retryCommand(),
 		a.runCommand(),
 		a.runsCommand(),

@@ -307,7 +307,7 @@ func (p *runPrinter) status(run runDetails) {
 		counts[j.Status]++
 	}
 	parts := []string{fmt.Sprintf("%s %s", run.Status, formatDuration(time.Since(p.start).Truncate(time.Second)))}
-	for _, s := range []string{"running", "assigned", "queued", "pending", "retrying", "success", "failed", "cancelled", "skipped"} {
+	for _, s := range []string{"running", "assigned", "queued", "waiting_approval", "pending", "retrying", "success", "failed", "cancelled", "skipped"} {
 		if counts[s] > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", counts[s], s))
 		}
