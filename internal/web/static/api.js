@@ -72,6 +72,11 @@ export function post(path, signal) {
   return api(path, { method: "POST", signal });
 }
 
+/** postJSON posts body as JSON and returns the decoded answer. */
+export function postJSON(path, body, signal) {
+  return api(path, { method: "POST", signal, headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
+}
+
 /**
  * download asks the API, with the token, for an artifact's short-lived signed URL and
  * opens it: an <a href> to the API cannot carry the token, and the bytes come straight

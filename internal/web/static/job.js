@@ -2,7 +2,7 @@
 // WebSocket, renders ANSI colours, numbers its lines (#L12 links to line 12), follows
 // the end until you scroll up, and filters by a search term.
 import { clear, fill, h } from "./dom.js";
-import { api, download, getToken, live, post } from "./api.js";
+import { api, download, getToken, live, post, postJSON } from "./api.js";
 import { newState, render, strip } from "./ansi.js";
 import { TERMINAL, bytes, liveDuration, shortID, statusBadge, when } from "./format.js";
 import { announce } from "./app.js";
@@ -27,6 +27,11 @@ export async function jobPage(main, [id], ctx) {
   const cancelBtn = h("button", { type: "button", class: "danger", id: "cancel-job" }, "Cancel job");
   const retryBtn = h("button", { type: "button", id: "retry-job" }, "Retry job");
   const attemptsNav = h("div", { class: "attempts", role: "group", "aria-label": "Attempts" });
+  // Approval: shown while the job's environment holds it, and after, with who decided.
+  const approvalBox = h("section", { class: "approval", id: "approval", "aria-labelledby": "approval-h", hidden: true });
+  const approveBtn = h("button", { type: "button", id: "approve-job" }, "Approve");
+  const rejectBtn = h("button", { type: "button", class: "danger", id: "reject-job" }, "Reject");
+  const approvalComment = h("input", { type: "text", id: "approval-comment", placeholder: "Comment (optional)", autocomplete: "off" });
   const stepsList = h("ol", { class: "steps" });
   const stepsNote = h("p", { class: "muted" });
   const artifactsList = h("div");
@@ -44,6 +49,7 @@ export async function jobPage(main, [id], ctx) {
     h("div", { class: "page-head" }, badge),
     meta,
     h("div", { class: "actions" }, cancelBtn, retryBtn), message,
+    approvalBox,
     attemptsNav,
     h("div", { class: "job-body" },
       h("div", { class: "job-side" },
@@ -77,6 +83,49 @@ export async function jobPage(main, [id], ctx) {
   act(cancelBtn, jobPath + "/cancel", "Cancel");
   act(retryBtn, jobPath + "/retry", "Retry");
 
+  const decide = (btn, verb) => btn.addEventListener("click", async () => {
+    approveBtn.disabled = rejectBtn.disabled = true;
+    message.textContent = verb + "\u2026";
+    try {
+      const j = await postJSON(jobPath + "/" + verb.toLowerCase(), { comment: approvalComment.value }, ctx.signal);
+      message.textContent = verb === "Approve" ? "Approval recorded." : "Rejected.";
+      approvalComment.value = "";
+      setJob(j);
+    } catch (e) {
+      if (e.name === "AbortError") return;
+      message.textContent = "Could not " + verb.toLowerCase() + ": " + e.message;
+      approveBtn.disabled = rejectBtn.disabled = false;
+    }
+  });
+  decide(approveBtn, "Approve");
+  decide(rejectBtn, "Reject");
+
+  let approvalShown = "";
+  function renderApproval(j) {
+    const a = j.approval;
+    approvalBox.hidden = !a;
+    if (!a) return;
+    // Redraw only on a change: the poll must not take the comment field from under a typist.
+    const key = j.status + JSON.stringify(a);
+    if (key === approvalShown) return;
+    approvalShown = key;
+    const waiting = j.status === "waiting_approval";
+    const approved = a.decisions.filter((d) => d.decision === "approved").length;
+    fill(approvalBox,
+      h("h2", { id: "approval-h" }, waiting ? "Waiting for approval" : "Approval"),
+      h("p", {}, "Environment ", h("strong", { id: "approval-environment" }, a.environment),
+        j.environment && j.environment.url ? [" (", h("a", { href: j.environment.url, rel: "noopener" }, j.environment.url), ")"] : null,
+        ` needs ${a.required} approval${a.required === 1 ? "" : "s"}`,
+        a.approvers.length ? " from " + a.approvers.join(", ") : "", `: ${approved} so far.`),
+      a.decisions.length ? h("ul", { class: "plain", id: "approval-decisions" }, a.decisions.map((d) =>
+        h("li", { dataset: { decision: d.decision } }, h("strong", {}, d.approver), " ", d.decision, " ", when(d.at),
+          d.comment ? h("span", { class: "muted" }, " \u2014 " + d.comment) : null))) : null,
+      waiting ? h("div", { class: "actions" },
+        h("div", { class: "field" }, h("label", { for: "approval-comment" }, "Comment"), approvalComment),
+        approveBtn, rejectBtn) : null);
+    approveBtn.disabled = rejectBtn.disabled = !waiting;
+  }
+
   function setJob(j) {
     const before = job;
     job = j;
@@ -94,7 +143,9 @@ export async function jobPage(main, [id], ctx) {
       j.queued_at ? item("Queued", when(j.queued_at)) : null,
       j.started_at ? item("Started", when(j.started_at)) : null,
       item("Duration", liveDuration(j.started_at, j.finished_at)),
-      j.needs ? item("Needs", j.needs.join(", ")) : null);
+      j.needs ? item("Needs", j.needs.join(", ")) : null,
+      j.environment ? item("Environment", h("span", { id: "job-environment" }, j.environment.name)) : null);
+    renderApproval(j);
     cancelBtn.disabled = TERMINAL.has(j.status);
     retryBtn.disabled = !["failed", "cancelled", "skipped"].includes(j.status);
     renderAttempts();
