@@ -212,6 +212,7 @@ func testApprovalTimeout(t *testing.T, h Harness) {
 	if n, _ := b2.s.ExpireApprovals(b2.ctx); n != 1 {
 		t.Errorf("ExpireApprovals after 25h with the default timeout = %d; want 1", n)
 	}
+	b2.wantJobStatus(jobs[0].ID, store.JobFailed)
 }
 
 func testCancelWaitingApproval(t *testing.T, h Harness) {
