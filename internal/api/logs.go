@@ -293,7 +293,7 @@ func attemptEnded(job *store.Job, attempt int) bool {
 	}
 	if job.Attempt == attempt {
 		switch job.Status {
-		case store.JobQueued, store.JobRetrying, store.JobPending:
+		case store.JobQueued, store.JobRetrying, store.JobPending, store.JobWaitingApproval:
 			return true
 		}
 	}
