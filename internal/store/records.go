@@ -154,8 +154,17 @@ type Project struct {
 	// token.
 	APIBaseURL   string
 	APITokenFile string
-	CreatedAt    time.Time
-	UpdatedAt    time.Time
+	// RepoTokenSecret names the project secret holding an access token for an http(s)
+	// RepoURL, sent with RepoTokenUser ("" = the provider's usual user name).
+	// RepoSSHKeySecret names the secret holding a private key for an ssh RepoURL, and
+	// RepoKnownHostsSecret the one holding the known_hosts its host must match. They
+	// name secrets; the values stay sealed in the secrets store. "" = none.
+	RepoTokenSecret      string
+	RepoTokenUser        string
+	RepoSSHKeySecret     string
+	RepoKnownHostsSecret string
+	CreatedAt            time.Time
+	UpdatedAt            time.Time
 }
 
 // DefaultPipelinePath is the pipeline file a connected project reads when it names none.

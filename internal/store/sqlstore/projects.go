@@ -12,13 +12,15 @@ import (
 )
 
 const projectCols = `id, name, repo_url, provider, pipeline_path, default_branch, webhook_secret,
-	api_base_url, api_token_file, created_at, updated_at`
+	api_base_url, api_token_file, repo_token_secret, repo_token_user, repo_ssh_key_secret,
+	repo_known_hosts_secret, created_at, updated_at`
 
 func scanProject(s scanner) (*store.Project, error) {
 	var p store.Project
 	var created, updated int64
 	if err := s.Scan(&p.ID, &p.Name, &p.RepoURL, &p.Provider, &p.PipelinePath, &p.DefaultBranch,
-		&p.WebhookSecret, &p.APIBaseURL, &p.APITokenFile, &created, &updated); err != nil {
+		&p.WebhookSecret, &p.APIBaseURL, &p.APITokenFile, &p.RepoTokenSecret, &p.RepoTokenUser,
+		&p.RepoSSHKeySecret, &p.RepoKnownHostsSecret, &created, &updated); err != nil {
 		return nil, err
 	}
 	p.CreatedAt, p.UpdatedAt = fromUS(created), fromUS(updated)
@@ -54,9 +56,10 @@ func (e *Engine) CreateProject(ctx context.Context, p *store.Project) error {
 		switch {
 		case isNoRows(err):
 			id = store.NewID()
-			if _, err := t.exec(`INSERT INTO projects (`+projectCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			if _, err := t.exec(`INSERT INTO projects (`+projectCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 				id, p.Name, p.RepoURL, p.Provider, p.PipelinePath, p.DefaultBranch, p.WebhookSecret,
-				p.APIBaseURL, p.APITokenFile, now, now); err != nil {
+				p.APIBaseURL, p.APITokenFile, p.RepoTokenSecret, p.RepoTokenUser, p.RepoSSHKeySecret,
+				p.RepoKnownHostsSecret, now, now); err != nil {
 				return fmt.Errorf("create project %q: %w", p.Name, err)
 			}
 		case err != nil:
@@ -68,10 +71,11 @@ func (e *Engine) CreateProject(ctx context.Context, p *store.Project) error {
 			// repo_url = '' condition makes two concurrent connects a conflict, not a
 			// silent overwrite.
 			res, err := t.exec(`UPDATE projects SET repo_url = ?, provider = ?, pipeline_path = ?, default_branch = ?,
-				webhook_secret = ?, api_base_url = ?, api_token_file = ?, updated_at = ?
+				webhook_secret = ?, api_base_url = ?, api_token_file = ?, repo_token_secret = ?,
+				repo_token_user = ?, repo_ssh_key_secret = ?, repo_known_hosts_secret = ?, updated_at = ?
 				WHERE id = ? AND repo_url = ''`,
 				p.RepoURL, p.Provider, p.PipelinePath, p.DefaultBranch, p.WebhookSecret, p.APIBaseURL,
-				p.APITokenFile, now, id)
+				p.APITokenFile, p.RepoTokenSecret, p.RepoTokenUser, p.RepoSSHKeySecret, p.RepoKnownHostsSecret, now, id)
 			if err != nil {
 				return fmt.Errorf("create project %q: %w", p.Name, err)
 			}
@@ -129,9 +133,10 @@ func (e *Engine) UpdateProject(ctx context.Context, p *store.Project) error {
 	return e.write(ctx, func(t *tx) error {
 		now := us(e.clock.Now())
 		res, err := t.exec(`UPDATE projects SET repo_url = ?, provider = ?, pipeline_path = ?, default_branch = ?,
-			webhook_secret = ?, api_base_url = ?, api_token_file = ?, updated_at = ? WHERE name = ?`,
+			webhook_secret = ?, api_base_url = ?, api_token_file = ?, repo_token_secret = ?, repo_token_user = ?,
+			repo_ssh_key_secret = ?, repo_known_hosts_secret = ?, updated_at = ? WHERE name = ?`,
 			p.RepoURL, p.Provider, p.PipelinePath, p.DefaultBranch, p.WebhookSecret, p.APIBaseURL,
-			p.APITokenFile, now, p.Name)
+			p.APITokenFile, p.RepoTokenSecret, p.RepoTokenUser, p.RepoSSHKeySecret, p.RepoKnownHostsSecret, now, p.Name)
 		if err != nil {
 			return fmt.Errorf("update project %q: %w", p.Name, err)
 		}
