@@ -181,9 +181,10 @@ func (d *decoder) plan(s *spec) *Plan {
 		if !ok {
 			continue
 		}
-		cond := d.condition(j, ins, needs[j.name])
+		cond := d.condition(j, ins, needs[j.name], s.on)
 		for _, in := range ins {
 			job := d.buildJob(s, j, in, cond)
+			job.InputTypes = cond.InputTypes()
 			job.NeedsNames = needs[j.name]
 			for _, n := range needs[j.name] {
 				for _, other := range instances[n] {
@@ -301,7 +302,7 @@ func jobOrder(s *spec, name string) int {
 }
 
 // condition compiles a job's if: once for all its instances.
-func (d *decoder) condition(j *jobSpec, ins []instance, needNames []string) *Condition {
+func (d *decoder) condition(j *jobSpec, ins []instance, needNames []string, on *Triggers) *Condition {
 	if j.cond.node == nil {
 		return nil
 	}
@@ -326,6 +327,9 @@ func (d *decoder) condition(j *jobSpec, ins []instance, needNames []string) *Con
 		}
 	}
 	scope := &condScope{needs: needNames, matrix: axes}
+	if on != nil && on.Dispatch != nil && len(on.Dispatch.Inputs) > 0 {
+		scope.inputs = on.Dispatch
+	}
 	c, err := compileCondition(src, scope)
 	if err != nil {
 		if at := runeOffsetToByte(src, err.offset); at < len(src) && src[at] == '=' && (at+1 == len(src) || src[at+1] != '=') &&

@@ -5,12 +5,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/expr-lang/expr"
 	"github.com/expr-lang/expr/ast"
+	"github.com/expr-lang/expr/builtin"
 	"github.com/expr-lang/expr/file"
 	"github.com/expr-lang/expr/parser"
+	"github.com/expr-lang/expr/parser/lexer"
 	"github.com/expr-lang/expr/vm"
 )
 
@@ -43,12 +46,27 @@ type Condition struct {
 	program *vm.Program
 	// implicitSuccess is set when the expression calls no status function.
 	implicitSuccess bool
+	// inputTypes are the declared types of the dispatch inputs the expression reads,
+	// when the definition declares inputs (see Job.InputTypes).
+	inputTypes map[string]InputType
+	// inputsRead are the names the expression reads as inputs.X: one not given reads as
+	// "" rather than nil.
+	inputsRead []string
 }
 
 // ConditionInput is what a condition is evaluated against when its job's needs are done,
 // or when the run is created for a job that needs nothing.
 type ConditionInput struct {
-	Branch, Event, SHA string
+	// The run's trigger, as store.Trigger holds it: ref, branch, tag, sha, event and the
+	// repository's full name.
+	Ref, Branch, Tag, SHA, Event, Repository string
+	// Inputs are the dispatch inputs in canonical text (event dispatch); a name that is
+	// not here reads as "". Job.InputTypes turns them back into booleans and numbers.
+	Inputs map[string]string
+	// PRNumber and Fork describe the pull request (event pull_request): pr.number and
+	// pr.fork.
+	PRNumber int
+	Fork     bool
 	// Env is the run's env (given at submit); the job's own env is laid over it, as it is
 	// for the job's steps.
 	Env map[string]string
@@ -64,21 +82,40 @@ type ConditionInput struct {
 }
 
 type exprEnv struct {
-	Branch    string               `expr:"branch"`
-	Event     string               `expr:"event"`
-	SHA       string               `expr:"sha"`
-	Env       map[string]string    `expr:"env"`
-	Matrix    map[string]string    `expr:"matrix"`
-	Needs     map[string]needEntry `expr:"needs"`
-	Success   func() bool          `expr:"success"`
-	Failure   func() bool          `expr:"failure"`
-	Always    func() bool          `expr:"always"`
-	Cancelled func() bool          `expr:"cancelled"`
+	Ref        string               `expr:"ref"`
+	Branch     string               `expr:"branch"`
+	Tag        string               `expr:"tag"`
+	Event      string               `expr:"event"`
+	SHA        string               `expr:"sha"`
+	Repository string               `expr:"repository"`
+	Inputs     map[string]any       `expr:"inputs"`
+	PR         prEntry              `expr:"pr"`
+	Env        map[string]string    `expr:"env"`
+	Matrix     map[string]string    `expr:"matrix"`
+	Needs      map[string]needEntry `expr:"needs"`
+	Success    func() bool          `expr:"success"`
+	Failure    func() bool          `expr:"failure"`
+	Always     func() bool          `expr:"always"`
+	Cancelled  func() bool          `expr:"cancelled"`
 }
 
 type needEntry struct {
 	Result string `expr:"result"`
 }
+
+// prEntry is pr in an expression. Outside a pull request its number is 0 and fork false.
+type prEntry struct {
+	Number int  `expr:"number"`
+	Fork   bool `expr:"fork"`
+}
+
+// prFields are the names pr has, for checking pr.X when a condition compiles.
+var prFields = []string{"number", "fork"}
+
+// exprNames are the top-level names an expression may read or call besides expr-lang's
+// builtins: the fields of exprEnv and the GitHub-style functions.
+var exprNames = []string{"ref", "branch", "tag", "event", "sha", "repository", "inputs", "pr", "env", "matrix", "needs",
+	"success", "failure", "always", "cancelled", "startsWith", "endsWith", "contains"}
 
 // condScope is what a job's condition may refer to, checked when it compiles. env.X is
 // not checked: the run's env, given at submit, is not known when the plan is made, and a
@@ -86,6 +123,10 @@ type needEntry struct {
 type condScope struct {
 	needs  []string
 	matrix []string
+	// inputs are the definition's on: dispatch inputs; nil when it declares none, and
+	// then inputs.X is not checked (a run can be dispatched with a definition that has
+	// no on:, and a name nobody gave reads as "").
+	inputs *DispatchTrigger
 }
 
 // exprError is a problem at a rune offset inside an expression.
@@ -95,21 +136,35 @@ type exprError struct {
 	msg    string
 }
 
-// compileCondition compiles src and, when scope is not nil, checks every needs.X and
-// matrix.X it reads against what the job has.
+// compileCondition compiles src and, when scope is not nil, checks every needs.X,
+// matrix.X, inputs.X and pr.X it reads against what the job and the definition have.
 func compileCondition(src string, scope *condScope) (*Condition, *exprError) {
-	tree, err := parser.Parse(src)
+	code := callForms(src)
+	tree, err := parser.Parse(code)
 	if err != nil {
 		return nil, fromExprErr(err)
 	}
 	c := &Condition{Source: src, implicitSuccess: true}
-	check := &refChecker{scope: scope}
+	check := &refChecker{scope: scope, lets: map[string]bool{}}
+	ast.Walk(&tree.Node, &letCollector{names: check.lets})
 	ast.Walk(&tree.Node, check)
 	if check.err != nil {
 		return nil, check.err
 	}
 	c.implicitSuccess = !check.callsStatus
-	prog, err := expr.Compile(src, expr.Env(exprEnv{}), expr.AsBool())
+	c.inputsRead = check.inputs
+	if scope != nil && scope.inputs != nil {
+		for _, name := range check.inputs {
+			in, _ := scope.inputs.Input(name)
+			if in.Type == InputBoolean || in.Type == InputNumber {
+				if c.inputTypes == nil {
+					c.inputTypes = map[string]InputType{}
+				}
+				c.inputTypes[name] = in.Type
+			}
+		}
+	}
+	prog, err := expr.Compile(code, exprOptions...)
 	if err != nil {
 		return nil, fromExprErr(err)
 	}
@@ -117,19 +172,193 @@ func compileCondition(src string, scope *condScope) (*Condition, *exprError) {
 	return c, nil
 }
 
+// InputTypes gives the declared types of the boolean and number dispatch inputs the
+// condition reads, for Job.InputTypes; nil when it reads none.
+func (c *Condition) InputTypes() map[string]InputType {
+	if c == nil {
+		return nil
+	}
+	return c.inputTypes
+}
+
+// The GitHub-style functions. expr-lang lexes startsWith, endsWith and contains as infix
+// operators (s startsWith "x"), so callForms renames their call form to these
+// same-length names before parsing, keeping every offset in an error message right.
+var callNames = map[string]string{"startsWith": "StartsWith", "endsWith": "EndsWith", "contains": "Contains"}
+
+var exprOptions = []expr.Option{
+	expr.Env(exprEnv{}), expr.AsBool(),
+	expr.Function("StartsWith", func(p ...any) (any, error) { return stringTest(p, strings.HasPrefix) }, new(func(any, any) bool)),
+	expr.Function("EndsWith", func(p ...any) (any, error) { return stringTest(p, strings.HasSuffix) }, new(func(any, any) bool)),
+	expr.Function("Contains", containsFunc, new(func(any, any) bool)),
+}
+
+// callForms rewrites startsWith(, endsWith( and contains( where they are called as
+// functions: at the start of the expression or after an operator, an opening bracket or
+// a comma, rather than after an operand as the infix operators stand.
+func callForms(src string) string {
+	toks, err := lexer.Lex(file.NewSource(src))
+	if err != nil {
+		// The parser reports the same error, with its position.
+		return src
+	}
+	runes := []rune(src)
+	changed := false
+	for i, t := range toks {
+		name, ok := callNames[t.Value]
+		if !ok || t.Kind != lexer.Operator || i+1 >= len(toks) || toks[i+1].Kind != lexer.Bracket || toks[i+1].Value != "(" {
+			continue
+		}
+		if i > 0 {
+			prev := toks[i-1]
+			operand := prev.Kind == lexer.Identifier || prev.Kind == lexer.Number || prev.Kind == lexer.String ||
+				prev.Kind == lexer.Bytes || (prev.Kind == lexer.Bracket && strings.ContainsAny(prev.Value, ")]}"))
+			if operand {
+				continue
+			}
+		}
+		copy(runes[t.From:], []rune(name))
+		changed = true
+	}
+	if !changed {
+		return src
+	}
+	return string(runes)
+}
+
+// scalarText is a value as the string functions compare it: GitHub's coercion, with null
+// as "", booleans as true or false and numbers in shortest form.
+func scalarText(v any) (string, bool) {
+	switch x := v.(type) {
+	case nil:
+		return "", true
+	case string:
+		return x, true
+	case bool:
+		return strconv.FormatBool(x), true
+	case int:
+		return strconv.Itoa(x), true
+	case int64:
+		return strconv.FormatInt(x, 10), true
+	case float64:
+		return strconv.FormatFloat(x, 'f', -1, 64), true
+	}
+	return "", false
+}
+
+// stringTest is startsWith and endsWith: case-insensitive, as on GitHub, so a workflow
+// ported from there keeps its meaning.
+func stringTest(p []any, test func(s, x string) bool) (any, error) {
+	s, ok1 := scalarText(p[0])
+	x, ok2 := scalarText(p[1])
+	if !ok1 || !ok2 {
+		return nil, fmt.Errorf("expected a string, number or boolean, found %T and %T", p[0], p[1])
+	}
+	return test(strings.ToLower(s), strings.ToLower(x)), nil
+}
+
+// containsFunc is contains(search, item): for a list, whether an element equals item
+// (strings compared without case); otherwise whether the text of search holds the text
+// of item, without case.
+func containsFunc(p ...any) (any, error) {
+	if list, ok := p[0].([]any); ok {
+		for _, el := range list {
+			if looselyEqual(el, p[1]) {
+				return true, nil
+			}
+		}
+		return false, nil
+	}
+	if list, ok := p[0].([]string); ok {
+		for _, el := range list {
+			if looselyEqual(el, p[1]) {
+				return true, nil
+			}
+		}
+		return false, nil
+	}
+	return stringTest(p, strings.Contains)
+}
+
+func looselyEqual(a, b any) bool {
+	as, aok := a.(string)
+	bs, bok := b.(string)
+	if aok && bok {
+		return strings.EqualFold(as, bs)
+	}
+	if aok || bok {
+		return false
+	}
+	af, aNum := number(a)
+	bf, bNum := number(b)
+	if aNum && bNum {
+		return af == bf
+	}
+	return a == b
+}
+
+func number(v any) (float64, bool) {
+	switch x := v.(type) {
+	case int:
+		return float64(x), true
+	case int64:
+		return float64(x), true
+	case float64:
+		return x, true
+	}
+	return 0, false
+}
+
 func fromExprErr(err error) *exprError {
 	var fe *file.Error
 	if errors.As(err, &fe) {
-		return &exprError{kind: ErrExpression, offset: fe.From, msg: fe.Message}
+		return &exprError{kind: ErrExpression, offset: fe.From, msg: userNames(fe.Message)}
 	}
-	return &exprError{kind: ErrExpression, msg: err.Error()}
+	return &exprError{kind: ErrExpression, msg: userNames(err.Error())}
+}
+
+// userNames gives the functions back the names the user wrote in a message from
+// expr-lang.
+func userNames(msg string) string {
+	for user, internal := range callNames {
+		msg = strings.ReplaceAll(msg, internal, user)
+	}
+	return msg
+}
+
+// letCollector gathers the names let binds, which an expression may then read.
+type letCollector struct{ names map[string]bool }
+
+func (l *letCollector) Visit(node *ast.Node) {
+	if v, ok := (*node).(*ast.VariableDeclaratorNode); ok {
+		l.names[v.Name] = true
+	}
 }
 
 type refChecker struct {
 	scope       *condScope
+	lets        map[string]bool
 	callsStatus bool
-	err         *exprError
+	// inputs are the names read as inputs.X.
+	inputs []string
+	err    *exprError
 }
+
+// knownNames are what a top-level name may be: exprNames, the internal names of the
+// functions, and expr-lang's builtins (len, lower, ...).
+var knownNames = func() map[string]bool {
+	m := map[string]bool{}
+	for _, n := range exprNames {
+		m[n] = true
+	}
+	for _, n := range callNames {
+		m[n] = true
+	}
+	for _, n := range builtin.Names {
+		m[n] = true
+	}
+	return m
+}()
 
 func (r *refChecker) Visit(node *ast.Node) {
 	if r.err != nil {
@@ -140,7 +369,16 @@ func (r *refChecker) Visit(node *ast.Node) {
 		if id, ok := n.Callee.(*ast.IdentifierNode); ok && contains(statusFuncs, id.Value) {
 			r.callsStatus = true
 		}
+	case *ast.IdentifierNode:
+		if !knownNames[n.Value] && !r.lets[n.Value] {
+			r.fail(ErrExpression, n, "unknown name %s; an if: may read %s%s", n.Value, strings.Join(exprNames, ", "), suggest(n.Value, exprNames))
+		}
 	case *ast.MemberNode:
+		if id, ok := n.Node.(*ast.IdentifierNode); ok && id.Value == "inputs" {
+			if prop, ok := n.Property.(*ast.StringNode); ok {
+				r.inputs = append(r.inputs, prop.Value)
+			}
+		}
 		r.member(n)
 	case *ast.BinaryNode:
 		r.comparison(n)
@@ -166,7 +404,7 @@ func (r *refChecker) member(n *ast.MemberNode) {
 	}
 	prop, ok := n.Property.(*ast.StringNode)
 	if !ok {
-		if id.Value == "needs" || id.Value == "matrix" {
+		if id.Value == "needs" || id.Value == "matrix" || id.Value == "inputs" || id.Value == "pr" {
 			r.fail(ErrExpression, n.Property, "%s must be indexed by a name written out, as in %s.name", id.Value, id.Value)
 		}
 		return
@@ -178,6 +416,16 @@ func (r *refChecker) member(n *ast.MemberNode) {
 		have, what = r.scope.needs, "this job does not need %q"
 	case "matrix":
 		have, what = r.scope.matrix, "this job has no matrix value %q"
+	case "pr":
+		have, what = prFields, "pr has no field %q"
+	case "inputs":
+		if r.scope.inputs == nil {
+			return
+		}
+		have, what = make([]string, len(r.scope.inputs.Inputs)), "on: dispatch declares no input %q"
+		for i, in := range r.scope.inputs.Inputs {
+			have[i] = in.Name
+		}
 	default:
 		return
 	}
@@ -220,8 +468,8 @@ func (r *refChecker) fail(kind ErrorKind, at ast.Node, format string, args ...an
 }
 
 // Eval gives the condition's value. env and matrix are the job's own (Job.Env and its
-// matrix values); env is laid over in.Env.
-func (c *Condition) Eval(in ConditionInput, env map[string]string, matrix []MatrixValue) (bool, error) {
+// matrix values); env is laid over in.Env. types are Job.InputTypes.
+func (c *Condition) Eval(in ConditionInput, env map[string]string, matrix []MatrixValue, types map[string]InputType) (bool, error) {
 	if c.program == nil {
 		return false, fmt.Errorf("condition %q is not compiled", c.Source)
 	}
@@ -230,7 +478,9 @@ func (c *Condition) Eval(in ConditionInput, env map[string]string, matrix []Matr
 		return false, nil
 	}
 	e := exprEnv{
-		Branch: in.Branch, Event: in.Event, SHA: in.SHA,
+		Ref: in.Ref, Branch: in.Branch, Tag: in.Tag, Event: in.Event, SHA: in.SHA, Repository: in.Repository,
+		Inputs:    typedInputs(in.Inputs, types, c.inputsRead),
+		PR:        prEntry{Number: in.PRNumber, Fork: in.Fork},
 		Env:       mergeEnv(in.Env, env),
 		Matrix:    make(map[string]string, len(matrix)),
 		Needs:     make(map[string]needEntry, len(in.Needs)),
@@ -251,6 +501,35 @@ func (c *Condition) Eval(in ConditionInput, env map[string]string, matrix []Matr
 	}
 	b, _ := out.(bool)
 	return b, nil
+}
+
+// typedInputs gives inputs.X its type back: a boolean input reads as true or false and a
+// number as a number, so that inputs.deploy == true and inputs.count > 2 mean what they
+// say; every other input, and one whose text does not parse, reads as its text.
+func typedInputs(given map[string]string, types map[string]InputType, read []string) map[string]any {
+	out := make(map[string]any, len(given)+len(read))
+	// A declared boolean input nobody gave is false, as a dispatch would have made it;
+	// any other input nobody gave is "".
+	for _, name := range read {
+		out[name] = ""
+		if types[name] == InputBoolean {
+			out[name] = false
+		}
+	}
+	for name, v := range given {
+		out[name] = v
+		switch types[name] {
+		case InputBoolean:
+			if b, err := strconv.ParseBool(v); err == nil {
+				out[name] = b
+			}
+		case InputNumber:
+			if f, err := strconv.ParseFloat(v, 64); err == nil {
+				out[name] = f
+			}
+		}
+	}
+	return out
 }
 
 // mergeEnv lays job over run, without changing either.
@@ -275,7 +554,7 @@ func (j *Job) ShouldRun(in ConditionInput) (bool, error) {
 	if c == nil {
 		c = defaultCondition
 	}
-	return c.Eval(in, j.Env, j.Matrix)
+	return c.Eval(in, j.Env, j.Matrix, j.InputTypes)
 }
 
 // Decision is what becomes of a job once its needs are done, or at once for a job that
@@ -305,7 +584,7 @@ func (j *Job) Decide(in ConditionInput) Decision {
 	if (j.If == nil || c.implicitSuccess) && !in.succeeded() {
 		return Decision{Reason: in.upstreamReason()}
 	}
-	ok, err := c.Eval(in, j.Env, j.Matrix)
+	ok, err := c.Eval(in, j.Env, j.Matrix, j.InputTypes)
 	switch {
 	case err != nil:
 		return Decision{Reason: fmt.Sprintf("if: %s could not be evaluated", c.Source), Err: err}

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -202,5 +203,133 @@ jobs:
 				t.Errorf("Decide(%+v) = %+v, want %+v", tt.in, got, tt.want)
 			}
 		})
+	}
+}
+
+func TestConditionTriggerNamesAndFunctions(t *testing.T) {
+	t.Parallel()
+	src := `
+on:
+  push: {}
+  dispatch:
+    inputs:
+      deploy: {type: boolean}
+      count: {type: number, default: "2"}
+      target: {type: string}
+jobs:
+  job:
+    if: %s
+    steps: [{run: x}]
+`
+	tag := ConditionInput{Ref: "refs/tags/v1.2.0", Tag: "v1.2.0", Event: "tag", SHA: "abc123", Repository: "acme/app"}
+	branch := ConditionInput{Ref: "refs/heads/main", Branch: "main", Event: "push", SHA: "abc123"}
+	pr := ConditionInput{Ref: "refs/pull/7/head", Branch: "feature", Event: "pull_request", PRNumber: 7, Fork: true}
+	dispatch := ConditionInput{Event: "dispatch", Inputs: map[string]string{"deploy": "true", "count": "3", "target": "Prod-EU"}}
+	tests := []struct {
+		cond string
+		in   ConditionInput
+		want bool
+	}{
+		{`startsWith(ref, 'refs/tags/')`, tag, true},
+		{`startsWith(ref, 'refs/tags/')`, branch, false},
+		{`ref == "refs/heads/main"`, branch, true},
+		{`tag == "v1.2.0"`, tag, true},
+		{`tag == ""`, branch, true},
+		{`event == "tag"`, tag, true},
+		{`repository == "acme/app"`, tag, true},
+		{`endsWith(tag, '.0')`, tag, true},
+		{`endsWith(tag, '.1')`, tag, false},
+		// Case-insensitive, as GitHub's functions are.
+		{`startsWith(ref, 'REFS/TAGS/')`, tag, true},
+		{`contains(inputs.target, 'prod')`, dispatch, true},
+		{`contains(inputs.target, 'us')`, dispatch, false},
+		{`contains(['push', 'TAG'], event)`, tag, true},
+		{`contains(['push'], event)`, tag, false},
+		{`contains([1, 3], inputs.count)`, dispatch, true},
+		// The infix operators stay expr-lang's: case-sensitive.
+		{`ref startsWith 'refs/tags/'`, tag, true},
+		{`ref startsWith 'REFS/'`, tag, false},
+		{`inputs.target contains ('Prod')`, dispatch, true},
+		{`!startsWith(ref, 'refs/tags/') && (contains(ref, 'main'))`, branch, true},
+		{`pr.number == 7 && pr.fork`, pr, true},
+		{`pr.number == 0 && !pr.fork`, branch, true},
+		{`inputs.deploy == true`, dispatch, true},
+		{`inputs.deploy == true`, ConditionInput{Event: "dispatch", Inputs: map[string]string{"deploy": "false"}}, false},
+		// A boolean nobody gave is false; a string nobody gave is "".
+		{`inputs.deploy == false && inputs.target == ""`, branch, true},
+		{`inputs.count > 2`, dispatch, true},
+		{`inputs.count > 2`, ConditionInput{Inputs: map[string]string{"count": "2"}}, false},
+		{`inputs.target == "Prod-EU"`, dispatch, true},
+		{`let p = 'refs/'; startsWith(ref, p)`, tag, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.cond, func(t *testing.T) {
+			t.Parallel()
+			p := mustCompile(t, fmtSrc(src, "\""+strings.ReplaceAll(tt.cond, `"`, `\"`)+"\""))
+			job := p.Job("job")
+			// Through JSON, as the store keeps the job: the inputs' types must survive.
+			b, err := json.Marshal(job)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var back Job
+			if err := json.Unmarshal(b, &back); err != nil {
+				t.Fatal(err)
+			}
+			for _, j := range []*Job{job, &back} {
+				got, err := j.ShouldRun(tt.in)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got != tt.want {
+					t.Errorf("ShouldRun(%+v) = %v, want %v", tt.in, got, tt.want)
+				}
+			}
+		})
+	}
+}
+
+func TestConditionCompileErrors(t *testing.T) {
+	t.Parallel()
+	const withInputs = "on:\n  dispatch:\n    inputs:\n      deploy: {type: boolean}\n      target: {type: string}\njobs:\n  a:\n    if: %s\n    steps: [{run: x}]\n"
+	const plain = "jobs:\n  a:\n    if: %s\n    steps: [{run: x}]\n"
+	tests := []struct {
+		name, src, cond string
+		kind            ErrorKind
+		want            []string
+	}{
+		{"unknown name suggests", plain, `'refx == "x"'`, ErrExpression, []string{"unknown name refx", `did you mean "ref"`}},
+		{"unknown function suggests", plain, `"startWith(ref, 'v')"`, ErrExpression, []string{"unknown name startWith", `did you mean "startsWith"`}},
+		{"undeclared input", withInputs, `"inputs.deplyo == true"`, ErrUnknownReference, []string{`declares no input "deplyo"`, "deploy, target", `did you mean "deploy"`}},
+		{"pr field", plain, `"pr.numbr == 1"`, ErrUnknownReference, []string{`pr has no field "numbr"`, `did you mean "number"`}},
+		{"too few arguments", plain, `"startsWith(ref)"`, ErrExpression, []string{"startsWith"}},
+		{"input by expression", withInputs, `"inputs[ref]"`, ErrExpression, []string{"inputs must be indexed by a name"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := Compile([]byte(fmtSrc(tt.src, tt.cond)), Options{})
+			var errs Errors
+			if !errors.As(err, &errs) || len(errs) == 0 {
+				t.Fatalf("Compile: %v, want errors", err)
+			}
+			e := errs[0]
+			if e.Kind != tt.kind || e.Path != "jobs.a.if" {
+				t.Errorf("error %+v, want kind %s at jobs.a.if", e, tt.kind)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(e.Message, w) {
+					t.Errorf("message %q does not say %q", e.Message, w)
+				}
+			}
+			if strings.Contains(e.Message, "StartsWith") {
+				t.Errorf("message %q names the internal function", e.Message)
+			}
+		})
+	}
+	// Without on: dispatch inputs, any inputs.X is allowed and reads as "".
+	p := mustCompile(t, fmtSrc(plain, `'inputs.anything == ""'`))
+	if ok, err := p.Job("a").ShouldRun(ConditionInput{}); err != nil || !ok {
+		t.Errorf("inputs.anything without declared inputs: %v, %v; want true", ok, err)
 	}
 }

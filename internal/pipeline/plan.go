@@ -70,6 +70,10 @@ type Job struct {
 	Checkout *Checkout         `json:"checkout,omitempty"`
 	Env      map[string]string `json:"env,omitempty"`
 	Steps    []Step            `json:"steps"`
+
+	// InputTypes are the declared types of the boolean and number dispatch inputs If
+	// reads, so that the condition sees them typed when the store decides the job.
+	InputTypes map[string]InputType `json:"input_types,omitempty"`
 }
 
 // Checkout is a job's checkout: setting, after defaults.
