@@ -10,6 +10,8 @@ import { statsPage } from "./stats.js";
 import { signinPage } from "./signin.js";
 import { submitPage } from "./submit.js";
 import { dispatchPage } from "./dispatch.js";
+import { projectsPage } from "./projects.js";
+import { projectPage } from "./project.js";
 
 const routes = [
   [/^\/(?:runs)?$/, runsPage, "runs"],
@@ -17,6 +19,8 @@ const routes = [
   [/^\/dispatch$/, dispatchPage, "dispatch"],
   [/^\/runs\/([^/]+)$/, runPage, "runs"],
   [/^\/jobs\/([^/]+)$/, jobPage, "runs"],
+  [/^\/projects$/, projectsPage, "projects"],
+  [/^\/projects\/([^/]+)$/, projectPage, "projects"],
   [/^\/workers$/, workersPage, "workers"],
   [/^\/stats$/, statsPage, "stats"],
   [/^\/signin$/, signinPage, ""],
