@@ -178,10 +178,9 @@ func (t *tx) decide(id uuid.UUID, runs map[uuid.UUID]*runState, nowUS int64) (*e
 	if err != nil {
 		return nil, err
 	}
-	d := spec.Decide(pipeline.ConditionInput{
-		Branch: run.trigger.Branch, Event: run.trigger.Event, SHA: run.trigger.SHA, Env: run.env,
-		Needs: results, UpstreamFailed: upstream, Cancelled: run.cancelled,
-	})
+	in := conditionInput(run.trigger, run.env)
+	in.Needs, in.UpstreamFailed, in.Cancelled = results, upstream, run.cancelled
+	d := spec.Decide(in)
 	if d.Err != nil {
 		// A condition that compiled at plan time can still fail on odd data; not running
 		// the job is the safe reading, and the log says why.
@@ -200,6 +199,18 @@ func (t *tx) decide(id uuid.UUID, runs map[uuid.UUID]*runState, nowUS int64) (*e
 		return nil, fmt.Errorf("skip job %s: %w", id, err)
 	}
 	return &ended{id: id, runID: runID, status: status, upstreamFailed: upstream}, nil
+}
+
+// conditionInput is what an if: reads of the run: its trigger and its env.
+func conditionInput(tr store.Trigger, env map[string]string) pipeline.ConditionInput {
+	in := pipeline.ConditionInput{
+		Ref: tr.Ref, Branch: tr.Branch, Tag: tr.Tag, SHA: tr.SHA, Event: tr.Event, Repository: tr.Repository,
+		PRNumber: tr.PRNumber, Fork: tr.Fork, Env: env,
+	}
+	if tr.Inputs != nil {
+		in.Inputs = *tr.Inputs
+	}
+	return in
 }
 
 // needResults gives each need's result by definition name, matrix instances combined. A

@@ -60,9 +60,7 @@ func (e *Engine) CreateRun(ctx context.Context, p store.CreateRunParams) (*store
 			// A root job's condition is decided now, by the same policy as every other
 			// job's when its needs are done; it reads only the plan and the trigger, so
 			// the writer does not wait on it.
-			d := j.Decide(pipeline.ConditionInput{
-				Branch: p.Trigger.Branch, Event: p.Trigger.Event, SHA: p.Trigger.SHA, Env: p.Env,
-			})
+			d := j.Decide(conditionInput(p.Trigger, p.Env))
 			if d.Err != nil {
 				e.log.Warn("if: condition failed to evaluate; skipping job", "job", j.Key, "err", d.Err)
 			}

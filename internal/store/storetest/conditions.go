@@ -103,6 +103,47 @@ jobs:
   broken:
     steps: [ { run: "false" } ]
 `
+	// onTags runs release only for a tag; inputs reads typed dispatch inputs, at creation
+	// (deploy) and, from the stored job, when its need ends (notify).
+	const onTags = `
+name: on-tags
+jobs:
+  build:
+    steps: [ { run: "true" } ]
+  release:
+    if: startsWith(ref, 'refs/tags/') && endsWith(tag, '.0')
+    steps: [ { run: "true" } ]
+`
+	const inputs = `
+name: inputs
+on:
+  dispatch:
+    inputs:
+      deploy: { type: boolean }
+      replicas: { type: number }
+      region: { type: choice, options: [eu, us] }
+jobs:
+  deploy:
+    if: inputs.deploy == true && contains(['eu'], inputs.region)
+    steps: [ { run: "true" } ]
+  notify:
+    needs: [deploy]
+    if: always() && inputs.deploy && inputs.replicas > 2
+    steps: [ { run: "true" } ]
+`
+	const forks = `
+name: forks
+jobs:
+  secretive:
+    if: event != "pull_request" || !pr.fork
+    steps: [ { run: "true" } ]
+`
+	tagPush := store.CreateRunParams{Trigger: store.Trigger{Ref: "refs/tags/v1.0", Tag: "v1.0", Event: "tag", SHA: "abc"}}
+	branchPush := store.CreateRunParams{Trigger: store.Trigger{Ref: "refs/heads/main", Branch: "main", Event: "push", SHA: "abc"}}
+	dispatched := func(in store.InputValues) store.CreateRunParams {
+		return store.CreateRunParams{Trigger: store.Trigger{Event: "dispatch", Ref: "refs/heads/main", Branch: "main", Inputs: &in}}
+	}
+	const releaseCond = `if: startsWith(ref, 'refs/tags/') && endsWith(tag, '.0') was false`
 	main := store.CreateRunParams{Trigger: store.Trigger{Branch: "main"}}
 	dev := store.CreateRunParams{Trigger: store.Trigger{Branch: "dev"}}
 	tests := []struct {
@@ -169,6 +210,28 @@ jobs:
 				"c (n=1)": {skipped, "if: false was false"}, "c (n=2)": {skipped, "if: false was false"}},
 			map[string]outcome{"a": {skipped, `if: branch == "main" was false`}, "b": {skipped, "a job it needs (a) was skipped"},
 				"c (n=1)": {skipped, "if: false was false"}, "c (n=2)": {skipped, "if: false was false"}}, store.RunSuccess},
+		{"tag job skipped on a branch push", onTags, branchPush, nil,
+			map[string]outcome{"build": {queued, ""}, "release": {skipped, releaseCond}},
+			map[string]outcome{"build": {success, ""}, "release": {skipped, releaseCond}}, store.RunSuccess},
+		{"tag job runs on a tag", onTags, tagPush, nil,
+			map[string]outcome{"build": {queued, ""}, "release": {queued, ""}},
+			map[string]outcome{"build": {success, ""}, "release": {success, ""}}, store.RunSuccess},
+		{"inputs hold", inputs, dispatched(store.InputValues{"deploy": "true", "replicas": "3", "region": "eu"}), nil,
+			map[string]outcome{"deploy": {queued, ""}, "notify": {store.JobPending, ""}},
+			map[string]outcome{"deploy": {success, ""}, "notify": {success, ""}}, store.RunSuccess},
+		{"inputs do not hold", inputs, dispatched(store.InputValues{"deploy": "false", "replicas": "3", "region": "eu"}), nil,
+			map[string]outcome{"deploy": {skipped, `if: inputs.deploy == true && contains(['eu'], inputs.region) was false`}},
+			map[string]outcome{"deploy": {skipped, `if: inputs.deploy == true && contains(['eu'], inputs.region) was false`},
+				"notify": {skipped, "if: always() && inputs.deploy && inputs.replicas > 2 was false"}}, store.RunSuccess},
+		{"number input read after needs", inputs, dispatched(store.InputValues{"deploy": "true", "replicas": "2", "region": "EU"}), nil,
+			map[string]outcome{"deploy": {queued, ""}},
+			map[string]outcome{"deploy": {success, ""}, "notify": {skipped, "if: always() && inputs.deploy && inputs.replicas > 2 was false"}}, store.RunSuccess},
+		{"fork pull request", forks, store.CreateRunParams{Trigger: store.Trigger{Event: "pull_request", PRNumber: 4, Fork: true}}, nil,
+			map[string]outcome{"secretive": {skipped, `if: event != "pull_request" || !pr.fork was false`}},
+			map[string]outcome{"secretive": {skipped, `if: event != "pull_request" || !pr.fork was false`}}, store.RunSuccess},
+		{"own pull request", forks, store.CreateRunParams{Trigger: store.Trigger{Event: "pull_request", PRNumber: 4}}, nil,
+			map[string]outcome{"secretive": {queued, ""}},
+			map[string]outcome{"secretive": {success, ""}}, store.RunSuccess},
 		{"a skip does not hide a failure", failing, store.CreateRunParams{}, map[string]store.JobStatus{"broken": failed},
 			map[string]outcome{"gated": {skipped, "if: false was false"}, "broken": {queued, ""}},
 			map[string]outcome{"gated": {skipped, "if: false was false"}, "broken": {failed, ""}}, store.RunFailed},
