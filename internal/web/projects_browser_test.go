@@ -141,11 +141,12 @@ func TestDashboardShowsProjects(t *testing.T) {
 		"tags": []string{"v*"}, "required_approvals": 1, "approvers": []string{"release-managers"}, "approval_timeout": "2h"}, http.StatusOK, nil)
 	c.call(t, http.MethodPost, "/api/v1/projects/shop/webhooks", map[string]any{"url": "https://hooks.example.com/gantry"}, http.StatusCreated, nil)
 
-	// A read token's 403s on the admin-only parts are logged by the browser, and are what
-	// the page answers with its note.
+	// A read token's 403s on the admin-only parts, and the 404 of a project that does not
+	// exist, are logged by the browser; they are what the page answers with its notes.
 	b := newBrowser(t, func(m chromedp.ConsoleMessage) bool {
-		return strings.Contains(m.Text, "status of 403") &&
-			(strings.HasSuffix(m.URL, "/secrets") || strings.HasSuffix(m.URL, "/secret-settings") || strings.HasSuffix(m.URL, "/webhooks"))
+		return (strings.Contains(m.Text, "status of 403") &&
+			(strings.HasSuffix(m.URL, "/secrets") || strings.HasSuffix(m.URL, "/secret-settings") || strings.HasSuffix(m.URL, "/webhooks"))) ||
+			(strings.Contains(m.Text, "status of 404") && strings.HasSuffix(m.URL, "/api/v1/projects/nope"))
 	})
 	b.signIn(c.url, c.admin)
 
@@ -230,4 +231,7 @@ func TestDashboardShowsProjects(t *testing.T) {
 		t.Error("a read token sees the secrets' names")
 	}
 	b.screenshot("project-reader")
+
+	b.do("open a project that does not exist", chromedp.Navigate(c.url+"/projects/nope"))
+	b.waitJS("not found", `document.querySelector("main .error") && document.querySelector("main .error").innerText.startsWith("Not found")`)
 }
