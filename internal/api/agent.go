@@ -251,6 +251,9 @@ type claimedJSON struct {
 	Secrets      map[string]string `json:"secrets,omitempty"`
 	SecretEnv    []string          `json:"secret_env,omitempty"`
 	SecretsError string            `json:"secrets_error,omitempty"`
+	// RepoCredentials is the credential of the project's private repository, for the
+	// checkout; SecretsError says why when the job needs one and cannot have it.
+	RepoCredentials *repoCredentialsJSON `json:"repo_credentials,omitempty"`
 }
 
 // claim hands the worker the best jobs it can run, waiting up to the asked time for one to

@@ -202,6 +202,10 @@ func projectAuditDetails(old, p *store.Project) map[string]any {
 		{"api_base_url", old.APIBaseURL, p.APIBaseURL},
 		{"api_token_file", old.APITokenFile, p.APITokenFile},
 		{"webhook_secret", old.WebhookSecret, p.WebhookSecret},
+		{"repo_token_secret", old.RepoTokenSecret, p.RepoTokenSecret},
+		{"repo_token_user", old.RepoTokenUser, p.RepoTokenUser},
+		{"repo_ssh_key_secret", old.RepoSSHKeySecret, p.RepoSSHKeySecret},
+		{"repo_known_hosts_secret", old.RepoKnownHostsSecret, p.RepoKnownHostsSecret},
 	} {
 		if f.old != f.new {
 			changed = append(changed, f.name)

@@ -134,7 +134,11 @@ func (s *Server) resolveProjectRef(ctx context.Context, proj *store.Project, ref
 		}
 		return &apiError{status: http.StatusBadGateway, code: codeFetchFailed, msg: fmt.Sprintf("project %q: %s: %v", proj.Name, what, err)}
 	}
-	m, err := source.Open(gitCtx, source.Config{Dir: s.hooks.mirrors, URL: proj.RepoURL, Logger: s.log})
+	creds, err := s.repoCredentials(gitCtx, proj)
+	if err != nil {
+		return nil, s.repoCredentialsError(ctx, proj, err)
+	}
+	m, err := source.Open(gitCtx, source.Config{Dir: s.hooks.mirrors, URL: proj.RepoURL, Credentials: creds, Logger: s.log})
 	if err != nil {
 		return nil, fail("open the mirror", err)
 	}

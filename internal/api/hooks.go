@@ -307,7 +307,12 @@ func (s *Server) startFromEvent(ctx context.Context, proj *store.Project, ev *fo
 	}
 	gitCtx, cancel := context.WithTimeout(ctx, s.hooks.fetchTimeout)
 	defer cancel()
-	m, err := source.Open(gitCtx, source.Config{Dir: s.hooks.mirrors, URL: proj.RepoURL, Logger: s.log})
+	creds, err := s.repoCredentials(gitCtx, proj)
+	if err != nil {
+		ae := s.repoCredentialsError(ctx, proj, err)
+		return nil, false, "", &hookError{ae.status, ae.code, errors.New(ae.msg)}
+	}
+	m, err := source.Open(gitCtx, source.Config{Dir: s.hooks.mirrors, URL: proj.RepoURL, Credentials: creds, Logger: s.log})
 	if err != nil {
 		return nil, false, "", &hookError{http.StatusBadGateway, codeFetchFailed, fmt.Errorf("open the mirror of project %q: %w", proj.Name, err)}
 	}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/gantry-ci/gantry/internal/forge"
+	"github.com/gantry-ci/gantry/internal/pipeline"
 	"github.com/gantry-ci/gantry/internal/source"
 	"github.com/gantry-ci/gantry/internal/store"
 )
@@ -55,6 +56,12 @@ type projectJSON struct {
 	DefaultBranch string `json:"default_branch"`
 	APIBaseURL    string `json:"api_base_url,omitempty"`
 	APITokenFile  string `json:"api_token_file,omitempty"`
+	// The Repo*Secret fields name the project secrets holding its repository's
+	// credential (names only: the values stay sealed).
+	RepoTokenSecret      string `json:"repo_token_secret,omitempty"`
+	RepoTokenUser        string `json:"repo_token_user,omitempty"`
+	RepoSSHKeySecret     string `json:"repo_ssh_key_secret,omitempty"`
+	RepoKnownHostsSecret string `json:"repo_known_hosts_secret,omitempty"`
 	// WebhookSecretSet says whether hooks can be verified; a project without a secret
 	// refuses every hook.
 	WebhookSecretSet bool `json:"webhook_secret_set"`
@@ -70,6 +77,8 @@ func newProjectJSON(p *store.Project) projectJSON {
 	out := projectJSON{
 		Name: p.Name, RepoURL: p.RepoURL, Provider: p.Provider, PipelinePath: p.PipelinePath,
 		DefaultBranch: p.DefaultBranch, APIBaseURL: p.APIBaseURL, APITokenFile: p.APITokenFile,
+		RepoTokenSecret: p.RepoTokenSecret, RepoTokenUser: p.RepoTokenUser,
+		RepoSSHKeySecret: p.RepoSSHKeySecret, RepoKnownHostsSecret: p.RepoKnownHostsSecret,
 		WebhookSecretSet: p.WebhookSecret != "",
 		CreatedAt:        formatTime(p.CreatedAt), UpdatedAt: formatTime(p.UpdatedAt),
 	}
@@ -90,6 +99,11 @@ type projectRequest struct {
 	WebhookSecret *string `json:"webhook_secret"`
 	APIBaseURL    *string `json:"api_base_url"`
 	APITokenFile  *string `json:"api_token_file"`
+	// The secrets holding the repository's credential ("" clears one).
+	RepoTokenSecret      *string `json:"repo_token_secret"`
+	RepoTokenUser        *string `json:"repo_token_user"`
+	RepoSSHKeySecret     *string `json:"repo_ssh_key_secret"`
+	RepoKnownHostsSecret *string `json:"repo_known_hosts_secret"`
 	// RotateWebhookSecret (PATCH) makes a new secret and returns it once.
 	RotateWebhookSecret bool `json:"rotate_webhook_secret"`
 }
@@ -143,6 +157,17 @@ func (req *projectRequest) apply(p *store.Project, problems *projectProblems) (s
 	}
 	if req.APITokenFile != nil {
 		p.APITokenFile = strings.TrimSpace(*req.APITokenFile)
+	}
+	for _, f := range []struct {
+		in  *string
+		out *string
+	}{
+		{req.RepoTokenSecret, &p.RepoTokenSecret}, {req.RepoTokenUser, &p.RepoTokenUser},
+		{req.RepoSSHKeySecret, &p.RepoSSHKeySecret}, {req.RepoKnownHostsSecret, &p.RepoKnownHostsSecret},
+	} {
+		if f.in != nil {
+			*f.out = strings.TrimSpace(*f.in)
+		}
 	}
 	switch {
 	case req.WebhookSecret != nil && req.RotateWebhookSecret:
@@ -209,6 +234,41 @@ func checkProjectSettings(p *store.Project, problems *projectProblems) {
 	if p.WebhookSecret == "" {
 		p.WebhookSecret = newWebhookSecret()
 	}
+	checkRepoCredentialSettings(p, problems)
+}
+
+// checkRepoCredentialSettings checks the secrets a project names for its repository's
+// credential against each other and the remote's kind: a token goes over http(s) only, a
+// deploy key over ssh only.
+func checkRepoCredentialSettings(p *store.Project, problems *projectProblems) {
+	for _, f := range []struct{ field, name string }{
+		{"repo_token_secret", p.RepoTokenSecret}, {"repo_ssh_key_secret", p.RepoSSHKeySecret},
+		{"repo_known_hosts_secret", p.RepoKnownHostsSecret},
+	} {
+		if f.name != "" && !pipeline.ValidSecretName(f.name) {
+			problems.add(f.field, "%q is not a secret name: use upper case letters, digits and _, not starting with a digit", f.name)
+		}
+	}
+	if strings.ContainsFunc(p.RepoTokenUser, func(r rune) bool { return r < 0x20 || r == 0x7f || r == ':' }) {
+		problems.add("repo_token_user", "holds a control character or a colon")
+	}
+	if p.RepoTokenUser != "" && p.RepoTokenSecret == "" {
+		problems.add("repo_token_user", "goes with repo_token_secret, which is not set")
+	}
+	if p.RepoKnownHostsSecret != "" && p.RepoSSHKeySecret == "" {
+		problems.add("repo_known_hosts_secret", "goes with repo_ssh_key_secret, which is not set")
+	}
+	if p.RepoTokenSecret != "" && p.RepoSSHKeySecret != "" {
+		problems.add("repo_ssh_key_secret", "a repository has one credential: give repo_token_secret or repo_ssh_key_secret, not both")
+	}
+	web := strings.HasPrefix(p.RepoURL, "https://") || strings.HasPrefix(p.RepoURL, "http://")
+	switch {
+	case p.RepoURL == "":
+	case p.RepoTokenSecret != "" && !web:
+		problems.add("repo_token_secret", "a token is sent to an http:// or https:// repo_url only; use repo_ssh_key_secret for %s", p.RepoURL)
+	case p.RepoSSHKeySecret != "" && (web || strings.HasPrefix(p.RepoURL, "file://") || strings.HasPrefix(p.RepoURL, "/")):
+		problems.add("repo_ssh_key_secret", "a deploy key is used with an ssh repo_url only; use repo_token_secret for %s", p.RepoURL)
+	}
 }
 
 // guessProvider names the forge of a well-known host, and generic for any other.
@@ -257,10 +317,10 @@ func validBranch(b string) bool {
 
 // discoverDefaultBranch asks the remote which branch its HEAD names. It also proves the
 // URL is one git takes (a malformed one fails before any network use).
-func (s *Server) discoverDefaultBranch(ctx context.Context, repo string) (string, error) {
+func (s *Server) discoverDefaultBranch(ctx context.Context, repo string, creds source.Credentials) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, discoverTimeout)
 	defer cancel()
-	m, err := source.Open(ctx, source.Config{Dir: s.hooks.mirrors, URL: repo, Logger: s.log})
+	m, err := source.Open(ctx, source.Config{Dir: s.hooks.mirrors, URL: repo, Credentials: creds, Logger: s.log})
 	if err != nil {
 		return "", err
 	}
@@ -284,7 +344,13 @@ func (s *Server) settle(w http.ResponseWriter, r *http.Request, p *store.Project
 	checkProjectSettings(p, &problems)
 	if len(problems) == 0 {
 		if p.DefaultBranch == "" {
-			b, err := s.discoverDefaultBranch(r.Context(), p.RepoURL)
+			// A private repository is asked with its credential, when its secrets are
+			// set already (a project made on first use may have them; a new one not).
+			creds, err := s.repoCredentials(r.Context(), p)
+			var b string
+			if err == nil {
+				b, err = s.discoverDefaultBranch(r.Context(), p.RepoURL, creds)
+			}
 			switch {
 			case errors.Is(err, source.ErrInvalid):
 				problems.add("repo_url", "%v", err)

@@ -361,6 +361,8 @@ type jobSecrets struct {
 	failure string
 	// project is the run's project, which the secrets belong to.
 	project string
+	// repo are the values of the job's repository credential (repocreds.go).
+	repo []string
 }
 
 func (j jobSecrets) all() []string {
@@ -371,7 +373,7 @@ func (j jobSecrets) all() []string {
 	for _, v := range j.env {
 		out = append(out, v)
 	}
-	return out
+	return append(out, j.repo...)
 }
 
 // resolveSecrets opens the secrets a job refers to and its run's secret env. A secret that
@@ -477,6 +479,7 @@ func (s *Server) deliverSecrets(r *http.Request, c *store.Claim, out *claimedJSO
 		s.log.ErrorContext(ctx, "resolve a claimed job's secrets", "job", c.Job.ID, "err", err)
 		js = jobSecrets{failure: "the coordinator could not read this job's secrets; retry the job"}
 	}
+	s.addRepoCredentials(ctx, c, &js, out)
 	out.SecretsError = js.failure
 	if len(js.values) > 0 {
 		out.Secrets = js.values
@@ -523,5 +526,6 @@ func (s *Server) logSecrets(ctx context.Context, k logs.Key) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.addRepoCredentials(ctx, &store.Claim{Job: job, Run: run}, &js, nil)
 	return js.all(), nil
 }

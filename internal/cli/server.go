@@ -25,6 +25,7 @@ import (
 	"github.com/gantry-ci/gantry/internal/notify"
 	"github.com/gantry-ci/gantry/internal/pipeline"
 	"github.com/gantry-ci/gantry/internal/scheduler"
+	"github.com/gantry-ci/gantry/internal/secret"
 	"github.com/gantry-ci/gantry/internal/store"
 	"github.com/gantry-ci/gantry/internal/store/postgres"
 	"github.com/gantry-ci/gantry/internal/store/sqlite"
@@ -385,7 +386,8 @@ func startCoordinator(ctx context.Context, cfg serverConfig, log *slog.Logger) (
 		loops.Run(loopCtx)
 	}()
 	// Every replica fires schedules; the store lets exactly one take each tick.
-	cron := scheduler.NewCron(scheduler.CronConfig{Store: st, Logger: log, Every: cfg.ScheduleEvery, MirrorsDir: cfg.mirrorsDir()})
+	cron := scheduler.NewCron(scheduler.CronConfig{Store: st, Logger: log, Every: cfg.ScheduleEvery, MirrorsDir: cfg.mirrorsDir(),
+		Credentials: secret.RepoCredentialsFunc(st.GetSecret, keys)})
 	cronDone := make(chan struct{})
 	go func() {
 		defer close(cronDone)

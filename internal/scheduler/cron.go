@@ -44,6 +44,9 @@ type CronConfig struct {
 	Every time.Duration
 	// MirrorsDir holds the coordinator's git mirrors, shared with webhook intake.
 	MirrorsDir string
+	// Credentials, when set, opens a project's repository credential from its secrets
+	// (a private repository); nil fetches every repository without one.
+	Credentials func(ctx context.Context, p *store.Project) (source.Credentials, error)
 	// FetchTimeout bounds reaching one project's repository (DefaultCronFetchTimeout).
 	FetchTimeout time.Duration
 	// Limits are passed to pipeline.Compile.
@@ -319,7 +322,14 @@ func pipelinePath(p *store.Project) string {
 func (c *Cron) projectFile(ctx context.Context, p *store.Project) (*cachedFile, source.Ref, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.FetchTimeout)
 	defer cancel()
-	m, err := source.Open(ctx, source.Config{Dir: c.cfg.MirrorsDir, URL: p.RepoURL, Logger: c.cfg.Logger})
+	var creds source.Credentials
+	if c.cfg.Credentials != nil {
+		var err error
+		if creds, err = c.cfg.Credentials(ctx, p); err != nil {
+			return nil, source.Ref{}, fmt.Errorf("project %q: %w", p.Name, err)
+		}
+	}
+	m, err := source.Open(ctx, source.Config{Dir: c.cfg.MirrorsDir, URL: p.RepoURL, Credentials: creds, Logger: c.cfg.Logger})
 	if err != nil {
 		return nil, source.Ref{}, fmt.Errorf("open the mirror of project %q: %w", p.Name, err)
 	}

@@ -1,0 +1,122 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/gantry-ci/gantry/internal/secret"
+	"github.com/gantry-ci/gantry/internal/source"
+	"github.com/gantry-ci/gantry/internal/store"
+)
+
+// codeRepoCredential answers a request that needed a project's repository and could not
+// have the credential its settings name (a secret not set, or no secrets key).
+const codeRepoCredential = "repo_credential"
+
+// repoCredentials opens the credential of proj's repository from its secrets: the zero
+// Credentials for a public one. A *secret.CredentialError names what is missing.
+func (s *Server) repoCredentials(ctx context.Context, proj *store.Project) (source.Credentials, error) {
+	return secret.RepoCredentials(ctx, s.store.GetSecret, s.secrets, proj)
+}
+
+// repoCredentialsError is the answer for an error of repoCredentials: 422 naming the
+// missing secret, or 500 for a store failure (logged, not shown).
+func (s *Server) repoCredentialsError(ctx context.Context, proj *store.Project, err error) *apiError {
+	var ce *secret.CredentialError
+	if errors.As(err, &ce) {
+		return &apiError{status: http.StatusUnprocessableEntity, code: codeRepoCredential, msg: ce.Error()}
+	}
+	s.log.ErrorContext(ctx, "open a project's repository credential", "project", proj.Name, "err", err)
+	return &apiError{status: http.StatusInternalServerError, code: codeInternal,
+		msg: fmt.Sprintf("project %q: the repository credential could not be read: internal error", proj.Name)}
+}
+
+// repoCredentialsJSON is a claimed job's repository credential, sent only to the worker
+// holding the lease of a job that checks the repository out.
+type repoCredentialsJSON struct {
+	Token      string `json:"token,omitempty"`
+	Username   string `json:"username,omitempty"`
+	SSHKey     string `json:"ssh_key,omitempty"`
+	KnownHosts string `json:"known_hosts,omitempty"`
+}
+
+// values are what the logs mask.
+func (c *repoCredentialsJSON) values() []string {
+	if c == nil {
+		return nil
+	}
+	var out []string
+	for _, v := range []string{c.Token, c.SSHKey} {
+		if v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// jobRepoCredentials is the repository credential a claimed job is given: none when its
+// run checks out no repository of its project (no clone URL, another URL than the
+// project's, or checkout: false), so a credential never goes to another host. failure,
+// when set, fails the job before its first step.
+func (s *Server) jobRepoCredentials(ctx context.Context, c *store.Claim) (creds *repoCredentialsJSON, failure string, err error) {
+	if c.Run == nil || c.Job == nil || c.Job.Spec == nil {
+		return nil, "", nil
+	}
+	if co := c.Job.Spec.Checkout; co != nil && co.Skip {
+		return nil, "", nil
+	}
+	if c.Run.Trigger.CloneURL == "" || c.Run.Trigger.SHA == "" {
+		return nil, "", nil
+	}
+	run := c.Run
+	if run.Project == "" {
+		// A claim's run carries no project name.
+		full, err := s.store.GetRun(ctx, run.ID)
+		if err != nil {
+			return nil, "", fmt.Errorf("read the run's project: %w", err)
+		}
+		run = full
+	}
+	proj, err := s.store.GetProjectByName(ctx, run.Project)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, "", nil
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("read project %s: %w", run.Project, err)
+	}
+	if proj.RepoURL == "" || proj.RepoURL != run.Trigger.CloneURL {
+		return nil, "", nil
+	}
+	cr, err := s.repoCredentials(ctx, proj)
+	var ce *secret.CredentialError
+	if errors.As(err, &ce) {
+		return nil, ce.Error(), nil
+	}
+	if err != nil {
+		return nil, "", err
+	}
+	if cr.Token == "" && len(cr.SSHKey) == 0 {
+		return nil, "", nil
+	}
+	return &repoCredentialsJSON{Token: cr.Token, Username: cr.Username, SSHKey: string(cr.SSHKey), KnownHosts: string(cr.KnownHosts)}, "", nil
+}
+
+// addRepoCredentials puts a claimed job's repository credential into its claim answer
+// and js (so the logs mask it); a credential it cannot have fails the job like a
+// missing secret does.
+func (s *Server) addRepoCredentials(ctx context.Context, c *store.Claim, js *jobSecrets, out *claimedJSON) {
+	creds, failure, err := s.jobRepoCredentials(ctx, c)
+	if err != nil {
+		s.log.ErrorContext(ctx, "resolve a claimed job's repository credential", "job", c.Job.ID, "err", err)
+		failure = "the coordinator could not read this job's repository credential; retry the job"
+	}
+	if failure != "" && js.failure == "" {
+		js.failure = failure
+	}
+	if out != nil {
+		out.RepoCredentials = creds
+	}
+	js.repo = creds.values()
+}
