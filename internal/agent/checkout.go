@@ -33,6 +33,26 @@ type jobTrigger struct {
 	CloneURL   string `json:"clone_url"`
 }
 
+// repoCredentials is the credential of the run's private repository, as the claim answer
+// gives it to the lease holder of a job that checks the repository out.
+type repoCredentials struct {
+	Token      string `json:"token"`
+	Username   string `json:"username"`
+	SSHKey     string `json:"ssh_key"`
+	KnownHosts string `json:"known_hosts"`
+}
+
+func (c *repoCredentials) source() source.Credentials {
+	if c == nil {
+		return source.Credentials{}
+	}
+	out := source.Credentials{Token: c.Token, Username: c.Username, KnownHosts: []byte(c.KnownHosts)}
+	if c.SSHKey != "" {
+		out.SSHKey = []byte(c.SSHKey)
+	}
+	return out
+}
+
 // mirrorsDir is where the worker keeps its mirror cache: --mirrors, or beside the
 // workspaces in the work directory, so that the jobs of a worker (and workers sharing a
 // work directory) fetch each commit once.
@@ -78,6 +98,15 @@ func ownCacheDir(dir string) error {
 func (a *Agent) checkout(ctx context.Context, log *slog.Logger, j claimedJob, ws string, rec *logs.Recorder) error {
 	tr := j.Trigger
 	opts := j.Spec.Checkout
+	if c := j.RepoCredentials; c != nil {
+		// Masked like a secret before anything can print it; source keeps it off
+		// command lines and out of its errors, and steps never see it.
+		for _, v := range []string{c.Token, c.SSHKey} {
+			if v != "" {
+				rec.MaskSecret(v)
+			}
+		}
+	}
 	if tr.CloneURL == "" || tr.SHA == "" || (opts != nil && opts.Skip) {
 		return nil
 	}
@@ -101,7 +130,7 @@ func (a *Agent) checkoutInto(ctx context.Context, log *slog.Logger, j claimedJob
 	if err := ownCacheDir(dir); err != nil {
 		return err
 	}
-	m, err := source.Open(ctx, source.Config{Dir: dir, URL: tr.CloneURL, Logger: log})
+	m, err := source.Open(ctx, source.Config{Dir: dir, URL: tr.CloneURL, Credentials: j.RepoCredentials.source(), Logger: log})
 	if err != nil {
 		return err
 	}

@@ -117,6 +117,8 @@ type claimedJob struct {
 	Secrets      map[string]string `json:"secrets"`
 	SecretEnv    []string          `json:"secret_env"`
 	SecretsError string            `json:"secrets_error"`
+	// RepoCredentials is the credential of the run's private repository (checkout.go).
+	RepoCredentials *repoCredentials `json:"repo_credentials"`
 	// sent is when the claim that handed out the job was sent, by the worker's
 	// monotonic clock: the lease's TTLMillis counts from no earlier.
 	sent time.Time

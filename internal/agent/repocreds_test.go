@@ -1,0 +1,274 @@
+package agent
+
+import (
+	"bytes"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/cgi"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gantry-ci/gantry/internal/api"
+	"github.com/gantry-ci/gantry/internal/secret"
+	"github.com/gantry-ci/gantry/internal/source/sourcetest"
+	"github.com/gantry-ci/gantry/internal/store"
+	"github.com/gantry-ci/gantry/internal/store/sqlite"
+	"github.com/google/uuid"
+)
+
+// privateGitServer serves the bare repositories under root over smart HTTP with git
+// http-backend, answering 401 to any request without the token as basic auth, as a forge
+// does for a private repository. It records every Authorization header it was sent.
+type privateGitServer struct {
+	*httptest.Server
+	mu    sync.Mutex
+	auths []string
+}
+
+func newPrivateGitServer(t *testing.T, root, user, token string) *privateGitServer {
+	t.Helper()
+	execPath, err := exec.Command("git", "--exec-path").Output()
+	if err != nil {
+		t.Fatalf("git --exec-path: %v", err)
+	}
+	backend := filepath.Join(strings.TrimSpace(string(execPath)), "git-http-backend")
+	if _, err := os.Stat(backend); err != nil {
+		t.Fatalf("git http-backend: %v", err)
+	}
+	want := "Basic " + base64.StdEncoding.EncodeToString([]byte(user+":"+token))
+	s := &privateGitServer{}
+	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		s.auths = append(s.auths, r.Header.Get("Authorization"))
+		s.mu.Unlock()
+		if r.Header.Get("Authorization") != want {
+			w.Header().Set("WWW-Authenticate", `Basic realm="gantry-test"`)
+			http.Error(w, "authentication required", http.StatusUnauthorized)
+			return
+		}
+		(&cgi.Handler{Path: backend, Root: "/git", Stderr: io.Discard, Env: []string{
+			"GIT_PROJECT_ROOT=" + root, "GIT_HTTP_EXPORT_ALL=1", "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null",
+			"GIT_PROTOCOL=" + r.Header.Get("Git-Protocol"),
+		}}).ServeHTTP(w, r)
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+func (s *privateGitServer) authorized(want string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, a := range s.auths {
+		if a == want {
+			return true
+		}
+	}
+	return false
+}
+
+// repoBundle is a real coordinator with a secrets key and a mirror cache, a worker, and a
+// private repository served over HTTP that wants a token.
+type repoBundle struct {
+	*secretBundle
+	repo   *sourcetest.Repo
+	git    *privateGitServer
+	url    string
+	secret string // the project's webhook secret
+}
+
+const repoToken = "ghs_private+repo/token=42"
+
+func setupPrivateRepo(t *testing.T) *repoBundle {
+	t.Helper()
+	dir := t.TempDir()
+	st, err := sqlite.Open(t.Context(), filepath.Join(dir, "gantry.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bs := newBlobs(t, filepath.Join(dir, "blobs"))
+	key := make([]byte, secret.KeySize)
+	if _, err := rand.Read(key); err != nil {
+		t.Fatal(err)
+	}
+	kr, err := secret.NewKeyring(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(api.New(api.Config{Store: st, HeartbeatEvery: 200 * time.Millisecond, LeaseTTL: 5 * time.Second,
+		Blobs: bs, Secrets: kr, MirrorsDir: filepath.Join(dir, "mirrors")}).Handler())
+	t.Cleanup(func() {
+		srv.Close()
+		_ = st.Close()
+	})
+	b := &repoBundle{secretBundle: &secretBundle{bundle: &bundle{st: st, url: srv.URL, blobs: bs}, dir: dir}}
+	b.start(t, 2)
+
+	b.repo = sourcetest.NewRepo(t)
+	b.git = newPrivateGitServer(t, filepath.Dir(b.repo.Bare), "x-access-token", repoToken)
+	b.url = b.git.URL + "/git/" + filepath.Base(b.repo.Bare)
+	// The secret cannot exist before its project, so the default branch is given.
+	body, _ := json.Marshal(map[string]any{"name": "private", "repo_url": b.url, "provider": "github",
+		"default_branch": "main", "repo_token_secret": "REPO_TOKEN"})
+	status, ans := b.call(t, http.MethodPost, "/api/v1/projects", string(body))
+	if status != http.StatusCreated {
+		t.Fatalf("create project: %d %s", status, ans)
+	}
+	var p struct {
+		WebhookSecret   string `json:"webhook_secret"`
+		RepoTokenSecret string `json:"repo_token_secret"`
+	}
+	if err := json.Unmarshal([]byte(ans), &p); err != nil {
+		t.Fatal(err)
+	}
+	if p.RepoTokenSecret != "REPO_TOKEN" {
+		t.Fatalf("created project names repo_token_secret %q: %s", p.RepoTokenSecret, ans)
+	}
+	b.secret = p.WebhookSecret
+	return b
+}
+
+// push sends a signed GitHub push webhook for sha on main and returns the answer.
+func (b *repoBundle) push(t *testing.T, delivery, sha string) (int, string) {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{
+		"ref": "refs/heads/main", "before": strings.Repeat("0", 40), "after": sha, "created": true,
+		"repository":  map[string]any{"full_name": "octo-org/private", "clone_url": b.url, "default_branch": "main"},
+		"sender":      map[string]any{"login": "mona", "type": "User"},
+		"commits":     []any{map[string]any{"id": sha, "added": []string{".gantry.yml"}, "removed": []string{}, "modified": []string{}}},
+		"head_commit": map[string]any{"id": sha},
+	})
+	m := hmac.New(sha256.New, []byte(b.secret))
+	m.Write(body)
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, b.bundle.url+"/api/v1/hooks/github/private", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-GitHub-Event", "push")
+	req.Header.Set("X-GitHub-Delivery", delivery)
+	req.Header.Set("X-Hub-Signature-256", "sha256="+hex.EncodeToString(m.Sum(nil)))
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	out, _ := io.ReadAll(res.Body)
+	return res.StatusCode, string(out)
+}
+
+// tokenForms are the token and its encodings that must never be shown.
+func tokenForms(tok string) []string {
+	return []string{tok, base64.StdEncoding.EncodeToString([]byte("x-access-token:" + tok))}
+}
+
+func wantNoToken(t *testing.T, where, text string) {
+	t.Helper()
+	for _, f := range tokenForms(repoToken) {
+		if strings.Contains(text, f) {
+			t.Errorf("%s holds the repository token (%q):\n%s", where, f, text)
+		}
+	}
+}
+
+const privatePipeline = `
+jobs:
+  build:
+    steps:
+      - run: |
+          cat private.txt
+          echo "token in env: ${GIT_CONFIG_VALUE_0:-none}"
+  nocheckout:
+    checkout: false
+    steps:
+      - run: test ! -e private.txt && echo no checkout
+`
+
+// TestPrivateRepositoryHookToCheckout: a push to a private repository reaches the
+// coordinator's mirror and the worker's checkout with the token from the project's
+// secrets; the job sees the pushed file and no log or answer holds the token. A missing
+// secret and a wrong token answer the hook with what is wrong, without the token, and a
+// job whose credential is missing fails before its first step, unless it checks nothing
+// out.
+func TestPrivateRepositoryHookToCheckout(t *testing.T) {
+	t.Parallel()
+	b := setupPrivateRepo(t)
+	sha := b.repo.Commit("refs/heads/main", map[string]string{".gantry.yml": privatePipeline, "private.txt": "top secret source\n"})
+
+	// No secret yet: the hook says which secret to set, and nothing runs.
+	status, ans := b.push(t, "d-missing", sha)
+	if status != http.StatusUnprocessableEntity || !strings.Contains(ans, "secret REPO_TOKEN (repo_token_secret) is not set") {
+		t.Fatalf("hook without the secret: %d %s; want 422 naming REPO_TOKEN", status, ans)
+	}
+
+	// A wrong token: the forge refuses it, and the answer does not repeat it.
+	const wrong = "wrong-token-value-77"
+	b.setSecret(t, "private", "REPO_TOKEN", wrong)
+	status, ans = b.push(t, "d-wrong", sha)
+	if status != http.StatusBadGateway || strings.Contains(ans, wrong) {
+		t.Fatalf("hook with a wrong token: %d %s; want 502 without the token", status, ans)
+	}
+
+	b.setSecret(t, "private", "REPO_TOKEN", repoToken)
+	status, ans = b.push(t, "d-ok", sha)
+	if status != http.StatusAccepted {
+		t.Fatalf("hook: %d %s", status, ans)
+	}
+	wantNoToken(t, "the hook's answer", ans)
+	var hook struct {
+		Runs []uuid.UUID `json:"runs"`
+	}
+	if err := json.Unmarshal([]byte(ans), &hook); err != nil || len(hook.Runs) != 1 {
+		t.Fatalf("hook answer %s: %v", ans, err)
+	}
+	run := hook.Runs[0]
+	b.wantSuccess(t, run)
+	log := b.jobLog(t, run, "build")
+	if !strings.Contains(log, "top secret source") {
+		t.Errorf("the job did not see the private file:\n%s", log)
+	}
+	if !strings.Contains(log, "token in env: none") {
+		t.Errorf("a step saw git credential config:\n%s", log)
+	}
+	wantNoToken(t, "the job's log", log)
+	if l := b.jobLog(t, run, "nocheckout"); !strings.Contains(l, "no checkout") {
+		t.Errorf("checkout: false job log:\n%s", l)
+	}
+	if !b.git.authorized("Basic " + base64.StdEncoding.EncodeToString([]byte("x-access-token:"+repoToken))) {
+		t.Error("the git server never saw the token as basic auth")
+	}
+	_, runAns := b.call(t, http.MethodGet, "/api/v1/runs/"+run.String(), "")
+	wantNoToken(t, "the run's answer", runAns)
+	_, projAns := b.call(t, http.MethodGet, "/api/v1/projects/private", "")
+	wantNoToken(t, "the project's answer", projAns)
+
+	// The secret is gone: a job that checks the repository out fails before its first
+	// step with what to set; one with checkout: false has no need of it and runs.
+	if status, ans := b.call(t, http.MethodDelete, "/api/v1/projects/private/secrets/REPO_TOKEN", ""); status != http.StatusNoContent {
+		t.Fatalf("delete secret: %d %s", status, ans)
+	}
+	again := b.submitIn(t, "private", store.Trigger{Ref: "refs/heads/main", Branch: "main", SHA: sha, Event: "push", CloneURL: b.url},
+		nil, privatePipeline)
+	if r := b.waitRun(t, again); r.Status != store.RunFailed {
+		t.Fatalf("run without the repository secret is %s, want failed", r.Status)
+	}
+	log = b.jobLog(t, again, "build")
+	if !strings.Contains(log, "repository credential of project private: secret REPO_TOKEN (repo_token_secret) is not set") ||
+		strings.Contains(log, "top secret source") {
+		t.Errorf("job without its repository credential:\n%s", log)
+	}
+	if l := b.jobLog(t, again, "nocheckout"); !strings.Contains(l, "no checkout") {
+		t.Errorf("checkout: false job without the secret:\n%s", l)
+	}
+}
