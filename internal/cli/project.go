@@ -24,23 +24,32 @@ type projectConfig struct {
 	WebhookSecretFile string
 	APIURL            string
 	APITokenFile      string
-	RotateSecret      bool
+	// The secrets holding the repository's credential (a private repository).
+	RepoTokenSecret      string
+	RepoTokenUser        string
+	RepoSSHKeySecret     string
+	RepoKnownHostsSecret string
+	RotateSecret         bool
 }
 
 // projectView is a project as the API shows it.
 type projectView struct {
-	Name             string `json:"name"`
-	RepoURL          string `json:"repo_url"`
-	Provider         string `json:"provider"`
-	PipelinePath     string `json:"pipeline_path"`
-	DefaultBranch    string `json:"default_branch"`
-	APIBaseURL       string `json:"api_base_url"`
-	APITokenFile     string `json:"api_token_file"`
-	WebhookSecretSet bool   `json:"webhook_secret_set"`
-	WebhookSecret    string `json:"webhook_secret"`
-	HookPath         string `json:"hook_path"`
-	CreatedAt        string `json:"created_at"`
-	UpdatedAt        string `json:"updated_at"`
+	Name                 string `json:"name"`
+	RepoURL              string `json:"repo_url"`
+	Provider             string `json:"provider"`
+	PipelinePath         string `json:"pipeline_path"`
+	DefaultBranch        string `json:"default_branch"`
+	APIBaseURL           string `json:"api_base_url"`
+	APITokenFile         string `json:"api_token_file"`
+	RepoTokenSecret      string `json:"repo_token_secret"`
+	RepoTokenUser        string `json:"repo_token_user"`
+	RepoSSHKeySecret     string `json:"repo_ssh_key_secret"`
+	RepoKnownHostsSecret string `json:"repo_known_hosts_secret"`
+	WebhookSecretSet     bool   `json:"webhook_secret_set"`
+	WebhookSecret        string `json:"webhook_secret"`
+	HookPath             string `json:"hook_path"`
+	CreatedAt            string `json:"created_at"`
+	UpdatedAt            string `json:"updated_at"`
 }
 
 func (a *app) projectCommand() *cobra.Command {
@@ -62,7 +71,11 @@ func (a *app) projectCommand() *cobra.Command {
 			"host, else generic). --pipeline is the pipeline file in the repository (default\n" +
 			".gantry.yml). --default-branch is learned from the repository when not given.\n" +
 			"The webhook secret is read from --webhook-secret-file, or generated; either way\n" +
-			"it is printed once, with the URL to give the forge.\n\n" + configHelp,
+			"it is printed once, with the URL to give the forge.\n" +
+			"A private repository names the project secrets holding its credential:\n" +
+			"--repo-token-secret (an https token) or --repo-ssh-key-secret (a deploy key, with\n" +
+			"--repo-known-hosts-secret). Give --default-branch with them, then set the secrets\n" +
+			"(gantry secret set NAME --project NAME): a project's secrets need the project.\n\n" + configHelp,
 		Example: "  gantry project create web --repo https://github.com/octo-org/web.git\n" +
 			"  gantry project create api --repo git@gitlab.example.com:platform/api.git --provider gitlab \\\n" +
 			"      --pipeline ci/gantry.yml --default-branch main --webhook-secret-file ./hook.secret",
@@ -87,7 +100,8 @@ func (a *app) projectCommand() *cobra.Command {
 		Short: "Change a project's settings; only the flags given change",
 		Long: "Update changes the settings named by the flags given and leaves the others.\n" +
 			"--rotate-webhook-secret makes a new secret and prints it once; the forge must be\n" +
-			"given it before its next webhook. An empty --api-url or --api-token-file clears it.\n\n" + configHelp,
+			"given it before its next webhook. An empty --api-url, --api-token-file or --repo-*-secret\n" +
+			"clears it.\n\n" + configHelp,
 		Example: "  gantry project update web --pipeline .gantry/main.yml\n" +
 			"  gantry project update web --rotate-webhook-secret",
 		Args: exactArgs(1),
@@ -160,6 +174,10 @@ func (c *projectConfig) settingFlags(cmd *cobra.Command) {
 	f.StringVar(&c.WebhookSecretFile, "webhook-secret-file", "", "read the webhook secret from this file (default: generate one)")
 	f.StringVar(&c.APIURL, "api-url", "", "the forge's API root for commit statuses (default: the provider's public one)")
 	f.StringVar(&c.APITokenFile, "api-token-file", "", "a file on the coordinator holding the forge API token for commit statuses")
+	f.StringVar(&c.RepoTokenSecret, "repo-token-secret", "", "the project secret holding an access token for a private https repository")
+	f.StringVar(&c.RepoTokenUser, "repo-token-user", "", "the user name sent with that token (default: x-access-token on GitHub, oauth2 on GitLab, the token on Gitea)")
+	f.StringVar(&c.RepoSSHKeySecret, "repo-ssh-key-secret", "", "the project secret holding a deploy key (private ssh key) for a private ssh repository")
+	f.StringVar(&c.RepoKnownHostsSecret, "repo-known-hosts-secret", "", "the project secret holding the known_hosts lines the ssh host must match (default: trust on first use)")
 }
 
 // request builds the JSON body from the flags the user gave (name only for create).
@@ -172,11 +190,15 @@ func (c *projectConfig) request(cmd *cobra.Command, name string) ([]byte, error)
 	for flag, field := range map[string]*string{
 		"repo": &c.Repo, "provider": &c.Provider, "pipeline": &c.Pipeline, "default-branch": &c.DefaultBranch,
 		"api-url": &c.APIURL, "api-token-file": &c.APITokenFile,
+		"repo-token-secret": &c.RepoTokenSecret, "repo-token-user": &c.RepoTokenUser,
+		"repo-ssh-key-secret": &c.RepoSSHKeySecret, "repo-known-hosts-secret": &c.RepoKnownHostsSecret,
 	} {
 		if f.Changed(flag) {
 			req[map[string]string{
 				"repo": "repo_url", "provider": "provider", "pipeline": "pipeline_path", "default-branch": "default_branch",
 				"api-url": "api_base_url", "api-token-file": "api_token_file",
+				"repo-token-secret": "repo_token_secret", "repo-token-user": "repo_token_user",
+				"repo-ssh-key-secret": "repo_ssh_key_secret", "repo-known-hosts-secret": "repo_known_hosts_secret",
 			}[flag]] = *field
 		}
 	}
@@ -262,6 +284,10 @@ func (a *app) projectCall(ctx context.Context, cfg clientConfig, method, path st
 	row("default branch:", p.DefaultBranch)
 	row("api url:", p.APIBaseURL)
 	row("api token file:", p.APITokenFile)
+	row("repo token secret:", p.RepoTokenSecret)
+	row("repo token user:", p.RepoTokenUser)
+	row("repo ssh key secret:", p.RepoSSHKeySecret)
+	row("repo known hosts secret:", p.RepoKnownHostsSecret)
 	if p.HookPath != "" {
 		row("webhook url:", c.base+p.HookPath)
 	}
