@@ -87,6 +87,9 @@ func (d *decoder) compile(src []byte) *Plan {
 // plan validates what spans jobs (stages, needs, cycles, references) and builds the jobs.
 func (d *decoder) plan(s *spec) *Plan {
 	p := &Plan{Name: s.name, On: s.on}
+	if s.on != nil {
+		d.dispatch = s.on.Dispatch
+	}
 	stageIndex := map[string]int{}
 	stageNames := make([]string, len(s.stages))
 	for i, st := range s.stages {
@@ -472,8 +475,8 @@ func (d *decoder) buildJob(s *spec, j *jobSpec, in instance, cond *Condition) *J
 				stepEnv[v.name] = step.Env[v.name]
 			}
 		}
-		step.Run = d.substitute(st.run, in, stepEnv)
-		step.Name = d.substitute(st.name, in, stepEnv)
+		step.Run = d.substituteRun(st.run, in, stepEnv)
+		step.Name = d.substituteRun(st.name, in, stepEnv)
 		if step.Name == "" {
 			step.Name = defaultStepName(step.Run)
 		}

@@ -23,6 +23,9 @@ type decoder struct {
 	errs   Errors
 	nodes  int  // nodes visited so far, alias expansions counted again
 	abort  bool // a limit was hit: stop walking, the one ErrLimit error says why
+	// dispatch is the definition's on: dispatch, whose inputs ${{ inputs.NAME }} is
+	// checked against; nil when it declares none.
+	dispatch *DispatchTrigger
 }
 
 func (d *decoder) add(kind ErrorKind, n *yaml.Node, path, format string, args ...any) {

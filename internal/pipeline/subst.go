@@ -1,30 +1,49 @@
 package pipeline
 
 import (
+	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
 )
 
-var refPattern = regexp.MustCompile(`^(matrix|env|secrets)\.([A-Za-z_][A-Za-z0-9_-]*)$`)
+var refPattern = regexp.MustCompile(`^(matrix|env|secrets|inputs|pr)\.([A-Za-z_][A-Za-z0-9_-]*)$`)
+
+// runNames are the run's own values that ${{ }} may name bare, besides inputs.X and pr.X:
+// they are known only when a run is created (see Job.WithRunValues).
+var runNames = []string{"ref", "branch", "tag", "sha", "event", "repository"}
+
+// runRefPattern finds the canonical run-time references a plan keeps (what runRef writes).
+var runRefPattern = regexp.MustCompile(`\$\{\{ (ref|branch|tag|sha|event|repository|inputs\.[A-Za-z_][A-Za-z0-9_-]*|pr\.(?:number|fork)) \}\}`)
+
+func runRef(name string) string { return "${{ " + name + " }}" }
 
 // substitute replaces every ${{ matrix.NAME }} and ${{ env.NAME }} in t. Anything else
 // inside ${{ }} is an error: these are resolved when the plan is made, and a reference that
 // cannot be resolved then would otherwise reach a shell as literal text.
 func (d *decoder) substitute(t text, matrix []MatrixValue, env map[string]string) string {
-	return d.substituteRefs(t, matrix, env, false)
+	return d.substituteRefs(t, matrix, env, false, false)
+}
+
+// substituteRun is substitute for a step's run and name, where the run's own values
+// (${{ ref }}, ${{ inputs.NAME }}, ${{ pr.number }} ...) may also stand: they are kept as
+// references, written canonically, and resolved when a run of the plan is created.
+func (d *decoder) substituteRun(t text, matrix []MatrixValue, env map[string]string) string {
+	return d.substituteRefs(t, matrix, env, false, true)
 }
 
 // substituteEnv is substitute for an env value, where ${{ secrets.NAME }} may also stand:
 // it is kept as a reference, written canonically, and resolved only by the worker that
-// claims the job, so no secret's value is ever part of a plan.
+// claims the job, so no secret's value is ever part of a plan. The run's own values may
+// stand there too, as in substituteRun.
 func (d *decoder) substituteEnv(t text, matrix []MatrixValue, env map[string]string) string {
-	return d.substituteRefs(t, matrix, env, true)
+	return d.substituteRefs(t, matrix, env, true, true)
 }
 
-func (d *decoder) substituteRefs(t text, matrix []MatrixValue, env map[string]string, secrets bool) string {
+func (d *decoder) substituteRefs(t text, matrix []MatrixValue, env map[string]string, secrets, runValues bool) string {
 	s := t.v
 	if !strings.Contains(s, "${{") {
 		return s
@@ -46,8 +65,16 @@ func (d *decoder) substituteRefs(t text, matrix []MatrixValue, env map[string]st
 		inner := strings.TrimSpace(s[start+3 : start+end])
 		m := refPattern.FindStringSubmatch(inner)
 		switch {
+		case contains(runNames, inner) || (m != nil && (m[1] == "inputs" || m[1] == "pr")):
+			if !runValues {
+				d.addAt(ErrUnknownReference, t, offset, "${{ %s }} is known only when a run is created and may stand only in a step's run and name and in env values", inner)
+			} else if msg := d.checkRunRef(m); msg != "" {
+				d.addAt(ErrUnknownReference, t, offset, "%s", msg)
+			}
+			b.WriteString(runRef(inner))
 		case m == nil:
-			d.addAt(ErrUnknownReference, t, offset, "${{ %s }} is not a reference Gantry can resolve; use ${{ matrix.<axis> }} or ${{ env.<NAME> }}", inner)
+			d.addAt(ErrUnknownReference, t, offset, "${{ %s }} is not a reference Gantry can resolve; use ${{ matrix.<axis> }}, ${{ env.<NAME> }}, ${{ inputs.<name> }}, ${{ pr.number }}, ${{ pr.fork }} or one of ${{ %s }}%s",
+				inner, strings.Join(runNames, " }}, ${{ "), suggest(inner, append(append([]string(nil), runNames...), "pr.number", "pr.fork")))
 		case m[1] == "matrix":
 			v, ok := lookupMatrix(matrix, m[2])
 			if !ok {
@@ -71,11 +98,136 @@ func (d *decoder) substituteRefs(t text, matrix []MatrixValue, env map[string]st
 				d.addAt(ErrInvalid, t, offset, "env.%s holds a secret, which is resolved only when the job runs; read it in the step as $%s", m[2], m[2])
 				v = ""
 			}
+			if !runValues && runRefPattern.MatchString(v) {
+				d.addAt(ErrInvalid, t, offset, "env.%s holds a value known only when a run is created, which may stand only in a step's run and name and in env values", m[2])
+				v = ""
+			}
 			b.WriteString(v)
 		}
 		s = s[start+end+2:]
 	}
 	return b.String()
+}
+
+// checkRunRef checks inputs.NAME against the definition's on: dispatch inputs, when it
+// declares any, and pr.FIELD against the fields pr has; m is nil for a bare name.
+func (d *decoder) checkRunRef(m []string) string {
+	if m == nil {
+		return ""
+	}
+	if m[1] == "pr" {
+		if !contains(prFields, m[2]) {
+			return fmt.Sprintf("pr has no field %q (has: %s)%s", m[2], strings.Join(prFields, ", "), suggest(m[2], prFields))
+		}
+		return ""
+	}
+	if d.dispatch == nil || len(d.dispatch.Inputs) == 0 {
+		return ""
+	}
+	if _, ok := d.dispatch.Input(m[2]); ok {
+		return ""
+	}
+	names := make([]string, len(d.dispatch.Inputs))
+	for i, in := range d.dispatch.Inputs {
+		names[i] = in.Name
+	}
+	return fmt.Sprintf("on: dispatch declares no input %q (has: %s)%s", m[2], strings.Join(names, ", "), suggest(m[2], names))
+}
+
+// WithRunValues gives the job with the run's own values put in for the references its
+// steps' run and name and its env values keep (see substituteRun): ref, branch, tag, sha,
+// event and repository as the trigger has them, inputs.NAME as the dispatch gave it (""
+// when not given), pr.number ("" outside a pull request) and pr.fork (true or false). The
+// job is copied only when it holds such a reference. A value that itself holds ${{ is an
+// error: put in, it would be read as a reference (to a secret, at worst) by what reads the
+// text next.
+func (j *Job) WithRunValues(in ConditionInput) (*Job, error) {
+	if !j.hasRunRefs() {
+		return j, nil
+	}
+	var bad error
+	resolve := func(s string) string {
+		if !strings.Contains(s, "${{") {
+			return s
+		}
+		return runRefPattern.ReplaceAllStringFunc(s, func(ref string) string {
+			name := strings.TrimSuffix(strings.TrimPrefix(ref, "${{ "), " }}")
+			v := in.runValue(name)
+			if strings.Contains(v, "${{") && bad == nil {
+				bad = fmt.Errorf("job %s: the value of %s holds ${{, which Gantry would read as a reference; read it in the step from its GANTRY_ variable instead", j.Key, name)
+			}
+			return v
+		})
+	}
+	out := *j
+	out.Env = resolveMap(j.Env, resolve)
+	out.Steps = make([]Step, len(j.Steps))
+	for i, st := range j.Steps {
+		st.Run, st.Name = resolve(st.Run), resolve(st.Name)
+		st.Env = resolveMap(st.Env, resolve)
+		out.Steps[i] = st
+	}
+	if bad != nil {
+		return nil, bad
+	}
+	return &out, nil
+}
+
+func (j *Job) hasRunRefs() bool {
+	has := func(s string) bool { return strings.Contains(s, "${{") && runRefPattern.MatchString(s) }
+	for _, v := range j.Env {
+		if has(v) {
+			return true
+		}
+	}
+	for _, st := range j.Steps {
+		if has(st.Run) || has(st.Name) {
+			return true
+		}
+		for _, v := range st.Env {
+			if has(v) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func resolveMap(m map[string]string, resolve func(string) string) map[string]string {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[k] = resolve(v)
+	}
+	return out
+}
+
+// runValue is the text of a run-time reference's value.
+func (in ConditionInput) runValue(name string) string {
+	switch name {
+	case "ref":
+		return in.Ref
+	case "branch":
+		return in.Branch
+	case "tag":
+		return in.Tag
+	case "sha":
+		return in.SHA
+	case "event":
+		return in.Event
+	case "repository":
+		return in.Repository
+	case "pr.number":
+		if in.PRNumber == 0 {
+			return ""
+		}
+		return strconv.Itoa(in.PRNumber)
+	case "pr.fork":
+		return strconv.FormatBool(in.Fork)
+	}
+	return in.Inputs[strings.TrimPrefix(name, "inputs.")]
 }
 
 func lookupMatrix(matrix []MatrixValue, name string) (string, bool) {

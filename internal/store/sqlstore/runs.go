@@ -51,7 +51,14 @@ func (e *Engine) CreateRun(ctx context.Context, p store.CreateRunParams) (*store
 	}
 	jobs := make([]plannedJob, len(p.Plan.Jobs))
 	skipped, gated := 0, 0
+	values := conditionInput(p.Trigger, p.Env)
 	for i, j := range p.Plan.Jobs {
+		// The run's own values (${{ ref }}, ${{ inputs.x }} ...) are known from here on;
+		// the job the store keeps, and every worker runs, has them put in.
+		j, err := j.WithRunValues(values)
+		if err != nil {
+			return nil, nil, false, fmt.Errorf("create run: %w: %w", err, store.ErrInvalid)
+		}
 		pj := plannedJob{id: byKey[j.Key], spec: j, specJSON: mustJSON(j), labels: labelKey(j.RunsOn), lane: laneOf(j.Priority)}
 		if p.Priority != "" {
 			pj.lane = laneOf(p.Priority)

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/gantry-ci/gantry/internal/store"
@@ -333,4 +334,42 @@ jobs:
 	}
 	b.complete(b.claimOne(), store.JobSuccess)
 	b.wantRunDone(run.ID, store.RunSuccess)
+}
+
+// testCreateRunRunValues checks that the job a run keeps has the run's own values put in
+// for ${{ ref }}, ${{ inputs.x }} and kin, from the trigger it was created with, and that
+// a value which would read as a reference (a secret's) creates no run.
+func testCreateRunRunValues(t *testing.T, h Harness) {
+	_, b := setup(t, h)
+	const yaml = `
+name: run-values
+on:
+  dispatch:
+    inputs:
+      target: { type: string }
+env: { TARGET: "${{ inputs.target }}", KEY: "${{ secrets.DEPLOY_KEY }}" }
+jobs:
+  deploy:
+    steps:
+      - { name: "deploy ${{ tag }}", run: "./deploy ${{ ref }} ${{ inputs.target }} ${{ pr.number }}" }
+`
+	in := store.InputValues{"target": "eu"}
+	_, jobs := b.createRun(yaml, store.CreateRunParams{Trigger: store.Trigger{Ref: "refs/tags/v3", Tag: "v3", Event: "dispatch", Inputs: &in}})
+	for _, j := range []*store.Job{jobs[0], b.getJob(jobs[0].ID)} {
+		s := j.Spec
+		if s == nil || len(s.Steps) != 1 {
+			t.Fatalf("Spec = %+v", s)
+		}
+		if s.Steps[0].Run != "./deploy refs/tags/v3 eu " || s.Steps[0].Name != "deploy v3" || s.Env["TARGET"] != "eu" {
+			t.Errorf("run %q name %q env TARGET %q, want the trigger's values put in", s.Steps[0].Run, s.Steps[0].Name, s.Env["TARGET"])
+		}
+		if s.Env["KEY"] != "${{ secrets.DEPLOY_KEY }}" {
+			t.Errorf("env KEY = %q, want the secret left for the worker", s.Env["KEY"])
+		}
+	}
+	bad := store.InputValues{"target": "${{ secrets.DEPLOY_KEY }}"}
+	p := store.CreateRunParams{Plan: compile(t, yaml), Definition: []byte(yaml), Trigger: store.Trigger{Event: "dispatch", Inputs: &bad}}
+	if _, _, _, err := b.s.CreateRun(b.ctx, p); !errors.Is(err, store.ErrInvalid) {
+		t.Errorf("CreateRun with an input holding ${{ secrets.DEPLOY_KEY }}: %v, want ErrInvalid", err)
+	}
 }

@@ -22,6 +22,7 @@ var createRunTests = []test{
 	{"IdempotencyKeyRace", testCreateRunIdempotencyKeyRace},
 	{"PriorityOverride", testCreateRunPriorityOverride},
 	{"NilPlanInvalid", testCreateRunNilPlan},
+	{"RunValuesPutIn", testCreateRunRunValues},
 	{"UnknownIDsNotFound", testUnknownIDs},
 }
 

@@ -1,0 +1,132 @@
+package pipeline
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestRunValuesSubstitution(t *testing.T) {
+	t.Parallel()
+	p := mustCompile(t, `
+on:
+  dispatch:
+    inputs:
+      target: {type: choice, options: [eu, us]}
+      dry: {type: boolean}
+env: {REF: "${{ ref }}", TOKEN: "${{ secrets.TOKEN }}"}
+jobs:
+  deploy:
+    matrix: {n: ["1"]}
+    steps:
+      - name: deploy ${{ inputs.target }} at ${{ tag }}
+        run: ./deploy --ref=${{ ref }} --sha ${{sha}} --pr=${{ pr.number }} --fork=${{ pr.fork }} --n=${{ matrix.n }} --dry=${{ inputs.dry }}
+        env: {EVENT: "${{ event }} of ${{ repository }} on ${{ branch }}"}
+      - run: echo plain
+`)
+	job := p.Job("deploy (n=1)")
+	if got := job.Steps[0].Run; got != "./deploy --ref=${{ ref }} --sha ${{ sha }} --pr=${{ pr.number }} --fork=${{ pr.fork }} --n=1 --dry=${{ inputs.dry }}" {
+		t.Errorf("plan's run = %q, want the run-time references kept canonically", got)
+	}
+	in := ConditionInput{Ref: "refs/tags/v2", Tag: "v2", SHA: "abc", Event: "tag", Repository: "acme/app",
+		Inputs: map[string]string{"target": "eu"}, PRNumber: 0}
+	got, err := job.WithRunValues(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		"run":       "./deploy --ref=refs/tags/v2 --sha abc --pr= --fork=false --n=1 --dry=",
+		"name":      "deploy eu at v2",
+		"step env":  "tag of acme/app on ",
+		"job env":   "refs/tags/v2",
+		"secret":    "${{ secrets.TOKEN }}",
+		"plain run": "echo plain",
+	}
+	have := map[string]string{
+		"run": got.Steps[0].Run, "name": got.Steps[0].Name, "step env": got.Steps[0].Env["EVENT"],
+		"job env": got.Env["REF"], "secret": got.Env["TOKEN"], "plain run": got.Steps[1].Run,
+	}
+	for k, w := range want {
+		if have[k] != w {
+			t.Errorf("%s = %q, want %q", k, have[k], w)
+		}
+	}
+	if strings.Contains(job.Steps[0].Run, "refs/tags") || job.Env["REF"] != "${{ ref }}" {
+		t.Errorf("WithRunValues changed the plan's job: %+v", job)
+	}
+	if secrets := got.Secrets(); len(secrets) != 1 || secrets[0] != "TOKEN" {
+		t.Errorf("Secrets after WithRunValues = %v, want [TOKEN]", secrets)
+	}
+	pr, err := job.WithRunValues(ConditionInput{PRNumber: 12, Fork: true, Inputs: map[string]string{"dry": "true"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := pr.Steps[0].Run; !strings.Contains(r, "--pr=12 --fork=true") || !strings.HasSuffix(r, "--dry=true") {
+		t.Errorf("pull request run = %q", r)
+	}
+	// A value that would read as a reference, such as an input naming a secret, is refused.
+	if _, err := job.WithRunValues(ConditionInput{Inputs: map[string]string{"target": "${{ secrets.TOKEN }}"}}); err == nil {
+		t.Error("an input holding ${{ secrets.TOKEN }} was put in")
+	}
+	// A job without run-time references is the same job.
+	if plain := mustCompile(t, "jobs: {a: {steps: [{run: x}]}}").Job("a"); mustRunValues(t, plain) != plain {
+		t.Error("a job without run-time references was copied")
+	}
+}
+
+func mustRunValues(t *testing.T, j *Job) *Job {
+	t.Helper()
+	out, err := j.WithRunValues(ConditionInput{Ref: "r"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func TestRunValuesSubstitutionErrors(t *testing.T) {
+	t.Parallel()
+	const inputs = "on:\n  dispatch:\n    inputs:\n      target: {type: string}\n"
+	tests := []struct {
+		name, src, path string
+		want            []string
+	}{
+		{"undeclared input", inputs + "jobs:\n  a:\n    steps: [{run: \"echo ${{ inputs.traget }}\"}]\n", "jobs.a.steps[0].run",
+			[]string{`declares no input "traget"`, `did you mean "target"`}},
+		{"pr field", "jobs:\n  a:\n    steps: [{run: \"echo ${{ pr.numbr }}\"}]\n", "jobs.a.steps[0].run",
+			[]string{`pr has no field "numbr"`, `did you mean "number"`}},
+		{"unknown name suggests", "jobs:\n  a:\n    steps: [{run: \"echo ${{ refs }}\"}]\n", "jobs.a.steps[0].run",
+			[]string{"${{ refs }} is not a reference", `did you mean "ref"`}},
+		{"not in a label", "jobs:\n  a:\n    runs_on: [\"${{ branch }}\"]\n    steps: [{run: x}]\n", "jobs.a.runs_on[0]",
+			[]string{"known only when a run is created"}},
+		{"not through env in a concurrency group", "env: {B: \"${{ branch }}\"}\njobs:\n  a:\n    concurrency: {group: \"deploy-${{ env.B }}\"}\n    steps: [{run: x}]\n",
+			"jobs.a.concurrency.group", []string{"env.B holds a value known only when a run is created"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := Compile([]byte(tt.src), Options{})
+			var errs Errors
+			if !errors.As(err, &errs) {
+				t.Fatalf("Compile: %v, want errors", err)
+			}
+		next:
+			for _, e := range errs {
+				if e.Path != tt.path {
+					continue
+				}
+				for _, w := range tt.want {
+					if !strings.Contains(e.Message, w) {
+						continue next
+					}
+				}
+				return
+			}
+			t.Errorf("no error at %s saying %q; got %v", tt.path, tt.want, errs)
+		})
+	}
+	// Without on: dispatch inputs, any inputs.NAME is allowed: it reads as "" when not given.
+	j := mustCompile(t, "jobs:\n  a:\n    steps: [{run: \"echo ${{ inputs.anything }}.\"}]\n").Job("a")
+	if got := mustRunValues(t, j).Steps[0].Run; got != "echo ." {
+		t.Errorf("undeclared input read %q, want %q", got, "echo .")
+	}
+}
