@@ -2,8 +2,10 @@ package cli
 
 import (
 	"encoding/json"
+	"net/http"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestRunCommands: runs, runs get, cancel, retry and workers against a real server and
@@ -15,7 +17,10 @@ func TestRunCommands(t *testing.T) {
 	done := submitRun(t, base, "name: quick\njobs:\n  a:\n    steps:\n      - run: echo a\n  b:\n    needs: [a]\n    steps:\n      - run: exit 4\n")
 	waitRun(t, base, done.ID, statusIs("failed"))
 	long := submitRun(t, base, "name: a-pipeline-with-a-name-far-too-long-for-its-column\njobs:\n  sleeper:\n    steps:\n      - run: sleep 30\n")
-	waitRun(t, base, long.ID, func(r runDetails) bool { return r.Jobs[0].Status == "running" })
+	r := waitRun(t, base, long.ID, func(r runDetails) bool { return r.Jobs[0].Status == "running" })
+	// A claim makes its job running as it commits; the worker may still give it back if
+	// the answer does not reach it. Its step running is the sign the worker has it.
+	waitStepRunning(t, base, r.Jobs[0].ID)
 
 	list := runCLI(t, invocation{args: append([]string{"runs"}, srv...)})
 	if list.code != exitOK {
@@ -85,7 +90,7 @@ func TestRunCommands(t *testing.T) {
 	if retry.code != exitOK || retry.stdout != "run "+done.ID+": 1 job runs again\n" {
 		t.Errorf("retry: exit %d\n%s%s", retry.code, retry.stdout, retry.stderr)
 	}
-	r := waitRun(t, base, done.ID, statusIs("failed"))
+	r = waitRun(t, base, done.ID, statusIs("failed"))
 	if r.Jobs[1].Attempt != 3 {
 		t.Errorf("after two retries job b is on attempt %d, want 3", r.Jobs[1].Attempt)
 	}
@@ -125,5 +130,26 @@ gantry: the server rejected ` + file + `: the pipeline has 3 errors
 	var run runDetails
 	if err := json.Unmarshal([]byte(replay.stdout), &run); err != nil || run.Project != "web" || !strings.Contains(ok.stdout, run.ID) {
 		t.Errorf("a replayed submission: %v\n%s\nfirst:\n%s", err, replay.stdout, ok.stdout)
+	}
+}
+
+// waitStepRunning waits until the job's first step is running: the worker holds the job.
+func waitStepRunning(t *testing.T, base, jobID string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		var job struct {
+			Steps []struct {
+				Status string `json:"status"`
+			} `json:"steps"`
+		}
+		getJSON(t, http.DefaultClient, base+"/api/v1/jobs/"+jobID, &job)
+		if len(job.Steps) > 0 && job.Steps[0].Status == "running" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job %s: its first step never ran: %+v", jobID, job.Steps)
+		}
+		time.Sleep(20 * time.Millisecond) // polling the API with a deadline
 	}
 }
