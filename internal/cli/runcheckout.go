@@ -48,6 +48,9 @@ func localTrigger(ctx context.Context, cfg runConfig, plan *pipeline.Plan) (loca
 		return lr, err
 	}
 	if len(inputs) > 0 {
+		// On the trigger, as a dispatch puts them, for if: inputs.X and ${{ inputs.X }}.
+		iv := store.InputValues(inputs)
+		tr.Inputs = &iv
 		lr.env = map[string]string{}
 		for k, v := range inputs {
 			lr.env[inputEnvName(k)] = v
