@@ -113,7 +113,12 @@ func (a *Agent) checkout(ctx context.Context, log *slog.Logger, j claimedJob, ws
 	err := a.checkoutInto(ctx, log, j, ws, rec)
 	if err != nil {
 		log.Error("check out the run's commit", "repository", tr.CloneURL, "sha", tr.SHA, "err", err)
-		rec.System(fmt.Sprintf("checkout %s at %s failed: %v", tr.CloneURL, tr.SHA, err))
+		with := ""
+		if j.RepoCredentials != nil {
+			// A refused credential reads as git's "could not read Username": say whose it was.
+			with = " with the repository credential from the project's secrets"
+		}
+		rec.System(fmt.Sprintf("checkout %s at %s%s failed: %v", tr.CloneURL, tr.SHA, with, err))
 	}
 	return err
 }

@@ -216,7 +216,7 @@ func TestPrivateRepositoryHookToCheckout(t *testing.T) {
 	const wrong = "wrong-token-value-77"
 	b.setSecret(t, "private", "REPO_TOKEN", wrong)
 	status, ans = b.push(t, "d-wrong", sha)
-	if status != http.StatusBadGateway || strings.Contains(ans, wrong) {
+	if status != http.StatusBadGateway || strings.Contains(ans, wrong) || !strings.Contains(ans, "with the token in secret REPO_TOKEN (repo_token_secret") {
 		t.Fatalf("hook with a wrong token: %d %s; want 502 without the token", status, ans)
 	}
 
@@ -252,6 +252,22 @@ func TestPrivateRepositoryHookToCheckout(t *testing.T) {
 	wantNoToken(t, "the run's answer", runAns)
 	_, projAns := b.call(t, http.MethodGet, "/api/v1/projects/private", "")
 	wantNoToken(t, "the project's answer", projAns)
+
+	// A token the forge refuses fails a checkout that must fetch (a commit the worker's
+	// mirror lacks), saying whose credential it was and never what it is.
+	const stale = "stale-token-value-55"
+	b.setSecret(t, "private", "REPO_TOKEN", stale)
+	newer := b.repo.Commit("refs/heads/main", map[string]string{"private.txt": "newer source\n"})
+	refused := b.submitIn(t, "private", store.Trigger{Ref: "refs/heads/main", Branch: "main", SHA: newer, Event: "push", CloneURL: b.url},
+		nil, privatePipeline)
+	if r := b.waitRun(t, refused); r.Status != store.RunFailed {
+		t.Fatalf("run with a refused token is %s, want failed", r.Status)
+	}
+	log = b.jobLog(t, refused, "build")
+	if !strings.Contains(log, "with the repository credential from the project's secrets failed") || strings.Contains(log, stale) ||
+		strings.Contains(log, "newer source") {
+		t.Errorf("job with a refused token:\n%s", log)
+	}
 
 	// The secret is gone: a job that checks the repository out fails before its first
 	// step with what to set; one with checkout: false has no need of it and runs.

@@ -132,7 +132,8 @@ func (s *Server) resolveProjectRef(ctx context.Context, proj *store.Project, ref
 			return &apiError{status: http.StatusGatewayTimeout, code: codeFetchFailed,
 				msg: fmt.Sprintf("project %q: %s: gave up after %s: %v", proj.Name, what, s.hooks.fetchTimeout, err)}
 		}
-		return &apiError{status: http.StatusBadGateway, code: codeFetchFailed, msg: fmt.Sprintf("project %q: %s: %v", proj.Name, what, err)}
+		return &apiError{status: http.StatusBadGateway, code: codeFetchFailed,
+			msg: fmt.Sprintf("project %q: %s%s: %v", proj.Name, what, repoCredentialNote(proj), err)}
 	}
 	creds, err := s.repoCredentials(gitCtx, proj)
 	if err != nil {

@@ -340,7 +340,8 @@ func (s *Server) startFromEvent(ctx context.Context, proj *store.Project, ev *fo
 		return nil, false, "", &hookError{http.StatusGatewayTimeout, codeFetchFailed,
 			fmt.Errorf("fetch %s of project %q: gave up after %s: %w", ev.SHA, proj.Name, s.hooks.fetchTimeout, err)}
 	case err != nil:
-		return nil, false, "", &hookError{http.StatusBadGateway, codeFetchFailed, fmt.Errorf("fetch %s of project %q: %w", ev.SHA, proj.Name, err)}
+		return nil, false, "", &hookError{http.StatusBadGateway, codeFetchFailed,
+			fmt.Errorf("fetch %s of project %q%s: %w", ev.SHA, proj.Name, repoCredentialNote(proj), err)}
 	default:
 		plan, compileErr = pipeline.Compile(def, pipeline.Options{Limits: s.limits})
 	}

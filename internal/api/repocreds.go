@@ -120,3 +120,15 @@ func (s *Server) addRepoCredentials(ctx context.Context, c *store.Claim, js *job
 	}
 	js.repo = creds.values()
 }
+
+// repoCredentialNote says, in a failed fetch's message, which secret's credential the
+// fetch used, so a refused token or key points at what to fix ("" for a public one).
+func repoCredentialNote(p *store.Project) string {
+	switch {
+	case p.RepoTokenSecret != "":
+		return fmt.Sprintf(" with the token in secret %s (repo_token_secret; is it current, and may it read the repository?)", p.RepoTokenSecret)
+	case p.RepoSSHKeySecret != "":
+		return fmt.Sprintf(" with the deploy key in secret %s (repo_ssh_key_secret; is it the repository's, and does the host match?)", p.RepoSSHKeySecret)
+	}
+	return ""
+}
