@@ -183,6 +183,7 @@ func wantNoToken(t *testing.T, where, text string) {
 }
 
 const privatePipeline = `
+on: [push, dispatch]
 jobs:
   build:
     steps:
@@ -252,6 +253,28 @@ func TestPrivateRepositoryHookToCheckout(t *testing.T) {
 	wantNoToken(t, "the run's answer", runAns)
 	_, projAns := b.call(t, http.MethodGet, "/api/v1/projects/private", "")
 	wantNoToken(t, "the project's answer", projAns)
+
+	// A dispatch resolves the branch through the same credential, and so does asking
+	// the repository for its default branch when a project update leaves it out.
+	status, ans = b.call(t, http.MethodPost, "/api/v1/projects/private/dispatches", `{"ref": "main"}`)
+	if status != http.StatusAccepted {
+		t.Fatalf("dispatch: %d %s", status, ans)
+	}
+	var dispatched struct {
+		ID uuid.UUID `json:"id"`
+	}
+	if err := json.Unmarshal([]byte(ans), &dispatched); err != nil {
+		t.Fatal(err)
+	}
+	b.wantSuccess(t, dispatched.ID)
+	if l := b.jobLog(t, dispatched.ID, "build"); !strings.Contains(l, "top secret source") {
+		t.Errorf("dispatched job did not see the private file:\n%s", l)
+	}
+	status, ans = b.call(t, http.MethodPatch, "/api/v1/projects/private", `{"default_branch": ""}`)
+	if status != http.StatusOK || !strings.Contains(ans, `"default_branch":"main"`) {
+		t.Errorf("update that asks the private repository for its default branch: %d %s", status, ans)
+	}
+	wantNoToken(t, "the update's answer", ans)
 
 	// A token the forge refuses fails a checkout that must fetch (a commit the worker's
 	// mirror lacks), saying whose credential it was and never what it is.
