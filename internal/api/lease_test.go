@@ -200,27 +200,35 @@ func TestLeaseTimings(t *testing.T) {
 // back to the queue.
 func TestClaimWaitHalfTTL(t *testing.T) {
 	t.Parallel()
-	b := setupWith(t, func(cfg *api.Config) { cfg.LeaseTTL = 4 * time.Second })
+	waiting := &signalWait{waiting: make(chan struct{}, 1)}
+	b := setupWith(t, func(cfg *api.Config) {
+		waiting.Store = cfg.Store
+		cfg.Store, cfg.LeaseTTL = waiting, 4*time.Second
+	})
 	got := make(chan claimView, 1)
 	go func() { got <- b.claim(t, `{"worker_id": "w", "wait": "30s"}`) }()
-	deadline := time.After(20 * time.Second)
-	for advanced := time.Duration(0); ; {
-		select {
-		case v := <-got:
-			if len(v.Jobs) != 0 {
-				t.Fatalf("claim on an empty queue returned %d jobs", len(v.Jobs))
-			}
-			if advanced > 2*time.Second {
-				t.Errorf("the claim ended after %s on the coordinator's clock, want at most half the 4s TTL", advanced)
-			}
-			return
-		case <-time.After(10 * time.Millisecond):
-			if advanced < 30*time.Second {
-				b.clock.Advance(500 * time.Millisecond)
-				advanced += 500 * time.Millisecond
-			}
-		case <-deadline:
-			t.Fatal("the claim did not end")
+	// The claim's timer is set before it first looks for a job, so once it has found none
+	// the clock can be moved: to just short of half the TTL, where it must still wait, then
+	// to half the TTL, where it must end. Without the cap it would wait for the 30s it asked
+	// for, which this clock never reaches.
+	select {
+	case <-waiting.waiting:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the claim did not wait for a job within 30s")
+	}
+	b.clock.Advance(1900 * time.Millisecond)
+	select {
+	case v := <-got:
+		t.Fatalf("the claim ended before half the TTL had passed: %+v", v)
+	case <-time.After(100 * time.Millisecond):
+	}
+	b.clock.Advance(100 * time.Millisecond)
+	select {
+	case v := <-got:
+		if len(v.Jobs) != 0 {
+			t.Fatalf("claim on an empty queue returned %d jobs", len(v.Jobs))
 		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the claim did not end at half the 4s TTL")
 	}
 }
