@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gantry-ci/gantry/internal/api"
 	"github.com/gantry-ci/gantry/internal/logs"
@@ -253,7 +254,12 @@ func TestClaimGivesOnlyReferencedSecrets(t *testing.T) {
 	replica.appendLogs(t, job.ID, mustJSON(t, map[string]any{"token": job.Lease.Token, "lines": []logs.Line{
 		{Seq: 3, TS: 3, Stream: logs.Stdout, Text: "replica " + used},
 	}}))
+	// This replica learns of the other's lines from a notice, a moment later: poll.
 	lines := b.readLines(t, "/api/v1/jobs/"+job.ID+"/logs")
+	for deadline := time.Now().Add(10 * time.Second); len(lines) < 3 && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond) // polling the log with a deadline
+		lines = b.readLines(t, "/api/v1/jobs/"+job.ID+"/logs")
+	}
 	if len(lines) != 3 || lines[0].Text != "value ***" || lines[1].Text != "base64 ***" || lines[2].Text != "replica ***" {
 		t.Errorf("stored lines: %+v", lines)
 	}
