@@ -282,9 +282,16 @@ func (m *Mirror) Fetch(ctx context.Context) error {
 	return m.locked(ctx, func() error { return m.fetchLocked(ctx) })
 }
 
+// keepPack makes a fetch keep what it receives as one pack, never as loose objects. Readers
+// look a commit up without the mirror's lock (EnsureCommit's quick path, ReadFile), and a
+// small fetch unpacked into loose objects writes them one by one: another process could see
+// the commit and then miss its tree or a file, and take the file for absent. A pack's
+// objects all appear at once, when its index is renamed into place.
+const keepPack = "fetch.unpackLimit=1"
+
 func (m *Mirror) fetchLocked(ctx context.Context) error {
 	start := time.Now()
-	if _, err := m.git.run(ctx, m.dir, "fetch", "--prune", "--quiet", "--no-progress", "origin"); err != nil {
+	if _, err := m.git.run(ctx, m.dir, "-c", keepPack, "fetch", "--prune", "--quiet", "--no-progress", "origin"); err != nil {
 		return fmt.Errorf("fetch %s: %w", redactURL(m.url), err)
 	}
 	m.log.Debug("mirror fetched", "url", redactURL(m.url), "took", time.Since(start))
@@ -349,7 +356,7 @@ func (m *Mirror) EnsureCommit(ctx context.Context, sha string) error {
 		if ok, err := m.hasCommit(ctx, sha); err != nil || ok {
 			return err
 		}
-		_, fetchErr := m.git.run(ctx, m.dir, "fetch", "--quiet", "--no-progress", "--no-write-fetch-head", "origin", sha)
+		_, fetchErr := m.git.run(ctx, m.dir, "-c", keepPack, "fetch", "--quiet", "--no-progress", "--no-write-fetch-head", "origin", sha)
 		if ok, err := m.hasCommit(ctx, sha); err != nil {
 			return err
 		} else if ok {

@@ -120,9 +120,11 @@ func TestIncrementalFetchOverHTTP(t *testing.T) {
 	if err := m.EnsureCommit(ctx, second); err != nil {
 		t.Fatalf("EnsureCommit of the new push: %v", err)
 	}
-	// One commit, the root tree, pkg/, pkg/a/ and one blob: only what is new came over.
-	if added := objectCount(t, m.Dir()) - before; added < 1 || added > 5 {
-		t.Fatalf("incremental fetch added %d objects, want the new commit's 5 at most", added)
+	// One commit, the root tree, pkg/, pkg/a/ and one blob: only what is new came over. The
+	// mirror keeps a fetch as a pack, and completing the thin pack it got copies in the few
+	// objects the new ones are deltas against; the whole repository would be over 200.
+	if added := objectCount(t, m.Dir()) - before; added < 1 || added > 10 {
+		t.Fatalf("incremental fetch added %d objects, want the new commit's 5 and a few delta bases at most", added)
 	}
 	if got, err := m.ReadFile(ctx, second, "pkg/a/f.go"); err != nil || string(got) != "changed\n" {
 		t.Fatalf("ReadFile after the incremental fetch = %q, %v", got, err)
@@ -476,10 +478,10 @@ func TestErrorsRedactCredentials(t *testing.T) {
 	// might: the error Gantry returns must still not hold the token in any form.
 	wrapper := filepath.Join(t.TempDir(), "git")
 	script := `#!/bin/sh
-if [ "$1" = fetch ]; then
+case " $* " in *" fetch "*)
 	echo "fatal: unable to access: $GIT_CONFIG_VALUE_0 x-access-token:` + token + `" >&2
 	exit 128
-fi
+esac
 exec git "$@"
 `
 	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
