@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -197,6 +198,14 @@ const callTimeout = time.Minute
 
 // call sends a request and returns the whole body of its 2xx answer, for commands that
 // print it as it is (--json) and decode it too.
+// callJSON is call with a JSON body, or with none when body is nil.
+func (c *apiClient) callJSON(ctx context.Context, method, path string, body []byte) ([]byte, error) {
+	if body == nil {
+		return c.call(ctx, method, path, nil, nil)
+	}
+	return c.call(ctx, method, path, bytes.NewReader(body), http.Header{"Content-Type": {"application/json"}})
+}
+
 func (c *apiClient) call(ctx context.Context, method, path string, body io.Reader, header http.Header) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()

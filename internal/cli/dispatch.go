@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -95,7 +94,7 @@ func (a *app) dispatch(ctx context.Context, cfg dispatchConfig) error {
 		req["ref"] = cfg.Ref
 	}
 	body, _ := json.Marshal(req)
-	raw, err := c.call(ctx, http.MethodPost, path, bytes.NewReader(body), http.Header{"Content-Type": {"application/json"}})
+	raw, err := c.callJSON(ctx, http.MethodPost, path, body)
 	if err != nil {
 		return fmt.Errorf("dispatch %s: %w", what, err)
 	}

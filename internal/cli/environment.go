@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -179,18 +178,7 @@ func (a *app) environmentCall(ctx context.Context, cfg clientConfig, method, pat
 	if err != nil {
 		return nil, err
 	}
-	var header http.Header
-	var rd *bytes.Reader
-	if body != nil {
-		header = http.Header{"Content-Type": {"application/json"}}
-		rd = bytes.NewReader(body)
-	}
-	var raw []byte
-	if rd != nil {
-		raw, err = c.call(ctx, method, path, rd, header)
-	} else {
-		raw, err = c.call(ctx, method, path, nil, header)
-	}
+	raw, err := c.callJSON(ctx, method, path, body)
 	if err != nil {
 		return nil, err
 	}

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -242,18 +241,7 @@ func (a *app) projectCall(ctx context.Context, cfg clientConfig, method, path st
 	if err != nil {
 		return err
 	}
-	var header http.Header
-	var rd *bytes.Reader
-	if body != nil {
-		header = http.Header{"Content-Type": {"application/json"}}
-		rd = bytes.NewReader(body)
-	}
-	var raw []byte
-	if rd != nil {
-		raw, err = c.call(ctx, method, path, rd, header)
-	} else {
-		raw, err = c.call(ctx, method, path, nil, header)
-	}
+	raw, err := c.callJSON(ctx, method, path, body)
 	if err != nil {
 		what := "get project"
 		if done != "" {

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -276,7 +275,7 @@ func (a *app) secretCall(ctx context.Context, cfg clientConfig, method, path str
 	if body == nil {
 		return c.call(ctx, method, path, nil, nil)
 	}
-	return c.call(ctx, method, path, bytes.NewReader(body), http.Header{"Content-Type": {"application/json"}})
+	return c.callJSON(ctx, method, path, body)
 }
 
 // rotateKey rewraps every data key not yet under the new key.
