@@ -1,0 +1,89 @@
+package executor
+
+import (
+	"context"
+	"time"
+)
+
+// Job is what a job's steps run in, for executors that give each job an environment of
+// its own (a container and its services, a pod). Shell and Sandbox need none of it.
+type Job struct {
+	// ID, Attempt and WorkerID name the job and who runs it; an executor labels every
+	// object it creates with them, so that a later incarnation of the worker can find and
+	// remove what a dead one left behind.
+	ID       string
+	Attempt  int
+	WorkerID string
+	// Workspace is the job's workspace on the worker's disk (checkout, artifacts in and
+	// out). An executor makes it visible to the steps at WorkspacePath.
+	Workspace string
+	// Image is the job's image (NAME[:TAG|@sha256:DIGEST]); "" runs on the worker's host.
+	Image string
+	// Pull is "always", "if-not-present" (default when "") or "never".
+	Pull string
+	// User runs the steps as that user of the image ("" is the image's own).
+	User       string
+	Privileged bool
+	// MilliCPU and Memory (bytes) limit the job's container; zero is no limit.
+	MilliCPU int64
+	Memory   int64
+	// Services start before the first step and are reachable from the job's container by
+	// their names.
+	Services []Service
+	// RegistryAuth holds credentials for pulling images, by registry host.
+	RegistryAuth map[string]RegistryCredential
+	// Grace is the SIGTERM-to-SIGKILL grace for stopping the job's containers.
+	Grace time.Duration
+}
+
+// WorkspacePath is where a containerised job's steps see the workspace.
+const WorkspacePath = "/workspace"
+
+// Service is a container a job's steps talk to over the job's network.
+type Service struct {
+	Name    string   // the host name the job's steps reach it by
+	Image   string   // NAME[:TAG|@sha256:DIGEST]
+	Env     []string // KEY=VALUE
+	Command []string // overrides the image's command when not empty
+	Ports   []string // container ports, e.g. "5432" or "8080/tcp"
+	// Healthcheck, when set, must pass before the first step starts.
+	Healthcheck *Healthcheck
+}
+
+// Healthcheck is a command run in a service's container until it exits 0.
+type Healthcheck struct {
+	Command  []string
+	Interval time.Duration
+	Timeout  time.Duration
+	Retries  int
+}
+
+// RegistryCredential is a user name and password (or token) for an image registry.
+type RegistryCredential struct {
+	Username string
+	Password string
+}
+
+// JobExecutor is an Executor that prepares an environment per job. The agent calls Begin
+// before a job's first step, runs every step through the Session, and ends it after the
+// last one, whatever happened. An executor may implement it and still run steps
+// without a Job through Run, on its host.
+type JobExecutor interface {
+	Executor
+	// Begin prepares the job's environment: pulls images, starts the services and the
+	// job's container. An error is the job's failure before its first step, with a
+	// message the user can act on ("image gantry-test/go:1.26 not found and pull: never").
+	Begin(ctx context.Context, j Job) (Session, error)
+}
+
+// Session is one job's environment.
+type Session interface {
+	// Run runs one step in the job's environment. Step.Dir is the workspace or a
+	// directory inside it, as a path on the worker; the session maps it to where the
+	// step sees it.
+	Run(ctx context.Context, s Step) (Result, error)
+	// End stops and removes everything Begin created, within the job's grace. It is
+	// called once, also after a failed or cancelled job; a context whose cause is
+	// ErrKillNow asks for no grace at all.
+	End(ctx context.Context) error
+}
