@@ -67,6 +67,13 @@ var ErrUnknownShell = errors.New("unknown shell")
 // attempt of the job may start soon.
 var ErrKillNow = errors.New("kill the step at once")
 
+// ShellArgs is the command line that runs script in shell ("sh", "bash", "python3"; ""
+// is sh) the way every executor runs a step: sh and bash stop at the first failing
+// command, bash also at a failing pipe.
+func ShellArgs(shell, script string) ([]string, error) {
+	return shellArgs(shell, script)
+}
+
 func shellArgs(shell, script string) ([]string, error) {
 	switch shell {
 	case "", "sh":
