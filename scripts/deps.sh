@@ -31,10 +31,13 @@ export PATH="$gobin:$PATH"
 #   postgresql: initdb and pg_ctl for the PostgreSQL store tests (internal/testdb);
 #   bubblewrap: the sandbox executor; chromium: the dashboard's browser tests;
 #   iproute2: `ip netns` for the network-partition test; util-linux: mount, for the
-#   disk-full test's tmpfs.
+#   disk-full test's tmpfs; busybox-static: the FROM-scratch images the docker
+#   executor's tests build (internal/executor/docker/dockertest).
 missing=()
 have_cmd() { command -v "$1" >/dev/null 2>&1; }
 have_pkg() { dpkg -s "$1" >/dev/null 2>&1; }
+# A dynamically linked busybox (Debian's busybox package) cannot run in an empty image.
+file_is_static() { ! grep -q 'ld-linux' <(head -c 4096 "$1" | tr -d '\0' 2>/dev/null); }
 have_cmd make || missing+=(make)
 have_cmd git || missing+=(git)
 have_cmd git-lfs || missing+=(git-lfs)
@@ -47,6 +50,7 @@ have_cmd bwrap || missing+=(bubblewrap)
 [[ -x /usr/bin/chromium ]] || missing+=(chromium)
 have_cmd ip || missing+=(iproute2)
 have_cmd mount || missing+=(util-linux)
+[[ -x /bin/busybox ]] && file_is_static /bin/busybox || missing+=(busybox-static)
 
 minio_ok=false
 if [[ -n "${GANTRY_MINIO:-}" ]]; then

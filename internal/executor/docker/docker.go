@@ -1,0 +1,340 @@
+package docker
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/distribution/reference"
+	"github.com/moby/moby/api/types/image"
+	"github.com/moby/moby/api/types/registry"
+	"github.com/moby/moby/client"
+	"golang.org/x/sync/singleflight"
+
+	"github.com/gantry-ci/gantry/internal/executor"
+)
+
+// Labels every object the executor creates carries. A later incarnation of the worker
+// finds what a dead one left behind by them.
+const (
+	LabelWorker      = "gantry.worker"
+	LabelJob         = "gantry.job"
+	LabelAttempt     = "gantry.attempt"
+	LabelIncarnation = "gantry.incarnation" // one Docker value's; Sweep spares its own
+	LabelRole        = "gantry.role"        // "job" or "service"
+)
+
+// Pull policies (Job.Pull).
+const (
+	PullAlways       = "always"
+	PullIfNotPresent = "if-not-present"
+	PullNever        = "never"
+)
+
+// pullTimeout bounds one pull, which runs on after a job that asked for it gave up, so
+// that the next job finds the image.
+const pullTimeout = 30 * time.Minute
+
+// Config says how a Docker executor reaches its engine and what it runs steps without a
+// Job in.
+type Config struct {
+	// Host is the engine's address ("unix:///var/run/docker.sock", "tcp://host:2375");
+	// "" takes DOCKER_HOST and the other DOCKER_* variables, else the default socket.
+	Host string
+	// WorkerID labels the containers of steps run without a Job (Run), and of jobs whose
+	// Job.WorkerID is "".
+	WorkerID string
+	// DefaultImage is the image Run runs a step in when it has no Job.
+	DefaultImage string
+	// DefaultPull is the pull policy for DefaultImage ("" is if-not-present).
+	DefaultPull string
+	// Logger receives what the executor does on its own (sweeps); nil discards it.
+	Logger *slog.Logger
+}
+
+// Docker runs steps in containers on a Docker Engine. It is an executor.JobExecutor:
+// Begin starts a job's services and its container, each step runs in that container
+// with exec, End removes them all.
+type Docker struct {
+	cfg         Config
+	cli         *client.Client
+	log         *slog.Logger
+	incarnation string
+	pulls       singleflight.Group
+}
+
+var _ executor.JobExecutor = (*Docker)(nil)
+
+// New connects to the engine and checks that it answers. The API version is negotiated
+// with the engine (20.10, API 1.41, and later).
+func New(ctx context.Context, cfg Config) (*Docker, error) {
+	opts := []client.Opt{client.FromEnv}
+	if cfg.Host != "" {
+		opts = append(opts, client.WithHost(cfg.Host))
+	}
+	cli, err := client.New(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("docker client: %w", err)
+	}
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := cli.Ping(pctx, client.PingOptions{NegotiateAPIVersion: true}); err != nil {
+		_ = cli.Close()
+		return nil, fmt.Errorf("reach the Docker Engine at %s: %w", cli.DaemonHost(), err)
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Docker{cfg: cfg, cli: cli, log: log, incarnation: randomHex(8)}, nil
+}
+
+// Client is the engine client, for callers that inspect what the executor made.
+func (d *Docker) Client() *client.Client { return d.cli }
+
+// Close releases the client's connections; sessions still running are not ended.
+func (d *Docker) Close() error { return d.cli.Close() }
+
+// Run runs a step that has no Job in a container of its own, of Config.DefaultImage,
+// with the step's Dir mounted as the workspace, and removes the container afterwards.
+func (d *Docker) Run(ctx context.Context, s executor.Step) (executor.Result, error) {
+	if d.cfg.DefaultImage == "" {
+		return executor.Result{}, errors.New("docker: a step without a job needs Config.DefaultImage")
+	}
+	if s.Dir == "" {
+		return executor.Result{}, errors.New("docker: a step without a job needs Step.Dir, its workspace")
+	}
+	sess, err := d.Begin(ctx, executor.Job{
+		ID:        "step-" + randomHex(6),
+		WorkerID:  d.cfg.WorkerID,
+		Workspace: s.Dir,
+		Image:     d.cfg.DefaultImage,
+		Pull:      d.cfg.DefaultPull,
+		Grace:     s.Grace,
+	})
+	if err != nil {
+		return executor.Result{}, err
+	}
+	res, err := sess.Run(ctx, s)
+	endCtx := context.WithoutCancel(ctx)
+	if errors.Is(context.Cause(ctx), executor.ErrKillNow) {
+		var cancel context.CancelCauseFunc
+		endCtx, cancel = context.WithCancelCause(endCtx)
+		cancel(executor.ErrKillNow)
+	}
+	if endErr := sess.End(endCtx); endErr != nil && err == nil {
+		err = endErr
+	}
+	return res, err
+}
+
+// ensureImage makes the image present per the pull policy and returns it.
+func (d *Docker) ensureImage(ctx context.Context, ref, policy string, auth map[string]executor.RegistryCredential) (image.InspectResponse, error) {
+	switch policy {
+	case "", PullIfNotPresent, PullAlways, PullNever:
+	default:
+		return image.InspectResponse{}, fmt.Errorf("image %s: unknown pull policy %q (want always, if-not-present or never)", ref, policy)
+	}
+	if policy != PullAlways {
+		got, err := d.cli.ImageInspect(ctx, ref)
+		if err == nil {
+			return got.InspectResponse, nil
+		}
+		if !cerrdefs.IsNotFound(err) {
+			return image.InspectResponse{}, fmt.Errorf("inspect image %s: %w", ref, err)
+		}
+		if policy == PullNever {
+			return image.InspectResponse{}, fmt.Errorf("image %s not found on the worker and pull: never", ref)
+		}
+	}
+	if err := d.pull(ctx, ref, auth); err != nil {
+		return image.InspectResponse{}, err
+	}
+	got, err := d.cli.ImageInspect(ctx, ref)
+	if err != nil {
+		return image.InspectResponse{}, fmt.Errorf("inspect image %s after pulling it: %w", ref, err)
+	}
+	return got.InspectResponse, nil
+}
+
+// pull pulls ref once for all the jobs that ask for it at the same time. The pull runs
+// on its own context: one job giving up does not fail the others.
+func (d *Docker) pull(ctx context.Context, ref string, auth map[string]executor.RegistryCredential) error {
+	named, err := reference.ParseNormalizedNamed(ref)
+	if err != nil {
+		return fmt.Errorf("image %q: %w", ref, err)
+	}
+	named = reference.TagNameOnly(named)
+	host := reference.Domain(named)
+	cred, hasCred := auth[host]
+	if !hasCred && host == "docker.io" {
+		cred, hasCred = auth["index.docker.io"]
+	}
+	var encoded string
+	if hasCred {
+		b, err := json.Marshal(registry.AuthConfig{Username: cred.Username, Password: cred.Password, ServerAddress: host})
+		if err != nil {
+			return fmt.Errorf("encode credentials for %s: %w", host, err)
+		}
+		encoded = base64.URLEncoding.EncodeToString(b)
+	}
+	key := named.String() + "\x00" + cred.Username
+	ch := d.pulls.DoChan(key, func() (any, error) {
+		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pullTimeout)
+		defer cancel()
+		resp, err := d.cli.ImagePull(pctx, named.String(), client.ImagePullOptions{RegistryAuth: encoded})
+		if err != nil {
+			return nil, err
+		}
+		defer resp.Close()
+		// Wait reads the progress stream to its end and returns the error it reports.
+		return nil, resp.Wait(pctx)
+	})
+	select {
+	case r := <-ch:
+		if r.Err != nil {
+			return fmt.Errorf("pull image %s: %w", ref, r.Err)
+		}
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("pull image %s: %w", ref, context.Cause(ctx))
+	}
+}
+
+// labels returns the labels of an object of job j.
+func (d *Docker) labels(j executor.Job, role string) map[string]string {
+	return map[string]string{
+		LabelWorker:      j.WorkerID,
+		LabelJob:         j.ID,
+		LabelAttempt:     strconv.Itoa(j.Attempt),
+		LabelIncarnation: d.incarnation,
+		LabelRole:        role,
+	}
+}
+
+// Sweep removes the containers, networks and volumes labelled with workerID that
+// another incarnation of the worker (one that died) left behind; the objects of this
+// Docker value's own jobs are spared. It returns how many objects it removed.
+func (d *Docker) Sweep(ctx context.Context, workerID string) (int, error) {
+	if workerID == "" {
+		return 0, errors.New("sweep: empty worker id")
+	}
+	f := client.Filters{}.Add("label", LabelWorker+"="+workerID)
+	stale := func(l map[string]string) bool { return l[LabelIncarnation] != d.incarnation }
+	var errs []error
+	removed := 0
+
+	cs, err := d.cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
+	if err != nil {
+		return 0, fmt.Errorf("sweep: list containers of worker %s: %w", workerID, err)
+	}
+	for _, c := range cs.Items {
+		if !stale(c.Labels) {
+			continue
+		}
+		_, err := d.cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+		switch {
+		case err == nil:
+			removed++
+		case !cerrdefs.IsNotFound(err):
+			errs = append(errs, fmt.Errorf("sweep: remove container %s: %w", c.ID, err))
+		}
+	}
+	ns, err := d.cli.NetworkList(ctx, client.NetworkListOptions{Filters: f})
+	if err != nil {
+		errs = append(errs, fmt.Errorf("sweep: list networks of worker %s: %w", workerID, err))
+	} else {
+		for _, n := range ns.Items {
+			if !stale(n.Labels) {
+				continue
+			}
+			_, err := d.cli.NetworkRemove(ctx, n.ID, client.NetworkRemoveOptions{})
+			switch {
+			case err == nil:
+				removed++
+			case !cerrdefs.IsNotFound(err):
+				errs = append(errs, fmt.Errorf("sweep: remove network %s: %w", n.Name, err))
+			}
+		}
+	}
+	vs, err := d.cli.VolumeList(ctx, client.VolumeListOptions{Filters: f})
+	if err != nil {
+		errs = append(errs, fmt.Errorf("sweep: list volumes of worker %s: %w", workerID, err))
+	} else {
+		for _, v := range vs.Items {
+			if !stale(v.Labels) {
+				continue
+			}
+			_, err := d.cli.VolumeRemove(ctx, v.Name, client.VolumeRemoveOptions{Force: true})
+			switch {
+			case err == nil:
+				removed++
+			case !cerrdefs.IsNotFound(err):
+				errs = append(errs, fmt.Errorf("sweep: remove volume %s: %w", v.Name, err))
+			}
+		}
+	}
+	return removed, errors.Join(errs...)
+}
+
+// SweepEvery sweeps workerID's leftovers at once and then every interval until ctx
+// ends, logging what it removed and what failed.
+func (d *Docker) SweepEvery(ctx context.Context, workerID string, every time.Duration) {
+	sweep := func() {
+		sctx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		n, err := d.Sweep(sctx, workerID)
+		if n > 0 {
+			d.log.Info("docker: removed a dead worker's leftovers", "worker", workerID, "objects", n)
+		}
+		if err != nil && ctx.Err() == nil {
+			d.log.Warn("docker: sweep", "worker", workerID, "err", err)
+		}
+	}
+	sweep()
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			sweep()
+		}
+	}
+}
+
+// objectName makes a name the engine accepts from parts of a job's identity.
+func objectName(parts ...string) string {
+	var b strings.Builder
+	for i, p := range parts {
+		if i > 0 {
+			b.WriteByte('-')
+		}
+		for _, r := range p {
+			switch {
+			case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '_', r == '.':
+				b.WriteRune(r)
+			default:
+				b.WriteByte('_')
+			}
+		}
+	}
+	return b.String()
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = io.ReadFull(rand.Reader, b)
+	return hex.EncodeToString(b)
+}

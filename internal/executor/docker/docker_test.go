@@ -1,0 +1,459 @@
+package docker_test
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/moby/moby/client"
+
+	"github.com/gantry-ci/gantry/internal/executor"
+	"github.com/gantry-ci/gantry/internal/executor/docker"
+	"github.com/gantry-ci/gantry/internal/executor/docker/dockertest"
+	"github.com/gantry-ci/gantry/internal/executor/executortest"
+)
+
+// bundle is what a test of a Docker executor works with.
+type bundle struct {
+	cli      *client.Client
+	workerID string
+	image    string
+}
+
+// setup makes a Docker executor with a worker id of the test's own, and checks when the
+// test ends that it left nothing on the engine.
+func setup(t *testing.T) (*docker.Docker, *bundle) {
+	t.Helper()
+	cli := dockertest.Client(t)
+	b := &bundle{cli: cli, workerID: "test-" + executortest.Token(t)[4:], image: dockertest.Image(t, dockertest.Busybox)}
+	dockertest.NoLeftovers(t, cli, b.workerID)
+	d, err := docker.New(t.Context(), docker.Config{WorkerID: b.workerID, DefaultImage: b.image})
+	if err != nil {
+		t.Fatalf("docker.New: %v", err)
+	}
+	t.Cleanup(func() { _ = d.Close() })
+	return d, b
+}
+
+func TestConformance(t *testing.T) {
+	t.Parallel()
+	executortest.Run(t, func(t *testing.T) executor.Executor {
+		d, _ := setup(t)
+		return d
+	})
+}
+
+// syncBuffer is a writer safe for concurrent use.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func job(b *bundle, t *testing.T) executor.Job {
+	return executor.Job{ID: "job-" + executortest.Token(t)[4:], Attempt: 1, WorkerID: b.workerID, Workspace: t.TempDir(), Image: b.image, Grace: 2 * time.Second}
+}
+
+func begin(t *testing.T, d *docker.Docker, j executor.Job) executor.Session {
+	t.Helper()
+	s, err := d.Begin(t.Context(), j)
+	if err != nil {
+		t.Fatalf("Begin: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := s.End(context.Background()); err != nil {
+			t.Errorf("End: %v", err)
+		}
+	})
+	return s
+}
+
+func run(t *testing.T, s executor.Session, st executor.Step) (executor.Result, string) {
+	t.Helper()
+	var out syncBuffer
+	st.Stdout, st.Stderr = &out, &out
+	res, err := s.Run(t.Context(), st)
+	if err != nil {
+		t.Fatalf("Run %q: %v", st.Script, err)
+	}
+	return res, strings.TrimSpace(out.String())
+}
+
+// TestJobSeesImage: the steps see the image's filesystem, not the host's, and the
+// workspace at /workspace, with Step.Dir mapped into it.
+func TestJobSeesImage(t *testing.T) {
+	t.Parallel()
+	d, b := setup(t)
+	j := job(b, t)
+	if err := os.MkdirAll(filepath.Join(j.Workspace, "sub", "dir"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(j.Workspace, "sub", "from-host"), []byte("hello\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := begin(t, d, j)
+
+	res, out := run(t, s, executor.Step{Script: "cat /etc/gantry-image; ls /usr/local/go 2>&1 || echo no-go", Dir: j.Workspace})
+	if res.ExitCode != 0 || out != dockertest.Busybox+"\nls: /usr/local/go: No such file or directory\nno-go" {
+		t.Errorf("exit %d, output %q; want the image's /etc/gantry-image and no host /usr/local/go", res.ExitCode, out)
+	}
+	res, out = run(t, s, executor.Step{Script: "pwd; cat ../from-host; echo made > made-here", Dir: filepath.Join(j.Workspace, "sub", "dir")})
+	if res.ExitCode != 0 || out != "/workspace/sub/dir\nhello" {
+		t.Errorf("exit %d, output %q; want /workspace/sub/dir and the host's file", res.ExitCode, out)
+	}
+	if b, err := os.ReadFile(filepath.Join(j.Workspace, "sub", "dir", "made-here")); err != nil || string(b) != "made\n" {
+		t.Errorf("file written by the step, seen on the worker: %q, %v", b, err)
+	}
+	if _, err := s.Run(t.Context(), executor.Step{Script: "true", Dir: "/etc"}); err == nil {
+		t.Error("a step directory outside the workspace was accepted")
+	}
+	// Files a step wrote in one step are there for the next: one container per job.
+	run(t, s, executor.Step{Script: "echo x > /tmp/state"})
+	if res, out := run(t, s, executor.Step{Script: "cat /tmp/state"}); res.ExitCode != 0 || out != "x" {
+		t.Errorf("second step: exit %d, output %q, want x", res.ExitCode, out)
+	}
+}
+
+// TestStreaming: output reaches the writer while the step still runs, stdout and
+// stderr apart.
+func TestStreaming(t *testing.T) {
+	t.Parallel()
+	d, b := setup(t)
+	j := job(b, t)
+	s := begin(t, d, j)
+	var stdout, stderr syncBuffer
+	done := make(chan executor.Result, 1)
+	go func() {
+		res, err := s.Run(t.Context(), executor.Step{Script: "echo first; echo oops >&2; while [ ! -e /workspace/go-on ]; do sleep 0.02; done; echo second",
+			Stdout: &stdout, Stderr: &stderr})
+		if err != nil {
+			t.Error(err)
+		}
+		done <- res
+	}()
+	deadline := time.Now().Add(20 * time.Second)
+	for stdout.String() != "first\n" || stderr.String() != "oops\n" {
+		if time.Now().After(deadline) {
+			t.Fatalf("while the step runs: stdout %q, stderr %q; want the first lines streamed", stdout.String(), stderr.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := os.WriteFile(filepath.Join(j.Workspace, "go-on"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case res := <-done:
+		if res.ExitCode != 0 || stdout.String() != "first\nsecond\n" || stderr.String() != "oops\n" {
+			t.Errorf("result %+v, stdout %q, stderr %q", res, stdout.String(), stderr.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the step did not end")
+	}
+}
+
+// TestUserAndLimits: the container runs as the job's user with its CPU and memory
+// limits, unprivileged, and labelled.
+func TestUserAndLimits(t *testing.T) {
+	t.Parallel()
+	d, b := setup(t)
+	j := job(b, t)
+	j.User = "gantry"
+	j.MilliCPU = 1500
+	j.Memory = 64 << 20
+	s := begin(t, d, j)
+	if res, out := run(t, s, executor.Step{Script: "id -u; echo $HOME"}); res.ExitCode != 0 || out != "1000\n/home/gantry" && !strings.HasPrefix(out, "1000\n") {
+		t.Errorf("exit %d, output %q; want uid 1000", res.ExitCode, out)
+	}
+	cs, err := b.cli.ContainerList(t.Context(), client.ContainerListOptions{Filters: client.Filters{}.Add("label", docker.LabelJob+"="+j.ID)})
+	if err != nil || len(cs.Items) != 1 {
+		t.Fatalf("containers of the job: %d, %v; want 1", len(cs.Items), err)
+	}
+	c, err := b.cli.ContainerInspect(t.Context(), cs.Items[0].ID, client.ContainerInspectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc := c.Container.HostConfig
+	if hc.NanoCPUs != 1_500_000_000 || hc.Memory != 64<<20 || hc.Privileged {
+		t.Errorf("NanoCpus %d, Memory %d, Privileged %v; want 1.5e9, 64MiB, false", hc.NanoCPUs, hc.Memory, hc.Privileged)
+	}
+	l := c.Container.Config.Labels
+	if l[docker.LabelWorker] != b.workerID || l[docker.LabelJob] != j.ID || l[docker.LabelAttempt] != "1" {
+		t.Errorf("labels %v", l)
+	}
+	if c.Container.Config.User != "gantry" {
+		t.Errorf("user %q, want gantry", c.Container.Config.User)
+	}
+}
+
+// TestService: a service is reachable by its name from the job's steps, with its env
+// and command, once its healthcheck passes; a failing one fails Begin with a clear
+// message.
+func TestService(t *testing.T) {
+	t.Parallel()
+	d, b := setup(t)
+	j := job(b, t)
+	j.Services = []executor.Service{{
+		Name:  "web",
+		Image: b.image,
+		Env:   []string{"GREETING=hello from web"},
+		// The index page is written after a delay, so the healthcheck has to wait.
+		Command:     []string{"sh", "-c", `mkdir -p /www && sleep 0.5 && echo "$GREETING" > /www/index.html && exec httpd -f -p 8080 -h /www`},
+		Ports:       []string{"8080"},
+		Healthcheck: &executor.Healthcheck{Command: []string{"wget", "-q", "-O", "/dev/null", "http://localhost:8080/"}, Interval: 100 * time.Millisecond},
+	}}
+	s := begin(t, d, j)
+	res, out := run(t, s, executor.Step{Script: "wget -q -O - http://web:8080/"})
+	if res.ExitCode != 0 || out != "hello from web" {
+		t.Errorf("exit %d, output %q; want the service's page", res.ExitCode, out)
+	}
+}
+
+func TestServiceUnhealthy(t *testing.T) {
+	t.Parallel()
+	d, b := setup(t)
+	for _, tt := range []struct {
+		name string
+		svc  executor.Service
+		want string
+	}{
+		{"healthcheck fails", executor.Service{Name: "db", Image: b.image, Command: []string{"sleep", "60"},
+			Healthcheck: &executor.Healthcheck{Command: []string{"sh", "-c", "echo not yet; exit 3"}, Interval: 50 * time.Millisecond, Retries: 3}},
+			`service db is not healthy: healthcheck "sh -c echo not yet; exit 3" failed 3 times, last exit 3: not yet`},
+		{"service exits", executor.Service{Name: "db", Image: b.image, Command: []string{"sh", "-c", "echo bad config; exit 2"},
+			Healthcheck: &executor.Healthcheck{Command: []string{"true"}, Interval: 50 * time.Millisecond, Retries: 100}},
+			"exited with code 2 before it was healthy; its last output: bad config"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			j := job(b, t)
+			j.Services = []executor.Service{tt.svc}
+			s, err := d.Begin(t.Context(), j)
+			if err == nil {
+				_ = s.End(context.Background())
+				t.Fatal("Begin succeeded with an unhealthy service")
+			}
+			if !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("Begin: %v\nwant it to say %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// TestPullNever: a missing image and pull: never fail Begin with the image's name, and
+// nothing is created; a present image runs offline.
+func TestPullNever(t *testing.T) {
+	t.Parallel()
+	d, b := setup(t)
+	j := job(b, t)
+	j.Image = "gantry-test/absent:" + executortest.Token(t)[4:]
+	j.Pull = docker.PullNever
+	_, err := d.Begin(t.Context(), j)
+	if err == nil || !strings.Contains(err.Error(), "image "+j.Image+" not found on the worker and pull: never") {
+		t.Fatalf("Begin: %v; want the missing image named", err)
+	}
+	j.Image = b.image
+	s := begin(t, d, j)
+	if res, _ := run(t, s, executor.Step{Script: "true"}); res.ExitCode != 0 {
+		t.Errorf("exit %d with a present image and pull: never", res.ExitCode)
+	}
+	j.Pull = "sometimes"
+	if _, err := d.Begin(t.Context(), j); err == nil || !strings.Contains(err.Error(), `unknown pull policy "sometimes"`) {
+		t.Errorf("Begin with a bad pull policy: %v", err)
+	}
+}
+
+// TestPullSharedOnce: concurrent jobs that need the same missing image make one pull,
+// and each gets its error (no registry is reachable here).
+func TestPullSharedOnce(t *testing.T) {
+	t.Parallel()
+	d, b := setup(t)
+	ref := "127.0.0.1:1/gantry-test/unreachable:" + executortest.Token(t)[4:]
+	var wg sync.WaitGroup
+	errs := make([]error, 4)
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			j := job(b, t)
+			j.Image = ref
+			_, errs[i] = d.Begin(t.Context(), j)
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err == nil || !strings.Contains(err.Error(), "pull image "+ref) {
+			t.Errorf("Begin: %v; want the pull's failure", err)
+		}
+	}
+}
+
+// TestCancelStopsWithinGrace: a cancelled step that ignores SIGTERM is killed after the
+// grace, and End removes the container, services and network.
+func TestCancelStopsWithinGrace(t *testing.T) {
+	t.Parallel()
+	d, b := setup(t)
+	j := job(b, t)
+	j.Services = []executor.Service{{Name: "svc", Image: b.image, Command: []string{"sh", "-c", "trap '' TERM; while :; do sleep 1; done"}}}
+	j.Grace = time.Second
+	s, err := d.Begin(t.Context(), j)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan executor.Result, 1)
+	go func() {
+		res, err := s.Run(ctx, executor.Step{Script: "trap '' TERM; touch /workspace/ready; while :; do sleep 0.05; done", Grace: 500 * time.Millisecond})
+		if err != nil {
+			t.Error(err)
+		}
+		done <- res
+	}()
+	waitFile(t, filepath.Join(j.Workspace, "ready"))
+	began := time.Now()
+	cancel()
+	select {
+	case res := <-done:
+		if !res.Cancelled || res.Signal != "killed" {
+			t.Errorf("result %+v, want Cancelled and killed", res)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the cancelled step did not end")
+	}
+	endBegan := time.Now()
+	if err := s.End(context.Background()); err != nil {
+		t.Fatalf("End: %v", err)
+	}
+	// The service ignores SIGTERM: End stops it within the job's grace of 1s (plus the
+	// engine's own work).
+	if took := time.Since(endBegan); took > 8*time.Second {
+		t.Errorf("End took %s with a grace of 1s", took)
+	}
+	if took := endBegan.Sub(began); took > 8*time.Second {
+		t.Errorf("the cancelled step took %s to stop with a grace of 500ms", took)
+	}
+	if left := dockertest.Leftovers(t, b.cli, b.workerID); len(left) > 0 {
+		t.Errorf("after End: %v", left)
+	}
+}
+
+// TestKillNow: ErrKillNow stops the step at once, without its grace, and End too.
+func TestKillNow(t *testing.T) {
+	t.Parallel()
+	d, b := setup(t)
+	j := job(b, t)
+	j.Grace = time.Minute
+	s, err := d.Begin(t.Context(), j)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancelCause(t.Context())
+	done := make(chan executor.Result, 1)
+	go func() {
+		res, err := s.Run(ctx, executor.Step{Script: "trap '' TERM; touch /workspace/ready; sleep 300", Grace: time.Minute})
+		if err != nil {
+			t.Error(err)
+		}
+		done <- res
+	}()
+	waitFile(t, filepath.Join(j.Workspace, "ready"))
+	cancel(executor.ErrKillNow)
+	select {
+	case res := <-done:
+		if !res.Cancelled || res.Signal != "killed" {
+			t.Errorf("result %+v, want Cancelled and killed", res)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("a step cancelled with ErrKillNow still ran 20s later (its grace is a minute)")
+	}
+	if err := s.End(ctx); err != nil {
+		t.Fatalf("End: %v", err)
+	}
+}
+
+// TestSweep: a second Docker value with the same worker id removes what a killed
+// predecessor left (its containers, services, volumes and network), and spares its own.
+func TestSweep(t *testing.T) {
+	t.Parallel()
+	dead, b := setup(t)
+	img := dockertest.Build(t, dockertest.Spec{Name: "gantry-test/busybox-volume:1", Volumes: []string{"/data"}})
+	j := job(b, t)
+	j.Image = img
+	j.Services = []executor.Service{{Name: "svc", Image: img, Command: []string{"sleep", "300"}}}
+	// The predecessor's session is never ended: its worker was killed.
+	if _, err := dead.Begin(t.Context(), j); err != nil {
+		t.Fatal(err)
+	}
+	left := dockertest.Leftovers(t, b.cli, b.workerID)
+	var kinds []string
+	for _, l := range left {
+		kinds = append(kinds, strings.Fields(l)[0])
+	}
+	if got := strings.Join(kinds, " "); got != "container container network volume volume" {
+		t.Fatalf("the dead worker's objects: %v; want two containers, a network and two volumes, all labelled", left)
+	}
+
+	// Its successor, with a job of its own running.
+	next, err := docker.New(t.Context(), docker.Config{WorkerID: b.workerID, DefaultImage: b.image})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer next.Close()
+	mine := begin(t, next, job(b, t))
+	n, err := next.Sweep(t.Context(), b.workerID)
+	if err != nil || n != len(left) {
+		t.Errorf("Sweep: removed %d, %v; want %d", n, err, len(left))
+	}
+	if res, _ := run(t, mine, executor.Step{Script: "true"}); res.ExitCode != 0 {
+		t.Errorf("the successor's own job after the sweep: exit %d", res.ExitCode)
+	}
+	if n, err := next.Sweep(t.Context(), b.workerID); err != nil || n != 0 {
+		t.Errorf("second Sweep: removed %d, %v; want nothing", n, err)
+	}
+}
+
+// TestBeginFailsClean: a job whose container cannot be created leaves nothing behind.
+func TestBeginFailsClean(t *testing.T) {
+	t.Parallel()
+	d, b := setup(t)
+	j := job(b, t)
+	j.User = "no-such-user"
+	j.Services = []executor.Service{{Name: "svc", Image: b.image, Command: []string{"sleep", "300"}}}
+	if s, err := d.Begin(t.Context(), j); err == nil {
+		// The engine refuses an unknown user at start.
+		_ = s.End(context.Background())
+		t.Fatal("Begin succeeded with a user the image does not have")
+	}
+	if left := dockertest.Leftovers(t, b.cli, b.workerID); len(left) > 0 {
+		t.Errorf("after a failed Begin: %v", left)
+	}
+}
+
+func waitFile(t *testing.T, name string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if _, err := os.Stat(name); err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not appear", name)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -1,0 +1,510 @@
+package docker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/api/pkg/stdcopy"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/image"
+	"github.com/moby/moby/api/types/mount"
+	"github.com/moby/moby/api/types/network"
+	"github.com/moby/moby/client"
+
+	"github.com/gantry-ci/gantry/internal/executor"
+)
+
+// keepAlive is the job container's process 1: it outlives every step, and a stop
+// (SIGTERM) ends it at once. Being process 1, it is the one process that "kill -1" in
+// the container spares, which is how a step is stopped (see killAll). Its sleep, which
+// a step's kill also ends, is simply started again.
+var keepAlive = []string{"sh", "-c", "trap 'exit 0' TERM INT; while :; do sleep 86400 & wait $!; done"}
+
+// outputDrain bounds how long Run waits for a step's output once its processes are
+// gone.
+const outputDrain = 2 * time.Second
+
+// apiTimeout bounds the engine calls made after a step or job was cancelled, which
+// run on a context of their own.
+const apiTimeout = 30 * time.Second
+
+// session is one job's network, services, volumes and container.
+type session struct {
+	d         *Docker
+	job       executor.Job
+	network   string   // the network's name; "" until created
+	container string   // the job container's id; "" until created
+	services  []string // service container ids
+	volumes   []string // volume names
+
+	mu    sync.Mutex
+	ended bool
+}
+
+// Begin creates the job's network, starts its services (and waits for their
+// healthchecks), and starts the job's container with the workspace mounted at
+// executor.WorkspacePath. On an error, whatever it created is removed again.
+func (d *Docker) Begin(ctx context.Context, j executor.Job) (executor.Session, error) {
+	if j.WorkerID == "" {
+		j.WorkerID = d.cfg.WorkerID
+	}
+	switch {
+	case j.Image == "":
+		return nil, fmt.Errorf("docker: job %s has no image", j.ID)
+	case j.Workspace == "":
+		return nil, fmt.Errorf("docker: job %s has no workspace", j.ID)
+	case !filepath.IsAbs(j.Workspace):
+		return nil, fmt.Errorf("docker: job %s: workspace %q is not an absolute path", j.ID, j.Workspace)
+	case j.ID == "" || j.WorkerID == "":
+		return nil, errors.New("docker: a job needs an ID and a WorkerID to label its objects")
+	}
+	seen := map[string]bool{}
+	for _, s := range j.Services {
+		if s.Name == "" || s.Image == "" {
+			return nil, fmt.Errorf("docker: job %s: a service needs a name and an image", j.ID)
+		}
+		if seen[s.Name] {
+			return nil, fmt.Errorf("docker: job %s: two services named %q", j.ID, s.Name)
+		}
+		seen[s.Name] = true
+	}
+
+	s := &session{d: d, job: j}
+	if err := s.begin(ctx); err != nil {
+		endCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+		cancel(executor.ErrKillNow) // nothing of the job ran yet: no grace is owed
+		if endErr := s.End(endCtx); endErr != nil {
+			err = errors.Join(err, fmt.Errorf("clean up after the failed start: %w", endErr))
+		}
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *session) begin(ctx context.Context) error {
+	d, j := s.d, s.job
+	// Images first: a missing image fails the job before anything is created.
+	imgs := map[string]image.InspectResponse{}
+	for _, ref := range append([]string{j.Image}, serviceImages(j.Services)...) {
+		if _, ok := imgs[ref]; ok {
+			continue
+		}
+		img, err := d.ensureImage(ctx, ref, j.Pull, j.RegistryAuth)
+		if err != nil {
+			return err
+		}
+		imgs[ref] = img
+	}
+
+	base := objectName("gantry", j.ID, fmt.Sprint(j.Attempt), randomHex(3))
+	net, err := d.cli.NetworkCreate(ctx, base, client.NetworkCreateOptions{
+		Driver: "bridge",
+		Labels: d.labels(j, "network"),
+	})
+	if err != nil {
+		return fmt.Errorf("create the job's network: %w", err)
+	}
+	s.network = base
+	_ = net
+
+	for _, svc := range j.Services {
+		if err := s.startService(ctx, base, svc, imgs[svc.Image]); err != nil {
+			return err
+		}
+	}
+
+	mounts := []mount.Mount{{Type: mount.TypeBind, Source: j.Workspace, Target: executor.WorkspacePath}}
+	vm, err := s.imageVolumes(ctx, base+"-job", imgs[j.Image])
+	if err != nil {
+		return err
+	}
+	mounts = append(mounts, vm...)
+	cfg := &container.Config{
+		Image:      j.Image,
+		User:       j.User,
+		Entrypoint: keepAlive[:1],
+		Cmd:        keepAlive[1:],
+		WorkingDir: executor.WorkspacePath,
+		Labels:     d.labels(j, "job"),
+	}
+	host := &container.HostConfig{
+		Mounts:      mounts,
+		NetworkMode: container.NetworkMode(base),
+		Privileged:  j.Privileged,
+		Resources: container.Resources{
+			NanoCPUs: j.MilliCPU * 1e6,
+			Memory:   j.Memory,
+		},
+	}
+	c, err := d.cli.ContainerCreate(ctx, client.ContainerCreateOptions{
+		Name:       base + "-job",
+		Config:     cfg,
+		HostConfig: host,
+	})
+	if err != nil {
+		return fmt.Errorf("create the job's container of %s: %w", j.Image, err)
+	}
+	s.container = c.ID
+	if _, err := d.cli.ContainerStart(ctx, c.ID, client.ContainerStartOptions{}); err != nil {
+		return fmt.Errorf("start the job's container of %s: %w", j.Image, err)
+	}
+	return nil
+}
+
+func serviceImages(svcs []executor.Service) []string {
+	var refs []string
+	for _, s := range svcs {
+		refs = append(refs, s.Image)
+	}
+	return refs
+}
+
+// imageVolumes creates a labelled volume for each VOLUME of the image, so that none is
+// anonymous: an anonymous volume carries no label, and a sweep could not find it.
+func (s *session) imageVolumes(ctx context.Context, owner string, img image.InspectResponse) ([]mount.Mount, error) {
+	if img.Config == nil || len(img.Config.Volumes) == 0 {
+		return nil, nil
+	}
+	paths := make([]string, 0, len(img.Config.Volumes))
+	for p := range img.Config.Volumes {
+		paths = append(paths, p)
+	}
+	sort.Strings(paths)
+	var mounts []mount.Mount
+	for i, p := range paths {
+		name := fmt.Sprintf("%s-v%d", owner, i)
+		if _, err := s.d.cli.VolumeCreate(ctx, client.VolumeCreateOptions{Name: name, Labels: s.d.labels(s.job, "volume")}); err != nil {
+			return nil, fmt.Errorf("create volume for %s: %w", p, err)
+		}
+		s.volumes = append(s.volumes, name)
+		mounts = append(mounts, mount.Mount{Type: mount.TypeVolume, Source: name, Target: p})
+	}
+	return mounts, nil
+}
+
+// Run runs the step in the job's container with exec, streaming its output as it
+// comes. Cancel and the step's timeout send SIGTERM to every process of the step, wait
+// the grace, then SIGKILL; when Run returns, none of the step's processes is left.
+func (s *session) Run(ctx context.Context, st executor.Step) (executor.Result, error) {
+	args, err := executor.ShellArgs(st.Shell, st.Script)
+	if err != nil {
+		return executor.Result{}, err
+	}
+	dir, err := s.containerDir(st.Dir)
+	if err != nil {
+		return executor.Result{}, err
+	}
+	grace := st.Grace
+	if grace <= 0 {
+		grace = executor.DefaultGrace
+	}
+	if st.Stdout != nil && sameWriter(st.Stdout, st.Stderr) {
+		// Two pipes would lose the order of lines between stdout and stderr; one
+		// writer wants them in order, so the step gets one pipe for both.
+		args = append([]string{"sh", "-c", `exec "$@" 2>&1`, "sh"}, args...)
+	}
+	// The engine calls must outlive a cancel: the step still has to be stopped and
+	// its exit code read.
+	actx := context.WithoutCancel(ctx)
+	cli := s.d.cli
+
+	ex, err := cli.ExecCreate(actx, s.container, client.ExecCreateOptions{
+		User:         s.job.User,
+		AttachStdout: true,
+		AttachStderr: true,
+		Env:          append([]string{}, st.Env...),
+		WorkingDir:   dir,
+		Cmd:          args,
+	})
+	if err != nil {
+		return executor.Result{}, fmt.Errorf("create the step's exec in the job's container: %w", err)
+	}
+	att, err := cli.ExecAttach(actx, ex.ID, client.ExecAttachOptions{})
+	if err != nil {
+		return executor.Result{}, fmt.Errorf("start the step's exec: %w", err)
+	}
+	defer att.Close()
+
+	stdout, stderr := st.Stdout, st.Stderr
+	if stdout == nil {
+		stdout = io.Discard
+	}
+	if stderr == nil {
+		stderr = io.Discard
+	}
+	streamed := make(chan struct{})
+	go func() {
+		defer close(streamed)
+		_, _ = stdcopy.StdCopy(stdout, stderr, att.Reader)
+	}()
+
+	exited := make(chan execExit, 1)
+	stopWaiting := make(chan struct{})
+	defer close(stopWaiting)
+	go func() { exited <- s.waitExec(actx, ex.ID, streamed, stopWaiting) }()
+
+	var timedOut <-chan time.Time
+	if st.Timeout > 0 {
+		t := time.NewTimer(st.Timeout)
+		defer t.Stop()
+		timedOut = t.C
+	}
+	var res executor.Result
+	var exit execExit
+	got := false
+	select {
+	case exit = <-exited:
+		got = true
+	case <-ctx.Done():
+		if errors.Is(context.Cause(ctx), executor.ErrKillNow) {
+			grace = 0
+		}
+		exit, got = s.stop(actx, exited, grace)
+		res.Cancelled = got
+	case <-timedOut:
+		exit, got = s.stop(actx, exited, grace)
+		res.TimedOut = got
+	}
+	// Whatever the step left running (a background child, a process that called
+	// setsid) must not outlive it.
+	s.killAll(actx, syscall.SIGKILL)
+	if !got {
+		exit = <-exited
+	}
+	timer := time.NewTimer(outputDrain)
+	select {
+	case <-streamed:
+	case <-timer.C:
+		att.Close() // unblocks the copy
+		<-streamed
+	}
+	timer.Stop()
+
+	if exit.err != nil {
+		return res, exit.err
+	}
+	res.ExitCode = exit.code
+	// The engine reports a process killed by a signal as 128+signal; when we sent the
+	// signal, say so as the shell executor does.
+	if (res.Cancelled || res.TimedOut) && exit.code > 128 && exit.code <= 128+64 {
+		res.ExitCode = -1
+		res.Signal = syscall.Signal(exit.code - 128).String()
+	}
+	return res, nil
+}
+
+// sameWriter reports whether a and b are the same writer; writers of uncomparable
+// types are taken as different.
+func sameWriter(a, b io.Writer) (same bool) {
+	defer func() {
+		if recover() != nil {
+			same = false
+		}
+	}()
+	return a == b
+}
+
+type execExit struct {
+	code int
+	err  error
+}
+
+// waitExec waits for the exec's process to exit. The end of its output stream is the
+// usual sign; a background process that holds the stream open is why it also polls.
+func (s *session) waitExec(ctx context.Context, id string, streamed, stop <-chan struct{}) execExit {
+	slow := time.NewTicker(100 * time.Millisecond)
+	defer slow.Stop()
+	fast := 0 // polls since the stream ended
+	deadline := time.Time{}
+	for {
+		r, err := s.d.cli.ExecInspect(ctx, id, client.ExecInspectOptions{})
+		if err != nil {
+			return execExit{err: fmt.Errorf("inspect the step's exec: %w", err)}
+		}
+		if !r.Running {
+			return execExit{code: r.ExitCode}
+		}
+		if fast > 0 {
+			if time.Now().After(deadline) {
+				// The stream ended long ago but the engine still says running:
+				// fall back to the slow poll.
+				fast = 0
+			} else {
+				fast++
+				time.Sleep(time.Duration(min(fast, 20)) * time.Millisecond)
+				continue
+			}
+		}
+		select {
+		case <-streamed:
+			streamed = nil
+			fast = 1
+			deadline = time.Now().Add(5 * time.Second)
+		case <-slow.C:
+		case <-stop:
+			return execExit{err: errors.New("stopped waiting for the step's exec")}
+		}
+	}
+}
+
+// stop ends a running step: SIGTERM to all its processes, the grace, then SIGKILL. It
+// reports false when the step had exited on its own already.
+func (s *session) stop(ctx context.Context, exited <-chan execExit, grace time.Duration) (execExit, bool) {
+	select {
+	case e := <-exited:
+		return e, false
+	default:
+	}
+	if grace > 0 {
+		s.killAll(ctx, syscall.SIGTERM)
+		timer := time.NewTimer(grace)
+		defer timer.Stop()
+		select {
+		case e := <-exited:
+			return e, true
+		case <-timer.C:
+		}
+	}
+	s.killAll(ctx, syscall.SIGKILL)
+	return <-exited, true
+}
+
+// killAll signals every process in the job's container but its process 1: a step's
+// processes, and whatever they started, even those that left the step's process group
+// or lost their parent. The exec API has no kill, so it runs kill in the container, as
+// root; kill(-1) spares the caller and process 1. The job's steps run one at a time,
+// so every other process is the running step's.
+func (s *session) killAll(ctx context.Context, sig syscall.Signal) {
+	kctx, cancel := context.WithTimeout(ctx, apiTimeout)
+	defer cancel()
+	cli := s.d.cli
+	// Attached, so that the stream ends only once kill has run: a kill still on its
+	// way would hit the next step.
+	ex, err := cli.ExecCreate(kctx, s.container, client.ExecCreateOptions{
+		User:         "0",
+		AttachStdout: true,
+		AttachStderr: true,
+		Cmd:          []string{"sh", "-c", fmt.Sprintf("kill -%d -1; echo sent", int(sig))},
+	})
+	if err != nil {
+		s.d.log.Warn("docker: signal the step's processes", "container", s.container, "err", err)
+		return
+	}
+	att, err := cli.ExecAttach(kctx, ex.ID, client.ExecAttachOptions{})
+	if err != nil {
+		s.d.log.Warn("docker: signal the step's processes", "container", s.container, "err", err)
+		return
+	}
+	defer att.Close()
+	_, _ = io.Copy(io.Discard, att.Reader)
+	for {
+		r, err := cli.ExecInspect(kctx, ex.ID, client.ExecInspectOptions{})
+		if err != nil || !r.Running {
+			return
+		}
+		select {
+		case <-kctx.Done():
+			return
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
+}
+
+// containerDir maps a directory of the workspace on the worker to the container.
+func (s *session) containerDir(dir string) (string, error) {
+	if dir == "" {
+		return executor.WorkspacePath, nil
+	}
+	rel, err := filepath.Rel(s.job.Workspace, dir)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") || filepath.IsAbs(rel) {
+		return "", fmt.Errorf("docker: step directory %s is not inside the job's workspace %s", dir, s.job.Workspace)
+	}
+	return path.Join(executor.WorkspacePath, filepath.ToSlash(rel)), nil
+}
+
+// End stops and removes the job's container, its services, volumes and network. The
+// services get the job's grace to stop (none when ctx's cause is ErrKillNow); the job
+// container's steps have all ended by now, and its process 1 exits on SIGTERM.
+func (s *session) End(ctx context.Context) error {
+	s.mu.Lock()
+	if s.ended {
+		s.mu.Unlock()
+		return nil
+	}
+	s.ended = true
+	s.mu.Unlock()
+
+	grace := s.job.Grace
+	if grace <= 0 {
+		grace = executor.DefaultGrace
+	}
+	if errors.Is(context.Cause(ctx), executor.ErrKillNow) {
+		grace = 0
+	}
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), grace+apiTimeout)
+	defer cancel()
+	cli := s.d.cli
+
+	var (
+		mu   sync.Mutex
+		errs []error
+		wg   sync.WaitGroup
+	)
+	fail := func(err error) {
+		mu.Lock()
+		errs = append(errs, err)
+		mu.Unlock()
+	}
+	remove := func(id, what string, stopFirst bool) {
+		defer wg.Done()
+		if stopFirst {
+			secs := int(grace / time.Second) // rounded down: stopped within the grace
+			if _, err := cli.ContainerStop(actx, id, client.ContainerStopOptions{Timeout: &secs}); err != nil && !cerrdefs.IsNotFound(err) {
+				fail(fmt.Errorf("stop %s: %w", what, err))
+			}
+		}
+		if _, err := cli.ContainerRemove(actx, id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !cerrdefs.IsNotFound(err) {
+			fail(fmt.Errorf("remove %s: %w", what, err))
+		}
+	}
+	if s.container != "" {
+		wg.Add(1)
+		go remove(s.container, "the job's container", false)
+	}
+	for i, id := range s.services {
+		wg.Add(1)
+		go remove(id, fmt.Sprintf("service %s", s.job.Services[i].Name), true)
+	}
+	wg.Wait()
+	for _, v := range s.volumes {
+		if _, err := cli.VolumeRemove(actx, v, client.VolumeRemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("remove volume %s: %w", v, err))
+		}
+	}
+	if s.network != "" {
+		if _, err := cli.NetworkRemove(actx, s.network, client.NetworkRemoveOptions{}); err != nil && !cerrdefs.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("remove the job's network: %w", err))
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("docker: end job %s: %w", s.job.ID, errors.Join(errs...))
+	}
+	return nil
+}
+
+// networkEndpoint attaches a container to the job's network under aliases.
+func networkEndpoint(net string, aliases ...string) *network.NetworkingConfig {
+	return &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{
+		net: {Aliases: aliases},
+	}}
+}
