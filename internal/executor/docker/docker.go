@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -71,6 +72,9 @@ type Docker struct {
 	log         *slog.Logger
 	incarnation string
 	pulls       singleflight.Group
+
+	// Counters for tests: pulls made, callers waiting on one.
+	pullsMade, pullWaiters atomic.Int64
 }
 
 var _ executor.JobExecutor = (*Docker)(nil)
@@ -170,29 +174,18 @@ func (d *Docker) ensureImage(ctx context.Context, ref, policy string, auth map[s
 // pull pulls ref once for all the jobs that ask for it at the same time. The pull runs
 // on its own context: one job giving up does not fail the others.
 func (d *Docker) pull(ctx context.Context, ref string, auth map[string]executor.RegistryCredential) error {
-	named, err := reference.ParseNormalizedNamed(ref)
+	named, encoded, user, err := registryAuth(ref, auth)
 	if err != nil {
-		return fmt.Errorf("image %q: %w", ref, err)
+		return err
 	}
-	named = reference.TagNameOnly(named)
-	host := reference.Domain(named)
-	cred, hasCred := auth[host]
-	if !hasCred && host == "docker.io" {
-		cred, hasCred = auth["index.docker.io"]
-	}
-	var encoded string
-	if hasCred {
-		b, err := json.Marshal(registry.AuthConfig{Username: cred.Username, Password: cred.Password, ServerAddress: host})
-		if err != nil {
-			return fmt.Errorf("encode credentials for %s: %w", host, err)
-		}
-		encoded = base64.URLEncoding.EncodeToString(b)
-	}
-	key := named.String() + "\x00" + cred.Username
+	key := named + "\x00" + user
+	d.pullWaiters.Add(1)
+	defer d.pullWaiters.Add(-1)
 	ch := d.pulls.DoChan(key, func() (any, error) {
+		d.pullsMade.Add(1)
 		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pullTimeout)
 		defer cancel()
-		resp, err := d.cli.ImagePull(pctx, named.String(), client.ImagePullOptions{RegistryAuth: encoded})
+		resp, err := d.cli.ImagePull(pctx, named, client.ImagePullOptions{RegistryAuth: encoded})
 		if err != nil {
 			return nil, err
 		}
@@ -209,6 +202,29 @@ func (d *Docker) pull(ctx context.Context, ref string, auth map[string]executor.
 	case <-ctx.Done():
 		return fmt.Errorf("pull image %s: %w", ref, context.Cause(ctx))
 	}
+}
+
+// registryAuth normalises ref ("busybox" is docker.io/library/busybox:latest) and
+// finds the credentials for its registry, encoded for the engine ("" for none).
+func registryAuth(ref string, auth map[string]executor.RegistryCredential) (named, encoded, user string, err error) {
+	n, err := reference.ParseNormalizedNamed(ref)
+	if err != nil {
+		return "", "", "", fmt.Errorf("image %q: %w", ref, err)
+	}
+	n = reference.TagNameOnly(n)
+	host := reference.Domain(n)
+	cred, ok := auth[host]
+	if !ok && host == "docker.io" {
+		cred, ok = auth["index.docker.io"]
+	}
+	if !ok {
+		return n.String(), "", "", nil
+	}
+	b, err := json.Marshal(registry.AuthConfig{Username: cred.Username, Password: cred.Password, ServerAddress: host})
+	if err != nil {
+		return "", "", "", fmt.Errorf("encode credentials for %s: %w", host, err)
+	}
+	return n.String(), base64.URLEncoding.EncodeToString(b), cred.Username, nil
 }
 
 // labels returns the labels of an object of job j.
@@ -229,59 +245,61 @@ func (d *Docker) Sweep(ctx context.Context, workerID string) (int, error) {
 	if workerID == "" {
 		return 0, errors.New("sweep: empty worker id")
 	}
-	f := client.Filters{}.Add("label", LabelWorker+"="+workerID)
-	stale := func(l map[string]string) bool { return l[LabelIncarnation] != d.incarnation }
+	return d.sweep(ctx, LabelWorker+"="+workerID, func(map[string]string) bool { return true })
+}
+
+// SweepUnknown removes the gantry-labelled containers, networks and volumes of every
+// worker that known does not own up to: objects of workers that are gone for good
+// (their ids are never reused). This Docker value's own objects are spared.
+func (d *Docker) SweepUnknown(ctx context.Context, known func(workerID string) bool) (int, error) {
+	return d.sweep(ctx, LabelWorker, func(l map[string]string) bool { return !known(l[LabelWorker]) })
+}
+
+// sweep removes the objects that match label (a label filter: "key" or "key=value"),
+// are not this incarnation's, and that remove says to remove.
+func (d *Docker) sweep(ctx context.Context, label string, remove func(labels map[string]string) bool) (int, error) {
+	f := client.Filters{}.Add("label", label)
+	stale := func(l map[string]string) bool { return l[LabelIncarnation] != d.incarnation && remove(l) }
 	var errs []error
 	removed := 0
-
-	cs, err := d.cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
-	if err != nil {
-		return 0, fmt.Errorf("sweep: list containers of worker %s: %w", workerID, err)
-	}
-	for _, c := range cs.Items {
-		if !stale(c.Labels) {
-			continue
-		}
-		_, err := d.cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+	note := func(err error, what string) {
 		switch {
 		case err == nil:
 			removed++
 		case !cerrdefs.IsNotFound(err):
-			errs = append(errs, fmt.Errorf("sweep: remove container %s: %w", c.ID, err))
+			errs = append(errs, fmt.Errorf("sweep: remove %s: %w", what, err))
+		}
+	}
+
+	// Containers first: a network or volume in use cannot be removed.
+	cs, err := d.cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
+	if err != nil {
+		return 0, fmt.Errorf("sweep: list containers (%s): %w", label, err)
+	}
+	for _, c := range cs.Items {
+		if stale(c.Labels) {
+			_, err := d.cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+			note(err, "container "+c.ID)
 		}
 	}
 	ns, err := d.cli.NetworkList(ctx, client.NetworkListOptions{Filters: f})
 	if err != nil {
-		errs = append(errs, fmt.Errorf("sweep: list networks of worker %s: %w", workerID, err))
-	} else {
-		for _, n := range ns.Items {
-			if !stale(n.Labels) {
-				continue
-			}
+		errs = append(errs, fmt.Errorf("sweep: list networks (%s): %w", label, err))
+	}
+	for _, n := range ns.Items {
+		if stale(n.Labels) {
 			_, err := d.cli.NetworkRemove(ctx, n.ID, client.NetworkRemoveOptions{})
-			switch {
-			case err == nil:
-				removed++
-			case !cerrdefs.IsNotFound(err):
-				errs = append(errs, fmt.Errorf("sweep: remove network %s: %w", n.Name, err))
-			}
+			note(err, "network "+n.Name)
 		}
 	}
 	vs, err := d.cli.VolumeList(ctx, client.VolumeListOptions{Filters: f})
 	if err != nil {
-		errs = append(errs, fmt.Errorf("sweep: list volumes of worker %s: %w", workerID, err))
-	} else {
-		for _, v := range vs.Items {
-			if !stale(v.Labels) {
-				continue
-			}
+		errs = append(errs, fmt.Errorf("sweep: list volumes (%s): %w", label, err))
+	}
+	for _, v := range vs.Items {
+		if stale(v.Labels) {
 			_, err := d.cli.VolumeRemove(ctx, v.Name, client.VolumeRemoveOptions{Force: true})
-			switch {
-			case err == nil:
-				removed++
-			case !cerrdefs.IsNotFound(err):
-				errs = append(errs, fmt.Errorf("sweep: remove volume %s: %w", v.Name, err))
-			}
+			note(err, "volume "+v.Name)
 		}
 	}
 	return removed, errors.Join(errs...)

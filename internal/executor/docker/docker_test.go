@@ -3,6 +3,10 @@ package docker_test
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -279,76 +283,191 @@ func TestPullNever(t *testing.T) {
 }
 
 // TestPullSharedOnce: concurrent jobs that need the same missing image make one pull,
-// and each gets its error (no registry is reachable here).
+// and each gets its error. The registry is a listener that accepts and never answers,
+// so the pull lasts until the test ends it.
 func TestPullSharedOnce(t *testing.T) {
 	t.Parallel()
 	d, b := setup(t)
-	ref := "127.0.0.1:1/gantry-test/unreachable:" + executortest.Token(t)[4:]
-	var wg sync.WaitGroup
-	errs := make([]error, 4)
-	for i := range errs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			j := job(b, t)
-			j.Image = ref
-			_, errs[i] = d.Begin(t.Context(), j)
-		}()
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err == nil || !strings.Contains(err.Error(), "pull image "+ref) {
-			t.Errorf("Begin: %v; want the pull's failure", err)
-		}
-	}
-}
-
-// TestCancelStopsWithinGrace: a cancelled step that ignores SIGTERM is killed after the
-// grace, and End removes the container, services and network.
-func TestCancelStopsWithinGrace(t *testing.T) {
-	t.Parallel()
-	d, b := setup(t)
-	j := job(b, t)
-	j.Services = []executor.Service{{Name: "svc", Image: b.image, Command: []string{"sh", "-c", "trap '' TERM; while :; do sleep 1; done"}}}
-	j.Grace = time.Second
-	s, err := d.Begin(t.Context(), j)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan executor.Result, 1)
+	var (
+		mu    sync.Mutex
+		conns []net.Conn
+	)
 	go func() {
-		res, err := s.Run(ctx, executor.Step{Script: "trap '' TERM; touch /workspace/ready; while :; do sleep 0.05; done", Grace: 500 * time.Millisecond})
-		if err != nil {
-			t.Error(err)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
 		}
-		done <- res
 	}()
-	waitFile(t, filepath.Join(j.Workspace, "ready"))
-	began := time.Now()
-	cancel()
-	select {
-	case res := <-done:
-		if !res.Cancelled || res.Signal != "killed" {
-			t.Errorf("result %+v, want Cancelled and killed", res)
+	hangUp := sync.OnceFunc(func() {
+		_ = ln.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			_ = c.Close()
 		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("the cancelled step did not end")
+	})
+	defer hangUp()
+
+	ref := ln.Addr().String() + "/gantry-test/hang:" + executortest.Token(t)[4:]
+	const jobs = 4
+	errs := make(chan error, jobs)
+	for range jobs {
+		go func() {
+			j := job(b, t)
+			j.Image = ref
+			s, err := d.Begin(t.Context(), j)
+			if err == nil {
+				_ = s.End(context.Background())
+			}
+			errs <- err
+		}()
 	}
-	endBegan := time.Now()
-	if err := s.End(context.Background()); err != nil {
-		t.Fatalf("End: %v", err)
+	deadline := time.Now().Add(20 * time.Second)
+	for docker.PullWaiters(d) < jobs {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d jobs wait on the pull", docker.PullWaiters(d), jobs)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
-	// The service ignores SIGTERM: End stops it within the job's grace of 1s (plus the
-	// engine's own work).
-	if took := time.Since(endBegan); took > 8*time.Second {
-		t.Errorf("End took %s with a grace of 1s", took)
+	hangUp()
+	for range jobs {
+		select {
+		case err := <-errs:
+			if err == nil || !strings.Contains(err.Error(), "pull image "+ref) {
+				t.Errorf("Begin: %v; want the pull's failure", err)
+			}
+		case <-time.After(60 * time.Second):
+			t.Fatal("Begin did not return after the registry hung up")
+		}
 	}
-	if took := endBegan.Sub(began); took > 8*time.Second {
-		t.Errorf("the cancelled step took %s to stop with a grace of 500ms", took)
+	if n := docker.PullsMade(d); n != 1 {
+		t.Errorf("%d pulls for %d concurrent jobs of one image, want 1", n, jobs)
 	}
-	if left := dockertest.Leftovers(t, b.cli, b.workerID); len(left) > 0 {
-		t.Errorf("after End: %v", left)
+}
+
+func TestRegistryAuth(t *testing.T) {
+	t.Parallel()
+	auth := map[string]executor.RegistryCredential{
+		"registry.example.com:5000": {Username: "ci", Password: "s3cret"},
+		"index.docker.io":           {Username: "hub", Password: "tok"},
+	}
+	for _, tt := range []struct {
+		ref, named, user, server string
+	}{
+		{"registry.example.com:5000/team/go:1.26", "registry.example.com:5000/team/go:1.26", "ci", "registry.example.com:5000"},
+		{"busybox", "docker.io/library/busybox:latest", "hub", "docker.io"},
+		{"ghcr.io/x/y@sha256:" + strings.Repeat("a", 64), "ghcr.io/x/y@sha256:" + strings.Repeat("a", 64), "", ""},
+	} {
+		named, encoded, user, err := docker.RegistryAuth(tt.ref, auth)
+		if err != nil || named != tt.named || user != tt.user {
+			t.Errorf("%s: %q %q %v; want %q %q", tt.ref, named, user, err, tt.named, tt.user)
+			continue
+		}
+		if tt.user == "" {
+			if encoded != "" {
+				t.Errorf("%s: credentials %q for a registry that has none", tt.ref, encoded)
+			}
+			continue
+		}
+		raw, err := base64.URLEncoding.DecodeString(encoded)
+		var got struct{ Username, Password, ServerAddress string }
+		if err != nil || json.Unmarshal(raw, &got) != nil || got.Username != tt.user || got.Password != auth[map[string]string{"ci": "registry.example.com:5000", "hub": "index.docker.io"}[tt.user]].Password || got.ServerAddress != tt.server {
+			t.Errorf("%s: encoded credentials %q (%v)", tt.ref, raw, err)
+		}
+	}
+	if _, _, _, err := docker.RegistryAuth("Not A Ref", nil); err == nil {
+		t.Error("a malformed image reference was accepted")
+	}
+}
+
+// TestStepEnvAndExit: a step sees Step.Env over the image's environment (PATH from the
+// image unless the step sets it), and its exit code.
+func TestStepEnvAndExit(t *testing.T) {
+	t.Parallel()
+	d, b := setup(t)
+	s := begin(t, d, job(b, t))
+	res, out := run(t, s, executor.Step{Script: `echo "$FOO|$PATH"; exit 5`, Env: []string{"FOO=bar baz"}})
+	if res.ExitCode != 5 || out != "bar baz|/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" {
+		t.Errorf("exit %d, output %q", res.ExitCode, out)
+	}
+	res, out = run(t, s, executor.Step{Shell: "bash", Script: "false | true\necho not here", Env: []string{"PATH=/bin"}})
+	if res.ExitCode != 1 || out != "" {
+		t.Errorf("bash pipefail: exit %d, output %q; want 1", res.ExitCode, out)
+	}
+	if _, err := s.Run(t.Context(), executor.Step{Shell: "fish", Script: "true"}); !errors.Is(err, executor.ErrUnknownShell) {
+		t.Errorf("unknown shell: %v", err)
+	}
+}
+
+// TestStopWithinGrace: a step that ignores SIGTERM, cancelled or past its timeout, is
+// killed after its grace; End then stops a service that ignores SIGTERM within the
+// job's grace and removes the containers and the network.
+func TestStopWithinGrace(t *testing.T) {
+	t.Parallel()
+	d, b := setup(t)
+	for _, end := range []string{"cancelled", "timed out"} {
+		t.Run(end, func(t *testing.T) {
+			t.Parallel()
+			j := job(b, t)
+			j.Services = []executor.Service{{Name: "svc", Image: b.image, Command: []string{"sh", "-c", "trap '' TERM; while :; do sleep 1; done"}}}
+			j.Grace = time.Second
+			s, err := d.Begin(t.Context(), j)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			st := executor.Step{Script: "trap '' TERM; touch /workspace/ready; while :; do sleep 0.05; done", Grace: 500 * time.Millisecond}
+			if end == "timed out" {
+				st.Timeout = 2 * time.Second
+			}
+			done := make(chan executor.Result, 1)
+			go func() {
+				res, err := s.Run(ctx, st)
+				if err != nil {
+					t.Error(err)
+				}
+				done <- res
+			}()
+			waitFile(t, filepath.Join(j.Workspace, "ready"))
+			if end == "cancelled" {
+				cancel()
+			}
+			select {
+			case res := <-done:
+				if res.Signal != "killed" || res.ExitCode != -1 || (end == "cancelled") != res.Cancelled || (end == "timed out") != res.TimedOut {
+					t.Errorf("result %+v, want %s and killed", res, end)
+				}
+			case <-time.After(20 * time.Second):
+				t.Fatal("the step did not end")
+			}
+			endBegan := time.Now()
+			if err := s.End(context.Background()); err != nil {
+				t.Fatalf("End: %v", err)
+			}
+			// The grace is 1s; the rest is the engine's own work, on a busy machine.
+			if took := time.Since(endBegan); took > 10*time.Second {
+				t.Errorf("End took %s with a grace of 1s", took)
+			}
+			f := client.Filters{}.Add("label", docker.LabelJob+"="+j.ID)
+			cs, err := b.cli.ContainerList(t.Context(), client.ContainerListOptions{All: true, Filters: f})
+			if err != nil || len(cs.Items) > 0 {
+				t.Errorf("containers of the job after End: %d, %v", len(cs.Items), err)
+			}
+			ns, err := b.cli.NetworkList(t.Context(), client.NetworkListOptions{Filters: f})
+			if err != nil || len(ns.Items) > 0 {
+				t.Errorf("networks of the job after End: %d, %v", len(ns.Items), err)
+			}
+		})
 	}
 }
 
@@ -424,6 +543,64 @@ func TestSweep(t *testing.T) {
 	}
 	if n, err := next.Sweep(t.Context(), b.workerID); err != nil || n != 0 {
 		t.Errorf("second Sweep: removed %d, %v; want nothing", n, err)
+	}
+}
+
+// TestSweepEvery: the periodic sweeper sweeps at once when it starts.
+func TestSweepEvery(t *testing.T) {
+	t.Parallel()
+	dead, b := setup(t)
+	if _, err := dead.Begin(t.Context(), job(b, t)); err != nil {
+		t.Fatal(err)
+	}
+	next, err := docker.New(t.Context(), docker.Config{WorkerID: b.workerID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer next.Close()
+	ctx, cancel := context.WithCancel(t.Context())
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		next.SweepEvery(ctx, b.workerID, time.Hour)
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for len(dockertest.Leftovers(t, b.cli, b.workerID)) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("left after the sweeper started: %v", dockertest.Leftovers(t, b.cli, b.workerID))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	<-stopped
+}
+
+// TestSweepUnknown: objects of workers the caller does not know are removed; those of
+// known workers stay.
+func TestSweepUnknown(t *testing.T) {
+	t.Parallel()
+	gone, b := setup(t)
+	alive, b2 := setup(t)
+	if _, err := gone.Begin(t.Context(), job(b, t)); err != nil {
+		t.Fatal(err)
+	}
+	s := begin(t, alive, job(b2, t))
+	sweeper, err := docker.New(t.Context(), docker.Config{WorkerID: "sweeper"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sweeper.Close()
+	// Only the two workers of this test are candidates: the engine is shared with
+	// other tests, whose workers must be left alone.
+	known := func(id string) bool { return id != b.workerID }
+	if _, err := sweeper.SweepUnknown(t.Context(), known); err != nil {
+		t.Fatalf("SweepUnknown: %v", err)
+	}
+	if left := dockertest.Leftovers(t, b.cli, b.workerID); len(left) > 0 {
+		t.Errorf("objects of the unknown worker left: %v", left)
+	}
+	if res, _ := run(t, s, executor.Step{Script: "true"}); res.ExitCode != 0 {
+		t.Errorf("the known worker's job after the sweep: exit %d", res.ExitCode)
 	}
 }
 

@@ -320,12 +320,12 @@ type execExit struct {
 }
 
 // waitExec waits for the exec's process to exit. The end of its output stream is the
-// usual sign; a background process that holds the stream open is why it also polls.
+// usual sign; a background process that holds the stream open is why it also polls,
+// at first often and then every second at most.
 func (s *session) waitExec(ctx context.Context, id string, streamed, stop <-chan struct{}) execExit {
-	slow := time.NewTicker(100 * time.Millisecond)
-	defer slow.Stop()
-	fast := 0 // polls since the stream ended
-	deadline := time.Time{}
+	poll := 50 * time.Millisecond
+	timer := time.NewTimer(poll)
+	defer timer.Stop()
 	for {
 		r, err := s.d.cli.ExecInspect(ctx, id, client.ExecInspectOptions{})
 		if err != nil {
@@ -334,23 +334,16 @@ func (s *session) waitExec(ctx context.Context, id string, streamed, stop <-chan
 		if !r.Running {
 			return execExit{code: r.ExitCode}
 		}
-		if fast > 0 {
-			if time.Now().After(deadline) {
-				// The stream ended long ago but the engine still says running:
-				// fall back to the slow poll.
-				fast = 0
-			} else {
-				fast++
-				time.Sleep(time.Duration(min(fast, 20)) * time.Millisecond)
-				continue
-			}
-		}
+		timer.Reset(poll)
 		select {
 		case <-streamed:
+			// The stream has ended, so has the process: the engine records the
+			// exit a moment later.
 			streamed = nil
-			fast = 1
-			deadline = time.Now().Add(5 * time.Second)
-		case <-slow.C:
+			poll = time.Millisecond
+			continue
+		case <-timer.C:
+			poll = min(2*poll, time.Second)
 		case <-stop:
 			return execExit{err: errors.New("stopped waiting for the step's exec")}
 		}
