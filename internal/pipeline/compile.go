@@ -452,6 +452,11 @@ func (d *decoder) buildJob(s *spec, j *jobSpec, in instance, cond *Condition) *J
 		}
 		job.Artifacts = a
 	}
+	caches := def.caches
+	if own.cachesSet {
+		caches = own.caches
+	}
+	job.Caches = d.compileCaches(caches, in, env)
 	for i, st := range j.steps {
 		step := Step{
 			Index:           i,

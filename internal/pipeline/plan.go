@@ -60,10 +60,12 @@ type Job struct {
 	Concurrency *Concurrency `json:"concurrency,omitempty"`
 	// Environment is where the job deploys; nil when it names none. The project's
 	// environment of that name decides whether the job may run and who must approve it.
-	Environment     *Environment `json:"environment,omitempty"`
-	Artifacts       *Artifacts   `json:"artifacts,omitempty"`
-	ContinueOnError bool         `json:"continue_on_error,omitempty"`
-	Network         bool         `json:"network,omitempty"`
+	Environment *Environment `json:"environment,omitempty"`
+	Artifacts   *Artifacts   `json:"artifacts,omitempty"`
+	// Caches are restored before the first step and saved after the steps.
+	Caches          []Cache `json:"cache,omitempty"`
+	ContinueOnError bool    `json:"continue_on_error,omitempty"`
+	Network         bool    `json:"network,omitempty"`
 	// Checkout tunes how the run's commit is put into the workspace before the first
 	// step; nil is the default (all of it, at the workspace's root), so plans that say
 	// nothing about it stay as they were.

@@ -44,6 +44,9 @@ type settings struct {
 	shell                string
 	env                  []envVar
 	checkout             checkoutSpec
+	// caches are cache: as written; a job's replace those of defaults when cachesSet.
+	caches    []cacheSpec
+	cachesSet bool
 }
 
 // checkoutSpec is a checkout: setting; each key left out is nil, so a job's keys layer
@@ -135,8 +138,8 @@ var (
 
 var (
 	topKeys         = []string{"name", "on", "env", "stages", "defaults", "jobs"}
-	defaultsKeys    = []string{"timeout", "retry", "priority", "runs_on", "resources", "env", "shell", "cancel_grace", "checkout"}
-	jobKeys         = []string{"stage", "needs", "if", "matrix", "runs_on", "resources", "steps", "env", "timeout", "retry", "priority", "concurrency", "artifacts", "continue_on_error", "cancel_grace", "network", "shell", "checkout", "environment"}
+	defaultsKeys    = []string{"timeout", "retry", "priority", "runs_on", "resources", "env", "shell", "cancel_grace", "checkout", "cache"}
+	jobKeys         = []string{"stage", "needs", "if", "matrix", "runs_on", "resources", "steps", "env", "timeout", "retry", "priority", "concurrency", "artifacts", "continue_on_error", "cancel_grace", "network", "shell", "checkout", "environment", "cache"}
 	stepKeys        = []string{"name", "run", "shell", "env", "once", "continue_on_error", "timeout"}
 	retryKeys       = []string{"max_attempts", "backoff", "max_backoff", "on"}
 	resourceKeys    = []string{"cpu", "memory"}
@@ -345,6 +348,9 @@ func (d *decoder) setting(s *settings, f field) {
 		s.shell, _ = d.enum(f.val, f.path, "a shell", shells)
 	case "checkout":
 		d.checkout(&s.checkout, f.val, f.path)
+	case "cache":
+		s.cachesSet = true
+		s.caches = d.caches(f.val, f.path)
 	}
 }
 

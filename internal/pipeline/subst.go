@@ -3,6 +3,7 @@ package pipeline
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -167,6 +168,17 @@ func (j *Job) WithRunValues(in ConditionInput) (*Job, error) {
 		st.Env = resolveMap(st.Env, resolve)
 		out.Steps[i] = st
 	}
+	if len(j.Caches) > 0 {
+		out.Caches = make([]Cache, len(j.Caches))
+		for i, c := range j.Caches {
+			c.Key = resolve(c.Key)
+			c.RestoreKeys = append([]string(nil), c.RestoreKeys...)
+			for k, rk := range c.RestoreKeys {
+				c.RestoreKeys[k] = resolve(rk)
+			}
+			out.Caches[i] = c
+		}
+	}
 	if bad != nil {
 		return nil, bad
 	}
@@ -177,6 +189,11 @@ func (j *Job) hasRunRefs() bool {
 	has := func(s string) bool { return strings.Contains(s, "${{") && runRefPattern.MatchString(s) }
 	for _, v := range j.Env {
 		if has(v) {
+			return true
+		}
+	}
+	for _, c := range j.Caches {
+		if has(c.Key) || slices.ContainsFunc(c.RestoreKeys, has) {
 			return true
 		}
 	}
