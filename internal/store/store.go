@@ -28,6 +28,7 @@ type Store interface {
 	Secrets
 	Audit
 	Environments
+	Caches
 	// CancelRequested lists the jobs a worker holds that were asked to cancel.
 	CancelRequested(ctx context.Context, workerID string) ([]uuid.UUID, error)
 	// Close releases the store's connections; in-flight writes are finished first.
@@ -256,8 +257,8 @@ type Artifacts interface {
 	// DeleteExpiredArtifacts deletes the records of artifacts that expired at or before t
 	// and returns how many. Their blobs stay until no record names them.
 	DeleteExpiredArtifacts(ctx context.Context, t time.Time) (int, error)
-	// BlobInUse reports whether any artifact record, or any log chunk kept in the blob
-	// store (location LogBlobLocation(digest)), names the blob.
+	// BlobInUse reports whether any artifact record, cache entry, or log chunk kept in
+	// the blob store (location LogBlobLocation(digest)), names the blob.
 	BlobInUse(ctx context.Context, sha256 string) (bool, error)
 }
 

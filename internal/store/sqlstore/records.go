@@ -213,7 +213,8 @@ func (e *Engine) DeleteExpiredArtifacts(ctx context.Context, t time.Time) (int, 
 func (e *Engine) BlobInUse(ctx context.Context, sha256 string) (bool, error) {
 	var n int
 	err := e.readRow(ctx, `SELECT (SELECT COUNT(*) FROM (SELECT 1 FROM artifacts WHERE sha256 = ? LIMIT 1) AS a) +
-		(SELECT COUNT(*) FROM (SELECT 1 FROM log_chunks WHERE location = ? LIMIT 1) AS l)`, sha256, store.LogBlobLocation(sha256)).Scan(&n)
+		(SELECT COUNT(*) FROM (SELECT 1 FROM cache_entries WHERE sha256 = ? LIMIT 1) AS c) +
+		(SELECT COUNT(*) FROM (SELECT 1 FROM log_chunks WHERE location = ? LIMIT 1) AS l)`, sha256, sha256, store.LogBlobLocation(sha256)).Scan(&n)
 	if err != nil {
 		return false, fmt.Errorf("look up the users of blob %s: %w", sha256, err)
 	}

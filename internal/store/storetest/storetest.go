@@ -86,6 +86,7 @@ var groups = []struct {
 	{"Secrets", secretTests},
 	{"Audit", auditTests},
 	{"Environments", environmentTests},
+	{"Caches", cacheTests},
 }
 
 const (

@@ -1,0 +1,295 @@
+package storetest
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gantry-ci/gantry/internal/store"
+	"github.com/google/uuid"
+)
+
+var cacheTests = []test{
+	{"PutFirstWins", testCachePutFirstWins},
+	{"Find", testCacheFind},
+	{"FindTouches", testCacheFindTouches},
+	{"ListDelete", testCacheListDelete},
+	{"EvictByAge", testCacheEvictByAge},
+	{"EvictBySize", testCacheEvictBySize},
+	{"BlobInUse", testCacheBlobInUse},
+	{"Invalid", testCacheInvalid},
+	{"Scopes", testCacheScopes},
+}
+
+func digestOf(c byte) string { return strings.Repeat(string(c), 64) }
+
+// putCache saves an entry in the project's scope, failing the test unless it is new.
+func (b *bundle) putCache(project uuid.UUID, scope, key string, digest byte, size int64) *store.CacheEntry {
+	b.t.Helper()
+	c, created, err := b.s.PutCache(b.ctx, &store.CacheEntry{ProjectID: project, Scope: scope, Key: key, SHA256: digestOf(digest), Size: size})
+	if err != nil || !created {
+		b.t.Fatalf("PutCache(%s, %s): created %v, %v", scope, key, created, err)
+	}
+	return c
+}
+
+func (b *bundle) cacheProject(name string) uuid.UUID {
+	b.t.Helper()
+	b.project(name)
+	return b.projectID(name)
+}
+
+func testCachePutFirstWins(t *testing.T, h Harness) {
+	_, b := setup(t, h)
+	p := b.cacheProject("app")
+	first := b.putCache(p, "main", "go-1", 'a', 10)
+	if first.ID == uuid.Nil || !first.CreatedAt.Equal(epoch) || !first.LastUsedAt.Equal(epoch) || first.SHA256 != digestOf('a') || first.Size != 10 {
+		t.Errorf("stored entry: %+v", first)
+	}
+	b.clk.Advance(time.Second)
+	again, created, err := b.s.PutCache(b.ctx, &store.CacheEntry{ProjectID: p, Scope: "main", Key: "go-1", SHA256: digestOf('b'), Size: 20})
+	if err != nil || created {
+		t.Fatalf("second put: created %v, %v", created, err)
+	}
+	if again.ID != first.ID || again.SHA256 != digestOf('a') || again.Size != 10 {
+		t.Errorf("second put changed the entry: %+v", again)
+	}
+	// The same key in another scope or project is another entry.
+	b.putCache(p, "feature", "go-1", 'b', 20)
+	b.putCache(b.cacheProject("other"), "main", "go-1", 'c', 30)
+	if cs, err := b.s.ListCaches(b.ctx, p); err != nil || len(cs) != 2 {
+		t.Fatalf("ListCaches: %d entries, %v; want 2", len(cs), err)
+	}
+}
+
+func testCacheFind(t *testing.T, h Harness) {
+	_, b := setup(t, h)
+	p := b.cacheProject("app")
+	b.putCache(p, "main", "go-old", 'a', 1)
+	b.clk.Advance(time.Second)
+	b.putCache(p, "main", "go-new", 'b', 1)
+	b.clk.Advance(time.Second)
+	b.putCache(p, "main", "GO-upper", 'c', 1)
+	b.putCache(p, "main", "node-x", 'd', 1)
+	b.putCache(p, "feature", "go-feature", 'e', 1)
+	b.putCache(p, "main", "100%_x", 'f', 1)
+	main := []string{"main"}
+	featureThenMain := []string{"feature", "main"}
+	tests := []struct {
+		name        string
+		scopes      []string
+		key         string
+		restoreKeys []string
+		want        string // key found; "" for none
+		wantScope   string
+	}{
+		{"exact", main, "go-old", []string{"go-"}, "go-old", "main"},
+		{"prefix takes the newest", main, "go-none", []string{"go-"}, "go-new", "main"},
+		{"restore keys in order", main, "x", []string{"rust-", "node-", "go-"}, "node-x", "main"},
+		{"prefix is case-sensitive", main, "x", []string{"go-up"}, "", ""},
+		{"prefix holds LIKE wildcards literally", main, "x", []string{"100%_"}, "100%_x", "main"},
+		{"no wildcard meaning", main, "x", []string{"1_0"}, "", ""},
+		{"own scope first, even by prefix", featureThenMain, "go-new", []string{"go-"}, "go-feature", "feature"},
+		{"fallback to the default branch", []string{"other", "main"}, "go-old", nil, "go-old", "main"},
+		{"fallback by prefix", []string{"other", "main"}, "go-x", []string{"go-"}, "go-new", "main"},
+		{"another scope is never read", []string{"other"}, "go-old", []string{"go-"}, "", ""},
+		{"no restore key, no exact", main, "go-", nil, "", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := b.s.FindCache(b.ctx, store.FindCacheParams{ProjectID: p, Scopes: tt.scopes, Key: tt.key, RestoreKeys: tt.restoreKeys})
+			if tt.want == "" {
+				if !errors.Is(err, store.ErrNotFound) {
+					t.Errorf("found %+v, %v; want ErrNotFound", c, err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("FindCache: %v", err)
+			}
+			if c.Key != tt.want || c.Scope != tt.wantScope {
+				t.Errorf("found %s in %s, want %s in %s", c.Key, c.Scope, tt.want, tt.wantScope)
+			}
+		})
+	}
+	// Another project's entries are not found.
+	if _, err := b.s.FindCache(b.ctx, store.FindCacheParams{ProjectID: b.cacheProject("other"), Scopes: main, Key: "go-old"}); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("another project's entry: %v", err)
+	}
+}
+
+func testCacheFindTouches(t *testing.T, h Harness) {
+	_, b := setup(t, h)
+	p := b.cacheProject("app")
+	b.putCache(p, "main", "a", 'a', 1)
+	b.clk.Advance(time.Hour)
+	c, err := b.s.FindCache(b.ctx, store.FindCacheParams{ProjectID: p, Scopes: []string{"main"}, Key: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.LastUsedAt.Equal(epoch.Add(time.Hour)) || !c.CreatedAt.Equal(epoch) {
+		t.Errorf("found entry: created %s, last used %s", c.CreatedAt, c.LastUsedAt)
+	}
+	cs, err := b.s.ListCaches(b.ctx, p)
+	if err != nil || len(cs) != 1 || !cs[0].LastUsedAt.Equal(epoch.Add(time.Hour)) {
+		t.Fatalf("after a restore, ListCaches: %+v, %v", cs, err)
+	}
+}
+
+func testCacheListDelete(t *testing.T, h Harness) {
+	_, b := setup(t, h)
+	p := b.cacheProject("app")
+	other := b.cacheProject("other")
+	b.putCache(p, "main", "a", 'a', 1)
+	b.clk.Advance(time.Second)
+	b.putCache(p, "feature", "a", 'b', 1)
+	b.clk.Advance(time.Second)
+	bEntry := b.putCache(p, "main", "b", 'c', 1)
+	b.clk.Advance(time.Second)
+	b.putCache(p, "main", "c", 'd', 1)
+	b.putCache(other, "main", "a", 'e', 1)
+	cs, err := b.s.ListCaches(b.ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, c := range cs {
+		got = append(got, c.Scope+"/"+c.Key)
+	}
+	if want := []string{"main/c", "main/b", "feature/a", "main/a"}; !slices.Equal(got, want) {
+		t.Errorf("ListCaches = %v, want %v (most recently used first)", got, want)
+	}
+	steps := []struct {
+		name string
+		p    store.DeleteCachesParams
+		n    int
+	}{
+		{"by key and scope", store.DeleteCachesParams{ProjectID: p, Key: "a", Scope: "feature"}, 1},
+		{"by id", store.DeleteCachesParams{ProjectID: p, ID: bEntry.ID}, 1},
+		{"by id of another project", store.DeleteCachesParams{ProjectID: other, ID: bEntry.ID}, 0},
+		{"by key", store.DeleteCachesParams{ProjectID: p, Key: "a"}, 1},
+		{"all", store.DeleteCachesParams{ProjectID: p}, 1},
+	}
+	for _, s := range steps {
+		if n, err := b.s.DeleteCaches(b.ctx, s.p); err != nil || n != s.n {
+			t.Errorf("%s: deleted %d, %v; want %d", s.name, n, err, s.n)
+		}
+	}
+	if cs, _ := b.s.ListCaches(b.ctx, p); len(cs) != 0 {
+		t.Errorf("left %d entries", len(cs))
+	}
+	if cs, _ := b.s.ListCaches(b.ctx, other); len(cs) != 1 {
+		t.Errorf("the other project has %d entries, want 1", len(cs))
+	}
+}
+
+func testCacheEvictByAge(t *testing.T, h Harness) {
+	_, b := setup(t, h)
+	p := b.cacheProject("app")
+	b.putCache(p, "main", "old", 'a', 1)
+	b.putCache(p, "main", "used", 'b', 1)
+	b.clk.Advance(48 * time.Hour)
+	b.putCache(p, "main", "new", 'c', 1)
+	if _, err := b.s.FindCache(b.ctx, store.FindCacheParams{ProjectID: p, Scopes: []string{"main"}, Key: "used"}); err != nil {
+		t.Fatal(err)
+	}
+	n, err := b.s.EvictCaches(b.ctx, store.EvictCachesParams{UnusedSince: b.clk.Now().Add(-24 * time.Hour)})
+	if err != nil || n != 1 {
+		t.Fatalf("EvictCaches: %d, %v; want 1", n, err)
+	}
+	cs, _ := b.s.ListCaches(b.ctx, p)
+	if len(cs) != 2 || slices.ContainsFunc(cs, func(c *store.CacheEntry) bool { return c.Key == "old" }) {
+		t.Errorf("left %+v; want used and new", cs)
+	}
+	if n, err := b.s.EvictCaches(b.ctx, store.EvictCachesParams{}); err != nil || n != 0 {
+		t.Errorf("EvictCaches with no bound: %d, %v", n, err)
+	}
+}
+
+func testCacheEvictBySize(t *testing.T, h Harness) {
+	_, b := setup(t, h)
+	p := b.cacheProject("app")
+	small := b.cacheProject("small")
+	for i, k := range []string{"a", "b", "c", "d"} {
+		b.putCache(p, "main", k, byte('a'+i), 40)
+		b.clk.Advance(time.Minute)
+	}
+	b.putCache(small, "main", "x", 'x', 90)
+	// a is used last, so it stays; b goes first.
+	if _, err := b.s.FindCache(b.ctx, store.FindCacheParams{ProjectID: p, Scopes: []string{"main"}, Key: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	n, err := b.s.EvictCaches(b.ctx, store.EvictCachesParams{MaxBytes: 100})
+	if err != nil || n != 2 {
+		t.Fatalf("EvictCaches: %d, %v; want 2", n, err)
+	}
+	cs, _ := b.s.ListCaches(b.ctx, p)
+	var got []string
+	for _, c := range cs {
+		got = append(got, c.Key)
+	}
+	if want := []string{"a", "d"}; !slices.Equal(got, want) {
+		t.Errorf("kept %v, want %v", got, want)
+	}
+	if cs, _ := b.s.ListCaches(b.ctx, small); len(cs) != 1 {
+		t.Errorf("a project within the budget lost entries: %d left", len(cs))
+	}
+}
+
+func testCacheBlobInUse(t *testing.T, h Harness) {
+	_, b := setup(t, h)
+	p := b.cacheProject("app")
+	e := b.putCache(p, "main", "a", 'a', 1)
+	if used, err := b.s.BlobInUse(b.ctx, digestOf('a')); err != nil || !used {
+		t.Errorf("BlobInUse of a cache's blob: %v, %v", used, err)
+	}
+	if _, err := b.s.DeleteCaches(b.ctx, store.DeleteCachesParams{ProjectID: p, ID: e.ID}); err != nil {
+		t.Fatal(err)
+	}
+	if used, err := b.s.BlobInUse(b.ctx, digestOf('a')); err != nil || used {
+		t.Errorf("BlobInUse after the entry was deleted: %v, %v", used, err)
+	}
+}
+
+func testCacheInvalid(t *testing.T, h Harness) {
+	_, b := setup(t, h)
+	p := b.cacheProject("app")
+	for _, c := range []store.CacheEntry{
+		{Scope: "main", Key: "k", SHA256: digestOf('a')},
+		{ProjectID: p, Scope: "main", SHA256: digestOf('a')},
+		{ProjectID: p, Scope: "main", Key: "k", SHA256: "short"},
+		{ProjectID: p, Scope: "main", Key: "k", SHA256: digestOf('a'), Size: -1},
+	} {
+		if _, _, err := b.s.PutCache(b.ctx, &c); !errors.Is(err, store.ErrInvalid) {
+			t.Errorf("PutCache(%+v): %v, want ErrInvalid", c, err)
+		}
+	}
+	if cs, _ := b.s.ListCaches(b.ctx, p); len(cs) != 0 {
+		t.Errorf("stored %d entries", len(cs))
+	}
+}
+
+// testCacheScopes is pure, but part of the contract every driver's caller relies on.
+func testCacheScopes(t *testing.T, _ Harness) {
+	tests := []struct {
+		tr    store.Trigger
+		def   string
+		write string
+		read  []string
+	}{
+		{store.Trigger{Branch: "main"}, "main", "main", []string{"main"}},
+		{store.Trigger{Branch: "feature"}, "", "feature", []string{"feature", "main"}},
+		{store.Trigger{Branch: "feature"}, "trunk", "feature", []string{"feature", "trunk"}},
+		{store.Trigger{Branch: "release", PRNumber: 7}, "main", "pr/7", []string{"pr/7", "release", "main"}},
+		{store.Trigger{Tag: "v1"}, "main", "tag/v1", []string{"tag/v1", "main"}},
+		{store.Trigger{}, "main", "main", []string{"main"}},
+	}
+	for _, tt := range tests {
+		w, r := store.CacheScopes(tt.tr, tt.def)
+		if w != tt.write || !slices.Equal(r, tt.read) {
+			t.Errorf("CacheScopes(%+v, %q) = %q, %q; want %q, %q", tt.tr, tt.def, w, r, tt.write, tt.read)
+		}
+	}
+}
