@@ -535,6 +535,7 @@ func (a *Agent) runJob(parent context.Context, j claimedJob) {
 	var (
 		status, kind string
 		exit         *int
+		caches       []*jobCache
 	)
 	if j.SecretsError != "" {
 		// Before the checkout, so nothing of the job ran without what it needs.
@@ -547,6 +548,7 @@ func (a *Agent) runJob(parent context.Context, j claimedJob) {
 		jl.rec.System("the worker could not fetch the job's input artifacts: " + err.Error())
 		status, kind = "failed", "failure"
 	} else {
+		caches = a.restoreCaches(ctx, log, j, ws, jl.rec)
 		status, kind, exit = a.runSteps(ctx, log, jl.rec, j, ws, func(step int, body map[string]any) {
 			steps <- stepReport{path: "/steps/" + strconv.Itoa(step), step: step, body: body}
 		})
@@ -554,9 +556,19 @@ func (a *Agent) runJob(parent context.Context, j claimedJob) {
 	stepsOver.Store(true)
 	// With artifacts to keep, the steps' ends are told at once rather than after the
 	// upload.
-	ending.Store(a.completeSteps && spec.Artifacts == nil)
+	ending.Store(a.completeSteps && spec.Artifacts == nil && len(caches) == 0)
 	close(steps)
 	<-stepsSent
+	if cause := context.Cause(ctx); len(caches) > 0 && !closed(lost) {
+		// A cancelled or timed-out job saves nothing: its files may be half written.
+		outcome := status
+		if status != "success" && cause != nil {
+			outcome = "cancelled or timed out"
+		}
+		cctx, stop := context.WithTimeout(context.WithoutCancel(ctx), reportFor)
+		a.saveCaches(cctx, log, j, ws, caches, outcome, jl.rec)
+		stop()
+	}
 	if status == "success" && spec.Artifacts != nil && !closed(lost) {
 		// The job's result does not hang on the blob store: an upload that fails goes on
 		// in the background, and a registration that fails is told in the log.

@@ -216,6 +216,7 @@ func (s *Server) routes(cfg Config) {
 	s.secretRoutes()
 	s.auditRoutes()
 	s.environmentRoutes()
+	s.cacheRoutes()
 	s.approvalRoutes()
 	if ui := cfg.UI; ui != nil {
 		s.mux.Handle("GET /", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
