@@ -621,6 +621,23 @@ func TestBeginFailsClean(t *testing.T) {
 	}
 }
 
+// TestImageWithoutShell: an image the steps cannot run in fails Begin with a message
+// that says why, and leaves nothing behind.
+func TestImageWithoutShell(t *testing.T) {
+	t.Parallel()
+	d, b := setup(t)
+	j := job(b, t)
+	j.Image = dockertest.Build(t, dockertest.Spec{Name: "gantry-test/busybox-nosh:1", Omit: []string{"bin/sh"}})
+	s, err := d.Begin(t.Context(), j)
+	if err == nil {
+		_ = s.End(context.Background())
+		t.Fatal("Begin succeeded in an image without sh")
+	}
+	if !strings.Contains(err.Error(), "start the job's container of "+j.Image) || !strings.Contains(err.Error(), `"sh"`) {
+		t.Errorf("Begin: %v", err)
+	}
+}
+
 func waitFile(t *testing.T, name string) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)

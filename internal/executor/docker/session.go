@@ -27,8 +27,16 @@ import (
 // keepAlive is the job container's process 1: it outlives every step, and a stop
 // (SIGTERM) ends it at once. Being process 1, it is the one process that "kill -1" in
 // the container spares, which is how a step is stopped (see killAll). Its sleep, which
-// a step's kill also ends, is simply started again.
-var keepAlive = []string{"sh", "-c", "trap 'exit 0' TERM INT; while :; do sleep 86400 & wait $!; done"}
+// a step's kill also ends, is simply started again; waiting for it also reaps the
+// step's orphans. A sleep that cannot run (126, 127) ends it rather than spin.
+var keepAlive = []string{"sh", "-c", `trap 'exit 0' TERM INT
+while :; do
+	sleep 86400 & wait $!
+	case $? in 126|127) echo "gantry: sleep does not run in this image" >&2; exit 127;; esac
+done`}
+
+// notRunningHint is what an error says when the job's container is gone.
+const notRunningHint = "an image for steps needs sh and sleep"
 
 // outputDrain bounds how long Run waits for a step's output once its processes are
 // gone.
@@ -158,7 +166,25 @@ func (s *session) begin(ctx context.Context) error {
 	if _, err := d.cli.ContainerStart(ctx, c.ID, client.ContainerStartOptions{}); err != nil {
 		return fmt.Errorf("start the job's container of %s: %w", j.Image, err)
 	}
+	// Process 1 is the image's sh; an image without one cannot run steps, and says so
+	// best now, not as a failed exec at the first step.
+	r, err := d.cli.ContainerInspect(ctx, c.ID, client.ContainerInspectOptions{})
+	if err != nil {
+		return fmt.Errorf("inspect the job's container of %s: %w", j.Image, err)
+	}
+	if st := r.Container.State; st != nil && !st.Running {
+		return s.exitedError(ctx, st.ExitCode)
+	}
 	return nil
+}
+
+// exitedError says that the job's container exited, with its code and last output.
+func (s *session) exitedError(ctx context.Context, code int) error {
+	msg := fmt.Sprintf("the job's container of %s exited with code %d (%s)", s.job.Image, code, notRunningHint)
+	if logs := s.tailLogs(ctx, s.container); logs != "" {
+		msg += ": " + logs
+	}
+	return errors.New(msg)
 }
 
 func serviceImages(svcs []executor.Service) []string {
@@ -227,6 +253,10 @@ func (s *session) Run(ctx context.Context, st executor.Step) (executor.Result, e
 		Cmd:          args,
 	})
 	if err != nil {
+		if r, ierr := cli.ContainerInspect(actx, s.container, client.ContainerInspectOptions{}); ierr == nil &&
+			r.Container.State != nil && !r.Container.State.Running {
+			return executor.Result{}, s.exitedError(actx, r.Container.State.ExitCode)
+		}
 		return executor.Result{}, fmt.Errorf("create the step's exec in the job's container: %w", err)
 	}
 	att, err := cli.ExecAttach(actx, ex.ID, client.ExecAttachOptions{})

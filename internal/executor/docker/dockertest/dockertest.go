@@ -59,6 +59,8 @@ type Spec struct {
 	Files map[string]string
 	// Volumes are the image's VOLUME paths.
 	Volumes []string
+	// Omit leaves these applets' links out ("bin/sh" makes an image without a shell).
+	Omit []string
 }
 
 var (
@@ -105,6 +107,11 @@ func Build(t testing.TB, spec Spec) string {
 	vols := append([]string{}, spec.Volumes...)
 	sort.Strings(vols)
 	fmt.Fprintf(h, "%q", vols)
+	omit := map[string]bool{}
+	for _, p := range spec.Omit {
+		omit[strings.TrimPrefix(p, "/")] = true
+	}
+	fmt.Fprintf(h, "%q", sortedKeys(boolKeys(omit)))
 	sum := hex.EncodeToString(h.Sum(nil))[:16]
 
 	buildMu.Lock()
@@ -122,7 +129,13 @@ func Build(t testing.TB, spec Spec) string {
 		t.Fatalf("inspect image %s: %v", spec.Name, err)
 	}
 
-	rootfs, err := rootfsTar(bb, strings.Fields(string(applets)), files)
+	var links []string
+	for _, a := range strings.Fields(string(applets)) {
+		if !omit[strings.TrimPrefix(a, "/")] {
+			links = append(links, a)
+		}
+	}
+	rootfs, err := rootfsTar(bb, links, files)
 	if err != nil {
 		t.Fatalf("make the rootfs of %s: %v", spec.Name, err)
 	}
@@ -147,6 +160,14 @@ func Build(t testing.TB, spec Spec) string {
 	}
 	built[spec.Name] = sum
 	return spec.Name
+}
+
+func boolKeys(m map[string]bool) map[string]string {
+	out := make(map[string]string, len(m))
+	for k := range m {
+		out[k] = ""
+	}
+	return out
 }
 
 func sortedKeys(m map[string]string) []string {
