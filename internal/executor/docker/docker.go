@@ -110,7 +110,8 @@ func (d *Docker) Client() *client.Client { return d.cli }
 func (d *Docker) Close() error { return d.cli.Close() }
 
 // Run runs a step that has no Job in a container of its own, of Config.DefaultImage,
-// with the step's Dir mounted as the workspace, and removes the container afterwards.
+// with the step's Dir mounted as the workspace, on the engine's default network, and
+// removes the container afterwards.
 func (d *Docker) Run(ctx context.Context, s executor.Step) (executor.Result, error) {
 	if d.cfg.DefaultImage == "" {
 		return executor.Result{}, errors.New("docker: a step without a job needs Config.DefaultImage")
@@ -118,14 +119,14 @@ func (d *Docker) Run(ctx context.Context, s executor.Step) (executor.Result, err
 	if s.Dir == "" {
 		return executor.Result{}, errors.New("docker: a step without a job needs Step.Dir, its workspace")
 	}
-	sess, err := d.Begin(ctx, executor.Job{
+	sess, err := d.begin(ctx, executor.Job{
 		ID:        "step-" + randomHex(6),
 		WorkerID:  d.cfg.WorkerID,
 		Workspace: s.Dir,
 		Image:     d.cfg.DefaultImage,
 		Pull:      d.cfg.DefaultPull,
 		Grace:     s.Grace,
-	})
+	}, false)
 	if err != nil {
 		return executor.Result{}, err
 	}

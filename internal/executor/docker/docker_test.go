@@ -181,8 +181,21 @@ func TestUserAndLimits(t *testing.T) {
 	j.MilliCPU = 1500
 	j.Memory = 64 << 20
 	s := begin(t, d, j)
-	if res, out := run(t, s, executor.Step{Script: "id -u; echo $HOME"}); res.ExitCode != 0 || out != "1000\n/home/gantry" && !strings.HasPrefix(out, "1000\n") {
+	if res, out := run(t, s, executor.Step{Script: "id -u"}); res.ExitCode != 0 || out != "1000" {
 		t.Errorf("exit %d, output %q; want uid 1000", res.ExitCode, out)
+	}
+	// The limits as the kernel enforces them, seen from inside: cgroup v1 files, or
+	// v2's cpu.max and memory.max.
+	res, out := run(t, s, executor.Step{Script: `
+if [ -e /sys/fs/cgroup/cpu.max ]; then
+	read q p < /sys/fs/cgroup/cpu.max; m=$(cat /sys/fs/cgroup/memory.max)
+else
+	q=$(cat /sys/fs/cgroup/cpu/cpu.cfs_quota_us); p=$(cat /sys/fs/cgroup/cpu/cpu.cfs_period_us)
+	m=$(cat /sys/fs/cgroup/memory/memory.limit_in_bytes)
+fi
+echo "cpu $((q * 1000 / p)) memory $m"`})
+	if res.ExitCode != 0 || out != "cpu 1500 memory 67108864" {
+		t.Errorf("limits inside the container: exit %d, %q; want 1500 millicpu and 64MiB", res.ExitCode, out)
 	}
 	cs, err := b.cli.ContainerList(t.Context(), client.ContainerListOptions{Filters: client.Filters{}.Add("label", docker.LabelJob+"="+j.ID)})
 	if err != nil || len(cs.Items) != 1 {

@@ -63,6 +63,12 @@ type session struct {
 // healthchecks), and starts the job's container with the workspace mounted at
 // executor.WorkspacePath. On an error, whatever it created is removed again.
 func (d *Docker) Begin(ctx context.Context, j executor.Job) (executor.Session, error) {
+	return d.begin(ctx, j, true)
+}
+
+// begin is Begin; a job without services may do without a network of its own
+// (ownNetwork false), on the engine's default bridge, as Run's one-step jobs do.
+func (d *Docker) begin(ctx context.Context, j executor.Job, ownNetwork bool) (*session, error) {
 	if j.WorkerID == "" {
 		j.WorkerID = d.cfg.WorkerID
 	}
@@ -88,7 +94,7 @@ func (d *Docker) Begin(ctx context.Context, j executor.Job) (executor.Session, e
 	}
 
 	s := &session{d: d, job: j}
-	if err := s.begin(ctx); err != nil {
+	if err := s.begin(ctx, ownNetwork || len(j.Services) > 0); err != nil {
 		endCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 		cancel(executor.ErrKillNow) // nothing of the job ran yet: no grace is owed
 		if endErr := s.End(endCtx); endErr != nil {
@@ -99,7 +105,7 @@ func (d *Docker) Begin(ctx context.Context, j executor.Job) (executor.Session, e
 	return s, nil
 }
 
-func (s *session) begin(ctx context.Context) error {
+func (s *session) begin(ctx context.Context, ownNetwork bool) error {
 	d, j := s.d, s.job
 	// Images first: a missing image fails the job before anything is created.
 	imgs := map[string]image.InspectResponse{}
@@ -115,15 +121,17 @@ func (s *session) begin(ctx context.Context) error {
 	}
 
 	base := objectName("gantry", j.ID, fmt.Sprint(j.Attempt), randomHex(3))
-	net, err := d.cli.NetworkCreate(ctx, base, client.NetworkCreateOptions{
-		Driver: "bridge",
-		Labels: d.labels(j, "network"),
-	})
-	if err != nil {
-		return fmt.Errorf("create the job's network: %w", err)
+	netMode := container.NetworkMode("bridge")
+	if ownNetwork {
+		if _, err := d.cli.NetworkCreate(ctx, base, client.NetworkCreateOptions{
+			Driver: "bridge",
+			Labels: d.labels(j, "network"),
+		}); err != nil {
+			return fmt.Errorf("create the job's network: %w", err)
+		}
+		s.network = base
+		netMode = container.NetworkMode(base)
 	}
-	s.network = base
-	_ = net
 
 	for _, svc := range j.Services {
 		if err := s.startService(ctx, base, svc, imgs[svc.Image]); err != nil {
@@ -147,7 +155,7 @@ func (s *session) begin(ctx context.Context) error {
 	}
 	host := &container.HostConfig{
 		Mounts:      mounts,
-		NetworkMode: container.NetworkMode(base),
+		NetworkMode: netMode,
 		Privileged:  j.Privileged,
 		Resources: container.Resources{
 			NanoCPUs: j.MilliCPU * 1e6,
