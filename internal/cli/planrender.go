@@ -176,6 +176,16 @@ func annotations(j *pipeline.Job) []string {
 	if len(j.RunsOn) > 0 {
 		notes = append(notes, "runs_on: "+strings.Join(j.RunsOn, ", "))
 	}
+	if j.Image != "" {
+		notes = append(notes, "image: "+j.Image)
+	}
+	if len(j.Services) > 0 {
+		names := make([]string, len(j.Services))
+		for i, s := range j.Services {
+			names[i] = s.Name
+		}
+		notes = append(notes, "services: "+strings.Join(names, ", "))
+	}
 	if j.Concurrency != nil && j.Concurrency.Group != "" {
 		note := "concurrency: " + j.Concurrency.Group
 		if j.Concurrency.CancelInProgress {

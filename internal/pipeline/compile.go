@@ -434,6 +434,7 @@ func (d *decoder) buildJob(s *spec, j *jobSpec, in instance, cond *Condition) *J
 			job.RunsOn = append(job.RunsOn, v)
 		}
 	}
+	d.buildContainer(job, def, own, j, in, env)
 	if j.concurrency != nil {
 		job.Concurrency = &Concurrency{Group: d.substitute(j.concurrency.group, in, env), CancelInProgress: j.concurrency.cancel}
 	}

@@ -69,7 +69,16 @@ type Job struct {
 	// Checkout tunes how the run's commit is put into the workspace before the first
 	// step; nil is the default (all of it, at the workspace's root), so plans that say
 	// nothing about it stay as they were.
-	Checkout *Checkout         `json:"checkout,omitempty"`
+	Checkout *Checkout `json:"checkout,omitempty"`
+	// Image is the container image the job's steps run in (NAME[:TAG|@sha256:DIGEST]);
+	// "" runs them on the worker's host. A job with an image runs only on a worker with
+	// the docker executor: its RunsOn holds DockerLabel.
+	Image string `json:"image,omitempty"`
+	// Container tunes the job's container; nil is the defaults (the image's user,
+	// unprivileged, pulled when not present). Set only with Image.
+	Container *Container `json:"container,omitempty"`
+	// Services start beside the job's container, reachable from it by their names.
+	Services []Service         `json:"services,omitempty"`
 	Env      map[string]string `json:"env,omitempty"`
 	Steps    []Step            `json:"steps"`
 

@@ -39,7 +39,8 @@ func SecretRefs(s string) []string {
 	return out
 }
 
-// Secrets lists the secrets a job refers to in its own env and its steps' env, sorted:
+// Secrets lists the secrets a job refers to in its own env, its steps' and services' env
+// and its registry credentials, sorted:
 // exactly what the worker that claims it is given.
 func (j *Job) Secrets() []string {
 	var out []string
@@ -55,6 +56,12 @@ func (j *Job) Secrets() []string {
 	add(j.Env)
 	for _, st := range j.Steps {
 		add(st.Env)
+	}
+	for _, sv := range j.Services {
+		add(sv.Env)
+	}
+	if c := j.Container; c != nil && c.Credentials != nil {
+		add(map[string]string{"username": c.Credentials.Username, "password": c.Credentials.Password})
 	}
 	slices.Sort(out)
 	return out

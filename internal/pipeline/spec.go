@@ -47,6 +47,9 @@ type settings struct {
 	// caches are cache: as written; a job's replace those of defaults when cachesSet.
 	caches    []cacheSpec
 	cachesSet bool
+	image     *text
+	imageSet  bool
+	container containerSpec
 }
 
 // checkoutSpec is a checkout: setting; each key left out is nil, so a job's keys layer
@@ -80,6 +83,8 @@ type jobSpec struct {
 	artifacts       *artifactSpec
 	continueOnError bool
 	network         bool
+	services        []serviceSpec
+	servicesPath    string
 }
 
 // environmentSpec is a job's environment: as written, substituted at compile time.
@@ -138,8 +143,8 @@ var (
 
 var (
 	topKeys         = []string{"name", "on", "env", "stages", "defaults", "jobs"}
-	defaultsKeys    = []string{"timeout", "retry", "priority", "runs_on", "resources", "env", "shell", "cancel_grace", "checkout", "cache"}
-	jobKeys         = []string{"stage", "needs", "if", "matrix", "runs_on", "resources", "steps", "env", "timeout", "retry", "priority", "concurrency", "artifacts", "continue_on_error", "cancel_grace", "network", "shell", "checkout", "environment", "cache"}
+	defaultsKeys    = []string{"timeout", "retry", "priority", "runs_on", "resources", "env", "shell", "cancel_grace", "checkout", "cache", "image", "container"}
+	jobKeys         = []string{"stage", "needs", "if", "matrix", "runs_on", "resources", "steps", "env", "timeout", "retry", "priority", "concurrency", "artifacts", "continue_on_error", "cancel_grace", "network", "shell", "checkout", "environment", "cache", "image", "services", "container"}
 	stepKeys        = []string{"name", "run", "shell", "env", "once", "continue_on_error", "timeout"}
 	retryKeys       = []string{"max_attempts", "backoff", "max_backoff", "on"}
 	resourceKeys    = []string{"cpu", "memory"}
@@ -272,6 +277,9 @@ func (d *decoder) job(jf field) *jobSpec {
 			j.continueOnError, _ = d.boolean(f.val, f.path)
 		case "network":
 			j.network, _ = d.boolean(f.val, f.path)
+		case "services":
+			j.servicesPath = f.path
+			j.services = d.services(f.val, f.path)
 		default:
 			d.setting(&j.settings, f)
 		}
@@ -351,6 +359,11 @@ func (d *decoder) setting(s *settings, f field) {
 	case "cache":
 		s.cachesSet = true
 		s.caches = d.caches(f.val, f.path)
+	case "image":
+		s.imageSet = true
+		s.image = d.image(f.val, f.path)
+	case "container":
+		d.container(&s.container, f.val, f.path)
 	}
 }
 
