@@ -189,6 +189,9 @@ func noWorkerMessage(labels []string, workers []*store.Worker) (string, []string
 		if len(labels) == 0 {
 			return "waiting: no worker is online", nil
 		}
+		if slices.Contains(labels, pipeline.DockerLabel) {
+			return "waiting: no worker is online (it needs a worker with the docker executor, labels [" + strings.Join(labels, ", ") + "])", labels
+		}
 		return "waiting: no worker is online (it needs labels [" + strings.Join(labels, ", ") + "])", labels
 	}
 	var missing []string
@@ -196,6 +199,15 @@ func noWorkerMessage(labels []string, workers []*store.Worker) (string, []string
 		if !slices.ContainsFunc(workers, func(w *store.Worker) bool { return slices.Contains(w.Labels, l) }) {
 			missing = append(missing, l)
 		}
+	}
+	if slices.Contains(missing, pipeline.DockerLabel) {
+		// A job with an image asks for the label the docker executor gives its worker:
+		// say what to start rather than which label is missing.
+		msg := "waiting: needs a worker with the docker executor (gantry worker --executor docker)"
+		if others := slices.DeleteFunc(slices.Clone(missing), func(l string) bool { return l == pipeline.DockerLabel }); len(others) > 0 {
+			msg += " and labels [" + strings.Join(others, ", ") + "]"
+		}
+		return msg, missing
 	}
 	if len(missing) > 0 {
 		return "waiting: no worker has labels [" + strings.Join(missing, ", ") + "]", missing
