@@ -47,9 +47,14 @@ type Config struct {
 	Mirrors string
 	// KeepFailed keeps the workspace of a failed job for inspection.
 	KeepFailed bool
-	Executor   Executor
-	Logger     *slog.Logger
-	HTTPClient *http.Client
+	// Executor runs the steps. One that is an executor.JobExecutor (docker) runs a job
+	// with an image in a container of its own, through a Session.
+	Executor Executor
+	// DefaultImage is the image a JobExecutor runs jobs without one in; "" runs them on
+	// the worker's host.
+	DefaultImage string
+	Logger       *slog.Logger
+	HTTPClient   *http.Client
 	// Metrics counts what the worker does; nil counts nothing.
 	Metrics *metrics.Worker
 }
@@ -126,6 +131,11 @@ func New(cfg Config) *Agent {
 	}
 	if cfg.Executor == nil {
 		cfg.Executor = executor.Shell{}
+	}
+	if _, ok := cfg.Executor.(executor.JobExecutor); ok && !slices.Contains(cfg.Labels, pipeline.DockerLabel) {
+		// The capability jobs with an image ask for (the planner puts it in their
+		// runs_on): only this worker's executor can give them a container.
+		cfg.Labels = append(slices.Clip(cfg.Labels), pipeline.DockerLabel)
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -662,14 +672,28 @@ func (a *Agent) runSteps(ctx context.Context, log *slog.Logger, rec *logs.Record
 		once[i] = true
 	}
 	grace := duration(j.Lease.CancelGrace, 10*time.Second)
-	if p, ok := a.cfg.Executor.(workspacePreparer); ok {
+	skipAll := func() {
+		for _, st := range spec.Steps {
+			report(st.Index, map[string]any{"status": "skipped"})
+		}
+	}
+	run, host, stepWS := a.cfg.Executor.Run, true, ws
+	if job, ok := a.containerJob(j, ws, grace); ok {
+		sess, end, err := a.beginContainer(ctx, log, rec, job)
+		if err != nil {
+			log.Error("start the job's container", "image", job.Image, "err", err)
+			rec.System("the job's container could not start: " + err.Error())
+			skipAll()
+			return "failed", "failure", nil
+		}
+		defer end()
+		run, host, stepWS = sess.Run, false, executor.WorkspacePath
+	} else if p, ok := a.cfg.Executor.(workspacePreparer); ok {
 		// Steps that run as another user must be able to write their workspace.
 		if err := p.PrepareWorkspace(ws); err != nil {
 			log.Error("prepare the workspace", "err", err)
 			rec.System("the worker could not prepare the workspace: " + err.Error())
-			for _, st := range spec.Steps {
-				report(st.Index, map[string]any{"status": "skipped"})
-			}
+			skipAll()
 			return "failed", "failure", nil
 		}
 	}
@@ -691,8 +715,8 @@ func (a *Agent) runSteps(ctx context.Context, log *slog.Logger, rec *logs.Record
 		rec.System("step " + st.Name)
 		out, errOut := rec.Writer(logs.Stdout), rec.Writer(logs.Stderr)
 		began := time.Now()
-		res, err := a.cfg.Executor.Run(ctx, executor.Step{
-			Shell: st.Shell, Script: st.Run, Env: a.env(j, st, ws), Dir: ws,
+		res, err := run(ctx, executor.Step{
+			Shell: st.Shell, Script: st.Run, Env: a.env(j, st, stepWS, host), Dir: ws,
 			Stdout: out, Stderr: errOut, Grace: grace, Network: spec.Network, Timeout: time.Duration(st.Timeout),
 		})
 		a.cfg.Metrics.StepEnded(stepResult(res, err), time.Since(began).Seconds())
@@ -833,10 +857,13 @@ var stepInherits = []string{"PATH", "HOME", "LANG", "TMPDIR"}
 // GANTRY_WORKSPACE, GANTRY_IDEMPOTENCY_KEY, and the run's trigger: GANTRY_SHA, GANTRY_REF,
 // GANTRY_BRANCH, GANTRY_TAG, GANTRY_EVENT, GANTRY_REPOSITORY, GANTRY_PR_NUMBER, each only
 // when it has a value). No credential is among them.
-func (a *Agent) env(j claimedJob, st pipeline.Step, ws string) []string {
+//
+// A step in a container (host false) takes nothing of the worker's environment: the
+// image has its own PATH and HOME. ws is the workspace as the step sees it.
+func (a *Agent) env(j claimedJob, st pipeline.Step, ws string, host bool) []string {
 	vars := map[string]string{}
 	for _, k := range stepInherits {
-		if v, ok := os.LookupEnv(k); ok {
+		if v, ok := os.LookupEnv(k); ok && host {
 			vars[k] = v
 		}
 	}

@@ -1,0 +1,107 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/gantry-ci/gantry/internal/executor"
+	"github.com/gantry-ci/gantry/internal/logs"
+	"github.com/gantry-ci/gantry/internal/pipeline"
+)
+
+// endFor bounds how long ending a job's container may take beyond its grace: stopping
+// and removing containers, a network and volumes through the engine.
+const endFor = time.Minute
+
+// containerJob is the environment a job's steps run in when it has one: the job's image,
+// or the worker's default image for a job without one. ok is false for a job that runs on
+// the worker's host.
+func (a *Agent) containerJob(j claimedJob, ws string, grace time.Duration) (executor.Job, bool) {
+	spec := j.Spec
+	image := spec.Image
+	if image == "" {
+		image = a.cfg.DefaultImage
+	}
+	if image == "" {
+		return executor.Job{}, false
+	}
+	job := executor.Job{
+		ID: j.ID, Attempt: j.Attempt, WorkerID: a.workerID,
+		Workspace: ws, Image: image,
+		MilliCPU: spec.Resources.MilliCPU, Memory: spec.Resources.MemoryBytes,
+		Grace: grace,
+	}
+	if c := spec.Container; c != nil && spec.Image != "" {
+		job.Pull, job.User, job.Privileged = c.Pull, c.User, c.Privileged
+		if cr := c.Credentials; cr != nil {
+			registry := cr.Registry
+			if registry == "" {
+				registry = pipeline.ImageRegistry(spec.Image)
+			}
+			job.RegistryAuth = map[string]executor.RegistryCredential{registry: {
+				Username: pipeline.ExpandSecrets(cr.Username, j.Secrets),
+				Password: pipeline.ExpandSecrets(cr.Password, j.Secrets),
+			}}
+		}
+	}
+	for _, s := range spec.Services {
+		svc := executor.Service{Name: s.Name, Image: s.Image, Command: s.Command, Ports: s.Ports}
+		for k, v := range s.Env {
+			svc.Env = append(svc.Env, k+"="+pipeline.ExpandSecrets(v, j.Secrets))
+		}
+		slices.Sort(svc.Env)
+		if h := s.Healthcheck; h != nil {
+			svc.Healthcheck = &executor.Healthcheck{Command: h.Command, Interval: time.Duration(h.Interval),
+				Timeout: time.Duration(h.Timeout), Retries: h.Retries}
+		}
+		job.Services = append(job.Services, svc)
+	}
+	return job, true
+}
+
+// beginContainer starts a job's container and services. The returned end stops and
+// removes them; it is to be called once, whatever happened to the steps. A job that
+// needs a container this worker cannot give fails with a message in its log.
+func (a *Agent) beginContainer(ctx context.Context, log *slog.Logger, rec *logs.Recorder, job executor.Job) (executor.Session, func(), error) {
+	je, ok := a.cfg.Executor.(executor.JobExecutor)
+	if !ok {
+		return nil, nil, fmt.Errorf("the job runs in image %s, and this worker's executor runs steps on its host; start the worker with --executor docker", job.Image)
+	}
+	names := make([]string, len(job.Services))
+	for i, s := range job.Services {
+		names[i] = s.Name + " (" + s.Image + ")"
+	}
+	msg := "container: image " + job.Image
+	if len(names) > 0 {
+		msg += ", services " + strings.Join(names, ", ")
+	}
+	rec.System(msg)
+	began := time.Now()
+	sess, err := je.Begin(ctx, job)
+	if err != nil {
+		return nil, nil, err
+	}
+	log.Info("job container started", "image", job.Image, "services", len(job.Services), "took", time.Since(began).Round(time.Millisecond))
+	end := func() {
+		// A cancel or a timeout must not skip the clean-up: it runs on a context of its
+		// own, bounded by the grace and the time the engine needs. A job whose lease is
+		// gone has its containers killed without the grace (executor.ErrKillNow).
+		ectx, stop := context.WithTimeout(context.WithoutCancel(ctx), job.Grace+endFor)
+		defer stop()
+		if cause := context.Cause(ctx); errors.Is(cause, executor.ErrKillNow) {
+			kctx, kill := context.WithCancelCause(ectx)
+			kill(cause)
+			ectx = kctx
+		}
+		if err := sess.End(ectx); err != nil {
+			log.Warn("remove the job's containers", "err", err)
+			rec.System("the worker could not remove the job's containers; its sweeper will: " + err.Error())
+		}
+	}
+	return sess, end, nil
+}
