@@ -101,11 +101,12 @@ func hashFiles(ws string, patterns []string) (string, error) {
 
 // stepHome is the home directory a job's steps get: HOME as their environment has it.
 func (a *Agent) stepHome(j claimedJob, ws string) string {
-	if len(j.Spec.Steps) == 0 {
+	if len(j.Spec.Steps) == 0 || a.inContainer(j) {
+		// A container's home is in its image, not on this worker's disk.
 		return ""
 	}
 	home := ""
-	for _, kv := range a.env(j, j.Spec.Steps[0], ws) {
+	for _, kv := range a.env(j, j.Spec.Steps[0], ws, true) {
 		if v, ok := strings.CutPrefix(kv, "HOME="); ok {
 			home = v
 		}

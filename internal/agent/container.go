@@ -64,6 +64,12 @@ func (a *Agent) containerJob(j claimedJob, ws string, grace time.Duration) (exec
 	return job, true
 }
 
+// inContainer says whether the job's steps run in a container rather than on the host.
+func (a *Agent) inContainer(j claimedJob) bool {
+	_, je := a.cfg.Executor.(executor.JobExecutor)
+	return j.Spec.Image != "" || je && a.cfg.DefaultImage != ""
+}
+
 // beginContainer starts a job's container and services. The returned end stops and
 // removes them; it is to be called once, whatever happened to the steps. A job that
 // needs a container this worker cannot give fails with a message in its log.
