@@ -161,6 +161,7 @@ func (a *app) rootCommand() *cobra.Command {
 		a.auditCommand(),
 		a.benchCommand(),
 		a.cancelCommand(),
+		a.convertCommand(),
 		a.dispatchCommand(),
 		a.environmentCommand(),
 		a.logsCommand(),

@@ -74,7 +74,7 @@ func (a *app) validate(cfg validateConfig) error {
 // compileSource compiles one definition with the default limits, the ones a server uses
 // unless configured otherwise.
 func (a *app) compileSource(src source) fileResult {
-	plan, err := a.compile(src.data, pipeline.Options{})
+	plan, err := a.compile(src.data, pipeline.Options{Path: src.name})
 	switch {
 	case err != nil:
 		return fileResult{src: src, errs: compileErrors(err)}

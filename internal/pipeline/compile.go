@@ -39,6 +39,10 @@ func (l Limits) withDefaults() Limits {
 // Options tune Compile.
 type Options struct {
 	Limits Limits
+	// Path is where the definition was read from, when known. A file under
+	// .github/workflows is read as a GitHub Actions workflow whatever it holds; otherwise
+	// the document's shape decides (see docs/github-actions.md).
+	Path string
 }
 
 // Defaults for settings a definition leaves out.
@@ -65,17 +69,21 @@ var DefaultRetry = RetryPolicy{
 // ordered by position.
 func Compile(src []byte, opts Options) (*Plan, error) {
 	d := &decoder{limits: opts.Limits.withDefaults()}
-	p := d.compile(src)
+	p := d.compile(src, opts.Path)
 	if len(d.errs) > 0 {
 		return nil, sortErrors(d.errs)
 	}
 	return p, nil
 }
 
-func (d *decoder) compile(src []byte) *Plan {
+func (d *decoder) compile(src []byte, path string) *Plan {
 	root := d.parseDocument(src)
 	if root == nil || !d.checkShape(root, 0) {
 		return nil
+	}
+	if isWorkflowPath(path) || isWorkflow(root) {
+		p, _ := d.compileWorkflow(root)
+		return p
 	}
 	s := d.decodeSpec(root)
 	if d.abort {

@@ -1,0 +1,966 @@
+package pipeline
+
+import (
+	"bytes"
+	"fmt"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// The GitHub Actions front end. A workflow is translated, node by node, into a definition
+// in Gantry's own language, which the one compiler then decodes and plans: the two front
+// ends share every check, the matrix expansion and the DAG. Translated nodes keep the
+// line and column of what they came from, and paths in errors are written back into the
+// workflow's own (jobs.test.strategy.matrix, not jobs.test.matrix), so a mistake is
+// reported where it was written.
+
+// isWorkflowPath reports a file under .github/workflows, which is a workflow whatever it
+// holds.
+func isWorkflowPath(p string) bool {
+	p = "/" + strings.ReplaceAll(p, `\`, "/")
+	return strings.Contains(p, "/.github/workflows/")
+}
+
+// isWorkflow reports a document written for GitHub Actions: a job with runs-on (which
+// every GitHub job that is not a reusable workflow call has), or a step with uses.
+// Gantry's language spells the key runs_on and has no uses, so neither occurs in it.
+func isWorkflow(root *yaml.Node) bool {
+	jobs := mappingValue(root, "jobs")
+	if jobs == nil || jobs.Kind != yaml.MappingNode {
+		return false
+	}
+	for i := 1; i < len(jobs.Content); i += 2 {
+		j := jobs.Content[i]
+		if j.Kind != yaml.MappingNode {
+			continue
+		}
+		if mappingValue(j, "runs-on") != nil || mappingValue(j, "uses") != nil {
+			return true
+		}
+		if steps := mappingValue(j, "steps"); steps != nil && steps.Kind == yaml.SequenceNode {
+			for _, st := range steps.Content {
+				if st.Kind == yaml.MappingNode && mappingValue(st, "uses") != nil {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// mappingValue is the value of key in a mapping node written out (no aliases followed),
+// or nil.
+func mappingValue(n *yaml.Node, key string) *yaml.Node {
+	if n == nil || n.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == key {
+			return n.Content[i+1]
+		}
+	}
+	return nil
+}
+
+// GitHub Actions keys the front end reads, and those it accepts and ignores because they
+// only mean something on GitHub.
+var (
+	ghaTopKeys      = []string{"name", "run-name", "on", "env", "defaults", "jobs", "permissions", "concurrency"}
+	ghaDefaultsKeys = []string{"run"}
+	ghaRunKeys      = []string{"shell", "working-directory"}
+	ghaJobKeys      = []string{"name", "runs-on", "needs", "if", "strategy", "timeout-minutes", "continue-on-error", "env", "defaults",
+		"concurrency", "outputs", "environment", "services", "container", "steps", "permissions", "uses", "with", "secrets"}
+	ghaStrategyKeys = []string{"matrix", "fail-fast", "max-parallel"}
+	ghaStepKeys     = []string{"name", "id", "run", "shell", "env", "if", "working-directory", "timeout-minutes", "continue-on-error", "uses", "with"}
+	ghaConcKeys     = []string{"group", "cancel-in-progress"}
+	ghaEnvKeys      = []string{"name", "url"}
+	// ghaEvents are the events of on: that Gantry receives (workflow_dispatch is its
+	// dispatch); the rest need GitHub and are dropped.
+	ghaEvents = []string{"push", "pull_request", "schedule", "workflow_dispatch", "dispatch"}
+)
+
+// ghaNotYet are keys of the workflow language whose Gantry counterpart does not exist yet,
+// with what to say about each.
+var ghaNotYet = map[string]string{
+	"outputs":   "job outputs are not supported yet",
+	"services":  "service containers are not supported yet",
+	"container": "running a job in a container is not supported yet",
+	"if@step":   "a step's if: is not supported yet",
+}
+
+// ghaTranslator holds what translating one workflow needs across jobs.
+type ghaTranslator struct {
+	d        *decoder
+	workflow string // the workflow's name, for github.workflow
+	env      []string
+	shell    string
+	workDir  *yaml.Node
+	// jobs are the workflow's job ids, in order, and uploads the artifact name each job's
+	// upload-artifact keeps.
+	jobs    []string
+	uploads map[string]string
+	// renames maps a path of the translated definition to the path it was written at in
+	// the workflow; paths in the compiler's errors are rewritten through it.
+	renames map[string]string
+}
+
+// gNode makes a node of the translated definition at the position of at.
+func gNode(kind yaml.Kind, tag, value string, at *yaml.Node) *yaml.Node {
+	n := &yaml.Node{Kind: kind, Tag: tag, Value: value}
+	if at != nil {
+		n.Line, n.Column = at.Line, at.Column
+	}
+	if kind == yaml.ScalarNode && strings.Contains(value, "\n") {
+		n.Style = yaml.LiteralStyle
+	}
+	return n
+}
+
+func gStr(v string, at *yaml.Node) *yaml.Node { return gNode(yaml.ScalarNode, "!!str", v, at) }
+func gMap(at *yaml.Node) *yaml.Node           { return gNode(yaml.MappingNode, "!!map", "", at) }
+func gSeq(at *yaml.Node) *yaml.Node           { return gNode(yaml.SequenceNode, "!!seq", "", at) }
+func gBool(v bool, at *yaml.Node) *yaml.Node {
+	return gNode(yaml.ScalarNode, "!!bool", strconv.FormatBool(v), at)
+}
+func gInt(v int, at *yaml.Node) *yaml.Node {
+	return gNode(yaml.ScalarNode, "!!int", strconv.Itoa(v), at)
+}
+
+// put adds key: val to the mapping m; the key takes the position of keyAt.
+func put(m *yaml.Node, key string, keyAt, val *yaml.Node) {
+	m.Content = append(m.Content, gStr(key, keyAt), val)
+}
+
+// rename records that the translated path to was written at from in the workflow.
+func (t *ghaTranslator) rename(to, from string) {
+	if to != from {
+		t.renames[to] = from
+	}
+}
+
+// originalPath writes a path of the translated definition as the workflow has it: the
+// longest renamed prefix, at a segment boundary, is replaced.
+func (t *ghaTranslator) originalPath(p string) string {
+	for q := p; q != ""; {
+		if from, ok := t.renames[q]; ok {
+			return from + p[len(q):]
+		}
+		i := strings.LastIndexAny(q, ".[")
+		if i < 0 {
+			break
+		}
+		q = q[:i]
+	}
+	return p
+}
+
+// workflow translates a workflow's root node into a definition in Gantry's language.
+// Errors are added to the decoder at the workflow's own paths; nil means nothing usable.
+func (d *decoder) workflow(root *yaml.Node) (*yaml.Node, *ghaTranslator) {
+	t := &ghaTranslator{d: d, shell: "bash", uploads: map[string]string{}, renames: map[string]string{}}
+	out := gMap(root)
+	if d.resolve(root) == nil || root.Kind != yaml.MappingNode {
+		d.typeError(root, root, "", "a workflow: a mapping with on and jobs")
+		return nil, t
+	}
+	var jobsNode *yaml.Node
+	var on, env *yaml.Node
+	var onKey, envKey *yaml.Node
+	d.object(root, "", "a workflow", ghaTopKeys, func(f field) {
+		switch f.key {
+		case "name":
+			if v, ok := d.str(f.val, f.path, "a workflow name"); ok {
+				t.workflow = v
+				put(out, "name", f.keyNode, gStr(v, f.val))
+			}
+		case "on":
+			on, onKey = f.val, f.keyNode
+		case "env":
+			env, envKey = f.val, f.keyNode
+		case "defaults":
+			t.defaults(f, &t.shell, &t.workDir)
+		case "jobs":
+			jobsNode = f.val
+		}
+	})
+	if d.abort {
+		return nil, t
+	}
+	if on != nil {
+		if n := t.on(on, "on"); n != nil {
+			put(out, "on", onKey, n)
+		}
+	}
+	if env != nil {
+		if n := t.envMap(env, "env", nil, nil); n != nil {
+			put(out, "env", envKey, n)
+			for i := 0; i < len(n.Content); i += 2 {
+				t.env = append(t.env, n.Content[i].Value)
+			}
+		}
+	}
+	// GitHub gives a job six hours unless it says otherwise.
+	defaults := gMap(root)
+	put(defaults, "timeout", root, gStr("6h", root))
+	put(out, "defaults", root, defaults)
+	if jobsNode == nil {
+		d.add(ErrRequired, root, "jobs", "a workflow needs a jobs mapping with at least one job")
+		return nil, t
+	}
+	fields := d.fields(jobsNode, "jobs", "a mapping of job ids to jobs")
+	for _, jf := range fields {
+		t.jobs = append(t.jobs, jf.key)
+	}
+	// upload-artifact names are read first, so download-artifact can be checked against
+	// the jobs a job needs whatever their order in the file.
+	for _, jf := range fields {
+		t.scanUploads(jf)
+	}
+	jobs := gMap(jobsNode)
+	for _, jf := range fields {
+		if d.abort {
+			return nil, t
+		}
+		if !jobNamePattern.MatchString(jf.key) {
+			d.add(ErrInvalid, jf.keyNode, jf.path, "job id %q: use letters, digits, '-' and '_' (at most 100)", jf.key)
+			continue
+		}
+		if j := t.job(jf); j != nil {
+			put(jobs, jf.key, jf.keyNode, j)
+		}
+	}
+	put(out, "jobs", jobsNode, jobs)
+	return out, t
+}
+
+// defaults reads defaults: {run: {shell, working-directory}}.
+func (t *ghaTranslator) defaults(f field, shell *string, dir **yaml.Node) {
+	d := t.d
+	d.object(f.val, f.path, "defaults", ghaDefaultsKeys, func(g field) {
+		d.object(g.val, g.path, "defaults.run", ghaRunKeys, func(h field) {
+			switch h.key {
+			case "shell":
+				if v, ok := t.shellName(h.val, h.path); ok {
+					*shell = v
+				}
+			case "working-directory":
+				if _, ok := d.str(h.val, h.path, "a directory"); ok {
+					*dir = d.resolve(h.val)
+				}
+			}
+		})
+	})
+}
+
+// shellName maps a GitHub shell to one of Gantry's.
+func (t *ghaTranslator) shellName(n *yaml.Node, p string) (string, bool) {
+	v, ok := t.d.str(n, p, "a shell")
+	if !ok {
+		return "", false
+	}
+	switch v {
+	case "bash", "sh":
+		return v, true
+	case "python":
+		return "python3", true
+	}
+	t.d.add(ErrInvalid, n, p, "shell %q is not supported; Gantry runs steps with bash, sh or python", v)
+	return "", false
+}
+
+// on copies the triggers Gantry receives. Events that only GitHub sends are dropped; a
+// workflow left with none runs only when dispatched.
+func (t *ghaTranslator) on(n *yaml.Node, p string) *yaml.Node {
+	d := t.d
+	r := d.resolve(n)
+	if r == nil {
+		return nil
+	}
+	switch r.Kind {
+	case yaml.ScalarNode, yaml.SequenceNode:
+		out := gSeq(r)
+		items := d.items(n, p, "an event name, a list of event names or a mapping of events", true)
+		for i, item := range items {
+			v, ok := d.str(item, indexPath(p, i), "an event name")
+			if ok && contains(ghaEvents, v) {
+				out.Content = append(out.Content, gStr(v, d.resolve(item)))
+			}
+		}
+		if len(out.Content) == 0 && len(items) > 0 {
+			out.Content = append(out.Content, gStr("dispatch", r))
+		}
+		return out
+	case yaml.MappingNode:
+		out := gMap(r)
+		for _, f := range d.fields(n, p, "a mapping of events") {
+			if !contains(ghaEvents, f.key) {
+				continue
+			}
+			val := t.plain(f.val)
+			if f.key == "pull_request" && val != nil && val.Kind == yaml.MappingNode {
+				val = t.prFilters(val)
+			}
+			if (f.key == "workflow_dispatch" || f.key == "dispatch") && val != nil && val.Kind == yaml.MappingNode {
+				val = t.dispatch(val, f.path)
+			}
+			put(out, f.key, f.keyNode, val)
+		}
+		if len(out.Content) == 0 {
+			put(out, "dispatch", r, gNode(yaml.ScalarNode, "!!null", "", r))
+		}
+		return out
+	}
+	d.typeError(n, r, p, "an event name, a list of event names or a mapping of events")
+	return nil
+}
+
+// prFilters drops pull request activity types Gantry never sees (labeled, ...).
+func (t *ghaTranslator) prFilters(n *yaml.Node) *yaml.Node {
+	out := gMap(n)
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], t.d.resolve(n.Content[i+1])
+		if k.Value == "types" && v != nil && v.Kind == yaml.SequenceNode {
+			kept := gSeq(v)
+			for _, item := range v.Content {
+				if item.Kind == yaml.ScalarNode && contains(pullRequestTypes, item.Value) {
+					kept.Content = append(kept.Content, item)
+				}
+			}
+			if len(kept.Content) == 0 {
+				kept.Content = append(kept.Content, gStr(PullRequestOpened, v))
+			}
+			v = kept
+		}
+		out.Content = append(out.Content, k, v)
+	}
+	return out
+}
+
+// dispatch keeps workflow_dispatch inputs, an environment input read as a string.
+func (t *ghaTranslator) dispatch(n *yaml.Node, p string) *yaml.Node {
+	d := t.d
+	out := gMap(n)
+	for _, f := range d.fields(n, p, "workflow_dispatch") {
+		if f.key != "inputs" {
+			continue // GitHub has nothing else here
+		}
+		inputs := gMap(d.resolve(f.val))
+		for _, in := range d.fields(f.val, f.path, "a mapping of input names to inputs") {
+			r := d.resolve(in.val)
+			if r == nil || r.Kind != yaml.MappingNode {
+				inputs.Content = append(inputs.Content, in.keyNode, t.plain(in.val))
+				continue
+			}
+			m := gMap(r)
+			for i := 0; i+1 < len(r.Content); i += 2 {
+				k, v := r.Content[i], r.Content[i+1]
+				if k.Value == "type" && v.Kind == yaml.ScalarNode && v.Value == "environment" {
+					v = gStr(string(InputString), v)
+				}
+				m.Content = append(m.Content, k, t.plain(v))
+			}
+			inputs.Content = append(inputs.Content, in.keyNode, m)
+		}
+		put(out, "inputs", f.keyNode, inputs)
+	}
+	return out
+}
+
+// scanUploads records the name a job's upload-artifact step keeps.
+func (t *ghaTranslator) scanUploads(jf field) {
+	j := t.d.resolve(jf.val)
+	steps := t.d.resolve(mappingValue(j, "steps"))
+	if steps == nil || steps.Kind != yaml.SequenceNode {
+		return
+	}
+	for _, st := range steps.Content {
+		st = t.d.resolve(st)
+		uses := t.d.resolve(mappingValue(st, "uses"))
+		if uses == nil || actionName(uses.Value) != "actions/upload-artifact" {
+			continue
+		}
+		name := "artifact"
+		if n := t.d.resolve(mappingValue(t.d.resolve(mappingValue(st, "with")), "name")); n != nil && n.Kind == yaml.ScalarNode {
+			name = n.Value
+		}
+		t.uploads[jf.key] = name
+	}
+}
+
+// actionName is an action's owner/name without its @version.
+func actionName(uses string) string {
+	if i := strings.IndexByte(uses, '@'); i >= 0 {
+		uses = uses[:i]
+	}
+	return strings.ToLower(strings.TrimSpace(uses))
+}
+
+// ghaJob is what translating one job collects besides its node.
+type ghaJob struct {
+	id        string
+	path      string
+	out       *yaml.Node
+	env       []string // names the workflow's and job's env set
+	matrix    bool
+	needs     []string
+	shell     string
+	workDir   *yaml.Node
+	checkout  *yaml.Node // the checkout: mapping, once an actions/checkout step is seen
+	artifacts *yaml.Node
+}
+
+func (t *ghaTranslator) job(jf field) *yaml.Node {
+	d := t.d
+	r := d.resolve(jf.val)
+	if r == nil {
+		return nil
+	}
+	if r.Kind != yaml.MappingNode {
+		d.typeError(jf.val, r, jf.path, "a job")
+		return nil
+	}
+	j := &ghaJob{id: jf.key, path: jf.path, out: gMap(r), env: append([]string(nil), t.env...), shell: t.shell, workDir: t.workDir}
+	if uses := mappingValue(r, "uses"); uses != nil {
+		d.add(ErrInvalid, uses, jf.path+".uses", "job %s calls a reusable workflow (%s); Gantry cannot run other workflows: copy its jobs into this file", jf.key, clip(uses.Value, 80))
+		return nil
+	}
+	// Env first, so that every other key may read it whatever the order of the keys.
+	var stepsField *field
+	var fs []field
+	d.object(r, jf.path, "job "+jf.key, ghaJobKeys, func(f field) { fs = append(fs, f) })
+	for _, f := range fs {
+		switch f.key {
+		case "env":
+			if n := t.envMap(f.val, f.path, j, nil); n != nil {
+				put(j.out, "env", f.keyNode, n)
+				for i := 0; i < len(n.Content); i += 2 {
+					j.env = append(j.env, n.Content[i].Value)
+				}
+			}
+		case "strategy":
+			j.matrix = mappingValue(d.resolve(f.val), "matrix") != nil
+		case "needs":
+			for i, item := range d.items(f.val, f.path, "a list of job ids", true) {
+				if v, ok := d.str(item, indexPath(f.path, i), "a job id"); ok {
+					j.needs = append(j.needs, v)
+				}
+			}
+		case "defaults":
+			t.defaults(f, &j.shell, &j.workDir)
+		}
+	}
+	for _, f := range fs {
+		if d.abort {
+			return nil
+		}
+		switch f.key {
+		case "name", "permissions", "env", "defaults", "with", "secrets":
+			// name: Gantry names a job by its id. permissions: there is no GitHub token to
+			// scope. with and secrets belong to uses:, reported above.
+		case "runs-on":
+			t.runsOn(j, f)
+		case "needs":
+			put(j.out, "needs", f.keyNode, t.plain(f.val))
+		case "if":
+			if v, ok := d.str(f.val, f.path, "an expression"); ok {
+				put(j.out, "if", f.keyNode, gStr(t.condition(v, f.val, f.path, j), d.resolve(f.val)))
+			}
+		case "strategy":
+			t.strategy(j, f)
+		case "timeout-minutes":
+			if v, ok := t.minutes(f.val, f.path); ok {
+				put(j.out, "timeout", f.keyNode, gStr(v, d.resolve(f.val)))
+				t.rename(j.path+".timeout", f.path)
+			}
+		case "continue-on-error":
+			if v, ok := t.boolean(f.val, f.path); ok {
+				put(j.out, "continue_on_error", f.keyNode, gBool(v, d.resolve(f.val)))
+				t.rename(j.path+".continue_on_error", f.path)
+			}
+		case "concurrency":
+			t.concurrency(j, f)
+		case "environment":
+			t.environment(j, f)
+		case "outputs", "services", "container":
+			d.add(ErrInvalid, f.keyNode, f.path, "%s: %s in GitHub Actions workflows", f.key, ghaNotYet[f.key])
+		case "steps":
+			sf := f
+			stepsField = &sf
+		}
+	}
+	if stepsField == nil {
+		d.add(ErrRequired, jf.keyNode, jf.path+".steps", "job %s has no steps", jf.key)
+		return nil
+	}
+	steps := t.steps(j, *stepsField)
+	if j.checkout == nil {
+		// A GitHub job without actions/checkout starts in an empty workspace.
+		put(j.out, "checkout", stepsField.keyNode, gBool(false, stepsField.keyNode))
+	} else {
+		put(j.out, "checkout", stepsField.keyNode, j.checkout)
+	}
+	if j.artifacts != nil {
+		put(j.out, "artifacts", stepsField.keyNode, j.artifacts)
+	}
+	put(j.out, "steps", stepsField.keyNode, steps)
+	return j.out
+}
+
+// githubHosted are the runner names of GitHub's own machines. They say which image GitHub
+// would start and mean nothing to a Gantry worker, so they are dropped; other labels are
+// kept, for workers started with --labels.
+var githubHosted = regexp.MustCompile(`^(self-hosted|ubuntu-.*|macos-.*|windows-.*)$`)
+
+func (t *ghaTranslator) runsOn(j *ghaJob, f field) {
+	d := t.d
+	r := d.resolve(f.val)
+	if r == nil {
+		return
+	}
+	var items []*yaml.Node
+	base := f.path
+	if r.Kind == yaml.MappingNode {
+		// runs-on: {group: ..., labels: [...]}: a runner group is GitHub's; the labels
+		// are what a worker must carry.
+		d.object(r, f.path, "runs-on", []string{"group", "labels"}, func(g field) {
+			if g.key == "labels" {
+				items = d.items(g.val, g.path, "a list of labels", true)
+				base = g.path
+			}
+		})
+	} else {
+		items = d.items(f.val, f.path, "a label or a list of labels", true)
+	}
+	labels := gSeq(r)
+	for i, item := range items {
+		v, ok := d.str(item, indexPath(base, i), "a label")
+		if !ok || githubHosted.MatchString(v) || strings.Contains(v, "${{") {
+			// An expression (runs-on: ${{ matrix.os }}) names GitHub images in
+			// practice; it is dropped with them.
+			continue
+		}
+		t.rename(fmt.Sprintf("%s.runs_on[%d]", j.path, len(labels.Content)), indexPath(base, i))
+		labels.Content = append(labels.Content, gStr(v, d.resolve(item)))
+	}
+	if len(labels.Content) > 0 {
+		put(j.out, "runs_on", f.keyNode, labels)
+		t.rename(j.path+".runs_on", f.path)
+	}
+}
+
+func (t *ghaTranslator) strategy(j *ghaJob, f field) {
+	d := t.d
+	d.object(f.val, f.path, "strategy", ghaStrategyKeys, func(g field) {
+		switch g.key {
+		case "matrix":
+			if m := t.matrix(g); m != nil {
+				put(j.out, "matrix", g.keyNode, m)
+				t.rename(j.path+".matrix", g.path)
+			}
+		case "fail-fast":
+			// Gantry lets every instance finish, which is fail-fast: false.
+			if v, ok := t.boolean(g.val, g.path); ok && v {
+				_ = v
+			}
+		case "max-parallel":
+			// Gantry runs as many instances at once as workers take; there is no cap.
+		}
+	})
+}
+
+// matrix copies a matrix: axes of scalars, include and exclude.
+func (t *ghaTranslator) matrix(g field) *yaml.Node {
+	d := t.d
+	r := d.resolve(g.val)
+	if r == nil {
+		return nil
+	}
+	if r.Kind == yaml.ScalarNode && strings.Contains(r.Value, "${{") {
+		d.add(ErrInvalid, r, g.path, "a matrix computed by an expression is not supported; write its axes out")
+		return nil
+	}
+	out := gMap(r)
+	for _, f := range d.fields(g.val, g.path, "a mapping of matrix axes to lists of values") {
+		v := d.resolve(f.val)
+		if v == nil {
+			continue
+		}
+		if v.Kind == yaml.ScalarNode && strings.Contains(v.Value, "${{") {
+			d.add(ErrInvalid, v, f.path, "matrix %s computed by an expression is not supported; write its values out", f.key)
+			continue
+		}
+		if v.Kind == yaml.SequenceNode {
+			seq := gSeq(v)
+			for i, item := range v.Content {
+				item = d.resolve(item)
+				if item == nil {
+					continue
+				}
+				if item.Kind == yaml.MappingNode && f.key != "include" && f.key != "exclude" {
+					d.add(ErrType, item, indexPath(f.path, i), "a matrix value that is a mapping is not supported; use include to add keys to combinations")
+					continue
+				}
+				if item.Kind == yaml.MappingNode {
+					m := gMap(item)
+					for k := 0; k+1 < len(item.Content); k += 2 {
+						val := d.resolve(item.Content[k+1])
+						if val != nil && val.Kind != yaml.ScalarNode {
+							d.add(ErrType, val, joinPath(indexPath(f.path, i), item.Content[k].Value), "a matrix value that is a list or mapping is not supported")
+							continue
+						}
+						m.Content = append(m.Content, item.Content[k], t.plain(val))
+					}
+					seq.Content = append(seq.Content, m)
+					continue
+				}
+				seq.Content = append(seq.Content, t.plain(item))
+			}
+			out.Content = append(out.Content, f.keyNode, seq)
+			continue
+		}
+		out.Content = append(out.Content, f.keyNode, t.plain(f.val))
+	}
+	return out
+}
+
+func (t *ghaTranslator) concurrency(j *ghaJob, f field) {
+	d := t.d
+	r := d.resolve(f.val)
+	if r == nil {
+		return
+	}
+	out := gMap(r)
+	if r.Kind == yaml.ScalarNode {
+		if v, ok := d.str(r, f.path, "a group name or a mapping"); ok {
+			put(out, "group", r, gStr(t.text(v, r, f.path, j, nil, ghaPlanTime), r))
+			t.rename(j.path+".concurrency.group", f.path)
+		}
+	} else {
+		d.object(f.val, f.path, "concurrency", ghaConcKeys, func(g field) {
+			switch g.key {
+			case "group":
+				if v, ok := d.str(g.val, g.path, "a group name"); ok {
+					put(out, "group", g.keyNode, gStr(t.text(v, d.resolve(g.val), g.path, j, nil, ghaPlanTime), d.resolve(g.val)))
+				}
+			case "cancel-in-progress":
+				if v, ok := t.boolean(g.val, g.path); ok {
+					put(out, "cancel_in_progress", g.keyNode, gBool(v, d.resolve(g.val)))
+					t.rename(j.path+".concurrency.cancel_in_progress", g.path)
+				}
+			}
+		})
+	}
+	put(j.out, "concurrency", f.keyNode, out)
+}
+
+func (t *ghaTranslator) environment(j *ghaJob, f field) {
+	d := t.d
+	r := d.resolve(f.val)
+	if r == nil {
+		return
+	}
+	if r.Kind == yaml.ScalarNode {
+		if v, ok := d.str(r, f.path, "an environment name or a mapping"); ok {
+			put(j.out, "environment", f.keyNode, gStr(t.text(v, r, f.path, j, nil, ghaPlanTime), r))
+		}
+		return
+	}
+	out := gMap(r)
+	d.object(f.val, f.path, "environment", ghaEnvKeys, func(g field) {
+		if v, ok := d.str(g.val, g.path, "a "+g.key); ok {
+			put(out, g.key, g.keyNode, gStr(t.text(v, d.resolve(g.val), g.path, j, nil, ghaPlanTime), d.resolve(g.val)))
+		}
+	})
+	put(j.out, "environment", f.keyNode, out)
+}
+
+// minutes reads timeout-minutes as a Gantry duration.
+func (t *ghaTranslator) minutes(n *yaml.Node, p string) (string, bool) {
+	r := t.d.resolve(n)
+	if r == nil {
+		return "", false
+	}
+	if r.Kind == yaml.ScalarNode && strings.Contains(r.Value, "${{") {
+		t.d.add(ErrInvalid, r, p, "timeout-minutes from an expression is not supported; write a number")
+		return "", false
+	}
+	if r.Kind != yaml.ScalarNode || (r.Tag != "!!int" && r.Tag != "!!float") {
+		t.d.typeError(n, r, p, "a number of minutes")
+		return "", false
+	}
+	v, err := strconv.ParseFloat(r.Value, 64)
+	if err != nil || v <= 0 || v > 60*24*365 {
+		t.d.add(ErrInvalid, r, p, "expected a number of minutes more than zero, found %s", r.Value)
+		return "", false
+	}
+	return strconv.FormatFloat(v, 'f', -1, 64) + "m", true
+}
+
+// boolean reads true or false; an expression is not supported where Gantry needs to know
+// the value when it plans.
+func (t *ghaTranslator) boolean(n *yaml.Node, p string) (bool, bool) {
+	r := t.d.resolve(n)
+	if r != nil && r.Kind == yaml.ScalarNode && strings.Contains(r.Value, "${{") {
+		t.d.add(ErrInvalid, r, p, "an expression here is not supported; write true or false")
+		return false, false
+	}
+	return t.d.boolean(n, p)
+}
+
+// envMap copies an env mapping, translating the expressions in its values. A step's
+// secrets (read by ${{ secrets.X }} in its run) are added by the caller.
+func (t *ghaTranslator) envMap(n *yaml.Node, p string, j *ghaJob, st *ghaStep) *yaml.Node {
+	d := t.d
+	r := d.resolve(n)
+	if r == nil {
+		return nil
+	}
+	out := gMap(r)
+	for _, f := range d.fields(n, p, "a mapping of variable names to values") {
+		v := d.resolve(f.val)
+		if v == nil {
+			continue
+		}
+		if v.Kind == yaml.ScalarNode && v.Tag == "!!str" && strings.Contains(v.Value, "${{") {
+			v = gStr(t.text(v.Value, v, f.path, j, st, ghaEnvValue), v)
+		}
+		out.Content = append(out.Content, f.keyNode, v)
+	}
+	return out
+}
+
+// ghaStep is one step being translated.
+type ghaStep struct {
+	path    string
+	env     []string
+	secrets []string // secrets its run reads, put in its env
+}
+
+func (t *ghaTranslator) steps(j *ghaJob, f field) *yaml.Node {
+	d := t.d
+	out := gSeq(d.resolve(f.val))
+	items := d.items(f.val, f.path, "a list of steps", false)
+	for i, item := range items {
+		p := indexPath(f.path, i)
+		if st := t.step(j, item, p); st != nil {
+			t.rename(indexPath(j.path+".steps", len(out.Content)), p)
+			out.Content = append(out.Content, st)
+		}
+	}
+	if len(out.Content) == 0 && len(items) > 0 {
+		// Every step was an action Gantry does itself (checkout, artifacts): the job
+		// still needs a step to run.
+		st := gMap(items[0])
+		put(st, "name", items[0], gStr("actions", items[0]))
+		put(st, "run", items[0], gStr("true", items[0]))
+		out.Content = append(out.Content, st)
+	}
+	return out
+}
+
+func (t *ghaTranslator) step(j *ghaJob, n *yaml.Node, p string) *yaml.Node {
+	d := t.d
+	r := d.resolve(n)
+	if r == nil {
+		return nil
+	}
+	if r.Kind != yaml.MappingNode {
+		d.typeError(n, r, p, "a step")
+		return nil
+	}
+	st := &ghaStep{path: p, env: append([]string(nil), j.env...)}
+	out := gMap(r)
+	var fs []field
+	d.object(n, p, "a step", ghaStepKeys, func(f field) { fs = append(fs, f) })
+	get := func(k string) *field {
+		for i := range fs {
+			if fs[i].key == k {
+				return &fs[i]
+			}
+		}
+		return nil
+	}
+	if e := get("env"); e != nil {
+		for _, g := range d.fields(e.val, e.path, "a mapping of variable names to values") {
+			st.env = append(st.env, g.key)
+		}
+	}
+	if u := get("uses"); u != nil {
+		if get("run") != nil {
+			d.add(ErrInvalid, u.keyNode, u.path, "a step has either uses or run, not both")
+			return nil
+		}
+		return t.uses(j, st, r, *u, get("with"), get("name"), get("if"))
+	}
+	if w := get("with"); w != nil {
+		d.add(ErrInvalid, w.keyNode, w.path, "with: belongs to a step that uses an action")
+	}
+	shell, dir := j.shell, j.workDir
+	if s := get("shell"); s != nil {
+		if v, ok := t.shellName(s.val, s.path); ok {
+			shell = v
+		}
+	}
+	if w := get("working-directory"); w != nil {
+		if _, ok := d.str(w.val, w.path, "a directory"); ok {
+			dir = d.resolve(w.val)
+		}
+	}
+	var run string
+	var runNode *yaml.Node
+	for _, f := range fs {
+		switch f.key {
+		case "name":
+			if v, ok := d.str(f.val, f.path, "a step name"); ok {
+				put(out, "name", f.keyNode, gStr(t.text(v, d.resolve(f.val), f.path, j, st, ghaStepName), d.resolve(f.val)))
+			}
+		case "run":
+			if v, ok := d.str(f.val, f.path, "a command"); ok {
+				run, runNode = t.text(v, d.resolve(f.val), f.path, j, st, ghaRunScript), d.resolve(f.val)
+			}
+		case "if":
+			d.add(ErrInvalid, f.keyNode, f.path, "%s in GitHub Actions workflows", ghaNotYet["if@step"])
+		case "timeout-minutes":
+			if v, ok := t.minutes(f.val, f.path); ok {
+				put(out, "timeout", f.keyNode, gStr(v, d.resolve(f.val)))
+				t.rename(p+".timeout", f.path)
+			}
+		case "continue-on-error":
+			if v, ok := t.boolean(f.val, f.path); ok {
+				put(out, "continue_on_error", f.keyNode, gBool(v, d.resolve(f.val)))
+				t.rename(p+".continue_on_error", f.path)
+			}
+		}
+	}
+	if runNode == nil {
+		d.add(ErrRequired, r, p+".run", "a step needs run or uses")
+		return nil
+	}
+	if dir != nil {
+		run = chdir(shell, t.text(dir.Value, dir, p+".working-directory", j, st, ghaRunScript)) + run
+	}
+	if shell != DefaultShell {
+		put(out, "shell", r, gStr(shell, r))
+	}
+	if e := get("env"); e != nil || len(st.secrets) > 0 {
+		at := r
+		var env *yaml.Node
+		if e != nil {
+			at = e.keyNode
+			env = t.envMap(e.val, e.path, j, st)
+		}
+		if env == nil {
+			env = gMap(at)
+		}
+		for _, s := range st.secrets {
+			if mappingValue(env, s) == nil {
+				put(env, s, at, gStr(SecretRef(s), at))
+			}
+		}
+		put(out, "env", at, env)
+	}
+	put(out, "run", runNode, gStr(run, runNode))
+	return out
+}
+
+// chdir is the line that puts a step in its working-directory before its script.
+func chdir(shell, dir string) string {
+	if shell == "python3" {
+		return "import os; os.chdir(" + strconv.Quote(dir) + ")\n"
+	}
+	return "cd -- '" + strings.ReplaceAll(dir, "'", `'\''`) + "'\n"
+}
+
+// sortedCopy returns the keys of a set in order, for stable output.
+func sortedCopy(s []string) []string {
+	out := append([]string(nil), s...)
+	sort.Strings(out)
+	return out
+}
+
+// encodeYAML writes a node as YAML with two-space indentation.
+func encodeYAML(n *yaml.Node) ([]byte, error) {
+	var b bytes.Buffer
+	enc := yaml.NewEncoder(&b)
+	enc.SetIndent(2)
+	if err := enc.Encode(n); err != nil {
+		return nil, err
+	}
+	if err := enc.Close(); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+// compileWorkflow translates a workflow and compiles the translation. It returns the plan
+// and the translated definition; errors are at the workflow's paths.
+func (d *decoder) compileWorkflow(root *yaml.Node) (*Plan, *yaml.Node) {
+	out, t := d.workflow(root)
+	if out == nil || d.abort {
+		return nil, nil
+	}
+	translated := len(d.errs) == 0
+	before := len(d.errs)
+	// The translation was metered as it read the workflow; the definition it made holds
+	// no aliases and is bounded by that, so it is metered afresh.
+	d.nodes = 0
+	s := d.decodeSpec(out)
+	var p *Plan
+	if translated && !d.abort {
+		// A workflow with mistakes the translation found is not planned: jobs it had
+		// to leave out would show up as needs of no job.
+		p = d.plan(s)
+	}
+	for _, e := range d.errs[before:] {
+		e.Path = t.originalPath(e.Path)
+	}
+	return p, out
+}
+
+// ErrNotWorkflow is returned by ConvertWorkflow for a document that is not a GitHub
+// Actions workflow.
+var ErrNotWorkflow = fmt.Errorf("not a GitHub Actions workflow: no job has runs-on and no step uses an action")
+
+// ConvertWorkflow translates a GitHub Actions workflow into Gantry's language and returns
+// it as YAML: the definition that Compile plans exactly as it plans the workflow. A
+// workflow with mistakes returns Errors, as Compile does; a document that is not a
+// workflow (and whose path is not under .github/workflows) returns ErrNotWorkflow.
+func ConvertWorkflow(src []byte, opts Options) ([]byte, error) {
+	d := &decoder{limits: opts.Limits.withDefaults()}
+	root := d.parseDocument(src)
+	if root == nil || !d.checkShape(root, 0) {
+		return nil, sortErrors(d.errs)
+	}
+	if !isWorkflowPath(opts.Path) && !isWorkflow(root) {
+		return nil, ErrNotWorkflow
+	}
+	p, out := d.compileWorkflow(root)
+	if len(d.errs) > 0 || p == nil {
+		return nil, sortErrors(d.errs)
+	}
+	return encodeYAML(out)
+}
+
+// plain copies a node of the workflow that goes into the translation as it is, with
+// aliases expanded and anchors dropped, so the translation can be written out alone.
+func (t *ghaTranslator) plain(n *yaml.Node) *yaml.Node {
+	r := t.d.resolve(n)
+	if r == nil {
+		return nil
+	}
+	c := *r
+	c.Anchor = ""
+	if len(r.Content) > 0 {
+		c.Content = make([]*yaml.Node, 0, len(r.Content))
+		for _, k := range r.Content {
+			if v := t.plain(k); v != nil {
+				c.Content = append(c.Content, v)
+			}
+		}
+	}
+	return &c
+}

@@ -1,0 +1,304 @@
+package pipeline
+
+import (
+	"fmt"
+	"path"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// The actions a workflow may use. Gantry runs none of them: each is translated into what
+// Gantry does itself (the checkout before the first step, a job's artifacts and its needs'
+// inputs) or into a step that finds a toolchain already on the worker.
+
+// ghaActions are the actions the front end understands, for messages.
+var ghaActions = []string{"actions/checkout", "actions/upload-artifact", "actions/download-artifact",
+	"actions/setup-go", "actions/setup-node", "actions/setup-python"}
+
+// uses translates a step that uses an action. It returns the step Gantry runs in its
+// place, or nil when the action becomes a setting of the job.
+func (t *ghaTranslator) uses(j *ghaJob, st *ghaStep, r *yaml.Node, u field, with, name, cond *field) *yaml.Node {
+	d := t.d
+	v, ok := d.str(u.val, u.path, "an action, as in actions/checkout@v4")
+	if !ok {
+		return nil
+	}
+	if cond != nil {
+		d.add(ErrInvalid, cond.keyNode, cond.path, "%s in GitHub Actions workflows", ghaNotYet["if@step"])
+	}
+	args := map[string]field{}
+	if with != nil {
+		for _, f := range d.fields(with.val, with.path, "a mapping of action inputs") {
+			args[f.key] = f
+		}
+	}
+	action := actionName(v)
+	switch action {
+	case "actions/checkout":
+		t.checkout(j, u, args)
+		return nil
+	case "actions/upload-artifact":
+		t.upload(j, st, u, args)
+		return nil
+	case "actions/download-artifact":
+		t.download(j, u, args)
+		return nil
+	case "actions/setup-go", "actions/setup-node", "actions/setup-python":
+		return t.setup(j, st, r, u, action, args, name)
+	case "actions/cache", "actions/cache/restore", "actions/cache/save":
+		d.add(ErrInvalid, u.val, u.path, "uses: %s: caches are not supported yet in GitHub Actions workflows", v)
+		return nil
+	}
+	d.add(ErrInvalid, u.val, u.path, "uses: %s is not supported: Gantry does not fetch actions, and runs only %s natively; replace the step with a run step", v, strings.Join(ghaActions, ", "))
+	return nil
+}
+
+// actionInput reads one with: value as text, with its expressions translated for when
+// the plan is made (matrix and env values).
+func (t *ghaTranslator) actionInput(j *ghaJob, st *ghaStep, f field, kind ghaTextKind) (string, *yaml.Node, bool) {
+	v, ok := t.d.str(f.val, f.path, "a value")
+	if !ok {
+		return "", nil, false
+	}
+	r := t.d.resolve(f.val)
+	return t.text(v, r, f.path, j, st, kind), r, true
+}
+
+// unsupportedInputs reports with: keys an action takes on GitHub that Gantry cannot honour;
+// ignored are those that change nothing a job could see.
+func (t *ghaTranslator) unsupportedInputs(action string, args map[string]field, known, ignored []string) {
+	for _, k := range sortedKeys(args) {
+		if contains(known, k) || contains(ignored, k) {
+			continue
+		}
+		f := args[k]
+		t.d.add(ErrInvalid, f.keyNode, f.path, "%s input %q is not supported by Gantry%s", action, k, suggest(k, known))
+	}
+}
+
+// checkout becomes the job's checkout: setting. GitHub fetches one commit unless
+// fetch-depth says otherwise; Gantry's default is the whole history, so depth 1 is written
+// out.
+func (t *ghaTranslator) checkout(j *ghaJob, u field, args map[string]field) {
+	d := t.d
+	if j.checkout != nil {
+		d.add(ErrInvalid, u.val, u.path, "a job checks out its repository once; a second actions/checkout (another repository or ref) is not supported")
+		return
+	}
+	t.unsupportedInputs("actions/checkout", args, []string{"fetch-depth", "submodules", "lfs", "path"},
+		[]string{"clean", "persist-credentials", "show-progress", "set-safe-directory", "fetch-tags", "filter"})
+	c := gMap(u.val)
+	depth := 1
+	if f, ok := args["fetch-depth"]; ok {
+		if v, ok := d.integer(f.val, f.path, 0, maxCheckoutDepth); ok {
+			depth = v
+		}
+	}
+	if depth > 0 {
+		put(c, "depth", u.keyNode, gInt(depth, u.val))
+	}
+	if f, ok := args["submodules"]; ok {
+		if v, ok := d.str(f.val, f.path, "true, false or recursive"); ok {
+			switch strings.ToLower(v) {
+			case "true", "recursive":
+				put(c, "submodules", f.keyNode, gBool(true, d.resolve(f.val)))
+			case "false":
+			default:
+				d.add(ErrInvalid, f.val, f.path, "expected true, false or recursive, found %q", v)
+			}
+		}
+	}
+	if f, ok := args["lfs"]; ok {
+		if v, ok := d.boolean(f.val, f.path); ok && v {
+			put(c, "lfs", f.keyNode, gBool(true, d.resolve(f.val)))
+		}
+	}
+	if f, ok := args["path"]; ok {
+		if v, ok := d.str(f.val, f.path, "a directory in the workspace"); ok {
+			put(c, "path", f.keyNode, gStr(v, d.resolve(f.val)))
+		}
+	}
+	j.checkout = c
+	t.rename(j.path+".checkout", u.path)
+}
+
+// upload becomes the job's artifacts: the files are kept after the job's steps.
+func (t *ghaTranslator) upload(j *ghaJob, st *ghaStep, u field, args map[string]field) {
+	d := t.d
+	if j.artifacts != nil {
+		d.add(ErrInvalid, u.val, u.path, "Gantry keeps one set of artifacts per job; put every path in one actions/upload-artifact")
+		return
+	}
+	t.unsupportedInputs("actions/upload-artifact", args, []string{"name", "path", "retention-days"},
+		[]string{"if-no-files-found", "compression-level", "overwrite", "include-hidden-files"})
+	a := gMap(u.val)
+	name := "artifact"
+	nameAt := u.val
+	if f, ok := args["name"]; ok {
+		if v, at, ok := t.actionInput(j, st, f, ghaPlanTime); ok {
+			name, nameAt = v, at
+		}
+	}
+	put(a, "name", nameAt, gStr(name, nameAt))
+	f, ok := args["path"]
+	if !ok {
+		d.add(ErrRequired, u.val, u.path, "actions/upload-artifact needs a path")
+		return
+	}
+	v, at, ok := t.actionInput(j, st, f, ghaPlanTime)
+	if !ok {
+		return
+	}
+	paths := gSeq(at)
+	for _, line := range strings.Split(v, "\n") {
+		line = strings.TrimSpace(line)
+		switch {
+		case line == "":
+			continue
+		case strings.HasPrefix(line, "!"):
+			d.add(ErrInvalid, at, f.path, "path %q: excluding paths with ! is not supported; list the paths to keep", line)
+			continue
+		}
+		p := strings.TrimPrefix(path.Clean(line), "./")
+		paths.Content = append(paths.Content, gStr(p, at))
+	}
+	t.rename(j.path+".artifacts.paths", f.path)
+	put(a, "paths", f.keyNode, paths)
+	if f, ok := args["retention-days"]; ok {
+		if v, ok := d.integer(f.val, f.path, 1, 3650); ok {
+			put(a, "expire_in", f.keyNode, gStr(fmt.Sprintf("%dd", v), d.resolve(f.val)))
+		}
+	}
+	j.artifacts = a
+}
+
+// download needs no step: a Gantry job gets the artifacts of the jobs it needs in its
+// workspace, at the paths they were kept from. The name must be one those jobs keep.
+func (t *ghaTranslator) download(j *ghaJob, u field, args map[string]field) {
+	d := t.d
+	t.unsupportedInputs("actions/download-artifact", args, []string{"name", "path"}, []string{"merge-multiple", "pattern"})
+	f, ok := args["name"]
+	if !ok {
+		return
+	}
+	want, ok := d.str(f.val, f.path, "an artifact name")
+	if !ok || strings.Contains(want, "${{") {
+		return
+	}
+	var kept []string
+	for _, n := range j.needs {
+		if name, ok := t.uploads[n]; ok {
+			if name == want {
+				return
+			}
+			kept = append(kept, name)
+		}
+	}
+	msg := fmt.Sprintf("artifact %q is not kept by a job this one needs", want)
+	if len(kept) > 0 {
+		msg += " (they keep: " + strings.Join(sortedCopy(kept), ", ") + ")" + suggest(want, kept)
+	} else {
+		msg += "; add the job that uploads it to needs"
+	}
+	d.add(ErrUnknownReference, f.val, f.path, "%s", msg)
+}
+
+// setupTool describes one actions/setup-* action.
+type setupTool struct {
+	label, cmd, versionKey, fileKey string
+	// version prints the version of the program at "$bin", without a leading v or go.
+	version string
+	// dirs are places a toolchain may be installed besides PATH, as shell globs.
+	dirs string
+}
+
+var setupTools = map[string]setupTool{
+	"actions/setup-go": {label: "Go", cmd: "go", versionKey: "go-version", fileKey: "go-version-file",
+		version: `"$bin" env GOVERSION | sed 's/^go//'`,
+		dirs:    `/usr/local/go/bin "$HOME"/sdk/go*/bin /usr/lib/go-*/bin /opt/hostedtoolcache/go/*/*/bin`},
+	"actions/setup-node": {label: "Node.js", cmd: "node", versionKey: "node-version", fileKey: "node-version-file",
+		version: `"$bin" --version | sed 's/^v//'`,
+		dirs:    `/usr/local/bin /usr/bin /opt/hostedtoolcache/node/*/*/bin "$HOME"/.nvm/versions/node/*/bin`},
+	"actions/setup-python": {label: "Python", cmd: "python3", versionKey: "python-version", fileKey: "python-version-file",
+		version: `"$bin" -c 'import platform; print(platform.python_version())'`,
+		dirs:    `/usr/local/bin /usr/bin /opt/hostedtoolcache/Python/*/*/bin`},
+}
+
+// setup becomes a step that finds the requested version on the worker (PATH first, then
+// the usual install places), puts its directory on the PATH of the later steps, and
+// otherwise fails naming the version: Gantry never downloads a toolchain.
+func (t *ghaTranslator) setup(j *ghaJob, st *ghaStep, r *yaml.Node, u field, action string, args map[string]field, name *field) *yaml.Node {
+	d := t.d
+	tool := setupTools[action]
+	t.unsupportedInputs(action, args, []string{tool.versionKey, tool.fileKey},
+		[]string{"cache", "cache-dependency-path", "check-latest", "architecture", "token", "registry-url", "scope", "always-auth", "allow-prereleases", "update-environment"})
+	want, wantFile := "", ""
+	if f, ok := args[tool.versionKey]; ok {
+		if v, _, ok := t.actionInput(j, st, f, ghaRunScript); ok {
+			want = strings.TrimSpace(strings.SplitN(strings.TrimSpace(v), "\n", 2)[0])
+		}
+	}
+	if f, ok := args[tool.fileKey]; ok && want == "" {
+		if v, _, ok := t.actionInput(j, st, f, ghaRunScript); ok {
+			wantFile = strings.TrimSpace(v)
+		}
+	}
+	stepName := "Set up " + tool.label
+	if want != "" {
+		stepName += " " + want
+	}
+	if name != nil {
+		if v, ok := d.str(name.val, name.path, "a step name"); ok {
+			stepName = t.text(v, d.resolve(name.val), name.path, j, st, ghaStepName)
+		}
+	}
+	out := gMap(r)
+	put(out, "name", u.keyNode, gStr(stepName, u.val))
+	put(out, "shell", u.keyNode, gStr("sh", u.val))
+	put(out, "run", u.val, gStr(setupScript(action, tool, want, wantFile), u.val))
+	return out
+}
+
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+func setupScript(action string, tool setupTool, want, wantFile string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# %s, run by Gantry: find %s on this worker; nothing is downloaded\n", action, tool.label)
+	fmt.Fprintf(&b, "want=%s\n", shellQuote(want))
+	if wantFile != "" {
+		fmt.Fprintf(&b, "file=%s\n", shellQuote(wantFile))
+		b.WriteString(`case "$file" in
+  *go.mod) want=$(sed -n 's/^toolchain go//p; s/^go //p' "$file" | tail -n 1) ;;
+  *) want=$(head -n 1 "$file" | tr -d ' \r') ;;
+esac
+`)
+	}
+	fmt.Fprintf(&b, "label=%s\ncmd=%s\n", shellQuote(tool.label), shellQuote(tool.cmd))
+	fmt.Fprintf(&b, "version() { %s; }\n", tool.version)
+	b.WriteString(`w=${want#v}; w=${w#^}; w=${w#\~}; w=${w#>=}; w=${w%.x}; w=${w%.\*}
+matches() {
+  case "$w" in ""|stable|latest|oldstable|lts/*|node|"*"|x) return 0 ;; esac
+  case "$1." in "$w".*) return 0 ;; esac
+  return 1
+}
+found=""
+for bin in $(command -v "$cmd") ` + tool.dirs + ` ; do
+  case "$bin" in */"$cmd") ;; *) bin="$bin/$cmd" ;; esac
+  [ -x "$bin" ] || continue
+  v=$(version 2>/dev/null) || continue
+  if matches "$v"; then
+    dir=$(dirname "$bin")
+    echo "$label $v at $bin"
+    if [ "$(command -v "$cmd")" != "$bin" ]; then
+      if [ -n "${GANTRY_PATH:-}" ]; then echo "$dir" >> "$GANTRY_PATH"; else echo "$label $v is not first on PATH; later steps find $(command -v "$cmd" || echo nothing)" >&2; exit 1; fi
+    fi
+    exit 0
+  fi
+  found="$found $v"
+done
+echo "` + action + `: $label ${want:-(any)} is not on this worker${found:+ (found:$found)}; Gantry runs this action natively and does not download toolchains: install $label $want on the worker or in the job's image" >&2
+exit 1
+`)
+	return b.String()
+}

@@ -1,0 +1,499 @@
+package pipeline
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// GitHub's contexts written in Gantry's terms: in text (${{ }} in run, names, env
+// values and settings) and in if: expressions.
+
+// ghaTextKind says where a piece of text stands, which decides what it may read.
+type ghaTextKind int
+
+const (
+	ghaRunScript ghaTextKind = iota // a step's run: shell variables may stand in
+	ghaStepName                     // a step's name
+	ghaEnvValue                     // an env value: secrets may stand
+	ghaPlanTime                     // a setting decided when the plan is made
+)
+
+// ghaTextError is an expression error in text, reported at the ${{ it sits in.
+func (t *ghaTranslator) textError(s string, at *yaml.Node, p string, offset int, msg string) {
+	t.d.addAt(ErrExpression, text{v: s, node: at, path: p}, offset, "%s", msg)
+}
+
+// text translates every ${{ }} of s into Gantry's form.
+func (t *ghaTranslator) text(s string, at *yaml.Node, p string, j *ghaJob, st *ghaStep, kind ghaTextKind) string {
+	if !strings.Contains(s, "${{") {
+		return s
+	}
+	var b strings.Builder
+	rest := s
+	for {
+		start := strings.Index(rest, "${{")
+		if start < 0 {
+			b.WriteString(rest)
+			return b.String()
+		}
+		b.WriteString(rest[:start])
+		offset := len(s) - len(rest) + start
+		end := strings.Index(rest[start:], "}}")
+		if end < 0 {
+			t.textError(s, at, p, offset, "${{ is not closed with }}")
+			return s
+		}
+		inner := rest[start+3 : start+end]
+		n, err := parseGHA(inner)
+		if err == nil {
+			var v string
+			v, err = t.interp(n, j, st, kind)
+			if err == nil {
+				b.WriteString(v)
+			}
+		}
+		if err != nil {
+			t.textError(s, at, p, offset+3+err.offset, err.msg)
+		}
+		rest = rest[start+end+2:]
+	}
+}
+
+// interp writes an expression that stands in text: a reference, a literal, or format()
+// of those.
+func (t *ghaTranslator) interp(n ghaNode, j *ghaJob, st *ghaStep, kind ghaTextKind) (string, *ghaExprError) {
+	switch n := n.(type) {
+	case *ghaLit:
+		return n.val, nil
+	case *ghaParen:
+		return t.interp(n.x, j, st, kind)
+	case *ghaRef:
+		return t.refText(n, j, st, kind)
+	case *ghaCall:
+		if strings.EqualFold(n.name, "format") && len(n.args) > 0 {
+			f, ok := n.args[0].(*ghaLit)
+			if !ok || f.kind != 's' {
+				return "", &ghaExprError{n.at, "format() needs its format string written out"}
+			}
+			return formatText(f.val, n.at, func(i int) (string, *ghaExprError) {
+				if i+1 >= len(n.args) {
+					return "", &ghaExprError{n.at, fmt.Sprintf("format() has no argument {%d}", i)}
+				}
+				return t.interp(n.args[i+1], j, st, kind)
+			})
+		}
+		return "", &ghaExprError{n.at, fmt.Sprintf("%s() in text is not supported; Gantry puts in references (matrix.X, env.X, github.sha ...) and format() of them", n.name)}
+	}
+	return "", &ghaExprError{n.pos(), "only a reference, a literal or format() may stand in text; an operator here is not supported"}
+}
+
+// formatText expands GitHub's format(): {N} is argument N, {{ and }} are braces.
+func formatText(f string, at int, arg func(int) (string, *ghaExprError)) (string, *ghaExprError) {
+	var b strings.Builder
+	for i := 0; i < len(f); i++ {
+		switch {
+		case strings.HasPrefix(f[i:], "{{"):
+			b.WriteByte('{')
+			i++
+		case strings.HasPrefix(f[i:], "}}"):
+			b.WriteByte('}')
+			i++
+		case f[i] == '{':
+			end := strings.IndexByte(f[i:], '}')
+			if end < 0 {
+				return "", &ghaExprError{at, "format string has { without }"}
+			}
+			k, err := strconv.Atoi(f[i+1 : i+end])
+			if err != nil || k < 0 {
+				return "", &ghaExprError{at, fmt.Sprintf("format string: %q is not {N}", f[i:i+end+1])}
+			}
+			v, e := arg(k)
+			if e != nil {
+				return "", e
+			}
+			b.WriteString(v)
+			i += end
+		default:
+			b.WriteByte(f[i])
+		}
+	}
+	return b.String(), nil
+}
+
+// githubRunValues are github.* properties that are one of Gantry's run values, which it
+// puts in when a run is created.
+var githubRunValues = map[string]string{
+	"sha": "${{ sha }}", "ref": "${{ ref }}", "ref_name": "${{ branch }}${{ tag }}", "event_name": "${{ event }}",
+	"repository": "${{ repository }}", "event.pull_request.number": "${{ pr.number }}", "event.number": "${{ pr.number }}",
+	"event.pull_request.head.repo.fork": "${{ pr.fork }}",
+}
+
+// githubShellValues are github.* and runner.* properties known only on the worker: a run
+// reads them from the variable Gantry sets.
+var githubShellValues = map[string]string{
+	"github.workspace": "${GANTRY_WORKSPACE}", "github.run_id": "${GANTRY_RUN_ID}", "github.run_attempt": "${GANTRY_ATTEMPT}",
+	"runner.temp": "${RUNNER_TEMP:-${TMPDIR:-/tmp}}",
+}
+
+func (t *ghaTranslator) knownEnv(j *ghaJob, st *ghaStep, name string) bool {
+	switch {
+	case st != nil:
+		return contains(st.env, name)
+	case j != nil:
+		return contains(j.env, name)
+	}
+	return contains(t.env, name)
+}
+
+// refText writes a context reference that stands in text.
+func (t *ghaTranslator) refText(r *ghaRef, j *ghaJob, st *ghaStep, kind ghaTextKind) (string, *ghaExprError) {
+	full := r.name()
+	one := len(r.path) == 1 && r.path[0] != "*"
+	switch r.head {
+	case "matrix":
+		if one {
+			return "${{ matrix." + r.path[0] + " }}", nil
+		}
+	case "env":
+		if !one {
+			break
+		}
+		name := r.path[0]
+		switch {
+		case t.knownEnv(j, st, name):
+			return "${{ env." + name + " }}", nil
+		case kind == ghaRunScript:
+			// Set by an earlier step through $GITHUB_ENV, or by the run: the shell has it.
+			return "${" + name + "}", nil
+		}
+		return "", &ghaExprError{r.at, fmt.Sprintf("env.%s is not set in the workflow's, job's or step's env; Gantry puts env values in when it plans, so a variable set by an earlier step can be read only as $%s in a run", name, name)}
+	case "secrets":
+		if !one {
+			break
+		}
+		name := strings.ToUpper(r.path[0])
+		if name == "GITHUB_TOKEN" {
+			return "", &ghaExprError{r.at, "Gantry has no GitHub token (secrets.GITHUB_TOKEN); keep a token as a project secret and read that"}
+		}
+		switch kind {
+		case ghaEnvValue:
+			return SecretRef(name), nil
+		case ghaRunScript:
+			if st != nil {
+				if !contains(st.secrets, name) {
+					st.secrets = append(st.secrets, name)
+				}
+				return "${" + name + "}", nil
+			}
+		}
+		return "", &ghaExprError{r.at, fmt.Sprintf("secrets.%s may stand only in env values and a step's run", name)}
+	case "inputs":
+		if one {
+			return "${{ inputs." + r.path[0] + " }}", nil
+		}
+	case "github":
+		p := strings.Join(r.path, ".")
+		if v, ok := githubRunValues[p]; ok {
+			return v, nil
+		}
+		if len(r.path) == 3 && r.path[0] == "event" && r.path[1] == "inputs" {
+			return "${{ inputs." + r.path[2] + " }}", nil
+		}
+		switch p {
+		case "workflow":
+			return t.workflow, nil
+		case "job":
+			if j != nil {
+				return j.id, nil
+			}
+		}
+	case "runner":
+		if one && r.path[0] == "os" {
+			return "Linux", nil
+		}
+	case "needs", "steps":
+		return "", &ghaExprError{r.at, fmt.Sprintf("%s: %s outputs are not supported yet in GitHub Actions workflows", full, strings.TrimSuffix(r.head, "s"))}
+	}
+	if v, ok := githubShellValues[full]; ok {
+		if kind == ghaRunScript {
+			return v, nil
+		}
+		return "", &ghaExprError{r.at, fmt.Sprintf("%s is known only on the worker; read it in a run as %s", full, v)}
+	}
+	return "", &ghaExprError{r.at, fmt.Sprintf("%s has no counterpart in Gantry", full)}
+}
+
+// condition translates an if: into Gantry's expression language. GitHub lets the whole
+// expression be wrapped in ${{ }}.
+func (t *ghaTranslator) condition(v string, at *yaml.Node, p string, j *ghaJob) string {
+	src, lead := v, 0
+	trimmed := strings.TrimSpace(v)
+	if strings.HasPrefix(trimmed, "${{") && strings.HasSuffix(trimmed, "}}") && strings.Count(trimmed, "${{") == 1 {
+		lead = strings.Index(v, "${{") + 3
+		src = trimmed[3 : len(trimmed)-2]
+	}
+	n, err := parseGHA(src)
+	var out string
+	if err == nil {
+		out, err = t.cond(n, j, true)
+	}
+	if err != nil {
+		t.d.addAt(ErrExpression, text{v: v, node: at, path: p}, lead+err.offset, "%s", err.msg)
+		return v
+	}
+	return out
+}
+
+// truthy writes GitHub's coercion of a value to a boolean: null, "", false and 0 are
+// false, everything else true.
+func truthy(e string) string {
+	return "(" + e + " != nil && " + e + ` != "" && ` + e + " != false && " + e + " != 0)"
+}
+
+// cond writes an expression for if:; asBool is set where GitHub coerces the value to a
+// boolean.
+func (t *ghaTranslator) cond(n ghaNode, j *ghaJob, asBool bool) (string, *ghaExprError) {
+	switch n := n.(type) {
+	case *ghaLit:
+		if asBool {
+			switch n.kind {
+			case 's':
+				return strconv.FormatBool(n.val != ""), nil
+			case 'n':
+				f, _ := strconv.ParseFloat(n.val, 64)
+				return strconv.FormatBool(f != 0), nil
+			case 'z':
+				return "false", nil
+			}
+		}
+		switch n.kind {
+		case 's':
+			return exprString(n.val), nil
+		case 'z':
+			return "nil", nil
+		}
+		return n.val, nil
+	case *ghaParen:
+		x, err := t.cond(n.x, j, asBool)
+		return "(" + x + ")", err
+	case *ghaUnary:
+		x, err := t.cond(n.x, j, true)
+		return "!" + x, err
+	case *ghaBinary:
+		switch n.op {
+		case "&&", "||":
+			l, err := t.cond(n.l, j, true)
+			if err != nil {
+				return "", err
+			}
+			r, err := t.cond(n.r, j, true)
+			return l + " " + n.op + " " + r, err
+		}
+		l, err := t.cond(comparedLiteral(n.l, n.r), j, false)
+		if err != nil {
+			return "", err
+		}
+		r, err := t.cond(comparedLiteral(n.r, n.l), j, false)
+		return l + " " + n.op + " " + r, err
+	case *ghaRef:
+		e, isBool, err := t.refExpr(n, j)
+		if err != nil {
+			return "", err
+		}
+		if asBool && !isBool {
+			return truthy(e), nil
+		}
+		return e, nil
+	case *ghaCall:
+		return t.call(n, j, asBool)
+	}
+	return "", &ghaExprError{n.pos(), "unsupported expression"}
+}
+
+// comparedLiteral rewrites a string compared with a job result or an event name into
+// Gantry's word for it: 'failure' is "failed", 'workflow_dispatch' is "dispatch".
+func comparedLiteral(n, other ghaNode) ghaNode {
+	lit, ok := n.(*ghaLit)
+	ref, ok2 := other.(*ghaRef)
+	if !ok || !ok2 || lit.kind != 's' {
+		return n
+	}
+	switch {
+	case ref.head == "needs" && len(ref.path) == 2 && ref.path[1] == "result", ref.head == "job" && len(ref.path) == 1 && ref.path[0] == "status":
+		if alias, ok := resultAliases[strings.ToLower(lit.val)]; ok {
+			return &ghaLit{at: lit.at, kind: 's', val: alias}
+		}
+	case ref.head == "github" && ref.name() == "github.event_name":
+		if alias, ok := onEventAlias[lit.val]; ok {
+			return &ghaLit{at: lit.at, kind: 's', val: alias}
+		}
+	}
+	return n
+}
+
+// refExpr writes a context reference in if:, and whether its value is a boolean.
+func (t *ghaTranslator) refExpr(r *ghaRef, j *ghaJob) (string, bool, *ghaExprError) {
+	full := r.name()
+	one := len(r.path) == 1 && r.path[0] != "*"
+	switch r.head {
+	case "matrix", "env", "inputs":
+		if one {
+			return memberExpr(r.head, r.path[0]), false, nil
+		}
+	case "needs":
+		if len(r.path) == 2 && r.path[0] != "*" && r.path[1] == "result" {
+			return memberExpr(memberExpr("needs", r.path[0]), "result"), false, nil
+		}
+		if len(r.path) >= 2 && r.path[1] == "outputs" {
+			return "", false, &ghaExprError{r.at, full + ": job outputs are not supported yet in GitHub Actions workflows"}
+		}
+	case "steps":
+		return "", false, &ghaExprError{r.at, full + ": step outputs are not supported yet in GitHub Actions workflows"}
+	case "secrets":
+		return "", false, &ghaExprError{r.at, "an if: cannot read secrets (GitHub does not allow it either); set the secret in a step's env"}
+	case "runner":
+		if one && r.path[0] == "os" {
+			return exprString("Linux"), false, nil
+		}
+	case "github":
+		p := strings.Join(r.path, ".")
+		switch p {
+		case "ref", "sha", "repository":
+			return p, false, nil
+		case "ref_name":
+			return "(branch + tag)", false, nil
+		case "event_name":
+			return "event", false, nil
+		case "event.pull_request.number", "event.number":
+			return "pr.number", false, nil
+		case "event.pull_request.head.repo.fork":
+			return "pr.fork", true, nil
+		case "workflow":
+			return exprString(t.workflow), false, nil
+		case "job":
+			return exprString(j.id), false, nil
+		}
+		if len(r.path) == 3 && r.path[0] == "event" && r.path[1] == "inputs" {
+			return memberExpr("inputs", r.path[2]), false, nil
+		}
+	}
+	return "", false, &ghaExprError{r.at, fmt.Sprintf("%s has no counterpart in Gantry's if:", full)}
+}
+
+// call writes a function call in if:.
+func (t *ghaTranslator) call(n *ghaCall, j *ghaJob, asBool bool) (string, *ghaExprError) {
+	arity := func(lo, hi int) *ghaExprError {
+		if len(n.args) < lo || len(n.args) > hi {
+			if lo == hi {
+				return &ghaExprError{n.at, fmt.Sprintf("%s() takes %d arguments, not %d", n.name, lo, len(n.args))}
+			}
+			return &ghaExprError{n.at, fmt.Sprintf("%s() takes %d to %d arguments, not %d", n.name, lo, hi, len(n.args))}
+		}
+		return nil
+	}
+	args := func() ([]string, *ghaExprError) {
+		out := make([]string, len(n.args))
+		for i, a := range n.args {
+			v, err := t.cond(a, j, false)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = v
+		}
+		return out, nil
+	}
+	switch strings.ToLower(n.name) {
+	case "success", "failure", "always", "cancelled":
+		if err := arity(0, 0); err != nil {
+			return "", err
+		}
+		return strings.ToLower(n.name) + "()", nil
+	case "contains", "startswith", "endswith":
+		if err := arity(2, 2); err != nil {
+			return "", err
+		}
+		a, err := args()
+		if err != nil {
+			return "", err
+		}
+		name := map[string]string{"contains": "contains", "startswith": "startsWith", "endswith": "endsWith"}[strings.ToLower(n.name)]
+		return name + "(" + a[0] + ", " + a[1] + ")", nil
+	case "format":
+		if len(n.args) == 0 {
+			return "", arity(1, 1)
+		}
+		f, ok := n.args[0].(*ghaLit)
+		if !ok || f.kind != 's' {
+			return "", &ghaExprError{n.at, "format() needs its format string written out"}
+		}
+		a, err := args()
+		if err != nil {
+			return "", err
+		}
+		var parts []string
+		s, ferr := formatText(f.val, n.at, func(i int) (string, *ghaExprError) {
+			if i+1 >= len(a) {
+				return "", &ghaExprError{n.at, fmt.Sprintf("format() has no argument {%d}", i)}
+			}
+			return "\x00" + strconv.Itoa(i+1) + "\x00", nil
+		})
+		if ferr != nil {
+			return "", ferr
+		}
+		for k, piece := range strings.Split(s, "\x00") {
+			if k%2 == 0 {
+				if piece != "" {
+					parts = append(parts, exprString(piece))
+				}
+				continue
+			}
+			i, _ := strconv.Atoi(piece)
+			parts = append(parts, "string("+a[i]+")")
+		}
+		if len(parts) == 0 {
+			parts = []string{`""`}
+		}
+		return "(" + strings.Join(parts, " + ") + ")", nil
+	case "join":
+		if err := arity(1, 2); err != nil {
+			return "", err
+		}
+		a, err := args()
+		if err != nil {
+			return "", err
+		}
+		sep := `","`
+		if len(a) == 2 {
+			sep = a[1]
+		}
+		return "join(" + a[0] + ", " + sep + ")", nil
+	case "tojson":
+		if err := arity(1, 1); err != nil {
+			return "", err
+		}
+		a, err := args()
+		if err != nil {
+			return "", err
+		}
+		return "toJSON(" + a[0] + ")", nil
+	case "fromjson":
+		if err := arity(1, 1); err != nil {
+			return "", err
+		}
+		a, err := args()
+		if err != nil {
+			return "", err
+		}
+		e := "fromJSON(" + a[0] + ")"
+		if asBool {
+			return truthy(e), nil
+		}
+		return e, nil
+	case "hashfiles":
+		return "", &ghaExprError{n.at, "hashFiles() reads files on the worker and has no meaning in if:"}
+	}
+	return "", &ghaExprError{n.at, fmt.Sprintf("unknown function %s(); GitHub's are contains, startsWith, endsWith, format, join, toJSON, fromJSON, hashFiles, success, failure, always and cancelled", n.name)}
+}
