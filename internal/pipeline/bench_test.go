@@ -27,6 +27,12 @@ func BenchmarkCompile(b *testing.B) {
 		}
 		wide.WriteString("    steps: [{run: make}]\n")
 	}
+	// A GitHub Actions workflow with a 256-instance matrix (4 x 4 x 4 x 4), read by the
+	// workflow front end and planned by the same compiler.
+	workflow := "on: push\njobs:\n  test:\n    runs-on: ubuntu-latest\n    strategy:\n      matrix: {os: [a, b, c, d], go: [w, x, y, z], shard: [1, 2, 3, 4], db: [p, q, r, s]}\n" +
+		"    steps:\n      - uses: actions/checkout@v4\n      - uses: actions/setup-go@v5\n        with: {go-version: '${{ matrix.go }}'}\n" +
+		"      - run: go test -shard ${{ matrix.shard }} -db ${{ matrix.db }} ./... # ${{ github.sha }}\n" +
+		"  after:\n    needs: test\n    if: always() && needs.test.result == 'failure'\n    runs-on: ubuntu-latest\n    steps: [{run: echo failed}]\n"
 	for _, bc := range []struct {
 		name string
 		src  []byte
@@ -34,6 +40,7 @@ func BenchmarkCompile(b *testing.B) {
 		{"release", release},
 		{"matrix-4951-jobs", []byte(large)},
 		{"500-jobs-10-waves", []byte(wide.String())},
+		{"workflow-matrix-256", []byte(workflow)},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()

@@ -13,7 +13,8 @@ import (
 // a non-empty list of errors that each say what and where.
 func FuzzCompile(f *testing.F) {
 	files, _ := filepath.Glob("../../examples/*")
-	for _, name := range files {
+	workflows, _ := filepath.Glob("testdata/gha/*.yml")
+	for _, name := range append(files, workflows...) {
 		if b, err := os.ReadFile(name); err == nil {
 			f.Add(b)
 		}
@@ -30,6 +31,7 @@ func FuzzCompile(f *testing.F) {
 		"jobs: {a: {steps: [{run: x}], artifacts: [\"../x\"]}}",
 		"on: [push, pull_request]\njobs: {a: {steps: [{run: x}]}}",
 		"defaults: {checkout: {depth: 1, path: src}}\njobs:\n  a: {checkout: false, steps: [{run: x}]}\n  b: {checkout: {lfs: true, submodules: true, path: ../x}, steps: [{run: x}]}",
+		"on: push\njobs:\n  a:\n    runs-on: [ubuntu-latest, x]\n    if: ${{ github.ref == 'refs/heads/main' && !cancelled() && matrix['a-b'] >= 2 }}\n    strategy: {matrix: {a-b: [1, 2], include: [{a-b: 3, c: x}]}}\n    steps:\n      - uses: actions/checkout@v4\n        with: {fetch-depth: 0}\n      - run: echo ${{ format('{0}-{{x}}', matrix.a-b) }} ${{ secrets.T }} ${{ env.Y }}\n        working-directory: d\n      - uses: actions/upload-artifact@v4\n        with: {name: n, path: \"a\\nb\"}\n  b: {runs-on: x, needs: a, steps: [{uses: actions/download-artifact@v4, with: {name: n}}, {uses: actions/setup-go@v5, with: {go-version: '1.x'}}]}",
 		"on:\n  push: {branches: [main, '!x/**'], paths-ignore: ['docs/**']}\n  pull_request: {types: [opened]}\n  schedule: [{cron: '0 3 * * 1-5', timezone: Europe/Berlin, missed: run_once}]\n  dispatch: {inputs: {e: {type: choice, options: [a, b], default: a}, n: {type: number, default: 2}}}\njobs: {a: {steps: [{run: x}]}}",
 	} {
 		f.Add([]byte(s))

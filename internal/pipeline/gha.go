@@ -25,21 +25,25 @@ func isWorkflowPath(p string) bool {
 	return strings.Contains(p, "/.github/workflows/")
 }
 
-// isWorkflow reports a document written for GitHub Actions: a job with runs-on (which
-// every GitHub job that is not a reusable workflow call has), or a step with uses.
-// Gantry's language spells the key runs_on and has no uses, so neither occurs in it.
+// isWorkflow reports a document written for GitHub Actions: one with a step that uses
+// an action, or with on: (which GitHub requires) and runs-on in every job (which GitHub
+// requires of every job that is not a reusable workflow call). Gantry's language has no
+// uses and spells the key runs_on, so a Gantry definition with a slip of runs-on in one
+// job is still read as Gantry's and told about it.
 func isWorkflow(root *yaml.Node) bool {
 	jobs := mappingValue(root, "jobs")
-	if jobs == nil || jobs.Kind != yaml.MappingNode {
+	if jobs == nil || jobs.Kind != yaml.MappingNode || len(jobs.Content) == 0 {
 		return false
 	}
+	every := mappingValue(root, "on") != nil
 	for i := 1; i < len(jobs.Content); i += 2 {
 		j := jobs.Content[i]
 		if j.Kind != yaml.MappingNode {
+			every = false
 			continue
 		}
-		if mappingValue(j, "runs-on") != nil || mappingValue(j, "uses") != nil {
-			return true
+		if mappingValue(j, "runs-on") == nil && mappingValue(j, "uses") == nil {
+			every = false
 		}
 		if steps := mappingValue(j, "steps"); steps != nil && steps.Kind == yaml.SequenceNode {
 			for _, st := range steps.Content {
@@ -49,7 +53,7 @@ func isWorkflow(root *yaml.Node) bool {
 			}
 		}
 	}
-	return false
+	return every
 }
 
 // mappingValue is the value of key in a mapping node written out (no aliases followed),
@@ -923,7 +927,7 @@ func (d *decoder) compileWorkflow(root *yaml.Node) (*Plan, *yaml.Node) {
 
 // ErrNotWorkflow is returned by ConvertWorkflow for a document that is not a GitHub
 // Actions workflow.
-var ErrNotWorkflow = fmt.Errorf("not a GitHub Actions workflow: no job has runs-on and no step uses an action")
+var ErrNotWorkflow = fmt.Errorf("not a GitHub Actions workflow: no step uses an action, and on: with runs-on in every job is missing")
 
 // ConvertWorkflow translates a GitHub Actions workflow into Gantry's language and returns
 // it as YAML: the definition that Compile plans exactly as it plans the workflow. A

@@ -248,8 +248,17 @@ func (t *ghaTranslator) condition(v string, at *yaml.Node, p string, j *ghaJob) 
 }
 
 // truthy writes GitHub's coercion of a value to a boolean: null, "", false and 0 are
-// false, everything else true.
-func truthy(e string) string {
+// false, everything else true. Text is false only when empty; a matrix value was a YAML
+// scalar, so false and 0 written there are false too.
+func truthy(e string, typ byte) string {
+	switch typ {
+	case ghaBool:
+		return e
+	case ghaText:
+		return "(" + e + ` != "")`
+	case ghaMatrix:
+		return "(" + e + ` not in ["", "false", "0"])`
+	}
 	return "(" + e + " != nil && " + e + ` != "" && ` + e + " != false && " + e + " != 0)"
 }
 
@@ -292,25 +301,41 @@ func (t *ghaTranslator) cond(n ghaNode, j *ghaJob, asBool bool) (string, *ghaExp
 			r, err := t.cond(n.r, j, true)
 			return l + " " + n.op + " " + r, err
 		}
-		l, err := t.cond(comparedLiteral(n.l, n.r), j, false)
+		l, err := t.operand(comparedLiteral(n.l, n.r), n.r, j)
 		if err != nil {
 			return "", err
 		}
-		r, err := t.cond(comparedLiteral(n.r, n.l), j, false)
+		r, err := t.operand(comparedLiteral(n.r, n.l), n.l, j)
 		return l + " " + n.op + " " + r, err
 	case *ghaRef:
-		e, isBool, err := t.refExpr(n, j)
+		e, typ, err := t.refExpr(n, j)
 		if err != nil {
 			return "", err
 		}
-		if asBool && !isBool {
-			return truthy(e), nil
+		if asBool {
+			return truthy(e, typ), nil
 		}
 		return e, nil
 	case *ghaCall:
 		return t.call(n, j, asBool)
 	}
 	return "", &ghaExprError{n.pos(), "unsupported expression"}
+}
+
+// operand writes one side of a comparison. Compared with a number, text is read as a
+// number, as GitHub does (matrix.go >= 1.25).
+func (t *ghaTranslator) operand(n, other ghaNode, j *ghaJob) (string, *ghaExprError) {
+	e, err := t.cond(n, j, false)
+	if err != nil {
+		return "", err
+	}
+	lit, isLit := other.(*ghaLit)
+	if ref, ok := n.(*ghaRef); ok && isLit && lit.kind == 'n' {
+		if _, typ, _ := t.refExpr(ref, j); typ == ghaText || typ == ghaMatrix {
+			return "float(" + e + ")", nil
+		}
+	}
+	return e, nil
 }
 
 // comparedLiteral rewrites a string compared with a job result or an event name into
@@ -334,53 +359,70 @@ func comparedLiteral(n, other ghaNode) ghaNode {
 	return n
 }
 
-// refExpr writes a context reference in if:, and whether its value is a boolean.
-func (t *ghaTranslator) refExpr(r *ghaRef, j *ghaJob) (string, bool, *ghaExprError) {
+// Types of what a reference reads in if:, which decide how GitHub's coercions are
+// written in Gantry's typed expressions.
+const (
+	ghaBool   = 'b' // a boolean
+	ghaText   = 's' // text
+	ghaMatrix = 'm' // a matrix value: text that was a YAML scalar, true or 1.26
+	ghaAny    = 'a' // anything (inputs are typed by their declaration)
+)
+
+// refExpr writes a context reference in if:, and the type of its value.
+func (t *ghaTranslator) refExpr(r *ghaRef, j *ghaJob) (string, byte, *ghaExprError) {
 	full := r.name()
 	one := len(r.path) == 1 && r.path[0] != "*"
 	switch r.head {
-	case "matrix", "env", "inputs":
+	case "matrix":
 		if one {
-			return memberExpr(r.head, r.path[0]), false, nil
+			return memberExpr(r.head, r.path[0]), ghaMatrix, nil
+		}
+	case "env":
+		if one {
+			return memberExpr(r.head, r.path[0]), ghaText, nil
+		}
+	case "inputs":
+		if one {
+			return memberExpr(r.head, r.path[0]), ghaAny, nil
 		}
 	case "needs":
 		if len(r.path) == 2 && r.path[0] != "*" && r.path[1] == "result" {
-			return memberExpr(memberExpr("needs", r.path[0]), "result"), false, nil
+			return memberExpr(memberExpr("needs", r.path[0]), "result"), ghaText, nil
 		}
 		if len(r.path) >= 2 && r.path[1] == "outputs" {
-			return "", false, &ghaExprError{r.at, full + ": job outputs are not supported yet in GitHub Actions workflows"}
+			return "", 0, &ghaExprError{r.at, full + ": job outputs are not supported yet in GitHub Actions workflows"}
 		}
 	case "steps":
-		return "", false, &ghaExprError{r.at, full + ": step outputs are not supported yet in GitHub Actions workflows"}
+		return "", 0, &ghaExprError{r.at, full + ": step outputs are not supported yet in GitHub Actions workflows"}
 	case "secrets":
-		return "", false, &ghaExprError{r.at, "an if: cannot read secrets (GitHub does not allow it either); set the secret in a step's env"}
+		return "", 0, &ghaExprError{r.at, "an if: cannot read secrets (GitHub does not allow it either); set the secret in a step's env"}
 	case "runner":
 		if one && r.path[0] == "os" {
-			return exprString("Linux"), false, nil
+			return exprString("Linux"), ghaText, nil
 		}
 	case "github":
 		p := strings.Join(r.path, ".")
 		switch p {
 		case "ref", "sha", "repository":
-			return p, false, nil
+			return p, ghaText, nil
 		case "ref_name":
-			return "(branch + tag)", false, nil
+			return "(branch + tag)", ghaText, nil
 		case "event_name":
-			return "event", false, nil
+			return "event", ghaText, nil
 		case "event.pull_request.number", "event.number":
-			return "pr.number", false, nil
+			return "pr.number", ghaAny, nil
 		case "event.pull_request.head.repo.fork":
-			return "pr.fork", true, nil
+			return "pr.fork", ghaBool, nil
 		case "workflow":
-			return exprString(t.workflow), false, nil
+			return exprString(t.workflow), ghaText, nil
 		case "job":
-			return exprString(j.id), false, nil
+			return exprString(j.id), ghaText, nil
 		}
 		if len(r.path) == 3 && r.path[0] == "event" && r.path[1] == "inputs" {
-			return memberExpr("inputs", r.path[2]), false, nil
+			return memberExpr("inputs", r.path[2]), ghaAny, nil
 		}
 	}
-	return "", false, &ghaExprError{r.at, fmt.Sprintf("%s has no counterpart in Gantry's if:", full)}
+	return "", 0, &ghaExprError{r.at, fmt.Sprintf("%s has no counterpart in Gantry's if:", full)}
 }
 
 // call writes a function call in if:.
@@ -489,7 +531,7 @@ func (t *ghaTranslator) call(n *ghaCall, j *ghaJob, asBool bool) (string, *ghaEx
 		}
 		e := "fromJSON(" + a[0] + ")"
 		if asBool {
-			return truthy(e), nil
+			return truthy(e, ghaAny), nil
 		}
 		return e, nil
 	case "hashfiles":

@@ -1,0 +1,320 @@
+package pipeline
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func compileWorkflow(t *testing.T, src string) *Plan {
+	t.Helper()
+	p, err := Compile([]byte(src), Options{Path: ".github/workflows/ci.yml"})
+	if err != nil {
+		t.Fatalf("Compile: %v", err)
+	}
+	return p
+}
+
+func planJSON(t *testing.T, p *Plan) string {
+	t.Helper()
+	b, err := json.MarshalIndent(p, "", " ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// TestWorkflowFilesConvertToTheSamePlan checks the promise of gantry convert on every
+// workflow in testdata: the Gantry definition it prints is read as Gantry's (not as a
+// workflow) and plans exactly as the workflow does.
+func TestWorkflowFilesConvertToTheSamePlan(t *testing.T) {
+	t.Parallel()
+	files, err := filepath.Glob("testdata/gha/*.yml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no workflows in testdata/gha: %v", err)
+	}
+	for _, name := range files {
+		t.Run(filepath.Base(name), func(t *testing.T) {
+			t.Parallel()
+			src, err := os.ReadFile(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Read by its content alone, as the server reads a posted body.
+			want, err := Compile(src, Options{})
+			if err != nil {
+				t.Fatalf("Compile: %v", err)
+			}
+			out, err := ConvertWorkflow(src, Options{})
+			if err != nil {
+				t.Fatalf("ConvertWorkflow: %v", err)
+			}
+			d := &decoder{limits: DefaultLimits}
+			if root := d.parseDocument(out); root == nil || isWorkflow(root) {
+				t.Fatalf("the converted definition is read as a workflow (or not at all):\n%s", out)
+			}
+			got, err := Compile(out, Options{Path: "pipeline.yml"})
+			if err != nil {
+				t.Fatalf("Compile(convert): %v\n%s", err, out)
+			}
+			if a, b := planJSON(t, want), planJSON(t, got); a != b {
+				t.Fatalf("plans differ\nworkflow:\n%s\nconverted:\n%s\ndefinition:\n%s", a, b, out)
+			}
+		})
+	}
+}
+
+func TestWorkflowTranslation(t *testing.T) {
+	t.Parallel()
+	p := compileWorkflow(t, `
+name: CI
+on: [push, release]
+env: {A: one}
+jobs:
+  build:
+    runs-on: [self-hosted, gpu, ubuntu-22.04]
+    timeout-minutes: 1.5
+    defaults: {run: {working-directory: src}}
+    env: {B: "${{ env.A }}-two"}
+    steps:
+      - uses: actions/checkout@v4
+        with: {fetch-depth: 3, submodules: recursive, lfs: true, path: src}
+      - name: Build ${{ github.workflow }} ${{ github.job }}
+        run: echo ${{ env.B }} ${{ secrets.npm_token }} ${{ env.FROM_EARLIER }} ${{ github.workspace }}
+        shell: sh
+        timeout-minutes: 2
+        continue-on-error: true
+      - run: print("hi")
+        shell: python
+        working-directory: py
+      - uses: actions/upload-artifact@v4
+        with:
+          name: dist
+          path: |
+            dist/
+            ./bin/app
+  after:
+    needs: build
+    runs-on: ubuntu-latest
+    steps:
+      - uses: actions/download-artifact@v4
+        with: {name: dist}
+      - run: ls dist
+`)
+	if p.On == nil || p.On.Push == nil || p.On.PullRequest != nil {
+		t.Fatalf("on: want push only (release needs GitHub), got %+v", p.On)
+	}
+	b := p.Job("build")
+	if b == nil || len(p.Jobs) != 2 {
+		t.Fatalf("jobs: %s", planJSON(t, p))
+	}
+	if !reflect.DeepEqual(b.RunsOn, []string{"gpu"}) {
+		t.Errorf("runs_on = %v, want [gpu]: GitHub's runner names are dropped", b.RunsOn)
+	}
+	if b.Timeout.String() != "1m30s" {
+		t.Errorf("timeout = %v, want 1m30s", b.Timeout)
+	}
+	if b.Checkout == nil || b.Checkout.Depth != 3 || !b.Checkout.Submodules || !b.Checkout.LFS || b.Checkout.Path != "src" {
+		t.Errorf("checkout = %+v", b.Checkout)
+	}
+	if b.Env["B"] != "one-two" {
+		t.Errorf("env B = %q, want one-two", b.Env["B"])
+	}
+	if len(b.Steps) != 2 {
+		t.Fatalf("steps: want checkout and upload folded into the job, got %d", len(b.Steps))
+	}
+	s0 := b.Steps[0]
+	if s0.Name != "Build CI build" || s0.Shell != "sh" || !s0.ContinueOnError || s0.Timeout.String() != "2m0s" {
+		t.Errorf("step 0 = %+v", s0)
+	}
+	if want := "cd -- 'src'\necho one-two ${NPM_TOKEN} ${FROM_EARLIER} ${GANTRY_WORKSPACE}"; s0.Run != want {
+		t.Errorf("step 0 run = %q, want %q", s0.Run, want)
+	}
+	if s0.Env["NPM_TOKEN"] != SecretRef("NPM_TOKEN") {
+		t.Errorf("step 0 env = %v: the secret its run reads must be in its env", s0.Env)
+	}
+	if s1 := b.Steps[1]; s1.Shell != "python3" || !strings.HasPrefix(s1.Run, `import os; os.chdir("py")`) {
+		t.Errorf("step 1 = %+v", s1)
+	}
+	if b.Artifacts == nil || b.Artifacts.Name != "dist" || !reflect.DeepEqual(b.Artifacts.Paths, []string{"dist", "bin/app"}) {
+		t.Errorf("artifacts = %+v", b.Artifacts)
+	}
+	a := p.Job("after")
+	if a.Checkout == nil || !a.Checkout.Skip {
+		t.Errorf("a job without actions/checkout starts empty, as on GitHub: checkout = %+v", a.Checkout)
+	}
+	if a.NoInputs || len(a.Steps) != 1 || a.Steps[0].Shell != "bash" {
+		t.Errorf("after: NoInputs %v, steps %+v", a.NoInputs, a.Steps)
+	}
+	if p.Job("build").Timeout == 0 || p.Jobs[1].Timeout.String() != "6h0m0s" {
+		t.Errorf("a job without timeout-minutes gets GitHub's six hours, got %v", p.Jobs[1].Timeout)
+	}
+}
+
+func TestWorkflowConditions(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		gha, gantry string
+	}{
+		{"github.ref == 'refs/heads/main'", `ref == "refs/heads/main"`},
+		{"${{ github.event_name == 'workflow_dispatch' }}", `event == "dispatch"`},
+		{"always() && needs.a.result == 'failure'", `always() && needs.a.result == "failed"`},
+		{"!cancelled() && (needs.a.result != 'cancelled')", `!cancelled() && (needs.a.result != "cancelled")`},
+		{"startsWith(github.ref, 'refs/tags/') || contains(github.ref_name, 'rc')", `startsWith(ref, "refs/tags/") || contains((branch + tag), "rc")`},
+		{"matrix.experimental", `(matrix.experimental not in ["", "false", "0"])`},
+		{"github.event.inputs.deploy == 'true' && inputs.deploy", `inputs.deploy == "true" && (inputs.deploy != nil && inputs.deploy != "" && inputs.deploy != false && inputs.deploy != 0)`},
+		{"format('v{0}-{1}', matrix.go, 'x') == 'v1-x'", `("v" + string(matrix.go) + "-" + string("x")) == "v1-x"`},
+		{"contains(fromJSON('[\"a\",\"b\"]'), matrix.go)", `contains(fromJSON("[\"a\",\"b\"]"), matrix.go)`},
+		{"toJSON(matrix) != '' && join(fromJSON('[1]'), '-') == '1'", ``},
+		{"matrix['go-version'] >= 1.2 && runner.os == 'Linux' && github.event.pull_request.head.repo.fork", `float(matrix["go-version"]) >= 1.2 && "Linux" == "Linux" && pr.fork`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.gha, func(t *testing.T) {
+			src := "on: push\njobs:\n  a: {runs-on: x, steps: [{run: x}]}\n  b:\n    runs-on: x\n    needs: a\n    strategy: {matrix: {go: ['1'], go-version: ['1.3'], experimental: ['true']}}\n    if: " +
+				yamlQuote(tc.gha) + "\n    steps: [{run: x}]\n"
+			if tc.gantry == "" {
+				// toJSON of a whole context has no counterpart; the error must say so.
+				errs := compileErrs(t, src)
+				if !errors.Is(errs, ErrExpression) {
+					t.Fatalf("want an expression error, got %v", errs)
+				}
+				return
+			}
+			p, err := Compile([]byte(src), Options{})
+			if err != nil {
+				t.Fatalf("Compile: %v", err)
+			}
+			if got := p.Jobs[1].If.Source; got != tc.gantry {
+				t.Fatalf("if: %s\n got %s\nwant %s", tc.gha, got, tc.gantry)
+			}
+		})
+	}
+}
+
+func yamlQuote(s string) string {
+	return `"` + strings.ReplaceAll(strings.ReplaceAll(s, `\`, `\\`), `"`, `\"`) + `"`
+}
+
+// TestWorkflowTruthiness evaluates the coercion written for if: matrix.x against GitHub's
+// rules: "", null, false and 0 are false, anything else true (a matrix value is a YAML
+// scalar, so false and 0 there are GitHub's false and 0).
+func TestWorkflowTruthiness(t *testing.T) {
+	t.Parallel()
+	p := compileWorkflow(t, "on: push\njobs:\n  a:\n    runs-on: x\n    strategy: {matrix: {v: ['', 'false', '0', 'x']}}\n    if: matrix.v\n    steps: [{run: x}]\n")
+	want := map[string]bool{"": false, "false": false, "0": false, "x": true}
+	for _, j := range p.Jobs {
+		ok, err := j.ShouldRun(ConditionInput{})
+		if err != nil {
+			t.Fatalf("%s: %v", j.Key, err)
+		}
+		if v := j.Matrix[0].Value; ok != want[v] {
+			t.Errorf("if: matrix.v with v=%q is %v, want %v", v, ok, want[v])
+		}
+	}
+}
+
+func TestWorkflowErrors(t *testing.T) {
+	t.Parallel()
+	const head = "on: push\njobs:\n  a:\n    runs-on: ubuntu-latest\n"
+	tests := []struct {
+		name      string
+		src       string
+		kind      ErrorKind
+		path      string
+		line, col int
+		msg       string
+	}{
+		{"other action named", head + "    steps:\n      - uses: golangci/golangci-lint-action@v6\n", ErrInvalid, "jobs.a.steps[0].uses", 6, 15, "golangci/golangci-lint-action@v6 is not supported"},
+		{"local action named", head + "    steps:\n      - uses: ./.github/actions/x\n", ErrInvalid, "jobs.a.steps[0].uses", 6, 15, "./.github/actions/x is not supported"},
+		{"reusable workflow", "on: push\njobs:\n  a:\n    uses: org/repo/.github/workflows/x.yml@v1\n", ErrInvalid, "jobs.a.uses", 4, 11, "reusable workflow"},
+		{"unknown job key keeps the workflow's name", head + "    timeout_minutes: 3\n    steps: [{run: x}]\n", ErrUnknownKey, "jobs.a.timeout_minutes", 5, 5, `did you mean "timeout-minutes"`},
+		{"services not yet", head + "    services: {db: {image: postgres}}\n    steps: [{run: x}]\n", ErrInvalid, "jobs.a.services", 5, 5, "service containers are not supported yet"},
+		{"step if not yet", head + "    steps:\n      - run: x\n        if: failure()\n", ErrInvalid, "jobs.a.steps[0].if", 7, 9, "a step's if: is not supported yet"},
+		{"job outputs not yet", head + "    outputs: {v: x}\n    steps: [{run: x}]\n", ErrInvalid, "jobs.a.outputs", 5, 5, "job outputs are not supported yet"},
+		{"expression error at its column", head + "    steps:\n      - run: echo ${{ github.sha && }}\n", ErrExpression, "jobs.a.steps[0].run", 6, 37, "expression ends too early"},
+		{"unknown context", head + "    steps:\n      - run: echo ${{ github.actor }}\n", ErrExpression, "jobs.a.steps[0].run", 6, 23, "github.actor has no counterpart"},
+		{"github token", head + "    steps:\n      - run: echo ${{ secrets.GITHUB_TOKEN }}\n", ErrExpression, "jobs.a.steps[0].run", 6, 23, "no GitHub token"},
+		{"env not set outside a run", head + "    steps:\n      - name: ${{ env.NOPE }}\n        run: x\n", ErrExpression, "jobs.a.steps[0].name", 6, 19, "env.NOPE is not set"},
+		{"if with an unknown function", head + "    if: endswith(github.ref, 'x') && nope()\n    steps: [{run: x}]\n", ErrExpression, "jobs.a.if", 5, 38, "unknown function nope()"},
+		{"if reading secrets", head + "    if: secrets.X != ''\n    steps: [{run: x}]\n", ErrExpression, "jobs.a.if", 5, 9, "cannot read secrets"},
+		{"matrix error at the workflow's path", head + "    strategy:\n      matrix: {go: [1, 1]}\n    steps: [{run: x}]\n", ErrInvalid, "jobs.a.strategy.matrix.go[1]", 6, 24, "listed twice"},
+		{"need of no job", head + "    needs: [biuld]\n    steps: [{run: x}]\n  build: {runs-on: x, steps: [{run: x}]}\n", ErrUnknownNeed, "jobs.a.needs[0]", 5, 13, `did you mean "build"`},
+		{"download of an artifact no need keeps", head + "    steps:\n      - uses: actions/upload-artifact@v4\n        with: {name: bin, path: x}\n  b:\n    runs-on: x\n    needs: a\n    steps:\n      - uses: actions/download-artifact@v4\n        with: {name: bim}\n", ErrUnknownReference, "jobs.b.steps[0].with.name", 13, 22, `did you mean "bin"`},
+		{"checkout of another repository", head + "    steps:\n      - uses: actions/checkout@v4\n        with: {repository: o/r}\n", ErrInvalid, "jobs.a.steps[0].with.repository", 7, 16, `input "repository" is not supported`},
+		{"powershell", head + "    steps:\n      - run: x\n        shell: pwsh\n", ErrInvalid, "jobs.a.steps[0].shell", 7, 16, `shell "pwsh" is not supported`},
+		{"cache not yet", head + "    steps:\n      - uses: actions/cache@v4\n        with: {path: x, key: y}\n", ErrInvalid, "jobs.a.steps[0].uses", 6, 15, "caches are not supported yet"},
+		{"timeout from an expression", head + "    timeout-minutes: ${{ matrix.t }}\n    steps: [{run: x}]\n", ErrInvalid, "jobs.a.timeout-minutes", 5, 22, "write a number"},
+		{"step outputs not yet", head + "    steps:\n      - run: echo ${{ steps.x.outputs.y }}\n", ErrExpression, "jobs.a.steps[0].run", 6, 23, "step outputs are not supported yet"},
+		{"concurrency group known only at run time", head + "    concurrency: ci-${{ github.ref }}\n    steps: [{run: x}]\n", ErrUnknownReference, "jobs.a.concurrency", 5, 21, "known only when a run is created"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			errs := compileErrs(t, tc.src)
+			for _, e := range errs {
+				if e.Path == tc.path && errors.Is(e, tc.kind) && strings.Contains(e.Message, tc.msg) {
+					if e.Line != tc.line || e.Column != tc.col {
+						t.Fatalf("%s at %d:%d, want %d:%d", e.Message, e.Line, e.Column, tc.line, tc.col)
+					}
+					return
+				}
+			}
+			t.Fatalf("want %s at %s containing %q, got:\n%v", tc.kind, tc.path, tc.msg, errs)
+		})
+	}
+}
+
+func TestWorkflowDetection(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, path, src string
+		workflow        bool
+	}{
+		{"uses", "", "jobs: {a: {steps: [{uses: actions/checkout@v4}]}}", true},
+		{"on and runs-on everywhere", "", "on: push\njobs: {a: {runs-on: x, steps: [{run: x}]}}", true},
+		{"runs-on slip in a Gantry file", "", "jobs: {a: {runs-on: x, steps: [{run: x}]}}", false},
+		{"runs-on in one job of two", "", "on: push\njobs: {a: {runs-on: x, steps: [{run: x}]}, b: {steps: [{run: x}]}}", false},
+		{"path under .github/workflows", "repo/.github/workflows/x.yml", "jobs: {a: {steps: [{run: x}]}}", true},
+		{"Gantry", "", "jobs: {a: {runs_on: [x], steps: [{run: x}]}}", false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			d := &decoder{limits: DefaultLimits}
+			root := d.parseDocument([]byte(tc.src))
+			if got := isWorkflowPath(tc.path) || isWorkflow(root); got != tc.workflow {
+				t.Fatalf("workflow = %v, want %v", got, tc.workflow)
+			}
+		})
+	}
+	if _, err := ConvertWorkflow([]byte("jobs: {a: {steps: [{run: x}]}}"), Options{}); !errors.Is(err, ErrNotWorkflow) {
+		t.Fatalf("ConvertWorkflow of a Gantry definition: %v, want ErrNotWorkflow", err)
+	}
+}
+
+func TestWorkflowSetupStep(t *testing.T) {
+	t.Parallel()
+	p := compileWorkflow(t, `
+on: push
+jobs:
+  a:
+    runs-on: x
+    strategy: {matrix: {go: ['1.26']}}
+    steps:
+      - uses: actions/setup-go@v5
+        with: {go-version: "${{ matrix.go }}", cache: true}
+      - uses: actions/setup-node@v4
+        with: {node-version-file: .nvmrc}
+      - run: go version
+`)
+	st := p.Jobs[0].Steps
+	if len(st) != 3 || st[0].Name != "Set up Go 1.26" || st[0].Shell != "sh" || !strings.Contains(st[0].Run, "want='1.26'") {
+		t.Fatalf("setup-go step: %+v", st[0])
+	}
+	if !strings.Contains(st[1].Run, "file='.nvmrc'") || st[1].Name != "Set up Node.js" {
+		t.Fatalf("setup-node step: %+v", st[1])
+	}
+}
