@@ -529,7 +529,12 @@ func defaultStepName(run string) string {
 		line = strings.TrimSpace(line[:i]) + " ..."
 	}
 	if r := []rune(line); len(r) > 60 {
-		line = string(r[:57]) + "..."
+		line = string(r[:57])
+		// A reference cut in half would be left as text; cut before it instead.
+		if open := strings.LastIndex(line, "${{"); open > strings.LastIndex(line, "}}") {
+			line = line[:open]
+		}
+		line += "..."
 	}
 	return line
 }

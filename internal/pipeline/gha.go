@@ -107,6 +107,9 @@ type ghaTranslator struct {
 	// upload-artifact keeps.
 	jobs    []string
 	uploads map[string]string
+	// inputs are the types of the workflow_dispatch inputs, so if: reads a boolean input
+	// as the boolean it is.
+	inputs map[string]string
 	// renames maps a path of the translated definition to the path it was written at in
 	// the workflow; paths in the compiler's errors are rewritten through it.
 	renames map[string]string
@@ -165,7 +168,7 @@ func (t *ghaTranslator) originalPath(p string) string {
 // workflow translates a workflow's root node into a definition in Gantry's language.
 // Errors are added to the decoder at the workflow's own paths; nil means nothing usable.
 func (d *decoder) workflow(root *yaml.Node) (*yaml.Node, *ghaTranslator) {
-	t := &ghaTranslator{d: d, shell: "bash", uploads: map[string]string{}, renames: map[string]string{}}
+	t := &ghaTranslator{d: d, shell: "bash", uploads: map[string]string{}, renames: map[string]string{}, inputs: map[string]string{}}
 	out := gMap(root)
 	if d.resolve(root) == nil || root.Kind != yaml.MappingNode {
 		d.typeError(root, root, "", "a workflow: a mapping with on and jobs")
@@ -360,8 +363,12 @@ func (t *ghaTranslator) dispatch(n *yaml.Node, p string) *yaml.Node {
 				continue
 			}
 			m := gMap(r)
+			t.inputs[in.key] = string(InputString)
 			for i := 0; i+1 < len(r.Content); i += 2 {
 				k, v := r.Content[i], r.Content[i+1]
+				if k.Value == "type" && v.Kind == yaml.ScalarNode {
+					t.inputs[in.key] = v.Value
+				}
 				if k.Value == "type" && v.Kind == yaml.ScalarNode && v.Value == "environment" {
 					v = gStr(string(InputString), v)
 				}

@@ -383,7 +383,7 @@ func (t *ghaTranslator) refExpr(r *ghaRef, j *ghaJob) (string, byte, *ghaExprErr
 		}
 	case "inputs":
 		if one {
-			return memberExpr(r.head, r.path[0]), ghaAny, nil
+			return memberExpr(r.head, r.path[0]), t.inputType(r.path[0]), nil
 		}
 	case "needs":
 		if len(r.path) == 2 && r.path[0] != "*" && r.path[1] == "result" {
@@ -419,10 +419,23 @@ func (t *ghaTranslator) refExpr(r *ghaRef, j *ghaJob) (string, byte, *ghaExprErr
 			return exprString(j.id), ghaText, nil
 		}
 		if len(r.path) == 3 && r.path[0] == "event" && r.path[1] == "inputs" {
-			return memberExpr("inputs", r.path[2]), ghaAny, nil
+			return memberExpr("inputs", r.path[2]), t.inputType(r.path[2]), nil
 		}
 	}
 	return "", 0, &ghaExprError{r.at, fmt.Sprintf("%s has no counterpart in Gantry's if:", full)}
+}
+
+// inputType is how if: sees a dispatch input: a declared boolean as a boolean, a string
+// or choice as text, anything else (a number, or an input the workflow does not declare)
+// as it comes.
+func (t *ghaTranslator) inputType(name string) byte {
+	switch t.inputs[name] {
+	case string(InputBoolean):
+		return ghaBool
+	case string(InputString), string(InputChoice), "environment":
+		return ghaText
+	}
+	return ghaAny
 }
 
 // call writes a function call in if:.
