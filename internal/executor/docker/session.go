@@ -228,7 +228,9 @@ func (s *session) imageVolumes(ctx context.Context, owner string, img image.Insp
 
 // Run runs the step in the job's container with exec, streaming its output as it
 // comes. Cancel and the step's timeout send SIGTERM to every process of the step, wait
-// the grace, then SIGKILL; when Run returns, none of the step's processes is left.
+// the grace, then SIGKILL; when Run returns, none of the step's processes is left
+// (only a process that changed to another user, with su or a setuid program, outlives
+// a step that exits on its own).
 func (s *session) Run(ctx context.Context, st executor.Step) (executor.Result, error) {
 	args, err := executor.ShellArgs(st.Shell, st.Script)
 	if err != nil {
@@ -242,11 +244,13 @@ func (s *session) Run(ctx context.Context, st executor.Step) (executor.Result, e
 	if grace <= 0 {
 		grace = executor.DefaultGrace
 	}
+	run := `"$@"`
 	if st.Stdout != nil && sameWriter(st.Stdout, st.Stderr) {
 		// Two pipes would lose the order of lines between stdout and stderr; one
 		// writer wants them in order, so the step gets one pipe for both.
-		args = append([]string{"sh", "-c", `exec "$@" 2>&1`, "sh"}, args...)
+		run = `"$@" 2>&1`
 	}
+	args = append([]string{"sh", "-c", stepWrapper(run), "sh"}, args...)
 	// The engine calls must outlive a cancel: the step still has to be stopped and
 	// its exit code read.
 	actx := context.WithoutCancel(ctx)
@@ -299,25 +303,23 @@ func (s *session) Run(ctx context.Context, st executor.Step) (executor.Result, e
 	}
 	var res executor.Result
 	var exit execExit
-	got := false
+	stopped := false
 	select {
 	case exit = <-exited:
-		got = true
 	case <-ctx.Done():
 		if errors.Is(context.Cause(ctx), executor.ErrKillNow) {
 			grace = 0
 		}
-		exit, got = s.stop(actx, exited, grace)
-		res.Cancelled = got
+		exit, stopped = s.stop(actx, exited, grace)
+		res.Cancelled = stopped
 	case <-timedOut:
-		exit, got = s.stop(actx, exited, grace)
-		res.TimedOut = got
+		exit, stopped = s.stop(actx, exited, grace)
+		res.TimedOut = stopped
 	}
-	// Whatever the step left running (a background child, a process that called
-	// setsid) must not outlive it.
-	s.killAll(actx, syscall.SIGKILL)
-	if !got {
-		exit = <-exited
+	if stopped {
+		// The wrapper may have died with the step, before it could end the step's
+		// leftovers.
+		s.killAll(actx, syscall.SIGKILL)
 	}
 	timer := time.NewTimer(outputDrain)
 	select {
@@ -339,6 +341,16 @@ func (s *session) Run(ctx context.Context, st executor.Step) (executor.Result, e
 		res.Signal = syscall.Signal(exit.code - 128).String()
 	}
 	return res, nil
+}
+
+// stepWrapper is the script that runs a step (its argv is the wrapper's "$@") as the
+// job's user and, when the step has exited, ends whatever it left running (a
+// background child, a process that called setsid): kill(-1) reaches every process of
+// the user but process 1 and the wrapper itself. The wrapper outlives a SIGTERM that
+// stops the step (a handler, not an ignore, which the step would inherit), so that it
+// still ends the leftovers and passes on the step's own exit code.
+func stepWrapper(run string) string {
+	return "trap : TERM INT\n" + run + "\nrc=$?\nkill -9 -1 2>/dev/null\nexit $rc"
 }
 
 // sameWriter reports whether a and b are the same writer; writers of uncomparable
