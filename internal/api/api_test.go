@@ -264,6 +264,16 @@ func TestCreateRun(t *testing.T) {
 			wantProject: "default", wantTrigger: store.Trigger{Event: "api"}, wantPrio: "normal",
 		},
 		{
+			// A GitHub Actions workflow, posted as it is, is read by the workflow front end.
+			name: "github actions workflow", contentType: "application/yaml",
+			body: func(*testing.T) string {
+				return "name: gha\non: push\njobs:\n  test:\n    runs-on: ubuntu-latest\n    strategy: {matrix: {go: ['1.25', '1.26']}}\n" +
+					"    steps:\n      - uses: actions/checkout@v4\n      - run: go test ./...\n"
+			},
+			wantName: "gha", wantJobs: []string{"test (go=1.25)", "test (go=1.26)"},
+			wantProject: "default", wantTrigger: store.Trigger{Event: "api"}, wantPrio: "normal",
+		},
+		{
 			name: "json pipeline", contentType: "application/json",
 			body:     jsonPipeline,
 			wantName: "json-pipe", wantJobs: []string{"only"},
@@ -397,6 +407,25 @@ func TestCreateRunInvalidPipeline(t *testing.T) {
 				t.Errorf("invalid pipeline stored a run: %d, %v", len(runs), err)
 			}
 		})
+	}
+}
+
+// TestCreateRunInvalidWorkflow: a GitHub Actions workflow that uses an action Gantry
+// does not run is refused with the step's path in the workflow, and no run is made.
+func TestCreateRunInvalidWorkflow(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	body := "on: push\njobs:\n  lint:\n    runs-on: ubuntu-latest\n    steps:\n      - uses: actions/checkout@v4\n      - uses: golangci/golangci-lint-action@v6\n"
+	e := expectError(t, b.do(t, http.MethodPost, "/api/v1/runs", "application/yaml", body, nil), http.StatusUnprocessableEntity, "invalid_pipeline")
+	if len(e.Error.Details) != 1 {
+		t.Fatalf("details %+v, want 1", e.Error.Details)
+	}
+	d := e.Error.Details[0]
+	if d.Path != "jobs.lint.steps[1].uses" || d.Line != 7 || d.Column != 15 || !strings.Contains(d.Message, "golangci/golangci-lint-action@v6 is not supported") {
+		t.Errorf("detail %+v", d)
+	}
+	if runs, err := b.store.ListRuns(t.Context(), store.ListRunsParams{}); err != nil || len(runs) != 0 {
+		t.Errorf("invalid workflow stored a run: %d, %v", len(runs), err)
 	}
 }
 

@@ -291,7 +291,7 @@ func (s *Server) dispatchProject(w http.ResponseWriter, r *http.Request) {
 		aerr.write(w)
 		return
 	}
-	plan, err := pipeline.Compile(at.def, pipeline.Options{Limits: s.limits})
+	plan, err := pipeline.Compile(at.def, pipeline.Options{Limits: s.limits, Path: at.file})
 	if err != nil {
 		invalidPipeline(err).write(w)
 		return

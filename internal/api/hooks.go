@@ -343,7 +343,7 @@ func (s *Server) startFromEvent(ctx context.Context, proj *store.Project, ev *fo
 		return nil, false, "", &hookError{http.StatusBadGateway, codeFetchFailed,
 			fmt.Errorf("fetch %s of project %q%s: %w", ev.SHA, proj.Name, repoCredentialNote(proj), err)}
 	default:
-		plan, compileErr = pipeline.Compile(def, pipeline.Options{Limits: s.limits})
+		plan, compileErr = pipeline.Compile(def, pipeline.Options{Limits: s.limits, Path: file})
 	}
 	if compileErr != nil {
 		// Not a silent drop: the push made a run, and the run says what is wrong.

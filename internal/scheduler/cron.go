@@ -353,7 +353,7 @@ func (c *Cron) projectFile(ctx context.Context, p *store.Project) (*cachedFile, 
 			return nil, source.Ref{}, fmt.Errorf("project %q: %w", p.Name, err)
 		default:
 			f.def = def
-			if f.plan, f.err = pipeline.Compile(def, pipeline.Options{Limits: c.cfg.Limits}); f.err != nil {
+			if f.plan, f.err = pipeline.Compile(def, pipeline.Options{Limits: c.cfg.Limits, Path: file}); f.err != nil {
 				c.cfg.Logger.Warn("schedules: the default branch's pipeline file is invalid; its schedules wait for a valid one",
 					"project", p.Name, "file", file, "sha", tip.SHA, "err", f.err)
 			}
