@@ -90,10 +90,8 @@ var (
 // ghaNotYet are keys of the workflow language whose Gantry counterpart does not exist yet,
 // with what to say about each.
 var ghaNotYet = map[string]string{
-	"outputs":   "job outputs are not supported yet",
-	"services":  "service containers are not supported yet",
-	"container": "running a job in a container is not supported yet",
-	"if@step":   "a step's if: is not supported yet",
+	"outputs": "job outputs are not supported yet",
+	"if@step": "a step's if: is not supported yet",
 }
 
 // ghaTranslator holds what translating one workflow needs across jobs.
@@ -422,6 +420,8 @@ type ghaJob struct {
 	workDir   *yaml.Node
 	checkout  *yaml.Node // the checkout: mapping, once an actions/checkout step is seen
 	artifacts *yaml.Node
+	caches    []*yaml.Node // cache: entries, one per actions/cache step
+	image     bool         // the job runs in a container
 }
 
 func (t *ghaTranslator) job(jf field) *yaml.Node {
@@ -496,11 +496,18 @@ func (t *ghaTranslator) job(jf field) *yaml.Node {
 			t.concurrency(j, f)
 		case "environment":
 			t.environment(j, f)
-		case "outputs", "services", "container":
+		case "container":
+			t.container(j, f)
+		case "outputs":
 			d.add(ErrInvalid, f.keyNode, f.path, "%s: %s in GitHub Actions workflows", f.key, ghaNotYet[f.key])
 		case "steps":
 			sf := f
 			stepsField = &sf
+		}
+	}
+	for _, f := range fs {
+		if f.key == "services" && !d.abort {
+			t.services(j, f) // after container:, which they need
 		}
 	}
 	if stepsField == nil {
@@ -516,6 +523,11 @@ func (t *ghaTranslator) job(jf field) *yaml.Node {
 	}
 	if j.artifacts != nil {
 		put(j.out, "artifacts", stepsField.keyNode, j.artifacts)
+	}
+	if len(j.caches) > 0 {
+		caches := gSeq(stepsField.keyNode)
+		caches.Content = j.caches
+		put(j.out, "cache", stepsField.keyNode, caches)
 	}
 	put(j.out, "steps", stepsField.keyNode, steps)
 	return j.out

@@ -13,7 +13,7 @@ import (
 // inputs) or into a step that finds a toolchain already on the worker.
 
 // ghaActions are the actions the front end understands, for messages.
-var ghaActions = []string{"actions/checkout", "actions/upload-artifact", "actions/download-artifact",
+var ghaActions = []string{"actions/checkout", "actions/cache", "actions/upload-artifact", "actions/download-artifact",
 	"actions/setup-go", "actions/setup-node", "actions/setup-python"}
 
 // uses translates a step that uses an action. It returns the step Gantry runs in its
@@ -46,8 +46,11 @@ func (t *ghaTranslator) uses(j *ghaJob, st *ghaStep, r *yaml.Node, u field, with
 		return nil
 	case "actions/setup-go", "actions/setup-node", "actions/setup-python":
 		return t.setup(j, st, r, u, action, args, name)
-	case "actions/cache", "actions/cache/restore", "actions/cache/save":
-		d.add(ErrInvalid, u.val, u.path, "uses: %s: caches are not supported yet in GitHub Actions workflows", v)
+	case "actions/cache":
+		t.cache(j, st, u, args)
+		return nil
+	case "actions/cache/restore", "actions/cache/save":
+		d.add(ErrInvalid, u.val, u.path, "uses: %s is not supported: Gantry restores and saves a cache together; use actions/cache", v)
 		return nil
 	}
 	d.add(ErrInvalid, u.val, u.path, "uses: %s is not supported: Gantry does not fetch actions, and runs only %s natively; replace the step with a run step", v, strings.Join(ghaActions, ", "))

@@ -19,6 +19,7 @@ const (
 	ghaStepName                     // a step's name
 	ghaEnvValue                     // an env value: secrets may stand
 	ghaPlanTime                     // a setting decided when the plan is made
+	ghaCacheKey                     // a cache key: hashFiles() may stand, for the worker
 )
 
 // ghaTextError is an expression error in text, reported at the ${{ it sits in.
@@ -85,9 +86,29 @@ func (t *ghaTranslator) interp(n ghaNode, j *ghaJob, st *ghaStep, kind ghaTextKi
 				return t.interp(n.args[i+1], j, st, kind)
 			})
 		}
-		return "", &ghaExprError{n.at, fmt.Sprintf("%s() in text is not supported; Gantry puts in references (matrix.X, env.X, github.sha ...) and format() of them", n.name)}
+		if strings.EqualFold(n.name, "hashFiles") && kind == ghaCacheKey {
+			return hashFilesText(n)
+		}
+		return "", &ghaExprError{n.at, fmt.Sprintf("%s() in text is not supported; Gantry puts in references (matrix.X, env.X, github.sha ...) and format() of them, and hashFiles() in a cache key", n.name)}
 	}
 	return "", &ghaExprError{n.pos(), "only a reference, a literal or format() may stand in text; an operator here is not supported"}
+}
+
+// hashFilesText writes hashFiles('glob', ...) as Gantry keeps it in a cache key, for the
+// worker to compute over the workspace.
+func hashFilesText(n *ghaCall) (string, *ghaExprError) {
+	if len(n.args) == 0 {
+		return "", &ghaExprError{n.at, "hashFiles() needs at least one pattern"}
+	}
+	args := make([]string, len(n.args))
+	for i, a := range n.args {
+		lit, ok := a.(*ghaLit)
+		if !ok || lit.kind != 's' {
+			return "", &ghaExprError{a.pos(), "hashFiles() takes patterns written out as strings"}
+		}
+		args[i] = "'" + strings.ReplaceAll(lit.val, "'", "''") + "'"
+	}
+	return "${{ hashFiles(" + strings.Join(args, ", ") + ") }}", nil
 }
 
 // formatText expands GitHub's format(): {N} is argument N, {{ and }} are braces.
