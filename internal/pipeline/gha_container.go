@@ -200,7 +200,8 @@ func (t *ghaTranslator) serviceOptions(svc *yaml.Node, g field) {
 	}
 }
 
-// splitWords splits docker options as a shell would: on spaces, with ” and "" quotes.
+// splitWords splits docker options as a shell would: on spaces, with single and double
+// quotes.
 func splitWords(s string) ([]string, string) {
 	var out []string
 	var b strings.Builder
