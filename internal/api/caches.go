@@ -58,9 +58,13 @@ func checkCacheKey(k string) string {
 	return ""
 }
 
-// cacheScopes reads the project a leased job belongs to and the scopes its run saves its
-// caches in and reads them from.
+// cacheScopes checks that ref is the job's current lease and reads the project the job
+// belongs to and the scopes its run saves its caches in and reads them from.
 func (s *Server) cacheScopes(w http.ResponseWriter, r *http.Request, ref store.LeaseRef) (uuid.UUID, string, []string, bool) {
+	if _, err := s.store.LeaseAttempt(r.Context(), ref); err != nil {
+		s.agentError(w, r, "check lease", err)
+		return uuid.Nil, "", nil, false
+	}
 	job, err := s.store.GetJob(r.Context(), ref.JobID)
 	if err != nil {
 		s.agentError(w, r, "read job", err)

@@ -164,6 +164,7 @@ func (a *app) rootCommand() *cobra.Command {
 		a.convertCommand(),
 		a.dispatchCommand(),
 		a.environmentCommand(),
+		a.cacheCommand(),
 		a.logsCommand(),
 		a.outboxCommand(),
 		a.validateCommand(),

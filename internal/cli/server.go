@@ -59,6 +59,10 @@ type serverConfig struct {
 	// artifacts off with PostgreSQL).
 	Blobs             string
 	ArtifactsExpireIn time.Duration
+	// CacheMaxSize bounds each project's cache entries ("0" does not); CacheMaxAge
+	// deletes an entry not saved or restored for that long (0 keeps it).
+	CacheMaxSize string
+	CacheMaxAge  time.Duration
 	// UI is the web dashboard the API serves; nil serves none.
 	UI http.Handler
 	// Mirrors holds the git mirrors webhooks read pipeline files from; empty puts them
@@ -90,6 +94,7 @@ func (a *app) serverCommand() *cobra.Command {
 		Addr: "127.0.0.1:8080", DB: "sqlite://.gantry/gantry.db", LogLevel: "info", Auth: "auto",
 		LeaseTTL: api.DefaultLeaseTTL, HeartbeatEvery: api.DefaultHeartbeatEvery, ReapEvery: scheduler.DefaultReapEvery, ScheduleEvery: scheduler.DefaultCronEvery,
 		CancelGrace: api.DefaultCancelGrace, LogMaxSize: "50Mi", ArtifactsExpireIn: 30 * 24 * time.Hour,
+		CacheMaxSize: defaultCacheMaxSize, CacheMaxAge: scheduler.DefaultCacheMaxAge,
 		OutboxMaxAttempts: notify.DefaultMaxAttempts, OutboxBackoff: notify.DefaultBackoff, OutboxHold: notify.DefaultHold,
 	}
 	cmd := &cobra.Command{
@@ -117,7 +122,11 @@ func (a *app) serverCommand() *cobra.Command {
 			"from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY. Workers upload and download\n" +
 			"straight to it through pre-signed URLs. Artifacts whose job sets no expire_in\n" +
 			"are deleted after --artifacts-expire-in (0 keeps them); blobs no artifact names\n" +
-			"any more are deleted a day later.",
+			"any more are deleted a day later.\n\n" +
+			"Jobs' caches are archives in the same blob store. Every hour the entries a project\n" +
+			"has not restored or saved for --cache-max-age are deleted, then its least recently\n" +
+			"used ones until what is left fits in --cache-max-size; their archives go with the\n" +
+			"unused blobs.",
 		Example: "  gantry server --db sqlite:///var/lib/gantry/gantry.db\n" +
 			"  gantry server --addr :8080 --db postgres://gantry@db/gantry",
 		Args: noArgs,
@@ -154,6 +163,8 @@ func (a *app) serverCommand() *cobra.Command {
 	f.DurationVar(&cfg.OutboxBackoff, "outbox-backoff", cfg.OutboxBackoff, "cap of the first retry's wait for statuses and webhooks; it doubles with each attempt (full jitter)")
 	f.DurationVar(&cfg.OutboxHold, "outbox-hold", cfg.OutboxHold, "how long a status or webhook being sent is hidden from other replicas; one lost in a crash is retried after it")
 	f.DurationVar(&cfg.ArtifactsExpireIn, "artifacts-expire-in", cfg.ArtifactsExpireIn, "delete artifacts this long after they were kept, unless their job sets expire_in (0 keeps them)")
+	f.StringVar(&cfg.CacheMaxSize, "cache-max-size", cfg.CacheMaxSize, "most each project's caches keep, e.g. 10Gi; the least recently used go first (0: no bound)")
+	f.DurationVar(&cfg.CacheMaxAge, "cache-max-age", cfg.CacheMaxAge, "delete a cache entry not saved or restored for this long, e.g. 168h (0 keeps it)")
 	return cmd
 }
 
@@ -186,6 +197,9 @@ func (c *serverConfig) validate() error {
 	}
 	if c.ArtifactsExpireIn < 0 {
 		return usagef("--artifacts-expire-in must not be negative")
+	}
+	if _, err := c.cachePolicy(); err != nil {
+		return err
 	}
 	if c.OutboxMaxAttempts < 1 || c.OutboxBackoff <= 0 || c.OutboxHold < time.Second {
 		return usagef("--outbox-max-attempts and --outbox-backoff must be positive and --outbox-hold at least 1s")
@@ -397,7 +411,8 @@ func startCoordinator(ctx context.Context, cfg serverConfig, log *slog.Logger) (
 		go purgeLogs(loopCtx, logSvc, cfg.LogRetention, log)
 	}
 	if blobs != nil {
-		go collectArtifacts(loopCtx, st, blobs, log)
+		policy, _ := cfg.cachePolicy() // validated
+		go collectArtifacts(loopCtx, st, blobs, policy, log)
 	}
 	// Statuses and webhooks the store enqueued with each change; a message this process
 	// was sending when it stopped is retried after OutboxHold, here or on a replica.
@@ -521,12 +536,36 @@ func (c *serverConfig) dataDirs() []string {
 	return dirs
 }
 
-// collectArtifacts deletes expired artifacts and the blobs no artifact names any more,
-// now and then every hour.
-func collectArtifacts(ctx context.Context, st store.Store, bs blob.Store, log *slog.Logger) {
+// defaultCacheMaxSize is scheduler.DefaultCacheMaxSize as --cache-max-size reads it.
+const defaultCacheMaxSize = "10Gi"
+
+// cachePolicy reads --cache-max-size and --cache-max-age.
+func (c *serverConfig) cachePolicy() (scheduler.CachePolicy, error) {
+	p := scheduler.CachePolicy{MaxAge: c.CacheMaxAge}
+	if c.CacheMaxAge < 0 {
+		return p, usagef("--cache-max-age must not be negative")
+	}
+	if c.CacheMaxSize != "" && c.CacheMaxSize != "0" {
+		n, err := pipeline.ParseSize(c.CacheMaxSize)
+		if err != nil || n <= 0 {
+			return p, usagef("--cache-max-size %q: want a size such as 10Gi, or 0 for no bound", c.CacheMaxSize)
+		}
+		p.MaxBytes = n
+	}
+	return p, nil
+}
+
+// collectArtifacts evicts the cache entries policy no longer keeps, deletes expired
+// artifacts, and then the blobs nothing names any more, now and then every hour.
+func collectArtifacts(ctx context.Context, st store.Store, bs blob.Store, policy scheduler.CachePolicy, log *slog.Logger) {
 	t := time.NewTicker(time.Hour)
 	defer t.Stop()
 	for {
+		if n, err := scheduler.EvictCaches(ctx, st, policy, time.Now()); err != nil {
+			log.Error("evict caches", "err", err)
+		} else if n > 0 {
+			log.Info("evicted cache entries", "entries", n)
+		}
 		res, err := scheduler.CollectArtifacts(ctx, st, bs, time.Now(), scheduler.BlobGrace)
 		if err != nil {
 			log.Error("collect expired artifacts", "err", err)

@@ -109,6 +109,9 @@ func TestServerUsage(t *testing.T) {
 		{"up", "--reap-grace", "-1s"},
 		{"server", "--lease-ttl", "10s", "--heartbeat-every", "6s"},
 		{"server", "--log-level", "loud"},
+		{"server", "--cache-max-size", "lots"},
+		{"server", "--cache-max-size", "-1Gi"},
+		{"server", "--cache-max-age", "-1h"},
 		{"server", "extra"},
 	} {
 		var stdout, stderr bytes.Buffer

@@ -143,6 +143,7 @@ func (c *upConfig) server() serverConfig {
 		Addr: c.Addr, DB: c.db(), LogLevel: c.LogLevel, LogFormat: c.LogFormat, Auth: "auto",
 		LeaseTTL: c.LeaseTTL, ReapGrace: c.ReapGrace, HeartbeatEvery: c.LeaseTTL / 4, ReapEvery: min(c.LeaseTTL/4, scheduler.DefaultReapEvery),
 		CancelGrace: api.DefaultCancelGrace, LogMaxSize: "50Mi", ArtifactsExpireIn: 30 * 24 * time.Hour,
+		CacheMaxSize: defaultCacheMaxSize, CacheMaxAge: scheduler.DefaultCacheMaxAge,
 		// Secrets work out of the box: a key is made in the data dir on first use.
 		SecretsKeyFile: filepath.Join(c.Data, "secrets.key"), CreateSecretsKey: true,
 	}

@@ -1,0 +1,122 @@
+package api_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+// TestCacheFlow: a job misses, saves (upload, then commit once the blob store holds the
+// archive), and a job of a later run restores the entry by exact key and by prefix; the
+// same archive again needs no upload; the project's list shows the entry and delete
+// removes it.
+func TestCacheFlow(t *testing.T) {
+	t.Parallel()
+	b, bs := withBlobs(t)
+	job := func() (string, string) {
+		b.post(t, "/api/v1/runs", "jobs:\n  a: {steps: [{run: make}]}\n")
+		j := b.claim(t, `{"worker_id": "w", "wait": "0s"}`).Jobs[0]
+		return j.ID, j.Lease.Token
+	}
+	id, token := job()
+	restore := func(id, token, key string, restoreKeys ...string) map[string]any {
+		t.Helper()
+		rk, _ := json.Marshal(restoreKeys)
+		r := b.post(t, "/api/v1/agent/jobs/"+id+"/caches/restore", fmt.Sprintf(`{"token": %q, "key": %q, "restore_keys": %s}`, token, key, rk))
+		if r.status != http.StatusOK {
+			t.Fatalf("restore: %d %s", r.status, r.body)
+		}
+		var out map[string]any
+		if err := json.Unmarshal(r.body, &out); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	if got := restore(id, token, "go-1", "go-"); got["entry"] != nil {
+		t.Fatalf("restore from nothing: %v", got)
+	}
+	const archive = "the archive"
+	save := fmt.Sprintf(`{"token": %q, "key": "go-1", "sha256": %q, "size": %d}`, token, digest(archive), len(archive))
+	expectError(t, b.post(t, "/api/v1/agent/jobs/"+id+"/caches/commit", save), http.StatusConflict, "blob_missing")
+	r := b.post(t, "/api/v1/agent/jobs/"+id+"/caches/save", save)
+	var ans struct {
+		State  string `json:"state"`
+		Scope  string `json:"scope"`
+		Upload *struct {
+			URL    string              `json:"url"`
+			Header map[string][]string `json:"header"`
+		} `json:"upload"`
+	}
+	if err := json.Unmarshal(r.body, &ans); err != nil || r.status != http.StatusOK || ans.State != "upload" || ans.Upload == nil {
+		t.Fatalf("save: %d %s", r.status, r.body)
+	}
+	if code := b.put(t, ans.Upload.URL, archive, ans.Upload.Header); code/100 != 2 {
+		t.Fatalf("upload: %d", code)
+	}
+	if r := b.post(t, "/api/v1/agent/jobs/"+id+"/caches/commit", save); r.status != http.StatusOK || !strings.Contains(string(r.body), `"state":"saved"`) {
+		t.Fatalf("commit: %d %s", r.status, r.body)
+	}
+	if r := b.post(t, "/api/v1/agent/jobs/"+id+"/caches/save", save); !strings.Contains(string(r.body), `"state":"exists"`) {
+		t.Errorf("saving the key again: %s", r.body)
+	}
+	if _, err := bs.Stat(t.Context(), digest(archive)); err != nil {
+		t.Fatal(err)
+	}
+
+	id2, token2 := job()
+	got := restore(id2, token2, "go-1")
+	entry, _ := got["entry"].(map[string]any)
+	if entry == nil || entry["key"] != "go-1" || entry["exact"] != true || entry["scope"] != "main" || entry["download"] == nil {
+		t.Fatalf("exact restore: %v", got)
+	}
+	got = restore(id2, token2, "go-2", "nope-", "go-")
+	if entry, _ := got["entry"].(map[string]any); entry == nil || entry["key"] != "go-1" || entry["exact"] != false {
+		t.Fatalf("prefix restore: %v", got)
+	}
+	// The same archive under another key: already stored, saved without an upload.
+	again := fmt.Sprintf(`{"token": %q, "key": "go-2", "sha256": %q, "size": %d}`, token2, digest(archive), len(archive))
+	if r := b.post(t, "/api/v1/agent/jobs/"+id2+"/caches/save", again); !strings.Contains(string(r.body), `"state":"saved"`) {
+		t.Errorf("save of a stored archive: %s", r.body)
+	}
+
+	list := b.get(t, "/api/v1/projects/default/caches")
+	var entries []struct {
+		ID    string `json:"id"`
+		Key   string `json:"key"`
+		Scope string `json:"scope"`
+		Size  int64  `json:"size"`
+	}
+	if err := json.Unmarshal(list.body, &entries); err != nil || len(entries) != 2 || entries[0].Size != int64(len(archive)) {
+		t.Fatalf("list: %d %s", list.status, list.body)
+	}
+	if r := b.do(t, http.MethodDelete, "/api/v1/projects/default/caches/"+entries[0].ID, "", "", nil); r.status != http.StatusOK {
+		t.Errorf("delete by id: %d %s", r.status, r.body)
+	}
+	expectError(t, b.do(t, http.MethodDelete, "/api/v1/projects/default/caches/"+entries[0].ID, "", "", nil), http.StatusNotFound, "not_found")
+	if r := b.do(t, http.MethodDelete, "/api/v1/projects/default/caches?key=go-1", "", "", nil); !strings.Contains(string(r.body), `"deleted":`) {
+		t.Errorf("delete by key: %d %s", r.status, r.body)
+	}
+	expectError(t, b.get(t, "/api/v1/projects/nope/caches"), http.StatusNotFound, "not_found")
+}
+
+func TestCacheRefusals(t *testing.T) {
+	t.Parallel()
+	b, _ := withBlobs(t)
+	b.post(t, "/api/v1/runs", "jobs:\n  a: {steps: [{run: make}]}\n")
+	j := b.claim(t, `{"worker_id": "w", "wait": "0s"}`).Jobs[0]
+	path := "/api/v1/agent/jobs/" + j.ID + "/caches/"
+	expectError(t, b.post(t, path+"restore", `{"token": "stolen", "key": "k"}`), http.StatusConflict, "lease_lost")
+	expectError(t, b.post(t, path+"restore", fmt.Sprintf(`{"token": %q, "key": ""}`, j.Lease.Token)), http.StatusBadRequest, "bad_request")
+	expectError(t, b.post(t, path+"restore", fmt.Sprintf(`{"token": %q, "key": "a\nb"}`, j.Lease.Token)), http.StatusBadRequest, "bad_request")
+	expectError(t, b.post(t, path+"restore", fmt.Sprintf(`{"token": %q, "key": %q}`, j.Lease.Token, strings.Repeat("k", 600))), http.StatusBadRequest, "bad_request")
+	expectError(t, b.post(t, path+"save", fmt.Sprintf(`{"token": %q, "key": "k", "sha256": "ABC", "size": 1}`, j.Lease.Token)), http.StatusBadRequest, "bad_request")
+	expectError(t, b.post(t, path+"save", fmt.Sprintf(`{"token": "stolen", "key": "k", "sha256": %q, "size": 1}`, digest("x"))), http.StatusConflict, "lease_lost")
+
+	plain := setup(t)
+	plain.post(t, "/api/v1/runs", "jobs:\n  a: {steps: [{run: make}]}\n")
+	pj := plain.claim(t, `{"worker_id": "w", "wait": "0s"}`).Jobs[0]
+	expectError(t, plain.post(t, "/api/v1/agent/jobs/"+pj.ID+"/caches/restore", fmt.Sprintf(`{"token": %q, "key": "k"}`, pj.Lease.Token)),
+		http.StatusServiceUnavailable, "unavailable")
+}
