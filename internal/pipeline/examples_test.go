@@ -23,7 +23,7 @@ func TestExamples(t *testing.T) {
 		"templates.yml":  {{"api", "worker", "cli"}},
 		"conditions.yml": {{"test", "lint"}, {"deploy", "report"}, {"rollback"}},
 		"on-push.yml":    {{"test"}, {"build"}},
-		"caches.yml":     {{"test (go=1.25)", "test (go=1.26)", "web"}, {"build"}},
+		"caches.yml":     {{"test (shard=1)", "test (shard=2)", "tools"}, {"build"}},
 	}
 	files, err := filepath.Glob("../../examples/*")
 	if err != nil || len(files) == 0 {
