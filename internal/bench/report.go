@@ -141,6 +141,7 @@ func Markdown(rep *Report) string {
 	if rep.Scale != 1 {
 		fmt.Fprintf(&b, "\n**Scale %g**: every count and duration is scaled down from the sizes the scenarios name.\n", rep.Scale)
 	}
+	writeSummary(&b, rep)
 	var order []string
 	byName := map[string][]*Result{}
 	for _, r := range rep.Results {
@@ -218,6 +219,40 @@ func Markdown(rep *Report) string {
 		fmt.Fprintf(&b, "\nThe scenario took %s.\n", strings.Join(took, ", "))
 	}
 	return b.String()
+}
+
+// writeSummary writes one table of every metric that has a target, so the verdicts of a
+// run are read in one place and are replaced with the rest of the section on the next run.
+func writeSummary(b *strings.Builder, rep *Report) {
+	type row struct{ scenario, metric string }
+	var rows []row
+	cells := map[row][]string{}
+	bounds := map[row]string{}
+	for _, r := range rep.Results {
+		for _, m := range r.Metrics {
+			met, ok := m.Met()
+			if !ok {
+				continue
+			}
+			k := row{r.Scenario, m.Name}
+			if _, seen := cells[k]; !seen {
+				rows = append(rows, k)
+			}
+			verdict := "met"
+			if !met {
+				verdict = "**missed**"
+			}
+			bounds[k] = strings.TrimSpace(targetText(m) + " " + m.Unit)
+			cells[k] = append(cells[k], fmt.Sprintf("%s: %s %s, %s", r.Store, formatValue(m.Value), m.Unit, verdict))
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	b.WriteString("\n### Summary\n\nEvery metric with a target, from this run.\n\n| scenario | metric | target | measured |\n| --- | --- | --- | --- |\n")
+	for _, k := range rows {
+		fmt.Fprintf(b, "| %s | %s | %s | %s |\n", k.scenario, k.metric, bounds[k], strings.Join(cells[k], "; "))
+	}
 }
 
 func upperFirst(s string) string {

@@ -46,6 +46,8 @@ func TestUpdateMarkdown(t *testing.T) {
 		"# Benchmarks\n\nBefore.\n",
 		"at commit abc1234 with `gantry bench`",
 		"| jobs/s | **2,500 jobs/s** | >= 2,000 jobs/s: met (sqlite) |",
+		"### Summary",
+		"| throughput-64 | jobs/s | >= 2,000 jobs/s | sqlite: 2,500 jobs/s, met |",
 		markdownEnd + "\n\nAfter.\n",
 	} {
 		if !strings.Contains(md, want) {

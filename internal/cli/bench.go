@@ -2,11 +2,11 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -25,7 +25,9 @@ type benchConfig struct {
 	Scale     float64
 	List      bool
 	// Report renders a JSON report written earlier instead of running anything.
-	Report   string
+	Report string
+	// Compare is an earlier JSON report to print this run's ratio against, per metric.
+	Compare  string
 	Dir      string
 	LogLevel string
 }
@@ -62,6 +64,7 @@ func (a *app) benchCommand() *cobra.Command {
 	f.Float64Var(&cfg.Scale, "scale", cfg.Scale, "multiply every count and duration (0.1 for a quick look)")
 	f.BoolVar(&cfg.List, "list", false, "list the scenarios and exit")
 	f.StringVar(&cfg.Report, "report", "", "print (and with --markdown write) the results in this JSON file from an earlier --json, running nothing")
+	f.StringVar(&cfg.Compare, "compare", "", "after the run (or --report), print each metric's ratio against this earlier --json report")
 	f.StringVar(&cfg.Dir, "dir", "", "where the scenarios' data directories go (default: the temp dir)")
 	f.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "progress messages on stderr: debug, info, warn or error")
 	return cmd
@@ -99,8 +102,16 @@ func (c *benchConfig) stores() []string {
 }
 
 func (a *app) bench(ctx context.Context, cfg benchConfig, command string) error {
+	var old *bench.Report
+	if cfg.Compare != "" {
+		// Read it first: a bad file should stop the command before a long run, not after.
+		var err error
+		if old, err = bench.ReadReport(cfg.Compare); err != nil {
+			return &usageError{fmt.Errorf("--compare: %w", err)}
+		}
+	}
 	if cfg.Report != "" {
-		return a.benchReport(cfg)
+		return a.benchReport(cfg, old)
 	}
 	if cfg.List {
 		for _, s := range bench.Scenarios() {
@@ -119,12 +130,18 @@ func (a *app) bench(ctx context.Context, cfg benchConfig, command string) error 
 	}
 	o := &bench.Options{Command: gantry, Postgres: cfg.Postgres, Scale: cfg.Scale, Dir: cfg.Dir,
 		Log: newLogger(a.stderr, cfg.LogLevel, "text")}
-	rep := &bench.Report{Date: time.Now(), Commit: buildVersion(), Command: command, Machine: bench.ThisMachine(), Scale: cfg.Scale}
+	rep := &bench.Report{Date: time.Now(), Commit: benchCommit(), Command: command, Machine: bench.ThisMachine(), Scale: cfg.Scale}
 	results, runErr := bench.RunAll(ctx, o, scenarios, cfg.stores(), func(r *bench.Result) {
 		_ = bench.WriteTable(a.stdout, r)
 	})
 	rep.Results = results
 	var errs []error
+	if old != nil && len(results) > 0 {
+		fmt.Fprintln(a.stdout)
+		if err := bench.WriteComparison(a.stdout, old, rep, bench.Compare(old, rep)); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if cfg.JSON != "" {
 		f, err := os.Create(cfg.JSON)
 		if err == nil {
@@ -143,24 +160,53 @@ func (a *app) bench(ctx context.Context, cfg benchConfig, command string) error 
 }
 
 // benchReport prints a saved report's results and, with --markdown, writes them there.
-func (a *app) benchReport(cfg benchConfig) error {
-	raw, err := os.ReadFile(cfg.Report)
+func (a *app) benchReport(cfg benchConfig, old *bench.Report) error {
+	rep, err := bench.ReadReport(cfg.Report)
 	if err != nil {
 		return &usageError{fmt.Errorf("--report: %w", err)}
-	}
-	var rep bench.Report
-	if err := json.Unmarshal(raw, &rep); err != nil {
-		return &usageError{fmt.Errorf("--report %s: not a gantry bench JSON report: %w", cfg.Report, err)}
 	}
 	for _, r := range rep.Results {
 		if err := bench.WriteTable(a.stdout, r); err != nil {
 			return err
 		}
 	}
+	if old != nil {
+		fmt.Fprintln(a.stdout)
+		if err := bench.WriteComparison(a.stdout, old, rep, bench.Compare(old, rep)); err != nil {
+			return err
+		}
+	}
 	if cfg.Markdown != "" {
-		if err := bench.UpdateMarkdown(cfg.Markdown, &rep); err != nil {
+		if err := bench.UpdateMarkdown(cfg.Markdown, rep); err != nil {
 			return fmt.Errorf("update %s: %w", cfg.Markdown, err)
 		}
 	}
 	return nil
+}
+
+// benchCommit names the commit the binary was built from: the version `make build` stamps
+// (git describe), else the revision the Go toolchain recorded, else "dev".
+func benchCommit() string {
+	if v := buildVersion(); v != "dev" {
+		return v
+	}
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return version
+	}
+	var rev, dirty string
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				dirty = "-dirty"
+			}
+		}
+	}
+	if rev == "" {
+		return version
+	}
+	return rev[:min(len(rev), 12)] + dirty
 }

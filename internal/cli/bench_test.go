@@ -128,6 +128,11 @@ func testBench(t *testing.T, store string, scenarios []string) {
 		!strings.Contains(out.stdout, "  "+store+"  ") {
 		t.Errorf("bench --report: exit %d\n%s%s", out.code, out.stdout, out.stderr)
 	}
+	// Against itself every metric that was measured as non-zero compares at 1.00x.
+	if out := runCLI(t, invocation{args: []string{"bench", "--report", jsonPath, "--compare", jsonPath}}); out.code != exitOK ||
+		!strings.Contains(out.stdout, "new/old") || !strings.Contains(out.stdout, "1.00x") || strings.Contains(out.stdout, "better") {
+		t.Errorf("bench --report --compare: exit %d\n%s%s", out.code, out.stdout, out.stderr)
+	}
 	md, err := os.ReadFile(mdPath)
 	if err != nil {
 		t.Fatal(err)
@@ -156,6 +161,8 @@ func TestBenchUsage(t *testing.T) {
 		{[]string{"bench", "--store", "mysql"}, `--store "mysql"`},
 		{[]string{"bench", "--log-level", "loud"}, "loud"},
 		{[]string{"bench", "--report", "/nonexistent/bench.json"}, "--report"},
+		{[]string{"bench", "--compare", "/nonexistent/bench.json", "nosuch-never-run"}, `no scenario "nosuch-never-run"`},
+		{[]string{"bench", "--compare", "/nonexistent/bench.json", "--list"}, "--compare"},
 	} {
 		out := runCLI(t, invocation{args: tc.args})
 		if out.code != exitUsage || !strings.Contains(out.stderr, tc.want) {
