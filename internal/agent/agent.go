@@ -57,6 +57,10 @@ type Config struct {
 	HTTPClient   *http.Client
 	// Metrics counts what the worker does; nil counts nothing.
 	Metrics *metrics.Worker
+	// Registered, when set, is called with the worker's id once it has registered and
+	// before it claims a job (the docker worker sweeps what its dead predecessors left);
+	// its context ends once the worker has stopped and its jobs with it.
+	Registered func(ctx context.Context, workerID string)
 }
 
 // Agent is a running worker.
@@ -179,6 +183,10 @@ func (a *Agent) Run(drain, kill context.Context) error {
 	a.log.Info("worker registered", "worker", a.workerID, "server", a.cfg.Server, "max_jobs", a.cfg.MaxJobs)
 	jobsCtx, stopJobs := context.WithCancelCause(context.WithoutCancel(kill))
 	defer stopJobs(nil)
+	if a.cfg.Registered != nil {
+		// Given the context of the jobs, which ends only once the last of them has.
+		a.cfg.Registered(jobsCtx, a.workerID)
+	}
 	go func() {
 		select {
 		case <-kill.Done():

@@ -17,6 +17,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/spf13/cobra"
 
+	"github.com/gantry-ci/gantry/internal/pipeline"
 	"github.com/gantry-ci/gantry/internal/store"
 )
 
@@ -38,7 +39,7 @@ type runConfig struct {
 }
 
 func (a *app) runCommand() *cobra.Command {
-	cfg := runConfig{upConfig: upConfig{Workers: runtime.NumCPU(), Executor: "shell", LogLevel: "error", LeaseTTL: 10 * time.Second}, Event: "push"}
+	cfg := runConfig{upConfig: upConfig{Workers: runtime.NumCPU(), Executor: "shell", LogLevel: "error", LeaseTTL: 10 * time.Second, Docker: "auto"}, Event: "push"}
 	cmd := &cobra.Command{
 		Use:   "run FILE|RUN-ID",
 		Short: "Run a pipeline on this machine, with no server to set up; or show a run",
@@ -81,6 +82,7 @@ func (a *app) runCommand() *cobra.Command {
 	f.IntVar(&cfg.Workers, "workers", cfg.Workers, "workers, each running one job at a time")
 	f.StringVar(&cfg.Executor, "executor", cfg.Executor, "shell, or sandbox (bubblewrap: no network unless the job sets network: true)")
 	f.StringVar(&cfg.Labels, "labels", "", "comma-separated labels for the workers, besides "+runtime.GOOS+" and "+runtime.GOARCH)
+	f.StringVar(&cfg.Docker, "docker", cfg.Docker, dockerUsage+" (auto starts it only for a pipeline with an image)")
 	f.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "level of the coordinator's and workers' own log on stderr: debug, info, warn or error")
 	f.StringVar(&cfg.LogFormat, "log-format", "auto", logFormatUsage)
 	f.StringVar(&cfg.Ref, "ref", "", "git ref the run is for (default: the branch checked out)")
@@ -131,6 +133,9 @@ func (a *app) runLocal(ctx context.Context, cfg runConfig) error {
 		cfg.Data, cfg.Throwaway = dir, true
 	}
 	cfg.Addr = "127.0.0.1:0"
+	if cfg.Docker == "auto" && !slices.ContainsFunc(res.plan.Jobs, func(j *pipeline.Job) bool { return j.Image != "" }) {
+		cfg.Docker = "off" // nothing to run in a container: no engine to reach
+	}
 	// The coordinator and workers log from their own goroutines to the stderr the run's
 	// messages go to: one lock keeps their writes whole and apart.
 	local := *a
@@ -161,7 +166,11 @@ func (a *app) runLocal(ctx context.Context, cfg runConfig) error {
 	}
 	done := make(chan error, 1)
 	go func() {
-		done <- a.followLocal(ctx, l.base, run.ID.String(), func(j jobView) error { return cannotRun(j, cfg.labels()) })
+		labels := cfg.labels()
+		if l.docker != "" {
+			labels = append(labels, pipeline.DockerLabel)
+		}
+		done <- a.followLocal(ctx, l.base, run.ID.String(), func(j jobView) error { return cannotRun(j, labels) })
 	}()
 	select {
 	case err = <-done:
@@ -230,8 +239,12 @@ type cannotRunError struct {
 
 func (e *cannotRunError) Error() string {
 	msg := fmt.Sprintf("job %s cannot run here: %s", e.job, strings.TrimPrefix(e.waiting.Message, "waiting: "))
-	if len(e.waiting.Labels) > 0 {
-		msg += fmt.Sprintf("; add --labels %s to give this run's workers those labels", strings.Join(e.waiting.Labels, ","))
+	labels := slices.DeleteFunc(slices.Clone(e.waiting.Labels), func(l string) bool { return l == pipeline.DockerLabel })
+	if len(labels) < len(e.waiting.Labels) {
+		msg += "; gantry run starts a docker worker for a pipeline with an image when a Docker Engine answers at DOCKER_HOST or the default socket (--docker)"
+	}
+	if len(labels) > 0 {
+		msg += fmt.Sprintf("; add --labels %s to give this run's workers those labels", strings.Join(labels, ","))
 	}
 	return msg
 }

@@ -23,6 +23,8 @@ import (
 	"github.com/gantry-ci/gantry/internal/agent"
 	"github.com/gantry-ci/gantry/internal/api"
 	"github.com/gantry-ci/gantry/internal/executor"
+	"github.com/gantry-ci/gantry/internal/executor/docker"
+	"github.com/gantry-ci/gantry/internal/pipeline"
 	"github.com/gantry-ci/gantry/internal/scheduler"
 	"github.com/gantry-ci/gantry/internal/store"
 )
@@ -49,11 +51,19 @@ type upConfig struct {
 	// by validate.
 	StepUser string
 	stepUser *executor.User
+	// Docker says whether a docker worker runs beside the local workers: auto (when a
+	// Docker Engine answers at DOCKER_HOST or the default socket), on (it must) or off.
+	Docker string
 }
+
+// dockerModes are the values of --docker.
+var dockerModes = []string{"auto", "on", "off"}
+
+const dockerUsage = "a docker worker beside the local workers, for jobs with an image: auto (when a Docker Engine answers at DOCKER_HOST or the default socket), on or off"
 
 func (a *app) upCommand() *cobra.Command {
 	cfg := upConfig{Addr: "127.0.0.1:8080", Data: ".gantry", Workers: runtime.NumCPU(), Executor: "shell", LogLevel: "info",
-		LeaseTTL: 10 * time.Second}
+		LeaseTTL: 10 * time.Second, Docker: "auto"}
 	cmd := &cobra.Command{
 		Use:   "up",
 		Short: "Run everything on this machine: coordinator, workers and dashboard",
@@ -85,6 +95,7 @@ func (a *app) upCommand() *cobra.Command {
 	f.DurationVar(&cfg.ReapGrace, "reap-grace", cfg.ReapGrace, "how long past --lease-ttl a lease not renewed is left before its job runs again (0: an eighth of --lease-ttl)")
 	f.StringVar(&cfg.Labels, "labels", "", "comma-separated labels for the workers, besides "+runtime.GOOS+" and "+runtime.GOARCH)
 	f.StringVar(&cfg.StepUser, "step-user", "", "run steps as this unprivileged user (name or uid); gantry up must run as root")
+	f.StringVar(&cfg.Docker, "docker", cfg.Docker, dockerUsage)
 	return cmd
 }
 
@@ -115,6 +126,15 @@ func (c *upConfig) validate() error {
 		}
 	default:
 		return usagef("--executor %q: want shell or sandbox", c.Executor)
+	}
+	if c.Docker == "" {
+		c.Docker = "auto"
+	}
+	if !slices.Contains(dockerModes, c.Docker) {
+		return usagef("--docker %q: want auto, on or off", c.Docker)
+	}
+	if slices.Contains(c.labels(), pipeline.DockerLabel) {
+		return usagef("--labels %s: that label says a worker runs jobs' images, which the docker worker (--docker) does", pipeline.DockerLabel)
 	}
 	if c.StepUser != "" {
 		u, err := executor.LookupUser(c.StepUser)
@@ -168,8 +188,14 @@ func (a *app) up(ctx context.Context, cfg upConfig) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(a.stdout, "Gantry is up: %s (dashboard and API), %s, data in %s\n\n",
-		l.base, countOf(cfg.Workers, "local worker", "local workers"), cfg.Data)
+	workers := countOf(cfg.Workers, "local worker", "local workers")
+	if l.docker != "" {
+		workers += " and a docker worker for jobs with an image (Docker Engine at " + l.docker + ")"
+	}
+	fmt.Fprintf(a.stdout, "Gantry is up: %s (dashboard and API), %s, data in %s\n\n", l.base, workers, cfg.Data)
+	if l.noDocker != "" {
+		fmt.Fprintf(a.stdout, "No docker worker: %s; jobs with an image wait for one (gantry worker --executor docker).\n\n", l.noDocker)
+	}
 	fmt.Fprintf(a.stdout, "Submit a pipeline:\n  gantry submit --server %s --follow examples/diamond.yml\n", l.base)
 	fmt.Fprintf(a.stdout, "  curl -s -H 'Content-Type: application/yaml' --data-binary @examples/diamond.yml %s/api/v1/runs\n\n", l.base)
 	fmt.Fprintln(a.stdout, "Ctrl-C stops: running jobs finish first; press it again to cancel them.")
@@ -193,6 +219,9 @@ type local struct {
 	store store.Store
 	// failed is closed when the coordinator or a worker stopped on its own.
 	failed <-chan struct{}
+	// docker is the engine address of the docker worker, "" without one; noDocker says
+	// why there is none when --docker is auto.
+	docker, noDocker string
 	// stop drains the workers, waiting for their running jobs (which they cancel when a
 	// second signal comes, or at once if something failed), then stops the coordinator.
 	stop func(ctx context.Context) error
@@ -291,6 +320,35 @@ func startLocal(ctx context.Context, cfg upConfig, log *slog.Logger) (*local, er
 		cancelJobs()
 		return fail(err)
 	}
+	var engine *docker.Docker
+	var noDocker string
+	if cfg.Docker != "off" {
+		engine, err = connectDocker(ctx, "", log)
+		switch {
+		case err != nil && cfg.Docker == "on":
+			stopContaining()
+			drain()
+			cancelJobs()
+			return fail(fmt.Errorf("--docker on: %w", err))
+		case err != nil:
+			noDocker = err.Error()
+			log.Info("no docker worker: no Docker Engine answers", "err", err)
+		default:
+			// One worker for every job with an image, as many at once as there are
+			// local workers; jobs without one it runs on the host, as they do.
+			ac := agent.Config{Server: coord.base, Token: token, Name: host + "/docker", MaxJobs: cfg.Workers,
+				Labels: cfg.labels(), WorkDir: workDir, Logger: log.With("worker", "docker"),
+				Executor:   dockerExecutor{host: contained.Executor, engine: engine},
+				Registered: dockerSweeper(engine, dockerStateDir(workDir), log.With("worker", "docker"))}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := agent.New(ac).Run(drainCtx, kill); err != nil && drainCtx.Err() == nil {
+					failWith(fmt.Errorf("docker worker: %w", err))
+				}
+			}()
+		}
+	}
 	for i := range cfg.Workers {
 		ac := agent.Config{Server: coord.base, Token: token, Name: host + "/local-" + strconv.Itoa(i+1), MaxJobs: 1,
 			Labels: cfg.labels(), WorkDir: workDir, Logger: log.With("worker", i+1), Executor: contained.Executor}
@@ -309,11 +367,18 @@ func startLocal(ctx context.Context, cfg upConfig, log *slog.Logger) (*local, er
 		case <-kill.Done():
 		}
 	}()
-	return &local{base: coord.base, store: coord.store, failed: failed, stop: func(ctx context.Context) error {
+	l := &local{base: coord.base, store: coord.store, failed: failed, noDocker: noDocker}
+	if engine != nil {
+		l.docker = engine.Client().DaemonHost()
+	}
+	l.stop = func(ctx context.Context) error {
 		drain()
 		wg.Wait()
 		cancelJobs()
 		stopContaining()
+		if engine != nil {
+			_ = engine.Close()
+		}
 		err := coord.stop(ctx)
 		unlock()
 		if runErr != nil {
@@ -323,7 +388,8 @@ func startLocal(ctx context.Context, cfg upConfig, log *slog.Logger) (*local, er
 			return err
 		}
 		return nil
-	}}, nil
+	}
+	return l, nil
 }
 
 // lockDataDir takes an exclusive lock on the data directory, so that two processes never

@@ -51,6 +51,11 @@ type workerConfig struct {
 	// StepCgroup puts each step in a cgroup of its own where the host allows it;
 	// false contains steps with a subreaper and parent-death signal only.
 	StepCgroup bool
+	// DockerHost is the Docker Engine of --executor docker ("" is DOCKER_HOST or the
+	// default socket); DefaultImage the image it runs jobs without one in ("" runs
+	// them on the host).
+	DockerHost   string
+	DefaultImage string
 }
 
 func (a *app) workerCommand() *cobra.Command {
@@ -62,7 +67,8 @@ func (a *app) workerCommand() *cobra.Command {
 		Short: "Run a worker that claims jobs from a coordinator and runs them",
 		Long: "Worker registers with the coordinator at --server, claims the jobs its labels and\n" +
 			"capacity allow, and runs their steps with the shell executor in a fresh workspace\n" +
-			"per job. The first SIGINT or SIGTERM drains (running jobs finish, none is\n" +
+			"per job (--executor docker: jobs with an image in containers on the Docker Engine,\n" +
+			"the workspace mounted at /workspace). The first SIGINT or SIGTERM drains (running jobs finish, none is\n" +
 			"claimed); a second cancels the running jobs.",
 		Example: "  gantry worker --server http://ci.example:8080 --token-file /etc/gantry/register-token --labels linux,amd64",
 		Args:    noArgs,
@@ -86,6 +92,15 @@ func (a *app) workerCommand() *cobra.Command {
 				return err
 			}
 			defer stopContaining()
+			if cfg.Executor == "docker" {
+				engine, err := connectDocker(cmd.Context(), cfg.DockerHost, ac.Logger)
+				if err != nil {
+					return fmt.Errorf("--executor docker: %w", err)
+				}
+				defer engine.Close()
+				ac.Executor = dockerExecutor{host: ac.Executor, engine: engine}
+				ac.Registered = dockerSweeper(engine, dockerStateDir(cfg.WorkDir), ac.Logger)
+			}
 			if err := hideMemory(); err != nil {
 				// Not fatal: a container may forbid prctl, and the token is out of argv
 				// and environ all the same.
@@ -110,7 +125,9 @@ func (a *app) workerCommand() *cobra.Command {
 	f.BoolVar(&cfg.KeepFailed, "keep-failed", false, "keep the workspaces of failed jobs")
 	f.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "debug (shows step output), info, warn or error")
 	f.StringVar(&cfg.LogFormat, "log-format", "auto", logFormatUsage)
-	f.StringVar(&cfg.Executor, "executor", cfg.Executor, "shell, or sandbox (bubblewrap: no network unless the job sets network: true)")
+	f.StringVar(&cfg.Executor, "executor", cfg.Executor, "shell, sandbox (bubblewrap: no network unless the job sets network: true), or docker (jobs with an image run in containers on the Docker Engine; the worker carries the label docker)")
+	f.StringVar(&cfg.DockerHost, "docker-host", "", "--executor docker: the Docker Engine (unix:///var/run/docker.sock, tcp://host:2375); default DOCKER_HOST, else the default socket")
+	f.StringVar(&cfg.DefaultImage, "default-image", "", "--executor docker: run jobs without an image in this one (default: on the worker's host)")
 	f.StringVar(&cfg.StepUser, "step-user", "", "run steps as this unprivileged user (name or uid); the worker must run as root")
 	f.BoolVar(&cfg.StepCgroup, "step-cgroup", cfg.StepCgroup, "put each step in a cgroup v2 group of its own where the host allows it (false: subreaper and parent-death signal only)")
 	f.StringVar(&cfg.MetricsAddr, "metrics-addr", "", "serve Prometheus metrics at GET /metrics on this address (127.0.0.1:9091); empty: off")
@@ -140,7 +157,9 @@ func (c *workerConfig) agentConfig() (agent.Config, error) {
 		user = u
 	}
 	switch c.Executor {
-	case "shell":
+	case "shell", "docker":
+		// A docker worker runs jobs without an image on its host, as a shell worker
+		// does; the caller gives it the engine.
 		ac.Executor = executor.Shell{User: user}
 	case "sandbox":
 		if _, err := exec.LookPath("bwrap"); err != nil {
@@ -148,7 +167,16 @@ func (c *workerConfig) agentConfig() (agent.Config, error) {
 		}
 		ac.Executor = executor.Sandbox{User: user}
 	default:
-		return ac, usagef("--executor %q: want shell or sandbox", c.Executor)
+		return ac, usagef("--executor %q: want shell, sandbox or docker", c.Executor)
+	}
+	if c.Executor != "docker" && (c.DockerHost != "" || c.DefaultImage != "") {
+		return ac, usagef("--docker-host and --default-image are for --executor docker")
+	}
+	if c.DefaultImage != "" {
+		if msg := pipeline.CheckImageRef(c.DefaultImage); msg != "" {
+			return ac, usagef("--default-image %q %s", c.DefaultImage, msg)
+		}
+		ac.DefaultImage = c.DefaultImage
 	}
 	if c.MetricsAddr != "" {
 		if _, _, err := net.SplitHostPort(c.MetricsAddr); err != nil {
@@ -158,6 +186,9 @@ func (c *workerConfig) agentConfig() (agent.Config, error) {
 	}
 	for _, l := range strings.Split(c.Labels, ",") {
 		if l = strings.TrimSpace(l); l != "" {
+			if l == pipeline.DockerLabel && c.Executor != "docker" {
+				return ac, usagef("--labels %s: that label says the worker runs jobs' images, which only --executor docker does", l)
+			}
 			ac.Labels = append(ac.Labels, l)
 		}
 	}

@@ -1,0 +1,151 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/gantry-ci/gantry/internal/agent"
+	"github.com/gantry-ci/gantry/internal/executor"
+	"github.com/gantry-ci/gantry/internal/executor/docker"
+)
+
+// dockerSweepEvery is how often a docker worker looks again for what dead workers on its
+// work dir left on the engine (a sweep that failed at start is tried again then).
+const dockerSweepEvery = 5 * time.Minute
+
+// dockerExecutor is the docker worker's executor: a job with an image (or any job, with
+// a default image) runs in containers on the engine; a job without one runs on the
+// host, contained like a shell worker's.
+type dockerExecutor struct {
+	host   agent.Executor
+	engine *docker.Docker
+}
+
+var _ executor.JobExecutor = dockerExecutor{}
+
+func (x dockerExecutor) Run(ctx context.Context, s executor.Step) (executor.Result, error) {
+	return x.host.Run(ctx, s)
+}
+
+func (x dockerExecutor) Begin(ctx context.Context, j executor.Job) (executor.Session, error) {
+	return x.engine.Begin(ctx, j)
+}
+
+// PrepareWorkspace readies a host job's workspace as the host executor would.
+func (x dockerExecutor) PrepareWorkspace(dir string) error {
+	if p, ok := x.host.(interface{ PrepareWorkspace(string) error }); ok {
+		return p.PrepareWorkspace(dir)
+	}
+	return nil
+}
+
+// connectDocker reaches the Docker Engine at host ("" is DOCKER_HOST, else the default
+// socket).
+func connectDocker(ctx context.Context, host string, log *slog.Logger) (*docker.Docker, error) {
+	return docker.New(ctx, docker.Config{Host: host, Logger: log})
+}
+
+// dockerStateDir is where a docker worker marks itself alive, in its work dir (one per
+// user in the shared temp dir).
+func dockerStateDir(workDir string) string {
+	if workDir == "" {
+		return filepath.Join(os.TempDir(), fmt.Sprintf("gantry-docker-%d", os.Geteuid()))
+	}
+	return filepath.Join(workDir, "gantry-docker")
+}
+
+// dockerSweeper is a docker worker's Registered hook. Every object the docker executor
+// makes is labelled with its worker's id, and a worker's id is new each time it starts:
+// so each worker keeps a file named after its id in state, locked for as long as it
+// runs. A file nobody holds locked is a dead worker's (the lock goes with its process,
+// even one killed with SIGKILL): its containers, networks and volumes are swept, then
+// the file is removed. That happens before the new worker claims a job, and again every
+// dockerSweepEvery until ctx ends, when the worker's own file goes.
+func dockerSweeper(engine *docker.Docker, state string, log *slog.Logger) func(ctx context.Context, workerID string) {
+	return func(ctx context.Context, workerID string) {
+		if err := os.MkdirAll(state, 0o700); err != nil {
+			log.Error("docker: the sweeper has no state dir; a killed worker's containers stay", "dir", state, "err", err)
+			return
+		}
+		own, err := holdDockerState(state, workerID)
+		if err != nil {
+			log.Error("docker: mark this worker alive; a killed worker's containers stay", "err", err)
+			return
+		}
+		sweepDeadDockerWorkers(ctx, engine, state, workerID, log)
+		go func() {
+			t := time.NewTicker(dockerSweepEvery)
+			defer t.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					_ = os.Remove(own.Name())
+					_ = own.Close()
+					return
+				case <-t.C:
+					sweepDeadDockerWorkers(ctx, engine, state, workerID, log)
+				}
+			}
+		}()
+	}
+}
+
+const dockerStatePrefix = "worker-"
+
+// holdDockerState creates and locks this worker's file.
+func holdDockerState(state, workerID string) (*os.File, error) {
+	f, err := os.OpenFile(filepath.Join(state, dockerStatePrefix+workerID), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("lock %s: %w", f.Name(), err)
+	}
+	return f, nil
+}
+
+// sweepDeadDockerWorkers sweeps the objects of every worker whose file in state nobody
+// holds, and removes the files of those swept whole.
+func sweepDeadDockerWorkers(ctx context.Context, engine *docker.Docker, state, self string, log *slog.Logger) {
+	entries, err := os.ReadDir(state)
+	if err != nil {
+		log.Warn("docker: read the sweeper's state dir", "dir", state, "err", err)
+		return
+	}
+	for _, e := range entries {
+		id, ok := strings.CutPrefix(e.Name(), dockerStatePrefix)
+		if !ok || id == self || ctx.Err() != nil {
+			continue
+		}
+		path := filepath.Join(state, e.Name())
+		f, err := os.OpenFile(path, os.O_RDWR, 0)
+		if err != nil {
+			continue
+		}
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+			f.Close() // a live worker's
+			continue
+		}
+		sctx, cancel := context.WithTimeout(ctx, time.Minute)
+		n, err := engine.Sweep(sctx, id)
+		cancel()
+		switch {
+		case err != nil && !errors.Is(err, context.Canceled):
+			log.Warn("docker: sweep a dead worker's containers; trying again later", "worker", id, "removed", n, "err", err)
+		default:
+			if n > 0 {
+				log.Info("docker: removed what a dead worker left", "worker", id, "objects", n)
+			}
+			_ = os.Remove(path)
+		}
+		f.Close()
+	}
+}
