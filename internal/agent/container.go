@@ -92,7 +92,7 @@ func (a *Agent) beginContainer(ctx context.Context, log *slog.Logger, rec *logs.
 	if err != nil {
 		return nil, nil, err
 	}
-	log.Info("job container started", "image", job.Image, "services", len(job.Services), "took", time.Since(began).Round(time.Millisecond))
+	log.Info("job container started", "image", job.Image, "services", len(job.Services), "took", time.Since(began).Round(time.Millisecond).String())
 	end := func() {
 		// A cancel or a timeout must not skip the clean-up: it runs on a context of its
 		// own, bounded by the grace and the time the engine needs. A job whose lease is

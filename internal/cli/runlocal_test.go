@@ -95,6 +95,7 @@ func TestRunExamples(t *testing.T) {
 	if len(files) < 8 {
 		t.Fatalf("found %d example files in examples/, want all of them", len(files))
 	}
+	exampleImages(t) // containers.yml runs in them
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
 			t.Parallel()

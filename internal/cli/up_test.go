@@ -22,7 +22,7 @@ func startUp(t *testing.T, data string, extra ...string) (string, func() int) {
 	ctx, cancel := context.WithCancel(t.Context())
 	var stdout, stderr syncBuffer
 	exit := make(chan int, 1)
-	args := append([]string{"up", "--addr", "127.0.0.1:0", "--data", data, "--workers", "2", "--lease-ttl", "2s"}, extra...)
+	args := append([]string{"up", "--addr", "127.0.0.1:0", "--data", data, "--workers", "2", "--lease-ttl", "2s", "--docker", "off"}, extra...)
 	go func() { exit <- Run(ctx, args, strings.NewReader(""), &stdout, &stderr) }()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
@@ -117,7 +117,7 @@ func TestUpResumesAfterCrash(t *testing.T) {
 	data := filepath.Join(dir, "data")
 	pidFile, mark := filepath.Join(dir, "pid"), filepath.Join(dir, "mark")
 	token := executortest.Token(t)
-	args := []string{"up", "--addr", "127.0.0.1:0", "--data", data, "--workers", "1", "--lease-ttl", "2s"}
+	args := []string{"up", "--addr", "127.0.0.1:0", "--data", data, "--workers", "1", "--lease-ttl", "2s", "--docker", "off"}
 	p := startChild(t, args)
 	base := waitUpBanner(t, p)
 	run := submitRun(t, base, `name: crash

@@ -15,7 +15,14 @@ func TestWorkerUsage(t *testing.T) {
 		{"worker", "--memory", "8GB"},
 		{"worker", "--name", ""},
 		{"worker", "extra"},
-		{"worker", "--executor", "docker"},
+		{"worker", "--executor", "kubernetes"},
+		{"worker", "--labels", "linux,docker"},
+		{"worker", "--docker-host", "unix:///var/run/docker.sock"},
+		{"worker", "--default-image", "busybox"},
+		{"worker", "--executor", "docker", "--default-image", "Busybox"},
+		{"up", "--docker", "maybe"},
+		{"up", "--labels", "docker"},
+		{"run", "--docker", "yes", "../../examples/hello.yml"},
 	} {
 		var stdout, stderr bytes.Buffer
 		if code := Run(t.Context(), args, strings.NewReader(""), &stdout, &stderr); code != exitUsage {

@@ -24,6 +24,7 @@ func TestExamples(t *testing.T) {
 		"conditions.yml": {{"test", "lint"}, {"deploy", "report"}, {"rollback"}},
 		"on-push.yml":    {{"test"}, {"build"}},
 		"caches.yml":     {{"test (shard=1)", "test (shard=2)", "tools"}, {"build"}},
+		"containers.yml": {{"test (go=1.25)", "test (go=1.26)"}, {"summary"}},
 	}
 	files, err := filepath.Glob("../../examples/*")
 	if err != nil || len(files) == 0 {

@@ -1,0 +1,148 @@
+package cli
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/moby/moby/client"
+
+	"github.com/gantry-ci/gantry/internal/executor/docker"
+	"github.com/gantry-ci/gantry/internal/executor/docker/dockertest"
+	"github.com/gantry-ci/gantry/internal/testdb"
+)
+
+// exampleImages builds the images examples/containers.yml runs in.
+func exampleImages(t *testing.T) {
+	t.Helper()
+	for _, name := range []string{"gantry-test/go:1.25", "gantry-test/go:1.26", dockertest.Busybox} {
+		dockertest.Image(t, name)
+	}
+}
+
+// TestRunContainers: gantry run starts a docker worker for a pipeline with images and
+// runs the container example: each job sees its image's filesystem, not the host's, and
+// the workspace at /workspace, and reaches its service by name.
+func TestRunContainers(t *testing.T) {
+	t.Parallel()
+	exampleImages(t)
+	got := runCLI(t, invocation{args: []string{"run", "--workers", "2", "--no-checkout", filepath.Join(examplesDir, "containers.yml")}})
+	if got.code != exitOK {
+		t.Fatalf("gantry run containers.yml: exit %d\n%s%s", got.code, got.stdout, got.stderr)
+	}
+	for _, want := range []string{
+		"test (go=1.25) | gantry-test/go:1.25", "test (go=1.26) | gantry-test/go:1.26",
+		"web says ok", "all images passed", "container: image gantry-test/go:1.26, services web (gantry-test/busybox:1)",
+	} {
+		if !strings.Contains(got.stdout, want) {
+			t.Errorf("output lacks %q:\n%s", want, got.stdout)
+		}
+	}
+	// The host has no /etc/gantry-image: the step's grep would have failed on it.
+	if _, err := os.Stat("/etc/gantry-image"); err == nil {
+		t.Fatal("the host has /etc/gantry-image, so the test cannot tell an image's filesystem from it")
+	}
+}
+
+// TestRunContainersWithoutDocker: with the docker worker off, a job with an image cannot
+// run, and gantry run says so rather than waiting for ever.
+func TestRunContainersWithoutDocker(t *testing.T) {
+	t.Parallel()
+	got := runCLI(t, invocation{args: []string{"run", "--docker", "off", "--no-checkout", filepath.Join(examplesDir, "containers.yml")}})
+	if got.code != exitFailure || !strings.Contains(got.stderr, "needs a worker with the docker executor") ||
+		strings.Contains(got.stderr, "--labels docker") {
+		t.Errorf("exit %d, stderr:\n%s", got.code, got.stderr)
+	}
+}
+
+// TestUpDockerWorker: gantry up --docker on runs a docker worker beside the local ones,
+// which takes the jobs with an image.
+func TestUpDockerWorker(t *testing.T) {
+	t.Parallel()
+	dockertest.Image(t, dockertest.Busybox)
+	base, _ := startUp(t, filepath.Join(t.TempDir(), "data"), "--docker", "on")
+	var workers struct {
+		Workers []struct {
+			Name   string
+			Labels []string
+		}
+	}
+	docker := 0
+	waitFor(t, "the workers to register", 30*time.Second, func() bool {
+		getJSON(t, http.DefaultClient, base+"/api/v1/workers", &workers)
+		return len(workers.Workers) >= 3
+	})
+	for _, w := range workers.Workers {
+		if strings.HasSuffix(w.Name, "/docker") && slices.Contains(w.Labels, "docker") {
+			docker++
+		}
+	}
+	if len(workers.Workers) != 3 || docker != 1 {
+		t.Errorf("workers = %+v, want the two local ones and one docker worker", workers.Workers)
+	}
+	run := submitRun(t, base, "name: c\njobs:\n  a:\n    image: "+dockertest.Busybox+"\n    container: {pull: never}\n    steps: [{run: 'grep -q busybox /etc/gantry-image'}]\n").ID
+	if r := waitRun(t, base, run, func(r runDetails) bool { return r.Status == "success" || r.Status == "failed" }); r.Status != "success" {
+		t.Errorf("the image job ended %s", r.Status)
+	}
+}
+
+// TestDockerWorkerSweepsAfterSIGKILL: a `gantry worker --executor docker` process killed
+// with SIGKILL in the middle of a job leaves its containers and network on the engine;
+// the next docker worker on the same work dir removes them before it claims a job.
+func TestDockerWorkerSweepsAfterSIGKILL(t *testing.T) {
+	t.Parallel()
+	img := dockertest.Image(t, dockertest.Busybox)
+	cli := dockertest.Client(t)
+	work := t.TempDir()
+	server := startServerProcess(t, "sqlite://"+testdb.SQLitePath(t))
+	args := []string{"worker", "--server", server.base, "--executor", "docker", "--work-dir", work, "--name", "sweep", "--max-jobs", "1"}
+	worker := startChild(t, args)
+	run := submitRun(t, server.base, `name: killed
+jobs:
+  long:
+    image: `+img+`
+    container: {pull: never}
+    services:
+      svc: {image: `+img+`, command: "sleep 300"}
+    steps: [{run: 'echo started > started && sleep 300'}]
+`)
+	jobID := run.Jobs[0].ID
+	// The job runs once its step has written to the workspace, on the worker's disk.
+	waitFor(t, "the job's step to start", 60*time.Second, func() bool {
+		m, _ := filepath.Glob(filepath.Join(work, "gantry-job-*", "started"))
+		return len(m) > 0
+	})
+	if n := jobObjects(t, cli, jobID); n < 3 {
+		t.Fatalf("the running job has %d containers and networks labelled with it, want its container, service and network", n)
+	}
+	worker.kill(t)
+	if n := jobObjects(t, cli, jobID); n < 3 {
+		t.Fatalf("after SIGKILL %d objects are left; the test needs them there to see them swept", n)
+	}
+	startChild(t, args) // its log is shown if the test fails
+	waitFor(t, "the next worker to sweep the dead one's containers", 60*time.Second, func() bool {
+		return jobObjects(t, cli, jobID) == 0
+	})
+}
+
+// jobObjects counts the containers and networks labelled with a job.
+func jobObjects(t *testing.T, cli *client.Client, jobID string) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	f := client.Filters{}.Add("label", docker.LabelJob+"="+jobID)
+	cs, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
+	if err != nil {
+		t.Fatalf("list containers: %v", err)
+	}
+	ns, err := cli.NetworkList(ctx, client.NetworkListOptions{Filters: f})
+	if err != nil {
+		t.Fatalf("list networks: %v", err)
+	}
+	return len(cs.Items) + len(ns.Items)
+}
