@@ -538,6 +538,10 @@ func (t *ghaTranslator) job(jf field) *yaml.Node {
 // kept, for workers started with --labels.
 var githubHosted = regexp.MustCompile(`^(self-hosted|ubuntu-.*|macos-.*|windows-.*)$`)
 
+// runnerLabels are the labels GitHub gives a self-hosted runner for its system and
+// architecture, as a Gantry worker carries them (linux, amd64, arm64).
+var runnerLabels = map[string]string{"linux": "linux", "x64": "amd64", "arm64": "arm64", "arm": "arm"}
+
 func (t *ghaTranslator) runsOn(j *ghaJob, f field) {
 	d := t.d
 	r := d.resolve(f.val)
@@ -565,6 +569,9 @@ func (t *ghaTranslator) runsOn(j *ghaJob, f field) {
 			// An expression (runs-on: ${{ matrix.os }}) names GitHub images in
 			// practice; it is dropped with them.
 			continue
+		}
+		if l, ok := runnerLabels[strings.ToLower(v)]; ok {
+			v = l
 		}
 		t.rename(fmt.Sprintf("%s.runs_on[%d]", j.path, len(labels.Content)), indexPath(base, i))
 		labels.Content = append(labels.Content, gStr(v, d.resolve(item)))

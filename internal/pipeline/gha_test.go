@@ -76,7 +76,7 @@ on: [push, release]
 env: {A: one}
 jobs:
   build:
-    runs-on: [self-hosted, gpu, ubuntu-22.04]
+    runs-on: [self-hosted, gpu, ubuntu-22.04, X64, Linux]
     timeout-minutes: 1.5
     defaults: {run: {working-directory: src}}
     env: {B: "${{ env.A }}-two"}
@@ -112,8 +112,8 @@ jobs:
 	if b == nil || len(p.Jobs) != 2 {
 		t.Fatalf("jobs: %s", planJSON(t, p))
 	}
-	if !reflect.DeepEqual(b.RunsOn, []string{"gpu"}) {
-		t.Errorf("runs_on = %v, want [gpu]: GitHub's runner names are dropped", b.RunsOn)
+	if !reflect.DeepEqual(b.RunsOn, []string{"gpu", "amd64", "linux"}) {
+		t.Errorf("runs_on = %v, want [gpu amd64 linux]: GitHub's runner names are dropped, its system labels are Gantry's", b.RunsOn)
 	}
 	if b.Timeout.String() != "1m30s" {
 		t.Errorf("timeout = %v, want 1m30s", b.Timeout)
