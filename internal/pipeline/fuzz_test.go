@@ -98,3 +98,36 @@ func FuzzCompile(f *testing.F) {
 		}
 	})
 }
+
+// FuzzConvertWorkflow checks gantry convert's promise on arbitrary workflows: whatever
+// ConvertWorkflow accepts, Compile plans, and the definition it prints is read as Gantry's
+// own and plans the same.
+func FuzzConvertWorkflow(f *testing.F) {
+	workflows, _ := filepath.Glob("testdata/gha/*.yml")
+	for _, name := range workflows {
+		if b, err := os.ReadFile(name); err == nil {
+			f.Add(b)
+		}
+	}
+	f.Add([]byte("on: push\njobs:\n  a:\n    runs-on: x\n    if: matrix.v && !(github.ref_name == 'x')\n    strategy: {matrix: {v: [a, '']}}\n    steps:\n      - run: echo ${{ format('{0}{{', matrix.v) }} ${{ env.Z }}\n        working-directory: \"d'x\"\n"))
+	limits := Limits{MaxJobs: 300, MaxNodes: 200_000}
+	f.Fuzz(func(t *testing.T, src []byte) {
+		out, err := ConvertWorkflow(src, Options{Limits: limits, Path: ".github/workflows/x.yml"})
+		if err != nil {
+			return
+		}
+		want, err := Compile(src, Options{Limits: limits, Path: ".github/workflows/x.yml"})
+		if err != nil {
+			t.Fatalf("ConvertWorkflow accepted what Compile refuses: %v", err)
+		}
+		got, err := Compile(out, Options{Limits: limits})
+		if err != nil {
+			t.Fatalf("the converted definition does not compile: %v\n%s", err, out)
+		}
+		a, _ := json.Marshal(want)
+		b, _ := json.Marshal(got)
+		if string(a) != string(b) {
+			t.Fatalf("plans differ\n%s\n%s\n%s", a, b, out)
+		}
+	})
+}
