@@ -137,6 +137,7 @@ func Scenarios() []Scenario {
 		dagScenario("dag-independent", "200 independent jobs", 200, independentDAG),
 		dagScenario("dag-chain", "a chain of 50 jobs", 50, chainDAG),
 		dagScenario("dag-fan", "1 -> 50 -> 1", 50, fanDAG),
+		containerOverheadScenario(),
 		concurrencyScenario(),
 		intakeScenario(),
 		logLatencyScenario("logs-latency-1", "1 job printing 10,000 lines/s for 5 s", 1, 10_000, 100*time.Millisecond),

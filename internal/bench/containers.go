@@ -1,0 +1,171 @@
+package bench
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	docker "github.com/moby/moby/client"
+)
+
+// benchImage is the local image the container scenarios run their jobs in: a static
+// busybox and its applets, imported on the spot (no registry is needed).
+const benchImage = "gantry-bench/busybox:1"
+
+// busyboxPath is the static busybox the image is made of (Debian's busybox-static).
+const busyboxPath = "/bin/busybox"
+
+// containerOverheadTarget is what starting a job's container may add to a job, with a
+// local image.
+const containerOverheadTarget = 300 * time.Millisecond
+
+// containerOverheadScenario times the same chain of one-step jobs through `gantry run`
+// twice, on the host (shell) and in a container of a local image each (docker): the
+// difference per job is what a container job costs over a shell one. A chain, so that
+// the jobs run one after another and the difference adds up job by job.
+func containerOverheadScenario() Scenario {
+	const name, jobs = "container-overhead", 20
+	return Scenario{
+		Name:   name,
+		About:  "a chain of 20 jobs of `true`, on the host and then each in a container of a local image, through `gantry run`",
+		Stores: []string{SQLite},
+		Run: func(ctx context.Context, o *Options, store string) (*Result, error) {
+			if err := importBenchImage(ctx); err != nil {
+				return nil, err
+			}
+			dir, cleanup, err := scenarioDir(o, name)
+			if err != nil {
+				return nil, err
+			}
+			defer cleanup()
+			n := max(2, o.scaled(jobs))
+			shell := filepath.Join(dir, "shell.yml")
+			image := filepath.Join(dir, "image.yml")
+			if err := os.WriteFile(shell, []byte(chainDAG(n)), 0o644); err != nil {
+				return nil, err
+			}
+			if err := os.WriteFile(image, []byte(inImage(chainDAG(n))), 0o644); err != nil {
+				return nil, err
+			}
+			times := 3
+			if o.Scale < 1 {
+				times = 1
+			}
+			median := func(file string) (time.Duration, error) {
+				var walls []time.Duration
+				for range times {
+					d, err := timeRun(ctx, o, file)
+					if err != nil {
+						return 0, err
+					}
+					walls = append(walls, d)
+				}
+				slices.Sort(walls)
+				return walls[len(walls)/2], nil
+			}
+			onHost, err := median(shell)
+			if err != nil {
+				return nil, err
+			}
+			inContainers, err := median(image)
+			if err != nil {
+				return nil, err
+			}
+			r := &Result{Params: map[string]any{"jobs": n, "runs": times, "image": benchImage}}
+			r.addMillis("wall on the host", onHost, nil)
+			r.addMillis("wall in containers", inContainers, nil)
+			r.addMillis("overhead per job", max(0, inContainers-onHost)/time.Duration(n), atMost(float64(containerOverheadTarget.Milliseconds())))
+			r.Notes = append(r.Notes, "overhead per job: (wall in containers - wall on the host) / jobs, medians of `gantry run` of the same chain; "+
+				"a container job starts its network and container, runs its step with exec and removes them, the image already local (pull: never)")
+			return r, nil
+		},
+	}
+}
+
+// inImage gives every job of a DAG pipeline the bench image.
+func inImage(def string) string {
+	return strings.ReplaceAll(def, "    steps: [{run: \"true\"}]\n",
+		"    image: "+benchImage+"\n    container: {pull: never}\n    steps: [{run: \"true\"}]\n")
+}
+
+// importBenchImage makes benchImage from the host's static busybox, unless it is there.
+func importBenchImage(ctx context.Context) error {
+	cli, err := docker.New(docker.FromEnv)
+	if err != nil {
+		return fmt.Errorf("docker client: %w", err)
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	if _, err := cli.Ping(ctx, docker.PingOptions{NegotiateAPIVersion: true}); err != nil {
+		return fmt.Errorf("the container scenarios need a Docker Engine (DOCKER_HOST or the default socket): %w", err)
+	}
+	if _, err := cli.ImageInspect(ctx, benchImage); err == nil {
+		return nil
+	}
+	bb, err := os.ReadFile(busyboxPath)
+	if err != nil {
+		return fmt.Errorf("the container scenarios build their image from a static busybox at %s (busybox-static): %w", busyboxPath, err)
+	}
+	list, err := exec.CommandContext(ctx, busyboxPath, "--list-full").Output()
+	if err != nil {
+		return fmt.Errorf("%s --list-full: %w", busyboxPath, err)
+	}
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	epoch := time.Unix(0, 0)
+	for _, d := range []string{"bin", "sbin", "usr", "usr/bin", "usr/sbin", "etc", "tmp", "root", "proc", "sys", "dev", "workspace"} {
+		mode := int64(0o755)
+		if d == "tmp" {
+			mode = 0o1777
+		}
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: d + "/", Mode: mode, ModTime: epoch}); err != nil {
+			return err
+		}
+	}
+	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: "bin/busybox", Mode: 0o755, Size: int64(len(bb)), ModTime: epoch}); err != nil {
+		return err
+	}
+	if _, err := tw.Write(bb); err != nil {
+		return err
+	}
+	passwd := "root:x:0:0:root:/root:/bin/sh\n"
+	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: "etc/passwd", Mode: 0o644, Size: int64(len(passwd)), ModTime: epoch}); err != nil {
+		return err
+	}
+	if _, err := io.WriteString(tw, passwd); err != nil {
+		return err
+	}
+	for _, a := range strings.Fields(string(list)) {
+		a = strings.TrimPrefix(a, "/")
+		dir := filepath.Dir(a)
+		if a == "bin/busybox" || !slices.Contains([]string{"bin", "sbin", "usr/bin", "usr/sbin"}, dir) {
+			continue
+		}
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeSymlink, Name: a, Linkname: "/bin/busybox", Mode: 0o777, ModTime: epoch}); err != nil {
+			return err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return err
+	}
+	res, err := cli.ImageImport(ctx, docker.ImageImportSource{Source: &buf, SourceName: "-"}, benchImage,
+		docker.ImageImportOptions{Changes: []string{"ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", `CMD ["sh"]`}})
+	if err != nil {
+		return fmt.Errorf("import %s: %w", benchImage, err)
+	}
+	defer res.Close()
+	_, _ = io.Copy(io.Discard, res)
+	if _, err := cli.ImageInspect(ctx, benchImage); err != nil {
+		return fmt.Errorf("import %s: %w", benchImage, err)
+	}
+	return nil
+}
