@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"encoding/json"
 	"errors"
 	"reflect"
 	"strings"
@@ -173,4 +174,39 @@ func TestMatchHashFiles(t *testing.T) {
 			t.Errorf("MatchHashFiles(%q, %q) = %v, want %v", tt.patterns, tt.name, got, tt.want)
 		}
 	}
+}
+
+// FuzzCacheKey: whatever a key says, compiling it does not panic, and a key that compiles
+// expands to one without a hashFiles call, each call given patterns that check clean.
+func FuzzCacheKey(f *testing.F) {
+	for _, k := range []string{"go-${{ hashFiles('go.sum') }}", "${{hashFiles('a','b''c', '!x/**')}}-${{ matrix.os }}", "${{ hashFiles(')", "a-${{ env.V }}", "${{ branch }}"} {
+		f.Add(k)
+	}
+	f.Fuzz(func(t *testing.T, key string) {
+		src := "env: {V: v}\njobs:\n  a:\n    matrix: {os: [linux]}\n    cache: [{key: " + strconvQuote(key) + ", paths: [x]}]\n    steps: [{run: x}]\n"
+		p, err := Compile([]byte(src), Options{})
+		if err != nil {
+			return
+		}
+		for _, j := range p.Jobs {
+			for _, c := range j.Caches {
+				out, err := ExpandCacheKey(c.Key, func(ps []string) (string, error) {
+					for _, p := range ps {
+						if msg := checkHashPattern(p); msg != "" {
+							t.Errorf("pattern %q of %q: %s", p, c.Key, msg)
+						}
+					}
+					return "h", nil
+				})
+				if err != nil || strings.Contains(out, "hashFiles(") && hashFilesCall.MatchString(out) {
+					t.Errorf("key %q expands to %q, %v", c.Key, out, err)
+				}
+			}
+		}
+	})
+}
+
+func strconvQuote(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
 }
