@@ -188,16 +188,15 @@ func (s *Server) saveCache(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	cs, err := s.store.ListCaches(r.Context(), project)
-	if err != nil {
-		s.storeError(w, r, "list caches", err)
+	// Saved since the job restored (by another job of the same key): no upload is needed.
+	_, err := s.store.FindCache(r.Context(), store.FindCacheParams{ProjectID: project, Scopes: []string{scope}, Key: req.Key})
+	if err == nil {
+		writeJSON(w, http.StatusOK, map[string]any{"state": "exists", "scope": scope})
 		return
 	}
-	for _, c := range cs {
-		if c.Scope == scope && c.Key == req.Key {
-			writeJSON(w, http.StatusOK, map[string]any{"state": "exists", "scope": scope})
-			return
-		}
+	if !errors.Is(err, store.ErrNotFound) {
+		s.storeError(w, r, "find cache", err)
+		return
 	}
 	info, err := s.blobs.Stat(r.Context(), req.SHA256)
 	switch {
