@@ -33,6 +33,9 @@ type Options struct {
 	Dir string
 	// Log receives progress; default discards.
 	Log *slog.Logger
+	// Noise, when above zero, runs `gantry bench-burn` with that many busy loops beside
+	// each scenario, so that it is measured while another process wants every core.
+	Noise int
 }
 
 func (o *Options) scaled(n int) int {
@@ -205,12 +208,16 @@ func RunAll(ctx context.Context, o *Options, scenarios []Scenario, stores []stri
 			}
 			o.Log.Info("scenario", "name", s.Name, "store", st)
 			began := time.Now()
-			r, err := s.Run(ctx, o, st)
+			r, err := runNoisy(ctx, o, s, st)
 			if err != nil {
 				errs = append(errs, fmt.Errorf("%s on %s: %w", s.Name, st, err))
 				continue
 			}
 			r.Scenario, r.Store, r.Elapsed = s.Name, st, time.Since(began)
+			if o.Noise > 0 {
+				r.Params["noise"] = o.Noise
+				r.Notes = append(r.Notes, fmt.Sprintf("measured while a second process ran %d busy loops (gantry bench --noise)", o.Noise))
+			}
 			if o.Scale != 1 {
 				// The targets hold at the sizes the scenarios name, not at others.
 				for i := range r.Metrics {
@@ -224,4 +231,27 @@ func RunAll(ctx context.Context, o *Options, scenarios []Scenario, stores []stri
 		}
 	}
 	return results, errors.Join(errs...)
+}
+
+// runNoisy runs the scenario, beside a CPU burner process when o.Noise asks for one.
+func runNoisy(ctx context.Context, o *Options, s Scenario, store string) (*Result, error) {
+	if o.Noise <= 0 {
+		return s.Run(ctx, o, store)
+	}
+	burner, err := startProcess(o, "burner", nil, "bench-burn", "--loops", fmt.Sprint(o.Noise))
+	if err != nil {
+		return nil, err
+	}
+	defer burner.stop(5 * time.Second)
+	r, err := s.Run(ctx, o, store)
+	select {
+	case <-burner.exited:
+		// A burner that died early measured a quiet machine, not a loaded one.
+		return nil, errors.Join(err, burner.failure("exited during the scenario"))
+	default:
+	}
+	if r != nil && r.Params == nil {
+		r.Params = map[string]any{}
+	}
+	return r, err
 }

@@ -113,9 +113,11 @@ func dispatchScenario() Scenario {
 					return err
 				}
 				r.add("jobs/s", float64(n)/time.Since(began).Seconds(), "jobs/s", nil)
-				var target time.Duration
-				if store == SQLite {
-					target = 50 * time.Millisecond
+				// The targets hold on both stores; a machine another process loads gets twice
+				// the time, and the writer must not starve dispatch even then.
+				target := 50 * time.Millisecond
+				if o.Noise > 0 {
+					target = 100 * time.Millisecond
 				}
 				r.addLatency("dispatch", stats.dispatch.take(), target)
 				r.addLatency("submit", sub.latency.take(), 0)

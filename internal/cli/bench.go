@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"time"
 
@@ -27,7 +29,9 @@ type benchConfig struct {
 	// Report renders a JSON report written earlier instead of running anything.
 	Report string
 	// Compare is an earlier JSON report to print this run's ratio against, per metric.
-	Compare  string
+	Compare string
+	// Noise is how many busy loops a second process runs beside each scenario; 0 none.
+	Noise    int
 	Dir      string
 	LogLevel string
 }
@@ -65,6 +69,8 @@ func (a *app) benchCommand() *cobra.Command {
 	f.BoolVar(&cfg.List, "list", false, "list the scenarios and exit")
 	f.StringVar(&cfg.Report, "report", "", "print (and with --markdown write) the results in this JSON file from an earlier --json, running nothing")
 	f.StringVar(&cfg.Compare, "compare", "", "after the run (or --report), print each metric's ratio against this earlier --json report")
+	f.IntVar(&cfg.Noise, "noise", 0, "run a CPU burner process beside each scenario with this many busy loops (0: none; give the machine's core count to load it all)")
+	f.Lookup("noise").NoOptDefVal = strconv.Itoa(runtime.NumCPU())
 	f.StringVar(&cfg.Dir, "dir", "", "where the scenarios' data directories go (default: the temp dir)")
 	f.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "progress messages on stderr: debug, info, warn or error")
 	return cmd
@@ -73,6 +79,9 @@ func (a *app) benchCommand() *cobra.Command {
 func (c *benchConfig) validate() error {
 	if c.List {
 		return nil
+	}
+	if c.Noise < 0 || c.Noise > 1024 {
+		return &usageError{fmt.Errorf("--noise %d: want busy loops from 0 to 1024", c.Noise)}
 	}
 	if c.Scale <= 0 || c.Scale > 10 {
 		return &usageError{fmt.Errorf("--scale %g: want a number above 0, at most 10", c.Scale)}
@@ -129,7 +138,7 @@ func (a *app) bench(ctx context.Context, cfg benchConfig, command string) error 
 		gantry = func(args ...string) *exec.Cmd { return exec.Command(exe, args...) }
 	}
 	o := &bench.Options{Command: gantry, Postgres: cfg.Postgres, Scale: cfg.Scale, Dir: cfg.Dir,
-		Log: newLogger(a.stderr, cfg.LogLevel, "text")}
+		Log: newLogger(a.stderr, cfg.LogLevel, "text"), Noise: cfg.Noise}
 	rep := &bench.Report{Date: time.Now(), Commit: benchCommit(), Command: command, Machine: bench.ThisMachine(), Scale: cfg.Scale}
 	results, runErr := bench.RunAll(ctx, o, scenarios, cfg.stores(), func(r *bench.Result) {
 		_ = bench.WriteTable(a.stdout, r)

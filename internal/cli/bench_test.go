@@ -164,6 +164,8 @@ func TestBenchUsage(t *testing.T) {
 		{[]string{"bench", "--report", "/nonexistent/bench.json"}, "--report"},
 		{[]string{"bench", "--compare", "/nonexistent/bench.json", "nosuch-never-run"}, `no scenario "nosuch-never-run"`},
 		{[]string{"bench", "--compare", "/nonexistent/bench.json", "--list"}, "--compare"},
+		{[]string{"bench", "--noise=-1"}, "--noise -1"},
+		{[]string{"bench-burn", "--loops", "0"}, "--loops 0"},
 	} {
 		out := runCLI(t, invocation{args: tc.args})
 		if out.code != exitUsage || !strings.Contains(out.stderr, tc.want) {

@@ -160,6 +160,7 @@ func (a *app) rootCommand() *cobra.Command {
 		a.artifactsCommand(),
 		a.auditCommand(),
 		a.benchCommand(),
+		a.burnCommand(),
 		a.cancelCommand(),
 		a.convertCommand(),
 		a.dispatchCommand(),
