@@ -32,6 +32,7 @@ type simWorker struct {
 // simStats is what a pool of simulated workers observed.
 type simStats struct {
 	dispatch   samples // job queued -> claim answer in the worker's hands
+	claim      samples // round trip of a claim that came back with a job
 	heartbeat  samples // heartbeat round trips
 	claimed    atomic.Int64
 	completed  atomic.Int64
@@ -103,6 +104,7 @@ func (w *simWorker) run(ctx context.Context) error {
 			}
 		}
 		var ans claimAnswer
+		sent := time.Now()
 		err := w.c.post(ctx, "/api/v1/agent/claim", map[string]any{
 			"worker_id": w.id, "labels": w.labels, "max": n, "wait": "30s", "start": true,
 		}, &ans)
@@ -121,6 +123,9 @@ func (w *simWorker) run(ctx context.Context) error {
 				return nil
 			}
 			continue
+		}
+		if len(ans.Jobs) > 0 {
+			w.stats.claim.add(got.Sub(sent))
 		}
 		for _, j := range ans.Jobs {
 			if q, err := time.Parse(time.RFC3339Nano, j.QueuedAt); err == nil {
