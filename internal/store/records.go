@@ -163,9 +163,24 @@ type Project struct {
 	RepoTokenUser        string
 	RepoSSHKeySecret     string
 	RepoKnownHostsSecret string
-	CreatedAt            time.Time
-	UpdatedAt            time.Time
+	// MaxConcurrentJobs bounds how many of the project's jobs are leased (assigned or
+	// running) at once; 0 = no limit. A claim never hands out a job past it.
+	MaxConcurrentJobs int
+	// FairWeight is the project's share in fair queueing, 1 to MaxFairWeight: while
+	// projects are all backlogged, one of weight 2 is dispatched about twice as many jobs
+	// as one of weight 1. 0 means DefaultFairWeight.
+	FairWeight int
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
 }
+
+// The bounds of a project's quota settings.
+const (
+	DefaultFairWeight = 1
+	MaxFairWeight     = 100
+	// MaxConcurrentJobsLimit bounds MaxConcurrentJobs: far beyond any pool of workers.
+	MaxConcurrentJobsLimit = 1_000_000
+)
 
 // DefaultPipelinePath is the pipeline file a connected project reads when it names none.
 const DefaultPipelinePath = ".gantry.yml"

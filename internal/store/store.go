@@ -357,6 +357,23 @@ type Stats interface {
 	// ConcurrencyHolders returns, of the project's concurrency groups named, the job that
 	// holds each (assigned or running), without its Spec; a group no job holds is absent.
 	ConcurrencyHolders(ctx context.Context, projectID uuid.UUID, groups []string) (map[string]*Job, error)
+	// ProjectLoad returns the project's limit of concurrent jobs and how many of its jobs
+	// are leased (assigned or running) now; ErrNotFound for an unknown project.
+	ProjectLoad(ctx context.Context, projectID uuid.UUID) (*ProjectLoad, error)
+}
+
+// ProjectLoad is how close a project is to its limit of concurrent jobs.
+type ProjectLoad struct {
+	Name string
+	// MaxConcurrentJobs is the project's limit, 0 for none.
+	MaxConcurrentJobs int
+	// Leased counts its assigned and running jobs.
+	Leased int
+}
+
+// AtLimit reports whether the project may have no more jobs leased.
+func (l *ProjectLoad) AtLimit() bool {
+	return l != nil && l.MaxConcurrentJobs > 0 && l.Leased >= l.MaxConcurrentJobs
 }
 
 // QueueStats is a snapshot of the queue.

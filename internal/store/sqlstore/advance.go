@@ -36,6 +36,7 @@ func (t *tx) end(j *jobState, status store.JobStatus, kind store.FailureKind, ex
 	if err != nil {
 		return nil, fmt.Errorf("end job %s: %w", j.id, err)
 	}
+	t.quotaFreed(j)
 	t.ended = append(t.ended, ended{
 		id: j.id, runID: j.runID, status: status,
 		failed:         status == store.JobFailed && !j.continueOnError,

@@ -47,6 +47,7 @@ type Engine struct {
 	stmts    stmtCache
 	projects sync.Map // project name -> id; DeleteProject forgets a name
 	labels   labelCache
+	quotas   quotaCache
 	closeDB  []io.Closer
 }
 

@@ -7,11 +7,18 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gantry-ci/gantry/internal/store"
 	"github.com/google/uuid"
 )
 
+// vtimeScale is how far a project's virtual time advances per job at weight 1; a project
+// of weight w advances vtimeScale/w per job, so while projects are all backlogged each is
+// dispatched in proportion to its weight.
+const vtimeScale = 1_000_000
+
 // fairStart returns the first of consecutive virtual start times for a project's jobs
-// entering a lane. This is start-time fair queueing: a project's next job
+// entering a lane, and the step between them (vtimeScale over the project's weight).
+// This is start-time fair queueing: a project's next job
 // starts no earlier than the lane's clock (the earliest start still waiting) and after
 // the project's own latest waiting job, so a burst of many jobs from one project is
 // interleaved with other projects' jobs instead of being served first, while each
@@ -20,21 +27,29 @@ import (
 // Both values are read from the queued jobs themselves, through partial indexes, so there
 // is no counter row that every enqueue would have to lock. Two transactions may read the
 // same values and hand out equal start times; ties fall back to queue time.
-func (t *tx) fairStart(projectID uuid.UUID, lane int) (int64, error) {
-	var clock, latest sql.NullInt64
+func (t *tx) fairStart(projectID uuid.UUID, lane int) (start, step int64, err error) {
+	var clock, latest, weight sql.NullInt64
 	// ORDER BY ... LIMIT 1 rather than MIN and MAX: both databases then read one index
 	// entry, where PostgreSQL may otherwise aggregate over every waiting job.
-	err := t.row(`SELECT (SELECT vtime FROM jobs WHERE status = 'queued' AND lane = ? ORDER BY vtime LIMIT 1),
-		(SELECT vtime FROM jobs WHERE status = 'queued' AND project_id = ? AND lane = ? ORDER BY vtime DESC LIMIT 1)`,
-		lane, projectID, lane).Scan(&clock, &latest)
+	err = t.row(`SELECT (SELECT vtime FROM jobs WHERE status = 'queued' AND lane = ? ORDER BY vtime LIMIT 1),
+		(SELECT vtime FROM jobs WHERE status = 'queued' AND project_id = ? AND lane = ? ORDER BY vtime DESC LIMIT 1),
+		(SELECT fair_weight FROM projects WHERE id = ?)`,
+		lane, projectID, lane, projectID).Scan(&clock, &latest, &weight)
 	if err != nil {
-		return 0, fmt.Errorf("read fair-queue clocks: %w", err)
+		return 0, 0, fmt.Errorf("read fair-queue clocks: %w", err)
 	}
-	start := clock.Int64
+	step = vtimeStep(int(weight.Int64))
+	start = clock.Int64
 	if latest.Valid {
-		start = max(start, latest.Int64+1)
+		start = max(start, latest.Int64+step)
 	}
-	return start, nil
+	return start, step, nil
+}
+
+// vtimeStep is the virtual time one job of a project of weight w takes.
+func vtimeStep(w int) int64 {
+	w = min(max(w, 1), store.MaxFairWeight)
+	return vtimeScale / int64(w)
 }
 
 // queuedJob is a job about to become queued.
@@ -52,17 +67,18 @@ func (t *tx) enqueue(jobs []queuedJob, now int64) (int, error) {
 		project uuid.UUID
 		lane    int
 	}
-	next := map[key]int64{}
+	type clock struct{ next, step int64 }
+	next := map[key]*clock{}
 	for _, j := range jobs {
 		k := key{j.projectID, j.lane}
 		if _, ok := next[k]; ok {
 			continue
 		}
-		start, err := t.fairStart(k.project, k.lane)
+		start, step, err := t.fairStart(k.project, k.lane)
 		if err != nil {
 			return 0, err
 		}
-		next[k] = start
+		next[k] = &clock{start, step}
 	}
 	changed := 0
 	for _, j := range jobs {
@@ -71,14 +87,14 @@ func (t *tx) enqueue(jobs []queuedJob, now int64) (int, error) {
 		var cancels bool
 		err := t.row(`UPDATE jobs SET status = 'queued', vtime = ?, queued_at = ?, retry_after = 0,
 			lease_token = '', worker_id = '', lease_expires_at = 0, deadline = 0
-			WHERE id = ? AND status = ? RETURNING concurrency_group, group_cancels`, next[k], now, j.id, j.from).Scan(&group, &cancels)
+			WHERE id = ? AND status = ? RETURNING concurrency_group, group_cancels`, next[k].next, now, j.id, j.from).Scan(&group, &cancels)
 		if isNoRows(err) {
 			continue
 		}
 		if err != nil {
 			return changed, fmt.Errorf("queue job %s: %w", j.id, err)
 		}
-		next[k]++
+		next[k].next += next[k].step
 		changed++
 		t.markQueued()
 		if cancels && group != "" {

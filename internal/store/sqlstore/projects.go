@@ -13,14 +13,14 @@ import (
 
 const projectCols = `id, name, repo_url, provider, pipeline_path, default_branch, webhook_secret,
 	api_base_url, api_token_file, repo_token_secret, repo_token_user, repo_ssh_key_secret,
-	repo_known_hosts_secret, created_at, updated_at`
+	repo_known_hosts_secret, max_concurrent_jobs, fair_weight, created_at, updated_at`
 
 func scanProject(s scanner) (*store.Project, error) {
 	var p store.Project
 	var created, updated int64
 	if err := s.Scan(&p.ID, &p.Name, &p.RepoURL, &p.Provider, &p.PipelinePath, &p.DefaultBranch,
 		&p.WebhookSecret, &p.APIBaseURL, &p.APITokenFile, &p.RepoTokenSecret, &p.RepoTokenUser,
-		&p.RepoSSHKeySecret, &p.RepoKnownHostsSecret, &created, &updated); err != nil {
+		&p.RepoSSHKeySecret, &p.RepoKnownHostsSecret, &p.MaxConcurrentJobs, &p.FairWeight, &created, &updated); err != nil {
 		return nil, err
 	}
 	p.CreatedAt, p.UpdatedAt = fromUS(created), fromUS(updated)
@@ -34,6 +34,16 @@ func scanProject(s scanner) (*store.Project, error) {
 func checkProject(action string, p *store.Project) error {
 	if p == nil || p.Name == "" {
 		return fmt.Errorf("%s: a project name is required: %w", action, store.ErrInvalid)
+	}
+	if p.FairWeight == 0 {
+		p.FairWeight = store.DefaultFairWeight
+	}
+	if p.FairWeight < 1 || p.FairWeight > store.MaxFairWeight {
+		return fmt.Errorf("%s %q: fair weight %d is not between 1 and %d: %w", action, p.Name, p.FairWeight, store.MaxFairWeight, store.ErrInvalid)
+	}
+	if p.MaxConcurrentJobs < 0 || p.MaxConcurrentJobs > store.MaxConcurrentJobsLimit {
+		return fmt.Errorf("%s %q: max concurrent jobs %d is not between 0 (no limit) and %d: %w", action, p.Name,
+			p.MaxConcurrentJobs, store.MaxConcurrentJobsLimit, store.ErrInvalid)
 	}
 	return nil
 }
@@ -56,10 +66,10 @@ func (e *Engine) CreateProject(ctx context.Context, p *store.Project) error {
 		switch {
 		case isNoRows(err):
 			id = store.NewID()
-			if _, err := t.exec(`INSERT INTO projects (`+projectCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			if _, err := t.exec(`INSERT INTO projects (`+projectCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 				id, p.Name, p.RepoURL, p.Provider, p.PipelinePath, p.DefaultBranch, p.WebhookSecret,
 				p.APIBaseURL, p.APITokenFile, p.RepoTokenSecret, p.RepoTokenUser, p.RepoSSHKeySecret,
-				p.RepoKnownHostsSecret, now, now); err != nil {
+				p.RepoKnownHostsSecret, p.MaxConcurrentJobs, p.FairWeight, now, now); err != nil {
 				return fmt.Errorf("create project %q: %w", p.Name, err)
 			}
 		case err != nil:
@@ -72,10 +82,12 @@ func (e *Engine) CreateProject(ctx context.Context, p *store.Project) error {
 			// silent overwrite.
 			res, err := t.exec(`UPDATE projects SET repo_url = ?, provider = ?, pipeline_path = ?, default_branch = ?,
 				webhook_secret = ?, api_base_url = ?, api_token_file = ?, repo_token_secret = ?,
-				repo_token_user = ?, repo_ssh_key_secret = ?, repo_known_hosts_secret = ?, updated_at = ?
+				repo_token_user = ?, repo_ssh_key_secret = ?, repo_known_hosts_secret = ?, max_concurrent_jobs = ?,
+				fair_weight = ?, updated_at = ?
 				WHERE id = ? AND repo_url = ''`,
 				p.RepoURL, p.Provider, p.PipelinePath, p.DefaultBranch, p.WebhookSecret, p.APIBaseURL,
-				p.APITokenFile, p.RepoTokenSecret, p.RepoTokenUser, p.RepoSSHKeySecret, p.RepoKnownHostsSecret, now, id)
+				p.APITokenFile, p.RepoTokenSecret, p.RepoTokenUser, p.RepoSSHKeySecret, p.RepoKnownHostsSecret,
+				p.MaxConcurrentJobs, p.FairWeight, now, id)
 			if err != nil {
 				return fmt.Errorf("create project %q: %w", p.Name, err)
 			}
@@ -84,6 +96,7 @@ func (e *Engine) CreateProject(ctx context.Context, p *store.Project) error {
 			}
 		}
 		p.ID, p.CreatedAt, p.UpdatedAt = id, fromUS(created), fromUS(now)
+		t.quotaChanged(id, p.MaxConcurrentJobs)
 		return t.appendAudit(audit)
 	})
 }
@@ -134,9 +147,11 @@ func (e *Engine) UpdateProject(ctx context.Context, p *store.Project) error {
 		now := us(e.clock.Now())
 		res, err := t.exec(`UPDATE projects SET repo_url = ?, provider = ?, pipeline_path = ?, default_branch = ?,
 			webhook_secret = ?, api_base_url = ?, api_token_file = ?, repo_token_secret = ?, repo_token_user = ?,
-			repo_ssh_key_secret = ?, repo_known_hosts_secret = ?, updated_at = ? WHERE name = ?`,
+			repo_ssh_key_secret = ?, repo_known_hosts_secret = ?, max_concurrent_jobs = ?, fair_weight = ?, updated_at = ?
+			WHERE name = ?`,
 			p.RepoURL, p.Provider, p.PipelinePath, p.DefaultBranch, p.WebhookSecret, p.APIBaseURL,
-			p.APITokenFile, p.RepoTokenSecret, p.RepoTokenUser, p.RepoSSHKeySecret, p.RepoKnownHostsSecret, now, p.Name)
+			p.APITokenFile, p.RepoTokenSecret, p.RepoTokenUser, p.RepoSSHKeySecret, p.RepoKnownHostsSecret,
+			p.MaxConcurrentJobs, p.FairWeight, now, p.Name)
 		if err != nil {
 			return fmt.Errorf("update project %q: %w", p.Name, err)
 		}
@@ -148,6 +163,7 @@ func (e *Engine) UpdateProject(ctx context.Context, p *store.Project) error {
 			return fmt.Errorf("update project %q: read back: %w", p.Name, err)
 		}
 		p.CreatedAt, p.UpdatedAt = fromUS(created), fromUS(now)
+		t.quotaChanged(p.ID, p.MaxConcurrentJobs)
 		return t.appendAudit(audit)
 	})
 }
@@ -200,6 +216,7 @@ func (e *Engine) DeleteProject(ctx context.Context, name string) error {
 		}
 		// The next run under this name makes a new project rather than naming the old id.
 		t.onCommit = append(t.onCommit, func() { e.projects.Delete(name) })
+		t.quotaChanged(id, 0)
 		return t.appendAudit(audit)
 	})
 }

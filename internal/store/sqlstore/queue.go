@@ -67,9 +67,14 @@ func (e *Engine) Claim(ctx context.Context, p store.ClaimParams) ([]*store.Claim
 		if err := t.refreshLabels(labelRefresh); err != nil {
 			return err
 		}
+		quota, err := t.claimQuota()
+		if err != nil {
+			return err
+		}
+		full := quota.full()
 		var cands []candidate
 		sets := e.labels.subsetsOf(worker)
-		searched := fmt.Sprintf("%q %d %d %q", sets, freeCPU, freeMem, p.Projects)
+		searched := fmt.Sprintf("%q %d %d %q %v", sets, freeCPU, freeMem, p.Projects, full)
 		if t.batch.searchedEmpty(searched) {
 			return nil
 		}
@@ -79,6 +84,13 @@ func (e *Engine) Claim(ctx context.Context, p store.ClaimParams) ([]*store.Claim
 			scope = ` AND project_id IN (SELECT id FROM projects WHERE name IN (` + inList(len(p.Projects)) + `))`
 			for _, name := range p.Projects {
 				scopeArgs = append(scopeArgs, name)
+			}
+		}
+		// Projects at their limit of concurrent jobs are left out of the search.
+		if len(full) > 0 {
+			scope += ` AND project_id NOT IN (` + inList(len(full)) + `)`
+			for _, id := range full {
+				scopeArgs = append(scopeArgs, id)
 			}
 		}
 		for _, set := range sets {
@@ -118,6 +130,13 @@ func (e *Engine) Claim(ctx context.Context, p store.ClaimParams) ([]*store.Claim
 			if c.milliCPU > cpu || c.memory > mem {
 				continue
 			}
+			ok, err := quota.allows(c.projectID)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				continue
+			}
 			if c.group != "" {
 				gk := c.projectID.String() + "/" + c.group
 				if groups[gk] {
@@ -132,6 +151,7 @@ func (e *Engine) Claim(ctx context.Context, p store.ClaimParams) ([]*store.Claim
 				}
 				groups[gk] = true
 			}
+			quota.use(c.projectID)
 			if c.milliCPU > 0 {
 				cpu -= c.milliCPU
 			}
@@ -548,6 +568,7 @@ func (t *tx) retryLater(j *jobState, kind store.FailureKind, exit any, now time.
 	if err != nil {
 		return nil, fmt.Errorf("schedule retry of job %s: %w", j.id, err)
 	}
+	t.quotaFreed(j)
 	return job, nil
 }
 

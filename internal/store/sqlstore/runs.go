@@ -147,15 +147,16 @@ func (e *Engine) CreateRun(ctx context.Context, p store.CreateRunParams) (*store
 		}
 		// Jobs that need nothing are queued at once, in fair-queue order.
 		next := map[int]int64{}
+		var step int64
 		for _, j := range jobs {
 			if _, ok := next[j.lane]; ok || len(j.needs) > 0 || j.skip != "" || j.gated {
 				continue
 			}
-			start, err := t.fairStart(projectID, j.lane)
+			start, s, err := t.fairStart(projectID, j.lane)
 			if err != nil {
 				return err
 			}
-			next[j.lane] = start
+			next[j.lane], step = start, s
 		}
 		rows := make([][]any, 0, len(jobs))
 		var cancelHolders [][2]any
@@ -169,7 +170,7 @@ func (e *Engine) CreateRun(ctx context.Context, p store.CreateRunParams) (*store
 				// Pending until admit, below, once its rows are in.
 			case len(j.needs) == 0:
 				status, vtime, queuedAt = store.JobQueued, next[j.lane], now
-				next[j.lane]++
+				next[j.lane] += step
 				t.markQueued()
 			}
 			j.status, j.queuedAt = status, queuedAt

@@ -41,3 +41,18 @@ func (e *Engine) ConcurrencyHolders(ctx context.Context, projectID uuid.UUID, gr
 	}
 	return out, nil
 }
+
+// ProjectLoad implements store.Stats.
+func (e *Engine) ProjectLoad(ctx context.Context, projectID uuid.UUID) (*store.ProjectLoad, error) {
+	var l store.ProjectLoad
+	err := e.readRow(ctx, `SELECT name, max_concurrent_jobs,
+		(SELECT COUNT(*) FROM jobs WHERE project_id = projects.id AND status IN ('assigned', 'running'))
+		FROM projects WHERE id = ?`, projectID).Scan(&l.Name, &l.MaxConcurrentJobs, &l.Leased)
+	if isNoRows(err) {
+		return nil, fmt.Errorf("project %s: %w", projectID, store.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read load of project %s: %w", projectID, err)
+	}
+	return &l, nil
+}

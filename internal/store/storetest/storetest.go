@@ -87,6 +87,7 @@ var groups = []struct {
 	{"Audit", auditTests},
 	{"Environments", environmentTests},
 	{"Caches", cacheTests},
+	{"Quotas", quotaTests},
 }
 
 const (
