@@ -20,9 +20,9 @@ type waitingJSON struct {
 
 // waiting says why each of jobs waits (nil for a job that does not: leased or finished).
 // runJobs are every job of their run, read only when a pending job's needs must be named;
-// nil reads them. Jobs are of one run. It costs at most four reads however many jobs
-// there are: the run's jobs, the workers, the holders of the groups asked for and, when
-// some job waits its turn, the queue's depth. A read that fails leaves the reasons out
+// nil reads them. Jobs are of one run. It costs at most five reads however many jobs
+// there are: the run's jobs, the workers, the holders of the groups asked for, the
+// project's load and, when some job waits its turn, the queue's depth. A read that fails leaves the reasons out
 // rather than failing the answer: the job's status is still true without them.
 func (s *Server) waiting(ctx context.Context, jobs, runJobs []*store.Job) []*waitingJSON {
 	out := make([]*waitingJSON, len(jobs))
@@ -69,6 +69,10 @@ func (s *Server) waiting(ctx context.Context, jobs, runJobs []*store.Job) []*wai
 				s.log.WarnContext(ctx, "why jobs wait: read concurrency group holders", "err", err)
 				return out
 			}
+		}
+		if in.Project, err = s.store.ProjectLoad(ctx, jobs[0].ProjectID); err != nil {
+			s.log.WarnContext(ctx, "why jobs wait: read the project's load", "err", err)
+			return out
 		}
 	}
 	// Queued jobs that ask for the same thing wait for the same reason: a matrix of

@@ -28,6 +28,8 @@ const (
 	WaitNoWorker WaitCode = "no_worker"
 	// WaitConcurrency: another job of its concurrency group holds the group.
 	WaitConcurrency WaitCode = "concurrency"
+	// WaitQuota: its project has as many jobs leased as its limit of concurrent jobs.
+	WaitQuota WaitCode = "quota"
 	// WaitBacklog: it can run, and waits its turn or for a worker to be free.
 	WaitBacklog WaitCode = "backlog"
 )
@@ -53,6 +55,9 @@ type WaitInput struct {
 	NeedsLeft []string
 	// Holder is the job holding the job's concurrency group, nil when none does.
 	Holder *store.Job
+	// Project is the load of the job's project, nil when unknown; the quota reason reads
+	// it.
+	Project *store.ProjectLoad
 	// Queue is a snapshot of the queue, nil when unknown; the backlog reason reads it.
 	Queue *store.QueueStats
 	// Approvals are the decisions so far on a job waiting for approval, and
@@ -153,6 +158,10 @@ func whyQueued(j *store.Job, in WaitInput) Waiting {
 	if h := in.Holder; h != nil && h.ID != j.ID {
 		return Waiting{Code: WaitConcurrency, Message: fmt.Sprintf("waiting: concurrency group %s is held by run %s (job %s)",
 			j.ConcurrencyGroup, h.RunID, h.Key)}
+	}
+	if in.Project.AtLimit() {
+		return Waiting{Code: WaitQuota, Message: fmt.Sprintf("waiting: project %s is at its limit of %d concurrent %s",
+			in.Project.Name, in.Project.MaxConcurrentJobs, plural(in.Project.MaxConcurrentJobs, "job", "jobs"))}
 	}
 	busy := 0
 	for _, w := range capable {
