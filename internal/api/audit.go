@@ -211,8 +211,19 @@ func projectAuditDetails(old, p *store.Project) map[string]any {
 			changed = append(changed, f.name)
 		}
 	}
+	// The quota is not secret: its values are recorded with the change.
+	details := map[string]any{}
+	if old.MaxConcurrentJobs != p.MaxConcurrentJobs {
+		changed = append(changed, "max_concurrent_jobs")
+		details["max_concurrent_jobs"] = p.MaxConcurrentJobs
+	}
+	if max(old.FairWeight, store.DefaultFairWeight) != max(p.FairWeight, store.DefaultFairWeight) {
+		changed = append(changed, "fair_weight")
+		details["fair_weight"] = max(p.FairWeight, store.DefaultFairWeight)
+	}
 	if changed == nil {
 		changed = []string{}
 	}
-	return map[string]any{"changed": changed}
+	details["changed"] = changed
+	return details
 }

@@ -69,8 +69,12 @@ type projectJSON struct {
 	HookPath string `json:"hook_path,omitempty"`
 	// WebhookSecret is set only in the answer to a create or update that set it.
 	WebhookSecret string `json:"webhook_secret,omitempty"`
-	CreatedAt     string `json:"created_at"`
-	UpdatedAt     string `json:"updated_at"`
+	// MaxConcurrentJobs bounds the project's leased jobs (0 = no limit); FairWeight is its
+	// share in fair queueing.
+	MaxConcurrentJobs int    `json:"max_concurrent_jobs"`
+	FairWeight        int    `json:"fair_weight"`
+	CreatedAt         string `json:"created_at"`
+	UpdatedAt         string `json:"updated_at"`
 }
 
 func newProjectJSON(p *store.Project) projectJSON {
@@ -79,8 +83,9 @@ func newProjectJSON(p *store.Project) projectJSON {
 		DefaultBranch: p.DefaultBranch, APIBaseURL: p.APIBaseURL, APITokenFile: p.APITokenFile,
 		RepoTokenSecret: p.RepoTokenSecret, RepoTokenUser: p.RepoTokenUser,
 		RepoSSHKeySecret: p.RepoSSHKeySecret, RepoKnownHostsSecret: p.RepoKnownHostsSecret,
-		WebhookSecretSet: p.WebhookSecret != "",
-		CreatedAt:        formatTime(p.CreatedAt), UpdatedAt: formatTime(p.UpdatedAt),
+		WebhookSecretSet:  p.WebhookSecret != "",
+		MaxConcurrentJobs: p.MaxConcurrentJobs, FairWeight: max(p.FairWeight, store.DefaultFairWeight),
+		CreatedAt: formatTime(p.CreatedAt), UpdatedAt: formatTime(p.UpdatedAt),
 	}
 	if p.RepoURL != "" && p.Provider != "" {
 		out.HookPath = "/api/v1/hooks/" + url.PathEscape(p.Provider) + "/" + url.PathEscape(p.Name)
@@ -106,6 +111,35 @@ type projectRequest struct {
 	RepoKnownHostsSecret *string `json:"repo_known_hosts_secret"`
 	// RotateWebhookSecret (PATCH) makes a new secret and returns it once.
 	RotateWebhookSecret bool `json:"rotate_webhook_secret"`
+	// The quota: the most jobs leased at once (0 = no limit) and the fair-share weight.
+	MaxConcurrentJobs *int `json:"max_concurrent_jobs"`
+	FairWeight        *int `json:"fair_weight"`
+}
+
+// quotaOnly reports whether the request changes nothing but the project's quota: that
+// needs no repository, so it applies to a project made on first use by a run too.
+func (req *projectRequest) quotaOnly() bool {
+	return (req.MaxConcurrentJobs != nil || req.FairWeight != nil) &&
+		req.Name == nil && req.RepoURL == nil && req.Provider == nil && req.PipelinePath == nil &&
+		req.DefaultBranch == nil && req.WebhookSecret == nil && req.APIBaseURL == nil && req.APITokenFile == nil &&
+		req.RepoTokenSecret == nil && req.RepoTokenUser == nil && req.RepoSSHKeySecret == nil &&
+		req.RepoKnownHostsSecret == nil && !req.RotateWebhookSecret
+}
+
+// applyQuota copies the request's quota onto p, checking it.
+func (req *projectRequest) applyQuota(p *store.Project, problems *projectProblems) {
+	if req.MaxConcurrentJobs != nil {
+		p.MaxConcurrentJobs = *req.MaxConcurrentJobs
+		if p.MaxConcurrentJobs < 0 || p.MaxConcurrentJobs > store.MaxConcurrentJobsLimit {
+			problems.add("max_concurrent_jobs", "%d is not between 0 (no limit) and %d", p.MaxConcurrentJobs, store.MaxConcurrentJobsLimit)
+		}
+	}
+	if req.FairWeight != nil {
+		p.FairWeight = *req.FairWeight
+		if p.FairWeight < 1 || p.FairWeight > store.MaxFairWeight {
+			problems.add("fair_weight", "%d is not between 1 and %d", p.FairWeight, store.MaxFairWeight)
+		}
+	}
 }
 
 // decodeProjectRequest reads a project request: one JSON object, no unknown fields.
@@ -169,6 +203,7 @@ func (req *projectRequest) apply(p *store.Project, problems *projectProblems) (s
 			*f.out = strings.TrimSpace(*f.in)
 		}
 	}
+	req.applyQuota(p, problems)
 	switch {
 	case req.WebhookSecret != nil && req.RotateWebhookSecret:
 		problems.add("webhook_secret", "give a webhook_secret or rotate_webhook_secret, not both")
@@ -491,7 +526,14 @@ func (s *Server) updateProject(w http.ResponseWriter, r *http.Request) {
 		// Another repository has its own default branch.
 		p.DefaultBranch = ""
 	}
-	if !s.settle(w, r, p, problems) {
+	if req.quotaOnly() {
+		// Only the quota changes: the connection is not checked again, and a project
+		// made on first use, with no repository, takes a quota too.
+		if len(problems) > 0 {
+			problems.write(w)
+			return
+		}
+	} else if !s.settle(w, r, p, problems) {
 		return
 	}
 	ctx := withAudit(r, auditEvent{Action: "project.updated", Project: name, Target: name, Details: projectAuditDetails(&old, p)})
