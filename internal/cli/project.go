@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -44,6 +45,8 @@ type projectView struct {
 	RepoTokenUser        string `json:"repo_token_user"`
 	RepoSSHKeySecret     string `json:"repo_ssh_key_secret"`
 	RepoKnownHostsSecret string `json:"repo_known_hosts_secret"`
+	MaxConcurrentJobs    int    `json:"max_concurrent_jobs"`
+	FairWeight           int    `json:"fair_weight"`
 	WebhookSecretSet     bool   `json:"webhook_secret_set"`
 	WebhookSecret        string `json:"webhook_secret"`
 	HookPath             string `json:"hook_path"`
@@ -157,7 +160,7 @@ func (a *app) projectCommand() *cobra.Command {
 		},
 	}
 	a.clientFlags(deleteCmd, &del)
-	cmd.AddCommand(createCmd, listCmd, getCmd, updateCmd, deleteCmd, a.projectWebhookCommand())
+	cmd.AddCommand(createCmd, listCmd, getCmd, updateCmd, deleteCmd, a.projectSetCommand(), a.projectWebhookCommand())
 	return cmd
 }
 
@@ -284,6 +287,13 @@ func (a *app) projectCall(ctx context.Context, cfg clientConfig, method, path st
 	} else if !p.WebhookSecretSet {
 		row("webhook secret:", "none: webhooks are refused")
 	}
+	// The quota is shown when it is not the default (no limit, weight 1).
+	if p.MaxConcurrentJobs > 0 {
+		row("max concurrent jobs:", strconv.Itoa(p.MaxConcurrentJobs))
+	}
+	if p.FairWeight > 1 {
+		row("fair-share weight:", strconv.Itoa(p.FairWeight))
+	}
 	row("created:", p.CreatedAt)
 	row("updated:", p.UpdatedAt)
 	return tw.Flush()
@@ -320,4 +330,64 @@ func (a *app) projectList(ctx context.Context, cfg clientConfig) error {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.Name, dash(p.Provider), dash(p.RepoURL), dash(p.DefaultBranch), dash(p.PipelinePath))
 	}
 	return tw.Flush()
+}
+
+// projectQuotaConfig is what `gantry project set` changes.
+type projectQuotaConfig struct {
+	clientConfig
+	MaxConcurrentJobs int
+	Weight            int
+}
+
+func (a *app) projectSetCommand() *cobra.Command {
+	var cfg projectQuotaConfig
+	cmd := &cobra.Command{
+		Use:   "set NAME [--max-concurrent-jobs N] [--weight W]",
+		Short: "Set a project's quota: its limit of concurrent jobs and its fair-share weight",
+		Long: "Set changes a project's quota; only the flags given change.\n" +
+			"--max-concurrent-jobs bounds how many of the project's jobs run (are assigned or\n" +
+			"running) at once; 0 lifts the limit. Its other jobs wait, queued, and say why.\n" +
+			"--weight (1 to 100, default 1) is the project's share of dispatch while projects\n" +
+			"compete: one of weight 2 gets about twice the jobs of one of weight 1. A new weight\n" +
+			"applies to jobs queued after it. Any project takes a quota, also one a run made\n" +
+			"without a repository. Needs an admin token.\n\n" + configHelp,
+		Example: "  gantry project set nightly --max-concurrent-jobs 4\n" +
+			"  gantry project set web --weight 3\n" +
+			"  gantry project set nightly --max-concurrent-jobs 0",
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			body, err := cfg.request(cmd)
+			if err != nil {
+				return err
+			}
+			return a.projectCall(cmd.Context(), cfg.clientConfig, http.MethodPatch, projectPath(args[0]), body, "updated")
+		},
+	}
+	a.clientFlags(cmd, &cfg.clientConfig)
+	f := cmd.Flags()
+	f.IntVar(&cfg.MaxConcurrentJobs, "max-concurrent-jobs", 0, "the most jobs of the project running at once (0 = no limit)")
+	f.IntVar(&cfg.Weight, "weight", 1, "the project's fair-share weight, 1 to 100")
+	return cmd
+}
+
+// request builds the PATCH body from the flags given, checking them first.
+func (c *projectQuotaConfig) request(cmd *cobra.Command) ([]byte, error) {
+	req := map[string]any{}
+	f := cmd.Flags()
+	if f.Changed("max-concurrent-jobs") {
+		if c.MaxConcurrentJobs < 0 {
+			return nil, usagef("--max-concurrent-jobs %d: give 0 (no limit) or more", c.MaxConcurrentJobs)
+		}
+		req["max_concurrent_jobs"] = c.MaxConcurrentJobs
+	}
+	if f.Changed("weight") {
+		if c.Weight < 1 || c.Weight > 100 {
+			return nil, usagef("--weight %d: give 1 to 100", c.Weight)
+		}
+		req["fair_weight"] = c.Weight
+	}
+	if len(req) == 0 {
+		return nil, usagef("nothing to set: give --max-concurrent-jobs or --weight")
+	}
+	return json.Marshal(req)
 }

@@ -95,6 +95,24 @@ func TestProjectCommands(t *testing.T) {
 	}
 	runCLI(t, invocation{args: append([]string{"project", "update", "app", "--pipeline", ".gantry.yml"}, srv...)})
 
+	// The quota: set changes only the flags given, refuses values out of range before
+	// asking the server, and get shows what is set.
+	set := runCLI(t, invocation{args: append([]string{"project", "set", "app", "--max-concurrent-jobs", "3", "--weight", "2"}, srv...)})
+	if set.code != exitOK || !strings.HasPrefix(set.stdout, "project app updated\n") ||
+		!strings.Contains(set.stdout, "max concurrent jobs:  3\n") || !strings.Contains(set.stdout, "fair-share weight:    2\n") {
+		t.Errorf("project set: exit %d\n%s%s", set.code, set.stdout, set.stderr)
+	}
+	runCLI(t, invocation{args: append([]string{"project", "set", "app", "--weight", "5"}, srv...)})
+	get = runCLI(t, invocation{args: append([]string{"project", "get", "app", "--json"}, srv...)})
+	if err := json.Unmarshal([]byte(get.stdout), &p); err != nil || p.MaxConcurrentJobs != 3 || p.FairWeight != 5 {
+		t.Errorf("project get after set --weight 5: %v\n%s", err, get.stdout)
+	}
+	for _, args := range [][]string{{}, {"--weight", "0"}, {"--weight", "101"}, {"--max-concurrent-jobs", "-1"}} {
+		if got := runCLI(t, invocation{args: append(append([]string{"project", "set", "app"}, args...), srv...)}); got.code != exitUsage {
+			t.Errorf("project set %v: exit %d, want usage\n%s", args, got.code, got.stderr)
+		}
+	}
+
 	// A signed push of the invalid file makes a failed run; runs get says why.
 	body, _ := json.Marshal(map[string]any{"ref": "refs/heads/main", "before": strings.Repeat("0", 40), "after": sha,
 		"repository": map[string]any{"full_name": "o/app"}, "sender": map[string]any{"login": "mona"}, "commits": []any{}})
