@@ -176,12 +176,18 @@ type cacheHit struct {
 
 func (a *Agent) restoreCache(ctx context.Context, c *jobCache, restoreKeys []string, ws, home string, rec *logs.Recorder) error {
 	var ans struct {
+		State  string    `json:"state"`
 		Entry  *cacheHit `json:"entry"`
 		Scopes []string  `json:"scopes"`
 	}
 	body := map[string]any{"key": c.key, "restore_keys": restoreKeys}
 	if err := a.postLeased(ctx, c, "/restore", body, &ans); err != nil {
 		return err
+	}
+	if ans.State == "off" {
+		rec.System(fmt.Sprintf("cache %s: caches are off: the coordinator has no blob store", c.key))
+		c.key = "" // nothing to save either
+		return nil
 	}
 	if ans.Entry == nil {
 		rec.System(fmt.Sprintf("cache %s: miss (no entry of this key%s in %s)", c.key, restoreKeysSaid(restoreKeys), strings.Join(ans.Scopes, ", ")))
@@ -338,9 +344,15 @@ func (a *Agent) saveCache(ctx context.Context, c *jobCache, ws, home string, rec
 	return nil
 }
 
+// cacheCallFor bounds how long a cache call is retried while the coordinator is
+// unreachable or failing: a cache is worth a short wait, not a job's whole timeout.
+const cacheCallFor = time.Minute
+
 // postLeased posts a cache request of the job the cache belongs to.
 func (a *Agent) postLeased(ctx context.Context, c *jobCache, op string, body map[string]any, out any) error {
 	body["token"] = c.token
+	ctx, stop := context.WithTimeout(ctx, cacheCallFor)
+	defer stop()
 	return a.retryPost(ctx, "/api/v1/agent/jobs/"+c.jobID+"/caches"+op, body, out)
 }
 

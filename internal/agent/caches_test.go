@@ -9,9 +9,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gantry-ci/gantry/internal/logs"
 	"github.com/gantry-ci/gantry/internal/store"
+	"github.com/gantry-ci/gantry/internal/store/sqlite"
 )
 
 func writeFiles(t *testing.T, dir string, files map[string]string) {
@@ -263,5 +265,26 @@ func TestCachesEndToEnd(t *testing.T) {
 	wantLog(t, b.jobLog(t, run, "build"), "cache broken: not saved: the job's steps failed and the cache is saved on success only")
 	if c := b.caches(t)["main/broken"]; c != nil {
 		t.Errorf("a failed job saved %+v", c)
+	}
+}
+
+// TestCachesOff: a coordinator without a blob store turns caches off; the job says so and
+// runs at once, neither failing nor waiting on a cache.
+func TestCachesOff(t *testing.T) {
+	t.Parallel()
+	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "gantry.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := setupWith(t, st, nil)
+	b.start(t, 1)
+	run := b.submitTriggered(t, cacheYAML(t.TempDir(), "deps-v1", "deps-", "true", ""), store.Trigger{Branch: "main"})
+	if r := b.waitRunWithin(t, run, 20*time.Second); r.Status != store.RunSuccess {
+		t.Fatalf("run %s, want success", r.Status)
+	}
+	log := b.jobLog(t, run, "build")
+	wantLog(t, log, "cache deps-v1: caches are off: the coordinator has no blob store")
+	if strings.Contains(log, "saved") {
+		t.Errorf("a job without a blob store says it saved:\n%s", log)
 	}
 }

@@ -86,6 +86,16 @@ func (s *Server) cacheScopes(w http.ResponseWriter, r *http.Request, ref store.L
 	return job.ProjectID, write, read, true
 }
 
+// cachesOn answers a worker's cache call of a coordinator without a blob store: caches
+// are off, which is no failure (200 {"state": "off"}), and nothing a retry would change.
+func (s *Server) cachesOn(w http.ResponseWriter) bool {
+	if s.blobs != nil {
+		return true
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"state": "off", "entry": nil})
+	return false
+}
+
 type restoreCacheRequest struct {
 	Token       string   `json:"token"`
 	Key         string   `json:"key"`
@@ -101,7 +111,7 @@ func (r *restoreCacheRequest) token() string { return r.Token }
 func (s *Server) restoreCache(w http.ResponseWriter, r *http.Request) {
 	var req restoreCacheRequest
 	ref, ok := s.leaseRequest(w, r, &req)
-	if !ok || !s.needBlobs(w) {
+	if !ok || !s.cachesOn(w) {
 		return
 	}
 	var details []errorDetail
@@ -154,7 +164,7 @@ func (r *saveCacheRequest) token() string { return r.Token }
 func (s *Server) saveCacheRequest(w http.ResponseWriter, r *http.Request) (*saveCacheRequest, store.LeaseRef, bool) {
 	var req saveCacheRequest
 	ref, ok := s.leaseRequest(w, r, &req)
-	if !ok || !s.needBlobs(w) {
+	if !ok || !s.cachesOn(w) {
 		return nil, ref, false
 	}
 	var details []errorDetail
