@@ -148,7 +148,11 @@ func TestCacheRefusals(t *testing.T) {
 	pj := plain.claim(t, `{"worker_id": "w", "wait": "0s"}`).Jobs[0]
 	// Without a blob store caches are off: said at once, not a failure to retry.
 	for _, op := range []string{"restore", "save", "commit"} {
-		r := plain.post(t, "/api/v1/agent/jobs/"+pj.ID+"/caches/"+op, fmt.Sprintf(`{"token": %q, "key": "k", "sha256": %q, "size": 1}`, pj.Lease.Token, digest("x")))
+		body := fmt.Sprintf(`{"token": %q, "key": "k", "sha256": %q, "size": 1}`, pj.Lease.Token, digest("x"))
+		if op == "restore" {
+			body = fmt.Sprintf(`{"token": %q, "key": "k"}`, pj.Lease.Token)
+		}
+		r := plain.post(t, "/api/v1/agent/jobs/"+pj.ID+"/caches/"+op, body)
 		if r.status != http.StatusOK || !strings.Contains(string(r.body), `"state":"off"`) {
 			t.Errorf("%s without a blob store: %d %s", op, r.status, r.body)
 		}
