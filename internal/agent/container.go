@@ -4,8 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -87,6 +91,11 @@ func (a *Agent) beginContainer(ctx context.Context, log *slog.Logger, rec *logs.
 		msg += ", services " + strings.Join(names, ", ")
 	}
 	rec.System(msg)
+	if job.User != "" {
+		if err := shareWorkspace(job.Workspace, job.User); err != nil {
+			return nil, nil, fmt.Errorf("give the workspace to user %s: %w", job.User, err)
+		}
+	}
 	began := time.Now()
 	sess, err := je.Begin(ctx, job)
 	if err != nil {
@@ -110,4 +119,54 @@ func (a *Agent) beginContainer(ctx context.Context, log *slog.Logger, rec *logs.
 		}
 	}
 	return sess, end, nil
+}
+
+// shareWorkspace lets the user a job's container runs its steps as write the workspace,
+// which the worker made (and checked out) as its own user: a numeric uid[:gid] is given
+// the workspace when the worker may (it runs as root); otherwise, and for a user name only
+// the image knows, everyone is let write it. The workspace's parent, the work dir, stays
+// the worker's alone, so no other user of the host reaches it.
+func shareWorkspace(ws, user string) error {
+	uid, gid, numeric := numericUser(user)
+	if numeric && os.Geteuid() == 0 {
+		return filepath.WalkDir(ws, func(p string, _ fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			return os.Lchown(p, uid, gid)
+		})
+	}
+	return filepath.WalkDir(ws, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.Type()&fs.ModeSymlink != 0 {
+			return nil
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		mode := info.Mode().Perm() | 0o666
+		if d.IsDir() || info.Mode().Perm()&0o100 != 0 {
+			mode |= 0o111
+		}
+		return os.Chmod(p, mode)
+	})
+}
+
+// numericUser reads uid[:gid]; gid is -1 (unchanged) when not given.
+func numericUser(user string) (uid, gid int, ok bool) {
+	u, g, hasGroup := strings.Cut(user, ":")
+	uid, err := strconv.Atoi(u)
+	if err != nil || uid < 0 {
+		return 0, 0, false
+	}
+	gid = -1
+	if hasGroup {
+		if gid, err = strconv.Atoi(g); err != nil || gid < 0 {
+			return 0, 0, false
+		}
+	}
+	return uid, gid, true
 }

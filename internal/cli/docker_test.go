@@ -146,3 +146,29 @@ func jobObjects(t *testing.T, cli *client.Client, jobID string) int {
 	}
 	return len(cs.Items) + len(ns.Items)
 }
+
+// TestRunContainerUser: steps run as container.user, by uid or by a name only the image
+// knows, and can write the workspace the worker checked out as its own user.
+func TestRunContainerUser(t *testing.T) {
+	t.Parallel()
+	img := dockertest.Image(t, dockertest.Busybox)
+	file := filepath.Join(t.TempDir(), "user.yml")
+	def := `name: users
+jobs:
+  uid:
+    image: ` + img + `
+    container: {pull: never, user: "1000:1000"}
+    steps: [{run: 'test "$(id -u):$(id -g)" = 1000:1000 && echo by-uid > out && cat out'}]
+  name:
+    image: ` + img + `
+    container: {pull: never, user: gantry}
+    steps: [{run: 'test "$(id -un)" = gantry && mkdir -p sub && echo by-name > sub/out && cat sub/out'}]
+`
+	if err := os.WriteFile(file, []byte(def), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got := runCLI(t, invocation{args: []string{"run", "--no-checkout", file}})
+	if got.code != exitOK || !strings.Contains(got.stdout, "by-uid") || !strings.Contains(got.stdout, "by-name") {
+		t.Errorf("gantry run: exit %d\n%s%s", got.code, got.stdout, got.stderr)
+	}
+}
