@@ -89,6 +89,8 @@ func testBench(t *testing.T, store string, scenarios []string) {
 		"dag-chain":          {"wall median", "one-job pipeline"},
 		"dag-fan":            {"wall median", "one-job pipeline"},
 		"container-overhead": {"wall on the host", "wall in containers"},
+		"backlog":            {"claim p99", "coordinator RSS", "time to queue every job"},
+		"history":            {"claim (no history) p99", "claim (with history) p99", "finished job rows"},
 		"concurrency":        {"coordinator RSS", "heartbeats", "heartbeat p99", "time to start every job"},
 		"intake":             {"submit p99", "dispatch p99", "time to submit every run"},
 		"logs-latency-1":     {"line latency p50", "line latency p99", "lines"},
