@@ -193,8 +193,10 @@ func (d *decoder) plan(s *spec) *Plan {
 			continue
 		}
 		cond := d.condition(j, ins, needs[j.name], s.on)
+		keys := matrixKeys(ins)
+		stepConds := d.stepConditions(j, keys, needs[j.name], s.on)
 		for _, in := range ins {
-			job := d.buildJob(s, j, in, cond)
+			job := d.buildJob(s, j, in, padMatrix(in, keys), needs[j.name], cond, stepConds)
 			job.InputTypes = cond.InputTypes()
 			job.NeedsNames = needs[j.name]
 			for _, n := range needs[j.name] {
@@ -224,6 +226,7 @@ func (d *decoder) plan(s *spec) *Plan {
 			b.job.NoInputs = !slices.ContainsFunc(b.job.Needs, func(k string) bool { return byKey[k].Artifacts != nil })
 		}
 	}
+	uniqueDisplayNames(all2jobs(len(all), func(i int) *Job { return all[i].job }))
 	for _, b := range all {
 		p.Jobs = append(p.Jobs, b.job)
 		for len(p.Waves) <= b.wave {
@@ -322,22 +325,9 @@ func (d *decoder) condition(j *jobSpec, ins []instance, needNames []string, on *
 		d.add(ErrRequired, j.cond.node, j.cond.path, "if: is empty")
 		return nil
 	}
-	// A matrix value may be read only if every instance has it.
-	var axes []string
-	if len(ins) > 0 {
-		for _, m := range ins[0] {
-			ok := true
-			for _, other := range ins[1:] {
-				if _, has := lookupMatrix(other, m.Name); !has {
-					ok = false
-				}
-			}
-			if ok {
-				axes = append(axes, m.Name)
-			}
-		}
-	}
-	scope := &condScope{needs: needNames, matrix: axes}
+	// A matrix value that some instances lack (an include entry's own key) reads as ""
+	// in those, as on GitHub.
+	scope := &condScope{needs: needNames, matrix: matrixKeys(ins)}
 	if on != nil && on.Dispatch != nil && len(on.Dispatch.Inputs) > 0 {
 		scope.inputs = on.Dispatch
 	}
@@ -364,8 +354,101 @@ func runeOffsetToByte(s string, runes int) int {
 	return len(s)
 }
 
+// stepConditions compiles the if: of each of a job's steps, once for all its instances;
+// nil for a step without one.
+func (d *decoder) stepConditions(j *jobSpec, keys, needNames []string, on *Triggers) []*Condition {
+	out := make([]*Condition, len(j.steps))
+	ids := []string{}
+	for i, st := range j.steps {
+		if st.cond.node != nil {
+			src := strings.TrimSpace(st.cond.v)
+			if src == "" {
+				d.add(ErrRequired, st.cond.node, st.cond.path, "if: is empty")
+			} else {
+				scope := &condScope{needs: needNames, matrix: keys, steps: append([]string{}, ids...)}
+				if on != nil && on.Dispatch != nil && len(on.Dispatch.Inputs) > 0 {
+					scope.inputs = on.Dispatch
+				}
+				c, err := compileCondition(src, scope)
+				if err != nil {
+					lead := strings.Index(st.cond.v, src)
+					d.addAt(err.kind, st.cond, lead+runeOffsetToByte(src, err.offset), "%s", err.msg)
+				}
+				out[i] = c
+			}
+		}
+		if st.id.node != nil {
+			ids = append(ids, st.id.v)
+		}
+	}
+	return out
+}
+
+// matrixKeys are the names of a job's matrix values, every instance's, in the order
+// they first appear.
+func matrixKeys(ins []instance) []string {
+	var keys []string
+	for _, in := range ins {
+		for _, m := range in {
+			if !contains(keys, m.Name) {
+				keys = append(keys, m.Name)
+			}
+		}
+	}
+	return keys
+}
+
+// padMatrix gives an instance the keys it lacks, as "", for substitution.
+func padMatrix(in instance, keys []string) instance {
+	if len(in) == len(keys) {
+		return in
+	}
+	out := append(instance(nil), in...)
+	for _, k := range keys {
+		if _, ok := lookupMatrix(in, k); !ok {
+			out = append(out, MatrixValue{Name: k})
+		}
+	}
+	return out
+}
+
+func all2jobs(n int, at func(int) *Job) []*Job {
+	out := make([]*Job, n)
+	for i := range out {
+		out[i] = at(i)
+	}
+	return out
+}
+
+// uniqueDisplayNames makes display names that came out alike tell their jobs apart:
+// a matrix instance gets its values after the name, any other job its key.
+func uniqueDisplayNames(jobs []*Job) {
+	count := map[string]int{}
+	for _, j := range jobs {
+		if j.DisplayName != "" {
+			count[j.DisplayName]++
+		}
+	}
+	taken := map[string]bool{}
+	for _, j := range jobs {
+		if j.DisplayName == "" || count[j.DisplayName] == 1 {
+			continue
+		}
+		name := j.DisplayName + " [" + j.Key + "]"
+		if len(j.Matrix) > 0 {
+			name = j.DisplayName + " " + strings.TrimPrefix(j.Key, j.Name+" ")
+		}
+		if taken[name] {
+			name = j.Key
+		}
+		taken[name] = true
+		j.DisplayName = name
+	}
+}
+
 // buildJob resolves one instance: settings layered over defaults, env, and substitution.
-func (d *decoder) buildJob(s *spec, j *jobSpec, in instance, cond *Condition) *Job {
+// padded is the instance with the matrix keys other instances have and it lacks, as "".
+func (d *decoder) buildJob(s *spec, j *jobSpec, in, padded instance, needNames []string, cond *Condition, stepConds []*Condition) *Job {
 	def, own := s.defaults, j.settings
 	job := &Job{
 		Key:             in.key(j.name),
@@ -377,7 +460,12 @@ func (d *decoder) buildJob(s *spec, j *jobSpec, in instance, cond *Condition) *J
 		Timeout:         Duration(DefaultTimeout),
 		ContinueOnError: j.continueOnError,
 		Network:         j.network,
+		FailFast:        j.failFast && j.matrix != nil,
 	}
+	scope := &refScope{needs: needNames}
+	d.refs = scope
+	defer func() { d.refs = nil }()
+	in = padded
 	for _, v := range []*time.Duration{def.timeout, own.timeout} {
 		if v != nil {
 			job.Timeout = Duration(*v)
@@ -477,6 +565,9 @@ func (d *decoder) buildJob(s *spec, j *jobSpec, in instance, cond *Condition) *J
 		if st.shell != "" {
 			step.Shell = st.shell
 		}
+		step.ID = st.id.v
+		step.If = stepConds[i]
+		scope.steps = stepIDs(j.steps[:i])
 		stepEnv := env
 		if len(st.env) > 0 {
 			step.Env = map[string]string{}
@@ -495,8 +586,33 @@ func (d *decoder) buildJob(s *spec, j *jobSpec, in instance, cond *Condition) *J
 			step.Name = defaultStepName(step.Run)
 		}
 		job.Steps = append(job.Steps, step)
+		if step.If != nil && step.If.readsNeeds {
+			scope.readsNeeds = true
+		}
 	}
+	if j.displayName.node != nil {
+		scope.steps = nil
+		job.DisplayName = strings.TrimSpace(d.substitute(j.displayName, in, env))
+	}
+	if j.outputs != nil {
+		scope.steps = stepIDs(j.steps)
+		job.Outputs = make(map[string]string, len(j.outputs))
+		for _, o := range j.outputs {
+			job.Outputs[o.name] = d.substituteRun(o.value, in, env)
+		}
+	}
+	job.ReadsNeeds = scope.readsNeeds
 	return job
+}
+
+func stepIDs(steps []stepSpec) []string {
+	ids := []string{}
+	for _, st := range steps {
+		if st.id.node != nil {
+			ids = append(ids, st.id.v)
+		}
+	}
+	return ids
 }
 
 func mergeRetry(layers ...retrySpec) RetryPolicy {

@@ -52,6 +52,10 @@ type Condition struct {
 	// inputsRead are the names the expression reads as inputs.X: one not given reads as
 	// "" rather than nil.
 	inputsRead []string
+	// matrixRead are the names it reads as matrix.X: one an instance lacks reads as "".
+	matrixRead []string
+	// readsNeeds: it reads needs (a step's condition then needs them at claim).
+	readsNeeds bool
 }
 
 // ConditionInput is what a condition is evaluated against when its job's needs are done,
@@ -67,8 +71,8 @@ type ConditionInput struct {
 	// pr.fork.
 	PRNumber int
 	Fork     bool
-	// Env is the run's env (given at submit); the job's own env is laid over it, as it is
-	// for the job's steps.
+	// Env is the run's env (given at submit); it is laid over the job's own env, as it is
+	// for the job's steps: --env overrides the file.
 	Env map[string]string
 	// Needs maps each name in Job.NeedsNames to the result of that job: one of
 	// ResultSuccess, ResultFailed, ResultCancelled or ResultSkipped. For a matrix job it is
@@ -79,6 +83,21 @@ type ConditionInput struct {
 	UpstreamFailed bool
 	// Cancelled is true when the run is being cancelled.
 	Cancelled bool
+	// NeedOutputs are the outputs of each need, by name (see Job.WithNeeds).
+	NeedOutputs map[string]map[string]string
+	// Steps are the job's steps that have ids and came before the one whose if: is
+	// evaluated; only a step's condition reads them.
+	Steps map[string]StepState
+}
+
+// StepState is what steps.<id> shows of a step that came before.
+type StepState struct {
+	// Outcome is the step's result as it ended: success, failed, cancelled or skipped.
+	// Conclusion is the same, except that a failed step that continues on error
+	// concludes success.
+	Outcome    string            `json:"outcome"`
+	Conclusion string            `json:"conclusion"`
+	Outputs    map[string]string `json:"outputs,omitempty"`
 }
 
 type exprEnv struct {
@@ -93,6 +112,7 @@ type exprEnv struct {
 	Env        map[string]string    `expr:"env"`
 	Matrix     map[string]string    `expr:"matrix"`
 	Needs      map[string]needEntry `expr:"needs"`
+	Steps      map[string]stepEntry `expr:"steps"`
 	Success    func() bool          `expr:"success"`
 	Failure    func() bool          `expr:"failure"`
 	Always     func() bool          `expr:"always"`
@@ -100,7 +120,14 @@ type exprEnv struct {
 }
 
 type needEntry struct {
-	Result string `expr:"result"`
+	Result  string            `expr:"result"`
+	Outputs map[string]string `expr:"outputs"`
+}
+
+type stepEntry struct {
+	Outcome    string            `expr:"outcome"`
+	Conclusion string            `expr:"conclusion"`
+	Outputs    map[string]string `expr:"outputs"`
 }
 
 // prEntry is pr in an expression. Outside a pull request its number is 0 and fork false.
@@ -117,6 +144,9 @@ var prFields = []string{"number", "fork"}
 var exprNames = []string{"ref", "branch", "tag", "event", "sha", "repository", "inputs", "pr", "env", "matrix", "needs",
 	"success", "failure", "always", "cancelled", "startsWith", "endsWith", "contains"}
 
+// stepExprNames are exprNames with steps, which only a step's if: may read.
+var stepExprNames = append(append([]string(nil), exprNames...), "steps")
+
 // condScope is what a job's condition may refer to, checked when it compiles. env.X is
 // not checked: the run's env, given at submit, is not known when the plan is made, and a
 // name that neither the job nor the run sets reads as "".
@@ -127,6 +157,9 @@ type condScope struct {
 	// then inputs.X is not checked (a run can be dispatched with a definition that has
 	// no on:, and a name nobody gave reads as "").
 	inputs *DispatchTrigger
+	// steps are the ids of the steps before the one whose if: this is; nil in a job's
+	// if:, where steps cannot be read.
+	steps []string
 }
 
 // exprError is a problem at a rune offset inside an expression.
@@ -153,6 +186,8 @@ func compileCondition(src string, scope *condScope) (*Condition, *exprError) {
 	}
 	c.implicitSuccess = !check.callsStatus
 	c.inputsRead = check.inputs
+	c.matrixRead = check.matrix
+	c.readsNeeds = check.readsNeeds
 	if scope != nil && scope.inputs != nil {
 		for _, name := range check.inputs {
 			in, _ := scope.inputs.Input(name)
@@ -171,6 +206,9 @@ func compileCondition(src string, scope *condScope) (*Condition, *exprError) {
 	c.program = prog
 	return c, nil
 }
+
+// ReadsNeedOutputs says whether the condition reads needs (their outputs among them).
+func (c *Condition) ReadsNeedOutputs() bool { return c != nil && c.readsNeeds }
 
 // InputTypes gives the declared types of the boolean and number dispatch inputs the
 // condition reads, for Job.InputTypes; nil when it reads none.
@@ -339,16 +377,17 @@ type refChecker struct {
 	scope       *condScope
 	lets        map[string]bool
 	callsStatus bool
-	// inputs are the names read as inputs.X.
-	inputs []string
-	err    *exprError
+	// inputs are the names read as inputs.X, matrix those read as matrix.X.
+	inputs, matrix []string
+	readsNeeds     bool
+	err            *exprError
 }
 
 // knownNames are what a top-level name may be: exprNames, the internal names of the
 // functions, and expr-lang's builtins (len, lower, ...).
 var knownNames = func() map[string]bool {
 	m := map[string]bool{}
-	for _, n := range exprNames {
+	for _, n := range stepExprNames {
 		m[n] = true
 	}
 	for _, n := range callNames {
@@ -370,13 +409,26 @@ func (r *refChecker) Visit(node *ast.Node) {
 			r.callsStatus = true
 		}
 	case *ast.IdentifierNode:
-		if !knownNames[n.Value] && !r.lets[n.Value] {
-			r.fail(ErrExpression, n, "unknown name %s; an if: may read %s%s", n.Value, strings.Join(exprNames, ", "), suggest(n.Value, exprNames))
+		names := exprNames
+		if r.scope != nil && r.scope.steps != nil {
+			names = stepExprNames
+		}
+		switch {
+		case n.Value == "steps" && r.scope != nil && r.scope.steps == nil && !r.lets[n.Value]:
+			r.fail(ErrExpression, n, "steps may be read only in a step's if:, not a job's")
+		case !knownNames[n.Value] && !r.lets[n.Value]:
+			r.fail(ErrExpression, n, "unknown name %s; an if: may read %s%s", n.Value, strings.Join(names, ", "), suggest(n.Value, names))
+		case n.Value == "needs":
+			r.readsNeeds = true
 		}
 	case *ast.MemberNode:
-		if id, ok := n.Node.(*ast.IdentifierNode); ok && id.Value == "inputs" {
+		if id, ok := n.Node.(*ast.IdentifierNode); ok && (id.Value == "inputs" || id.Value == "matrix") {
 			if prop, ok := n.Property.(*ast.StringNode); ok {
-				r.inputs = append(r.inputs, prop.Value)
+				if id.Value == "inputs" {
+					r.inputs = append(r.inputs, prop.Value)
+				} else {
+					r.matrix = append(r.matrix, prop.Value)
+				}
 			}
 		}
 		r.member(n)
@@ -392,8 +444,13 @@ func (r *refChecker) member(n *ast.MemberNode) {
 	}
 	if inner, ok := n.Node.(*ast.MemberNode); ok {
 		if id, ok := inner.Node.(*ast.IdentifierNode); ok && id.Value == "needs" {
-			if prop, ok := n.Property.(*ast.StringNode); ok && prop.Value != "result" {
-				r.fail(ErrUnknownReference, n.Property, "needs.<job> has only .result, not .%s", prop.Value)
+			if prop, ok := n.Property.(*ast.StringNode); ok && prop.Value != "result" && prop.Value != "outputs" {
+				r.fail(ErrUnknownReference, n.Property, "needs.<job> has .result and .outputs, not .%s", prop.Value)
+			}
+		}
+		if id, ok := inner.Node.(*ast.IdentifierNode); ok && id.Value == "steps" {
+			if prop, ok := n.Property.(*ast.StringNode); ok && prop.Value != "outcome" && prop.Value != "conclusion" && prop.Value != "outputs" {
+				r.fail(ErrUnknownReference, n.Property, "steps.<id> has .outcome, .conclusion and .outputs, not .%s", prop.Value)
 			}
 		}
 		return
@@ -404,7 +461,7 @@ func (r *refChecker) member(n *ast.MemberNode) {
 	}
 	prop, ok := n.Property.(*ast.StringNode)
 	if !ok {
-		if id.Value == "needs" || id.Value == "matrix" || id.Value == "inputs" || id.Value == "pr" {
+		if id.Value == "needs" || id.Value == "matrix" || id.Value == "inputs" || id.Value == "pr" || id.Value == "steps" {
 			r.fail(ErrExpression, n.Property, "%s must be indexed by a name written out, as in %s.name", id.Value, id.Value)
 		}
 		return
@@ -418,6 +475,11 @@ func (r *refChecker) member(n *ast.MemberNode) {
 		have, what = r.scope.matrix, "this job has no matrix value %q"
 	case "pr":
 		have, what = prFields, "pr has no field %q"
+	case "steps":
+		if r.scope.steps == nil {
+			return
+		}
+		have, what = r.scope.steps, "no step before this one has id %q"
 	case "inputs":
 		if r.scope.inputs == nil {
 			return
@@ -450,7 +512,7 @@ func (r *refChecker) comparison(n *ast.BinaryNode) {
 			continue
 		}
 		prop, ok := m.Property.(*ast.StringNode)
-		if !ok || prop.Value != "result" {
+		if !ok || (prop.Value != "result" && prop.Value != "outcome" && prop.Value != "conclusion") {
 			continue
 		}
 		if s, ok := pair[1].(*ast.StringNode); ok && !contains(results, s.Value) {
@@ -458,7 +520,11 @@ func (r *refChecker) comparison(n *ast.BinaryNode) {
 			if alias, ok := resultAliases[strings.ToLower(s.Value)]; ok {
 				hint = fmt.Sprintf("; did you mean %q?", alias)
 			}
-			r.fail(ErrExpression, pair[1], "%q is never a job result; results are %s%s", s.Value, strings.Join(results, ", "), hint)
+			what := "a job result"
+			if prop.Value != "result" {
+				what = "a step " + prop.Value
+			}
+			r.fail(ErrExpression, pair[1], "%q is never %s; results are %s%s", s.Value, what, strings.Join(results, ", "), hint)
 		}
 	}
 }
@@ -468,12 +534,22 @@ func (r *refChecker) fail(kind ErrorKind, at ast.Node, format string, args ...an
 }
 
 // Eval gives the condition's value. env and matrix are the job's own (Job.Env and its
-// matrix values); env is laid over in.Env. types are Job.InputTypes.
+// matrix values); in.Env is laid over env. types are Job.InputTypes.
 func (c *Condition) Eval(in ConditionInput, env map[string]string, matrix []MatrixValue, types map[string]InputType) (bool, error) {
+	return c.eval(in, env, matrix, types, in.succeeded)
+}
+
+// EvalStep gives the value of a step's condition. in.UpstreamFailed says a step before
+// it failed (and does not continue on error), in.Cancelled that the job is being
+// cancelled; success() is true when neither is, whatever the needs' results.
+func (c *Condition) EvalStep(in ConditionInput, job *Job) (bool, error) {
+	return c.eval(in, job.Env, job.Matrix, job.InputTypes, func() bool { return !in.Cancelled && !in.UpstreamFailed })
+}
+
+func (c *Condition) eval(in ConditionInput, env map[string]string, matrix []MatrixValue, types map[string]InputType, success func() bool) (bool, error) {
 	if c.program == nil {
 		return false, fmt.Errorf("condition %q is not compiled", c.Source)
 	}
-	success := in.succeeded
 	if c.implicitSuccess && !success() {
 		return false, nil
 	}
@@ -481,7 +557,7 @@ func (c *Condition) Eval(in ConditionInput, env map[string]string, matrix []Matr
 		Ref: in.Ref, Branch: in.Branch, Tag: in.Tag, Event: in.Event, SHA: in.SHA, Repository: in.Repository,
 		Inputs:    typedInputs(in.Inputs, types, c.inputsRead),
 		PR:        prEntry{Number: in.PRNumber, Fork: in.Fork},
-		Env:       mergeEnv(in.Env, env),
+		Env:       mergeEnv(env, in.Env),
 		Matrix:    make(map[string]string, len(matrix)),
 		Needs:     make(map[string]needEntry, len(in.Needs)),
 		Success:   success,
@@ -489,11 +565,20 @@ func (c *Condition) Eval(in ConditionInput, env map[string]string, matrix []Matr
 		Always:    func() bool { return true },
 		Cancelled: func() bool { return in.Cancelled },
 	}
+	for _, name := range c.matrixRead {
+		e.Matrix[name] = ""
+	}
 	for _, m := range matrix {
 		e.Matrix[m.Name] = m.Value
 	}
 	for name, r := range in.Needs {
-		e.Needs[name] = needEntry{Result: r}
+		e.Needs[name] = needEntry{Result: r, Outputs: in.NeedOutputs[name]}
+	}
+	if in.Steps != nil {
+		e.Steps = make(map[string]stepEntry, len(in.Steps))
+		for id, st := range in.Steps {
+			e.Steps[id] = stepEntry(st)
+		}
 	}
 	out, err := expr.Run(c.program, e)
 	if err != nil {
@@ -532,16 +617,16 @@ func typedInputs(given map[string]string, types map[string]InputType, read []str
 	return out
 }
 
-// mergeEnv lays job over run, without changing either.
-func mergeEnv(run, job map[string]string) map[string]string {
-	if len(run) == 0 {
-		return job
+// mergeEnv lays top over base, without changing either.
+func mergeEnv(base, top map[string]string) map[string]string {
+	if len(top) == 0 {
+		return base
 	}
-	out := make(map[string]string, len(run)+len(job))
-	for k, v := range run {
+	out := make(map[string]string, len(base)+len(top))
+	for k, v := range base {
 		out[k] = v
 	}
-	for k, v := range job {
+	for k, v := range top {
 		out[k] = v
 	}
 	return out

@@ -26,6 +26,9 @@ type decoder struct {
 	// dispatch is the definition's on: dispatch, whose inputs ${{ inputs.NAME }} is
 	// checked against; nil when it declares none.
 	dispatch *DispatchTrigger
+	// refs is what needs and steps references may name in the text being substituted;
+	// nil outside a job.
+	refs *refScope
 }
 
 func (d *decoder) add(kind ErrorKind, n *yaml.Node, path, format string, args ...any) {

@@ -19,6 +19,14 @@ type Plan struct {
 	Waves [][]string `json:"waves"`
 }
 
+// Title is what the job is shown as: its display name, else its key.
+func (j *Job) Title() string {
+	if j.DisplayName != "" {
+		return j.DisplayName
+	}
+	return j.Key
+}
+
 // Job lookup by key; nil when absent.
 func (p *Plan) Job(key string) *Job {
 	for _, j := range p.Jobs {
@@ -35,10 +43,17 @@ type Job struct {
 	// followed by its values, as in "test (go=1.26, shard=2)".
 	Key string `json:"key"`
 	// Name is the job's name in the definition (the same for every matrix instance).
-	Name   string        `json:"name"`
-	Matrix []MatrixValue `json:"matrix,omitempty"`
-	Stage  string        `json:"stage,omitempty"`
-	Wave   int           `json:"wave"`
+	Name string `json:"name"`
+	// DisplayName is the job's name: with its matrix values put in, what logs, the
+	// command line and the dashboard show; "" when the definition gives none (show Key).
+	// Instances whose names come out alike are told apart by their matrix values, so no
+	// two jobs of a plan show the same name.
+	DisplayName string `json:"display_name,omitempty"`
+	// FailFast cancels the other instances of a matrix job when one of them fails.
+	FailFast bool          `json:"fail_fast,omitempty"`
+	Matrix   []MatrixValue `json:"matrix,omitempty"`
+	Stage    string        `json:"stage,omitempty"`
+	Wave     int           `json:"wave"`
 	// Needs holds the keys of the jobs this one waits for, with matrix jobs fanned in.
 	Needs []string `json:"needs,omitempty"`
 	// NeedsNames holds the definition names this job waits for (explicit or from stages);
@@ -81,6 +96,14 @@ type Job struct {
 	Services []Service         `json:"services,omitempty"`
 	Env      map[string]string `json:"env,omitempty"`
 	Steps    []Step            `json:"steps"`
+	// Outputs are the job's declared outputs, name to value; the values may hold
+	// ${{ steps.ID.outputs.NAME }}, which the worker puts in when the steps are done. Nil
+	// when the job declares none: then every output its steps write is the job's.
+	Outputs map[string]string `json:"outputs,omitempty"`
+	// ReadsNeeds says the job reads what its needs left: needs.JOB.outputs.NAME in its
+	// env, steps or outputs, or needs in a step's if:. The coordinator then puts them in
+	// when the job is claimed (see WithNeeds).
+	ReadsNeeds bool `json:"reads_needs,omitempty"`
 
 	// InputTypes are the declared types of the boolean and number dispatch inputs If
 	// reads, so that the condition sees them typed when the store decides the job.
@@ -110,7 +133,12 @@ type MatrixValue struct {
 type Step struct {
 	Index int    `json:"index"`
 	Name  string `json:"name"`
-	Run   string `json:"run"`
+	// ID names the step for steps.ID in later steps' if: and ${{ }}; "" when none.
+	ID string `json:"id,omitempty"`
+	// If decides, when the step's turn comes, whether it runs; nil runs it only when
+	// every step before it succeeded.
+	If  *Condition `json:"if,omitempty"`
+	Run string     `json:"run"`
 	// Shell is bash, sh or python3.
 	Shell           string            `json:"shell"`
 	Env             map[string]string `json:"env,omitempty"`

@@ -85,6 +85,12 @@ type jobSpec struct {
 	network         bool
 	services        []serviceSpec
 	servicesPath    string
+	// displayName is the job's name: template, shown instead of its key.
+	displayName text
+	// outputs are the job's declared outputs, in the order written; nil when it
+	// declares none (then every output its steps write is the job's).
+	outputs  []envVar
+	failFast bool
 }
 
 // environmentSpec is a job's environment: as written, substituted at compile time.
@@ -96,6 +102,7 @@ type stepSpec struct {
 	path            string
 	node            *yaml.Node
 	name, run       text
+	id, cond        text
 	shell           string
 	env             []envVar
 	once            bool
@@ -139,13 +146,16 @@ var (
 	envNamePattern   = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 	axisNamePattern  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_-]{0,63}$`)
 	labelPattern     = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:/=-]{0,127}$`)
+	// outputNamePattern is an output's name and a step's id: what ${{ steps.ID.outputs.NAME }}
+	// and needs.JOB.outputs.NAME may name.
+	outputNamePattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_-]{0,99}$`)
 )
 
 var (
 	topKeys         = []string{"name", "on", "env", "stages", "defaults", "jobs"}
 	defaultsKeys    = []string{"timeout", "retry", "priority", "runs_on", "resources", "env", "shell", "cancel_grace", "checkout", "cache", "image", "container"}
-	jobKeys         = []string{"stage", "needs", "if", "matrix", "runs_on", "resources", "steps", "env", "timeout", "retry", "priority", "concurrency", "artifacts", "continue_on_error", "cancel_grace", "network", "shell", "checkout", "environment", "cache", "image", "services", "container"}
-	stepKeys        = []string{"name", "run", "shell", "env", "once", "continue_on_error", "timeout"}
+	jobKeys         = []string{"stage", "needs", "if", "matrix", "runs_on", "resources", "steps", "env", "timeout", "retry", "priority", "concurrency", "artifacts", "continue_on_error", "cancel_grace", "network", "shell", "checkout", "environment", "cache", "image", "services", "container", "name", "outputs", "fail_fast"}
+	stepKeys        = []string{"name", "id", "if", "run", "shell", "env", "once", "continue_on_error", "timeout"}
 	retryKeys       = []string{"max_attempts", "backoff", "max_backoff", "on"}
 	resourceKeys    = []string{"cpu", "memory"}
 	concurrencyKeys = []string{"group", "cancel_in_progress"}
@@ -280,6 +290,14 @@ func (d *decoder) job(jf field) *jobSpec {
 		case "services":
 			j.servicesPath = f.path
 			j.services = d.services(f.val, f.path)
+		case "fail_fast":
+			j.failFast, _ = d.boolean(f.val, f.path)
+		case "name":
+			if v, ok := d.str(f.val, f.path, "a job name"); ok {
+				j.displayName = text{v: v, node: d.resolve(f.val), path: f.path}
+			}
+		case "outputs":
+			j.outputs = d.outputs(f.val, f.path)
 		default:
 			d.setting(&j.settings, f)
 		}
@@ -289,7 +307,36 @@ func (d *decoder) job(jf field) *jobSpec {
 			d.add(ErrRequired, jf.keyNode, jf.path+".steps", "job %q has no steps", jf.key)
 		}
 	}
+	ids := map[string]bool{}
+	for _, st := range j.steps {
+		if st.id.node == nil {
+			continue
+		}
+		if ids[st.id.v] {
+			d.add(ErrDuplicateKey, st.id.node, st.id.path, "step id %q is used by an earlier step of this job", st.id.v)
+		}
+		ids[st.id.v] = true
+	}
 	return j
+}
+
+// outputs decodes a job's outputs: a mapping of names to values, which are usually
+// ${{ steps.ID.outputs.NAME }}.
+func (d *decoder) outputs(n *yaml.Node, p string) []envVar {
+	out := []envVar{}
+	for _, f := range d.fields(n, p, "a mapping of output names to values") {
+		if d.abort {
+			break
+		}
+		if !outputNamePattern.MatchString(f.key) {
+			d.add(ErrInvalid, f.keyNode, f.path, "output name %q: use letters, digits, '-' and '_', not starting with a digit or '-'", f.key)
+			continue
+		}
+		if s, ok := d.str(f.val, f.path, "a value"); ok {
+			out = append(out, envVar{name: f.key, value: text{v: s, node: d.resolve(f.val), path: f.path}})
+		}
+	}
+	return out
 }
 
 func (d *decoder) needs(n *yaml.Node, p string) []text {
@@ -567,6 +614,18 @@ func (d *decoder) step(n *yaml.Node, p string) (stepSpec, bool) {
 		case "run":
 			if v, ok := d.str(f.val, f.path, "a command"); ok {
 				st.run = text{v: v, node: d.resolve(f.val), path: f.path}
+			}
+		case "id":
+			if v, ok := d.str(f.val, f.path, "a step id"); ok {
+				if !outputNamePattern.MatchString(v) {
+					d.add(ErrInvalid, f.val, f.path, "step id %q: use letters, digits, '-' and '_', not starting with a digit or '-'", v)
+					return
+				}
+				st.id = text{v: v, node: d.resolve(f.val), path: f.path}
+			}
+		case "if":
+			if v, ok := d.str(f.val, f.path, "an expression"); ok {
+				st.cond = text{v: v, node: d.resolve(f.val), path: f.path}
 			}
 		case "shell":
 			st.shell, _ = d.enum(f.val, f.path, "a shell", shells)

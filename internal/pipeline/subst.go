@@ -22,6 +22,27 @@ var runRefPattern = regexp.MustCompile(`\$\{\{ (ref|branch|tag|sha|event|reposit
 
 func runRef(name string) string { return "${{ " + name + " }}" }
 
+// needsRefPattern and stepsRefPattern are what a job may read of the jobs it needs and
+// of its earlier steps: kept in the plan, written canonically, and put in when the job
+// is claimed (needs, WithNeeds) or when the step runs (steps, on the worker).
+var (
+	needsRefPattern = regexp.MustCompile(`^needs\.([A-Za-z0-9_][A-Za-z0-9_-]*)\.outputs\.([A-Za-z_][A-Za-z0-9_-]*)$`)
+	stepsRefPattern = regexp.MustCompile(`^steps\.([A-Za-z_][A-Za-z0-9_-]*)\.(outputs\.([A-Za-z_][A-Za-z0-9_-]*)|outcome|conclusion)$`)
+	// NeedsRefs and StepsRefs find those references as the plan keeps them.
+	needsRefs = regexp.MustCompile(`\$\{\{ needs\.([A-Za-z0-9_][A-Za-z0-9_-]*)\.outputs\.([A-Za-z_][A-Za-z0-9_-]*) \}\}`)
+	stepsRefs = regexp.MustCompile(`\$\{\{ steps\.([A-Za-z_][A-Za-z0-9_-]*)\.(outputs\.[A-Za-z_][A-Za-z0-9_-]*|outcome|conclusion) \}\}`)
+)
+
+// refScope is what ${{ needs.X.outputs.Y }} and ${{ steps.X... }} may name where text is
+// being substituted: the job's needs, and the ids of the steps before this one (nil
+// where steps cannot be read).
+type refScope struct {
+	needs []string
+	steps []string
+	// readsNeeds is set once a needs reference was kept.
+	readsNeeds bool
+}
+
 // substitute replaces every ${{ matrix.NAME }} and ${{ env.NAME }} in t. Anything else
 // inside ${{ }} is an error: these are resolved when the plan is made, and a reference that
 // cannot be resolved then would otherwise reach a shell as literal text.
@@ -65,6 +86,11 @@ func (d *decoder) substituteRefs(t text, matrix []MatrixValue, env map[string]st
 		}
 		inner := strings.TrimSpace(s[start+3 : start+end])
 		m := refPattern.FindStringSubmatch(inner)
+		if kept, ok := d.jobRef(t, offset, inner, runValues); ok {
+			b.WriteString(kept)
+			s = s[start+end+2:]
+			continue
+		}
 		switch {
 		case contains(runNames, inner) || (m != nil && (m[1] == "inputs" || m[1] == "pr")):
 			if !runValues {
@@ -99,6 +125,10 @@ func (d *decoder) substituteRefs(t text, matrix []MatrixValue, env map[string]st
 				d.addAt(ErrInvalid, t, offset, "env.%s holds a secret, which is resolved only when the job runs; read it in the step as $%s", m[2], m[2])
 				v = ""
 			}
+			if !runValues && (needsRefs.MatchString(v) || stepsRefs.MatchString(v)) {
+				d.addAt(ErrInvalid, t, offset, "env.%s holds a value known only when the job runs, which may stand only in a step's run and name and in env values", m[2])
+				v = ""
+			}
 			if !runValues && runRefPattern.MatchString(v) {
 				d.addAt(ErrInvalid, t, offset, "env.%s holds a value known only when a run is created, which may stand only in a step's run and name and in env values", m[2])
 				v = ""
@@ -108,6 +138,45 @@ func (d *decoder) substituteRefs(t text, matrix []MatrixValue, env map[string]st
 		s = s[start+end+2:]
 	}
 	return b.String()
+}
+
+// jobRef handles needs.JOB.outputs.NAME and steps.ID.outputs.NAME (.outcome,
+// .conclusion): it reports whether inner is one, and gives the reference to keep.
+func (d *decoder) jobRef(t text, offset int, inner string, runValues bool) (string, bool) {
+	if !strings.HasPrefix(inner, "needs.") && !strings.HasPrefix(inner, "steps.") {
+		return "", false
+	}
+	scope := d.refs
+	if m := needsRefPattern.FindStringSubmatch(inner); m != nil {
+		switch {
+		case !runValues || scope == nil:
+			d.addAt(ErrUnknownReference, t, offset, "${{ %s }} is known only when the job starts and may stand only in a step's run and name, in env values and in outputs", inner)
+		case !contains(scope.needs, m[1]):
+			msg := fmt.Sprintf("this job does not need %q, so it cannot read its outputs", m[1])
+			if len(scope.needs) > 0 {
+				msg += " (needs: " + strings.Join(scope.needs, ", ") + ")" + suggest(m[1], scope.needs)
+			}
+			d.addAt(ErrUnknownReference, t, offset, "%s", msg)
+		default:
+			scope.readsNeeds = true
+		}
+		return runRef(inner), true
+	}
+	if m := stepsRefPattern.FindStringSubmatch(inner); m != nil {
+		switch {
+		case !runValues || scope == nil || scope.steps == nil:
+			d.addAt(ErrUnknownReference, t, offset, "${{ %s }} may stand only in a step's run, name and env and in the job's outputs", inner)
+		case !contains(scope.steps, m[1]):
+			msg := fmt.Sprintf("no step before this one has id %q", m[1])
+			if len(scope.steps) > 0 {
+				msg += " (ids: " + strings.Join(scope.steps, ", ") + ")" + suggest(m[1], scope.steps)
+			}
+			d.addAt(ErrUnknownReference, t, offset, "%s", msg)
+		}
+		return runRef(inner), true
+	}
+	d.addAt(ErrUnknownReference, t, offset, "${{ %s }}: read needs.<job>.outputs.<name> or steps.<id>.outputs.<name>, .outcome or .conclusion", inner)
+	return runRef(inner), true
 }
 
 // checkRunRef checks inputs.NAME against the definition's on: dispatch inputs, when it
@@ -162,6 +231,7 @@ func (j *Job) WithRunValues(in ConditionInput) (*Job, error) {
 	}
 	out := *j
 	out.Env = resolveMap(j.Env, resolve)
+	out.Outputs = resolveMap(j.Outputs, resolve)
 	out.Steps = make([]Step, len(j.Steps))
 	for i, st := range j.Steps {
 		st.Run, st.Name = resolve(st.Run), resolve(st.Name)
@@ -194,6 +264,11 @@ func (j *Job) hasRunRefs() bool {
 	}
 	for _, c := range j.Caches {
 		if has(c.Key) || slices.ContainsFunc(c.RestoreKeys, has) {
+			return true
+		}
+	}
+	for _, v := range j.Outputs {
+		if has(v) {
 			return true
 		}
 	}
@@ -291,4 +366,84 @@ func positionIn(n *yaml.Node, value string, offset int) (line, col int) {
 		return line, col
 	}
 	return line, col + utf8.RuneCountInString(value[:offset])
+}
+
+// Limits on what a job leaves its dependants: at most MaxOutputs outputs of at most
+// MaxOutputBytes together (names and values).
+const (
+	MaxOutputs     = 256
+	MaxOutputBytes = 1 << 20
+)
+
+// CheckOutputs says what is wrong with a job's outputs, or nil: too many or too large,
+// a name ${{ needs.JOB.outputs.NAME }} could not read, or a value holding ${{, which
+// would be read as a reference (to a secret, at worst) where it is put in.
+func CheckOutputs(outputs map[string]string) error {
+	if len(outputs) > MaxOutputs {
+		return fmt.Errorf("%d outputs, more than the limit of %d", len(outputs), MaxOutputs)
+	}
+	size := 0
+	for _, name := range sortedKeys(outputs) {
+		v := outputs[name]
+		size += len(name) + len(v)
+		switch {
+		case !outputNamePattern.MatchString(name):
+			return fmt.Errorf("output name %q: use letters, digits, '-' and '_', not starting with a digit or '-' (at most 100)", name)
+		case strings.Contains(v, "${{"):
+			return fmt.Errorf("output %s holds ${{, which Gantry would read as a reference where it is put in", name)
+		case !utf8.ValidString(v):
+			return fmt.Errorf("output %s is not UTF-8 text", name)
+		}
+	}
+	if size > MaxOutputBytes {
+		return fmt.Errorf("outputs take %d bytes, more than the limit of %d", size, MaxOutputBytes)
+	}
+	return nil
+}
+
+// WithNeeds gives the job with ${{ needs.JOB.outputs.NAME }} put in from outputs (by
+// need name; a name a need did not set is ""), in its env, its steps' run, name and env
+// and its outputs. The job is copied only when it reads any.
+func (j *Job) WithNeeds(outputs map[string]map[string]string) *Job {
+	if !j.ReadsNeeds {
+		return j
+	}
+	resolve := func(s string) string {
+		if !strings.Contains(s, "${{ needs.") {
+			return s
+		}
+		return needsRefs.ReplaceAllStringFunc(s, func(ref string) string {
+			m := needsRefs.FindStringSubmatch(ref)
+			return outputs[m[1]][m[2]]
+		})
+	}
+	out := *j
+	out.Env = resolveMap(j.Env, resolve)
+	out.Outputs = resolveMap(j.Outputs, resolve)
+	out.Steps = make([]Step, len(j.Steps))
+	for i, st := range j.Steps {
+		st.Run, st.Name = resolve(st.Run), resolve(st.Name)
+		st.Env = resolveMap(st.Env, resolve)
+		out.Steps[i] = st
+	}
+	return &out
+}
+
+// ResolveSteps puts in ${{ steps.ID.outputs.NAME }}, .outcome and .conclusion from the
+// steps that ran before; a step that did not run or set no such output gives "".
+func ResolveSteps(s string, steps map[string]StepState) string {
+	if !strings.Contains(s, "${{ steps.") {
+		return s
+	}
+	return stepsRefs.ReplaceAllStringFunc(s, func(ref string) string {
+		m := stepsRefs.FindStringSubmatch(ref)
+		st := steps[m[1]]
+		switch m[2] {
+		case "outcome":
+			return st.Outcome
+		case "conclusion":
+			return st.Conclusion
+		}
+		return st.Outputs[strings.TrimPrefix(m[2], "outputs.")]
+	})
 }
