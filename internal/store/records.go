@@ -257,7 +257,10 @@ type Job struct {
 	Reason          string
 	CancelRequested bool
 	// Spec is the planned job: steps, env, condition, retry policy, timeout.
-	Spec       *pipeline.Job
+	Spec *pipeline.Job
+	// Outputs are what the job left the jobs that need it; GetJob fills them in, nil
+	// when it left none.
+	Outputs    map[string]string
 	CreatedAt  time.Time
 	QueuedAt   time.Time
 	StartedAt  time.Time

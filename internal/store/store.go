@@ -48,6 +48,11 @@ type Runs interface {
 	// ListJobs lists a run's jobs in plan order (by wave, then definition order).
 	ListJobs(ctx context.Context, runID uuid.UUID) ([]*Job, error)
 	ListSteps(ctx context.Context, jobID uuid.UUID) ([]*Step, error)
+	// NeedsOf gives what the jobs a job needs left it, by their definition names: each
+	// one's result (a matrix job's instances combined, pipeline.CombineResults; a failed
+	// job that continues on error reads as a success) and outputs (a matrix job's
+	// instances merged in plan order, a later instance's value winning).
+	NeedsOf(ctx context.Context, jobID uuid.UUID) (map[string]NeedResult, error)
 	// CancelRun cancels every unfinished job of the run (see CancelJob) and marks the run
 	// cancel-requested. The run is cancelled once its last job is terminal. ErrConflict
 	// when the run already finished.
@@ -66,6 +71,12 @@ type Runs interface {
 	// cancelled and skipped jobs downstream of it; the run reopens if it had finished.
 	// ErrConflict when the job is not in one of those statuses.
 	RetryJob(ctx context.Context, id uuid.UUID) error
+}
+
+// NeedResult is what a job shows the jobs that need it.
+type NeedResult struct {
+	Result  string
+	Outputs map[string]string
 }
 
 // CreateRunParams describe a run to create.
@@ -215,6 +226,10 @@ type CompleteParams struct {
 	FailureKind FailureKind
 	ExitCode    *int
 	Steps       []StepUpdate
+	// Outputs are what the job leaves the jobs that need it (pipeline.CheckOutputs must
+	// pass, else ErrInvalid). They are kept when the attempt ends the job, replacing an
+	// earlier attempt's; an attempt that will be retried keeps none.
+	Outputs map[string]string
 }
 
 // Maintenance is what the scheduler loops call. Each call is safe to run from several

@@ -175,12 +175,16 @@ func (t *tx) decide(id uuid.UUID, runs map[uuid.UUID]*runState, nowUS int64) (*e
 	if err := jsonUnmarshal(specJSON, &spec); err != nil {
 		return nil, fmt.Errorf("decode spec of job %s: %w", id, err)
 	}
-	results, anyCancelled, err := t.needResults(id)
+	needs, anyCancelled, err := needResults(t.query, id, spec.If != nil && spec.If.ReadsNeedOutputs())
 	if err != nil {
 		return nil, err
 	}
 	in := conditionInput(run.trigger, run.env)
-	in.Needs, in.UpstreamFailed, in.Cancelled = results, upstream, run.cancelled
+	in.Needs, in.NeedOutputs = make(map[string]string, len(needs)), make(map[string]map[string]string, len(needs))
+	for name, n := range needs {
+		in.Needs[name], in.NeedOutputs[name] = n.Result, n.Outputs
+	}
+	in.UpstreamFailed, in.Cancelled = upstream, run.cancelled
 	d := spec.Decide(in)
 	if d.Err != nil {
 		// A condition that compiled at plan time can still fail on odd data; not running
@@ -214,21 +218,28 @@ func conditionInput(tr store.Trigger, env map[string]string) pipeline.ConditionI
 	return in
 }
 
-// needResults gives each need's result by definition name, matrix instances combined. A
-// failed job that continues on error reads as a success.
-func (t *tx) needResults(id uuid.UUID) (map[string]string, bool, error) {
-	rows, err := t.query(`SELECT n.name, n.status, n.continue_on_error FROM job_needs jn JOIN jobs n ON n.id = jn.need_id
-		WHERE jn.job_id = ?`, id)
+// needResults gives each need's result by definition name, matrix instances combined,
+// and, when outputs is set, its outputs, instances merged in plan order. A failed job
+// that continues on error reads as a success.
+func needResults(query func(string, ...any) (*sql.Rows, error), id uuid.UUID, outputs bool) (map[string]store.NeedResult, bool, error) {
+	q := `SELECT n.name, n.status, n.continue_on_error, '' FROM job_needs jn JOIN jobs n ON n.id = jn.need_id
+		WHERE jn.job_id = ? ORDER BY n.seq`
+	if outputs {
+		q = `SELECT n.name, n.status, n.continue_on_error, COALESCE(o.outputs, '') FROM job_needs jn JOIN jobs n ON n.id = jn.need_id
+		LEFT JOIN job_outputs o ON o.job_id = n.id WHERE jn.job_id = ? ORDER BY n.seq`
+	}
+	rows, err := query(q, id)
 	if err != nil {
 		return nil, false, fmt.Errorf("read needs of job %s: %w", id, err)
 	}
 	defer rows.Close()
 	byName := map[string][]string{}
+	outs := map[string]map[string]string{}
 	cancelled := false
 	for rows.Next() {
-		var name, status string
+		var name, status, outJSON string
 		var coe bool
-		if err := rows.Scan(&name, &status, &coe); err != nil {
+		if err := rows.Scan(&name, &status, &coe, &outJSON); err != nil {
 			return nil, false, fmt.Errorf("read needs of job %s: %w", id, err)
 		}
 		if status == string(store.JobFailed) && coe {
@@ -236,13 +247,25 @@ func (t *tx) needResults(id uuid.UUID) (map[string]string, bool, error) {
 		}
 		cancelled = cancelled || status == string(store.JobCancelled)
 		byName[name] = append(byName[name], status)
+		if outJSON != "" {
+			var o map[string]string
+			if err := jsonUnmarshal(outJSON, &o); err != nil {
+				return nil, false, fmt.Errorf("decode outputs of a need of job %s: %w", id, err)
+			}
+			if outs[name] == nil {
+				outs[name] = map[string]string{}
+			}
+			for k, v := range o {
+				outs[name][k] = v
+			}
+		}
 	}
 	if err := rows.Err(); err != nil {
 		return nil, false, fmt.Errorf("read needs of job %s: %w", id, err)
 	}
-	out := make(map[string]string, len(byName))
+	out := make(map[string]store.NeedResult, len(byName))
 	for name, rs := range byName {
-		out[name] = pipeline.CombineResults(rs)
+		out[name] = store.NeedResult{Result: pipeline.CombineResults(rs), Outputs: outs[name]}
 	}
 	return out, cancelled, nil
 }

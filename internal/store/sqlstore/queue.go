@@ -505,6 +505,9 @@ func (e *Engine) CompleteJob(ctx context.Context, p store.CompleteParams) (*stor
 			return nil, err
 		}
 	}
+	if err := pipeline.CheckOutputs(p.Outputs); err != nil {
+		return nil, fmt.Errorf("complete job %s: %w: %w", p.JobID, err, store.ErrInvalid)
+	}
 	var exit any
 	if p.ExitCode != nil {
 		exit = *p.ExitCode
@@ -530,6 +533,9 @@ func (e *Engine) CompleteJob(ctx context.Context, p store.CompleteParams) (*stor
 			if err != nil || job != nil {
 				return err
 			}
+		}
+		if err := t.setOutputs(p.JobID, p.Outputs); err != nil {
+			return err
 		}
 		job, err = t.end(j, p.Status, p.FailureKind, exit, now)
 		return err
@@ -620,4 +626,19 @@ func (e *Engine) ReleaseClaims(ctx context.Context, leases []store.LeaseRef) (in
 		return 0, fmt.Errorf("release %d claims: %w", len(leases), err)
 	}
 	return released, nil
+}
+
+// setOutputs keeps a job's outputs, replacing an earlier attempt's; none removes them.
+func (t *tx) setOutputs(id uuid.UUID, outputs map[string]string) error {
+	if len(outputs) == 0 {
+		if _, err := t.exec(`DELETE FROM job_outputs WHERE job_id = ?`, id); err != nil {
+			return fmt.Errorf("clear outputs of job %s: %w", id, err)
+		}
+		return nil
+	}
+	if _, err := t.exec(`INSERT INTO job_outputs (job_id, outputs) VALUES (?, ?)
+		ON CONFLICT (job_id) DO UPDATE SET outputs = excluded.outputs`, id, mustJSON(outputs)); err != nil {
+		return fmt.Errorf("keep outputs of job %s: %w", id, err)
+	}
+	return nil
 }

@@ -407,7 +407,25 @@ func (e *Engine) GetJob(ctx context.Context, id uuid.UUID) (*store.Job, error) {
 	if err != nil {
 		return nil, fmt.Errorf("get job %s: %w", id, err)
 	}
+	var outJSON string
+	err = e.readRow(ctx, `SELECT outputs FROM job_outputs WHERE job_id = ?`, id).Scan(&outJSON)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+	case err != nil:
+		return nil, fmt.Errorf("get outputs of job %s: %w", id, err)
+	default:
+		if err := jsonUnmarshal(outJSON, &j.Outputs); err != nil {
+			return nil, fmt.Errorf("decode outputs of job %s: %w", id, err)
+		}
+	}
 	return j, nil
+}
+
+// NeedsOf implements store.Runs.
+func (e *Engine) NeedsOf(ctx context.Context, jobID uuid.UUID) (map[string]store.NeedResult, error) {
+	query := func(q string, args ...any) (*sql.Rows, error) { return e.readRows(ctx, q, args...) }
+	out, _, err := needResults(query, jobID, true)
+	return out, err
 }
 
 // LeaseAttempt implements store.Queue.

@@ -88,6 +88,7 @@ var groups = []struct {
 	{"Environments", environmentTests},
 	{"Caches", cacheTests},
 	{"Quotas", quotaTests},
+	{"Outputs", outputTests},
 }
 
 const (
