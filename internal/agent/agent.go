@@ -11,6 +11,7 @@ import (
 	"maps"
 	"net/http"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -554,6 +555,7 @@ func (a *Agent) runJob(parent context.Context, j claimedJob) {
 		status, kind string
 		exit         *int
 		caches       []*jobCache
+		outputs      map[string]string
 	)
 	if j.SecretsError != "" {
 		// Before the checkout, so nothing of the job ran without what it needs.
@@ -567,7 +569,7 @@ func (a *Agent) runJob(parent context.Context, j claimedJob) {
 		status, kind = "failed", "failure"
 	} else {
 		caches = a.restoreCaches(ctx, log, j, ws, jl.rec)
-		status, kind, exit = a.runSteps(ctx, log, jl.rec, j, ws, func(step int, body map[string]any) {
+		status, kind, exit, outputs = a.runSteps(ctx, log, jl.rec, j, ws, func(step int, body map[string]any) {
 			steps <- stepReport{path: "/steps/" + strconv.Itoa(step), step: step, body: body}
 		})
 	}
@@ -628,6 +630,9 @@ func (a *Agent) runJob(parent context.Context, j claimedJob) {
 	if len(carried) > 0 {
 		body["steps"] = carried
 	}
+	if len(outputs) > 0 && status != "cancelled" {
+		body["outputs"] = outputs
+	}
 	if kind != "" {
 		body["failure_kind"] = kind
 	}
@@ -670,40 +675,76 @@ func (a *Agent) retryPost(ctx context.Context, path string, body, out any) error
 	}
 }
 
-// runSteps runs the steps in order and returns the job's status, failure kind and the
-// exit code of the step that decided it.
+// runSteps runs the steps in order and returns the job's status, failure kind, the
+// exit code of the step that decided it, and the job's outputs.
+//
+// A step without an if: runs only while every step before it succeeded; one with an
+// if: runs when it holds (always() and failure() run after a failure). A cancel or the
+// job's timeout ends the steps at once. What a step appends to $GANTRY_ENV and
+// $GANTRY_PATH reaches the steps after it; what it writes to $GANTRY_OUTPUT is its
+// outputs (steps.ID.outputs.NAME).
 func (a *Agent) runSteps(ctx context.Context, log *slog.Logger, rec *logs.Recorder, j claimedJob, ws string,
-	report func(step int, body map[string]any)) (string, string, *int) {
+	report func(step int, body map[string]any)) (string, string, *int, map[string]string) {
 	spec := j.Spec
 	once := map[int]bool{}
 	for _, i := range j.OnceDone {
 		once[i] = true
 	}
 	grace := duration(j.Lease.CancelGrace, 10*time.Second)
-	skipAll := func() {
+	skipAll := func(msg string) (string, string, *int, map[string]string) {
+		rec.System(msg)
 		for _, st := range spec.Steps {
 			report(st.Index, map[string]any{"status": "skipped"})
 		}
+		return "failed", "failure", nil, nil
 	}
 	run, host, stepWS := a.cfg.Executor.Run, true, ws
-	if job, ok := a.containerJob(j, ws, grace); ok {
+	job, inContainer := a.containerJob(j, ws, grace)
+	files, err := newStepFiles(a.cfg.WorkDir, ws, inContainer)
+	if err != nil {
+		log.Error("make the step files", "err", err)
+		return skipAll("the worker could not make the step files: " + err.Error())
+	}
+	defer func() {
+		if err := files.remove(); err != nil {
+			log.Warn("remove the step files", "err", err)
+		}
+	}()
+	if inContainer {
 		sess, end, err := a.beginContainer(ctx, log, rec, job)
 		if err != nil {
 			log.Error("start the job's container", "image", job.Image, "err", err)
-			rec.System("the job's container could not start: " + err.Error())
-			skipAll()
-			return "failed", "failure", nil
+			return skipAll("the job's container could not start: " + err.Error())
 		}
 		defer end()
 		run, host, stepWS = sess.Run, false, executor.WorkspacePath
+		files.stepDir = path.Join(stepWS, stepFilesInWorkspace)
 	} else if p, ok := a.cfg.Executor.(workspacePreparer); ok {
 		// Steps that run as another user must be able to write their workspace.
 		if err := p.PrepareWorkspace(ws); err != nil {
 			log.Error("prepare the workspace", "err", err)
-			rec.System("the worker could not prepare the workspace: " + err.Error())
-			skipAll()
-			return "failed", "failure", nil
+			return skipAll("the worker could not prepare the workspace: " + err.Error())
 		}
+	}
+	in := stepConditionInput(j)
+	in.Steps = map[string]pipeline.StepState{}
+	var written []map[string]string
+	status, kind := "success", ""
+	var exit *int
+	fail := func(k string, code *int) {
+		if status == "success" {
+			status, kind, exit = "failed", k, code
+		}
+	}
+	record := func(st pipeline.Step, outcome string, outputs map[string]string) {
+		if st.ID == "" {
+			return
+		}
+		conclusion := outcome
+		if outcome == pipeline.ResultFailed && st.ContinueOnError {
+			conclusion = pipeline.ResultSuccess
+		}
+		in.Steps[st.ID] = pipeline.StepState{Outcome: outcome, Conclusion: conclusion, Outputs: outputs}
 	}
 	for _, st := range spec.Steps {
 		span := startStepSpan(ctx, st)
@@ -712,6 +753,7 @@ func (a *Agent) runSteps(ctx context.Context, log *slog.Logger, rec *logs.Record
 			rec.System(fmt.Sprintf("step %s: skipped, it runs once and succeeded in an earlier attempt", st.Name))
 			report(st.Index, map[string]any{"status": "skipped"})
 			endStepSpan(span, "skipped", nil)
+			record(st, pipeline.ResultSkipped, nil)
 			continue
 		}
 		if ctx.Err() != nil {
@@ -719,57 +761,128 @@ func (a *Agent) runSteps(ctx context.Context, log *slog.Logger, rec *logs.Record
 			endStepSpan(span, "cancelled", nil)
 			continue
 		}
+		in.UpstreamFailed = status != "success"
+		if run, why := a.stepShouldRun(st, in, spec); !run {
+			rec.System(fmt.Sprintf("step %s: skipped, %s", st.Name, why))
+			report(st.Index, map[string]any{"status": "skipped"})
+			endStepSpan(span, "skipped", nil)
+			record(st, pipeline.ResultSkipped, nil)
+			continue
+		}
+		st.Run, st.Name = pipeline.ResolveSteps(st.Run, in.Steps), pipeline.ResolveSteps(st.Name, in.Steps)
 		report(st.Index, map[string]any{"status": "running"})
 		rec.System("step " + st.Name)
 		out, errOut := rec.Writer(logs.Stdout), rec.Writer(logs.Stderr)
 		began := time.Now()
 		res, err := run(ctx, executor.Step{
-			Shell: st.Shell, Script: st.Run, Env: a.env(j, st, stepWS, host), Dir: ws,
+			Shell: st.Shell, Script: st.Run, Env: a.stepEnv(j, st, stepWS, host, files, in.Steps), Dir: ws,
 			Stdout: out, Stderr: errOut, Grace: grace, Network: spec.Network, Timeout: time.Duration(st.Timeout),
+			Binds: []string{files.dir},
 		})
 		a.cfg.Metrics.StepEnded(stepResult(res, err), time.Since(began).Seconds())
 		_ = out.Close()
 		_ = errOut.Close()
 		code := res.ExitCode
+		var outputs map[string]string
+		if err == nil && !res.Cancelled {
+			var ferr error
+			if outputs, ferr = files.collect(); ferr != nil {
+				rec.System(fmt.Sprintf("step %s: %v", st.Name, ferr))
+				if code == 0 {
+					code = 1
+				}
+				outputs = nil
+			}
+			if len(outputs) > 0 {
+				written = append(written, outputs)
+			}
+		}
 		switch {
 		case err != nil:
 			log.Error("step could not start", "step", st.Name, "err", err)
 			rec.System(fmt.Sprintf("step %s could not start: %v", st.Name, err))
 			report(st.Index, map[string]any{"status": "failed"})
 			endStepSpan(span, "failed", nil)
-			return "failed", "failure", nil
+			record(st, pipeline.ResultFailed, nil)
+			fail("failure", nil)
 		case res.Cancelled && errors.Is(context.Cause(ctx), errTimeout):
 			// The job's timeout stopped the step: the step failed for it too.
 			report(st.Index, map[string]any{"status": "failed", "exit_code": code, "failure_kind": "timeout"})
 			endStepSpan(span, "failed", &code)
-			return "failed", "timeout", &code
+			return "failed", "timeout", &code, nil
 		case res.Cancelled:
 			rec.System(fmt.Sprintf("step %s: cancelled", st.Name))
 			report(st.Index, map[string]any{"status": "cancelled", "exit_code": code})
 			endStepSpan(span, "cancelled", &code)
-			return "cancelled", "", &code
+			return "cancelled", "", &code, nil
 		case res.TimedOut:
 			report(st.Index, map[string]any{"status": "failed", "exit_code": code, "failure_kind": "timeout"})
 			endStepSpan(span, "failed", &code)
+			record(st, pipeline.ResultFailed, outputs)
 			if !st.ContinueOnError {
 				rec.System(fmt.Sprintf("step %s timed out after %s", st.Name, time.Duration(st.Timeout)))
-				return "failed", "timeout", &code
+				fail("timeout", &code)
+				continue
 			}
 			rec.System(fmt.Sprintf("step %s timed out after %s; continuing (continue_on_error)", st.Name, time.Duration(st.Timeout)))
 		case code != 0:
 			report(st.Index, map[string]any{"status": "failed", "exit_code": code})
 			endStepSpan(span, "failed", &code)
+			record(st, pipeline.ResultFailed, outputs)
 			if !st.ContinueOnError {
 				rec.System(fmt.Sprintf("step %s failed with exit code %d", st.Name, code))
-				return "failed", "failure", &code
+				fail("failure", &code)
+				continue
 			}
 			rec.System(fmt.Sprintf("step %s failed with exit code %d; continuing (continue_on_error)", st.Name, code))
 		default:
 			report(st.Index, map[string]any{"status": "success", "exit_code": 0})
 			endStepSpan(span, "success", &code)
+			record(st, pipeline.ResultSuccess, outputs)
 		}
 	}
-	return "success", "", nil
+	if ctx.Err() != nil && status == "success" {
+		return "cancelled", "", nil, nil
+	}
+	outputs := jobOutputs(spec, in.Steps, written)
+	if err := pipeline.CheckOutputs(outputs); err != nil {
+		rec.System("the job's outputs: " + err.Error())
+		fail("failure", nil)
+		outputs = nil
+	}
+	return status, kind, exit, outputs
+}
+
+// stepShouldRun decides whether a step runs, and when not says why.
+func (a *Agent) stepShouldRun(st pipeline.Step, in pipeline.ConditionInput, spec *pipeline.Job) (bool, string) {
+	if st.If == nil {
+		if in.UpstreamFailed {
+			return false, "a step before it failed"
+		}
+		return true, ""
+	}
+	ok, err := st.If.EvalStep(in, spec)
+	switch {
+	case err != nil:
+		return false, fmt.Sprintf("if: %s could not be evaluated: %v", st.If.Source, err)
+	case !ok:
+		return false, fmt.Sprintf("if: %s was false", st.If.Source)
+	}
+	return true, ""
+}
+
+// stepConditionInput is what a step's if: reads of its run and the jobs its job needs.
+func stepConditionInput(j claimedJob) pipeline.ConditionInput {
+	tr := j.Trigger
+	in := pipeline.ConditionInput{
+		Ref: tr.Ref, Branch: tr.Branch, Tag: tr.Tag, SHA: tr.SHA, Event: tr.Event, Repository: tr.Repository,
+		PRNumber: tr.PRNumber, Fork: tr.Fork, Env: j.RunEnv, Inputs: tr.Inputs,
+		Needs: map[string]string{}, NeedOutputs: map[string]map[string]string{},
+	}
+	for name, n := range j.Needs {
+		in.Needs[name], in.NeedOutputs[name] = n.Result, n.Outputs
+	}
+	return in
 }
 
 // workspacePreparer is an executor that readies a job's workspace for its steps (one
@@ -859,30 +972,49 @@ func (l *jobLog) close(parent context.Context, log *slog.Logger) {
 // code. docs/security.md lists what a step sees.
 var stepInherits = []string{"PATH", "HOME", "LANG", "TMPDIR"}
 
-// env is what a step's process sees, and all of it: the worker's stepInherits, the run's,
-// job's and step's env, the matrix values (GANTRY_MATRIX_*), and Gantry's own variables
-// (GANTRY_RUN_ID, GANTRY_JOB_ID, GANTRY_JOB_NAME, GANTRY_JOB_KEY, GANTRY_ATTEMPT,
+// stepEnv is what a step's process sees, and all of it: the worker's stepInherits, the
+// job's and step's env, the run's env over them, the matrix values (GANTRY_MATRIX_*), and
+// Gantry's own variables (GANTRY_RUN_ID, GANTRY_JOB_ID, GANTRY_JOB_NAME, GANTRY_JOB_KEY, GANTRY_ATTEMPT,
 // GANTRY_WORKSPACE, GANTRY_IDEMPOTENCY_KEY, and the run's trigger: GANTRY_SHA, GANTRY_REF,
 // GANTRY_BRANCH, GANTRY_TAG, GANTRY_EVENT, GANTRY_REPOSITORY, GANTRY_PR_NUMBER, each only
 // when it has a value). No credential is among them.
 //
 // A step in a container (host false) takes nothing of the worker's environment: the
 // image has its own PATH and HOME. ws is the workspace as the step sees it.
-func (a *Agent) env(j claimedJob, st pipeline.Step, ws string, host bool) []string {
+//
+// It has what the steps before left too: the variables appended to $GANTRY_ENV
+// (over the job's env, under the step's own), the directories appended to $GANTRY_PATH
+// (before PATH, the latest first), GANTRY_OUTPUT, GANTRY_ENV and GANTRY_PATH, and
+// ${{ steps.ID... }} put into the step's env values.
+func (a *Agent) stepEnv(j claimedJob, st pipeline.Step, ws string, host bool, files *stepFiles, steps map[string]pipeline.StepState) []string {
 	vars := map[string]string{}
 	for _, k := range stepInherits {
 		if v, ok := os.LookupEnv(k); ok && host {
 			vars[k] = v
 		}
 	}
-	for k, v := range j.RunEnv {
-		vars[k] = v
-	}
 	for k, v := range j.Spec.Env {
 		vars[k] = pipeline.ExpandSecrets(v, j.Secrets)
 	}
+	if files != nil {
+		maps.Copy(vars, files.addEnv)
+	}
 	for k, v := range st.Env {
-		vars[k] = pipeline.ExpandSecrets(v, j.Secrets)
+		vars[k] = pipeline.ResolveSteps(pipeline.ExpandSecrets(v, j.Secrets), steps)
+	}
+	// The run's env (gantry submit --env) overrides the file's.
+	maps.Copy(vars, j.RunEnv)
+	if files != nil {
+		if len(files.addPath) > 0 {
+			base := vars["PATH"]
+			if base == "" {
+				// In a container the image's PATH is not known here; setting PATH
+				// replaces it, so give the usual one after the added directories.
+				base = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+			}
+			vars["PATH"] = strings.Join(append(append([]string(nil), files.addPath...), base), ":")
+		}
+		maps.Copy(vars, files.vars())
 	}
 	for _, m := range j.Spec.Matrix {
 		vars["GANTRY_MATRIX_"+strings.ToUpper(strings.ReplaceAll(m.Name, "-", "_"))] = m.Value

@@ -106,7 +106,7 @@ func (a *Agent) stepHome(j claimedJob, ws string) string {
 		return ""
 	}
 	home := ""
-	for _, kv := range a.env(j, j.Spec.Steps[0], ws, true) {
+	for _, kv := range a.stepEnv(j, j.Spec.Steps[0], ws, true, nil, nil) {
 		if v, ok := strings.CutPrefix(kv, "HOME="); ok {
 			home = v
 		}

@@ -31,6 +31,9 @@ type jobTrigger struct {
 	Repository string `json:"repository"`
 	PRNumber   int    `json:"pr_number"`
 	CloneURL   string `json:"clone_url"`
+	// Fork and Inputs are read by steps' if: (pr.fork, inputs.X).
+	Fork   bool              `json:"fork"`
+	Inputs map[string]string `json:"inputs"`
 }
 
 // repoCredentials is the credential of the run's private repository, as the claim answer

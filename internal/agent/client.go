@@ -119,9 +119,17 @@ type claimedJob struct {
 	SecretsError string            `json:"secrets_error"`
 	// RepoCredentials is the credential of the run's private repository (checkout.go).
 	RepoCredentials *repoCredentials `json:"repo_credentials"`
+	// Needs are what the jobs this one needs left, for its steps' if: (sent only for a
+	// job that reads them).
+	Needs map[string]claimedNeed `json:"needs"`
 	// sent is when the claim that handed out the job was sent, by the worker's
 	// monotonic clock: the lease's TTLMillis counts from no earlier.
 	sent time.Time
+}
+
+type claimedNeed struct {
+	Result  string            `json:"result"`
+	Outputs map[string]string `json:"outputs"`
 }
 
 func duration(s string, fallback time.Duration) time.Duration {

@@ -254,6 +254,15 @@ type claimedJSON struct {
 	// RepoCredentials is the credential of the project's private repository, for the
 	// checkout; SecretsError says why when the job needs one and cannot have it.
 	RepoCredentials *repoCredentialsJSON `json:"repo_credentials,omitempty"`
+	// Needs are what the jobs this one needs left it, by their definition names: sent
+	// only for a job that reads them (its steps' if: and ${{ needs.X.outputs.Y }}, which
+	// are already put into Spec).
+	Needs map[string]needJSON `json:"needs,omitempty"`
+}
+
+type needJSON struct {
+	Result  string            `json:"result"`
+	Outputs map[string]string `json:"outputs,omitempty"`
 }
 
 // claim hands the worker the best jobs it can run, waiting up to the asked time for one to
@@ -312,6 +321,7 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
 			out := make([]claimedJSON, len(claims))
 			for i, c := range claims {
 				out[i] = s.claimedJSON(c, waited)
+				s.deliverNeeds(r, c, &out[i])
 				s.deliverSecrets(r, c, &out[i])
 				if s.auth {
 					s.tokens.setOwner(c.Lease.Token, req.WorkerID)
@@ -395,6 +405,28 @@ func (s *Server) claimedJSON(c *store.Claim, waited time.Duration) claimedJSON {
 		out.Trigger, out.RunEnv = c.Run.Trigger, c.Run.Env
 	}
 	return out
+}
+
+// deliverNeeds puts what a claimed job's needs left into its spec and answer, for a
+// job that reads it. When it cannot be read the worker fails the job before its first
+// step, saying so.
+func (s *Server) deliverNeeds(r *http.Request, c *store.Claim, out *claimedJSON) {
+	if c.Job.Spec == nil || !c.Job.Spec.ReadsNeeds {
+		return
+	}
+	needs, err := s.store.NeedsOf(r.Context(), c.Job.ID)
+	if err != nil {
+		s.log.ErrorContext(r.Context(), "read what a claimed job's needs left", "job", c.Job.ID, "err", err)
+		out.SecretsError = "the coordinator could not read the outputs of the jobs this one needs; retry the job"
+		return
+	}
+	outputs := make(map[string]map[string]string, len(needs))
+	out.Needs = make(map[string]needJSON, len(needs))
+	for name, n := range needs {
+		outputs[name] = n.Outputs
+		out.Needs[name] = needJSON{Result: n.Result, Outputs: n.Outputs}
+	}
+	out.Spec = c.Job.Spec.WithNeeds(outputs)
 }
 
 type tokenRequest struct {
@@ -510,6 +542,8 @@ type completeRequest struct {
 	// order with the completion, so a quick job's last reports cost no requests of
 	// their own.
 	Steps []completeStep `json:"steps"`
+	// Outputs are what the job leaves the jobs that need it (pipeline.CheckOutputs).
+	Outputs map[string]string `json:"outputs"`
 }
 
 type completeStep struct {
@@ -542,8 +576,12 @@ func (s *Server) completeJob(w http.ResponseWriter, r *http.Request) {
 		steps[i] = store.StepUpdate{Index: st.Index, Status: store.StepStatus(st.Status), ExitCode: st.ExitCode,
 			FailureKind: store.FailureKind(st.FailureKind)}
 	}
+	if err := pipeline.CheckOutputs(req.Outputs); err != nil {
+		writeError(w, http.StatusBadRequest, codeBadRequest, "outputs: "+err.Error(), nil)
+		return
+	}
 	job, err := s.store.CompleteJob(r.Context(), store.CompleteParams{LeaseRef: ref, Status: store.JobStatus(req.Status),
-		FailureKind: store.FailureKind(req.FailureKind), ExitCode: req.ExitCode, Steps: steps})
+		FailureKind: store.FailureKind(req.FailureKind), ExitCode: req.ExitCode, Steps: steps, Outputs: req.Outputs})
 	if err != nil {
 		s.agentError(w, r, "complete job", err)
 		return

@@ -72,9 +72,12 @@ type matrixJSON struct {
 }
 
 type jobJSON struct {
-	ID          string       `json:"id"`
-	Name        string       `json:"name"`
-	Key         string       `json:"key"`
+	ID   string `json:"id"`
+	Name string `json:"name"`
+	Key  string `json:"key"`
+	// DisplayName is the job's name: template with its matrix values; absent when the
+	// definition gives none.
+	DisplayName string       `json:"display_name,omitempty"`
 	Status      string       `json:"status"`
 	Attempt     int          `json:"attempt"`
 	MaxAttempts int          `json:"max_attempts"`
@@ -117,6 +120,7 @@ func newJobJSON(j *store.Job) jobJSON {
 		}
 		out.Needs = j.Spec.Needs
 		out.Environment = j.Spec.Environment
+		out.DisplayName = j.Spec.DisplayName
 	}
 	return out
 }
@@ -128,6 +132,8 @@ type jobDetailJSON struct {
 	Steps []stepJSON `json:"steps"`
 	// Approval is where the approval of a job whose environment needs one stands.
 	Approval *approvalJSON `json:"approval,omitempty"`
+	// Outputs are what the job left the jobs that need it; absent when nothing.
+	Outputs map[string]string `json:"outputs,omitempty"`
 }
 
 type stepJSON struct {
@@ -142,7 +148,7 @@ type stepJSON struct {
 }
 
 func newJobDetailJSON(j *store.Job, steps []*store.Step) jobDetailJSON {
-	out := jobDetailJSON{jobJSON: newJobJSON(j), RunID: j.RunID.String(), Steps: make([]stepJSON, len(steps))}
+	out := jobDetailJSON{jobJSON: newJobJSON(j), RunID: j.RunID.String(), Steps: make([]stepJSON, len(steps)), Outputs: j.Outputs}
 	for i, s := range steps {
 		out.Steps[i] = stepJSON{
 			Index:       s.Index,

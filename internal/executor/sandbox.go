@@ -64,6 +64,10 @@ func (sb Sandbox) Run(ctx context.Context, s Step) (Result, error) {
 	env, newHome := sandboxEnv(s.Env, ws)
 	s.Env = env
 	args := append([]string{bwrap}, sandboxArgs(ws, s.Network, newHome)...)
+	for _, dir := range s.Binds {
+		// After the root is made read-only: a bind made later stays writable.
+		args = append(args, "--bind", dir, dir)
+	}
 	args = append(args, "--")
 	return run(ctx, s, append(args, inner...), runOptions{cont: sb.Containment, user: sb.User, sandboxed: true})
 }

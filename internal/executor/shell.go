@@ -33,6 +33,10 @@ type Step struct {
 	Timeout time.Duration
 	// Network lets a sandboxed step reach the network; the Shell executor ignores it.
 	Network bool
+	// Binds are directories outside Dir that the step may write, at the same paths (the
+	// worker's files for $GANTRY_OUTPUT, $GANTRY_ENV and $GANTRY_PATH). The Shell
+	// executor needs nothing for them; the sandbox binds them.
+	Binds []string
 }
 
 // Result is how a step ended.

@@ -1,0 +1,231 @@
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"github.com/gantry-ci/gantry/internal/pipeline"
+)
+
+// maxStepFile bounds what the worker reads of one such file after a step.
+const maxStepFile = pipeline.MaxOutputBytes
+
+var envLineName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// stepFiles are one job's $GANTRY_OUTPUT, $GANTRY_ENV and $GANTRY_PATH, emptied after
+// each step is read, and what the steps so far left in them.
+type stepFiles struct {
+	// dir is the files' directory on the worker's disk, stepDir where steps see it.
+	dir, stepDir      string
+	output, env, path string
+	addEnv            map[string]string
+	addPath           []string // latest first
+}
+
+// stepFilesInWorkspace is where the files are for a job in a container, which sees
+// only its workspace of the worker's disk: a directory of the workspace.
+const stepFilesInWorkspace = ".gantry-files"
+
+// newStepFiles makes the files, empty, in a directory of their own in workDir beside the
+// job's workspace ws: not in it, where they would show in git status and artifacts. The
+// executor binds the directory for the steps (executor.Step.Binds). A job in a container
+// (inWorkspace) has them in the workspace instead, the only part of the worker's disk its
+// steps see; the caller sets stepDir to where the steps see it.
+func newStepFiles(workDir, ws string, inWorkspace bool) (*stepFiles, error) {
+	var dir string
+	var err error
+	if inWorkspace {
+		dir = filepath.Join(ws, stepFilesInWorkspace)
+		err = os.Mkdir(dir, 0o755)
+	} else {
+		dir, err = os.MkdirTemp(workDir, "gantry-files-")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("make the directory of the step files: %w", err)
+	}
+	// The steps may run as another user, who must reach the files.
+	if err := os.Chmod(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("make the directory of the step files: %w", err)
+	}
+	f := &stepFiles{dir: dir, stepDir: dir, output: filepath.Join(dir, "output"), env: filepath.Join(dir, "env"), path: filepath.Join(dir, "path"),
+		addEnv: map[string]string{}}
+	for _, p := range []string{f.output, f.env, f.path} {
+		if err := os.WriteFile(p, nil, 0o666); err != nil {
+			return nil, fmt.Errorf("make %s: %w", p, err)
+		}
+		// The step may run as another user; umask must not keep it from writing.
+		_ = os.Chmod(p, 0o666)
+	}
+	return f, nil
+}
+
+// vars are the variables that name the files to a step.
+func (f *stepFiles) vars() map[string]string {
+	return map[string]string{"GANTRY_OUTPUT": path.Join(f.stepDir, "output"), "GANTRY_ENV": path.Join(f.stepDir, "env"),
+		"GANTRY_PATH": path.Join(f.stepDir, "path")}
+}
+
+// collect reads what a step wrote, empties the files for the next one, and returns the
+// step's outputs. An error says what is wrong with what it wrote; the step then fails,
+// and nothing it wrote is taken.
+func (f *stepFiles) collect() (map[string]string, error) {
+	read := func(p, name string) (string, error) {
+		b, err := readLimited(p)
+		if err != nil {
+			return "", fmt.Errorf("$%s: %w", name, err)
+		}
+		if err := os.Truncate(p, 0); err != nil {
+			return "", fmt.Errorf("$%s: empty it for the next step: %w", name, err)
+		}
+		return string(b), nil
+	}
+	outText, err1 := read(f.output, "GANTRY_OUTPUT")
+	envText, err2 := read(f.env, "GANTRY_ENV")
+	pathText, err3 := read(f.path, "GANTRY_PATH")
+	if err := errors.Join(err1, err2, err3); err != nil {
+		return nil, err
+	}
+	outputs, err := parseCommandFile(outText)
+	if err != nil {
+		return nil, fmt.Errorf("$GANTRY_OUTPUT: %w", err)
+	}
+	if err := pipeline.CheckOutputs(outputs); err != nil {
+		return nil, fmt.Errorf("$GANTRY_OUTPUT: %w", err)
+	}
+	env, err := parseCommandFile(envText)
+	if err != nil {
+		return nil, fmt.Errorf("$GANTRY_ENV: %w", err)
+	}
+	for name := range env {
+		switch {
+		case !envLineName.MatchString(name):
+			return nil, fmt.Errorf("$GANTRY_ENV: variable name %q: use letters, digits and '_', not starting with a digit", name)
+		case strings.HasPrefix(strings.ToUpper(name), "GANTRY_"):
+			return nil, fmt.Errorf("$GANTRY_ENV: %s: variable names starting with GANTRY_ are reserved for Gantry", name)
+		}
+	}
+	var paths []string
+	for _, line := range strings.Split(pathText, "\n") {
+		line = strings.TrimSpace(strings.TrimSuffix(line, "\r"))
+		if line == "" {
+			continue
+		}
+		if strings.Contains(line, string(os.PathListSeparator)) {
+			return nil, fmt.Errorf("$GANTRY_PATH: %q: one directory a line", line)
+		}
+		paths = append(paths, line)
+	}
+	for k, v := range env {
+		f.addEnv[k] = v
+	}
+	for _, p := range paths {
+		f.addPath = append([]string{p}, f.addPath...)
+	}
+	return outputs, nil
+}
+
+// remove deletes the files' directory from the workspace.
+func (f *stepFiles) remove() error { return os.RemoveAll(f.dir) }
+
+func readLimited(p string) ([]byte, error) {
+	fh, err := os.Open(p)
+	if err != nil {
+		return nil, err
+	}
+	defer fh.Close()
+	b, err := io.ReadAll(io.LimitReader(fh, maxStepFile+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > maxStepFile {
+		return nil, fmt.Errorf("more than the limit of %d bytes", maxStepFile)
+	}
+	return b, nil
+}
+
+// parseCommandFile reads NAME=VALUE lines and NAME<<DELIMITER blocks, whose value is
+// the lines up to one that is DELIMITER alone, as GitHub Actions' $GITHUB_OUTPUT and
+// $GITHUB_ENV are written. Blank lines are ignored; a later NAME wins.
+func parseCommandFile(text string) (map[string]string, error) {
+	out := map[string]string{}
+	lines := strings.Split(strings.ReplaceAll(text, "\r\n", "\n"), "\n")
+	for i := 0; i < len(lines); i++ {
+		line := lines[i]
+		if strings.TrimSpace(line) == "" {
+			continue
+		}
+		eq := strings.IndexByte(line, '=')
+		heredoc := strings.Index(line, "<<")
+		switch {
+		case heredoc > 0 && (eq < 0 || heredoc < eq):
+			name, delim := line[:heredoc], line[heredoc+2:]
+			if delim == "" {
+				return nil, fmt.Errorf("line %d: %s<< needs a delimiter after <<", i+1, name)
+			}
+			if err := checkName(name, i+1); err != nil {
+				return nil, err
+			}
+			var val []string
+			closed := false
+			for i++; i < len(lines); i++ {
+				if lines[i] == delim {
+					closed = true
+					break
+				}
+				val = append(val, lines[i])
+			}
+			if !closed {
+				return nil, fmt.Errorf("%s<<%s is not closed by a line %s", name, delim, delim)
+			}
+			out[name] = strings.Join(val, "\n")
+		case eq > 0:
+			name := line[:eq]
+			if err := checkName(name, i+1); err != nil {
+				return nil, err
+			}
+			out[name] = line[eq+1:]
+		default:
+			return nil, fmt.Errorf("line %d: %q is neither NAME=VALUE nor NAME<<DELIMITER", i+1, truncate(line, 60))
+		}
+	}
+	return out, nil
+}
+
+func checkName(name string, line int) error {
+	if name == "" || strings.TrimSpace(name) != name || strings.ContainsAny(name, " \t") {
+		return fmt.Errorf("line %d: %q is not a name", line, name)
+	}
+	return nil
+}
+
+func truncate(s string, n int) string {
+	if r := []rune(s); len(r) > n {
+		return string(r[:n]) + "..."
+	}
+	return s
+}
+
+// jobOutputs are the outputs a job sends with its completion: its declared outputs with
+// the steps' values put in, or, when it declares none, every output its steps wrote (a
+// later step's value winning).
+func jobOutputs(spec *pipeline.Job, steps map[string]pipeline.StepState, written []map[string]string) map[string]string {
+	out := map[string]string{}
+	if spec.Outputs != nil {
+		for name, v := range spec.Outputs {
+			out[name] = pipeline.ResolveSteps(v, steps)
+		}
+		return out
+	}
+	for _, w := range written {
+		for k, v := range w {
+			out[k] = v
+		}
+	}
+	return out
+}
