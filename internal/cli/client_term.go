@@ -51,6 +51,40 @@ func elide(s string, n int) string {
 	return string(r[:head]) + "…" + string(r[len(r)-tail:])
 }
 
+// distinctWidth is the least width, from w up to the longest name, at which elide keeps
+// every two different names apart: matrix instances often differ only in the middle of
+// their names, which eliding would cut, and two jobs must never show as one.
+func distinctWidth(names []string, w int) int {
+	longest := 0
+	for _, n := range names {
+		longest = max(longest, utf8.RuneCountInString(n))
+	}
+	for ; w < longest; w++ {
+		seen := make(map[string]string, len(names))
+		clash := false
+		for _, n := range names {
+			e := elide(n, w)
+			if other, ok := seen[e]; ok && other != n {
+				clash = true
+				break
+			}
+			seen[e] = n
+		}
+		if !clash {
+			return w
+		}
+	}
+	return max(w, longest)
+}
+
+func jobTitles(jobs []jobView) []string {
+	out := make([]string, len(jobs))
+	for i, j := range jobs {
+		out[i] = j.title()
+	}
+	return out
+}
+
 // pad right-pads s with spaces to n characters.
 func pad(s string, n int) string {
 	if c := utf8.RuneCountInString(s); c < n {

@@ -251,11 +251,11 @@ func newRunPrinter(out io.Writer, tty bool, jobs []jobView) *runPrinter {
 	p := &runPrinter{out: out, tty: tty, width: width, start: time.Now(), prefix: make(map[string]string, len(jobs))}
 	w := 0
 	for _, j := range jobs {
-		w = max(w, len([]rune(j.Key)))
+		w = max(w, len([]rune(j.title())))
 	}
-	w = min(w, maxPrefix)
+	w = distinctWidth(jobTitles(jobs), min(w, maxPrefix))
 	for i, j := range jobs {
-		key := pad(elide(j.Key, w), w)
+		key := pad(elide(j.title(), w), w)
 		if tty {
 			key = jobColours[i%len(jobColours)] + key + ansiReset
 		}
@@ -344,7 +344,7 @@ func runSummary(run runDetails, colour bool, width int) string {
 			skipped = append(skipped, skippedNote(j))
 		}
 		if j.Status == "failed" || j.Status == "cancelled" {
-			s := j.Key
+			s := j.title()
 			if j.ExitCode != nil && *j.ExitCode != 0 {
 				s += fmt.Sprintf(" (exit %d)", *j.ExitCode)
 			} else if j.FailureKind != "" && j.FailureKind != "failure" && j.FailureKind != j.Status {
@@ -396,7 +396,7 @@ func runSummary(run runDetails, colour bool, width int) string {
 // skippedNote is a skipped job's key and, when the server gave one, why it was skipped.
 func skippedNote(j jobView) string {
 	if j.Reason == "" {
-		return j.Key
+		return j.title()
 	}
-	return j.Key + " (" + j.Reason + ")"
+	return j.title() + " (" + j.Reason + ")"
 }

@@ -42,6 +42,7 @@ type jobView struct {
 	ID          string    `json:"id"`
 	Name        string    `json:"name"`
 	Key         string    `json:"key"`
+	DisplayName string    `json:"display_name"`
 	Status      string    `json:"status"`
 	Attempt     int       `json:"attempt"`
 	MaxAttempts int       `json:"max_attempts"`
@@ -55,6 +56,14 @@ type jobView struct {
 	Needs       []string  `json:"needs"`
 	// Waiting says why a job no worker holds has not started; nil otherwise.
 	Waiting *waitingView `json:"waiting"`
+}
+
+// title is what a job is shown as: its name: from the definition, else its key.
+func (j jobView) title() string {
+	if j.DisplayName != "" {
+		return j.DisplayName
+	}
+	return j.Key
 }
 
 // runTerminal reports whether a run status is final (until a user retries the run).
@@ -302,7 +311,7 @@ func printRunTree(w io.Writer, run runDetails, width int) {
 	notes := make(map[string]string, len(run.Jobs))
 	keyW, notesW := 0, 0
 	for _, j := range run.Jobs {
-		keyW = max(keyW, len([]rune(j.Key)))
+		keyW = max(keyW, len([]rune(j.title())))
 		var n []string
 		if j.MaxAttempts > 1 && j.Attempt > 0 {
 			n = append(n, fmt.Sprintf("attempt %d/%d", j.Attempt, j.MaxAttempts))
@@ -323,7 +332,7 @@ func printRunTree(w io.Writer, run runDetails, width int) {
 			notes[j.ID+"\x00"+j.Key] += "  " + j.Reason
 		}
 	}
-	keyW = min(keyW, max(width-fixedW-notesW, 12))
+	keyW = distinctWidth(jobTitles(run.Jobs), min(keyW, max(width-fixedW-notesW, 12)))
 	for i, wave := range jobWaves(run.Jobs) {
 		fmt.Fprintf(&b, "wave %d\n", i+1)
 		for k, j := range wave {
@@ -331,7 +340,7 @@ func printRunTree(w io.Writer, run runDetails, width int) {
 			if k == len(wave)-1 {
 				branch = "└─"
 			}
-			line := fmt.Sprintf("  %s %s  %-*s  %*s%s", branch, pad(elide(j.Key, keyW), keyW), statusW, j.Status,
+			line := fmt.Sprintf("  %s %s  %-*s  %*s%s", branch, pad(elide(j.title(), keyW), keyW), statusW, j.Status,
 				durW, formatDuration(elapsed(j.StartedAt, j.FinishedAt, now)), notes[j.ID+"\x00"+j.Key])
 			if r := []rune(line); len(r) > width {
 				// Only the notes can still be too long: cut them at the end.

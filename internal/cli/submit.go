@@ -202,11 +202,11 @@ func writeSubmitted(w io.Writer, run runDetails, width int) {
 	fmt.Fprintf(&b, "run %s%s: %s\n", run.ID, name, countOf(len(run.Jobs), "job", "jobs"))
 	keyW := 0
 	for _, j := range run.Jobs {
-		keyW = max(keyW, len([]rune(j.Key)))
+		keyW = max(keyW, len([]rune(j.title())))
 	}
-	keyW = min(keyW, max(width-2-36-2-2-9-1, 10))
+	keyW = distinctWidth(jobTitles(run.Jobs), min(keyW, max(width-2-36-2-2-9-1, 10)))
 	for _, j := range run.Jobs {
-		line := fmt.Sprintf("  %s  %s  %s", j.ID, pad(elide(j.Key, keyW), keyW), j.Status)
+		line := fmt.Sprintf("  %s  %s  %s", j.ID, pad(elide(j.title(), keyW), keyW), j.Status)
 		if room := width - 1 - len([]rune(line)) - 2; j.Reason != "" && room >= 12 {
 			// A job decided at submission (a root job whose if: was false) says why, as
 			// far as the width allows; the summary and runs get show it whole.
