@@ -154,7 +154,7 @@ jobs:
     matrix: {region: [eu]}
     needs: %s
     if: %s
-    env: {OWN: job}
+    env: {OWN: job, ONLYJOB: job}
     steps: [{run: x}]
 `
 	ok := map[string]string{"build": ResultSuccess, "lint": ResultSuccess}
@@ -170,10 +170,11 @@ jobs:
 		{"root event", "[]", `'event == "push"'`, ConditionInput{Event: "push"}, Decision{Run: true}},
 		{"root sha", "[]", `'sha startsWith "abc"'`, ConditionInput{SHA: "abd"}, Decision{Reason: `if: sha startsWith "abc" was false`}},
 		{"root matrix", "[]", `'matrix.region == "eu"'`, ConditionInput{}, Decision{Run: true}},
-		// The run's env is seen, under the job's own: a name only the run sets is allowed.
+		// The run's env is seen, over the job's own (gantry submit --env overrides the
+		// file): a name only the run sets is allowed.
 		{"root run env", "[]", `'env.DEPLOY == "yes"'`, ConditionInput{Env: map[string]string{"DEPLOY": "yes"}}, Decision{Run: true}},
 		{"root run env unset", "[]", `'env.DEPLOY == "yes"'`, ConditionInput{}, Decision{Reason: `if: env.DEPLOY == "yes" was false`}},
-		{"job env over run env", "[]", `'env.OWN == "job" && env.LEVEL == "pipeline"'`,
+		{"run env over job env", "[]", `'env.OWN == "run" && env.LEVEL == "run" && env.ONLYJOB == "job"'`,
 			ConditionInput{Env: map[string]string{"OWN": "run", "LEVEL": "run"}}, Decision{Run: true}},
 		{"root cancelled", "[]", "always()", ConditionInput{Cancelled: true}, Decision{Reason: "the run was cancelled"}},
 		{"need failed", "[build, lint]", "", ConditionInput{Needs: map[string]string{"build": ResultFailed, "lint": ResultSkipped}, UpstreamFailed: true},
