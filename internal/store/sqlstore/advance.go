@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/gantry-ci/gantry/internal/pipeline"
@@ -43,7 +44,50 @@ func (t *tx) end(j *jobState, status store.JobStatus, kind store.FailureKind, ex
 		upstreamFailed: j.upstreamFailed,
 		noDependents:   !j.hasDependents,
 	})
+	if status == store.JobFailed && !j.continueOnError {
+		if err := t.failFast(job, now); err != nil {
+			return nil, err
+		}
+	}
 	return job, nil
+}
+
+// failFast cancels the other instances of a matrix job with fail_fast when one of them
+// failed for good: those not started are cancelled at once, leased ones asked to cancel,
+// as CancelJob would.
+func (t *tx) failFast(job *store.Job, now time.Time) error {
+	if !strings.Contains(job.Key, " (") {
+		return nil // not a matrix instance
+	}
+	var specJSON string
+	if err := t.row(`SELECT spec FROM job_specs WHERE job_id = ?`, job.ID).Scan(&specJSON); err != nil {
+		return fmt.Errorf("read spec of job %s: %w", job.ID, err)
+	}
+	var spec struct {
+		FailFast bool `json:"fail_fast"`
+	}
+	if err := jsonUnmarshal(specJSON, &spec); err != nil {
+		return fmt.Errorf("decode spec of job %s: %w", job.ID, err)
+	}
+	if !spec.FailFast {
+		return nil
+	}
+	res, err := t.exec(`UPDATE jobs SET cancel_requested = TRUE WHERE run_id = ? AND name = ? AND id <> ? AND status IN ('assigned', 'running')`,
+		job.RunID, job.Name, job.ID)
+	if err != nil {
+		return fmt.Errorf("cancel the other instances of job %s: %w", job.Key, err)
+	}
+	if n, _ := res.RowsAffected(); n > 0 {
+		t.cancelled = true
+	}
+	ids, err := t.ids(`SELECT id FROM jobs WHERE run_id = ? AND name = ? AND id <> ?
+		AND status IN ('pending', 'queued', 'retrying', 'waiting_approval') ORDER BY seq`, job.RunID, job.Name, job.ID)
+	if err != nil {
+		return err
+	}
+	done, err := t.cancelNow(ids, job.RunID, us(now))
+	t.ended = append(t.ended, done...)
+	return err
 }
 
 // advance tells runs and dependents about jobs that ended, and keeps going for the

@@ -13,6 +13,7 @@ var outputTests = []test{
 	{"InvalidRefused", testOutputsInvalid},
 	{"ConditionReadsThem", testOutputsInCondition},
 	{"RunEnvOverridesInCondition", testRunEnvOverrides},
+	{"FailFast", testFailFast},
 }
 
 // completeWith ends the claimed attempt with status and outputs.
@@ -147,5 +148,72 @@ jobs:
 	b.complete(b.claimOne(), store.JobSuccess)
 	if got := b.jobsByKey(run.ID)["after"].Status; got != store.JobQueued {
 		t.Errorf("after: %s, want queued: the run's env overrides the job's in if:", got)
+	}
+}
+
+// testFailFast: when an instance of a matrix job with fail_fast fails for good, the
+// others not started are cancelled at once and leased ones asked to cancel; without
+// fail_fast, and for a failure that continues on error, the others go on.
+func testFailFast(t *testing.T, h Harness) {
+	for _, tc := range []struct {
+		name, extra string
+		cancels     bool
+	}{
+		{"on", "fail_fast: true", true},
+		{"off", "fail_fast: false", false},
+		{"continue on error", "fail_fast: true\n    continue_on_error: true", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, b := setup(t, h)
+			run, _ := b.create(`
+jobs:
+  test:
+    matrix: {n: [1, 2, 3]}
+    ` + tc.extra + `
+    steps: [{run: "true"}]
+  other:
+    needs: []
+    steps: [{run: "true"}]
+  after:
+    needs: [test]
+    if: always()
+    steps: [{run: "true"}]
+`)
+			cs := b.claim(store.ClaimParams{Max: 2})
+			var failing, running *store.Claim
+			for _, c := range cs {
+				switch c.Job.Key {
+				case "test (n=1)":
+					failing = c
+				case "test (n=2)":
+					running = c
+				}
+			}
+			if failing == nil || running == nil {
+				t.Fatalf("claimed %d jobs, want test (n=1) and test (n=2) first", len(cs))
+			}
+			b.complete(failing, store.JobFailed)
+			jobs := b.jobsByKey(run.ID)
+			third := jobs["test (n=3)"]
+			if tc.cancels {
+				if third.Status != store.JobCancelled {
+					t.Errorf("test (n=3): %s, want cancelled by fail_fast", third.Status)
+				}
+				if !jobs["test (n=2)"].CancelRequested {
+					t.Errorf("test (n=2) not asked to cancel")
+				}
+				if jobs["other"].Status.Terminal() {
+					t.Errorf("other, not an instance, is %s", jobs["other"].Status)
+				}
+				b.complete(running, store.JobCancelled)
+				if got := b.jobsByKey(run.ID)["after"].Status; got != store.JobQueued {
+					t.Errorf("after: %s, want queued (if: always()) once every instance ended", got)
+				}
+				return
+			}
+			if third.Status != store.JobQueued || jobs["test (n=2)"].CancelRequested {
+				t.Errorf("test (n=3) %s, test (n=2) cancel requested %v: want the others untouched", third.Status, jobs["test (n=2)"].CancelRequested)
+			}
+		})
 	}
 }
