@@ -84,7 +84,7 @@ func TestCompileErrors(t *testing.T) {
 		{"if syntax error", "jobs:\n  a:\n    if: branch ==\n    steps: [{run: x}]", ErrExpression, "jobs.a.if", 3, 17, ""},
 		{"if assignment hints ==", "jobs:\n  a:\n    if: branch = \"main\"\n    steps: [{run: x}]", ErrExpression, "jobs.a.if", 3, 16, "compare with =="},
 		{"if unknown name", "jobs:\n  a:\n    if: brnach == \"main\"\n    steps: [{run: x}]", ErrExpression, "jobs.a.if", 3, 9, "brnach"},
-		{"if not boolean", "jobs:\n  a:\n    if: branch\n    steps: [{run: x}]", ErrExpression, "jobs.a.if", 3, 9, "bool"},
+		{"if not boolean", "jobs:\n  a:\n    if: branch\n    steps: [{run: x}]", ErrExpression, "jobs.a.if", 3, 9, "must be true or false, and this gives text"},
 		{"if needs a job not needed", "jobs:\n  b: {steps: [{run: x}]}\n  c: {steps: [{run: x}]}\n  a:\n    needs: [b]\n    if: needs.c.result == \"success\"\n    steps: [{run: x}]", ErrUnknownReference, "jobs.a.if", 6, 15, `does not need "c"`},
 		{"if result word", "jobs:\n  b: {steps: [{run: x}]}\n  a:\n    needs: [b]\n    if: needs.b.result == \"failure\"\n    steps: [{run: x}]", ErrExpression, "jobs.a.if", 5, 27, `did you mean "failed"`},
 		{"if other needs field", "jobs:\n  b: {steps: [{run: x}]}\n  a:\n    needs: [b]\n    if: needs.b.status\n    steps: [{run: x}]", ErrUnknownReference, "jobs.a.if", 5, 17, "has .result and .outputs"},

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
 
@@ -350,9 +351,67 @@ func number(v any) (float64, bool) {
 func fromExprErr(err error) *exprError {
 	var fe *file.Error
 	if errors.As(err, &fe) {
-		return &exprError{kind: ErrExpression, offset: fe.From, msg: userNames(fe.Message)}
+		return &exprError{kind: ErrExpression, offset: fe.From, msg: exprMessage(userNames(fe.Message))}
 	}
-	return &exprError{kind: ErrExpression, msg: userNames(err.Error())}
+	return &exprError{kind: ErrExpression, msg: exprMessage(userNames(err.Error()))}
+}
+
+// Messages of expr-lang's parser and checker, which name its tokens and Go's types
+// (unexpected token Operator("&&"), expected bool, but got map[string]string), and what
+// exprMessage says instead, in the words the rest of Gantry's errors use.
+var (
+	unexpectedToken = regexp.MustCompile(`unexpected token (EOF|(Operator|Bracket|String|Identifier|Number|Bytes)\("((?:[^"\\]|\\.)*)"\))`)
+	goTypeWords     = regexp.MustCompile(`\b(map\[[^\]]*\][\w{}. ]+|\[\][\w{}. ]+|interface \{\}|string|bool|float64|int|int64|func\([^)]*\)[ \w]*)`)
+	unrecognized    = regexp.MustCompile(`unrecognized character: U\+[0-9A-F]+ '(.+)'`)
+)
+
+// exprMessage rewrites an expr-lang message in Gantry's words: `unexpected "&&"`, `the
+// expression ends too early`, types as text, number, true or false, mapping and list.
+func exprMessage(msg string) string {
+	if strings.HasPrefix(msg, "expected bool, but got ") {
+		return "an if: must be true or false, and this gives " + typeWord(strings.TrimPrefix(msg, "expected bool, but got "))
+	}
+	msg = goTypeWords.ReplaceAllStringFunc(msg, typeWord)
+	msg = strings.Replace(msg, "type text has no field", "text has no field", 1)
+	msg = unexpectedToken.ReplaceAllStringFunc(msg, func(m string) string {
+		sub := unexpectedToken.FindStringSubmatch(m)
+		switch sub[2] {
+		case "":
+			return "the expression ends too early"
+		case "String":
+			return fmt.Sprintf("unexpected string %q", sub[3])
+		case "Identifier":
+			return "unexpected name " + sub[3]
+		case "Number":
+			return "unexpected number " + sub[3]
+		}
+		return fmt.Sprintf("unexpected %q", sub[3])
+	})
+	if m := unrecognized.FindStringSubmatch(msg); m != nil {
+		msg = strings.Replace(msg, m[0], "unexpected character "+strconv.Quote(m[1]), 1)
+	}
+	return strings.Replace(msg, "literal not terminated", "a string is not closed with its quote", 1)
+}
+
+// typeWord names a Go type as a user of expressions knows it.
+func typeWord(t string) string {
+	switch {
+	case t == "string":
+		return "text"
+	case t == "bool":
+		return "true or false"
+	case t == "int" || t == "int64" || t == "float64":
+		return "a number"
+	case strings.HasPrefix(t, "map["):
+		return "a mapping"
+	case strings.HasPrefix(t, "[]"):
+		return "a list"
+	case strings.HasPrefix(t, "func("):
+		return "a function"
+	case t == "interface {}":
+		return "a value"
+	}
+	return t
 }
 
 // userNames gives the functions back the names the user wrote in a message from
