@@ -105,7 +105,9 @@ func TestSubmitSkipsGatedRootJobs(t *testing.T) {
 		{name: "bysha", extra: `if: sha startsWith "abc"`, runs: true},
 		{name: "othersha", extra: `if: sha == "fff"`, reason: `if: sha == "fff" was false`},
 		{name: "byenv", extra: `if: env.DEPLOY == "yes"`, runs: true},
-		{name: "jobenv", extra: "env: {DEPLOY: \"no\"}\nif: env.DEPLOY == \"yes\"", reason: `if: env.DEPLOY == "yes" was false`},
+		// --env overrides the file's env, the job's own included.
+		{name: "jobenv", extra: "env: {DEPLOY: \"no\"}\nif: env.DEPLOY == \"yes\"", runs: true},
+		{name: "jobonly", extra: "env: {ONLY: \"job\"}\nif: env.ONLY == \"cli\"", reason: `if: env.ONLY == "cli" was false`},
 		{name: "onpush", extra: `if: event == "push"`, reason: `if: event == "push" was false`},
 		{name: "later", extra: "needs: [onmain]", reason: "a job it needs (onmain) was skipped"},
 	}
