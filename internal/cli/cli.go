@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"runtime/pprof"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -51,6 +52,14 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 }
 
 func (a *app) run(ctx context.Context, args []string) int {
+	if path, ok := a.lookupEnv("GANTRY_CPU_PROFILE"); ok && path != "" {
+		stop, err := startCPUProfile(path)
+		if err != nil {
+			fmt.Fprintf(a.stderr, "gantry: GANTRY_CPU_PROFILE: %v\n", err)
+			return exitUsage
+		}
+		defer stop()
+	}
 	root := a.rootCommand()
 	if args == nil {
 		// cobra reads os.Args when given nil, which is never what an in-process caller meant.
@@ -253,4 +262,21 @@ func plural(n int, one, many string) string {
 // countOf formats n with its noun, as in "1 job" or "3 jobs".
 func countOf(n int, one, many string) string {
 	return fmt.Sprintf("%d %s", n, plural(n, one, many))
+}
+
+// startCPUProfile writes a CPU profile of the whole command to path, for finding where
+// the time of a `gantry run` or a `gantry server` goes (GANTRY_CPU_PROFILE=FILE).
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
 }
