@@ -25,6 +25,8 @@ func TestExamples(t *testing.T) {
 		"on-push.yml":    {{"test"}, {"build"}},
 		"caches.yml":     {{"test (shard=1)", "test (shard=2)", "tools"}, {"build"}},
 		"containers.yml": {{"test (go=1.25)", "test (go=1.26)"}, {"summary"}},
+		"outputs.yml": {{"version"}, {"test (go=1.25, os=linux)", "test (go=1.26, os=linux)", "test (go=1.26, os=linux-race, race=-race)"},
+			{"publish"}},
 	}
 	files, err := filepath.Glob("../../examples/*")
 	if err != nil || len(files) == 0 {
