@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -73,8 +72,8 @@ func (e *Environment) Validate() error {
 	}
 	for _, a := range e.Approvers {
 		if role, ok := strings.CutPrefix(a, RolePrefix); ok {
-			if !slices.Contains([]Role{RoleAdmin, RoleWrite, RoleRead}, Role(role)) {
-				return fmt.Errorf("environment %s: approver %q: a role is admin, write or read: %w", e.Name, a, ErrInvalid)
+			if Role(role).Rank() == 0 {
+				return fmt.Errorf("environment %s: approver %q: a role is admin, maintainer, developer, viewer, write or read: %w", e.Name, a, ErrInvalid)
 			}
 		} else if strings.TrimSpace(a) == "" {
 			return fmt.Errorf("environment %s: an approver name is empty: %w", e.Name, ErrInvalid)
@@ -144,11 +143,12 @@ func matchAny(patterns []string, s string) bool {
 
 // MayApprove reports whether a caller with this identity and role may decide on the
 // environment's jobs: it is named among the approvers, or holds (or outranks) a role
-// named there.
+// named there. The role is the caller's on the job's project (EffectiveRole); read ranks
+// with viewer and write with developer.
 func (e *Environment) MayApprove(identity string, role Role) bool {
 	for _, a := range e.Approvers {
 		if r, ok := strings.CutPrefix(a, RolePrefix); ok {
-			if roleRank(role) >= roleRank(Role(r)) && roleRank(Role(r)) > 0 {
+			if role.Rank() >= Role(r).Rank() && Role(r).Rank() > 0 {
 				return true
 			}
 		} else if a == identity {
@@ -156,18 +156,6 @@ func (e *Environment) MayApprove(identity string, role Role) bool {
 		}
 	}
 	return false
-}
-
-func roleRank(r Role) int {
-	switch r {
-	case RoleAdmin:
-		return 3
-	case RoleWrite:
-		return 2
-	case RoleRead:
-		return 1
-	}
-	return 0
 }
 
 // Decision is an approver's answer.

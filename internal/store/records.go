@@ -443,8 +443,9 @@ type Webhook struct {
 // Role is what a token may do.
 type Role string
 
-// Token roles. Admin may do what write may, and write what read may; register may only
-// register workers, and agent is the credential a worker gets at registration.
+// Token roles. Admin is the server admin; read and write are viewer and developer on
+// every project (see EffectiveRole and the project roles in access.go); register may
+// only register workers, and agent is the credential a worker gets at registration.
 const (
 	RoleAdmin    Role = "admin"
 	RoleWrite    Role = "write"
@@ -464,7 +465,12 @@ type Token struct {
 	// holding a credential issued under it) may declare.
 	Labels []string
 	// Projects, when set, name the only projects whose jobs such a worker may claim.
+	// For the tokens of users they are the token's scope (see EffectiveRole): project
+	// names, ScopeAll, or none to follow the memberships of its User.
 	Projects []string
+	// User is whom the token acts for, matched against project members and approvers;
+	// "" means its Name (see Principal).
+	User string
 	// ParentID is the register token an agent credential was issued under; revoking it
 	// revokes the credential too. Zero for tokens made directly.
 	ParentID   uuid.UUID

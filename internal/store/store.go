@@ -29,6 +29,7 @@ type Store interface {
 	Audit
 	Environments
 	Caches
+	Members
 	// CancelRequested lists the jobs a worker holds that were asked to cancel.
 	CancelRequested(ctx context.Context, workerID string) ([]uuid.UUID, error)
 	// Close releases the store's connections; in-flight writes are finished first.
@@ -99,8 +100,11 @@ type CreateRunParams struct {
 // ListRunsParams filter and page ListRuns. Zero values do not filter.
 type ListRunsParams struct {
 	Project string
-	Status  RunStatus
-	Ref     string
+	// ProjectIDs, when not nil, keeps only runs of these projects (none when empty): the
+	// projects the caller may see.
+	ProjectIDs []uuid.UUID
+	Status     RunStatus
+	Ref        string
 	// Before pages: only runs whose id sorts before it (ids are time-ordered).
 	Before uuid.UUID
 	Limit  int // default 50, at most 500

@@ -205,6 +205,9 @@ func (e *Engine) DeleteProject(ctx context.Context, name string) error {
 		if _, err := t.exec(`DELETE FROM workflows WHERE project_id = ?`, id); err != nil {
 			return fmt.Errorf("delete project %q: workflows: %w", name, err)
 		}
+		if _, err := t.exec(`DELETE FROM project_members WHERE project_id = ?`, id); err != nil {
+			return fmt.Errorf("delete project %q: members: %w", name, err)
+		}
 		if _, err := t.exec(`DELETE FROM secrets WHERE project_id = ?`, id); err != nil {
 			return fmt.Errorf("delete project %q: secrets: %w", name, err)
 		}

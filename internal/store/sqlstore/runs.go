@@ -363,6 +363,17 @@ func (e *Engine) ListRuns(ctx context.Context, p store.ListRunsParams) ([]*store
 	if p.Project != "" {
 		where, args = append(where, "p.name = ?"), append(args, p.Project)
 	}
+	if p.ProjectIDs != nil {
+		if len(p.ProjectIDs) == 0 {
+			return nil, nil
+		}
+		marks := make([]string, len(p.ProjectIDs))
+		for i, id := range p.ProjectIDs {
+			marks[i] = "?"
+			args = append(args, id)
+		}
+		where = append(where, "r.project_id IN ("+strings.Join(marks, ", ")+")")
+	}
 	if p.Status != "" {
 		where, args = append(where, "r.status = ?"), append(args, string(p.Status))
 	}

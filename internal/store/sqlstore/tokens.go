@@ -10,7 +10,7 @@ import (
 	"github.com/google/uuid"
 )
 
-const tokenCols = `id, name, role, hash, worker_id, labels, projects, parent_id, created_at, expires_at, revoked_at, last_used_at`
+const tokenCols = `id, name, role, hash, worker_id, labels, projects, parent_id, created_at, expires_at, revoked_at, last_used_at, user_name`
 
 // CreateToken implements store.Tokens.
 func (e *Engine) CreateToken(ctx context.Context, tk *store.Token) error {
@@ -45,9 +45,9 @@ func (e *Engine) CreateToken(ctx context.Context, tk *store.Token) error {
 			}
 		}
 		tk.CreatedAt = e.clock.Now()
-		res, err := t.exec(`INSERT INTO tokens (`+tokenCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 0)
+		res, err := t.exec(`INSERT INTO tokens (`+tokenCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 0, ?)
 			ON CONFLICT (hash) DO NOTHING`, tk.ID, tk.Name, string(tk.Role), tk.Hash, tk.WorkerID,
-			listJSON(tk.Labels), listJSON(tk.Projects), parent, us(tk.CreatedAt), us(tk.ExpiresAt))
+			listJSON(tk.Labels), listJSON(tk.Projects), parent, us(tk.CreatedAt), us(tk.ExpiresAt), tk.User)
 		if err != nil {
 			return fmt.Errorf("create token: %w", err)
 		}
@@ -74,7 +74,7 @@ func scanToken(r rowScanner) (*store.Token, error) {
 	var role, labels, projects, parent string
 	var created, expires, revoked, used int64
 	if err := r.Scan(&tk.ID, &tk.Name, &role, &tk.Hash, &tk.WorkerID, &labels, &projects, &parent,
-		&created, &expires, &revoked, &used); err != nil {
+		&created, &expires, &revoked, &used, &tk.User); err != nil {
 		return nil, err
 	}
 	if err := json.Unmarshal([]byte(labels), &tk.Labels); err != nil {

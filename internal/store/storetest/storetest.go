@@ -89,6 +89,7 @@ var groups = []struct {
 	{"Caches", cacheTests},
 	{"Quotas", quotaTests},
 	{"Outputs", outputTests},
+	{"Members", memberTests},
 }
 
 const (
