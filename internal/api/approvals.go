@@ -9,6 +9,7 @@ import (
 	"net/http"
 
 	"github.com/gantry-ci/gantry/internal/store"
+	"github.com/google/uuid"
 )
 
 // MaxApprovalComment bounds an approver's comment.
@@ -18,21 +19,26 @@ const MaxApprovalComment = 4096
 // decides against the job's environment whether they are one of its approvers (by token
 // name or role). With auth off everyone is "anonymous" and may decide.
 func (s *Server) approvalRoutes() {
-	s.handle("POST /api/v1/jobs/{id}/approve", readers, s.decideJob(store.Approved))
-	s.handle("POST /api/v1/jobs/{id}/reject", readers, s.decideJob(store.Rejected))
+	s.handle("POST /api/v1/jobs/{id}/approve", on(thingJob, store.RoleViewer), s.decideJob(store.Approved))
+	s.handle("POST /api/v1/jobs/{id}/reject", on(thingJob, store.RoleViewer), s.decideJob(store.Rejected))
 }
 
-// approver is who the request acts as: its token's name (its id when it has none), or
-// anonymous with auth off.
-func approver(r *http.Request) (string, store.Role) {
+// approver is who the request acts as: its token's user (its name when it names none,
+// its id when it has neither), or anonymous with auth off; and its role on the job's
+// project.
+func (s *Server) approver(r *http.Request, projectID uuid.UUID) (string, store.Role, error) {
 	tk := tokenFrom(r.Context())
 	if tk == nil {
-		return store.ActorAnonymous, ""
+		return store.ActorAnonymous, "", nil
 	}
-	if tk.Name != "" {
-		return tk.Name, tk.Role
+	role, err := s.roleOn(r.Context(), projectID, "")
+	if err != nil {
+		return "", "", err
 	}
-	return tk.ID.String(), tk.Role
+	if who := tk.Principal(); who != "" {
+		return who, role, nil
+	}
+	return tk.ID.String(), role, nil
 }
 
 type decideRequest struct {
@@ -68,8 +74,17 @@ func (s *Server) decideJob(d store.Decision) http.HandlerFunc {
 			writeRequestError(w, badRequest("the comment is %d bytes; the most is %d", len(req.Comment), MaxApprovalComment))
 			return
 		}
-		who, role := approver(r)
-		job, err := s.store.DecideJob(r.Context(), store.DecideJobParams{JobID: id, Approver: who, Role: role, Anyone: !s.auth,
+		job, err := s.store.GetJob(r.Context(), id)
+		if err != nil {
+			s.storeError(w, r, "get job", err)
+			return
+		}
+		who, role, err := s.approver(r, job.ProjectID)
+		if err != nil {
+			s.storeError(w, r, "check access", err)
+			return
+		}
+		job, err = s.store.DecideJob(r.Context(), store.DecideJobParams{JobID: id, Approver: who, Role: role, Anyone: !s.auth,
 			Decision: d, Comment: req.Comment})
 		if err != nil {
 			s.storeError(w, r, "decide job", err)

@@ -35,13 +35,15 @@ func (s *Server) artifactRoutes() {
 	s.handle("POST /api/v1/agent/jobs/{id}/artifacts", agentAccess, s.registerArtifacts)
 	s.handle("POST /api/v1/agent/jobs/{id}/inputs", agentAccess, s.jobInputs)
 	s.handle("POST /api/v1/agent/artifacts/{id}/stored", agentAccess, s.artifactStored)
-	s.handle("GET /api/v1/jobs/{id}/artifacts", readers, s.jobArtifacts)
-	s.handle("GET /api/v1/runs/{id}/artifacts", readers, s.runArtifacts)
-	s.handle("GET /api/v1/artifacts/{id}", readers, s.downloadArtifact)
+	s.handle("GET /api/v1/jobs/{id}/artifacts", on(thingJob, store.RoleViewer), s.jobArtifacts)
+	s.handle("GET /api/v1/runs/{id}/artifacts", on(thingRun, store.RoleViewer), s.runArtifacts)
+	s.handle("GET /api/v1/artifacts/{id}", on(thingArtifact, store.RoleViewer), s.downloadArtifact)
 	if h, ok := s.blobs.(blob.Handler); ok {
 		// Signed URLs carry their own authorization: the blob store checks them.
 		// Method by method, so that the dashboard's GET / does not overlap them.
 		bh := h.Handler()
+		s.note("GET "+s.blobPrefix, public)
+		s.note("PUT "+s.blobPrefix, public)
 		s.mux.Handle("GET "+s.blobPrefix, bh)
 		s.mux.Handle("PUT "+s.blobPrefix, bh)
 	}

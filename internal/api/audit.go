@@ -171,6 +171,9 @@ func (s *Server) listAudit(w http.ResponseWriter, r *http.Request) {
 // secret or hash.
 func tokenAuditDetails(tk *store.Token) map[string]any {
 	d := map[string]any{"name": tk.Name, "role": string(tk.Role)}
+	if tk.User != "" {
+		d["user"] = tk.User
+	}
 	if len(tk.Labels) > 0 {
 		d["labels"] = tk.Labels
 	}

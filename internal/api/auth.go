@@ -18,17 +18,6 @@ import (
 	"github.com/google/uuid"
 )
 
-// access is who may call a route.
-type access []store.Role
-
-var (
-	public      access // no credentials needed
-	readers     = access{store.RoleRead, store.RoleWrite, store.RoleAdmin}
-	writers     = access{store.RoleWrite, store.RoleAdmin}
-	registrars  = access{store.RoleRegister, store.RoleAdmin}
-	agentAccess = access{store.RoleAgent}
-)
-
 // tokenPrefix marks Gantry secrets, so that secret scanners and people recognise them.
 const tokenPrefix = "gtk_"
 
@@ -43,12 +32,17 @@ func IssueToken(ctx context.Context, st store.Tokens, name string, role store.Ro
 // SHA-256 hash. Only register tokens and worker credentials carry a scope.
 func IssueScopedToken(ctx context.Context, st store.Tokens, tk *store.Token) (string, error) {
 	switch tk.Role {
-	case store.RoleAdmin, store.RoleWrite, store.RoleRead, store.RoleRegister, store.RoleAgent:
+	case store.RoleAdmin, store.RoleMaintainer, store.RoleDeveloper, store.RoleViewer, store.RoleWrite, store.RoleRead,
+		store.RoleRegister, store.RoleAgent:
 	default:
-		return "", fmt.Errorf("unknown role %q: want admin, write, read, register or agent", tk.Role)
+		return "", fmt.Errorf("unknown role %q: want admin, maintainer, developer, viewer, write, read, register or agent", tk.Role)
 	}
-	if (len(tk.Labels) > 0 || len(tk.Projects) > 0) && tk.Role != store.RoleRegister && tk.Role != store.RoleAgent {
-		return "", fmt.Errorf("a %s token cannot be scoped to labels or projects: only register tokens are: %w", tk.Role, store.ErrInvalid)
+	worker := tk.Role == store.RoleRegister || tk.Role == store.RoleAgent
+	if len(tk.Labels) > 0 && !worker {
+		return "", fmt.Errorf("a %s token cannot be scoped to labels: only register tokens are: %w", tk.Role, store.ErrInvalid)
+	}
+	if len(tk.Projects) > 0 && tk.Role == store.RoleAdmin {
+		return "", fmt.Errorf("an admin token is the server's and cannot be scoped to projects; give maintainer for a project's: %w", store.ErrInvalid)
 	}
 	raw := make([]byte, 32)
 	if _, err := rand.Read(raw); err != nil {
@@ -76,9 +70,12 @@ func tokenFrom(ctx context.Context) *store.Token {
 }
 
 // guard wraps a handler with the access check: 401 without a valid token, 403 with one
-// whose role may not call the route. With auth off every request passes.
+// whose role may not call the route, 404 (as for a missing thing) when the route's thing
+// belongs to a project the token has no role on. With auth off every request passes.
+// Nothing about a token is cached: every request reads it, so a revocation holds from
+// the next request on, on every replica.
 func (s *Server) guard(who access, h http.HandlerFunc) http.HandlerFunc {
-	if who == nil || !s.auth {
+	if who.kind == accessPublic || !s.auth {
 		return h
 	}
 	return func(w http.ResponseWriter, r *http.Request) {
@@ -109,11 +106,13 @@ func (s *Server) guard(who access, h http.HandlerFunc) http.HandlerFunc {
 			return
 		}
 		s.tokens.used(r.Context(), s, tk, now)
-		if !slices.Contains(who, tk.Role) {
-			writeError(w, http.StatusForbidden, codeForbidden, fmt.Sprintf("a %s token may not do this", tk.Role), nil)
+		ctx := context.WithValue(r.Context(), tokenKey{}, tk)
+		ctx = context.WithValue(ctx, callerKey{}, &caller{tk: tk})
+		r = r.WithContext(ctx)
+		if !s.allowed(w, r, who, tk) {
 			return
 		}
-		h(w, r.WithContext(context.WithValue(r.Context(), tokenKey{}, tk)))
+		h(w, r)
 	}
 }
 

@@ -13,7 +13,7 @@ import (
 func (s *Server) badgeRoutes(publicBadges bool) {
 	// A badge is an image in a README that browsers fetch without a token: public only
 	// when the operator says so (--public-badges); with auth off every route is.
-	who := readers
+	who := on(thingProject, store.RoleViewer)
 	if publicBadges {
 		who = public
 	}

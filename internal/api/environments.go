@@ -13,10 +13,10 @@ import (
 // read its environments (they hold no secret); changing who may deploy and who approves
 // is an admin's.
 func (s *Server) environmentRoutes() {
-	s.handle("GET /api/v1/projects/{name}/environments", readers, s.listEnvironments)
-	s.handle("GET /api/v1/projects/{name}/environments/{env}", readers, s.getEnvironment)
-	s.handle("PUT /api/v1/projects/{name}/environments/{env}", admins, s.putEnvironment)
-	s.handle("DELETE /api/v1/projects/{name}/environments/{env}", admins, s.deleteEnvironment)
+	s.handle("GET /api/v1/projects/{name}/environments", on(thingProject, store.RoleViewer), s.listEnvironments)
+	s.handle("GET /api/v1/projects/{name}/environments/{env}", on(thingProject, store.RoleViewer), s.getEnvironment)
+	s.handle("PUT /api/v1/projects/{name}/environments/{env}", on(thingProject, store.RoleMaintainer), s.putEnvironment)
+	s.handle("DELETE /api/v1/projects/{name}/environments/{env}", on(thingProject, store.RoleMaintainer), s.deleteEnvironment)
 }
 
 // environmentJSON is an environment as the API shows it and takes it (PUT reads the

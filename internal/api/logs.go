@@ -33,9 +33,9 @@ const (
 
 func (s *Server) logRoutes() {
 	s.handle("POST /api/v1/agent/jobs/{id}/logs", agentAccess, s.appendLogs)
-	s.handle("GET /api/v1/jobs/{id}/logs", readers, s.jobLogs)
-	s.handle("GET /api/v1/jobs/{id}/logs/stream", readers, s.streamLogs)
-	s.handle("GET /api/v1/runs/{id}/logs", readers, s.runLogs)
+	s.handle("GET /api/v1/jobs/{id}/logs", on(thingJob, store.RoleViewer), s.jobLogs)
+	s.handle("GET /api/v1/jobs/{id}/logs/stream", on(thingJob, store.RoleViewer), s.streamLogs)
+	s.handle("GET /api/v1/runs/{id}/logs", on(thingRun, store.RoleViewer), s.runLogs)
 }
 
 type appendLogsRequest struct {

@@ -17,9 +17,9 @@ func (s *Server) outboxRoutes() {
 	// subscriptions, whose secrets sign what Gantry sends.
 	s.handle("GET /api/v1/outbox", admins, s.listOutbox)
 	s.handle("POST /api/v1/outbox/{id}/redeliver", admins, s.redeliverOutbox)
-	s.handle("POST /api/v1/projects/{name}/webhooks", admins, s.createWebhook)
-	s.handle("GET /api/v1/projects/{name}/webhooks", admins, s.listWebhooks)
-	s.handle("DELETE /api/v1/projects/{name}/webhooks/{id}", admins, s.deleteWebhook)
+	s.handle("POST /api/v1/projects/{name}/webhooks", on(thingProject, store.RoleMaintainer), s.createWebhook)
+	s.handle("GET /api/v1/projects/{name}/webhooks", on(thingProject, store.RoleMaintainer), s.listWebhooks)
+	s.handle("DELETE /api/v1/projects/{name}/webhooks/{id}", on(thingProject, store.RoleMaintainer), s.deleteWebhook)
 }
 
 // outboxJSON is an outbox message as the API shows it.

@@ -37,9 +37,11 @@ func (s *Server) projectRoutes() {
 	// are sent with it, so only admins change them; anyone who may read sees them, but
 	// never the webhook secret.
 	s.handle("POST /api/v1/projects", admins, s.createProject)
-	s.handle("GET /api/v1/projects", readers, s.listProjects)
-	s.handle("GET /api/v1/projects/{name}", readers, s.getProject)
-	s.handle("PATCH /api/v1/projects/{name}", admins, s.updateProject)
+	s.handle("GET /api/v1/projects", users, s.listProjects)
+	s.handle("GET /api/v1/projects/{name}", on(thingProject, store.RoleViewer), s.getProject)
+	// Maintainers change settings; what reaches the coordinator's own files and network
+	// (repo_url, api_base_url, api_token_file) stays the admin's (adminOnlyChange).
+	s.handle("PATCH /api/v1/projects/{name}", on(thingProject, store.RoleMaintainer), s.updateProject)
 	s.handle("DELETE /api/v1/projects/{name}", admins, s.deleteProject)
 	// A forge signs its webhooks with the project's secret: that, not a bearer token or
 	// an Origin, is what authenticates the hook route.
@@ -451,9 +453,14 @@ func (s *Server) listProjects(w http.ResponseWriter, r *http.Request) {
 		s.storeError(w, r, "list projects", err)
 		return
 	}
-	out := make([]projectJSON, len(list))
-	for i, p := range list {
-		out[i] = newProjectJSON(p)
+	out := make([]projectJSON, 0, len(list))
+	for _, p := range list {
+		if ok, err := s.canSee(r.Context(), p.ID, p.Name); err != nil {
+			s.storeError(w, r, "list projects", err)
+			return
+		} else if ok {
+			out = append(out, newProjectJSON(p))
+		}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"projects": out})
 }
@@ -516,6 +523,9 @@ func (s *Server) updateProject(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	old := *p
+	if !s.adminOnlyChange(w, r, req, p) {
+		return
+	}
 	var problems projectProblems
 	if req.Name != nil && *req.Name != name {
 		problems.add("name", "a project cannot be renamed: its runs and its forge's webhook URL name it")

@@ -163,6 +163,9 @@ func (s *Server) createRun(w http.ResponseWriter, r *http.Request) {
 		writeRequestError(w, rerr)
 		return
 	}
+	if !s.mayOnName(w, r, params.Project, store.RoleDeveloper) {
+		return
+	}
 	plan, err := pipeline.Compile(def, pipeline.Options{Limits: s.limits})
 	if err != nil {
 		details := pipelineDetails(err)
@@ -266,6 +269,14 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		p.Before = id
+	}
+	ids, all, err := s.visibleProjects(r.Context())
+	if err != nil {
+		s.storeError(w, r, "list runs", err)
+		return
+	}
+	if !all {
+		p.ProjectIDs = ids
 	}
 	runs, err := s.store.ListRuns(r.Context(), p)
 	if err != nil {

@@ -29,12 +29,12 @@ const codeNoSecretsKey = "no_secrets_key"
 // projects have roles of their own, that is an admin. A value goes in and never comes
 // out: every answer is metadata.
 func (s *Server) secretRoutes() {
-	s.handle("GET /api/v1/projects/{name}/secrets", admins, s.listSecrets)
-	s.handle("PUT /api/v1/projects/{name}/secrets/{secret}", admins, s.putSecret)
-	s.handle("GET /api/v1/projects/{name}/secrets/{secret}", admins, s.getSecret)
-	s.handle("DELETE /api/v1/projects/{name}/secrets/{secret}", admins, s.deleteSecret)
-	s.handle("GET /api/v1/projects/{name}/secret-settings", admins, s.getSecretSettings)
-	s.handle("PUT /api/v1/projects/{name}/secret-settings", admins, s.putSecretSettings)
+	s.handle("GET /api/v1/projects/{name}/secrets", on(thingProject, store.RoleMaintainer), s.listSecrets)
+	s.handle("PUT /api/v1/projects/{name}/secrets/{secret}", on(thingProject, store.RoleMaintainer), s.putSecret)
+	s.handle("GET /api/v1/projects/{name}/secrets/{secret}", on(thingProject, store.RoleMaintainer), s.getSecret)
+	s.handle("DELETE /api/v1/projects/{name}/secrets/{secret}", on(thingProject, store.RoleMaintainer), s.deleteSecret)
+	s.handle("GET /api/v1/projects/{name}/secret-settings", on(thingProject, store.RoleMaintainer), s.getSecretSettings)
+	s.handle("PUT /api/v1/projects/{name}/secret-settings", on(thingProject, store.RoleMaintainer), s.putSecretSettings)
 }
 
 type secretJSON struct {

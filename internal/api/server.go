@@ -128,6 +128,8 @@ type Server struct {
 	hooks  hookSettings
 	// secrets is the secrets keyring (nil: none configured).
 	secrets *secret.Keyring
+	// routeTable lists the registered routes and their access, for Routes.
+	routeTable []Route
 }
 
 // New returns a Server for cfg, filling defaults for zero fields.
@@ -189,21 +191,23 @@ func New(cfg Config) *Server {
 
 // routes registers every endpoint with the roles that may call it.
 func (s *Server) routes(cfg Config) {
-	s.handle("POST /api/v1/runs", writers, s.createRun)
-	s.handle("GET /api/v1/runs", readers, s.listRuns)
-	s.handle("GET /api/v1/runs/{id}", readers, s.getRun)
-	s.handle("POST /api/v1/runs/{id}/cancel", writers, s.cancelRun)
-	s.handle("POST /api/v1/runs/{id}/retry", writers, s.retryRun)
-	s.handle("GET /api/v1/jobs/{id}", readers, s.getJob)
-	s.handle("POST /api/v1/jobs/{id}/cancel", writers, s.cancelJob)
-	s.handle("POST /api/v1/jobs/{id}/retry", writers, s.retryJob)
-	s.handle("GET /api/v1/workers", readers, s.listWorkers)
-	s.handle("GET /api/v1/stats", readers, s.stats)
-	s.handle("GET /api/v1/stats/scaling", readers, s.scaling)
+	// The project of a run is named in its body: createRun checks developer on it.
+	s.handle("POST /api/v1/runs", users, s.createRun)
+	s.handle("GET /api/v1/runs", users, s.listRuns)
+	s.handle("GET /api/v1/runs/{id}", on(thingRun, store.RoleViewer), s.getRun)
+	s.handle("POST /api/v1/runs/{id}/cancel", on(thingRun, store.RoleDeveloper), s.cancelRun)
+	s.handle("POST /api/v1/runs/{id}/retry", on(thingRun, store.RoleDeveloper), s.retryRun)
+	s.handle("GET /api/v1/jobs/{id}", on(thingJob, store.RoleViewer), s.getJob)
+	s.handle("POST /api/v1/jobs/{id}/cancel", on(thingJob, store.RoleDeveloper), s.cancelJob)
+	s.handle("POST /api/v1/jobs/{id}/retry", on(thingJob, store.RoleDeveloper), s.retryJob)
+	// Workers and statistics are every project's: for tokens that see every project.
+	s.handle("GET /api/v1/workers", globalReaders, s.listWorkers)
+	s.handle("GET /api/v1/stats", globalReaders, s.stats)
+	s.handle("GET /api/v1/stats/scaling", globalReaders, s.scaling)
 	s.handle("GET /healthz", public, s.healthz)
 	s.handle("GET /readyz", public, s.readyz)
 	// Scrapers send a read token (Prometheus' authorization config) when auth is on.
-	s.handle("GET /metrics", readers, s.metrics.Handler().ServeHTTP)
+	s.handle("GET /metrics", globalReaders, s.metrics.Handler().ServeHTTP)
 	s.agentRoutes()
 	s.tokenRoutes()
 	s.logRoutes()
@@ -218,6 +222,7 @@ func (s *Server) routes(cfg Config) {
 	s.environmentRoutes()
 	s.cacheRoutes()
 	s.approvalRoutes()
+	s.memberRoutes()
 	if ui := cfg.UI; ui != nil {
 		s.mux.Handle("GET /", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if strings.HasPrefix(r.URL.Path, "/api/") {
@@ -238,7 +243,13 @@ func (s *Server) Close() {
 
 // handle registers a route and who may call it.
 func (s *Server) handle(pattern string, who access, h http.HandlerFunc) {
+	s.note(pattern, who)
 	s.mux.HandleFunc(pattern, s.guard(who, h))
+}
+
+// note adds a route to the route table.
+func (s *Server) note(pattern string, who access) {
+	s.routeTable = append(s.routeTable, Route{Pattern: pattern, Access: who.String(), Thing: string(who.thing)})
 }
 
 // Handler returns the API's handler: the routes wrapped in request logging, panic

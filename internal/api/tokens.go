@@ -10,9 +10,6 @@ import (
 	"github.com/gantry-ci/gantry/internal/store"
 )
 
-// admins may manage tokens: whoever holds one can mint any other.
-var admins = access{store.RoleAdmin}
-
 // tokenRoutes registers token management. Secrets are shown once, in the answer that
 // creates them; listings never carry a secret or its hash.
 func (s *Server) tokenRoutes() {
@@ -28,17 +25,21 @@ const (
 )
 
 type tokenJSON struct {
-	ID         string   `json:"id"`
-	Name       string   `json:"name"`
-	Role       string   `json:"role"`
-	Labels     []string `json:"labels"`
-	Projects   []string `json:"projects"`
-	WorkerID   string   `json:"worker_id,omitempty"`
-	ParentID   string   `json:"parent_id,omitempty"`
-	CreatedAt  string   `json:"created_at"`
-	ExpiresAt  string   `json:"expires_at,omitempty"`
-	RevokedAt  string   `json:"revoked_at,omitempty"`
-	LastUsedAt string   `json:"last_used_at,omitempty"`
+	ID       string   `json:"id"`
+	Name     string   `json:"name"`
+	Role     string   `json:"role"`
+	Labels   []string `json:"labels"`
+	Projects []string `json:"projects"`
+	// User is whom the token acts for (its name when it was given none); Scope says in
+	// words which projects it reaches.
+	User       string `json:"user,omitempty"`
+	Scope      string `json:"scope"`
+	WorkerID   string `json:"worker_id,omitempty"`
+	ParentID   string `json:"parent_id,omitempty"`
+	CreatedAt  string `json:"created_at"`
+	ExpiresAt  string `json:"expires_at,omitempty"`
+	RevokedAt  string `json:"revoked_at,omitempty"`
+	LastUsedAt string `json:"last_used_at,omitempty"`
 }
 
 func viewToken(tk *store.Token) tokenJSON {
@@ -51,6 +52,8 @@ func viewToken(tk *store.Token) tokenJSON {
 	if out.Projects == nil {
 		out.Projects = []string{}
 	}
+	out.User = tk.Principal()
+	out.Scope = tokenScope(tk)
 	if tk.ParentID != [16]byte{} {
 		out.ParentID = tk.ParentID.String()
 	}
@@ -80,7 +83,10 @@ func (s *Server) listTokens(w http.ResponseWriter, r *http.Request) {
 }
 
 type createTokenRequest struct {
-	Name     string   `json:"name"`
+	Name string `json:"name"`
+	// User is whom the token acts for, matched against project members and approvers;
+	// empty: the name.
+	User     string   `json:"user"`
 	Role     string   `json:"role"`
 	Labels   []string `json:"labels"`
 	Projects []string `json:"projects"`
@@ -121,17 +127,36 @@ func (s *Server) tokenFromRequest(req createTokenRequest) (*store.Token, string)
 	if req.Name == "" || len(req.Name) > 200 {
 		return nil, "name is required (at most 200 bytes): say what the token is for"
 	}
-	tk := &store.Token{Name: req.Name, Role: store.Role(req.Role)}
+	if len(req.User) > store.MaxPrincipal || strings.TrimSpace(req.User) != req.User || strings.ContainsAny(req.User, "\x00\r\n") {
+		return nil, fmt.Sprintf("user %q: want a name of at most %d bytes without spaces around it or control characters",
+			req.User, store.MaxPrincipal)
+	}
+	tk := &store.Token{Name: req.Name, User: req.User, Role: store.Role(req.Role)}
 	switch tk.Role {
-	case store.RoleAdmin, store.RoleWrite, store.RoleRead, store.RoleRegister:
+	case store.RoleAdmin, store.RoleMaintainer, store.RoleDeveloper, store.RoleViewer, store.RoleWrite, store.RoleRead, store.RoleRegister:
 	case "":
-		return nil, "role is required: admin, write, read or register"
+		return nil, "role is required: admin, maintainer, developer, viewer or register (write and read are developer and viewer of every project)"
 	default:
 		// Worker credentials are only ever issued by registering.
-		return nil, fmt.Sprintf("role %q: want admin, write, read or register", req.Role)
+		return nil, fmt.Sprintf("role %q: want admin, maintainer, developer, viewer or register (or write, read)", req.Role)
 	}
-	if (len(req.Labels) > 0 || len(req.Projects) > 0) && tk.Role != store.RoleRegister {
-		return nil, "labels and projects scope register tokens only"
+	if len(req.Labels) > 0 && tk.Role != store.RoleRegister {
+		return nil, "labels scope register tokens only"
+	}
+	if len(req.Projects) > 0 && tk.Role == store.RoleAdmin {
+		return nil, "an admin token is the server's: it cannot be scoped to projects (give maintainer for a project's)"
+	}
+	if tk.Role != store.RoleRegister {
+		// "all" (or "*") is every project, present and future; no projects at all is the
+		// projects the user is a member of.
+		for i, p := range req.Projects {
+			if p == "all" || p == store.ScopeAll {
+				if len(req.Projects) > 1 {
+					return nil, "projects: all stands alone; it already names every project"
+				}
+				req.Projects[i] = store.ScopeAll
+			}
+		}
 	}
 	var msg string
 	if tk.Labels, msg = scopeList("labels", req.Labels); msg != "" {
@@ -179,4 +204,22 @@ func (s *Server) revokeToken(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// tokenScope says in words which projects a token reaches.
+func tokenScope(tk *store.Token) string {
+	switch {
+	case tk.Role == store.RoleAgent || tk.Role == store.RoleRegister:
+		if len(tk.Projects) == 0 {
+			return "jobs of every project"
+		}
+		return "jobs of " + strings.Join(tk.Projects, ", ")
+	case tk.Role == store.RoleAdmin:
+		return "server"
+	case tk.Global():
+		return "all projects"
+	case len(tk.Projects) == 0:
+		return "projects " + tk.Principal() + " is a member of"
+	}
+	return strings.Join(tk.Projects, ", ")
 }

@@ -18,13 +18,14 @@ import (
 const codeInvalidWorkflow = "invalid_workflow"
 
 func (s *Server) workflowRoutes() {
-	s.handle("POST /api/v1/workflows", writers, s.createWorkflow)
-	s.handle("GET /api/v1/workflows", readers, s.listWorkflows)
-	s.handle("GET /api/v1/workflows/{id}", readers, s.getWorkflow)
-	s.handle("PATCH /api/v1/workflows/{id}", writers, s.updateWorkflow)
-	s.handle("DELETE /api/v1/workflows/{id}", writers, s.deleteWorkflow)
-	s.handle("POST /api/v1/workflows/{id}/dispatches", writers, s.dispatchWorkflow)
-	s.handle("POST /api/v1/projects/{name}/dispatches", writers, s.dispatchProject)
+	// createWorkflow checks developer on the project its body names.
+	s.handle("POST /api/v1/workflows", users, s.createWorkflow)
+	s.handle("GET /api/v1/workflows", users, s.listWorkflows)
+	s.handle("GET /api/v1/workflows/{id}", on(thingWorkflow, store.RoleViewer), s.getWorkflow)
+	s.handle("PATCH /api/v1/workflows/{id}", on(thingWorkflow, store.RoleDeveloper), s.updateWorkflow)
+	s.handle("DELETE /api/v1/workflows/{id}", on(thingWorkflow, store.RoleDeveloper), s.deleteWorkflow)
+	s.handle("POST /api/v1/workflows/{id}/dispatches", on(thingWorkflow, store.RoleDeveloper), s.dispatchWorkflow)
+	s.handle("POST /api/v1/projects/{name}/dispatches", on(thingProject, store.RoleDeveloper), s.dispatchProject)
 }
 
 // workflowJSON is a workflow as the API shows it. Definition is only in the answers
@@ -159,6 +160,9 @@ func (s *Server) createWorkflow(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	wf.Definition = []byte(def)
+	if !s.mayOnName(w, r, wf.Project, store.RoleDeveloper) {
+		return
+	}
 	if err := s.store.CreateWorkflow(r.Context(), wf); err != nil {
 		s.storeError(w, r, "create workflow", err)
 		return
@@ -186,9 +190,14 @@ func (s *Server) listWorkflows(w http.ResponseWriter, r *http.Request) {
 		s.storeError(w, r, "list workflows", err)
 		return
 	}
-	out := make([]workflowJSON, len(list))
-	for i, wf := range list {
-		out[i] = s.newWorkflowJSON(wf, false)
+	out := make([]workflowJSON, 0, len(list))
+	for _, wf := range list {
+		if ok, err := s.canSee(r.Context(), wf.ProjectID, wf.Project); err != nil {
+			s.storeError(w, r, "list workflows", err)
+			return
+		} else if ok {
+			out = append(out, s.newWorkflowJSON(wf, false))
+		}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"workflows": out})
 }

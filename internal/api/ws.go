@@ -38,7 +38,9 @@ const (
 // wsRoutes registers the WebSocket endpoint. Browsers cannot set headers on a
 // WebSocket, so it alone also takes the token as ?access_token=.
 func (s *Server) wsRoutes() {
-	s.mux.HandleFunc("GET /api/v1/ws", queryToken(s.guard(readers, s.serveWS)))
+	// Each subscription checks the caller's role on its job's or run's project.
+	s.note("GET /api/v1/ws", users)
+	s.mux.HandleFunc("GET /api/v1/ws", queryToken(s.guard(users, s.serveWS)))
 }
 
 // queryToken moves an access_token query parameter into the Authorization header when
@@ -262,6 +264,34 @@ func (wc *wsConn) subscribe(in *wsIn) {
 	}()
 }
 
+// mayRead checks, at each subscription, that the connection's token is still valid and
+// may see the project: ErrNotFound when it may not, so that the answer is the one a
+// missing job or run gets. The token and its memberships are read anew, as a connection
+// outlives many requests: a token revoked or a member removed since subscribes to
+// nothing more.
+func (wc *wsConn) mayRead(projectID uuid.UUID, name string) error {
+	c := callerFrom(wc.ctx)
+	if c == nil {
+		return nil
+	}
+	tk, err := wc.s.store.LookupToken(wc.ctx, c.tk.Hash)
+	if err != nil {
+		return err
+	}
+	if !tk.Valid(wc.s.clock.Now()) {
+		return fmt.Errorf("token %s is no longer valid: %w", tk.ID, store.ErrNotFound)
+	}
+	ctx := context.WithValue(wc.ctx, callerKey{}, &caller{tk: tk})
+	role, err := wc.s.roleOn(ctx, projectID, name)
+	if err != nil {
+		return err
+	}
+	if role == "" {
+		return store.ErrNotFound
+	}
+	return nil
+}
+
 // lookupFailed answers a failed lookup of a subscription's job or run.
 func (wc *wsConn) lookupFailed(id, what string, err error) {
 	if errors.Is(err, store.ErrNotFound) {
@@ -295,6 +325,9 @@ func (wc *wsConn) logTopic(in *wsIn) func(context.Context, *wsSub) {
 		}
 	}
 	job, err := wc.s.store.GetJob(wc.ctx, jobID)
+	if err == nil {
+		err = wc.mayRead(job.ProjectID, "")
+	}
 	if err != nil {
 		wc.lookupFailed(in.ID, "job "+jobID.String(), err)
 		return nil
@@ -345,7 +378,11 @@ func (wc *wsConn) runTopic(in *wsIn) func(context.Context, *wsSub) {
 		wc.fail(in.ID, "malformed run_id %q: want a UUID", in.RunID)
 		return nil
 	}
-	if _, err := wc.s.store.GetRun(wc.ctx, runID); err != nil {
+	run, err := wc.s.store.GetRun(wc.ctx, runID)
+	if err == nil {
+		err = wc.mayRead(run.ProjectID, run.Project)
+	}
+	if err != nil {
 		wc.lookupFailed(in.ID, "run "+runID.String(), err)
 		return nil
 	}
