@@ -148,7 +148,7 @@ func (s *Server) enough(w http.ResponseWriter, role, need store.Role, project st
 		where = "project " + project
 	}
 	writeError(w, http.StatusForbidden, codeForbidden,
-		fmt.Sprintf("a %s of %s may not do this: it takes a %s", role, where, need), nil)
+		fmt.Sprintf("a %s of %s may not do this: it takes the role %s", role, where, need), nil)
 	return false
 }
 

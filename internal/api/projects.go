@@ -42,7 +42,9 @@ func (s *Server) projectRoutes() {
 	// Maintainers change settings; what reaches the coordinator's own files and network
 	// (repo_url, api_base_url, api_token_file) stays the admin's (adminOnlyChange).
 	s.handle("PATCH /api/v1/projects/{name}", on(thingProject, store.RoleMaintainer), s.updateProject)
-	s.handle("DELETE /api/v1/projects/{name}", admins, s.deleteProject)
+	// Only the server admin deletes a project; to anyone else a project they cannot see
+	// is missing (404), one they can is forbidden.
+	s.handle("DELETE /api/v1/projects/{name}", on(thingProject, store.RoleAdmin), s.deleteProject)
 	// A forge signs its webhooks with the project's secret: that, not a bearer token or
 	// an Origin, is what authenticates the hook route.
 	s.handle("POST /api/v1/hooks/{provider}/{project}", public, s.hook)
