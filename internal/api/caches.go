@@ -19,14 +19,14 @@ const maxRestoreKeys = 16
 
 // cacheRoutes registers the cache routes: the worker's restore and save, under the job's
 // lease, and the project's list and delete. Deleting an entry only makes a job build its
-// cache again, so writers may.
+// cache again, so the project's developers may.
 func (s *Server) cacheRoutes() {
 	s.handle("POST /api/v1/agent/jobs/{id}/caches/restore", agentAccess, s.restoreCache)
 	s.handle("POST /api/v1/agent/jobs/{id}/caches/save", agentAccess, s.saveCache)
 	s.handle("POST /api/v1/agent/jobs/{id}/caches/commit", agentAccess, s.commitCache)
-	s.handle("GET /api/v1/projects/{name}/caches", readers, s.listCaches)
-	s.handle("DELETE /api/v1/projects/{name}/caches", writers, s.deleteCaches)
-	s.handle("DELETE /api/v1/projects/{name}/caches/{id}", writers, s.deleteCache)
+	s.handle("GET /api/v1/projects/{name}/caches", on(thingProject, store.RoleViewer), s.listCaches)
+	s.handle("DELETE /api/v1/projects/{name}/caches", on(thingProject, store.RoleDeveloper), s.deleteCaches)
+	s.handle("DELETE /api/v1/projects/{name}/caches/{id}", on(thingProject, store.RoleDeveloper), s.deleteCache)
 }
 
 type cacheJSON struct {

@@ -111,13 +111,22 @@ func makeIsolationFixture(t *testing.T, b *bundle, admin, project string) isolat
 		http.StatusCreated).decode(t, &hook)
 	f["$webhook"] = hook.ID
 	must(http.MethodPut, "/api/v1/projects/"+project+"/members/bob", `{"role": "viewer"}`, http.StatusCreated)
+	p, err := b.store.GetProjectByName(t.Context(), project)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cache, _, err := b.store.PutCache(t.Context(), &store.CacheEntry{ProjectID: p.ID, Scope: "main", Key: "deps", SHA256: digest("deps"), Size: 4})
+	if err != nil {
+		t.Fatalf("fixture cache: %v", err)
+	}
+	f["$cache"] = cache.ID.String()
 	return f
 }
 
 // missingFixture names things that do not exist, in the shape of a fixture's.
 func missingFixture() isolationFixture {
 	f := isolationFixture{"$project": "nowhere"}
-	for _, k := range []string{"$run", "$job", "$artifact", "$workflow", "$webhook"} {
+	for _, k := range []string{"$run", "$job", "$artifact", "$workflow", "$webhook", "$cache"} {
 		f[k] = store.NewID().String()
 	}
 	return f
@@ -174,23 +183,29 @@ var isolationCalls = map[string]struct{ path, body string }{
 	"GET /api/v1/projects/{name}/members":               {"/api/v1/projects/$project/members", ""},
 	"PUT /api/v1/projects/{name}/members/{user}":        {"/api/v1/projects/$project/members/bob", `{"role": "developer"}`},
 	"DELETE /api/v1/projects/{name}/members/{user}":     {"/api/v1/projects/$project/members/bob", ""},
+	"GET /api/v1/projects/{name}/caches":                {"/api/v1/projects/$project/caches", ""},
+	"DELETE /api/v1/projects/{name}/caches/{id}":        {"/api/v1/projects/$project/caches/$cache", ""},
+	"DELETE /api/v1/projects/{name}/caches":             {"/api/v1/projects/$project/caches", ""},
 }
 
 // notPerProject lists the routes with a path parameter that names nothing of a project,
 // and why. Each is called with the project token and must be refused (403) before
 // anything is looked up, unless it is public.
 var notPerProject = map[string]string{
-	"POST /api/v1/agent/jobs/{id}/start":         "worker protocol: agent credentials only, fenced by the job's lease",
-	"POST /api/v1/agent/jobs/{id}/heartbeat":     "worker protocol: agent credentials only, fenced by the job's lease",
-	"POST /api/v1/agent/jobs/{id}/steps/{index}": "worker protocol: agent credentials only, fenced by the job's lease",
-	"POST /api/v1/agent/jobs/{id}/complete":      "worker protocol: agent credentials only, fenced by the job's lease",
-	"POST /api/v1/agent/jobs/{id}/artifacts":     "worker protocol: agent credentials only, fenced by the job's lease",
-	"POST /api/v1/agent/jobs/{id}/inputs":        "worker protocol: agent credentials only, fenced by the job's lease",
-	"POST /api/v1/agent/jobs/{id}/logs":          "worker protocol: agent credentials only, fenced by the job's lease",
-	"POST /api/v1/agent/artifacts/{id}/stored":   "worker protocol: agent credentials only, fenced by the artifact's job's lease",
-	"DELETE /api/v1/tokens/{id}":                 "tokens are the server's: server admin only",
-	"POST /api/v1/outbox/{id}/redeliver":         "the outbox is the server's delivery queue: server admin only",
-	"POST /api/v1/hooks/{provider}/{project}":    "public: a forge authenticates with the project's webhook secret, not a token",
+	"POST /api/v1/agent/jobs/{id}/start":          "worker protocol: agent credentials only, fenced by the job's lease",
+	"POST /api/v1/agent/jobs/{id}/heartbeat":      "worker protocol: agent credentials only, fenced by the job's lease",
+	"POST /api/v1/agent/jobs/{id}/steps/{index}":  "worker protocol: agent credentials only, fenced by the job's lease",
+	"POST /api/v1/agent/jobs/{id}/complete":       "worker protocol: agent credentials only, fenced by the job's lease",
+	"POST /api/v1/agent/jobs/{id}/artifacts":      "worker protocol: agent credentials only, fenced by the job's lease",
+	"POST /api/v1/agent/jobs/{id}/inputs":         "worker protocol: agent credentials only, fenced by the job's lease",
+	"POST /api/v1/agent/jobs/{id}/logs":           "worker protocol: agent credentials only, fenced by the job's lease",
+	"POST /api/v1/agent/artifacts/{id}/stored":    "worker protocol: agent credentials only, fenced by the artifact's job's lease",
+	"POST /api/v1/agent/jobs/{id}/caches/restore": "worker protocol: agent credentials only, fenced by the job's lease",
+	"POST /api/v1/agent/jobs/{id}/caches/save":    "worker protocol: agent credentials only, fenced by the job's lease",
+	"POST /api/v1/agent/jobs/{id}/caches/commit":  "worker protocol: agent credentials only, fenced by the job's lease",
+	"DELETE /api/v1/tokens/{id}":                  "tokens are the server's: server admin only",
+	"POST /api/v1/outbox/{id}/redeliver":          "the outbox is the server's delivery queue: server admin only",
+	"POST /api/v1/hooks/{provider}/{project}":     "public: a forge authenticates with the project's webhook secret, not a token",
 }
 
 // TestIsolationEveryRoute: for every route whose path names a project's thing, a token
@@ -245,10 +260,9 @@ func TestIsolationEveryRoute(t *testing.T) {
 			if len(perProject) < len(isolationCalls) {
 				t.Errorf("the route table has %d of the %d routes isolationCalls names", len(perProject), len(isolationCalls))
 			}
-			// Deletes go last, so that beta's token finds every other thing still there.
-			slices.SortStableFunc(perProject, func(x, y api.Route) int {
-				return boolInt(strings.HasPrefix(x.Pattern, "DELETE ")) - boolInt(strings.HasPrefix(y.Pattern, "DELETE "))
-			})
+			// Deletes go last, and deletes of a whole collection after those of one thing,
+			// so that beta's token finds every other thing still there.
+			slices.SortStableFunc(perProject, func(x, y api.Route) int { return deleteRank(x.Pattern) - deleteRank(y.Pattern) })
 			for _, rt := range perProject {
 				call := isolationCalls[rt.Pattern]
 				method, _, _ := strings.Cut(rt.Pattern, " ")
@@ -279,11 +293,14 @@ func TestIsolationEveryRoute(t *testing.T) {
 	}
 }
 
-func boolInt(b bool) int {
-	if b {
+func deleteRank(pattern string) int {
+	switch {
+	case !strings.HasPrefix(pattern, "DELETE "):
+		return 0
+	case strings.HasSuffix(pattern, "}"):
 		return 1
 	}
-	return 0
+	return 2
 }
 
 // issueToken makes a token of role straight in the store.
