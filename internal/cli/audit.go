@@ -205,6 +205,9 @@ func localAudit(action, target, via string, details map[string]any) store.AuditE
 // tokenDetails is what the audit log keeps of a new token: never its secret or hash.
 func tokenDetails(tk *store.Token) map[string]any {
 	d := map[string]any{"name": tk.Name, "role": string(tk.Role)}
+	if tk.User != "" {
+		d["user"] = tk.User
+	}
 	if len(tk.Labels) > 0 {
 		d["labels"] = tk.Labels
 	}

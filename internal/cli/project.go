@@ -160,7 +160,7 @@ func (a *app) projectCommand() *cobra.Command {
 		},
 	}
 	a.clientFlags(deleteCmd, &del)
-	cmd.AddCommand(createCmd, listCmd, getCmd, updateCmd, deleteCmd, a.projectSetCommand(), a.projectWebhookCommand())
+	cmd.AddCommand(createCmd, listCmd, getCmd, updateCmd, deleteCmd, a.projectSetCommand(), a.projectWebhookCommand(), a.projectMemberCommand())
 	return cmd
 }
 

@@ -26,6 +26,10 @@ type tokenConfig struct {
 	Labels    string
 	Projects  string
 	ExpiresIn time.Duration
+	// Project scopes a user's token: project names, or "all"; none follows the
+	// memberships of User (default the token's name).
+	Project []string
+	User    string
 	// Agents lists worker credentials too.
 	Agents bool
 	JSON   bool
@@ -46,12 +50,22 @@ func (a *app) tokenCommand() *cobra.Command {
 		Short: "Create an API token and print it",
 		Long: "Create writes a new token into the store and prints its secret once: only its\n" +
 			"hash is kept.\n\n" +
-			"Roles: read (look), write (submit, cancel, retry; and read), admin (everything),\n" +
-			"register (enroll workers: give it to gantry worker --token-file).\n\n" +
+			"Roles: viewer (reads a project's runs, jobs, logs, artifacts and settings),\n" +
+			"developer (also submits, cancels, retries and dispatches), maintainer (also\n" +
+			"manages secrets, settings, environments, webhooks and members), admin (the\n" +
+			"server: everything, tokens and the audit log included), register (enroll\n" +
+			"workers: give it to gantry worker --token-file). read and write are the roles of\n" +
+			"before: viewer and developer of every project.\n\n" +
+			"--project names a project the token works on (repeat it), or all for every\n" +
+			"project. Without --project, a viewer, developer or maintainer token reaches the\n" +
+			"projects its --user (default its --name) is a member of (gantry project member),\n" +
+			"at most in its own role. See docs/security.md.\n\n" +
 			"A register token may be scoped: a worker enrolled with it may declare only the\n" +
-			"--labels given, and claims only jobs of the --projects given. --expires-in ends\n" +
+			"--labels given, and claims only jobs of the --projects given. --expires ends\n" +
 			"the token, and the credentials of the workers it enrolled, after that long.",
 		Example: "  gantry token create --role admin --name ops\n" +
+			"  gantry token create --role developer --project web --project api --name ci --expires 720h\n" +
+			"  gantry token create --role maintainer --name alice-laptop --user alice\n" +
 			"  gantry token create --db postgres://gantry@db/gantry --role register --name web-fleet \\\n" +
 			"      --labels linux,amd64 --projects web,api --expires-in 720h",
 		Args: noArgs,
@@ -74,11 +88,14 @@ func (a *app) tokenCommand() *cobra.Command {
 	}
 	f := create.Flags()
 	f.StringVar(&cfg.DB, "db", cfg.DB, "store: sqlite://PATH or postgres://...")
-	f.StringVar(&cfg.Role, "role", cfg.Role, "admin, write, read or register")
+	f.StringVar(&cfg.Role, "role", cfg.Role, "viewer, developer, maintainer, admin or register (or read, write)")
 	f.StringVar(&cfg.Name, "name", "", "what the token is for (required)")
+	f.StringVar(&cfg.User, "user", "", "whom the token acts for, as project members and approvers name them (default: --name)")
+	f.StringArrayVar(&cfg.Project, "project", nil, "a project the token works on (repeatable), or all; none: its user's memberships")
 	f.StringVar(&cfg.Labels, "labels", "", "register tokens: the only labels its workers may declare (comma-separated)")
 	f.StringVar(&cfg.Projects, "projects", "", "register tokens: the only projects whose jobs its workers claim (comma-separated)")
-	f.DurationVar(&cfg.ExpiresIn, "expires-in", 0, "the token stops working after this long (720h); default never")
+	f.DurationVar(&cfg.ExpiresIn, "expires", 0, "the token stops working after this long (720h); default never")
+	f.DurationVar(&cfg.ExpiresIn, "expires-in", 0, "the same as --expires")
 
 	list := &cobra.Command{
 		Use:   "list",
@@ -130,15 +147,39 @@ func (c *tokenConfig) token() (*store.Token, error) {
 	if c.Name == "" {
 		return nil, usagef("--name is required: say what the token is for")
 	}
-	tk := &store.Token{Name: c.Name, Role: store.Role(c.Role)}
+	tk := &store.Token{Name: c.Name, User: c.User, Role: store.Role(c.Role)}
 	switch tk.Role {
-	case store.RoleAdmin, store.RoleWrite, store.RoleRead, store.RoleRegister:
+	case store.RoleAdmin, store.RoleMaintainer, store.RoleDeveloper, store.RoleViewer, store.RoleWrite, store.RoleRead, store.RoleRegister:
 	default:
-		return nil, usagef("--role %q: want admin, write, read or register", c.Role)
+		return nil, usagef("--role %q: want viewer, developer, maintainer, admin or register (or read, write)", c.Role)
 	}
 	tk.Labels, tk.Projects = splitList(c.Labels), splitList(c.Projects)
 	if (len(tk.Labels) > 0 || len(tk.Projects) > 0) && tk.Role != store.RoleRegister {
-		return nil, usagef("--labels and --projects scope register tokens only")
+		return nil, usagef("--labels and --projects scope register tokens only; a user's token takes --project")
+	}
+	if len(c.Project) > 0 {
+		switch {
+		case tk.Role == store.RoleRegister:
+			return nil, usagef("--project scopes a user's token; a register token takes --projects")
+		case tk.Role == store.RoleAdmin:
+			return nil, usagef("an admin token is the server's and cannot be scoped to projects: give --role maintainer --project P")
+		}
+		for _, p := range c.Project {
+			switch {
+			case p == "all" || p == store.ScopeAll:
+				if len(c.Project) > 1 {
+					return nil, usagef("--project all stands alone: it already names every project")
+				}
+				tk.Projects = []string{store.ScopeAll}
+			case strings.TrimSpace(p) == "" || strings.ContainsAny(p, ",\x00\r\n"):
+				return nil, usagef("--project %q: want a project name", p)
+			default:
+				tk.Projects = append(tk.Projects, p)
+			}
+		}
+	}
+	if c.User != "" && (tk.Role == store.RoleRegister || strings.TrimSpace(c.User) != c.User || len(c.User) > store.MaxPrincipal) {
+		return nil, usagef("--user %q: want a user name (of a viewer, developer, maintainer or admin token)", c.User)
 	}
 	if c.ExpiresIn < 0 {
 		return nil, usagef("--expires-in %s: want a positive duration such as 720h", c.ExpiresIn)
@@ -180,6 +221,7 @@ type tokenListJSON struct {
 	Role       string   `json:"role"`
 	Labels     []string `json:"labels"`
 	Projects   []string `json:"projects"`
+	User       string   `json:"user,omitempty"`
 	WorkerID   string   `json:"worker_id,omitempty"`
 	ParentID   string   `json:"parent_id,omitempty"`
 	CreatedAt  string   `json:"created_at"`
@@ -198,7 +240,7 @@ func (a *app) writeTokens(tks []*store.Token, asJSON bool) error {
 	if asJSON {
 		out := make([]tokenListJSON, len(tks))
 		for i, tk := range tks {
-			out[i] = tokenListJSON{ID: tk.ID.String(), Name: tk.Name, Role: string(tk.Role), Labels: tk.Labels, Projects: tk.Projects,
+			out[i] = tokenListJSON{ID: tk.ID.String(), Name: tk.Name, Role: string(tk.Role), Labels: tk.Labels, Projects: tk.Projects, User: tk.User,
 				WorkerID: tk.WorkerID, CreatedAt: stamp(tk.CreatedAt), ExpiresAt: stamp(tk.ExpiresAt),
 				RevokedAt: stamp(tk.RevokedAt), LastUsedAt: stamp(tk.LastUsedAt)}
 			if out[i].Labels == nil {
@@ -231,8 +273,18 @@ func (a *app) writeTokens(tks []*store.Token, asJSON bool) error {
 		if len(tk.Labels) > 0 {
 			scope = append(scope, "labels="+strings.Join(tk.Labels, ","))
 		}
-		if len(tk.Projects) > 0 {
+		switch {
+		case tk.Role == store.RoleAdmin:
+			scope = append(scope, "server")
+		case tk.Role.ProjectRole() != "" && tk.Global():
+			scope = append(scope, "projects=all")
+		case tk.Role.ProjectRole() != "" && len(tk.Projects) == 0:
+			scope = append(scope, "member:"+tk.Principal())
+		case len(tk.Projects) > 0:
 			scope = append(scope, "projects="+strings.Join(tk.Projects, ","))
+		}
+		if tk.User != "" && len(tk.Projects) > 0 {
+			scope = append(scope, "user="+tk.User)
 		}
 		if tk.WorkerID != "" {
 			scope = append(scope, "worker="+tk.WorkerID)
