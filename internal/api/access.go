@@ -376,7 +376,8 @@ func (s *Server) canSee(ctx context.Context, projectID uuid.UUID, name string) (
 // adminOnlyChange refuses a maintainer's change to the project settings that reach the
 // coordinator's own files and network: the repository URL (which the coordinator fetches,
 // file:// included), and the forge API's base URL and token file (a file on the
-// coordinator whose content is sent there). Only the server admin changes those.
+// coordinator whose content is sent there); and to the project's quotas, its share of
+// every project's workers. Only the server admin changes those.
 func (s *Server) adminOnlyChange(w http.ResponseWriter, r *http.Request, req *projectRequest, p *store.Project) bool {
 	tk := tokenFrom(r.Context())
 	if tk == nil || tk.Role == store.RoleAdmin {
@@ -394,6 +395,14 @@ func (s *Server) adminOnlyChange(w http.ResponseWriter, r *http.Request, req *pr
 	}
 	if req.Provider != nil && *req.Provider != p.Provider {
 		fields = append(fields, "provider")
+	}
+	// Quotas share the server's workers between projects: a project's maintainer must
+	// not widen their own share.
+	if req.MaxConcurrentJobs != nil && *req.MaxConcurrentJobs != p.MaxConcurrentJobs {
+		fields = append(fields, "max_concurrent_jobs")
+	}
+	if req.FairWeight != nil && *req.FairWeight != p.FairWeight {
+		fields = append(fields, "fair_weight")
 	}
 	if len(fields) == 0 {
 		return true

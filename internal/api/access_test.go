@@ -83,6 +83,8 @@ func TestProjectRoles(t *testing.T) {
 			want(as(maya, http.MethodPut, "/api/v1/projects/web/members/eve", `{"role": "owner"}`), http.StatusBadRequest, "a role that is none")
 			want(as(maya, http.MethodPatch, "/api/v1/projects/web", `{"api_token_file": "/etc/shadow"}`), http.StatusForbidden, "maintainer points the token file")
 			want(as(maya, http.MethodPatch, "/api/v1/projects/web", `{"repo_url": "file:///srv/other.git"}`), http.StatusForbidden, "maintainer moves the repository")
+			want(as(maya, http.MethodPatch, "/api/v1/projects/web", `{"fair_weight": 100}`), http.StatusForbidden, "maintainer raises the project's weight")
+			want(as(maya, http.MethodPatch, "/api/v1/projects/web", `{"max_concurrent_jobs": 5}`), http.StatusForbidden, "maintainer sets the project's limit")
 			want(as(maya, http.MethodDelete, "/api/v1/projects/web", ""), http.StatusForbidden, "maintainer deletes the project")
 			want(as(maya, http.MethodGet, "/api/v1/projects/api/secrets", ""), http.StatusNotFound, "maintainer of web lists api's secrets")
 
