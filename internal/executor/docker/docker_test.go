@@ -422,8 +422,8 @@ func TestStepEnvAndExit(t *testing.T) {
 }
 
 // TestStopWithinGrace: a step that ignores SIGTERM, cancelled or past its timeout, is
-// killed after its grace; End then stops a service that ignores SIGTERM within the
-// job's grace and removes the containers and the network.
+// killed after its grace; End then removes at once a service that ignores SIGTERM,
+// the job's container and the network.
 func TestStopWithinGrace(t *testing.T) {
 	t.Parallel()
 	d, b := setup(t)

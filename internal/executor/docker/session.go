@@ -508,25 +508,23 @@ func (s *session) End(ctx context.Context) error {
 		errs = append(errs, err)
 		mu.Unlock()
 	}
-	remove := func(id, what string, stopFirst bool) {
+	// Every step has ended by now, each with its own grace; the containers left hold
+	// nothing anyone will read (services' data is thrown away with them), so they are
+	// removed at once rather than given a grace that a process 1 ignoring SIGTERM (sh,
+	// httpd) would make every job wait out.
+	remove := func(id, what string) {
 		defer wg.Done()
-		if stopFirst {
-			secs := int(grace / time.Second) // rounded down: stopped within the grace
-			if _, err := cli.ContainerStop(actx, id, client.ContainerStopOptions{Timeout: &secs}); err != nil && !cerrdefs.IsNotFound(err) {
-				fail(fmt.Errorf("stop %s: %w", what, err))
-			}
-		}
 		if _, err := cli.ContainerRemove(actx, id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !cerrdefs.IsNotFound(err) {
 			fail(fmt.Errorf("remove %s: %w", what, err))
 		}
 	}
 	if s.container != "" {
 		wg.Add(1)
-		go remove(s.container, "the job's container", false)
+		go remove(s.container, "the job's container")
 	}
 	for i, id := range s.services {
 		wg.Add(1)
-		go remove(id, fmt.Sprintf("service %s", s.job.Services[i].Name), true)
+		go remove(id, fmt.Sprintf("service %s", s.job.Services[i].Name))
 	}
 	wg.Wait()
 	for _, v := range s.volumes {
