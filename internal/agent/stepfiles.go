@@ -66,9 +66,14 @@ func newStepFiles(workDir, ws string, inWorkspace bool) (*stepFiles, error) {
 }
 
 // vars are the variables that name the files to a step.
+//
+// GitHub's names for the same files are set too, so a step written for GitHub Actions
+// (echo "x=1" >> "$GITHUB_OUTPUT") runs as it is; $GITHUB_STEP_SUMMARY takes what such a
+// step writes for GitHub's summary page, which Gantry does not show.
 func (f *stepFiles) vars() map[string]string {
-	return map[string]string{"GANTRY_OUTPUT": path.Join(f.stepDir, "output"), "GANTRY_ENV": path.Join(f.stepDir, "env"),
-		"GANTRY_PATH": path.Join(f.stepDir, "path")}
+	out, env, dirs := path.Join(f.stepDir, "output"), path.Join(f.stepDir, "env"), path.Join(f.stepDir, "path")
+	return map[string]string{"GANTRY_OUTPUT": out, "GANTRY_ENV": env, "GANTRY_PATH": dirs,
+		"GITHUB_OUTPUT": out, "GITHUB_ENV": env, "GITHUB_PATH": dirs, "GITHUB_STEP_SUMMARY": path.Join(f.stepDir, "summary")}
 }
 
 // collect reads what a step wrote, empties the files for the next one, and returns the
