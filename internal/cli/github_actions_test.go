@@ -58,6 +58,17 @@ func TestRunGitHubWorkflows(t *testing.T) {
 			notPrinted: []string{"never printed", "docs built"},
 		},
 		{
+			// Outputs through $GITHUB_OUTPUT, a variable through $GITHUB_ENV, a step
+			// that fails on one target followed by failure() and always() steps, the
+			// release skipped after it and the report run.
+			name: "outputs and step conditions", file: "outputs.yml", code: exitFailure,
+			summary: []string{"  jobs: 3 success, 1 failed, 1 skipped",
+				"  skipped: release (a job it needs (build) failed)"},
+			printed: []string{"mode is release for 1.4.2", "compiling 1.4.2 for linux", "compiling 1.4.2 for darwin",
+				"collecting logs for darwin", "packaged linux", "cleanup linux", "cleanup darwin", "build failed for 1.4.2"},
+			notPrinted: []string{"collecting logs for linux", "packaged darwin", "releasing"},
+		},
+		{
 			name: "release dispatched for real", file: "release.yml", code: exitOK,
 			args:       []string{"--event", "dispatch", "--input", "version=1.2.3", "--input", "dry-run=false"},
 			summary:    []string{"  jobs: 2 success, 1 skipped", `  skipped: dry-run (if: inputs["dry-run"] was false)`},

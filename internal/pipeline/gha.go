@@ -87,13 +87,6 @@ var (
 	ghaEvents = []string{"push", "pull_request", "schedule", "workflow_dispatch", "dispatch"}
 )
 
-// ghaNotYet are keys of the workflow language whose Gantry counterpart does not exist yet,
-// with what to say about each.
-var ghaNotYet = map[string]string{
-	"outputs": "job outputs are not supported yet",
-	"if@step": "a step's if: is not supported yet",
-}
-
 // ghaTranslator holds what translating one workflow needs across jobs.
 type ghaTranslator struct {
 	d        *decoder
@@ -469,9 +462,21 @@ func (t *ghaTranslator) job(jf field) *yaml.Node {
 			return nil
 		}
 		switch f.key {
-		case "name", "permissions", "env", "defaults", "with", "secrets":
-			// name: Gantry names a job by its id. permissions: there is no GitHub token to
-			// scope. with and secrets belong to uses:, reported above.
+		case "permissions", "env", "defaults", "with", "secrets":
+			// permissions: there is no GitHub token to scope. with and secrets belong to
+			// uses:, reported above.
+		case "name":
+			if v, ok := d.str(f.val, f.path, "a job name"); ok {
+				put(j.out, "name", f.keyNode, gStr(t.text(v, d.resolve(f.val), f.path, j, nil, ghaPlanTime), d.resolve(f.val)))
+			}
+		case "outputs":
+			out := gMap(d.resolve(f.val))
+			for _, g := range d.fields(f.val, f.path, "a mapping of output names to values") {
+				if v, ok := d.str(g.val, g.path, "a value"); ok {
+					out.Content = append(out.Content, g.keyNode, gStr(t.text(v, d.resolve(g.val), g.path, j, nil, ghaOutputValue), d.resolve(g.val)))
+				}
+			}
+			put(j.out, "outputs", f.keyNode, out)
 		case "runs-on":
 			t.runsOn(j, f)
 		case "needs":
@@ -498,8 +503,6 @@ func (t *ghaTranslator) job(jf field) *yaml.Node {
 			t.environment(j, f)
 		case "container":
 			t.container(j, f)
-		case "outputs":
-			d.add(ErrInvalid, f.keyNode, f.path, "%s: %s in GitHub Actions workflows", f.key, ghaNotYet[f.key])
 		case "steps":
 			sf := f
 			stepsField = &sf
@@ -584,6 +587,14 @@ func (t *ghaTranslator) runsOn(j *ghaJob, f field) {
 
 func (t *ghaTranslator) strategy(j *ghaJob, f field) {
 	d := t.d
+	// GitHub cancels a matrix's other instances when one fails, unless told not to.
+	failFast, failFastAt := true, f.keyNode
+	defer func() {
+		if mappingValue(j.out, "matrix") != nil {
+			put(j.out, "fail_fast", failFastAt, gBool(failFast, failFastAt))
+			t.rename(j.path+".fail_fast", f.path+".fail-fast")
+		}
+	}()
 	d.object(f.val, f.path, "strategy", ghaStrategyKeys, func(g field) {
 		switch g.key {
 		case "matrix":
@@ -592,9 +603,9 @@ func (t *ghaTranslator) strategy(j *ghaJob, f field) {
 				t.rename(j.path+".matrix", g.path)
 			}
 		case "fail-fast":
-			// Gantry lets every instance finish, which is fail-fast: false.
-			if v, ok := t.boolean(g.val, g.path); ok && v {
-				_ = v
+			if v, ok := t.boolean(g.val, g.path); ok {
+				failFast = v
+				failFastAt = g.keyNode
 			}
 		case "max-parallel":
 			// Gantry runs as many instances at once as workers take; there is no cap.
@@ -852,8 +863,14 @@ func (t *ghaTranslator) step(j *ghaJob, n *yaml.Node, p string) *yaml.Node {
 			if v, ok := d.str(f.val, f.path, "a command"); ok {
 				run, runNode = t.text(v, d.resolve(f.val), f.path, j, st, ghaRunScript), d.resolve(f.val)
 			}
+		case "id":
+			if v, ok := d.str(f.val, f.path, "a step id"); ok {
+				put(out, "id", f.keyNode, gStr(v, d.resolve(f.val)))
+			}
 		case "if":
-			d.add(ErrInvalid, f.keyNode, f.path, "%s in GitHub Actions workflows", ghaNotYet["if@step"])
+			if v, ok := d.str(f.val, f.path, "an expression"); ok {
+				put(out, "if", f.keyNode, gStr(t.condition(v, d.resolve(f.val), f.path, j), d.resolve(f.val)))
+			}
 		case "timeout-minutes":
 			if v, ok := t.minutes(f.val, f.path); ok {
 				put(out, "timeout", f.keyNode, gStr(v, d.resolve(f.val)))

@@ -24,8 +24,8 @@ func (t *ghaTranslator) uses(j *ghaJob, st *ghaStep, r *yaml.Node, u field, with
 	if !ok {
 		return nil
 	}
-	if cond != nil {
-		d.add(ErrInvalid, cond.keyNode, cond.path, "%s in GitHub Actions workflows", ghaNotYet["if@step"])
+	if cond != nil && actionName(v) != "actions/setup-go" && actionName(v) != "actions/setup-node" && actionName(v) != "actions/setup-python" {
+		d.add(ErrInvalid, cond.keyNode, cond.path, "if: on a step that uses %s is not supported: Gantry does what it does for the whole job", actionName(v))
 	}
 	args := map[string]field{}
 	if with != nil {
@@ -45,7 +45,7 @@ func (t *ghaTranslator) uses(j *ghaJob, st *ghaStep, r *yaml.Node, u field, with
 		t.download(j, u, args)
 		return nil
 	case "actions/setup-go", "actions/setup-node", "actions/setup-python":
-		return t.setup(j, st, r, u, action, args, name)
+		return t.setup(j, st, r, u, action, args, name, cond)
 	case "actions/cache":
 		t.cache(j, st, u, args)
 		return nil
@@ -231,7 +231,7 @@ var setupTools = map[string]setupTool{
 // setup becomes a step that finds the requested version on the worker (PATH first, then
 // the usual install places), puts its directory on the PATH of the later steps, and
 // otherwise fails naming the version: Gantry never downloads a toolchain.
-func (t *ghaTranslator) setup(j *ghaJob, st *ghaStep, r *yaml.Node, u field, action string, args map[string]field, name *field) *yaml.Node {
+func (t *ghaTranslator) setup(j *ghaJob, st *ghaStep, r *yaml.Node, u field, action string, args map[string]field, name, cond *field) *yaml.Node {
 	d := t.d
 	tool := setupTools[action]
 	t.unsupportedInputs(action, args, []string{tool.versionKey, tool.fileKey},
@@ -258,6 +258,11 @@ func (t *ghaTranslator) setup(j *ghaJob, st *ghaStep, r *yaml.Node, u field, act
 	}
 	out := gMap(r)
 	put(out, "name", u.keyNode, gStr(stepName, u.val))
+	if cond != nil {
+		if v, ok := d.str(cond.val, cond.path, "an expression"); ok {
+			put(out, "if", cond.keyNode, gStr(t.condition(v, d.resolve(cond.val), cond.path, j), d.resolve(cond.val)))
+		}
+	}
 	put(out, "shell", u.keyNode, gStr("sh", u.val))
 	put(out, "run", u.val, gStr(setupScript(action, tool, want, wantFile), u.val))
 	return out

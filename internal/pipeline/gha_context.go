@@ -15,11 +15,12 @@ import (
 type ghaTextKind int
 
 const (
-	ghaRunScript ghaTextKind = iota // a step's run: shell variables may stand in
-	ghaStepName                     // a step's name
-	ghaEnvValue                     // an env value: secrets may stand
-	ghaPlanTime                     // a setting decided when the plan is made
-	ghaCacheKey                     // a cache key: hashFiles() may stand, for the worker
+	ghaRunScript   ghaTextKind = iota // a step's run: shell variables may stand in
+	ghaStepName                       // a step's name
+	ghaEnvValue                       // an env value: secrets may stand
+	ghaPlanTime                       // a setting decided when the plan is made
+	ghaCacheKey                       // a cache key: hashFiles() may stand, for the worker
+	ghaOutputValue                    // a job's outputs: steps.X.outputs.Y may stand
 )
 
 // ghaTextError is an expression error in text, reported at the ${{ it sits in.
@@ -235,8 +236,20 @@ func (t *ghaTranslator) refText(r *ghaRef, j *ghaJob, st *ghaStep, kind ghaTextK
 		if one && r.path[0] == "os" {
 			return "Linux", nil
 		}
-	case "needs", "steps":
-		return "", &ghaExprError{r.at, fmt.Sprintf("%s: %s outputs are not supported yet in GitHub Actions workflows", full, strings.TrimSuffix(r.head, "s"))}
+	case "needs":
+		if len(r.path) == 3 && r.path[0] != "*" && r.path[1] == "outputs" {
+			if kind == ghaPlanTime || kind == ghaCacheKey {
+				return "", &ghaExprError{r.at, full + " is known only when the job is claimed; it may stand in a step's run and name, env values and outputs"}
+			}
+			return "${{ " + full + " }}", nil
+		}
+	case "steps":
+		if (len(r.path) == 3 && r.path[1] == "outputs") || (len(r.path) == 2 && (r.path[1] == "outcome" || r.path[1] == "conclusion")) {
+			if kind == ghaPlanTime || kind == ghaCacheKey {
+				return "", &ghaExprError{r.at, full + " is known only when the step runs; it may stand in a later step's run, name and env and in the job's outputs"}
+			}
+			return "${{ " + full + " }}", nil
+		}
 	}
 	if v, ok := githubShellValues[full]; ok {
 		if kind == ghaRunScript {
@@ -368,7 +381,9 @@ func comparedLiteral(n, other ghaNode) ghaNode {
 		return n
 	}
 	switch {
-	case ref.head == "needs" && len(ref.path) == 2 && ref.path[1] == "result", ref.head == "job" && len(ref.path) == 1 && ref.path[0] == "status":
+	case ref.head == "needs" && len(ref.path) == 2 && ref.path[1] == "result",
+		ref.head == "steps" && len(ref.path) == 2 && (ref.path[1] == "outcome" || ref.path[1] == "conclusion"),
+		ref.head == "job" && len(ref.path) == 1 && ref.path[0] == "status":
 		if alias, ok := resultAliases[strings.ToLower(lit.val)]; ok {
 			return &ghaLit{at: lit.at, kind: 's', val: alias}
 		}
@@ -410,11 +425,16 @@ func (t *ghaTranslator) refExpr(r *ghaRef, j *ghaJob) (string, byte, *ghaExprErr
 		if len(r.path) == 2 && r.path[0] != "*" && r.path[1] == "result" {
 			return memberExpr(memberExpr("needs", r.path[0]), "result"), ghaText, nil
 		}
-		if len(r.path) >= 2 && r.path[1] == "outputs" {
-			return "", 0, &ghaExprError{r.at, full + ": job outputs are not supported yet in GitHub Actions workflows"}
+		if len(r.path) == 3 && r.path[0] != "*" && r.path[1] == "outputs" {
+			return memberExpr(memberExpr(memberExpr("needs", r.path[0]), "outputs"), r.path[2]), ghaText, nil
 		}
 	case "steps":
-		return "", 0, &ghaExprError{r.at, full + ": step outputs are not supported yet in GitHub Actions workflows"}
+		switch {
+		case len(r.path) == 3 && r.path[0] != "*" && r.path[1] == "outputs":
+			return memberExpr(memberExpr(memberExpr("steps", r.path[0]), "outputs"), r.path[2]), ghaText, nil
+		case len(r.path) == 2 && r.path[0] != "*" && (r.path[1] == "outcome" || r.path[1] == "conclusion"):
+			return memberExpr(memberExpr("steps", r.path[0]), r.path[1]), ghaText, nil
+		}
 	case "secrets":
 		return "", 0, &ghaExprError{r.at, "an if: cannot read secrets (GitHub does not allow it either); set the secret in a step's env"}
 	case "runner":

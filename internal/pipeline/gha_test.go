@@ -236,10 +236,11 @@ func TestWorkflowErrors(t *testing.T) {
 		{"service option", head + "    container: node:20\n    services: {db: {image: postgres, options: --shm-size 1g}}\n    steps: [{run: x}]\n", ErrInvalid, "jobs.a.services.db.options", 6, 47, "service option --shm-size is not supported"},
 		{"container volumes", head + "    container: {image: node:20, volumes: [/x:/x]}\n    steps: [{run: x}]\n", ErrInvalid, "jobs.a.container.volumes", 5, 33, "volumes are not supported"},
 		{"bad image at the workflow's path", head + "    container: {image: 'Node:20'}\n    steps: [{run: x}]\n", ErrInvalid, "jobs.a.container.image", 5, 24, "image \"Node:20\""},
+		{"step if on an action Gantry does for the job", head + "    steps:\n      - uses: actions/checkout@v4\n        if: always()\n", ErrInvalid, "jobs.a.steps[0].if", 7, 9, "if: on a step that uses actions/checkout is not supported"},
+		{"step output of no step", head + "    steps:\n      - run: echo ${{ steps.x.outputs.y }}\n", ErrUnknownReference, "jobs.a.steps[0].run", 6, 19, `no step before this one has id "x"`},
+		{"step output where the plan decides", head + "    concurrency: ${{ needs.b.outputs.y }}\n    steps: [{run: x}]\n", ErrExpression, "jobs.a.concurrency", 5, 22, "known only when the job is claimed"},
 		{"cache path outside", head + "    steps:\n      - uses: actions/cache@v4\n        with: {path: ../x, key: k}\n", ErrInvalid, "jobs.a.steps[0].with.path[0]", 7, 22, "cache path"},
 		{"hashFiles outside a cache key", head + "    steps:\n      - run: echo ${{ hashFiles('x') }}\n", ErrExpression, "jobs.a.steps[0].run", 6, 23, "hashFiles() in a cache key"},
-		{"step if not yet", head + "    steps:\n      - run: x\n        if: failure()\n", ErrInvalid, "jobs.a.steps[0].if", 7, 9, "a step's if: is not supported yet"},
-		{"job outputs not yet", head + "    outputs: {v: x}\n    steps: [{run: x}]\n", ErrInvalid, "jobs.a.outputs", 5, 5, "job outputs are not supported yet"},
 		{"expression error at its column", head + "    steps:\n      - run: echo ${{ github.sha && }}\n", ErrExpression, "jobs.a.steps[0].run", 6, 37, "expression ends too early"},
 		{"unknown context", head + "    steps:\n      - run: echo ${{ github.actor }}\n", ErrExpression, "jobs.a.steps[0].run", 6, 23, "github.actor has no counterpart"},
 		{"github token", head + "    steps:\n      - run: echo ${{ secrets.GITHUB_TOKEN }}\n", ErrExpression, "jobs.a.steps[0].run", 6, 23, "no GitHub token"},
@@ -252,7 +253,6 @@ func TestWorkflowErrors(t *testing.T) {
 		{"checkout of another repository", head + "    steps:\n      - uses: actions/checkout@v4\n        with: {repository: o/r}\n", ErrInvalid, "jobs.a.steps[0].with.repository", 7, 16, `input "repository" is not supported`},
 		{"powershell", head + "    steps:\n      - run: x\n        shell: pwsh\n", ErrInvalid, "jobs.a.steps[0].shell", 7, 16, `shell "pwsh" is not supported`},
 		{"timeout from an expression", head + "    timeout-minutes: ${{ matrix.t }}\n    steps: [{run: x}]\n", ErrInvalid, "jobs.a.timeout-minutes", 5, 22, "write a number"},
-		{"step outputs not yet", head + "    steps:\n      - run: echo ${{ steps.x.outputs.y }}\n", ErrExpression, "jobs.a.steps[0].run", 6, 23, "step outputs are not supported yet"},
 		{"concurrency group known only at run time", head + "    concurrency: ci-${{ github.ref }}\n    steps: [{run: x}]\n", ErrUnknownReference, "jobs.a.concurrency", 5, 21, "known only when a run is created"},
 	}
 	for _, tc := range tests {
