@@ -34,7 +34,9 @@ func TestRunGitHubWorkflows(t *testing.T) {
 			name: "ci on main", file: "ci.yml", args: []string{"--ref", "refs/heads/main"}, code: exitOK,
 			summary: []string{"  jobs: 6 success, 1 skipped", `  skipped: report (if: always() && needs.deploy.result == "failed" was false)`},
 			printed: []string{"vet on Linux for", "go 1.25 on ubuntu-latest (1.25) hello", "go 1.26 on ubuntu-24.04 (1.26) hello",
-				"app built with token-build", "deploying main to production"},
+				"app built with token-build", "deploying main to production",
+				// coverage is a key only the include entry adds: "" elsewhere, as on GitHub.
+				"coverage=true for 1.26", "coverage= for 1.25"},
 			notPrinted: []string{"go 1.25 on ubuntu-24.04"},
 		},
 		{
