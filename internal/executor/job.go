@@ -34,6 +34,21 @@ type Job struct {
 	RegistryAuth map[string]RegistryCredential
 	// Grace is the SIGTERM-to-SIGKILL grace for stopping the job's containers.
 	Grace time.Duration
+	// Labels are the job's runs_on labels; an executor that places jobs on a cluster's
+	// nodes maps them to node selectors and tolerations.
+	Labels []string
+	// Events, when not nil, receives what the user should see in the job's log while
+	// Begin prepares the environment ("pod pending: 0/3 nodes are available: 3
+	// Insufficient cpu"), one line a call. An executor calls it from Begin's goroutine
+	// only, and never after Begin returns.
+	Events func(msg string)
+}
+
+// Event sends msg to j.Events when it is set.
+func (j Job) Event(msg string) {
+	if j.Events != nil {
+		j.Events(msg)
+	}
 }
 
 // WorkspacePath is where a containerised job's steps see the workspace.
