@@ -1,0 +1,470 @@
+package kubernetes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/watch"
+	k8s "k8s.io/client-go/kubernetes"
+
+	"github.com/gantry-ci/gantry/internal/clock"
+	"github.com/gantry-ci/gantry/internal/executor"
+)
+
+// Execer runs a command in a container of a pod, with stdin, and its stdout and stderr
+// streamed as they come. The exit code is the command's; the error is for a command
+// that could not be run or a stream that broke. It is the pod's exec subresource in
+// production (RemoteExecer) and a script in tests.
+type Execer interface {
+	Exec(ctx context.Context, namespace, pod, container string, cmd []string, stdin io.Reader, stdout, stderr io.Writer) (exitCode int, err error)
+}
+
+// Config configures New.
+type Config struct {
+	Client    k8s.Interface
+	Namespace string
+	// Execer runs steps in pods.
+	Execer Execer
+	// InitImage is an image whose /gantry is this gantry binary (the worker's own
+	// image); the init container runs `gantry pod-init` from it.
+	InitImage string
+	// Owner is the worker's name, the same across its restarts: every pod is labelled
+	// with it, and Sweep removes the pods of an owner's earlier incarnation.
+	Owner string
+	// OwnerReferences are put on every pod: the worker's own pod, when it runs in the
+	// cluster, so that Kubernetes removes the job pods of a deleted worker pod.
+	OwnerReferences []metav1.OwnerReference
+	// Placement maps a runs_on label to node selectors and tolerations for the pods of
+	// jobs that ask for it; the "" entry applies to every pod.
+	Placement map[string]Placement
+	// ServiceAccount runs the job pods ("" is the namespace's default); its token is
+	// not mounted.
+	ServiceAccount   string
+	ImagePullSecrets []string
+	// WorkspaceURL, when set, gives the URL the init container fetches the job's
+	// workspace from (a tar stream); nil or "" starts with an empty workspace.
+	WorkspaceURL func(j executor.Job) (string, error)
+
+	// CheckInterval is the wait before the second check of a starting pod (default
+	// 30 s); each later wait is CheckStep (default 10 s) longer. A change the pod watch
+	// reports is checked at once.
+	CheckInterval time.Duration
+	CheckStep     time.Duration
+	// SchedulingSLO is how long a pod may wait to be placed on a node before Begin
+	// fails with executor.ErrUnschedulable (default 3 minutes).
+	SchedulingSLO time.Duration
+	// StartTimeout bounds the whole start, images and init included (default 10
+	// minutes).
+	StartTimeout time.Duration
+
+	Clock  clock.Clock
+	Logger *slog.Logger
+}
+
+// Executor runs each job as a pod. It implements executor.JobExecutor.
+type Executor struct {
+	cfg Config
+	log *slog.Logger
+}
+
+var _ executor.JobExecutor = (*Executor)(nil)
+
+// New checks cfg and fills its defaults.
+func New(cfg Config) (*Executor, error) {
+	switch {
+	case cfg.Client == nil:
+		return nil, errors.New("kubernetes executor: no client")
+	case cfg.Execer == nil:
+		return nil, errors.New("kubernetes executor: no exec")
+	case cfg.Namespace == "":
+		return nil, errors.New("kubernetes executor: no namespace")
+	case cfg.InitImage == "":
+		return nil, errors.New("kubernetes executor: no init image (an image holding this gantry binary as /gantry)")
+	case cfg.Owner == "":
+		return nil, errors.New("kubernetes executor: no owner (the worker's name)")
+	}
+	if cfg.CheckInterval <= 0 {
+		cfg.CheckInterval = 30 * time.Second
+	}
+	if cfg.CheckStep < 0 {
+		cfg.CheckStep = 0
+	} else if cfg.CheckStep == 0 {
+		cfg.CheckStep = 10 * time.Second
+	}
+	if cfg.SchedulingSLO <= 0 {
+		cfg.SchedulingSLO = 3 * time.Minute
+	}
+	if cfg.StartTimeout <= 0 {
+		cfg.StartTimeout = 10 * time.Minute
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real{}
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Executor{cfg: cfg, log: log}, nil
+}
+
+// Run runs a step without a job. Every job of a kubernetes worker runs in a pod.
+func (e *Executor) Run(ctx context.Context, s executor.Step) (executor.Result, error) {
+	return executor.Result{}, errors.New("the kubernetes executor runs steps only in a job's pod: the job needs an image:")
+}
+
+// StartError is Begin's error for a pod that did not start: the verdict that ended the
+// wait, wrapping its kind (executor.ErrImage, ErrUnschedulable, ErrEnvironment,
+// ErrEnvironmentLost).
+type StartError struct {
+	Pod     string
+	Verdict Verdict
+	kind    error
+	msg     string
+}
+
+func (e *StartError) Error() string { return e.msg }
+func (e *StartError) Unwrap() error { return e.kind }
+
+// Begin creates the job's pod and waits until it runs, reporting every change of
+// verdict through j.Events. A pod that fails fast, is not scheduled within the SLO, or
+// does not start within the start timeout is deleted and its reason returned.
+func (e *Executor) Begin(ctx context.Context, j executor.Job) (executor.Session, error) {
+	name := podName(j)
+	pod, err := e.podSpec(j, name)
+	if err != nil {
+		return nil, fmt.Errorf("job %s: %w", j.ID, err)
+	}
+	pods := e.cfg.Client.CoreV1().Pods(e.cfg.Namespace)
+	if _, err := pods.Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		return nil, fmt.Errorf("create pod %s/%s for job %s: %w", e.cfg.Namespace, name, j.ID, err)
+	}
+	s := &session{e: e, job: j, pod: name}
+	j.Event(fmt.Sprintf("pod %s/%s created for image %s", e.cfg.Namespace, name, j.Image))
+	if err := e.waitStarted(ctx, j, name); err != nil {
+		// Not ctx: it may be what ended the wait.
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if derr := s.delete(dctx, 0); derr != nil {
+			e.log.Warn("delete a pod that did not start", "pod", name, "err", derr)
+		}
+		return nil, err
+	}
+	return s, nil
+}
+
+// waitStarted checks the pod until Verify says it is ready or failed: at once, then
+// after CheckInterval, then after each wait CheckStep longer than the one before, and
+// whenever the pod watch reports a change; with deadlines at the SchedulingSLO (while
+// the pod is not placed) and the StartTimeout.
+func (e *Executor) waitStarted(ctx context.Context, j executor.Job, name string) error {
+	pods := e.cfg.Client.CoreV1().Pods(e.cfg.Namespace)
+	changed, stopWatch := e.watchPod(ctx, name)
+	defer stopWatch()
+	start := e.cfg.Clock.Now()
+	wait := e.cfg.CheckInterval
+	var last *Verdict
+	for {
+		var v Verdict
+		pod, err := pods.Get(ctx, name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			v = Verify(nil)
+		case err != nil:
+			if ctx.Err() != nil {
+				return fmt.Errorf("wait for pod %s: %w", name, context.Cause(ctx))
+			}
+			// The API server may be briefly unreachable; the deadlines still hold.
+			e.log.Warn("read a starting pod", "pod", name, "err", err)
+			if last != nil {
+				v = *last
+			} else {
+				v = Verdict{Stage: Waiting, Reason: ReasonUnknown, Message: "pod status cannot be read: " + err.Error()}
+			}
+		default:
+			v = Verify(pod)
+		}
+		if last == nil || !v.same(*last) {
+			e.log.Info("job pod", "pod", name, "job", j.ID, "stage", v.Stage.String(), "reason", v.Reason, "message", v.Message)
+			j.Event(v.Message)
+			last = &v
+		}
+		switch v.Stage {
+		case Ready:
+			return nil
+		case Failed:
+			return &StartError{Pod: name, Verdict: v, kind: v.Err, msg: fmt.Sprintf("pod %s did not start: %s", name, v.Message)}
+		}
+		elapsed := e.cfg.Clock.Now().Sub(start)
+		if !v.Scheduled && elapsed >= e.cfg.SchedulingSLO {
+			msg := fmt.Sprintf("pod %s not scheduled within %s: %s", name, e.cfg.SchedulingSLO, v.Message)
+			j.Event(msg)
+			return &StartError{Pod: name, Verdict: v, kind: executor.ErrUnschedulable, msg: msg}
+		}
+		if elapsed >= e.cfg.StartTimeout {
+			msg := fmt.Sprintf("pod %s not started within %s: %s", name, e.cfg.StartTimeout, v.Message)
+			j.Event(msg)
+			return &StartError{Pod: name, Verdict: v, kind: executor.ErrEnvironment, msg: msg}
+		}
+		deadline := e.cfg.StartTimeout
+		if !v.Scheduled {
+			deadline = min(deadline, e.cfg.SchedulingSLO)
+		}
+		d := min(wait, deadline-elapsed)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("wait for pod %s: %w", name, context.Cause(ctx))
+		case <-changed:
+		case <-e.cfg.Clock.After(d):
+			wait += e.cfg.CheckStep
+		}
+	}
+}
+
+// watchPod signals on the returned channel when the pod changes, so a check need not
+// wait for the next interval. Without a watch (refused, or broken) the checks still
+// come on their schedule.
+func (e *Executor) watchPod(ctx context.Context, name string) (<-chan struct{}, func()) {
+	changed := make(chan struct{}, 1)
+	wctx, cancel := context.WithCancel(ctx)
+	w, err := e.cfg.Client.CoreV1().Pods(e.cfg.Namespace).Watch(wctx, metav1.ListOptions{
+		FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String(),
+	})
+	if err != nil {
+		e.log.Debug("watch a starting pod; checking on the schedule only", "pod", name, "err", err)
+		return changed, cancel
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for ev := range w.ResultChan() {
+			if p, ok := ev.Object.(*corev1.Pod); ok && p.Name != name {
+				continue
+			}
+			if ev.Type == watch.Bookmark {
+				continue
+			}
+			select {
+			case changed <- struct{}{}:
+			default:
+			}
+		}
+	})
+	return changed, func() {
+		cancel()
+		w.Stop()
+		wg.Wait()
+	}
+}
+
+// Sweep deletes the pods an earlier incarnation of this worker (the same Owner) left:
+// a new worker process has none of its own yet, so it is called as the worker starts,
+// before its first job. It returns how many it deleted.
+func (e *Executor) Sweep(ctx context.Context) (int, error) {
+	pods := e.cfg.Client.CoreV1().Pods(e.cfg.Namespace)
+	sel := labels.SelectorFromSet(labels.Set{LabelManaged: managedBy, LabelOwner: labelValue(e.cfg.Owner)}).String()
+	list, err := pods.List(ctx, metav1.ListOptions{LabelSelector: sel})
+	if err != nil {
+		return 0, fmt.Errorf("list the pods of worker %s: %w", e.cfg.Owner, err)
+	}
+	n := 0
+	var errs []error
+	for _, p := range list.Items {
+		// The label is cut to 63 characters: the annotation has the whole name.
+		if owner, ok := p.Annotations[LabelOwner]; ok && owner != e.cfg.Owner {
+			continue
+		}
+		err := pods.Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64(0))})
+		switch {
+		case err == nil:
+			n++
+			e.log.Info("deleted a pod an earlier worker left", "pod", p.Name, "job", p.Annotations[LabelJob])
+		case apierrors.IsNotFound(err):
+		default:
+			errs = append(errs, fmt.Errorf("delete pod %s: %w", p.Name, err))
+		}
+	}
+	return n, errors.Join(errs...)
+}
+
+// session is one job's pod.
+type session struct {
+	e   *Executor
+	job executor.Job
+	pod string
+}
+
+// Run runs the step in the job's container under `gantry pod-exec`, which reads the
+// step from stdin and takes "term" and "kill" lines after it: a cancel or timeout sends
+// term, then kill after the grace.
+func (s *session) Run(ctx context.Context, st executor.Step) (executor.Result, error) {
+	dir, err := s.containerDir(st.Dir)
+	if err != nil {
+		return executor.Result{}, err
+	}
+	req := ExecRequest{Shell: st.Shell, Script: st.Script, Env: s.containerEnv(st.Env), Dir: dir}
+	if err := req.check(); err != nil {
+		return executor.Result{}, err
+	}
+	grace := st.Grace
+	if grace <= 0 {
+		grace = 10 * time.Second
+	}
+	clk := s.e.cfg.Clock
+	ctl := newControl(req)
+	// The exec outlives ctx by the grace: a cancel is passed on as term, then kill.
+	execCtx, cancelExec := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelExec()
+	type done struct {
+		code int
+		err  error
+	}
+	finished := make(chan done, 1)
+	go func() {
+		code, err := s.e.cfg.Execer.Exec(execCtx, s.e.cfg.Namespace, s.pod, jobContainer,
+			[]string{ToolsBinary, "pod-exec"}, ctl, orDiscard(st.Stdout), orDiscard(st.Stderr))
+		finished <- done{code, err}
+	}()
+	var timeout <-chan time.Time
+	if st.Timeout > 0 {
+		timeout = clk.After(st.Timeout)
+	}
+	var res executor.Result
+	var killAt <-chan time.Time
+	var hardStop <-chan time.Time
+	for {
+		select {
+		case d := <-finished:
+			ctl.close()
+			if d.err != nil {
+				if v, gone := s.lost(); gone {
+					return res, fmt.Errorf("step in pod %s: %s: %w", s.pod, v.Message, executor.ErrEnvironmentLost)
+				}
+				if res.Cancelled || res.TimedOut {
+					res.ExitCode, res.Signal = -1, "killed"
+					return res, nil
+				}
+				return res, fmt.Errorf("run step in pod %s: %w", s.pod, d.err)
+			}
+			res.ExitCode = d.code
+			if (res.Cancelled || res.TimedOut) && d.code > 128 {
+				res.ExitCode = -1
+				res.Signal = signalName(d.code - 128)
+			}
+			return res, nil
+		case <-ctx.Done():
+			if res.Cancelled || res.TimedOut {
+				continue
+			}
+			res.Cancelled = true
+			if errors.Is(context.Cause(ctx), executor.ErrKillNow) {
+				ctl.send("kill")
+				hardStop = clk.After(10 * time.Second)
+				continue
+			}
+			ctl.send("term")
+			killAt = clk.After(grace)
+		case <-timeout:
+			if res.Cancelled {
+				continue
+			}
+			res.TimedOut = true
+			ctl.send("term")
+			killAt = clk.After(grace)
+		case <-killAt:
+			killAt = nil
+			ctl.send("kill")
+			hardStop = clk.After(10 * time.Second)
+		case <-hardStop:
+			// pod-exec did not answer kill: the stream is stuck. Give up on it; End
+			// removes the pod with whatever still runs in it.
+			cancelExec()
+			hardStop = nil
+		}
+	}
+}
+
+// lost reports whether the pod is gone or failing, for an exec that broke.
+func (s *session) lost() (Verdict, bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	pod, err := s.e.cfg.Client.CoreV1().Pods(s.e.cfg.Namespace).Get(ctx, s.pod, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return Verify(nil), true
+	}
+	if err != nil {
+		return Verdict{}, false
+	}
+	v := Verify(pod)
+	return v, v.Stage == Failed
+}
+
+// containerDir maps a step's directory on the worker (the workspace or inside it) to
+// the same place in the pod.
+func (s *session) containerDir(dir string) (string, error) {
+	if dir == "" || s.job.Workspace == "" {
+		return executor.WorkspacePath, nil
+	}
+	rel, err := filepath.Rel(s.job.Workspace, dir)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+		return "", fmt.Errorf("step directory %s is outside the job's workspace %s", dir, s.job.Workspace)
+	}
+	return filepath.ToSlash(filepath.Join(executor.WorkspacePath, rel)), nil
+}
+
+// containerEnv maps values that name the workspace on the worker
+// (GANTRY_WORKSPACE) to where the pod has it.
+func (s *session) containerEnv(env []string) []string {
+	if s.job.Workspace == "" {
+		return env
+	}
+	out := make([]string, 0, len(env))
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		if v == s.job.Workspace || strings.HasPrefix(v, s.job.Workspace+"/") {
+			kv = k + "=" + executor.WorkspacePath + strings.TrimPrefix(v, s.job.Workspace)
+		}
+		out = append(out, kv)
+	}
+	return out
+}
+
+// End deletes the pod: with the job's grace, or none when ctx's cause is ErrKillNow.
+func (s *session) End(ctx context.Context) error {
+	grace := int64(max(s.job.Grace.Seconds(), 1))
+	if errors.Is(context.Cause(ctx), executor.ErrKillNow) {
+		grace = 0
+	}
+	if ctx.Err() != nil {
+		// The caller's context is spent; the pod must still go.
+		c, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		ctx = c
+	}
+	return s.delete(ctx, grace)
+}
+
+func (s *session) delete(ctx context.Context, grace int64) error {
+	err := s.e.cfg.Client.CoreV1().Pods(s.e.cfg.Namespace).Delete(ctx, s.pod, metav1.DeleteOptions{GracePeriodSeconds: &grace})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete pod %s/%s: %w", s.e.cfg.Namespace, s.pod, err)
+	}
+	return nil
+}
+
+func orDiscard(w io.Writer) io.Writer {
+	if w == nil {
+		return io.Discard
+	}
+	return w
+}

@@ -1,0 +1,420 @@
+package kubernetes
+
+import (
+	"archive/tar"
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// This file is the part of the executor that runs inside a job's pod, as subcommands of
+// the gantry binary: pod-init in the init container, pod-hold as the job container's
+// main process, pod-exec for each step.
+
+// ExecRequest is the first line `gantry pod-exec` reads from stdin: the step to run.
+// After it, a line "term" sends SIGTERM to the step's process group, "kill" (or the end
+// of stdin) SIGKILL.
+type ExecRequest struct {
+	Shell  string   `json:"shell,omitempty"`
+	Script string   `json:"script"`
+	Env    []string `json:"env,omitempty"`
+	Dir    string   `json:"dir,omitempty"`
+}
+
+func (r ExecRequest) args() ([]string, error) {
+	switch r.Shell {
+	case "", "sh":
+		return []string{"sh", "-e", "-c", r.Script}, nil
+	case "bash":
+		return []string{"bash", "-e", "-o", "pipefail", "-c", r.Script}, nil
+	case "python3":
+		return []string{"python3", "-c", r.Script}, nil
+	}
+	return nil, fmt.Errorf("shell %q: want sh, bash or python3", r.Shell)
+}
+
+func (r ExecRequest) check() error {
+	_, err := r.args()
+	return err
+}
+
+// hostEnv are variables of the worker's host that a step in an image must not get: the
+// image's own apply.
+var hostEnv = map[string]bool{"PATH": true, "HOME": true, "USER": true, "LOGNAME": true, "SHELL": true, "TMPDIR": true}
+
+// PodExec runs the step ExecRequest on stdin names, with stdout and stderr passed
+// through, and returns the exit code for the process: the step's, or 128+signal when a
+// signal ended it. Its environment is the container's (the image's) with the step's
+// on top.
+func PodExec(stdin io.Reader, stdout, stderr io.Writer) int {
+	br := bufio.NewReader(stdin)
+	line, err := br.ReadBytes('\n')
+	if err != nil && len(line) == 0 {
+		fmt.Fprintf(stderr, "gantry pod-exec: read the step: %v\n", err)
+		return 125
+	}
+	var req ExecRequest
+	if err := json.Unmarshal(line, &req); err != nil {
+		fmt.Fprintf(stderr, "gantry pod-exec: decode the step: %v\n", err)
+		return 125
+	}
+	args, err := req.args()
+	if err != nil {
+		fmt.Fprintf(stderr, "gantry pod-exec: %v\n", err)
+		return 125
+	}
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.Env = mergeEnv(os.Environ(), req.Env)
+	cmd.Dir = req.Dir
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		fmt.Fprintf(stderr, "gantry pod-exec: start %s: %v\n", args[0], err)
+		return 127
+	}
+	pgid := cmd.Process.Pid
+	go func() {
+		sc := bufio.NewScanner(br)
+		for sc.Scan() {
+			switch strings.TrimSpace(sc.Text()) {
+			case "term":
+				_ = unix.Kill(-pgid, unix.SIGTERM)
+			case "kill":
+				_ = unix.Kill(-pgid, unix.SIGKILL)
+			}
+		}
+		// The worker is gone or done with the step: nothing of it may go on.
+		_ = unix.Kill(-pgid, unix.SIGKILL)
+	}()
+	err = cmd.Wait()
+	// Whatever the step left in its group goes with it.
+	_ = unix.Kill(-pgid, unix.SIGKILL)
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &ee):
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return 128 + int(ws.Signal())
+		}
+		return ee.ExitCode()
+	}
+	fmt.Fprintf(stderr, "gantry pod-exec: %v\n", err)
+	return 125
+}
+
+// mergeEnv puts step on top of base, leaving out the worker host's own variables.
+func mergeEnv(base, step []string) []string {
+	idx := map[string]int{}
+	out := append([]string(nil), base...)
+	for i, kv := range out {
+		k, _, _ := strings.Cut(kv, "=")
+		idx[k] = i
+	}
+	for _, kv := range step {
+		k, _, _ := strings.Cut(kv, "=")
+		if hostEnv[k] {
+			continue
+		}
+		if i, ok := idx[k]; ok {
+			out[i] = kv
+			continue
+		}
+		idx[k] = len(out)
+		out = append(out, kv)
+	}
+	return out
+}
+
+// PodHold is the job container's main process: it keeps the container alive until
+// SIGTERM or SIGINT, and reaps the orphans of steps (it is PID 1 of the container).
+func PodHold(ctx context.Context) int {
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	sigchld := make(chan os.Signal, 1)
+	signal.Notify(sigchld, syscall.SIGCHLD)
+	defer signal.Stop(sigchld)
+	for {
+		select {
+		case <-ctx.Done():
+			return 0
+		case <-sigchld:
+			for {
+				var ws unix.WaitStatus
+				pid, err := unix.Wait4(-1, &ws, unix.WNOHANG, nil)
+				if pid <= 0 || err != nil {
+					break
+				}
+			}
+		}
+	}
+}
+
+// InitConfig configures PodInit.
+type InitConfig struct {
+	// Tools is where the gantry binary is copied, for the job container.
+	Tools string
+	// Workspace is the job's workspace, filled from Fetch.
+	Workspace string
+	// Fetch, when set, is a URL answering a tar stream of the workspace.
+	Fetch string
+	// Self is the binary to copy ("" is this process's own).
+	Self string
+	// Client fetches; nil is a client with a 10-minute timeout.
+	Client *http.Client
+}
+
+// PodInit prepares a job's pod: it copies the gantry binary into the tools volume and
+// fills the workspace from the worker, then opens the workspace to every user, since
+// the job's user may not be root.
+func PodInit(ctx context.Context, cfg InitConfig) error {
+	self := cfg.Self
+	if self == "" {
+		var err error
+		if self, err = os.Executable(); err != nil {
+			return fmt.Errorf("find the gantry binary: %w", err)
+		}
+	}
+	if err := copyFile(self, filepath.Join(cfg.Tools, "gantry"), 0o755); err != nil {
+		return fmt.Errorf("copy the gantry binary to %s: %w", cfg.Tools, err)
+	}
+	if cfg.Fetch != "" {
+		client := cfg.Client
+		if client == nil {
+			client = &http.Client{Timeout: 10 * time.Minute}
+		}
+		if err := fetchWorkspace(ctx, client, cfg.Fetch, cfg.Workspace); err != nil {
+			return err
+		}
+	}
+	return filepath.WalkDir(cfg.Workspace, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.Type()&os.ModeSymlink != 0 {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		mode := info.Mode().Perm() | 0o666
+		if d.IsDir() || info.Mode().Perm()&0o100 != 0 {
+			mode |= 0o111
+		}
+		return os.Chmod(p, mode)
+	})
+}
+
+func fetchWorkspace(ctx context.Context, client *http.Client, url, dir string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return fmt.Errorf("fetch the workspace: %w", err)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return fmt.Errorf("fetch the workspace: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return fmt.Errorf("fetch the workspace: %s: %s", resp.Status, strings.TrimSpace(string(b)))
+	}
+	if err := Untar(resp.Body, dir); err != nil {
+		return fmt.Errorf("fetch the workspace: %w", err)
+	}
+	return nil
+}
+
+// Untar extracts a tar stream into dir, refusing entries that would land outside it.
+func Untar(r io.Reader, dir string) error {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	tr := tar.NewReader(r)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("read tar: %w", err)
+		}
+		name := filepath.Clean(h.Name)
+		if name == "." {
+			continue
+		}
+		switch h.Typeflag {
+		case tar.TypeDir:
+			if err := root.MkdirAll(name, 0o755); err != nil {
+				return err
+			}
+		case tar.TypeReg:
+			if err := root.MkdirAll(filepath.Dir(name), 0o755); err != nil {
+				return err
+			}
+			f, err := root.OpenFile(name, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, os.FileMode(h.Mode).Perm())
+			if err != nil {
+				return err
+			}
+			_, err = io.Copy(f, tr)
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil {
+				return fmt.Errorf("write %s: %w", name, err)
+			}
+		case tar.TypeSymlink:
+			if err := root.MkdirAll(filepath.Dir(name), 0o755); err != nil {
+				return err
+			}
+			if err := root.Symlink(h.Linkname, name); err != nil {
+				return err
+			}
+		default:
+			return fmt.Errorf("tar entry %s: type %c is not a file, directory or symlink", h.Name, h.Typeflag)
+		}
+	}
+}
+
+// Tar writes dir as a tar stream: files, directories and symlinks.
+func Tar(w io.Writer, dir string) error {
+	tw := tar.NewWriter(w)
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil || rel == "." {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		link := ""
+		if info.Mode()&os.ModeSymlink != 0 {
+			if link, err = os.Readlink(p); err != nil {
+				return err
+			}
+		} else if !info.Mode().IsRegular() && !info.IsDir() {
+			return nil
+		}
+		h, err := tar.FileInfoHeader(info, link)
+		if err != nil {
+			return err
+		}
+		h.Name = filepath.ToSlash(rel)
+		if info.IsDir() {
+			h.Name += "/"
+		}
+		h.Uname, h.Gname = "", ""
+		if err := tw.WriteHeader(h); err != nil {
+			return err
+		}
+		if !info.Mode().IsRegular() {
+			return nil
+		}
+		f, err := os.Open(p)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		_, err = io.Copy(tw, f)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("tar %s: %w", dir, err)
+	}
+	return tw.Close()
+}
+
+func copyFile(src, dst string, mode os.FileMode) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	tmp := dst + ".tmp"
+	out, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, mode)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	if err := out.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp, dst)
+}
+
+// control is the stdin of a step's pod-exec: the request line, then whatever send
+// adds, and the end once closed. Reads block until there is something.
+type control struct {
+	mu     sync.Mutex
+	cond   *sync.Cond
+	buf    []byte
+	closed bool
+}
+
+func newControl(req ExecRequest) *control {
+	b, _ := json.Marshal(req)
+	c := &control{buf: append(b, '\n')}
+	c.cond = sync.NewCond(&c.mu)
+	return c
+}
+
+func (c *control) Read(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for len(c.buf) == 0 && !c.closed {
+		c.cond.Wait()
+	}
+	if len(c.buf) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, c.buf)
+	c.buf = c.buf[n:]
+	return n, nil
+}
+
+func (c *control) send(word string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.closed {
+		c.buf = append(c.buf, word+"\n"...)
+		c.cond.Broadcast()
+	}
+}
+
+func (c *control) close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closed = true
+	c.cond.Broadcast()
+}
+
+func signalName(n int) string {
+	switch syscall.Signal(n) {
+	case syscall.SIGTERM:
+		return "terminated"
+	case syscall.SIGKILL:
+		return "killed"
+	}
+	return unix.SignalName(syscall.Signal(n))
+}
