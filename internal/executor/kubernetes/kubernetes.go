@@ -53,9 +53,9 @@ type Config struct {
 	// not mounted.
 	ServiceAccount   string
 	ImagePullSecrets []string
-	// WorkspaceURL, when set, gives the URL the init container fetches the job's
-	// workspace from (a tar stream); nil or "" starts with an empty workspace.
-	WorkspaceURL func(j executor.Job) (string, error)
+	// Workspaces, when set, serves each job's workspace to its init container; nil
+	// starts every job with an empty workspace.
+	Workspaces *WorkspaceServer
 
 	// CheckInterval is the wait before the second check of a starting pod (default
 	// 30 s); each later wait is CheckStep (default 10 s) longer. A change the pod watch
@@ -142,20 +142,27 @@ func (e *StartError) Unwrap() error { return e.kind }
 // does not start within the start timeout is deleted and its reason returned.
 func (e *Executor) Begin(ctx context.Context, j executor.Job) (executor.Session, error) {
 	name := podName(j)
-	pod, err := e.podSpec(j, name)
+	fetch, release := "", func() {}
+	if e.cfg.Workspaces != nil && j.Workspace != "" {
+		fetch, release = e.cfg.Workspaces.Offer(j.Workspace)
+	}
+	pod, err := e.podSpec(j, name, fetch)
 	if err != nil {
+		release()
 		return nil, fmt.Errorf("job %s: %w", j.ID, err)
 	}
 	pods := e.cfg.Client.CoreV1().Pods(e.cfg.Namespace)
 	if _, err := pods.Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		release()
 		return nil, fmt.Errorf("create pod %s/%s for job %s: %w", e.cfg.Namespace, name, j.ID, err)
 	}
-	s := &session{e: e, job: j, pod: name}
+	s := &session{e: e, job: j, pod: name, release: release}
 	j.Event(fmt.Sprintf("pod %s/%s created for image %s", e.cfg.Namespace, name, j.Image))
 	if err := e.waitStarted(ctx, j, name); err != nil {
 		// Not ctx: it may be what ended the wait.
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
+		release()
 		if derr := s.delete(dctx, 0); derr != nil {
 			e.log.Warn("delete a pod that did not start", "pod", name, "err", derr)
 		}
@@ -299,9 +306,10 @@ func (e *Executor) Sweep(ctx context.Context) (int, error) {
 
 // session is one job's pod.
 type session struct {
-	e   *Executor
-	job executor.Job
-	pod string
+	e       *Executor
+	job     executor.Job
+	pod     string
+	release func() // ends the offer of the workspace
 }
 
 // Run runs the step in the job's container under `gantry pod-exec`, which reads the
@@ -451,6 +459,7 @@ func (s *session) End(ctx context.Context) error {
 		defer cancel()
 		ctx = c
 	}
+	s.release()
 	return s.delete(ctx, grace)
 }
 

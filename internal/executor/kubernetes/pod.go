@@ -55,7 +55,7 @@ type Placement struct {
 // podSpec builds the pod for a job. The job's container runs `gantry pod-hold` from the
 // tools volume, so it stays alive with any image; the init container (the worker's
 // own image) copies the gantry binary there and fills the workspace.
-func (e *Executor) podSpec(j executor.Job, name string) (*corev1.Pod, error) {
+func (e *Executor) podSpec(j executor.Job, name, fetch string) (*corev1.Pod, error) {
 	if j.Image == "" {
 		return nil, fmt.Errorf("the kubernetes executor runs jobs in an image: the job has no image:")
 	}
@@ -103,14 +103,8 @@ func (e *Executor) podSpec(j executor.Job, name string) (*corev1.Pod, error) {
 		SecurityContext: securityContext(j),
 	}
 	initArgs := []string{"pod-init", "--tools", ToolsPath, "--workspace", executor.WorkspacePath}
-	if e.cfg.WorkspaceURL != nil {
-		u, err := e.cfg.WorkspaceURL(j)
-		if err != nil {
-			return nil, fmt.Errorf("workspace URL for the init container: %w", err)
-		}
-		if u != "" {
-			initArgs = append(initArgs, "--fetch", u)
-		}
+	if fetch != "" {
+		initArgs = append(initArgs, "--fetch", fetch)
 	}
 	initC := corev1.Container{
 		Name:            initContainer,
