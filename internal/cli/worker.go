@@ -56,6 +56,8 @@ type workerConfig struct {
 	// them on the host).
 	DockerHost   string
 	DefaultImage string
+	// Kube configures --executor kubernetes (workerk8s.go).
+	Kube workerKubeConfig
 }
 
 func (a *app) workerCommand() *cobra.Command {
@@ -87,6 +89,16 @@ func (a *app) workerCommand() *cobra.Command {
 				return err
 			}
 			ac.Logger = newLogger(a.stderr, cfg.LogLevel, cfg.LogFormat)
+			if cfg.Executor == "kubernetes" {
+				ke, err := cfg.Kube.newKubeExecutor(cfg.Name, ac.Logger)
+				if err != nil {
+					return err
+				}
+				if err := ke.start(cmd.Context(), ac.Logger); err != nil {
+					return err
+				}
+				ac.Executor = ke.exec
+			}
 			stopContaining, err := containSteps(&ac, cfg.StepCgroup)
 			if err != nil {
 				return err
@@ -125,11 +137,12 @@ func (a *app) workerCommand() *cobra.Command {
 	f.BoolVar(&cfg.KeepFailed, "keep-failed", false, "keep the workspaces of failed jobs")
 	f.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "debug (shows step output), info, warn or error")
 	f.StringVar(&cfg.LogFormat, "log-format", "auto", logFormatUsage)
-	f.StringVar(&cfg.Executor, "executor", cfg.Executor, "shell, sandbox (bubblewrap: no network unless the job sets network: true), or docker (jobs with an image run in containers on the Docker Engine; the worker carries the label docker)")
+	f.StringVar(&cfg.Executor, "executor", cfg.Executor, "shell, sandbox (bubblewrap: no network unless the job sets network: true), docker (jobs with an image run in containers on the Docker Engine; the worker carries the label docker), or kubernetes (each job a pod; see docs/kubernetes.md)")
 	f.StringVar(&cfg.DockerHost, "docker-host", "", "--executor docker: the Docker Engine (unix:///var/run/docker.sock, tcp://host:2375); default DOCKER_HOST, else the default socket")
-	f.StringVar(&cfg.DefaultImage, "default-image", "", "--executor docker: run jobs without an image in this one (default: on the worker's host)")
+	f.StringVar(&cfg.DefaultImage, "default-image", "", "--executor docker or kubernetes: run jobs without an image in this one (default: on the worker's host; kubernetes: such jobs fail)")
 	f.StringVar(&cfg.StepUser, "step-user", "", "run steps as this unprivileged user (name or uid); the worker must run as root")
 	f.BoolVar(&cfg.StepCgroup, "step-cgroup", cfg.StepCgroup, "put each step in a cgroup v2 group of its own where the host allows it (false: subreaper and parent-death signal only)")
+	cfg.Kube.flags(f)
 	f.StringVar(&cfg.MetricsAddr, "metrics-addr", "", "serve Prometheus metrics at GET /metrics on this address (127.0.0.1:9091); empty: off")
 	return cmd
 }
@@ -166,11 +179,19 @@ func (c *workerConfig) agentConfig() (agent.Config, error) {
 			return ac, usagef("--executor sandbox: %v", executor.ErrNoSandbox)
 		}
 		ac.Executor = executor.Sandbox{User: user}
+	case "kubernetes":
+		// Made in RunE, once the logger is: it connects to the cluster.
+		if user != nil {
+			return ac, usagef("--step-user: the kubernetes executor runs steps as the job's image says (container: user)")
+		}
 	default:
-		return ac, usagef("--executor %q: want shell, sandbox or docker", c.Executor)
+		return ac, usagef("--executor %q: want shell, sandbox, docker or kubernetes", c.Executor)
 	}
-	if c.Executor != "docker" && (c.DockerHost != "" || c.DefaultImage != "") {
-		return ac, usagef("--docker-host and --default-image are for --executor docker")
+	if c.Executor != "docker" && c.DockerHost != "" {
+		return ac, usagef("--docker-host is for --executor docker")
+	}
+	if c.Executor != "docker" && c.Executor != "kubernetes" && c.DefaultImage != "" {
+		return ac, usagef("--default-image is for --executor docker or kubernetes")
 	}
 	if c.DefaultImage != "" {
 		if msg := pipeline.CheckImageRef(c.DefaultImage); msg != "" {
@@ -186,8 +207,8 @@ func (c *workerConfig) agentConfig() (agent.Config, error) {
 	}
 	for _, l := range strings.Split(c.Labels, ",") {
 		if l = strings.TrimSpace(l); l != "" {
-			if l == pipeline.DockerLabel && c.Executor != "docker" {
-				return ac, usagef("--labels %s: that label says the worker runs jobs' images, which only --executor docker does", l)
+			if l == pipeline.DockerLabel && c.Executor != "docker" && c.Executor != "kubernetes" {
+				return ac, usagef("--labels %s: that label says the worker runs jobs' images, which only --executor docker or kubernetes does", l)
 			}
 			ac.Labels = append(ac.Labels, l)
 		}

@@ -1,0 +1,86 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gantry-ci/gantry/internal/executor/kubernetes"
+)
+
+// The pod-* commands run inside a job's pod for the kubernetes executor (see
+// docs/kubernetes.md); they are hidden from help, since no one types them.
+
+// podInitConfig is the init container's: where the tools and the workspace are, and
+// the URL of the workspace on the worker.
+type podInitConfig struct {
+	Tools     string
+	Workspace string
+	Fetch     string
+}
+
+func (a *app) podInitCommand() *cobra.Command {
+	cfg := podInitConfig{Tools: kubernetes.ToolsPath, Workspace: "/workspace"}
+	cmd := &cobra.Command{
+		Use:    "pod-init",
+		Short:  "Prepare a job's pod: copy this binary for the job's container and fetch the workspace",
+		Hidden: true,
+		Args:   noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := kubernetes.PodInit(cmd.Context(), kubernetes.InitConfig{Tools: cfg.Tools, Workspace: cfg.Workspace, Fetch: cfg.Fetch}); err != nil {
+				return fmt.Errorf("pod-init: %w", err)
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.Tools, "tools", cfg.Tools, "directory to copy the gantry binary to")
+	f.StringVar(&cfg.Workspace, "workspace", cfg.Workspace, "the job's workspace")
+	f.StringVar(&cfg.Fetch, "fetch", cfg.Fetch, "URL of the workspace as a tar stream (none: an empty workspace)")
+	return cmd
+}
+
+// podExecConfig is empty: the step comes on stdin.
+type podExecConfig struct{}
+
+func (a *app) podExecCommand() *cobra.Command {
+	var cfg podExecConfig
+	return &cobra.Command{
+		Use:    "pod-exec",
+		Short:  "Run the step read from stdin in the job's container (term and kill lines after it stop it)",
+		Hidden: true,
+		Args:   noArgs,
+		RunE: func(_ *cobra.Command, _ []string) error {
+			return a.podExec(cfg)
+		},
+	}
+}
+
+func (a *app) podExec(podExecConfig) error {
+	if code := kubernetes.PodExec(a.stdin, a.stdout, a.stderr); code != 0 {
+		return &exitError{code: code}
+	}
+	return nil
+}
+
+// podHoldConfig is empty: pod-hold only waits.
+type podHoldConfig struct{}
+
+func (a *app) podHoldCommand() *cobra.Command {
+	var cfg podHoldConfig
+	return &cobra.Command{
+		Use:    "pod-hold",
+		Short:  "Keep a job's container alive until it is stopped, reaping the orphans of its steps",
+		Hidden: true,
+		Args:   noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return a.podHold(cmd.Context(), cfg)
+		},
+	}
+}
+
+func (a *app) podHold(ctx context.Context, _ podHoldConfig) error {
+	kubernetes.PodHold(ctx)
+	return nil
+}
