@@ -1,8 +1,10 @@
 package cli
 
 import (
+	"bytes"
 	"errors"
 	"log/slog"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -67,5 +69,24 @@ func TestWorkerKubeConfigChecks(t *testing.T) {
 	c := workerKubeConfig{PodImage: "gantry:dev", Kubeconfig: "/nonexistent/kubeconfig"}
 	if _, err := c.newKubeExecutor("w", slog.New(slog.DiscardHandler)); err == nil {
 		t.Error("a missing kubeconfig was accepted")
+	}
+}
+
+// TestWorkerKubeUsage: gantry worker --executor kubernetes without what it needs is a
+// usage error naming the flag, before any cluster is contacted.
+func TestWorkerKubeUsage(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"worker", "--executor", "kubernetes"}, "--pod-image"},
+		{[]string{"worker", "--executor", "kubernetes", "--pod-image", "g:1", "--toleration", "k:Never"}, "--toleration"},
+		{[]string{"worker", "--executor", "kubernetes", "--step-user", "root"}, "--step-user"},
+	} {
+		var stdout, stderr bytes.Buffer
+		if code := Run(t.Context(), tt.args, strings.NewReader(""), &stdout, &stderr); code != exitUsage || !strings.Contains(stderr.String(), tt.want) {
+			t.Errorf("%q: exit %d, stderr %q; want %d naming %s", tt.args, code, stderr.String(), exitUsage, tt.want)
+		}
 	}
 }
