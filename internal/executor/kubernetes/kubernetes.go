@@ -228,19 +228,24 @@ func (e *Executor) waitStarted(ctx context.Context, j executor.Job, name string)
 		if !v.Scheduled {
 			deadline = min(deadline, e.cfg.SchedulingSLO)
 		}
-		d := min(wait, deadline-elapsed)
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("wait for pod %s: %w", name, context.Cause(ctx))
-		case <-changed:
-		case <-e.cfg.Clock.After(d):
-			wait += e.cfg.CheckStep
+		timer := e.cfg.Clock.After(min(wait, deadline-elapsed))
+	waiting:
+		for {
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("wait for pod %s: %w", name, context.Cause(ctx))
+			case <-changed:
+				break waiting
+			case <-timer:
+				wait += e.cfg.CheckStep
+				break waiting
+			}
 		}
 	}
 }
 
-// watchPod signals on the returned channel when the pod changes, so a check need not
-// wait for the next interval. Without a watch (refused, or broken) the checks still
+// watchPod signals on the returned channel when the pod changes or goes, so a check
+// need not wait for the next interval. Without a watch (refused, or broken) the checks still
 // come on their schedule.
 func (e *Executor) watchPod(ctx context.Context, name string) (<-chan struct{}, func()) {
 	changed := make(chan struct{}, 1)
@@ -255,10 +260,11 @@ func (e *Executor) watchPod(ctx context.Context, name string) (<-chan struct{}, 
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		for ev := range w.ResultChan() {
-			if p, ok := ev.Object.(*corev1.Pod); ok && p.Name != name {
+			// Added is the watch replaying the pod Begin made, not news.
+			if ev.Type != watch.Modified && ev.Type != watch.Deleted && ev.Type != watch.Error {
 				continue
 			}
-			if ev.Type == watch.Bookmark {
+			if p, ok := ev.Object.(*corev1.Pod); ok && p.Name != name {
 				continue
 			}
 			select {

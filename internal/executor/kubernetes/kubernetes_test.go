@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -18,7 +19,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
@@ -144,7 +145,7 @@ func testJob(b *bundle) executor.Job {
 // fake clock's time: the executor may check as often as it likes, and sees what a real
 // cluster would show at that moment.
 func scriptStatus(b *bundle, script func(since time.Duration, pod *corev1.Pod)) {
-	b.cs.PrependReactor("get", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+	b.cs.PrependReactor("get", "pods", func(a k8stesting.Action) (bool, k8sruntime.Object, error) {
 		g := a.(k8stesting.GetAction)
 		obj, err := b.cs.Tracker().Get(corev1.SchemeGroupVersion.WithResource("pods"), g.GetNamespace(), g.GetName())
 		if err != nil {
@@ -191,7 +192,8 @@ func await(t *testing.T, ch <-chan beginResult) beginResult {
 	case r := <-ch:
 		return r
 	case <-time.After(10 * time.Second):
-		t.Fatal("Begin did not return within 10s")
+		buf := make([]byte, 1<<20)
+		t.Fatalf("Begin did not return within 10s:\n%s", buf[:runtime.Stack(buf, true)])
 		return beginResult{}
 	}
 }
@@ -508,7 +510,7 @@ func TestPodShape(t *testing.T) {
 	j.Services = []executor.Service{{Name: "db", Image: "postgres:18", Env: []string{"POSTGRES_PASSWORD=x"}, Ports: []string{"5432"},
 		Healthcheck: &executor.Healthcheck{Command: []string{"pg_isready"}, Interval: 2 * time.Second, Timeout: time.Second, Retries: 5}}}
 	var created *corev1.Pod
-	b.cs.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+	b.cs.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, k8sruntime.Object, error) {
 		created = a.(k8stesting.CreateAction).GetObject().(*corev1.Pod).DeepCopy()
 		return false, nil, nil
 	})
@@ -838,7 +840,7 @@ func TestEndGrace(t *testing.T) {
 			t.Parallel()
 			e, b := setup(t, nil)
 			var got *int64
-			b.cs.PrependReactor("delete", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+			b.cs.PrependReactor("delete", "pods", func(a k8stesting.Action) (bool, k8sruntime.Object, error) {
 				got = a.(k8stesting.DeleteAction).GetDeleteOptions().GracePeriodSeconds
 				return false, nil, nil
 			})
@@ -900,7 +902,7 @@ func TestSweep(t *testing.T) {
 		t.Errorf("left %v, want %v", left, want)
 	}
 	// A List the API refuses is an error, not an empty sweep.
-	b.cs.PrependReactor("list", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+	b.cs.PrependReactor("list", "pods", func(k8stesting.Action) (bool, k8sruntime.Object, error) {
 		return true, nil, apierrors.NewForbidden(corev1.Resource("pods"), "", errors.New("no"))
 	})
 	if _, err := e.Sweep(context.Background()); err == nil {
