@@ -298,9 +298,11 @@ func (s *Server) jobInputs(w http.ResponseWriter, r *http.Request) {
 }
 
 type artifactJSON struct {
-	ID        uuid.UUID           `json:"id"`
-	JobID     uuid.UUID           `json:"job_id"`
-	Job       string              `json:"job,omitempty"`
+	ID    uuid.UUID `json:"id"`
+	JobID uuid.UUID `json:"job_id"`
+	Job   string    `json:"job,omitempty"`
+	// Set is the name the job's artifacts: gives its files (run listings only).
+	Set       string              `json:"set,omitempty"`
 	Attempt   int                 `json:"attempt"`
 	Name      string              `json:"name"`
 	SHA256    string              `json:"sha256"`
@@ -362,8 +364,12 @@ func (s *Server) runArtifacts(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	keys := make(map[uuid.UUID]string, len(jobs))
+	sets := make(map[uuid.UUID]string, len(jobs))
 	for _, j := range jobs {
 		keys[j.ID] = j.Key
+		if j.Spec != nil && j.Spec.Artifacts != nil {
+			sets[j.ID] = j.Spec.Artifacts.Name
+		}
 	}
 	as, err := s.store.ListRunArtifacts(r.Context(), id)
 	if err != nil {
@@ -373,6 +379,7 @@ func (s *Server) runArtifacts(w http.ResponseWriter, r *http.Request) {
 	out := make([]artifactJSON, len(as))
 	for i, a := range as {
 		out[i] = toArtifactJSON(a, keys[a.JobID])
+		out[i].Set = sets[a.JobID]
 	}
 	writeJSON(w, http.StatusOK, out)
 }

@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sort"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/google/uuid"
@@ -19,6 +21,7 @@ type artifactView struct {
 	ID        string `json:"id"`
 	JobID     string `json:"job_id"`
 	Job       string `json:"job"`
+	Set       string `json:"set"`
 	Attempt   int    `json:"attempt"`
 	Name      string `json:"name"`
 	SHA256    string `json:"sha256"`
@@ -50,19 +53,26 @@ func (a *app) artifactsCommand() *cobra.Command {
 	var getCfg clientConfig
 	var out string
 	get := &cobra.Command{
-		Use:   "get ID",
-		Short: "Download an artifact",
+		Use:   "get ID | get RUN NAME",
+		Short: "Download an artifact, or a run's artifacts by name",
 		Long: "Get downloads an artifact by its id (see gantry artifacts list) to -o FILE, or\n" +
 			"to its own file name in the current directory. The bytes come straight from\n" +
-			"the blob store; the coordinator only hands out a short-lived signed URL.",
-		Example: "  gantry artifacts get 0190f3c2-... -o app",
-		Args:    exactArgs(1),
+			"the blob store; the coordinator only hands out a short-lived signed URL.\n\n" +
+			"Given a run and a NAME, it downloads every file of the run's artifacts that\n" +
+			"NAME names: a job's artifacts: name, a job's key, a file's path or a\n" +
+			"directory of paths. Each goes to its path under -o DIR (default: here),\n" +
+			"with its mode; of a job's attempts the latest is taken.",
+		Example: "  gantry artifacts get 0190f3c2-... -o app\n  gantry artifacts get 0190f3c2-... bin -o out/",
+		Args:    rangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 2 {
+				return a.artifactsGetNamed(cmd.Context(), getCfg, args[0], args[1], out)
+			}
 			return a.artifactsGet(cmd.Context(), getCfg, args[0], out)
 		},
 	}
 	getCfg.flags(get)
-	get.Flags().StringVarP(&out, "output", "o", "", "file to write (- for stdout; default: the artifact's file name)")
+	get.Flags().StringVarP(&out, "output", "o", "", "file to write (- for stdout; default: the artifact's file name); with RUN NAME, the directory")
 	cmd.AddCommand(list, get)
 	return cmd
 }
@@ -148,6 +158,78 @@ func (a *app) artifactsGet(ctx context.Context, cfg clientConfig, id, out string
 	}
 	if _, err := io.Copy(w, resp.Body); err != nil {
 		return fmt.Errorf("download: %w", err)
+	}
+	return nil
+}
+
+// artifactsGetNamed downloads the run's artifacts that name names, keeping their paths
+// under dir and their modes.
+func (a *app) artifactsGetNamed(ctx context.Context, cfg clientConfig, run, name, dir string) error {
+	if _, err := uuid.Parse(run); err != nil {
+		return usagef("run id %q is not a UUID", run)
+	}
+	if dir == "" {
+		dir = "."
+	}
+	if dir == "-" {
+		return usagef("-o - writes one file; give a directory to get the artifacts named %s", name)
+	}
+	c, err := cfg.client()
+	if err != nil {
+		return err
+	}
+	var as []artifactView
+	if err := c.getJSON(ctx, "/api/v1/runs/"+run+"/artifacts", &as); err != nil {
+		return err
+	}
+	clean := strings.TrimSuffix(name, "/")
+	latest := map[string]artifactView{} // job and path -> the latest attempt's
+	var names []string
+	for _, x := range as {
+		names = append(names, x.Name)
+		if x.Set != clean && x.Job != clean && x.Name != clean && !strings.HasPrefix(x.Name, clean+"/") {
+			continue
+		}
+		k := x.JobID + "\x00" + x.Name
+		if prev, ok := latest[k]; !ok || x.Attempt > prev.Attempt {
+			latest[k] = x
+		}
+	}
+	if len(latest) == 0 {
+		return fmt.Errorf("run %s has no artifact named %s (artifacts: %s)", run, name, strings.Join(names, ", "))
+	}
+	byPath := map[string]artifactView{}
+	for _, x := range latest {
+		if other, ok := byPath[x.Name]; ok && other.JobID != x.JobID {
+			return fmt.Errorf("jobs %s and %s both kept %s; name one job (its key) instead of %s", other.Job, x.Job, x.Name, name)
+		}
+		byPath[x.Name] = x
+	}
+	paths := make([]string, 0, len(byPath))
+	for p := range byPath {
+		paths = append(paths, p)
+	}
+	sort.Strings(paths)
+	for _, p := range paths {
+		x := byPath[p]
+		if !filepath.IsLocal(filepath.FromSlash(p)) {
+			return fmt.Errorf("artifact %s: path %q leaves the directory; not written", x.ID, p)
+		}
+		if x.State != "stored" {
+			return fmt.Errorf("artifact %s (%s) is still being uploaded; try again when it is stored", x.ID, p)
+		}
+		dest := filepath.Join(dir, filepath.FromSlash(p))
+		if err := os.MkdirAll(filepath.Dir(dest), 0o755); err != nil {
+			return err
+		}
+		if err := a.artifactsGet(ctx, cfg, x.ID, dest); err != nil {
+			return fmt.Errorf("artifact %s: %w", p, err)
+		}
+		if mode := os.FileMode(x.Mode).Perm(); mode != 0 {
+			if err := os.Chmod(dest, mode); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }

@@ -66,3 +66,62 @@ func TestArtifactsCommands(t *testing.T) {
 		}
 	}
 }
+
+// TestArtifactsGetByName: gantry artifacts get RUN NAME downloads the files of the
+// artifacts that NAME names (the job's artifacts: name, or a directory of paths), each
+// at its path under -o DIR with its mode; a name nothing has fails, listing what there is.
+func TestArtifactsGetByName(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	base, stop := startServer(t, "--db", "sqlite://"+filepath.Join(dir, "data", "gantry.db"))
+	defer stop()
+	workerCtx, stopWorker := context.WithCancel(t.Context())
+	workerDone := make(chan int, 1)
+	go func() {
+		var out syncBuffer
+		workerDone <- Run(workerCtx, []string{"worker", "--server", base, "--work-dir", t.TempDir()}, strings.NewReader(""), &out, &out)
+	}()
+	defer func() { stopWorker(); <-workerDone }()
+	file := filepath.Join(t.TempDir(), "named.yml")
+	if err := os.WriteFile(file, []byte(`
+jobs:
+  build:
+    steps:
+      - run: mkdir -p bin/sub && printf 'run me\n' > bin/app && chmod 755 bin/app && printf 'doc\n' > bin/sub/readme && chmod 640 bin/sub/readme
+    artifacts: {name: binaries, paths: ["bin/**"]}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run := waitRun(t, base, submitFile(t, base, file), func(r runDetails) bool { return runTerminal(r.Status) })
+	if run.Status != "success" {
+		t.Fatalf("run is %s, want success", run.Status)
+	}
+	for _, name := range []string{"binaries", "bin", "bin/sub"} {
+		out := t.TempDir()
+		got := runCLI(t, invocation{args: []string{"artifacts", "get", run.ID, name, "-o", out, "--server", base}})
+		if got.code != exitOK {
+			t.Fatalf("artifacts get %s: exit %d\n%s", name, got.code, got.stderr)
+		}
+		want := map[string]os.FileMode{"bin/app": 0o755, "bin/sub/readme": 0o640}
+		if name == "bin/sub" {
+			delete(want, "bin/app")
+			if _, err := os.Stat(filepath.Join(out, "bin/app")); err == nil {
+				t.Errorf("get bin/sub wrote bin/app too")
+			}
+		}
+		for p, mode := range want {
+			fi, err := os.Stat(filepath.Join(out, p))
+			if err != nil {
+				t.Errorf("get %s: %v", name, err)
+				continue
+			}
+			if fi.Mode().Perm() != mode {
+				t.Errorf("get %s: %s has mode %v, want %v", name, p, fi.Mode().Perm(), mode)
+			}
+		}
+	}
+	none := runCLI(t, invocation{args: []string{"artifacts", "get", run.ID, "nothing", "-o", t.TempDir(), "--server", base}})
+	if none.code != exitFailure || !strings.Contains(none.stderr, "has no artifact named nothing (artifacts: bin/app, bin/sub/readme)") {
+		t.Errorf("get of a name nothing has: exit %d, stderr %q", none.code, none.stderr)
+	}
+}

@@ -238,6 +238,16 @@ func exactArgs(n int) cobra.PositionalArgs {
 	}
 }
 
+// rangeArgs accepts from lo to hi arguments.
+func rangeArgs(lo, hi int) cobra.PositionalArgs {
+	return func(_ *cobra.Command, args []string) error {
+		if len(args) < lo || len(args) > hi {
+			return usagef("expected %d to %d arguments, got %d", lo, hi, len(args))
+		}
+		return nil
+	}
+}
+
 func minArgs(n int, what string) cobra.PositionalArgs {
 	return func(_ *cobra.Command, args []string) error {
 		if len(args) < n {
