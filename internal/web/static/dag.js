@@ -107,7 +107,7 @@ export function draw(jobs) {
     const title = s("title");
     const a = s("a", { href: "/jobs/" + j.id, class: "node", dataset: { key: j.key } },
       title, rect,
-      s("text", { x: p.x + 10, y: p.y + 19, class: "node-name" }, label(j.key, 22)),
+      s("text", { x: p.x + 10, y: p.y + 19, class: "node-name" }, label(j.display_name || j.key, 22)),
       status);
     nodes.set(j.key, { a, status, title });
     svg.append(a);
@@ -122,8 +122,8 @@ export function draw(jobs) {
       // and what a screen reader says.
       const why = j.waiting ? `; ${j.waiting.message}` : "";
       n.a.dataset.waiting = j.waiting ? j.waiting.code : "";
-      n.a.setAttribute("aria-label", `${j.key}: ${j.status}${why}`);
-      n.title.textContent = `${j.key}: ${j.status}${why}`;
+      n.a.setAttribute("aria-label", `${j.display_name || j.key}: ${j.status}${why}`);
+      n.title.textContent = `${j.display_name || j.key}: ${j.status}${why}`;
       const short = j.waiting && WAIT_WORDS[j.waiting.code];
       n.status.textContent = j.status + (j.attempt > 1 ? ` (attempt ${j.attempt})` : "") + (short ? ` \u00b7 ${short}` : "");
     }

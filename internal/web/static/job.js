@@ -16,10 +16,12 @@ export async function jobPage(main, [id], ctx) {
   main.append(crumbs, h1);
   const jobPath = "/api/v1/jobs/" + encodeURIComponent(id);
   let job = await api(jobPath, { signal: ctx.signal });
-  ctx.title(job.key);
+  // A job's name: template, when the definition gives one, else its key.
+  const name = job.display_name || job.key;
+  ctx.title(name);
   fill(crumbs, h("a", { href: "/" }, "Runs"), " / ",
-    h("a", { href: "/runs/" + job.run_id }, "run " + shortID(job.run_id)), " / ", job.key);
-  fill(h1, job.key);
+    h("a", { href: "/runs/" + job.run_id }, "run " + shortID(job.run_id)), " / ", name);
+  fill(h1, name);
 
   const badge = h("span", { role: "status", "aria-label": "Job status", id: "job-status" });
   const meta = h("dl", { class: "meta" });

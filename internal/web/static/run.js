@@ -83,7 +83,7 @@ export async function runPage(main, [id], ctx) {
     clear(jobsBody);
     for (const j of jobs) {
       jobsBody.append(h("tr", { dataset: { key: j.key, status: j.status } },
-        h("td", {}, h("a", { href: "/jobs/" + j.id }, j.key)),
+        h("td", {}, h("a", { href: "/jobs/" + j.id }, j.display_name || j.key)),
         h("td", {}, statusBadge(j.status), j.failure_kind && j.failure_kind !== j.status && j.status !== "success" ? h("span", { class: "muted" }, " (" + j.failure_kind + ")") : null,
           j.waiting ? h("div", { class: "waiting muted", dataset: { code: j.waiting.code } }, j.waiting.message) : null),
         h("td", {}, j.attempt ? `${j.attempt} of ${j.max_attempts}` : "\u2014"),
@@ -117,7 +117,7 @@ export async function runPage(main, [id], ctx) {
         bar.hidden = true;
       }
       timeline.append(h("li", { dataset: { key: j.key } },
-        h("span", { class: "tl-label" }, j.key),
+        h("span", { class: "tl-label" }, j.display_name || j.key),
         h("span", { class: "tl-track" }, bar),
         h("span", { class: "tl-text" }, j.status, " ", d)));
     }
