@@ -714,7 +714,8 @@ func (a *Agent) runSteps(ctx context.Context, log *slog.Logger, rec *logs.Record
 		sess, end, err := a.beginContainer(ctx, log, rec, job)
 		if err != nil {
 			log.Error("start the job's container", "image", job.Image, "err", err)
-			return skipAll("the job's container could not start: " + err.Error())
+			status, _, code, outputs := skipAll("the job's container could not start: " + err.Error())
+			return status, beginFailureKind(err), code, outputs
 		}
 		defer end()
 		run, host, stepWS = sess.Run, false, executor.WorkspacePath

@@ -38,7 +38,7 @@ func (a *Agent) containerJob(j claimedJob, ws string, grace time.Duration) (exec
 		ID: j.ID, Attempt: j.Attempt, WorkerID: a.workerID,
 		Workspace: ws, Image: image,
 		MilliCPU: spec.Resources.MilliCPU, Memory: spec.Resources.MemoryBytes,
-		Grace: grace,
+		Grace: grace, Labels: spec.RunsOn,
 	}
 	if c := spec.Container; c != nil && spec.Image != "" {
 		job.Pull, job.User, job.Privileged = c.Pull, c.User, c.Privileged
@@ -96,6 +96,9 @@ func (a *Agent) beginContainer(ctx context.Context, log *slog.Logger, rec *logs.
 			return nil, nil, fmt.Errorf("give the workspace to user %s: %w", job.User, err)
 		}
 	}
+	// What the executor sees while the environment starts (a pod pending, an image
+	// pulling) is the user's to see too.
+	job.Events = rec.System
 	began := time.Now()
 	sess, err := je.Begin(ctx, job)
 	if err != nil {
@@ -169,4 +172,15 @@ func numericUser(user string) (uid, gid int, ok bool) {
 		}
 	}
 	return uid, gid, true
+}
+
+// beginFailureKind is the failure kind of a job whose environment did not start: a
+// timeout for one the cluster did not place in time, so that retry.on: [timeout]
+// retries it; else a failure. A worker reports only these two; an environment lost
+// under the job counts as a failure until the coordinator takes "lost" from workers.
+func beginFailureKind(err error) string {
+	if executor.RetryKind(err) == executor.KindTimeout {
+		return executor.KindTimeout
+	}
+	return executor.KindFailure
 }
