@@ -121,7 +121,7 @@ func New(cfg Config) (*Executor, error) {
 
 // Run runs a step without a job. Every job of a kubernetes worker runs in a pod.
 func (e *Executor) Run(ctx context.Context, s executor.Step) (executor.Result, error) {
-	return executor.Result{}, errors.New("the kubernetes executor runs steps only in a job's pod: the job needs an image:")
+	return executor.Result{}, errors.New("the kubernetes executor runs steps only in a job's pod: the job has no image")
 }
 
 // StartError is Begin's error for a pod that did not start: the verdict that ended the

@@ -3,6 +3,7 @@ package kubernetes
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"regexp"
 	"slices"
@@ -57,7 +58,7 @@ type Placement struct {
 // own image) copies the gantry binary there and fills the workspace.
 func (e *Executor) podSpec(j executor.Job, name, fetch string) (*corev1.Pod, error) {
 	if j.Image == "" {
-		return nil, fmt.Errorf("the kubernetes executor runs jobs in an image: the job has no image:")
+		return nil, errors.New("the kubernetes executor runs jobs in an image, and the job has no image")
 	}
 	pull, err := pullPolicy(j.Pull)
 	if err != nil {
