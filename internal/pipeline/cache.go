@@ -291,34 +291,15 @@ func checkCacheKey(k string) string {
 // values (${{ branch }}, ${{ sha }} ...) are kept as references and put in when a run
 // is created, as in a step's run.
 func (d *decoder) substituteCacheKey(t text, in instance, env map[string]string) string {
-	s := t.v
-	if !strings.Contains(s, "${{") {
-		return s
-	}
-	var b strings.Builder
-	for {
-		start := strings.Index(s, "${{")
-		if start < 0 {
-			b.WriteString(s)
-			break
-		}
-		b.WriteString(s[:start])
-		offset := len(t.v) - len(s) + start
-		end := strings.Index(s[start:], "}}")
-		if end < 0 {
-			d.addAt(ErrInvalid, t, offset, "${{ is not closed with }}")
-			return t.v
-		}
-		inner := strings.TrimSpace(s[start+3 : start+end])
-		s = s[start+end+2:]
+	return d.replaceRefs(t, func(offset int, inner string) string {
+		var b strings.Builder
 		if rest, ok := strings.CutPrefix(inner, "hashFiles"); ok {
 			args, msg := parseHashFiles(strings.TrimSpace(rest))
 			if msg != "" {
 				d.addAt(ErrExpression, t, offset, "%s", msg)
-				continue
+				return ""
 			}
-			b.WriteString(HashFilesRef(args))
-			continue
+			return HashFilesRef(args)
 		}
 		m := refPattern.FindStringSubmatch(inner)
 		switch {
@@ -347,8 +328,8 @@ func (d *decoder) substituteCacheKey(t text, in instance, env map[string]string)
 			}
 			b.WriteString(v)
 		}
-	}
-	return b.String()
+		return b.String()
+	})
 }
 
 // parseHashFiles reads the arguments of a hashFiles call, "('a', 'b/**')": one or more

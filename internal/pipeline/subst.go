@@ -65,7 +65,10 @@ func (d *decoder) substituteEnv(t text, matrix []MatrixValue, env map[string]str
 	return d.substituteRefs(t, matrix, env, true, true)
 }
 
-func (d *decoder) substituteRefs(t text, matrix []MatrixValue, env map[string]string, secrets, runValues bool) string {
+// replaceRefs rewrites each ${{ ... }} of t to what repl makes of its trimmed inner text
+// (given with its offset in t, for errors) and keeps the text around them. An unclosed
+// ${{ is an error, and t is kept as it is.
+func (d *decoder) replaceRefs(t text, repl func(offset int, inner string) string) string {
 	s := t.v
 	if !strings.Contains(s, "${{") {
 		return s
@@ -75,7 +78,7 @@ func (d *decoder) substituteRefs(t text, matrix []MatrixValue, env map[string]st
 		start := strings.Index(s, "${{")
 		if start < 0 {
 			b.WriteString(s)
-			break
+			return b.String()
 		}
 		b.WriteString(s[:start])
 		offset := len(t.v) - len(s) + start
@@ -85,11 +88,17 @@ func (d *decoder) substituteRefs(t text, matrix []MatrixValue, env map[string]st
 			return t.v
 		}
 		inner := strings.TrimSpace(s[start+3 : start+end])
+		s = s[start+end+2:]
+		b.WriteString(repl(offset, inner))
+	}
+}
+
+func (d *decoder) substituteRefs(t text, matrix []MatrixValue, env map[string]string, secrets, runValues bool) string {
+	return d.replaceRefs(t, func(offset int, inner string) string {
+		var b strings.Builder
 		m := refPattern.FindStringSubmatch(inner)
 		if kept, ok := d.jobRef(t, offset, inner, runValues); ok {
-			b.WriteString(kept)
-			s = s[start+end+2:]
-			continue
+			return kept
 		}
 		switch {
 		case contains(runNames, inner) || (m != nil && (m[1] == "inputs" || m[1] == "pr")):
@@ -135,9 +144,8 @@ func (d *decoder) substituteRefs(t text, matrix []MatrixValue, env map[string]st
 			}
 			b.WriteString(v)
 		}
-		s = s[start+end+2:]
-	}
-	return b.String()
+		return b.String()
+	})
 }
 
 // jobRef handles needs.JOB.outputs.NAME and steps.ID.outputs.NAME (.outcome,
