@@ -180,6 +180,7 @@ func (a *app) rootCommand() *cobra.Command {
 		a.validateCommand(),
 		a.planCommand(),
 		a.podExecCommand(),
+		a.podTarCommand(),
 		a.podHoldCommand(),
 		a.podInitCommand(),
 		a.projectCommand(),

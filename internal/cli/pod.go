@@ -64,6 +64,29 @@ func (a *app) podExec(podExecConfig) error {
 	return nil
 }
 
+// podTarConfig is where the job's workspace is in its container.
+type podTarConfig struct {
+	Workspace string
+}
+
+func (a *app) podTarCommand() *cobra.Command {
+	cfg := podTarConfig{Workspace: "/workspace"}
+	cmd := &cobra.Command{
+		Use:    "pod-tar",
+		Short:  "Write the job's workspace to stdout as a tar stream, for the worker to copy it back",
+		Hidden: true,
+		Args:   noArgs,
+		RunE: func(_ *cobra.Command, _ []string) error {
+			if err := kubernetes.PodTar(a.stdout, cfg.Workspace); err != nil {
+				return fmt.Errorf("pod-tar: %w", err)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&cfg.Workspace, "workspace", cfg.Workspace, "the job's workspace")
+	return cmd
+}
+
 // podHoldConfig is empty: pod-hold only waits.
 type podHoldConfig struct{}
 

@@ -102,3 +102,12 @@ type Session interface {
 	// ErrKillNow asks for no grace at all.
 	End(ctx context.Context) error
 }
+
+// Collector is a Session whose steps change a copy of the workspace rather than the
+// worker's own (a pod's, on another machine). The agent calls Collect once after the
+// last step of a job that was not cancelled, before it saves caches and uploads
+// artifacts, which it reads from Job.Workspace as with any executor. An error means the
+// worker's workspace may not hold what the steps made; it is left as it was.
+type Collector interface {
+	Collect(ctx context.Context) error
+}

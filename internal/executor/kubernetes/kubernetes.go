@@ -79,7 +79,10 @@ type Executor struct {
 	log *slog.Logger
 }
 
-var _ executor.JobExecutor = (*Executor)(nil)
+var (
+	_ executor.JobExecutor = (*Executor)(nil)
+	_ executor.Collector   = (*session)(nil)
+)
 
 // New checks cfg and fills its defaults.
 func New(cfg Config) (*Executor, error) {
@@ -451,6 +454,79 @@ func (s *session) containerEnv(env []string) []string {
 		out = append(out, kv)
 	}
 	return out
+}
+
+// Collect copies the pod's workspace back over the job's workspace on the worker, so
+// that the agent saves caches and uploads artifacts from what the steps made: `gantry
+// pod-tar` in the job's container streams it as tar through the exec subresource, and
+// ReplaceDir takes it in only when all of it came, refusing entries that would land
+// outside the workspace.
+func (s *session) Collect(ctx context.Context) error {
+	if s.job.Workspace == "" {
+		return nil
+	}
+	pr, pw := io.Pipe()
+	var stderr limitedBuffer
+	type done struct {
+		code int
+		err  error
+	}
+	finished := make(chan done, 1)
+	go func() {
+		code, err := s.e.cfg.Execer.Exec(ctx, s.e.cfg.Namespace, s.pod, jobContainer,
+			[]string{ToolsBinary, "pod-tar", "--workspace", executor.WorkspacePath}, nil, pw, &stderr)
+		switch {
+		case err != nil:
+			pw.CloseWithError(err)
+		case code != 0:
+			pw.CloseWithError(fmt.Errorf("gantry pod-tar exited %d: %s", code, strings.TrimSpace(stderr.String())))
+		default:
+			pw.Close()
+		}
+		finished <- done{code, err}
+	}()
+	err := ReplaceDir(pr, s.job.Workspace)
+	if err == nil {
+		// What follows the tar's end (padding) is read, so the exec ends as it wrote.
+		_, _ = io.Copy(io.Discard, pr)
+	}
+	// An extraction that failed stops the stream, so the exec ends too.
+	pr.CloseWithError(errors.New("the worker stopped reading the workspace"))
+	d := <-finished
+	switch {
+	case d.err != nil:
+		if v, gone := s.lost(); gone {
+			return fmt.Errorf("copy the workspace back from pod %s: %s: %w", s.pod, v.Message, executor.ErrEnvironmentLost)
+		}
+		return fmt.Errorf("copy the workspace back from pod %s: %w", s.pod, d.err)
+	case d.code != 0:
+		return fmt.Errorf("copy the workspace back from pod %s: gantry pod-tar exited %d: %s", s.pod, d.code, strings.TrimSpace(stderr.String()))
+	case err != nil:
+		return fmt.Errorf("copy the workspace back from pod %s: %w", s.pod, err)
+	}
+	return nil
+}
+
+// limitedBuffer keeps the first 4 KiB written to it: enough of a command's stderr to
+// say why it failed.
+type limitedBuffer struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (b *limitedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if room := 4096 - len(b.buf); room > 0 {
+		b.buf = append(b.buf, p[:min(room, len(p))]...)
+	}
+	return len(p), nil
+}
+
+func (b *limitedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return string(b.buf)
 }
 
 // End deletes the pod: with the job's grace, or none when ctx's cause is ErrKillNow.

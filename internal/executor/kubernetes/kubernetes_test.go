@@ -68,14 +68,18 @@ type execCall struct {
 }
 
 func (s *scriptedExecer) Exec(ctx context.Context, ns, pod, container string, cmd []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
-	br := bufio.NewReader(stdin)
-	line, err := br.ReadBytes('\n')
-	if err != nil {
-		return -1, fmt.Errorf("read the request: %w", err)
-	}
 	c := execCall{Namespace: ns, Pod: pod, Container: container, Cmd: cmd}
-	if err := json.Unmarshal(line, &c.Req); err != nil {
-		return -1, err
+	var br *bufio.Reader
+	// pod-exec reads its request from stdin; pod-tar has none.
+	if stdin != nil {
+		br = bufio.NewReader(stdin)
+		line, err := br.ReadBytes('\n')
+		if err != nil {
+			return -1, fmt.Errorf("read the request: %w", err)
+		}
+		if err := json.Unmarshal(line, &c.Req); err != nil {
+			return -1, err
+		}
 	}
 	s.mu.Lock()
 	s.calls = append(s.calls, c)

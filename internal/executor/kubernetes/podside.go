@@ -237,7 +237,16 @@ func fetchWorkspace(ctx context.Context, client *http.Client, url, dir string) e
 	return nil
 }
 
+// PodTar writes the job's workspace to w as a tar stream, for the worker to copy it
+// back (session.Collect) once the steps are done; it is `gantry pod-tar`, run in the
+// job's container, so the image needs no tar of its own.
+func PodTar(w io.Writer, workspace string) error {
+	return Tar(w, workspace)
+}
+
 // Untar extracts a tar stream into dir, refusing entries that would land outside it.
+// Files and directories get the permission bits of their entries (directories once
+// every entry is in, so a read-only one can still be filled).
 func Untar(r io.Reader, dir string) error {
 	root, err := os.OpenRoot(dir)
 	if err != nil {
@@ -245,49 +254,99 @@ func Untar(r io.Reader, dir string) error {
 	}
 	defer root.Close()
 	tr := tar.NewReader(r)
+	dirModes := map[string]os.FileMode{}
 	for {
 		h, err := tr.Next()
 		if err == io.EOF {
+			for name, mode := range dirModes {
+				if err := root.Chmod(name, mode); err != nil {
+					return err
+				}
+			}
 			return nil
 		}
 		if err != nil {
 			return fmt.Errorf("read tar: %w", err)
 		}
-		name := filepath.Clean(h.Name)
-		if name == "." {
-			continue
-		}
-		switch h.Typeflag {
-		case tar.TypeDir:
-			if err := root.MkdirAll(name, 0o755); err != nil {
-				return err
-			}
-		case tar.TypeReg:
-			if err := root.MkdirAll(filepath.Dir(name), 0o755); err != nil {
-				return err
-			}
-			f, err := root.OpenFile(name, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, os.FileMode(h.Mode).Perm())
-			if err != nil {
-				return err
-			}
-			_, err = io.Copy(f, tr)
-			if cerr := f.Close(); err == nil {
-				err = cerr
-			}
-			if err != nil {
-				return fmt.Errorf("write %s: %w", name, err)
-			}
-		case tar.TypeSymlink:
-			if err := root.MkdirAll(filepath.Dir(name), 0o755); err != nil {
-				return err
-			}
-			if err := root.Symlink(h.Linkname, name); err != nil {
-				return err
-			}
-		default:
-			return fmt.Errorf("tar entry %s: type %c is not a file, directory or symlink", h.Name, h.Typeflag)
+		if err := untarEntry(root, tr, h, dirModes); err != nil {
+			return fmt.Errorf("tar entry %s: %w", h.Name, err)
 		}
 	}
+}
+
+// untarEntry writes one entry of the stream under root; directory modes are noted in
+// dirModes, to be set at the end.
+func untarEntry(root *os.Root, tr *tar.Reader, h *tar.Header, dirModes map[string]os.FileMode) error {
+	name := filepath.Clean(h.Name)
+	if name == "." {
+		return nil
+	}
+	mode := os.FileMode(h.Mode).Perm()
+	switch h.Typeflag {
+	case tar.TypeDir:
+		if err := root.MkdirAll(name, 0o755); err != nil {
+			return err
+		}
+		dirModes[name] = mode
+	case tar.TypeReg:
+		if err := root.MkdirAll(filepath.Dir(name), 0o755); err != nil {
+			return err
+		}
+		f, err := root.OpenFile(name, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, mode)
+		if err != nil {
+			return err
+		}
+		_, err = io.Copy(f, tr)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return err
+		}
+		// The umask may have taken bits off at the create.
+		return root.Chmod(name, mode)
+	case tar.TypeSymlink:
+		if err := root.MkdirAll(filepath.Dir(name), 0o755); err != nil {
+			return err
+		}
+		return root.Symlink(h.Linkname, name)
+	default:
+		return fmt.Errorf("type %c is not a file, directory or symlink", h.Typeflag)
+	}
+	return nil
+}
+
+// ReplaceDir makes dir's content the tar stream's: it extracts the stream beside dir
+// (refusing entries that would land outside it) and only when all of it is in swaps it
+// for dir's entries, so a broken or hostile stream leaves dir as it was.
+func ReplaceDir(r io.Reader, dir string) error {
+	tmp, err := os.MkdirTemp(filepath.Dir(dir), "."+filepath.Base(dir)+"-in-")
+	if err != nil {
+		return fmt.Errorf("replace %s: %w", dir, err)
+	}
+	defer os.RemoveAll(tmp)
+	if err := Untar(r, tmp); err != nil {
+		return fmt.Errorf("replace %s: %w", dir, err)
+	}
+	old, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("replace %s: %w", dir, err)
+	}
+	for _, e := range old {
+		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+			return fmt.Errorf("replace %s: %w", dir, err)
+		}
+	}
+	entries, err := os.ReadDir(tmp)
+	if err != nil {
+		return fmt.Errorf("replace %s: %w", dir, err)
+	}
+	for _, e := range entries {
+		if err := os.Rename(filepath.Join(tmp, e.Name()), filepath.Join(dir, e.Name())); err != nil {
+			return fmt.Errorf("replace %s: %w", dir, err)
+		}
+	}
+	return nil
 }
 
 // Tar writes dir as a tar stream: files, directories and symlinks.
