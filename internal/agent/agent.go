@@ -699,6 +699,9 @@ func (a *Agent) runSteps(ctx context.Context, log *slog.Logger, rec *logs.Record
 		return "failed", "failure", nil, nil
 	}
 	run, host, stepWS := a.cfg.Executor.Run, true, ws
+	// collector is the session of an environment whose workspace is a copy of ws, to be
+	// brought back before caches and artifacts are read from ws.
+	var collector executor.Collector
 	job, inContainer := a.containerJob(j, ws, grace)
 	files, err := newStepFiles(a.cfg.WorkDir, ws, inContainer)
 	if err != nil {
@@ -719,6 +722,7 @@ func (a *Agent) runSteps(ctx context.Context, log *slog.Logger, rec *logs.Record
 		}
 		defer end()
 		run, host, stepWS = sess.Run, false, executor.WorkspacePath
+		collector, _ = sess.(executor.Collector)
 		files.stepDir = path.Join(stepWS, stepFilesInWorkspace)
 	} else if p, ok := a.cfg.Executor.(workspacePreparer); ok {
 		// Steps that run as another user must be able to write their workspace.
@@ -844,6 +848,13 @@ func (a *Agent) runSteps(ctx context.Context, log *slog.Logger, rec *logs.Record
 	}
 	if ctx.Err() != nil && status == "success" {
 		return "cancelled", "", nil, nil
+	}
+	if collector != nil && ctx.Err() == nil && (spec.Artifacts != nil || len(spec.Caches) > 0) {
+		if err := collector.Collect(ctx); err != nil {
+			log.Error("copy the workspace back from the job's environment", "err", err)
+			rec.System("the worker could not copy the workspace back from the job's environment, so its artifacts and caches are not what the steps made: " + err.Error())
+			fail("failure", nil)
+		}
 	}
 	outputs := jobOutputs(spec, in.Steps, written)
 	if err := pipeline.CheckOutputs(outputs); err != nil {
