@@ -62,6 +62,7 @@ jobs:
     needs: [test]
     steps: [ { run: "true" } ]
 `
+	// jobEnv sets in the file the env its if: reads; the run's env (--env) overrides it.
 	const jobEnv = `
 name: job-env
 jobs:
@@ -185,7 +186,10 @@ jobs:
 		{"run env unset", gated(`env.DEPLOY == "yes"`), store.CreateRunParams{}, nil,
 			map[string]outcome{"gated": {skipped, `if: env.DEPLOY == "yes" was false`}},
 			map[string]outcome{"gated": {skipped, `if: env.DEPLOY == "yes" was false`}, "free": {success, ""}}, store.RunSuccess},
-		{"job env over run env", jobEnv, store.CreateRunParams{Env: map[string]string{"DEPLOY": "yes"}}, nil,
+		{"run env over job env", jobEnv, store.CreateRunParams{Env: map[string]string{"DEPLOY": "yes"}}, nil,
+			map[string]outcome{"deploy": {queued, ""}},
+			map[string]outcome{"deploy": {success, ""}}, store.RunSuccess},
+		{"job env without run env", jobEnv, store.CreateRunParams{}, nil,
 			map[string]outcome{"deploy": {skipped, `if: env.DEPLOY == "yes" was false`}},
 			map[string]outcome{"deploy": {skipped, `if: env.DEPLOY == "yes" was false`}}, store.RunSuccess},
 		{"run env after needs", needsEnv, store.CreateRunParams{Env: map[string]string{"DEPLOY": "yes"}}, nil,
