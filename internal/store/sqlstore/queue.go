@@ -492,7 +492,8 @@ func (e *Engine) CompleteJob(ctx context.Context, p store.CompleteParams) (*stor
 		if p.FailureKind == store.FailureNone {
 			p.FailureKind = store.FailureExit
 		}
-		if p.FailureKind != store.FailureExit && p.FailureKind != store.FailureTimeout {
+		// Lost is a worker's too: the environment of the job (its pod) went under it.
+		if p.FailureKind != store.FailureExit && p.FailureKind != store.FailureTimeout && p.FailureKind != store.FailureLost {
 			return nil, fmt.Errorf("complete job: failure kind %q: %w", p.FailureKind, store.ErrInvalid)
 		}
 	case store.JobCancelled:

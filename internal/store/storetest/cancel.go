@@ -342,8 +342,10 @@ func testCompleteInvalidStatus(t *testing.T, h Harness) {
 		_, err := b.s.CompleteJob(b.ctx, store.CompleteParams{LeaseRef: ref(c), Status: st})
 		wantErr(t, fmt.Sprintf("CompleteJob with status %q", st), err, store.ErrInvalid)
 	}
-	_, err := b.s.CompleteJob(b.ctx, store.CompleteParams{LeaseRef: ref(c), Status: store.JobFailed, FailureKind: store.FailureLost})
-	wantErr(t, "CompleteJob with failure kind lost (the reaper's alone)", err, store.ErrInvalid)
+	for _, kind := range []store.FailureKind{store.FailureCancelled, "exploded"} {
+		_, err := b.s.CompleteJob(b.ctx, store.CompleteParams{LeaseRef: ref(c), Status: store.JobFailed, FailureKind: kind})
+		wantErr(t, fmt.Sprintf("CompleteJob failed with failure kind %q", kind), err, store.ErrInvalid)
+	}
 	if after := jobState(b.getJob(c.Job.ID)); after != before {
 		t.Errorf("refused completions changed the job:\nbefore %s\nafter  %s", before, after)
 	}

@@ -123,6 +123,8 @@ func testRetryOutcomes(t *testing.T, h Harness) {
 		{"empty kind means failure, terminal", "{ max_attempts: 1, on: [failure] }", store.JobFailed, "", store.JobFailed, store.FailureExit},
 		{"timeout retried", "{ max_attempts: 2, on: [timeout] }", store.JobFailed, store.FailureTimeout, store.JobRetrying, ""},
 		{"timeout not in on", "{ max_attempts: 3, on: [failure] }", store.JobFailed, store.FailureTimeout, store.JobFailed, store.FailureTimeout},
+		{"lost from a worker retried", "{ max_attempts: 2, on: [lost] }", store.JobFailed, store.FailureLost, store.JobRetrying, ""},
+		{"lost from a worker not in on", "{ max_attempts: 3, on: [failure] }", store.JobFailed, store.FailureLost, store.JobFailed, store.FailureLost},
 		{"failure not in on", "{ max_attempts: 3, on: [timeout, lost] }", store.JobFailed, store.FailureExit, store.JobFailed, store.FailureExit},
 		{"attempts spent", "{ max_attempts: 1, on: [failure, timeout] }", store.JobFailed, store.FailureExit, store.JobFailed, store.FailureExit},
 		{"cancelled is not retried", "{ max_attempts: 3, on: [failure, timeout, lost] }", store.JobCancelled, "", store.JobCancelled, ""},
