@@ -804,12 +804,21 @@ func (a *Agent) runSteps(ctx context.Context, log *slog.Logger, rec *logs.Record
 		}
 		switch {
 		case err != nil:
-			log.Error("step could not start", "step", st.Name, "err", err)
-			rec.System(fmt.Sprintf("step %s could not start: %v", st.Name, err))
+			// An environment lost under the step (its pod evicted) is the job's lost, so
+			// retry.on: [lost] retries it.
+			kind := executor.RetryKind(err)
+			if kind == executor.KindLost {
+				log.Error("the job's environment was lost under a step", "step", st.Name, "err", err)
+				rec.System(fmt.Sprintf("step %s: the job's environment was lost: %v", st.Name, err))
+			} else {
+				log.Error("step could not start", "step", st.Name, "err", err)
+				rec.System(fmt.Sprintf("step %s could not start: %v", st.Name, err))
+				kind = executor.KindFailure
+			}
 			report(st.Index, map[string]any{"status": "failed"})
 			endStepSpan(span, "failed", nil)
 			record(st, pipeline.ResultFailed, nil)
-			fail("failure", nil)
+			fail(kind, nil)
 		case res.Cancelled && errors.Is(context.Cause(ctx), errTimeout):
 			// The job's timeout stopped the step: the step failed for it too.
 			report(st.Index, map[string]any{"status": "failed", "exit_code": code, "failure_kind": "timeout"})
@@ -853,7 +862,11 @@ func (a *Agent) runSteps(ctx context.Context, log *slog.Logger, rec *logs.Record
 		if err := collector.Collect(ctx); err != nil {
 			log.Error("copy the workspace back from the job's environment", "err", err)
 			rec.System("the worker could not copy the workspace back from the job's environment, so its artifacts and caches are not what the steps made: " + err.Error())
-			fail("failure", nil)
+			if executor.RetryKind(err) == executor.KindLost {
+				fail(executor.KindLost, nil)
+			} else {
+				fail(executor.KindFailure, nil)
+			}
 		}
 	}
 	outputs := jobOutputs(spec, in.Steps, written)

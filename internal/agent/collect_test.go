@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -135,4 +136,49 @@ jobs:
 			t.Errorf("artifacts %+v kept from a workspace not copied back", as)
 		}
 	})
+}
+
+// losingJobs is a JobExecutor whose environment is lost under the first step, as a pod
+// evicted mid-job.
+type losingJobs struct {
+	executor.Shell
+}
+
+func (f *losingJobs) Begin(ctx context.Context, j executor.Job) (executor.Session, error) {
+	return losingSession{}, nil
+}
+
+type losingSession struct{}
+
+func (losingSession) Run(ctx context.Context, st executor.Step) (executor.Result, error) {
+	return executor.Result{}, fmt.Errorf("step in pod gantry-x: pod is gone: it was deleted or evicted: %w", executor.ErrEnvironmentLost)
+}
+
+func (losingSession) End(ctx context.Context) error { return nil }
+
+// TestEnvironmentLost: a job whose environment goes under a step is reported failed as
+// lost, which retry.on: [lost] retries, and the log says what happened.
+func TestEnvironmentLost(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.startWith(t, Config{Name: "k8s", MaxJobs: 2, Executor: &losingJobs{}})
+	for _, tt := range []struct {
+		name, retry string
+		want        store.JobStatus
+	}{
+		{"retried", "retry: { max_attempts: 2, backoff: 1h, on: [lost] }", store.JobRetrying},
+		{"not in on", "retry: { max_attempts: 2, backoff: 1h, on: [failure] }", store.JobFailed},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			run := b.submit(t, "jobs:\n  a:\n    image: gantry-test/go:1.26\n    "+tt.retry+"\n    steps: [{run: 'true'}]\n")
+			job := b.waitJob(t, run, store.JobRetrying, store.JobFailed, store.JobSuccess)
+			if job.Status != tt.want || job.FailureKind != store.FailureLost {
+				t.Errorf("job %s, failure kind %q; want %s, lost", job.Status, job.FailureKind, tt.want)
+			}
+			if log := b.jobLog(t, run, "a"); !strings.Contains(log, "the job's environment was lost: step in pod gantry-x: pod is gone") {
+				t.Errorf("log does not say the environment was lost:\n%s", log)
+			}
+		})
+	}
 }

@@ -176,11 +176,8 @@ func numericUser(user string) (uid, gid int, ok bool) {
 
 // beginFailureKind is the failure kind of a job whose environment did not start: a
 // timeout for one the cluster did not place in time, so that retry.on: [timeout]
-// retries it; else a failure. A worker reports only these two; an environment lost
-// under the job counts as a failure until the coordinator takes "lost" from workers.
+// retries it; lost for one that went while starting (its pod evicted or deleted); else
+// a failure.
 func beginFailureKind(err error) string {
-	if executor.RetryKind(err) == executor.KindTimeout {
-		return executor.KindTimeout
-	}
-	return executor.KindFailure
+	return executor.RetryKind(err)
 }

@@ -16,7 +16,7 @@ func TestBeginFailureKind(t *testing.T) {
 	}{
 		{fmt.Errorf("pod not scheduled: %w", executor.ErrUnschedulable), "timeout"},
 		{fmt.Errorf("image: %w", executor.ErrImage), "failure"},
-		{fmt.Errorf("evicted: %w", executor.ErrEnvironmentLost), "failure"},
+		{fmt.Errorf("evicted: %w", executor.ErrEnvironmentLost), "lost"},
 		{errors.New("engine down"), "failure"},
 	} {
 		if got := beginFailureKind(tt.err); got != tt.want {
