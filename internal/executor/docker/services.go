@@ -91,6 +91,11 @@ func (s *session) waitHealthy(ctx context.Context, id string, svc executor.Servi
 		}
 		code, out, err := s.execOnce(ctx, id, hc.Command, timeout)
 		if err != nil {
+			// The service may have exited between the check above and the exec, which
+			// the engine then refuses: say that, not the engine's "is not running".
+			if exited := s.serviceRunning(ctx, id, svc); exited != nil {
+				return exited
+			}
 			return fmt.Errorf("service %s: run healthcheck %q: %w", svc.Name, strings.Join(hc.Command, " "), err)
 		}
 		if code == 0 {
