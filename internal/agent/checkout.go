@@ -116,12 +116,16 @@ func (a *Agent) checkout(ctx context.Context, log *slog.Logger, j claimedJob, ws
 	err := a.checkoutInto(ctx, log, j, ws, rec)
 	if err != nil {
 		log.Error("check out the run's commit", "repository", tr.CloneURL, "sha", tr.SHA, "err", err)
-		with := ""
-		if j.RepoCredentials != nil {
+		with, note := "", ""
+		switch {
+		case j.RepoCredentials != nil:
 			// A refused credential reads as git's "could not read Username": say whose it was.
 			with = " with the repository credential from the project's secrets"
+		case j.RepoCredentialsWithheld != "":
+			with = " without a credential"
+			note = "; " + j.RepoCredentialsWithheld + "; a private repository cannot be checked out without one"
 		}
-		rec.System(fmt.Sprintf("checkout %s at %s%s failed: %v", tr.CloneURL, tr.SHA, with, err))
+		rec.System(fmt.Sprintf("checkout %s at %s%s failed: %v%s", tr.CloneURL, tr.SHA, with, err, note))
 	}
 	return err
 }
@@ -137,6 +141,15 @@ func (a *Agent) checkoutInto(ctx context.Context, log *slog.Logger, j claimedJob
 	dir := a.mirrorsDir()
 	if err := ownCacheDir(dir); err != nil {
 		return err
+	}
+	if j.RepoCredentialsWithheld != "" {
+		// The shared mirror may hold what a credential fetched: a job that was refused the
+		// credential reads only what the repository gives anyone, so a public repository
+		// checks out and a private one fails, whatever this worker fetched before.
+		dir = filepath.Join(dir, "anonymous")
+		if err := ownCacheDir(dir); err != nil {
+			return err
+		}
 	}
 	m, err := source.Open(ctx, source.Config{Dir: dir, URL: tr.CloneURL, Credentials: j.RepoCredentials.source(), Logger: log})
 	if err != nil {

@@ -119,6 +119,9 @@ type claimedJob struct {
 	SecretsError string            `json:"secrets_error"`
 	// RepoCredentials is the credential of the run's private repository (checkout.go).
 	RepoCredentials *repoCredentials `json:"repo_credentials"`
+	// RepoCredentialsWithheld says why a job of a run from a fork has no credential for a
+	// repository that has one; its checkout then uses a mirror of its own (checkout.go).
+	RepoCredentialsWithheld string `json:"repo_credentials_withheld"`
 	// Needs are what the jobs this one needs left, for its steps' if: (sent only for a
 	// job that reads them).
 	Needs map[string]claimedNeed `json:"needs"`

@@ -30,7 +30,7 @@ import (
 
 // privateGitServer serves the bare repositories under root over smart HTTP with git
 // http-backend, answering 401 to any request without the token as basic auth, as a forge
-// does for a private repository. It records every Authorization header it was sent.
+// does for a private repository (with token "", to anyone, as for a public one). It records every Authorization header it was sent.
 type privateGitServer struct {
 	*httptest.Server
 	mu    sync.Mutex
@@ -53,7 +53,7 @@ func newPrivateGitServer(t *testing.T, root, user, token string) *privateGitServ
 		s.mu.Lock()
 		s.auths = append(s.auths, r.Header.Get("Authorization"))
 		s.mu.Unlock()
-		if r.Header.Get("Authorization") != want {
+		if token != "" && r.Header.Get("Authorization") != want {
 			w.Header().Set("WWW-Authenticate", `Basic realm="gantry-test"`)
 			http.Error(w, "authentication required", http.StatusUnauthorized)
 			return
@@ -309,5 +309,87 @@ func TestPrivateRepositoryHookToCheckout(t *testing.T) {
 	}
 	if l := b.jobLog(t, again, "nocheckout"); !strings.Contains(l, "no checkout") {
 		t.Errorf("checkout: false job without the secret:\n%s", l)
+	}
+}
+
+// TestForkPullRequestGetsNoRepoCredential: a job of a pull request from a fork is not
+// given the repository credential (nor secrets), whatever the worker fetched before with
+// it: the checkout of a private repository fails saying why and what would allow it, and
+// the git server never sees the token from it; a public repository checks out without
+// one; with secrets_for_forks on, the fork's job gets the credential and checks out.
+func TestForkPullRequestGetsNoRepoCredential(t *testing.T) {
+	t.Parallel()
+	b := setupPrivateRepo(t)
+	b.setSecret(t, "private", "REPO_TOKEN", repoToken)
+	sha := b.repo.Commit("refs/heads/main", map[string]string{"private.txt": "top secret source\n"})
+	// A push first, so the worker's mirror holds the commit fetched with the token.
+	push := b.submitIn(t, "private", store.Trigger{Ref: "refs/heads/main", Branch: "main", SHA: sha, Event: "push", CloneURL: b.url},
+		nil, privatePipeline)
+	b.wantSuccess(t, push)
+
+	forkTrigger := func(url string) store.Trigger {
+		return store.Trigger{Ref: "refs/pull/7/head", SHA: sha, Event: "pull_request", PRNumber: 7, Fork: true, CloneURL: url}
+	}
+	b.git.mu.Lock()
+	seen := len(b.git.auths)
+	b.git.mu.Unlock()
+	fork := b.submitIn(t, "private", forkTrigger(b.url), nil, privatePipeline)
+	if r := b.waitRun(t, fork); r.Status != store.RunFailed {
+		t.Fatalf("fork run on a private repository is %s, want failed", r.Status)
+	}
+	log := b.jobLog(t, fork, "build")
+	if !strings.Contains(log, "without a credential failed") || !strings.Contains(log, "pull request from a fork") ||
+		!strings.Contains(log, "a private repository cannot be checked out without one") || strings.Contains(log, "top secret source") {
+		t.Errorf("fork job on a private repository:\n%s", log)
+	}
+	wantNoToken(t, "the fork job's log", log)
+	b.git.mu.Lock()
+	later := append([]string(nil), b.git.auths[seen:]...)
+	b.git.mu.Unlock()
+	if len(later) == 0 {
+		t.Error("the fork job's checkout never asked the git server")
+	}
+	for _, a := range later {
+		if a != "" {
+			t.Errorf("the fork job's checkout sent Authorization %q", a)
+		}
+	}
+	if l := b.jobLog(t, fork, "nocheckout"); !strings.Contains(l, "no checkout") {
+		t.Errorf("fork job with checkout: false:\n%s", l)
+	}
+
+	// A public repository of a project that has a credential: the fork's job checks out
+	// without it.
+	pub := sourcetest.NewRepo(t)
+	pubSHA := pub.Commit("refs/heads/main", map[string]string{"private.txt": "public source\n"})
+	pubGit := newPrivateGitServer(t, filepath.Dir(pub.Bare), "", "")
+	pubURL := pubGit.URL + "/git/" + filepath.Base(pub.Bare)
+	body, _ := json.Marshal(map[string]any{"name": "public", "repo_url": pubURL, "provider": "github",
+		"default_branch": "main", "repo_token_secret": "REPO_TOKEN"})
+	if status, ans := b.call(t, http.MethodPost, "/api/v1/projects", string(body)); status != http.StatusCreated {
+		t.Fatalf("create project: %d %s", status, ans)
+	}
+	b.setSecret(t, "public", "REPO_TOKEN", repoToken)
+	tr := forkTrigger(pubURL)
+	tr.SHA = pubSHA
+	pubRun := b.submitIn(t, "public", tr, nil, privatePipeline)
+	b.wantSuccess(t, pubRun)
+	if l := b.jobLog(t, pubRun, "build"); !strings.Contains(l, "public source") {
+		t.Errorf("fork job on a public repository:\n%s", l)
+	}
+	for _, a := range pubGit.auths {
+		if a != "" {
+			t.Errorf("the public fork checkout sent Authorization %q", a)
+		}
+	}
+
+	// The project trusts forks: the fork's job gets the credential.
+	if status, ans := b.call(t, http.MethodPut, "/api/v1/projects/private/secret-settings", `{"secrets_for_forks": true}`); status != http.StatusOK {
+		t.Fatalf("allow forks: %d %s", status, ans)
+	}
+	trusted := b.submitIn(t, "private", forkTrigger(b.url), nil, privatePipeline)
+	b.wantSuccess(t, trusted)
+	if l := b.jobLog(t, trusted, "build"); !strings.Contains(l, "top secret source") {
+		t.Errorf("trusted fork job:\n%s", l)
 	}
 }

@@ -254,6 +254,9 @@ type claimedJSON struct {
 	// RepoCredentials is the credential of the project's private repository, for the
 	// checkout; SecretsError says why when the job needs one and cannot have it.
 	RepoCredentials *repoCredentialsJSON `json:"repo_credentials,omitempty"`
+	// RepoCredentialsWithheld, when set, says why a job of a run from a fork has no
+	// repository credential: a checkout that needs one fails saying so.
+	RepoCredentialsWithheld string `json:"repo_credentials_withheld,omitempty"`
 	// Needs are what the jobs this one needs left it, by their definition names: sent
 	// only for a job that reads them (its steps' if: and ${{ needs.X.outputs.Y }}, which
 	// are already put into Spec).

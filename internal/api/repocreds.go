@@ -58,56 +58,68 @@ func (c *repoCredentialsJSON) values() []string {
 
 // jobRepoCredentials is the repository credential a claimed job is given: none when its
 // run checks out no repository of its project (no clone URL, another URL than the
-// project's, or checkout: false), so a credential never goes to another host. failure,
-// when set, fails the job before its first step.
-func (s *Server) jobRepoCredentials(ctx context.Context, c *store.Claim) (creds *repoCredentialsJSON, failure string, err error) {
+// project's, or checkout: false), so a credential never goes to another host; none
+// either for a run from a fork that forkTrust does not trust, and then withheld says
+// why, for the worker to tell should the checkout need one. failure, when set, fails
+// the job before its first step.
+func (s *Server) jobRepoCredentials(ctx context.Context, c *store.Claim) (creds *repoCredentialsJSON, withheld, failure string, err error) {
 	if c.Run == nil || c.Job == nil || c.Job.Spec == nil {
-		return nil, "", nil
+		return nil, "", "", nil
 	}
 	if co := c.Job.Spec.Checkout; co != nil && co.Skip {
-		return nil, "", nil
+		return nil, "", "", nil
 	}
 	if c.Run.Trigger.CloneURL == "" || c.Run.Trigger.SHA == "" {
-		return nil, "", nil
+		return nil, "", "", nil
 	}
 	run := c.Run
 	if run.Project == "" {
 		// A claim's run carries no project name.
 		full, err := s.store.GetRun(ctx, run.ID)
 		if err != nil {
-			return nil, "", fmt.Errorf("read the run's project: %w", err)
+			return nil, "", "", fmt.Errorf("read the run's project: %w", err)
 		}
 		run = full
 	}
 	proj, err := s.store.GetProjectByName(ctx, run.Project)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, "", nil
+		return nil, "", "", nil
 	}
 	if err != nil {
-		return nil, "", fmt.Errorf("read project %s: %w", run.Project, err)
+		return nil, "", "", fmt.Errorf("read project %s: %w", run.Project, err)
 	}
 	if proj.RepoURL == "" || proj.RepoURL != run.Trigger.CloneURL {
-		return nil, "", nil
+		return nil, "", "", nil
+	}
+	if proj.RepoTokenSecret == "" && proj.RepoSSHKeySecret == "" {
+		return nil, "", "", nil
+	}
+	trusted, why, err := s.forkTrust(ctx, run, c.Job)
+	if err != nil {
+		return nil, "", "", err
+	}
+	if !trusted {
+		return nil, why, "", nil
 	}
 	cr, err := s.repoCredentials(ctx, proj)
 	var ce *secret.CredentialError
 	if errors.As(err, &ce) {
-		return nil, ce.Error(), nil
+		return nil, "", ce.Error(), nil
 	}
 	if err != nil {
-		return nil, "", err
+		return nil, "", "", err
 	}
 	if cr.Token == "" && len(cr.SSHKey) == 0 {
-		return nil, "", nil
+		return nil, "", "", nil
 	}
-	return &repoCredentialsJSON{Token: cr.Token, Username: cr.Username, SSHKey: string(cr.SSHKey), KnownHosts: string(cr.KnownHosts)}, "", nil
+	return &repoCredentialsJSON{Token: cr.Token, Username: cr.Username, SSHKey: string(cr.SSHKey), KnownHosts: string(cr.KnownHosts)}, "", "", nil
 }
 
 // addRepoCredentials puts a claimed job's repository credential into its claim answer
 // and js (so the logs mask it); a credential it cannot have fails the job like a
 // missing secret does.
 func (s *Server) addRepoCredentials(ctx context.Context, c *store.Claim, js *jobSecrets, out *claimedJSON) {
-	creds, failure, err := s.jobRepoCredentials(ctx, c)
+	creds, withheld, failure, err := s.jobRepoCredentials(ctx, c)
 	if err != nil {
 		s.log.ErrorContext(ctx, "resolve a claimed job's repository credential", "job", c.Job.ID, "err", err)
 		failure = "the coordinator could not read this job's repository credential; retry the job"
@@ -116,7 +128,7 @@ func (s *Server) addRepoCredentials(ctx context.Context, c *store.Claim, js *job
 		js.failure = failure
 	}
 	if out != nil {
-		out.RepoCredentials = creds
+		out.RepoCredentials, out.RepoCredentialsWithheld = creds, withheld
 	}
 	js.repo = creds.values()
 }

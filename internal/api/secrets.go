@@ -379,11 +379,12 @@ func (j jobSecrets) all() []string {
 // resolveSecrets opens the secrets a job refers to and its run's secret env. A secret that
 // is missing, withheld from a fork, or that cannot be opened is a failure naming it; a
 // store error is an error.
-func (s *Server) resolveSecrets(ctx context.Context, run *store.Run, spec *pipeline.Job) (jobSecrets, error) {
+func (s *Server) resolveSecrets(ctx context.Context, run *store.Run, job *store.Job) (jobSecrets, error) {
 	var out jobSecrets
-	if run == nil || spec == nil {
+	if run == nil || job == nil || job.Spec == nil {
 		return out, nil
 	}
+	spec := job.Spec
 	names := spec.Secrets()
 	envRefs := map[string]string{}
 	for k, v := range run.Env {
@@ -406,14 +407,13 @@ func (s *Server) resolveSecrets(ctx context.Context, run *store.Run, spec *pipel
 		out.failure = "this job needs secrets, and the coordinator has no secrets key (--secrets-key-file or GANTRY_SECRETS_KEY)"
 		return out, nil
 	}
-	if run.Trigger.Fork && len(names) > 0 {
-		allow, err := s.store.SecretsForForks(ctx, run.Project)
-		if err != nil && !errors.Is(err, store.ErrNotFound) {
-			return out, fmt.Errorf("read secrets_for_forks of project %s: %w", run.Project, err)
+	if len(names) > 0 {
+		trusted, why, err := s.forkTrust(ctx, run, job)
+		if err != nil {
+			return out, err
 		}
-		if !allow {
-			out.failure = fmt.Sprintf("secret %s is not given to a pull request from a fork: project %s does not allow it (secrets_for_forks)",
-				names[0], run.Project)
+		if !trusted {
+			out.failure = fmt.Sprintf("secret %s is not given to a pull request from a fork: %s", names[0], why)
 			return out, nil
 		}
 	}
@@ -474,7 +474,7 @@ func (s *Server) resolveSecrets(ctx context.Context, run *store.Run, spec *pipel
 // values leave the coordinator, and keeps them for the log ingest of that attempt.
 func (s *Server) deliverSecrets(r *http.Request, c *store.Claim, out *claimedJSON) {
 	ctx := r.Context()
-	js, err := s.resolveSecrets(ctx, c.Run, c.Job.Spec)
+	js, err := s.resolveSecrets(ctx, c.Run, c.Job)
 	if err != nil {
 		s.log.ErrorContext(ctx, "resolve a claimed job's secrets", "job", c.Job.ID, "err", err)
 		js = jobSecrets{failure: "the coordinator could not read this job's secrets; retry the job"}
@@ -522,7 +522,7 @@ func (s *Server) logSecrets(ctx context.Context, k logs.Key) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	js, err := s.resolveSecrets(ctx, run, job.Spec)
+	js, err := s.resolveSecrets(ctx, run, job)
 	if err != nil {
 		return nil, err
 	}
