@@ -157,24 +157,27 @@ func (losingSession) Run(ctx context.Context, st executor.Step) (executor.Result
 func (losingSession) End(ctx context.Context) error { return nil }
 
 // TestEnvironmentLost: a job whose environment goes under a step is reported failed as
-// lost, which retry.on: [lost] retries, and the log says what happened.
+// lost, which goes back to the queue at once as a lapsed lease does: counted with
+// retry.on: [lost] while attempts are left, as a free redelivery (three at most)
+// without it; and the log says what happened.
 func TestEnvironmentLost(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	b.startWith(t, Config{Name: "k8s", MaxJobs: 2, Executor: &losingJobs{}})
 	for _, tt := range []struct {
-		name, retry string
-		want        store.JobStatus
+		name, retry                string
+		attempts, wantRedeliveries int
 	}{
-		{"retried", "retry: { max_attempts: 2, backoff: 1h, on: [lost] }", store.JobRetrying},
-		{"not in on", "retry: { max_attempts: 2, backoff: 1h, on: [failure] }", store.JobFailed},
+		{"retried", "retry: { max_attempts: 2, backoff: 1h, on: [lost] }", 2, 0},
+		{"not in on", "retry: { max_attempts: 2, backoff: 1h, on: [failure] }", 4, 3},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			run := b.submit(t, "jobs:\n  a:\n    image: gantry-test/go:1.26\n    "+tt.retry+"\n    steps: [{run: 'true'}]\n")
 			job := b.waitJob(t, run, store.JobRetrying, store.JobFailed, store.JobSuccess)
-			if job.Status != tt.want || job.FailureKind != store.FailureLost {
-				t.Errorf("job %s, failure kind %q; want %s, lost", job.Status, job.FailureKind, tt.want)
+			if job.Status != store.JobFailed || job.FailureKind != store.FailureLost || job.Attempt != tt.attempts || job.Redeliveries != tt.wantRedeliveries {
+				t.Errorf("job %s, failure kind %q, attempt %d, %d redeliveries; want failed, lost, attempt %d, %d redeliveries",
+					job.Status, job.FailureKind, job.Attempt, job.Redeliveries, tt.attempts, tt.wantRedeliveries)
 			}
 			if log := b.jobLog(t, run, "a"); !strings.Contains(log, "the job's environment was lost: step in pod gantry-x: pod is gone") {
 				t.Errorf("log does not say the environment was lost:\n%s", log)

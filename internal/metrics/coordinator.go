@@ -161,8 +161,9 @@ func (m *Coordinator) JobFinished(j *store.Job, now time.Time) {
 	if j.StartedAt.IsZero() {
 		return
 	}
-	if !j.QueuedAt.IsZero() {
-		m.JobWait.Observe(max(0, j.StartedAt.Sub(j.QueuedAt).Seconds()))
+	// A lost attempt put back in the queue was queued again after it started.
+	if !j.QueuedAt.IsZero() && !j.QueuedAt.After(j.StartedAt) {
+		m.JobWait.Observe(j.StartedAt.Sub(j.QueuedAt).Seconds())
 	}
 	end := j.FinishedAt
 	if end.IsZero() {

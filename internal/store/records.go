@@ -81,7 +81,7 @@ type FailureKind string
 const (
 	FailureNone      FailureKind = ""
 	FailureExit      FailureKind = FailureKind(pipeline.FailureExit) // a step failed
-	FailureLost      FailureKind = FailureKind(pipeline.FailureLost) // the lease expired
+	FailureLost      FailureKind = FailureKind(pipeline.FailureLost) // the lease expired, or the job's environment went
 	FailureTimeout   FailureKind = FailureKind(pipeline.FailureTimeout)
 	FailureCancelled FailureKind = "cancelled"
 )

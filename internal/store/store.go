@@ -132,7 +132,8 @@ type Queue interface {
 	// UpdateStep records a step's progress in the current attempt.
 	UpdateStep(ctx context.Context, p UpdateStepParams) error
 	// CompleteJob ends the current attempt. A failure (or timeout) with attempts left under
-	// the job's retry policy makes the job retrying; otherwise the job is terminal and the
+	// the job's retry policy makes the job retrying; a failure of kind lost goes back to
+	// the queue at once by ReapExpiredLeases' rule; otherwise the job is terminal and the
 	// DAG advances in the same transaction: each dependent whose needs are all terminal
 	// is queued, or skipped when its if: condition (default success()) says not to run,
 	// and skips propagate. The run's status follows. It returns the job as it now is,

@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/gantry-ci/gantry/internal/pipeline"
 	"github.com/gantry-ci/gantry/internal/store"
@@ -32,19 +33,13 @@ func (e *Engine) ReapExpiredLeases(ctx context.Context) (int, error) {
 				continue // renewed or finished since the scan
 			}
 			changed++
-			again := []queuedJob{{id: j.id, projectID: j.projectID, lane: j.lane, from: string(j.status)}}
-			retriesLost := j.retry.Retries(pipeline.FailureLost)
-			switch {
-			case j.cancelRequested:
+			if j.cancelRequested {
 				_, err = t.end(j, store.JobCancelled, store.FailureCancelled, nil, now)
-			case retriesLost && j.attempt-j.redeliveries < j.maxAttempts:
-				_, err = t.enqueue(again, us(now))
-			case !retriesLost && j.redeliveries < e.free:
-				if _, err = t.exec(`UPDATE jobs SET redeliveries = redeliveries + 1 WHERE id = ?`, j.id); err == nil {
-					_, err = t.enqueue(again, us(now))
+			} else {
+				var again bool
+				if again, err = t.requeueLost(j, now); err == nil && !again {
+					_, err = t.end(j, store.JobFailed, store.FailureLost, nil, now)
 				}
-			default:
-				_, err = t.end(j, store.JobFailed, store.FailureLost, nil, now)
 			}
 			if err != nil {
 				return fmt.Errorf("reap job %s: %w", j.id, err)
@@ -56,6 +51,33 @@ func (e *Engine) ReapExpiredLeases(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("reap expired leases: %w", err)
 	}
 	return changed, nil
+}
+
+// requeueLost puts a leased job whose attempt was lost back in the queue at once, and
+// says whether it did: the one rule for a lost attempt, whether its lease lapsed (the
+// reaper) or its worker reported its environment gone (CompleteJob with failure kind
+// lost). A lost attempt is not the job's fault: unless the job's retry policy lists
+// lost, it is a free redelivery, not counted against max_attempts, while the engine's
+// free redeliveries last; with lost listed it counts like any attempt and is retried
+// while attempts are left. A job asked to cancel is never requeued.
+func (t *tx) requeueLost(j *jobState, now time.Time) (bool, error) {
+	again := []queuedJob{{id: j.id, projectID: j.projectID, lane: j.lane, from: string(j.status)}}
+	retriesLost := j.retry.Retries(pipeline.FailureLost)
+	switch {
+	case j.cancelRequested:
+		return false, nil
+	case retriesLost && j.attempt-j.redeliveries < j.maxAttempts:
+	case !retriesLost && j.redeliveries < t.e.free:
+		if _, err := t.exec(`UPDATE jobs SET redeliveries = redeliveries + 1 WHERE id = ?`, j.id); err != nil {
+			return false, fmt.Errorf("count a free redelivery of job %s: %w", j.id, err)
+		}
+	default:
+		return false, nil
+	}
+	if _, err := t.enqueue(again, us(now)); err != nil {
+		return false, err
+	}
+	return true, nil
 }
 
 // PromoteRetries implements store.Maintenance.

@@ -529,7 +529,20 @@ func (e *Engine) CompleteJob(ctx context.Context, p store.CompleteParams) (*stor
 				return err
 			}
 		}
-		if p.Status == store.JobFailed {
+		switch {
+		case p.Status == store.JobFailed && p.FailureKind == store.FailureLost:
+			// The reaper's rule: lost is not the job's fault.
+			again, err := t.requeueLost(j, now)
+			if err != nil {
+				return err
+			}
+			if again {
+				if job, err = scanJobRow(t.row(`SELECT `+jobCols+` FROM jobs WHERE id = ?`, j.id), nil); err != nil {
+					return fmt.Errorf("read requeued job %s: %w", j.id, err)
+				}
+				return nil
+			}
+		case p.Status == store.JobFailed:
 			job, err = t.retryLater(j, p.FailureKind, exit, now)
 			if err != nil || job != nil {
 				return err

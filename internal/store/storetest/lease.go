@@ -304,82 +304,115 @@ jobs:
       - run: "true"
 `
 
-func testReapRetriesLost(t *testing.T, h Harness) {
-	_, b := setup(t, h)
-	run, _ := b.create(retryLostYAML)
-	for attempt := 1; attempt <= 3; attempt++ {
-		c := b.claimOne()
-		if c.Job.Key != "work" || c.Job.Attempt != attempt || c.Job.Redeliveries != 0 {
-			t.Fatalf("claim %d: %q %s; want work at attempt %d, no redeliveries", attempt, c.Job.Key, jobState(c.Job), attempt)
-		}
-		if attempt == 2 { // running jobs are reaped as well as assigned ones
-			if err := b.s.StartJob(b.ctx, ref(c)); err != nil {
-				t.Fatalf("StartJob: %v", err)
-			}
-		}
+// loseAttempt is one way an attempt is lost: its lease lapses and the reaper takes it
+// back, or its worker reports its environment gone (a pod evicted) with failure kind
+// lost. Both follow one rule.
+type loseAttempt struct {
+	name string
+	lose func(t *testing.T, b *bundle, c *store.Claim)
+}
+
+var loseAttempts = []loseAttempt{
+	{"lease expired", func(t *testing.T, b *bundle, c *store.Claim) {
+		t.Helper()
 		b.clk.Advance(leaseTTL - time.Second)
 		if n := b.reap(); n != 0 {
 			t.Fatalf("reaped %d jobs before the lease expired", n)
 		}
 		b.clk.Advance(2 * time.Second)
 		if n := b.reap(); n != 1 {
-			t.Fatalf("attempt %d: reaped %d jobs after the lease expired, want 1", attempt, n)
+			t.Fatalf("reaped %d jobs after the lease expired, want 1", n)
 		}
 		if n := b.reap(); n != 0 {
-			t.Fatalf("attempt %d: a second reap changed %d jobs, want 0", attempt, n)
+			t.Fatalf("a second reap changed %d jobs, want 0", n)
 		}
-		j := b.getJob(c.Job.ID)
-		if attempt < 3 {
-			if j.Status != store.JobQueued || j.Attempt != attempt || j.Redeliveries != 0 || j.LeaseToken != "" {
-				t.Fatalf("after losing attempt %d: %s; want queued, attempt %d, no redelivery, no token", attempt, jobState(j), attempt)
-			}
-			continue
+	}},
+	{"worker reports lost", func(t *testing.T, b *bundle, c *store.Claim) {
+		t.Helper()
+		b.clk.Advance(time.Second)
+		j, err := b.s.CompleteJob(b.ctx, store.CompleteParams{LeaseRef: ref(c), Status: store.JobFailed, FailureKind: store.FailureLost})
+		if err != nil {
+			t.Fatalf("CompleteJob failed as lost: %v", err)
 		}
-		if j.Status != store.JobFailed || j.FailureKind != store.FailureLost || j.LeaseToken != "" {
-			t.Fatalf("after losing the last attempt: %s; want failed, kind lost, no token", jobState(j))
+		if got := b.getJob(c.Job.ID); got.Status != j.Status || got.Redeliveries != j.Redeliveries {
+			t.Fatalf("CompleteJob answered %s, the job is %s", jobState(j), jobState(got))
 		}
-		wantTime(t, "FinishedAt", j.FinishedAt, b.clk.Now())
-	}
-	b.expectNoClaim(store.ClaimParams{Max: 8})
-	b.wantJobStatus(b.jobsByKey(run.ID)["after"].ID, store.JobSkipped)
-	b.wantRunDone(run.ID, store.RunFailed)
+		if n := b.reap(); n != 0 {
+			t.Fatalf("the reaper changed %d jobs after the worker reported lost, want 0", n)
+		}
+	}},
 }
 
-// testReapFreeRedeliveries: a policy that does not retry lost attempts, the default one
-// included, still gets a worker crash redelivered, three times, without it counting
-// against max_attempts.
-func testReapFreeRedeliveries(t *testing.T, h Harness) {
-	for _, tc := range []struct{ name, retry string }{
-		{"policy without lost", "    retry: { max_attempts: 1, on: [failure] }\n"},
-		{"default policy", ""},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
+func testReapRetriesLost(t *testing.T, h Harness) {
+	for _, way := range loseAttempts {
+		t.Run(way.name, func(t *testing.T) {
 			t.Parallel()
 			_, b := setup(t, h)
-			run, _ := b.create("name: redeliver\njobs:\n  work:\n" + tc.retry + "    steps:\n      - run: \"true\"\n")
-			for attempt := 1; attempt <= 4; attempt++ {
+			run, _ := b.create(retryLostYAML)
+			for attempt := 1; attempt <= 3; attempt++ {
 				c := b.claimOne()
-				if c.Job.Attempt != attempt || c.Job.Redeliveries != attempt-1 || c.Job.MaxAttempts != 1 {
-					t.Fatalf("claim %d: %s max attempts %d; want attempt %d, %d redeliveries, max attempts 1",
-						attempt, jobState(c.Job), c.Job.MaxAttempts, attempt, attempt-1)
+				if c.Job.Key != "work" || c.Job.Attempt != attempt || c.Job.Redeliveries != 0 {
+					t.Fatalf("claim %d: %q %s; want work at attempt %d, no redeliveries", attempt, c.Job.Key, jobState(c.Job), attempt)
 				}
-				b.clk.Advance(leaseTTL + time.Second)
-				if n := b.reap(); n != 1 {
-					t.Fatalf("attempt %d: reaped %d jobs, want 1", attempt, n)
+				if attempt == 2 { // running jobs are lost as well as assigned ones
+					if err := b.s.StartJob(b.ctx, ref(c)); err != nil {
+						t.Fatalf("StartJob: %v", err)
+					}
 				}
+				way.lose(t, b, c)
 				j := b.getJob(c.Job.ID)
-				if attempt <= 3 {
-					if j.Status != store.JobQueued || j.Redeliveries != attempt {
-						t.Fatalf("after losing attempt %d: %s; want queued with %d redeliveries", attempt, jobState(j), attempt)
+				if attempt < 3 {
+					if j.Status != store.JobQueued || j.Attempt != attempt || j.Redeliveries != 0 || j.LeaseToken != "" {
+						t.Fatalf("after losing attempt %d: %s; want queued, attempt %d, no redelivery, no token", attempt, jobState(j), attempt)
 					}
 					continue
 				}
-				if j.Status != store.JobFailed || j.FailureKind != store.FailureLost || j.Redeliveries != 3 {
-					t.Fatalf("after the fourth lost attempt: %s; want failed, kind lost, 3 redeliveries", jobState(j))
+				if j.Status != store.JobFailed || j.FailureKind != store.FailureLost || j.LeaseToken != "" {
+					t.Fatalf("after losing the last attempt: %s; want failed, kind lost, no token", jobState(j))
 				}
+				wantTime(t, "FinishedAt", j.FinishedAt, b.clk.Now())
 			}
+			b.expectNoClaim(store.ClaimParams{Max: 8})
+			b.wantJobStatus(b.jobsByKey(run.ID)["after"].ID, store.JobSkipped)
 			b.wantRunDone(run.ID, store.RunFailed)
 		})
+	}
+}
+
+// testReapFreeRedeliveries: a policy that does not retry lost attempts, the default one
+// included, still gets a lost attempt (a worker crash, or a pod evicted under its
+// worker) redelivered, three times, without it counting against max_attempts.
+func testReapFreeRedeliveries(t *testing.T, h Harness) {
+	for _, way := range loseAttempts {
+		for _, tc := range []struct{ name, retry string }{
+			{"policy without lost", "    retry: { max_attempts: 1, on: [failure] }\n"},
+			{"default policy", ""},
+		} {
+			t.Run(way.name+"/"+tc.name, func(t *testing.T) {
+				t.Parallel()
+				_, b := setup(t, h)
+				run, _ := b.create("name: redeliver\njobs:\n  work:\n" + tc.retry + "    steps:\n      - run: \"true\"\n")
+				for attempt := 1; attempt <= 4; attempt++ {
+					c := b.claimOne()
+					if c.Job.Attempt != attempt || c.Job.Redeliveries != attempt-1 || c.Job.MaxAttempts != 1 {
+						t.Fatalf("claim %d: %s max attempts %d; want attempt %d, %d redeliveries, max attempts 1",
+							attempt, jobState(c.Job), c.Job.MaxAttempts, attempt, attempt-1)
+					}
+					way.lose(t, b, c)
+					j := b.getJob(c.Job.ID)
+					if attempt <= 3 {
+						if j.Status != store.JobQueued || j.Redeliveries != attempt {
+							t.Fatalf("after losing attempt %d: %s; want queued with %d redeliveries", attempt, jobState(j), attempt)
+						}
+						continue
+					}
+					if j.Status != store.JobFailed || j.FailureKind != store.FailureLost || j.Redeliveries != 3 {
+						t.Fatalf("after the fourth lost attempt: %s; want failed, kind lost, 3 redeliveries", jobState(j))
+					}
+				}
+				b.wantRunDone(run.ID, store.RunFailed)
+			})
+		}
 	}
 }
 

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -123,8 +124,11 @@ func testRetryOutcomes(t *testing.T, h Harness) {
 		{"empty kind means failure, terminal", "{ max_attempts: 1, on: [failure] }", store.JobFailed, "", store.JobFailed, store.FailureExit},
 		{"timeout retried", "{ max_attempts: 2, on: [timeout] }", store.JobFailed, store.FailureTimeout, store.JobRetrying, ""},
 		{"timeout not in on", "{ max_attempts: 3, on: [failure] }", store.JobFailed, store.FailureTimeout, store.JobFailed, store.FailureTimeout},
-		{"lost from a worker retried", "{ max_attempts: 2, on: [lost] }", store.JobFailed, store.FailureLost, store.JobRetrying, ""},
-		{"lost from a worker not in on", "{ max_attempts: 3, on: [failure] }", store.JobFailed, store.FailureLost, store.JobFailed, store.FailureLost},
+		// A worker's lost follows the reaper's rule (testReapRetriesLost, testReapFreeRedeliveries):
+		// back in the queue at once, counted with lost in on, free without.
+		{"lost from a worker retried", "{ max_attempts: 2, on: [lost] }", store.JobFailed, store.FailureLost, store.JobQueued, ""},
+		{"lost from a worker not in on", "{ max_attempts: 3, on: [failure] }", store.JobFailed, store.FailureLost, store.JobQueued, ""},
+		{"lost from a worker, attempts spent", "{ max_attempts: 1, on: [lost] }", store.JobFailed, store.FailureLost, store.JobFailed, store.FailureLost},
 		{"failure not in on", "{ max_attempts: 3, on: [timeout, lost] }", store.JobFailed, store.FailureExit, store.JobFailed, store.FailureExit},
 		{"attempts spent", "{ max_attempts: 1, on: [failure, timeout] }", store.JobFailed, store.FailureExit, store.JobFailed, store.FailureExit},
 		{"cancelled is not retried", "{ max_attempts: 3, on: [failure, timeout, lost] }", store.JobCancelled, "", store.JobCancelled, ""},
@@ -176,7 +180,7 @@ jobs:
 			}
 			r := b.getRun(run.ID)
 			switch tc.want {
-			case store.JobRetrying:
+			case store.JobRetrying, store.JobQueued:
 				if r.Status != store.RunRunning || r.JobsFinished != 0 {
 					t.Errorf("run while its job retries: %s, %d finished; want running, 0", r.Status, r.JobsFinished)
 				}
@@ -188,6 +192,16 @@ jobs:
 				if !r.Status.Terminal() || r.Status == store.RunSuccess || r.JobsFinished != 1 {
 					t.Errorf("run after its only job was cancelled: %s, %d finished; want failed or cancelled, 1", r.Status, r.JobsFinished)
 				}
+			}
+			if tc.want == store.JobQueued {
+				// Back in the queue at once, a free redelivery unless on lists lost; claimed
+				// again here, so no row is left queued for the next.
+				free := !strings.Contains(tc.retry, "lost")
+				again := b.claimOne()
+				if again.Job.ID != c.Job.ID || again.Job.Attempt != 2 || (again.Job.Redeliveries == 1) != free {
+					t.Fatalf("claim after the lost attempt: %s %s; want the job at attempt 2, free redelivery %v", again.Job.Key, jobState(again.Job), free)
+				}
+				b.complete(again, store.JobSuccess)
 			}
 		})
 	}
