@@ -811,8 +811,8 @@ func (a *Agent) runSteps(ctx context.Context, log *slog.Logger, rec *logs.Record
 				log.Error("the job's environment was lost under a step", "step", st.Name, "err", err)
 				rec.System(fmt.Sprintf("step %s: the job's environment was lost: %v", st.Name, err))
 			} else {
-				log.Error("step could not start", "step", st.Name, "err", err)
-				rec.System(fmt.Sprintf("step %s could not start: %v", st.Name, err))
+				log.Error("step could not run", "step", st.Name, "err", err)
+				rec.System(fmt.Sprintf("step %s could not run: %v", st.Name, err))
 				kind = executor.KindFailure
 			}
 			report(st.Index, map[string]any{"status": "failed"})

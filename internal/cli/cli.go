@@ -181,6 +181,7 @@ func (a *app) rootCommand() *cobra.Command {
 		a.planCommand(),
 		a.podExecCommand(),
 		a.podTarCommand(),
+		a.podFilesCommand(),
 		a.podHoldCommand(),
 		a.podInitCommand(),
 		a.projectCommand(),

@@ -87,6 +87,32 @@ func (a *app) podTarCommand() *cobra.Command {
 	return cmd
 }
 
+// podFilesConfig is the directory of a step's files in the job's container.
+type podFilesConfig struct {
+	Dir string
+}
+
+func (a *app) podFilesCommand() *cobra.Command {
+	var cfg podFilesConfig
+	cmd := &cobra.Command{
+		Use:    "pod-files",
+		Short:  "Write the step files in a directory to stdout as a tar stream and empty them, for the worker to read after a step",
+		Hidden: true,
+		Args:   noArgs,
+		RunE: func(_ *cobra.Command, _ []string) error {
+			if cfg.Dir == "" {
+				return usagef("--dir is required")
+			}
+			if err := kubernetes.PodFiles(a.stdout, cfg.Dir); err != nil {
+				return fmt.Errorf("pod-files: %w", err)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&cfg.Dir, "dir", "", "the directory of the step files")
+	return cmd
+}
+
 // podHoldConfig is empty: pod-hold only waits.
 type podHoldConfig struct{}
 

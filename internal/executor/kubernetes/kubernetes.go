@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"path"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -323,9 +324,16 @@ type session struct {
 
 // Run runs the step in the job's container under `gantry pod-exec`, which reads the
 // step from stdin and takes "term" and "kill" lines after it: a cancel or timeout sends
-// term, then kill after the grace.
+// term, then kill after the grace. The step's Binds (the directory of its
+// $GANTRY_OUTPUT, $GANTRY_ENV and $GANTRY_PATH, in the workspace) are copied back to the
+// worker after a step that was not cancelled, and emptied in the pod, so that the worker
+// reads what the step wrote there as it does for any executor.
 func (s *session) Run(ctx context.Context, st executor.Step) (executor.Result, error) {
 	dir, err := s.containerDir(st.Dir)
+	if err != nil {
+		return executor.Result{}, err
+	}
+	binds, err := s.containerBinds(st.Binds)
 	if err != nil {
 		return executor.Result{}, err
 	}
@@ -377,6 +385,14 @@ func (s *session) Run(ctx context.Context, st executor.Step) (executor.Result, e
 			if (res.Cancelled || res.TimedOut) && d.code > 128 {
 				res.ExitCode = -1
 				res.Signal = signalName(d.code - 128)
+			}
+			if res.Cancelled || ctx.Err() != nil {
+				return res, nil
+			}
+			for _, b := range binds {
+				if err := s.takeFiles(ctx, b.pod, b.worker); err != nil {
+					return res, fmt.Errorf("the step ran (exit code %d), but %w", res.ExitCode, err)
+				}
 			}
 			return res, nil
 		case <-ctx.Done():
@@ -437,6 +453,58 @@ func (s *session) containerDir(dir string) (string, error) {
 		return "", fmt.Errorf("step directory %s is outside the job's workspace %s", dir, s.job.Workspace)
 	}
 	return filepath.ToSlash(filepath.Join(executor.WorkspacePath, rel)), nil
+}
+
+// bind is a directory of a step's Binds, on the worker and in the pod.
+type bind struct{ worker, pod string }
+
+// containerBinds maps a step's Binds, which must lie in the job's workspace (the only
+// part of the worker's disk the pod has a copy of), to where the pod has them.
+func (s *session) containerBinds(dirs []string) ([]bind, error) {
+	if s.job.Workspace == "" {
+		return nil, nil
+	}
+	out := make([]bind, 0, len(dirs))
+	for _, d := range dirs {
+		rel, err := filepath.Rel(s.job.Workspace, d)
+		if err != nil || rel == "." || rel == ".." || strings.HasPrefix(rel, "../") {
+			return nil, fmt.Errorf("step file directory %s is not inside the job's workspace %s, which is all a pod has of the worker's disk", d, s.job.Workspace)
+		}
+		out = append(out, bind{worker: d, pod: path.Join(executor.WorkspacePath, filepath.ToSlash(rel))})
+	}
+	return out, nil
+}
+
+// takeFiles copies the files in the pod's directory dir back into the worker's, emptying
+// them in the pod (`gantry pod-files`): one exec.
+func (s *session) takeFiles(ctx context.Context, dir, worker string) error {
+	pr, pw := io.Pipe()
+	var stderr limitedBuffer
+	finished := make(chan error, 1)
+	go func() {
+		code, err := s.e.cfg.Execer.Exec(ctx, s.e.cfg.Namespace, s.pod, jobContainer,
+			[]string{ToolsBinary, "pod-files", "--dir", dir}, nil, pw, &stderr)
+		if err == nil && code != 0 {
+			err = fmt.Errorf("gantry pod-files exited %d: %s", code, strings.TrimSpace(stderr.String()))
+		}
+		pw.CloseWithError(err)
+		finished <- err
+	}()
+	err := TakeFiles(pr, worker)
+	if err == nil {
+		_, _ = io.Copy(io.Discard, pr)
+	}
+	pr.CloseWithError(errors.New("the worker stopped reading the step files"))
+	if xerr := <-finished; xerr != nil {
+		if v, gone := s.lost(); gone {
+			return fmt.Errorf("its step files could not be copied back from pod %s: %s: %w", s.pod, v.Message, executor.ErrEnvironmentLost)
+		}
+		err = xerr
+	}
+	if err != nil {
+		return fmt.Errorf("its step files could not be copied back from pod %s: %w", s.pod, err)
+	}
+	return nil
 }
 
 // containerEnv maps values that name the workspace on the worker

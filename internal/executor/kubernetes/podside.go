@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -51,10 +52,6 @@ func (r ExecRequest) check() error {
 	_, err := r.args()
 	return err
 }
-
-// hostEnv are variables of the worker's host that a step in an image must not get: the
-// image's own apply.
-var hostEnv = map[string]bool{"PATH": true, "HOME": true, "USER": true, "LOGNAME": true, "SHELL": true, "TMPDIR": true}
 
 // PodExec runs the step ExecRequest on stdin names, with stdout and stderr passed
 // through, and returns the exit code for the process: the step's, or 128+signal when a
@@ -117,7 +114,11 @@ func PodExec(stdin io.Reader, stdout, stderr io.Writer) int {
 	return 125
 }
 
-// mergeEnv puts step on top of base, leaving out the worker host's own variables.
+// mergeEnv puts step on top of base (the image's environment). The worker sends a step
+// in an image none of its host's variables, so what the step has is the job's: a PATH
+// among them (the directories of $GANTRY_PATH before the usual ones) is kept, with the
+// image's own directories it lacks after it, so that tools the image puts on its PATH
+// (/usr/local/go/bin) are still found.
 func mergeEnv(base, step []string) []string {
 	idx := map[string]int{}
 	out := append([]string(nil), base...)
@@ -126,9 +127,16 @@ func mergeEnv(base, step []string) []string {
 		idx[k] = i
 	}
 	for _, kv := range step {
-		k, _, _ := strings.Cut(kv, "=")
-		if hostEnv[k] {
-			continue
+		k, v, _ := strings.Cut(kv, "=")
+		if i, ok := idx[k]; ok && k == "PATH" {
+			_, image, _ := strings.Cut(out[i], "=")
+			dirs := strings.Split(v, ":")
+			for _, d := range strings.Split(image, ":") {
+				if d != "" && !slices.Contains(dirs, d) {
+					dirs = append(dirs, d)
+				}
+			}
+			kv = "PATH=" + strings.Join(dirs, ":")
 		}
 		if i, ok := idx[k]; ok {
 			out[i] = kv
@@ -242,6 +250,94 @@ func fetchWorkspace(ctx context.Context, client *http.Client, url, dir string) e
 // job's container, so the image needs no tar of its own.
 func PodTar(w io.Writer, workspace string) error {
 	return Tar(w, workspace)
+}
+
+// PodFiles writes the regular files directly in dir (a step's $GANTRY_OUTPUT,
+// $GANTRY_ENV and $GANTRY_PATH and their like) to w as a tar stream, emptying each once
+// it is written, so the next step starts with empty files as it does on the worker; it
+// is `gantry pod-files`, run in the job's container after each step (session.Run). An
+// entry that is not a regular file (a symlink a step put in a file's place) is an error:
+// what the worker reads must be what the step wrote, not what a link points to.
+func PodFiles(w io.Writer, dir string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("step files: %w", err)
+	}
+	tw := tar.NewWriter(w)
+	for _, e := range entries {
+		if !e.Type().IsRegular() {
+			return fmt.Errorf("step files: %s is not a regular file", filepath.Join(dir, e.Name()))
+		}
+		if err := podFile(tw, dir, e.Name()); err != nil {
+			return fmt.Errorf("step files: %w", err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return fmt.Errorf("step files: %w", err)
+	}
+	return nil
+}
+
+// podFile writes one step file to tw and empties it.
+func podFile(tw *tar.Writer, dir, name string) error {
+	p := filepath.Join(dir, name)
+	f, err := os.OpenFile(p, os.O_RDWR|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if !info.Mode().IsRegular() {
+		return fmt.Errorf("%s is not a regular file", p)
+	}
+	if err := tw.WriteHeader(&tar.Header{Name: name, Typeflag: tar.TypeReg, Mode: int64(info.Mode().Perm()), Size: info.Size(), ModTime: info.ModTime()}); err != nil {
+		return err
+	}
+	if _, err := io.CopyN(tw, f, info.Size()); err != nil {
+		return fmt.Errorf("read %s: %w", p, err)
+	}
+	if err := f.Truncate(0); err != nil {
+		return fmt.Errorf("empty %s for the next step: %w", p, err)
+	}
+	return nil
+}
+
+// TakeFiles writes the files of a PodFiles stream into dir, replacing files of the same
+// names; it takes regular files with plain names only, so a stream cannot reach outside
+// dir or leave anything but files in it.
+func TakeFiles(r io.Reader, dir string) error {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	tr := tar.NewReader(r)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("read tar: %w", err)
+		}
+		if h.Typeflag != tar.TypeReg || h.Name != filepath.Base(h.Name) || h.Name == "." || h.Name == ".." {
+			return fmt.Errorf("tar entry %s: want a regular file directly in the directory", h.Name)
+		}
+		f, err := root.OpenFile(h.Name, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o666)
+		if err != nil {
+			return err
+		}
+		_, err = io.Copy(f, tr)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("tar entry %s: %w", h.Name, err)
+		}
+	}
 }
 
 // Untar extracts a tar stream into dir, refusing entries that would land outside it.

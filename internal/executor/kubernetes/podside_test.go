@@ -9,13 +9,14 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 )
 
 // TestPodExec runs steps as gantry pod-exec does in the job container: the request on
-// stdin, the image's environment under the step's (without the host's PATH), the
+// stdin, the image's environment under the step's, the
 // directory, output and exit code.
 func TestPodExec(t *testing.T) {
 	t.Parallel()
@@ -166,5 +167,23 @@ func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestMergeEnv: the step's variables win over the image's; a step's PATH (the
+// directories of $GANTRY_PATH first) keeps the image's directories it lacks after its
+// own.
+func TestMergeEnv(t *testing.T) {
+	t.Parallel()
+	image := []string{"PATH=/go/bin:/usr/local/go/bin:/usr/bin:/bin", "HOME=/root", "GOLANG_VERSION=1.26"}
+	step := []string{"PATH=/workspace/tools:/usr/local/bin:/usr/bin:/bin", "HOME=/home/ci", "FOO=bar"}
+	got := mergeEnv(image, step)
+	want := []string{"PATH=/workspace/tools:/usr/local/bin:/usr/bin:/bin:/go/bin:/usr/local/go/bin", "HOME=/home/ci",
+		"GOLANG_VERSION=1.26", "FOO=bar"}
+	if !slices.Equal(got, want) {
+		t.Errorf("mergeEnv = %q, want %q", got, want)
+	}
+	if got := mergeEnv(image, nil); !slices.Equal(got, image) {
+		t.Errorf("mergeEnv without step variables = %q, want the image's", got)
 	}
 }
