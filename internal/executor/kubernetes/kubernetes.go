@@ -155,12 +155,29 @@ func (e *Executor) Begin(ctx context.Context, j executor.Job) (executor.Session,
 		release()
 		return nil, fmt.Errorf("job %s: %w", j.ID, err)
 	}
+	s := &session{e: e, job: j, pod: name, release: release}
+	// The pull secret goes first: the kubelet reads it when it pulls the job's image.
+	if secret, err := pullSecret(pod, j.RegistryAuth); err != nil {
+		release()
+		return nil, fmt.Errorf("job %s: %w", j.ID, err)
+	} else if secret != nil {
+		if _, err := e.cfg.Client.CoreV1().Secrets(e.cfg.Namespace).Create(ctx, secret, metav1.CreateOptions{}); err != nil {
+			release()
+			return nil, fmt.Errorf("create image pull secret %s/%s for job %s: %w", e.cfg.Namespace, secret.Name, j.ID, err)
+		}
+		s.pullSecret = secret.Name
+	}
 	pods := e.cfg.Client.CoreV1().Pods(e.cfg.Namespace)
 	if _, err := pods.Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		release()
-		return nil, fmt.Errorf("create pod %s/%s for job %s: %w", e.cfg.Namespace, name, j.ID, err)
+		err = fmt.Errorf("create pod %s/%s for job %s: %w", e.cfg.Namespace, name, j.ID, err)
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if derr := s.deletePullSecret(dctx); derr != nil {
+			err = errors.Join(err, derr)
+		}
+		return nil, err
 	}
-	s := &session{e: e, job: j, pod: name, release: release}
 	j.Event(fmt.Sprintf("pod %s/%s created for image %s", e.cfg.Namespace, name, j.Image))
 	if err := e.waitStarted(ctx, j, name); err != nil {
 		// Not ctx: it may be what ended the wait.
@@ -284,9 +301,11 @@ func (e *Executor) watchPod(ctx context.Context, name string) (<-chan struct{}, 
 	}
 }
 
-// Sweep deletes the pods an earlier incarnation of this worker (the same Owner) left:
-// a new worker process has none of its own yet, so it is called as the worker starts,
-// before its first job. It returns how many it deleted.
+// Sweep deletes the pods an earlier incarnation of this worker (the same Owner) left,
+// and the image pull secrets they name: a new worker process has none of its own yet,
+// so it is called as the worker starts, before its first job. It returns how many pods
+// it deleted. (The secrets are found through their pods, so that the worker needs no
+// right to list secrets, which would let it read every secret of its namespace.)
 func (e *Executor) Sweep(ctx context.Context) (int, error) {
 	pods := e.cfg.Client.CoreV1().Pods(e.cfg.Namespace)
 	sel := labels.SelectorFromSet(labels.Set{LabelManaged: managedBy, LabelOwner: labelValue(e.cfg.Owner)}).String()
@@ -310,16 +329,22 @@ func (e *Executor) Sweep(ctx context.Context) (int, error) {
 		default:
 			errs = append(errs, fmt.Errorf("delete pod %s: %w", p.Name, err))
 		}
+		if secret := p.Annotations[AnnotationPullSecret]; secret != "" {
+			if err := e.deleteSecret(ctx, secret); err != nil {
+				errs = append(errs, err)
+			}
+		}
 	}
 	return n, errors.Join(errs...)
 }
 
 // session is one job's pod.
 type session struct {
-	e       *Executor
-	job     executor.Job
-	pod     string
-	release func() // ends the offer of the workspace
+	e          *Executor
+	job        executor.Job
+	pod        string
+	pullSecret string // the job's image pull secret, "" when it has no registry credentials
+	release    func() // ends the offer of the workspace
 }
 
 // Run runs the step in the job's container under `gantry pod-exec`, which reads the
@@ -613,10 +638,28 @@ func (s *session) End(ctx context.Context) error {
 	return s.delete(ctx, grace)
 }
 
+// delete deletes the pod and its image pull secret.
 func (s *session) delete(ctx context.Context, grace int64) error {
+	var errs []error
 	err := s.e.cfg.Client.CoreV1().Pods(s.e.cfg.Namespace).Delete(ctx, s.pod, metav1.DeleteOptions{GracePeriodSeconds: &grace})
 	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("delete pod %s/%s: %w", s.e.cfg.Namespace, s.pod, err)
+		errs = append(errs, fmt.Errorf("delete pod %s/%s: %w", s.e.cfg.Namespace, s.pod, err))
+	}
+	return errors.Join(append(errs, s.deletePullSecret(ctx))...)
+}
+
+func (s *session) deletePullSecret(ctx context.Context) error {
+	if s.pullSecret == "" {
+		return nil
+	}
+	return s.e.deleteSecret(ctx, s.pullSecret)
+}
+
+// deleteSecret deletes a secret of the namespace; one already gone is not an error.
+func (e *Executor) deleteSecret(ctx context.Context, name string) error {
+	err := e.cfg.Client.CoreV1().Secrets(e.cfg.Namespace).Delete(ctx, name, metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete image pull secret %s/%s: %w", e.cfg.Namespace, name, err)
 	}
 	return nil
 }

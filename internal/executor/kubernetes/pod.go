@@ -2,9 +2,12 @@ package kubernetes
 
 import (
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strconv"
@@ -45,6 +48,9 @@ const (
 	// LabelManaged marks every pod Gantry makes.
 	LabelManaged = "app.kubernetes.io/managed-by"
 	managedBy    = "gantry"
+	// AnnotationPullSecret names, on a pod, the image pull secret made for its job (from
+	// the job's registry credentials), which goes with the pod.
+	AnnotationPullSecret = "gantry.pull-secret"
 )
 
 // Placement is where the pods of jobs that ask for a runs_on label may go.
@@ -189,7 +195,53 @@ func (e *Executor) podSpec(j executor.Job, name, fetch string) (*corev1.Pod, err
 	for _, secret := range e.cfg.ImagePullSecrets {
 		pod.Spec.ImagePullSecrets = append(pod.Spec.ImagePullSecrets, corev1.LocalObjectReference{Name: secret})
 	}
+	if len(j.RegistryAuth) > 0 {
+		secret := name + "-pull"
+		pod.Annotations[AnnotationPullSecret] = secret
+		pod.Spec.ImagePullSecrets = append(pod.Spec.ImagePullSecrets, corev1.LocalObjectReference{Name: secret})
+	}
 	return pod, nil
+}
+
+// dockerHubKey is where a docker config keeps Docker Hub's credentials: the kubelet
+// takes them for every image without a registry host (golang:1.26) and for docker.io.
+const dockerHubKey = "https://index.docker.io/v1/"
+
+// pullSecret is the image pull secret of a pod whose job has registry credentials
+// (kubernetes.io/dockerconfigjson, one entry a registry), labelled, annotated and owned
+// as the pod is; nil when the job has none.
+func pullSecret(pod *corev1.Pod, auth map[string]executor.RegistryCredential) (*corev1.Secret, error) {
+	if len(auth) == 0 {
+		return nil, nil
+	}
+	type entry struct {
+		Username string `json:"username"`
+		Password string `json:"password"`
+		Auth     string `json:"auth"`
+	}
+	auths := map[string]entry{}
+	for host, c := range auth {
+		if host == "docker.io" || host == "index.docker.io" || host == "registry-1.docker.io" {
+			host = dockerHubKey
+		}
+		auths[host] = entry{Username: c.Username, Password: c.Password,
+			Auth: base64.StdEncoding.EncodeToString([]byte(c.Username + ":" + c.Password))}
+	}
+	cfg, err := json.Marshal(map[string]any{"auths": auths})
+	if err != nil {
+		return nil, fmt.Errorf("encode the registry credentials: %w", err)
+	}
+	return &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:            pod.Annotations[AnnotationPullSecret],
+			Namespace:       pod.Namespace,
+			Labels:          maps.Clone(pod.Labels),
+			Annotations:     map[string]string{LabelWorker: pod.Annotations[LabelWorker], LabelJob: pod.Annotations[LabelJob], LabelOwner: pod.Annotations[LabelOwner]},
+			OwnerReferences: pod.OwnerReferences,
+		},
+		Type: corev1.SecretTypeDockerConfigJson,
+		Data: map[string][]byte{corev1.DockerConfigJsonKey: cfg},
+	}, nil
 }
 
 // placement merges the worker's placement for every pod ("" in Config.Placement) with
