@@ -204,7 +204,7 @@ func projectAuditDetails(old, p *store.Project) map[string]any {
 		{"default_branch", old.DefaultBranch, p.DefaultBranch},
 		{"api_base_url", old.APIBaseURL, p.APIBaseURL},
 		{"api_token_file", old.APITokenFile, p.APITokenFile},
-		{"webhook_secret", old.WebhookSecret, p.WebhookSecret},
+		{"webhook_secret", webhookSecretMark(old), webhookSecretMark(p)},
 		{"repo_token_secret", old.RepoTokenSecret, p.RepoTokenSecret},
 		{"repo_token_user", old.RepoTokenUser, p.RepoTokenUser},
 		{"repo_ssh_key_secret", old.RepoSSHKeySecret, p.RepoSSHKeySecret},
@@ -229,4 +229,13 @@ func projectAuditDetails(old, p *store.Project) map[string]any {
 	}
 	details["changed"] = changed
 	return details
+}
+
+// webhookSecretMark stands for a project's webhook secret in a comparison: it changes
+// when the secret does, and a sealed secret's never equals a plain one's.
+func webhookSecretMark(p *store.Project) string {
+	if p.WebhookSecretSealed.IsZero() {
+		return p.WebhookSecret
+	}
+	return "\x00sealed\x00" + string(p.WebhookSecretSealed.Ciphertext)
 }

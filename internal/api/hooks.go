@@ -14,6 +14,7 @@ import (
 
 	"github.com/gantry-ci/gantry/internal/forge"
 	"github.com/gantry-ci/gantry/internal/pipeline"
+	"github.com/gantry-ci/gantry/internal/secret"
 	"github.com/gantry-ci/gantry/internal/source"
 	"github.com/gantry-ci/gantry/internal/store"
 	"github.com/gantry-ci/gantry/internal/trigger"
@@ -125,10 +126,28 @@ func (s *Server) hook(w http.ResponseWriter, r *http.Request) {
 		writeRequestError(w, rerr)
 		return
 	}
+	hookSecret, err := secret.ProjectWebhookSecret(s.secrets, proj)
+	if err != nil {
+		s.log.ErrorContext(ctx, "webhook: open the project's webhook secret", "project", proj.Name, "err", err)
+		writeError(w, http.StatusServiceUnavailable, codeUnavailable,
+			fmt.Sprintf("the webhook secret of project %q cannot be opened by this coordinator; see its log", proj.Name), nil)
+		return
+	}
 	// The signature covers the body as sent, form encoding and all.
-	if err := prov.Verify(r, body, []byte(proj.WebhookSecret)); err != nil {
+	if err := prov.Verify(r, body, hookSecret); err != nil {
 		writeError(w, http.StatusUnauthorized, codeUnauthorized, err.Error(), nil)
 		return
+	}
+	if proj.WebhookSecret != "" && s.secrets != nil {
+		// A plain-text secret from before sealing, or set by a coordinator without a key:
+		// seal it now that it proved itself (another replica may have done it first).
+		p := *proj
+		if err := s.secrets.SealProjectWebhookSecret(&p); err == nil {
+			err = s.store.SealWebhookSecret(ctx, store.SealWebhookSecretParams{Project: p.Name, OldPlain: proj.WebhookSecret, Sealed: p.WebhookSecretSealed})
+			if err != nil && !errors.Is(err, store.ErrConflict) {
+				s.log.WarnContext(ctx, "webhook: seal the project's webhook secret", "project", proj.Name, "err", err)
+			}
+		}
 	}
 	deliveryID := prov.DeliveryID(r)
 	if deliveryID != "" {

@@ -87,7 +87,7 @@ func newProjectJSON(p *store.Project) projectJSON {
 		DefaultBranch: p.DefaultBranch, APIBaseURL: p.APIBaseURL, APITokenFile: p.APITokenFile,
 		RepoTokenSecret: p.RepoTokenSecret, RepoTokenUser: p.RepoTokenUser,
 		RepoSSHKeySecret: p.RepoSSHKeySecret, RepoKnownHostsSecret: p.RepoKnownHostsSecret,
-		WebhookSecretSet:  p.WebhookSecret != "",
+		WebhookSecretSet:  p.WebhookSecret != "" || !p.WebhookSecretSealed.IsZero(),
 		MaxConcurrentJobs: p.MaxConcurrentJobs, FairWeight: max(p.FairWeight, store.DefaultFairWeight),
 		CreatedAt: formatTime(p.CreatedAt), UpdatedAt: formatTime(p.UpdatedAt),
 	}
@@ -212,7 +212,7 @@ func (req *projectRequest) apply(p *store.Project, problems *projectProblems) (s
 	case req.WebhookSecret != nil && req.RotateWebhookSecret:
 		problems.add("webhook_secret", "give a webhook_secret or rotate_webhook_secret, not both")
 	case req.WebhookSecret != nil:
-		p.WebhookSecret = *req.WebhookSecret
+		p.WebhookSecret, p.WebhookSecretSealed = *req.WebhookSecret, store.SealedValue{}
 		switch {
 		case p.WebhookSecret == "":
 			problems.add("webhook_secret", "is empty: a hook anyone can sign is refused; leave it out to have one generated")
@@ -223,10 +223,25 @@ func (req *projectRequest) apply(p *store.Project, problems *projectProblems) (s
 		}
 		secret = p.WebhookSecret
 	case req.RotateWebhookSecret:
-		p.WebhookSecret = newWebhookSecret()
+		p.WebhookSecret, p.WebhookSecretSealed = newWebhookSecret(), store.SealedValue{}
 		secret = p.WebhookSecret
 	}
 	return secret
+}
+
+// sealWebhookSecret seals p's new webhook secret before it is stored, when the coordinator
+// has a secrets key: the store then never holds it in plain text. Without a key it is
+// stored as given, and sealed by the first coordinator that has one (SealWebhookSecrets).
+func (s *Server) sealWebhookSecret(w http.ResponseWriter, r *http.Request, p *store.Project) bool {
+	if s.secrets == nil {
+		return true
+	}
+	if err := s.secrets.SealProjectWebhookSecret(p); err != nil {
+		s.log.ErrorContext(r.Context(), "seal a webhook secret", "project", p.Name, "err", err)
+		writeError(w, http.StatusInternalServerError, codeInternal, "the webhook secret could not be sealed: internal error", nil)
+		return false
+	}
+	return true
 }
 
 // newWebhookSecret returns 32 random bytes in hex: easy to paste into a forge's form.
@@ -270,7 +285,7 @@ func checkProjectSettings(p *store.Project, problems *projectProblems) {
 	if p.APITokenFile != "" && !filepath.IsAbs(p.APITokenFile) {
 		problems.add("api_token_file", "%q is not an absolute path (it is read on the coordinator)", p.APITokenFile)
 	}
-	if p.WebhookSecret == "" {
+	if p.WebhookSecret == "" && p.WebhookSecretSealed.IsZero() {
 		p.WebhookSecret = newWebhookSecret()
 	}
 	checkRepoCredentialSettings(p, problems)
@@ -437,6 +452,10 @@ func (s *Server) createProject(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := withAudit(r, auditEvent{Action: "project.created", Project: p.Name, Target: p.Name, Details: projectAuditDetails(nil, p)})
+	secret := p.WebhookSecret
+	if !s.sealWebhookSecret(w, r, p) {
+		return
+	}
 	if err := s.store.CreateProject(ctx, p); err != nil {
 		s.storeError(w, r, "create project", err)
 		return
@@ -444,7 +463,7 @@ func (s *Server) createProject(w http.ResponseWriter, r *http.Request) {
 	out := newProjectJSON(p)
 	// The secret is shown this once, generated or given, so the forge can be set up
 	// from this answer alone.
-	out.WebhookSecret = p.WebhookSecret
+	out.WebhookSecret = secret
 	w.Header().Set("Location", "/api/v1/projects/"+url.PathEscape(p.Name))
 	writeJSON(w, http.StatusCreated, out)
 }
@@ -549,6 +568,9 @@ func (s *Server) updateProject(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := withAudit(r, auditEvent{Action: "project.updated", Project: name, Target: name, Details: projectAuditDetails(&old, p)})
+	if !s.sealWebhookSecret(w, r, p) {
+		return
+	}
 	if err := s.store.UpdateProject(ctx, p); err != nil {
 		s.storeError(w, r, "update project", err)
 		return

@@ -328,8 +328,13 @@ func (a *app) rotateKey(ctx context.Context, cfg secretConfig) error {
 			done++
 		}
 		fmt.Fprintf(a.stdout, "rewrapped %d secrets under key %s\n", done, kr.PrimaryID())
-		if failed > 0 {
-			return fmt.Errorf("rotate key: %d secrets could not be opened with the current key; they are left as they were", failed)
+		sealed, rewrapped, hookFailed, err := kr.SealWebhookSecrets(ctx, st)
+		if err != nil {
+			return fmt.Errorf("rotate key: %w", err)
+		}
+		fmt.Fprintf(a.stdout, "rewrapped %d webhook secrets under key %s (sealed %d stored in plain text)\n", rewrapped, kr.PrimaryID(), sealed)
+		if failed+hookFailed > 0 {
+			return fmt.Errorf("rotate key: %d secrets and %d webhook secrets could not be opened with the current key; they are left as they were", failed, hookFailed)
 		}
 		return nil
 	})

@@ -379,6 +379,18 @@ func startCoordinator(ctx context.Context, cfg serverConfig, log *slog.Logger) (
 		closeAll()
 		return nil, err
 	}
+	if keys != nil {
+		// Webhook secrets stored in plain text (before sealing, or by a coordinator
+		// without a key) are sealed, and ones under an older key rewrapped. One that
+		// cannot be opened is left as it is and refuses hooks, saying so in the log.
+		sealed, rewrapped, failed, err := keys.SealWebhookSecrets(ctx, st)
+		switch {
+		case err != nil:
+			log.Error("seal webhook secrets", "err", err)
+		case sealed+rewrapped+failed > 0:
+			log.Info("sealed webhook secrets", "sealed", sealed, "rewrapped", rewrapped, "cannot_open", failed)
+		}
+	}
 	var fresh newConns
 	srv := &http.Server{
 		ConnState: fresh.track,

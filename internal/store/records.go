@@ -147,8 +147,14 @@ type Project struct {
 	PipelinePath string
 	// DefaultBranch is the repository's default branch (schedules read its file).
 	DefaultBranch string
-	// WebhookSecret verifies the forge's webhooks. It is never shown after creation.
+	// WebhookSecret verifies the forge's webhooks. It is never shown after creation. It is
+	// stored in plain text only by a coordinator without a secrets key (and in rows made
+	// before 0022 until a coordinator with one seals them); otherwise it is "" and
+	// WebhookSecretSealed holds it, sealed by package secret.
 	WebhookSecret string
+	// WebhookSecretSealed is WebhookSecret sealed (secret.Keyring.Seal); the zero value
+	// when there is none.
+	WebhookSecretSealed SealedValue
 	// APIBaseURL and APITokenFile configure status reports to the forge: the API root
 	// ("" for the provider's public default) and a file on the coordinator holding the
 	// token.
@@ -173,6 +179,17 @@ type Project struct {
 	CreatedAt  time.Time
 	UpdatedAt  time.Time
 }
+
+// SealedValue is a value as package secret sealed it: the id of the key-encryption key
+// that wrapped its data key, the wrapped data key, and the ciphertext.
+type SealedValue struct {
+	KeyID      string
+	WrappedKey []byte
+	Ciphertext []byte
+}
+
+// IsZero reports whether there is no sealed value.
+func (v SealedValue) IsZero() bool { return v.KeyID == "" && len(v.Ciphertext) == 0 }
 
 // The bounds of a project's quota settings.
 const (

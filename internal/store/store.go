@@ -454,6 +454,11 @@ type Projects interface {
 	// UpdateProject replaces the settings of the project named p.Name (every field but ID,
 	// Name and CreatedAt) and sets UpdatedAt; ErrNotFound when none has the name.
 	UpdateProject(ctx context.Context, p *Project) error
+	// SealWebhookSecret stores the project's webhook secret sealed, in place of what is
+	// there, only while what is there is still p.Old (a plain-text secret being sealed,
+	// or a sealed one being rewrapped under a new key): ErrConflict when it changed
+	// meanwhile, ErrNotFound when there is no such project. UpdatedAt is unchanged.
+	SealWebhookSecret(ctx context.Context, p SealWebhookSecretParams) error
 	// DeleteProject deletes the named project, its deliveries, outbound webhook
 	// subscriptions, registered workflows, schedule ticks and secrets. ErrNotFound when
 	// none has the name; ErrConflict while runs belong to it, so no run loses its project.
@@ -469,6 +474,15 @@ type Projects interface {
 	// one). Project, Trigger, Definition and IdempotencyKey mean what they mean to
 	// CreateRun, including the replay of a known key (created=false).
 	CreateFailedRun(ctx context.Context, p CreateFailedRunParams) (run *Run, created bool, err error)
+}
+
+// SealWebhookSecretParams name a project, the webhook secret it must still hold (OldPlain,
+// or OldSealed), and the sealed value to put in its place.
+type SealWebhookSecretParams struct {
+	Project   string
+	OldPlain  string
+	OldSealed SealedValue
+	Sealed    SealedValue
 }
 
 // CreateFailedRunParams describe a run that failed before it had jobs.

@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,15 +14,25 @@ import (
 
 const projectCols = `id, name, repo_url, provider, pipeline_path, default_branch, webhook_secret,
 	api_base_url, api_token_file, repo_token_secret, repo_token_user, repo_ssh_key_secret,
-	repo_known_hosts_secret, max_concurrent_jobs, fair_weight, created_at, updated_at`
+	repo_known_hosts_secret, max_concurrent_jobs, fair_weight, created_at, updated_at,
+	webhook_key_id, webhook_wrapped_key, webhook_ciphertext`
 
 func scanProject(s scanner) (*store.Project, error) {
 	var p store.Project
 	var created, updated int64
+	var wrapped, ct string
 	if err := s.Scan(&p.ID, &p.Name, &p.RepoURL, &p.Provider, &p.PipelinePath, &p.DefaultBranch,
 		&p.WebhookSecret, &p.APIBaseURL, &p.APITokenFile, &p.RepoTokenSecret, &p.RepoTokenUser,
-		&p.RepoSSHKeySecret, &p.RepoKnownHostsSecret, &p.MaxConcurrentJobs, &p.FairWeight, &created, &updated); err != nil {
+		&p.RepoSSHKeySecret, &p.RepoKnownHostsSecret, &p.MaxConcurrentJobs, &p.FairWeight, &created, &updated,
+		&p.WebhookSecretSealed.KeyID, &wrapped, &ct); err != nil {
 		return nil, err
+	}
+	var err error
+	if p.WebhookSecretSealed.WrappedKey, err = decodeSealed(wrapped); err != nil {
+		return nil, fmt.Errorf("decode webhook secret of project %q: %w", p.Name, err)
+	}
+	if p.WebhookSecretSealed.Ciphertext, err = decodeSealed(ct); err != nil {
+		return nil, fmt.Errorf("decode webhook secret of project %q: %w", p.Name, err)
 	}
 	p.CreatedAt, p.UpdatedAt = fromUS(created), fromUS(updated)
 	if p.UpdatedAt.IsZero() {
@@ -66,10 +77,11 @@ func (e *Engine) CreateProject(ctx context.Context, p *store.Project) error {
 		switch {
 		case isNoRows(err):
 			id = store.NewID()
-			if _, err := t.exec(`INSERT INTO projects (`+projectCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			if _, err := t.exec(`INSERT INTO projects (`+projectCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 				id, p.Name, p.RepoURL, p.Provider, p.PipelinePath, p.DefaultBranch, p.WebhookSecret,
 				p.APIBaseURL, p.APITokenFile, p.RepoTokenSecret, p.RepoTokenUser, p.RepoSSHKeySecret,
-				p.RepoKnownHostsSecret, p.MaxConcurrentJobs, p.FairWeight, now, now); err != nil {
+				p.RepoKnownHostsSecret, p.MaxConcurrentJobs, p.FairWeight, now, now,
+				p.WebhookSecretSealed.KeyID, encodeSealed(p.WebhookSecretSealed.WrappedKey), encodeSealed(p.WebhookSecretSealed.Ciphertext)); err != nil {
 				return fmt.Errorf("create project %q: %w", p.Name, err)
 			}
 		case err != nil:
@@ -83,11 +95,12 @@ func (e *Engine) CreateProject(ctx context.Context, p *store.Project) error {
 			res, err := t.exec(`UPDATE projects SET repo_url = ?, provider = ?, pipeline_path = ?, default_branch = ?,
 				webhook_secret = ?, api_base_url = ?, api_token_file = ?, repo_token_secret = ?,
 				repo_token_user = ?, repo_ssh_key_secret = ?, repo_known_hosts_secret = ?, max_concurrent_jobs = ?,
-				fair_weight = ?, updated_at = ?
+				fair_weight = ?, updated_at = ?, webhook_key_id = ?, webhook_wrapped_key = ?, webhook_ciphertext = ?
 				WHERE id = ? AND repo_url = ''`,
 				p.RepoURL, p.Provider, p.PipelinePath, p.DefaultBranch, p.WebhookSecret, p.APIBaseURL,
 				p.APITokenFile, p.RepoTokenSecret, p.RepoTokenUser, p.RepoSSHKeySecret, p.RepoKnownHostsSecret,
-				p.MaxConcurrentJobs, p.FairWeight, now, id)
+				p.MaxConcurrentJobs, p.FairWeight, now, p.WebhookSecretSealed.KeyID,
+				encodeSealed(p.WebhookSecretSealed.WrappedKey), encodeSealed(p.WebhookSecretSealed.Ciphertext), id)
 			if err != nil {
 				return fmt.Errorf("create project %q: %w", p.Name, err)
 			}
@@ -147,11 +160,13 @@ func (e *Engine) UpdateProject(ctx context.Context, p *store.Project) error {
 		now := us(e.clock.Now())
 		res, err := t.exec(`UPDATE projects SET repo_url = ?, provider = ?, pipeline_path = ?, default_branch = ?,
 			webhook_secret = ?, api_base_url = ?, api_token_file = ?, repo_token_secret = ?, repo_token_user = ?,
-			repo_ssh_key_secret = ?, repo_known_hosts_secret = ?, max_concurrent_jobs = ?, fair_weight = ?, updated_at = ?
+			repo_ssh_key_secret = ?, repo_known_hosts_secret = ?, max_concurrent_jobs = ?, fair_weight = ?, updated_at = ?,
+			webhook_key_id = ?, webhook_wrapped_key = ?, webhook_ciphertext = ?
 			WHERE name = ?`,
 			p.RepoURL, p.Provider, p.PipelinePath, p.DefaultBranch, p.WebhookSecret, p.APIBaseURL,
 			p.APITokenFile, p.RepoTokenSecret, p.RepoTokenUser, p.RepoSSHKeySecret, p.RepoKnownHostsSecret,
-			p.MaxConcurrentJobs, p.FairWeight, now, p.Name)
+			p.MaxConcurrentJobs, p.FairWeight, now, p.WebhookSecretSealed.KeyID,
+			encodeSealed(p.WebhookSecretSealed.WrappedKey), encodeSealed(p.WebhookSecretSealed.Ciphertext), p.Name)
 		if err != nil {
 			return fmt.Errorf("update project %q: %w", p.Name, err)
 		}
@@ -166,6 +181,39 @@ func (e *Engine) UpdateProject(ctx context.Context, p *store.Project) error {
 		t.quotaChanged(p.ID, p.MaxConcurrentJobs)
 		return t.appendAudit(audit)
 	})
+}
+
+// SealWebhookSecret implements store.Projects.
+func (e *Engine) SealWebhookSecret(ctx context.Context, p store.SealWebhookSecretParams) error {
+	if p.Sealed.KeyID == "" || len(p.Sealed.WrappedKey) == 0 || len(p.Sealed.Ciphertext) == 0 {
+		return fmt.Errorf("seal webhook secret of project %q: a key id, a wrapped key and a ciphertext are required: %w", p.Project, store.ErrInvalid)
+	}
+	return e.write(ctx, func(t *tx) error {
+		res, err := t.exec(`UPDATE projects SET webhook_secret = '', webhook_key_id = ?, webhook_wrapped_key = ?, webhook_ciphertext = ?
+			WHERE name = ? AND webhook_secret = ? AND webhook_key_id = ? AND webhook_wrapped_key = ? AND webhook_ciphertext = ?`,
+			p.Sealed.KeyID, encodeSealed(p.Sealed.WrappedKey), encodeSealed(p.Sealed.Ciphertext),
+			p.Project, p.OldPlain, p.OldSealed.KeyID, encodeSealed(p.OldSealed.WrappedKey), encodeSealed(p.OldSealed.Ciphertext))
+		if err != nil {
+			return fmt.Errorf("seal webhook secret of project %q: %w", p.Project, err)
+		}
+		if n, _ := res.RowsAffected(); n == 1 {
+			return nil
+		}
+		var one int
+		if err := t.row(`SELECT 1 FROM projects WHERE name = ?`, p.Project).Scan(&one); isNoRows(err) {
+			return fmt.Errorf("seal webhook secret: project %q: %w", p.Project, store.ErrNotFound)
+		}
+		return fmt.Errorf("seal webhook secret of project %q: changed meanwhile: %w", p.Project, store.ErrConflict)
+	})
+}
+
+func encodeSealed(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
+
+func decodeSealed(s string) ([]byte, error) {
+	if s == "" {
+		return nil, nil
+	}
+	return base64.StdEncoding.DecodeString(s)
 }
 
 // DeleteProject implements store.Projects.

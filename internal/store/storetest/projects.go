@@ -1,6 +1,8 @@
 package storetest
 
 import (
+	"errors"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -16,6 +18,78 @@ var projectTests = []test{
 	{"DeliveriesRecordedOnce", testDeliveries},
 	{"FailedRunCarriesErrors", testFailedRun},
 	{"TriggerFieldsRoundTrip", testTriggerFields},
+	{"WebhookSecretSealedInPlace", testSealWebhookSecret},
+}
+
+// testSealWebhookSecret: a sealed webhook secret round-trips through create, get, list
+// and update; SealWebhookSecret replaces a plain-text secret or a sealed one only while
+// it is still the one named, and leaves no plain text behind.
+func testSealWebhookSecret(t *testing.T, h Harness) {
+	_, b := setup(t, h)
+	sealed := store.SealedValue{KeyID: "k1", WrappedKey: []byte{0, 1, 2, 0xff}, Ciphertext: []byte("ct\x00one")}
+	p := connected("sealed")
+	p.WebhookSecret, p.WebhookSecretSealed = "", sealed
+	if err := b.s.CreateProject(b.ctx, p); err != nil {
+		t.Fatalf("CreateProject: %v", err)
+	}
+	got, err := b.s.GetProjectByName(b.ctx, "sealed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.WebhookSecret != "" || !reflect.DeepEqual(got.WebhookSecretSealed, sealed) {
+		t.Errorf("sealed project read back with %q, %+v; want %+v", got.WebhookSecret, got.WebhookSecretSealed, sealed)
+	}
+
+	legacy := connected("legacy") // a plain-text secret, as rows made before sealing hold
+	if err := b.s.CreateProject(b.ctx, legacy); err != nil {
+		t.Fatal(err)
+	}
+	wantErr(t, "SealWebhookSecret of another plain text", b.s.SealWebhookSecret(b.ctx, store.SealWebhookSecretParams{
+		Project: "legacy", OldPlain: "not-it", Sealed: sealed}), store.ErrConflict)
+	wantErr(t, "SealWebhookSecret of no project", b.s.SealWebhookSecret(b.ctx, store.SealWebhookSecretParams{
+		Project: "nope", OldPlain: "x", Sealed: sealed}), store.ErrNotFound)
+	wantErr(t, "SealWebhookSecret of nothing", b.s.SealWebhookSecret(b.ctx, store.SealWebhookSecretParams{
+		Project: "legacy", OldPlain: legacy.WebhookSecret}), store.ErrInvalid)
+	if err := b.s.SealWebhookSecret(b.ctx, store.SealWebhookSecretParams{Project: "legacy", OldPlain: legacy.WebhookSecret, Sealed: sealed}); err != nil {
+		t.Fatalf("SealWebhookSecret: %v", err)
+	}
+	list, err := b.s.ListProjects(b.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, lp := range list {
+		if lp.Name == "legacy" && (lp.WebhookSecret != "" || !reflect.DeepEqual(lp.WebhookSecretSealed, sealed)) {
+			t.Errorf("sealed legacy project lists with %q, %+v", lp.WebhookSecret, lp.WebhookSecretSealed)
+		}
+	}
+	// A rewrap under another key: only while the sealed value is the one named.
+	next := store.SealedValue{KeyID: "k2", WrappedKey: []byte("w2"), Ciphertext: sealed.Ciphertext}
+	err = b.s.SealWebhookSecret(b.ctx, store.SealWebhookSecretParams{Project: "legacy", OldPlain: legacy.WebhookSecret, Sealed: next})
+	if !errors.Is(err, store.ErrConflict) {
+		t.Errorf("sealing a secret sealed meanwhile = %v, want ErrConflict", err)
+	}
+	if err := b.s.SealWebhookSecret(b.ctx, store.SealWebhookSecretParams{Project: "legacy", OldSealed: sealed, Sealed: next}); err != nil {
+		t.Fatalf("rewrap: %v", err)
+	}
+	got, err = b.s.GetProjectByName(b.ctx, "legacy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got.WebhookSecretSealed, next) || got.WebhookSecret != "" {
+		t.Errorf("rewrapped project = %q, %+v; want %+v", got.WebhookSecret, got.WebhookSecretSealed, next)
+	}
+	// An update that sets a plain secret (no key) clears the sealed one, and back.
+	got.WebhookSecret, got.WebhookSecretSealed = "plain-again", store.SealedValue{}
+	if err := b.s.UpdateProject(b.ctx, got); err != nil {
+		t.Fatal(err)
+	}
+	got, err = b.s.GetProjectByName(b.ctx, "legacy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.WebhookSecret != "plain-again" || !got.WebhookSecretSealed.IsZero() {
+		t.Errorf("updated project = %q, %+v", got.WebhookSecret, got.WebhookSecretSealed)
+	}
 }
 
 func connected(name string) *store.Project {
@@ -44,7 +118,7 @@ func testProjectCRUD(t *testing.T, h Harness) {
 	}
 	want := *p
 	want.CreatedAt, want.UpdatedAt = got.CreatedAt, got.UpdatedAt
-	if *got != want {
+	if !reflect.DeepEqual(*got, want) {
 		t.Errorf("GetProjectByName = %+v\nwant %+v", got, want)
 	}
 	wantTime(t, "read CreatedAt", got.CreatedAt, b.clk.Now())
