@@ -13,9 +13,12 @@ import (
 
 // scalingJSON is what an autoscaler needs to size the pool for one label set.
 type scalingJSON struct {
-	Labels  []string `json:"labels"`
-	Queued  int      `json:"queued"`
-	Running int      `json:"running"` // assigned or running
+	Labels []string `json:"labels"`
+	// Queued counts the jobs a worker could take now; QuotaHeld those their project's
+	// limit of concurrent jobs holds back, which need no worker until it frees room.
+	Queued    int `json:"queued"`
+	QuotaHeld int `json:"quota_held"`
+	Running   int `json:"running"` // assigned or running
 	// CapacityPerWorker is how many jobs one worker runs at once: ?capacity=, else the
 	// mean max_jobs of the workers that can run the set, else 1.
 	CapacityPerWorker int `json:"capacity_per_worker"`
@@ -62,6 +65,11 @@ func (s *Server) scaling(w http.ResponseWriter, r *http.Request) {
 	for _, d := range stats.Queued {
 		set(d.Labels).Queued += d.Jobs
 	}
+	for _, d := range stats.Held {
+		sc := set(d.Labels)
+		sc.Queued -= d.Jobs
+		sc.QuotaHeld += d.Jobs
+	}
 	for _, d := range stats.Leased {
 		set(d.Labels).Running += d.Jobs
 	}
@@ -89,6 +97,7 @@ func (s *Server) scaling(w http.ResponseWriter, r *http.Request) {
 	total := scalingJSON{Labels: []string{}}
 	for _, sc := range out {
 		total.Queued += sc.Queued
+		total.QuotaHeld += sc.QuotaHeld
 		total.Running += sc.Running
 		total.DesiredWorkers += sc.DesiredWorkers
 		total.AdditionalWorkers += sc.AdditionalWorkers

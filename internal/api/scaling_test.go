@@ -10,6 +10,7 @@ import (
 type scalingView struct {
 	Labels            []string `json:"labels"`
 	Queued            int      `json:"queued"`
+	QuotaHeld         int      `json:"quota_held"`
 	Running           int      `json:"running"`
 	CapacityPerWorker int      `json:"capacity_per_worker"`
 	Workers           int      `json:"workers"`
@@ -93,4 +94,34 @@ func TestScaling(t *testing.T) {
 		t.Errorf("linux with its workers offline = %+v, want no workers", one)
 	}
 	expectError(t, b.get(t, "/api/v1/stats/scaling?capacity=0"), http.StatusBadRequest, "bad_request")
+}
+
+// TestScalingQuotaHeld: queued jobs that their project's limit of concurrent jobs holds
+// back are counted apart, as quota_held, and need no worker.
+func TestScalingQuotaHeld(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.post(t, "/api/v1/runs", `{"project": "nightly", "pipeline": "name: n\njobs:\n  build: {runs_on: [linux], matrix: {n: [1, 2, 3, 4]}, steps: [{run: make}]}\n"}`)
+	b.post(t, "/api/v1/runs", `{"project": "web", "pipeline": "name: w\njobs:\n  lint: {runs_on: [linux], steps: [{run: make}]}\n"}`)
+	if r := b.do(t, http.MethodPatch, "/api/v1/projects/nightly", "application/json", `{"max_concurrent_jobs": 1}`, nil); r.status != http.StatusOK {
+		t.Fatalf("PATCH nightly's limit: %d %s", r.status, r.body)
+	}
+	b.post(t, "/api/v1/agent/register", `{"id": "cpu", "name": "cpu", "labels": ["linux"], "max_jobs": 1}`)
+	var one scalingView
+	b.get(t, "/api/v1/stats/scaling?labels=linux").decode(t, &one)
+	// nightly may run 1 of its 4, web its 1: 2 queued a worker can take, 3 held.
+	if one.Queued != 2 || one.QuotaHeld != 3 || one.Running != 0 || one.DesiredWorkers != 2 || one.AdditionalWorkers != 1 {
+		t.Errorf("linux with nightly at a limit of 1 = %+v, want 2 queued, 3 held, 2 workers desired", one)
+	}
+	if c := b.claim(t, `{"worker_id": "cpu", "labels": ["linux"], "max": 1, "wait": "0s"}`); len(c.Jobs) != 1 {
+		t.Fatalf("claimed %d jobs, want 1", len(c.Jobs))
+	}
+	var all struct {
+		LabelSets []scalingView `json:"label_sets"`
+		Total     scalingView   `json:"total"`
+	}
+	b.get(t, "/api/v1/stats/scaling").decode(t, &all)
+	if all.Total.Queued+all.Total.QuotaHeld != 4 || all.Total.QuotaHeld != 3 || all.Total.Running != 1 || all.Total.DesiredWorkers != 2 {
+		t.Errorf("total after a claim = %+v, want 1 queued and 3 held, 1 running, 2 desired", all.Total)
+	}
 }

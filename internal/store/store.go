@@ -405,6 +405,11 @@ type QueueStats struct {
 	// Leased counts the assigned and running jobs by the label set they asked for
 	// (Priority is not set).
 	Leased []QueueDepth
+	// Held counts, of the queued jobs (which Queued includes), those their project's
+	// limit of concurrent jobs holds back: of a project at L concurrent jobs with N
+	// leased, its queued jobs after the first L-N in claim order. No worker can take them
+	// until the project's jobs end.
+	Held []QueueDepth
 	// OldestQueuedAt is when the longest-waiting queued job was queued; zero when none is.
 	OldestQueuedAt time.Time
 }

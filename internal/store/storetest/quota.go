@@ -2,11 +2,13 @@ package storetest
 
 import (
 	"fmt"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/gantry-ci/gantry/internal/pipeline"
 	"github.com/gantry-ci/gantry/internal/store"
 	"github.com/google/uuid"
 )
@@ -19,6 +21,46 @@ var quotaTests = []test{
 	{"WeightsShapeOrder", testQuotaWeights},
 	{"NoisyNeighbour", testQuotaNoisyNeighbour},
 	{"NoisyNeighbourAtItsLimit", testQuotaNoisyNeighbourAtLimit},
+	{"HeldInQueueStats", testQuotaHeldStats},
+}
+
+// testQuotaHeldStats: QueueStats counts apart the queued jobs a project's limit holds
+// back (no worker can take them): those past the room the limit leaves, and none of a
+// project with room or without a limit.
+func testQuotaHeldStats(t *testing.T, h Harness) {
+	_, b := setup(t, h)
+	b.queueJobs("nightly", 5)
+	b.queueJobs("roomy", 3)
+	b.queueJobs("free", 2)
+	b.setQuota("nightly", 2, 1)
+	b.setQuota("roomy", 10, 1)
+	held := func() []store.QueueDepth {
+		t.Helper()
+		q, err := b.s.QueueStats(b.ctx)
+		if err != nil {
+			t.Fatalf("QueueStats: %v", err)
+		}
+		return q.Held
+	}
+	// Nothing leased: nightly may take 2 of its 5.
+	if got, want := held(), []store.QueueDepth{{Priority: pipeline.PriorityNormal, Jobs: 3}}; !reflect.DeepEqual(got, want) {
+		t.Errorf("Held with nothing leased = %+v, want %+v", got, want)
+	}
+	// Every job that may run is claimed: nightly's 2, roomy's 3, free's 2.
+	if cs := b.claim(store.ClaimParams{Max: 16}); len(cs) != 7 {
+		t.Fatalf("claimed %d jobs, want 7", len(cs))
+	}
+	if got, want := held(), []store.QueueDepth{{Priority: pipeline.PriorityNormal, Jobs: 3}}; !reflect.DeepEqual(got, want) {
+		t.Errorf("Held with nightly at its limit = %+v, want %+v", got, want)
+	}
+	b.setQuota("nightly", 3, 1)
+	if got, want := held(), []store.QueueDepth{{Priority: pipeline.PriorityNormal, Jobs: 2}}; !reflect.DeepEqual(got, want) {
+		t.Errorf("Held with room for one more = %+v, want %+v", got, want)
+	}
+	b.setQuota("nightly", 0, 1)
+	if got := held(); len(got) != 0 {
+		t.Errorf("Held without limits = %+v, want none", got)
+	}
 }
 
 // setQuota sets a project's limit of concurrent jobs and its fair-share weight; the
