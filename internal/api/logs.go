@@ -29,6 +29,9 @@ const (
 	// DefaultEndCheck is how often an idle stream asks the store whether its attempt
 	// ended, for ends this replica was not told about (a lease reaped, another replica).
 	DefaultEndCheck = 2 * time.Second
+	// DefaultTokenCheck is how often an open stream reads its token again: a stream
+	// outlives the request's check, and must not outlive the token's revocation by more.
+	DefaultTokenCheck = 5 * time.Second
 )
 
 func (s *Server) logRoutes() {
@@ -359,10 +362,61 @@ func (s *Server) streamLogs(w http.ResponseWriter, r *http.Request) {
 		bw.WriteString(": keep-alive\n\n")
 		return flush(bw, rc)
 	}
-	if err := s.followLog(r.Context(), key, attemptEnded(job, key.Attempt), lq.after, send, idle); err != nil {
+	ctx, stop := s.whileTokenValid(r.Context())
+	defer stop()
+	if err := s.followLog(ctx, key, attemptEnded(job, key.Attempt), lq.after, send, idle); err != nil {
+		if errors.Is(context.Cause(ctx), errTokenInvalid) {
+			// Said once, so a client knows not to reconnect with the same token.
+			bw.WriteString("event: error\ndata: ")
+			b, _ := json.Marshal(errorBody{Error: errorJSON{Code: codeUnauthorized, Message: errTokenInvalid.Error(), Details: []errorDetail{}}})
+			bw.Write(b)
+			bw.WriteString("\n\n")
+			_ = flush(bw, rc)
+		}
 		return
 	}
 	s.writeEnd(r.Context(), bw, rc, key)
+}
+
+// errTokenInvalid is the cause that ends a stream whose token was revoked or expired
+// while it was open.
+var errTokenInvalid = errors.New("the token was revoked or has expired")
+
+// whileTokenValid returns a context that is cancelled with errTokenInvalid once the
+// request's token is revoked or expires, read again every tokenCheck; stop ends the
+// watch. A read that fails for another reason keeps the stream (the next one decides).
+// With auth off there is no token, and ctx is returned as it is.
+func (s *Server) whileTokenValid(parent context.Context) (ctx context.Context, stop func()) {
+	tk := tokenFrom(parent)
+	if tk == nil {
+		return parent, func() {}
+	}
+	ctx, cancel := context.WithCancelCause(parent)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(s.tokenCheck)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			cur, err := s.store.LookupToken(ctx, tk.Hash)
+			switch {
+			case errors.Is(err, store.ErrNotFound), err == nil && !cur.Valid(s.clock.Now()):
+				cancel(errTokenInvalid)
+				return
+			case err != nil && ctx.Err() == nil:
+				s.log.WarnContext(ctx, "read a stream's token again", "err", err)
+			}
+		}
+	}()
+	return ctx, func() {
+		cancel(nil)
+		<-done
+	}
 }
 
 // followLog pulls key's lines after after, a page at a time, and hands each page to

@@ -51,6 +51,9 @@ type Config struct {
 	// EndCheck is how often an idle log stream asks the store whether its attempt ended
 	// (DefaultEndCheck).
 	EndCheck time.Duration
+	// TokenCheck is how often an open log stream reads its token again, so that one
+	// revoked or expired while it is open ends it (DefaultTokenCheck).
+	TokenCheck time.Duration
 	// Auth requires a bearer token on every route but the health checks. Off, anyone who
 	// can reach the address may do anything: only for loopback.
 	Auth bool
@@ -106,6 +109,8 @@ type Server struct {
 
 	keepAlive time.Duration
 	endCheck  time.Duration
+	// tokenCheck: see Config.TokenCheck.
+	tokenCheck time.Duration
 
 	blobs                   blob.Store
 	blobPrefix              string
@@ -154,6 +159,7 @@ func New(cfg Config) *Server {
 		logs:           cfg.Logs,
 		keepAlive:      cmp.Or(cfg.KeepAlive, DefaultKeepAlive),
 		endCheck:       cmp.Or(cfg.EndCheck, DefaultEndCheck),
+		tokenCheck:     cmp.Or(cfg.TokenCheck, DefaultTokenCheck),
 		blobs:          cfg.Blobs,
 		blobPrefix:     cmp.Or(cfg.BlobPrefix, DefaultBlobPrefix),
 		blobURLTTL:     cmp.Or(cfg.BlobURLTTL, DefaultBlobURLTTL),
