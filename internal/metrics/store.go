@@ -57,6 +57,7 @@ const (
 	opLookupToken
 	opCancelRequested
 	opConcurrencyHolders
+	opListJobsChanged
 	numOps
 )
 
@@ -68,7 +69,7 @@ var opNames = [numOps]string{
 	"PutArtifact", "MarkArtifactStored", "GetArtifact", "ListArtifacts", "ListRunArtifacts", "DeleteExpiredArtifacts", "BlobInUse",
 	"AppendLogChunk", "LastLogSeq", "ListLogChunks", "ReplaceLogChunks", "DeleteLogChunksBefore",
 	"EnqueueOutbox", "ClaimOutbox", "MarkDelivered", "Publish", "QueueStats", "CreateToken", "LookupToken", "CancelRequested",
-	"ConcurrencyHolders",
+	"ConcurrencyHolders", "ListJobsChanged",
 }
 
 // instrumented is a store.Store that times every call of the store it wraps. The
@@ -151,6 +152,13 @@ func (s *instrumented) ListJobs(ctx context.Context, runID uuid.UUID) ([]*store.
 	t := time.Now()
 	j, err := s.Store.ListJobs(ctx, runID)
 	s.done(opListJobs, t, err)
+	return j, err
+}
+
+func (s *instrumented) ListJobsChanged(ctx context.Context, runID uuid.UUID, since int64) ([]*store.Job, error) {
+	t := time.Now()
+	j, err := s.Store.ListJobsChanged(ctx, runID, since)
+	s.done(opListJobsChanged, t, err)
 	return j, err
 }
 

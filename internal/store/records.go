@@ -241,6 +241,9 @@ type Run struct {
 	CreatedAt  time.Time
 	StartedAt  time.Time // zero until a job is claimed
 	FinishedAt time.Time // zero until the run is terminal
+	// JobSeq is the run's change feed position: the change number the last change of one
+	// of its jobs took (see Job.ChangeSeq). Zero on a run not read back from the store.
+	JobSeq int64
 }
 
 // Job is one schedulable unit of a run (a pipeline job or one matrix instance).

@@ -48,6 +48,11 @@ type Runs interface {
 	GetJob(ctx context.Context, id uuid.UUID) (*Job, error)
 	// ListJobs lists a run's jobs in plan order (by wave, then definition order).
 	ListJobs(ctx context.Context, runID uuid.UUID) ([]*Job, error)
+	// ListJobsChanged lists, in plan order, the run's jobs that changed after its change
+	// feed stood at since (Run.JobSeq): every job when since is 0. Read the run first and
+	// its JobSeq is a cursor that misses nothing; a job that changes between the two reads
+	// may be listed again on the next call.
+	ListJobsChanged(ctx context.Context, runID uuid.UUID, since int64) ([]*Job, error)
 	ListSteps(ctx context.Context, jobID uuid.UUID) ([]*Step, error)
 	// NeedsOf gives what the jobs a job needs left it, by their definition names: each
 	// one's result (a matrix job's instances combined, pipeline.CombineResults; a failed

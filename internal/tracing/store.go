@@ -87,6 +87,13 @@ func (s *traced) ListJobs(ctx context.Context, runID uuid.UUID) ([]*store.Job, e
 	return j, err
 }
 
+func (s *traced) ListJobsChanged(ctx context.Context, runID uuid.UUID, since int64) ([]*store.Job, error) {
+	ctx, span := s.start(ctx, "ListJobsChanged")
+	j, err := s.Store.ListJobsChanged(ctx, runID, since)
+	end(span, err)
+	return j, err
+}
+
 func (s *traced) ListSteps(ctx context.Context, jobID uuid.UUID) ([]*store.Step, error) {
 	ctx, span := s.start(ctx, "ListSteps")
 	st, err := s.Store.ListSteps(ctx, jobID)

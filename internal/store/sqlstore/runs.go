@@ -461,7 +461,17 @@ func (e *Engine) LeaseAttempt(ctx context.Context, l store.LeaseRef) (int, error
 
 // ListJobs implements store.Runs.
 func (e *Engine) ListJobs(ctx context.Context, runID uuid.UUID) ([]*store.Job, error) {
-	rows, err := e.readRows(ctx, jobWithSpec+`WHERE jobs.run_id = ? ORDER BY jobs.seq`, runID)
+	return e.listJobs(ctx, runID, jobWithSpec+`WHERE jobs.run_id = ? ORDER BY jobs.seq`, runID)
+}
+
+// ListJobsChanged implements store.Runs. The number each change takes is the migrations'
+// trigger's doing (jobs_change_seq), not any statement's.
+func (e *Engine) ListJobsChanged(ctx context.Context, runID uuid.UUID, since int64) ([]*store.Job, error) {
+	return e.listJobs(ctx, runID, jobWithSpec+`WHERE jobs.run_id = ? AND jobs.change_seq > ? ORDER BY jobs.seq`, runID, since)
+}
+
+func (e *Engine) listJobs(ctx context.Context, runID uuid.UUID, query string, args ...any) ([]*store.Job, error) {
+	rows, err := e.readRows(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list jobs of run %s: %w", runID, err)
 	}

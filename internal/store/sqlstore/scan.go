@@ -107,7 +107,7 @@ func decodeSpec(j *store.Job, spec string) error {
 }
 
 const runCols = `r.id, r.project_id, p.name, r.name, r.status, r.trigger, r.idempotency_key, r.definition, r.env,
-	r.cancel_requested, r.jobs_total, r.jobs_finished, r.created_at, r.started_at, r.finished_at, r.errors`
+	r.cancel_requested, r.jobs_total, r.jobs_finished, r.created_at, r.started_at, r.finished_at, r.errors, r.job_seq`
 
 const runFrom = ` FROM runs r JOIN projects p ON p.id = r.project_id `
 
@@ -119,7 +119,7 @@ func scanRun(s scanner) (*store.Run, error) {
 		created, started, finished int64
 	)
 	err := s.Scan(&r.ID, &r.ProjectID, &r.Project, &r.Name, &status, &trigger, &idem, &r.Definition, &env,
-		&r.CancelRequested, &r.JobsTotal, &r.JobsFinished, &created, &started, &finished, &errs)
+		&r.CancelRequested, &r.JobsTotal, &r.JobsFinished, &created, &started, &finished, &errs, &r.JobSeq)
 	if err != nil {
 		return nil, err
 	}

@@ -58,6 +58,7 @@ var groups = []struct {
 }{
 	{"CreateRun", createRunTests},
 	{"ListRuns", listRunsTests},
+	{"ChangeFeed", changeFeedTests},
 	{"Claim", claimTests},
 	{"ConcurrencyGroup", concurrencyGroupTests},
 	{"Lease", leaseTests},
