@@ -302,23 +302,46 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {
 		writeRequestError(w, rerr)
 		return
 	}
-	s.writeRun(w, r, id, http.StatusOK)
+	since := int64(-1)
+	if v := r.URL.Query().Get("since"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			writeRequestError(w, badRequest("since must be a whole number, a run's seq, not %q", v))
+			return
+		}
+		since = n
+	}
+	s.writeRunSince(w, r, id, http.StatusOK, since)
 }
 
-// writeRun answers with the run and its jobs.
+// writeRun answers with the run and all its jobs.
 func (s *Server) writeRun(w http.ResponseWriter, r *http.Request, id uuid.UUID, status int) {
+	s.writeRunSince(w, r, id, status, -1)
+}
+
+// writeRunSince answers with the run and its jobs that changed after its seq was since;
+// all of them when since is negative. The run is read first, so its seq, the cursor of
+// the next call, is never past a change the answer lacks.
+func (s *Server) writeRunSince(w http.ResponseWriter, r *http.Request, id uuid.UUID, status int, since int64) {
 	run, err := s.store.GetRun(r.Context(), id)
 	if err != nil {
 		s.storeError(w, r, "get run", err)
 		return
 	}
-	jobs, err := s.store.ListJobs(r.Context(), id)
+	var jobs, runJobs []*store.Job
+	if since < 0 {
+		jobs, err = s.store.ListJobs(r.Context(), id)
+		runJobs = jobs
+	} else {
+		// Why a pending job waits needs the whole run; waiting reads it only then.
+		jobs, err = s.store.ListJobsChanged(r.Context(), id, since)
+	}
 	if err != nil {
 		s.storeError(w, r, "list jobs", err)
 		return
 	}
 	out := newRunJSON(run, nonNilJobs(jobs))
-	for i, wt := range s.waiting(r.Context(), jobs, jobs) {
+	for i, wt := range s.waiting(r.Context(), jobs, runJobs) {
 		out.Jobs[i].Waiting = wt
 	}
 	writeJSON(w, status, out)

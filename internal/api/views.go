@@ -39,7 +39,10 @@ type runJSON struct {
 	CancelRequested bool          `json:"cancel_requested"`
 	// Errors say why a run failed before it had jobs (its pipeline file is invalid).
 	Errors []store.RunError `json:"errors,omitempty"`
-	Jobs   []jobJSON        `json:"jobs,omitempty"`
+	// Seq is the run's change feed position: GET with ?since= it lists only the jobs
+	// changed after it.
+	Seq  int64     `json:"seq"`
+	Jobs []jobJSON `json:"jobs,omitempty"`
 }
 
 func newRunJSON(r *store.Run, jobs []*store.Job) runJSON {
@@ -56,6 +59,7 @@ func newRunJSON(r *store.Run, jobs []*store.Job) runJSON {
 		JobsFinished:    r.JobsFinished,
 		CancelRequested: r.CancelRequested,
 		Errors:          r.Errors,
+		Seq:             r.JobSeq,
 	}
 	if jobs != nil {
 		out.Jobs = make([]jobJSON, len(jobs))

@@ -396,21 +396,36 @@ func (wc *wsConn) runTopic(in *wsIn) func(context.Context, *wsSub) {
 }
 
 // followRun sends the run and its jobs, then again whenever any of it changed, until ctx
-// ends or a read or send fails. It polls the store, one run's rows every runPollEvery,
-// rather than keeping a feed of changes: cheap, and it sees changes made on any replica.
+// ends or a read or send fails. It polls the store every runPollEvery, which sees changes
+// made on any replica, but reads only the jobs that changed since the last read (the run's
+// change feed, Run.JobSeq), keeping the others from before.
 func (s *Server) followRun(ctx context.Context, id uuid.UUID, send func(runJSON, []jobJSON) error) error {
 	poll := time.NewTicker(runPollEvery)
 	defer poll.Stop()
-	var last []byte
+	var (
+		last []byte
+		jobs []*store.Job
+		at   = map[uuid.UUID]int{} // job id -> its index in jobs
+		seq  int64
+	)
 	for {
 		run, err := s.store.GetRun(ctx, id)
 		if err != nil {
 			return fmt.Errorf("get run %s: %w", id, err)
 		}
-		jobs, err := s.store.ListJobs(ctx, id)
+		changed, err := s.store.ListJobsChanged(ctx, id, seq)
 		if err != nil {
 			return fmt.Errorf("list jobs of run %s: %w", id, err)
 		}
+		for _, j := range changed {
+			if i, ok := at[j.ID]; ok {
+				jobs[i] = j
+			} else {
+				at[j.ID] = len(jobs)
+				jobs = append(jobs, j)
+			}
+		}
+		seq = run.JobSeq
 		view := newRunJSON(run, nonNilJobs(jobs))
 		for i, wt := range s.waiting(ctx, jobs, jobs) {
 			view.Jobs[i].Waiting = wt

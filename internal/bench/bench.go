@@ -140,6 +140,7 @@ func Scenarios() []Scenario {
 		dagScenario("dag-independent", "200 independent jobs", 200, independentDAG),
 		dagScenario("dag-chain", "a chain of 50 jobs", 50, chainDAG),
 		dagScenario("dag-fan", "1 -> 50 -> 1", 50, fanDAG),
+		linearScenario(),
 		containerOverheadScenario(),
 		concurrencyScenario(),
 		backlogScenario(),

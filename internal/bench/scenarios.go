@@ -300,9 +300,59 @@ func fanDAG(n int) string {
 
 // dagTargets are the wall-time targets of the DAG scenarios.
 var dagTargets = map[string]time.Duration{
-	"dag-independent": 1500 * time.Millisecond,
-	"dag-chain":       500 * time.Millisecond,
+	"dag-independent": 400 * time.Millisecond,
+	"dag-chain":       120 * time.Millisecond,
 	"dag-fan":         500 * time.Millisecond,
+}
+
+// linearJobs is the smaller run of dag-independent-5000, whose other run is linearTimes
+// as large; linearMax is the most its wall may cost against linearTimes smaller runs'.
+const (
+	linearJobs  = 1000
+	linearTimes = 5
+	linearMax   = 1.2
+)
+
+// linearScenario times `gantry run` of 1,000 and of 5,000 independent jobs, back to back,
+// and holds the larger to linearMax times five of the smaller: what a run costs must grow
+// with its jobs, not with their square (a follower re-reading every job on every poll).
+func linearScenario() Scenario {
+	big := linearJobs * linearTimes
+	return Scenario{
+		Name:   fmt.Sprintf("dag-independent-%d", big),
+		About:  fmt.Sprintf("%d independent jobs of shell `true` against %d times %d, through `gantry run`", big, linearTimes, linearJobs),
+		Stores: []string{SQLite},
+		Run: func(ctx context.Context, o *Options, store string) (*Result, error) {
+			dir, cleanup, err := scenarioDir(o, "dag-linear")
+			if err != nil {
+				return nil, err
+			}
+			defer cleanup()
+			small, large := o.scaled(linearJobs), o.scaled(big)
+			var walls [2]time.Duration
+			for i, n := range []int{small, large} {
+				file := filepath.Join(dir, fmt.Sprintf("independent-%d.yml", n))
+				if err := os.WriteFile(file, []byte(independentDAG(n)), 0o644); err != nil {
+					return nil, err
+				}
+				if walls[i], err = timeRun(ctx, o, file); err != nil {
+					return nil, err
+				}
+			}
+			r := &Result{Params: map[string]any{"small": small, "large": large}}
+			r.addMillis(fmt.Sprintf("wall of %d jobs", small), walls[0], nil)
+			r.addMillis(fmt.Sprintf("wall of %d jobs", large), walls[1], nil)
+			var t *Target
+			if o.Scale >= 1 {
+				t = atMost(linearMax)
+			}
+			ratio := float64(walls[1]) / (float64(walls[0]) * float64(large) / float64(small))
+			r.add("large / (small scaled up)", ratio, "x", t)
+			r.Notes = append(r.Notes, "wall: `gantry run FILE` from exec to exit, each run once, the smaller first; "+
+				"1.0x is linear in jobs")
+			return r, nil
+		},
+	}
 }
 
 // dagScenario times `gantry run` of a pipeline whose jobs run shell `true`: the whole

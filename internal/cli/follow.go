@@ -16,8 +16,72 @@ import (
 // moments after its last job rather than at the next slow poll.
 const (
 	followPoll = 250 * time.Millisecond
-	followFast = 10 * time.Millisecond
+	followFast = 5 * time.Millisecond
+	// followWhole is how often a follower of a run with waiting jobs reads it whole: why
+	// a job waits can change while the job does not, and the change feed lists only jobs
+	// that changed.
+	followWhole = waitGrace / 2
 )
+
+// runFeed is a run as its follower knows it: read whole once, then by its change feed
+// (GET /api/v1/runs/{id}?since=SEQ), each job read again only when it changed. A
+// coordinator that has no feed answers every job each time, which merges the same.
+type runFeed struct {
+	c     *apiClient
+	id    string
+	run   runDetails
+	at    map[string]int // job id -> its index in run.Jobs
+	whole time.Time      // when the run was last read whole
+}
+
+// read brings the run up to date and says whether it or any of its jobs moved.
+func (f *runFeed) read(ctx context.Context) (bool, error) {
+	if f.at == nil || time.Since(f.whole) >= followWhole && hasWaiting(f.run) {
+		r, _, err := getRun(ctx, f.c, f.id)
+		if err != nil {
+			return false, err
+		}
+		moved := f.at == nil || changed(f.run, r)
+		f.run, f.whole = r, time.Now()
+		f.at = make(map[string]int, len(r.Jobs))
+		for i, j := range r.Jobs {
+			f.at[j.ID] = i
+		}
+		return moved, nil
+	}
+	var r runDetails
+	if _, err := f.c.getRaw(ctx, fmt.Sprintf("/api/v1/runs/%s?since=%d", f.id, f.run.Seq), &r); err != nil {
+		return false, fmt.Errorf("get run %s: %w", f.id, err)
+	}
+	moved := r.Status != f.run.Status
+	jobs := f.run.Jobs
+	for _, j := range r.Jobs {
+		i, ok := f.at[j.ID]
+		if !ok {
+			f.at[j.ID] = len(jobs)
+			jobs = append(jobs, j)
+			moved = true
+			continue
+		}
+		if jobs[i].Status != j.Status || jobs[i].Attempt != j.Attempt {
+			moved = true
+		}
+		jobs[i] = j
+	}
+	r.Jobs = jobs
+	f.run = r
+	return moved, nil
+}
+
+// hasWaiting says whether a job of run waits with a reason the API gave.
+func hasWaiting(run runDetails) bool {
+	for _, j := range run.Jobs {
+		if j.Waiting != nil {
+			return true
+		}
+	}
+	return false
+}
 
 // followRun prints every job's log lines of run id, prefixed by job key, until the run is terminal, and returns its final status ("success", "failed", "cancelled").
 //
@@ -106,10 +170,11 @@ func (n *waitNotes) observe(run runDetails, now time.Time) (tell, noWorker []job
 
 // followRunWith is followRun with options.
 func followRunWith(ctx context.Context, c *apiClient, id string, out io.Writer, tty bool, opts followOptions) (string, error) {
-	run, _, err := getRun(ctx, c, id)
-	if err != nil {
+	feed := &runFeed{c: c, id: id}
+	if _, err := feed.read(ctx); err != nil {
 		return "", err
 	}
+	run := feed.run
 	f := newRunPrinter(out, tty, run.Jobs)
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -132,7 +197,9 @@ func followRunWith(ctx context.Context, c *apiClient, id string, out io.Writer, 
 	streaming := 0
 	var notes waitNotes
 	lastOK := time.Now()
-	fast := min(followPoll, followFast+time.Duration(len(run.Jobs))*100*time.Microsecond)
+	// Each read costs little (only changed jobs), but the loop below still looks at every
+	// job: a large run polls a little less often.
+	fast := min(followPoll, followFast+time.Duration(len(run.Jobs))*5*time.Microsecond)
 	wait := fast
 	poll := time.NewTimer(wait)
 	defer poll.Stop()
@@ -197,7 +264,7 @@ func followRunWith(ctx context.Context, c *apiClient, id string, out io.Writer, 
 			continue
 		case <-poll.C:
 		}
-		r, _, err := getRun(ctx, c, id)
+		moved, err := feed.read(ctx)
 		if err != nil {
 			// A coordinator restarting is not the end of the run; a wrong id or a revoked
 			// token is.
@@ -208,13 +275,13 @@ func followRunWith(ctx context.Context, c *apiClient, id string, out io.Writer, 
 			poll.Reset(followPoll)
 			continue
 		}
-		if changed(run, r) {
+		if moved {
 			wait = fast
 		} else {
 			wait = min(2*wait, followPoll)
 		}
 		poll.Reset(wait)
-		run, lastOK = r, time.Now()
+		run, lastOK = feed.run, time.Now()
 	}
 }
 

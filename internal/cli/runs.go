@@ -32,7 +32,9 @@ type runDetails struct {
 	JobsTotal       int       `json:"jobs_total"`
 	JobsFinished    int       `json:"jobs_finished"`
 	CancelRequested bool      `json:"cancel_requested"`
-	Jobs            []jobView `json:"jobs"`
+	// Seq is the run's change feed position: ?since=Seq lists only jobs changed after it.
+	Seq  int64     `json:"seq"`
+	Jobs []jobView `json:"jobs"`
 	// Errors say why a run failed before it had jobs: its pipeline file is invalid.
 	Errors []serverDetail `json:"errors"`
 }

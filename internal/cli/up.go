@@ -309,12 +309,12 @@ func startLocal(ctx context.Context, cfg upConfig, log *slog.Logger) (*local, er
 	}
 	// One containment for every local worker: steps die with this process however it
 	// ends, and what a killed predecessor on this data directory left running is killed
-	// now.
+	// now. A throwaway data directory has no successor to do that.
 	contained := agent.Config{WorkDir: workDir, Logger: log, Executor: executor.Shell{User: cfg.stepUser}}
 	if cfg.Executor == "sandbox" {
 		contained.Executor = executor.Sandbox{User: cfg.stepUser}
 	}
-	stopContaining, err := containSteps(&contained, true)
+	stopContaining, err := containStepsIn(&contained, true, !cfg.Throwaway)
 	if err != nil {
 		drain()
 		cancelJobs()

@@ -340,10 +340,20 @@ func (a *app) workerToken(cmd *cobra.Command, cfg *workerConfig) error {
 // worker, and first kills what a previous worker on the same work dir left running. The
 // returned stop removes the worker's cgroups.
 func containSteps(ac *agent.Config, cgroups bool) (stop func(), err error) {
+	return containStepsIn(ac, cgroups, true)
+}
+
+// containStepsIn is containSteps, recording each running step in the work dir when
+// record is set. A throwaway data directory (gantry run's) has no successor to read the
+// records, which cost a synced write per step: it records nothing.
+func containStepsIn(ac *agent.Config, cgroups, record bool) (stop func(), err error) {
 	state := filepath.Join(ac.WorkDir, "gantry-steps")
 	if ac.WorkDir == "" {
 		// The temp dir is shared by every user of the machine: one state dir each.
 		state = filepath.Join(os.TempDir(), fmt.Sprintf("gantry-steps-%d", os.Geteuid()))
+	}
+	if !record {
+		state = ""
 	}
 	c, err := executor.NewContainment(executor.ContainmentConfig{StateDir: state, NoCgroup: !cgroups, Logger: ac.Logger})
 	if err != nil {
