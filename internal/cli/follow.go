@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strings"
 	"sync"
 	"time"
@@ -17,10 +18,13 @@ import (
 const (
 	followPoll = 250 * time.Millisecond
 	followFast = 5 * time.Millisecond
-	// followWhole is how often a follower of a run with waiting jobs reads it whole: why
-	// a job waits can change while the job does not, and the change feed lists only jobs
-	// that changed.
-	followWhole = waitGrace / 2
+	// followWhole is how often a follower of a run with a job whose reason to wait it
+	// tells reads the run whole: why a job waits can change while the job does not, and
+	// the change feed lists only jobs that changed. While jobs wait only for their needs
+	// or their turn, which it never tells, it does so every followWholeIdle, so that a
+	// reason that comes up (the last worker able to take a job went) shows in time.
+	followWhole     = waitGrace / 2
+	followWholeIdle = 5 * waitGrace
 )
 
 // runFeed is a run as its follower knows it: read whole once, then by its change feed
@@ -36,7 +40,7 @@ type runFeed struct {
 
 // read brings the run up to date and says whether it or any of its jobs moved.
 func (f *runFeed) read(ctx context.Context) (bool, error) {
-	if f.at == nil || time.Since(f.whole) >= followWhole && hasWaiting(f.run) {
+	if f.at == nil || time.Since(f.whole) >= wholeEvery(f.run) {
 		r, _, err := getRun(ctx, f.c, f.id)
 		if err != nil {
 			return false, err
@@ -73,14 +77,18 @@ func (f *runFeed) read(ctx context.Context) (bool, error) {
 	return moved, nil
 }
 
-// hasWaiting says whether a job of run waits with a reason the API gave.
-func hasWaiting(run runDetails) bool {
+// wholeEvery is how often a follower reads run whole, as its jobs' reasons to wait stand.
+func wholeEvery(run runDetails) time.Duration {
+	every := time.Duration(math.MaxInt64)
 	for _, j := range run.Jobs {
-		if j.Waiting != nil {
-			return true
+		switch {
+		case noteKey(j) != "":
+			return followWhole
+		case j.Waiting != nil:
+			every = followWholeIdle
 		}
 	}
-	return false
+	return every
 }
 
 // followRun prints every job's log lines of run id, prefixed by job key, until the run is terminal, and returns its final status ("success", "failed", "cancelled").

@@ -1,0 +1,84 @@
+package cli
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestRunFeed: a follower reads the run whole once, then only by its change feed, and
+// merges the jobs each answer lists into the ones it has.
+func TestRunFeed(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var queries []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		queries = append(queries, r.URL.RawQuery)
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		switch r.URL.Query().Get("since") {
+		case "":
+			fmt.Fprint(w, `{"id": "r", "status": "running", "seq": 3, "jobs": [
+				{"id": "a", "key": "a", "status": "running", "attempt": 1},
+				{"id": "b", "key": "b", "status": "pending", "waiting": {"code": "needs", "message": "waiting for a"}}]}`)
+		case "3":
+			fmt.Fprint(w, `{"id": "r", "status": "running", "seq": 5, "jobs": [
+				{"id": "a", "key": "a", "status": "success", "attempt": 1},
+				{"id": "b", "key": "b", "status": "queued", "waiting": {"code": "backlog", "message": "queued"}}]}`)
+		case "5":
+			fmt.Fprint(w, `{"id": "r", "status": "running", "seq": 5}`)
+		default:
+			http.Error(w, "unexpected since", http.StatusBadRequest)
+		}
+	}))
+	defer srv.Close()
+	f := &runFeed{c: &apiClient{base: srv.URL, http: srv.Client()}, id: "r"}
+	for i, want := range []struct {
+		moved    bool
+		statuses string
+	}{{true, "running pending"}, {true, "success queued"}, {false, "success queued"}} {
+		moved, err := f.read(t.Context())
+		if err != nil {
+			t.Fatalf("read %d: %v", i, err)
+		}
+		got := ""
+		for _, j := range f.run.Jobs {
+			got += " " + j.Status
+		}
+		if moved != want.moved || got != " "+want.statuses || len(f.run.Jobs) != 2 {
+			t.Errorf("read %d: moved %v, jobs%s; want moved %v, jobs %s", i, moved, got, want.moved, want.statuses)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []string{"", "since=3", "since=5"}; fmt.Sprint(queries) != fmt.Sprint(want) {
+		t.Errorf("queries %q, want %q", queries, want)
+	}
+}
+
+// TestWholeEvery: a run is read whole often only while a job waits for a reason the
+// follower tells.
+func TestWholeEvery(t *testing.T) {
+	t.Parallel()
+	wait := func(code string) jobView {
+		return jobView{Status: "queued", Waiting: &waitingView{Code: code, Message: code}}
+	}
+	tests := []struct {
+		name string
+		jobs []jobView
+		want time.Duration
+	}{
+		{"nothing waits", []jobView{{Status: "running"}}, time.Duration(1<<63 - 1)},
+		{"needs and backlog", []jobView{wait("needs"), wait("backlog")}, followWholeIdle},
+		{"no worker", []jobView{wait("backlog"), wait("no_worker")}, followWhole},
+	}
+	for _, tc := range tests {
+		if got := wholeEvery(runDetails{Jobs: tc.jobs}); got != tc.want {
+			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
+		}
+	}
+}
