@@ -42,6 +42,7 @@ func TestHandlerServesProjectPages(t *testing.T) {
 // pages need; they run no job, so it has no worker.
 type projectsCoordinator struct {
 	url, admin, reader string
+	tokens             store.Tokens
 }
 
 func startProjectsCoordinator(t *testing.T) *projectsCoordinator {
@@ -64,7 +65,7 @@ func startProjectsCoordinator(t *testing.T) *projectsCoordinator {
 		srv.Close()
 		_ = st.Close()
 	})
-	c := &projectsCoordinator{url: ts.URL}
+	c := &projectsCoordinator{url: ts.URL, tokens: st}
 	if c.admin, err = api.IssueToken(ctx, st, "admin", store.RoleAdmin, ""); err != nil {
 		t.Fatal(err)
 	}
@@ -234,4 +235,45 @@ func TestDashboardShowsProjects(t *testing.T) {
 
 	b.do("open a project that does not exist", chromedp.Navigate(c.url+"/projects/nope"))
 	b.waitJS("not found", `document.querySelector("main .error") && document.querySelector("main .error").innerText.startsWith("Not found")`)
+}
+
+// TestDashboardScopedTokenWorkersAndQueue: a token limited to some projects, which the
+// API answers 403 on the server-wide workers and queue, gets a note saying why on those
+// pages instead of an error, and a link to its runs.
+func TestDashboardScopedTokenWorkersAndQueue(t *testing.T) {
+	t.Parallel()
+	c := startProjectsCoordinator(t)
+	scoped, err := api.IssueScopedToken(t.Context(), c.tokens, &store.Token{Name: "shop-viewer", Role: store.RoleViewer, Projects: []string{"shop"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := newBrowser(t, func(m chromedp.ConsoleMessage) bool {
+		return strings.Contains(m.Text, "status of 403") &&
+			(strings.HasSuffix(m.URL, "/api/v1/workers") || strings.HasSuffix(m.URL, "/api/v1/stats"))
+	})
+	b.signIn(c.url, scoped)
+	for _, page := range []struct{ path, heading string }{{"/workers", "Workers"}, {"/stats", "Queue"}} {
+		b.do("open "+page.path, chromedp.Navigate(c.url+page.path), chromedp.WaitVisible(chromedp.ID("every-project-only")))
+		note := b.eval(`document.querySelector("#every-project-only").innerText`)
+		if !strings.Contains(note, "only a token of every project") || !strings.Contains(note, "yours is limited to some projects") {
+			t.Errorf("%s: note %q does not say why", page.path, note)
+		}
+		if got := b.eval(`document.querySelector("#every-project-only a").getAttribute("href")`); got != "/" {
+			t.Errorf("%s: the note links to %q, want the runs", page.path, got)
+		}
+		if got := b.eval(`document.querySelector("main h1").innerText`); got != page.heading {
+			t.Errorf("%s: heading %q, want %q", page.path, got, page.heading)
+		}
+		if b.pageHolds("Something went wrong") || b.pageHolds("forbidden") {
+			t.Errorf("%s: the page shows the raw 403", page.path)
+		}
+	}
+	// A token of every project still sees the pages.
+	b.signIn(c.url, c.reader)
+	b.do("open the workers as a reader of every project", chromedp.Navigate(c.url+"/workers"),
+		chromedp.WaitVisible(chromedp.CSS(`main table`)))
+	b.waitJS("the workers loaded", `document.querySelector("main p.muted").textContent.includes("No worker has registered")`)
+	if b.pageHolds("only a token of every project") {
+		t.Error("a token of every project got the note")
+	}
 }

@@ -84,3 +84,14 @@ export function bytes(n) {
 export function shortID(id) {
   return id ? id.slice(0, 8) : "";
 }
+
+/**
+ * everyProjectOnly is what a page of the whole server's (workers, the queue) shows a
+ * token limited to some projects, which the API answers 403: why, and where its own
+ * projects' work is, rather than an error.
+ */
+export function everyProjectOnly(what) {
+  return h("p", { class: "note", role: "note", id: "every-project-only" },
+    what, " show every project's load, so only a token of every project (an admin's, or one scoped to all projects) may see them; yours is limited to some projects. Your projects' runs and jobs are on the ",
+    h("a", { href: "/" }, "Runs"), " page.");
+}

@@ -1,7 +1,7 @@
 // The queue at a glance: GET /api/v1/stats, refreshed every few seconds.
 import { clear, fill, h } from "./dom.js";
 import { api } from "./api.js";
-import { duration, statusBadge, when } from "./format.js";
+import { duration, everyProjectOnly, statusBadge, when } from "./format.js";
 
 export async function statsPage(main, _params, ctx) {
   ctx.title("Queue");
@@ -35,7 +35,13 @@ export async function statsPage(main, _params, ctx) {
     for (const [state, n] of states) workers.append(h("li", {}, statusBadge(state), " ", String(n)));
     if (states.length === 0) workers.append(h("li", { class: "muted" }, "No workers."));
   };
-  await load();
+  try {
+    await load();
+  } catch (e) {
+    if (e.status !== 403) throw e;
+    clear(main).append(h("h1", { tabindex: "-1" }, "Queue"), everyProjectOnly("The queue's numbers"));
+    return;
+  }
   const t = setInterval(() => load().catch(() => {}), 3000);
   ctx.onCleanup(() => clearInterval(t));
 }

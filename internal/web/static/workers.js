@@ -1,7 +1,7 @@
 // Registered workers, refreshed every few seconds.
 import { clear, h } from "./dom.js";
 import { api } from "./api.js";
-import { bytes, statusBadge, when } from "./format.js";
+import { bytes, everyProjectOnly, statusBadge, when } from "./format.js";
 
 export async function workersPage(main, _params, ctx) {
   ctx.title("Workers");
@@ -27,7 +27,13 @@ export async function workersPage(main, _params, ctx) {
     }
     empty.textContent = workers.length ? "" : "No worker has registered. Start one with: gantry worker --server " + location.origin;
   };
-  await load();
+  try {
+    await load();
+  } catch (e) {
+    if (e.status !== 403) throw e;
+    clear(main).append(h("h1", { tabindex: "-1" }, "Workers"), everyProjectOnly("Workers"));
+    return;
+  }
   const t = setInterval(() => load().catch(() => {}), 5000);
   ctx.onCleanup(() => clearInterval(t));
 }
