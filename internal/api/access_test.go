@@ -136,7 +136,7 @@ func TestProjectRoles(t *testing.T) {
 				want(as(reader, http.MethodGet, path, ""), http.StatusOK, "a token of all projects reads "+path)
 			}
 			want(as(reader, http.MethodGet, "/api/v1/runs/"+apiRun.ID, ""), http.StatusOK, "a viewer of all reads api's run")
-			want(as(maya, http.MethodGet, "/api/v1/tokens", ""), http.StatusForbidden, "maintainer lists tokens")
+			want(as(maya, http.MethodGet, "/api/v1/tokens", ""), http.StatusOK, "maintainer lists the tokens of her projects")
 			want(as(maya, http.MethodGet, "/api/v1/audit", ""), http.StatusForbidden, "maintainer reads the audit log")
 
 			// Membership changes are audited, with the role.

@@ -1,9 +1,11 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -11,11 +13,69 @@ import (
 )
 
 // tokenRoutes registers token management. Secrets are shown once, in the answer that
-// creates them; listings never carry a secret or its hash.
+// creates them; listings never carry a secret or its hash. An admin manages every
+// token; a maintainer those of the projects it maintains (tokenManager).
 func (s *Server) tokenRoutes() {
-	s.handle("GET /api/v1/tokens", admins, s.listTokens)
-	s.handle("POST /api/v1/tokens", admins, s.createToken)
-	s.handle("DELETE /api/v1/tokens/{id}", admins, s.revokeToken)
+	s.handle("GET /api/v1/tokens", users, s.listTokens)
+	s.handle("POST /api/v1/tokens", users, s.createToken)
+	s.handle("DELETE /api/v1/tokens/{id}", users, s.revokeToken)
+}
+
+// tokenManager decides which tokens a caller may make, see and revoke: an admin (or
+// anyone with auth off) every token; anyone else the user tokens (viewer, developer or
+// maintainer) scoped to named projects that it maintains, all of them. It remembers the
+// answer per project for one request.
+type tokenManager struct {
+	s     *Server
+	ctx   context.Context
+	admin bool
+	roles map[string]bool // project name -> the caller maintains it
+}
+
+func (s *Server) tokenManager(ctx context.Context) *tokenManager {
+	tk := tokenFrom(ctx)
+	return &tokenManager{s: s, ctx: ctx, admin: tk == nil || tk.Role == store.RoleAdmin, roles: map[string]bool{}}
+}
+
+// maintains reports whether the caller is a maintainer (or more) of the named project.
+func (m *tokenManager) maintains(name string) (bool, error) {
+	if ok, seen := m.roles[name]; seen {
+		return ok, nil
+	}
+	p, err := m.s.store.GetProjectByName(m.ctx, name)
+	if errors.Is(err, store.ErrNotFound) {
+		m.roles[name] = false
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	role, err := m.s.roleOn(m.ctx, p.ID, p.Name)
+	if err != nil {
+		return false, err
+	}
+	m.roles[name] = role.Rank() >= store.RoleMaintainer.Rank()
+	return m.roles[name], nil
+}
+
+// may reports whether the caller may manage tk; why says what it lacks when not.
+func (m *tokenManager) may(tk *store.Token) (ok bool, why string, err error) {
+	if m.admin {
+		return true, "", nil
+	}
+	switch {
+	case tk.Role != store.RoleViewer && tk.Role != store.RoleDeveloper && tk.Role != store.RoleMaintainer:
+		return false, fmt.Sprintf("a maintainer manages viewer, developer and maintainer tokens of its projects; a %s token is an admin's", tk.Role), nil
+	case len(tk.Projects) == 0 || slices.Contains(tk.Projects, store.ScopeAll):
+		return false, "a maintainer manages tokens scoped to projects it maintains: name them (projects)", nil
+	}
+	for _, p := range tk.Projects {
+		ok, err := m.maintains(p)
+		if err != nil || !ok {
+			return false, fmt.Sprintf("you do not maintain project %s", p), err
+		}
+	}
+	return true, "", nil
 }
 
 // Scope limits: a register token names a fleet's few labels and projects.
@@ -75,9 +135,17 @@ func (s *Server) listTokens(w http.ResponseWriter, r *http.Request) {
 		s.storeError(w, r, "list tokens", err)
 		return
 	}
-	out := make([]tokenJSON, len(tks))
-	for i, tk := range tks {
-		out[i] = viewToken(tk)
+	m := s.tokenManager(r.Context())
+	out := make([]tokenJSON, 0, len(tks))
+	for _, tk := range tks {
+		ok, _, err := m.may(tk)
+		if err != nil {
+			s.storeError(w, r, "list tokens", err)
+			return
+		}
+		if ok {
+			out = append(out, viewToken(tk))
+		}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"tokens": out})
 }
@@ -109,6 +177,13 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request) {
 	tk, msg := s.tokenFromRequest(req)
 	if msg != "" {
 		writeError(w, http.StatusBadRequest, codeBadRequest, msg, nil)
+		return
+	}
+	if ok, why, err := s.tokenManager(r.Context()).may(tk); err != nil {
+		s.storeError(w, r, "create token", err)
+		return
+	} else if !ok {
+		writeError(w, http.StatusForbidden, codeForbidden, why, nil)
 		return
 	}
 	// The id is chosen here so that the audit entry, written with the token, names it.
@@ -194,6 +269,26 @@ func (s *Server) revokeToken(w http.ResponseWriter, r *http.Request) {
 	if rerr != nil {
 		writeRequestError(w, rerr)
 		return
+	}
+	if m := s.tokenManager(r.Context()); !m.admin {
+		// A token the caller may not manage is answered as one that does not exist.
+		tks, err := s.store.ListTokens(r.Context(), store.ListTokensParams{})
+		if err != nil {
+			s.storeError(w, r, "revoke token", err)
+			return
+		}
+		i := slices.IndexFunc(tks, func(tk *store.Token) bool { return tk.ID == id })
+		ok := false
+		if i >= 0 {
+			if ok, _, err = m.may(tks[i]); err != nil {
+				s.storeError(w, r, "revoke token", err)
+				return
+			}
+		}
+		if !ok {
+			writeError(w, http.StatusNotFound, codeNotFound, fmt.Sprintf("no token %s", id), nil)
+			return
+		}
 	}
 	if err := s.store.RevokeToken(withAudit(r, auditEvent{Action: "token.revoked", Target: id.String()}), id); err != nil {
 		if errors.Is(err, store.ErrNotFound) {
