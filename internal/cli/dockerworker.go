@@ -47,9 +47,10 @@ func (x dockerExecutor) PrepareWorkspace(dir string) error {
 }
 
 // connectDocker reaches the Docker Engine at host ("" is DOCKER_HOST, else the default
-// socket).
-func connectDocker(ctx context.Context, host string, log *slog.Logger) (*docker.Docker, error) {
-	return docker.New(ctx, docker.Config{Host: host, Logger: log})
+// socket); networkPerJob gives every job a network of its own, not only those with
+// services.
+func connectDocker(ctx context.Context, host string, networkPerJob bool, log *slog.Logger) (*docker.Docker, error) {
+	return docker.New(ctx, docker.Config{Host: host, NetworkPerJob: networkPerJob, Logger: log})
 }
 
 // dockerStateDir is where a docker worker marks itself alive, in its work dir (one per

@@ -323,7 +323,7 @@ func startLocal(ctx context.Context, cfg upConfig, log *slog.Logger) (*local, er
 	var engine *docker.Docker
 	var noDocker string
 	if cfg.Docker != "off" {
-		engine, err = connectDocker(ctx, "", log)
+		engine, err = connectDocker(ctx, "", false, log)
 		switch {
 		case err != nil && cfg.Docker == "on":
 			stopContaining()

@@ -56,6 +56,8 @@ type workerConfig struct {
 	// them on the host).
 	DockerHost   string
 	DefaultImage string
+	// DockerNetworkPerJob gives every job of --executor docker a network of its own.
+	DockerNetworkPerJob bool
 	// Kube configures --executor kubernetes (workerk8s.go).
 	Kube workerKubeConfig
 }
@@ -105,7 +107,7 @@ func (a *app) workerCommand() *cobra.Command {
 			}
 			defer stopContaining()
 			if cfg.Executor == "docker" {
-				engine, err := connectDocker(cmd.Context(), cfg.DockerHost, ac.Logger)
+				engine, err := connectDocker(cmd.Context(), cfg.DockerHost, cfg.DockerNetworkPerJob, ac.Logger)
 				if err != nil {
 					return fmt.Errorf("--executor docker: %w", err)
 				}
@@ -138,6 +140,7 @@ func (a *app) workerCommand() *cobra.Command {
 	f.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "debug (shows step output), info, warn or error")
 	f.StringVar(&cfg.LogFormat, "log-format", "auto", logFormatUsage)
 	f.StringVar(&cfg.Executor, "executor", cfg.Executor, "shell, sandbox (bubblewrap: no network unless the job sets network: true), docker (jobs with an image run in containers on the Docker Engine; the worker carries the label docker), or kubernetes (each job a pod; see docs/kubernetes.md)")
+	f.BoolVar(&cfg.DockerNetworkPerJob, "docker-network-per-job", false, "--executor docker: a bridge network of its own for every job, so that jobs running at the same time cannot reach each other (default: only for a job with services; the others share the engine's default bridge, which starts faster)")
 	f.StringVar(&cfg.DockerHost, "docker-host", "", "--executor docker: the Docker Engine (unix:///var/run/docker.sock, tcp://host:2375); default DOCKER_HOST, else the default socket")
 	f.StringVar(&cfg.DefaultImage, "default-image", "", "--executor docker or kubernetes: run jobs without an image in this one (default: on the worker's host; kubernetes: such jobs fail)")
 	f.StringVar(&cfg.StepUser, "step-user", "", "run steps as this unprivileged user (name or uid); the worker must run as root")
@@ -189,6 +192,9 @@ func (c *workerConfig) agentConfig() (agent.Config, error) {
 	}
 	if c.Executor != "docker" && c.DockerHost != "" {
 		return ac, usagef("--docker-host is for --executor docker")
+	}
+	if c.Executor != "docker" && c.DockerNetworkPerJob {
+		return ac, usagef("--docker-network-per-job is for --executor docker")
 	}
 	if c.Executor != "docker" && c.Executor != "kubernetes" && c.DefaultImage != "" {
 		return ac, usagef("--default-image is for --executor docker or kubernetes")

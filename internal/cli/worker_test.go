@@ -18,6 +18,7 @@ func TestWorkerUsage(t *testing.T) {
 		{"worker", "--executor", "kubernetes"},
 		{"worker", "--labels", "linux,docker"},
 		{"worker", "--docker-host", "unix:///var/run/docker.sock"},
+		{"worker", "--docker-network-per-job"},
 		{"worker", "--default-image", "busybox"},
 		{"worker", "--executor", "docker", "--default-image", "Busybox"},
 		{"up", "--docker", "maybe"},

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -61,6 +62,11 @@ type Config struct {
 	DefaultPull string
 	// Logger receives what the executor does on its own (sweeps); nil discards it.
 	Logger *slog.Logger
+	// NetworkPerJob gives every job a bridge network of its own, which keeps jobs that
+	// run at the same time from reaching each other. Without it only a job with
+	// services gets one; the others share the engine's default bridge, which costs
+	// less to start on.
+	NetworkPerJob bool
 }
 
 // Docker runs steps in containers on a Docker Engine. It is an executor.JobExecutor:
@@ -72,6 +78,14 @@ type Docker struct {
 	log         *slog.Logger
 	incarnation string
 	pulls       singleflight.Group
+
+	// removals counts the ended jobs whose objects are being removed; ending holds
+	// their endedKey until that succeeded, so that a sweep may remove what is left.
+	removals sync.WaitGroup
+	endMu    sync.Mutex
+	ending   map[string]bool
+	// holdRemovals, when set, keeps removals from starting until it is closed (tests).
+	holdRemovals atomic.Pointer[chan struct{}]
 
 	// Counters for tests: pulls made, callers waiting on one.
 	pullsMade, pullWaiters atomic.Int64
@@ -100,14 +114,28 @@ func New(ctx context.Context, cfg Config) (*Docker, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Docker{cfg: cfg, cli: cli, log: log, incarnation: randomHex(8)}, nil
+	return &Docker{cfg: cfg, cli: cli, log: log, incarnation: randomHex(8), ending: map[string]bool{}}, nil
 }
 
 // Client is the engine client, for callers that inspect what the executor made.
 func (d *Docker) Client() *client.Client { return d.cli }
 
-// Close releases the client's connections; sessions still running are not ended.
-func (d *Docker) Close() error { return d.cli.Close() }
+// Close waits for the removal of ended jobs' objects, then releases the client's
+// connections; sessions still running are not ended.
+func (d *Docker) Close() error {
+	d.removals.Wait()
+	return d.cli.Close()
+}
+
+// endedKey names a job attempt among those being removed.
+func endedKey(job string, attempt int) string { return job + "\x00" + strconv.Itoa(attempt) }
+
+// ended says whether objects labelled l belong to a job of this incarnation that ended.
+func (d *Docker) ended(l map[string]string) bool {
+	d.endMu.Lock()
+	defer d.endMu.Unlock()
+	return d.ending[l[LabelJob]+"\x00"+l[LabelAttempt]]
+}
 
 // Run runs a step that has no Job in a container of its own, of Config.DefaultImage,
 // with the step's Dir mounted as the workspace, on the engine's default network, and
@@ -240,8 +268,9 @@ func (d *Docker) labels(j executor.Job, role string) map[string]string {
 }
 
 // Sweep removes the containers, networks and volumes labelled with workerID that
-// another incarnation of the worker (one that died) left behind; the objects of this
-// Docker value's own jobs are spared. It returns how many objects it removed.
+// another incarnation of the worker (one that died) left behind, and those of this
+// Docker value's ended jobs that End could not remove; those of its running jobs are
+// spared. It returns how many objects it removed.
 func (d *Docker) Sweep(ctx context.Context, workerID string) (int, error) {
 	if workerID == "" {
 		return 0, errors.New("sweep: empty worker id")
@@ -260,7 +289,12 @@ func (d *Docker) SweepUnknown(ctx context.Context, known func(workerID string) b
 // are not this incarnation's, and that remove says to remove.
 func (d *Docker) sweep(ctx context.Context, label string, remove func(labels map[string]string) bool) (int, error) {
 	f := client.Filters{}.Add("label", label)
-	stale := func(l map[string]string) bool { return l[LabelIncarnation] != d.incarnation && remove(l) }
+	stale := func(l map[string]string) bool {
+		if l[LabelIncarnation] == d.incarnation {
+			return d.ended(l)
+		}
+		return remove(l)
+	}
 	var errs []error
 	removed := 0
 	note := func(err error, what string) {

@@ -84,6 +84,7 @@ func begin(t *testing.T, d *docker.Docker, j executor.Job) executor.Session {
 		if err := s.End(context.Background()); err != nil {
 			t.Errorf("End: %v", err)
 		}
+		docker.WaitRemovals(d)
 	})
 	return s
 }
@@ -467,9 +468,10 @@ func TestStopWithinGrace(t *testing.T) {
 			if err := s.End(context.Background()); err != nil {
 				t.Fatalf("End: %v", err)
 			}
+			docker.WaitRemovals(d)
 			// The grace is 1s; the rest is the engine's own work, on a busy machine.
 			if took := time.Since(endBegan); took > 10*time.Second {
-				t.Errorf("End took %s with a grace of 1s", took)
+				t.Errorf("removing the job took %s with a grace of 1s", took)
 			}
 			f := client.Filters{}.Add("label", docker.LabelJob+"="+j.ID)
 			cs, err := b.cli.ContainerList(t.Context(), client.ContainerListOptions{All: true, Filters: f})
@@ -545,7 +547,7 @@ func TestSweep(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer next.Close()
+	t.Cleanup(func() { _ = next.Close() }) // after mine has ended
 	mine := begin(t, next, job(b, t))
 	n, err := next.Sweep(t.Context(), b.workerID)
 	if err != nil || n != len(left) {
@@ -662,5 +664,150 @@ func waitFile(t *testing.T, name string) {
 			t.Fatalf("%s did not appear", name)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestNetworkOnlyWhenNeeded: a job without services runs on the engine's default bridge,
+// with no network of its own to create and remove; one with services, or every job with
+// NetworkPerJob, gets its own. Either way nothing is left once the job has ended.
+func TestNetworkOnlyWhenNeeded(t *testing.T) {
+	t.Parallel()
+	d, b := setup(t)
+	perJob, err := docker.New(t.Context(), docker.Config{WorkerID: b.workerID, NetworkPerJob: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = perJob.Close() })
+	for _, c := range []struct {
+		name     string
+		d        *docker.Docker
+		services bool
+		own      bool
+	}{{"plain", d, false, false}, {"services", d, true, true}, {"per job", perJob, false, true}} {
+		t.Run(c.name, func(t *testing.T) {
+			j := job(b, t)
+			if c.services {
+				j.Services = []executor.Service{{Name: "svc", Image: b.image, Command: []string{"sleep", "300"}}}
+			}
+			s, err := c.d.Begin(t.Context(), j)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f := client.Filters{}.Add("label", docker.LabelJob+"="+j.ID)
+			ns, err := b.cli.NetworkList(t.Context(), client.NetworkListOptions{Filters: f})
+			if err != nil {
+				t.Fatal(err)
+			}
+			cs, err := b.cli.ContainerList(t.Context(), client.ContainerListOptions{Filters: f.Add("label", docker.LabelRole+"=job")})
+			if err != nil || len(cs.Items) != 1 {
+				t.Fatalf("job containers: %d, %v", len(cs.Items), err)
+			}
+			mode := cs.Items[0].HostConfig.NetworkMode
+			if own := len(ns.Items) == 1 && mode == ns.Items[0].Name; own != c.own || !c.own && (len(ns.Items) != 0 || mode != "bridge") {
+				t.Errorf("networks of the job %d, container's network %q; want a network of its own: %v", len(ns.Items), mode, c.own)
+			}
+			if res, out := run(t, s, executor.Step{Script: "echo ok"}); res.ExitCode != 0 || out != "ok" {
+				t.Errorf("step: exit %d, %q", res.ExitCode, out)
+			}
+			if err := s.End(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	docker.WaitRemovals(d)
+	docker.WaitRemovals(perJob)
+	if left := dockertest.Leftovers(t, b.cli, b.workerID); len(left) > 0 {
+		t.Errorf("after the jobs ended: %v", left)
+	}
+}
+
+// TestEndLeavesRemovalToSweep: End returns before the job's objects are removed, and a
+// sweep of the same incarnation removes those of an ended job (as when the removal
+// failed), while it spares a running job's.
+func TestEndLeavesRemovalToSweep(t *testing.T) {
+	t.Parallel()
+	d, b := setup(t)
+	running := begin(t, d, job(b, t))
+	j := job(b, t)
+	docker.HoldRemovals(d, true)
+	s, err := d.Begin(t.Context(), j)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.End(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	f := client.Filters{}.Add("label", docker.LabelJob+"="+j.ID)
+	if cs, err := b.cli.ContainerList(t.Context(), client.ContainerListOptions{All: true, Filters: f}); err != nil || len(cs.Items) != 1 {
+		t.Fatalf("the ended job's containers while its removal is held: %d, %v; want 1", len(cs.Items), err)
+	}
+	if n, err := d.Sweep(t.Context(), b.workerID); err != nil || n != 1 {
+		t.Errorf("Sweep removed %d, %v; want the ended job's container", n, err)
+	}
+	if cs, err := b.cli.ContainerList(t.Context(), client.ContainerListOptions{All: true, Filters: f}); err != nil || len(cs.Items) != 0 {
+		t.Errorf("the ended job's containers after the sweep: %d, %v", len(cs.Items), err)
+	}
+	docker.HoldRemovals(d, false)
+	docker.WaitRemovals(d)
+	if res, out := run(t, running, executor.Step{Script: "echo still"}); res.ExitCode != 0 || out != "still" {
+		t.Errorf("the running job after the sweep: exit %d, %q", res.ExitCode, out)
+	}
+}
+
+// TestUserHome: a step user can write the workspace and its HOME: the image's home for a
+// user it knows, though root owns it in the image, and /tmp/home for a uid it does not
+// know (whose HOME would be "/"); a HOME the job sets is kept.
+func TestUserHome(t *testing.T) {
+	t.Parallel()
+	d, b := setup(t)
+	for _, c := range []struct{ user, home string }{{"gantry", "/home/gantry"}, {"1000:1000", "/home/gantry"}, {"2000:2000", "/tmp/home"}} {
+		t.Run(c.user, func(t *testing.T) {
+			t.Parallel()
+			j := job(b, t)
+			j.User = c.user
+			// As the agent does for a user it cannot give the workspace to.
+			if err := os.Chmod(j.Workspace, 0o777); err != nil {
+				t.Fatal(err)
+			}
+			s := begin(t, d, j)
+			res, out := run(t, s, executor.Step{Script: `mkdir -p "$HOME/.cache/go-build" && echo x > "$HOME/.cache/go-build/f" && echo y > /workspace/f && echo "$HOME $(id -u)"`})
+			want := c.home + " " + strings.Split(c.user, ":")[0]
+			if c.user == "gantry" {
+				want = c.home + " 1000"
+			}
+			if res.ExitCode != 0 || out != want {
+				t.Errorf("exit %d, %q; want %q", res.ExitCode, out, want)
+			}
+			res, out = run(t, s, executor.Step{Script: `echo "$HOME"`, Env: []string{"HOME=/workspace"}})
+			if res.ExitCode != 0 || out != "/workspace" {
+				t.Errorf("HOME set by the job: exit %d, %q", res.ExitCode, out)
+			}
+		})
+	}
+}
+
+// TestPrivileged: a privileged job's container is privileged; an engine that cannot
+// start one (one running without every capability, as here in a container) fails Begin
+// with its reason and the job's key named, and leaves nothing behind.
+func TestPrivileged(t *testing.T) {
+	t.Parallel()
+	d, b := setup(t)
+	j := job(b, t)
+	j.Privileged = true
+	s, err := d.Begin(t.Context(), j)
+	if err != nil {
+		if !strings.Contains(err.Error(), "privileged: true") || !strings.Contains(err.Error(), "start the job's container") {
+			t.Errorf("Begin: %v", err)
+		}
+		t.Logf("this engine refuses privileged containers: %v", err)
+		if left := dockertest.Leftovers(t, b.cli, b.workerID); len(left) > 0 {
+			t.Errorf("after a failed Begin: %v", left)
+		}
+		return
+	}
+	defer s.End(context.Background())
+	res, out := run(t, s, executor.Step{Script: "grep CapEff /proc/self/status"})
+	if res.ExitCode != 0 || strings.Contains(out, "00000000a80425fb") {
+		t.Errorf("a privileged step's capabilities: exit %d, %q; want more than the default set", res.ExitCode, out)
 	}
 }

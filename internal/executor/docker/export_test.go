@@ -12,3 +12,16 @@ func PullWaiters(d *Docker) int64 { return d.pullWaiters.Load() }
 func RegistryAuth(ref string, auth map[string]executor.RegistryCredential) (named, encoded, user string, err error) {
 	return registryAuth(ref, auth)
 }
+
+// WaitRemovals waits until the objects of d's ended jobs are removed.
+func WaitRemovals(d *Docker) { d.removals.Wait() }
+
+// HoldRemovals keeps d's removals of ended jobs from starting (on) until released (off).
+func HoldRemovals(d *Docker, on bool) {
+	if on {
+		hold := make(chan struct{})
+		d.holdRemovals.Store(&hold)
+	} else if hold := d.holdRemovals.Swap(nil); hold != nil {
+		close(*hold)
+	}
+}

@@ -89,7 +89,7 @@ func (s *session) waitHealthy(ctx context.Context, id string, svc executor.Servi
 		if err := s.serviceRunning(ctx, id, svc); err != nil {
 			return err
 		}
-		code, out, err := s.execOnce(ctx, id, hc.Command, timeout)
+		code, out, err := s.execOnce(ctx, id, "", hc.Command, timeout)
 		if err != nil {
 			// The service may have exited between the check above and the exec, which
 			// the engine then refuses: say that, not the engine's "is not running".
@@ -155,12 +155,12 @@ func (s *session) tailLogs(ctx context.Context, id string) string {
 	return lastLines(strings.TrimSpace(b.String()), 10)
 }
 
-// execOnce runs cmd in container id and returns its exit code and output; -1 when it
-// ran past timeout (the engine cannot kill an exec; it is left to end by itself or
-// with its container).
-func (s *session) execOnce(ctx context.Context, id string, cmd []string, timeout time.Duration) (int, string, error) {
+// execOnce runs cmd in container id as user ("" is the container's) and returns its
+// exit code and output; -1 when it ran past timeout (the engine cannot kill an exec; it
+// is left to end by itself or with its container).
+func (s *session) execOnce(ctx context.Context, id, user string, cmd []string, timeout time.Duration) (int, string, error) {
 	cli := s.d.cli
-	ex, err := cli.ExecCreate(ctx, id, client.ExecCreateOptions{Cmd: cmd, AttachStdout: true, AttachStderr: true})
+	ex, err := cli.ExecCreate(ctx, id, client.ExecCreateOptions{User: user, Cmd: cmd, AttachStdout: true, AttachStderr: true})
 	if err != nil {
 		return 0, "", err
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -51,6 +52,7 @@ type session struct {
 	d         *Docker
 	job       executor.Job
 	network   string   // the network's name; "" until created
+	home      string   // the HOME the steps get when the image's is not usable; "" for the image's
 	container string   // the job container's id; "" until created
 	services  []string // service container ids
 	volumes   []string // volume names
@@ -59,15 +61,18 @@ type session struct {
 	ended bool
 }
 
-// Begin creates the job's network, starts its services (and waits for their
-// healthchecks), and starts the job's container with the workspace mounted at
-// executor.WorkspacePath. On an error, whatever it created is removed again.
+// Begin creates the job's network when it has services (or Config.NetworkPerJob asks
+// for one), starts its services (and waits for their healthchecks), and starts the
+// job's container with the workspace mounted at executor.WorkspacePath. On an error,
+// whatever it created is removed again.
 func (d *Docker) Begin(ctx context.Context, j executor.Job) (executor.Session, error) {
-	return d.begin(ctx, j, true)
+	return d.begin(ctx, j, d.cfg.NetworkPerJob)
 }
 
-// begin is Begin; a job without services may do without a network of its own
-// (ownNetwork false), on the engine's default bridge, as Run's one-step jobs do.
+// begin is Begin; a job without services does without a network of its own
+// (ownNetwork false), on the engine's default bridge: creating a network, and starting
+// a container on a user-defined one (whose embedded DNS needs setting up), is most of
+// what a container job costs on a busy engine.
 func (d *Docker) begin(ctx context.Context, j executor.Job, ownNetwork bool) (*session, error) {
 	if j.WorkerID == "" {
 		j.WorkerID = d.cfg.WorkerID
@@ -95,9 +100,10 @@ func (d *Docker) begin(ctx context.Context, j executor.Job, ownNetwork bool) (*s
 
 	s := &session{d: d, job: j}
 	if err := s.begin(ctx, ownNetwork || len(j.Services) > 0); err != nil {
-		endCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
-		cancel(executor.ErrKillNow) // nothing of the job ran yet: no grace is owed
-		if endErr := s.End(endCtx); endErr != nil {
+		s.ended = true
+		// Nothing of the job ran yet, and nothing is owed a grace; the caller learns
+		// of the failure once what was made is gone.
+		if endErr := s.remove(context.WithoutCancel(ctx)); endErr != nil {
 			err = errors.Join(err, fmt.Errorf("clean up after the failed start: %w", endErr))
 		}
 		return nil, err
@@ -172,6 +178,12 @@ func (s *session) begin(ctx context.Context, ownNetwork bool) error {
 	}
 	s.container = c.ID
 	if _, err := d.cli.ContainerStart(ctx, c.ID, client.ContainerStartOptions{}); err != nil {
+		if j.Privileged {
+			// An engine that runs without every capability itself (in a container,
+			// rootless) cannot give them to a container: its error names capabilities,
+			// not the job's key that asked for them.
+			return fmt.Errorf("start the job's container of %s: the engine did not start it privileged (container: {options: {privileged: true}}): %w", j.Image, err)
+		}
 		return fmt.Errorf("start the job's container of %s: %w", j.Image, err)
 	}
 	// Process 1 is the image's sh; an image without one cannot run steps, and says so
@@ -182,6 +194,45 @@ func (s *session) begin(ctx context.Context, ownNetwork bool) error {
 	}
 	if st := r.Container.State; st != nil && !st.Running {
 		return s.exitedError(ctx, st.ExitCode)
+	}
+	if j.User != "" {
+		return s.prepareHome(ctx)
+	}
+	return nil
+}
+
+// homeFallback is the home of a step user the image does not know (its HOME is "/").
+const homeFallback = "/tmp/home"
+
+// prepareHome makes sure the job's user can write its HOME, as tools that keep caches
+// and settings there (go, npm, pip) need: a user the image's /etc/passwd lacks has "/"
+// for HOME, and an image may ship a home that root owns. The home the image gives the
+// user is created or given to the user; one for a user the image does not know is
+// homeFallback, which the steps then get as HOME.
+func (s *session) prepareHome(ctx context.Context) error {
+	const probe = `printf '%s\n%s:%s\n' "$HOME" "$(id -u)" "$(id -g)"; [ "$HOME" != / ] && [ -d "$HOME" ] && [ -w "$HOME" ] && echo writable`
+	code, out, err := s.execOnce(ctx, s.container, s.job.User, []string{"sh", "-c", probe}, apiTimeout)
+	if err != nil {
+		return fmt.Errorf("find the home of user %s in the job's container: %w", s.job.User, err)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if code != 0 && len(lines) < 2 || code < 0 {
+		return fmt.Errorf("find the home of user %s in the job's container: exit %d: %s", s.job.User, code, lastLines(out, 3))
+	}
+	if len(lines) == 3 && lines[2] == "writable" {
+		return nil
+	}
+	home, owner := lines[0], lines[1]
+	if home == "" || home == "/" {
+		home = homeFallback
+		s.home = home
+	}
+	code, out, err = s.execOnce(ctx, s.container, "0", []string{"sh", "-c", `mkdir -p "$1" && chown "$2" "$1" && chmod u+rwx "$1"`, "sh", home, owner}, apiTimeout)
+	if err == nil && code != 0 {
+		err = fmt.Errorf("exit %d: %s", code, lastLines(out, 3))
+	}
+	if err != nil {
+		return fmt.Errorf("give user %s its home %s in the job's container: %w", s.job.User, home, err)
 	}
 	return nil
 }
@@ -256,11 +307,15 @@ func (s *session) Run(ctx context.Context, st executor.Step) (executor.Result, e
 	actx := context.WithoutCancel(ctx)
 	cli := s.d.cli
 
+	env := append([]string{}, st.Env...)
+	if s.home != "" && !slices.ContainsFunc(env, func(kv string) bool { return strings.HasPrefix(kv, "HOME=") }) {
+		env = append(env, "HOME="+s.home)
+	}
 	ex, err := cli.ExecCreate(actx, s.container, client.ExecCreateOptions{
 		User:         s.job.User,
 		AttachStdout: true,
 		AttachStderr: true,
-		Env:          append([]string{}, st.Env...),
+		Env:          env,
 		WorkingDir:   dir,
 		Cmd:          args,
 	})
@@ -475,9 +530,11 @@ func (s *session) containerDir(dir string) (string, error) {
 	return path.Join(executor.WorkspacePath, filepath.ToSlash(rel)), nil
 }
 
-// End stops and removes the job's container, its services, volumes and network. The
-// services get the job's grace to stop (none when ctx's cause is ErrKillNow); the job
-// container's steps have all ended by now, and its process 1 exits on SIGTERM.
+// End stops and removes the job's container, its services, volumes and network. Every
+// step has ended by now, each with its own grace, and what is left holds nothing anyone
+// will read, so the job is done when End returns: the removal goes on in the
+// background, off the job's critical path (Close waits for it). One that fails is left
+// to the periodic sweep, which removes the objects of ended jobs too.
 func (s *session) End(ctx context.Context) error {
 	s.mu.Lock()
 	if s.ended {
@@ -487,14 +544,33 @@ func (s *session) End(ctx context.Context) error {
 	s.ended = true
 	s.mu.Unlock()
 
-	grace := s.job.Grace
-	if grace <= 0 {
-		grace = executor.DefaultGrace
-	}
-	if errors.Is(context.Cause(ctx), executor.ErrKillNow) {
-		grace = 0
-	}
-	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), grace+apiTimeout)
+	d := s.d
+	key := endedKey(s.job.ID, s.job.Attempt)
+	d.endMu.Lock()
+	d.ending[key] = true
+	d.endMu.Unlock()
+	d.removals.Add(1)
+	go func() {
+		defer d.removals.Done()
+		if hold := d.holdRemovals.Load(); hold != nil {
+			<-*hold
+		}
+		if err := s.remove(context.WithoutCancel(ctx)); err != nil {
+			d.log.Warn("docker: remove an ended job's objects; the sweep will", "job", s.job.ID, "err", err)
+			return
+		}
+		d.endMu.Lock()
+		delete(d.ending, key)
+		d.endMu.Unlock()
+	}()
+	return nil
+}
+
+// remove force-removes the job's containers (at once, in parallel: a process 1 that
+// ignores SIGTERM, sh or httpd, would otherwise make every job wait out a grace), then
+// its volumes and network.
+func (s *session) remove(ctx context.Context) error {
+	actx, cancel := context.WithTimeout(ctx, apiTimeout)
 	defer cancel()
 	cli := s.d.cli
 
@@ -508,10 +584,6 @@ func (s *session) End(ctx context.Context) error {
 		errs = append(errs, err)
 		mu.Unlock()
 	}
-	// Every step has ended by now, each with its own grace; the containers left hold
-	// nothing anyone will read (services' data is thrown away with them), so they are
-	// removed at once rather than given a grace that a process 1 ignoring SIGTERM (sh,
-	// httpd) would make every job wait out.
 	remove := func(id, what string) {
 		defer wg.Done()
 		if _, err := cli.ContainerRemove(actx, id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !cerrdefs.IsNotFound(err) {
