@@ -62,7 +62,7 @@ func containerOverheadScenario() Scenario {
 			median := func(file string) (time.Duration, error) {
 				var walls []time.Duration
 				for range times {
-					d, err := timeRun(ctx, o, file)
+					d, err := timeRun(ctx, o, file, "--docker", "on")
 					if err != nil {
 						return 0, err
 					}
@@ -90,7 +90,7 @@ func containerOverheadScenario() Scenario {
 	}
 }
 
-// inImage gives every job of a DAG pipeline the bench image.
+// inImage gives every job of a DAG pipeline (and singleJob's) the bench image.
 func inImage(def string) string {
 	return strings.ReplaceAll(def, "    steps: [{run: \"true\"}]\n",
 		"    image: "+benchImage+"\n    container: {pull: never}\n    steps: [{run: \"true\"}]\n")
@@ -98,15 +98,18 @@ func inImage(def string) string {
 
 // importBenchImage makes benchImage from the host's static busybox, unless it is there.
 func importBenchImage(ctx context.Context) error {
+	const needEngine = "the container scenarios need a Docker Engine (DOCKER_HOST or the default socket)"
 	cli, err := docker.New(docker.FromEnv)
 	if err != nil {
-		return fmt.Errorf("docker client: %w", err)
+		return fmt.Errorf("%s: %w", needEngine, err)
 	}
 	defer cli.Close()
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	if _, err := cli.Ping(ctx, docker.PingOptions{NegotiateAPIVersion: true}); err != nil {
-		return fmt.Errorf("the container scenarios need a Docker Engine (DOCKER_HOST or the default socket): %w", err)
+	pctx, stop := context.WithTimeout(ctx, 10*time.Second)
+	defer stop()
+	if _, err := cli.Ping(pctx, docker.PingOptions{NegotiateAPIVersion: true}); err != nil {
+		return fmt.Errorf("%s: %w", needEngine, err)
 	}
 	if _, err := cli.ImageInspect(ctx, benchImage); err == nil {
 		return nil

@@ -358,11 +358,29 @@ func linearScenario() Scenario {
 // dagScenario times `gantry run` of a pipeline whose jobs run shell `true`: the whole
 // command, from start to exit, as a user sees it.
 func dagScenario(name, about string, n int, pipeline func(int) string) Scenario {
+	return dagRunScenario(name, about+" of shell `true`, through `gantry run`", n, pipeline, false)
+}
+
+// dagImageScenario is dagScenario's pipeline with every job in a container of the local
+// bench image, through `gantry run --docker on`.
+func dagImageScenario(name, about string, n int, pipeline func(int) string) Scenario {
+	return dagRunScenario(name, about+" of `true`, each in a container of a local busybox image, through `gantry run --docker on`",
+		n, func(n int) string { return inImage(pipeline(n)) }, true)
+}
+
+func dagRunScenario(name, about string, n int, pipeline func(int) string, image bool) Scenario {
 	return Scenario{
 		Name:   name,
-		About:  about + " of shell `true`, through `gantry run`",
+		About:  about,
 		Stores: []string{SQLite},
 		Run: func(ctx context.Context, o *Options, store string) (*Result, error) {
+			var args []string
+			if image {
+				if err := importBenchImage(ctx); err != nil {
+					return nil, err
+				}
+				args = []string{"--docker", "on"}
+			}
 			dir, cleanup, err := scenarioDir(o, name)
 			if err != nil {
 				return nil, err
@@ -374,31 +392,45 @@ func dagScenario(name, about string, n int, pipeline func(int) string) Scenario 
 				return nil, err
 			}
 			one := filepath.Join(dir, "one.yml")
-			if err := os.WriteFile(one, singleJob(), 0o644); err != nil {
+			single := singleJob()
+			if image {
+				single = []byte(inImage(string(single)))
+			}
+			if err := os.WriteFile(one, single, 0o644); err != nil {
 				return nil, err
 			}
 			jobs := strings.Count(def, "steps:")
 			r := &Result{Params: map[string]any{"jobs": jobs}}
+			// A container job costs a few hundred ms where a shell one costs a few: fewer
+			// runs keep the image variants within minutes.
 			times := 5
+			if image {
+				times = 3
+				r.Params["image"] = benchImage
+			}
 			if o.Scale < 1 {
 				times = 1
 			}
 			var walls []time.Duration
 			for range times {
-				d, err := timeRun(ctx, o, file)
+				d, err := timeRun(ctx, o, file, args...)
 				if err != nil {
 					return nil, err
 				}
 				walls = append(walls, d)
 			}
-			base, err := timeRun(ctx, o, one)
+			base, err := timeRun(ctx, o, one, args...)
 			if err != nil {
 				return nil, err
 			}
 			slices.Sort(walls)
 			median := walls[len(walls)/2]
 			r.Params["runs"] = times
-			r.addMillis("wall median", median, atMost(float64(dagTargets[name].Milliseconds())))
+			var target *Target
+			if t, ok := dagTargets[name]; ok {
+				target = atMost(float64(t.Milliseconds()))
+			}
+			r.addMillis("wall median", median, target)
 			r.addMillis("wall min", walls[0], nil)
 			r.addMillis("wall max", walls[len(walls)-1], nil)
 			r.addMillis("one-job pipeline", base, nil)
@@ -410,9 +442,9 @@ func dagScenario(name, about string, n int, pipeline func(int) string) Scenario 
 	}
 }
 
-// timeRun times one `gantry run FILE`.
-func timeRun(ctx context.Context, o *Options, file string) (time.Duration, error) {
-	cmd := o.Command("run", "--log-level", "error", file)
+// timeRun times one `gantry run [ARGS] FILE`.
+func timeRun(ctx context.Context, o *Options, file string, args ...string) (time.Duration, error) {
+	cmd := o.Command(append(append([]string{"run", "--log-level", "error"}, args...), file)...)
 	out := &tailBuffer{max: 64 << 10}
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.Dir = filepath.Dir(file)
