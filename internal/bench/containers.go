@@ -35,7 +35,7 @@ func containerOverheadScenario() Scenario {
 	const name, jobs = "container-overhead", 20
 	return Scenario{
 		Name:   name,
-		About:  "a chain of 20 jobs of `true`, on the host and then each in a container of a local image, through `gantry run`",
+		About:  "a chain of 20 jobs of `true`, on the host and then each in a container of a local image, through `gantry run` (`--docker on`)",
 		Stores: []string{SQLite},
 		Run: func(ctx context.Context, o *Options, store string) (*Result, error) {
 			if err := importBenchImage(ctx); err != nil {

@@ -148,7 +148,9 @@ func jobObjects(t *testing.T, cli *client.Client, jobID string) int {
 }
 
 // TestRunContainerUser: steps run as container.user, by uid or by a name only the image
-// knows, and can write the workspace the worker checked out as its own user.
+// knows, and can write the workspace the worker checked out as its own user, and their
+// HOME: the image's (which root owns in the test image), or /tmp/home for a uid the
+// image does not know.
 func TestRunContainerUser(t *testing.T) {
 	t.Parallel()
 	img := dockertest.Image(t, dockertest.Busybox)
@@ -163,12 +165,54 @@ jobs:
     image: ` + img + `
     container: {pull: never, user: gantry}
     steps: [{run: 'test "$(id -un)" = gantry && mkdir -p sub && echo by-name > sub/out && cat sub/out'}]
+  home:
+    image: ` + img + `
+    container: {pull: never, user: "1000:1000"}
+    steps: [{run: 'mkdir -p ~/.cache/go-build && echo x > ~/.cache/go-build/f && echo "home-$HOME"'}]
+  stranger:
+    image: ` + img + `
+    container: {pull: never, user: "2000:2000"}
+    steps: [{run: 'mkdir -p ~/.cache && echo x > ~/.cache/f && echo y > f && echo "stranger-$HOME"'}]
 `
 	if err := os.WriteFile(file, []byte(def), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	got := runCLI(t, invocation{args: []string{"run", "--no-checkout", file}})
-	if got.code != exitOK || !strings.Contains(got.stdout, "by-uid") || !strings.Contains(got.stdout, "by-name") {
+	if got.code != exitOK || !strings.Contains(got.stdout, "by-uid") || !strings.Contains(got.stdout, "by-name") ||
+		!strings.Contains(got.stdout, "home-/home/gantry") || !strings.Contains(got.stdout, "stranger-/tmp/home") {
 		t.Errorf("gantry run: exit %d\n%s%s", got.code, got.stdout, got.stderr)
+	}
+}
+
+// TestRunPrivileged: a job with container.options.privileged runs privileged, or, on an
+// engine that cannot start a privileged container (one without every capability
+// itself, as in a container), fails before its first step with the engine's reason and
+// the key that asked for it in its log.
+func TestRunPrivileged(t *testing.T) {
+	t.Parallel()
+	img := dockertest.Image(t, dockertest.Busybox)
+	file := filepath.Join(t.TempDir(), "privileged.yml")
+	def := `name: privileged
+jobs:
+  root:
+    image: ` + img + `
+    container: {pull: never, options: {privileged: true}}
+    steps: [{run: 'grep CapEff /proc/self/status; echo ran'}]
+`
+	if err := os.WriteFile(file, []byte(def), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got := runCLI(t, invocation{args: []string{"run", "--no-checkout", file}})
+	if got.code == exitOK {
+		// The engine gave it more than the default capabilities (0xa80425fb).
+		if !strings.Contains(got.stdout, "ran") || strings.Contains(got.stdout, "00000000a80425fb") {
+			t.Errorf("a privileged job that ran:\n%s", got.stdout)
+		}
+		return
+	}
+	out := got.stdout + got.stderr
+	if got.code != exitFailure || !strings.Contains(out, "the job's container could not start") ||
+		!strings.Contains(out, "did not start it privileged (container: {options: {privileged: true}})") || strings.Contains(got.stdout, "ran\n") {
+		t.Errorf("gantry run: exit %d\n%s", got.code, out)
 	}
 }
