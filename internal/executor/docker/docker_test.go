@@ -730,6 +730,7 @@ func TestEndLeavesRemovalToSweep(t *testing.T) {
 	running := begin(t, d, job(b, t))
 	j := job(b, t)
 	docker.HoldRemovals(d, true)
+	t.Cleanup(func() { docker.HoldRemovals(d, false) }) // runs before running's End waits
 	s, err := d.Begin(t.Context(), j)
 	if err != nil {
 		t.Fatal(err)
