@@ -123,17 +123,19 @@ const (
 	StateFailure   State = "failure"
 	StateError     State = "error"
 	StateCancelled State = "cancelled"
+	// StateSkipped is a job that did not run (its needs failed, or its if: was false).
+	StateSkipped State = "skipped"
 )
 
 // States lists every State, in lifecycle order.
-var States = []State{StatePending, StateRunning, StateSuccess, StateFailure, StateError, StateCancelled}
+var States = []State{StatePending, StateRunning, StateSuccess, StateFailure, StateError, StateCancelled, StateSkipped}
 
 // Status is one commit status to report.
 type Status struct {
 	Repository  string // full name, as in Event.Repository.FullName
 	SHA         string
 	State       State
-	Context     string // "gantry/<pipeline>" or "gantry/<pipeline>/<job>"
+	Context     string // "gantry/<pipeline>" for a run, "gantry/<pipeline>/<job display name>" for a job
 	Description string
 	TargetURL   string // link to the run page
 }

@@ -67,7 +67,7 @@ func TestGeneric(t *testing.T) {
 			Header:     header("Authorization", "Bearer "+forgetest.Token),
 			States: map[forge.State]string{
 				forge.StatePending: "pending", forge.StateRunning: "running", forge.StateSuccess: "success",
-				forge.StateFailure: "failure", forge.StateError: "error", forge.StateCancelled: "cancelled",
+				forge.StateFailure: "failure", forge.StateError: "error", forge.StateCancelled: "cancelled", forge.StateSkipped: "skipped",
 			},
 			StateField: "state", ContextField: "context",
 			TokenOptional: true,

@@ -83,7 +83,7 @@ func giteaCase(t *testing.T, name, eventHeader, sigHeader, deliveryHeader string
 			Header:     header("Authorization", "token "+forgetest.Token),
 			States: map[forge.State]string{
 				forge.StatePending: "pending", forge.StateRunning: "pending", forge.StateSuccess: "success",
-				forge.StateFailure: "failure", forge.StateError: "error", forge.StateCancelled: "error",
+				forge.StateFailure: "failure", forge.StateError: "error", forge.StateCancelled: "error", forge.StateSkipped: "success",
 			},
 			StateField: "state", ContextField: "context",
 		},

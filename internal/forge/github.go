@@ -177,9 +177,10 @@ func (g *GitHub) Parse(r *http.Request, body []byte) (*Event, error) {
 	}
 }
 
-// githubStates maps Gantry's states onto the four GitHub knows. GitHub has no "running" or
-// "cancelled": a running job is still pending, and a cancelled one did not finish, which
-// GitHub calls error.
+// githubStates maps Gantry's states onto the four GitHub knows. GitHub has no "running",
+// "cancelled" or "skipped": a running job is still pending, a cancelled one did not finish,
+// which GitHub calls error, and a skipped one is no failure of the commit (its
+// description says it was skipped).
 var githubStates = map[State]string{
 	StatePending:   "pending",
 	StateRunning:   "pending",
@@ -187,6 +188,7 @@ var githubStates = map[State]string{
 	StateFailure:   "failure",
 	StateError:     "error",
 	StateCancelled: "error",
+	StateSkipped:   "success",
 }
 
 // githubMaxDescription is the longest description GitHub accepts (longer answers 422).

@@ -117,7 +117,7 @@ func TestGitHub(t *testing.T) {
 				"X-GitHub-Api-Version", "2022-11-28"),
 			States: map[forge.State]string{
 				forge.StatePending: "pending", forge.StateRunning: "pending", forge.StateSuccess: "success",
-				forge.StateFailure: "failure", forge.StateError: "error", forge.StateCancelled: "error",
+				forge.StateFailure: "failure", forge.StateError: "error", forge.StateCancelled: "error", forge.StateSkipped: "success",
 			},
 			StateField: "state", ContextField: "context",
 		},

@@ -221,6 +221,7 @@ var gitlabStates = map[State]string{
 	StateFailure:   "failed",
 	StateError:     "failed",
 	StateCancelled: "canceled",
+	StateSkipped:   "skipped",
 }
 
 // gitlabMaxDescription keeps descriptions within what GitLab's status column holds.

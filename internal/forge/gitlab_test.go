@@ -89,7 +89,7 @@ func TestGitLab(t *testing.T) {
 			Header:     header("PRIVATE-TOKEN", forgetest.Token),
 			States: map[forge.State]string{
 				forge.StatePending: "pending", forge.StateRunning: "running", forge.StateSuccess: "success",
-				forge.StateFailure: "failed", forge.StateError: "failed", forge.StateCancelled: "canceled",
+				forge.StateFailure: "failed", forge.StateError: "failed", forge.StateCancelled: "canceled", forge.StateSkipped: "skipped",
 			},
 			StateField: "state", ContextField: "name",
 		},

@@ -136,6 +136,7 @@ func Run(t *testing.T, c Case) {
 		{"Ignored", testIgnored},
 		{"Malformed", testMalformed},
 		{"StatusRequest", testStatusRequest},
+		{"JobStatuses", testJobStatuses},
 		{"StatusErrors", testStatusErrors},
 		{"StatusInvalid", testStatusInvalid},
 	}
@@ -553,6 +554,49 @@ func testStatusRequest(t *testing.T, c Case) {
 	}
 }
 
+// testJobStatuses: each job of a run is its own status context beside the run's, named
+// gantry/<pipeline>/<job display name> whatever the name holds (spaces, slashes, a matrix's
+// parentheses), each with its own state and target URL, sent as given.
+func testJobStatuses(t *testing.T, c Case) {
+	f := newFakeForge(t)
+	p := c.New(forge.Config{BaseURL: f.URL + c.Status.BasePath, Token: Token, HTTPClient: f.Client()})
+	sent := []forge.Status{
+		{Context: "gantry/web-app", State: forge.StateRunning, TargetURL: "https://ci.example.com/runs/42"},
+		{Context: "gantry/web-app/lint", State: forge.StateSuccess, TargetURL: "https://ci.example.com/jobs/1"},
+		{Context: "gantry/web-app/unit (go 1.26, shard 2/3)", State: forge.StateFailure, TargetURL: "https://ci.example.com/jobs/2"},
+		{Context: "gantry/web-app/deploy to prod", State: forge.StateSkipped, TargetURL: "https://ci.example.com/jobs/3"},
+		{Context: "gantry/web-app/build", State: forge.StateCancelled, TargetURL: "https://ci.example.com/jobs/4"},
+	}
+	for i := range sent {
+		sent[i].Repository, sent[i].SHA, sent[i].Description = c.Status.Repository, c.Status.SHA, "job "+string(sent[i].State)
+		if err := p.ReportStatus(context.Background(), sent[i]); err != nil {
+			t.Fatalf("ReportStatus %s: %v", sent[i].Context, err)
+		}
+	}
+	got := f.requests()
+	if len(got) != len(sent) {
+		t.Fatalf("the forge got %d requests, want %d", len(got), len(sent))
+	}
+	for i, want := range sent {
+		var body map[string]any
+		if err := json.Unmarshal(got[i].body, &body); err != nil {
+			t.Fatalf("%s: body %q: %v", want.Context, got[i].body, err)
+		}
+		if g := body[c.Status.ContextField]; g != want.Context {
+			t.Errorf("%s: %s = %v", want.Context, c.Status.ContextField, g)
+		}
+		if g, w := body[c.Status.StateField], c.Status.States[want.State]; g != w || w == "" {
+			t.Errorf("%s: %s = %v, want %q", want.Context, c.Status.StateField, g, w)
+		}
+		if g := body["target_url"]; g != want.TargetURL {
+			t.Errorf("%s: target_url = %v, want %q", want.Context, g, want.TargetURL)
+		}
+		if path := c.Status.BasePath + c.Status.Path; got[i].path != path {
+			t.Errorf("%s: path %s, want %s", want.Context, got[i].path, path)
+		}
+	}
+}
+
 func testStatusErrors(t *testing.T, c Case) {
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	type want struct {
@@ -632,7 +676,7 @@ func testStatusInvalid(t *testing.T, c Case) {
 		"no repository": func(s *forge.Status) { s.Repository = "" },
 		"short sha":     func(s *forge.Status) { s.SHA = s.SHA[:7] },
 		"sha with path": func(s *forge.Status) { s.SHA = "../../../user/keys" },
-		"unknown state": func(s *forge.Status) { s.State = "skipped" },
+		"unknown state": func(s *forge.Status) { s.State = "neutral" },
 		"no context":    func(s *forge.Status) { s.Context = "" },
 	}
 	p := c.New(forge.Config{BaseURL: f.URL + c.Status.BasePath, Token: Token, HTTPClient: f.Client()})
