@@ -209,6 +209,7 @@ func projectAuditDetails(old, p *store.Project) map[string]any {
 		{"repo_token_user", old.RepoTokenUser, p.RepoTokenUser},
 		{"repo_ssh_key_secret", old.RepoSSHKeySecret, p.RepoSSHKeySecret},
 		{"repo_known_hosts_secret", old.RepoKnownHostsSecret, p.RepoKnownHostsSecret},
+		{"commit_statuses", old.CommitStatuses, p.CommitStatuses},
 	} {
 		if f.old != f.new {
 			changed = append(changed, f.name)

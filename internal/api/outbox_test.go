@@ -212,8 +212,8 @@ func TestOutboxAPI(t *testing.T) {
 			t.Errorf("message %+v", m)
 		}
 	}
-	if statuses != 3 || hooks != 2 {
-		t.Errorf("outbox holds %d statuses and %d webhooks, want 3 (pending, running, success) and 2", statuses, hooks)
+	if statuses != 5 || hooks != 2 {
+		t.Errorf("outbox holds %d statuses and %d webhooks, want 5 (the run's pending, running, success; its job's pending, success) and 2", statuses, hooks)
 	}
 	expectError(t, b.do(t, http.MethodGet, "/api/v1/outbox", "", "", writer), http.StatusForbidden, "forbidden")
 	expectError(t, b.do(t, http.MethodGet, "/api/v1/outbox?state=lost", "", "", admin), http.StatusBadRequest, "bad_request")

@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -66,6 +67,8 @@ type projectJSON struct {
 	RepoTokenUser        string `json:"repo_token_user,omitempty"`
 	RepoSSHKeySecret     string `json:"repo_ssh_key_secret,omitempty"`
 	RepoKnownHostsSecret string `json:"repo_known_hosts_secret,omitempty"`
+	// CommitStatuses is what runs report to the forge: "jobs" or "run".
+	CommitStatuses string `json:"commit_statuses"`
 	// WebhookSecretSet says whether hooks can be verified; a project without a secret
 	// refuses every hook.
 	WebhookSecretSet bool `json:"webhook_secret_set"`
@@ -88,6 +91,7 @@ func newProjectJSON(p *store.Project) projectJSON {
 		RepoTokenSecret: p.RepoTokenSecret, RepoTokenUser: p.RepoTokenUser,
 		RepoSSHKeySecret: p.RepoSSHKeySecret, RepoKnownHostsSecret: p.RepoKnownHostsSecret,
 		WebhookSecretSet:  p.WebhookSecret != "" || !p.WebhookSecretSealed.IsZero(),
+		CommitStatuses:    cmp.Or(p.CommitStatuses, store.CommitStatusesJobs),
 		MaxConcurrentJobs: p.MaxConcurrentJobs, FairWeight: max(p.FairWeight, store.DefaultFairWeight),
 		CreatedAt: formatTime(p.CreatedAt), UpdatedAt: formatTime(p.UpdatedAt),
 	}
@@ -113,6 +117,8 @@ type projectRequest struct {
 	RepoTokenUser        *string `json:"repo_token_user"`
 	RepoSSHKeySecret     *string `json:"repo_ssh_key_secret"`
 	RepoKnownHostsSecret *string `json:"repo_known_hosts_secret"`
+	// CommitStatuses is what runs report to the forge: "jobs" (default) or "run".
+	CommitStatuses *string `json:"commit_statuses"`
 	// RotateWebhookSecret (PATCH) makes a new secret and returns it once.
 	RotateWebhookSecret bool `json:"rotate_webhook_secret"`
 	// The quota: the most jobs leased at once (0 = no limit) and the fair-share weight.
@@ -195,6 +201,17 @@ func (req *projectRequest) apply(p *store.Project, problems *projectProblems) (s
 	}
 	if req.APITokenFile != nil {
 		p.APITokenFile = strings.TrimSpace(*req.APITokenFile)
+	}
+	if req.CommitStatuses != nil {
+		switch v := strings.TrimSpace(*req.CommitStatuses); v {
+		case "", store.CommitStatusesJobs:
+			p.CommitStatuses = ""
+		case store.CommitStatusesRun:
+			p.CommitStatuses = v
+		default:
+			problems.add("commit_statuses", "%q is not %s (a status per job beside the run's, the default) or %s (the run's only)",
+				v, store.CommitStatusesJobs, store.CommitStatusesRun)
+		}
 	}
 	for _, f := range []struct {
 		in  *string

@@ -55,6 +55,7 @@ type Store interface {
 	GetProjectByName(ctx context.Context, name string) (*store.Project, error)
 	GetWebhook(ctx context.Context, id uuid.UUID) (*store.Webhook, error)
 	GetRun(ctx context.Context, id uuid.UUID) (*store.Run, error)
+	GetJob(ctx context.Context, id uuid.UUID) (*store.Job, error)
 }
 
 // Config configures a Dispatcher. Zero fields take the defaults.
@@ -254,19 +255,34 @@ func (d *Dispatcher) deliverStatus(ctx context.Context, m *store.OutboxMessage) 
 	if err := json.Unmarshal(m.Payload, &s); err != nil {
 		return permanent("decode status message: %w", err)
 	}
-	// Statuses of one run race each other through retries and concurrent batches; the
-	// forge keeps the last one it gets. Sending only the one that matches the run now
-	// keeps a late "pending" from overwriting "success".
-	run, err := d.cfg.Store.GetRun(ctx, s.RunID)
-	if errors.Is(err, store.ErrNotFound) {
-		return permanent("run %s no longer exists", s.RunID)
-	}
-	if err != nil {
-		return fmt.Errorf("read run %s: %w", s.RunID, err)
-	}
-	if now := forgeState(run.Status); now != s.State {
-		d.log.Debug("status superseded; not sent", "run", s.RunID, "state", s.State, "now", now)
-		return nil
+	// Statuses of one run (or job) race each other through retries and concurrent
+	// batches; the forge keeps the last one it gets. Sending only the one that matches the
+	// run (or job) now keeps a late "pending" from overwriting "success", and coalesces a
+	// job's changes while the outbox is behind: only its latest state goes out.
+	if s.JobID != uuid.Nil {
+		job, err := d.cfg.Store.GetJob(ctx, s.JobID)
+		if errors.Is(err, store.ErrNotFound) {
+			return permanent("job %s no longer exists", s.JobID)
+		}
+		if err != nil {
+			return fmt.Errorf("read job %s: %w", s.JobID, err)
+		}
+		if now, _ := job.Status.CommitState(); now != s.State {
+			d.log.Debug("status superseded; not sent", "job", s.JobID, "state", s.State, "now", now)
+			return nil
+		}
+	} else {
+		run, err := d.cfg.Store.GetRun(ctx, s.RunID)
+		if errors.Is(err, store.ErrNotFound) {
+			return permanent("run %s no longer exists", s.RunID)
+		}
+		if err != nil {
+			return fmt.Errorf("read run %s: %w", s.RunID, err)
+		}
+		if now := forgeState(run.Status); now != s.State {
+			d.log.Debug("status superseded; not sent", "run", s.RunID, "state", s.State, "now", now)
+			return nil
+		}
 	}
 	p, err := d.cfg.Store.GetProjectByName(ctx, s.Project)
 	if errors.Is(err, store.ErrNotFound) {

@@ -157,7 +157,7 @@ func TestStatusRetriedUntilAccepted(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := b.st.CreateProject(t.Context(), &store.Project{Name: "web", RepoURL: "https://github.com/acme/web.git", Provider: "github",
-		APIBaseURL: forgeSrv.URL, APITokenFile: tokenFile}); err != nil {
+		APIBaseURL: forgeSrv.URL, APITokenFile: tokenFile, CommitStatuses: store.CommitStatusesRun}); err != nil {
 		t.Fatalf("CreateProject: %v", err)
 	}
 	run := b.createRun("web", oneJob)
@@ -225,6 +225,64 @@ func TestStatusRetriedUntilAccepted(t *testing.T) {
 		if m.Topic == store.TopicStatus && strings.Contains(string(m.Payload), `"state":"success"`) && m.Attempts != 3 {
 			t.Errorf("the success status took %d attempts, want 3", m.Attempts)
 		}
+	}
+}
+
+// TestJobStatusesCoalesced: each job of a run is reported under its own context beside
+// the run's, linking to the job's page; statuses a job (or the run) has moved past by the
+// time the dispatcher gets to them are not sent, so a run that finished before a pass
+// costs the forge one call per context.
+func TestJobStatusesCoalesced(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 10)
+	forgeRec, forgeSrv := serve(t, answer{status: 201})
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokenFile, []byte("glpat-secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.st.CreateProject(t.Context(), &store.Project{Name: "web", RepoURL: "https://gitlab.example.com/acme/web.git",
+		Provider: "gitlab", APIBaseURL: forgeSrv.URL, APITokenFile: tokenFile}); err != nil {
+		t.Fatalf("CreateProject: %v", err)
+	}
+	run := b.createRun("web", "name: ci\njobs:\n  lint:\n    steps: [{run: 'true'}]\n  test:\n    needs: [lint]\n    steps: [{run: 'true'}]\n"+
+		"  deploy:\n    needs: [test]\n    if: branch == 'release'\n    steps: [{run: 'true'}]\n")
+	b.finish(store.JobSuccess)
+	for b.deliver() > 0 {
+	}
+	got := map[string]map[string]string{}
+	for _, r := range forgeRec.requests() {
+		var body map[string]string
+		if err := json.Unmarshal(r.body, &body); err != nil {
+			t.Fatalf("body %s: %v", r.body, err)
+		}
+		if _, dup := got[body["name"]]; dup {
+			t.Errorf("context %s reported twice", body["name"])
+		}
+		got[body["name"]] = body
+	}
+	jobs, err := b.st.ListJobs(t.Context(), run.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"gantry/ci": "success", "gantry/ci/lint": "success", "gantry/ci/test": "success", "gantry/ci/deploy": "skipped"}
+	if len(got) != len(want) {
+		t.Errorf("forge got contexts %v, want %v", got, want)
+	}
+	for ctx, state := range want {
+		if got[ctx]["state"] != state {
+			t.Errorf("%s: state %q, want %q", ctx, got[ctx]["state"], state)
+		}
+	}
+	for _, j := range jobs {
+		if u := got["gantry/ci/"+j.Key]["target_url"]; u != "https://ci.example.com/jobs/"+j.ID.String() {
+			t.Errorf("%s: target_url %q", j.Key, u)
+		}
+	}
+	if n := len(b.outbox(store.OutboxPending)); n != 0 {
+		t.Errorf("%d messages still pending", n)
+	}
+	for _, m := range b.outbox(store.OutboxDead) {
+		t.Errorf("dead message %s: %s", m.Payload, m.LastError)
 	}
 }
 

@@ -44,6 +44,31 @@ func (s JobStatus) Terminal() bool {
 // Leased reports whether a worker holds the job.
 func (s JobStatus) Leased() bool { return s == JobAssigned || s == JobRunning }
 
+// CommitState is the forge package's state for a job's commit status: pending until it runs
+// (waiting on needs, queued, held for approval, waiting to retry, assigned), then its
+// end. The dispatcher compares it with a message's to drop one the job moved past.
+func (s JobStatus) CommitState() (state, description string) {
+	switch s {
+	case JobRunning:
+		return "running", "Running"
+	case JobSuccess:
+		return "success", "Passed"
+	case JobFailed:
+		return "failure", "Failed"
+	case JobCancelled:
+		return "cancelled", "Cancelled"
+	case JobSkipped:
+		return "skipped", "Skipped"
+	case JobQueued, JobAssigned:
+		return "pending", "Waiting for a worker"
+	case JobWaitingApproval:
+		return "pending", "Waiting for approval"
+	case JobRetrying:
+		return "pending", "Waiting to retry"
+	}
+	return "pending", "Waiting for the jobs it needs"
+}
+
 // RunStatus is a run's state, kept up to date on every job transition.
 type RunStatus string
 
@@ -155,6 +180,9 @@ type Project struct {
 	// WebhookSecretSealed is WebhookSecret sealed (secret.Keyring.Seal); the zero value
 	// when there is none.
 	WebhookSecretSealed SealedValue
+	// CommitStatuses is what the project's runs report to its forge: CommitStatusesJobs
+	// (also "") or CommitStatusesRun.
+	CommitStatuses string
 	// APIBaseURL and APITokenFile configure status reports to the forge: the API root
 	// ("" for the provider's public default) and a file on the coordinator holding the
 	// token.
@@ -179,6 +207,15 @@ type Project struct {
 	CreatedAt  time.Time
 	UpdatedAt  time.Time
 }
+
+// What a project reports as commit statuses. With CommitStatusesJobs (the default) a run
+// of at most MaxJobStatuses jobs reports one status per job beside its own; a larger run
+// reports its own only, so a wide matrix does not flood the forge.
+const (
+	CommitStatusesJobs = "jobs"
+	CommitStatusesRun  = "run"
+	MaxJobStatuses     = 50
+)
 
 // SealedValue is a value as package secret sealed it: the id of the key-encryption key
 // that wrapped its data key, the wrapped data key, and the ciphertext.
@@ -397,7 +434,9 @@ const (
 // commit status. The provider settings are read from the project at delivery, so a
 // token changed since is used.
 type StatusMessage struct {
-	RunID      uuid.UUID `json:"run_id"`
+	RunID uuid.UUID `json:"run_id"`
+	// JobID, when set, makes it the status of one job of the run (its own context).
+	JobID      uuid.UUID `json:"job_id,omitzero"`
 	Project    string    `json:"project"`
 	ProjectID  uuid.UUID `json:"project_id"`
 	Repository string    `json:"repository,omitempty"`

@@ -347,6 +347,11 @@ func (t *tx) reportEnded(runID uuid.UUID, notify int, jobs []uuid.UUID, nowUS in
 			return err
 		}
 	}
+	if notify&notifyJobStatus != 0 {
+		if err := t.reportJobStatuses(runID, jobs, nowUS); err != nil {
+			return err
+		}
+	}
 	return t.reportRun(runID, notify, nowUS)
 }
 

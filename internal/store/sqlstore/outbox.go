@@ -1,6 +1,7 @@
 package sqlstore
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -19,6 +20,9 @@ const (
 	notifyStatus  = 1 // commit statuses to the project's forge
 	notifyRunHook = 2 // run.finished to the project's webhook subscriptions
 	notifyJobHook = 4 // job.finished to them
+	// notifyJobStatus: a commit status per job beside the run's (projects.commit_statuses
+	// is jobs, and the run has at most store.MaxJobStatuses jobs).
+	notifyJobStatus = 8
 )
 
 const outboxCols = `id, topic, payload, attempts, next_attempt_at, created_at, delivered_at, last_error, dead_at`
@@ -308,19 +312,22 @@ func (e *Engine) DeleteWebhook(ctx context.Context, projectID, id uuid.UUID) err
 // notifyFlags decides what a new run of the project reports: statuses when the project
 // is connected to a forge and the run has a commit, webhooks when it has subscriptions.
 // One read by primary key, once per run.
-func (t *tx) notifyFlags(projectID uuid.UUID, sha string) (int, error) {
-	var provider string
+func (t *tx) notifyFlags(projectID uuid.UUID, sha string, jobs int) (int, error) {
+	var provider, statuses string
 	var onRun, onJob bool
-	err := t.row(`SELECT p.provider,
+	err := t.row(`SELECT p.provider, p.commit_statuses,
 		EXISTS (SELECT 1 FROM project_webhooks w WHERE w.project_id = p.id AND w.on_run_finished),
 		EXISTS (SELECT 1 FROM project_webhooks w WHERE w.project_id = p.id AND w.on_job_finished)
-		FROM projects p WHERE p.id = ?`, projectID).Scan(&provider, &onRun, &onJob)
+		FROM projects p WHERE p.id = ?`, projectID).Scan(&provider, &statuses, &onRun, &onJob)
 	if err != nil {
 		return 0, fmt.Errorf("read what project %s reports: %w", projectID, err)
 	}
 	flags := 0
 	if provider != "" && sha != "" {
 		flags |= notifyStatus
+		if statuses != store.CommitStatusesRun && jobs > 0 && jobs <= store.MaxJobStatuses {
+			flags |= notifyJobStatus
+		}
 	}
 	if onRun {
 		flags |= notifyRunHook
@@ -455,4 +462,51 @@ func (t *tx) reportJobs(runID uuid.UUID, jobs []uuid.UUID, nowUS int64) error {
 		}
 	}
 	return nil
+}
+
+// reportJobStatuses enqueues a commit status for each of the run's jobs in its state
+// now, under the context gantry/<pipeline>/<job display name>, linking to the job's page.
+func (t *tx) reportJobStatuses(runID uuid.UUID, jobs []uuid.UUID, nowUS int64) error {
+	r, err := t.readRunReport(runID)
+	if err != nil {
+		return err
+	}
+	if r.trigger.SHA == "" {
+		return nil
+	}
+	prefix := "gantry"
+	if r.name != "" {
+		prefix += "/" + r.name
+	}
+	for _, id := range jobs {
+		var key, name, status string
+		if err := t.row(`SELECT key, name, status FROM jobs WHERE id = ?`, id).Scan(&key, &name, &status); err != nil {
+			return fmt.Errorf("read job %s to report its status: %w", id, err)
+		}
+		state, desc := store.JobStatus(status).CommitState()
+		payload, err := json.Marshal(store.StatusMessage{
+			RunID: r.id, JobID: id, Project: r.project, ProjectID: r.projectID, Repository: r.trigger.Repository,
+			SHA: r.trigger.SHA, State: state, Context: prefix + "/" + cmp.Or(name, key), Description: desc, Path: "/jobs/" + id.String(),
+		})
+		if err != nil {
+			return fmt.Errorf("encode status of job %s: %w", id, err)
+		}
+		if err := t.enqueueOutbox(store.TopicStatus, payload, nowUS); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// reportJobStarted enqueues the running status of a job that just started, when its run
+// reports per job.
+func (t *tx) reportJobStarted(runID, jobID uuid.UUID, nowUS int64) error {
+	var notify int
+	if err := t.row(`SELECT notify FROM runs WHERE id = ?`, runID).Scan(&notify); err != nil {
+		return fmt.Errorf("read what run %s reports: %w", runID, err)
+	}
+	if notify&notifyJobStatus == 0 {
+		return nil
+	}
+	return t.reportJobStatuses(runID, []uuid.UUID{jobID}, nowUS)
 }

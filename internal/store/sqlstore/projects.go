@@ -15,7 +15,7 @@ import (
 const projectCols = `id, name, repo_url, provider, pipeline_path, default_branch, webhook_secret,
 	api_base_url, api_token_file, repo_token_secret, repo_token_user, repo_ssh_key_secret,
 	repo_known_hosts_secret, max_concurrent_jobs, fair_weight, created_at, updated_at,
-	webhook_key_id, webhook_wrapped_key, webhook_ciphertext`
+	webhook_key_id, webhook_wrapped_key, webhook_ciphertext, commit_statuses`
 
 func scanProject(s scanner) (*store.Project, error) {
 	var p store.Project
@@ -24,7 +24,7 @@ func scanProject(s scanner) (*store.Project, error) {
 	if err := s.Scan(&p.ID, &p.Name, &p.RepoURL, &p.Provider, &p.PipelinePath, &p.DefaultBranch,
 		&p.WebhookSecret, &p.APIBaseURL, &p.APITokenFile, &p.RepoTokenSecret, &p.RepoTokenUser,
 		&p.RepoSSHKeySecret, &p.RepoKnownHostsSecret, &p.MaxConcurrentJobs, &p.FairWeight, &created, &updated,
-		&p.WebhookSecretSealed.KeyID, &wrapped, &ct); err != nil {
+		&p.WebhookSecretSealed.KeyID, &wrapped, &ct, &p.CommitStatuses); err != nil {
 		return nil, err
 	}
 	var err error
@@ -52,6 +52,10 @@ func checkProject(action string, p *store.Project) error {
 	if p.FairWeight < 1 || p.FairWeight > store.MaxFairWeight {
 		return fmt.Errorf("%s %q: fair weight %d is not between 1 and %d: %w", action, p.Name, p.FairWeight, store.MaxFairWeight, store.ErrInvalid)
 	}
+	if p.CommitStatuses != "" && p.CommitStatuses != store.CommitStatusesJobs && p.CommitStatuses != store.CommitStatusesRun {
+		return fmt.Errorf("%s %q: commit statuses %q is not %s or %s: %w", action, p.Name, p.CommitStatuses,
+			store.CommitStatusesJobs, store.CommitStatusesRun, store.ErrInvalid)
+	}
 	if p.MaxConcurrentJobs < 0 || p.MaxConcurrentJobs > store.MaxConcurrentJobsLimit {
 		return fmt.Errorf("%s %q: max concurrent jobs %d is not between 0 (no limit) and %d: %w", action, p.Name,
 			p.MaxConcurrentJobs, store.MaxConcurrentJobsLimit, store.ErrInvalid)
@@ -77,11 +81,12 @@ func (e *Engine) CreateProject(ctx context.Context, p *store.Project) error {
 		switch {
 		case isNoRows(err):
 			id = store.NewID()
-			if _, err := t.exec(`INSERT INTO projects (`+projectCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			if _, err := t.exec(`INSERT INTO projects (`+projectCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 				id, p.Name, p.RepoURL, p.Provider, p.PipelinePath, p.DefaultBranch, p.WebhookSecret,
 				p.APIBaseURL, p.APITokenFile, p.RepoTokenSecret, p.RepoTokenUser, p.RepoSSHKeySecret,
 				p.RepoKnownHostsSecret, p.MaxConcurrentJobs, p.FairWeight, now, now,
-				p.WebhookSecretSealed.KeyID, encodeSealed(p.WebhookSecretSealed.WrappedKey), encodeSealed(p.WebhookSecretSealed.Ciphertext)); err != nil {
+				p.WebhookSecretSealed.KeyID, encodeSealed(p.WebhookSecretSealed.WrappedKey), encodeSealed(p.WebhookSecretSealed.Ciphertext),
+				p.CommitStatuses); err != nil {
 				return fmt.Errorf("create project %q: %w", p.Name, err)
 			}
 		case err != nil:
@@ -95,12 +100,13 @@ func (e *Engine) CreateProject(ctx context.Context, p *store.Project) error {
 			res, err := t.exec(`UPDATE projects SET repo_url = ?, provider = ?, pipeline_path = ?, default_branch = ?,
 				webhook_secret = ?, api_base_url = ?, api_token_file = ?, repo_token_secret = ?,
 				repo_token_user = ?, repo_ssh_key_secret = ?, repo_known_hosts_secret = ?, max_concurrent_jobs = ?,
-				fair_weight = ?, updated_at = ?, webhook_key_id = ?, webhook_wrapped_key = ?, webhook_ciphertext = ?
+				fair_weight = ?, updated_at = ?, webhook_key_id = ?, webhook_wrapped_key = ?, webhook_ciphertext = ?,
+				commit_statuses = ?
 				WHERE id = ? AND repo_url = ''`,
 				p.RepoURL, p.Provider, p.PipelinePath, p.DefaultBranch, p.WebhookSecret, p.APIBaseURL,
 				p.APITokenFile, p.RepoTokenSecret, p.RepoTokenUser, p.RepoSSHKeySecret, p.RepoKnownHostsSecret,
 				p.MaxConcurrentJobs, p.FairWeight, now, p.WebhookSecretSealed.KeyID,
-				encodeSealed(p.WebhookSecretSealed.WrappedKey), encodeSealed(p.WebhookSecretSealed.Ciphertext), id)
+				encodeSealed(p.WebhookSecretSealed.WrappedKey), encodeSealed(p.WebhookSecretSealed.Ciphertext), p.CommitStatuses, id)
 			if err != nil {
 				return fmt.Errorf("create project %q: %w", p.Name, err)
 			}
@@ -161,12 +167,12 @@ func (e *Engine) UpdateProject(ctx context.Context, p *store.Project) error {
 		res, err := t.exec(`UPDATE projects SET repo_url = ?, provider = ?, pipeline_path = ?, default_branch = ?,
 			webhook_secret = ?, api_base_url = ?, api_token_file = ?, repo_token_secret = ?, repo_token_user = ?,
 			repo_ssh_key_secret = ?, repo_known_hosts_secret = ?, max_concurrent_jobs = ?, fair_weight = ?, updated_at = ?,
-			webhook_key_id = ?, webhook_wrapped_key = ?, webhook_ciphertext = ?
+			webhook_key_id = ?, webhook_wrapped_key = ?, webhook_ciphertext = ?, commit_statuses = ?
 			WHERE name = ?`,
 			p.RepoURL, p.Provider, p.PipelinePath, p.DefaultBranch, p.WebhookSecret, p.APIBaseURL,
 			p.APITokenFile, p.RepoTokenSecret, p.RepoTokenUser, p.RepoSSHKeySecret, p.RepoKnownHostsSecret,
 			p.MaxConcurrentJobs, p.FairWeight, now, p.WebhookSecretSealed.KeyID,
-			encodeSealed(p.WebhookSecretSealed.WrappedKey), encodeSealed(p.WebhookSecretSealed.Ciphertext), p.Name)
+			encodeSealed(p.WebhookSecretSealed.WrappedKey), encodeSealed(p.WebhookSecretSealed.Ciphertext), p.CommitStatuses, p.Name)
 		if err != nil {
 			return fmt.Errorf("update project %q: %w", p.Name, err)
 		}
@@ -380,7 +386,7 @@ func (e *Engine) CreateFailedRun(ctx context.Context, p store.CreateFailedRunPar
 			return fmt.Errorf("insert run: %w", err)
 		}
 		// The forge and the subscriptions hear of it like of any run that failed.
-		notify, err := t.notifyFlags(projectID, p.Trigger.SHA)
+		notify, err := t.notifyFlags(projectID, p.Trigger.SHA, 0)
 		if err != nil {
 			return err
 		}

@@ -236,6 +236,14 @@ func (e *Engine) Claim(ctx context.Context, p store.ClaimParams) ([]*store.Claim
 				return err
 			}
 		}
+		if p.Start {
+			// Jobs started by their claim report running, as StartJob's do.
+			for _, c := range claims {
+				if err := t.reportJobStarted(c.Job.RunID, c.Job.ID, nowUS); err != nil {
+					return err
+				}
+			}
+		}
 		return nil
 	})
 	if err != nil {
@@ -377,8 +385,19 @@ func (t *tx) leaseError(jobID uuid.UUID) error {
 // StartJob implements store.Queue.
 func (e *Engine) StartJob(ctx context.Context, l store.LeaseRef) error {
 	return e.write(ctx, func(t *tx) error {
+		now := us(e.clock.Now())
+		var runID uuid.UUID
+		err := t.row(`UPDATE jobs SET status = 'running', started_at = ?
+			WHERE id = ? AND lease_token = ? AND lease_token <> '' AND status = 'assigned' RETURNING run_id`, now, l.JobID, l.Token).Scan(&runID)
+		if err == nil {
+			return t.reportJobStarted(runID, l.JobID, now)
+		}
+		if !isNoRows(err) {
+			return fmt.Errorf("start job %s: %w", l.JobID, err)
+		}
+		// Started already (a redelivered start): it reported running then.
 		res, err := t.exec(`UPDATE jobs SET status = 'running', started_at = ?
-			WHERE id = ? AND lease_token = ? AND lease_token <> '' AND status IN ('assigned', 'running')`, us(e.clock.Now()), l.JobID, l.Token)
+			WHERE id = ? AND lease_token = ? AND lease_token <> '' AND status = 'running'`, now, l.JobID, l.Token)
 		if err != nil {
 			return fmt.Errorf("start job %s: %w", l.JobID, err)
 		}

@@ -128,7 +128,7 @@ func (e *Engine) CreateRun(ctx context.Context, p store.CreateRunParams) (*store
 				return err
 			}
 		}
-		notify, err := t.notifyFlags(projectID, p.Trigger.SHA)
+		notify, err := t.notifyFlags(projectID, p.Trigger.SHA, len(jobs))
 		if err != nil {
 			return err
 		}
@@ -219,6 +219,15 @@ func (e *Engine) CreateRun(ctx context.Context, p store.CreateRunParams) (*store
 		}
 		if err := t.insertMany(`INSERT INTO steps (job_id, idx, name, once, attempt, status) VALUES `, 6, steps); err != nil {
 			return fmt.Errorf("insert steps: %w", err)
+		}
+		if notify&notifyJobStatus != 0 {
+			ids := make([]uuid.UUID, len(jobs))
+			for i, j := range jobs {
+				ids[i] = j.id
+			}
+			if err := t.reportJobStatuses(runID, ids, now); err != nil {
+				return err
+			}
 		}
 		// Skipped root jobs end like any job that did not run: the run counts them and
 		// their dependents are decided, at the end of the batch, once every row is in.

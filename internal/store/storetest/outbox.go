@@ -3,6 +3,7 @@ package storetest
 import (
 	"encoding/json"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 
 var outboxReportTests = []test{
 	{"StatusesInTheTransaction", testStatusReports},
+	{"JobStatuses", testJobStatusReports},
 	{"NoStatusWithoutProviderOrSHA", testNoStatusReports},
 	{"StatusOfAFailedRunAndARetry", testStatusFailedAndRetry},
 	{"WebhookSubscriptions", testWebhookReports},
@@ -22,8 +24,32 @@ const reportSHA = "0123456789abcdef0123456789abcdef01234567"
 
 var reportTrigger = store.Trigger{Ref: "refs/heads/main", Branch: "main", SHA: reportSHA, Event: "push", Repository: "acme/web"}
 
-// statuses returns the status messages enqueued so far, oldest first.
+// statuses returns the run status messages enqueued so far, oldest first.
 func (b *bundle) statuses() []store.StatusMessage {
+	b.t.Helper()
+	var out []store.StatusMessage
+	for _, s := range b.allStatuses() {
+		if s.JobID == uuid.Nil {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// jobStatuses returns the job status messages enqueued so far, oldest first, as
+// "<context> <state>".
+func (b *bundle) jobStatuses() []string {
+	b.t.Helper()
+	var out []string
+	for _, s := range b.allStatuses() {
+		if s.JobID != uuid.Nil {
+			out = append(out, s.Context+" "+s.State)
+		}
+	}
+	return out
+}
+
+func (b *bundle) allStatuses() []store.StatusMessage {
 	b.t.Helper()
 	var out []store.StatusMessage
 	for _, m := range b.outbox(store.TopicStatus) {
@@ -34,6 +60,99 @@ func (b *bundle) statuses() []store.StatusMessage {
 		out = append(out, s)
 	}
 	return out
+}
+
+// testJobStatusReports: a run of a project that reports per job (the default) enqueues,
+// beside the run's, a status per job under gantry/<pipeline>/<job name>: pending with the
+// run, running when it starts, its end when it ends (skipped too), linking to the job's
+// page. A project set to report per run, and a run of more than store.MaxJobStatuses
+// jobs, enqueue the run's only.
+func testJobStatusReports(t *testing.T, h Harness) {
+	_, b := setup(t, h)
+	p := connected("web")
+	if err := b.s.CreateProject(b.ctx, p); err != nil {
+		t.Fatalf("CreateProject: %v", err)
+	}
+	yaml := "name: ci\njobs:\n  a:\n    steps: [{run: 'true'}]\n  b:\n    needs: [a]\n    steps: [{run: 'true'}]\n" +
+		"  c:\n    needs: [b]\n    steps: [{run: 'true'}]\n"
+	run, jobs := b.createRun(yaml, store.CreateRunParams{Project: "web", Trigger: reportTrigger})
+	if got := b.jobStatuses(); !slices.Equal(got, []string{"gantry/ci/a pending", "gantry/ci/b pending", "gantry/ci/c pending"}) {
+		t.Fatalf("after CreateRun job statuses = %v", got)
+	}
+	c := b.claimOne()
+	if err := b.s.StartJob(b.ctx, ref(c)); err != nil {
+		t.Fatalf("StartJob: %v", err)
+	}
+	if err := b.s.StartJob(b.ctx, ref(c)); err != nil {
+		t.Fatalf("StartJob again: %v", err)
+	}
+	if got := b.jobStatuses(); !slices.Equal(got[3:], []string{"gantry/ci/a running"}) {
+		t.Fatalf("after StartJob (twice) job statuses = %v", got)
+	}
+	b.complete(c, store.JobFailed)
+	b.drive(run.ID, nil)
+	b.wantRunDone(run.ID, store.RunFailed)
+	got := b.jobStatuses()
+	if !slices.Equal(got[4:], []string{"gantry/ci/a failure", "gantry/ci/b skipped", "gantry/ci/c skipped"}) {
+		t.Fatalf("job statuses = %v", got)
+	}
+	byKey := map[string]uuid.UUID{}
+	for _, j := range jobs {
+		byKey[j.Key] = j.ID
+	}
+	for _, s := range b.allStatuses() {
+		if s.JobID == uuid.Nil {
+			continue
+		}
+		key := s.Context[len("gantry/ci/"):]
+		if s.JobID != byKey[key] || s.Path != "/jobs/"+s.JobID.String() || s.RunID != run.ID || s.SHA != reportSHA ||
+			s.Repository != "acme/web" || s.Project != "web" || s.Description == "" {
+			t.Errorf("job status %+v", s)
+		}
+	}
+
+	// A claim that starts its job reports it running.
+	started, _ := b.createRun("name: one\njobs:\n  only:\n    steps: [{run: 'true'}]\n", store.CreateRunParams{Project: "web", Trigger: reportTrigger})
+	n := len(b.jobStatuses())
+	cs := b.claim(store.ClaimParams{Max: 1, Start: true})
+	if len(cs) != 1 {
+		t.Fatalf("claim.start claimed %d", len(cs))
+	}
+	if got := b.jobStatuses()[n:]; !slices.Equal(got, []string{"gantry/one/only running"}) {
+		t.Errorf("after a claim that starts: %v", got)
+	}
+	b.complete(cs[0], store.JobSuccess)
+	b.wantRunDone(started.ID, store.RunSuccess)
+	if got := b.jobStatuses()[n:]; !slices.Equal(got, []string{"gantry/one/only running", "gantry/one/only success"}) {
+		t.Errorf("after success: %v", got)
+	}
+
+	// Per run only, and a wide run: the run's statuses only.
+	quiet := connected("quiet")
+	quiet.CommitStatuses = store.CommitStatusesRun
+	if err := b.s.CreateProject(b.ctx, quiet); err != nil {
+		t.Fatalf("CreateProject: %v", err)
+	}
+	n, runs := len(b.jobStatuses()), len(b.statuses())
+	b.createRun(yaml, store.CreateRunParams{Project: "quiet", Trigger: reportTrigger})
+	wide := "name: wide\njobs:\n  m:\n    matrix: {n: ["
+	for i := range store.MaxJobStatuses + 1 {
+		if i > 0 {
+			wide += ", "
+		}
+		wide += strconv.Itoa(i)
+	}
+	wide += "]}\n    steps: [{run: 'true'}]\n"
+	b.createRun(wide, store.CreateRunParams{Project: "web", Trigger: reportTrigger})
+	if got := b.jobStatuses(); len(got) != n {
+		t.Errorf("per-run project and a wide run enqueued job statuses: %v", got[n:])
+	}
+	if got := len(b.statuses()); got != runs+2 {
+		t.Errorf("run statuses = %d, want %d", got, runs+2)
+	}
+	bad := connected("bad")
+	bad.CommitStatuses = "some"
+	wantErr(t, "CreateProject with commit statuses some", b.s.CreateProject(b.ctx, bad), store.ErrInvalid)
 }
 
 // outbox returns the messages of topic, oldest first.
@@ -61,6 +180,7 @@ func states(ss []store.StatusMessage) []string {
 func testStatusReports(t *testing.T, h Harness) {
 	_, b := setup(t, h)
 	p := connected("web")
+	p.CommitStatuses = store.CommitStatusesRun // the run's alone: testJobStatusReports has the jobs'
 	if err := b.s.CreateProject(b.ctx, p); err != nil {
 		t.Fatalf("CreateProject: %v", err)
 	}
