@@ -154,8 +154,7 @@ func jobObjects(t *testing.T, cli *client.Client, jobID string) int {
 func TestRunContainerUser(t *testing.T) {
 	t.Parallel()
 	img := dockertest.Image(t, dockertest.Busybox)
-	file := filepath.Join(t.TempDir(), "user.yml")
-	def := `name: users
+	got := runPipeline(t, `name: users
 jobs:
   uid:
     image: ` + img + `
@@ -173,11 +172,7 @@ jobs:
     image: ` + img + `
     container: {pull: never, user: "2000:2000"}
     steps: [{run: 'mkdir -p ~/.cache && echo x > ~/.cache/f && echo y > f && echo "stranger-$HOME"'}]
-`
-	if err := os.WriteFile(file, []byte(def), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	got := runCLI(t, invocation{args: []string{"run", "--no-checkout", file}})
+`)
 	if got.code != exitOK || !strings.Contains(got.stdout, "by-uid") || !strings.Contains(got.stdout, "by-name") ||
 		!strings.Contains(got.stdout, "home-/home/gantry") || !strings.Contains(got.stdout, "stranger-/tmp/home") {
 		t.Errorf("gantry run: exit %d\n%s%s", got.code, got.stdout, got.stderr)
@@ -191,18 +186,13 @@ jobs:
 func TestRunPrivileged(t *testing.T) {
 	t.Parallel()
 	img := dockertest.Image(t, dockertest.Busybox)
-	file := filepath.Join(t.TempDir(), "privileged.yml")
-	def := `name: privileged
+	got := runPipeline(t, `name: privileged
 jobs:
   root:
     image: ` + img + `
     container: {pull: never, options: {privileged: true}}
     steps: [{run: 'grep CapEff /proc/self/status; echo ran'}]
-`
-	if err := os.WriteFile(file, []byte(def), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	got := runCLI(t, invocation{args: []string{"run", "--no-checkout", file}})
+`)
 	if got.code == exitOK {
 		// The engine gave it more than the default capabilities (0xa80425fb).
 		if !strings.Contains(got.stdout, "ran") || strings.Contains(got.stdout, "00000000a80425fb") {
@@ -215,4 +205,14 @@ jobs:
 		!strings.Contains(out, "did not start it privileged (container: {options: {privileged: true}})") || strings.Contains(got.stdout, "ran\n") {
 		t.Errorf("gantry run: exit %d\n%s", got.code, out)
 	}
+}
+
+// runPipeline runs `gantry run --no-checkout` of a pipeline file holding def.
+func runPipeline(t *testing.T, def string) outcome {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "pipeline.yml")
+	if err := os.WriteFile(file, []byte(def), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return runCLI(t, invocation{args: []string{"run", "--no-checkout", file}})
 }
