@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -33,6 +35,35 @@ type tokenConfig struct {
 	// Agents lists worker credentials too.
 	Agents bool
 	JSON   bool
+	// Client, when --server is given, manages the tokens over the coordinator's REST API
+	// with its --token instead of opening --db.
+	Client clientConfig
+}
+
+// defaultTokenDB is where gantry token looks without --db or --server.
+const defaultTokenDB = "sqlite://.gantry/gantry.db"
+
+// remote says whether the command goes to a coordinator (--server) rather than a store
+// (--db): the command line decides (both is a usage error), else GANTRY_SERVER when
+// GANTRY_DB does not name a store.
+func (c *tokenConfig) remote(cmd *cobra.Command) (bool, error) {
+	server, db := cmd.Flags().Changed("server"), cmd.Flags().Changed("db")
+	switch {
+	case server && db:
+		return false, usagef("--server and --db both say where the tokens are: give one")
+	case server || db:
+		return server, nil
+	}
+	return c.Client.Server != "" && c.DB == defaultTokenDB, nil
+}
+
+// tokenClientFlags adds --server, --token and --token-file to a token command.
+func (a *app) tokenClientFlags(cmd *cobra.Command, c *clientConfig) {
+	c.lookupEnv = a.lookupEnv
+	f := cmd.Flags()
+	f.StringVar(&c.Server, "server", "", "manage tokens over this coordinator's API instead of --db (an admin's token, or a maintainer's for its projects)")
+	f.StringVar(&c.Token, "token", "", "API token, with --server")
+	f.StringVar(&c.TokenFile, "token-file", "", "read the API token from this file (its first line), with --server")
 }
 
 func (a *app) tokenCommand() *cobra.Command {
@@ -40,11 +71,12 @@ func (a *app) tokenCommand() *cobra.Command {
 		Use:   "token",
 		Short: "Manage API tokens",
 		Long: "Token creates, lists and revokes tokens straight in the store the server uses\n" +
-			"(--db, the same value as the server's). The same is served to admin tokens at\n" +
-			"/api/v1/tokens.",
+			"(--db, the same value as the server's), or over a coordinator's API with\n" +
+			"--server and --token (/api/v1/tokens): an admin's token manages every token, a\n" +
+			"maintainer's the viewer, developer and maintainer tokens of its projects.",
 		Args: noArgs,
 	}
-	cfg := tokenConfig{DB: "sqlite://.gantry/gantry.db", Role: string(store.RoleWrite)}
+	cfg := tokenConfig{DB: defaultTokenDB, Role: string(store.RoleWrite)}
 	create := &cobra.Command{
 		Use:   "create",
 		Short: "Create an API token and print it",
@@ -74,6 +106,11 @@ func (a *app) tokenCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if remote, err := cfg.remote(cmd); err != nil {
+				return err
+			} else if remote {
+				return a.createTokenRemote(cmd.Context(), cfg, tk)
+			}
 			return a.tokenStore(cmd.Context(), cfg, func(ctx context.Context, st store.Store) error {
 				tk.ID = store.NewID()
 				ctx = store.WithAudit(ctx, localAudit("token.created", tk.ID.String(), "gantry token create", tokenDetails(tk)))
@@ -96,12 +133,18 @@ func (a *app) tokenCommand() *cobra.Command {
 	f.StringVar(&cfg.Projects, "projects", "", "register tokens: the only projects whose jobs its workers claim (comma-separated)")
 	f.DurationVar(&cfg.ExpiresIn, "expires", 0, "the token stops working after this long (720h); default never")
 	f.DurationVar(&cfg.ExpiresIn, "expires-in", 0, "the same as --expires")
+	a.tokenClientFlags(create, &cfg.Client)
 
 	list := &cobra.Command{
 		Use:   "list",
 		Short: "List tokens: never their secrets",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if remote, err := cfg.remote(cmd); err != nil {
+				return err
+			} else if remote {
+				return a.listTokensRemote(cmd.Context(), cfg)
+			}
 			return a.tokenStore(cmd.Context(), cfg, func(ctx context.Context, st store.Store) error {
 				tks, err := st.ListTokens(ctx, store.ListTokensParams{Agents: cfg.Agents})
 				if err != nil {
@@ -115,6 +158,7 @@ func (a *app) tokenCommand() *cobra.Command {
 	f.StringVar(&cfg.DB, "db", cfg.DB, "store: sqlite://PATH or postgres://...")
 	f.BoolVar(&cfg.Agents, "agents", false, "list the credentials workers got at registration too")
 	f.BoolVar(&cfg.JSON, "json", false, "print JSON for scripts")
+	a.tokenClientFlags(list, &cfg.Client)
 
 	revoke := &cobra.Command{
 		Use:   "revoke ID",
@@ -124,6 +168,19 @@ func (a *app) tokenCommand() *cobra.Command {
 			id, err := uuid.Parse(args[0])
 			if err != nil {
 				return usagef("token id %q is not a UUID (gantry token list shows the ids)", args[0])
+			}
+			if remote, err := cfg.remote(cmd); err != nil {
+				return err
+			} else if remote {
+				c, err := cfg.Client.client()
+				if err != nil {
+					return err
+				}
+				if _, err := c.callJSON(cmd.Context(), http.MethodDelete, "/api/v1/tokens/"+id.String(), nil); err != nil {
+					return fmt.Errorf("revoke token: %w", err)
+				}
+				_, err = fmt.Fprintf(a.stdout, "revoked %s\n", id)
+				return err
 			}
 			return a.tokenStore(cmd.Context(), cfg, func(ctx context.Context, st store.Store) error {
 				ctx = store.WithAudit(ctx, localAudit("token.revoked", id.String(), "gantry token revoke", nil))
@@ -138,6 +195,7 @@ func (a *app) tokenCommand() *cobra.Command {
 		},
 	}
 	revoke.Flags().StringVar(&cfg.DB, "db", cfg.DB, "store: sqlite://PATH or postgres://...")
+	a.tokenClientFlags(revoke, &cfg.Client)
 	cmd.AddCommand(create, list, revoke)
 	return cmd
 }
@@ -212,6 +270,65 @@ func (a *app) tokenStore(ctx context.Context, cfg tokenConfig, fn func(context.C
 	}
 	defer st.Close()
 	return fn(ctx, st)
+}
+
+// createTokenRemote asks the coordinator for the token tk describes and prints its secret.
+func (a *app) createTokenRemote(ctx context.Context, cfg tokenConfig, tk *store.Token) error {
+	c, err := cfg.Client.client()
+	if err != nil {
+		return err
+	}
+	req := map[string]any{"name": tk.Name, "user": tk.User, "role": string(tk.Role), "labels": tk.Labels, "projects": tk.Projects}
+	if cfg.ExpiresIn > 0 {
+		req["expires_in"] = cfg.ExpiresIn.String()
+	}
+	body, err := json.Marshal(req)
+	if err != nil {
+		return err
+	}
+	raw, err := c.callJSON(ctx, http.MethodPost, "/api/v1/tokens", body)
+	if err != nil {
+		return fmt.Errorf("create token: %w", err)
+	}
+	var ans struct {
+		Token string `json:"token"`
+	}
+	if err := json.Unmarshal(raw, &ans); err != nil || ans.Token == "" {
+		return fmt.Errorf("create token: the server's answer has no token: %s", raw)
+	}
+	_, err = fmt.Fprintln(a.stdout, ans.Token)
+	return err
+}
+
+// listTokensRemote lists the tokens the coordinator shows the caller, as the local list
+// prints them.
+func (a *app) listTokensRemote(ctx context.Context, cfg tokenConfig) error {
+	c, err := cfg.Client.client()
+	if err != nil {
+		return err
+	}
+	var ans struct {
+		Tokens []tokenListJSON `json:"tokens"`
+	}
+	if err := c.getJSON(ctx, "/api/v1/tokens?agents="+strconv.FormatBool(cfg.Agents), &ans); err != nil {
+		return fmt.Errorf("list tokens: %w", err)
+	}
+	stamp := func(s string) time.Time {
+		t, _ := time.Parse(time.RFC3339Nano, s)
+		return t
+	}
+	tks := make([]*store.Token, len(ans.Tokens))
+	for i, v := range ans.Tokens {
+		tk := &store.Token{Name: v.Name, Role: store.Role(v.Role), Labels: v.Labels, Projects: v.Projects, WorkerID: v.WorkerID,
+			CreatedAt: stamp(v.CreatedAt), ExpiresAt: stamp(v.ExpiresAt), RevokedAt: stamp(v.RevokedAt), LastUsedAt: stamp(v.LastUsedAt)}
+		tk.ID, _ = uuid.Parse(v.ID)
+		tk.ParentID, _ = uuid.Parse(v.ParentID)
+		if v.User != v.Name {
+			tk.User = v.User
+		}
+		tks[i] = tk
+	}
+	return a.writeTokens(tks, cfg.JSON)
 }
 
 // tokenListJSON is a listed token: never the secret or its hash.

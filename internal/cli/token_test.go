@@ -67,3 +67,81 @@ func TestTokenCommands(t *testing.T) {
 		}
 	}
 }
+
+// TestTokenCommandsOverServer: with --server, gantry token creates, lists and revokes
+// over the coordinator's API: an admin any token, a maintainer those of its projects
+// only; --server beside --db is a usage error.
+func TestTokenCommandsOverServer(t *testing.T) {
+	t.Parallel()
+	db := "sqlite://" + filepath.Join(t.TempDir(), "gantry.db")
+	local := func(args ...string) string {
+		t.Helper()
+		r := runCLI(t, invocation{args: append([]string{"token", "create", "--db", db}, args...)})
+		if r.code != exitOK {
+			t.Fatalf("token create %q: exit %d: %s", args, r.code, r.stderr)
+		}
+		return strings.TrimSpace(r.stdout)
+	}
+	admin := local("--role", "admin", "--name", "ops")
+	lead := local("--role", "maintainer", "--project", "web", "--name", "web-lead")
+	base, stop := startServer(t, "--db", db, "--auth", "on")
+	defer stop()
+	as := func(secret string, args ...string) outcome {
+		t.Helper()
+		return runCLI(t, invocation{args: append(args, "--server", base, "--token", secret)})
+	}
+	pipeline := writeFiles(t, map[string]string{"p.yml": "name: p\njobs:\n  a:\n    steps: [{run: \"true\"}]\n"})["p.yml"]
+	for _, p := range []string{"web", "api"} {
+		if r := as(admin, "submit", pipeline, "--project", p); r.code != exitOK {
+			t.Fatalf("submit to %s: exit %d: %s", p, r.code, r.stderr)
+		}
+	}
+
+	r := as(lead, "token", "create", "--role", "developer", "--project", "web", "--name", "web-ci", "--expires", "720h")
+	ci := strings.TrimSpace(r.stdout)
+	if r.code != exitOK || !strings.HasPrefix(ci, "gtk_") {
+		t.Fatalf("a maintainer's token create: exit %d, %q %s", r.code, r.stdout, r.stderr)
+	}
+	if r := as(ci, "runs", "--project", "web"); r.code != exitOK {
+		t.Errorf("the new token cannot read web's runs: exit %d: %s", r.code, r.stderr)
+	}
+	if r := as(lead, "token", "create", "--role", "developer", "--project", "api", "--name", "x"); r.code != exitFailure ||
+		!strings.Contains(r.stderr, "403") || !strings.Contains(r.stderr, "you do not maintain project api") {
+		t.Errorf("a token of api by web's maintainer: exit %d, stderr %q", r.code, r.stderr)
+	}
+
+	r = as(lead, "token", "list", "--json")
+	var list struct {
+		Tokens []struct {
+			ID, Name, Role string
+			Projects       []string
+		} `json:"tokens"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &list); r.code != exitOK || err != nil {
+		t.Fatalf("token list --json: exit %d, %v: %s%s", r.code, err, r.stdout, r.stderr)
+	}
+	var names []string
+	ciID := ""
+	for _, tk := range list.Tokens {
+		names = append(names, tk.Name)
+		if tk.Name == "web-ci" {
+			ciID = tk.ID
+		}
+	}
+	if strings.Join(names, ",") != "web-lead,web-ci" || strings.Contains(r.stdout, ci) {
+		t.Errorf("the maintainer lists %q (want web-lead and web-ci, no secret)", names)
+	}
+	if r := as(admin, "token", "list"); r.code != exitOK || !strings.Contains(r.stdout, "ops") || !strings.Contains(r.stdout, "projects=web") {
+		t.Errorf("the admin's table: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if r := as(lead, "token", "revoke", ciID); r.code != exitOK || r.stdout != "revoked "+ciID+"\n" {
+		t.Fatalf("token revoke: exit %d: %q %s", r.code, r.stdout, r.stderr)
+	}
+	if r := as(ci, "runs", "--project", "web"); r.code == exitOK {
+		t.Error("the revoked token still reads runs")
+	}
+	if r := runCLI(t, invocation{args: []string{"token", "list", "--server", base, "--db", db}}); r.code != exitUsage ||
+		!strings.Contains(r.stderr, "--server and --db both") {
+		t.Errorf("--server with --db: exit %d, stderr %q", r.code, r.stderr)
+	}
+}
