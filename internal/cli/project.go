@@ -29,6 +29,7 @@ type projectConfig struct {
 	RepoTokenUser        string
 	RepoSSHKeySecret     string
 	RepoKnownHostsSecret string
+	CommitStatuses       string
 	RotateSecret         bool
 }
 
@@ -45,6 +46,7 @@ type projectView struct {
 	RepoTokenUser        string `json:"repo_token_user"`
 	RepoSSHKeySecret     string `json:"repo_ssh_key_secret"`
 	RepoKnownHostsSecret string `json:"repo_known_hosts_secret"`
+	CommitStatuses       string `json:"commit_statuses"`
 	MaxConcurrentJobs    int    `json:"max_concurrent_jobs"`
 	FairWeight           int    `json:"fair_weight"`
 	WebhookSecretSet     bool   `json:"webhook_secret_set"`
@@ -180,6 +182,7 @@ func (c *projectConfig) settingFlags(cmd *cobra.Command) {
 	f.StringVar(&c.RepoTokenUser, "repo-token-user", "", "the user name sent with that token (default: x-access-token on GitHub, oauth2 on GitLab, the token on Gitea)")
 	f.StringVar(&c.RepoSSHKeySecret, "repo-ssh-key-secret", "", "the project secret holding a deploy key (private ssh key) for a private ssh repository")
 	f.StringVar(&c.RepoKnownHostsSecret, "repo-known-hosts-secret", "", "the project secret holding the known_hosts lines the ssh host must match (default: trust on first use)")
+	f.StringVar(&c.CommitStatuses, "commit-statuses", "", "what runs report to the forge: jobs (a status per job beside the run's; the default) or run (the run's only)")
 }
 
 // request builds the JSON body from the flags the user gave (name only for create).
@@ -194,6 +197,7 @@ func (c *projectConfig) request(cmd *cobra.Command, name string) ([]byte, error)
 		"api-url": &c.APIURL, "api-token-file": &c.APITokenFile,
 		"repo-token-secret": &c.RepoTokenSecret, "repo-token-user": &c.RepoTokenUser,
 		"repo-ssh-key-secret": &c.RepoSSHKeySecret, "repo-known-hosts-secret": &c.RepoKnownHostsSecret,
+		"commit-statuses": &c.CommitStatuses,
 	} {
 		if f.Changed(flag) {
 			req[map[string]string{
@@ -201,6 +205,7 @@ func (c *projectConfig) request(cmd *cobra.Command, name string) ([]byte, error)
 				"api-url": "api_base_url", "api-token-file": "api_token_file",
 				"repo-token-secret": "repo_token_secret", "repo-token-user": "repo_token_user",
 				"repo-ssh-key-secret": "repo_ssh_key_secret", "repo-known-hosts-secret": "repo_known_hosts_secret",
+				"commit-statuses": "commit_statuses",
 			}[flag]] = *field
 		}
 	}
@@ -286,6 +291,9 @@ func (a *app) projectCall(ctx context.Context, cfg clientConfig, method, path st
 		row("webhook secret:", p.WebhookSecret+"  (shown once: give it to the forge now)")
 	} else if !p.WebhookSecretSet {
 		row("webhook secret:", "none: webhooks are refused")
+	}
+	if p.CommitStatuses == "run" {
+		row("commit statuses:", "the run's only")
 	}
 	// The quota is shown when it is not the default (no limit, weight 1).
 	if p.MaxConcurrentJobs > 0 {

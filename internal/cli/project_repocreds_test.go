@@ -43,3 +43,27 @@ func hasRow(out, key, value string) bool {
 	}
 	return false
 }
+
+// TestProjectCommitStatusesFlag: --commit-statuses run makes a project report its runs'
+// statuses only, get shows it, jobs sets the default back, and another word is refused
+// naming the setting.
+func TestProjectCommitStatusesFlag(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	base, stop := startServer(t, "--db", "sqlite://"+filepath.Join(dir, "gantry.db"), "--mirrors", filepath.Join(dir, "mirrors"))
+	defer stop()
+	srv := []string{"--server", base}
+	create := runCLI(t, invocation{args: append([]string{"project", "create", "web", "--repo", "https://git.example.com/o/web.git",
+		"--provider", "github", "--default-branch", "main", "--commit-statuses", "run"}, srv...)})
+	if create.code != exitOK || !hasRow(create.stdout, "commit statuses:", "the run's only") {
+		t.Fatalf("project create: exit %d\n%s%s", create.code, create.stdout, create.stderr)
+	}
+	upd := runCLI(t, invocation{args: append([]string{"project", "update", "web", "--commit-statuses", "jobs"}, srv...)})
+	if upd.code != exitOK || strings.Contains(upd.stdout, "commit statuses:") {
+		t.Errorf("project update: exit %d\n%s%s", upd.code, upd.stdout, upd.stderr)
+	}
+	bad := runCLI(t, invocation{args: append([]string{"project", "update", "web", "--commit-statuses", "some"}, srv...)})
+	if bad.code != exitFailure || !strings.Contains(bad.stderr, "commit_statuses") {
+		t.Errorf("--commit-statuses some: exit %d\n%s%s", bad.code, bad.stdout, bad.stderr)
+	}
+}
