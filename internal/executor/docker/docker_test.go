@@ -253,8 +253,10 @@ func TestServiceUnhealthy(t *testing.T) {
 		{"healthcheck fails", executor.Service{Name: "db", Image: b.image, Command: []string{"sleep", "60"},
 			Healthcheck: &executor.Healthcheck{Command: []string{"sh", "-c", "echo not yet; exit 3"}, Interval: 50 * time.Millisecond, Retries: 3}},
 			`service db is not healthy: healthcheck "sh -c echo not yet; exit 3" failed 3 times, last exit 3: not yet`},
+		// A healthcheck that never passes: one that could would race the service's exit
+		// (and win it on a busy machine).
 		{"service exits", executor.Service{Name: "db", Image: b.image, Command: []string{"sh", "-c", "echo bad config; exit 2"},
-			Healthcheck: &executor.Healthcheck{Command: []string{"true"}, Interval: 50 * time.Millisecond, Retries: 100}},
+			Healthcheck: &executor.Healthcheck{Command: []string{"false"}, Interval: 50 * time.Millisecond, Retries: 100}},
 			"exited with code 2 before it was healthy; its last output: bad config"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
