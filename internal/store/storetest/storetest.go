@@ -20,6 +20,11 @@ import (
 type Harness struct {
 	// NewDSN returns a data source for a fresh, empty database that lives as long as the test.
 	NewDSN func(t *testing.T) string
+	// NewMigratedDSN, when set, returns a data source for a fresh database that Open has
+	// already migrated (a copy of a template, say). Most tests start from it, since
+	// migrating costs more than many a test; those that open or migrate a database, or
+	// that need it empty, use NewDSN.
+	NewMigratedDSN func(t *testing.T) string
 	// Open opens (migrating if needed) a store on dsn using clk for every timestamp and lease decision.
 	Open func(ctx context.Context, dsn string, clk clock.Clock) (store.Store, error)
 	// Replicas says that stores opened on one database share published notices, as
@@ -127,7 +132,11 @@ func setup(t *testing.T, h Harness) (store.Store, *bundle) {
 	t.Helper()
 	ctx := t.Context()
 	clk := clock.NewFake(epoch)
-	s, err := h.Open(ctx, h.NewDSN(t), clk)
+	newDSN := h.NewDSN
+	if h.NewMigratedDSN != nil {
+		newDSN = h.NewMigratedDSN
+	}
+	s, err := h.Open(ctx, newDSN(t), clk)
 	if err != nil {
 		t.Fatalf("open store: %v", err)
 	}
