@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -20,6 +19,7 @@ import (
 	"github.com/gantry-ci/gantry/internal/pipeline"
 	"github.com/gantry-ci/gantry/internal/store"
 	"github.com/gantry-ci/gantry/internal/store/sqlite"
+	"github.com/gantry-ci/gantry/internal/store/sqlite/sqlitetest"
 	"github.com/google/uuid"
 )
 
@@ -32,7 +32,7 @@ type bundle struct {
 // setup starts a real coordinator API on a real store.
 func setup(t *testing.T) *bundle {
 	t.Helper()
-	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "gantry.db"), sqlite.Options{})
+	st, err := sqlite.Open(t.Context(), sqlitetest.Path(t), sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -296,7 +296,7 @@ func TestStepReportsWithCompletion(t *testing.T) {
 	}{{"coordinator takes them", true}, {"older coordinator", false}} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "gantry.db"), sqlite.Options{})
+			st, err := sqlite.Open(t.Context(), sqlitetest.Path(t), sqlite.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -22,6 +22,7 @@ import (
 	"github.com/gantry-ci/gantry/internal/blob/blobtest"
 	"github.com/gantry-ci/gantry/internal/store"
 	"github.com/gantry-ci/gantry/internal/store/sqlite"
+	"github.com/gantry-ci/gantry/internal/store/sqlite/sqlitetest"
 	"github.com/google/uuid"
 )
 
@@ -333,7 +334,7 @@ func TestArtifactsOnS3(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "gantry.db"), sqlite.Options{})
+	st, err := sqlite.Open(t.Context(), sqlitetest.Path(t), sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/gantry-ci/gantry/internal/logs"
 	"github.com/gantry-ci/gantry/internal/store"
 	"github.com/gantry-ci/gantry/internal/store/sqlite"
+	"github.com/gantry-ci/gantry/internal/store/sqlite/sqlitetest"
 )
 
 func writeFiles(t *testing.T, dir string, files map[string]string) {
@@ -272,7 +273,7 @@ func TestCachesEndToEnd(t *testing.T) {
 // runs at once, neither failing nor waiting on a cache.
 func TestCachesOff(t *testing.T) {
 	t.Parallel()
-	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "gantry.db"), sqlite.Options{})
+	st, err := sqlite.Open(t.Context(), sqlitetest.Path(t), sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,6 +29,7 @@ import (
 	"github.com/gantry-ci/gantry/internal/scheduler"
 	"github.com/gantry-ci/gantry/internal/store"
 	"github.com/gantry-ci/gantry/internal/store/sqlite"
+	"github.com/gantry-ci/gantry/internal/store/sqlite/sqlitetest"
 	"github.com/google/uuid"
 )
 
@@ -71,7 +72,7 @@ func newCoordinator(tb testing.TB, opts coordOpts) *coordinator {
 	if err := ln.Close(); err != nil {
 		tb.Fatal(err)
 	}
-	c := &coordinator{tb: tb, path: filepath.Join(tb.TempDir(), "gantry.db"), addr: addr, url: "http://" + addr, opts: opts}
+	c := &coordinator{tb: tb, path: sqlitetest.Path(tb), addr: addr, url: "http://" + addr, opts: opts}
 	tb.Cleanup(func() {
 		if c.close != nil {
 			c.down()

@@ -2,7 +2,6 @@ package agent
 
 import (
 	"net/http/httptest"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -11,6 +10,7 @@ import (
 	"github.com/gantry-ci/gantry/internal/metrics/metricstest"
 	"github.com/gantry-ci/gantry/internal/store"
 	"github.com/gantry-ci/gantry/internal/store/sqlite"
+	"github.com/gantry-ci/gantry/internal/store/sqlite/sqlitetest"
 )
 
 // TestWorkerMetrics runs a real worker with metrics against a real coordinator and
@@ -18,7 +18,7 @@ import (
 // are the lines the coordinator says it stored.
 func TestWorkerMetrics(t *testing.T) {
 	t.Parallel()
-	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "gantry.db"), sqlite.Options{})
+	st, err := sqlite.Open(t.Context(), sqlitetest.Path(t), sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

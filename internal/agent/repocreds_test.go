@@ -25,6 +25,7 @@ import (
 	"github.com/gantry-ci/gantry/internal/source/sourcetest"
 	"github.com/gantry-ci/gantry/internal/store"
 	"github.com/gantry-ci/gantry/internal/store/sqlite"
+	"github.com/gantry-ci/gantry/internal/store/sqlite/sqlitetest"
 	"github.com/google/uuid"
 )
 
@@ -93,7 +94,9 @@ const repoToken = "ghs_private+repo/token=42"
 func setupPrivateRepo(t *testing.T) *repoBundle {
 	t.Helper()
 	dir := t.TempDir()
-	st, err := sqlite.Open(t.Context(), filepath.Join(dir, "gantry.db"), sqlite.Options{})
+	db := filepath.Join(dir, "gantry.db")
+	sqlitetest.Create(t, db)
+	st, err := sqlite.Open(t.Context(), db, sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

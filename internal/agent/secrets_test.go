@@ -23,6 +23,7 @@ import (
 	"github.com/gantry-ci/gantry/internal/secret"
 	"github.com/gantry-ci/gantry/internal/store"
 	"github.com/gantry-ci/gantry/internal/store/sqlite"
+	"github.com/gantry-ci/gantry/internal/store/sqlite/sqlitetest"
 	"github.com/google/uuid"
 )
 
@@ -35,7 +36,9 @@ type secretBundle struct {
 func setupSecrets(t *testing.T) *secretBundle {
 	t.Helper()
 	dir := t.TempDir()
-	st, err := sqlite.Open(t.Context(), filepath.Join(dir, "gantry.db"), sqlite.Options{})
+	db := filepath.Join(dir, "gantry.db")
+	sqlitetest.Create(t, db)
+	st, err := sqlite.Open(t.Context(), db, sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +16,7 @@ import (
 	"github.com/gantry-ci/gantry/internal/clock"
 	"github.com/gantry-ci/gantry/internal/store"
 	"github.com/gantry-ci/gantry/internal/store/sqlite"
+	"github.com/gantry-ci/gantry/internal/store/sqlite/sqlitetest"
 )
 
 const simplePipeline = `name: simple
@@ -43,7 +43,7 @@ type bundle struct {
 
 func openStore(t testing.TB, clk clock.Clock) store.Store {
 	t.Helper()
-	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "gantry.db"), sqlite.Options{Clock: clk})
+	st, err := sqlite.Open(context.Background(), sqlitetest.Path(t), sqlite.Options{Clock: clk})
 	if err != nil {
 		t.Fatalf("open store: %v", err)
 	}

@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"net/http/httptest"
-	"path/filepath"
 	"testing"
 
 	"github.com/gantry-ci/gantry/internal/store"
 	"github.com/gantry-ci/gantry/internal/store/sqlite"
+	"github.com/gantry-ci/gantry/internal/store/sqlite/sqlitetest"
 )
 
 // TestAuditHelper: Server.audit, which handlers call for actions the store does not
@@ -16,7 +16,7 @@ import (
 // says anonymous without a token, and returns the store's refusal.
 func TestAuditHelper(t *testing.T) {
 	t.Parallel()
-	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "gantry.db"), sqlite.Options{})
+	st, err := sqlite.Open(context.Background(), sqlitetest.Path(t), sqlite.Options{})
 	if err != nil {
 		t.Fatalf("open store: %v", err)
 	}

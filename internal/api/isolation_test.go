@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -18,6 +17,7 @@ import (
 	"github.com/gantry-ci/gantry/internal/store"
 	"github.com/gantry-ci/gantry/internal/store/postgres"
 	"github.com/gantry-ci/gantry/internal/store/sqlite"
+	"github.com/gantry-ci/gantry/internal/store/sqlite/sqlitetest"
 	"github.com/gantry-ci/gantry/internal/testdb"
 )
 
@@ -27,7 +27,7 @@ var storeOpeners = []struct {
 	open func(t *testing.T, clk clock.Clock) store.Store
 }{
 	{"sqlite", func(t *testing.T, clk clock.Clock) store.Store {
-		st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "gantry.db"), sqlite.Options{Clock: clk})
+		st, err := sqlite.Open(context.Background(), sqlitetest.Path(t), sqlite.Options{Clock: clk})
 		if err != nil {
 			t.Fatalf("open sqlite: %v", err)
 		}

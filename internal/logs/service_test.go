@@ -10,7 +10,7 @@ import (
 	"github.com/gantry-ci/gantry/internal/logs"
 	"github.com/gantry-ci/gantry/internal/store"
 	"github.com/gantry-ci/gantry/internal/store/sqlite"
-	"github.com/gantry-ci/gantry/internal/testdb"
+	"github.com/gantry-ci/gantry/internal/store/sqlite/sqlitetest"
 	"github.com/google/uuid"
 )
 
@@ -224,7 +224,7 @@ func TestServiceReadFollowsWriter(t *testing.T) {
 // storage, not to this replica's window of the lines it saw.
 func TestServiceEndReadsStorage(t *testing.T) {
 	t.Parallel()
-	st, err := sqlite.Open(context.Background(), testdb.SQLitePath(t), sqlite.Options{})
+	st, err := sqlite.Open(context.Background(), sqlitetest.Path(t), sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

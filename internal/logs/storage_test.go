@@ -18,6 +18,7 @@ import (
 	"github.com/gantry-ci/gantry/internal/store"
 	"github.com/gantry-ci/gantry/internal/store/postgres"
 	"github.com/gantry-ci/gantry/internal/store/sqlite"
+	"github.com/gantry-ci/gantry/internal/store/sqlite/sqlitetest"
 	"github.com/gantry-ci/gantry/internal/testdb"
 	"github.com/google/uuid"
 )
@@ -42,7 +43,7 @@ var storageBackends = []struct {
 		}
 	}},
 	{"chunks-sqlite", func(t *testing.T) func() logs.Storage {
-		st, err := sqlite.Open(context.Background(), testdb.SQLitePath(t), sqlite.Options{})
+		st, err := sqlite.Open(context.Background(), sqlitetest.Path(t), sqlite.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -82,7 +83,7 @@ func testBlobs(t *testing.T) blob.Store {
 // changes nothing.
 func TestFinishedLogsMoveToBlobs(t *testing.T) {
 	t.Parallel()
-	st, err := sqlite.Open(context.Background(), testdb.SQLitePath(t), sqlite.Options{})
+	st, err := sqlite.Open(context.Background(), sqlitetest.Path(t), sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/gantry-ci/gantry/internal/pipeline"
 	"github.com/gantry-ci/gantry/internal/store"
 	"github.com/gantry-ci/gantry/internal/store/sqlite"
+	"github.com/gantry-ci/gantry/internal/store/sqlite/sqlitetest"
 )
 
 const sha = "0123456789abcdef0123456789abcdef01234567"
@@ -80,7 +81,7 @@ type bundle struct {
 func setup(t *testing.T, maxAttempts int) *bundle {
 	t.Helper()
 	clk := clock.NewFake(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
-	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "gantry.db"), sqlite.Options{Clock: clk})
+	st, err := sqlite.Open(t.Context(), sqlitetest.Path(t), sqlite.Options{Clock: clk})
 	if err != nil {
 		t.Fatalf("open store: %v", err)
 	}

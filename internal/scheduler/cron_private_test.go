@@ -19,6 +19,7 @@ import (
 	"github.com/gantry-ci/gantry/internal/source/sourcetest"
 	"github.com/gantry-ci/gantry/internal/store"
 	"github.com/gantry-ci/gantry/internal/store/sqlite"
+	"github.com/gantry-ci/gantry/internal/store/sqlite/sqlitetest"
 )
 
 // TestCronPrivateRepository: the schedules of a private repository are read from a mirror
@@ -28,7 +29,7 @@ func TestCronPrivateRepository(t *testing.T) {
 	t.Parallel()
 	const token = "cron-repo-token-99"
 	clk := clock.NewFake(time.Date(2026, 3, 2, 12, 3, 0, 0, time.UTC))
-	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "gantry.db"), sqlite.Options{Clock: clk})
+	st, err := sqlite.Open(t.Context(), sqlitetest.Path(t), sqlite.Options{Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}

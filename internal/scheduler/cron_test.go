@@ -3,7 +3,6 @@ package scheduler
 import (
 	"context"
 	"log/slog"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +13,7 @@ import (
 	"github.com/gantry-ci/gantry/internal/store"
 	"github.com/gantry-ci/gantry/internal/store/postgres"
 	"github.com/gantry-ci/gantry/internal/store/sqlite"
+	"github.com/gantry-ci/gantry/internal/store/sqlite/sqlitetest"
 	"github.com/gantry-ci/gantry/internal/testdb"
 	"github.com/google/uuid"
 )
@@ -59,7 +59,7 @@ func TestCronLoopFiresOncePerTick(t *testing.T) {
 	t.Parallel()
 	start := time.Date(2026, 3, 2, 12, 3, 0, 0, time.UTC)
 	clk := clock.NewFake(start)
-	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "gantry.db"), sqlite.Options{Clock: clk})
+	st, err := sqlite.Open(t.Context(), sqlitetest.Path(t), sqlite.Options{Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}

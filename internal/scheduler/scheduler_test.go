@@ -3,7 +3,6 @@ package scheduler
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +11,7 @@ import (
 	"github.com/gantry-ci/gantry/internal/pipeline"
 	"github.com/gantry-ci/gantry/internal/store"
 	"github.com/gantry-ci/gantry/internal/store/sqlite"
+	"github.com/gantry-ci/gantry/internal/store/sqlite/sqlitetest"
 )
 
 var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -25,7 +25,7 @@ type bundle struct {
 func setup(t *testing.T) (*Loops, *bundle) {
 	t.Helper()
 	clk := clock.NewFake(epoch)
-	s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "gantry.db"), sqlite.Options{Clock: clk})
+	s, err := sqlite.Open(t.Context(), sqlitetest.Path(t), sqlite.Options{Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
