@@ -562,10 +562,10 @@ func (c *chaos) diagnose() {
 		return
 	}
 	for _, p := range c.coord.all {
-		t.Logf("--- %s (pid %d), last lines:\n%s", p.name, p.cmd.Process.Pid, p.out.tail(30))
+		t.Logf("--- %s (pid %d), last lines:\n%s", p.name, p.cmd.Process.Pid, p.out.Tail(30))
 	}
 	for _, inc := range c.workers.incarnations() {
-		t.Logf("--- %s (pid %d, %s, worker %s, killed %v), last lines:\n%s", inc.name, inc.cmd.Process.Pid, inc.tag, inc.workerID, !inc.killedAt.IsZero(), inc.out.tail(30))
+		t.Logf("--- %s (pid %d, %s, worker %s, killed %v), last lines:\n%s", inc.name, inc.cmd.Process.Pid, inc.tag, inc.workerID, !inc.killedAt.IsZero(), inc.out.Tail(30))
 	}
 	if c.obs != nil {
 		if nt := c.obs.notTerminal(); len(nt) > 0 {

@@ -24,6 +24,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gantry-ci/gantry/internal/cli"
+	"github.com/gantry-ci/gantry/internal/executor/executortest"
 )
 
 // The partition's network: one /30 of the test's own, made inside namespaces the test
@@ -65,7 +66,7 @@ func TestPartition(t *testing.T) {
 		"--auth", "on", "--lease-ttl", partitionTTL.String(), "--heartbeat-every", (partitionTTL / 4).String(),
 		"--reap-every", "100ms", "--reap-grace", partitionGrace.String(), "--log-format", "json"}, nil)
 	if _, err := coord.waitFor(listening, 30*time.Second); err != nil {
-		t.Fatalf("%v\n%s", err, coord.out.tail(40))
+		t.Fatalf("%v\n%s", err, coord.out.Tail(40))
 	}
 	api := &partitionAPI{t: t, token: admin, client: &http.Client{Timeout: 10 * time.Second,
 		Transport: &http.Transport{DialContext: pn.dialCoord, DisableKeepAlives: true}}}
@@ -81,7 +82,7 @@ func TestPartition(t *testing.T) {
 	}
 	w1 := startInNS(t, pn.workerNS, "w1", workerArgs("w1"), nil)
 	if _, err := w1.waitFor(registered, 30*time.Second); err != nil {
-		t.Fatalf("%v\n%s", err, w1.out.tail(40))
+		t.Fatalf("%v\n%s", err, w1.out.Tail(40))
 	}
 
 	ledger, pids := filepath.Join(dir, "ledger"), filepath.Join(dir, "pids")
@@ -121,11 +122,11 @@ jobs:
 	// The second worker is on the coordinator's side of the cut.
 	w2 := startInNS(t, pn.coordNS, "w2", workerArgs("w2"), nil)
 	if _, err := w2.waitFor(registered, 30*time.Second); err != nil {
-		t.Fatalf("%v\n%s", err, w2.out.tail(40))
+		t.Fatalf("%v\n%s", err, w2.out.Tail(40))
 	}
 	status, attempt := api.waitRun(run, 90*time.Second)
 	if status != "success" {
-		t.Fatalf("run %s, want success\ncoordinator:\n%s\nw1:\n%s\nw2:\n%s", status, coord.out.tail(30), w1.out.tail(30), w2.out.tail(30))
+		t.Fatalf("run %s, want success\ncoordinator:\n%s\nw1:\n%s\nw2:\n%s", status, coord.out.Tail(30), w1.out.Tail(30), w2.out.Tail(30))
 	}
 	// The cut-off worker had a claim open when the link went down (it has a free slot);
 	// the coordinator ends a claim within half a TTL, before the job is back in the
@@ -170,7 +171,7 @@ jobs:
 		}
 	}
 	if !loggedFence(w1.out.String(), job) {
-		t.Errorf("the cut-off worker did not log that it fenced the job:\n%s", w1.out.tail(30))
+		t.Errorf("the cut-off worker did not log that it fenced the job:\n%s", w1.out.Tail(30))
 	}
 }
 
@@ -271,7 +272,7 @@ func startInNS(t *testing.T, ns, name string, args, env []string) *proc {
 	cmd := exec.Command("ip", "netns", "exec", ns, os.Args[0], "-test.run=^$")
 	cmd.Env = append(append(os.Environ(), childEnv+"=1", childArgsEnv+"="+strings.Join(args, "\n")), env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	p := &proc{name: name, cmd: cmd, out: &syncBuffer{}, exited: make(chan struct{})}
+	p := &proc{name: name, cmd: cmd, out: &executortest.SyncBuffer{}, exited: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.out, p.out
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", name, err)

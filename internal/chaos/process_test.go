@@ -13,12 +13,12 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/gantry-ci/gantry/internal/cli"
+	"github.com/gantry-ci/gantry/internal/executor/executortest"
 	"github.com/gantry-ci/gantry/internal/testdb"
 )
 
@@ -46,38 +46,11 @@ var (
 	registered = regexp.MustCompile(`"msg":"worker registered","worker":"([^"]+)"`)
 )
 
-// syncBuffer is a bytes.Buffer a child process and the test can share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// tail returns the last n lines of the buffer.
-func (s *syncBuffer) tail(n int) string {
-	lines := strings.Split(strings.TrimRight(s.String(), "\n"), "\n")
-	if len(lines) > n {
-		lines = append([]string{fmt.Sprintf("... (%d lines before)", len(lines)-n)}, lines[len(lines)-n:]...)
-	}
-	return strings.Join(lines, "\n")
-}
-
 // proc is one incarnation of a `gantry` child process, leader of its own process group.
 type proc struct {
 	name     string // coordinator#1, w2#3
 	cmd      *exec.Cmd
-	out      *syncBuffer
+	out      *executortest.SyncBuffer
 	exited   chan struct{} // closed once the process has exited and been waited for
 	started  time.Time
 	killedAt time.Time // zero unless the suite killed it
@@ -91,7 +64,7 @@ func startProc(t testing.TB, name string, args, env []string) *proc {
 	// Later entries win over earlier duplicates, so env overrides the test's own.
 	cmd.Env = append(append(os.Environ(), childEnv+"=1", childArgsEnv+"="+strings.Join(args, "\n")), env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	p := &proc{name: name, cmd: cmd, out: &syncBuffer{}, exited: make(chan struct{})}
+	p := &proc{name: name, cmd: cmd, out: &executortest.SyncBuffer{}, exited: make(chan struct{})}
 	cmd.Stdout = p.out
 	cmd.Stderr = p.out
 	if err := cmd.Start(); err != nil {
@@ -194,7 +167,7 @@ func (c *coordinator) start() {
 			return
 		}
 		if !strings.Contains(p.out.String(), "address already in use") || time.Now().After(deadline) {
-			c.t.Fatalf("start %s: %v\n%s", p.name, err, p.out.tail(40))
+			c.t.Fatalf("start %s: %v\n%s", p.name, err, p.out.Tail(40))
 		}
 		<-time.After(100 * time.Millisecond)
 	}
@@ -261,7 +234,7 @@ func (f *fleet) registered(inc *incarnation) {
 	f.t.Helper()
 	id, err := inc.waitFor(registered, 60*time.Second)
 	if err != nil {
-		f.t.Fatalf("%v\n%s", err, inc.out.tail(40))
+		f.t.Fatalf("%v\n%s", err, inc.out.Tail(40))
 	}
 	inc.workerID = id
 	f.byID[id] = inc

@@ -12,25 +12,12 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/gantry-ci/gantry/internal/executor/executortest"
 )
 
 // syncBuffer is a bytes.Buffer the server's logger and the test can share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = executortest.SyncBuffer
 
 // listening finds the address in the server's "listening" record, in either log format.
 var listening = regexp.MustCompile(`(?:msg="gantry server listening" addr=|"msg":"gantry server listening","addr":")([^\s"]+)`)

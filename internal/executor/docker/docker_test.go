@@ -1,7 +1,6 @@
 package docker_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -52,24 +51,6 @@ func TestConformance(t *testing.T) {
 	})
 }
 
-// syncBuffer is a writer safe for concurrent use.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 func job(b *bundle, t *testing.T) executor.Job {
 	return executor.Job{ID: "job-" + executortest.Token(t)[4:], Attempt: 1, WorkerID: b.workerID, Workspace: t.TempDir(), Image: b.image, Grace: 2 * time.Second}
 }
@@ -91,7 +72,7 @@ func begin(t *testing.T, d *docker.Docker, j executor.Job) executor.Session {
 
 func run(t *testing.T, s executor.Session, st executor.Step) (executor.Result, string) {
 	t.Helper()
-	var out syncBuffer
+	var out executortest.SyncBuffer
 	st.Stdout, st.Stderr = &out, &out
 	res, err := s.Run(t.Context(), st)
 	if err != nil {
@@ -142,7 +123,7 @@ func TestStreaming(t *testing.T) {
 	d, b := setup(t)
 	j := job(b, t)
 	s := begin(t, d, j)
-	var stdout, stderr syncBuffer
+	var stdout, stderr executortest.SyncBuffer
 	done := make(chan executor.Result, 1)
 	go func() {
 		res, err := s.Run(t.Context(), executor.Step{Script: "echo first; echo oops >&2; while [ ! -e /workspace/go-on ]; do sleep 0.02; done; echo second",

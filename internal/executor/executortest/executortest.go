@@ -43,22 +43,33 @@ func Run(t *testing.T, newExecutor func(t *testing.T) executor.Executor) {
 	}
 }
 
-// buffer is a writer safe for concurrent use.
-type buffer struct {
+// SyncBuffer is a bytes.Buffer safe for concurrent use: a process or a step writes to it
+// while the test reads it.
+type SyncBuffer struct {
 	mu  sync.Mutex
 	buf bytes.Buffer
 }
 
-func (b *buffer) Write(p []byte) (int, error) {
+func (b *SyncBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.Write(p)
 }
 
-func (b *buffer) String() string {
+// String returns what was written so far.
+func (b *SyncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// Tail returns the last n lines written, after a line saying how many came before.
+func (b *SyncBuffer) Tail(n int) string {
+	lines := strings.Split(strings.TrimRight(b.String(), "\n"), "\n")
+	if len(lines) > n {
+		lines = append([]string{fmt.Sprintf("... (%d lines before)", len(lines)-n)}, lines[len(lines)-n:]...)
+	}
+	return strings.Join(lines, "\n")
 }
 
 func pathEnv(extra ...string) []string {
@@ -82,7 +93,7 @@ func start(ctx context.Context, t *testing.T, ex executor.Executor, s executor.S
 	if s.Env == nil {
 		s.Env = pathEnv()
 	}
-	out := &buffer{}
+	out := &SyncBuffer{}
 	s.Stdout, s.Stderr = out, out
 	ch := make(chan outcome, 1)
 	began := time.Now()
