@@ -77,12 +77,24 @@ func TestSecretCommands(t *testing.T) {
 	if del.code != exitOK {
 		t.Fatalf("secret delete: %+v", del)
 	}
+	// A connected project's webhook secret is sealed under the same key.
+	const hookSecret = "cli-webhook-secret-8080"
+	hookFile := filepath.Join(dir, "hook.secret")
+	if err := os.WriteFile(hookFile, []byte(hookSecret+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	proj := runCLI(t, invocation{args: append([]string{"project", "create", "hooked", "--repo", "https://git.example.com/o/hooked.git",
+		"--provider", "github", "--default-branch", "main", "--webhook-secret-file", hookFile}, srv...)})
+	if proj.code != exitOK {
+		t.Fatalf("project create: %+v", proj)
+	}
 	if code := stop(); code != exitOK {
 		t.Fatalf("server exit %d", code)
 	}
 
 	rot := runCLI(t, invocation{args: []string{"secret", "rotate-key", "--db", db, "--secrets-key-file", oldKeyFile, "--new-key-file", newKeyFile}})
-	if rot.code != exitOK || !strings.Contains(rot.stdout, "rewrapped 1 secrets under key "+secret.KeyID(newKey)) {
+	if rot.code != exitOK || !strings.Contains(rot.stdout, "rewrapped 1 secrets under key "+secret.KeyID(newKey)) ||
+		!strings.Contains(rot.stdout, "rewrapped 1 webhook secrets under key "+secret.KeyID(newKey)) {
 		t.Fatalf("rotate-key: %+v", rot)
 	}
 	again := runCLI(t, invocation{args: []string{"secret", "rotate-key", "--db", db, "--secrets-key-file", oldKeyFile, "--new-key-file", newKeyFile}})
@@ -103,9 +115,16 @@ func TestSecretCommands(t *testing.T) {
 	if err != nil || string(got) != value {
 		t.Fatalf("after rotation the new key opens %q, %v", got, err)
 	}
+	hooked, err := st.GetProjectByName(t.Context(), "hooked")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := secret.ProjectWebhookSecret(kr, hooked); err != nil || string(got) != hookSecret || hooked.WebhookSecret != "" {
+		t.Fatalf("after rotation the new key opens the webhook secret as %q, %v (plain column %q)", got, err, hooked.WebhookSecret)
+	}
 	raw, err := os.ReadFile(dbPath)
-	if err != nil || strings.Contains(string(raw), value) {
-		t.Fatalf("the database holds the value (%v)", err)
+	if err != nil || strings.Contains(string(raw), value) || strings.Contains(string(raw), hookSecret) {
+		t.Fatalf("the database holds a value (%v)", err)
 	}
 }
 
