@@ -192,7 +192,7 @@ func followRunWith(ctx context.Context, c *apiClient, id string, out io.Writer, 
 	}()
 
 	type attemptDone struct {
-		job     string
+		job     int // its index in run.Jobs
 		attempt int
 		err     error
 	}
@@ -201,7 +201,9 @@ func followRunWith(ctx context.Context, c *apiClient, id string, out io.Writer, 
 		next      int // the next attempt to follow
 		streaming bool
 	}
-	states := make(map[string]*jobState, len(run.Jobs))
+	// By index in run.Jobs, which is plan order on every read: the loop below looks at
+	// every job on every poll, and a map lookup each was most of what following cost.
+	var states []jobState
 	streaming := 0
 	var notes waitNotes
 	lastOK := time.Now()
@@ -213,19 +215,18 @@ func followRunWith(ctx context.Context, c *apiClient, id string, out io.Writer, 
 	defer poll.Stop()
 	for {
 		caughtUp := true
-		for _, j := range run.Jobs {
-			st := states[j.ID]
-			if st == nil {
-				st = &jobState{next: 1}
-				states[j.ID] = st
-			}
+		for len(states) < len(run.Jobs) {
+			states = append(states, jobState{next: 1})
+		}
+		for i, j := range run.Jobs {
+			st := &states[i]
 			if st.streaming || st.next > j.Attempt {
 				continue
 			}
 			caughtUp = false
 			st.streaming = true
 			streaming++
-			attempt, job := st.next, j
+			attempt, job, at := st.next, j, i
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -234,7 +235,7 @@ func followRunWith(ctx context.Context, c *apiClient, id string, out io.Writer, 
 				}
 				_, err := c.streamLog(ctx, job.ID, attempt, 0, func(l logLine) { f.line(job.ID, l) })
 				select {
-				case done <- attemptDone{job: job.ID, attempt: attempt, err: err}:
+				case done <- attemptDone{job: at, attempt: attempt, err: err}:
 				case <-ctx.Done():
 				}
 			}()
@@ -263,7 +264,7 @@ func followRunWith(ctx context.Context, c *apiClient, id string, out io.Writer, 
 			if d.err != nil {
 				return "", d.err
 			}
-			st := states[d.job]
+			st := &states[d.job]
 			st.streaming = false
 			st.next = d.attempt + 1
 			// The job's end likely changed the run: read it soon.
