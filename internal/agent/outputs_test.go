@@ -2,6 +2,8 @@ package agent
 
 import (
 	"maps"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -190,6 +192,28 @@ func TestBadStepFiles(t *testing.T) {
 			}
 		})
 	}
+	// A step file replaced with a symlink is not followed: the worker neither reads nor
+	// empties what it points to.
+	t.Run("symlink", func(t *testing.T) {
+		t.Parallel()
+		victim := filepath.Join(t.TempDir(), "victim")
+		if err := os.WriteFile(victim, []byte("stolen=yes\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		run := b.submit(t, "jobs:\n  a:\n    steps:\n      - run: 'rm \"$GANTRY_OUTPUT\" && ln -s "+victim+" \"$GANTRY_OUTPUT\"'\n")
+		if r := b.waitRun(t, run); r.Status != store.RunFailed {
+			t.Fatalf("run %s, want failed", r.Status)
+		}
+		if log := b.jobLog(t, run, "a"); !strings.Contains(log, "$GANTRY_OUTPUT: it is a symlink") {
+			t.Errorf("log lacks why:\n%s", log)
+		}
+		if a, _ := b.jobByKey(t, run, "a"); len(a.Outputs) != 0 {
+			t.Errorf("outputs %q read through the symlink", a.Outputs)
+		}
+		if got, err := os.ReadFile(victim); err != nil || string(got) != "stolen=yes\n" {
+			t.Errorf("the symlink's target is now %q, %v", got, err)
+		}
+	})
 }
 
 // TestRunEnvOverridesFile: the run's env (gantry submit --env) overrides the pipeline's,

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 
 	"github.com/gantry-ci/gantry/internal/pipeline"
 )
@@ -81,12 +82,9 @@ func (f *stepFiles) vars() map[string]string {
 // and nothing it wrote is taken.
 func (f *stepFiles) collect() (map[string]string, error) {
 	read := func(p, name string) (string, error) {
-		b, err := readLimited(p)
+		b, err := readAndEmpty(p)
 		if err != nil {
 			return "", fmt.Errorf("$%s: %w", name, err)
-		}
-		if err := os.Truncate(p, 0); err != nil {
-			return "", fmt.Errorf("$%s: empty it for the next step: %w", name, err)
 		}
 		return string(b), nil
 	}
@@ -138,18 +136,33 @@ func (f *stepFiles) collect() (map[string]string, error) {
 // remove deletes the files' directory from the workspace.
 func (f *stepFiles) remove() error { return os.RemoveAll(f.dir) }
 
-func readLimited(p string) ([]byte, error) {
-	fh, err := os.Open(p)
+// readAndEmpty reads a step file and empties it for the next step. The file is the
+// step's to write, and a step in a container writes it through the workspace: one it
+// replaced with a symlink or anything but a file is refused, never followed, so a step
+// cannot have the worker read or empty a file of the worker's host.
+func readAndEmpty(p string) ([]byte, error) {
+	fh, err := os.OpenFile(p, os.O_RDWR|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if errors.Is(err, syscall.ELOOP) {
+		return nil, errors.New("it is a symlink, not the file the step was given")
+	}
 	if err != nil {
 		return nil, err
 	}
 	defer fh.Close()
+	if fi, err := fh.Stat(); err != nil {
+		return nil, err
+	} else if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("it is a %s, not the file the step was given", fi.Mode().Type())
+	}
 	b, err := io.ReadAll(io.LimitReader(fh, maxStepFile+1))
 	if err != nil {
 		return nil, err
 	}
 	if len(b) > maxStepFile {
 		return nil, fmt.Errorf("more than the limit of %d bytes", maxStepFile)
+	}
+	if err := fh.Truncate(0); err != nil {
+		return nil, fmt.Errorf("empty it for the next step: %w", err)
 	}
 	return b, nil
 }
