@@ -498,9 +498,9 @@ func (t *tx) reportJobStatuses(runID uuid.UUID, jobs []uuid.UUID, nowUS int64) e
 	return nil
 }
 
-// reportJobStarted enqueues the running status of a job that just started, when its run
-// reports per job.
-func (t *tx) reportJobStarted(runID, jobID uuid.UUID, nowUS int64) error {
+// reportJobsStarted enqueues the running status of jobs of one run that just started,
+// when the run reports per job.
+func (t *tx) reportJobsStarted(runID uuid.UUID, jobs []uuid.UUID, nowUS int64) error {
 	var notify int
 	if err := t.row(`SELECT notify FROM runs WHERE id = ?`, runID).Scan(&notify); err != nil {
 		return fmt.Errorf("read what run %s reports: %w", runID, err)
@@ -508,5 +508,5 @@ func (t *tx) reportJobStarted(runID, jobID uuid.UUID, nowUS int64) error {
 	if notify&notifyJobStatus == 0 {
 		return nil
 	}
-	return t.reportJobStatuses(runID, []uuid.UUID{jobID}, nowUS)
+	return t.reportJobStatuses(runID, jobs, nowUS)
 }

@@ -237,9 +237,14 @@ func (e *Engine) Claim(ctx context.Context, p store.ClaimParams) ([]*store.Claim
 			}
 		}
 		if p.Start {
-			// Jobs started by their claim report running, as StartJob's do.
+			// Jobs started by their claim report running, as StartJob's do: one read of
+			// what each run reports, however many of its jobs the claim took.
+			started := map[uuid.UUID][]uuid.UUID{}
 			for _, c := range claims {
-				if err := t.reportJobStarted(c.Job.RunID, c.Job.ID, nowUS); err != nil {
+				started[c.Job.RunID] = append(started[c.Job.RunID], c.Job.ID)
+			}
+			for runID, jobs := range started {
+				if err := t.reportJobsStarted(runID, jobs, nowUS); err != nil {
 					return err
 				}
 			}
@@ -390,7 +395,7 @@ func (e *Engine) StartJob(ctx context.Context, l store.LeaseRef) error {
 		err := t.row(`UPDATE jobs SET status = 'running', started_at = ?
 			WHERE id = ? AND lease_token = ? AND lease_token <> '' AND status = 'assigned' RETURNING run_id`, now, l.JobID, l.Token).Scan(&runID)
 		if err == nil {
-			return t.reportJobStarted(runID, l.JobID, now)
+			return t.reportJobsStarted(runID, []uuid.UUID{l.JobID}, now)
 		}
 		if !isNoRows(err) {
 			return fmt.Errorf("start job %s: %w", l.JobID, err)
