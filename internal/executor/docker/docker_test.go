@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -793,5 +794,19 @@ func TestPrivileged(t *testing.T) {
 	res, out := run(t, s, executor.Step{Script: "grep CapEff /proc/self/status"})
 	if res.ExitCode != 0 || strings.Contains(out, "00000000a80425fb") {
 		t.Errorf("a privileged step's capabilities: exit %d, %q; want more than the default set", res.ExitCode, out)
+	}
+}
+
+// TestExitCodeOfQuickSteps: a step that exits at once has its own exit code, never the
+// 0 the engine's client reports for an exec it has not started yet.
+func TestExitCodeOfQuickSteps(t *testing.T) {
+	t.Parallel()
+	d, b := setup(t)
+	s := begin(t, d, job(b, t))
+	for i := 1; i <= 20; i++ {
+		res, err := s.Run(t.Context(), executor.Step{Script: "exit " + strconv.Itoa(i)})
+		if err != nil || res.ExitCode != i {
+			t.Errorf("step exit %d: %+v, %v", i, res, err)
+		}
 	}
 }

@@ -431,13 +431,20 @@ func (s *session) waitExec(ctx context.Context, id string, streamed, stop <-chan
 	poll := 50 * time.Millisecond
 	timer := time.NewTimer(poll)
 	defer timer.Stop()
+	var ended time.Time // when the stream ended
 	for {
 		r, err := s.d.cli.ExecInspect(ctx, id, client.ExecInspectOptions{})
 		if err != nil {
 			return execExit{err: fmt.Errorf("inspect the step's exec: %w", err)}
 		}
-		if !r.Running {
+		// An exec the engine has not started yet is not running either, and has no
+		// pid and no exit code (which the client gives as 0): that is not an exit 0.
+		started := r.PID != 0 || r.ExitCode != 0
+		if !r.Running && started {
 			return execExit{code: r.ExitCode}
+		}
+		if !r.Running && !ended.IsZero() && time.Since(ended) > outputDrain {
+			return execExit{err: errors.New("the step's exec ended its output without the engine starting it")}
 		}
 		timer.Reset(poll)
 		select {
@@ -445,6 +452,7 @@ func (s *session) waitExec(ctx context.Context, id string, streamed, stop <-chan
 			// The stream has ended, so has the process: the engine records the
 			// exit a moment later.
 			streamed = nil
+			ended = time.Now()
 			poll = time.Millisecond
 			continue
 		case <-timer.C:
