@@ -157,19 +157,19 @@ func TestRunContainerUser(t *testing.T) {
 	got := runPipeline(t, `name: users
 jobs:
   uid:
-    image: ` + img + `
+    image: `+img+`
     container: {pull: never, user: "1000:1000"}
     steps: [{run: 'test "$(id -u):$(id -g)" = 1000:1000 && echo by-uid > out && cat out'}]
   name:
-    image: ` + img + `
+    image: `+img+`
     container: {pull: never, user: gantry}
     steps: [{run: 'test "$(id -un)" = gantry && mkdir -p sub && echo by-name > sub/out && cat sub/out'}]
   home:
-    image: ` + img + `
+    image: `+img+`
     container: {pull: never, user: "1000:1000"}
     steps: [{run: 'mkdir -p ~/.cache/go-build && echo x > ~/.cache/go-build/f && echo "home-$HOME"'}]
   stranger:
-    image: ` + img + `
+    image: `+img+`
     container: {pull: never, user: "2000:2000"}
     steps: [{run: 'mkdir -p ~/.cache && echo x > ~/.cache/f && echo y > f && echo "stranger-$HOME"'}]
 `)
@@ -189,7 +189,7 @@ func TestRunPrivileged(t *testing.T) {
 	got := runPipeline(t, `name: privileged
 jobs:
   root:
-    image: ` + img + `
+    image: `+img+`
     container: {pull: never, options: {privileged: true}}
     steps: [{run: 'grep CapEff /proc/self/status; echo ran'}]
 `)

@@ -133,10 +133,10 @@ func TestSubmitFollowWaiting(t *testing.T) {
 func TestRunLocalNoWorker(t *testing.T) {
 	t.Parallel()
 	file := writePipeline(t, "win.yml", "name: win\njobs:\n  build: {runs_on: [windows-latest], steps: [{run: echo never}]}\n"+
-		"  slow: {steps: [{run: 'echo started; sleep 60'}]}\n")
+		"  slow: {steps: [{run: 'echo started; sleep 300'}]}\n")
 	// Without the fail-fast the run would wait forever: the context bounds the test, and
 	// its Ctrl-C would end the run without the reason.
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	var stdout, stderr syncBuffer
 	start := time.Now()
@@ -153,9 +153,10 @@ func TestRunLocalNoWorker(t *testing.T) {
 	if !strings.Contains(got.stdout, "build | --- waiting: no worker has labels [windows-latest] ---") {
 		t.Errorf("stdout does not say why build waits:\n%s", got.stdout)
 	}
-	// The slow job is cancelled with the run rather than waited for.
-	if took > 10*time.Second {
-		t.Errorf("gantry run took %s to give up, want under 10s", took)
+	// The slow job is cancelled with the run rather than waited for: its sleep is far longer
+	// than this bound, which is loose so that a loaded machine does not fail the test.
+	if took > time.Minute {
+		t.Errorf("gantry run took %s to give up: it waited for the slow job", took)
 	}
 }
 
