@@ -723,6 +723,9 @@ func (a *Agent) runSteps(ctx context.Context, log *slog.Logger, rec *logs.Record
 		defer end()
 		run, host, stepWS = sess.Run, false, executor.WorkspacePath
 		collector, _ = sess.(executor.Collector)
+		if p, ok := sess.(imagePather); ok {
+			files.imagePath = p.ImagePath()
+		}
 		files.stepDir = path.Join(stepWS, stepFilesInWorkspace)
 	} else if p, ok := a.cfg.Executor.(workspacePreparer); ok {
 		// Steps that run as another user must be able to write their workspace.
@@ -910,6 +913,12 @@ func stepConditionInput(j claimedJob) pipeline.ConditionInput {
 	return in
 }
 
+// imagePather is a job's session that knows the PATH its image gives the steps
+// ("" when the image sets none).
+type imagePather interface {
+	ImagePath() string
+}
+
 // workspacePreparer is an executor that readies a job's workspace for its steps (one
 // that runs them as another user gives it to that user).
 type workspacePreparer interface {
@@ -1031,12 +1040,10 @@ func (a *Agent) stepEnv(j claimedJob, st pipeline.Step, ws string, host bool, fi
 	maps.Copy(vars, j.RunEnv)
 	if files != nil {
 		if len(files.addPath) > 0 {
-			base := vars["PATH"]
-			if base == "" {
-				// In a container the image's PATH is not known here; setting PATH
-				// replaces it, so give the usual one after the added directories.
-				base = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-			}
+			// Setting PATH replaces the one the step would have had: in a container,
+			// the image's (golang's has /usr/local/go/bin), which the session knows, else
+			// the usual one.
+			base := cmp.Or(vars["PATH"], files.imagePath, "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
 			vars["PATH"] = strings.Join(append(append([]string(nil), files.addPath...), base), ":")
 		}
 		maps.Copy(vars, files.vars())

@@ -27,6 +27,9 @@ type stepFiles struct {
 	output, env, path string
 	addEnv            map[string]string
 	addPath           []string // latest first
+	// imagePath is the PATH the job's image gives its steps, which addPath goes
+	// before; "" when the job has no image or its session does not say.
+	imagePath string
 }
 
 // stepFilesInWorkspace is where the files are for a job in a container, which sees

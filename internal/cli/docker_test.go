@@ -207,6 +207,30 @@ jobs:
 	}
 }
 
+// TestRunImagePath: a step that adds a directory to $GANTRY_PATH in a job with an image
+// keeps the image's PATH after it: a tool in a directory only the image's PATH names is
+// still found by the later steps, and so is the added one's, before it.
+func TestRunImagePath(t *testing.T) {
+	t.Parallel()
+	img := dockertest.Build(t, dockertest.Spec{Name: "gantry-test/path:1", Path: "/opt/tool/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+		Files: map[string]string{"opt/tool/bin/imagetool": "#!/bin/sh\necho image-tool\n"}})
+	got := runPipeline(t, `name: path
+jobs:
+  tools:
+    image: `+img+`
+    container: {pull: never}
+    steps:
+      - run: |
+          mkdir -p added && printf '#!/bin/sh\necho added-tool\n' > added/addedtool && chmod +x added/addedtool
+          echo "$PWD/added" >> "$GANTRY_PATH"
+      - run: 'echo "path=$PATH"; imagetool; addedtool'
+`)
+	if got.code != exitOK || !strings.Contains(got.stdout, "image-tool") || !strings.Contains(got.stdout, "added-tool") ||
+		!strings.Contains(got.stdout, "path=/workspace/added:/opt/tool/bin:/usr/local/sbin:") {
+		t.Errorf("gantry run: exit %d\n%s%s", got.code, got.stdout, got.stderr)
+	}
+}
+
 // runPipeline runs `gantry run --no-checkout` of a pipeline file holding def.
 func runPipeline(t *testing.T, def string) outcome {
 	t.Helper()

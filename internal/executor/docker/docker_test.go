@@ -810,3 +810,33 @@ func TestExitCodeOfQuickSteps(t *testing.T) {
 		}
 	}
 }
+
+// TestImagePath: a session tells the PATH of its image's config, which the agent puts
+// the directories of $GANTRY_PATH before, and which is the PATH of a step that sets none.
+func TestImagePath(t *testing.T) {
+	t.Parallel()
+	d, b := setup(t)
+	const path = "/opt/tool/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+	withPath := dockertest.Build(t, dockertest.Spec{Name: "gantry-test/path:1", Path: path})
+	for _, tc := range []struct {
+		image, want string
+	}{
+		{withPath, path},
+		{b.image, "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
+	} {
+		j := job(b, t)
+		j.Image = tc.image
+		s := begin(t, d, j)
+		p, ok := s.(interface{ ImagePath() string })
+		if !ok {
+			t.Fatalf("the session of %s has no ImagePath", tc.image)
+		}
+		if got := p.ImagePath(); got != tc.want {
+			t.Errorf("ImagePath of %s = %q, want %q", tc.image, got, tc.want)
+		}
+		// What the steps get when they do not set PATH is the same.
+		if res, out := run(t, s, executor.Step{Script: `echo "$PATH"`}); res.ExitCode != 0 || out != tc.want {
+			t.Errorf("a step's PATH in %s: exit %d, %q; want %q", tc.image, res.ExitCode, out, tc.want)
+		}
+	}
+}

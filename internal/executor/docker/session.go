@@ -53,6 +53,7 @@ type session struct {
 	job       executor.Job
 	network   string   // the network's name; "" until created
 	home      string   // the HOME the steps get when the image's is not usable; "" for the image's
+	path      string   // the PATH of the image's config; "" when it sets none
 	container string   // the job container's id; "" until created
 	services  []string // service container ids
 	volumes   []string // volume names
@@ -124,6 +125,13 @@ func (s *session) begin(ctx context.Context, ownNetwork bool) error {
 			return err
 		}
 		imgs[ref] = img
+	}
+	if cfg := imgs[j.Image].Config; cfg != nil {
+		for _, kv := range cfg.Env {
+			if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+				s.path = v
+			}
+		}
 	}
 
 	base := objectName("gantry", j.ID, fmt.Sprint(j.Attempt), randomHex(3))
@@ -200,6 +208,11 @@ func (s *session) begin(ctx context.Context, ownNetwork bool) error {
 	}
 	return nil
 }
+
+// ImagePath is the PATH the job's image gives its steps ("" when its config sets none,
+// and the engine gives the usual one). A step's env that sets PATH replaces it, so the
+// agent puts the directories a step added to $GANTRY_PATH before this one.
+func (s *session) ImagePath() string { return s.path }
 
 // homeFallback is the home of a step user the image does not know (its HOME is "/").
 const homeFallback = "/tmp/home"

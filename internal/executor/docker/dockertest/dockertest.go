@@ -6,6 +6,7 @@ package dockertest
 import (
 	"archive/tar"
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -61,6 +62,9 @@ type Spec struct {
 	Volumes []string
 	// Omit leaves these applets' links out ("bin/sh" makes an image without a shell).
 	Omit []string
+	// Path is the image's ENV PATH; "" is the usual one
+	// (/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin).
+	Path string
 }
 
 var (
@@ -112,6 +116,10 @@ func Build(t testing.TB, spec Spec) string {
 		omit[strings.TrimPrefix(p, "/")] = true
 	}
 	fmt.Fprintf(h, "%q", sortedKeys(boolKeys(omit)))
+	if spec.Path != "" {
+		fmt.Fprintf(h, "PATH=%q", spec.Path) // only then, so that other images keep their hash
+	}
+	path := cmp.Or(spec.Path, "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
 	sum := hex.EncodeToString(h.Sum(nil))[:16]
 
 	buildMu.Lock()
@@ -140,7 +148,7 @@ func Build(t testing.TB, spec Spec) string {
 		t.Fatalf("make the rootfs of %s: %v", spec.Name, err)
 	}
 	changes := []string{
-		"ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+		"ENV PATH=" + path,
 		`CMD ["sh"]`,
 		"LABEL " + labelContent + "=" + sum,
 	}
