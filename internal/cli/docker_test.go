@@ -179,20 +179,31 @@ jobs:
 	}
 }
 
-// TestRunPrivileged: a job with container.options.privileged runs privileged, or, on an
-// engine that cannot start a privileged container (one without every capability
-// itself, as in a container), fails before its first step with the engine's reason and
-// the key that asked for it in its log.
+// TestRunPrivileged: a job with container.options.privileged fails before its first
+// step on a docker worker its operator did not allow them on, with the flag that does in
+// its log. With GANTRY_DOCKER_ALLOW_PRIVILEGED (--docker-allow-privileged) it runs
+// privileged, or, on an engine that cannot start a privileged container (one without
+// every capability itself, as in a container), fails before its first step with the
+// engine's reason and the key that asked for it in its log.
 func TestRunPrivileged(t *testing.T) {
 	t.Parallel()
 	img := dockertest.Image(t, dockertest.Busybox)
-	got := runPipeline(t, `name: privileged
+	def := `name: privileged
 jobs:
   root:
-    image: `+img+`
+    image: ` + img + `
     container: {pull: never, options: {privileged: true}}
     steps: [{run: 'grep CapEff /proc/self/status; echo ran'}]
-`)
+`
+	got := runPipeline(t, def)
+	out := got.stdout + got.stderr
+	if got.code != exitFailure || !strings.Contains(out, "the job's container could not start") ||
+		!strings.Contains(out, "does not run privileged containers") || !strings.Contains(out, "--docker-allow-privileged") ||
+		strings.Contains(got.stdout, "ran\n") {
+		t.Errorf("gantry run without --docker-allow-privileged: exit %d\n%s", got.code, out)
+	}
+
+	got = runPipelineWith(t, def, map[string]string{"GANTRY_DOCKER_ALLOW_PRIVILEGED": "true"})
 	if got.code == exitOK {
 		// The engine gave it more than the default capabilities (0xa80425fb).
 		if !strings.Contains(got.stdout, "ran") || strings.Contains(got.stdout, "00000000a80425fb") {
@@ -200,10 +211,10 @@ jobs:
 		}
 		return
 	}
-	out := got.stdout + got.stderr
+	out = got.stdout + got.stderr
 	if got.code != exitFailure || !strings.Contains(out, "the job's container could not start") ||
 		!strings.Contains(out, "did not start it privileged (container: {options: {privileged: true}})") || strings.Contains(got.stdout, "ran\n") {
-		t.Errorf("gantry run: exit %d\n%s", got.code, out)
+		t.Errorf("gantry run with GANTRY_DOCKER_ALLOW_PRIVILEGED: exit %d\n%s", got.code, out)
 	}
 }
 
@@ -234,9 +245,15 @@ jobs:
 // runPipeline runs `gantry run --no-checkout` of a pipeline file holding def.
 func runPipeline(t *testing.T, def string) outcome {
 	t.Helper()
+	return runPipelineWith(t, def, nil)
+}
+
+// runPipelineWith is runPipeline with env the command's environment.
+func runPipelineWith(t *testing.T, def string, env map[string]string) outcome {
+	t.Helper()
 	file := filepath.Join(t.TempDir(), "pipeline.yml")
 	if err := os.WriteFile(file, []byte(def), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return runCLI(t, invocation{args: []string{"run", "--no-checkout", file}})
+	return runCLI(t, invocation{args: []string{"run", "--no-checkout", file}, env: env})
 }

@@ -46,12 +46,16 @@ func (x dockerExecutor) PrepareWorkspace(dir string) error {
 	return nil
 }
 
-// connectDocker reaches the Docker Engine at host ("" is DOCKER_HOST, else the default
-// socket); networkPerJob gives every job a network of its own, not only those with
-// services.
-func connectDocker(ctx context.Context, host string, networkPerJob bool, log *slog.Logger) (*docker.Docker, error) {
-	return docker.New(ctx, docker.Config{Host: host, NetworkPerJob: networkPerJob, Logger: log})
+// connectDocker reaches the Docker Engine at cfg.Host ("" is DOCKER_HOST, else the
+// default socket) with the docker worker's settings in cfg.
+func connectDocker(ctx context.Context, cfg docker.Config, log *slog.Logger) (*docker.Docker, error) {
+	cfg.Logger = log
+	return docker.New(ctx, cfg)
 }
+
+// dockerAllowPrivilegedUsage is --docker-allow-privileged's help, for every command that
+// starts a docker worker.
+const dockerAllowPrivilegedUsage = "let jobs have a privileged container (container: {options: {privileged: true}}), which can take over the Docker Engine's host; without it such a job fails before its first step"
 
 // dockerStateDir is where a docker worker marks itself alive, in its work dir (one per
 // user in the shared temp dir).

@@ -54,6 +54,8 @@ type upConfig struct {
 	// Docker says whether a docker worker runs beside the local workers: auto (when a
 	// Docker Engine answers at DOCKER_HOST or the default socket), on (it must) or off.
 	Docker string
+	// DockerAllowPrivileged lets the docker worker's jobs have a privileged container.
+	DockerAllowPrivileged bool
 }
 
 // dockerModes are the values of --docker.
@@ -96,6 +98,7 @@ func (a *app) upCommand() *cobra.Command {
 	f.StringVar(&cfg.Labels, "labels", "", "comma-separated labels for the workers, besides "+runtime.GOOS+" and "+runtime.GOARCH)
 	f.StringVar(&cfg.StepUser, "step-user", "", "run steps as this unprivileged user (name or uid); gantry up must run as root")
 	f.StringVar(&cfg.Docker, "docker", cfg.Docker, dockerUsage)
+	f.BoolVar(&cfg.DockerAllowPrivileged, "docker-allow-privileged", false, "the docker worker: "+dockerAllowPrivilegedUsage)
 	return cmd
 }
 
@@ -132,6 +135,9 @@ func (c *upConfig) validate() error {
 	}
 	if !slices.Contains(dockerModes, c.Docker) {
 		return usagef("--docker %q: want auto, on or off", c.Docker)
+	}
+	if c.Docker == "off" && c.DockerAllowPrivileged {
+		return usagef("--docker-allow-privileged is for the docker worker, and --docker is off")
 	}
 	if slices.Contains(c.labels(), pipeline.DockerLabel) {
 		return usagef("--labels %s: that label says a worker runs jobs' images, which the docker worker (--docker) does", pipeline.DockerLabel)
@@ -323,7 +329,7 @@ func startLocal(ctx context.Context, cfg upConfig, log *slog.Logger) (*local, er
 	var engine *docker.Docker
 	var noDocker string
 	if cfg.Docker != "off" {
-		engine, err = connectDocker(ctx, "", false, log)
+		engine, err = connectDocker(ctx, docker.Config{AllowPrivileged: cfg.DockerAllowPrivileged}, log)
 		switch {
 		case err != nil && cfg.Docker == "on":
 			stopContaining()

@@ -21,6 +21,7 @@ import (
 
 	"github.com/gantry-ci/gantry/internal/agent"
 	"github.com/gantry-ci/gantry/internal/executor"
+	"github.com/gantry-ci/gantry/internal/executor/docker"
 	"github.com/gantry-ci/gantry/internal/metrics"
 	"github.com/gantry-ci/gantry/internal/pipeline"
 )
@@ -58,6 +59,8 @@ type workerConfig struct {
 	DefaultImage string
 	// DockerNetworkPerJob gives every job of --executor docker a network of its own.
 	DockerNetworkPerJob bool
+	// DockerAllowPrivileged lets jobs of --executor docker have a privileged container.
+	DockerAllowPrivileged bool
 	// Kube configures --executor kubernetes (workerk8s.go).
 	Kube workerKubeConfig
 }
@@ -107,7 +110,8 @@ func (a *app) workerCommand() *cobra.Command {
 			}
 			defer stopContaining()
 			if cfg.Executor == "docker" {
-				engine, err := connectDocker(cmd.Context(), cfg.DockerHost, cfg.DockerNetworkPerJob, ac.Logger)
+				engine, err := connectDocker(cmd.Context(), docker.Config{Host: cfg.DockerHost,
+					NetworkPerJob: cfg.DockerNetworkPerJob, AllowPrivileged: cfg.DockerAllowPrivileged}, ac.Logger)
 				if err != nil {
 					return fmt.Errorf("--executor docker: %w", err)
 				}
@@ -141,6 +145,7 @@ func (a *app) workerCommand() *cobra.Command {
 	f.StringVar(&cfg.LogFormat, "log-format", "auto", logFormatUsage)
 	f.StringVar(&cfg.Executor, "executor", cfg.Executor, "shell, sandbox (bubblewrap: no network unless the job sets network: true), docker (jobs with an image run in containers on the Docker Engine; the worker carries the label docker), or kubernetes (each job a pod; see docs/kubernetes.md)")
 	f.BoolVar(&cfg.DockerNetworkPerJob, "docker-network-per-job", false, "--executor docker: a bridge network of its own for every job, so that jobs running at the same time cannot reach each other (default: only for a job with services; the others share the engine's default bridge, which starts faster)")
+	f.BoolVar(&cfg.DockerAllowPrivileged, "docker-allow-privileged", false, "--executor docker: "+dockerAllowPrivilegedUsage)
 	f.StringVar(&cfg.DockerHost, "docker-host", "", "--executor docker: the Docker Engine (unix:///var/run/docker.sock, tcp://host:2375); default DOCKER_HOST, else the default socket")
 	f.StringVar(&cfg.DefaultImage, "default-image", "", "--executor docker or kubernetes: run jobs without an image in this one (default: on the worker's host; kubernetes: such jobs fail)")
 	f.StringVar(&cfg.StepUser, "step-user", "", "run steps as this unprivileged user (name or uid); the worker must run as root")
@@ -195,6 +200,9 @@ func (c *workerConfig) agentConfig() (agent.Config, error) {
 	}
 	if c.Executor != "docker" && c.DockerNetworkPerJob {
 		return ac, usagef("--docker-network-per-job is for --executor docker")
+	}
+	if c.Executor != "docker" && c.DockerAllowPrivileged {
+		return ac, usagef("--docker-allow-privileged is for --executor docker")
 	}
 	if c.Executor != "docker" && c.Executor != "kubernetes" && c.DefaultImage != "" {
 		return ac, usagef("--default-image is for --executor docker or kubernetes")

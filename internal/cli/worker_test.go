@@ -19,6 +19,8 @@ func TestWorkerUsage(t *testing.T) {
 		{"worker", "--labels", "linux,docker"},
 		{"worker", "--docker-host", "unix:///var/run/docker.sock"},
 		{"worker", "--docker-network-per-job"},
+		{"worker", "--docker-allow-privileged"},
+		{"up", "--docker", "off", "--docker-allow-privileged"},
 		{"worker", "--default-image", "busybox"},
 		{"worker", "--executor", "docker", "--default-image", "Busybox"},
 		{"up", "--docker", "maybe"},

@@ -47,6 +47,10 @@ const (
 // that the next job finds the image.
 const pullTimeout = 30 * time.Minute
 
+// ErrPrivilegedNotAllowed is Begin's error for a privileged job on an executor whose
+// Config.AllowPrivileged is false.
+var ErrPrivilegedNotAllowed = errors.New("this worker does not run privileged containers")
+
 // Config says how a Docker executor reaches its engine and what it runs steps without a
 // Job in.
 type Config struct {
@@ -67,6 +71,10 @@ type Config struct {
 	// services gets one; the others share the engine's default bridge, which costs
 	// less to start on.
 	NetworkPerJob bool
+	// AllowPrivileged lets jobs have a privileged container (container: {options:
+	// {privileged: true}}), which can take over the engine's host: the worker's operator
+	// opts in. Without it, Begin fails such a job before anything is created.
+	AllowPrivileged bool
 }
 
 // Docker runs steps in containers on a Docker Engine. It is an executor.JobExecutor:

@@ -771,14 +771,31 @@ func TestUserHome(t *testing.T) {
 	}
 }
 
-// TestPrivileged: a privileged job's container is privileged; an engine that cannot
-// start one (one running without every capability, as here in a container) fails Begin
-// with its reason and the job's key named, and leaves nothing behind.
+// TestPrivileged: a privileged job on an executor that does not allow them fails Begin
+// before anything is created, naming the flag that allows them. On one that does, its
+// container is privileged; an engine that cannot start one (one running without every
+// capability, as here in a container) fails Begin with its reason and the job's key
+// named, and leaves nothing behind.
 func TestPrivileged(t *testing.T) {
 	t.Parallel()
 	d, b := setup(t)
 	j := job(b, t)
 	j.Privileged = true
+	if s, err := d.Begin(t.Context(), j); !errors.Is(err, docker.ErrPrivilegedNotAllowed) || !strings.Contains(err.Error(), "--docker-allow-privileged") {
+		if err == nil {
+			_ = s.End(context.Background())
+		}
+		t.Fatalf("Begin of a privileged job without AllowPrivileged: %v; want ErrPrivilegedNotAllowed naming --docker-allow-privileged", err)
+	}
+	if left := dockertest.Leftovers(t, b.cli, b.workerID); len(left) > 0 {
+		t.Errorf("after a refused Begin: %v", left)
+	}
+
+	d, err := docker.New(t.Context(), docker.Config{WorkerID: b.workerID, DefaultImage: b.image, AllowPrivileged: true})
+	if err != nil {
+		t.Fatalf("docker.New: %v", err)
+	}
+	t.Cleanup(func() { _ = d.Close() })
 	s, err := d.Begin(t.Context(), j)
 	if err != nil {
 		if !strings.Contains(err.Error(), "privileged: true") || !strings.Contains(err.Error(), "start the job's container") {

@@ -99,6 +99,12 @@ func (d *Docker) begin(ctx context.Context, j executor.Job, ownNetwork bool) (*s
 		seen[s.Name] = true
 	}
 
+	if j.Privileged && !d.cfg.AllowPrivileged {
+		return nil, fmt.Errorf("docker: job %s asks for a privileged container (container: {options: {privileged: true}}): %w; "+
+			"its operator allows them by starting it with --docker-allow-privileged (GANTRY_DOCKER_ALLOW_PRIVILEGED)",
+			j.ID, ErrPrivilegedNotAllowed)
+	}
+
 	s := &session{d: d, job: j}
 	if err := s.begin(ctx, ownNetwork || len(j.Services) > 0); err != nil {
 		s.ended = true
