@@ -154,7 +154,14 @@ func startCoordinator(ctx context.Context, o *Options, store, dir string, extra 
 	}
 	args := append([]string{"server", "--addr", "127.0.0.1:0", "--db", c.db, "--auth", "off", "--log-format", "json",
 		"--blobs", "file://" + filepath.Join(dir, "blobs"), "--logs-dir", filepath.Join(dir, "logs")}, extra...)
-	p, err := startProcess(o, "gantry server", nil, args...)
+	// GANTRY_BENCH_SERVER_PROFILE=DIR has each coordinator write its CPU profile into DIR,
+	// named for the scenario's directory, so a scenario's server time can be read apart
+	// from the bench's own.
+	var env []string
+	if pdir := os.Getenv("GANTRY_BENCH_SERVER_PROFILE"); pdir != "" {
+		env = append(env, "GANTRY_CPU_PROFILE="+filepath.Join(pdir, filepath.Base(dir)+"-"+store+".pprof"))
+	}
+	p, err := startProcess(o, "gantry server", env, args...)
 	if err != nil {
 		c.drop()
 		return nil, err
