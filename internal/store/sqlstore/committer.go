@@ -309,6 +309,7 @@ func (t *tx) markQueued() {
 // Statements are prepared once and reused: parsing SQL would otherwise cost more than
 // running it.
 func (t *tx) exec(q string, args ...any) (sql.Result, error) {
+	t.e.statements.Add(1)
 	if st := t.e.prepared(q); st != nil {
 		return t.tx.StmtContext(t.ctx, st).ExecContext(t.ctx, args...)
 	}
@@ -316,6 +317,7 @@ func (t *tx) exec(q string, args ...any) (sql.Result, error) {
 }
 
 func (t *tx) query(q string, args ...any) (*sql.Rows, error) {
+	t.e.statements.Add(1)
 	if st := t.e.prepared(q); st != nil {
 		return t.tx.StmtContext(t.ctx, st).QueryContext(t.ctx, args...)
 	}
@@ -323,6 +325,7 @@ func (t *tx) query(q string, args ...any) (*sql.Rows, error) {
 }
 
 func (t *tx) row(q string, args ...any) *sql.Row {
+	t.e.statements.Add(1)
 	if st := t.e.prepared(q); st != nil {
 		return t.tx.StmtContext(t.ctx, st).QueryRowContext(t.ctx, args...)
 	}

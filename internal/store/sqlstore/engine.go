@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gantry-ci/gantry/internal/clock"
@@ -43,12 +44,17 @@ type Engine struct {
 	kills *broadcaster // leased jobs asked to cancel
 	subs  topics       // published notices
 
-	rebound  sync.Map // query -> query with the dialect's placeholders
-	stmts    stmtCache
-	projects sync.Map // project name -> id; DeleteProject forgets a name
-	labels   labelCache
-	quotas   quotaCache
-	closeDB  []io.Closer
+	rebound     sync.Map // query -> query with the dialect's placeholders
+	stmts       stmtCache
+	projects    sync.Map // project name -> id; DeleteProject forgets a name
+	labels      labelCache
+	claimGroups claimGroups
+	quotas      quotaCache
+	closeDB     []io.Closer
+
+	// statements counts the statements write transactions ran: on PostgreSQL each is a
+	// round trip inside a transaction that holds one of the few writers.
+	statements atomic.Int64
 }
 
 var _ store.Store = (*Engine)(nil)
@@ -86,6 +92,10 @@ func New(write, read *sql.DB, d *Dialect, opts Options, closers ...io.Closer) *E
 	e.com = newCommitter(e, d.Writers, opts.MaxBatch)
 	return e
 }
+
+// WriteStatements returns how many statements write transactions have run so far, for
+// benchmarks that count round trips per operation.
+func (e *Engine) WriteStatements() int64 { return e.statements.Load() }
 
 // Close stops accepting writes, finishes the batches under way and closes the databases.
 func (e *Engine) Close() error {
@@ -282,6 +292,25 @@ func mustJSON(v any) string {
 		panic(fmt.Sprintf("marshal %T: %v", v, err)) // only plain data is marshalled here
 	}
 	return string(b)
+}
+
+// padded returns args lengthened to the next power of two by repeating the last, for a
+// statement whose IN list names them: a name twice matches the same rows, and statements
+// of a few lengths are prepared once each rather than one for every length.
+func padded(args []any) []any {
+	n := 1
+	for n < len(args) {
+		n *= 2
+	}
+	if n == len(args) || len(args) == 0 {
+		return args
+	}
+	out := make([]any, n)
+	copy(out, args)
+	for i := len(args); i < n; i++ {
+		out[i] = args[len(args)-1]
+	}
+	return out
 }
 
 // inList returns "?, ?, ?" for n placeholders.

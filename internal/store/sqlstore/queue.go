@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/gantry-ci/gantry/internal/pipeline"
@@ -42,6 +43,12 @@ func (a candidate) before(b candidate) bool {
 }
 
 // Claim implements store.Queue.
+//
+// Concurrent claims that search for the same jobs (the same labels, free resources,
+// projects and lease terms) are served together: the first opens a group, those that
+// arrive while its write waits for the writer join it, and one search and one assigning
+// statement serve every member, each getting jobs of its own. Many workers woken by the
+// same queued jobs then cost one round of statements, not one each.
 func (e *Engine) Claim(ctx context.Context, p store.ClaimParams) ([]*store.Claim, error) {
 	if p.Max <= 0 {
 		p.Max = 1
@@ -49,85 +56,142 @@ func (e *Engine) Claim(ctx context.Context, p store.ClaimParams) ([]*store.Claim
 	if p.LeaseTTL <= 0 {
 		return nil, fmt.Errorf("claim: lease TTL must be positive: %w", store.ErrInvalid)
 	}
-	freeCPU, freeMem := p.FreeMilliCPU, p.FreeMemory
-	if freeCPU <= 0 {
-		freeCPU = math.MaxInt64
+	if p.FreeMilliCPU <= 0 {
+		p.FreeMilliCPU = math.MaxInt64
 	}
-	if freeMem <= 0 {
-		freeMem = math.MaxInt64
+	if p.FreeMemory <= 0 {
+		p.FreeMemory = math.MaxInt64
 	}
+	m := &claimMember{ctx: ctx, p: p, done: make(chan struct{})}
+	if g, leader := e.claimGroups.join(m); leader {
+		// The group's write runs whatever becomes of the leader's request: the other
+		// members wait for it, and each hands back what it cannot take.
+		err := e.write(context.WithoutCancel(ctx), func(t *tx) error { return t.claimFor(g) })
+		g.finish(err)
+	}
+	<-m.done
+	claims, err := m.claims, m.err
+	if err != nil {
+		return nil, fmt.Errorf("claim for worker %s: %w", p.WorkerID, err)
+	}
+	// The runs and the specs are read after the commit, off the one writer: what a
+	// worker needs of them (trigger, environment, steps) never changes.
+	jobs := make([]*store.Job, len(claims))
+	for i, c := range claims {
+		jobs[i] = c.Job
+	}
+	err = ctx.Err()
+	if err == nil {
+		err = e.loadRuns(ctx, claims)
+	}
+	if err == nil {
+		err = e.loadSpecs(ctx, jobs)
+	}
+	if err != nil {
+		// The claims committed but cannot be handed out (most often the claimer went
+		// away meanwhile): give the jobs back now rather than when their leases expire.
+		if _, rerr := e.ReleaseClaims(context.WithoutCancel(ctx), leaseRefs(claims)); rerr != nil {
+			err = errors.Join(err, rerr)
+		}
+		return nil, fmt.Errorf("claim for worker %s: %w", p.WorkerID, err)
+	}
+	return claims, nil
+}
+
+// claimFor claims jobs for every member of g that still waits: one search for them all,
+// then each member in turn takes the best candidates that fit it, and one statement
+// assigns every job taken.
+func (t *tx) claimFor(g *claimGroup) error {
+	e := t.e
+	members := g.take()
+	var live []*claimMember
+	total := 0
+	for _, m := range members {
+		// An operation may run twice (its first run rolled back): start clean.
+		m.claims = nil
+		if m.ctx.Err() == nil {
+			live = append(live, m)
+			total += m.p.Max
+		}
+	}
+	if len(live) == 0 {
+		return nil
+	}
+	p := live[0].p // what the members search for is the same
 	worker := make(map[string]bool, len(p.Labels))
 	for _, l := range p.Labels {
 		worker[l] = true
 	}
-	var claims []*store.Claim
-	err := e.write(ctx, func(t *tx) error {
-		claims = nil
-		now := e.clock.Now()
-		if err := t.refreshLabels(labelRefresh); err != nil {
-			return err
+	now := e.clock.Now()
+	if err := t.refreshLabels(labelRefresh); err != nil {
+		return err
+	}
+	quota, err := t.claimQuota()
+	if err != nil {
+		return err
+	}
+	full := quota.full()
+	var cands []candidate
+	sets := e.labels.subsetsOf(worker)
+	searched := fmt.Sprintf("%q %d %d %q %v", sets, p.FreeMilliCPU, p.FreeMemory, p.Projects, full)
+	if t.batch.searchedEmpty(searched) {
+		return nil
+	}
+	// A credential scoped to projects only sees their jobs.
+	scope, scopeArgs := "", []any(nil)
+	if len(p.Projects) > 0 {
+		scope = ` AND project_id IN (SELECT id FROM projects WHERE name IN (` + inList(len(p.Projects)) + `))`
+		for _, name := range p.Projects {
+			scopeArgs = append(scopeArgs, name)
 		}
-		quota, err := t.claimQuota()
+	}
+	// Projects at their limit of concurrent jobs are left out of the search.
+	if len(full) > 0 {
+		scope += ` AND project_id NOT IN (` + inList(len(full)) + `)`
+		for _, id := range full {
+			scopeArgs = append(scopeArgs, id)
+		}
+	}
+	for _, set := range sets {
+		args := append(append([]any{set, p.FreeMilliCPU, p.FreeMemory}, scopeArgs...), total*4)
+		rows, err := t.query(`SELECT id, project_id, lane, vtime, queued_at, concurrency_group, milli_cpu, memory, timeout_us
+			FROM jobs WHERE status = 'queued' AND label_set = ? AND milli_cpu <= ? AND memory <= ?`+scope+`
+			ORDER BY lane, vtime, queued_at, id LIMIT ?`+e.d.SkipLocked, args...)
 		if err != nil {
-			return err
+			return fmt.Errorf("find queued jobs: %w", err)
 		}
-		full := quota.full()
-		var cands []candidate
-		sets := e.labels.subsetsOf(worker)
-		searched := fmt.Sprintf("%q %d %d %q %v", sets, freeCPU, freeMem, p.Projects, full)
-		if t.batch.searchedEmpty(searched) {
-			return nil
-		}
-		// A credential scoped to projects only sees their jobs.
-		scope, scopeArgs := "", []any(nil)
-		if len(p.Projects) > 0 {
-			scope = ` AND project_id IN (SELECT id FROM projects WHERE name IN (` + inList(len(p.Projects)) + `))`
-			for _, name := range p.Projects {
-				scopeArgs = append(scopeArgs, name)
-			}
-		}
-		// Projects at their limit of concurrent jobs are left out of the search.
-		if len(full) > 0 {
-			scope += ` AND project_id NOT IN (` + inList(len(full)) + `)`
-			for _, id := range full {
-				scopeArgs = append(scopeArgs, id)
-			}
-		}
-		for _, set := range sets {
-			args := append(append([]any{set, freeCPU, freeMem}, scopeArgs...), p.Max*4)
-			rows, err := t.query(`SELECT id, project_id, lane, vtime, queued_at, concurrency_group, milli_cpu, memory, timeout_us
-				FROM jobs WHERE status = 'queued' AND label_set = ? AND milli_cpu <= ? AND memory <= ?`+scope+`
-				ORDER BY lane, vtime, queued_at, id LIMIT ?`+e.d.SkipLocked, args...)
-			if err != nil {
+		for rows.Next() {
+			var c candidate
+			if err := rows.Scan(&c.id, &c.projectID, &c.lane, &c.vtime, &c.queuedAt, &c.group, &c.milliCPU, &c.memory, &c.timeoutUS); err != nil {
+				rows.Close()
 				return fmt.Errorf("find queued jobs: %w", err)
 			}
-			for rows.Next() {
-				var c candidate
-				if err := rows.Scan(&c.id, &c.projectID, &c.lane, &c.vtime, &c.queuedAt, &c.group, &c.milliCPU, &c.memory, &c.timeoutUS); err != nil {
-					rows.Close()
-					return fmt.Errorf("find queued jobs: %w", err)
-				}
-				cands = append(cands, c)
-			}
-			rows.Close()
-			if err := rows.Err(); err != nil {
-				return fmt.Errorf("find queued jobs: %w", err)
-			}
+			cands = append(cands, c)
 		}
-		if len(cands) == 0 {
-			t.batch.foundNothing(searched)
-			return nil
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("find queued jobs: %w", err)
 		}
-		sort.Slice(cands, func(i, j int) bool { return cands[i].before(cands[j]) })
+	}
+	if len(cands) == 0 {
+		t.batch.foundNothing(searched)
+		return nil
+	}
+	sort.Slice(cands, func(i, j int) bool { return cands[i].before(cands[j]) })
 
-		groups := map[string]bool{}
-		cpu, mem := freeCPU, freeMem
-		var chosen []any
-		for _, c := range cands {
-			if len(chosen) == p.Max {
+	// Quotas and concurrency groups hold across the members: a group is taken once, and
+	// a project's room is what all of them together may use.
+	groups := map[string]bool{}
+	taken := make([]bool, len(cands))
+	owner := map[uuid.UUID]*claimMember{}
+	var chosen []any
+	for _, m := range live {
+		cpu, mem, n := p.FreeMilliCPU, p.FreeMemory, 0
+		for i, c := range cands {
+			if n == m.p.Max {
 				break
 			}
-			if c.milliCPU > cpu || c.memory > mem {
+			if taken[i] || c.milliCPU > cpu || c.memory > mem {
 				continue
 			}
 			ok, err := quota.allows(c.projectID)
@@ -158,121 +222,136 @@ func (e *Engine) Claim(ctx context.Context, p store.ClaimParams) ([]*store.Claim
 			if c.memory > 0 {
 				mem -= c.memory
 			}
+			taken[i] = true
+			owner[c.id] = m
 			chosen = append(chosen, c.id)
+			n++
 		}
-		if len(chosen) == 0 {
-			return nil
+	}
+	if len(chosen) == 0 {
+		return nil
+	}
+	chosen = padded(chosen)
+	// One statement assigns them all. Each lease token is a fresh random prefix, one per
+	// member, followed by the job's id: unguessable, and different for every lease.
+	expires := now.Add(p.LeaseTTL)
+	status, started := store.JobAssigned, int64(0)
+	if p.Start {
+		status, started = store.JobRunning, us(now)
+	}
+	tokens, workers, whoArgs := "?", "?", []any(nil)
+	if len(live) == 1 {
+		whoArgs = []any{uuid.New().String() + "/", p.WorkerID}
+	} else {
+		prefixes := make(map[*claimMember]string, len(live))
+		for _, m := range live {
+			prefixes[m] = uuid.New().String() + "/"
 		}
-		// One statement assigns them all. Each lease token is a fresh random prefix
-		// followed by the job's id: unguessable, and different for every lease.
-		expires := now.Add(p.LeaseTTL)
-		prefix := uuid.New().String() + "/"
-		status, started := store.JobAssigned, int64(0)
-		if p.Start {
-			status, started = store.JobRunning, us(now)
+		var tokenArgs, workerArgs []any
+		for _, id := range chosen {
+			m := owner[id.(uuid.UUID)]
+			tokenArgs = append(tokenArgs, id, prefixes[m])
+			workerArgs = append(workerArgs, id, m.p.WorkerID)
 		}
-		args := append([]any{string(status), prefix, p.WorkerID, us(expires), us(now.Add(p.TimeoutGrace)), started}, chosen...)
-		rows, err := t.query(`UPDATE jobs SET status = ?, attempt = attempt + 1,
-			lease_token = ? || CAST(id AS TEXT), worker_id = ?, lease_expires_at = ?, deadline = ? + timeout_us,
-			started_at = ?, exit_code = NULL, failure_kind = ''
-			WHERE id IN (`+inList(len(chosen))+`) AND status = 'queued' RETURNING `+jobCols, args...)
+		tokens, workers = caseOfID(len(chosen)), caseOfID(len(chosen))
+		whoArgs = append(tokenArgs, workerArgs...)
+	}
+	args := append(append(append([]any{string(status)}, whoArgs...), us(expires), us(now.Add(p.TimeoutGrace)), started), chosen...)
+	rows, err := t.query(`UPDATE jobs SET status = ?, attempt = attempt + 1,
+		lease_token = `+tokens+` || CAST(id AS TEXT), worker_id = `+workers+`, lease_expires_at = ?, deadline = ? + timeout_us,
+		started_at = ?, exit_code = NULL, failure_kind = ''
+		WHERE id IN (`+inList(len(chosen))+`) AND status = 'queued' RETURNING `+jobCols, args...)
+	if err != nil {
+		return fmt.Errorf("assign jobs: %w", err)
+	}
+	var claims []*store.Claim
+	for rows.Next() {
+		j, err := scanJobRow(rows, nil)
 		if err != nil {
+			rows.Close()
 			return fmt.Errorf("assign jobs: %w", err)
 		}
-		for rows.Next() {
-			j, err := scanJobRow(rows, nil)
-			if err != nil {
-				rows.Close()
-				return fmt.Errorf("assign jobs: %w", err)
+		c := &store.Claim{Job: j, Lease: store.Lease{Token: j.LeaseToken, ExpiresAt: expires}}
+		claims = append(claims, c)
+		m := owner[j.ID]
+		m.claims = append(m.claims, c)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("assign jobs: %w", err)
+	}
+	runIDs := map[uuid.UUID]bool{}
+	var runArgs []any
+	for _, c := range claims {
+		if c.Job.Attempt > 1 {
+			if _, err := t.exec(`UPDATE steps SET status = 'pending', attempt = ?, exit_code = NULL, failure_kind = '', started_at = 0, finished_at = 0
+				WHERE job_id = ?`, c.Job.Attempt, c.Job.ID); err != nil {
+				return fmt.Errorf("reset steps of job %s: %w", c.Job.ID, err)
 			}
-			claims = append(claims, &store.Claim{Job: j, Lease: store.Lease{Token: j.LeaseToken, ExpiresAt: expires}})
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return fmt.Errorf("assign jobs: %w", err)
-		}
-		runIDs := map[uuid.UUID]bool{}
-		var runArgs []any
-		for _, c := range claims {
-			if c.Job.Attempt > 1 {
-				if _, err := t.exec(`UPDATE steps SET status = 'pending', attempt = ?, exit_code = NULL, failure_kind = '', started_at = 0, finished_at = 0
-					WHERE job_id = ?`, c.Job.Attempt, c.Job.ID); err != nil {
-					return fmt.Errorf("reset steps of job %s: %w", c.Job.ID, err)
-				}
-				if c.OnceDone, err = t.onceDone(c.Job.ID); err != nil {
-					return err
-				}
-			}
-			if !runIDs[c.Job.RunID] {
-				runIDs[c.Job.RunID] = true
-				runArgs = append(runArgs, c.Job.RunID)
-			}
-		}
-		nowUS := us(now)
-		runRows, err := t.query(`UPDATE runs SET status = 'running', started_at = ? WHERE id IN (`+inList(len(runArgs))+`) AND status = 'pending'
-			RETURNING id, notify`, append([]any{nowUS}, runArgs...)...)
-		if err != nil {
-			return fmt.Errorf("start runs: %w", err)
-		}
-		var reported []uuid.UUID
-		for runRows.Next() {
-			var id uuid.UUID
-			var notify int
-			if err := runRows.Scan(&id, &notify); err != nil {
-				runRows.Close()
-				return fmt.Errorf("start runs: %w", err)
-			}
-			if notify&notifyStatus != 0 {
-				reported = append(reported, id)
-			}
-		}
-		runRows.Close()
-		if err := runRows.Err(); err != nil {
-			return fmt.Errorf("start runs: %w", err)
-		}
-		// A run that started reports running with the claim that started it.
-		for _, id := range reported {
-			if err := t.reportRun(id, notifyStatus, nowUS); err != nil {
+			if c.OnceDone, err = t.onceDone(c.Job.ID); err != nil {
 				return err
 			}
 		}
-		if p.Start {
-			// Jobs started by their claim report running, as StartJob's do: one read of
-			// what each run reports, however many of its jobs the claim took.
-			started := map[uuid.UUID][]uuid.UUID{}
-			for _, c := range claims {
-				started[c.Job.RunID] = append(started[c.Job.RunID], c.Job.ID)
-			}
-			for runID, jobs := range started {
-				if err := t.reportJobsStarted(runID, jobs, nowUS); err != nil {
-					return err
-				}
+		if !runIDs[c.Job.RunID] {
+			runIDs[c.Job.RunID] = true
+			runArgs = append(runArgs, c.Job.RunID)
+		}
+	}
+	nowUS := us(now)
+	runArgs = padded(runArgs)
+	runRows, err := t.query(`UPDATE runs SET status = 'running', started_at = ? WHERE id IN (`+inList(len(runArgs))+`) AND status = 'pending'
+		RETURNING id, notify`, append([]any{nowUS}, runArgs...)...)
+	if err != nil {
+		return fmt.Errorf("start runs: %w", err)
+	}
+	var reported []uuid.UUID
+	for runRows.Next() {
+		var id uuid.UUID
+		var notify int
+		if err := runRows.Scan(&id, &notify); err != nil {
+			runRows.Close()
+			return fmt.Errorf("start runs: %w", err)
+		}
+		if notify&notifyStatus != 0 {
+			reported = append(reported, id)
+		}
+	}
+	runRows.Close()
+	if err := runRows.Err(); err != nil {
+		return fmt.Errorf("start runs: %w", err)
+	}
+	// A run that started reports running with the claim that started it.
+	for _, id := range reported {
+		if err := t.reportRun(id, notifyStatus, nowUS); err != nil {
+			return err
+		}
+	}
+	if p.Start {
+		// Jobs started by their claim report running, as StartJob's do: one read of
+		// what each run reports, however many of its jobs the claim took.
+		started := map[uuid.UUID][]uuid.UUID{}
+		for _, c := range claims {
+			started[c.Job.RunID] = append(started[c.Job.RunID], c.Job.ID)
+		}
+		for runID, jobs := range started {
+			if err := t.reportJobsStarted(runID, jobs, nowUS); err != nil {
+				return err
 			}
 		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("claim for worker %s: %w", p.WorkerID, err)
 	}
-	// The runs and the specs are read after the commit, off the one writer: what a
-	// worker needs of them (trigger, environment, steps) never changes.
-	jobs := make([]*store.Job, len(claims))
-	for i, c := range claims {
-		jobs[i] = c.Job
+	return nil
+}
+
+// caseOfID returns "CASE id WHEN ? THEN ? ... END" for n jobs: a value per job, in one
+// statement.
+func caseOfID(n int) string {
+	var b strings.Builder
+	b.WriteString("CASE id")
+	for range n {
+		b.WriteString(" WHEN ? THEN ?")
 	}
-	err = e.loadRuns(ctx, claims)
-	if err == nil {
-		err = e.loadSpecs(ctx, jobs)
-	}
-	if err != nil {
-		// The claims committed but cannot be handed out (most often the claimer went
-		// away meanwhile): give the jobs back now rather than when their leases expire.
-		if _, rerr := e.ReleaseClaims(context.WithoutCancel(ctx), leaseRefs(claims)); rerr != nil {
-			err = errors.Join(err, rerr)
-		}
-		return nil, fmt.Errorf("claim for worker %s: %w", p.WorkerID, err)
-	}
-	return claims, nil
+	b.WriteString(" END")
+	return b.String()
 }
 
 // leaseRefs names the leases of claims.

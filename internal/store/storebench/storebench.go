@@ -71,6 +71,10 @@ func benchCycle(b *testing.B, open Open, claimers, perRun int) {
 	n := int64(b.N)
 	runs := (n + int64(perRun) - 1) / int64(perRun)
 	n = runs * int64(perRun)
+	var stmts0 int64
+	if c, ok := s.(statementCounter); ok {
+		stmts0 = c.WriteStatements()
+	}
 	b.ResetTimer()
 	var wg sync.WaitGroup
 	for range 8 {
@@ -141,7 +145,13 @@ func benchCycle(b *testing.B, open Open, claimers, perRun int) {
 	}
 	wg.Wait()
 	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "jobs/s")
+	if c, ok := s.(statementCounter); ok {
+		b.ReportMetric(float64(c.WriteStatements()-stmts0)/float64(n), "stmts/job")
+	}
 }
+
+// statementCounter is a store that counts the statements its write transactions run.
+type statementCounter interface{ WriteStatements() int64 }
 
 func seq(n int) string {
 	parts := make([]string, n)

@@ -28,12 +28,87 @@ var claimTests = []test{
 	{"Resources", testClaimResources},
 	{"ResourcesAcrossOneClaim", testClaimResourcesAcrossOneClaim},
 	{"StartsJobs", testClaimStarts},
+	{"ConcurrentWaitersGetDistinctJobs", testClaimConcurrentWaiters},
 }
 
 var concurrencyGroupTests = []test{
 	{"OneAtATimeOldestFirst", testGroupOneAtATime},
 	{"Race", testGroupRace},
 	{"MatrixInstances", testGroupMatrix},
+}
+
+// testClaimConcurrentWaiters checks what a driver that serves concurrent claims together
+// (one search and one statement for many waiting workers) must keep: every worker gets
+// jobs of its own, each under a lease of its own that fences the others out, no claim
+// gets more than its max, and a project's limit holds across them all.
+func testClaimConcurrentWaiters(t *testing.T, h Harness) {
+	s, b := setup(t, h)
+	free := b.queueJobs("free", 30)
+	b.queueJobs("limited", 10)
+	b.setQuota("limited", 4, 1)
+	const workers, max = 16, 3
+	type got struct {
+		worker string
+		claims []*store.Claim
+	}
+	results := make([]got, workers)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range workers {
+		wg.Go(func() {
+			<-start
+			w := fmt.Sprintf("waiter-%d", i)
+			cs, err := s.Claim(b.ctx, withClaimDefaults(store.ClaimParams{WorkerID: w, Max: max, Start: true}))
+			if err != nil {
+				t.Errorf("Claim for %s: %v", w, err)
+			}
+			results[i] = got{worker: w, claims: cs}
+		})
+	}
+	close(start)
+	wg.Wait()
+	jobs, tokens := map[uuid.UUID]string{}, map[string]bool{}
+	limited := 0
+	for _, r := range results {
+		if len(r.claims) > max {
+			t.Errorf("%s got %d jobs, asked for at most %d", r.worker, len(r.claims), max)
+		}
+		for _, c := range r.claims {
+			if prev, ok := jobs[c.Job.ID]; ok {
+				t.Errorf("job %s claimed by both %s and %s", c.Job.Key, prev, r.worker)
+			}
+			jobs[c.Job.ID] = r.worker
+			if tokens[c.Lease.Token] {
+				t.Errorf("lease token %q handed out twice", c.Lease.Token)
+			}
+			tokens[c.Lease.Token] = true
+			if c.Run == nil || c.Run.ID != c.Job.RunID {
+				t.Errorf("claim of job %s came without its run", c.Job.Key)
+			}
+			if c.Job.ProjectID != free[0].ProjectID {
+				limited++
+			}
+			stored := b.getJob(c.Job.ID)
+			if stored.WorkerID != r.worker || stored.LeaseToken != c.Lease.Token || stored.Status != store.JobRunning {
+				t.Errorf("job claimed by %s is stored as %s", r.worker, jobState(stored))
+			}
+		}
+	}
+	// 16 claims of 3 could take 48; there are 30 free jobs and room for 4 limited ones.
+	if len(jobs) != 34 || limited != 4 {
+		t.Errorf("concurrent claims took %d jobs, %d of the limited project; want 34, 4", len(jobs), limited)
+	}
+	// A lease fences out every other worker, those served in the same claim included.
+	var all []*store.Claim
+	for _, r := range results {
+		all = append(all, r.claims...)
+	}
+	for i, c := range all {
+		other := all[(i+1)%len(all)]
+		_, err := s.Heartbeat(b.ctx, store.HeartbeatParams{LeaseRef: store.LeaseRef{JobID: c.Job.ID, Token: other.Lease.Token}, TTL: leaseTTL})
+		wantErr(t, "heartbeat with another worker's token", err, store.ErrLeaseLost)
+		b.complete(c, store.JobSuccess)
+	}
 }
 
 // testClaimStarts checks that a claim asked to start its jobs leaves them running, as
