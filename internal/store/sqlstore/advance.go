@@ -158,25 +158,46 @@ func (t *tx) advance(queue []ended, now time.Time) error {
 			}
 		}
 	}
-	ids := make([]uuid.UUID, 0, len(deltas))
-	for id := range deltas {
-		ids = append(ids, id)
+	// Runs whose counters move by the same amounts (single-job runs that each ended one
+	// job, most often) are counted by one statement.
+	type counts struct{ finished, failed, cancelled int }
+	same := map[counts][]uuid.UUID{}
+	for id, d := range deltas {
+		k := counts{d.finished, d.failed, d.cancelled}
+		same[k] = append(same[k], id)
 	}
-	slices.SortFunc(ids, func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) })
-	for _, id := range ids {
-		d := deltas[id]
-		notify, err := t.countEnded(id, d.finished, d.failed, d.cancelled, nowUS)
-		if err != nil {
-			return err
-		}
-		if notify != 0 {
-			if err := t.reportEnded(id, notify, d.jobs, nowUS); err != nil {
+	keys := make([]counts, 0, len(same))
+	for k, ids := range same {
+		slices.SortFunc(ids, func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) })
+		keys = append(keys, k)
+	}
+	// In the order of each group's first run, so concurrent writers lock runs in an order
+	// they agree on as far as they can.
+	slices.SortFunc(keys, func(a, b counts) int { return bytes.Compare(same[a][0][:], same[b][0][:]) })
+	for _, k := range keys {
+		ids := same[k]
+		for len(ids) > 0 {
+			chunk := ids[:min(len(ids), maxInList)]
+			ids = ids[len(chunk):]
+			notify, err := t.countEnded(chunk, k.finished, k.failed, k.cancelled, nowUS)
+			if err != nil {
 				return err
+			}
+			for _, id := range chunk {
+				if n := notify[id]; n != 0 {
+					if err := t.reportEnded(id, n, deltas[id].jobs, nowUS); err != nil {
+						return err
+					}
+				}
 			}
 		}
 	}
 	return nil
 }
+
+// maxInList bounds the ids one statement names, well below either database's limit of
+// parameters.
+const maxInList = 500
 
 type runState struct {
 	trigger   store.Trigger
@@ -314,13 +335,18 @@ func needResults(query func(string, ...any) (*sql.Rows, error), id uuid.UUID, ou
 	return out, cancelled, nil
 }
 
-// countEnded adds ended jobs to the run's counters and, with its last job, sets its final
-// status: one statement, so it costs the same whether or not the run ends. It returns
-// what the run reports (runs.notify) of the jobs that ended, with notifyStatus and
-// notifyRunHook only when the run just ended.
-func (t *tx) countEnded(runID uuid.UUID, finished, failed, cancelled int, nowUS int64) (int, error) {
-	var notify, done, total int
-	err := t.row(`UPDATE runs SET
+// countEnded adds ended jobs to the counters of runs that each ended as many and, with a
+// run's last job, sets its final status: one statement, so it costs the same whether or
+// not the runs end. It returns what each run reports (runs.notify) of the jobs that
+// ended, with notifyStatus and notifyRunHook only when the run just ended.
+func (t *tx) countEnded(runIDs []uuid.UUID, finished, failed, cancelled int, nowUS int64) (map[uuid.UUID]int, error) {
+	ids := make([]any, len(runIDs))
+	for i, id := range runIDs {
+		ids[i] = id
+	}
+	ids = padded(ids)
+	args := append([]any{finished, failed, cancelled, finished, nowUS, finished, failed, cancelled}, ids...)
+	rows, err := t.query(`UPDATE runs SET
 		status = CASE WHEN jobs_finished + ? < jobs_total THEN status
 			WHEN cancel_requested THEN 'cancelled'
 			WHEN jobs_failed + ? > 0 THEN 'failed'
@@ -328,15 +354,32 @@ func (t *tx) countEnded(runID uuid.UUID, finished, failed, cancelled int, nowUS 
 			ELSE 'success' END,
 		finished_at = CASE WHEN jobs_finished + ? < jobs_total THEN finished_at ELSE ? END,
 		jobs_finished = jobs_finished + ?, jobs_failed = jobs_failed + ?, jobs_cancelled = jobs_cancelled + ?
-		WHERE id = ? RETURNING notify, jobs_finished, jobs_total`, finished, failed, cancelled, finished, nowUS, finished, failed, cancelled, runID).
-		Scan(&notify, &done, &total)
+		WHERE id IN (`+inList(len(ids))+`) RETURNING id, notify, jobs_finished, jobs_total`, args...)
 	if err != nil {
-		return 0, fmt.Errorf("count ended jobs of run %s: %w", runID, err)
+		return nil, fmt.Errorf("count ended jobs of %d runs: %w", len(runIDs), err)
 	}
-	if done < total {
-		notify &^= notifyStatus | notifyRunHook
+	defer rows.Close()
+	out := make(map[uuid.UUID]int, len(runIDs))
+	for rows.Next() {
+		var (
+			id                  uuid.UUID
+			notify, done, total int
+		)
+		if err := rows.Scan(&id, &notify, &done, &total); err != nil {
+			return nil, fmt.Errorf("count ended jobs of %d runs: %w", len(runIDs), err)
+		}
+		if done < total {
+			notify &^= notifyStatus | notifyRunHook
+		}
+		out[id] = notify
 	}
-	return notify, nil
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("count ended jobs of %d runs: %w", len(runIDs), err)
+	}
+	if len(out) != len(runIDs) {
+		return nil, fmt.Errorf("count ended jobs: %d of %d runs found", len(out), len(runIDs))
+	}
+	return out, nil
 }
 
 // reportEnded enqueues, in the transaction that ended them, job.finished for the jobs and,

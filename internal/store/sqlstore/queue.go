@@ -553,17 +553,72 @@ func checkStep(u store.StepUpdate) error {
 
 // updateStep records a step's status in attempt of job; the caller checked the lease.
 func (t *tx) updateStep(job uuid.UUID, attempt int, u store.StepUpdate, at time.Time) error {
+	return t.changeStep(job, attempt, netSteps([]store.StepUpdate{u})[0], at)
+}
+
+// updateSteps records a completion's step reports: one statement per step, whatever
+// the number of reports about it.
+func (t *tx) updateSteps(job uuid.UUID, attempt int, us []store.StepUpdate, at time.Time) error {
+	for _, c := range netSteps(us) {
+		if err := t.changeStep(job, attempt, c, at); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// stepChange is what a sequence of reports about one step, made at one time, leaves:
+// the last report's status, exit code and failure kind, a start if any report said
+// running, an end time as the last report says, and a success if any report said so.
+type stepChange struct {
+	last      store.StepUpdate
+	running   bool // some report said running: the step started now
+	ended     bool // some report ended it: a step never seen running started now too
+	succeeded bool
+}
+
+// netSteps folds reports about the same step into one change each, in the order the
+// steps were first reported. Applying the change is the same as applying the reports one
+// after another at the same time.
+func netSteps(us []store.StepUpdate) []stepChange {
+	out := make([]stepChange, 0, len(us))
+	at := map[int]int{}
+	for _, u := range us {
+		i, ok := at[u.Index]
+		if !ok {
+			i = len(out)
+			at[u.Index] = i
+			out = append(out, stepChange{})
+		}
+		c := &out[i]
+		c.last = u
+		switch u.Status {
+		case store.StepRunning:
+			c.running = true
+		case store.StepPending:
+		default:
+			c.ended = true
+		}
+		c.succeeded = c.succeeded || u.Status == store.StepSuccess
+	}
+	return out
+}
+
+func (t *tx) changeStep(job uuid.UUID, attempt int, c stepChange, at time.Time) error {
+	u := c.last
 	var exit any
 	if u.ExitCode != nil {
 		exit = *u.ExitCode
 	}
 	now := us(at)
-	var started, finished int64
-	switch u.Status {
-	case store.StepRunning:
+	var started, unstarted, finished int64
+	if c.running {
 		started = now
-	case store.StepPending:
-	default:
+	}
+	if c.ended {
+		unstarted = now
+	}
+	if u.Status != store.StepPending && u.Status != store.StepRunning {
 		finished = now
 	}
 	kind := u.FailureKind
@@ -575,8 +630,8 @@ func (t *tx) updateStep(job uuid.UUID, attempt int, u store.StepUpdate, at time.
 		finished_at = ?,
 		once_succeeded = CASE WHEN once = TRUE AND ? THEN TRUE ELSE once_succeeded END
 		WHERE job_id = ? AND idx = ?`,
-		string(u.Status), exit, string(kind), attempt, started, started, finished, finished,
-		u.Status == store.StepSuccess, job, u.Index)
+		string(u.Status), exit, string(kind), attempt, started, started, unstarted, finished,
+		c.succeeded, job, u.Index)
 	if err != nil {
 		return fmt.Errorf("update step %d of job %s: %w", u.Index, job, err)
 	}
@@ -619,6 +674,11 @@ func (e *Engine) CompleteJob(ctx context.Context, p store.CompleteParams) (*stor
 	var job *store.Job
 	err := e.write(ctx, func(t *tx) error {
 		job = nil
+		if p.Status == store.JobSuccess {
+			var err error
+			job, err = t.succeed(p, exit, e.clock.Now())
+			return err
+		}
 		j, err := t.lockJob(p.JobID)
 		if err != nil {
 			return err
@@ -627,10 +687,8 @@ func (e *Engine) CompleteJob(ctx context.Context, p store.CompleteParams) (*stor
 			return fmt.Errorf("job %s: %w", p.JobID, store.ErrLeaseLost)
 		}
 		now := e.clock.Now()
-		for _, u := range p.Steps {
-			if err := t.updateStep(p.JobID, j.attempt, u, now); err != nil {
-				return err
-			}
+		if err := t.updateSteps(p.JobID, j.attempt, p.Steps, now); err != nil {
+			return err
 		}
 		switch {
 		case p.Status == store.JobFailed && p.FailureKind == store.FailureLost:
@@ -651,7 +709,7 @@ func (e *Engine) CompleteJob(ctx context.Context, p store.CompleteParams) (*stor
 				return err
 			}
 		}
-		if err := t.setOutputs(p.JobID, p.Outputs); err != nil {
+		if err := t.setOutputs(p.JobID, j.attempt, p.Outputs); err != nil {
 			return err
 		}
 		job, err = t.end(j, p.Status, p.FailureKind, exit, now)
@@ -662,6 +720,44 @@ func (e *Engine) CompleteJob(ctx context.Context, p store.CompleteParams) (*stor
 	}
 	return job, nil
 }
+
+// succeed ends a leased job as a success. A success is never retried, so unlike the other
+// ends it need not read the job first: one statement checks the lease and ends the job,
+// and returns what the DAG's advance needs.
+func (t *tx) succeed(p store.CompleteParams, exit any, now time.Time) (*store.Job, error) {
+	var upstreamFailed, hasDependents bool
+	job, err := scanJobRow(scanAlso{t.row(`UPDATE jobs SET status = 'success', failure_kind = '', exit_code = ?, finished_at = ?,
+		lease_token = '', worker_id = '', lease_expires_at = 0, deadline = 0
+		WHERE id = ? AND lease_token = ? AND lease_token <> '' AND status IN ('assigned', 'running')
+		RETURNING `+jobCols+`, upstream_failed, has_dependents`, exit, us(now), p.JobID, p.Token),
+		[]any{&upstreamFailed, &hasDependents}}, nil)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, t.leaseError(p.JobID)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("end job %s: %w", p.JobID, err)
+	}
+	if err := t.updateSteps(p.JobID, job.Attempt, p.Steps, now); err != nil {
+		return nil, err
+	}
+	if err := t.setOutputs(p.JobID, job.Attempt, p.Outputs); err != nil {
+		return nil, err
+	}
+	// The job was leased (the statement says so), which is what quotaFreed asks.
+	t.quotaFreed(&jobState{status: store.JobRunning, projectID: job.ProjectID})
+	t.ended = append(t.ended, ended{id: job.ID, runID: job.RunID, status: store.JobSuccess,
+		upstreamFailed: upstreamFailed, noDependents: !hasDependents})
+	return job, nil
+}
+
+// scanAlso scans a row's leading columns into what its caller asks for and the columns
+// after them into also.
+type scanAlso struct {
+	s    scanner
+	also []any
+}
+
+func (s scanAlso) Scan(dest ...any) error { return s.s.Scan(append(dest, s.also...)...) }
 
 // lockJob reads a job's state for update.
 func (t *tx) lockJob(id uuid.UUID) (*jobState, error) {
@@ -746,8 +842,13 @@ func (e *Engine) ReleaseClaims(ctx context.Context, leases []store.LeaseRef) (in
 }
 
 // setOutputs keeps a job's outputs, replacing an earlier attempt's; none removes them.
-func (t *tx) setOutputs(id uuid.UUID, outputs map[string]string) error {
+// Only a completion writes outputs and attempts only grow, so a first attempt has no
+// earlier outputs to remove.
+func (t *tx) setOutputs(id uuid.UUID, attempt int, outputs map[string]string) error {
 	if len(outputs) == 0 {
+		if attempt <= 1 {
+			return nil
+		}
 		if _, err := t.exec(`DELETE FROM job_outputs WHERE job_id = ?`, id); err != nil {
 			return fmt.Errorf("clear outputs of job %s: %w", id, err)
 		}
