@@ -85,15 +85,25 @@ func (g *claimGroup) take() []*claimMember {
 	return g.members
 }
 
+// claims returns every claim the group's write made.
+func (g *claimGroup) claims() []*store.Claim {
+	var out []*store.Claim
+	for _, m := range g.take() {
+		out = append(out, m.claims...)
+	}
+	return out
+}
+
 // finish hands each member its answer once the group's write is over. A write that
-// failed before it ran (the store closed) fails every member.
-func (g *claimGroup) finish(err error) {
-	members := g.take()
-	for _, m := range members {
-		if err != nil {
-			m.claims, m.err = nil, err
-		} else if m.claims == nil && m.ctx.Err() != nil {
-			m.err = m.ctx.Err()
+// failed made no claims, and fails every member; when the claims' runs or specs could
+// not be read, each member gets its claims with the error, to hand them back.
+func (g *claimGroup) finish(writeErr, loadErr error) {
+	for _, m := range g.take() {
+		switch {
+		case writeErr != nil:
+			m.claims, m.err = nil, writeErr
+		case loadErr != nil:
+			m.err = loadErr
 		}
 		close(m.done)
 	}

@@ -67,35 +67,47 @@ func (e *Engine) Claim(ctx context.Context, p store.ClaimParams) ([]*store.Claim
 		// The group's write runs whatever becomes of the leader's request: the other
 		// members wait for it, and each hands back what it cannot take.
 		err := e.write(context.WithoutCancel(ctx), func(t *tx) error { return t.claimFor(g) })
-		g.finish(err)
+		var loadErr error
+		if err == nil {
+			loadErr = e.loadClaims(context.WithoutCancel(ctx), g.claims())
+		}
+		g.finish(err, loadErr)
 	}
 	<-m.done
 	claims, err := m.claims, m.err
-	if err != nil {
-		return nil, fmt.Errorf("claim for worker %s: %w", p.WorkerID, err)
-	}
-	// The runs and the specs are read after the commit, off the one writer: what a
-	// worker needs of them (trigger, environment, steps) never changes.
-	jobs := make([]*store.Job, len(claims))
-	for i, c := range claims {
-		jobs[i] = c.Job
-	}
-	err = ctx.Err()
 	if err == nil {
-		err = e.loadRuns(ctx, claims)
-	}
-	if err == nil {
-		err = e.loadSpecs(ctx, jobs)
+		err = ctx.Err()
 	}
 	if err != nil {
 		// The claims committed but cannot be handed out (most often the claimer went
 		// away meanwhile): give the jobs back now rather than when their leases expire.
-		if _, rerr := e.ReleaseClaims(context.WithoutCancel(ctx), leaseRefs(claims)); rerr != nil {
-			err = errors.Join(err, rerr)
+		if len(claims) > 0 {
+			if _, rerr := e.ReleaseClaims(context.WithoutCancel(ctx), leaseRefs(claims)); rerr != nil {
+				err = errors.Join(err, rerr)
+			}
 		}
 		return nil, fmt.Errorf("claim for worker %s: %w", p.WorkerID, err)
 	}
 	return claims, nil
+}
+
+// loadClaims reads what the worker needs of the claims' runs and specs (trigger,
+// environment, steps), after the commit and off the one writer: it never changes. One
+// read of each serves a whole group of claims.
+func (e *Engine) loadClaims(ctx context.Context, claims []*store.Claim) error {
+	if len(claims) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, txTimeout)
+	defer cancel()
+	jobs := make([]*store.Job, len(claims))
+	for i, c := range claims {
+		jobs[i] = c.Job
+	}
+	if err := e.loadRuns(ctx, claims); err != nil {
+		return err
+	}
+	return e.loadSpecs(ctx, jobs)
 }
 
 // claimFor claims jobs for every member of g that still waits: one search for them all,
@@ -377,6 +389,7 @@ func (e *Engine) loadRuns(ctx context.Context, claims []*store.Claim) error {
 		}
 	}
 	// Only what the worker is told: the definition, read with the whole run, is large.
+	args = padded(args)
 	rows, err := e.readRows(ctx, `SELECT id, project_id, name, trigger, env FROM runs WHERE id IN (`+inList(len(args))+`)`, args...)
 	if err != nil {
 		return fmt.Errorf("read runs: %w", err)

@@ -538,6 +538,7 @@ func (e *Engine) loadSpecs(ctx context.Context, jobs []*store.Job) error {
 		args[i] = j.ID
 		byID[j.ID] = j
 	}
+	args = padded(args)
 	rows, err := e.readRows(ctx, `SELECT job_id, spec FROM job_specs WHERE job_id IN (`+inList(len(args))+`)`, args...)
 	if err != nil {
 		return fmt.Errorf("read job specs: %w", err)
