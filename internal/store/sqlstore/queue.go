@@ -317,6 +317,7 @@ func (t *tx) claimFor(g *claimGroup) error {
 		return fmt.Errorf("start runs: %w", err)
 	}
 	var reported []uuid.UUID
+	runNotify := map[uuid.UUID]int{} // what the runs that started report
 	for runRows.Next() {
 		var id uuid.UUID
 		var notify int
@@ -324,6 +325,7 @@ func (t *tx) claimFor(g *claimGroup) error {
 			runRows.Close()
 			return fmt.Errorf("start runs: %w", err)
 		}
+		runNotify[id] = notify
 		if notify&notifyStatus != 0 {
 			reported = append(reported, id)
 		}
@@ -340,13 +342,22 @@ func (t *tx) claimFor(g *claimGroup) error {
 	}
 	if p.Start {
 		// Jobs started by their claim report running, as StartJob's do: one read of
-		// what each run reports, however many of its jobs the claim took.
+		// what each run reports, however many of its jobs the claim took, and none for a
+		// run the claim started, whose flags its start returned.
 		started := map[uuid.UUID][]uuid.UUID{}
 		for _, c := range claims {
 			started[c.Job.RunID] = append(started[c.Job.RunID], c.Job.ID)
 		}
 		for runID, jobs := range started {
-			if err := t.reportJobsStarted(runID, jobs, nowUS); err != nil {
+			notify, ok := runNotify[runID]
+			var err error
+			switch {
+			case !ok:
+				err = t.reportJobsStarted(runID, jobs, nowUS)
+			case notify&notifyJobStatus != 0:
+				err = t.reportJobStatuses(runID, jobs, nowUS)
+			}
+			if err != nil {
 				return err
 			}
 		}
