@@ -169,7 +169,7 @@ func (a *app) runLocal(ctx context.Context, cfg runConfig) error {
 	go func() {
 		labels := cfg.labels()
 		if l.docker != "" {
-			labels = append(labels, pipeline.DockerLabel)
+			labels = append(cfg.dockerLabels(), pipeline.DockerLabel)
 		}
 		done <- a.followLocal(ctx, l.base, run.ID.String(), func(j jobView) error { return cannotRun(j, labels) })
 	}()
@@ -243,6 +243,10 @@ func (e *cannotRunError) Error() string {
 	labels := slices.DeleteFunc(slices.Clone(e.waiting.Labels), func(l string) bool { return l == pipeline.DockerLabel })
 	if len(labels) < len(e.waiting.Labels) {
 		msg += "; gantry run starts a docker worker for a pipeline with an image when a Docker Engine answers at DOCKER_HOST or the default socket (--docker)"
+	}
+	if i := slices.Index(labels, pipeline.PrivilegedLabel); i >= 0 {
+		labels = slices.Delete(labels, i, i+1)
+		msg += "; gantry run --docker-allow-privileged lets its docker worker run them"
 	}
 	if len(labels) > 0 {
 		msg += fmt.Sprintf("; add --labels %s to give this run's workers those labels", strings.Join(labels, ","))

@@ -142,6 +142,9 @@ func (c *upConfig) validate() error {
 	if slices.Contains(c.labels(), pipeline.DockerLabel) {
 		return usagef("--labels %s: that label says a worker runs jobs' images, which the docker worker (--docker) does", pipeline.DockerLabel)
 	}
+	if slices.Contains(c.labels(), pipeline.PrivilegedLabel) {
+		return usagef("--labels %s: that label says a worker runs privileged containers, which the docker worker does with --docker-allow-privileged", pipeline.PrivilegedLabel)
+	}
 	if c.StepUser != "" {
 		u, err := executor.LookupUser(c.StepUser)
 		if err != nil {
@@ -161,6 +164,15 @@ func (c *upConfig) labels() []string {
 		}
 	}
 	return out
+}
+
+// dockerLabels are the docker worker's labels besides the docker label its executor
+// gives it: the local workers', and the one privileged jobs ask for when it runs them.
+func (c *upConfig) dockerLabels() []string {
+	if c.DockerAllowPrivileged {
+		return append(c.labels(), pipeline.PrivilegedLabel)
+	}
+	return c.labels()
 }
 
 // server is the coordinator `up` runs.
@@ -343,7 +355,7 @@ func startLocal(ctx context.Context, cfg upConfig, log *slog.Logger) (*local, er
 			// One worker for every job with an image, as many at once as there are
 			// local workers; jobs without one it runs on the host, as they do.
 			ac := agent.Config{Server: coord.base, Token: token, Name: host + "/docker", MaxJobs: cfg.Workers,
-				Labels: cfg.labels(), WorkDir: workDir, Logger: log.With("worker", "docker"),
+				Labels: cfg.dockerLabels(), WorkDir: workDir, Logger: log.With("worker", "docker"),
 				Executor:   dockerExecutor{host: contained.Executor, engine: engine},
 				Registered: dockerSweeper(engine, dockerStateDir(workDir), log.With("worker", "docker"))}
 			wg.Add(1)

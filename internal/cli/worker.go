@@ -224,8 +224,16 @@ func (c *workerConfig) agentConfig() (agent.Config, error) {
 			if l == pipeline.DockerLabel && c.Executor != "docker" && c.Executor != "kubernetes" {
 				return ac, usagef("--labels %s: that label says the worker runs jobs' images, which only --executor docker or kubernetes does", l)
 			}
+			if l == pipeline.PrivilegedLabel {
+				return ac, usagef("--labels %s: that label says the worker runs privileged containers; --executor docker --docker-allow-privileged gives it", l)
+			}
 			ac.Labels = append(ac.Labels, l)
 		}
+	}
+	// The label privileged jobs ask for: a docker worker's operator opts in; a
+	// kubernetes worker leaves it to the cluster's pod security, as it always did.
+	if c.Executor == "docker" && c.DockerAllowPrivileged || c.Executor == "kubernetes" {
+		ac.Labels = append(ac.Labels, pipeline.PrivilegedLabel)
 	}
 	if c.CPU != "" {
 		v, err := pipeline.ParseCPU(c.CPU)

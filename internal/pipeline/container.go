@@ -14,6 +14,12 @@ import (
 // worker claims the job.
 const DockerLabel = "docker"
 
+// PrivilegedLabel is the capability a worker carries whose operator lets its jobs have a
+// privileged container (gantry worker --executor docker --docker-allow-privileged). A job
+// with container.options.privileged asks for it beside DockerLabel, so that it waits
+// for such a worker rather than fail on another.
+const PrivilegedLabel = "docker-privileged"
+
 // Container is how a job's container runs, after defaults.
 type Container struct {
 	// User runs the steps as that user of the image; "" is the image's own.
@@ -481,5 +487,8 @@ func (d *decoder) buildContainer(job *Job, def, own settings, j *jobSpec, in []M
 	}
 	if !contains(job.RunsOn, DockerLabel) {
 		job.RunsOn = append(job.RunsOn, DockerLabel)
+	}
+	if c.Privileged && !contains(job.RunsOn, PrivilegedLabel) {
+		job.RunsOn = append(job.RunsOn, PrivilegedLabel)
 	}
 }

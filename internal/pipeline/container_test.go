@@ -46,8 +46,8 @@ jobs:
 	if j.Image != "gantry-test/go:1.26" || p.Job("test (go=1.25)").Image != "gantry-test/go:1.25" {
 		t.Errorf("images = %q, %q; want the matrix value put in", j.Image, p.Job("test (go=1.25)").Image)
 	}
-	if !slices.Equal(j.RunsOn, []string{"linux", DockerLabel}) {
-		t.Errorf("RunsOn = %v, want [linux docker]", j.RunsOn)
+	if !slices.Equal(j.RunsOn, []string{"linux", DockerLabel, PrivilegedLabel}) {
+		t.Errorf("RunsOn = %v, want [linux docker docker-privileged]", j.RunsOn)
 	}
 	want := &Container{User: "1000:1000", Privileged: true, Pull: PullNever,
 		Credentials: &RegistryCredentials{Registry: "docker.io", Username: "bot", Password: SecretRef("REGISTRY_TOKEN")}}

@@ -209,11 +209,17 @@ func noWorkerMessage(labels []string, workers []*store.Worker) (string, []string
 			missing = append(missing, l)
 		}
 	}
-	if slices.Contains(missing, pipeline.DockerLabel) {
-		// A job with an image asks for the label the docker executor gives its worker:
-		// say what to start rather than which label is missing.
+	if slices.Contains(missing, pipeline.DockerLabel) || slices.Contains(missing, pipeline.PrivilegedLabel) {
+		// A job with an image asks for the label the docker executor gives its worker,
+		// and a privileged one for the label of a worker that allows them: say what to
+		// start rather than which label is missing.
 		msg := "waiting: needs a worker with the docker executor (gantry worker --executor docker)"
-		if others := slices.DeleteFunc(slices.Clone(missing), func(l string) bool { return l == pipeline.DockerLabel }); len(others) > 0 {
+		if slices.Contains(missing, pipeline.PrivilegedLabel) {
+			msg = "waiting: needs a docker worker that allows privileged containers (gantry worker --executor docker --docker-allow-privileged)"
+		}
+		if others := slices.DeleteFunc(slices.Clone(missing), func(l string) bool {
+			return l == pipeline.DockerLabel || l == pipeline.PrivilegedLabel
+		}); len(others) > 0 {
 			msg += " and labels [" + strings.Join(others, ", ") + "]"
 		}
 		return msg, missing
