@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gantry-ci/gantry/internal/executor"
+	"github.com/gantry-ci/gantry/internal/pipeline"
 	"github.com/gantry-ci/gantry/internal/store"
 )
 
@@ -103,7 +104,9 @@ func TestContainerJob(t *testing.T) {
 	b.setSecret(t, "default", "REGISTRY_TOKEN", "reg-s3cret")
 	b.setSecret(t, "default", "DB_PASSWORD", "db-s3cret")
 	fake := newFakeJobs()
-	b.startWith(t, Config{Name: "docker", Labels: []string{"linux"}, MaxJobs: 2, Executor: fake})
+	// The job asks for a privileged container: only a worker whose operator allows them
+	// carries the label that takes such a job.
+	b.startWith(t, Config{Name: "docker", Labels: []string{"linux", pipeline.PrivilegedLabel}, MaxJobs: 2, Executor: fake})
 	id := b.submitIn(t, "default", store.Trigger{Branch: "main"}, nil, `
 jobs:
   test:

@@ -135,7 +135,9 @@ func TestTokenEndpoints(t *testing.T) {
 	}
 	expectError(t, b.do(t, http.MethodPost, "/api/v1/tokens", "application/json", `{"name": "x", "role": "admin"}`, bearer(writer)),
 		http.StatusForbidden, "forbidden")
-	expectError(t, b.do(t, http.MethodDelete, "/api/v1/tokens/"+created.ID, "", "", bearer(created.Token)), http.StatusNotFound, "not_found")
+	expectError(t, b.do(t, http.MethodDelete, "/api/v1/tokens/"+created.ID, "", "", bearer(writer)), http.StatusNotFound, "not_found")
+	// A register token is a worker's, not a user's: it manages no token, its own included.
+	expectError(t, b.do(t, http.MethodDelete, "/api/v1/tokens/"+created.ID, "", "", bearer(created.Token)), http.StatusForbidden, "forbidden")
 
 	list := b.listTokens(t, admin, "")
 	var found *tokenView

@@ -112,7 +112,8 @@ func testOutboxCrash(t *testing.T, db string) {
 		return out
 	}
 	post(first.base, "/api/v1/projects", map[string]any{"name": "web", "repo_url": "https://github.com/acme/web.git",
-		"provider": "github", "default_branch": "main", "api_base_url": forgeSrv.URL, "api_token_file": tokenFile})
+		"provider": "github", "default_branch": "main", "api_base_url": forgeSrv.URL, "api_token_file": tokenFile,
+		"commit_statuses": "run"}) // the run's status alone, so that exactly one message is followed
 	const sha = "89abcdef0123456789abcdef0123456789abcdef"
 	run := post(first.base, "/api/v1/runs", map[string]any{"pipeline": "name: ci\njobs:\n  a: {steps: [{run: 'true'}]}\n",
 		"project": "web", "ref": "refs/heads/main", "sha": sha})

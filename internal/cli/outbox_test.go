@@ -36,7 +36,8 @@ func TestOutboxCommands(t *testing.T) {
 		t.Fatal(err)
 	}
 	if r := cli("project", "create", "web", "--repo", "https://github.com/acme/web.git", "--provider", "github",
-		"--default-branch", "main", "--api-url", forgeSrv.URL, "--api-token-file", tokenFile); r.code != exitOK {
+		"--default-branch", "main", "--api-url", forgeSrv.URL, "--api-token-file", tokenFile,
+		"--commit-statuses", "run"); r.code != exitOK { // one status per run: the commands are what is tested
 		t.Fatalf("project create: exit %d: %s", r.code, r.stderr)
 	}
 	add := cli("project", "webhook", "add", "web", "--url", "https://hooks.example.com/ci", "--event", "run.finished", "--event", "job.finished")
