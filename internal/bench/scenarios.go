@@ -71,8 +71,11 @@ func throughputScenario(workers int) Scenario {
 					return err
 				}
 				var target *Target
-				if workers == 64 && store == SQLite {
-					target = atLeast(2000)
+				if workers == 64 {
+					target = atLeast(2000) // PostgreSQL
+					if store == SQLite {
+						target = atLeast(4000)
+					}
 				}
 				r.add("jobs/s", float64(n)/elapsed.Seconds(), "jobs/s", target)
 				r.addLatency("dispatch", stats.dispatch.take(), 0)
