@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gantry-ci/gantry/internal/blob"
@@ -135,6 +136,48 @@ type Server struct {
 	secrets *secret.Keyring
 	// routeTable lists the registered routes and their access, for Routes.
 	routeTable []Route
+	// conns tracks the WebSocket connections, which outlive their requests (the HTTP
+	// server does not wait for a hijacked connection): Close ends them and waits.
+	conns connTracker
+}
+
+// connTracker counts long-lived connections and ends them on close.
+type connTracker struct {
+	mu     sync.Mutex
+	closed bool
+	wg     sync.WaitGroup
+	stop   chan struct{} // closed by close
+}
+
+// add registers a connection; it reports false once the tracker is closed. The
+// returned channel is closed when the connection must end.
+func (c *connTracker) add() (<-chan struct{}, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, false
+	}
+	if c.stop == nil {
+		c.stop = make(chan struct{})
+	}
+	c.wg.Add(1)
+	return c.stop, true
+}
+
+func (c *connTracker) done() { c.wg.Done() }
+
+// close asks every connection to end and waits until they have.
+func (c *connTracker) close() {
+	c.mu.Lock()
+	if !c.closed {
+		c.closed = true
+		if c.stop == nil {
+			c.stop = make(chan struct{})
+		}
+		close(c.stop)
+	}
+	c.mu.Unlock()
+	c.wg.Wait()
 }
 
 // New returns a Server for cfg, filling defaults for zero fields.
@@ -242,6 +285,7 @@ func (s *Server) routes(cfg Config) {
 
 // Close stops what the server started itself (the default log service).
 func (s *Server) Close() {
+	s.conns.close()
 	if s.ownLogs {
 		s.logs.Close()
 	}

@@ -108,6 +108,12 @@ type wsSub struct {
 func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	// The default options check that the Origin, when sent, is this host: a page of
 	// another site cannot use a browser's credentials here.
+	stop, ok := s.conns.add()
+	if !ok {
+		writeError(w, http.StatusServiceUnavailable, codeUnavailable, "the server is shutting down", nil)
+		return
+	}
+	defer s.conns.done()
 	c, err := websocket.Accept(w, r, nil)
 	if err != nil {
 		return // Accept answered the request
@@ -115,6 +121,13 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	defer c.CloseNow()
 	c.SetReadLimit(wsReadLimit)
 	ctx, cancel := context.WithCancel(r.Context())
+	go func() {
+		select {
+		case <-stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	wc := &wsConn{s: s, c: c, ctx: ctx, subs: map[string]*wsSub{}}
 	defer wc.wg.Wait()
 	defer cancel()

@@ -503,3 +503,44 @@ func TestWSLinesSplit(t *testing.T) {
 		sub.take(t, m)
 	}
 }
+
+// TestCloseEndsWebSockets: Server.Close ends the open WebSocket connections and waits for
+// them, so nothing of theirs reads the store once Close has returned; a connection asked
+// for after Close is refused.
+func TestCloseEndsWebSockets(t *testing.T) {
+	t.Parallel()
+	clk := clock.NewFake(time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC))
+	b, srv := accessServer(t, storeOpeners[0].open(t, clk), clk)
+	admin := issueToken(t, b.store, store.RoleAdmin)
+	var run runView
+	accessCall(t, b, http.MethodPost, "/api/v1/runs", mustJSON(t, map[string]any{"pipeline": isolationPipeline, "project": "web"}), admin).decode(t, &run)
+	ws := dialWS(t, b, "?access_token="+admin, nil)
+	ws.send(t, map[string]any{"type": "subscribe", "id": "run", "topic": "run", "run_id": run.ID})
+	ws.expect(t, "subscribed", "run")
+
+	closed := make(chan struct{})
+	go func() {
+		srv.Close()
+		close(closed)
+	}()
+	select {
+	case <-closed:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Close did not return with a WebSocket open")
+	}
+	deadline := time.After(30 * time.Second)
+	for open := true; open; {
+		select {
+		case _, open = <-ws.msgs:
+		case <-deadline:
+			t.Fatal("the WebSocket is still open after Close")
+		}
+	}
+	if _, res, err := websocket.Dial(t.Context(), wsURL(b, "?access_token="+admin), nil); err == nil || res == nil || res.StatusCode != http.StatusServiceUnavailable {
+		status := 0
+		if res != nil {
+			status = res.StatusCode
+		}
+		t.Errorf("a WebSocket after Close: err %v, status %d, want 503", err, status)
+	}
+}
