@@ -326,15 +326,7 @@ func TakeFiles(r io.Reader, dir string) error {
 		if h.Typeflag != tar.TypeReg || h.Name != filepath.Base(h.Name) || h.Name == "." || h.Name == ".." {
 			return fmt.Errorf("tar entry %s: want a regular file directly in the directory", h.Name)
 		}
-		f, err := root.OpenFile(h.Name, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o666)
-		if err != nil {
-			return err
-		}
-		_, err = io.Copy(f, tr)
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
+		if err := writeRootFile(root, h.Name, 0o666, tr); err != nil {
 			return fmt.Errorf("tar entry %s: %w", h.Name, err)
 		}
 	}
@@ -370,6 +362,19 @@ func Untar(r io.Reader, dir string) error {
 	}
 }
 
+// writeRootFile writes r into the file name under root, made or emptied first.
+func writeRootFile(root *os.Root, name string, mode os.FileMode, r io.Reader) error {
+	f, err := root.OpenFile(name, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, mode)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(f, r)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
 // untarEntry writes one entry of the stream under root; directory modes are noted in
 // dirModes, to be set at the end.
 func untarEntry(root *os.Root, tr *tar.Reader, h *tar.Header, dirModes map[string]os.FileMode) error {
@@ -388,15 +393,7 @@ func untarEntry(root *os.Root, tr *tar.Reader, h *tar.Header, dirModes map[strin
 		if err := root.MkdirAll(filepath.Dir(name), 0o755); err != nil {
 			return err
 		}
-		f, err := root.OpenFile(name, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, mode)
-		if err != nil {
-			return err
-		}
-		_, err = io.Copy(f, tr)
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
+		if err := writeRootFile(root, name, mode, tr); err != nil {
 			return err
 		}
 		// The umask may have taken bits off at the create.
