@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -55,12 +56,14 @@ func TestDirRemovesPartialUploadsOnOpen(t *testing.T) {
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
+		// The upload's temp file exists and is locked: between the two, a sweep may take
+		// the file and the upload makes another.
 		entries, _ := os.ReadDir(tmp)
-		if len(entries) == 2 {
+		if len(entries) == 2 && lockedByOther(t, tmp, entries, "upload-killed") {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the upload's temp file did not appear: %v", entries)
+			t.Fatalf("the upload's temp file did not appear locked: %v", entries)
 		}
 		time.Sleep(5 * time.Millisecond) // polling the directory, not waiting on time
 	}
@@ -96,4 +99,26 @@ func TestDirRemovesPartialUploadsOnOpen(t *testing.T) {
 	if entries, _ := os.ReadDir(tmp); len(entries) != 0 {
 		t.Errorf("temp files left after the upload: %v", entries)
 	}
+}
+
+// lockedByOther reports whether the entry of dir other than skip is held locked by
+// someone else (the flock a live upload keeps).
+func lockedByOther(t *testing.T, dir string, entries []os.DirEntry, skip string) bool {
+	t.Helper()
+	for _, e := range entries {
+		if e.Name() == skip {
+			continue
+		}
+		f, err := os.Open(filepath.Join(dir, e.Name()))
+		if err != nil {
+			return false
+		}
+		defer f.Close()
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err == nil {
+			_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+			return false
+		}
+		return true
+	}
+	return false
 }
