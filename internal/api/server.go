@@ -283,7 +283,8 @@ func (s *Server) routes(cfg Config) {
 	}
 }
 
-// Close stops what the server started itself (the default log service).
+// Close stops what the server started itself (the default log service) and ends the open
+// WebSocket connections, waiting for them, so that none reads the store after it returns.
 func (s *Server) Close() {
 	s.conns.close()
 	if s.ownLogs {

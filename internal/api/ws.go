@@ -106,14 +106,14 @@ type wsSub struct {
 // most a page at a time, so a slow client only slows its own connection. Every
 // goroutine has ended when it returns.
 func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
-	// The default options check that the Origin, when sent, is this host: a page of
-	// another site cannot use a browser's credentials here.
 	stop, ok := s.conns.add()
 	if !ok {
 		writeError(w, http.StatusServiceUnavailable, codeUnavailable, "the server is shutting down", nil)
 		return
 	}
 	defer s.conns.done()
+	// The default options check that the Origin, when sent, is this host: a page of
+	// another site cannot use a browser's credentials here.
 	c, err := websocket.Accept(w, r, nil)
 	if err != nil {
 		return // Accept answered the request
