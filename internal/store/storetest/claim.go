@@ -95,8 +95,34 @@ func testClaimConcurrentWaiters(t *testing.T, h Harness) {
 		}
 	}
 	// 16 claims of 3 could take 48; there are 30 free jobs and room for 4 limited ones.
+	// Where claimers run in parallel transactions a claim may skip the jobs another holds
+	// locked and take fewer, never more: later claims take the rest, and the limit holds
+	// across them all.
+	if len(jobs) > 34 || limited > 4 {
+		t.Errorf("concurrent claims took %d jobs, %d of the limited project; want at most 34, 4", len(jobs), limited)
+	}
+	for i := 0; ; i++ {
+		w := fmt.Sprintf("later-%d", i)
+		cs, err := s.Claim(b.ctx, withClaimDefaults(store.ClaimParams{WorkerID: w, Max: max, Start: true}))
+		if err != nil {
+			t.Fatalf("Claim for %s: %v", w, err)
+		}
+		if len(cs) == 0 || i == 48 {
+			break
+		}
+		for _, c := range cs {
+			if prev, ok := jobs[c.Job.ID]; ok {
+				t.Errorf("job %s claimed by both %s and %s", c.Job.Key, prev, w)
+			}
+			jobs[c.Job.ID] = w
+			if c.Job.ProjectID != free[0].ProjectID {
+				limited++
+			}
+		}
+		results = append(results, got{worker: w, claims: cs})
+	}
 	if len(jobs) != 34 || limited != 4 {
-		t.Errorf("concurrent claims took %d jobs, %d of the limited project; want 34, 4", len(jobs), limited)
+		t.Errorf("claims took %d jobs, %d of the limited project; want 34, 4", len(jobs), limited)
 	}
 	// A lease fences out every other worker, those served in the same claim included.
 	var all []*store.Claim
