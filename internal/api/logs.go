@@ -29,8 +29,8 @@ const (
 	// DefaultEndCheck is how often an idle stream asks the store whether its attempt
 	// ended, for ends this replica was not told about (a lease reaped, another replica).
 	DefaultEndCheck = 2 * time.Second
-	// DefaultTokenCheck is how often an open stream reads its token again: a stream
-	// outlives the request's check, and must not outlive the token's revocation by more.
+	// DefaultTokenCheck is how often an open stream or WebSocket reads its token again:
+	// it outlives the request's check, and must not outlive the token's revocation by more.
 	DefaultTokenCheck = 5 * time.Second
 )
 

@@ -52,8 +52,8 @@ type Config struct {
 	// EndCheck is how often an idle log stream asks the store whether its attempt ended
 	// (DefaultEndCheck).
 	EndCheck time.Duration
-	// TokenCheck is how often an open log stream reads its token again, so that one
-	// revoked or expired while it is open ends it (DefaultTokenCheck).
+	// TokenCheck is how often an open log stream or WebSocket reads its token again, so
+	// that one revoked or expired while it is open ends it (DefaultTokenCheck).
 	TokenCheck time.Duration
 	// Auth requires a bearer token on every route but the health checks. Off, anyone who
 	// can reach the address may do anything: only for loopback.

@@ -2,12 +2,15 @@ package api_test
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
 	"github.com/gantry-ci/gantry/internal/api"
 	"github.com/gantry-ci/gantry/internal/store"
 )
@@ -101,26 +104,7 @@ func TestStreamEndsOnRevocation(t *testing.T) {
 		}
 	}
 
-	var list struct {
-		Tokens []struct {
-			ID   string `json:"id"`
-			Name string `json:"name"`
-		} `json:"tokens"`
-	}
-	lr := b.do(t, http.MethodGet, "/api/v1/tokens", "", "", admin)
-	lr.decode(t, &list)
-	id := ""
-	for _, tk := range list.Tokens {
-		if tk.Name == "reader" {
-			id = tk.ID
-		}
-	}
-	if id == "" {
-		t.Fatalf("no token named reader in %s", lr.body)
-	}
-	if r := b.do(t, http.MethodDelete, "/api/v1/tokens/"+id, "", "", admin); r.status != http.StatusNoContent && r.status != http.StatusOK {
-		t.Fatalf("revoke: %d %s", r.status, r.body)
-	}
+	revokeNamed(t, b, admin, "reader")
 	ended, alive := mine, theirs
 	ev, ok := next(ended)
 	if !ok || ev.name != "error" {
@@ -155,4 +139,127 @@ func TestStreamEndsOnRevocation(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Error("the other token's stream sent nothing within 10s")
 	}
+}
+
+// revokeNamed revokes the token called name through the API.
+func revokeNamed(t *testing.T, b *bundle, admin map[string]string, name string) {
+	t.Helper()
+	var list struct {
+		Tokens []struct {
+			ID   string `json:"id"`
+			Name string `json:"name"`
+		} `json:"tokens"`
+	}
+	lr := b.do(t, http.MethodGet, "/api/v1/tokens", "", "", admin)
+	lr.decode(t, &list)
+	id := ""
+	for _, tk := range list.Tokens {
+		if tk.Name == name {
+			id = tk.ID
+		}
+	}
+	if id == "" {
+		t.Fatalf("no token named %s in %s", name, lr.body)
+	}
+	if r := b.do(t, http.MethodDelete, "/api/v1/tokens/"+id, "", "", admin); r.status != http.StatusNoContent && r.status != http.StatusOK {
+		t.Fatalf("revoke: %d %s", r.status, r.body)
+	}
+}
+
+// TestWSEndsOnRevocation: a WebSocket whose token is revoked while it holds
+// subscriptions closes with a policy-violation close that says why, within a few token
+// checks; the connection of another token goes on and may still subscribe.
+func TestWSEndsOnRevocation(t *testing.T) {
+	t.Parallel()
+	b := setupWith(t, func(c *api.Config) {
+		c.Auth = true
+		c.TokenCheck = 20 * time.Millisecond
+	})
+	admin := bearer(issue(t, b.store, store.RoleAdmin))
+	r := b.do(t, http.MethodPost, "/api/v1/runs", "application/json", `{"pipeline": "name: s\njobs:\n  a: {steps: [{run: make}]}\n"}`, admin)
+	if r.status != http.StatusAccepted {
+		t.Fatalf("create run: %d %s", r.status, r.body)
+	}
+	var run struct {
+		ID   string                `json:"id"`
+		Jobs []struct{ ID string } `json:"jobs"`
+	}
+	r.decode(t, &run)
+	dial := func(name string) *websocket.Conn {
+		secret, err := api.IssueToken(t.Context(), b.store, name, store.RoleRead, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, _, err := websocket.Dial(t.Context(), wsURL(b, ""), &websocket.DialOptions{
+			HTTPHeader: http.Header{"Authorization": {"Bearer " + secret}},
+		})
+		if err != nil {
+			t.Fatalf("dial as %s: %v", name, err)
+		}
+		t.Cleanup(func() { _ = c.CloseNow() })
+		return c
+	}
+	// read returns the connection's next message, or the error that ended it.
+	read := func(c *websocket.Conn) (wsMsg, error) {
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		defer cancel()
+		_, data, err := c.Read(ctx)
+		if err != nil {
+			return wsMsg{}, err
+		}
+		var m wsMsg
+		if err := json.Unmarshal(data, &m); err != nil {
+			t.Fatalf("server sent %s: %v", data, err)
+		}
+		return m, nil
+	}
+	// subscribe subscribes to the run and to its job's log and waits until both answered.
+	subscribe := func(c *websocket.Conn, prefix string) {
+		t.Helper()
+		for _, m := range []string{
+			`{"type": "subscribe", "id": "` + prefix + `run", "topic": "run", "run_id": "` + run.ID + `"}`,
+			`{"type": "subscribe", "id": "` + prefix + `log", "topic": "logs", "job_id": "` + run.Jobs[0].ID + `"}`,
+		} {
+			if err := c.Write(t.Context(), websocket.MessageText, []byte(m)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		seen := map[string]bool{}
+		for !seen[prefix+"run"] || !seen[prefix+"log"] {
+			m, err := read(c)
+			if err != nil {
+				t.Fatalf("subscribe %s: %v", prefix, err)
+			}
+			if m.Type == "error" {
+				t.Fatalf("subscribe %s: %s", prefix, m.Message)
+			}
+			if m.Type == "subscribed" {
+				seen[m.ID] = true
+			}
+		}
+	}
+	mine, theirs := dial("reader"), dial("other")
+	subscribe(mine, "a-")
+	subscribe(theirs, "a-")
+
+	revokeNamed(t, b, admin, "reader")
+	for {
+		m, err := read(mine)
+		if err == nil {
+			if m.Type == "error" {
+				t.Fatalf("the revoked token's connection sent an error %q, want a close", m.Message)
+			}
+			continue // a run or lines message sent before the revocation was seen
+		}
+		var ce websocket.CloseError
+		if !errors.As(err, &ce) {
+			t.Fatalf("the revoked token's connection ended with %v, want a close frame", err)
+		}
+		if ce.Code != websocket.StatusPolicyViolation || !strings.Contains(ce.Reason, "revoked") {
+			t.Fatalf("close %d %q, want %d and a reason naming the revocation", ce.Code, ce.Reason, websocket.StatusPolicyViolation)
+		}
+		break
+	}
+	// The other connection is still open and still subscribes.
+	subscribe(theirs, "b-")
 }

@@ -87,13 +87,17 @@ type wsOut struct {
 
 // wsConn is one client connection: its writer and its subscriptions.
 type wsConn struct {
-	s    *Server
-	c    *websocket.Conn
-	ctx  context.Context // the connection's; cancelled when it closes
-	wg   sync.WaitGroup
-	wmu  sync.Mutex // serialises writes, so a subscription's messages keep their order
-	mu   sync.Mutex
-	subs map[string]*wsSub
+	s   *Server
+	c   *websocket.Conn
+	ctx context.Context // the connection's; cancelled when it closes
+	// subCtx is the subscriptions' parent: ctx, also cancelled (with errTokenInvalid)
+	// once the token is revoked or expires. Writes stay under ctx, so that ending the
+	// subscriptions does not cut the connection before its close frame is sent.
+	subCtx context.Context
+	wg     sync.WaitGroup
+	wmu    sync.Mutex // serialises writes, so a subscription's messages keep their order
+	mu     sync.Mutex
+	subs   map[string]*wsSub
 }
 
 type wsSub struct {
@@ -128,14 +132,26 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		case <-ctx.Done():
 		}
 	}()
-	wc := &wsConn{s: s, c: c, ctx: ctx, subs: map[string]*wsSub{}}
+	// Subscriptions end when the token is revoked or expires, as a log stream does;
+	// the connection then closes with a reason, so that a client does not reconnect
+	// with the same token.
+	subCtx, stopWatch := s.whileTokenValid(ctx)
+	wc := &wsConn{s: s, c: c, ctx: ctx, subCtx: subCtx, subs: map[string]*wsSub{}}
 	defer wc.wg.Wait()
+	defer stopWatch()
 	defer cancel()
 
-	wc.wg.Add(1)
+	wc.wg.Add(2)
 	go func() {
 		defer wc.wg.Done()
 		wc.ping()
+	}()
+	go func() {
+		defer wc.wg.Done()
+		<-subCtx.Done()
+		if errors.Is(context.Cause(subCtx), errTokenInvalid) {
+			_ = c.Close(websocket.StatusPolicyViolation, errTokenInvalid.Error())
+		}
 	}()
 	for {
 		typ, data, err := c.Read(ctx)
@@ -254,7 +270,7 @@ func (wc *wsConn) subscribe(in *wsIn) {
 		}
 		return
 	}
-	ctx, cancel := context.WithCancel(wc.ctx)
+	ctx, cancel := context.WithCancel(wc.subCtx)
 	sub := &wsSub{ctx: ctx, cancel: cancel}
 	wc.subs[in.ID] = sub
 	wc.mu.Unlock()
