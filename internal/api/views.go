@@ -39,8 +39,8 @@ type runJSON struct {
 	CancelRequested bool          `json:"cancel_requested"`
 	// Errors say why a run failed before it had jobs (its pipeline file is invalid).
 	Errors []store.RunError `json:"errors,omitempty"`
-	// Seq is the run's change feed position: GET with ?since= it lists only the jobs
-	// changed after it.
+	// Seq is the run's change feed position: GET with ?since= it lists the jobs changed
+	// after it (and may list again one that did not change).
 	Seq  int64     `json:"seq"`
 	Jobs []jobJSON `json:"jobs,omitempty"`
 }

@@ -278,8 +278,11 @@ type Run struct {
 	CreatedAt  time.Time
 	StartedAt  time.Time // zero until a job is claimed
 	FinishedAt time.Time // zero until the run is terminal
-	// JobSeq is the run's change feed position: the change number the last change of one
-	// of its jobs took (see Job.ChangeSeq). Zero on a run not read back from the store.
+	// JobSeq is the run's change feed position as of this read: ListJobsChanged from it
+	// lists every job that changed since (see Runs.ListJobsChanged). On SQLite it is the
+	// number the last change of one of its jobs took; on PostgreSQL it comes from the
+	// reader's snapshot and moves on with other runs' changes too. Zero on a run not read
+	// back from the store.
 	JobSeq int64
 }
 

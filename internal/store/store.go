@@ -51,7 +51,9 @@ type Runs interface {
 	// ListJobsChanged lists, in plan order, the run's jobs that changed after its change
 	// feed stood at since (Run.JobSeq): every job when since is 0. Read the run first and
 	// its JobSeq is a cursor that misses nothing; a job that changes between the two reads
-	// may be listed again on the next call.
+	// may be listed again on the next call. A driver may list again a job that did not
+	// change at all (PostgreSQL's cursor stays below every transaction open when the run
+	// was read), so a reader merges what it lists by job id.
 	ListJobsChanged(ctx context.Context, runID uuid.UUID, since int64) ([]*Job, error)
 	ListSteps(ctx context.Context, jobID uuid.UUID) ([]*Step, error)
 	// NeedsOf gives what the jobs a job needs left it, by their definition names: each

@@ -74,6 +74,9 @@ var dialect = sqlstore.Dialect{
 		return err
 	},
 	Writers: writers,
+	// Change numbers are transaction ids (migration 0025), so a run's cursor is its
+	// reader's snapshot: below every change that snapshot does not see.
+	RunChangeCursor: "jobs_change_cursor()",
 }
 
 // Open connects to the database at url (postgres://...), migrates it and starts

@@ -37,6 +37,12 @@ type Dialect struct {
 	Writers int
 	// Savepoints puts each operation of a batch in a savepoint (see committer).
 	Savepoints bool
+	// RunChangeCursor, when set, is the SQL expression a read of runs selects as each
+	// run's change feed cursor (Run.JobSeq) in place of the run's own counter (r.job_seq),
+	// for a driver whose change numbers do not come from the run's row. It must be taken
+	// in the reading statement's snapshot and be below the number of every change that
+	// snapshot does not see.
+	RunChangeCursor string
 }
 
 // rebind rewrites ? placeholders to $n for dialects that number them. Queries in this

@@ -51,6 +51,7 @@ type Engine struct {
 	claimGroups claimGroups
 	quotas      quotaCache
 	closeDB     []io.Closer
+	runCols     string // what a read of runs selects (see runColumns)
 
 	// statements counts the statements write transactions ran: on PostgreSQL each is a
 	// round trip inside a transaction that holds one of the few writers.
@@ -89,6 +90,7 @@ func New(write, read *sql.DB, d *Dialect, opts Options, closers ...io.Closer) *E
 		hub: newBroadcaster(), kills: newBroadcaster(), closeDB: closers,
 	}
 	e.labels.sets = map[string]struct{}{}
+	e.runCols = runColumns(d)
 	e.com = newCommitter(e, d.Writers, opts.MaxBatch)
 	return e
 }

@@ -355,7 +355,7 @@ func (t *tx) insertMany(prefix string, cols int, rows [][]any) error {
 
 // GetRun implements store.Runs.
 func (e *Engine) GetRun(ctx context.Context, id uuid.UUID) (*store.Run, error) {
-	r, err := scanRun(e.readRow(ctx, `SELECT `+runCols+runFrom+`WHERE r.id = ?`, id))
+	r, err := scanRun(e.readRow(ctx, `SELECT `+e.runCols+runFrom+`WHERE r.id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("run %s: %w", id, store.ErrNotFound)
 	}
@@ -397,7 +397,7 @@ func (e *Engine) ListRuns(ctx context.Context, p store.ListRunsParams) ([]*store
 		limit = 50
 	}
 	limit = min(limit, 500)
-	q := `SELECT ` + runCols + runFrom
+	q := `SELECT ` + e.runCols + runFrom
 	if len(where) > 0 {
 		q += "WHERE " + strings.Join(where, " AND ")
 	}
@@ -474,7 +474,8 @@ func (e *Engine) ListJobs(ctx context.Context, runID uuid.UUID) ([]*store.Job, e
 }
 
 // ListJobsChanged implements store.Runs. The number each change takes is the migrations'
-// trigger's doing (jobs_change_seq), not any statement's.
+// trigger's doing (jobs_change_seq), not any statement's: the run's counter on SQLite,
+// the writing transaction's id on PostgreSQL (see Dialect.RunChangeCursor).
 func (e *Engine) ListJobsChanged(ctx context.Context, runID uuid.UUID, since int64) ([]*store.Job, error) {
 	return e.listJobs(ctx, runID, jobWithSpec+`WHERE jobs.run_id = ? AND jobs.change_seq > ? ORDER BY jobs.seq`, runID, since)
 }

@@ -106,8 +106,18 @@ func decodeSpec(j *store.Job, spec string) error {
 	return nil
 }
 
-const runCols = `r.id, r.project_id, p.name, r.name, r.status, r.trigger, r.idempotency_key, r.definition, r.env,
-	r.cancel_requested, r.jobs_total, r.jobs_finished, r.created_at, r.started_at, r.finished_at, r.errors, r.job_seq`
+// runColumns is what a read of runs on d selects, the change feed's cursor last (the
+// run's counter, r.job_seq, or the dialect's RunChangeCursor).
+func runColumns(d *Dialect) string {
+	cursor := "r.job_seq"
+	if d.RunChangeCursor != "" {
+		cursor = d.RunChangeCursor
+	}
+	return runColsBase + cursor
+}
+
+const runColsBase = `r.id, r.project_id, p.name, r.name, r.status, r.trigger, r.idempotency_key, r.definition, r.env,
+	r.cancel_requested, r.jobs_total, r.jobs_finished, r.created_at, r.started_at, r.finished_at, r.errors, `
 
 const runFrom = ` FROM runs r JOIN projects p ON p.id = r.project_id `
 

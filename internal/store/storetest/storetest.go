@@ -30,6 +30,10 @@ type Harness struct {
 	// Replicas says that stores opened on one database share published notices, as
 	// coordinator replicas do.
 	Replicas bool
+	// ExactChangeFeed says that ListJobsChanged lists only the jobs that changed after
+	// the run was read, never one again that did not (SQLite's single writer numbers
+	// changes in commit order; PostgreSQL's cursor may stay below a change already seen).
+	ExactChangeFeed bool
 }
 
 // Run runs the whole suite as subtests, each parallel and each on its own NewDSN database.
