@@ -134,12 +134,13 @@ type registerResponse struct {
 	Credential string `json:"credential,omitempty"`
 	// Features name what this coordinator accepts beyond the first protocol, so a newer
 	// worker uses it only where it is understood: "complete.steps", step reports
-	// carried by a completion; "claim.start", claims that start their jobs.
+	// carried by a completion; "claim.start", claims that start their jobs;
+	// "complete.claim", a completion that carries the worker's next claim.
 	Features []string `json:"features"`
 }
 
 // agentFeatures is the register answer's features.
-var agentFeatures = []string{"complete.steps", "claim.start"}
+var agentFeatures = []string{"complete.steps", "claim.start", "complete.claim"}
 
 func (s *Server) registerWorker(w http.ResponseWriter, r *http.Request) {
 	var req registerRequest
@@ -277,35 +278,68 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
 	if !s.workerRequest(w, r, &req) {
 		return
 	}
+	params, wait, ok := s.claimParams(w, r, &req)
+	if !ok {
+		return
+	}
 	if !s.claims.take(req.WorkerID) {
 		writeError(w, http.StatusTooManyRequests, codeTooManyRequests,
 			fmt.Sprintf("worker %s already has %d claims open", req.WorkerID, maxClaimsPerWorker), nil)
 		return
 	}
 	defer s.claims.release(req.WorkerID)
+	claims, out, err := s.awaitClaims(r, &req, params, wait, received)
+	if err != nil {
+		s.storeError(w, r, "claim", err)
+		return
+	}
+	if out == nil {
+		// The wait ended with the request: nobody reads an answer.
+		return
+	}
+	s.handOut(w, r, claims, out, func(body []byte) error {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusOK)
+		_, err := w.Write(body)
+		return err
+	})
+}
+
+// claimParams checks a claim request the worker's own request already named it in, and
+// returns what the store is asked and how long the claim may wait. It answers a bad
+// request itself and returns false.
+func (s *Server) claimParams(w http.ResponseWriter, r *http.Request, req *claimRequest) (store.ClaimParams, time.Duration, bool) {
 	if req.Max <= 0 {
 		req.Max = 1
 	}
 	if req.Max > maxClaimJobs {
 		writeError(w, http.StatusBadRequest, codeBadRequest, "max is at most "+strconv.Itoa(maxClaimJobs), nil)
-		return
+		return store.ClaimParams{}, 0, false
 	}
 	wait, ok := parseWait(w, req.Wait)
 	if !ok {
-		return
+		return store.ClaimParams{}, 0, false
 	}
 	// A claim held open longer than half a lease could outlive a partition's start by
 	// more than the time its worker's jobs take to come back to the queue, and be handed
 	// one of them, its answer written into a connection nobody reads any more.
 	wait = min(wait, s.leaseTTL/2)
 	if !labelsInScope(w, r, req.Labels) {
-		return
+		return store.ClaimParams{}, 0, false
 	}
 	params := store.ClaimParams{WorkerID: req.WorkerID, Labels: req.Labels, FreeMilliCPU: req.FreeCPU, FreeMemory: req.FreeMemory,
 		Max: req.Max, LeaseTTL: s.leaseTTL + s.reapGrace, TimeoutGrace: s.timeoutGrace, Start: req.Start}
 	if tk := tokenFrom(r.Context()); tk != nil {
 		params.Projects = tk.Projects
 	}
+	return params, wait, true
+}
+
+// awaitClaims claims jobs, waiting up to wait for one to be queued, and returns them with
+// their answers. An empty answer means the wait ran out; a nil one that the request
+// ended first.
+func (s *Server) awaitClaims(r *http.Request, req *claimRequest, params store.ClaimParams, wait time.Duration,
+	received time.Time) ([]*store.Claim, []claimedJSON, error) {
 	// Listen before the first claim, so a job queued between the claim and the wait is
 	// not missed.
 	wake, stop := s.store.WaitForJobs()
@@ -317,8 +351,7 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
 		waited := s.clock.Now().Sub(received)
 		claims, err := s.store.Claim(r.Context(), params)
 		if err != nil {
-			s.storeError(w, r, "claim", err)
-			return
+			return nil, nil, err
 		}
 		if len(claims) > 0 || wait == 0 {
 			out := make([]claimedJSON, len(claims))
@@ -330,45 +363,43 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
 					s.tokens.setOwner(c.Lease.Token, req.WorkerID)
 				}
 			}
-			if !s.handOut(w, r, claims, out) {
-				return
-			}
-			now := s.clock.Now()
-			for _, c := range claims {
-				s.metrics.JobClaimed(c.Job, now)
-			}
-			return
+			return claims, out, nil
 		}
 		select {
 		case <-wake:
 		case <-timeout:
-			writeJSON(w, http.StatusOK, map[string]any{"jobs": []claimedJSON{}})
-			return
+			return nil, []claimedJSON{}, nil
 		case <-r.Context().Done():
-			return
+			return nil, nil, nil
 		}
 	}
 }
 
-// handOut writes a claim's answer. When the answer cannot reach the worker — the
-// request ended (the worker went away mid long-poll) before it was written, or writing
-// it failed — the jobs go back to the queue at once instead of waiting for their leases
-// to expire, and it returns false. An answer the worker's connection took but the worker
-// never read still waits for its lease: nothing here can tell.
-func (s *Server) handOut(w http.ResponseWriter, r *http.Request, claims []*store.Claim, out []claimedJSON) bool {
+// handOut writes a claim's answer with write. When the answer cannot reach the worker —
+// the request ended (the worker went away mid long-poll) before it was written, or
+// writing it failed — the jobs go back to the queue at once instead of waiting for their
+// leases to expire, and it returns false. An answer the worker's connection took but the
+// worker never read still waits for its lease: nothing here can tell.
+func (s *Server) handOut(w http.ResponseWriter, r *http.Request, claims []*store.Claim, out []claimedJSON,
+	write func([]byte) error) bool {
 	err := r.Context().Err()
 	if err == nil {
 		var body []byte
-		body, err = json.Marshal(map[string]any{"jobs": out})
+		body, err = json.Marshal(claimAnswer{Jobs: out})
 		if err == nil {
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusOK)
-			if _, err = w.Write(append(body, '\n')); err == nil {
+			if err = write(append(body, '\n')); err == nil {
 				err = http.NewResponseController(w).Flush()
 			}
 		}
 	}
-	if err == nil || len(claims) == 0 {
+	if err == nil {
+		now := s.clock.Now()
+		for _, c := range claims {
+			s.metrics.JobClaimed(c.Job, now)
+		}
+		return true
+	}
+	if len(claims) == 0 {
 		return true
 	}
 	refs := make([]store.LeaseRef, len(claims))
@@ -385,6 +416,13 @@ func (s *Server) handOut(w http.ResponseWriter, r *http.Request, claims []*store
 	}
 	s.log.InfoContext(ctx, "claim answer lost; jobs handed back", "worker", claims[0].Job.WorkerID, "jobs", n, "cause", err)
 	return false
+}
+
+// claimAnswer is a claim's answer; Error, only in the claim a completion carries, says
+// why no claim was made after the completion.
+type claimAnswer struct {
+	Jobs  []claimedJSON `json:"jobs"`
+	Error *errorJSON    `json:"error,omitempty"`
 }
 
 func (s *Server) claimedJSON(c *store.Claim, waited time.Duration) claimedJSON {
@@ -547,6 +585,10 @@ type completeRequest struct {
 	Steps []completeStep `json:"steps"`
 	// Outputs are what the job leaves the jobs that need it (pipeline.CheckOutputs).
 	Outputs map[string]string `json:"outputs"`
+	// Claim, when set, is a claim the worker makes with the slot the job frees (feature
+	// complete.claim): once the job is complete the request goes on as the claim would,
+	// and the answer is two lines, the completion's and the claim's.
+	Claim *claimRequest `json:"claim"`
 }
 
 type completeStep struct {
@@ -561,6 +603,7 @@ type completeStep struct {
 const maxCompleteSteps = 1000
 
 func (s *Server) completeJob(w http.ResponseWriter, r *http.Request) {
+	received := s.clock.Now()
 	var req completeRequest
 	ref, ok := s.leaseRequest(w, r, &req)
 	if !ok {
@@ -583,6 +626,24 @@ func (s *Server) completeJob(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, codeBadRequest, "outputs: "+err.Error(), nil)
 		return
 	}
+	// A claim carried by the completion is checked before anything changes: a bad one
+	// refuses the whole request.
+	var (
+		params store.ClaimParams
+		wait   time.Duration
+	)
+	if req.Claim != nil {
+		if req.Claim.WorkerID == "" {
+			writeError(w, http.StatusBadRequest, codeBadRequest, "claim: worker_id is required", nil)
+			return
+		}
+		if !sameWorker(w, r, req.Claim.WorkerID) {
+			return
+		}
+		if params, wait, ok = s.claimParams(w, r, req.Claim); !ok {
+			return
+		}
+	}
 	job, err := s.store.CompleteJob(r.Context(), store.CompleteParams{LeaseRef: ref, Status: store.JobStatus(req.Status),
 		FailureKind: store.FailureKind(req.FailureKind), ExitCode: req.ExitCode, Steps: steps, Outputs: req.Outputs})
 	if err != nil {
@@ -591,8 +652,60 @@ func (s *Server) completeJob(w http.ResponseWriter, r *http.Request) {
 	}
 	s.metrics.JobFinished(job, s.clock.Now())
 	s.endLog(r.Context(), job.ID, job.Attempt)
-	writeJSON(w, http.StatusOK, completeResponse{ID: job.ID.String(), Status: string(job.Status), Attempt: job.Attempt,
-		FailureKind: string(job.FailureKind), RetryAfter: formatTime(job.RetryAfter)})
+	done := completeResponse{ID: job.ID.String(), Status: string(job.Status), Attempt: job.Attempt,
+		FailureKind: string(job.FailureKind), RetryAfter: formatTime(job.RetryAfter)}
+	if req.Claim == nil {
+		writeJSON(w, http.StatusOK, done)
+		return
+	}
+	// The completion's line goes out at once, so that a worker whose connection breaks
+	// while the claim waits knows its job was reported.
+	body, err := json.Marshal(done)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, codeInternal, "encode response", nil)
+		return
+	}
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.WriteHeader(http.StatusOK)
+	if _, err := w.Write(append(body, '\n')); err != nil {
+		return
+	}
+	if err := http.NewResponseController(w).Flush(); err != nil {
+		return
+	}
+	s.claimAfterComplete(w, r, req.Claim, params, wait, received)
+}
+
+// claimAfterComplete makes the claim a completion carried and writes its answer as the
+// answer's second line. A claim that cannot be made says why in that line's error; the
+// worker then claims as it would have without it.
+func (s *Server) claimAfterComplete(w http.ResponseWriter, r *http.Request, req *claimRequest, params store.ClaimParams,
+	wait time.Duration, received time.Time) {
+	write := func(body []byte) error {
+		_, err := w.Write(body)
+		return err
+	}
+	refuse := func(code, msg string) {
+		body, _ := json.Marshal(claimAnswer{Jobs: []claimedJSON{}, Error: &errorJSON{Code: code, Message: msg, Details: []errorDetail{}}})
+		_ = write(append(body, '\n'))
+	}
+	if !s.claims.take(req.WorkerID) {
+		refuse(codeTooManyRequests, fmt.Sprintf("worker %s already has %d claims open", req.WorkerID, maxClaimsPerWorker))
+		return
+	}
+	defer s.claims.release(req.WorkerID)
+	claims, out, err := s.awaitClaims(r, req, params, wait, received)
+	if err != nil {
+		if r.Context().Err() == nil {
+			s.log.ErrorContext(r.Context(), "store call failed", "action", "claim after completion", "err", err)
+			refuse(codeInternal, "claim: internal error")
+		}
+		return
+	}
+	if out == nil {
+		return
+	}
+	s.handOut(w, r, claims, out, write)
 }
 
 type completeResponse struct {
