@@ -79,6 +79,40 @@ func (c *client) post(ctx context.Context, path string, body, out any) error {
 	return c.do(ctx, http.MethodPost, path, "", body, out)
 }
 
+// postLines posts body as JSON to an endpoint that answers two JSON lines (a completion
+// that carries a claim): first is called once the first line arrived, and the second is
+// decoded into out.
+func (c *client) postLines(ctx context.Context, path string, body any, first func(), out any) error {
+	raw, err := json.Marshal(body)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+path, bytes.NewReader(raw))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		raw, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+		return &apiError{Status: resp.StatusCode, Body: string(raw)}
+	}
+	dec := json.NewDecoder(resp.Body)
+	var done json.RawMessage
+	if err := dec.Decode(&done); err != nil {
+		return fmt.Errorf("read the first line of the answer: %w", err)
+	}
+	first()
+	if err := dec.Decode(out); err != nil {
+		return fmt.Errorf("read the second line of the answer: %w", err)
+	}
+	return nil
+}
+
 // submitted is the coordinator's answer to a new run.
 type submitted struct {
 	ID   string `json:"id"`

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,6 +28,10 @@ type simWorker struct {
 
 	id             string
 	heartbeatEvery time.Duration
+	// completeClaim says the coordinator takes a claim with a completion (feature
+	// complete.claim): a job's slot is claimed for again by the request that completes
+	// the job, one request fewer per job.
+	completeClaim bool
 }
 
 // simStats is what a pool of simulated workers observed.
@@ -59,22 +64,29 @@ func (s *simStats) err() error {
 }
 
 type claimAnswer struct {
-	Jobs []struct {
-		ID       string `json:"id"`
-		RunID    string `json:"run_id"`
-		QueuedAt string `json:"queued_at"`
-		Lease    struct {
-			Token          string `json:"token"`
-			HeartbeatEvery string `json:"heartbeat_every"`
-		} `json:"lease"`
-	} `json:"jobs"`
+	Jobs []claimedJob `json:"jobs"`
+	// Error says why the claim a completion carried was not made.
+	Error *struct {
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+type claimedJob struct {
+	ID       string `json:"id"`
+	RunID    string `json:"run_id"`
+	QueuedAt string `json:"queued_at"`
+	Lease    struct {
+		Token          string `json:"token"`
+		HeartbeatEvery string `json:"heartbeat_every"`
+	} `json:"lease"`
 }
 
 // run registers the worker and claims and runs jobs until ctx ends.
 func (w *simWorker) run(ctx context.Context) error {
 	var reg struct {
-		WorkerID       string `json:"worker_id"`
-		HeartbeatEvery string `json:"heartbeat_every"`
+		WorkerID       string   `json:"worker_id"`
+		HeartbeatEvery string   `json:"heartbeat_every"`
+		Features       []string `json:"features"`
 	}
 	if err := w.c.post(ctx, "/api/v1/agent/register", map[string]any{
 		"name": w.name, "labels": w.labels, "max_jobs": w.slots, "version": "bench",
@@ -83,6 +95,9 @@ func (w *simWorker) run(ctx context.Context) error {
 	}
 	w.id = reg.WorkerID
 	w.heartbeatEvery, _ = time.ParseDuration(reg.HeartbeatEvery)
+	// A worker of one slot claims with each completion; one of many would hold a claim
+	// open per busy slot, more than the coordinator lets a worker hold.
+	w.completeClaim = w.slots == 1 && slices.Contains(reg.Features, "complete.claim")
 	slots := make(chan struct{}, w.slots)
 	var jobs sync.WaitGroup
 	defer jobs.Wait()
@@ -105,9 +120,7 @@ func (w *simWorker) run(ctx context.Context) error {
 		}
 		var ans claimAnswer
 		sent := time.Now()
-		err := w.c.post(ctx, "/api/v1/agent/claim", map[string]any{
-			"worker_id": w.id, "labels": w.labels, "max": n, "wait": "30s", "start": true,
-		}, &ans)
+		err := w.c.post(ctx, "/api/v1/agent/claim", w.claimBody(n), &ans)
 		got := time.Now()
 		if err != nil {
 			for range n {
@@ -124,23 +137,13 @@ func (w *simWorker) run(ctx context.Context) error {
 			}
 			continue
 		}
-		if len(ans.Jobs) > 0 {
-			w.stats.claim.add(got.Sub(sent))
-		}
+		w.took(ans.Jobs, sent, got)
 		for _, j := range ans.Jobs {
-			if q, err := time.Parse(time.RFC3339Nano, j.QueuedAt); err == nil {
-				w.stats.dispatch.add(got.Sub(q))
-			}
-			w.stats.claimed.Add(1)
-			if w.stats.onClaim != nil {
-				w.stats.onClaim(j.RunID, got)
-			}
-			every, _ := time.ParseDuration(j.Lease.HeartbeatEvery)
 			jobs.Add(1)
 			go func() {
 				defer jobs.Done()
 				defer func() { <-slots }()
-				w.runJob(ctx, j.ID, j.Lease.Token, every)
+				w.runJobs(ctx, j)
 			}()
 		}
 		for range n - len(ans.Jobs) {
@@ -149,34 +152,101 @@ func (w *simWorker) run(ctx context.Context) error {
 	}
 }
 
-// runJob reports one job through its life, as a worker whose step succeeds would.
-func (w *simWorker) runJob(ctx context.Context, id, token string, every time.Duration) {
-	path := "/api/v1/agent/jobs/" + id
-	report := func(what string, body map[string]any) bool {
-		body["token"] = token
-		err := w.c.post(ctx, path+what, body, nil)
-		if err == nil {
-			return true
+// claimBody is a claim for n jobs.
+func (w *simWorker) claimBody(n int) map[string]any {
+	return map[string]any{"worker_id": w.id, "labels": w.labels, "max": n, "wait": "30s", "start": true}
+}
+
+// took records the jobs a claim sent at sent answered at got.
+func (w *simWorker) took(jobs []claimedJob, sent, got time.Time) {
+	if len(jobs) > 0 {
+		w.stats.claim.add(got.Sub(sent))
+	}
+	for _, j := range jobs {
+		if q, err := time.Parse(time.RFC3339Nano, j.QueuedAt); err == nil {
+			w.stats.dispatch.add(got.Sub(q))
 		}
+		w.stats.claimed.Add(1)
+		if w.stats.onClaim != nil {
+			w.stats.onClaim(j.RunID, got)
+		}
+	}
+}
+
+// runJobs runs j in its slot and then, while the completions claim again for the slot,
+// each job they bring.
+func (w *simWorker) runJobs(ctx context.Context, j claimedJob) {
+	for {
+		next, ok := w.runJob(ctx, j.ID, j.Lease.Token, duration(j.Lease.HeartbeatEvery))
+		if !ok {
+			return
+		}
+		j = next
+	}
+}
+
+func duration(s string) time.Duration {
+	d, _ := time.ParseDuration(s)
+	return d
+}
+
+// runJob reports one job through its life, as a worker whose step succeeds would. When
+// the completion carried a claim that brought a job, it returns that job and true.
+func (w *simWorker) runJob(ctx context.Context, id, token string, every time.Duration) (claimedJob, bool) {
+	path := "/api/v1/agent/jobs/" + id
+	failed := func(what string, err error) {
 		var ae *apiError
 		if errors.As(err, &ae) && ae.Status == 409 {
 			w.stats.leaseLost.Add(1)
 		} else if ctx.Err() == nil {
 			w.stats.fail(fmt.Errorf("job %s %s: %w", id, what, err))
 		}
-		return false
+	}
+	report := func(what string, body map[string]any) bool {
+		body["token"] = token
+		err := w.c.post(ctx, path+what, body, nil)
+		if err != nil {
+			failed(what, err)
+		}
+		return err == nil
 	}
 	steps := []map[string]any{{"index": 0, "status": "success", "exit_code": 0}}
 	if w.hold > 0 || w.release != nil {
 		if !report("/steps/0", map[string]any{"status": "running"}) || !w.holdJob(ctx, path, token, every) {
-			return
+			return claimedJob{}, false
 		}
 	} else {
 		steps = append([]map[string]any{{"index": 0, "status": "running"}}, steps...)
 	}
-	if !report("/complete", map[string]any{"status": "success", "exit_code": 0, "steps": steps}) {
-		return
+	body := map[string]any{"status": "success", "exit_code": 0, "steps": steps}
+	if !w.completeClaim {
+		if !report("/complete", body) {
+			return claimedJob{}, false
+		}
+		w.completed()
+		return claimedJob{}, false
 	}
+	body["token"], body["claim"] = token, w.claimBody(1)
+	var ans claimAnswer
+	sent := time.Now()
+	err := w.c.postLines(ctx, path+"/complete", body, func() { w.completed() }, &ans)
+	got := time.Now()
+	if err != nil {
+		failed("/complete", err)
+		return claimedJob{}, false
+	}
+	if ans.Error != nil {
+		// The job is complete; the slot is claimed for again as without the feature.
+		return claimedJob{}, false
+	}
+	w.took(ans.Jobs, sent, got)
+	if len(ans.Jobs) == 0 {
+		return claimedJob{}, false
+	}
+	return ans.Jobs[0], true
+}
+
+func (w *simWorker) completed() {
 	w.stats.completed.Add(1)
 	if w.stats.onComplete != nil {
 		w.stats.onComplete()
