@@ -124,7 +124,8 @@ const memFactor = 4
 // errTruncated records that the coordinator stopped storing lines.
 var errTruncated = errors.New("coordinator truncated the log")
 
-// NewShipper creates the spool file in opts.Dir and starts the sender.
+// NewShipper checks opts.Dir, where the spool file is made once there is a backlog to
+// write, and starts the sender.
 func NewShipper(send SendFunc, opts ShipperOptions) (*Shipper, error) {
 	if opts.Dir == "" {
 		return nil, errors.New("new log shipper: spool directory is required")

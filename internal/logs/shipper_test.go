@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -582,5 +583,43 @@ func TestRecorderToShipper(t *testing.T) {
 	want := []string{"1 stdout hello", "2 stdout password ***", "3 stderr warning", "4 system step finished"}
 	if strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Errorf("stored %q, want %q", got, want)
+	}
+}
+
+// TestShipperSpoolFileOnlyForBacklog: a log sent as it comes never makes a spool file,
+// even while a batch is in flight; a directory that does not exist is refused at once,
+// not when the first backlog must be written.
+func TestShipperSpoolFileOnlyForBacklog(t *testing.T) {
+	t.Parallel()
+	sending, release := make(chan struct{}, 1), make(chan struct{})
+	send := func(ctx context.Context, lines []Line) (int64, bool, error) {
+		select {
+		case sending <- struct{}{}:
+		default:
+		}
+		<-release
+		return lines[len(lines)-1].Seq + 1, false, nil
+	}
+	s, b := setupShipper(t, send, ShipperOptions{})
+	s.Add(makeLines(1, 10))
+	<-sending
+	s.Add(makeLines(11, 10))
+	if files := b.spoolFiles(t); len(files) != 0 {
+		t.Errorf("spool files while the backlog fits in memory: %v", files)
+	}
+	close(release)
+	if err := closeShipper(t, s); err != nil {
+		t.Fatal(err)
+	}
+	if st := s.Stats(); st.Acked != 20 {
+		t.Errorf("acked %d lines, want 20", st.Acked)
+	}
+	if files := b.spoolFiles(t); len(files) != 0 {
+		t.Errorf("spool files after Close: %v", files)
+	}
+
+	_, err := NewShipper(send, ShipperOptions{Dir: filepath.Join(t.TempDir(), "missing")})
+	if err == nil {
+		t.Error("NewShipper with a missing directory succeeded")
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync/atomic"
 )
 
 // spool is the on-disk queue of a Shipper: NDJSON lines in seq order, appended by Add and
@@ -15,14 +16,19 @@ import (
 // backlog grows (append, flush): a write per line would cost a system call per line,
 // and can stall on a busy disk while the step's output waits.
 //
+// The file is made by the first write: most jobs' logs are sent before there is a
+// backlog to write, and a file made and removed for each of them costs two writes to the
+// file system's journal per job.
+//
 // Writes (append, flush, truncate) are serialised by the Shipper's lock. Reads use
 // ReadAt below the size the caller saw under that lock, with nothing held, so they need
 // no lock: appends only add bytes past it, and only the sender, which is also the only
 // reader, truncates.
 type spool struct {
-	f    *os.File
-	size int64  // bytes of complete records, written or held
-	held []byte // the records past the file's end, not written yet
+	dir  string
+	f    atomic.Pointer[os.File] // nil until the first write
+	size int64                   // bytes of complete records, written or held
+	held []byte                  // the records past the file's end, not written yet
 }
 
 // written is how many bytes of records the file holds.
@@ -39,21 +45,42 @@ func (s *spool) flush() error {
 	if len(s.held) == 0 {
 		return nil
 	}
+	f, err := s.file()
+	if err != nil {
+		return err
+	}
 	off := s.written()
-	if _, err := s.f.WriteAt(s.held, off); err != nil {
-		_ = s.f.Truncate(off)
-		return fmt.Errorf("append to log spool %s: %w", s.f.Name(), err)
+	if _, err := f.WriteAt(s.held, off); err != nil {
+		_ = f.Truncate(off)
+		return fmt.Errorf("append to log spool %s: %w", f.Name(), err)
 	}
 	s.held = s.held[:0]
 	return nil
 }
 
+// openSpool checks that dir is a directory, where the spool's file will be made.
 func openSpool(dir string) (*spool, error) {
-	f, err := os.CreateTemp(dir, "gantry-log-*.ndjson")
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return nil, fmt.Errorf("log spool directory: %w", err)
+	}
+	if !fi.IsDir() {
+		return nil, fmt.Errorf("log spool directory %s: not a directory", dir)
+	}
+	return &spool{dir: dir}, nil
+}
+
+// file returns the spool's file, making it on first use. Callers hold the Shipper's lock.
+func (s *spool) file() (*os.File, error) {
+	if f := s.f.Load(); f != nil {
+		return f, nil
+	}
+	f, err := os.CreateTemp(s.dir, "gantry-log-*.ndjson")
 	if err != nil {
 		return nil, fmt.Errorf("create log spool: %w", err)
 	}
-	return &spool{f: f}, nil
+	s.f.Store(f)
+	return f, nil
 }
 
 // append writes the held records and then b at the end. On failure it cuts the file
@@ -62,9 +89,13 @@ func (s *spool) append(b []byte) error {
 	if err := s.flush(); err != nil {
 		return err
 	}
-	if _, err := s.f.WriteAt(b, s.size); err != nil {
-		_ = s.f.Truncate(s.size)
-		return fmt.Errorf("append to log spool %s: %w", s.f.Name(), err)
+	f, err := s.file()
+	if err != nil {
+		return err
+	}
+	if _, err := f.WriteAt(b, s.size); err != nil {
+		_ = f.Truncate(s.size)
+		return fmt.Errorf("append to log spool %s: %w", f.Name(), err)
 	}
 	s.size += int64(len(b))
 	return nil
@@ -72,9 +103,9 @@ func (s *spool) append(b []byte) error {
 
 // reset empties the spool once everything in it is acknowledged.
 func (s *spool) reset() error {
-	if s.written() > 0 {
-		if err := s.f.Truncate(0); err != nil {
-			return fmt.Errorf("truncate log spool %s: %w", s.f.Name(), err)
+	if f := s.f.Load(); f != nil && s.written() > 0 {
+		if err := f.Truncate(0); err != nil {
+			return fmt.Errorf("truncate log spool %s: %w", f.Name(), err)
 		}
 	}
 	s.size = 0
@@ -82,10 +113,14 @@ func (s *spool) reset() error {
 	return nil
 }
 
-// remove closes and deletes the spool file.
+// remove closes and deletes the spool file, if one was made.
 func (s *spool) remove() error {
-	name := s.f.Name()
-	cerr := s.f.Close()
+	f := s.f.Load()
+	if f == nil {
+		return nil
+	}
+	name := f.Name()
+	cerr := f.Close()
 	if err := os.Remove(name); err != nil {
 		return fmt.Errorf("remove log spool: %w", err)
 	}
@@ -111,9 +146,19 @@ type spoolReader struct {
 }
 
 func (s *spool) reader(from spoolPos, end int64) *spoolReader {
-	sr := io.NewSectionReader(s.f, from.off, end-from.off)
+	var ra io.ReaderAt = noFile{}
+	if f := s.f.Load(); f != nil {
+		ra = f
+	}
+	sr := io.NewSectionReader(ra, from.off, end-from.off)
 	return &spoolReader{br: bufio.NewReaderSize(sr, 32<<10), pos: from, end: end}
 }
+
+// noFile is the spool before its file is made: it holds nothing, and a reader of it
+// reads only below a size of 0.
+type noFile struct{}
+
+func (noFile) ReadAt([]byte, int64) (int, error) { return 0, io.EOF }
 
 // next returns the next record (with its newline) and decodes it into l; io.EOF at end.
 // The record is valid until the next call.
