@@ -250,8 +250,16 @@ func (a *Agent) Run(drain, kill context.Context) error {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
+				// The job's files are removed once its slot is free: a next job need not
+				// wait for the file system.
+				var cleanup []func()
+				defer func() {
+					for _, f := range cleanup {
+						f()
+					}
+				}()
 				defer func() { slots <- struct{}{} }()
-				a.runJob(jobsCtx, j)
+				a.runJob(jobsCtx, j, func(f func()) { cleanup = append(cleanup, f) })
 			}()
 		}
 	}
@@ -381,7 +389,10 @@ func (a *Agent) cancelJob(id string) {
 }
 
 // runJob runs one claimed job to its end and reports it.
-func (a *Agent) runJob(parent context.Context, j claimedJob) {
+//
+// later is given what is left to do once the job's result is reported (removing its
+// files), for the caller to do once the job's slot is free again.
+func (a *Agent) runJob(parent context.Context, j claimedJob, later func(func())) {
 	log := a.log.With("run", j.RunID, "job", j.ID, "key", j.Key, "attempt", j.Attempt)
 	spec := j.Spec
 	if spec == nil {
@@ -571,7 +582,7 @@ func (a *Agent) runJob(parent context.Context, j claimedJob) {
 		caches = a.restoreCaches(ctx, log, j, ws, jl.rec)
 		status, kind, exit, outputs = a.runSteps(ctx, log, jl.rec, j, ws, func(step int, body map[string]any) {
 			steps <- stepReport{path: "/steps/" + strconv.Itoa(step), step: step, body: body}
-		})
+		}, later)
 	}
 	stepsOver.Store(true)
 	// With artifacts to keep, the steps' ends are told at once rather than after the
@@ -646,7 +657,7 @@ func (a *Agent) runJob(parent context.Context, j claimedJob) {
 	jobEnded(status)
 	log.Info("job finished", "status", status)
 	if status == "success" || !a.cfg.KeepFailed {
-		_ = os.RemoveAll(ws)
+		later(func() { _ = os.RemoveAll(ws) })
 	}
 }
 
@@ -683,8 +694,10 @@ func (a *Agent) retryPost(ctx context.Context, path string, body, out any) error
 // job's timeout ends the steps at once. What a step appends to $GANTRY_ENV and
 // $GANTRY_PATH reaches the steps after it; what it writes to $GANTRY_OUTPUT is its
 // outputs (steps.ID.outputs.NAME).
+//
+// The step files are removed by what is given to later, after the job is reported.
 func (a *Agent) runSteps(ctx context.Context, log *slog.Logger, rec *logs.Recorder, j claimedJob, ws string,
-	report func(step int, body map[string]any)) (string, string, *int, map[string]string) {
+	report func(step int, body map[string]any), later func(func())) (string, string, *int, map[string]string) {
 	spec := j.Spec
 	once := map[int]bool{}
 	for _, i := range j.OnceDone {
@@ -708,11 +721,11 @@ func (a *Agent) runSteps(ctx context.Context, log *slog.Logger, rec *logs.Record
 		log.Error("make the step files", "err", err)
 		return skipAll("the worker could not make the step files: " + err.Error())
 	}
-	defer func() {
+	later(func() {
 		if err := files.remove(); err != nil {
 			log.Warn("remove the step files", "err", err)
 		}
-	}()
+	})
 	if inContainer {
 		sess, end, err := a.beginContainer(ctx, log, rec, job)
 		if err != nil {

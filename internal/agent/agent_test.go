@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -381,5 +382,43 @@ func TestStepReportsWithCompletion(t *testing.T) {
 				t.Errorf("%d step reports went with the completion", carried.Load())
 			}
 		})
+	}
+}
+
+// TestJobFilesRemovedOnceReported: a job's workspace and step files are removed after its
+// slot is free (a next job does not wait for the file system), and by the time the worker
+// stops, none of its jobs' files is left; a failed job's are removed too.
+func TestJobFilesRemovedOnceReported(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	drain, stop := context.WithCancel(context.Background())
+	defer stop()
+	work := t.TempDir()
+	a := New(Config{Server: b.url, Name: "cleaner", MaxJobs: 1, WorkDir: work})
+	done := make(chan error, 1)
+	go func() { done <- a.Run(drain, drain) }()
+	ok := b.submit(t, "jobs:\n  a: {steps: [{run: 'echo x > f; echo y=1 >> \"$GANTRY_OUTPUT\"'}]}\n  b: {needs: [a], steps: [{run: 'true'}]}\n")
+	b.wantSuccess(t, ok)
+	failed := b.submit(t, "jobs:\n  c: {steps: [{run: 'echo x > f; exit 3'}]}\n")
+	if r := b.waitRun(t, failed); r.Status != store.RunFailed {
+		t.Fatalf("run %s, want failed", r.Status)
+	}
+	stop()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("worker: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the worker did not stop")
+	}
+	entries, err := os.ReadDir(work)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), "gantry-job-") || strings.HasPrefix(e.Name(), "gantry-files-") || strings.HasPrefix(e.Name(), "gantry-log-") {
+			t.Errorf("left in the work directory: %s", e.Name())
+		}
 	}
 }
