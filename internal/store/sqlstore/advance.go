@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"bytes"
+	"cmp"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -159,35 +160,48 @@ func (t *tx) advance(queue []ended, now time.Time) error {
 		}
 	}
 	// Runs whose counters move by the same amounts (single-job runs that each ended one
-	// job, most often) are counted by one statement.
+	// job, most often) are counted by one statement: a statement counts the next runs in
+	// order that moved alike. Where writers run at once (PostgreSQL), the order is the
+	// runs' ids, so that each statement takes rows after those of the one before and
+	// writers never deadlock on them; a single writer orders by amounts first, for the
+	// fewest statements.
 	type counts struct{ finished, failed, cancelled int }
-	same := map[counts][]uuid.UUID{}
-	for id, d := range deltas {
-		k := counts{d.finished, d.failed, d.cancelled}
-		same[k] = append(same[k], id)
+	ids := make([]uuid.UUID, 0, len(deltas))
+	for id := range deltas {
+		ids = append(ids, id)
 	}
-	keys := make([]counts, 0, len(same))
-	for k, ids := range same {
-		slices.SortFunc(ids, func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) })
-		keys = append(keys, k)
-	}
-	// In the order of each group's first run, so concurrent writers lock runs in an order
-	// they agree on as far as they can.
-	slices.SortFunc(keys, func(a, b counts) int { return bytes.Compare(same[a][0][:], same[b][0][:]) })
-	for _, k := range keys {
-		ids := same[k]
-		for len(ids) > 0 {
-			chunk := ids[:min(len(ids), maxInList)]
-			ids = ids[len(chunk):]
-			notify, err := t.countEnded(chunk, k.finished, k.failed, k.cancelled, nowUS)
-			if err != nil {
-				return err
+	byAmounts := t.e.d.Writers <= 1
+	slices.SortFunc(ids, func(a, b uuid.UUID) int {
+		if byAmounts {
+			da, db := deltas[a], deltas[b]
+			if c := cmp.Or(cmp.Compare(da.finished, db.finished), cmp.Compare(da.failed, db.failed),
+				cmp.Compare(da.cancelled, db.cancelled)); c != 0 {
+				return c
 			}
-			for _, id := range chunk {
-				if n := notify[id]; n != 0 {
-					if err := t.reportEnded(id, n, deltas[id].jobs, nowUS); err != nil {
-						return err
-					}
+		}
+		return bytes.Compare(a[:], b[:])
+	})
+	for len(ids) > 0 {
+		d := deltas[ids[0]]
+		k := counts{d.finished, d.failed, d.cancelled}
+		n := 1
+		for n < len(ids) && n < maxInList {
+			o := deltas[ids[n]]
+			if (counts{o.finished, o.failed, o.cancelled}) != k {
+				break
+			}
+			n++
+		}
+		chunk := ids[:n]
+		ids = ids[n:]
+		notify, err := t.countEnded(chunk, k.finished, k.failed, k.cancelled, nowUS)
+		if err != nil {
+			return err
+		}
+		for _, id := range chunk {
+			if n := notify[id]; n != 0 {
+				if err := t.reportEnded(id, n, deltas[id].jobs, nowUS); err != nil {
+					return err
 				}
 			}
 		}

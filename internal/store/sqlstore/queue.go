@@ -268,16 +268,6 @@ func (t *tx) claimFor(g *claimGroup) error {
 		tokens, workers = caseOfID(len(chosen)), caseOfID(len(chosen))
 		whoArgs = append(tokenArgs, workerArgs...)
 	}
-	// Changing a job takes its run's row (the change feed's trigger numbers the change
-	// there), in whatever order the UPDATE meets the jobs. Where claimers run in parallel,
-	// two that share runs would deadlock on them, each costing the engine's deadlock
-	// timeout: take those rows first, in one order.
-	if e.d.ForUpdate != "" {
-		if _, err := t.exec(`SELECT id FROM runs WHERE id IN (SELECT run_id FROM jobs WHERE id IN (`+inList(len(chosen))+`))
-			ORDER BY id`+e.d.ForUpdate, chosen...); err != nil {
-			return fmt.Errorf("lock the runs of the jobs to assign: %w", err)
-		}
-	}
 	args := append(append(append([]any{string(status)}, whoArgs...), us(expires), us(now.Add(p.TimeoutGrace)), started), chosen...)
 	rows, err := t.query(`UPDATE jobs SET status = ?, attempt = attempt + 1,
 		lease_token = `+tokens+` || CAST(id AS TEXT), worker_id = `+workers+`, lease_expires_at = ?, deadline = ? + timeout_us,
