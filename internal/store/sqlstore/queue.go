@@ -143,7 +143,6 @@ func (t *tx) claimFor(g *claimGroup) error {
 		return err
 	}
 	full := quota.full()
-	var cands []candidate
 	sets := e.labels.subsetsOf(worker)
 	searched := fmt.Sprintf("%q %d %d %q %v", sets, p.FreeMilliCPU, p.FreeMemory, p.Projects, full)
 	if t.batch.searchedEmpty(searched) {
@@ -164,81 +163,115 @@ func (t *tx) claimFor(g *claimGroup) error {
 			scopeArgs = append(scopeArgs, id)
 		}
 	}
-	for _, set := range sets {
-		args := append(append([]any{set, p.FreeMilliCPU, p.FreeMemory}, scopeArgs...), total*4)
-		rows, err := t.query(`SELECT id, project_id, lane, vtime, queued_at, concurrency_group, milli_cpu, memory, timeout_us
-			FROM jobs WHERE status = 'queued' AND label_set = ? AND milli_cpu <= ? AND memory <= ?`+scope+`
-			ORDER BY lane, vtime, queued_at, id LIMIT ?`+e.d.SkipLocked, args...)
-		if err != nil {
-			return fmt.Errorf("find queued jobs: %w", err)
-		}
-		for rows.Next() {
-			var c candidate
-			if err := rows.Scan(&c.id, &c.projectID, &c.lane, &c.vtime, &c.queuedAt, &c.group, &c.milliCPU, &c.memory, &c.timeoutUS); err != nil {
-				rows.Close()
-				return fmt.Errorf("find queued jobs: %w", err)
-			}
-			cands = append(cands, c)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return fmt.Errorf("find queued jobs: %w", err)
-		}
+	// The search locks what it finds where claimers run in parallel (SKIP LOCKED), and
+	// the others skip it until this transaction ends: there it asks first for as many
+	// jobs as the members want, and only when some of those could not be taken (a quota,
+	// a concurrency group, the members' resources) and more may wait, for four times as
+	// many. A single writer locks nothing and asks for four times as many at once.
+	limit := total * 4
+	if e.d.SkipLocked != "" {
+		limit = total
 	}
-	if len(cands) == 0 {
-		t.batch.foundNothing(searched)
-		return nil
-	}
-	sort.Slice(cands, func(i, j int) bool { return cands[i].before(cands[j]) })
-
 	// Quotas and concurrency groups hold across the members: a group is taken once, and
 	// a project's room is what all of them together may use.
 	groups := map[string]bool{}
-	taken := make([]bool, len(cands))
 	owner := map[uuid.UUID]*claimMember{}
+	type room struct {
+		cpu, mem int64
+		n        int
+	}
+	rooms := make([]room, len(live))
+	for i := range rooms {
+		rooms[i] = room{cpu: p.FreeMilliCPU, mem: p.FreeMemory}
+	}
+	seen := map[uuid.UUID]bool{}
 	var chosen []any
-	for _, m := range live {
-		cpu, mem, n := p.FreeMilliCPU, p.FreeMemory, 0
-		for i, c := range cands {
-			if n == m.p.Max {
-				break
-			}
-			if taken[i] || c.milliCPU > cpu || c.memory > mem {
-				continue
-			}
-			ok, err := quota.allows(c.projectID)
+	for {
+		var cands []candidate
+		more := false // a search found as many as it asked for
+		for _, set := range sets {
+			args := append(append([]any{set, p.FreeMilliCPU, p.FreeMemory}, scopeArgs...), limit)
+			rows, err := t.query(`SELECT id, project_id, lane, vtime, queued_at, concurrency_group, milli_cpu, memory, timeout_us
+			FROM jobs WHERE status = 'queued' AND label_set = ? AND milli_cpu <= ? AND memory <= ?`+scope+`
+			ORDER BY lane, vtime, queued_at, id LIMIT ?`+e.d.SkipLocked, args...)
 			if err != nil {
-				return err
+				return fmt.Errorf("find queued jobs: %w", err)
 			}
-			if !ok {
-				continue
+			found := 0
+			for rows.Next() {
+				var c candidate
+				if err := rows.Scan(&c.id, &c.projectID, &c.lane, &c.vtime, &c.queuedAt, &c.group, &c.milliCPU, &c.memory, &c.timeoutUS); err != nil {
+					rows.Close()
+					return fmt.Errorf("find queued jobs: %w", err)
+				}
+				found++
+				// A second search finds the first one's jobs again (this transaction's own
+				// locks do not make it skip them); the members have looked at those.
+				if !seen[c.id] {
+					seen[c.id] = true
+					cands = append(cands, c)
+				}
 			}
-			if c.group != "" {
-				gk := c.projectID.String() + "/" + c.group
-				if groups[gk] {
+			rows.Close()
+			if err := rows.Err(); err != nil {
+				return fmt.Errorf("find queued jobs: %w", err)
+			}
+			more = more || found == limit
+		}
+		if len(seen) == 0 {
+			t.batch.foundNothing(searched)
+			return nil
+		}
+		sort.Slice(cands, func(i, j int) bool { return cands[i].before(cands[j]) })
+
+		taken := make([]bool, len(cands))
+		for mi, m := range live {
+			r := &rooms[mi]
+			for i, c := range cands {
+				if r.n == m.p.Max {
+					break
+				}
+				if taken[i] || c.milliCPU > r.cpu || c.memory > r.mem {
 					continue
 				}
-				free, err := t.groupFree(c, gk)
+				ok, err := quota.allows(c.projectID)
 				if err != nil {
 					return err
 				}
-				if !free {
+				if !ok {
 					continue
 				}
-				groups[gk] = true
+				if c.group != "" {
+					gk := c.projectID.String() + "/" + c.group
+					if groups[gk] {
+						continue
+					}
+					free, err := t.groupFree(c, gk)
+					if err != nil {
+						return err
+					}
+					if !free {
+						continue
+					}
+					groups[gk] = true
+				}
+				quota.use(c.projectID)
+				if c.milliCPU > 0 {
+					r.cpu -= c.milliCPU
+				}
+				if c.memory > 0 {
+					r.mem -= c.memory
+				}
+				taken[i] = true
+				owner[c.id] = m
+				chosen = append(chosen, c.id)
+				r.n++
 			}
-			quota.use(c.projectID)
-			if c.milliCPU > 0 {
-				cpu -= c.milliCPU
-			}
-			if c.memory > 0 {
-				mem -= c.memory
-			}
-			taken[i] = true
-			owner[c.id] = m
-			chosen = append(chosen, c.id)
-			n++
 		}
+		if len(chosen) == total || !more || limit > total {
+			break
+		}
+		limit = total * 4
 	}
 	if len(chosen) == 0 {
 		return nil
