@@ -57,6 +57,26 @@ func connectDocker(ctx context.Context, cfg docker.Config, log *slog.Logger) (*d
 // starts a docker worker.
 const dockerAllowPrivilegedUsage = "let jobs have a privileged container (container: {options: {privileged: true}}), which can take over the Docker Engine's host; without it such a job fails before its first step"
 
+// defaultDockerWarmPool is --docker-warm-pool's default: two, so that the next job of a
+// chain finds one made while the one before it made its replacement.
+const defaultDockerWarmPool = 2
+
+// maxDockerWarmPool bounds --docker-warm-pool: the containers sit idle, with their
+// memory.
+const maxDockerWarmPool = 16
+
+// dockerWarmPoolUsage is --docker-warm-pool's help, for every command that starts a
+// docker worker.
+const dockerWarmPoolUsage = "containers kept created and started ahead of need for each of the last few kinds of job (image, user, limits) the docker worker ran, so that the next such job does not wait for the engine to start one; each serves one job. Jobs with services, a network of their own or a privileged container start cold. 0: none"
+
+// checkDockerWarmPool checks --docker-warm-pool.
+func checkDockerWarmPool(n int) error {
+	if n < 0 || n > maxDockerWarmPool {
+		return usagef("--docker-warm-pool must be from 0 to %d", maxDockerWarmPool)
+	}
+	return nil
+}
+
 // dockerStateDir is where a docker worker marks itself alive, in its work dir (one per
 // user in the shared temp dir).
 func dockerStateDir(workDir string) string {

@@ -39,7 +39,8 @@ type runConfig struct {
 }
 
 func (a *app) runCommand() *cobra.Command {
-	cfg := runConfig{upConfig: upConfig{Workers: runtime.NumCPU(), Executor: "shell", LogLevel: "error", LeaseTTL: 10 * time.Second, Docker: "auto"}, Event: "push"}
+	cfg := runConfig{upConfig: upConfig{Workers: runtime.NumCPU(), Executor: "shell", LogLevel: "error", LeaseTTL: 10 * time.Second, Docker: "auto",
+		DockerWarmPool: defaultDockerWarmPool}, Event: "push"}
 	cmd := &cobra.Command{
 		Use:   "run FILE|RUN-ID",
 		Short: "Run a pipeline on this machine, with no server to set up; or show a run",
@@ -84,6 +85,7 @@ func (a *app) runCommand() *cobra.Command {
 	f.StringVar(&cfg.Labels, "labels", "", "comma-separated labels for the workers, besides "+runtime.GOOS+" and "+runtime.GOARCH)
 	f.StringVar(&cfg.Docker, "docker", cfg.Docker, dockerUsage+" (auto starts it only for a pipeline with an image)")
 	f.BoolVar(&cfg.DockerAllowPrivileged, "docker-allow-privileged", false, "the docker worker: "+dockerAllowPrivilegedUsage)
+	f.IntVar(&cfg.DockerWarmPool, "docker-warm-pool", cfg.DockerWarmPool, "the docker worker: "+dockerWarmPoolUsage)
 	f.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "level of the coordinator's and workers' own log on stderr: debug, info, warn or error")
 	f.StringVar(&cfg.LogFormat, "log-format", "auto", logFormatUsage)
 	f.StringVar(&cfg.Ref, "ref", "", "git ref the run is for (default: the branch checked out)")

@@ -56,6 +56,9 @@ type upConfig struct {
 	Docker string
 	// DockerAllowPrivileged lets the docker worker's jobs have a privileged container.
 	DockerAllowPrivileged bool
+	// DockerWarmPool is how many containers the docker worker keeps started ahead of
+	// need for each kind of job it ran lately (docker.Config.WarmPool).
+	DockerWarmPool int
 }
 
 // dockerModes are the values of --docker.
@@ -65,7 +68,7 @@ const dockerUsage = "a docker worker beside the local workers, for jobs with an 
 
 func (a *app) upCommand() *cobra.Command {
 	cfg := upConfig{Addr: "127.0.0.1:8080", Data: ".gantry", Workers: runtime.NumCPU(), Executor: "shell", LogLevel: "info",
-		LeaseTTL: 10 * time.Second, Docker: "auto"}
+		LeaseTTL: 10 * time.Second, Docker: "auto", DockerWarmPool: defaultDockerWarmPool}
 	cmd := &cobra.Command{
 		Use:   "up",
 		Short: "Run everything on this machine: coordinator, workers and dashboard",
@@ -99,6 +102,7 @@ func (a *app) upCommand() *cobra.Command {
 	f.StringVar(&cfg.StepUser, "step-user", "", "run steps as this unprivileged user (name or uid); gantry up must run as root")
 	f.StringVar(&cfg.Docker, "docker", cfg.Docker, dockerUsage)
 	f.BoolVar(&cfg.DockerAllowPrivileged, "docker-allow-privileged", false, "the docker worker: "+dockerAllowPrivilegedUsage)
+	f.IntVar(&cfg.DockerWarmPool, "docker-warm-pool", cfg.DockerWarmPool, "the docker worker: "+dockerWarmPoolUsage)
 	return cmd
 }
 
@@ -135,6 +139,9 @@ func (c *upConfig) validate() error {
 	}
 	if !slices.Contains(dockerModes, c.Docker) {
 		return usagef("--docker %q: want auto, on or off", c.Docker)
+	}
+	if err := checkDockerWarmPool(c.DockerWarmPool); err != nil {
+		return err
 	}
 	if c.Docker == "off" && c.DockerAllowPrivileged {
 		return usagef("--docker-allow-privileged is for the docker worker, and --docker is off")
@@ -341,7 +348,7 @@ func startLocal(ctx context.Context, cfg upConfig, log *slog.Logger) (*local, er
 	var engine *docker.Docker
 	var noDocker string
 	if cfg.Docker != "off" {
-		engine, err = connectDocker(ctx, docker.Config{AllowPrivileged: cfg.DockerAllowPrivileged}, log)
+		engine, err = connectDocker(ctx, docker.Config{AllowPrivileged: cfg.DockerAllowPrivileged, WarmPool: cfg.DockerWarmPool}, log)
 		switch {
 		case err != nil && cfg.Docker == "on":
 			stopContaining()

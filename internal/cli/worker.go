@@ -61,6 +61,9 @@ type workerConfig struct {
 	DockerNetworkPerJob bool
 	// DockerAllowPrivileged lets jobs of --executor docker have a privileged container.
 	DockerAllowPrivileged bool
+	// DockerWarmPool is how many containers --executor docker keeps started ahead of
+	// need for each kind of job it ran lately (docker.Config.WarmPool).
+	DockerWarmPool int
 	// Kube configures --executor kubernetes (workerk8s.go).
 	Kube workerKubeConfig
 }
@@ -68,7 +71,7 @@ type workerConfig struct {
 func (a *app) workerCommand() *cobra.Command {
 	host, _ := os.Hostname()
 	cfg := workerConfig{Server: "http://127.0.0.1:8080", Name: host, MaxJobs: runtime.NumCPU(), LogLevel: "info", Executor: "shell", TokenFD: -1,
-		StepCgroup: true}
+		StepCgroup: true, DockerWarmPool: defaultDockerWarmPool}
 	cmd := &cobra.Command{
 		Use:   "worker",
 		Short: "Run a worker that claims jobs from a coordinator and runs them",
@@ -111,7 +114,8 @@ func (a *app) workerCommand() *cobra.Command {
 			defer stopContaining()
 			if cfg.Executor == "docker" {
 				engine, err := connectDocker(cmd.Context(), docker.Config{Host: cfg.DockerHost,
-					NetworkPerJob: cfg.DockerNetworkPerJob, AllowPrivileged: cfg.DockerAllowPrivileged}, ac.Logger)
+					NetworkPerJob: cfg.DockerNetworkPerJob, AllowPrivileged: cfg.DockerAllowPrivileged,
+					WarmPool: cfg.DockerWarmPool}, ac.Logger)
 				if err != nil {
 					return fmt.Errorf("--executor docker: %w", err)
 				}
@@ -146,6 +150,7 @@ func (a *app) workerCommand() *cobra.Command {
 	f.StringVar(&cfg.Executor, "executor", cfg.Executor, "shell, sandbox (bubblewrap: no network unless the job sets network: true), docker (jobs with an image run in containers on the Docker Engine; the worker carries the label docker), or kubernetes (each job a pod; see docs/kubernetes.md)")
 	f.BoolVar(&cfg.DockerNetworkPerJob, "docker-network-per-job", false, "--executor docker: a bridge network of its own for every job, so that jobs running at the same time cannot reach each other (default: only for a job with services; the others share the engine's default bridge, which starts faster)")
 	f.BoolVar(&cfg.DockerAllowPrivileged, "docker-allow-privileged", false, "--executor docker: "+dockerAllowPrivilegedUsage)
+	f.IntVar(&cfg.DockerWarmPool, "docker-warm-pool", cfg.DockerWarmPool, "--executor docker: "+dockerWarmPoolUsage)
 	f.StringVar(&cfg.DockerHost, "docker-host", "", "--executor docker: the Docker Engine (unix:///var/run/docker.sock, tcp://host:2375); default DOCKER_HOST, else the default socket")
 	f.StringVar(&cfg.DefaultImage, "default-image", "", "--executor docker or kubernetes: run jobs without an image in this one (default: on the worker's host; kubernetes: such jobs fail)")
 	f.StringVar(&cfg.StepUser, "step-user", "", "run steps as this unprivileged user (name or uid); the worker must run as root")
@@ -200,6 +205,9 @@ func (c *workerConfig) agentConfig() (agent.Config, error) {
 	}
 	if c.Executor != "docker" && c.DockerNetworkPerJob {
 		return ac, usagef("--docker-network-per-job is for --executor docker")
+	}
+	if err := checkDockerWarmPool(c.DockerWarmPool); err != nil {
+		return ac, err
 	}
 	if c.Executor != "docker" && c.DockerAllowPrivileged {
 		return ac, usagef("--docker-allow-privileged is for --executor docker")

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -33,7 +34,7 @@ const (
 	LabelJob         = "gantry.job"
 	LabelAttempt     = "gantry.attempt"
 	LabelIncarnation = "gantry.incarnation" // one Docker value's; Sweep spares its own
-	LabelRole        = "gantry.role"        // "job" or "service"
+	LabelRole        = "gantry.role"        // "job", "service", or "pool" for a warm container
 )
 
 // Pull policies (Job.Pull).
@@ -75,6 +76,12 @@ type Config struct {
 	// {privileged: true}}), which can take over the engine's host: the worker's operator
 	// opts in. Without it, Begin fails such a job before anything is created.
 	AllowPrivileged bool
+	// WarmPool is how many containers the executor keeps created and started ahead of
+	// need for each of the last few kinds of job it ran (image, user, limits), so that
+	// the next such job does not wait for the engine to make one; 0 keeps none. Jobs
+	// with services, a network of their own or a privileged container always start
+	// cold.
+	WarmPool int
 }
 
 // Docker runs steps in containers on a Docker Engine. It is an executor.JobExecutor:
@@ -86,6 +93,7 @@ type Docker struct {
 	log         *slog.Logger
 	incarnation string
 	pulls       singleflight.Group
+	pool        *pool // nil without Config.WarmPool
 
 	// removals counts the ended jobs whose objects are being removed; ending holds
 	// their endedKey until that succeeded, so that a sweep may remove what is left.
@@ -122,15 +130,23 @@ func New(ctx context.Context, cfg Config) (*Docker, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Docker{cfg: cfg, cli: cli, log: log, incarnation: randomHex(8), ending: map[string]bool{}}, nil
+	d := &Docker{cfg: cfg, cli: cli, log: log, incarnation: randomHex(8), ending: map[string]bool{}}
+	if cfg.WarmPool > 0 {
+		d.pool = newPool(d, cfg.WarmPool)
+	}
+	return d, nil
 }
 
 // Client is the engine client, for callers that inspect what the executor made.
 func (d *Docker) Client() *client.Client { return d.cli }
 
-// Close waits for the removal of ended jobs' objects, then releases the client's
-// connections; sessions still running are not ended.
+// Close removes the warm pool's containers and waits for the removal of ended jobs'
+// objects, then releases the client's connections; sessions still running are not
+// ended.
 func (d *Docker) Close() error {
+	if d.pool != nil {
+		d.pool.close()
+	}
 	d.removals.Wait()
 	return d.cli.Close()
 }
@@ -162,7 +178,7 @@ func (d *Docker) Run(ctx context.Context, s executor.Step) (executor.Result, err
 		Image:     d.cfg.DefaultImage,
 		Pull:      d.cfg.DefaultPull,
 		Grace:     s.Grace,
-	}, false)
+	}, false, false)
 	if err != nil {
 		return executor.Result{}, err
 	}
@@ -323,6 +339,11 @@ func (d *Docker) sweep(ctx context.Context, label string, remove func(labels map
 		if stale(c.Labels) {
 			_, err := d.cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
 			note(err, "container "+c.ID)
+			// A warm container's workspace, unless a job took it (then it is gone
+			// from there, renamed to the job's).
+			if dir := c.Labels[LabelPoolDir]; err == nil && isPoolDir(dir) {
+				_ = os.RemoveAll(dir)
+			}
 		}
 	}
 	ns, err := d.cli.NetworkList(ctx, client.NetworkListOptions{Filters: f})

@@ -25,3 +25,19 @@ func HoldRemovals(d *Docker, on bool) {
 		close(*hold)
 	}
 }
+
+// PoolCounts is how many warm containers d's pool made, gave to jobs, and removed
+// unused; ready is how many it holds made and not taken.
+func PoolCounts(d *Docker) (made, taken, discarded, ready int64) {
+	p := d.pool
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, k := range p.kinds {
+		for _, w := range k.warms {
+			if w.sess != nil {
+				ready++
+			}
+		}
+	}
+	return p.made, p.taken, p.discarded, ready
+}

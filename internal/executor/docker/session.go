@@ -1,10 +1,12 @@
 package docker
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path"
 	"path/filepath"
 	"slices"
@@ -57,6 +59,15 @@ type session struct {
 	container string   // the job container's id; "" until created
 	services  []string // service container ids
 	volumes   []string // volume names
+	// role labels the job's container: "job", or "pool" for a warm container, which
+	// keeps that label (and its pool job's) when a job takes it.
+	role string
+	// poolDir is a warm container's workspace directory while the pool holds it.
+	poolDir string
+	// imageID is the image the container was made of.
+	imageID string
+	// owner names the objects' job and attempt as their labels have it (endedKey).
+	owner string
 
 	mu    sync.Mutex
 	ended bool
@@ -67,14 +78,15 @@ type session struct {
 // job's container with the workspace mounted at executor.WorkspacePath. On an error,
 // whatever it created is removed again.
 func (d *Docker) Begin(ctx context.Context, j executor.Job) (executor.Session, error) {
-	return d.begin(ctx, j, d.cfg.NetworkPerJob)
+	return d.begin(ctx, j, d.cfg.NetworkPerJob, true)
 }
 
 // begin is Begin; a job without services does without a network of its own
 // (ownNetwork false), on the engine's default bridge: creating a network, and starting
 // a container on a user-defined one (whose embedded DNS needs setting up), is most of
-// what a container job costs on a busy engine.
-func (d *Docker) begin(ctx context.Context, j executor.Job, ownNetwork bool) (*session, error) {
+// what a container job costs on a busy engine. A job the warm pool can serve (warm)
+// takes a container from it when one is there or being made.
+func (d *Docker) begin(ctx context.Context, j executor.Job, ownNetwork, warm bool) (*session, error) {
 	if j.WorkerID == "" {
 		j.WorkerID = d.cfg.WorkerID
 	}
@@ -105,6 +117,12 @@ func (d *Docker) begin(ctx context.Context, j executor.Job, ownNetwork bool) (*s
 			j.ID, ErrPrivilegedNotAllowed)
 	}
 
+	if key, ok := d.pool.keyOf(j, ownNetwork); ok && warm {
+		s, err := d.beginWarm(ctx, j, key)
+		if s != nil || err != nil {
+			return s, err
+		}
+	}
 	s := &session{d: d, job: j}
 	if err := s.begin(ctx, ownNetwork || len(j.Services) > 0); err != nil {
 		s.ended = true
@@ -118,8 +136,31 @@ func (d *Docker) begin(ctx context.Context, j executor.Job, ownNetwork bool) (*s
 	return s, nil
 }
 
+// beginWarm gives job j a container of the warm pool, or nil when it has none for it.
+func (d *Docker) beginWarm(ctx context.Context, j executor.Job, key poolKey) (*session, error) {
+	img, err := d.ensureImage(ctx, j.Image, j.Pull, j.RegistryAuth)
+	if err != nil {
+		return nil, err
+	}
+	w := d.pool.take(ctx, key, img.ID)
+	if w == nil {
+		return nil, nil
+	}
+	if err := adopt(w, j.Workspace); err != nil {
+		d.log.Warn("docker: give a warm container the job's workspace; the job starts cold", "job", j.ID, "err", err)
+		// Only once empty: the job's files are in it if they could not be moved back.
+		d.pool.discardWith(w, os.Remove)
+		return nil, nil
+	}
+	s := w.sess
+	s.job, s.poolDir = j, ""
+	return s, nil
+}
+
 func (s *session) begin(ctx context.Context, ownNetwork bool) error {
 	d, j := s.d, s.job
+	s.owner = endedKey(j.ID, j.Attempt)
+	role := cmp.Or(s.role, "job")
 	// Images first: a missing image fails the job before anything is created.
 	imgs := map[string]image.InspectResponse{}
 	for _, ref := range append([]string{j.Image}, serviceImages(j.Services)...) {
@@ -132,6 +173,7 @@ func (s *session) begin(ctx context.Context, ownNetwork bool) error {
 		}
 		imgs[ref] = img
 	}
+	s.imageID = imgs[j.Image].ID
 	if cfg := imgs[j.Image].Config; cfg != nil {
 		for _, kv := range cfg.Env {
 			if v, ok := strings.CutPrefix(kv, "PATH="); ok {
@@ -160,18 +202,22 @@ func (s *session) begin(ctx context.Context, ownNetwork bool) error {
 	}
 
 	mounts := []mount.Mount{{Type: mount.TypeBind, Source: j.Workspace, Target: executor.WorkspacePath}}
-	vm, err := s.imageVolumes(ctx, base+"-job", imgs[j.Image])
+	vm, err := s.imageVolumes(ctx, base+"-"+role, imgs[j.Image])
 	if err != nil {
 		return err
 	}
 	mounts = append(mounts, vm...)
+	labels := d.labels(j, role)
+	if s.poolDir != "" {
+		labels[LabelPoolDir] = s.poolDir
+	}
 	cfg := &container.Config{
 		Image:      j.Image,
 		User:       j.User,
 		Entrypoint: keepAlive[:1],
 		Cmd:        keepAlive[1:],
 		WorkingDir: executor.WorkspacePath,
-		Labels:     d.labels(j, "job"),
+		Labels:     labels,
 	}
 	host := &container.HostConfig{
 		Mounts:      mounts,
@@ -183,7 +229,7 @@ func (s *session) begin(ctx context.Context, ownNetwork bool) error {
 		},
 	}
 	c, err := d.cli.ContainerCreate(ctx, client.ContainerCreateOptions{
-		Name:       base + "-job",
+		Name:       base + "-" + role,
 		Config:     cfg,
 		HostConfig: host,
 	})
@@ -572,7 +618,7 @@ func (s *session) End(ctx context.Context) error {
 	s.mu.Unlock()
 
 	d := s.d
-	key := endedKey(s.job.ID, s.job.Attempt)
+	key := s.owner
 	d.endMu.Lock()
 	d.ending[key] = true
 	d.endMu.Unlock()
