@@ -76,8 +76,10 @@ type Agent struct {
 	leaseTTL time.Duration
 	// completeSteps says the coordinator takes step reports with a job's completion;
 	// claimStart that a claim can start the jobs it hands out, so none needs a start
-	// report.
-	completeSteps, claimStart bool
+	// report; completeClaim that a completion can carry the next claim.
+	completeSteps, claimStart, completeClaim bool
+	// drain ends when the worker is to claim no more.
+	drain context.Context
 
 	mu       sync.Mutex
 	running  map[string]*runningJob
@@ -201,6 +203,7 @@ func (a *Agent) Run(drain, kill context.Context) error {
 	a.uploadCtx = jobsCtx
 	defer a.uploads.Wait()
 
+	a.drain = drain
 	slots := make(chan struct{}, a.cfg.MaxJobs)
 	for range a.cfg.MaxJobs {
 		slots <- struct{}{}
@@ -259,7 +262,7 @@ func (a *Agent) Run(drain, kill context.Context) error {
 					}
 				}()
 				defer func() { slots <- struct{}{} }()
-				a.runJob(jobsCtx, j, func(f func()) { cleanup = append(cleanup, f) })
+				a.runJobs(jobsCtx, j, func(f func()) { cleanup = append(cleanup, f) })
 			}()
 		}
 	}
@@ -293,6 +296,7 @@ func (a *Agent) register(ctx context.Context) error {
 	a.leaseTTL = duration(ans.LeaseTTL, 0)
 	a.completeSteps = slices.Contains(ans.Features, featureCompleteSteps)
 	a.claimStart = slices.Contains(ans.Features, featureClaimStart)
+	a.completeClaim = slices.Contains(ans.Features, featureCompleteClaim)
 	if ans.Credential != "" {
 		a.c.token = ans.Credential
 	}
@@ -302,24 +306,73 @@ func (a *Agent) register(ctx context.Context) error {
 // claim asks for up to max jobs that fit the capacity not taken by running jobs.
 func (a *Agent) claim(ctx context.Context, max int) ([]claimedJob, error) {
 	a.mu.Lock()
-	cpu, mem := int64(0), int64(0)
-	if a.cfg.MilliCPU > 0 {
-		cpu = max64(1, a.cfg.MilliCPU-a.cpu)
-	}
-	if a.cfg.Memory > 0 {
-		mem = max64(1, a.cfg.Memory-a.mem)
-	}
+	used, usedMem := a.cpu, a.mem
 	a.mu.Unlock()
 	var ans struct {
 		Jobs []claimedJob `json:"jobs"`
 	}
 	sent := time.Now()
-	err := a.c.post(ctx, "/api/v1/agent/claim", map[string]any{"worker_id": a.workerID, "labels": a.cfg.Labels,
-		"free_milli_cpu": cpu, "free_memory": mem, "max": max, "wait": "30s", "start": a.claimStart}, &ans)
+	err := a.c.post(ctx, "/api/v1/agent/claim", a.claimBody(max, used, usedMem), &ans)
 	for i := range ans.Jobs {
 		ans.Jobs[i].sent = sent
 	}
 	return ans.Jobs, err
+}
+
+// claimBody is a claim for up to max jobs, with used of the worker's CPU and usedMem of
+// its memory taken by running jobs.
+func (a *Agent) claimBody(max int, used, usedMem int64) map[string]any {
+	cpu, mem := int64(0), int64(0)
+	if a.cfg.MilliCPU > 0 {
+		cpu = max64(1, a.cfg.MilliCPU-used)
+	}
+	if a.cfg.Memory > 0 {
+		mem = max64(1, a.cfg.Memory-usedMem)
+	}
+	return map[string]any{"worker_id": a.workerID, "labels": a.cfg.Labels,
+		"free_milli_cpu": cpu, "free_memory": mem, "max": max, "wait": "30s", "start": a.claimStart}
+}
+
+// runJobs runs j and then, while its completion carried a claim that brought one, each
+// next job in the same slot. later is given what is left to do of the last job once the
+// slot is free (runJob).
+func (a *Agent) runJobs(ctx context.Context, j claimedJob, later func(func())) {
+	for {
+		var cleanup []func()
+		cc := a.runJob(ctx, j, func(f func()) { cleanup = append(cleanup, f) })
+		if cc == nil {
+			for _, f := range cleanup {
+				later(f)
+			}
+			return
+		}
+		// The claim for the slot is with the coordinator already: the job's files go
+		// while it waits, and none is left behind by a run of jobs in one slot.
+		for _, f := range cleanup {
+			f()
+		}
+		jobs, err := cc.next(a.drain)
+		if err != nil {
+			// The job was reported; the slot is claimed for by the worker's own claims.
+			if a.drain.Err() == nil {
+				a.log.Debug("no claim with the completion", "err", err)
+			}
+			return
+		}
+		if len(jobs) == 0 {
+			return
+		}
+		j = jobs[0]
+	}
+}
+
+// carriesClaim says whether a completion claims the next job for its slot: with the
+// coordinator's leave, for a worker of one slot (one of many would hold a claim open per
+// busy slot, more than the coordinator lets a worker hold), not draining.
+func (a *Agent) carriesClaim() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.completeClaim && a.cfg.MaxJobs == 1 && !a.draining && a.drain != nil && a.drain.Err() == nil
 }
 
 func max64(a, b int64) int64 {
@@ -388,16 +441,17 @@ func (a *Agent) cancelJob(id string) {
 	}
 }
 
-// runJob runs one claimed job to its end and reports it.
+// runJob runs one claimed job to its end and reports it. When the completion carried a
+// claim, it returns the claim, whose answer is still to come.
 //
 // later is given what is left to do once the job's result is reported (removing its
 // files), for the caller to do once the job's slot is free again.
-func (a *Agent) runJob(parent context.Context, j claimedJob, later func(func())) {
+func (a *Agent) runJob(parent context.Context, j claimedJob, later func(func())) *carriedClaim {
 	log := a.log.With("run", j.RunID, "job", j.ID, "key", j.Key, "attempt", j.Attempt)
 	spec := j.Spec
 	if spec == nil {
 		log.Error("claimed job has no spec")
-		return
+		return nil
 	}
 	parent, span := a.startJobSpan(parent, j)
 	result := "lost"
@@ -542,7 +596,7 @@ func (a *Agent) runJob(parent context.Context, j claimedJob, later func(func()))
 	if err != nil {
 		log.Error("open the job's log spool", "err", err)
 		failEarly()
-		return
+		return nil
 	}
 	maskSecrets(j, jl.rec)
 	over := make(chan struct{})
@@ -560,7 +614,7 @@ func (a *Agent) runJob(parent context.Context, j claimedJob, later func(func()))
 		jl.rec.System("the worker could not create a workspace: " + err.Error())
 		jl.close(parent, log)
 		failEarly()
-		return
+		return nil
 	}
 	var (
 		status, kind string
@@ -630,7 +684,7 @@ func (a *Agent) runJob(parent context.Context, j claimedJob, later func(func()))
 		a.countLog(jl)
 		jobEnded("lost")
 		_ = os.RemoveAll(ws)
-		return
+		return nil
 	default:
 	}
 	// Every line is stored before the job is reported complete, so that a reader who
@@ -651,7 +705,21 @@ func (a *Agent) runJob(parent context.Context, j claimedJob, later func(func()))
 		body["exit_code"] = *exit
 	}
 	endHeartbeats()
-	if err := report("/complete", body); err != nil {
+	var next *carriedClaim
+	if a.carriesClaim() {
+		// The claim for this slot goes with the completion: one request fewer per job.
+		body["claim"] = a.claimBody(1, 0, 0)
+		body["token"] = j.Lease.Token
+		rctx, stop := context.WithTimeout(reportCtx, reportFor)
+		err = a.retrying(rctx, func(ctx context.Context) (err error) {
+			next, err = a.c.completeAndClaim(ctx, "/api/v1/agent/jobs/"+j.ID+"/complete", body)
+			return err
+		})
+		stop()
+	} else {
+		err = report("/complete", body)
+	}
+	if err != nil {
 		log.Error("report completion", "err", err)
 	}
 	jobEnded(status)
@@ -659,14 +727,20 @@ func (a *Agent) runJob(parent context.Context, j claimedJob, later func(func()))
 	if status == "success" || !a.cfg.KeepFailed {
 		later(func() { _ = os.RemoveAll(ws) })
 	}
+	return next
 }
 
 // retryPost posts to the coordinator until it answers, backing off while it is
 // unreachable or failing (5xx), until ctx ends. A lease lost or another refusal (4xx) is
 // returned at once.
 func (a *Agent) retryPost(ctx context.Context, path string, body, out any) error {
+	return a.retrying(ctx, func(ctx context.Context) error { return a.c.post(ctx, path, body, out) })
+}
+
+// retrying makes call until the coordinator answers it, as retryPost posts.
+func (a *Agent) retrying(ctx context.Context, call func(context.Context) error) error {
 	for backoff := 500 * time.Millisecond; ; backoff = min(backoff*2, reportBackoffCap) {
-		err := a.c.post(ctx, path, body, out)
+		err := call(ctx)
 		if err == nil {
 			return nil
 		}
@@ -956,10 +1030,12 @@ func (a *Agent) countLog(jl *jobLog) {
 }
 
 // Features of the coordinator (api: the register answer's features) the worker uses:
-// a completion may carry the step reports not yet sent; a claim may start its jobs.
+// a completion may carry the step reports not yet sent; a claim may start its jobs; a
+// completion may carry the next claim.
 const (
 	featureCompleteSteps = "complete.steps"
 	featureClaimStart    = "claim.start"
+	featureCompleteClaim = "complete.claim"
 )
 
 // stepReport is a step's status on its way to the coordinator; step is -1 for the start.

@@ -38,13 +38,32 @@ func (e *apiError) Error() string { return fmt.Sprintf("%d %s: %s", e.Status, e.
 // post sends body as JSON and decodes the answer into out. A 409 lease_lost answer is
 // errLeaseLost; other error answers are *apiError.
 func (c *client) post(ctx context.Context, path string, body, out any) error {
+	resp, err := c.send(ctx, path, body)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return fmt.Errorf("read answer of %s: %w", path, err)
+	}
+	if out != nil {
+		if err := json.Unmarshal(data, out); err != nil {
+			return fmt.Errorf("decode answer of %s: %w", path, err)
+		}
+	}
+	return nil
+}
+
+// send posts body as JSON and returns a 200 answer for its caller to read and close.
+func (c *client) send(ctx context.Context, path string, body any) (*http.Response, error) {
 	b, err := json.Marshal(body)
 	if err != nil {
-		return fmt.Errorf("encode %s: %w", path, err)
+		return nil, fmt.Errorf("encode %s: %w", path, err)
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+path, bytes.NewReader(b))
 	if err != nil {
-		return fmt.Errorf("request %s: %w", path, err)
+		return nil, fmt.Errorf("request %s: %w", path, err)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	// The job's reports carry its span, so the coordinator's spans for them join the run's
@@ -55,32 +74,87 @@ func (c *client) post(ctx context.Context, path string, body, out any) error {
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return fmt.Errorf("POST %s: %w", path, err)
+		return nil, fmt.Errorf("POST %s: %w", path, err)
+	}
+	if resp.StatusCode == http.StatusOK {
+		return resp, nil
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 	if err != nil {
-		return fmt.Errorf("read answer of %s: %w", path, err)
+		return nil, fmt.Errorf("read answer of %s: %w", path, err)
 	}
-	if resp.StatusCode != http.StatusOK {
-		var e struct {
-			Error struct {
-				Code    string `json:"code"`
-				Message string `json:"message"`
-			} `json:"error"`
-		}
-		_ = json.Unmarshal(data, &e)
-		if resp.StatusCode == http.StatusConflict && e.Error.Code == "lease_lost" {
-			return errLeaseLost
-		}
-		return &apiError{Status: resp.StatusCode, Code: e.Error.Code, Msg: strings.TrimSpace(e.Error.Message)}
+	var e struct {
+		Error struct {
+			Code    string `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
 	}
-	if out != nil {
-		if err := json.Unmarshal(data, out); err != nil {
-			return fmt.Errorf("decode answer of %s: %w", path, err)
-		}
+	_ = json.Unmarshal(data, &e)
+	if resp.StatusCode == http.StatusConflict && e.Error.Code == "lease_lost" {
+		return nil, errLeaseLost
 	}
-	return nil
+	return nil, &apiError{Status: resp.StatusCode, Code: e.Error.Code, Msg: strings.TrimSpace(e.Error.Message)}
+}
+
+// completeAndClaim posts a completion that carries a claim (feature complete.claim). It
+// returns once the completion's line of the answer has arrived, with the claim still
+// waiting: its answer is read by next. ctx bounds the request until the completion's
+// line has arrived; the claim then lasts until next.
+func (c *client) completeAndClaim(ctx context.Context, path string, body any) (*carriedClaim, error) {
+	reqCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	unhook := context.AfterFunc(ctx, cancel)
+	sent := time.Now()
+	resp, err := c.send(reqCtx, path, body)
+	if err != nil {
+		unhook()
+		cancel()
+		return nil, err
+	}
+	dec := json.NewDecoder(io.LimitReader(resp.Body, 64<<20))
+	var done json.RawMessage
+	err = dec.Decode(&done)
+	unhook()
+	if err != nil {
+		resp.Body.Close()
+		cancel()
+		return nil, fmt.Errorf("read answer of %s: %w", path, err)
+	}
+	return &carriedClaim{body: resp.Body, dec: dec, cancel: cancel, sent: sent}, nil
+}
+
+// carriedClaim is the claim a completion carried, its answer still to come.
+type carriedClaim struct {
+	body   io.Closer
+	dec    *json.Decoder
+	cancel context.CancelFunc
+	sent   time.Time
+}
+
+// next waits for the claim's answer and returns its jobs. When stop ends first the
+// request is given up, and the coordinator hands back whatever it had claimed.
+func (cc *carriedClaim) next(stop context.Context) ([]claimedJob, error) {
+	defer cc.cancel()
+	defer cc.body.Close()
+	unhook := context.AfterFunc(stop, cc.cancel)
+	defer unhook()
+	var ans struct {
+		Jobs  []claimedJob `json:"jobs"`
+		Error *struct {
+			Code    string `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if err := cc.dec.Decode(&ans); err != nil {
+		return nil, fmt.Errorf("read the claim a completion carried: %w", err)
+	}
+	if ans.Error != nil {
+		return nil, fmt.Errorf("the claim a completion carried: %s: %s", ans.Error.Code, ans.Error.Message)
+	}
+	for i := range ans.Jobs {
+		ans.Jobs[i].sent = cc.sent
+	}
+	return ans.Jobs, nil
 }
 
 type registerAnswer struct {
