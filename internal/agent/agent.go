@@ -616,6 +616,8 @@ func (a *Agent) runJob(parent context.Context, j claimedJob, later func(func()))
 		failEarly()
 		return nil
 	}
+	// Where a container job's caches under ~ stand on the worker's disk, if they do.
+	defer later(func() { _ = os.RemoveAll(ws + cacheHomeSuffix) })
 	var (
 		status, kind string
 		exit         *int
@@ -634,7 +636,7 @@ func (a *Agent) runJob(parent context.Context, j claimedJob, later func(func()))
 		status, kind = "failed", "failure"
 	} else {
 		caches = a.restoreCaches(ctx, log, j, ws, jl.rec)
-		status, kind, exit, outputs = a.runSteps(ctx, log, jl.rec, j, ws, func(step int, body map[string]any) {
+		status, kind, exit, outputs = a.runSteps(ctx, log, jl.rec, j, ws, caches, func(step int, body map[string]any) {
 			steps <- stepReport{path: "/steps/" + strconv.Itoa(step), step: step, body: body}
 		}, later)
 	}
@@ -770,7 +772,7 @@ func (a *Agent) retrying(ctx context.Context, call func(context.Context) error) 
 // outputs (steps.ID.outputs.NAME).
 //
 // The step files are removed by what is given to later, after the job is reported.
-func (a *Agent) runSteps(ctx context.Context, log *slog.Logger, rec *logs.Recorder, j claimedJob, ws string,
+func (a *Agent) runSteps(ctx context.Context, log *slog.Logger, rec *logs.Recorder, j claimedJob, ws string, caches []*jobCache,
 	report func(step int, body map[string]any), later func(func())) (string, string, *int, map[string]string) {
 	spec := j.Spec
 	once := map[int]bool{}
@@ -789,6 +791,10 @@ func (a *Agent) runSteps(ctx context.Context, log *slog.Logger, rec *logs.Record
 	// collector is the session of an environment whose workspace is a copy of ws, to be
 	// brought back before caches and artifacts are read from ws.
 	var collector executor.Collector
+	// homeCopier is the session of a container whose home the caches' paths under ~
+	// are copied out of, from home on the worker's disk.
+	var homeCopier executor.HomeCopier
+	home := ""
 	job, inContainer := a.containerJob(j, ws, grace)
 	files, err := newStepFiles(a.cfg.WorkDir, ws, inContainer)
 	if err != nil {
@@ -810,6 +816,10 @@ func (a *Agent) runSteps(ctx context.Context, log *slog.Logger, rec *logs.Record
 		defer end()
 		run, host, stepWS = sess.Run, false, executor.WorkspacePath
 		collector, _ = sess.(executor.Collector)
+		if len(caches) > 0 {
+			home = a.stepHome(j, ws)
+			homeCopier = a.copyHomeIn(ctx, log, rec, sess, home)
+		}
 		if p, ok := sess.(imagePather); ok {
 			files.imagePath = p.ImagePath()
 		}
@@ -958,6 +968,9 @@ func (a *Agent) runSteps(ctx context.Context, log *slog.Logger, rec *logs.Record
 				fail(executor.KindFailure, nil)
 			}
 		}
+	}
+	if homeCopier != nil && ctx.Err() == nil {
+		a.copyHomeOut(ctx, log, rec, homeCopier, home, caches, status)
 	}
 	outputs := jobOutputs(spec, in.Steps, written)
 	if err := pipeline.CheckOutputs(outputs); err != nil {

@@ -99,11 +99,21 @@ func hashFiles(ws string, patterns []string) (string, error) {
 	return hex.EncodeToString(sum.Sum(nil)), nil
 }
 
-// stepHome is the home directory a job's steps get: HOME as their environment has it.
+// cacheHomeSuffix names the directory beside a container job's workspace that stands
+// for its steps' home while its caches are restored and saved: a container's home is
+// in the container, not on the worker's disk. What a restore puts there is copied into
+// the container after it starts; the caches' paths under ~ are copied out of it into
+// there after the last step, to be saved.
+const cacheHomeSuffix = "-home"
+
+// stepHome is the home directory a job's steps get: HOME as their environment has it,
+// or for a job in a container the directory on the worker that stands for it.
 func (a *Agent) stepHome(j claimedJob, ws string) string {
-	if len(j.Spec.Steps) == 0 || a.inContainer(j) {
-		// A container's home is in its image, not on this worker's disk.
+	if len(j.Spec.Steps) == 0 {
 		return ""
+	}
+	if a.inContainer(j) {
+		return ws + cacheHomeSuffix
 	}
 	home := ""
 	for _, kv := range a.stepEnv(j, j.Spec.Steps[0], ws, true, nil, nil) {
@@ -501,6 +511,12 @@ func extractCache(file, ws, home string) (int, error) {
 	default:
 		return 0, errors.New("not a zstd or gzip archive")
 	}
+	return extractTar(r, ws, home, nil)
+}
+
+// extractTar extracts a cache's tar stream: its entries are named under "workspace/"
+// and "home/" (after rename, when not nil), which are ws and home.
+func extractTar(r io.Reader, ws, home string, rename func(string) string) (int, error) {
 	roots := map[string]*os.Root{}
 	defer func() {
 		for _, root := range roots {
@@ -543,6 +559,9 @@ func extractCache(file, ws, home string) (int, error) {
 		}
 		if err != nil {
 			return n, err
+		}
+		if rename != nil {
+			hdr.Name = rename(hdr.Name)
 		}
 		rootName, rel, ok := strings.Cut(strings.TrimSuffix(hdr.Name, "/"), "/")
 		if !ok && (rootName == cacheWorkspaceRoot || rootName == cacheHomeRoot) {

@@ -257,3 +257,28 @@ func runPipelineWith(t *testing.T, def string, env map[string]string) outcome {
 	}
 	return runCLI(t, invocation{args: []string{"run", "--no-checkout", file}, env: env})
 }
+
+// TestRunContainerHomeCache: a cache path under ~ in a container job is the steps' home
+// in the container: what one job saves from its user's home, the next restores into
+// its own user's, owned by that user.
+func TestRunContainerHomeCache(t *testing.T) {
+	t.Parallel()
+	img := dockertest.Image(t, dockertest.Busybox)
+	got := runPipeline(t, `name: home-cache
+jobs:
+  save:
+    image: `+img+`
+    container: {pull: never, user: gantry}
+    cache: [{key: tool-v1, paths: [~/.cache/tool]}]
+    steps: [{run: 'test ! -e ~/.cache/tool && mkdir -p ~/.cache/tool/sub && echo saved-by-$(id -u) > ~/.cache/tool/sub/state'}]
+  load:
+    needs: [save]
+    image: `+img+`
+    container: {pull: never}
+    cache: [{key: tool-v1, paths: [~/.cache/tool]}]
+    steps: [{run: 'echo "home=$HOME state=$(cat ~/.cache/tool/sub/state) owner=$(stat -c %u ~/.cache/tool/sub/state)"'}]
+`)
+	if got.code != exitOK || !strings.Contains(got.stdout, "home=/root state=saved-by-1000 owner=0") {
+		t.Errorf("gantry run: exit %d\n%s%s", got.code, got.stdout, got.stderr)
+	}
+}

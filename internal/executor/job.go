@@ -2,6 +2,7 @@ package executor
 
 import (
 	"context"
+	"io"
 	"time"
 )
 
@@ -110,4 +111,18 @@ type Session interface {
 // worker's workspace may not hold what the steps made; it is left as it was.
 type Collector interface {
 	Collect(ctx context.Context) error
+}
+
+// HomeCopier is a Session whose steps' home directory is not on the worker's disk (a
+// container's). The agent copies the paths of the job's caches under ~ into it after
+// Begin, and out of it after the last step.
+type HomeCopier interface {
+	// CopyToHome extracts the tar stream r into the steps' home directory (HOME as the
+	// steps get it), its entries owned by the steps' user.
+	CopyToHome(ctx context.Context, r io.Reader) error
+	// CopyFromHome returns rel, a slash-separated path in the steps' home directory
+	// ("" for the directory itself), as a tar stream whose entries are named under
+	// rel's last element (the home directory's own name for ""). An error that
+	// wraps fs.ErrNotExist says there is no such path.
+	CopyFromHome(ctx context.Context, rel string) (io.ReadCloser, error)
 }

@@ -68,6 +68,9 @@ type session struct {
 	imageID string
 	// owner names the objects' job and attempt as their labels have it (endedKey).
 	owner string
+	// userHome is the HOME the image gives the job's user; "" until known. userOwner
+	// is that user's uid:gid, when the job has a user.
+	userHome, userOwner string
 
 	mu    sync.Mutex
 	ended bool
@@ -284,10 +287,12 @@ func (s *session) prepareHome(ctx context.Context) error {
 	if code != 0 && len(lines) < 2 || code < 0 {
 		return fmt.Errorf("find the home of user %s in the job's container: exit %d: %s", s.job.User, code, lastLines(out, 3))
 	}
+	home, owner := lines[0], lines[1]
+	s.userOwner = owner
 	if len(lines) == 3 && lines[2] == "writable" {
+		s.userHome = home
 		return nil
 	}
-	home, owner := lines[0], lines[1]
 	if home == "" || home == "/" {
 		home = homeFallback
 		s.home = home
@@ -299,6 +304,7 @@ func (s *session) prepareHome(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("give user %s its home %s in the job's container: %w", s.job.User, home, err)
 	}
+	s.userHome = home
 	return nil
 }
 
