@@ -156,3 +156,127 @@ func TestWebhookSecretsSealed(t *testing.T) {
 		t.Errorf("the old key alone = %d sealed, %d rewrapped, %d failed, %v; want 3 it cannot open", sealed, rewrapped, failed, err)
 	}
 }
+
+// TestWebhookSubscriptionSecretsSealed: with a secrets key an outbound webhook
+// subscription's secret is stored sealed (no byte of it in the database's files) while the
+// create answer still shows it once; without a key it is stored as given, and such a
+// plain-text one is sealed when a coordinator with a key starts (SealWebhookSecrets); a
+// key rotation rewraps them, after which the new key alone opens them.
+func TestWebhookSubscriptionSecretsSealed(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	st, err := sqlite.Open(ctx, filepath.Join(dir, "gantry.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	serve := func(keys *secret.Keyring) *bundle {
+		srv := httptest.NewServer(api.New(api.Config{Store: st, Logger: testLogger(t), Clock: clock.Real{}, MirrorsDir: t.TempDir(), Secrets: keys}).Handler())
+		t.Cleanup(srv.Close)
+		return &bundle{store: st, url: srv.URL}
+	}
+	rawA, rawB := make([]byte, secret.KeySize), make([]byte, secret.KeySize)
+	for _, k := range [][]byte{rawA, rawB} {
+		if _, err := rand.Read(k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	keyA, err := secret.NewKeyring(rawA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	withA, withNone := serve(keyA), serve(nil)
+	proj := withA.createProject(t, map[string]any{"name": "app", "repo_url": "https://git.example.com/app.git", "provider": "github", "default_branch": "main"})
+	add := func(b *bundle, body string) (id, secretValue string) {
+		t.Helper()
+		r := b.do(t, http.MethodPost, "/api/v1/projects/app/webhooks", "application/json", body, nil)
+		if r.status != http.StatusCreated {
+			t.Fatalf("add webhook: %d %s", r.status, r.body)
+		}
+		var h struct{ ID, Secret string }
+		r.decode(t, &h)
+		if h.Secret == "" {
+			t.Fatalf("the add answer shows no secret: %s", r.body)
+		}
+		return h.ID, h.Secret
+	}
+	sealedID, made := add(withA, `{"url": "https://hooks.example.com/made"}`)
+	givenID, given := add(withA, `{"url": "https://hooks.example.com/given", "secret": "given-outbound-secret-1234"}`)
+	legacyID, legacy := add(withNone, `{"url": "https://hooks.example.com/legacy", "secret": "legacy-outbound-secret-5678"}`)
+	if given != "given-outbound-secret-1234" {
+		t.Errorf("the add answer shows %q, want the secret given", given)
+	}
+	byID := func() map[string]*store.Webhook {
+		t.Helper()
+		p, err := st.GetProjectByName(ctx, "app")
+		if err != nil {
+			t.Fatal(err)
+		}
+		hooks, err := st.ListWebhooks(ctx, p.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]*store.Webhook{}
+		for _, h := range hooks {
+			out[h.ID.String()] = h
+		}
+		return out
+	}
+	// opens says keys open each subscription's secret to what was shown at its creation.
+	want := map[string]string{sealedID: made, givenID: given, legacyID: legacy}
+	opens := func(keys *secret.Keyring) {
+		t.Helper()
+		for id, h := range byID() {
+			got, err := secret.WebhookSubscriptionSecret(keys, h)
+			if err != nil || string(got) != want[id] || h.Secret != "" {
+				t.Errorf("subscription %s opens as %q, %v (plain column %q); want %q", h.URL, got, err, h.Secret, want[id])
+			}
+		}
+	}
+	hooks := byID()
+	for _, id := range []string{sealedID, givenID} {
+		if h := hooks[id]; h.Secret != "" || h.SecretSealed.KeyID != keyA.PrimaryID() {
+			t.Errorf("subscription %s stored with %q, %+v; want only a sealed secret", h.URL, h.Secret, h.SecretSealed)
+		}
+	}
+	if h := hooks[legacyID]; h.Secret != legacy || !h.SecretSealed.IsZero() {
+		t.Errorf("a coordinator without a key stored %q, %+v; want the plain text", h.Secret, h.SecretSealed)
+	}
+
+	// The first coordinator with a key seals the plain one.
+	sealed, rewrapped, failed, err := keyA.SealWebhookSecrets(ctx, st)
+	if err != nil || sealed != 1 || rewrapped != 0 || failed != 0 {
+		t.Errorf("SealWebhookSecrets = %d sealed, %d rewrapped, %d failed, %v; want the legacy subscription sealed", sealed, rewrapped, failed, err)
+	}
+	opens(keyA)
+	files, _ := filepath.Glob(filepath.Join(dir, "gantry.db*"))
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range []string{made, given, proj.WebhookSecret} {
+			if bytes.Contains(b, []byte(v)) {
+				t.Errorf("%s holds a webhook secret in plain text", filepath.Base(f))
+			}
+		}
+	}
+
+	// Rotation: the project's secret and the three subscriptions' are rewrapped.
+	keyB, err := secret.NewKeyring(rawB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	both, err := secret.NewKeyring(rawB, rawA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sealed, rewrapped, failed, err := both.SealWebhookSecrets(ctx, st); err != nil || sealed != 0 || rewrapped != 4 || failed != 0 {
+		t.Errorf("rotation = %d sealed, %d rewrapped, %d failed, %v; want 4 rewrapped", sealed, rewrapped, failed, err)
+	}
+	opens(keyB)
+	if sealed, rewrapped, failed, err := keyA.SealWebhookSecrets(ctx, st); err != nil || sealed+rewrapped != 0 || failed != 4 {
+		t.Errorf("the old key alone = %d sealed, %d rewrapped, %d failed, %v; want 4 it cannot open", sealed, rewrapped, failed, err)
+	}
+}

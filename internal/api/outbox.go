@@ -178,6 +178,15 @@ func (s *Server) createWebhook(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	h := &store.Webhook{ProjectID: p.ID, URL: req.URL, Secret: secret, Events: events}
+	// Sealed before it is stored when the coordinator has a secrets key; without one it
+	// is stored as given, and sealed by the first coordinator that has one.
+	if s.secrets != nil {
+		if err := s.secrets.SealWebhookSubscriptionSecret(h); err != nil {
+			s.log.ErrorContext(r.Context(), "seal a webhook subscription's secret", "project", name, "err", err)
+			writeError(w, http.StatusInternalServerError, codeInternal, "the webhook secret could not be sealed: internal error", nil)
+			return
+		}
+	}
 	if err := s.store.CreateWebhook(r.Context(), h); err != nil {
 		s.storeError(w, r, "create webhook", err)
 		return

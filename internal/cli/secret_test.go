@@ -88,13 +88,24 @@ func TestSecretCommands(t *testing.T) {
 	if proj.code != exitOK {
 		t.Fatalf("project create: %+v", proj)
 	}
+	// So is an outbound webhook subscription's signing secret.
+	const subSecret = "cli-outbound-secret-9090"
+	subFile := filepath.Join(dir, "sub.secret")
+	if err := os.WriteFile(subFile, []byte(subSecret+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sub := runCLI(t, invocation{args: append([]string{"project", "webhook", "add", "hooked", "--url", "https://audit.example.com/in",
+		"--secret-file", subFile}, srv...)})
+	if sub.code != exitOK || !strings.Contains(sub.stdout, subSecret) {
+		t.Fatalf("project webhook add: %+v", sub)
+	}
 	if code := stop(); code != exitOK {
 		t.Fatalf("server exit %d", code)
 	}
 
 	rot := runCLI(t, invocation{args: []string{"secret", "rotate-key", "--db", db, "--secrets-key-file", oldKeyFile, "--new-key-file", newKeyFile}})
 	if rot.code != exitOK || !strings.Contains(rot.stdout, "rewrapped 1 secrets under key "+secret.KeyID(newKey)) ||
-		!strings.Contains(rot.stdout, "rewrapped 1 webhook secrets under key "+secret.KeyID(newKey)) {
+		!strings.Contains(rot.stdout, "rewrapped 2 webhook secrets under key "+secret.KeyID(newKey)) {
 		t.Fatalf("rotate-key: %+v", rot)
 	}
 	again := runCLI(t, invocation{args: []string{"secret", "rotate-key", "--db", db, "--secrets-key-file", oldKeyFile, "--new-key-file", newKeyFile}})
@@ -122,8 +133,17 @@ func TestSecretCommands(t *testing.T) {
 	if got, err := secret.ProjectWebhookSecret(kr, hooked); err != nil || string(got) != hookSecret || hooked.WebhookSecret != "" {
 		t.Fatalf("after rotation the new key opens the webhook secret as %q, %v (plain column %q)", got, err, hooked.WebhookSecret)
 	}
+	subs, err := st.ListWebhooks(t.Context(), hooked.ID)
+	if err != nil || len(subs) != 1 {
+		t.Fatalf("ListWebhooks = %v, %v", subs, err)
+	}
+	if got, err := secret.WebhookSubscriptionSecret(kr, subs[0]); err != nil || string(got) != subSecret || subs[0].Secret != "" ||
+		subs[0].SecretSealed.KeyID != secret.KeyID(newKey) {
+		t.Fatalf("after rotation the new key opens the subscription's secret as %q, %v (plain column %q, key %s)",
+			got, err, subs[0].Secret, subs[0].SecretSealed.KeyID)
+	}
 	raw, err := os.ReadFile(dbPath)
-	if err != nil || strings.Contains(string(raw), value) || strings.Contains(string(raw), hookSecret) {
+	if err != nil || strings.Contains(string(raw), value) || strings.Contains(string(raw), hookSecret) || strings.Contains(string(raw), subSecret) {
 		t.Fatalf("the database holds a value (%v)", err)
 	}
 }

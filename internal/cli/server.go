@@ -429,7 +429,7 @@ func startCoordinator(ctx context.Context, cfg serverConfig, log *slog.Logger) (
 	// Statuses and webhooks the store enqueued with each change; a message this process
 	// was sending when it stopped is retried after OutboxHold, here or on a replica.
 	outbox := notify.New(notify.Config{Store: st, Logger: log, PublicURL: cmp.Or(cfg.PublicURL, "http://"+ln.Addr().String()),
-		MaxAttempts: cfg.OutboxMaxAttempts, Backoff: cfg.OutboxBackoff, Hold: cfg.OutboxHold})
+		MaxAttempts: cfg.OutboxMaxAttempts, Backoff: cfg.OutboxBackoff, Hold: cfg.OutboxHold, Secrets: keys})
 	go outbox.Run(loopCtx)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()

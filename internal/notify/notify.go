@@ -23,6 +23,7 @@ import (
 
 	"github.com/gantry-ci/gantry/internal/clock"
 	"github.com/gantry-ci/gantry/internal/forge"
+	"github.com/gantry-ci/gantry/internal/secret"
 	"github.com/gantry-ci/gantry/internal/store"
 	"github.com/google/uuid"
 )
@@ -81,6 +82,9 @@ type Config struct {
 	PollEvery time.Duration
 	// Batch is how many messages are claimed, and delivered concurrently, at a time.
 	Batch int
+	// Secrets opens webhook subscriptions' sealed secrets; nil when the coordinator has
+	// no secrets key, which can sign only with secrets stored in plain text.
+	Secrets *secret.Keyring
 	// Jitter draws a wait in [0, max); nil draws uniformly. Tests pin it.
 	Jitter func(max time.Duration) time.Duration
 }
@@ -374,6 +378,12 @@ func (d *Dispatcher) deliverWebhook(ctx context.Context, m *store.OutboxMessage)
 	if err != nil {
 		return fmt.Errorf("read webhook subscription %s: %w", w.WebhookID, err)
 	}
+	key, err := secret.WebhookSubscriptionSecret(d.cfg.Secrets, hook)
+	if err != nil {
+		// Not permanent: a replica with the key may deliver it, or this one once it has
+		// the key.
+		return fmt.Errorf("sign webhook: %w", err)
+	}
 	body, err := json.Marshal(webhookBody{Event: w.Event, Delivery: m.ID, Project: w.Project,
 		Run: webhookRun{WebhookRun: w.Run, URL: d.runURL(w.Run.Path)}, Job: w.Job})
 	if err != nil {
@@ -387,7 +397,7 @@ func (d *Dispatcher) deliverWebhook(ctx context.Context, m *store.OutboxMessage)
 	req.Header.Set("User-Agent", "Gantry-Webhook")
 	req.Header.Set(HeaderEvent, w.Event)
 	req.Header.Set(HeaderDelivery, m.ID.String())
-	req.Header.Set(HeaderSignature, Sign([]byte(hook.Secret), body))
+	req.Header.Set(HeaderSignature, Sign(key, body))
 	resp, err := d.client.Do(req)
 	if err != nil {
 		return fmt.Errorf("post webhook to %s: %w", redact(hook.URL), err)

@@ -2,6 +2,7 @@ package notify_test
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -17,6 +18,7 @@ import (
 	"github.com/gantry-ci/gantry/internal/clock"
 	"github.com/gantry-ci/gantry/internal/notify"
 	"github.com/gantry-ci/gantry/internal/pipeline"
+	"github.com/gantry-ci/gantry/internal/secret"
 	"github.com/gantry-ci/gantry/internal/store"
 	"github.com/gantry-ci/gantry/internal/store/sqlite"
 	"github.com/gantry-ci/gantry/internal/store/sqlite/sqlitetest"
@@ -419,6 +421,67 @@ func TestWebhookSigned(t *testing.T) {
 	// A tampered body does not verify.
 	if notify.Sign([]byte(secret), []byte(`{}`)) == notify.Sign([]byte("other"), []byte(`{}`)) {
 		t.Error("Sign ignores the secret")
+	}
+}
+
+// TestWebhookSignedWithSealedSecret: a subscription whose secret is sealed is signed with
+// the secret itself by a dispatcher that holds the key; one without the key fails the
+// attempt, to be retried (by a replica with the key), rather than sign with nothing.
+func TestWebhookSignedWithSealedSecret(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 10)
+	rec, srv := serve(t, answer{status: 204})
+	b.createRun("sealed", oneJob) // makes the project
+	b.finish(store.JobSuccess)
+	p, err := b.st.GetProjectByName(t.Context(), "sealed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw := make([]byte, secret.KeySize)
+	if _, err := rand.Read(raw); err != nil {
+		t.Fatal(err)
+	}
+	keys, err := secret.NewKeyring(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const plain = "whsec-sealed-456"
+	hook := &store.Webhook{ProjectID: p.ID, URL: srv.URL + "/in", Secret: plain, Events: []string{store.WebhookRunFinished}}
+	if err := keys.SealWebhookSubscriptionSecret(hook); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.st.CreateWebhook(t.Context(), hook); err != nil {
+		t.Fatal(err)
+	}
+	b.createRun("sealed", oneJob)
+	b.finish(store.JobSuccess)
+
+	if n := b.deliver(); n != 1 {
+		t.Fatalf("claimed %d, want the run.finished message", n)
+	}
+	if len(rec.requests()) != 0 {
+		t.Fatal("a dispatcher without the key sent the webhook")
+	}
+	pending := b.outbox(store.OutboxPending)
+	if len(pending) != 1 || !strings.Contains(pending[0].LastError, "no secrets key") {
+		t.Fatalf("after an attempt without the key the outbox holds %+v, want the message pending, saying why", pending)
+	}
+
+	keyed := notify.New(notify.Config{Store: b.st, Clock: b.clk, PublicURL: "https://ci.example.com/", Secrets: keys,
+		Jitter: func(max time.Duration) time.Duration { return max }})
+	b.clk.Advance(time.Hour)
+	if n, err := keyed.DeliverDue(t.Context()); err != nil || n != 1 {
+		t.Fatalf("DeliverDue with the key = %d, %v; want the message", n, err)
+	}
+	reqs := rec.requests()
+	if len(reqs) != 1 {
+		t.Fatalf("%d requests, want 1", len(reqs))
+	}
+	if got, want := reqs[0].header.Get(notify.HeaderSignature), notify.Sign([]byte(plain), reqs[0].body); got != want {
+		t.Errorf("signature %q, want %q (the sealed secret's plain text)", got, want)
+	}
+	if d := b.outbox(store.OutboxDelivered); len(d) != 1 {
+		t.Errorf("delivered %d messages, want 1", len(d))
 	}
 }
 

@@ -492,14 +492,16 @@ const (
 )
 
 // Webhook is a project's subscription to outbound webhooks: Gantry POSTs each event it
-// wants to URL, signed with Secret (HMAC-SHA256).
+// wants to URL, signed (HMAC-SHA256) with its secret: Secret in plain text, or
+// SecretSealed (secret.Keyring.Seal), which leaves Secret "".
 type Webhook struct {
-	ID        uuid.UUID
-	ProjectID uuid.UUID
-	URL       string
-	Secret    string
-	Events    []string // WebhookRunFinished, WebhookJobFinished
-	CreatedAt time.Time
+	ID           uuid.UUID
+	ProjectID    uuid.UUID
+	URL          string
+	Secret       string
+	SecretSealed SealedValue
+	Events       []string // WebhookRunFinished, WebhookJobFinished
+	CreatedAt    time.Time
 }
 
 // Role is what a token may do.

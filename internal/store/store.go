@@ -357,6 +357,20 @@ type Webhooks interface {
 	ListWebhooks(ctx context.Context, projectID uuid.UUID) ([]*Webhook, error)
 	// DeleteWebhook deletes the project's subscription; ErrNotFound when it has none by id.
 	DeleteWebhook(ctx context.Context, projectID, id uuid.UUID) error
+	// SealWebhookSubscriptionSecret stores the subscription's secret sealed, in place of
+	// what is there, only while what is there is still p.Old (a plain-text secret being
+	// sealed, or a sealed one being rewrapped under a new key): ErrConflict when it
+	// changed meanwhile, ErrNotFound when there is no such subscription.
+	SealWebhookSubscriptionSecret(ctx context.Context, p SealWebhookSubscriptionSecretParams) error
+}
+
+// SealWebhookSubscriptionSecretParams name an outbound webhook subscription, the secret
+// it must still hold (OldPlain, or OldSealed), and the sealed value to put in its place.
+type SealWebhookSubscriptionSecretParams struct {
+	ID        uuid.UUID
+	OldPlain  string
+	OldSealed SealedValue
+	Sealed    SealedValue
 }
 
 // Notifier wakes claimers waiting for work.

@@ -175,7 +175,7 @@ CREATE TABLE project_webhooks (
     on_run_finished BOOLEAN NOT NULL DEFAULT FALSE,
     on_job_finished BOOLEAN NOT NULL DEFAULT FALSE,
     created_at      BIGINT NOT NULL
-);
+, secret_key_id TEXT NOT NULL DEFAULT '', secret_wrapped_key TEXT NOT NULL DEFAULT '', secret_ciphertext TEXT NOT NULL DEFAULT '');
 CREATE INDEX project_webhooks_project ON project_webhooks (project_id);
 CREATE TABLE workflows (
     id         TEXT PRIMARY KEY,
@@ -316,3 +316,4 @@ INSERT INTO schema_migrations (version, name, applied_at) VALUES (21, '0021_job_
 INSERT INTO schema_migrations (version, name, applied_at) VALUES (22, '0022_webhook_secret_sealed.sql', 0);
 INSERT INTO schema_migrations (version, name, applied_at) VALUES (23, '0023_job_change_seq.sql', 0);
 INSERT INTO schema_migrations (version, name, applied_at) VALUES (24, '0024_commit_statuses.sql', 0);
+INSERT INTO schema_migrations (version, name, applied_at) VALUES (26, '0026_outbound_webhook_secret_sealed.sql', 0);

@@ -211,14 +211,27 @@ func (e *Engine) RedeliverOutbox(ctx context.Context, id uuid.UUID) error {
 	})
 }
 
-const webhookCols = `id, project_id, url, secret, on_run_finished, on_job_finished, created_at`
+const webhookCols = `id, project_id, url, secret, on_run_finished, on_job_finished, created_at,
+	secret_key_id, secret_wrapped_key, secret_ciphertext`
+
+var webhookSecretCols = sealedCols{table: "project_webhooks", key: "id", plain: "secret",
+	keyID: "secret_key_id", wrapped: "secret_wrapped_key", ciphertext: "secret_ciphertext"}
 
 func scanWebhook(s scanner) (*store.Webhook, error) {
 	var w store.Webhook
 	var onRun, onJob bool
 	var created int64
-	if err := s.Scan(&w.ID, &w.ProjectID, &w.URL, &w.Secret, &onRun, &onJob, &created); err != nil {
+	var wrapped, ct string
+	if err := s.Scan(&w.ID, &w.ProjectID, &w.URL, &w.Secret, &onRun, &onJob, &created,
+		&w.SecretSealed.KeyID, &wrapped, &ct); err != nil {
 		return nil, err
+	}
+	var err error
+	if w.SecretSealed.WrappedKey, err = decodeSealed(wrapped); err != nil {
+		return nil, fmt.Errorf("decode the secret of webhook %s: %w", w.ID, err)
+	}
+	if w.SecretSealed.Ciphertext, err = decodeSealed(ct); err != nil {
+		return nil, fmt.Errorf("decode the secret of webhook %s: %w", w.ID, err)
 	}
 	if onRun {
 		w.Events = append(w.Events, store.WebhookRunFinished)
@@ -240,6 +253,9 @@ func (e *Engine) CreateWebhook(ctx context.Context, w *store.Webhook) error {
 			return fmt.Errorf("create webhook: event %q is not %s or %s: %w", ev, store.WebhookRunFinished, store.WebhookJobFinished, store.ErrInvalid)
 		}
 	}
+	if w.Secret != "" && !w.SecretSealed.IsZero() {
+		return fmt.Errorf("create webhook: a secret in plain text or sealed, not both: %w", store.ErrInvalid)
+	}
 	id, now := store.NewID(), e.clock.Now()
 	err := e.write(ctx, func(t *tx) error {
 		var one int
@@ -248,9 +264,10 @@ func (e *Engine) CreateWebhook(ctx context.Context, w *store.Webhook) error {
 		} else if err != nil {
 			return fmt.Errorf("create webhook: %w", err)
 		}
-		if _, err := t.exec(`INSERT INTO project_webhooks (`+webhookCols+`) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		if _, err := t.exec(`INSERT INTO project_webhooks (`+webhookCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			id, w.ProjectID, w.URL, w.Secret, slices.Contains(w.Events, store.WebhookRunFinished),
-			slices.Contains(w.Events, store.WebhookJobFinished), us(now)); err != nil {
+			slices.Contains(w.Events, store.WebhookJobFinished), us(now), w.SecretSealed.KeyID,
+			encodeSealed(w.SecretSealed.WrappedKey), encodeSealed(w.SecretSealed.Ciphertext)); err != nil {
 			return fmt.Errorf("create webhook: %w", err)
 		}
 		return nil
@@ -307,6 +324,11 @@ func (e *Engine) DeleteWebhook(ctx context.Context, projectID, id uuid.UUID) err
 		}
 		return nil
 	})
+}
+
+// SealWebhookSubscriptionSecret implements store.Webhooks.
+func (e *Engine) SealWebhookSubscriptionSecret(ctx context.Context, p store.SealWebhookSubscriptionSecretParams) error {
+	return e.sealInPlace(ctx, "the secret of webhook "+p.ID.String(), webhookSecretCols, p.ID, p.OldPlain, p.OldSealed, p.Sealed)
 }
 
 // notifyFlags decides what a new run of the project reports: statuses when the project

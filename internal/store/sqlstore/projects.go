@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/gantry-ci/gantry/internal/store"
 	"github.com/google/uuid"
@@ -191,25 +192,40 @@ func (e *Engine) UpdateProject(ctx context.Context, p *store.Project) error {
 
 // SealWebhookSecret implements store.Projects.
 func (e *Engine) SealWebhookSecret(ctx context.Context, p store.SealWebhookSecretParams) error {
-	if p.Sealed.KeyID == "" || len(p.Sealed.WrappedKey) == 0 || len(p.Sealed.Ciphertext) == 0 {
-		return fmt.Errorf("seal webhook secret of project %q: a key id, a wrapped key and a ciphertext are required: %w", p.Project, store.ErrInvalid)
+	return e.sealInPlace(ctx, "webhook secret of project "+strconv.Quote(p.Project), projectWebhookSecretCols,
+		p.Project, p.OldPlain, p.OldSealed, p.Sealed)
+}
+
+// sealedCols name where a table keeps a secret that may be sealed: the column that picks
+// the row, the plain-text column, and the three of the sealed value.
+type sealedCols struct{ table, key, plain, keyID, wrapped, ciphertext string }
+
+var projectWebhookSecretCols = sealedCols{table: "projects", key: "name", plain: "webhook_secret",
+	keyID: "webhook_key_id", wrapped: "webhook_wrapped_key", ciphertext: "webhook_ciphertext"}
+
+// sealInPlace stores next as the secret of c's row whose key column holds key, in place of
+// what is there, only while that is still oldPlain or old: ErrConflict when it changed
+// meanwhile, ErrNotFound when there is no such row. what names the secret in errors.
+func (e *Engine) sealInPlace(ctx context.Context, what string, c sealedCols, key any, oldPlain string, old, next store.SealedValue) error {
+	if next.KeyID == "" || len(next.WrappedKey) == 0 || len(next.Ciphertext) == 0 {
+		return fmt.Errorf("seal %s: a key id, a wrapped key and a ciphertext are required: %w", what, store.ErrInvalid)
 	}
 	return e.write(ctx, func(t *tx) error {
-		res, err := t.exec(`UPDATE projects SET webhook_secret = '', webhook_key_id = ?, webhook_wrapped_key = ?, webhook_ciphertext = ?
-			WHERE name = ? AND webhook_secret = ? AND webhook_key_id = ? AND webhook_wrapped_key = ? AND webhook_ciphertext = ?`,
-			p.Sealed.KeyID, encodeSealed(p.Sealed.WrappedKey), encodeSealed(p.Sealed.Ciphertext),
-			p.Project, p.OldPlain, p.OldSealed.KeyID, encodeSealed(p.OldSealed.WrappedKey), encodeSealed(p.OldSealed.Ciphertext))
+		res, err := t.exec(`UPDATE `+c.table+` SET `+c.plain+` = '', `+c.keyID+` = ?, `+c.wrapped+` = ?, `+c.ciphertext+` = ?
+			WHERE `+c.key+` = ? AND `+c.plain+` = ? AND `+c.keyID+` = ? AND `+c.wrapped+` = ? AND `+c.ciphertext+` = ?`,
+			next.KeyID, encodeSealed(next.WrappedKey), encodeSealed(next.Ciphertext),
+			key, oldPlain, old.KeyID, encodeSealed(old.WrappedKey), encodeSealed(old.Ciphertext))
 		if err != nil {
-			return fmt.Errorf("seal webhook secret of project %q: %w", p.Project, err)
+			return fmt.Errorf("seal %s: %w", what, err)
 		}
 		if n, _ := res.RowsAffected(); n == 1 {
 			return nil
 		}
 		var one int
-		if err := t.row(`SELECT 1 FROM projects WHERE name = ?`, p.Project).Scan(&one); isNoRows(err) {
-			return fmt.Errorf("seal webhook secret: project %q: %w", p.Project, store.ErrNotFound)
+		if err := t.row(`SELECT 1 FROM `+c.table+` WHERE `+c.key+` = ?`, key).Scan(&one); isNoRows(err) {
+			return fmt.Errorf("seal %s: %w", what, store.ErrNotFound)
 		}
-		return fmt.Errorf("seal webhook secret of project %q: changed meanwhile: %w", p.Project, store.ErrConflict)
+		return fmt.Errorf("seal %s: changed meanwhile: %w", what, store.ErrConflict)
 	})
 }
 

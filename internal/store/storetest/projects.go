@@ -19,6 +19,81 @@ var projectTests = []test{
 	{"FailedRunCarriesErrors", testFailedRun},
 	{"TriggerFieldsRoundTrip", testTriggerFields},
 	{"WebhookSecretSealedInPlace", testSealWebhookSecret},
+	{"WebhookSubscriptionSecretSealedInPlace", testSealWebhookSubscriptionSecret},
+}
+
+// testSealWebhookSubscriptionSecret: an outbound webhook subscription's sealed secret
+// round-trips through create, get and list; SealWebhookSubscriptionSecret replaces a
+// plain-text secret or a sealed one only while it is still the one named, and leaves no
+// plain text behind.
+func testSealWebhookSubscriptionSecret(t *testing.T, h Harness) {
+	_, b := setup(t, h)
+	p := connected("subs")
+	if err := b.s.CreateProject(b.ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	sealed := store.SealedValue{KeyID: "k1", WrappedKey: []byte{0, 1, 2, 0xff}, Ciphertext: []byte("ct\x00one")}
+	events := []string{store.WebhookRunFinished}
+	wantErr(t, "CreateWebhook with a plain and a sealed secret", b.s.CreateWebhook(b.ctx, &store.Webhook{ProjectID: p.ID,
+		URL: "https://x", Secret: "both", SecretSealed: sealed, Events: events}), store.ErrInvalid)
+	sealedHook := &store.Webhook{ProjectID: p.ID, URL: "https://hooks.example.com/sealed", SecretSealed: sealed, Events: events}
+	legacy := &store.Webhook{ProjectID: p.ID, URL: "https://hooks.example.com/legacy", Secret: "plain-k", Events: events}
+	for _, w := range []*store.Webhook{sealedHook, legacy} {
+		if err := b.s.CreateWebhook(b.ctx, w); err != nil {
+			t.Fatalf("CreateWebhook: %v", err)
+		}
+	}
+	get := func(id uuid.UUID) *store.Webhook {
+		t.Helper()
+		w, err := b.s.GetWebhook(b.ctx, id)
+		if err != nil {
+			t.Fatalf("GetWebhook: %v", err)
+		}
+		return w
+	}
+	if got := get(sealedHook.ID); got.Secret != "" || !reflect.DeepEqual(got.SecretSealed, sealed) {
+		t.Errorf("sealed subscription read back with %q, %+v; want %+v", got.Secret, got.SecretSealed, sealed)
+	}
+	if got := get(legacy.ID); got.Secret != "plain-k" || !got.SecretSealed.IsZero() {
+		t.Errorf("plain subscription read back with %q, %+v", got.Secret, got.SecretSealed)
+	}
+
+	seal := func(p store.SealWebhookSubscriptionSecretParams) error {
+		return b.s.SealWebhookSubscriptionSecret(b.ctx, p)
+	}
+	wantErr(t, "SealWebhookSubscriptionSecret of another plain text", seal(store.SealWebhookSubscriptionSecretParams{
+		ID: legacy.ID, OldPlain: "not-it", Sealed: sealed}), store.ErrConflict)
+	wantErr(t, "SealWebhookSubscriptionSecret of no subscription", seal(store.SealWebhookSubscriptionSecretParams{
+		ID: store.NewID(), OldPlain: "plain-k", Sealed: sealed}), store.ErrNotFound)
+	wantErr(t, "SealWebhookSubscriptionSecret of nothing", seal(store.SealWebhookSubscriptionSecretParams{
+		ID: legacy.ID, OldPlain: "plain-k"}), store.ErrInvalid)
+	if err := seal(store.SealWebhookSubscriptionSecretParams{ID: legacy.ID, OldPlain: "plain-k", Sealed: sealed}); err != nil {
+		t.Fatalf("SealWebhookSubscriptionSecret: %v", err)
+	}
+	list, err := b.s.ListWebhooks(b.ctx, p.ID)
+	if err != nil || len(list) != 2 {
+		t.Fatalf("ListWebhooks = %v, %v", list, err)
+	}
+	for _, w := range list {
+		if w.Secret != "" || !reflect.DeepEqual(w.SecretSealed, sealed) {
+			t.Errorf("subscription %s lists with %q, %+v; want only %+v", w.URL, w.Secret, w.SecretSealed, sealed)
+		}
+	}
+	// A rewrap under another key: only while the sealed value is the one named.
+	next := store.SealedValue{KeyID: "k2", WrappedKey: []byte("w2"), Ciphertext: sealed.Ciphertext}
+	wantErr(t, "sealing a secret sealed meanwhile", seal(store.SealWebhookSubscriptionSecretParams{
+		ID: legacy.ID, OldPlain: "plain-k", Sealed: next}), store.ErrConflict)
+	wantErr(t, "rewrapping from a value it does not hold", seal(store.SealWebhookSubscriptionSecretParams{
+		ID: legacy.ID, OldSealed: next, Sealed: next}), store.ErrConflict)
+	if err := seal(store.SealWebhookSubscriptionSecretParams{ID: legacy.ID, OldSealed: sealed, Sealed: next}); err != nil {
+		t.Fatalf("rewrap: %v", err)
+	}
+	if got := get(legacy.ID); got.Secret != "" || !reflect.DeepEqual(got.SecretSealed, next) {
+		t.Errorf("rewrapped subscription = %q, %+v; want %+v", got.Secret, got.SecretSealed, next)
+	}
+	if got := get(sealedHook.ID); !reflect.DeepEqual(got.SecretSealed, sealed) {
+		t.Errorf("the rewrap of one subscription changed another: %+v", got.SecretSealed)
+	}
 }
 
 // testSealWebhookSecret: a sealed webhook secret round-trips through create, get, list
