@@ -58,6 +58,63 @@ const (
 	opCancelRequested
 	opConcurrencyHolders
 	opListJobsChanged
+	opAppendAudit
+	opCreateFailedRun
+	opCreateProject
+	opCreateWebhook
+	opCreateWorkflow
+	opDecideJob
+	opDeleteCaches
+	opDeleteEnvironment
+	opDeleteMember
+	opDeleteProject
+	opDeleteSecret
+	opDeleteWebhook
+	opDeleteWorkflow
+	opEvictCaches
+	opExpireApprovals
+	opFailOutbox
+	opFindCache
+	opGetDelivery
+	opGetEnvironment
+	opGetOutbox
+	opGetProjectByName
+	opGetSecret
+	opGetWebhook
+	opGetWorkflow
+	opListApprovals
+	opListAudit
+	opListCaches
+	opListEnvironments
+	opListMembers
+	opListOutbox
+	opListProjects
+	opListSecrets
+	opListTokens
+	opListWebhooks
+	opListWorkflows
+	opMemberships
+	opNeedsOf
+	opProjectLoad
+	opPutCache
+	opPutEnvironment
+	opPutMember
+	opPutSecret
+	opRecordDelivery
+	opRedeliverOutbox
+	opReleaseClaims
+	opRevokeToken
+	opRewrapSecret
+	opScheduleTicks
+	opSealWebhookSecret
+	opSealWebhookSubscriptionSecret
+	opSealedSecrets
+	opSecretsForForks
+	opSetSecretsForForks
+	opSkipTick
+	opTouchToken
+	opUpdateProject
+	opUpdateWorkflow
 	numOps
 )
 
@@ -70,6 +127,16 @@ var opNames = [numOps]string{
 	"AppendLogChunk", "LastLogSeq", "ListLogChunks", "ReplaceLogChunks", "DeleteLogChunksBefore",
 	"EnqueueOutbox", "ClaimOutbox", "MarkDelivered", "Publish", "QueueStats", "CreateToken", "LookupToken", "CancelRequested",
 	"ConcurrencyHolders", "ListJobsChanged",
+	"AppendAudit", "CreateFailedRun", "CreateProject", "CreateWebhook", "CreateWorkflow", "DecideJob",
+	"DeleteCaches", "DeleteEnvironment", "DeleteMember", "DeleteProject", "DeleteSecret", "DeleteWebhook",
+	"DeleteWorkflow", "EvictCaches", "ExpireApprovals", "FailOutbox", "FindCache", "GetDelivery",
+	"GetEnvironment", "GetOutbox", "GetProjectByName", "GetSecret", "GetWebhook", "GetWorkflow",
+	"ListApprovals", "ListAudit", "ListCaches", "ListEnvironments", "ListMembers", "ListOutbox", "ListProjects",
+	"ListSecrets", "ListTokens", "ListWebhooks", "ListWorkflows", "Memberships", "NeedsOf", "ProjectLoad",
+	"PutCache", "PutEnvironment", "PutMember", "PutSecret", "RecordDelivery", "RedeliverOutbox",
+	"ReleaseClaims", "RevokeToken", "RewrapSecret", "ScheduleTicks", "SealWebhookSecret",
+	"SealWebhookSubscriptionSecret", "SealedSecrets", "SecretsForForks", "SetSecretsForForks", "SkipTick",
+	"TouchToken", "UpdateProject", "UpdateWorkflow",
 }
 
 // instrumented is a store.Store that times every call of the store it wraps. The
@@ -426,4 +493,406 @@ func (s *instrumented) CancelRequested(ctx context.Context, workerID string) ([]
 	ids, err := s.Store.CancelRequested(ctx, workerID)
 	s.done(opCancelRequested, t, err)
 	return ids, err
+}
+
+// The calls below are the rarer ones (projects, secrets, webhooks, workflows, members,
+// caches, approvals, audit, outbox administration), timed the same way.
+
+func (s *instrumented) AppendAudit(ctx context.Context, e *store.AuditEntry) error {
+	t := time.Now()
+	err := s.Store.AppendAudit(ctx, e)
+	s.done(opAppendAudit, t, err)
+	return err
+}
+
+func (s *instrumented) CreateFailedRun(ctx context.Context, p store.CreateFailedRunParams) (*store.Run, bool, error) {
+	t := time.Now()
+	r0, r1, err := s.Store.CreateFailedRun(ctx, p)
+	s.done(opCreateFailedRun, t, err)
+	return r0, r1, err
+}
+
+func (s *instrumented) CreateProject(ctx context.Context, p *store.Project) error {
+	t := time.Now()
+	err := s.Store.CreateProject(ctx, p)
+	s.done(opCreateProject, t, err)
+	return err
+}
+
+func (s *instrumented) CreateWebhook(ctx context.Context, w *store.Webhook) error {
+	t := time.Now()
+	err := s.Store.CreateWebhook(ctx, w)
+	s.done(opCreateWebhook, t, err)
+	return err
+}
+
+func (s *instrumented) CreateWorkflow(ctx context.Context, w *store.Workflow) error {
+	t := time.Now()
+	err := s.Store.CreateWorkflow(ctx, w)
+	s.done(opCreateWorkflow, t, err)
+	return err
+}
+
+func (s *instrumented) DecideJob(ctx context.Context, p store.DecideJobParams) (*store.Job, error) {
+	t := time.Now()
+	r0, err := s.Store.DecideJob(ctx, p)
+	s.done(opDecideJob, t, err)
+	return r0, err
+}
+
+func (s *instrumented) DeleteCaches(ctx context.Context, p store.DeleteCachesParams) (int, error) {
+	t := time.Now()
+	r0, err := s.Store.DeleteCaches(ctx, p)
+	s.done(opDeleteCaches, t, err)
+	return r0, err
+}
+
+func (s *instrumented) DeleteEnvironment(ctx context.Context, projectID uuid.UUID, name string) error {
+	t := time.Now()
+	err := s.Store.DeleteEnvironment(ctx, projectID, name)
+	s.done(opDeleteEnvironment, t, err)
+	return err
+}
+
+func (s *instrumented) DeleteMember(ctx context.Context, projectID uuid.UUID, principal string) error {
+	t := time.Now()
+	err := s.Store.DeleteMember(ctx, projectID, principal)
+	s.done(opDeleteMember, t, err)
+	return err
+}
+
+func (s *instrumented) DeleteProject(ctx context.Context, name string) error {
+	t := time.Now()
+	err := s.Store.DeleteProject(ctx, name)
+	s.done(opDeleteProject, t, err)
+	return err
+}
+
+func (s *instrumented) DeleteSecret(ctx context.Context, k store.SecretKey) error {
+	t := time.Now()
+	err := s.Store.DeleteSecret(ctx, k)
+	s.done(opDeleteSecret, t, err)
+	return err
+}
+
+func (s *instrumented) DeleteWebhook(ctx context.Context, projectID, id uuid.UUID) error {
+	t := time.Now()
+	err := s.Store.DeleteWebhook(ctx, projectID, id)
+	s.done(opDeleteWebhook, t, err)
+	return err
+}
+
+func (s *instrumented) DeleteWorkflow(ctx context.Context, id uuid.UUID) error {
+	t := time.Now()
+	err := s.Store.DeleteWorkflow(ctx, id)
+	s.done(opDeleteWorkflow, t, err)
+	return err
+}
+
+func (s *instrumented) EvictCaches(ctx context.Context, p store.EvictCachesParams) (int, error) {
+	t := time.Now()
+	r0, err := s.Store.EvictCaches(ctx, p)
+	s.done(opEvictCaches, t, err)
+	return r0, err
+}
+
+func (s *instrumented) ExpireApprovals(ctx context.Context) (int, error) {
+	t := time.Now()
+	r0, err := s.Store.ExpireApprovals(ctx)
+	s.done(opExpireApprovals, t, err)
+	return r0, err
+}
+
+func (s *instrumented) FailOutbox(ctx context.Context, p store.FailOutboxParams) error {
+	t := time.Now()
+	err := s.Store.FailOutbox(ctx, p)
+	s.done(opFailOutbox, t, err)
+	return err
+}
+
+func (s *instrumented) FindCache(ctx context.Context, p store.FindCacheParams) (*store.CacheEntry, error) {
+	t := time.Now()
+	r0, err := s.Store.FindCache(ctx, p)
+	s.done(opFindCache, t, err)
+	return r0, err
+}
+
+func (s *instrumented) GetDelivery(ctx context.Context, projectID uuid.UUID, deliveryID string) (*store.Delivery, error) {
+	t := time.Now()
+	r0, err := s.Store.GetDelivery(ctx, projectID, deliveryID)
+	s.done(opGetDelivery, t, err)
+	return r0, err
+}
+
+func (s *instrumented) GetEnvironment(ctx context.Context, projectID uuid.UUID, name string) (*store.Environment, error) {
+	t := time.Now()
+	r0, err := s.Store.GetEnvironment(ctx, projectID, name)
+	s.done(opGetEnvironment, t, err)
+	return r0, err
+}
+
+func (s *instrumented) GetOutbox(ctx context.Context, id uuid.UUID) (*store.OutboxMessage, error) {
+	t := time.Now()
+	r0, err := s.Store.GetOutbox(ctx, id)
+	s.done(opGetOutbox, t, err)
+	return r0, err
+}
+
+func (s *instrumented) GetProjectByName(ctx context.Context, name string) (*store.Project, error) {
+	t := time.Now()
+	r0, err := s.Store.GetProjectByName(ctx, name)
+	s.done(opGetProjectByName, t, err)
+	return r0, err
+}
+
+func (s *instrumented) GetSecret(ctx context.Context, k store.SecretKey) (*store.Secret, error) {
+	t := time.Now()
+	r0, err := s.Store.GetSecret(ctx, k)
+	s.done(opGetSecret, t, err)
+	return r0, err
+}
+
+func (s *instrumented) GetWebhook(ctx context.Context, id uuid.UUID) (*store.Webhook, error) {
+	t := time.Now()
+	r0, err := s.Store.GetWebhook(ctx, id)
+	s.done(opGetWebhook, t, err)
+	return r0, err
+}
+
+func (s *instrumented) GetWorkflow(ctx context.Context, id uuid.UUID) (*store.Workflow, error) {
+	t := time.Now()
+	r0, err := s.Store.GetWorkflow(ctx, id)
+	s.done(opGetWorkflow, t, err)
+	return r0, err
+}
+
+func (s *instrumented) ListApprovals(ctx context.Context, jobID uuid.UUID) ([]*store.Approval, error) {
+	t := time.Now()
+	r0, err := s.Store.ListApprovals(ctx, jobID)
+	s.done(opListApprovals, t, err)
+	return r0, err
+}
+
+func (s *instrumented) ListAudit(ctx context.Context, p store.ListAuditParams) ([]*store.AuditEntry, error) {
+	t := time.Now()
+	r0, err := s.Store.ListAudit(ctx, p)
+	s.done(opListAudit, t, err)
+	return r0, err
+}
+
+func (s *instrumented) ListCaches(ctx context.Context, projectID uuid.UUID) ([]*store.CacheEntry, error) {
+	t := time.Now()
+	r0, err := s.Store.ListCaches(ctx, projectID)
+	s.done(opListCaches, t, err)
+	return r0, err
+}
+
+func (s *instrumented) ListEnvironments(ctx context.Context, projectID uuid.UUID) ([]*store.Environment, error) {
+	t := time.Now()
+	r0, err := s.Store.ListEnvironments(ctx, projectID)
+	s.done(opListEnvironments, t, err)
+	return r0, err
+}
+
+func (s *instrumented) ListMembers(ctx context.Context, projectID uuid.UUID) ([]*store.Member, error) {
+	t := time.Now()
+	r0, err := s.Store.ListMembers(ctx, projectID)
+	s.done(opListMembers, t, err)
+	return r0, err
+}
+
+func (s *instrumented) ListOutbox(ctx context.Context, p store.ListOutboxParams) ([]*store.OutboxMessage, error) {
+	t := time.Now()
+	r0, err := s.Store.ListOutbox(ctx, p)
+	s.done(opListOutbox, t, err)
+	return r0, err
+}
+
+func (s *instrumented) ListProjects(ctx context.Context) ([]*store.Project, error) {
+	t := time.Now()
+	r0, err := s.Store.ListProjects(ctx)
+	s.done(opListProjects, t, err)
+	return r0, err
+}
+
+func (s *instrumented) ListSecrets(ctx context.Context, project string) ([]*store.Secret, error) {
+	t := time.Now()
+	r0, err := s.Store.ListSecrets(ctx, project)
+	s.done(opListSecrets, t, err)
+	return r0, err
+}
+
+func (s *instrumented) ListTokens(ctx context.Context, p store.ListTokensParams) ([]*store.Token, error) {
+	t := time.Now()
+	r0, err := s.Store.ListTokens(ctx, p)
+	s.done(opListTokens, t, err)
+	return r0, err
+}
+
+func (s *instrumented) ListWebhooks(ctx context.Context, projectID uuid.UUID) ([]*store.Webhook, error) {
+	t := time.Now()
+	r0, err := s.Store.ListWebhooks(ctx, projectID)
+	s.done(opListWebhooks, t, err)
+	return r0, err
+}
+
+func (s *instrumented) ListWorkflows(ctx context.Context, p store.ListWorkflowsParams) ([]*store.Workflow, error) {
+	t := time.Now()
+	r0, err := s.Store.ListWorkflows(ctx, p)
+	s.done(opListWorkflows, t, err)
+	return r0, err
+}
+
+func (s *instrumented) Memberships(ctx context.Context, principal string) ([]*store.Member, error) {
+	t := time.Now()
+	r0, err := s.Store.Memberships(ctx, principal)
+	s.done(opMemberships, t, err)
+	return r0, err
+}
+
+func (s *instrumented) NeedsOf(ctx context.Context, jobID uuid.UUID) (map[string]store.NeedResult, error) {
+	t := time.Now()
+	r0, err := s.Store.NeedsOf(ctx, jobID)
+	s.done(opNeedsOf, t, err)
+	return r0, err
+}
+
+func (s *instrumented) ProjectLoad(ctx context.Context, projectID uuid.UUID) (*store.ProjectLoad, error) {
+	t := time.Now()
+	r0, err := s.Store.ProjectLoad(ctx, projectID)
+	s.done(opProjectLoad, t, err)
+	return r0, err
+}
+
+func (s *instrumented) PutCache(ctx context.Context, c *store.CacheEntry) (*store.CacheEntry, bool, error) {
+	t := time.Now()
+	r0, r1, err := s.Store.PutCache(ctx, c)
+	s.done(opPutCache, t, err)
+	return r0, r1, err
+}
+
+func (s *instrumented) PutEnvironment(ctx context.Context, e *store.Environment) error {
+	t := time.Now()
+	err := s.Store.PutEnvironment(ctx, e)
+	s.done(opPutEnvironment, t, err)
+	return err
+}
+
+func (s *instrumented) PutMember(ctx context.Context, m *store.Member) error {
+	t := time.Now()
+	err := s.Store.PutMember(ctx, m)
+	s.done(opPutMember, t, err)
+	return err
+}
+
+func (s *instrumented) PutSecret(ctx context.Context, sc *store.Secret) (bool, error) {
+	t := time.Now()
+	r0, err := s.Store.PutSecret(ctx, sc)
+	s.done(opPutSecret, t, err)
+	return r0, err
+}
+
+func (s *instrumented) RecordDelivery(ctx context.Context, d *store.Delivery) (*store.Delivery, bool, error) {
+	t := time.Now()
+	r0, r1, err := s.Store.RecordDelivery(ctx, d)
+	s.done(opRecordDelivery, t, err)
+	return r0, r1, err
+}
+
+func (s *instrumented) RedeliverOutbox(ctx context.Context, id uuid.UUID) error {
+	t := time.Now()
+	err := s.Store.RedeliverOutbox(ctx, id)
+	s.done(opRedeliverOutbox, t, err)
+	return err
+}
+
+func (s *instrumented) ReleaseClaims(ctx context.Context, leases []store.LeaseRef) (int, error) {
+	t := time.Now()
+	r0, err := s.Store.ReleaseClaims(ctx, leases)
+	s.done(opReleaseClaims, t, err)
+	return r0, err
+}
+
+func (s *instrumented) RevokeToken(ctx context.Context, id uuid.UUID) error {
+	t := time.Now()
+	err := s.Store.RevokeToken(ctx, id)
+	s.done(opRevokeToken, t, err)
+	return err
+}
+
+func (s *instrumented) RewrapSecret(ctx context.Context, k store.SecretKey, oldKeyID string, oldWrapped []byte, newKeyID string, newWrapped []byte) error {
+	t := time.Now()
+	err := s.Store.RewrapSecret(ctx, k, oldKeyID, oldWrapped, newKeyID, newWrapped)
+	s.done(opRewrapSecret, t, err)
+	return err
+}
+
+func (s *instrumented) ScheduleTicks(ctx context.Context, projectID uuid.UUID) (map[string]time.Time, error) {
+	t := time.Now()
+	r0, err := s.Store.ScheduleTicks(ctx, projectID)
+	s.done(opScheduleTicks, t, err)
+	return r0, err
+}
+
+func (s *instrumented) SealWebhookSecret(ctx context.Context, p store.SealWebhookSecretParams) error {
+	t := time.Now()
+	err := s.Store.SealWebhookSecret(ctx, p)
+	s.done(opSealWebhookSecret, t, err)
+	return err
+}
+
+func (s *instrumented) SealWebhookSubscriptionSecret(ctx context.Context, p store.SealWebhookSubscriptionSecretParams) error {
+	t := time.Now()
+	err := s.Store.SealWebhookSubscriptionSecret(ctx, p)
+	s.done(opSealWebhookSubscriptionSecret, t, err)
+	return err
+}
+
+func (s *instrumented) SealedSecrets(ctx context.Context, notKeyID string) ([]*store.Secret, error) {
+	t := time.Now()
+	r0, err := s.Store.SealedSecrets(ctx, notKeyID)
+	s.done(opSealedSecrets, t, err)
+	return r0, err
+}
+
+func (s *instrumented) SecretsForForks(ctx context.Context, project string) (bool, error) {
+	t := time.Now()
+	r0, err := s.Store.SecretsForForks(ctx, project)
+	s.done(opSecretsForForks, t, err)
+	return r0, err
+}
+
+func (s *instrumented) SetSecretsForForks(ctx context.Context, project string, allow bool) error {
+	t := time.Now()
+	err := s.Store.SetSecretsForForks(ctx, project, allow)
+	s.done(opSetSecretsForForks, t, err)
+	return err
+}
+
+func (s *instrumented) SkipTick(ctx context.Context, projectID uuid.UUID, tick store.ScheduleTick) (bool, error) {
+	t := time.Now()
+	r0, err := s.Store.SkipTick(ctx, projectID, tick)
+	s.done(opSkipTick, t, err)
+	return r0, err
+}
+
+func (s *instrumented) TouchToken(ctx context.Context, id uuid.UUID, at time.Time) error {
+	t := time.Now()
+	err := s.Store.TouchToken(ctx, id, at)
+	s.done(opTouchToken, t, err)
+	return err
+}
+
+func (s *instrumented) UpdateProject(ctx context.Context, p *store.Project) error {
+	t := time.Now()
+	err := s.Store.UpdateProject(ctx, p)
+	s.done(opUpdateProject, t, err)
+	return err
+}
+
+func (s *instrumented) UpdateWorkflow(ctx context.Context, p store.UpdateWorkflowParams) (*store.Workflow, error) {
+	t := time.Now()
+	r0, err := s.Store.UpdateWorkflow(ctx, p)
+	s.done(opUpdateWorkflow, t, err)
+	return r0, err
 }

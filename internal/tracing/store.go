@@ -359,3 +359,405 @@ func (s *traced) CancelRequested(ctx context.Context, workerID string) ([]uuid.U
 	end(span, err)
 	return ids, err
 }
+
+// The calls below are the rarer ones (projects, secrets, webhooks, workflows, members,
+// caches, approvals, audit, outbox administration), traced the same way.
+
+func (s *traced) AppendAudit(ctx context.Context, e *store.AuditEntry) error {
+	ctx, span := s.start(ctx, "AppendAudit")
+	err := s.Store.AppendAudit(ctx, e)
+	end(span, err)
+	return err
+}
+
+func (s *traced) CreateFailedRun(ctx context.Context, p store.CreateFailedRunParams) (*store.Run, bool, error) {
+	ctx, span := s.start(ctx, "CreateFailedRun")
+	r0, r1, err := s.Store.CreateFailedRun(ctx, p)
+	end(span, err)
+	return r0, r1, err
+}
+
+func (s *traced) CreateProject(ctx context.Context, p *store.Project) error {
+	ctx, span := s.start(ctx, "CreateProject")
+	err := s.Store.CreateProject(ctx, p)
+	end(span, err)
+	return err
+}
+
+func (s *traced) CreateWebhook(ctx context.Context, w *store.Webhook) error {
+	ctx, span := s.start(ctx, "CreateWebhook")
+	err := s.Store.CreateWebhook(ctx, w)
+	end(span, err)
+	return err
+}
+
+func (s *traced) CreateWorkflow(ctx context.Context, w *store.Workflow) error {
+	ctx, span := s.start(ctx, "CreateWorkflow")
+	err := s.Store.CreateWorkflow(ctx, w)
+	end(span, err)
+	return err
+}
+
+func (s *traced) DecideJob(ctx context.Context, p store.DecideJobParams) (*store.Job, error) {
+	ctx, span := s.start(ctx, "DecideJob")
+	r0, err := s.Store.DecideJob(ctx, p)
+	end(span, err)
+	return r0, err
+}
+
+func (s *traced) DeleteCaches(ctx context.Context, p store.DeleteCachesParams) (int, error) {
+	ctx, span := s.start(ctx, "DeleteCaches")
+	r0, err := s.Store.DeleteCaches(ctx, p)
+	end(span, err)
+	return r0, err
+}
+
+func (s *traced) DeleteEnvironment(ctx context.Context, projectID uuid.UUID, name string) error {
+	ctx, span := s.start(ctx, "DeleteEnvironment")
+	err := s.Store.DeleteEnvironment(ctx, projectID, name)
+	end(span, err)
+	return err
+}
+
+func (s *traced) DeleteMember(ctx context.Context, projectID uuid.UUID, principal string) error {
+	ctx, span := s.start(ctx, "DeleteMember")
+	err := s.Store.DeleteMember(ctx, projectID, principal)
+	end(span, err)
+	return err
+}
+
+func (s *traced) DeleteProject(ctx context.Context, name string) error {
+	ctx, span := s.start(ctx, "DeleteProject")
+	err := s.Store.DeleteProject(ctx, name)
+	end(span, err)
+	return err
+}
+
+func (s *traced) DeleteSecret(ctx context.Context, k store.SecretKey) error {
+	ctx, span := s.start(ctx, "DeleteSecret")
+	err := s.Store.DeleteSecret(ctx, k)
+	end(span, err)
+	return err
+}
+
+func (s *traced) DeleteWebhook(ctx context.Context, projectID, id uuid.UUID) error {
+	ctx, span := s.start(ctx, "DeleteWebhook")
+	err := s.Store.DeleteWebhook(ctx, projectID, id)
+	end(span, err)
+	return err
+}
+
+func (s *traced) DeleteWorkflow(ctx context.Context, id uuid.UUID) error {
+	ctx, span := s.start(ctx, "DeleteWorkflow")
+	err := s.Store.DeleteWorkflow(ctx, id)
+	end(span, err)
+	return err
+}
+
+func (s *traced) EvictCaches(ctx context.Context, p store.EvictCachesParams) (int, error) {
+	ctx, span := s.start(ctx, "EvictCaches")
+	r0, err := s.Store.EvictCaches(ctx, p)
+	end(span, err)
+	return r0, err
+}
+
+func (s *traced) ExpireApprovals(ctx context.Context) (int, error) {
+	ctx, span := s.start(ctx, "ExpireApprovals")
+	r0, err := s.Store.ExpireApprovals(ctx)
+	end(span, err)
+	return r0, err
+}
+
+func (s *traced) FailOutbox(ctx context.Context, p store.FailOutboxParams) error {
+	ctx, span := s.start(ctx, "FailOutbox")
+	err := s.Store.FailOutbox(ctx, p)
+	end(span, err)
+	return err
+}
+
+func (s *traced) FindCache(ctx context.Context, p store.FindCacheParams) (*store.CacheEntry, error) {
+	ctx, span := s.start(ctx, "FindCache")
+	r0, err := s.Store.FindCache(ctx, p)
+	end(span, err)
+	return r0, err
+}
+
+func (s *traced) GetDelivery(ctx context.Context, projectID uuid.UUID, deliveryID string) (*store.Delivery, error) {
+	ctx, span := s.start(ctx, "GetDelivery")
+	r0, err := s.Store.GetDelivery(ctx, projectID, deliveryID)
+	end(span, err)
+	return r0, err
+}
+
+func (s *traced) GetEnvironment(ctx context.Context, projectID uuid.UUID, name string) (*store.Environment, error) {
+	ctx, span := s.start(ctx, "GetEnvironment")
+	r0, err := s.Store.GetEnvironment(ctx, projectID, name)
+	end(span, err)
+	return r0, err
+}
+
+func (s *traced) GetOutbox(ctx context.Context, id uuid.UUID) (*store.OutboxMessage, error) {
+	ctx, span := s.start(ctx, "GetOutbox")
+	r0, err := s.Store.GetOutbox(ctx, id)
+	end(span, err)
+	return r0, err
+}
+
+func (s *traced) GetProjectByName(ctx context.Context, name string) (*store.Project, error) {
+	ctx, span := s.start(ctx, "GetProjectByName")
+	r0, err := s.Store.GetProjectByName(ctx, name)
+	end(span, err)
+	return r0, err
+}
+
+func (s *traced) GetSecret(ctx context.Context, k store.SecretKey) (*store.Secret, error) {
+	ctx, span := s.start(ctx, "GetSecret")
+	r0, err := s.Store.GetSecret(ctx, k)
+	end(span, err)
+	return r0, err
+}
+
+func (s *traced) GetWebhook(ctx context.Context, id uuid.UUID) (*store.Webhook, error) {
+	ctx, span := s.start(ctx, "GetWebhook")
+	r0, err := s.Store.GetWebhook(ctx, id)
+	end(span, err)
+	return r0, err
+}
+
+func (s *traced) GetWorkflow(ctx context.Context, id uuid.UUID) (*store.Workflow, error) {
+	ctx, span := s.start(ctx, "GetWorkflow")
+	r0, err := s.Store.GetWorkflow(ctx, id)
+	end(span, err)
+	return r0, err
+}
+
+func (s *traced) ListApprovals(ctx context.Context, jobID uuid.UUID) ([]*store.Approval, error) {
+	ctx, span := s.start(ctx, "ListApprovals")
+	r0, err := s.Store.ListApprovals(ctx, jobID)
+	end(span, err)
+	return r0, err
+}
+
+func (s *traced) ListAudit(ctx context.Context, p store.ListAuditParams) ([]*store.AuditEntry, error) {
+	ctx, span := s.start(ctx, "ListAudit")
+	r0, err := s.Store.ListAudit(ctx, p)
+	end(span, err)
+	return r0, err
+}
+
+func (s *traced) ListCaches(ctx context.Context, projectID uuid.UUID) ([]*store.CacheEntry, error) {
+	ctx, span := s.start(ctx, "ListCaches")
+	r0, err := s.Store.ListCaches(ctx, projectID)
+	end(span, err)
+	return r0, err
+}
+
+func (s *traced) ListEnvironments(ctx context.Context, projectID uuid.UUID) ([]*store.Environment, error) {
+	ctx, span := s.start(ctx, "ListEnvironments")
+	r0, err := s.Store.ListEnvironments(ctx, projectID)
+	end(span, err)
+	return r0, err
+}
+
+func (s *traced) ListMembers(ctx context.Context, projectID uuid.UUID) ([]*store.Member, error) {
+	ctx, span := s.start(ctx, "ListMembers")
+	r0, err := s.Store.ListMembers(ctx, projectID)
+	end(span, err)
+	return r0, err
+}
+
+func (s *traced) ListOutbox(ctx context.Context, p store.ListOutboxParams) ([]*store.OutboxMessage, error) {
+	ctx, span := s.start(ctx, "ListOutbox")
+	r0, err := s.Store.ListOutbox(ctx, p)
+	end(span, err)
+	return r0, err
+}
+
+func (s *traced) ListProjects(ctx context.Context) ([]*store.Project, error) {
+	ctx, span := s.start(ctx, "ListProjects")
+	r0, err := s.Store.ListProjects(ctx)
+	end(span, err)
+	return r0, err
+}
+
+func (s *traced) ListSecrets(ctx context.Context, project string) ([]*store.Secret, error) {
+	ctx, span := s.start(ctx, "ListSecrets")
+	r0, err := s.Store.ListSecrets(ctx, project)
+	end(span, err)
+	return r0, err
+}
+
+func (s *traced) ListTokens(ctx context.Context, p store.ListTokensParams) ([]*store.Token, error) {
+	ctx, span := s.start(ctx, "ListTokens")
+	r0, err := s.Store.ListTokens(ctx, p)
+	end(span, err)
+	return r0, err
+}
+
+func (s *traced) ListWebhooks(ctx context.Context, projectID uuid.UUID) ([]*store.Webhook, error) {
+	ctx, span := s.start(ctx, "ListWebhooks")
+	r0, err := s.Store.ListWebhooks(ctx, projectID)
+	end(span, err)
+	return r0, err
+}
+
+func (s *traced) ListWorkflows(ctx context.Context, p store.ListWorkflowsParams) ([]*store.Workflow, error) {
+	ctx, span := s.start(ctx, "ListWorkflows")
+	r0, err := s.Store.ListWorkflows(ctx, p)
+	end(span, err)
+	return r0, err
+}
+
+func (s *traced) Memberships(ctx context.Context, principal string) ([]*store.Member, error) {
+	ctx, span := s.start(ctx, "Memberships")
+	r0, err := s.Store.Memberships(ctx, principal)
+	end(span, err)
+	return r0, err
+}
+
+func (s *traced) NeedsOf(ctx context.Context, jobID uuid.UUID) (map[string]store.NeedResult, error) {
+	ctx, span := s.start(ctx, "NeedsOf")
+	r0, err := s.Store.NeedsOf(ctx, jobID)
+	end(span, err)
+	return r0, err
+}
+
+func (s *traced) ProjectLoad(ctx context.Context, projectID uuid.UUID) (*store.ProjectLoad, error) {
+	ctx, span := s.start(ctx, "ProjectLoad")
+	r0, err := s.Store.ProjectLoad(ctx, projectID)
+	end(span, err)
+	return r0, err
+}
+
+func (s *traced) PutCache(ctx context.Context, c *store.CacheEntry) (*store.CacheEntry, bool, error) {
+	ctx, span := s.start(ctx, "PutCache")
+	r0, r1, err := s.Store.PutCache(ctx, c)
+	end(span, err)
+	return r0, r1, err
+}
+
+func (s *traced) PutEnvironment(ctx context.Context, e *store.Environment) error {
+	ctx, span := s.start(ctx, "PutEnvironment")
+	err := s.Store.PutEnvironment(ctx, e)
+	end(span, err)
+	return err
+}
+
+func (s *traced) PutMember(ctx context.Context, m *store.Member) error {
+	ctx, span := s.start(ctx, "PutMember")
+	err := s.Store.PutMember(ctx, m)
+	end(span, err)
+	return err
+}
+
+func (s *traced) PutSecret(ctx context.Context, sc *store.Secret) (bool, error) {
+	ctx, span := s.start(ctx, "PutSecret")
+	r0, err := s.Store.PutSecret(ctx, sc)
+	end(span, err)
+	return r0, err
+}
+
+func (s *traced) RecordDelivery(ctx context.Context, d *store.Delivery) (*store.Delivery, bool, error) {
+	ctx, span := s.start(ctx, "RecordDelivery")
+	r0, r1, err := s.Store.RecordDelivery(ctx, d)
+	end(span, err)
+	return r0, r1, err
+}
+
+func (s *traced) RedeliverOutbox(ctx context.Context, id uuid.UUID) error {
+	ctx, span := s.start(ctx, "RedeliverOutbox")
+	err := s.Store.RedeliverOutbox(ctx, id)
+	end(span, err)
+	return err
+}
+
+func (s *traced) ReleaseClaims(ctx context.Context, leases []store.LeaseRef) (int, error) {
+	ctx, span := s.start(ctx, "ReleaseClaims")
+	r0, err := s.Store.ReleaseClaims(ctx, leases)
+	end(span, err)
+	return r0, err
+}
+
+func (s *traced) RevokeToken(ctx context.Context, id uuid.UUID) error {
+	ctx, span := s.start(ctx, "RevokeToken")
+	err := s.Store.RevokeToken(ctx, id)
+	end(span, err)
+	return err
+}
+
+func (s *traced) RewrapSecret(ctx context.Context, k store.SecretKey, oldKeyID string, oldWrapped []byte, newKeyID string, newWrapped []byte) error {
+	ctx, span := s.start(ctx, "RewrapSecret")
+	err := s.Store.RewrapSecret(ctx, k, oldKeyID, oldWrapped, newKeyID, newWrapped)
+	end(span, err)
+	return err
+}
+
+func (s *traced) ScheduleTicks(ctx context.Context, projectID uuid.UUID) (map[string]time.Time, error) {
+	ctx, span := s.start(ctx, "ScheduleTicks")
+	r0, err := s.Store.ScheduleTicks(ctx, projectID)
+	end(span, err)
+	return r0, err
+}
+
+func (s *traced) SealWebhookSecret(ctx context.Context, p store.SealWebhookSecretParams) error {
+	ctx, span := s.start(ctx, "SealWebhookSecret")
+	err := s.Store.SealWebhookSecret(ctx, p)
+	end(span, err)
+	return err
+}
+
+func (s *traced) SealWebhookSubscriptionSecret(ctx context.Context, p store.SealWebhookSubscriptionSecretParams) error {
+	ctx, span := s.start(ctx, "SealWebhookSubscriptionSecret")
+	err := s.Store.SealWebhookSubscriptionSecret(ctx, p)
+	end(span, err)
+	return err
+}
+
+func (s *traced) SealedSecrets(ctx context.Context, notKeyID string) ([]*store.Secret, error) {
+	ctx, span := s.start(ctx, "SealedSecrets")
+	r0, err := s.Store.SealedSecrets(ctx, notKeyID)
+	end(span, err)
+	return r0, err
+}
+
+func (s *traced) SecretsForForks(ctx context.Context, project string) (bool, error) {
+	ctx, span := s.start(ctx, "SecretsForForks")
+	r0, err := s.Store.SecretsForForks(ctx, project)
+	end(span, err)
+	return r0, err
+}
+
+func (s *traced) SetSecretsForForks(ctx context.Context, project string, allow bool) error {
+	ctx, span := s.start(ctx, "SetSecretsForForks")
+	err := s.Store.SetSecretsForForks(ctx, project, allow)
+	end(span, err)
+	return err
+}
+
+func (s *traced) SkipTick(ctx context.Context, projectID uuid.UUID, tick store.ScheduleTick) (bool, error) {
+	ctx, span := s.start(ctx, "SkipTick")
+	r0, err := s.Store.SkipTick(ctx, projectID, tick)
+	end(span, err)
+	return r0, err
+}
+
+func (s *traced) TouchToken(ctx context.Context, id uuid.UUID, at time.Time) error {
+	ctx, span := s.start(ctx, "TouchToken")
+	err := s.Store.TouchToken(ctx, id, at)
+	end(span, err)
+	return err
+}
+
+func (s *traced) UpdateProject(ctx context.Context, p *store.Project) error {
+	ctx, span := s.start(ctx, "UpdateProject")
+	err := s.Store.UpdateProject(ctx, p)
+	end(span, err)
+	return err
+}
+
+func (s *traced) UpdateWorkflow(ctx context.Context, p store.UpdateWorkflowParams) (*store.Workflow, error) {
+	ctx, span := s.start(ctx, "UpdateWorkflow")
+	r0, err := s.Store.UpdateWorkflow(ctx, p)
+	end(span, err)
+	return r0, err
+}
