@@ -102,6 +102,9 @@ type Docker struct {
 	ending   map[string]bool
 	// holdRemovals, when set, keeps removals from starting until it is closed (tests).
 	holdRemovals atomic.Pointer[chan struct{}]
+	// execInspected, when set, is given each answer to an inspect of a step's exec and
+	// answers in its place (tests: the answer of an exec the engine has not started).
+	execInspected atomic.Pointer[func(client.ExecInspectResult) client.ExecInspectResult]
 
 	// Counters for tests: pulls made, callers waiting on one.
 	pullsMade, pullWaiters atomic.Int64

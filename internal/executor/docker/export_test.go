@@ -1,6 +1,11 @@
 package docker
 
-import "github.com/gantry-ci/gantry/internal/executor"
+import (
+	"sync"
+
+	"github.com/gantry-ci/gantry/internal/executor"
+	"github.com/moby/moby/client"
+)
 
 // PullsMade is how many pulls d has made.
 func PullsMade(d *Docker) int64 { return d.pullsMade.Load() }
@@ -40,4 +45,23 @@ func PoolCounts(d *Docker) (made, taken, discarded, ready int64) {
 		}
 	}
 	return p.made, p.taken, p.discarded, ready
+}
+
+// NotStartedFirst makes the first inspect of each of d's step execs answer as the engine
+// does for an exec it has not started yet: not running, no pid, no exit code (which the
+// client gives as 0). The engine answers so when the inspect comes between the attach
+// and its start of the process; this makes every step meet that window.
+func NotStartedFirst(d *Docker) {
+	var mu sync.Mutex
+	seen := map[string]bool{}
+	h := func(r client.ExecInspectResult) client.ExecInspectResult {
+		mu.Lock()
+		defer mu.Unlock()
+		if seen[r.ID] {
+			return r
+		}
+		seen[r.ID] = true
+		return client.ExecInspectResult{ID: r.ID, ContainerID: r.ContainerID}
+	}
+	d.execInspected.Store(&h)
 }

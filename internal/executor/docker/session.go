@@ -508,6 +508,9 @@ func (s *session) waitExec(ctx context.Context, id string, streamed, stop <-chan
 		if err != nil {
 			return execExit{err: fmt.Errorf("inspect the step's exec: %w", err)}
 		}
+		if h := s.d.execInspected.Load(); h != nil {
+			r = (*h)(r)
+		}
 		// An exec the engine has not started yet is not running either, and has no
 		// pid and no exit code (which the client gives as 0): that is not an exit 0.
 		started := r.PID != 0 || r.ExitCode != 0
