@@ -164,12 +164,17 @@ func (t *tx) admit(q queuedJob, spec *pipeline.Job, tr store.Trigger, nowUS int6
 		deadline := nowUS + env.Timeout().Microseconds()
 		// The deadline also names this wait's approvals (their round), so a retried job's
 		// new wait never shares its predecessor's, even on a clock that did not move.
-		if _, err := t.exec(`UPDATE jobs SET status = 'waiting_approval',
-			approval_deadline = CASE WHEN ? > approval_deadline THEN ? ELSE approval_deadline + 1 END WHERE id = ? AND status = ?`,
-			deadline, deadline, q.id, q.from); err != nil {
+		var runID uuid.UUID
+		err := t.row(`UPDATE jobs SET status = 'waiting_approval',
+			approval_deadline = CASE WHEN ? > approval_deadline THEN ? ELSE approval_deadline + 1 END WHERE id = ? AND status = ?
+			RETURNING run_id`, deadline, deadline, q.id, q.from).Scan(&runID)
+		if isNoRows(err) {
+			return nil, nil
+		}
+		if err != nil {
 			return nil, fmt.Errorf("hold job %s for approval: %w", q.id, err)
 		}
-		return nil, nil
+		return nil, t.reportJobsChanged(runID, []uuid.UUID{q.id}, nowUS)
 	}
 	_, err := t.enqueue([]queuedJob{q}, nowUS)
 	return nil, err

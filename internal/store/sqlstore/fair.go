@@ -60,8 +60,9 @@ type queuedJob struct {
 	from      string // the status it must still have
 }
 
-// enqueue makes jobs queued, giving each its fair-queue start and clearing any lease. A
-// job no longer in its expected status is left alone.
+// enqueue makes jobs queued, giving each its fair-queue start and clearing any lease, and
+// reports each as pending, waiting for a worker, to the forge when its run reports per
+// job. A job no longer in its expected status is left alone.
 func (t *tx) enqueue(jobs []queuedJob, now int64) (int, error) {
 	type key struct {
 		project uuid.UUID
@@ -81,13 +82,16 @@ func (t *tx) enqueue(jobs []queuedJob, now int64) (int, error) {
 		next[k] = &clock{start, step}
 	}
 	changed := 0
+	var runs []uuid.UUID
+	byRun := map[uuid.UUID][]uuid.UUID{}
 	for _, j := range jobs {
 		k := key{j.projectID, j.lane}
 		var group string
 		var cancels bool
+		var runID uuid.UUID
 		err := t.row(`UPDATE jobs SET status = 'queued', vtime = ?, queued_at = ?, retry_after = 0,
 			lease_token = '', worker_id = '', lease_expires_at = 0, deadline = 0
-			WHERE id = ? AND status = ? RETURNING concurrency_group, group_cancels`, next[k].next, now, j.id, j.from).Scan(&group, &cancels)
+			WHERE id = ? AND status = ? RETURNING concurrency_group, group_cancels, run_id`, next[k].next, now, j.id, j.from).Scan(&group, &cancels, &runID)
 		if isNoRows(err) {
 			continue
 		}
@@ -97,10 +101,19 @@ func (t *tx) enqueue(jobs []queuedJob, now int64) (int, error) {
 		next[k].next += next[k].step
 		changed++
 		t.markQueued()
+		if _, ok := byRun[runID]; !ok {
+			runs = append(runs, runID)
+		}
+		byRun[runID] = append(byRun[runID], j.id)
 		if cancels && group != "" {
 			if err := t.cancelGroupHolders(j.projectID, group, j.id); err != nil {
 				return changed, err
 			}
+		}
+	}
+	for _, runID := range runs {
+		if err := t.reportJobsChanged(runID, byRun[runID], now); err != nil {
+			return changed, err
 		}
 	}
 	return changed, nil

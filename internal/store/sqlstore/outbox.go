@@ -520,9 +520,9 @@ func (t *tx) reportJobStatuses(runID uuid.UUID, jobs []uuid.UUID, nowUS int64) e
 	return nil
 }
 
-// reportJobsStarted enqueues the running status of jobs of one run that just started,
-// when the run reports per job.
-func (t *tx) reportJobsStarted(runID uuid.UUID, jobs []uuid.UUID, nowUS int64) error {
+// reportJobsChanged enqueues the status of jobs of one run whose state just changed
+// (started, queued, waiting for approval), when the run reports per job.
+func (t *tx) reportJobsChanged(runID uuid.UUID, jobs []uuid.UUID, nowUS int64) error {
 	var notify int
 	if err := t.row(`SELECT notify FROM runs WHERE id = ?`, runID).Scan(&notify); err != nil {
 		return fmt.Errorf("read what run %s reports: %w", runID, err)

@@ -386,7 +386,7 @@ func (t *tx) claimFor(g *claimGroup) error {
 			var err error
 			switch {
 			case !ok:
-				err = t.reportJobsStarted(runID, jobs, nowUS)
+				err = t.reportJobsChanged(runID, jobs, nowUS)
 			case notify&notifyJobStatus != 0:
 				err = t.reportJobStatuses(runID, jobs, nowUS)
 			}
@@ -531,7 +531,7 @@ func (e *Engine) StartJob(ctx context.Context, l store.LeaseRef) error {
 		err := t.row(`UPDATE jobs SET status = 'running', started_at = ?
 			WHERE id = ? AND lease_token = ? AND lease_token <> '' AND status = 'assigned' RETURNING run_id`, now, l.JobID, l.Token).Scan(&runID)
 		if err == nil {
-			return t.reportJobsStarted(runID, []uuid.UUID{l.JobID}, now)
+			return t.reportJobsChanged(runID, []uuid.UUID{l.JobID}, now)
 		}
 		if !isNoRows(err) {
 			return fmt.Errorf("start job %s: %w", l.JobID, err)

@@ -221,9 +221,12 @@ func (e *Engine) CreateRun(ctx context.Context, p store.CreateRunParams) (*store
 			return fmt.Errorf("insert steps: %w", err)
 		}
 		if notify&notifyJobStatus != 0 {
-			ids := make([]uuid.UUID, len(jobs))
-			for i, j := range jobs {
-				ids[i] = j.id
+			// A job naming an environment reports when its gate, below, decided.
+			ids := make([]uuid.UUID, 0, len(jobs))
+			for _, j := range jobs {
+				if !j.gated {
+					ids = append(ids, j.id)
+				}
 			}
 			if err := t.reportJobStatuses(runID, ids, now); err != nil {
 				return err

@@ -127,6 +127,68 @@ func testJobStatusReports(t *testing.T, h Harness) {
 		t.Errorf("after success: %v", got)
 	}
 
+	// A job reports pending, waiting for a worker, when it is queued: once its needs
+	// succeeded, and again when it goes back to the queue after an attempt.
+	chain, chainJobs := b.createRun("name: chain\njobs:\n  first:\n    steps: [{run: 'true'}]\n  second:\n    needs: [first]\n"+
+		"    retry: {max_attempts: 2, backoff: 1s, on: [failure]}\n    steps: [{run: 'true'}]\n",
+		store.CreateRunParams{Project: "web", Trigger: reportTrigger})
+	second := chainJobs[1].ID
+	described := func(from int) []string {
+		t.Helper()
+		var out []string
+		for _, s := range b.allStatuses()[from:] {
+			if s.JobID != uuid.Nil {
+				out = append(out, s.Context+" "+s.State+": "+s.Description)
+			}
+		}
+		slices.Sort(out)
+		return out
+	}
+	n = len(b.allStatuses())
+	first := b.claimOne()
+	b.complete(first, store.JobSuccess)
+	if got, want := described(n), []string{"gantry/chain/first success: Passed", "gantry/chain/second pending: Waiting for a worker"}; !slices.Equal(got, want) {
+		t.Errorf("after its need succeeded: %v, want %v", got, want)
+	}
+	n = len(b.allStatuses())
+	c2 := b.claimOne()
+	if c2.Job.ID != second {
+		t.Fatalf("claimed %s, want the second job", c2.Job.Key)
+	}
+	if err := b.s.StartJob(b.ctx, ref(c2)); err != nil {
+		t.Fatal(err)
+	}
+	b.complete(c2, store.JobFailed) // retried after its backoff
+	b.wantJobStatus(second, store.JobRetrying)
+	b.clk.Advance(time.Minute)
+	if _, err := b.s.PromoteRetries(b.ctx); err != nil {
+		t.Fatalf("PromoteRetries: %v", err)
+	}
+	b.wantJobStatus(second, store.JobQueued)
+	if got, want := described(n), []string{"gantry/chain/second pending: Waiting for a worker", "gantry/chain/second running: Running"}; !slices.Equal(got, want) {
+		t.Errorf("through an attempt and its retry: %v, want %v", got, want)
+	}
+	b.complete(b.claimOne(), store.JobSuccess)
+	b.wantRunDone(chain.ID, store.RunSuccess)
+
+	// A job behind an approval says so, once, and is queued when approved.
+	if err := b.s.PutEnvironment(b.ctx, &store.Environment{ProjectID: p.ID, Name: "production", RequiredApprovals: 1,
+		Approvers: []string{"alice"}}); err != nil {
+		t.Fatalf("PutEnvironment: %v", err)
+	}
+	n = len(b.allStatuses())
+	_, gated := b.createRun(deployYAML, store.CreateRunParams{Project: "web", Trigger: reportTrigger})
+	if got, want := described(n), []string{"gantry/deploy/deploy pending: Waiting for approval"}; !slices.Equal(got, want) {
+		t.Errorf("a job waiting for approval: %v, want %v", got, want)
+	}
+	n = len(b.allStatuses())
+	if _, err := b.decide(gated[0].ID, "alice", store.Approved); err != nil {
+		t.Fatalf("approve: %v", err)
+	}
+	if got, want := described(n), []string{"gantry/deploy/deploy pending: Waiting for a worker"}; !slices.Equal(got, want) {
+		t.Errorf("once approved: %v, want %v", got, want)
+	}
+
 	// Per run only, and a wide run: the run's statuses only.
 	quiet := connected("quiet")
 	quiet.CommitStatuses = store.CommitStatusesRun
