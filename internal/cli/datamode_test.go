@@ -2,10 +2,13 @@ package cli
 
 import (
 	"io/fs"
+	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // TestUpDataModes: everything gantry up keeps in its data directory — the database and
@@ -21,6 +24,26 @@ func TestUpDataModes(t *testing.T) {
 	run := submitRun(t, base, "name: modes\njobs:\n  a:\n    steps: [{run: 'echo secret && echo kept > out.txt'}]\n    artifacts: {paths: [out.txt]}\n").ID
 	if r := waitRun(t, base, run, func(r runDetails) bool { return r.Status != "pending" && r.Status != "running" }); r.Status != "success" {
 		t.Fatalf("run %s", r.Status)
+	}
+	// A job's workspace and step files, which hold what its steps made with their own
+	// umask, are removed once its worker's slot is free again, after the job is reported.
+	work := filepath.Join(data, "work")
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		entries, err := os.ReadDir(work)
+		if err != nil {
+			t.Fatal(err)
+		}
+		left := slices.ContainsFunc(entries, func(e fs.DirEntry) bool {
+			return strings.HasPrefix(e.Name(), "gantry-job-") || strings.HasPrefix(e.Name(), "gantry-files-")
+		})
+		if !left {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the job's files still in %s after it ended: %v", work, entries)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 	check := func(when string) map[string]bool {
 		t.Helper()

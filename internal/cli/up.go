@@ -264,33 +264,63 @@ func startLocal(ctx context.Context, cfg upConfig, log *slog.Logger) (*local, er
 	if err != nil {
 		return nil, err
 	}
-	sc := cfg.server()
-	sc.UI = dashboard()
-	coord, err := startCoordinator(ctx, sc, log)
-	if err != nil {
-		unlock()
-		return nil, err
-	}
-	fail := func(err error) (*local, error) {
-		_ = coord.stop(ctx)
-		unlock()
-		return nil, err
-	}
 	workDir := filepath.Join(cfg.Data, "work")
 	if err := mkdirPrivate(workDir); err != nil {
-		return fail(fmt.Errorf("work directory: %w", err))
+		unlock()
+		return nil, fmt.Errorf("work directory: %w", err)
 	}
 	if cfg.stepUser != nil {
 		// The step user must pass through the data directory to its workspaces; search
 		// permission alone lets it, without listing what else is there.
 		for _, d := range []string{cfg.Data, workDir} {
 			if err := os.Chmod(d, 0o711); err != nil {
-				return fail(fmt.Errorf("let the step user reach its workspaces: %w", err))
+				unlock()
+				return nil, fmt.Errorf("let the step user reach its workspaces: %w", err)
 			}
 		}
 		if err := cfg.stepUser.CanReach(workDir); err != nil {
-			return fail(fmt.Errorf("--step-user: %w", err))
+			unlock()
+			return nil, fmt.Errorf("--step-user: %w", err)
 		}
+	}
+	// One containment for every local worker: steps die with this process however it
+	// ends, and what a killed predecessor on this data directory left running is killed
+	// now. A throwaway data directory has no successor to do that. Setting it up starts
+	// processes of its own, so it goes on beside the coordinator's start rather than
+	// after it.
+	contained := agent.Config{WorkDir: workDir, Logger: log, Executor: executor.Shell{User: cfg.stepUser}}
+	if cfg.Executor == "sandbox" {
+		contained.Executor = executor.Sandbox{User: cfg.stepUser}
+	}
+	type containment struct {
+		stop func()
+		err  error
+	}
+	containing := make(chan containment, 1)
+	go func() {
+		stop, err := containStepsIn(&contained, true, !cfg.Throwaway)
+		containing <- containment{stop, err}
+	}()
+	sc := cfg.server()
+	sc.UI = dashboard()
+	coord, err := startCoordinator(ctx, sc, log)
+	c := <-containing
+	if err != nil || c.err != nil {
+		if err == nil {
+			_ = coord.stop(ctx)
+			err = c.err
+		} else if c.err == nil {
+			c.stop()
+		}
+		unlock()
+		return nil, err
+	}
+	stopContaining := c.stop
+	fail := func(err error) (*local, error) {
+		stopContaining()
+		_ = coord.stop(ctx)
+		unlock()
+		return nil, err
 	}
 	var token string
 	if sc.authOn() {
@@ -332,26 +362,12 @@ func startLocal(ctx context.Context, cfg upConfig, log *slog.Logger) (*local, er
 			cancelJobs()
 		})
 	}
-	// One containment for every local worker: steps die with this process however it
-	// ends, and what a killed predecessor on this data directory left running is killed
-	// now. A throwaway data directory has no successor to do that.
-	contained := agent.Config{WorkDir: workDir, Logger: log, Executor: executor.Shell{User: cfg.stepUser}}
-	if cfg.Executor == "sandbox" {
-		contained.Executor = executor.Sandbox{User: cfg.stepUser}
-	}
-	stopContaining, err := containStepsIn(&contained, true, !cfg.Throwaway)
-	if err != nil {
-		drain()
-		cancelJobs()
-		return fail(err)
-	}
 	var engine *docker.Docker
 	var noDocker string
 	if cfg.Docker != "off" {
 		engine, err = connectDocker(ctx, docker.Config{AllowPrivileged: cfg.DockerAllowPrivileged, WarmPool: cfg.DockerWarmPool}, log)
 		switch {
 		case err != nil && cfg.Docker == "on":
-			stopContaining()
 			drain()
 			cancelJobs()
 			return fail(fmt.Errorf("--docker on: %w", err))
