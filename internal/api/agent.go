@@ -288,7 +288,7 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.claims.release(req.WorkerID)
-	claims, out, err := s.awaitClaims(r, &req, params, wait, received)
+	claims, out, err := s.awaitClaims(r, &req, params, wait, received, nil)
 	if err != nil {
 		s.storeError(w, r, "claim", err)
 		return
@@ -337,9 +337,9 @@ func (s *Server) claimParams(w http.ResponseWriter, r *http.Request, req *claimR
 
 // awaitClaims claims jobs, waiting up to wait for one to be queued, and returns them with
 // their answers. An empty answer means the wait ran out; a nil one that the request
-// ended first.
+// ended first. waiting, when set, is called once before the claim first waits.
 func (s *Server) awaitClaims(r *http.Request, req *claimRequest, params store.ClaimParams, wait time.Duration,
-	received time.Time) ([]*store.Claim, []claimedJSON, error) {
+	received time.Time, waiting func()) ([]*store.Claim, []claimedJSON, error) {
 	// Listen before the first claim, so a job queued between the claim and the wait is
 	// not missed.
 	wake, stop := s.store.WaitForJobs()
@@ -364,6 +364,10 @@ func (s *Server) awaitClaims(r *http.Request, req *claimRequest, params store.Cl
 				}
 			}
 			return claims, out, nil
+		}
+		if waiting != nil {
+			waiting()
+			waiting = nil
 		}
 		select {
 		case <-wake:
@@ -658,8 +662,6 @@ func (s *Server) completeJob(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, done)
 		return
 	}
-	// The completion's line goes out at once, so that a worker whose connection breaks
-	// while the claim waits knows its job was reported.
 	body, err := json.Marshal(done)
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, codeInternal, "encode response", nil)
@@ -668,9 +670,6 @@ func (s *Server) completeJob(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.WriteHeader(http.StatusOK)
 	if _, err := w.Write(append(body, '\n')); err != nil {
-		return
-	}
-	if err := http.NewResponseController(w).Flush(); err != nil {
 		return
 	}
 	s.claimAfterComplete(w, r, req.Claim, params, wait, received)
@@ -694,7 +693,11 @@ func (s *Server) claimAfterComplete(w http.ResponseWriter, r *http.Request, req 
 		return
 	}
 	defer s.claims.release(req.WorkerID)
-	claims, out, err := s.awaitClaims(r, req, params, wait, received)
+	// The completion's line goes out before the claim waits, so that a worker whose
+	// connection breaks meanwhile knows its job was reported; a claim answered at once
+	// goes out with it, in one write.
+	flush := func() { _ = http.NewResponseController(w).Flush() }
+	claims, out, err := s.awaitClaims(r, req, params, wait, received, flush)
 	if err != nil {
 		if r.Context().Err() == nil {
 			s.log.ErrorContext(r.Context(), "store call failed", "action", "claim after completion", "err", err)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"testing"
+	"time"
 )
 
 // completeAndClaim posts a completion carrying a claim and returns the answer's two
@@ -118,44 +119,61 @@ func TestCompleteCarriesClaim(t *testing.T) {
 	expectError(t, b.post(t, "/api/v1/agent/jobs/"+a.ID+"/complete",
 		fmt.Sprintf(`{"token": %q, "status": "success", "claim": %s}`, a.Lease.Token, claim)), http.StatusConflict, "lease_lost")
 
-	// A claim that waits is answered when a job is queued.
+	// A claim that waits is answered when a job is queued; the completion's line comes
+	// before, while the claim waits.
 	type answer struct {
-		status int
-		body   []byte
+		err     error
+		claimed claimView
 	}
+	firstLine := make(chan string, 1)
 	got := make(chan answer, 1)
 	go func() {
 		req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, b.url+"/api/v1/agent/jobs/"+c.ID+"/complete",
 			bytes.NewReader(fmt.Appendf(nil, `{"token": %q, "status": "success", "claim": {"worker_id": %q, "wait": "30s"}}`,
 				c.Lease.Token, reg.WorkerID)))
 		if err != nil {
-			got <- answer{status: -1, body: []byte(err.Error())}
+			got <- answer{err: err}
 			return
 		}
 		req.Header.Set("Content-Type", "application/json")
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
-			got <- answer{status: -1, body: []byte(err.Error())}
+			got <- answer{err: err}
 			return
 		}
 		defer resp.Body.Close()
-		var buf bytes.Buffer
-		_, _ = buf.ReadFrom(resp.Body)
-		got <- answer{status: resp.StatusCode, body: buf.Bytes()}
+		if resp.StatusCode != http.StatusOK {
+			got <- answer{err: fmt.Errorf("status %d", resp.StatusCode)}
+			return
+		}
+		dec := json.NewDecoder(resp.Body)
+		var done struct {
+			Status string `json:"status"`
+		}
+		if err := dec.Decode(&done); err != nil {
+			got <- answer{err: fmt.Errorf("completion line: %w", err)}
+			return
+		}
+		firstLine <- done.Status
+		var a answer
+		a.err = dec.Decode(&a.claimed)
+		got <- a
 	}()
+	select {
+	case st := <-firstLine:
+		if st != "success" {
+			t.Fatalf("completion line while the claim waits: %s", st)
+		}
+	case a := <-got:
+		t.Fatalf("complete c with a waiting claim: %v", a.err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("no completion line while the claim waits")
+	}
 	var next runView
 	b.post(t, "/api/v1/runs", `{"pipeline": "name: n\njobs:\n  d: {steps: [{run: echo d}]}\n"}`).decode(t, &next)
 	ans := <-got
-	if ans.status != http.StatusOK {
-		t.Fatalf("complete c with a waiting claim: %d %s", ans.status, ans.body)
-	}
-	dec := json.NewDecoder(bytes.NewReader(ans.body))
-	var waited claimView
-	if err := dec.Decode(&done); err != nil || done.Status != "success" {
-		t.Fatalf("completion line of %s: %+v %v", ans.body, done, err)
-	}
-	if err := dec.Decode(&waited); err != nil || len(waited.Jobs) != 1 || waited.Jobs[0].RunID != next.ID {
-		t.Fatalf("claim line of %s: %+v %v", ans.body, waited, err)
+	if ans.err != nil || len(ans.claimed.Jobs) != 1 || ans.claimed.Jobs[0].RunID != next.ID {
+		t.Fatalf("claim line: %+v %v", ans.claimed, ans.err)
 	}
 	var finished runView
 	b.get(t, "/api/v1/runs/"+created.ID).decode(t, &finished)
