@@ -831,6 +831,19 @@ func TestExitCodeOfQuickSteps(t *testing.T) {
 	}
 }
 
+// TestExecNeverStarted: an exec whose output ended while the engine still says it never
+// started is an error, not a step that exited 0.
+func TestExecNeverStarted(t *testing.T) {
+	t.Parallel()
+	d, b := setup(t)
+	docker.NeverStarted(d)
+	s := begin(t, d, job(b, t))
+	res, err := s.Run(t.Context(), executor.Step{Script: "exit 0"})
+	if err == nil || !strings.Contains(err.Error(), "without the engine starting it") {
+		t.Errorf("a step the engine never started: %+v, %v; want an error saying so", res, err)
+	}
+}
+
 // TestImagePath: a session tells the PATH of its image's config, which the agent puts
 // the directories of $GANTRY_PATH before, and which is the PATH of a step that sets none.
 func TestImagePath(t *testing.T) {

@@ -47,6 +47,15 @@ func PoolCounts(d *Docker) (made, taken, discarded, ready int64) {
 	return p.made, p.taken, p.discarded, ready
 }
 
+// NeverStarted makes every inspect of d's step execs answer as for an exec the engine has
+// not started (see NotStartedFirst).
+func NeverStarted(d *Docker) {
+	h := func(r client.ExecInspectResult) client.ExecInspectResult {
+		return client.ExecInspectResult{ID: r.ID, ContainerID: r.ContainerID}
+	}
+	d.execInspected.Store(&h)
+}
+
 // NotStartedFirst makes the first inspect of each of d's step execs answer as the engine
 // does for an exec it has not started yet: not running, no pid, no exit code (which the
 // client gives as 0). The engine answers so when the inspect comes between the attach
