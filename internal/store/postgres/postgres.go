@@ -77,6 +77,7 @@ var dialect = sqlstore.Dialect{
 	// Change numbers are transaction ids (migration 0025), so a run's cursor is its
 	// reader's snapshot: below every change that snapshot does not see.
 	RunChangeCursor: "jobs_change_cursor()",
+	WriteCTEs:       true,
 }
 
 // Open connects to the database at url (postgres://...), migrates it and starts

@@ -43,6 +43,9 @@ type Dialect struct {
 	// in the reading statement's snapshot and be below the number of every change that
 	// snapshot does not see.
 	RunChangeCursor string
+	// WriteCTEs says that a WITH may hold INSERTs (PostgreSQL's data-modifying
+	// statements), so that one statement, one round trip, writes several tables.
+	WriteCTEs bool
 }
 
 // rebind rewrites ? placeholders to $n for dialects that number them. Queries in this

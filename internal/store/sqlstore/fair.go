@@ -28,22 +28,50 @@ const vtimeScale = 1_000_000
 // is no counter row that every enqueue would have to lock. Two transactions may read the
 // same values and hand out equal start times; ties fall back to queue time.
 func (t *tx) fairStart(projectID uuid.UUID, lane int) (start, step int64, err error) {
-	var clock, latest, weight sql.NullInt64
+	var c fairClocks
 	// ORDER BY ... LIMIT 1 rather than MIN and MAX: both databases then read one index
 	// entry, where PostgreSQL may otherwise aggregate over every waiting job.
 	err = t.row(`SELECT (SELECT vtime FROM jobs WHERE status = 'queued' AND lane = ? ORDER BY vtime LIMIT 1),
 		(SELECT vtime FROM jobs WHERE status = 'queued' AND project_id = ? AND lane = ? ORDER BY vtime DESC LIMIT 1),
 		(SELECT fair_weight FROM projects WHERE id = ?)`,
-		lane, projectID, lane, projectID).Scan(&clock, &latest, &weight)
+		lane, projectID, lane, projectID).Scan(c.dest()...)
 	if err != nil {
 		return 0, 0, fmt.Errorf("read fair-queue clocks: %w", err)
 	}
-	step = vtimeStep(int(weight.Int64))
-	start = clock.Int64
-	if latest.Valid {
-		start = max(start, latest.Int64+step)
-	}
+	start, step = c.start()
 	return start, step, nil
+}
+
+// fairClocks is what fairStart reads: the lane's clock, the project's latest start in
+// the lane and the project's weight.
+type fairClocks struct{ clock, latest, weight sql.NullInt64 }
+
+func (c *fairClocks) dest() []any { return []any{&c.clock, &c.latest, &c.weight} }
+
+func (c *fairClocks) start() (start, step int64) {
+	step = vtimeStep(int(c.weight.Int64))
+	start = c.clock.Int64
+	if c.latest.Valid {
+		start = max(start, c.latest.Int64+step)
+	}
+	return start, step
+}
+
+// runStart reads, in one statement, what a new run of the project reports (notifyFlags)
+// and the fair-queue start and step of its first queued jobs, in lane (fairStart).
+func (t *tx) runStart(projectID uuid.UUID, sha string, jobs, lane int) (notify int, start, step int64, err error) {
+	var r projectReports
+	var c fairClocks
+	err = t.row(`SELECT `+projectReportsCols+`,
+		(SELECT vtime FROM jobs WHERE status = 'queued' AND lane = ? ORDER BY vtime LIMIT 1),
+		(SELECT vtime FROM jobs WHERE status = 'queued' AND project_id = ? AND lane = ? ORDER BY vtime DESC LIMIT 1),
+		p.fair_weight
+		FROM projects p WHERE p.id = ?`, lane, projectID, lane, projectID).Scan(append(r.dest(), c.dest()...)...)
+	if err != nil {
+		return 0, 0, 0, fmt.Errorf("read what project %s reports and its fair-queue clocks: %w", projectID, err)
+	}
+	start, step = c.start()
+	return r.flags(sha, jobs), start, step, nil
 }
 
 // vtimeStep is the virtual time one job of a project of weight w takes.

@@ -335,29 +335,43 @@ func (e *Engine) SealWebhookSubscriptionSecret(ctx context.Context, p store.Seal
 // is connected to a forge and the run has a commit, webhooks when it has subscriptions.
 // One read by primary key, once per run.
 func (t *tx) notifyFlags(projectID uuid.UUID, sha string, jobs int) (int, error) {
-	var provider, statuses string
-	var onRun, onJob bool
-	err := t.row(`SELECT p.provider, p.commit_statuses,
-		EXISTS (SELECT 1 FROM project_webhooks w WHERE w.project_id = p.id AND w.on_run_finished),
-		EXISTS (SELECT 1 FROM project_webhooks w WHERE w.project_id = p.id AND w.on_job_finished)
-		FROM projects p WHERE p.id = ?`, projectID).Scan(&provider, &statuses, &onRun, &onJob)
+	var r projectReports
+	err := t.row(`SELECT `+projectReportsCols+` FROM projects p WHERE p.id = ?`, projectID).Scan(r.dest()...)
 	if err != nil {
 		return 0, fmt.Errorf("read what project %s reports: %w", projectID, err)
 	}
+	return r.flags(sha, jobs), nil
+}
+
+// projectReportsCols is what notifyFlags reads of a project p.
+const projectReportsCols = `p.provider, p.commit_statuses,
+	EXISTS (SELECT 1 FROM project_webhooks w WHERE w.project_id = p.id AND w.on_run_finished),
+	EXISTS (SELECT 1 FROM project_webhooks w WHERE w.project_id = p.id AND w.on_job_finished)`
+
+// projectReports is what a project's runs report, as projectReportsCols reads it.
+type projectReports struct {
+	provider, statuses string
+	onRun, onJob       bool
+}
+
+func (r *projectReports) dest() []any { return []any{&r.provider, &r.statuses, &r.onRun, &r.onJob} }
+
+// flags are the notify flags of a new run of jobs jobs with commit sha.
+func (r *projectReports) flags(sha string, jobs int) int {
 	flags := 0
-	if provider != "" && sha != "" {
+	if r.provider != "" && sha != "" {
 		flags |= notifyStatus
-		if statuses != store.CommitStatusesRun && jobs > 0 && jobs <= store.MaxJobStatuses {
+		if r.statuses != store.CommitStatusesRun && jobs > 0 && jobs <= store.MaxJobStatuses {
 			flags |= notifyJobStatus
 		}
 	}
-	if onRun {
+	if r.onRun {
 		flags |= notifyRunHook
 	}
-	if onJob {
+	if r.onJob {
 		flags |= notifyJobHook
 	}
-	return flags, nil
+	return flags
 }
 
 // runReport is what the outbox messages of a run say about it.

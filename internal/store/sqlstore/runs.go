@@ -128,35 +128,33 @@ func (e *Engine) CreateRun(ctx context.Context, p store.CreateRunParams) (*store
 				return err
 			}
 		}
-		notify, err := t.notifyFlags(projectID, p.Trigger.SHA, len(jobs))
-		if err != nil {
-			return err
-		}
-		if _, err := t.exec(`INSERT INTO runs (id, project_id, name, status, trigger, ref, idempotency_key, definition, env, jobs_total, created_at, notify)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			runID, projectID, p.Plan.Name, string(store.RunPending), trigger, p.Trigger.Ref, idem, p.Definition, env, len(jobs), now, notify); err != nil {
-			return fmt.Errorf("insert run: %w", err)
-		}
-		// The pending status commits with the run; if every job is skipped the run ends in
-		// this batch too, and its final status follows this one.
-		if err := t.reportRun(runID, notify&notifyStatus, now); err != nil {
-			return err
-		}
-		if err := t.ensureLabelSets(jobs); err != nil {
-			return err
-		}
-		// Jobs that need nothing are queued at once, in fair-queue order.
+		// Jobs that need nothing are queued at once, in fair-queue order. What the run
+		// reports is read with the first lane's clocks, in one statement.
 		next := map[int]int64{}
 		var step int64
+		notify := -1
 		for _, j := range jobs {
 			if _, ok := next[j.lane]; ok || len(j.needs) > 0 || j.skip != "" || j.gated {
 				continue
 			}
-			start, s, err := t.fairStart(projectID, j.lane)
+			var start, s int64
+			if notify < 0 {
+				notify, start, s, err = t.runStart(projectID, p.Trigger.SHA, len(jobs), j.lane)
+			} else {
+				start, s, err = t.fairStart(projectID, j.lane)
+			}
 			if err != nil {
 				return err
 			}
 			next[j.lane], step = start, s
+		}
+		if notify < 0 {
+			if notify, err = t.notifyFlags(projectID, p.Trigger.SHA, len(jobs)); err != nil {
+				return err
+			}
+		}
+		if err := t.ensureLabelSets(jobs); err != nil {
+			return err
 		}
 		rows := make([][]any, 0, len(jobs))
 		var cancelHolders [][2]any
@@ -187,23 +185,9 @@ func (e *Engine) CreateRun(ctx context.Context, p store.CreateRunParams) (*store
 				time.Duration(j.spec.Retry.MaxBackoff).Microseconds(),
 				group, cancels, len(j.needs), j.spec.ContinueOnError, j.needed, vtime, now, queuedAt, finishedAt, j.skip})
 		}
-		if err := t.insertMany(`INSERT INTO jobs (id, run_id, project_id, seq, key, name, status, lane, label_set,
-			milli_cpu, memory, timeout_us, max_attempts, retry_on, backoff_us, max_backoff_us, concurrency_group,
-			group_cancels, needs_left, continue_on_error, has_dependents, vtime, created_at, queued_at, finished_at,
-			reason) VALUES `, 26, rows); err != nil {
-			return fmt.Errorf("insert jobs: %w", err)
-		}
-		for _, h := range cancelHolders {
-			if err := t.cancelGroupHolders(projectID, h[1].(string), h[0].(uuid.UUID)); err != nil {
-				return err
-			}
-		}
 		specs := make([][]any, len(jobs))
 		for i, j := range jobs {
 			specs[i] = []any{j.id, j.specJSON}
-		}
-		if err := t.insertMany(`INSERT INTO job_specs (job_id, spec) VALUES `, 2, specs); err != nil {
-			return fmt.Errorf("insert job specs: %w", err)
 		}
 		var needs, steps [][]any
 		for _, j := range jobs {
@@ -214,11 +198,29 @@ func (e *Engine) CreateRun(ctx context.Context, p store.CreateRunParams) (*store
 				steps = append(steps, []any{j.id, st.Index, st.Name, st.Once, 1, string(store.StepPending)})
 			}
 		}
-		if err := t.insertMany(`INSERT INTO job_needs (need_id, job_id) VALUES `, 2, needs); err != nil {
-			return fmt.Errorf("insert needs: %w", err)
+		if err := t.insertAll(
+			insertSet{`INSERT INTO runs (id, project_id, name, status, trigger, ref, idempotency_key, definition, env,
+				jobs_total, created_at, notify) VALUES `, 12, [][]any{{runID, projectID, p.Plan.Name, string(store.RunPending),
+				trigger, p.Trigger.Ref, idem, p.Definition, env, len(jobs), now, notify}}},
+			insertSet{`INSERT INTO jobs (id, run_id, project_id, seq, key, name, status, lane, label_set,
+				milli_cpu, memory, timeout_us, max_attempts, retry_on, backoff_us, max_backoff_us, concurrency_group,
+				group_cancels, needs_left, continue_on_error, has_dependents, vtime, created_at, queued_at, finished_at,
+				reason) VALUES `, 26, rows},
+			insertSet{`INSERT INTO job_specs (job_id, spec) VALUES `, 2, specs},
+			insertSet{`INSERT INTO job_needs (need_id, job_id) VALUES `, 2, needs},
+			insertSet{`INSERT INTO steps (job_id, idx, name, once, attempt, status) VALUES `, 6, steps},
+		); err != nil {
+			return fmt.Errorf("insert run and jobs: %w", err)
 		}
-		if err := t.insertMany(`INSERT INTO steps (job_id, idx, name, once, attempt, status) VALUES `, 6, steps); err != nil {
-			return fmt.Errorf("insert steps: %w", err)
+		// The pending status commits with the run; if every job is skipped the run ends in
+		// this batch too, and its final status follows this one.
+		if err := t.reportRun(runID, notify&notifyStatus, now); err != nil {
+			return err
+		}
+		for _, h := range cancelHolders {
+			if err := t.cancelGroupHolders(projectID, h[1].(string), h[0].(uuid.UUID)); err != nil {
+				return err
+			}
 		}
 		if notify&notifyJobStatus != 0 {
 			// A job naming an environment reports when its gate, below, decided.
@@ -332,9 +334,79 @@ func (t *tx) ensureLabelSets(jobs []plannedJob) error {
 	return nil
 }
 
-// insertMany inserts rows in multi-row statements of at most 100 rows.
+// insertSet is rows for insertMany: prefix is "INSERT INTO table (columns) VALUES ".
+type insertSet struct {
+	prefix string
+	cols   int
+	rows   [][]any
+}
+
+// insertAll inserts the sets in order. Where a WITH may hold INSERTs (Dialect.WriteCTEs),
+// sets of up to insertPer rows each go in one statement, one round trip for them all:
+// its foreign keys are checked when the whole statement has run, so a set may refer to
+// the rows of one before it.
+func (t *tx) insertAll(sets ...insertSet) error {
+	var live []insertSet
+	params := 0
+	for _, s := range sets {
+		if len(s.rows) > 0 {
+			live = append(live, s)
+			params += s.cols * len(s.rows)
+		}
+	}
+	one := t.e.d.WriteCTEs && len(live) > 1 && params <= maxParams
+	for _, s := range live {
+		one = one && len(s.rows) <= insertPer
+	}
+	if !one {
+		for _, s := range live {
+			if err := t.insertMany(s.prefix, s.cols, s.rows); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	var b strings.Builder
+	args := make([]any, 0, params)
+	for i, s := range live {
+		switch {
+		case i == 0:
+			b.WriteString("WITH ")
+		case i < len(live)-1:
+			b.WriteString(", ")
+		}
+		if i < len(live)-1 {
+			fmt.Fprintf(&b, "i%d AS (", i)
+		} else {
+			b.WriteString(" ")
+		}
+		b.WriteString(s.prefix)
+		tuple := "(" + inList(s.cols) + ")"
+		for j, row := range s.rows {
+			if j > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString(tuple)
+			args = append(args, row...)
+		}
+		if i < len(live)-1 {
+			b.WriteString(")")
+		}
+	}
+	_, err := t.exec(b.String(), args...)
+	return err
+}
+
+// insertPer is the most rows insertMany puts in one statement, and maxParams the most
+// parameters insertAll gives one statement, well below either database's limit.
+const (
+	insertPer = 100
+	maxParams = 10000
+)
+
+// insertMany inserts rows in multi-row statements of at most insertPer rows.
 func (t *tx) insertMany(prefix string, cols int, rows [][]any) error {
-	const per = 100
+	const per = insertPer
 	for len(rows) > 0 {
 		n := min(per, len(rows))
 		var b strings.Builder
