@@ -53,7 +53,7 @@ var dialect = sqlstore.Dialect{
 	Full:           full,
 	BeforeCommit: func(ctx context.Context, tx *sql.Tx, s sqlstore.Signals) error {
 		if s.Queued {
-			if _, err := tx.ExecContext(ctx, `SELECT pg_notify('`+jobsChannel+`', '')`); err != nil {
+			if _, err := tx.ExecContext(ctx, queuedNotice); err != nil {
 				return err
 			}
 		}
@@ -78,7 +78,11 @@ var dialect = sqlstore.Dialect{
 	// reader's snapshot: below every change that snapshot does not see.
 	RunChangeCursor: "jobs_change_cursor()",
 	WriteCTEs:       true,
+	QueuedNotice:    queuedNotice,
 }
+
+// queuedNotice wakes the claimers of every replica once its transaction commits.
+const queuedNotice = `SELECT pg_notify('` + jobsChannel + `', '')`
 
 // Open connects to the database at url (postgres://...), migrates it and starts
 // listening for other replicas' wake-ups.

@@ -181,10 +181,8 @@ func (c *committer) tryBatch(batch []*request) (errs []error, sig Signals, err e
 		}
 		sig.Queued = sig.Queued || ctl.queued
 	}
-	if (sig.Queued || sig.Cancelled) && c.e.d.BeforeCommit != nil {
-		if err := c.e.d.BeforeCommit(ctx, sqlTx, sig); err != nil {
-			return nil, sig, fmt.Errorf("before commit: %w", err)
-		}
+	if err := c.e.beforeCommit(ctx, sqlTx, sig, shared); err != nil {
+		return nil, sig, fmt.Errorf("before commit: %w", err)
 	}
 	if err := sqlTx.Commit(); err != nil {
 		return nil, sig, fmt.Errorf("commit: %w", err)
@@ -236,11 +234,9 @@ func (c *committer) runOne(r *request) (sig Signals, err error) {
 		return sig, err
 	}
 	sig = Signals{Queued: t.queued, Cancelled: t.cancelled}
-	if (sig.Queued || sig.Cancelled) && c.e.d.BeforeCommit != nil {
-		if err := c.e.d.BeforeCommit(ctx, sqlTx, sig); err != nil {
-			_ = sqlTx.Rollback()
-			return Signals{}, fmt.Errorf("before commit: %w", err)
-		}
+	if err := c.e.beforeCommit(ctx, sqlTx, sig, t.batch); err != nil {
+		_ = sqlTx.Rollback()
+		return Signals{}, fmt.Errorf("before commit: %w", err)
 	}
 	if err := sqlTx.Commit(); err != nil {
 		return Signals{}, fmt.Errorf("commit: %w", err)
@@ -283,6 +279,21 @@ type batchState struct {
 	// for the same finds nothing either. Many workers woken by one queued job then cost
 	// one search, not one each.
 	noCandidates map[string]int
+	// noticed: a statement of the transaction sent the dialect's QueuedNotice, so
+	// BeforeCommit need not.
+	noticed bool
+}
+
+// beforeCommit is the dialect's BeforeCommit for what the transaction signals, less the
+// notice of queued jobs a statement of it already sent.
+func (e *Engine) beforeCommit(ctx context.Context, sqlTx *sql.Tx, sig Signals, b *batchState) error {
+	if b.noticed {
+		sig.Queued = false
+	}
+	if !(sig.Queued || sig.Cancelled) || e.d.BeforeCommit == nil {
+		return nil
+	}
+	return e.d.BeforeCommit(ctx, sqlTx, sig)
 }
 
 // searchedEmpty reports whether a claim of this batch already searched for key and found

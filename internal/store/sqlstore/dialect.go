@@ -46,6 +46,11 @@ type Dialect struct {
 	// WriteCTEs says that a WITH may hold INSERTs (PostgreSQL's data-modifying
 	// statements), so that one statement, one round trip, writes several tables.
 	WriteCTEs bool
+	// QueuedNotice, when set, is a SELECT that does what BeforeCommit does for queued jobs
+	// (PostgreSQL: pg_notify, sent when the transaction commits). A statement that
+	// writes several tables with WriteCTEs and queues jobs ends with it, which spares
+	// BeforeCommit its own round trip.
+	QueuedNotice string
 }
 
 // rebind rewrites ? placeholders to $n for dialects that number them. Queries in this

@@ -198,7 +198,7 @@ func (e *Engine) CreateRun(ctx context.Context, p store.CreateRunParams) (*store
 				steps = append(steps, []any{j.id, st.Index, st.Name, st.Once, 1, string(store.StepPending)})
 			}
 		}
-		if err := t.insertAll(
+		if err := t.insertAll(t.queued,
 			insertSet{`INSERT INTO runs (id, project_id, name, status, trigger, ref, idempotency_key, definition, env,
 				jobs_total, created_at, notify) VALUES `, 12, [][]any{{runID, projectID, p.Plan.Name, string(store.RunPending),
 				trigger, p.Trigger.Ref, idem, p.Definition, env, len(jobs), now, notify}}},
@@ -344,8 +344,9 @@ type insertSet struct {
 // insertAll inserts the sets in order. Where a WITH may hold INSERTs (Dialect.WriteCTEs),
 // sets of up to insertPer rows each go in one statement, one round trip for them all:
 // its foreign keys are checked when the whole statement has run, so a set may refer to
-// the rows of one before it.
-func (t *tx) insertAll(sets ...insertSet) error {
+// the rows of one before it. With queued, the rows queue jobs, and that statement also
+// sends the dialect's QueuedNotice.
+func (t *tx) insertAll(queued bool, sets ...insertSet) error {
 	var live []insertSet
 	params := 0
 	for _, s := range sets {
@@ -354,7 +355,8 @@ func (t *tx) insertAll(sets ...insertSet) error {
 			params += s.cols * len(s.rows)
 		}
 	}
-	one := t.e.d.WriteCTEs && len(live) > 1 && params <= maxParams
+	notice := queued && t.e.d.QueuedNotice != ""
+	one := t.e.d.WriteCTEs && (len(live) > 1 || notice) && params <= maxParams
 	for _, s := range live {
 		one = one && len(s.rows) <= insertPer
 	}
@@ -366,16 +368,22 @@ func (t *tx) insertAll(sets ...insertSet) error {
 		}
 		return nil
 	}
+	// WITH i0 AS (INSERT ...), i1 AS (INSERT ...) INSERT ..., or with the notice every
+	// INSERT in the WITH and the notice last: a WITH's INSERTs run whether or not the
+	// statement reads them.
 	var b strings.Builder
 	args := make([]any, 0, params)
+	last := len(live) - 1
+	if notice {
+		last = len(live)
+	}
 	for i, s := range live {
-		switch {
-		case i == 0:
+		if i == 0 {
 			b.WriteString("WITH ")
-		case i < len(live)-1:
+		} else if i < last {
 			b.WriteString(", ")
 		}
-		if i < len(live)-1 {
+		if i < last {
 			fmt.Fprintf(&b, "i%d AS (", i)
 		} else {
 			b.WriteString(" ")
@@ -389,12 +397,19 @@ func (t *tx) insertAll(sets ...insertSet) error {
 			b.WriteString(tuple)
 			args = append(args, row...)
 		}
-		if i < len(live)-1 {
+		if i < last {
 			b.WriteString(")")
 		}
 	}
-	_, err := t.exec(b.String(), args...)
-	return err
+	if notice {
+		b.WriteString(" ")
+		b.WriteString(t.e.d.QueuedNotice)
+	}
+	if _, err := t.exec(b.String(), args...); err != nil {
+		return err
+	}
+	t.batch.noticed = t.batch.noticed || notice
+	return nil
 }
 
 // insertPer is the most rows insertMany puts in one statement, and maxParams the most
