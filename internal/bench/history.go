@@ -33,7 +33,7 @@ func historyScenario() Scenario {
 					if err := sub.closedLoop(ctx, manyJobs(perRun), runs, 4); err != nil {
 						return nil, err
 					}
-					stats := &simStats{}
+					stats := &simStats{ownClaims: true} // claims timed alone, as in backlog
 					stop := startPool(ctx, c.base, "sim", workers, 1, nil, 0, nil, stats)
 					err := waitCount(ctx, &stats.completed, int64(runs*perRun), stats, 10*time.Minute, "jobs completed")
 					stop()

@@ -36,6 +36,10 @@ type simWorker struct {
 
 // simStats is what a pool of simulated workers observed.
 type simStats struct {
+	// ownClaims makes the workers claim in requests of their own even where the
+	// coordinator takes a claim with a completion, so that claim times a claim alone
+	// (set before the pool starts).
+	ownClaims  bool
 	dispatch   samples // job queued -> claim answer in the worker's hands
 	claim      samples // round trip of a claim that came back with a job
 	heartbeat  samples // heartbeat round trips
@@ -97,7 +101,7 @@ func (w *simWorker) run(ctx context.Context) error {
 	w.heartbeatEvery, _ = time.ParseDuration(reg.HeartbeatEvery)
 	// A worker of one slot claims with each completion; one of many would hold a claim
 	// open per busy slot, more than the coordinator lets a worker hold.
-	w.completeClaim = w.slots == 1 && slices.Contains(reg.Features, "complete.claim")
+	w.completeClaim = w.slots == 1 && !w.stats.ownClaims && slices.Contains(reg.Features, "complete.claim")
 	slots := make(chan struct{}, w.slots)
 	var jobs sync.WaitGroup
 	defer jobs.Wait()
