@@ -177,7 +177,7 @@ func Markdown(rep *Report) string {
 		b.WriteString(" --- |\n")
 		for i, m := range rs[0].Metrics {
 			fmt.Fprintf(&b, "| %s |", m.Name)
-			bound := ""
+			var bounds storeBounds
 			var verdicts []string
 			for _, r := range rs {
 				if i >= len(r.Metrics) || r.Metrics[i].Name != m.Name {
@@ -191,14 +191,14 @@ func Markdown(rep *Report) string {
 					if !met {
 						verdict = "**missed**"
 					}
-					bound = strings.TrimSpace(targetText(rm) + " " + rm.Unit)
+					bounds.add(r.Store, strings.TrimSpace(targetText(rm)+" "+rm.Unit))
 					verdicts = append(verdicts, verdict+" ("+r.Store+")")
 					v = "**" + strings.TrimSpace(v) + "**"
 				}
 				fmt.Fprintf(&b, " %s |", strings.TrimSpace(v))
 			}
 			target := ""
-			if bound != "" {
+			if bound := bounds.String(); bound != "" {
 				target = bound + ": " + strings.Join(verdicts, ", ")
 			}
 			fmt.Fprintf(&b, " %s |\n", target)
@@ -227,7 +227,7 @@ func writeSummary(b *strings.Builder, rep *Report) {
 	type row struct{ scenario, metric string }
 	var rows []row
 	cells := map[row][]string{}
-	bounds := map[row]string{}
+	bounds := map[row]storeBounds{}
 	for _, r := range rep.Results {
 		for _, m := range r.Metrics {
 			met, ok := m.Met()
@@ -242,7 +242,9 @@ func writeSummary(b *strings.Builder, rep *Report) {
 			if !met {
 				verdict = "**missed**"
 			}
-			bounds[k] = strings.TrimSpace(targetText(m) + " " + m.Unit)
+			b := bounds[k]
+			b.add(r.Store, strings.TrimSpace(targetText(m)+" "+m.Unit))
+			bounds[k] = b
 			cells[k] = append(cells[k], fmt.Sprintf("%s: %s %s, %s", r.Store, formatValue(m.Value), m.Unit, verdict))
 		}
 	}
@@ -251,8 +253,33 @@ func writeSummary(b *strings.Builder, rep *Report) {
 	}
 	b.WriteString("\n### Summary\n\nEvery metric with a target, from this run.\n\n| scenario | metric | target | measured |\n| --- | --- | --- | --- |\n")
 	for _, k := range rows {
-		fmt.Fprintf(b, "| %s | %s | %s | %s |\n", k.scenario, k.metric, bounds[k], strings.Join(cells[k], "; "))
+		fmt.Fprintf(b, "| %s | %s | %s | %s |\n", k.scenario, k.metric, bounds[k].String(), strings.Join(cells[k], "; "))
 	}
+}
+
+// storeBounds is a metric's target on each store that measured it: one where they
+// agree, each store's where a scenario sets them apart (throughput-64).
+type storeBounds struct {
+	stores, bounds []string
+}
+
+func (sb *storeBounds) add(store, bound string) {
+	sb.stores = append(sb.stores, store)
+	sb.bounds = append(sb.bounds, bound)
+}
+
+func (sb storeBounds) String() string {
+	if len(sb.bounds) == 0 {
+		return ""
+	}
+	if !slices.ContainsFunc(sb.bounds, func(b string) bool { return b != sb.bounds[0] }) {
+		return sb.bounds[0]
+	}
+	parts := make([]string, len(sb.bounds))
+	for i, b := range sb.bounds {
+		parts[i] = sb.stores[i] + " " + b
+	}
+	return strings.Join(parts, ", ")
 }
 
 func upperFirst(s string) string {

@@ -59,6 +59,32 @@ func TestUpdateMarkdown(t *testing.T) {
 	}
 }
 
+// A scenario whose target differs by store shows each store's, in its table and in
+// the summary, rather than the last store's for both.
+func TestMarkdownTargetsPerStore(t *testing.T) {
+	t.Parallel()
+	var results []*Result
+	for _, st := range []struct {
+		store  string
+		value  float64
+		target float64
+	}{{SQLite, 2842, 4000}, {Postgres, 2100, 2000}} {
+		r := &Result{Scenario: "throughput-64", Store: st.store, Params: map[string]any{"runs": 10000}, Elapsed: time.Second}
+		r.add("jobs/s", st.value, "jobs/s", atLeast(st.target))
+		results = append(results, r)
+	}
+	md := Markdown(&Report{Date: time.Date(2026, 11, 27, 7, 0, 0, 0, time.UTC), Commit: "abc1234", Command: "gantry bench",
+		Machine: Machine{CPUs: 2}, Scale: 1, Results: results})
+	for _, want := range []string{
+		"| jobs/s | **2,842 jobs/s** | **2,100 jobs/s** | sqlite >= 4,000 jobs/s, postgres >= 2,000 jobs/s: **missed** (sqlite), met (postgres) |",
+		"| throughput-64 | jobs/s | sqlite >= 4,000 jobs/s, postgres >= 2,000 jobs/s | sqlite: 2,842 jobs/s, **missed**; postgres: 2,100 jobs/s, met |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("missing %q in:\n%s", want, md)
+		}
+	}
+}
+
 func TestSummarize(t *testing.T) {
 	t.Parallel()
 	var ds []time.Duration
