@@ -315,22 +315,6 @@ func padded(args []any) []any {
 	return out
 }
 
-// runsInOrder is what an UPDATE of runs puts in "WHERE id IN (...)" for n run ids that
-// also meet cond (SQL on runs' columns, "" for none): the ids, or where writers run at
-// once (ForUpdate), a subquery that locks those runs in id order first. The UPDATE alone
-// takes rows in the order its plan meets them, which for a bitmap scan is where they lie
-// on disk: two writers that meet the same runs in different orders, or after runs of
-// lower ids, deadlock.
-func (e *Engine) runsInOrder(n int, cond string) string {
-	if e.d.ForUpdate == "" {
-		return inList(n)
-	}
-	if cond != "" {
-		cond = " AND " + cond
-	}
-	return `SELECT id FROM runs WHERE id IN (` + inList(n) + `)` + cond + ` ORDER BY id` + e.d.ForUpdate
-}
-
 // inList returns "?, ?, ?" for n placeholders.
 func inList(n int) string {
 	if n <= 0 {
