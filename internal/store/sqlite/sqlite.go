@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/gantry-ci/gantry/internal/store/sqlstore"
 	"modernc.org/sqlite"
@@ -92,8 +93,26 @@ func Open(ctx context.Context, path string, opts Options) (*sqlstore.Engine, err
 // createSchema gives an empty database the latest schema in one transaction, which
 // records every migration applied; a database that holds anything is left to the
 // migrations. The write lock is taken first (BEGIN IMMEDIATE), so two processes opening
-// the same new file do not both create it.
-func createSchema(ctx context.Context, db *sql.DB) (err error) {
+// the same new file do not both create it. Where several open a new file at once, one
+// may meet SQLite's busy result without its busy timeout applying (another connection
+// is still turning the new file to WAL); the transaction is then tried again, as the
+// store retries any other, until the busy timeout's 10 s have passed.
+func createSchema(ctx context.Context, db *sql.DB) error {
+	deadline := time.Now().Add(10 * time.Second)
+	for wait := 5 * time.Millisecond; ; wait = min(2*wait, 200*time.Millisecond) {
+		err := createSchemaOnce(ctx, db)
+		if err == nil || !retryable(err) || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("create schema: %w", ctx.Err())
+		case <-time.After(wait):
+		}
+	}
+}
+
+func createSchemaOnce(ctx context.Context, db *sql.DB) (err error) {
 	conn, err := db.Conn(ctx)
 	if err != nil {
 		return fmt.Errorf("create schema: %w", err)
