@@ -113,16 +113,35 @@ func homeEntryName(rel string) func(string) string {
 // relative to dir.
 func tarDir(w io.Writer, dir string) error {
 	tw := tar.NewWriter(w)
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+	_, err := tarTree(tw, dir, dir, func(rel string) string {
+		if rel == "." {
+			return "" // dir itself
+		}
+		return filepath.ToSlash(rel)
+	})
+	if err != nil {
+		return err
+	}
+	return tw.Close()
+}
+
+// tarTree writes the directories, regular files and symlinks under start to tw, each
+// named name(its path relative to root), or left out where name gives ""; sockets,
+// devices and pipes are not kept. Owners are not kept either: what a job made is
+// restored as whoever restores it. It returns how many entries it wrote.
+func tarTree(tw *tar.Writer, root, start string, name func(rel string) string) (int, error) {
+	n := 0
+	err := filepath.WalkDir(start, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
-		if p == dir {
+		rel, err := filepath.Rel(root, p)
+		if err != nil {
+			return err
+		}
+		entry := name(rel)
+		if entry == "" {
 			return nil
-		}
-		rel, err := filepath.Rel(dir, p)
-		if err != nil {
-			return err
 		}
 		info, err := d.Info()
 		if err != nil {
@@ -142,27 +161,28 @@ func tarDir(w io.Writer, dir string) error {
 		if err != nil {
 			return err
 		}
-		hdr.Name = filepath.ToSlash(rel)
+		hdr.Name = entry
 		if d.IsDir() {
 			hdr.Name += "/"
 		}
 		hdr.Uid, hdr.Gid, hdr.Uname, hdr.Gname = 0, 0, "", ""
+		hdr.Format = tar.FormatPAX
 		if err := tw.WriteHeader(hdr); err != nil {
 			return err
 		}
+		n++
 		if !d.Type().IsRegular() {
 			return nil
 		}
-		f, err := os.Open(p)
+		src, err := os.Open(p)
 		if err != nil {
 			return err
 		}
-		_, err = io.Copy(tw, f)
-		f.Close()
-		return err
+		defer src.Close()
+		if _, err := io.CopyN(tw, src, hdr.Size); err != nil {
+			return fmt.Errorf("%s changed while it was archived: %w", p, err)
+		}
+		return nil
 	})
-	if err != nil {
-		return err
-	}
-	return tw.Close()
+	return n, err
 }

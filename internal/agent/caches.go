@@ -396,55 +396,10 @@ func writeCache(file string, paths []string, ws, home string, rec *logs.Recorder
 			rec.System(fmt.Sprintf("cache %s: %s does not exist; not kept", key, p))
 			continue
 		}
-		err = filepath.WalkDir(start, func(fp string, d fs.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
-			r, err := filepath.Rel(root, fp)
-			if err != nil {
-				return err
-			}
-			info, err := d.Info()
-			if err != nil {
-				return err
-			}
-			link := ""
-			switch {
-			case d.Type()&fs.ModeSymlink != 0:
-				if link, err = os.Readlink(fp); err != nil {
-					return err
-				}
-			case d.IsDir(), d.Type().IsRegular():
-			default:
-				return nil // sockets, devices and pipes are not kept
-			}
-			hdr, err := tar.FileInfoHeader(info, link)
-			if err != nil {
-				return err
-			}
-			hdr.Name = rootName + "/" + filepath.ToSlash(r)
-			if d.IsDir() {
-				hdr.Name += "/"
-			}
-			hdr.Uid, hdr.Gid, hdr.Uname, hdr.Gname = 0, 0, "", ""
-			hdr.Format = tar.FormatPAX
-			if err := tw.WriteHeader(hdr); err != nil {
-				return err
-			}
-			n++
-			if !d.Type().IsRegular() {
-				return nil
-			}
-			src, err := os.Open(fp)
-			if err != nil {
-				return err
-			}
-			defer src.Close()
-			if _, err := io.CopyN(tw, src, hdr.Size); err != nil {
-				return fmt.Errorf("%s changed while it was archived: %w", fp, err)
-			}
-			return nil
+		written, err := tarTree(tw, root, start, func(rel string) string {
+			return rootName + "/" + filepath.ToSlash(rel)
 		})
+		n += written
 		if err != nil {
 			return 0, "", 0, fmt.Errorf("archive %s: %w", p, err)
 		}
