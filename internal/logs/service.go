@@ -137,25 +137,37 @@ func (s *Service) Append(ctx context.Context, k Key, lines []Line) (next int64, 
 	if err != nil {
 		return 0, false, err
 	}
-	if !a.checked {
-		if a.truncated, err = s.endsTruncated(ctx, k, st); err != nil {
+	var end int64
+	var todo []Line
+	for fresh := false; ; fresh = true {
+		if !a.checked {
+			if a.truncated, err = s.endsTruncated(ctx, k, st); err != nil {
+				return 0, false, err
+			}
+			a.checked = true
+		}
+		end = st.Next
+		if len(lines) > 0 {
+			end = max(end, lines[len(lines)-1].Seq+1)
+		}
+		if a.truncated {
+			return end, true, nil
+		}
+		todo, err = trim(lines, st.Next)
+		if err == nil && len(todo) > 0 {
+			break
+		}
+		if err != nil && !errors.Is(err, ErrGap) || fresh {
+			return st.Next, false, err
+		}
+		// A gap, or a batch stored already, by the end known here, which may be another
+		// replica's past: the worker may have sent the lines in between, or after, there.
+		// The storage decides, and whether that replica truncated the log meanwhile; the
+		// answer tells the worker the true end.
+		if st, err = s.cfg.Storage.Refresh(ctx, k); err != nil {
 			return 0, false, err
 		}
-		a.checked = true
-	}
-	end := st.Next
-	if len(lines) > 0 {
-		end = max(end, lines[len(lines)-1].Seq+1)
-	}
-	if a.truncated {
-		return end, true, nil
-	}
-	todo, err := trim(lines, st.Next)
-	if err != nil {
-		return st.Next, false, err
-	}
-	if len(todo) == 0 {
-		return st.Next, false, nil
+		a.checked = false
 	}
 	if err := s.maskSecrets(ctx, k, a, todo); err != nil {
 		return 0, false, fmt.Errorf("mask the log's secrets: %w", err)

@@ -252,3 +252,56 @@ func TestServiceEndReadsStorage(t *testing.T) {
 		t.Errorf("after the end, reading after line 2 here gives %+v, want the two lines the other replica stored", got)
 	}
 }
+
+// TestServiceReplicasAlternate: a worker's batches reach two replicas in turn, as through
+// one address over both. Each replica has cached where the log ended when it last
+// stored; a batch that continues what the other replica stored since must be stored, not
+// answered as a gap from the stale end (the worker no longer holds the lines in between,
+// so it would send that batch again forever while its heartbeats keep the job's lease).
+// The store decides where the log ends, on both drivers.
+func TestServiceReplicasAlternate(t *testing.T) {
+	t.Parallel()
+	for _, be := range storageBackends {
+		if !strings.HasPrefix(be.name, "chunks-") {
+			continue // one process's files have no second replica
+		}
+		t.Run(be.name, func(t *testing.T) {
+			t.Parallel()
+			open := be.new(t)
+			ctx := t.Context()
+			a := logs.NewService(logs.Config{Storage: open()})
+			b := logs.NewService(logs.Config{Storage: open()})
+			t.Cleanup(a.Close)
+			t.Cleanup(b.Close)
+			k := logs.Key{Job: store.NewID(), Attempt: 1}
+			replicas := []*logs.Service{a, b, b, a, a, b, a, b}
+			for i, svc := range replicas {
+				first := int64(i*3 + 1)
+				next, truncated, err := svc.Append(ctx, k, textLines(first, "x", "y", "z"))
+				if err != nil || next != first+3 || truncated {
+					t.Fatalf("batch %d (seq %d-%d) on replica %d: next %d, truncated %v, err %v; want next %d",
+						i, first, first+2, map[*logs.Service]int{a: 0, b: 1}[svc], next, truncated, err, first+3)
+				}
+			}
+			// A batch the worker sends again after its answer was lost is acknowledged by
+			// either replica without storing a line twice.
+			for _, svc := range []*logs.Service{a, b} {
+				if next, _, err := svc.Append(ctx, k, textLines(4, "x", "y", "z")); err != nil || next != int64(len(replicas)*3+1) {
+					t.Fatalf("re-sent batch: next %d err %v, want %d", next, err, len(replicas)*3+1)
+				}
+			}
+			got, err := b.Read(ctx, k, 0, 1000)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != len(replicas)*3 {
+				t.Fatalf("stored %d lines, want %d", len(got), len(replicas)*3)
+			}
+			for i, l := range got {
+				if l.Seq != int64(i+1) {
+					t.Fatalf("line %d has seq %d: the log has a gap or a duplicate", i, l.Seq)
+				}
+			}
+		})
+	}
+}

@@ -28,8 +28,12 @@ type Storage interface {
 	// Append stores the lines that continue key's log; lines are dense and in seq order.
 	// Lines already stored are skipped; a first new line past the end is ErrGap.
 	Append(ctx context.Context, key Key, lines []Line) (State, error)
-	// State returns where key's log ends.
+	// State returns where key's log ends. It may answer from a cache, which another
+	// coordinator replica's appends leave behind: only ever short of the true end.
 	State(ctx context.Context, key Key) (State, error)
+	// Refresh returns where key's log ends as the durable storage has it, past any
+	// cache, and makes State answer that. A cached end never refuses a batch on its own.
+	Refresh(ctx context.Context, key Key) (State, error)
 	// Read returns up to max lines after afterSeq, in order.
 	Read(ctx context.Context, key Key, afterSeq int64, max int) ([]Line, error)
 	// Finish is called once the attempt has ended: its log is made durable and compact.

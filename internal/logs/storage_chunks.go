@@ -109,6 +109,12 @@ func (s *ChunkStorage) State(ctx context.Context, k Key) (State, error) {
 	return st, nil
 }
 
+// Refresh implements Storage.
+func (s *ChunkStorage) Refresh(ctx context.Context, k Key) (State, error) {
+	s.forget(k)
+	return s.State(ctx, k)
+}
+
 // Read implements Storage.
 func (s *ChunkStorage) Read(ctx context.Context, k Key, afterSeq int64, max int) ([]Line, error) {
 	var out []Line

@@ -296,6 +296,10 @@ func (s *FileStorage) State(ctx context.Context, k Key) (State, error) {
 	return lf.state(), nil
 }
 
+// Refresh implements Storage: one process owns a directory, so what it knows is the
+// end.
+func (s *FileStorage) Refresh(ctx context.Context, k Key) (State, error) { return s.State(ctx, k) }
+
 // Read implements Storage.
 func (s *FileStorage) Read(ctx context.Context, k Key, afterSeq int64, max int) ([]Line, error) {
 	lf, err := s.file(k, false)
