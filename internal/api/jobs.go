@@ -56,8 +56,11 @@ func (s *Server) listWorkers(w http.ResponseWriter, r *http.Request) {
 	out := struct {
 		Workers []workerJSON `json:"workers"`
 	}{Workers: make([]workerJSON, len(workers))}
+	now := s.clock.Now()
 	for i, wk := range workers {
 		out.Workers[i] = newWorkerJSON(wk)
+		// What a worker last said stays true only while it keeps saying it.
+		out.Workers[i].State = string(wk.StateAt(now, s.offlineAfter()))
 	}
 	writeJSON(w, http.StatusOK, out)
 }

@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gantry-ci/gantry/internal/api"
 	"github.com/gantry-ci/gantry/internal/store"
@@ -259,6 +261,56 @@ func TestWorkers(t *testing.T) {
 	if got.ID != "w1" || got.Name != "box" || len(got.Labels) != 1 || got.MilliCPU != 4000 || got.MaxJobs != 2 ||
 		got.State != "idle" || got.LastSeenAt != "2026-05-01T12:00:00.000Z" {
 		t.Errorf("worker %+v", got)
+	}
+}
+
+// TestWorkersOfflineFromHeartbeats: a worker's state in GET /api/v1/workers comes from its
+// signs of life: what it last said while it keeps reporting, offline once it has been
+// unseen past the bound /api/v1/stats counts offline by, whatever it last said (a killed
+// busy worker, a local worker of an earlier `gantry up`). Both answers agree on every
+// worker.
+func TestWorkersOfflineFromHeartbeats(t *testing.T) {
+	t.Parallel()
+	bound := 3 * api.DefaultHeartbeatEvery // three missed heartbeats
+	tests := []struct {
+		name   string
+		said   string // the state of its last control request
+		unseen time.Duration
+		want   string
+	}{
+		{"busy, just seen", "busy", 0, "busy"},
+		{"busy, unseen for the whole bound", "busy", bound, "busy"},
+		{"busy, unseen past the bound", "busy", bound + time.Millisecond, "offline"},
+		{"idle, unseen for an hour", "idle", time.Hour, "offline"},
+		{"draining, unseen past the bound", "draining", bound + time.Second, "offline"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			b.post(t, "/api/v1/agent/register", `{"id": "w1", "name": "w1"}`)
+			if r := b.post(t, "/api/v1/agent/control", `{"worker_id": "w1", "wait": "0s", "state": "`+tt.said+`"}`); r.status != http.StatusOK {
+				t.Fatalf("control: %d %s", r.status, r.body)
+			}
+			b.clock.Advance(tt.unseen)
+			var list struct {
+				Workers []struct {
+					ID    string `json:"id"`
+					State string `json:"state"`
+				} `json:"workers"`
+			}
+			b.get(t, "/api/v1/workers").decode(t, &list)
+			if len(list.Workers) != 1 || list.Workers[0].State != tt.want {
+				t.Errorf("GET /api/v1/workers = %+v, want w1 %s", list.Workers, tt.want)
+			}
+			var stats struct {
+				Workers map[string]int `json:"workers"`
+			}
+			b.get(t, "/api/v1/stats").decode(t, &stats)
+			if want := map[string]int{tt.want: 1}; !reflect.DeepEqual(stats.Workers, want) {
+				t.Errorf("GET /api/v1/stats workers = %v, want %v", stats.Workers, want)
+			}
+		})
 	}
 }
 

@@ -110,7 +110,7 @@ func (s *Server) size(sc *scalingJSON, workers []*store.Worker, capacity int) {
 	now := s.clock.Now()
 	slots := 0
 	for _, wk := range workers {
-		if int64(now.Sub(wk.LastSeenAt)) > s.offlineAfter() || !covers(wk.Labels, sc.Labels) {
+		if wk.StateAt(now, s.offlineAfter()) == store.WorkerOffline || !covers(wk.Labels, sc.Labels) {
 			continue
 		}
 		sc.Workers++

@@ -230,7 +230,7 @@ func New(cfg Config) *Server {
 	if s.clock == nil {
 		s.clock = clock.Real{}
 	}
-	s.metrics.WatchState(s.store, metrics.StateOptions{OfflineAfter: time.Duration(s.offlineAfter()), Clock: s.clock})
+	s.metrics.WatchState(s.store, metrics.StateOptions{OfflineAfter: s.offlineAfter(), Clock: s.clock})
 	if s.maxBody <= 0 {
 		s.maxBody = DefaultMaxBodyBytes
 	}

@@ -2,8 +2,7 @@ package api
 
 import (
 	"net/http"
-
-	"github.com/gantry-ci/gantry/internal/store"
+	"time"
 )
 
 type queueDepthJSON struct {
@@ -23,9 +22,10 @@ type statsJSON struct {
 	Workers       map[string]int   `json:"workers"`
 }
 
-// offlineAfter is how long a worker may go unseen before stats count it offline: three
-// missed heartbeats.
-func (s *Server) offlineAfter() int64 { return int64(3 * s.heartbeatEvery) }
+// offlineAfter is how long a worker may go unseen before it counts offline (see
+// store.Worker.StateAt): three missed heartbeats, since a live worker's control requests
+// mark it seen about once per heartbeat interval.
+func (s *Server) offlineAfter() time.Duration { return 3 * s.heartbeatEvery }
 
 // stats answers queue depth by lane and label set, leased and retrying jobs, the wait of
 // the oldest queued job, and workers by state.
@@ -56,11 +56,7 @@ func (s *Server) stats(w http.ResponseWriter, r *http.Request) {
 		out.OldestWaitSec = max(0, now.Sub(q.OldestQueuedAt).Seconds())
 	}
 	for _, wk := range workers {
-		state := wk.State
-		if int64(now.Sub(wk.LastSeenAt)) > s.offlineAfter() {
-			state = store.WorkerOffline
-		}
-		out.Workers[string(state)]++
+		out.Workers[string(wk.StateAt(now, s.offlineAfter()))]++
 	}
 	writeJSON(w, http.StatusOK, out)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/gantry-ci/gantry/internal/scheduler"
 	"github.com/gantry-ci/gantry/internal/store"
@@ -63,7 +62,7 @@ func (s *Server) waiting(ctx context.Context, jobs, runJobs []*store.Job) []*wai
 			s.log.WarnContext(ctx, "why jobs wait: list workers", "err", err)
 			return out
 		}
-		in.Workers = scheduler.LiveWorkers(workers, in.Now, time.Duration(s.offlineAfter()))
+		in.Workers = scheduler.LiveWorkers(workers, in.Now, s.offlineAfter())
 		if len(groups) > 0 {
 			if holders, err = s.store.ConcurrencyHolders(ctx, jobs[0].ProjectID, groups); err != nil {
 				s.log.WarnContext(ctx, "why jobs wait: read concurrency group holders", "err", err)

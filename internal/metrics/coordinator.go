@@ -353,8 +353,8 @@ func (c *stateCollector) read(now time.Time) ([]prometheus.Metric, error) {
 	var live []*store.Worker
 	for _, w := range ws {
 		state := w.State
-		if c.opts.OfflineAfter > 0 && now.Sub(w.LastSeenAt) > c.opts.OfflineAfter {
-			state = store.WorkerOffline
+		if c.opts.OfflineAfter > 0 {
+			state = w.StateAt(now, c.opts.OfflineAfter)
 		}
 		states[state]++
 		if state == store.WorkerIdle || state == store.WorkerBusy {

@@ -255,12 +255,13 @@ func laneRank(p pipeline.Priority) int {
 	return 2 // normal, and a job from before lanes had names
 }
 
-// LiveWorkers returns the workers that can take new jobs: seen within offlineAfter of now
-// (the rule `gantry workers` and /api/v1/stats use) and neither draining nor offline.
+// LiveWorkers returns the workers that can take new jobs: neither offline (by
+// store.Worker.StateAt, the rule `gantry workers` and /api/v1/stats use) nor draining.
 func LiveWorkers(ws []*store.Worker, now time.Time, offlineAfter time.Duration) []*store.Worker {
 	var out []*store.Worker
 	for _, w := range ws {
-		if now.Sub(w.LastSeenAt) > offlineAfter || w.State == store.WorkerDraining || w.State == store.WorkerOffline {
+		switch w.StateAt(now, offlineAfter) {
+		case store.WorkerDraining, store.WorkerOffline:
 			continue
 		}
 		out = append(out, w)

@@ -112,7 +112,7 @@ const (
 )
 
 // WorkerState is what a worker last said it was doing, or offline when it stopped
-// reporting.
+// reporting (see Worker.StateAt).
 type WorkerState string
 
 // Worker states.
@@ -357,6 +357,18 @@ type Worker struct {
 	Version      string
 	RegisteredAt time.Time
 	LastSeenAt   time.Time
+}
+
+// StateAt is the worker's state at now: what it last said while it keeps reporting, and
+// WorkerOffline once its last sign of life is more than offlineAfter old, whatever it
+// last said. State alone is only what a worker said: a killed worker never says it
+// stopped, so every reader of the registry (the workers list, the stats, the scaling
+// answer, the metrics, why a job waits) asks this, and they all agree on who is offline.
+func (w *Worker) StateAt(now time.Time, offlineAfter time.Duration) WorkerState {
+	if now.Sub(w.LastSeenAt) > offlineAfter {
+		return WorkerOffline
+	}
+	return w.State
 }
 
 // ArtifactState says whether an artifact's blob has been stored.
