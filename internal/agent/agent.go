@@ -81,8 +81,10 @@ type Agent struct {
 	// drain ends when the worker is to claim no more.
 	drain context.Context
 
-	mu       sync.Mutex
-	running  map[string]*runningJob
+	mu      sync.Mutex
+	running map[string]*runningJob
+	// cpu and mem are what the jobs handed to the worker take of its capacity, counted
+	// from the claim's answer until the job has ended (reserve, release).
 	cpu      int64
 	mem      int64
 	draining bool
@@ -99,8 +101,6 @@ type Agent struct {
 type runningJob struct {
 	cancel    context.CancelCauseFunc
 	done      chan struct{} // closed once the job ended and was reported
-	milliCPU  int64
-	memory    int64
 	cancelled bool
 }
 
@@ -313,10 +313,47 @@ func (a *Agent) claim(ctx context.Context, max int) ([]claimedJob, error) {
 	}
 	sent := time.Now()
 	err := a.c.post(ctx, "/api/v1/agent/claim", a.claimBody(max, used, usedMem), &ans)
+	if err != nil {
+		// Whatever part of an answer was read is not run: none of it is the worker's.
+		return nil, err
+	}
 	for i := range ans.Jobs {
 		ans.Jobs[i].sent = sent
 	}
-	return ans.Jobs, err
+	a.reserve(ans.Jobs)
+	return ans.Jobs, nil
+}
+
+// reserve counts what jobs just claimed take of the worker's capacity. It is done at the
+// claim's answer, before the caller hands back a slot or claims again: the jobs' own
+// goroutines start later, and a claim sent before they counted their jobs offered the
+// same capacity twice (a worker of 2 CPUs ran two jobs of 1.5 at once). release gives it
+// back once a job has ended.
+func (a *Agent) reserve(jobs []claimedJob) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for i := range jobs {
+		cpu, mem := jobs[i].resources()
+		a.cpu += cpu
+		a.mem += mem
+	}
+}
+
+// resources is what j takes of the worker's capacity.
+func (j *claimedJob) resources() (milliCPU, memory int64) {
+	if j.Spec == nil {
+		return 0, 0
+	}
+	return j.Spec.Resources.MilliCPU, j.Spec.Resources.MemoryBytes
+}
+
+// release gives back what reserve counted for j, once j has ended.
+func (a *Agent) release(j *claimedJob) {
+	cpu, mem := j.resources()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.cpu -= cpu
+	a.mem -= mem
 }
 
 // claimBody is a claim for up to max jobs, with used of the worker's CPU and usedMem of
@@ -340,6 +377,8 @@ func (a *Agent) runJobs(ctx context.Context, j claimedJob, later func(func())) {
 	for {
 		var cleanup []func()
 		cc := a.runJob(ctx, j, func(f func()) { cleanup = append(cleanup, f) })
+		// Before the slot goes back to the claim loop, which claims with what is free.
+		a.release(&j)
 		if cc == nil {
 			for _, f := range cleanup {
 				later(f)
@@ -352,6 +391,7 @@ func (a *Agent) runJobs(ctx context.Context, j claimedJob, later func(func())) {
 			f()
 		}
 		jobs, err := cc.next(a.drain)
+		a.reserve(jobs)
 		if err != nil {
 			// The job was reported; the slot is claimed for by the worker's own claims.
 			if a.drain.Err() == nil {
@@ -463,10 +503,8 @@ func (a *Agent) runJob(parent context.Context, j claimedJob, later func(func()))
 	ctx, cancel := context.WithCancelCause(parent)
 	defer cancel(nil)
 	a.mu.Lock()
-	rj := &runningJob{cancel: cancel, done: make(chan struct{}), milliCPU: spec.Resources.MilliCPU, memory: spec.Resources.MemoryBytes}
+	rj := &runningJob{cancel: cancel, done: make(chan struct{})}
 	a.running[j.ID] = rj
-	a.cpu += spec.Resources.MilliCPU
-	a.mem += spec.Resources.MemoryBytes
 	a.mu.Unlock()
 	a.cfg.Metrics.JobStarted()
 	defer a.cfg.Metrics.JobStopped()
@@ -474,8 +512,6 @@ func (a *Agent) runJob(parent context.Context, j claimedJob, later func(func()))
 		a.mu.Lock()
 		close(rj.done)
 		delete(a.running, j.ID)
-		a.cpu -= spec.Resources.MilliCPU
-		a.mem -= spec.Resources.MemoryBytes
 		a.mu.Unlock()
 	}()
 	if spec.Timeout > 0 {
