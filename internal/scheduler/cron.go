@@ -75,6 +75,9 @@ type Cron struct {
 	mu    sync.Mutex
 	files map[uuid.UUID]*cachedFile // by project
 	flows map[uuid.UUID]*cachedFile // by workflow, for its version
+	// seen holds, by project, then pipeline file (file:PATH), then schedule key, when
+	// this coordinator first read each schedule of a file (see sighted).
+	seen map[uuid.UUID]map[string]map[string]time.Time
 }
 
 // cachedFile is a definition compiled once per commit (or workflow version), so an
@@ -100,7 +103,8 @@ func NewCron(cfg CronConfig) *Cron {
 	if cfg.FetchTimeout <= 0 {
 		cfg.FetchTimeout = DefaultCronFetchTimeout
 	}
-	return &Cron{cfg: cfg, files: map[uuid.UUID]*cachedFile{}, flows: map[uuid.UUID]*cachedFile{}}
+	return &Cron{cfg: cfg, files: map[uuid.UUID]*cachedFile{}, flows: map[uuid.UUID]*cachedFile{},
+		seen: map[uuid.UUID]map[string]map[string]time.Time{}}
 }
 
 // Run makes a pass at once and then every cfg.Every until ctx ends.
@@ -182,6 +186,11 @@ func (c *Cron) forget(projects []*store.Project, flows []*store.Workflow) {
 			delete(c.files, id)
 		}
 	}
+	for id := range c.seen {
+		if !keepP[id] {
+			delete(c.seen, id)
+		}
+	}
 	for id := range c.flows {
 		if !keepW[id] {
 			delete(c.flows, id)
@@ -193,6 +202,7 @@ func (c *Cron) passProject(ctx context.Context, p *store.Project, flows []*store
 	log := c.cfg.Logger.With("project", p.Name)
 	var sources []scheduleSource
 	var tip source.Ref
+	read := map[string]*pipeline.Plan{} // the pipeline file read this pass, nil when invalid
 	// A project with a repository runs its schedules at the default branch's tip.
 	hasRepo, repoOK := p.RepoURL != "" && p.DefaultBranch != "", false
 	if hasRepo {
@@ -203,11 +213,15 @@ func (c *Cron) passProject(ctx context.Context, p *store.Project, flows []*store
 			fail(err)
 		default:
 			tip, repoOK = ref, true
+			src := scheduleSource{key: "file:" + pipelinePath(p), file: f}
+			read[src.key] = nil
 			if f != nil {
-				sources = append(sources, scheduleSource{key: "file:" + pipelinePath(p), file: f})
+				read[src.key] = f.plan
+				sources = append(sources, src)
 			}
 		}
 	}
+	born := c.sighted(p.ID, read, c.cfg.Clock.Now())
 	for _, wf := range flows {
 		if hasRepo && !repoOK {
 			// Its run would check out the default branch, which cannot be reached now:
@@ -238,7 +252,14 @@ func (c *Cron) passProject(ctx context.Context, p *store.Project, flows []*store
 				continue // the same line twice in one file is one schedule
 			}
 			seen[key] = true
-			d, err := trigger.Due(s, ticks[key], now)
+			since := born[key]
+			if wf := src.workflow; wf != nil && ticks[key].IsZero() {
+				// The store records when a workflow last changed, not when each of its
+				// cron lines came: a new or changed line is a key that never fired, and
+				// came with the last change at the latest.
+				since = wf.UpdatedAt
+			}
+			d, err := trigger.Due(s, ticks[key], since, now)
 			if err != nil {
 				log.Warn("schedules: cannot decide a schedule", "schedule", key, "err", err)
 				continue
@@ -288,6 +309,43 @@ func (c *Cron) passProject(ctx context.Context, p *store.Project, flows []*store
 			}
 		}
 	}
+}
+
+// sighted records the schedules of each pipeline file read this pass (by source key; a
+// nil plan for an invalid file, which has none) and returns, by schedule key, when this
+// coordinator first read each of them: at, for one new to a file it had read before, and
+// zero for one found at its first read of the file since it started, which may be older
+// than the coordinator (only the store could tell, and it does not record it). A file not
+// read this pass is forgotten, so its next read is a first read. No record says when a
+// line came into a file: at is the first read after the push, so a push within a pass
+// before a tick may miss that tick, but a schedule never fires for a tick before it.
+func (c *Cron) sighted(projectID uuid.UUID, read map[string]*pipeline.Plan, at time.Time) map[string]time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	before := c.seen[projectID]
+	files := make(map[string]map[string]time.Time, len(read))
+	born := map[string]time.Time{}
+	for src, plan := range read {
+		old, known := before[src]
+		keys := map[string]time.Time{}
+		if plan != nil && plan.On != nil {
+			for _, s := range plan.On.Schedule {
+				key := scheduleKey(src, s)
+				first, ok := old[key]
+				if !ok && known {
+					first = at
+				}
+				keys[key], born[key] = first, first
+			}
+		}
+		files[src] = keys
+	}
+	if len(files) == 0 {
+		delete(c.seen, projectID)
+	} else {
+		c.seen[projectID] = files
+	}
+	return born
 }
 
 func hasSchedules(sources []scheduleSource) bool {

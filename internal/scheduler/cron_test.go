@@ -132,9 +132,11 @@ func TestCronLoopFiresOncePerTick(t *testing.T) {
 	if n := len(runsOf(t, st, "app")); n != 4 {
 		t.Errorf("runs of app = %d, want 4", n)
 	}
-	// A new commit's schedules are read: */10 is a new schedule.
+	// A new commit's schedules are read: */10 is a new schedule, from the pass that first
+	// reads it, so its first tick is 15:00.
 	newSHA := repo.Commit("refs/heads/main", map[string]string{".gantry.yml": strings.Replace(scheduled, `"*/5 * * * *"`, `"*/10 * * * *"`, 1)})
-	r = advance(52*time.Minute+45*time.Second, "15:00:15, every schedule's tick", 3, 0)
+	advance(15*time.Second, "14:07:45, the new commit read", 0, 0)
+	r = advance(52*time.Minute+30*time.Second, "15:00:15, every schedule's tick", 3, 0)
 	var workflowRuns, fileRuns int
 	for _, id := range r.Fired {
 		run, err := st.GetRun(t.Context(), id)
@@ -235,5 +237,85 @@ func TestCronTwoReplicasOnPostgres(t *testing.T) {
 	}
 	if runs := runsOf(t, stores[1], "app"); len(runs) != 6 || len(fired) != 6 {
 		t.Errorf("runs = %d (%d fired), want 6: one per tick", len(runs), len(fired))
+	}
+}
+
+// TestCronFiresOnlyTicksAfterTheScheduleExists: a schedule that appears at 07:10:32 (a
+// workflow created or given a new cron line, a pipeline file pushed with it or changed
+// to it) fires first for the 07:11 tick, not for the 07:10 one that passed before it
+// existed, although that tick is still within the on-time window.
+func TestCronFiresOnlyTicksAfterTheScheduleExists(t *testing.T) {
+	t.Parallel()
+	const (
+		minutely = "on: { schedule: [ { cron: \"* * * * *\" } ] }\njobs: { a: { steps: [ { run: \"true\" } ] } }\n"
+		hourly   = "on: { schedule: [ { cron: \"0 * * * *\" } ] }\njobs: { a: { steps: [ { run: \"true\" } ] } }\n"
+		none     = "jobs: { a: { steps: [ { run: \"true\" } ] } }\n"
+	)
+	tests := []struct {
+		name string
+		file bool   // declared in the project's pipeline file, else by a registered workflow
+		was  string // the definition before 07:10:32; "" for no workflow yet
+	}{
+		{"workflow created", false, ""},
+		{"workflow's cron line changed", false, hourly},
+		{"pipeline file pushed with a schedule", true, none},
+		{"pipeline file's cron line changed", true, hourly},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			clk := clock.NewFake(time.Date(2026, 3, 2, 7, 9, 50, 0, time.UTC))
+			st, err := sqlite.Open(t.Context(), sqlitetest.Path(t), sqlite.Options{Clock: clk})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = st.Close() })
+			var change func()
+			if tt.file {
+				repo := sourcetest.NewRepo(t)
+				repo.Commit("refs/heads/main", map[string]string{".gantry.yml": tt.was})
+				connect(t, st, "app", repo.URL())
+				change = func() { repo.Commit("refs/heads/main", map[string]string{".gantry.yml": minutely}) }
+			} else {
+				wf := &store.Workflow{Project: "ops", Name: "w", Definition: []byte(tt.was)}
+				if tt.was != "" {
+					if err := st.CreateWorkflow(t.Context(), wf); err != nil {
+						t.Fatal(err)
+					}
+				}
+				change = func() {
+					if tt.was == "" {
+						wf.Definition = []byte(minutely)
+						if err := st.CreateWorkflow(t.Context(), wf); err != nil {
+							t.Fatal(err)
+						}
+						return
+					}
+					if _, err := st.UpdateWorkflow(t.Context(), store.UpdateWorkflowParams{ID: wf.ID, Definition: []byte(minutely)}); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			c := NewCron(CronConfig{Store: st, Clock: clk, Logger: testLog(t), MirrorsDir: t.TempDir()})
+			pass := func(fired int) {
+				t.Helper()
+				r := c.Pass(t.Context())
+				if r.Err != nil {
+					t.Fatalf("%s: pass failed: %v", clk.Now().Format(time.TimeOnly), r.Err)
+				}
+				if len(r.Fired) != fired {
+					t.Fatalf("%s: the pass fired %d runs, want %d", clk.Now().Format(time.TimeOnly), len(r.Fired), fired)
+				}
+			}
+			pass(0)                       // 07:09:50
+			clk.Advance(30 * time.Second) // 07:10:20
+			pass(0)
+			clk.Advance(12 * time.Second) // 07:10:32
+			change()
+			clk.Advance(3 * time.Second) // 07:10:35: the 07:10 tick came before the schedule
+			pass(0)
+			clk.Advance(30 * time.Second) // 07:11:05
+			pass(1)
+		})
 	}
 }

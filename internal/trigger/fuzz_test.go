@@ -11,7 +11,8 @@ import (
 // FuzzTriggers compiles arbitrary on: blocks and puts arbitrary events and times to what
 // compiles. Whatever the definition: Match never panics and its reason starts with the
 // event; a schedule the compiler accepted always parses, and Due's tick lies after the
-// last fired one and not after now, with Next after now.
+// last fired one and not after now, with Next after now; asked again with the schedule
+// made halfway between, its tick lies after that too.
 func FuzzTriggers(f *testing.F) {
 	f.Add("  push: {branches: [main, '!x/**'], paths-ignore: ['docs/**']}", "main", "docs/a.md", int64(0), int64(3600))
 	f.Add("  pull_request: {types: [closed], branches: ['release/*']}", "release/1", "", int64(1e9), int64(60))
@@ -47,7 +48,7 @@ func FuzzTriggers(f *testing.F) {
 		last := time.Unix(lastUnix%(1<<33), 0).UTC()
 		now := last.Add(time.Duration(gap%(1<<30)) * time.Second)
 		for _, s := range p.On.Schedule {
-			d, err := Due(s, last, now)
+			d, err := Due(s, last, time.Time{}, now)
 			if err != nil {
 				t.Fatalf("compiled schedule %+v: %v", s, err)
 			}
@@ -59,6 +60,14 @@ func FuzzTriggers(f *testing.F) {
 			}
 			if !d.Next.IsZero() && !d.Next.After(now) {
 				t.Fatalf("next %s is not after now %s", d.Next, now)
+			}
+			since := last.Add(now.Sub(last) / 2)
+			d, err = Due(s, last, since, now)
+			if err != nil {
+				t.Fatalf("compiled schedule %+v: %v", s, err)
+			}
+			if !d.Tick.IsZero() && (!d.Tick.After(since) || d.Tick.After(now)) {
+				t.Fatalf("schedule %+v made at %s, now %s: tick %s outside (made, now]", s, since, now, d.Tick)
 			}
 		}
 	})

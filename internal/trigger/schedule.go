@@ -55,11 +55,13 @@ type Decision struct {
 }
 
 // Due decides whether a schedule fires at now, given the tick it last fired for (zero
-// for a schedule that never has). Only one run ever comes of a backlog: a tick noticed
-// within OnTimeWindow fires; an older one fires only under missed: run_once, and every
-// tick before the latest is dropped. A schedule that never fired has missed nothing: only
-// a tick within OnTimeWindow of now can fire.
-func Due(s pipeline.Schedule, lastFired, now time.Time) (Decision, error) {
+// for a schedule that never has) and since, when the schedule came to be (zero when that
+// is not known). Only one run ever comes of a backlog: a tick noticed within OnTimeWindow
+// fires; an older one fires only under missed: run_once, and every tick before the latest
+// is dropped. A schedule that never fired has missed nothing: only a tick within
+// OnTimeWindow of now can fire. Only ticks strictly after since are the schedule's: one
+// created at 07:10:32 fires first for 07:11, though the 07:10 tick is within the window.
+func Due(s pipeline.Schedule, lastFired, since, now time.Time) (Decision, error) {
 	sched, loc, err := s.Parse()
 	if err != nil {
 		return Decision{}, fmt.Errorf("schedule %q: %w", s.Cron, err)
@@ -68,6 +70,9 @@ func Due(s pipeline.Schedule, lastFired, now time.Time) (Decision, error) {
 	from := lastFired
 	if from.IsZero() {
 		from = now.Add(-OnTimeWindow)
+	}
+	if since.After(from) {
+		from = since // sched.Next(from) is strictly after it
 	}
 	d := Decision{Next: sched.Next(now)}
 	first := sched.Next(from.In(loc))

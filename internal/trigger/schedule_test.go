@@ -84,7 +84,7 @@ func TestScheduleErrors(t *testing.T) {
 		if _, err := NextTicks(s, time.Now(), time.Now().Add(time.Hour)); err == nil || !strings.Contains(err.Error(), s.Cron) {
 			t.Errorf("NextTicks(%+v) error = %v, want one naming the schedule", s, err)
 		}
-		if _, err := Due(s, time.Time{}, time.Now()); err == nil || !strings.Contains(err.Error(), s.Cron) {
+		if _, err := Due(s, time.Time{}, time.Time{}, time.Now()); err == nil || !strings.Contains(err.Error(), s.Cron) {
 			t.Errorf("Due(%+v) error = %v, want one naming the schedule", s, err)
 		}
 	}
@@ -134,7 +134,7 @@ func TestDue(t *testing.T) {
 			if tt.last != "" {
 				last = utc(tt.last)
 			}
-			d, err := Due(tt.sched, last, utc(tt.now))
+			d, err := Due(tt.sched, last, time.Time{}, utc(tt.now))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -153,7 +153,7 @@ func TestDue(t *testing.T) {
 			}
 			// Recording the tick settles it: asked again at the same moment, nothing is due.
 			if !d.Tick.IsZero() {
-				again, err := Due(tt.sched, d.Tick, utc(tt.now))
+				again, err := Due(tt.sched, d.Tick, time.Time{}, utc(tt.now))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -165,12 +165,60 @@ func TestDue(t *testing.T) {
 	}
 }
 
+// TestDueSince: only ticks strictly after the schedule came to be are its own, whether it
+// never fired or fired before it changed; an unknown (zero) time changes nothing.
+func TestDueSince(t *testing.T) {
+	t.Parallel()
+	minutely := pipeline.Schedule{Cron: "* * * * *", Missed: pipeline.MissedSkip}
+	hourlyRunOnce := pipeline.Schedule{Cron: "0 * * * *", Missed: pipeline.MissedRunOnce}
+	tests := []struct {
+		name             string
+		sched            pipeline.Schedule
+		last, since, now string // "" for zero
+		fire             bool
+		tick             string // "" for none
+		missed           int
+	}{
+		{"made after the tick, within the window", minutely, "", "2026-05-01 07:10:32", "2026-05-01 07:10:35", false, "", 0},
+		{"made at the tick", minutely, "", "2026-05-01 07:10:00", "2026-05-01 07:10:05", false, "", 0},
+		{"made just before the tick", minutely, "", "2026-05-01 07:09:59", "2026-05-01 07:10:05", true, "2026-05-01 07:10:00", 0},
+		{"the first tick after it", minutely, "", "2026-05-01 07:10:32", "2026-05-01 07:11:05", true, "2026-05-01 07:11:00", 0},
+		// The window's earlier tick (07:09) is dropped, as for any schedule never fired.
+		{"not known when it was made", minutely, "", "", "2026-05-01 07:10:35", true, "2026-05-01 07:10:00", 1},
+		{"made long before: the window still bounds it", minutely, "", "2026-04-01 00:00:00", "2026-05-01 07:10:35", true, "2026-05-01 07:10:00", 1},
+		{"made in the future", minutely, "", "2026-05-01 07:20:00", "2026-05-01 07:10:35", false, "", 0},
+		// Fired at 08:00, changed at 09:30, every coordinator down from 09:45: the 10:00
+		// tick is late and runs once; 09:00 came before the change and is not missed.
+		{"changed after it last fired", hourlyRunOnce, "2026-05-01 08:00:00", "2026-05-01 09:30:00", "2026-05-01 10:30:00", true, "2026-05-01 10:00:00", 0},
+		{"changed after every tick since it fired", hourlyRunOnce, "2026-05-01 08:00:00", "2026-05-01 10:30:00", "2026-05-01 10:45:00", false, "", 0},
+	}
+	at := func(s string) time.Time {
+		if s == "" {
+			return time.Time{}
+		}
+		return utc(s)
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			d, err := Due(tt.sched, at(tt.last), at(tt.since), utc(tt.now))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.Fire != tt.fire || !d.Tick.Equal(at(tt.tick)) || d.Missed != tt.missed {
+				t.Errorf("Due = fire %v tick %s missed %d (%s); want fire %v tick %s missed %d",
+					d.Fire, d.Tick, d.Missed, d.Reason, tt.fire, at(tt.tick), tt.missed)
+			}
+		})
+	}
+}
+
 // TestDueTimeZone: ticks are read in the schedule's zone whatever zone now is given in.
 func TestDueTimeZone(t *testing.T) {
 	t.Parallel()
 	s := pipeline.Schedule{Cron: "0 3 * * *", Timezone: "Asia/Tokyo", Missed: pipeline.MissedSkip}
 	// 03:00 in Tokyo is 18:00 UTC the day before.
-	d, err := Due(s, utc("2026-06-01 18:00:00"), utc("2026-06-02 18:00:20"))
+	d, err := Due(s, utc("2026-06-01 18:00:00"), time.Time{}, utc("2026-06-02 18:00:20"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,7 +239,7 @@ func TestDueFiresEachTickOnce(t *testing.T) {
 	var last time.Time
 	fired := map[time.Time]int{}
 	for now := start; now.Before(start.Add(3 * time.Hour)); now = now.Add(7 * time.Second) {
-		d, err := Due(s, last, now)
+		d, err := Due(s, last, time.Time{}, now)
 		if err != nil {
 			t.Fatal(err)
 		}
