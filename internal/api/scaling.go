@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/gantry-ci/gantry/internal/scheduler"
 	"github.com/gantry-ci/gantry/internal/store"
 )
 
@@ -24,8 +25,17 @@ type scalingJSON struct {
 	CapacityPerWorker int `json:"capacity_per_worker"`
 	Workers           int `json:"workers"` // online workers whose labels cover the set
 	IdleWorkers       int `json:"idle_workers"`
-	// DesiredWorkers is ceil((queued + running) / capacity): the pool that runs every job
-	// of the set now. AdditionalWorkers is how many more than Workers that is.
+	// Unfit counts the queued jobs (of Queued) that no live worker carrying the set's
+	// labels is big enough for in cpu or memory: they wait for a worker the pool does not
+	// have, however idle it is. UnfitMilliCPU and UnfitMemory are the most any of them
+	// asks: a worker that has both takes every one.
+	Unfit         int   `json:"unfit"`
+	UnfitMilliCPU int64 `json:"unfit_milli_cpu"`
+	UnfitMemory   int64 `json:"unfit_memory"`
+	// DesiredWorkers is ceil((queued - unfit + running) / capacity) +
+	// ceil(unfit / capacity): the pool that runs every job of the set now, with bigger
+	// workers for the unfit. AdditionalWorkers is how many more than Workers that is:
+	// the unfit jobs' workers always, since no worker there can take them.
 	DesiredWorkers    int `json:"desired_workers"`
 	AdditionalWorkers int `json:"additional_workers"`
 }
@@ -62,6 +72,11 @@ func (s *Server) scaling(w http.ResponseWriter, r *http.Request) {
 		}
 		return sets[key]
 	}
+	shapes := map[string][]store.QueueShape{}
+	for _, sh := range stats.Shapes {
+		key := strings.Join(sh.Labels, ",")
+		shapes[key] = append(shapes[key], sh)
+	}
 	for _, d := range stats.Queued {
 		set(d.Labels).Queued += d.Jobs
 	}
@@ -84,13 +99,13 @@ func (s *Server) scaling(w http.ResponseWriter, r *http.Request) {
 		sort.Strings(labels)
 		labels = slices.Compact(labels)
 		sc := set(labels)
-		s.size(sc, workers, capacity)
+		s.size(sc, workers, shapes[strings.Join(labels, ",")], capacity)
 		writeJSON(w, http.StatusOK, sc)
 		return
 	}
 	out := make([]*scalingJSON, 0, len(sets))
-	for _, sc := range sets {
-		s.size(sc, workers, capacity)
+	for key, sc := range sets {
+		s.size(sc, workers, shapes[key], capacity)
 		out = append(out, sc)
 	}
 	sort.Slice(out, func(i, j int) bool { return strings.Join(out[i].Labels, ",") < strings.Join(out[j].Labels, ",") })
@@ -99,16 +114,21 @@ func (s *Server) scaling(w http.ResponseWriter, r *http.Request) {
 		total.Queued += sc.Queued
 		total.QuotaHeld += sc.QuotaHeld
 		total.Running += sc.Running
+		total.Unfit += sc.Unfit
+		total.UnfitMilliCPU = max(total.UnfitMilliCPU, sc.UnfitMilliCPU)
+		total.UnfitMemory = max(total.UnfitMemory, sc.UnfitMemory)
 		total.DesiredWorkers += sc.DesiredWorkers
 		total.AdditionalWorkers += sc.AdditionalWorkers
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"label_sets": out, "total": total})
 }
 
-// size fills in a label set's workers and what it needs.
-func (s *Server) size(sc *scalingJSON, workers []*store.Worker, capacity int) {
+// size fills in a label set's workers and what it needs, from the workers and the
+// set's queued jobs by the resources they ask (shapes).
+func (s *Server) size(sc *scalingJSON, workers []*store.Worker, shapes []store.QueueShape, capacity int) {
 	now := s.clock.Now()
 	slots := 0
+	var live []*store.Worker // those that may take a job of the set now
 	for _, wk := range workers {
 		if wk.StateAt(now, s.offlineAfter()) == store.WorkerOffline || !covers(wk.Labels, sc.Labels) {
 			continue
@@ -119,6 +139,23 @@ func (s *Server) size(sc *scalingJSON, workers []*store.Worker, capacity int) {
 			sc.IdleWorkers++
 		}
 	}
+	for _, wk := range scheduler.LiveWorkers(workers, now, s.offlineAfter()) {
+		if covers(wk.Labels, sc.Labels) {
+			live = append(live, wk)
+		}
+	}
+	// With no live worker of the labels every job of the set counts towards new workers
+	// already; unfit tells apart the jobs the workers there are too small for.
+	for _, sh := range shapes {
+		n := sh.Jobs - sh.Held // a held job needs no worker yet
+		if n <= 0 || len(live) == 0 ||
+			slices.ContainsFunc(live, func(wk *store.Worker) bool { return scheduler.BigEnough(wk, sh.MilliCPU, sh.Memory) }) {
+			continue
+		}
+		sc.Unfit += n
+		sc.UnfitMilliCPU = max(sc.UnfitMilliCPU, sh.MilliCPU)
+		sc.UnfitMemory = max(sc.UnfitMemory, sh.Memory)
+	}
 	switch {
 	case capacity > 0:
 		sc.CapacityPerWorker = capacity
@@ -127,9 +164,11 @@ func (s *Server) size(sc *scalingJSON, workers []*store.Worker, capacity int) {
 	default:
 		sc.CapacityPerWorker = 1
 	}
-	jobs := sc.Queued + sc.Running
-	sc.DesiredWorkers = (jobs + sc.CapacityPerWorker - 1) / sc.CapacityPerWorker
-	sc.AdditionalWorkers = max(0, sc.DesiredWorkers-sc.Workers)
+	ceil := func(jobs int) int { return (jobs + sc.CapacityPerWorker - 1) / sc.CapacityPerWorker }
+	fit := ceil(sc.Queued - sc.Unfit + sc.Running)
+	bigger := ceil(sc.Unfit)
+	sc.DesiredWorkers = fit + bigger
+	sc.AdditionalWorkers = max(0, fit-sc.Workers) + bigger
 }
 
 // covers reports whether a worker with labels have can run jobs asking for want.

@@ -130,10 +130,10 @@ func whyQueued(j *store.Job, in WaitInput) Waiting {
 		msg, missing := noWorkerMessage(j.Labels, in.Workers)
 		return Waiting{Code: WaitNoWorker, Message: msg, Labels: missing}
 	}
-	// Workers big enough in total (zero capacity is unlimited, as in a claim).
+	// Workers big enough in total.
 	var capable []*store.Worker
 	for _, w := range labelled {
-		if fits(w.MilliCPU, j.MilliCPU) && fits(w.Memory, j.Memory) {
+		if BigEnough(w, j.MilliCPU, j.Memory) {
 			capable = append(capable, w)
 		}
 	}
@@ -307,6 +307,13 @@ func carries(have, want []string) bool {
 
 // fits reports whether a job's need fits a worker's total; zero total is unlimited.
 func fits(total, need int64) bool { return total <= 0 || need <= total }
+
+// BigEnough reports whether a worker has in total the cpu and memory a job asks for: a
+// worker that registered without one offers any amount of it, as in a claim. Why a job
+// waits and the scaling answer ask the same.
+func BigEnough(w *store.Worker, milliCPU, memory int64) bool {
+	return fits(w.MilliCPU, milliCPU) && fits(w.Memory, memory)
+}
 
 // FormatCPU formats milli-CPUs as people write them: "64 CPUs", "1 CPU", "0.5 CPUs".
 func FormatCPU(milli int64) string {

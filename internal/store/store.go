@@ -431,8 +431,24 @@ type QueueStats struct {
 	// leased, its queued jobs after the first L-N in claim order. No worker can take them
 	// until the project's jobs end.
 	Held []QueueDepth
+	// Shapes counts the queued jobs (over every lane) by label set and the cpu and memory
+	// they ask for, ordered by label set, cpu, memory: what a worker must have to take
+	// them, so that a job waiting for a bigger worker than any there is can be told from
+	// one waiting its turn.
+	Shapes []QueueShape
 	// OldestQueuedAt is when the longest-waiting queued job was queued; zero when none is.
 	OldestQueuedAt time.Time
+}
+
+// QueueShape counts the queued jobs that ask for one label set and one amount of
+// resources (zero for none). Held counts those of them a project's limit of concurrent
+// jobs holds back, as QueueStats.Held does.
+type QueueShape struct {
+	Labels   []string
+	MilliCPU int64
+	Memory   int64
+	Jobs     int
+	Held     int
 }
 
 // QueueDepth counts the queued jobs of one lane that ask for one label set.
