@@ -340,8 +340,9 @@ type Step struct {
 	FailureKind FailureKind
 	StartedAt   time.Time
 	FinishedAt  time.Time
-	// OnceSucceeded is set once a `once` step has succeeded in any attempt; such a step is
-	// skipped on later attempts.
+	// OnceSucceeded is set when a `once` step's success in any attempt was recorded (its
+	// report came under that attempt's lease); such a step is skipped on later attempts.
+	// A success never recorded (the worker cut off or dead first) does not set it.
 	OnceSucceeded bool
 }
 
