@@ -13,6 +13,7 @@ var stepTests = []test{
 	{"UpdateRecordsProgress", testStepUpdate},
 	{"InvalidUpdate", testStepInvalidUpdate},
 	{"OnceAcrossAttempts", testStepOnce},
+	{"OnceNotRecordedRunsAgain", testStepOnceNotRecorded},
 	{"CarriedByCompletion", testStepsWithCompletion},
 	{"FailureKind", testStepFailureKind},
 }
@@ -269,6 +270,62 @@ jobs:
 				if ss := b.listSteps(c.Job.ID); !ss[0].OnceSucceeded || ss[0].Status != store.StepSkipped {
 					t.Errorf("after skipping migrate in attempt %d: %s; want it skipped and still once-succeeded", attempt, stepsState(ss))
 				}
+			}
+		})
+	}
+}
+
+// testStepOnceNotRecorded: a once step skips later attempts only when its success was
+// recorded. A worker cut off from the coordinator ran the step to success, but its report
+// came after the job was reaped (on its own, or carried by the completion): the report is
+// refused, nothing marks the step, and the next attempt runs it again. This is the
+// promise docs/reliability.md makes ("whose success the coordinator recorded").
+func testStepOnceNotRecorded(t *testing.T, h Harness) {
+	const yaml = `
+name: once
+jobs:
+  deploy:
+    steps:
+      - { name: migrate, run: ./migrate, once: true }
+      - { name: build, run: make }
+`
+	tests := []struct {
+		name string
+		// report tells, too late, that the cut-off attempt's migrate succeeded.
+		report func(b *bundle, c *store.Claim) error
+	}{
+		{"step update", func(b *bundle, c *store.Claim) error {
+			return b.s.UpdateStep(b.ctx, store.UpdateStepParams{LeaseRef: ref(c),
+				StepUpdate: store.StepUpdate{Index: 0, Status: store.StepSuccess, ExitCode: intPtr(0)}})
+		}},
+		{"carried by the completion", func(b *bundle, c *store.Claim) error {
+			_, err := b.s.CompleteJob(b.ctx, store.CompleteParams{LeaseRef: ref(c), Status: store.JobSuccess, ExitCode: intPtr(0),
+				Steps: []store.StepUpdate{{Index: 0, Status: store.StepSuccess, ExitCode: intPtr(0)}, {Index: 1, Status: store.StepSuccess, ExitCode: intPtr(0)}}})
+			return err
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, b := setup(t, h)
+			b.create(yaml)
+			c := b.claimOne()
+			if err := b.s.UpdateStep(b.ctx, store.UpdateStepParams{LeaseRef: ref(c), StepUpdate: store.StepUpdate{Index: 0, Status: store.StepRunning}}); err != nil {
+				t.Fatalf("UpdateStep(0, running): %v", err)
+			}
+			// The worker is cut off while migrate runs; its lease runs out and the job is
+			// reaped before the step's success is told.
+			b.clk.Advance(leaseTTL + time.Second)
+			if n := b.reap(); n != 1 {
+				t.Fatalf("reaped %d jobs, want 1", n)
+			}
+			wantErr(t, "the late report of migrate's success", tc.report(b, c), store.ErrLeaseLost)
+			if ss := b.listSteps(c.Job.ID); ss[0].OnceSucceeded {
+				t.Errorf("after the refused report: %s; want migrate not marked once-succeeded", stepsState(ss))
+			}
+			next := b.claimOne()
+			if next.Job.Attempt != 2 || len(next.OnceDone) != 0 {
+				t.Errorf("next claim: attempt %d, OnceDone %v; want attempt 2 with migrate to run again", next.Job.Attempt, next.OnceDone)
 			}
 		})
 	}
