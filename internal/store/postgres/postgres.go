@@ -69,6 +69,22 @@ var dialect = sqlstore.Dialect{
 		err := tx.QueryRowContext(ctx, `SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0))`, key).Scan(&ok)
 		return ok, err
 	},
+	LockWorkers: func(ctx context.Context, tx *sql.Tx, ids []string) (int, error) {
+		// A key space of its own (the seed), apart from the concurrency groups'. The
+		// locks are taken in the order of the ids: PostgreSQL calls a volatile function
+		// of a sorted query's output after sorting.
+		rows, err := tx.QueryContext(ctx, `SELECT pg_advisory_xact_lock(hashtextextended(id, 1)) FROM workers
+			WHERE id = ANY($1::text[]) AND (milli_cpu > 0 OR memory > 0) ORDER BY id`, ids)
+		if err != nil {
+			return 0, err
+		}
+		defer rows.Close()
+		n := 0
+		for rows.Next() {
+			n++
+		}
+		return n, rows.Err()
+	},
 	Publish: func(ctx context.Context, db *sql.DB, topic, payload string) error {
 		_, err := db.ExecContext(ctx, `SELECT pg_notify('`+eventsChannel+`', $1)`, topic+" "+payload)
 		return err

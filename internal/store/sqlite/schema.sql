@@ -293,6 +293,7 @@ BEGIN
     UPDATE runs SET job_seq = job_seq + 1 WHERE id = NEW.run_id;
     UPDATE jobs SET change_seq = (SELECT job_seq FROM runs WHERE id = NEW.run_id) WHERE id = NEW.id;
 END;
+CREATE INDEX jobs_by_worker ON jobs (worker_id) WHERE status IN ('assigned', 'running');
 INSERT INTO schema_migrations (version, name, applied_at) VALUES (1, '0001_init.sql', 0);
 INSERT INTO schema_migrations (version, name, applied_at) VALUES (2, '0002_tokens.sql', 0);
 INSERT INTO schema_migrations (version, name, applied_at) VALUES (3, '0003_group_cancels.sql', 0);
@@ -317,3 +318,4 @@ INSERT INTO schema_migrations (version, name, applied_at) VALUES (22, '0022_webh
 INSERT INTO schema_migrations (version, name, applied_at) VALUES (23, '0023_job_change_seq.sql', 0);
 INSERT INTO schema_migrations (version, name, applied_at) VALUES (24, '0024_commit_statuses.sql', 0);
 INSERT INTO schema_migrations (version, name, applied_at) VALUES (26, '0026_outbound_webhook_secret_sealed.sql', 0);
+INSERT INTO schema_migrations (version, name, applied_at) VALUES (27, '0027_jobs_by_worker.sql', 0);

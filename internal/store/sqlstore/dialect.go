@@ -30,6 +30,11 @@ type Dialect struct {
 	// GroupLock, when set, takes a transaction-scoped lock on a concurrency group and
 	// reports whether it got it; used where claimers run in parallel.
 	GroupLock func(ctx context.Context, tx *sql.Tx, key string) (bool, error)
+	// LockWorkers, when set, takes a transaction-scoped lock on the capacity of each of
+	// the workers named (sorted) that registered a limit, waiting for it, and says how
+	// many it locked; used where claimers run in parallel, so that two claims of one
+	// worker count each other's jobs.
+	LockWorkers func(ctx context.Context, tx *sql.Tx, workerIDs []string) (int, error)
 	// Publish, when set, sends a notice to the other replicas (PostgreSQL NOTIFY); the
 	// driver hands the notices it receives to Engine.Deliver.
 	Publish func(ctx context.Context, db *sql.DB, topic, payload string) error

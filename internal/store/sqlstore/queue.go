@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -184,6 +185,9 @@ func (t *tx) claimFor(g *claimGroup) error {
 	for i := range rooms {
 		rooms[i] = room{cpu: p.FreeMilliCPU, mem: p.FreeMemory}
 	}
+	// What each member's worker has left of the capacity it registered, read when a
+	// candidate first asks for resources; shared by members of the same worker.
+	var left map[string]*capacity
 	seen := map[uuid.UUID]bool{}
 	var chosen []any
 	for {
@@ -234,6 +238,15 @@ func (t *tx) claimFor(g *claimGroup) error {
 				if taken[i] || c.milliCPU > r.cpu || c.memory > r.mem {
 					continue
 				}
+				if left == nil && (c.milliCPU > 0 || c.memory > 0) {
+					if left, err = t.capacityLeft(live); err != nil {
+						return err
+					}
+				}
+				wr := left[m.p.WorkerID]
+				if wr != nil && (c.milliCPU > wr.cpu || c.memory > wr.mem) {
+					continue
+				}
 				ok, err := quota.allows(c.projectID)
 				if err != nil {
 					return err
@@ -261,6 +274,10 @@ func (t *tx) claimFor(g *claimGroup) error {
 				}
 				if c.memory > 0 {
 					r.mem -= c.memory
+				}
+				if wr != nil {
+					wr.cpu -= c.milliCPU
+					wr.mem -= c.memory
 				}
 				taken[i] = true
 				owner[c.id] = m
@@ -396,6 +413,74 @@ func (t *tx) claimFor(g *claimGroup) error {
 		}
 	}
 	return nil
+}
+
+// capacity is what a worker has left to give jobs.
+type capacity struct{ cpu, mem int64 }
+
+// capacityLeft reads what each member's worker has left of the capacity it registered,
+// whatever its claim says is free (a worker that counted wrong, or claims twice at
+// once): the registered capacity less what the jobs it holds ask for. A worker that
+// registered no limit (or did not register) is absent, and held to what its claims say;
+// one without a limit of memory or CPU gets math.MaxInt64 of it.
+//
+// Where claims run in parallel transactions it first locks the capacity of the workers
+// that registered a limit, so that two claims of one worker count each other's jobs:
+// the second reads what the first assigned once it has committed. When none did, there
+// is nothing more to read.
+func (t *tx) capacityLeft(members []*claimMember) (map[string]*capacity, error) {
+	ids := make([]string, len(members))
+	for i, m := range members {
+		ids[i] = m.p.WorkerID
+	}
+	// In one order, so that two transactions locking some of the same workers cannot
+	// each wait for the other.
+	slices.Sort(ids)
+	ids = slices.Compact(ids)
+	if t.e.d.LockWorkers != nil {
+		n, err := t.e.d.LockWorkers(t.ctx, t.tx, ids)
+		if err != nil {
+			return nil, fmt.Errorf("lock the capacity of workers: %w", err)
+		}
+		if n == 0 {
+			return map[string]*capacity{}, nil // none registered a limit
+		}
+	}
+	args := make([]any, len(ids))
+	for i, id := range ids {
+		args[i] = id
+	}
+	args = padded(args)
+	rows, err := t.query(`SELECT w.id, w.milli_cpu, w.memory, COALESCE(SUM(j.milli_cpu), 0), COALESCE(SUM(j.memory), 0)
+		FROM workers w LEFT JOIN jobs j ON j.worker_id = w.id AND j.status IN ('assigned', 'running')
+		WHERE w.id IN (`+inList(len(args))+`) AND (w.milli_cpu > 0 OR w.memory > 0)
+		GROUP BY w.id, w.milli_cpu, w.memory`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("read the capacity left to workers: %w", err)
+	}
+	defer rows.Close()
+	left := map[string]*capacity{}
+	for rows.Next() {
+		var (
+			id                         string
+			cpu, mem, heldCPU, heldMem int64
+		)
+		if err := rows.Scan(&id, &cpu, &mem, &heldCPU, &heldMem); err != nil {
+			return nil, fmt.Errorf("read the capacity left to workers: %w", err)
+		}
+		c := &capacity{cpu: math.MaxInt64, mem: math.MaxInt64}
+		if cpu > 0 {
+			c.cpu = cpu - heldCPU
+		}
+		if mem > 0 {
+			c.mem = mem - heldMem
+		}
+		left[id] = c
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read the capacity left to workers: %w", err)
+	}
+	return left, nil
 }
 
 // caseOfID returns "CASE id WHEN ? THEN ? ... END" for n jobs: a value per job, in one

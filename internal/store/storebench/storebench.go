@@ -31,8 +31,9 @@ func plan(b *testing.B, src string) *pipeline.Plan {
 // Run runs every store benchmark against one driver.
 func Run(b *testing.B, open Open) {
 	b.Run("CreateRun", func(b *testing.B) { benchCreate(b, open) })
-	b.Run("Cycle", func(b *testing.B) { benchCycle(b, open, 8, 1) })
-	b.Run("CycleRunsOf20", func(b *testing.B) { benchCycle(b, open, 8, 20) })
+	b.Run("Cycle", func(b *testing.B) { benchCycle(b, open, 8, 1, false) })
+	b.Run("CycleRunsOf20", func(b *testing.B) { benchCycle(b, open, 8, 20, false) })
+	b.Run("CycleWithinCapacity", func(b *testing.B) { benchCycle(b, open, 8, 1, true) })
 	b.Run("ClaimDeepQueue", func(b *testing.B) { benchClaimDeep(b, open) })
 }
 
@@ -59,14 +60,31 @@ func benchCreate(b *testing.B, open Open) {
 // goroutines; claimers behave like workers with 8 job slots each: they claim as many jobs
 // as they have free slots, complete each as soon as it is "done", and claim again as soon
 // as a slot frees. b.N counts jobs.
-func benchCycle(b *testing.B, open Open, claimers, perRun int) {
+//
+// With capacity, each job asks for CPU and memory and each claimer registered a capacity
+// that its slots' jobs never exceed: every claim then checks the worker's capacity left
+// (what that check costs), and is never refused by it.
+func benchCycle(b *testing.B, open Open, claimers, perRun int, capacity bool) {
 	const slots = 8
 	s := open(b)
-	p := plan(b, "jobs: {a: {steps: [{run: 'true'}]}}")
+	resources := ""
+	if capacity {
+		resources = "\n    resources: {cpu: 500m, memory: 1Gi}"
+	}
+	p := plan(b, "jobs:\n  a:"+resources+"\n    steps: [{run: 'true'}]\n")
 	if perRun > 1 {
-		p = plan(b, fmt.Sprintf("jobs:\n  a:\n    matrix: {n: [%s]}\n    steps: [{run: 'true'}]\n", seq(perRun)))
+		p = plan(b, fmt.Sprintf("jobs:\n  a:%s\n    matrix: {n: [%s]}\n    steps: [{run: 'true'}]\n", resources, seq(perRun)))
 	}
 	ctx := context.Background()
+	if capacity {
+		for i := range claimers {
+			w := &store.Worker{ID: fmt.Sprint("w", i), Name: fmt.Sprint("w", i), MilliCPU: slots * 500, Memory: slots << 30,
+				MaxJobs: slots, State: store.WorkerIdle}
+			if err := s.UpsertWorker(ctx, w); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
 	var created, done atomic.Int64
 	n := int64(b.N)
 	runs := (n + int64(perRun) - 1) / int64(perRun)

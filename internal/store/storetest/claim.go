@@ -5,6 +5,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -27,6 +28,8 @@ var claimTests = []test{
 	{"SkipsJobsThatDoNotFit", testClaimSkipsUnfit},
 	{"Resources", testClaimResources},
 	{"ResourcesAcrossOneClaim", testClaimResourcesAcrossOneClaim},
+	{"ResourcesWithinRegisteredCapacity", testClaimWithinCapacity},
+	{"ResourcesWithinCapacityConcurrently", testClaimWithinCapacityConcurrently},
 	{"StartsJobs", testClaimStarts},
 	{"ConcurrentWaitersGetDistinctJobs", testClaimConcurrentWaiters},
 }
@@ -702,6 +705,182 @@ jobs:
 	}
 	if n := len(b.claim(store.ClaimParams{FreeMilliCPU: 4000, Max: 3})); n != 1 {
 		t.Errorf("4 free CPUs with one job left: claimed %d, want 1", n)
+	}
+}
+
+// heavyYAML is a pipeline of n jobs of 1.5 CPUs and 3 GiB each that only workers with
+// label may run.
+func heavyYAML(label string, n int) string {
+	return fmt.Sprintf(`
+name: heavy
+jobs:
+  heavy:
+    matrix: { n: %s }
+    runs_on: [%s]
+    resources: { cpu: 1500m, memory: 3Gi }
+    steps: [ { run: "true" } ]
+`, seqList(n), label)
+}
+
+// seqList is the YAML list [1, ..., n].
+func seqList(n int) string {
+	var items []string
+	for i := range n {
+		items = append(items, fmt.Sprint(i+1))
+	}
+	return "[" + strings.Join(items, ", ") + "]"
+}
+
+// testClaimWithinCapacity checks that a claim never hands a worker jobs whose resources,
+// with those of the jobs it holds, exceed the capacity it registered, whatever free
+// capacity the claim says it has (a worker that counted wrong, or claims twice at once):
+// the store knows both. A worker that registered none, or no limit, is held to what its
+// claims say.
+func testClaimWithinCapacity(t *testing.T, h Harness) {
+	const gi = int64(1) << 30
+	type capacity struct{ cpu, mem int64 }
+	tests := []struct {
+		name string
+		// registered is what the worker registered; nil registers no worker.
+		registered *capacity
+		// hold is how many jobs the worker claims first; shrunk, when set, is what it
+		// registers again after that.
+		hold   int
+		shrunk *capacity
+		// free is what the claim says is free (zero: unlimited); want how many of the
+		// jobs left it gets, asking for all of them.
+		free capacity
+		want int
+	}{
+		{name: "claim says unlimited", registered: &capacity{2000, 4 * gi}, want: 1},
+		{name: "room for two", registered: &capacity{3000, 6 * gi}, want: 2},
+		{name: "claim says all is free while one job is held", registered: &capacity{2000, 4 * gi}, hold: 1,
+			free: capacity{2000, 4 * gi}, want: 0},
+		{name: "memory left short", registered: &capacity{8000, 4 * gi}, hold: 1, want: 0},
+		{name: "cpu left short, memory unlimited", registered: &capacity{2000, 0}, hold: 1, want: 0},
+		{name: "memory left short, cpu unlimited", registered: &capacity{0, 4 * gi}, hold: 1, want: 0},
+		{name: "room left for one more", registered: &capacity{3000, 6 * gi}, hold: 1, want: 1},
+		{name: "registered again smaller than what it holds", registered: &capacity{4000, 8 * gi}, hold: 2,
+			shrunk: &capacity{2000, 4 * gi}, want: 0},
+		{name: "claim says less than is left", registered: &capacity{8000, 16 * gi}, free: capacity{1500, 3 * gi}, want: 1},
+		{name: "registered no limit", registered: &capacity{0, 0}, hold: 1, want: 3},
+		{name: "not registered", hold: 1, want: 3},
+	}
+	_, shared := setup(t, h)
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			b := shared.with(t)
+			// Each row's jobs and worker are its own: the label keeps the other rows'
+			// workers away from them.
+			label := fmt.Sprintf("row-%d", i)
+			worker := "capacity-" + label
+			register := func(c *capacity) {
+				t.Helper()
+				w := &store.Worker{ID: worker, Name: worker, Labels: []string{label}, MilliCPU: c.cpu, Memory: c.mem,
+					MaxJobs: 8, State: store.WorkerIdle}
+				if err := b.s.UpsertWorker(b.ctx, w); err != nil {
+					t.Fatalf("UpsertWorker: %v", err)
+				}
+			}
+			if tc.registered != nil {
+				register(tc.registered)
+			}
+			b.create(heavyYAML(label, 4))
+			if tc.hold > 0 {
+				held := b.claim(store.ClaimParams{WorkerID: worker, Labels: []string{label}, Max: tc.hold})
+				if len(held) != tc.hold {
+					t.Fatalf("the worker took %d jobs to hold, want %d", len(held), tc.hold)
+				}
+			}
+			if tc.shrunk != nil {
+				register(tc.shrunk)
+			}
+			cs := b.claim(store.ClaimParams{WorkerID: worker, Labels: []string{label}, FreeMilliCPU: tc.free.cpu,
+				FreeMemory: tc.free.mem, Max: 4})
+			if len(cs) != tc.want {
+				t.Errorf("jobs of 1.5 CPUs and 3 GiB; the worker holds %d, claims with free cpu %d memory %d: got %d jobs, want %d",
+					tc.hold, tc.free.cpu, tc.free.mem, len(cs), tc.want)
+			}
+		})
+	}
+	// A job the worker held that ended makes room for the next.
+	t.Run("room made by a job that ended", func(t *testing.T) {
+		b := shared.with(t)
+		const label, worker = "ended", "capacity-ended"
+		if err := b.s.UpsertWorker(b.ctx, &store.Worker{ID: worker, Name: worker, Labels: []string{label}, MilliCPU: 2000,
+			Memory: 4 * gi, MaxJobs: 8, State: store.WorkerIdle}); err != nil {
+			t.Fatalf("UpsertWorker: %v", err)
+		}
+		b.create(heavyYAML(label, 2))
+		p := store.ClaimParams{WorkerID: worker, Labels: []string{label}, Max: 2}
+		first := b.claim(p)
+		if len(first) != 1 {
+			t.Fatalf("first claim got %d jobs, want 1", len(first))
+		}
+		b.expectNoClaim(p)
+		b.complete(first[0], store.JobSuccess)
+		if n := len(b.claim(p)); n != 1 {
+			t.Errorf("claim after the held job ended got %d jobs, want 1", n)
+		}
+	})
+}
+
+// testClaimWithinCapacityConcurrently checks that claims of one worker made at once,
+// whether a driver serves them together (the same search) or in transactions of their
+// own (different searches), never hand it together more than its registered capacity.
+func testClaimWithinCapacityConcurrently(t *testing.T, h Harness) {
+	const gi = int64(1) << 30
+	tests := []struct {
+		name string
+		// same makes every claim of a worker ask the same; otherwise each asks for a
+		// different free capacity.
+		same bool
+	}{
+		{"same claims", true},
+		{"different claims", false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s, b := setup(t, h)
+			const workers, claimsEach = 3, 6
+			b.create(heavyYAML("linux", workers*claimsEach))
+			for w := range workers {
+				id := fmt.Sprintf("small-%d", w)
+				if err := s.UpsertWorker(b.ctx, &store.Worker{ID: id, Name: id, Labels: []string{"linux"}, MilliCPU: 2000,
+					Memory: 4 * gi, MaxJobs: claimsEach, State: store.WorkerIdle}); err != nil {
+					t.Fatalf("UpsertWorker: %v", err)
+				}
+			}
+			got := make([]int, workers)
+			var mu sync.Mutex
+			start := make(chan struct{})
+			var wg sync.WaitGroup
+			for w := range workers {
+				for i := range claimsEach {
+					wg.Go(func() {
+						<-start
+						p := store.ClaimParams{WorkerID: fmt.Sprintf("small-%d", w), Labels: []string{"linux"}, Max: 2}
+						if !tc.same {
+							p.FreeMilliCPU, p.FreeMemory = 2000+int64(i), 4*gi+int64(i)
+						}
+						cs, err := s.Claim(b.ctx, withClaimDefaults(p))
+						if err != nil {
+							t.Errorf("Claim: %v", err)
+						}
+						mu.Lock()
+						got[w] += len(cs)
+						mu.Unlock()
+					})
+				}
+			}
+			close(start)
+			wg.Wait()
+			for w, n := range got {
+				if n > 1 {
+					t.Errorf("worker small-%d of 2 CPUs and 4 GiB got %d jobs of 1.5 CPUs and 3 GiB from claims made at once", w, n)
+				}
+			}
+		})
 	}
 }
 
