@@ -56,7 +56,8 @@ type Spec struct {
 	// Name is the image's NAME:TAG; the file /etc/gantry-image in it holds that name, so
 	// two names are two distinct images.
 	Name string
-	// Files are extra regular files (path: content) in the image.
+	// Files are extra regular files (path: content) in the image; a script ("#!") or an
+	// executable (ELF) is made executable.
 	Files map[string]string
 	// Volumes are the image's VOLUME paths.
 	Volumes []string
@@ -250,7 +251,7 @@ func rootfsTar(busybox []byte, applets []string, files map[string]string) ([]byt
 			return nil, err
 		}
 		mode := int64(0o644)
-		if strings.HasPrefix(files[p], "#!") {
+		if strings.HasPrefix(files[p], "#!") || strings.HasPrefix(files[p], "\x7fELF") {
 			mode = 0o755
 		}
 		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: p, Mode: mode, Size: int64(len(files[p])), ModTime: mtime}); err != nil {
