@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net"
 	"net/http"
 	"os"
 	"path"
@@ -33,7 +34,11 @@ type Executor interface {
 
 // Config configures an Agent.
 type Config struct {
-	Server  string // coordinator base URL
+	Server string // coordinator base URL
+	// Servers, when given instead of Server, are the base URLs of several coordinator
+	// replicas of one store: the worker uses one at a time, and moves to the next when it
+	// cannot reach it (client), keeping its id and its jobs' leases.
+	Servers []string
 	Token   string // register token (with auth on)
 	Name    string
 	Labels  []string
@@ -147,6 +152,9 @@ func New(cfg Config) *Agent {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if len(cfg.Servers) == 0 {
+		cfg.Servers = []string{cfg.Server}
+	}
 	if cfg.HTTPClient == nil {
 		// Every running job keeps requests going at once (heartbeats, log batches, step
 		// reports) beside the claim and control long polls: keep a connection idle for
@@ -154,14 +162,24 @@ func New(cfg Config) *Agent {
 		tr := http.DefaultTransport.(*http.Transport).Clone()
 		tr.MaxIdleConnsPerHost = 3*cfg.MaxJobs + 8
 		tr.MaxIdleConns = max(tr.MaxIdleConns, tr.MaxIdleConnsPerHost)
+		if len(cfg.Servers) > 1 {
+			// A replica cut off by a partition drops the packets of a dial: give up on it
+			// within seconds rather than the default half minute, while another may
+			// answer.
+			d := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
+			tr.DialContext = d.DialContext
+		}
 		cfg.HTTPClient = &http.Client{Timeout: 2 * time.Minute, Transport: tr}
 	}
 	return &Agent{
 		cfg: cfg, log: cfg.Logger, running: map[string]*runningJob{}, uploadCtx: context.Background(),
 		blobHTTP: &http.Client{Transport: cfg.HTTPClient.Transport},
-		c:        &client{base: strings.TrimRight(cfg.Server, "/"), token: cfg.Token, http: cfg.HTTPClient},
+		c:        newClient(cfg.Servers, cfg.Token, cfg.HTTPClient, cfg.Logger),
 	}
 }
+
+// servers names the coordinators the worker works with, for its log and errors.
+func (a *Agent) servers() string { return strings.Join(a.cfg.Servers, ",") }
 
 // state is what the worker tells the coordinator it is doing.
 func (a *Agent) state() string {
@@ -183,7 +201,7 @@ func (a *Agent) Run(drain, kill context.Context) error {
 	if err := a.register(drain); err != nil {
 		return err
 	}
-	a.log.Info("worker registered", "worker", a.workerID, "server", a.cfg.Server, "max_jobs", a.cfg.MaxJobs)
+	a.log.Info("worker registered", "worker", a.workerID, "server", a.c.base(), "servers", len(a.cfg.Servers), "max_jobs", a.cfg.MaxJobs)
 	jobsCtx, stopJobs := context.WithCancelCause(context.WithoutCancel(kill))
 	defer stopJobs(nil)
 	if a.cfg.Registered != nil {
@@ -282,13 +300,13 @@ func (a *Agent) register(ctx context.Context) error {
 		}
 		var ae *apiError
 		if errors.As(err, &ae) && ae.Status < 500 || ctx.Err() != nil {
-			return fmt.Errorf("register with %s: %w", a.cfg.Server, err)
+			return fmt.Errorf("register with %s: %w", a.servers(), err)
 		}
 		a.log.Warn("register failed; trying again", "err", err, "in", backoff)
 		select {
 		case <-time.After(backoff):
 		case <-ctx.Done():
-			return fmt.Errorf("register with %s: %w", a.cfg.Server, err)
+			return fmt.Errorf("register with %s: %w", a.servers(), err)
 		}
 	}
 	a.workerID = ans.WorkerID

@@ -61,9 +61,10 @@ type registered struct {
 	Upload *signed `json:"upload"`
 }
 
-// baseURL is what relative signed URLs (the coordinator's own blob store) resolve against.
+// baseURL is what relative signed URLs (the coordinator's own blob store) resolve
+// against: the replica in use, which most likely signed them.
 func (a *Agent) baseURL() (*url.URL, error) {
-	return url.Parse(a.c.base + "/")
+	return url.Parse(a.c.base() + "/")
 }
 
 // collectArtifacts finds the workspace files the job's artifact paths match, without

@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/gantry-ci/gantry/internal/pipeline"
@@ -20,12 +22,31 @@ import (
 // errLeaseLost is the coordinator saying the job is no longer this worker's.
 var errLeaseLost = errors.New("lease lost")
 
-// client speaks the worker protocol.
+// client speaks the worker protocol to a coordinator, or to any of several replicas of
+// one: they share the store, so any of them takes the worker's credential and leases.
+// Every request goes to the replica in use, the last that answered; one that cannot be
+// reached (its connection refused, reset or timed out, or a proxy in front of it
+// answering 502, 503 or 504) is tried at once on the next, and the replica that
+// answers is the one used from then on. Only when none answers does the caller see
+// the error and back off.
 type client struct {
-	base  string
-	token string
-	http  *http.Client
+	servers []string // base URLs, in the order they are tried
+	cur     atomic.Int64
+	token   string
+	http    *http.Client
+	log     *slog.Logger
 }
+
+func newClient(servers []string, token string, hc *http.Client, log *slog.Logger) *client {
+	out := make([]string, len(servers))
+	for i, s := range servers {
+		out[i] = strings.TrimRight(s, "/")
+	}
+	return &client{servers: out, token: token, http: hc, log: log}
+}
+
+// base is the base URL of the replica in use.
+func (c *client) base() string { return c.servers[c.cur.Load()] }
 
 type apiError struct {
 	Status int
@@ -35,33 +56,82 @@ type apiError struct {
 
 func (e *apiError) Error() string { return fmt.Sprintf("%d %s: %s", e.Status, e.Code, e.Msg) }
 
+// unreachableError is a request that did not reach a coordinator, or whose answer did
+// not come back from it: another replica may answer it.
+type unreachableError struct {
+	server string
+	err    error
+}
+
+func (e *unreachableError) Error() string { return fmt.Sprintf("%s: %v", e.server, e.err) }
+func (e *unreachableError) Unwrap() error { return e.err }
+
+// try makes attempt against the replica in use and, while it finds one unreachable,
+// against each next one, at most once each. A replica that answers, even with a
+// refusal, becomes the one in use. When the caller's deadline ends an attempt, the
+// replica is taken for hung and the next request starts at the next one; a request
+// the caller cancelled says nothing about its replica.
+func (c *client) try(ctx context.Context, attempt func(server string) error) error {
+	first := c.cur.Load()
+	n := int64(len(c.servers))
+	var err error
+	for i := range n {
+		at := (first + i) % n
+		err = attempt(c.servers[at])
+		var ue *unreachableError
+		if !errors.As(err, &ue) {
+			c.use(first, at)
+			return err
+		}
+		if ctx.Err() != nil {
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				c.use(first, (at+1)%n)
+			}
+			return err
+		}
+	}
+	return err
+}
+
+// use makes the replica at index to the one in use, unless another request moved away
+// from from meanwhile.
+func (c *client) use(from, to int64) {
+	if from != to && c.cur.CompareAndSwap(from, to) {
+		c.log.Warn("coordinator unreachable; using another", "from", c.servers[from], "to", c.servers[to])
+	}
+}
+
 // post sends body as JSON and decodes the answer into out. A 409 lease_lost answer is
 // errLeaseLost; other error answers are *apiError.
 func (c *client) post(ctx context.Context, path string, body, out any) error {
-	resp, err := c.send(ctx, path, body)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	if err != nil {
-		return fmt.Errorf("read answer of %s: %w", path, err)
-	}
-	if out != nil {
-		if err := json.Unmarshal(data, out); err != nil {
-			return fmt.Errorf("decode answer of %s: %w", path, err)
-		}
-	}
-	return nil
-}
-
-// send posts body as JSON and returns a 200 answer for its caller to read and close.
-func (c *client) send(ctx context.Context, path string, body any) (*http.Response, error) {
 	b, err := json.Marshal(body)
 	if err != nil {
-		return nil, fmt.Errorf("encode %s: %w", path, err)
+		return fmt.Errorf("encode %s: %w", path, err)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+path, bytes.NewReader(b))
+	return c.try(ctx, func(server string) error {
+		resp, err := c.sendTo(ctx, server, path, b)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+		if err != nil {
+			// The replica went away in the middle of its answer.
+			return &unreachableError{server: server, err: fmt.Errorf("read answer of %s: %w", path, err)}
+		}
+		if out != nil {
+			if err := json.Unmarshal(data, out); err != nil {
+				return fmt.Errorf("decode answer of %s: %w", path, err)
+			}
+		}
+		return nil
+	})
+}
+
+// sendTo posts b to path on server and returns a 200 answer for its caller to read and
+// close.
+func (c *client) sendTo(ctx context.Context, server, path string, b []byte) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, server+path, bytes.NewReader(b))
 	if err != nil {
 		return nil, fmt.Errorf("request %s: %w", path, err)
 	}
@@ -74,7 +144,7 @@ func (c *client) send(ctx context.Context, path string, body any) (*http.Respons
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("POST %s: %w", path, err)
+		return nil, &unreachableError{server: server, err: fmt.Errorf("POST %s: %w", path, err)}
 	}
 	if resp.StatusCode == http.StatusOK {
 		return resp, nil
@@ -82,7 +152,7 @@ func (c *client) send(ctx context.Context, path string, body any) (*http.Respons
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 	if err != nil {
-		return nil, fmt.Errorf("read answer of %s: %w", path, err)
+		return nil, &unreachableError{server: server, err: fmt.Errorf("read answer of %s: %w", path, err)}
 	}
 	var e struct {
 		Error struct {
@@ -94,7 +164,13 @@ func (c *client) send(ctx context.Context, path string, body any) (*http.Respons
 	if resp.StatusCode == http.StatusConflict && e.Error.Code == "lease_lost" {
 		return nil, errLeaseLost
 	}
-	return nil, &apiError{Status: resp.StatusCode, Code: e.Error.Code, Msg: strings.TrimSpace(e.Error.Message)}
+	ae := &apiError{Status: resp.StatusCode, Code: e.Error.Code, Msg: strings.TrimSpace(e.Error.Message)}
+	switch resp.StatusCode {
+	case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		// A proxy or load balancer in front of the replica could not reach it.
+		return nil, &unreachableError{server: server, err: ae}
+	}
+	return nil, ae
 }
 
 // completeAndClaim posts a completion that carries a claim (feature complete.claim). It
@@ -102,25 +178,34 @@ func (c *client) send(ctx context.Context, path string, body any) (*http.Respons
 // waiting: its answer is read by next. ctx bounds the request until the completion's
 // line has arrived; the claim then lasts until next.
 func (c *client) completeAndClaim(ctx context.Context, path string, body any) (*carriedClaim, error) {
-	reqCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	unhook := context.AfterFunc(ctx, cancel)
-	sent := time.Now()
-	resp, err := c.send(reqCtx, path, body)
+	b, err := json.Marshal(body)
 	if err != nil {
+		return nil, fmt.Errorf("encode %s: %w", path, err)
+	}
+	var cc *carriedClaim
+	err = c.try(ctx, func(server string) error {
+		reqCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		unhook := context.AfterFunc(ctx, cancel)
+		sent := time.Now()
+		resp, err := c.sendTo(reqCtx, server, path, b)
+		if err != nil {
+			unhook()
+			cancel()
+			return err
+		}
+		dec := json.NewDecoder(io.LimitReader(resp.Body, 64<<20))
+		var done json.RawMessage
+		err = dec.Decode(&done)
 		unhook()
-		cancel()
-		return nil, err
-	}
-	dec := json.NewDecoder(io.LimitReader(resp.Body, 64<<20))
-	var done json.RawMessage
-	err = dec.Decode(&done)
-	unhook()
-	if err != nil {
-		resp.Body.Close()
-		cancel()
-		return nil, fmt.Errorf("read answer of %s: %w", path, err)
-	}
-	return &carriedClaim{body: resp.Body, dec: dec, cancel: cancel, sent: sent}, nil
+		if err != nil {
+			resp.Body.Close()
+			cancel()
+			return &unreachableError{server: server, err: fmt.Errorf("read answer of %s: %w", path, err)}
+		}
+		cc = &carriedClaim{body: resp.Body, dec: dec, cancel: cancel, sent: sent}
+		return nil
+	})
+	return cc, err
 }
 
 // carriedClaim is the claim a completion carried, its answer still to come.

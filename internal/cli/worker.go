@@ -13,6 +13,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -28,6 +29,8 @@ import (
 
 // workerConfig is everything `gantry worker` acts on.
 type workerConfig struct {
+	// Server is the coordinator's URL, or the URLs of several replicas of one, separated
+	// by commas: the worker moves to the next when one cannot be reached.
 	Server string
 	// Token is the register token from --token or GANTRY_TOKEN; TokenFile and TokenFD
 	// are the ways that keep it off the command line and out of the environment.
@@ -79,9 +82,13 @@ func (a *app) workerCommand() *cobra.Command {
 			"capacity allow, and runs their steps with the shell executor in a fresh workspace\n" +
 			"per job (--executor docker: jobs with an image in containers on the Docker Engine,\n" +
 			"the workspace mounted at /workspace). The first SIGINT or SIGTERM drains (running jobs finish, none is\n" +
-			"claimed); a second cancels the running jobs.",
-		Example: "  gantry worker --server http://ci.example:8080 --token-file /etc/gantry/register-token --labels linux,amd64",
-		Args:    noArgs,
+			"claimed); a second cancels the running jobs.\n\n" +
+			"--server may list several replicas of one coordinator (a,b,c): the worker uses one\n" +
+			"and, when it cannot reach it (connection refused, reset or timed out; 502, 503 or 504\n" +
+			"from a proxy), moves to the next, keeping its id and its jobs' leases.",
+		Example: "  gantry worker --server http://ci.example:8080 --token-file /etc/gantry/register-token --labels linux,amd64\n" +
+			"  gantry worker --server http://ci-1.example:8080,http://ci-2.example:8080 --token-file /etc/gantry/register-token",
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := a.workerToken(cmd, &cfg); err != nil {
 				return err
@@ -132,7 +139,7 @@ func (a *app) workerCommand() *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&cfg.Server, "server", cfg.Server, "coordinator URL")
+	f.StringVar(&cfg.Server, "server", cfg.Server, "coordinator URL; several replicas' URLs separated by commas (a,b,c): the worker uses one and moves to the next when it cannot reach it")
 	f.StringVar(&cfg.Token, "token", "", "register token (when the coordinator requires authentication); prefer --token-file")
 	f.StringVar(&cfg.TokenFile, "token-file", "", "read the register token from this file (its first line)")
 	f.IntVar(&cfg.TokenFD, "token-fd", -1, "read the register token from this inherited file descriptor")
@@ -161,10 +168,23 @@ func (a *app) workerCommand() *cobra.Command {
 }
 
 func (c *workerConfig) agentConfig() (agent.Config, error) {
-	ac := agent.Config{Server: c.Server, Token: c.Token, Name: c.Name, MaxJobs: c.MaxJobs, WorkDir: c.WorkDir, Mirrors: c.Mirrors, KeepFailed: c.KeepFailed}
-	if !strings.HasPrefix(c.Server, "http://") && !strings.HasPrefix(c.Server, "https://") {
-		return ac, usagef("--server %q: want an http:// or https:// URL", c.Server)
+	ac := agent.Config{Token: c.Token, Name: c.Name, MaxJobs: c.MaxJobs, WorkDir: c.WorkDir, Mirrors: c.Mirrors, KeepFailed: c.KeepFailed}
+	for _, u := range strings.Split(c.Server, ",") {
+		if u = strings.TrimSpace(u); u == "" {
+			continue
+		}
+		if !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
+			return ac, usagef("--server %q: want an http:// or https:// URL, or several separated by commas", u)
+		}
+		if slices.Contains(ac.Servers, u) {
+			return ac, usagef("--server: %s is given twice", u)
+		}
+		ac.Servers = append(ac.Servers, u)
 	}
+	if len(ac.Servers) == 0 {
+		return ac, usagef("--server is required: the coordinator's URL, or several replicas' separated by commas")
+	}
+	ac.Server = ac.Servers[0]
 	if c.MaxJobs <= 0 || c.MaxJobs > 1024 {
 		return ac, usagef("--max-jobs must be from 1 to 1024")
 	}

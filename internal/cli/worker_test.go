@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -48,6 +49,55 @@ func TestWorkerConfig(t *testing.T) {
 	}
 	if strings.Join(ac.Labels, ",") != "linux,amd64" || ac.MilliCPU != 1500 || ac.Memory != 1<<30 || ac.MaxJobs != 2 || ac.Mirrors != "/var/cache/m" {
 		t.Errorf("agent config = %+v", ac)
+	}
+}
+
+// TestWorkerServers: --server names one coordinator, or several replicas of one
+// separated by commas, each an http(s) URL given once; the agent gets them in order.
+func TestWorkerServers(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		server string
+		want   []string // nil: a usage error
+	}{
+		{"one", "http://ci:8080", []string{"http://ci:8080"}},
+		{"several", "http://ci-1:8080,https://ci-2, http://ci-3:8080/", []string{"http://ci-1:8080", "https://ci-2", "http://ci-3:8080/"}},
+		{"empty items are left out", "http://ci-1:8080,, ", []string{"http://ci-1:8080"}},
+		{"one not a URL", "http://ci-1:8080,ci-2:8080", nil},
+		{"the same twice", "http://ci-1:8080,http://ci-1:8080", nil},
+		{"none", " , ", nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := workerConfig{Server: tc.server, Name: "w", MaxJobs: 1, Executor: "shell"}
+			ac, err := c.agentConfig()
+			if tc.want == nil {
+				var usage *usageError
+				if !errors.As(err, &usage) {
+					t.Fatalf("--server %q: err %v, want a usage error", tc.server, err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("--server %q: %v", tc.server, err)
+			}
+			if !slices.Equal(ac.Servers, tc.want) || ac.Server != tc.want[0] {
+				t.Errorf("--server %q: servers %q (server %q), want %q", tc.server, ac.Servers, ac.Server, tc.want)
+			}
+		})
+	}
+}
+
+// TestWorkerServerFromEnv: GANTRY_SERVER is read as --server is, list and all.
+func TestWorkerServerFromEnv(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"GANTRY_SERVER": "http://ci-1:8080,ci-2:8080"}
+	var stdout, stderr bytes.Buffer
+	a := &app{stdin: strings.NewReader(""), stdout: &stdout, stderr: &stderr, maxRead: defaultMaxRead,
+		lookupEnv: func(k string) (string, bool) { v, ok := env[k]; return v, ok }}
+	if code := a.run(t.Context(), []string{"worker"}); code != exitUsage || !strings.Contains(stderr.String(), `"ci-2:8080"`) {
+		t.Errorf("GANTRY_SERVER with a bad second URL: exit %d, stderr %q; want a usage error naming it", code, stderr.String())
 	}
 }
 
