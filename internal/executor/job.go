@@ -104,6 +104,20 @@ type Session interface {
 	End(ctx context.Context) error
 }
 
+// Fenced is a Session that fences itself: its environment kills the job's steps on its
+// own once the worker stops telling it that the job's lease lasts, so that a worker that
+// died or froze (SIGKILL, SIGSTOP, a paused container, a dead host) cannot leave them
+// running beside the job's next attempt. A Session that does not implement it runs its
+// steps only while the worker does (a shell's), or leaves that to its platform (a pod's).
+type Fenced interface {
+	// SetDeadline says when the worker itself stops the job's steps if its lease is not
+	// renewed first: the lease's end by the worker's monotonic clock, less its margin. The
+	// agent calls it after Begin and after every renewal; the environment kills the
+	// steps about then unless told a later deadline, and at once when the worker is gone.
+	// Until the first call, the environment gives the worker a generous time of its own.
+	SetDeadline(t time.Time)
+}
+
 // Collector is a Session whose steps change a copy of the workspace rather than the
 // worker's own (a pod's, on another machine). The agent calls Collect once after the
 // last step of a job that was not cancelled, before it saves caches and uploads

@@ -74,3 +74,9 @@ func NotStartedFirst(d *Docker) {
 	}
 	d.execInspected.Store(&h)
 }
+
+// The exit codes of a container's process 1 that fenced itself.
+const (
+	ExitWorkerGone = exitWorkerGone
+	ExitLeaseOut   = exitLeaseOut
+)

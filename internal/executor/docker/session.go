@@ -27,17 +27,6 @@ import (
 	"github.com/gantry-ci/gantry/internal/executor"
 )
 
-// keepAlive is the job container's process 1: it outlives every step, and a stop
-// (SIGTERM) ends it at once. Being process 1, it is the one process that "kill -1" in
-// the container spares, which is how a step is stopped (see killAll). Its sleep, which
-// a step's kill also ends, is simply started again; waiting for it also reaps the
-// step's orphans. A sleep that cannot run (126, 127) ends it rather than spin.
-var keepAlive = []string{"sh", "-c", `trap 'exit 0' TERM INT
-while :; do
-	sleep 86400 & wait $!
-	case $? in 126|127) echo "gantry: sleep does not run in this image" >&2; exit 127;; esac
-done`}
-
 // notRunningHint is what an error says when the job's container is gone.
 const notRunningHint = "an image for steps needs sh and sleep"
 
@@ -71,6 +60,9 @@ type session struct {
 	// userHome is the HOME the image gives the job's user; "" until known. userOwner
 	// is that user's uid:gid, when the job has a user.
 	userHome, userOwner string
+	// lease is the attach to the container's stdin through which the worker holds its
+	// lease on it (lease.go); nil until the container is created.
+	lease *leaseHolder
 
 	mu    sync.Mutex
 	ended bool
@@ -149,6 +141,11 @@ func (d *Docker) beginWarm(ctx context.Context, j executor.Job, key poolKey) (*s
 	if w == nil {
 		return nil, nil
 	}
+	if w.sess.lease.gone() {
+		// It ended on its own: it outlived its time while this worker was frozen.
+		d.pool.discard(w)
+		return nil, nil
+	}
 	if err := adopt(w, j.Workspace); err != nil {
 		d.log.Warn("docker: give a warm container the job's workspace; the job starts cold", "job", j.ID, "err", err)
 		// Only once empty: the job's files are in it if they could not be moved back.
@@ -217,10 +214,14 @@ func (s *session) begin(ctx context.Context, ownNetwork bool) error {
 	cfg := &container.Config{
 		Image:      j.Image,
 		User:       j.User,
-		Entrypoint: keepAlive[:1],
-		Cmd:        keepAlive[1:],
+		Entrypoint: processOne[:1],
+		Cmd:        processOne[1:],
 		WorkingDir: executor.WorkspacePath,
 		Labels:     labels,
+		// Process 1 holds the worker's lease on the container through its stdin, which
+		// the engine closes when the worker's attach ends.
+		OpenStdin: true,
+		StdinOnce: true,
 	}
 	host := &container.HostConfig{
 		Mounts:      mounts,
@@ -240,6 +241,11 @@ func (s *session) begin(ctx context.Context, ownNetwork bool) error {
 		return fmt.Errorf("create the job's container of %s: %w", j.Image, err)
 	}
 	s.container = c.ID
+	// Attached before it starts: a worker that dies from here on takes the container
+	// with it.
+	if s.lease, err = d.attachLease(ctx, c.ID); err != nil {
+		return err
+	}
 	if _, err := d.cli.ContainerStart(ctx, c.ID, client.ContainerStartOptions{}); err != nil {
 		if j.Privileged {
 			// An engine that runs without every capability itself (in a container,
@@ -249,6 +255,7 @@ func (s *session) begin(ctx context.Context, ownNetwork bool) error {
 		}
 		return fmt.Errorf("start the job's container of %s: %w", j.Image, err)
 	}
+	s.lease.start()
 	// Process 1 is the image's sh; an image without one cannot run steps, and says so
 	// best now, not as a failed exec at the first step.
 	r, err := d.cli.ContainerInspect(ctx, c.ID, client.ContainerInspectOptions{})
@@ -310,6 +317,9 @@ func (s *session) prepareHome(ctx context.Context) error {
 
 // exitedError says that the job's container exited, with its code and last output.
 func (s *session) exitedError(ctx context.Context, code int) error {
+	if fenceReason(code) != "" {
+		return errFenced(code)
+	}
 	msg := fmt.Sprintf("the job's container of %s exited with code %d (%s)", s.job.Image, code, notRunningHint)
 	if logs := s.tailLogs(ctx, s.container); logs != "" {
 		msg += ": " + logs
@@ -456,6 +466,14 @@ func (s *session) Run(ctx context.Context, st executor.Step) (executor.Result, e
 	}
 	timer.Stop()
 
+	if !stopped && (exit.err != nil || exit.code != 0) {
+		// The container may have killed the step itself, its worker's lease on it
+		// having run out (a worker that was frozen): that is the job's environment
+		// lost, not the step failing.
+		if err := s.fencedError(actx); err != nil {
+			return res, err
+		}
+	}
 	if exit.err != nil {
 		return res, exit.err
 	}
@@ -474,7 +492,8 @@ func (s *session) Run(ctx context.Context, st executor.Step) (executor.Result, e
 // background child, a process that called setsid): kill(-1) reaches every process of
 // the user but process 1 and the wrapper itself. The wrapper outlives a SIGTERM that
 // stops the step (a handler, not an ignore, which the step would inherit), so that it
-// still ends the leftovers and passes on the step's own exit code.
+// still ends the leftovers and passes on the step's own exit code. Process 1's lease
+// reader is among those it kills, which process 1 starts again (lease.go).
 func stepWrapper(run string) string {
 	return "trap : TERM INT\n" + run + "\nrc=$?\nkill -9 -1 2>/dev/null\nexit $rc"
 }
@@ -563,7 +582,8 @@ func (s *session) stop(ctx context.Context, exited <-chan execExit, grace time.D
 // processes, and whatever they started, even those that left the step's process group
 // or lost their parent. The exec API has no kill, so it runs kill in the container, as
 // root; kill(-1) spares the caller and process 1. The job's steps run one at a time,
-// so every other process is the running step's.
+// so every other process is the running step's, but for process 1's lease reader,
+// which process 1 starts again (lease.go).
 func (s *session) killAll(ctx context.Context, sig syscall.Signal) {
 	kctx, cancel := context.WithTimeout(ctx, apiTimeout)
 	defer cancel()
@@ -625,6 +645,9 @@ func (s *session) End(ctx context.Context) error {
 	}
 	s.ended = true
 	s.mu.Unlock()
+	// Nothing of the job runs any more that the container must keep: it goes at once,
+	// whenever the removal comes.
+	s.lease.close()
 
 	d := s.d
 	key := s.owner
@@ -655,6 +678,9 @@ func (s *session) remove(ctx context.Context) error {
 	actx, cancel := context.WithTimeout(ctx, apiTimeout)
 	defer cancel()
 	cli := s.d.cli
+	// Its stdin closed, the container's process 1 kills what is left in it and exits,
+	// which makes the removal quick.
+	s.lease.close()
 
 	var (
 		mu   sync.Mutex
