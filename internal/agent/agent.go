@@ -690,7 +690,7 @@ func (a *Agent) runJob(parent context.Context, j claimedJob, later func(func()))
 		status, kind = "failed", "failure"
 	} else {
 		caches = a.restoreCaches(ctx, log, j, ws, jl.rec)
-		status, kind, exit, outputs = a.runSteps(ctx, log, jl.rec, j, ws, caches, func(step int, body map[string]any) {
+		status, kind, exit, outputs = a.runSteps(ctx, log, jl.rec, j, ws, caches, lease, func(step int, body map[string]any) {
 			steps <- stepReport{path: "/steps/" + strconv.Itoa(step), step: step, body: body}
 		}, later)
 	}
@@ -817,7 +817,8 @@ func (a *Agent) retrying(ctx context.Context, call func(context.Context) error) 
 }
 
 // runSteps runs the steps in order and returns the job's status, failure kind, the
-// exit code of the step that decided it, and the job's outputs.
+// exit code of the step that decided it, and the job's outputs. lease is the job's
+// fence, whose deadlines a session that fences itself is told.
 //
 // A step without an if: runs only while every step before it succeeded; one with an
 // if: runs when it holds (always() and failure() run after a failure). A cancel or the
@@ -827,7 +828,7 @@ func (a *Agent) retrying(ctx context.Context, call func(context.Context) error) 
 //
 // The step files are removed by what is given to later, after the job is reported.
 func (a *Agent) runSteps(ctx context.Context, log *slog.Logger, rec *logs.Recorder, j claimedJob, ws string, caches []*jobCache,
-	report func(step int, body map[string]any), later func(func())) (string, string, *int, map[string]string) {
+	lease *fence, report func(step int, body map[string]any), later func(func())) (string, string, *int, map[string]string) {
 	spec := j.Spec
 	once := map[int]bool{}
 	for _, i := range j.OnceDone {
@@ -868,6 +869,11 @@ func (a *Agent) runSteps(ctx context.Context, log *slog.Logger, rec *logs.Record
 			return status, beginFailureKind(err), code, outputs
 		}
 		defer end()
+		if f, ok := sess.(executor.Fenced); ok {
+			// The environment kills the steps when the worker's fence would, should
+			// the worker be dead or frozen then.
+			defer lease.watch(f.SetDeadline)()
+		}
 		run, host, stepWS = sess.Run, false, executor.WorkspacePath
 		collector, _ = sess.(executor.Collector)
 		if len(caches) > 0 {

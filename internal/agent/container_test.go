@@ -28,10 +28,18 @@ type fakeJobs struct {
 	ended   map[string]int        // End calls, by job id
 	endKill map[string]bool       // End asked for no grace
 	hostRun int                   // steps run through Run, without a Job
+	// deadlines are the fence deadlines each job's session was told, and when;
+	// lateDeadlines counts those told after End.
+	deadlines     map[string][]toldDeadline
+	lateDeadlines int
 }
 
+// toldDeadline is a deadline a session was told (executor.Fenced), and when.
+type toldDeadline struct{ deadline, at time.Time }
+
 func newFakeJobs() *fakeJobs {
-	return &fakeJobs{steps: map[string][][]string{}, ended: map[string]int{}, endKill: map[string]bool{}}
+	return &fakeJobs{steps: map[string][][]string{}, ended: map[string]int{}, endKill: map[string]bool{},
+		deadlines: map[string][]toldDeadline{}}
 }
 
 func (f *fakeJobs) Run(ctx context.Context, s executor.Step) (executor.Result, error) {
@@ -75,6 +83,15 @@ func (s *fakeSession) Run(ctx context.Context, st executor.Step) (executor.Resul
 		return executor.Result{}, errors.New("step dir " + st.Dir + " is not the job's workspace " + s.job.Workspace)
 	}
 	return s.f.Shell.Run(ctx, st)
+}
+
+func (s *fakeSession) SetDeadline(t time.Time) {
+	s.f.mu.Lock()
+	defer s.f.mu.Unlock()
+	if s.f.ended[s.job.ID] > 0 {
+		s.f.lateDeadlines++
+	}
+	s.f.deadlines[s.job.ID] = append(s.f.deadlines[s.job.ID], toldDeadline{t, time.Now()})
 }
 
 func (s *fakeSession) End(ctx context.Context) error {
@@ -171,6 +188,41 @@ jobs:
 	log := b.jobLog(t, id, "test")
 	if !strings.Contains(log, "container: image gantry-test/go:1.26, services db (gantry-test/db:1)") || !strings.Contains(log, "in-container") {
 		t.Errorf("log does not tell the container or lacks the step's output:\n%s", log)
+	}
+}
+
+// TestContainerJobFenced: a session that fences itself (executor.Fenced) is told the
+// job's fence deadline when it begins and again after every renewal: the lease's end by
+// the worker's clock less the margin, so never later than the lease.
+func TestContainerJobFenced(t *testing.T) {
+	t.Parallel()
+	b := setup(t) // heartbeats every 200 ms, leases of 5 s
+	fake := newFakeJobs()
+	b.startWith(t, Config{Name: "docker", MaxJobs: 1, Executor: fake})
+	id := b.submit(t, "jobs:\n  a:\n    image: gantry-test/go:1.26\n    steps: [{run: 'sleep 1'}]\n")
+	b.wantSuccess(t, id)
+	jobs, err := b.st.ListJobs(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fake.mu.Lock()
+	told, late := fake.deadlines[jobs[0].ID.String()], fake.lateDeadlines
+	fake.mu.Unlock()
+	if late > 0 {
+		t.Errorf("the session was told %d deadlines after it ended", late)
+	}
+	// One when it began, and one for most of the renewals of a second.
+	if len(told) < 3 {
+		t.Fatalf("the session was told %d deadlines, want one at its start and one at each renewal", len(told))
+	}
+	const ttl, margin = 5 * time.Second, 5 * time.Second / 8
+	for i, d := range told {
+		if left := d.deadline.Sub(d.at); left > ttl-margin || left < ttl-margin-time.Second {
+			t.Errorf("deadline %d is %s after it was told, want a little under the TTL less the margin (%s)", i, left, ttl-margin)
+		}
+		if i > 0 && !d.deadline.After(told[i-1].deadline) {
+			t.Errorf("deadline %d (%s) is not later than the one before", i, d.deadline)
+		}
 	}
 }
 

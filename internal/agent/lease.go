@@ -24,6 +24,8 @@ type fence struct {
 	until time.Time // when the lease ends; zero while unknown
 	timer *time.Timer
 	done  bool // fired or stopped
+	// tell, when set, is told every new deadline (watch).
+	tell func(deadline time.Time)
 }
 
 // newFence arms a fence for a lease granted by a request sent at sent and lasting
@@ -48,6 +50,9 @@ func (f *fence) renewed(sent time.Time, validFor time.Duration) {
 		return
 	}
 	f.until = until
+	if f.tell != nil {
+		f.tell(until.Add(-f.margin))
+	}
 	wait := time.Until(until) - f.margin
 	if f.timer == nil {
 		f.timer = time.AfterFunc(wait, f.expire)
@@ -67,6 +72,25 @@ func (f *fence) expire() {
 	f.done = true
 	f.mu.Unlock()
 	f.fire(left)
+}
+
+// watch calls tell with the fence's deadline (when it fires unless the lease is renewed
+// first, by the worker's clock) at once if it is known, and after every renewal that
+// moves it, until the returned stop is called: a job's environment that fences itself
+// (executor.Fenced) kills the steps then too, should the worker not be there to. tell
+// is called with the fence's lock held, and must not block.
+func (f *fence) watch(tell func(deadline time.Time)) (stop func()) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.tell = tell
+	if !f.until.IsZero() && !f.done {
+		tell(f.until.Add(-f.margin))
+	}
+	return func() {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.tell = nil
+	}
 }
 
 // stop disarms the fence.

@@ -93,6 +93,30 @@ func TestFence(t *testing.T) {
 		f.renewed(time.Now(), validFor)
 		within(t, ch, 10*time.Second)
 	})
+	t.Run("watched", func(t *testing.T) {
+		t.Parallel()
+		_, fire := fired()
+		sent := time.Now()
+		f := newFence(sent, time.Hour, margin, fire)
+		defer f.stop()
+		var told []time.Time // tell runs under the fence's lock, on the renewing goroutine
+		stop := f.watch(func(d time.Time) { told = append(told, d) })
+		f.renewed(sent.Add(time.Second), time.Hour)
+		f.renewed(sent, time.Hour) // ends no later: nothing to tell
+		stop()
+		f.renewed(sent.Add(2*time.Second), time.Hour)
+		want := []time.Time{sent.Add(time.Hour - margin), sent.Add(time.Second + time.Hour - margin)}
+		if len(told) != len(want) || !told[0].Equal(want[0]) || !told[1].Equal(want[1]) {
+			t.Errorf("told %v, want %v", told, want)
+		}
+		unknown := newFence(time.Now(), 0, margin, fire)
+		defer unknown.stop()
+		told = nil
+		defer unknown.watch(func(d time.Time) { told = append(told, d) })()
+		if len(told) != 0 {
+			t.Errorf("a lease of unknown length told a deadline: %v", told)
+		}
+	})
 	t.Run("stopped", func(t *testing.T) {
 		t.Parallel()
 		ch, fire := fired()
