@@ -92,8 +92,11 @@ func TestUpDockerWorker(t *testing.T) {
 }
 
 // TestDockerWorkerSweepsAfterSIGKILL: a `gantry worker --executor docker` process killed
-// with SIGKILL in the middle of a job leaves its containers and network on the engine;
-// the next docker worker on the same work dir removes them before it claims a job.
+// with SIGKILL in the middle of a job leaves its containers (stopped: their process 1
+// saw its stdin, which the worker held, close) and network on the engine; the next
+// docker worker on the same work dir removes them before it claims a job. (So may any
+// docker worker of this machine, which sweeps what dead processes left: one of another
+// test running at the same time may be first.)
 func TestDockerWorkerSweepsAfterSIGKILL(t *testing.T) {
 	t.Parallel()
 	img := dockertest.Image(t, dockertest.Busybox)
@@ -121,9 +124,7 @@ jobs:
 		t.Fatalf("the running job has %d containers and networks labelled with it, want its container, service and network", n)
 	}
 	worker.kill(t)
-	if n := jobObjects(t, cli, jobID); n < 3 {
-		t.Fatalf("after SIGKILL %d objects are left; the test needs them there to see them swept", n)
-	}
+	t.Logf("after SIGKILL %d of the job's objects are left", jobObjects(t, cli, jobID))
 	startChild(t, args) // its log is shown if the test fails
 	waitFor(t, "the next worker to sweep the dead one's containers", 60*time.Second, func() bool {
 		return jobObjects(t, cli, jobID) == 0

@@ -91,7 +91,10 @@ func dockerStateDir(workDir string) string {
 // so each worker keeps a file named after its id in state, locked for as long as it
 // runs. A file nobody holds locked is a dead worker's (the lock goes with its process,
 // even one killed with SIGKILL): its containers, networks and volumes are swept, then
-// the file is removed. That happens before the new worker claims a job, and again every
+// the file is removed. Objects are also labelled with the process that made them, so
+// those of every dead process on this machine are swept too, whatever its work dir: a
+// `gantry run` killed with SIGKILL had its work dir in a temporary directory no later run
+// looks in. That happens before the new worker claims a job, and again every
 // dockerSweepEvery until ctx ends, when the worker's own file goes.
 func dockerSweeper(engine *docker.Docker, state string, log *slog.Logger) func(ctx context.Context, workerID string) {
 	return func(ctx context.Context, workerID string) {
@@ -105,6 +108,7 @@ func dockerSweeper(engine *docker.Docker, state string, log *slog.Logger) func(c
 			return
 		}
 		sweepDeadDockerWorkers(ctx, engine, state, workerID, log)
+		sweepDeadDockerProcesses(ctx, engine, log)
 		go func() {
 			t := time.NewTicker(dockerSweepEvery)
 			defer t.Stop()
@@ -116,6 +120,7 @@ func dockerSweeper(engine *docker.Docker, state string, log *slog.Logger) func(c
 					return
 				case <-t.C:
 					sweepDeadDockerWorkers(ctx, engine, state, workerID, log)
+					sweepDeadDockerProcesses(ctx, engine, log)
 				}
 			}
 		}()
@@ -172,5 +177,19 @@ func sweepDeadDockerWorkers(ctx context.Context, engine *docker.Docker, state, s
 			_ = os.Remove(path)
 		}
 		f.Close()
+	}
+}
+
+// sweepDeadDockerProcesses sweeps the objects of the dead processes of this machine
+// (docker.LabelProcess).
+func sweepDeadDockerProcesses(ctx context.Context, engine *docker.Docker, log *slog.Logger) {
+	sctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	n, err := engine.SweepDeadProcesses(sctx)
+	if n > 0 {
+		log.Info("docker: removed what dead processes of this machine left", "objects", n)
+	}
+	if err != nil && ctx.Err() == nil {
+		log.Warn("docker: sweep what dead processes of this machine left; trying again later", "removed", n, "err", err)
 	}
 }

@@ -35,6 +35,11 @@ const (
 	LabelAttempt     = "gantry.attempt"
 	LabelIncarnation = "gantry.incarnation" // one Docker value's; Sweep spares its own
 	LabelRole        = "gantry.role"        // "job", "service", or "pool" for a warm container
+	// LabelProcess names the process that made the object, so that another process on
+	// its machine can tell that it is dead, whatever its worker id or work dir
+	// (SweepDeadProcesses): "HOST/BOOT/PIDNS/UID/PID/START" (process_linux.go).
+	// Objects made where there is no /proc go without it.
+	LabelProcess = "gantry.process"
 )
 
 // Pull policies (Job.Pull).
@@ -285,13 +290,17 @@ func registryAuth(ref string, auth map[string]executor.RegistryCredential) (name
 
 // labels returns the labels of an object of job j.
 func (d *Docker) labels(j executor.Job, role string) map[string]string {
-	return map[string]string{
+	l := map[string]string{
 		LabelWorker:      j.WorkerID,
 		LabelJob:         j.ID,
 		LabelAttempt:     strconv.Itoa(j.Attempt),
 		LabelIncarnation: d.incarnation,
 		LabelRole:        role,
 	}
+	if p := thisProcess(); p != "" {
+		l[LabelProcess] = p
+	}
+	return l
 }
 
 // Sweep removes the containers, networks and volumes labelled with workerID that
@@ -310,6 +319,16 @@ func (d *Docker) Sweep(ctx context.Context, workerID string) (int, error) {
 // (their ids are never reused). This Docker value's own objects are spared.
 func (d *Docker) SweepUnknown(ctx context.Context, known func(workerID string) bool) (int, error) {
 	return d.sweep(ctx, LabelWorker, func(l map[string]string) bool { return !known(l[LabelWorker]) })
+}
+
+// SweepDeadProcesses removes the gantry-labelled containers, networks and volumes made
+// by a process (LabelProcess) of this machine, since its last boot and in this
+// process's pid namespace, that has died: what a worker or `gantry run` killed with
+// SIGKILL left, whatever its worker id and work dir. The objects of processes it cannot
+// see (on another machine, in another pid namespace, another user's where /proc hides
+// them) are left to their own sweepers. This Docker value's own objects are spared.
+func (d *Docker) SweepDeadProcesses(ctx context.Context) (int, error) {
+	return d.sweep(ctx, LabelProcess, func(l map[string]string) bool { return processGone(l[LabelProcess]) })
 }
 
 // sweep removes the objects that match label (a label filter: "key" or "key=value"),

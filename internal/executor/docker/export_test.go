@@ -75,6 +75,9 @@ func NotStartedFirst(d *Docker) {
 	d.execInspected.Store(&h)
 }
 
+// ProcessOf is what LabelProcess says of process pid, a child of this one.
+func ProcessOf(pid int) string { return processOf(pid) }
+
 // The exit codes of a container's process 1 that fenced itself.
 const (
 	ExitWorkerGone = exitWorkerGone

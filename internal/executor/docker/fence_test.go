@@ -14,10 +14,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 
 	"github.com/gantry-ci/gantry/internal/executor"
 	"github.com/gantry-ci/gantry/internal/executor/docker"
+	"github.com/gantry-ci/gantry/internal/executor/docker/dockertest"
 	"github.com/gantry-ci/gantry/internal/executor/executortest"
 )
 
@@ -315,5 +317,53 @@ func TestFenceDeadline(t *testing.T) {
 	// A step after that finds its environment lost too.
 	if _, err := s.Run(t.Context(), executor.Step{Script: "true"}); !errors.Is(err, executor.ErrEnvironmentLost) {
 		t.Errorf("a step in a container that fenced itself: %v; want the job's environment lost", err)
+	}
+}
+
+// TestSweepDeadProcesses: objects made by a process of this machine that is dead are
+// removed by any Docker value, whatever their worker id; those of a live process stay.
+func TestSweepDeadProcesses(t *testing.T) {
+	t.Parallel()
+	d, b := setup(t)
+	dead := exec.Command("sleep", "60")
+	if err := dead.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadProc := docker.ProcessOf(dead.Process.Pid)
+	_ = dead.Process.Kill()
+	_ = dead.Wait()
+	liveProc := docker.ProcessOf(os.Getpid())
+	if deadProc == "" || liveProc == "" {
+		t.Fatalf("processes %q and %q: /proc does not tell", deadProc, liveProc)
+	}
+	labels := func(process string) map[string]string {
+		return map[string]string{docker.LabelWorker: b.workerID, docker.LabelProcess: process, docker.LabelJob: "j"}
+	}
+	ctx := t.Context()
+	mk := func(process string) string {
+		c, err := b.cli.ContainerCreate(ctx, client.ContainerCreateOptions{
+			Config: &container.Config{Image: b.image, Cmd: []string{"true"}, Labels: labels(process)},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.ID
+	}
+	gone, kept := mk(deadProc), mk(liveProc)
+	if _, err := b.cli.NetworkCreate(ctx, "gantry-test-process-"+executortest.Token(t)[4:], client.NetworkCreateOptions{Labels: labels(deadProc)}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = b.cli.ContainerRemove(context.Background(), kept, client.ContainerRemoveOptions{Force: true})
+	})
+	if _, err := d.SweepDeadProcesses(ctx); err != nil {
+		t.Fatalf("SweepDeadProcesses: %v", err)
+	}
+	left := strings.Join(dockertest.Leftovers(t, b.cli, b.workerID), " ")
+	if strings.Contains(left, "network") || len(dockertest.Leftovers(t, b.cli, b.workerID)) != 1 {
+		t.Errorf("left after the sweep: %s; want the live process's container only", left)
+	}
+	if _, err := b.cli.ContainerInspect(ctx, gone, client.ContainerInspectOptions{}); err == nil {
+		t.Errorf("the dead process's container is still there")
 	}
 }
