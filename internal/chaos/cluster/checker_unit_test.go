@@ -3,11 +3,14 @@ package cluster
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/gantry-ci/gantry/internal/pipeline"
 )
 
 // The checker and the plan are pure: these tests feed them made-up histories, each
@@ -43,7 +46,7 @@ func TestPlanIsTheSeeds(t *testing.T) {
 		}
 		seen[f.Kind] = true
 		_, target, _ := strings.Cut(f.Kind, "-")
-		if !contains(testParams.nodes[target], f.Target) {
+		if !slices.Contains(testParams.nodes[target], f.Target) {
 			t.Errorf("fault %s hits %s, which is not a %s", f.Kind, f.Target, target)
 		}
 		past := testParams.leaseTTL + testParams.grace
@@ -51,9 +54,36 @@ func TestPlanIsTheSeeds(t *testing.T) {
 			t.Errorf("fault %s: long %v but it lasts %s against a lease of %s", f.Kind, f.Long, f.For, past)
 		}
 	}
-	// 80 s holds one round of the twelve kinds.
-	if len(seen) != len(allFaultKinds()) {
-		t.Errorf("80s of faults hit %d of the %d kinds: %v", len(seen), len(allFaultKinds()), seen)
+}
+
+// TestShortFormHitsEveryKind: the short form's seeds, in its 80 s, hit every kind of
+// fault at least once, and some pause or partition long enough to fence a job.
+func TestShortFormHitsEveryKind(t *testing.T) {
+	t.Parallel()
+	cfg, seeds, err := suiteConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *flagDuration != 0 || *flagSeed != "" || *flagFaults != "" {
+		t.Skip("the flags ask for another form than the short one") // never in make test
+	}
+	p := testParams
+	p.duration, p.leaseTTL, p.grace = cfg.faults, cfg.leaseTTL, cfg.grace
+	for _, seed := range seeds {
+		fs, err := plan(seed, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen, long := map[string]bool{}, 0
+		for _, f := range fs {
+			seen[f.Kind] = true
+			if f.Long {
+				long++
+			}
+		}
+		if len(seen) != len(allFaultKinds()) || long == 0 {
+			t.Errorf("seed %d hits %d of the %d kinds in %s, %d of them long: %v", seed, len(seen), len(allFaultKinds()), p.duration, long, fs)
+		}
 	}
 }
 
@@ -268,11 +298,26 @@ func TestCheckAgreement(t *testing.T) {
 	}
 }
 
-func contains(s []string, v string) bool {
-	for _, x := range s {
-		if x == v {
-			return true
+func TestGenerateIsTheSeeds(t *testing.T) {
+	t.Parallel()
+	a, b := generate(3, 4, "http://ledger/m"), generate(3, 4, "http://ledger/m")
+	if !reflect.DeepEqual(a, b) {
+		t.Fatal("two runs generated from one seed and index differ")
+	}
+	if c := generate(3, 5, "http://ledger/m"); reflect.DeepEqual(a.yaml, c.yaml) {
+		t.Fatal("runs 4 and 5 of seed 3 are the same")
+	}
+	p, err := pipeline.Compile(a.yaml, pipeline.Options{})
+	if err != nil {
+		t.Fatalf("generated run:\n%s\n%v", a.yaml, err)
+	}
+	if len(p.Jobs) != a.jobs || a.want["prep"].artifact == nil {
+		t.Fatalf("generated run:\n%s\nplans %d jobs, wants %+v, %d jobs", a.yaml, len(p.Jobs), a.want, a.jobs)
+	}
+	for _, j := range p.Jobs {
+		want, ok := a.want[j.Name]
+		if !ok || want.container != slices.Contains(j.RunsOn, "docker") || !want.container && !slices.Contains(j.RunsOn, "shell") {
+			t.Errorf("job %s runs on %v, want %+v", j.Key, j.RunsOn, want)
 		}
 	}
-	return false
 }

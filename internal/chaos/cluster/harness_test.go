@@ -264,17 +264,19 @@ exec "$PG/postgres" -D /data -c listen_addresses=* -c unix_socket_directories= -
 		if i == 0 || i == cfg.workers {
 			server = strings.Join(replicaURLs, ",")
 		}
-		args := []string{"gantry", "worker", "--server", server, "--name", w.name, "--labels", "shell",
+		args := []string{"gantry", "worker", "--server", server, "--name", w.name,
 			"--max-jobs", fmt.Sprint(cfg.maxJobs), "--log-format", "json"}
 		binds := []string{ledgerDir + ":/ledger"}
 		if w.kind == "docker-worker" {
 			// The engine resolves a job's workspace on its own host: the work directory
-			// has the same path in the worker's container as on the host.
+			// has the same path in the worker's container as on the host. A docker worker
+			// takes only container jobs (it has not the shell label), so that a fault on
+			// it cuts containers short.
 			work := c.hostDir("work-" + w.name)
 			args = append(args, "--executor", "docker", "--work-dir", work, "--docker-warm-pool", "1")
 			binds = append(binds, "/var/run/docker.sock:/var/run/docker.sock", work+":"+work)
 		} else {
-			args = append(args, "--work-dir", "/work")
+			args = append(args, "--labels", "shell", "--work-dir", "/work")
 		}
 		c.run(w, &container.Config{Image: gantryImage, Cmd: args, Env: []string{"GANTRY_TOKEN=" + register}}, binds)
 	}

@@ -144,14 +144,14 @@ func plan(seed uint64, p planParams) ([]fault, error) {
 		round = round[1:]
 		_, target, _ := strings.Cut(kind, "-")
 		f := fault{Kind: kind, Target: p.nodes[target][rng.IntN(len(p.nodes[target]))]}
-		at += between(time.Second, 3*time.Second)
+		at += between(500*time.Millisecond, 2500*time.Millisecond)
 		f.At = at
 		switch {
 		case strings.HasPrefix(kind, actKill+"-"):
 			// Down for a moment: what matters is what the SIGKILL cut short.
-			f.For = between(500*time.Millisecond, 3*time.Second)
+			f.For = between(500*time.Millisecond, 2*time.Second)
 		case long:
-			f.For = between(p.leaseTTL+p.grace+time.Second, p.leaseTTL+p.grace+4*time.Second)
+			f.For = between(p.leaseTTL+p.grace+500*time.Millisecond, p.leaseTTL+p.grace+2*time.Second)
 			f.Long = true
 			long = false
 		default:

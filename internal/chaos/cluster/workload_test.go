@@ -22,6 +22,7 @@ type runSpec struct {
 	key   string // the submission's Idempotency-Key
 	yaml  []byte
 	want  map[string]jobWant // by job definition name
+	jobs  int                // jobs after the matrices are expanded
 }
 
 // generate makes run i of a seed's workload: the same seed and index give the same run.
@@ -45,7 +46,7 @@ func generate(seed uint64, i int, ledgerURL string) runSpec {
 
 	var b strings.Builder
 	fmt.Fprintf(&b, "name: %s\n", tag)
-	fmt.Fprintf(&b, "defaults:\n  timeout: 5m\n  runs_on: [shell]\n  retry: {max_attempts: 30, backoff: 1s, on: [lost]}\n")
+	fmt.Fprintf(&b, "defaults:\n  timeout: 5m\n  retry: {max_attempts: 30, backoff: 1s, on: [lost]}\n")
 	fmt.Fprintf(&b, "  env: {LEDGER_URL: %q, DATA_TAG: %q, DATA_SHA: %q, DATA_LINES: \"%d\", CACHE_VAL: %q}\n",
 		ledgerURL, tag, hex.EncodeToString(sum[:]), dataLines, "v-"+cacheKey)
 	b.WriteString("jobs:\n")
@@ -55,6 +56,8 @@ func generate(seed uint64, i int, ledgerURL string) runSpec {
 		led := ledShell
 		if w.container {
 			led = ledHTTP
+		} else {
+			b.WriteString("    runs_on: [shell]\n")
 		}
 		steps := []string{
 			fmt.Sprintf("      - {name: once, once: true, run: %s}\n", yamlQuote(led+"led once")),
@@ -70,8 +73,10 @@ func generate(seed uint64, i int, ledgerURL string) runSpec {
 		`mkdir -p out && seq 1 "$DATA_LINES" | sed "s/^/$DATA_TAG /" > out/data.txt`, ticks())
 	job("build", jobWant{logLines: 20},
 		"    needs: [prep]\n    matrix: {n: [1, 2]}\n", checkArtifact, ticks())
+	// Two container jobs of 2-4 s each per run keep the docker workers, which take no
+	// other jobs, busy enough that a fault on one mostly cuts a container short.
 	job("box", jobWant{logLines: 50, container: true},
-		"    needs: [prep]\n    image: "+gantryImage+"\n    container: {pull: never}\n", checkArtifact, ticks())
+		"    needs: [prep]\n    matrix: {c: [1, 2]}\n    image: "+gantryImage+"\n    container: {pull: never}\n", checkArtifact, 10+rng.IntN(11))
 	job("flaky", jobWant{logLines: 10},
 		"    retry: {max_attempts: 30, backoff: 1s, on: [failure, lost]}\n",
 		`[ "$GANTRY_ATTEMPT" -gt 1 ] || { echo "fails its first attempt on purpose"; exit 3; }`, ticks())
@@ -82,6 +87,7 @@ func generate(seed uint64, i int, ledgerURL string) runSpec {
 	job("logs", jobWant{logLines: 3000 + rng.IntN(3000)}, "", "", ticks())
 	job("final", jobWant{logLines: 5}, "    needs: [build, box, flaky, cached, logs]\n", "", ticks())
 	spec.yaml = []byte(b.String())
+	spec.jobs = len(spec.want) + 2 // build and box are matrices of two
 	return spec
 }
 
