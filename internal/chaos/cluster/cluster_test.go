@@ -34,9 +34,9 @@ const shortSeeds = "1"
 // suiteConfig reads the flags into the suite's config and seeds, or says what is wrong
 // with them.
 func suiteConfig() (config, []uint64, error) {
-	cfg := config{replicas: 3, workers: 3, dockerWorkers: 2, maxJobs: 2,
+	cfg := config{replicas: 3, workers: 3, dockerWorkers: 2, maxJobs: 3,
 		leaseTTL: 8 * time.Second, heartbeat: 2 * time.Second, grace: time.Second,
-		faults: 80 * time.Second, warmup: 8 * time.Second, settle: 3 * time.Minute, pace: 4 * time.Second,
+		faults: 80 * time.Second, warmup: 8 * time.Second, settle: 3 * time.Minute, pace: 5 * time.Second,
 		keep: *flagKeep}
 	switch d := *flagDuration; {
 	case d < 0:

@@ -30,7 +30,8 @@ type runSpec struct {
 // §5.7), work that writes marks to the ledger while it runs, an artifact handed to the
 // jobs that need it and checked by them, a matrix, a job in a container on a docker
 // worker, one that fails its first attempt and is retried, a cache shared with other
-// runs, and a long log. Every job retries lost attempts, so no fault may fail a run.
+// runs, a long log, and work that outlasts a lease. Every job retries lost attempts, so
+// no fault may fail a run.
 //
 // ledgerURL is where the container jobs send their marks; the shell jobs append theirs
 // to /ledger/marks on their worker, which the suite reads.
@@ -73,10 +74,14 @@ func generate(seed uint64, i int, ledgerURL string) runSpec {
 		`mkdir -p out && seq 1 "$DATA_LINES" | sed "s/^/$DATA_TAG /" > out/data.txt`, ticks())
 	job("build", jobWant{logLines: 20},
 		"    needs: [prep]\n    matrix: {n: [1, 2]}\n", checkArtifact, ticks())
-	// Two container jobs of 2-4 s each per run keep the docker workers, which take no
-	// other jobs, busy enough that a fault on one mostly cuts a container short.
+	// A container job and a shell job of each run work 8-16 s, past a lease and its reap
+	// grace, so that one a fault cuts off is still running when its job can be given to
+	// another worker: its fence is what keeps the two attempts apart. The container job
+	// also keeps the docker workers, which take no other jobs, busy enough that a fault
+	// on one mostly cuts a container short.
 	job("box", jobWant{logLines: 50, container: true},
-		"    needs: [prep]\n    matrix: {c: [1, 2]}\n    image: "+gantryImage+"\n    container: {pull: never}\n", checkArtifact, 10+rng.IntN(11))
+		"    needs: [prep]\n    image: "+gantryImage+"\n    container: {pull: never}\n", checkArtifact, 40+rng.IntN(41))
+	job("long", jobWant{logLines: 30}, "", "", 40+rng.IntN(41))
 	job("flaky", jobWant{logLines: 10},
 		"    retry: {max_attempts: 30, backoff: 1s, on: [failure, lost]}\n",
 		`[ "$GANTRY_ATTEMPT" -gt 1 ] || { echo "fails its first attempt on purpose"; exit 3; }`, ticks())
@@ -85,9 +90,9 @@ func generate(seed uint64, i int, ledgerURL string) runSpec {
 		`if [ -f cachedir/v ]; then read -r v < cachedir/v; [ "$v" = "$CACHE_VAL" ] || { echo "cache holds $v, want $CACHE_VAL"; exit 8; }; else mkdir -p cachedir && echo "$CACHE_VAL" > cachedir/v; fi`,
 		ticks())
 	job("logs", jobWant{logLines: 3000 + rng.IntN(3000)}, "", "", ticks())
-	job("final", jobWant{logLines: 5}, "    needs: [build, box, flaky, cached, logs]\n", "", ticks())
+	job("final", jobWant{logLines: 5}, "    needs: [build, box, flaky, cached, logs, long]\n", "", ticks())
 	spec.yaml = []byte(b.String())
-	spec.jobs = len(spec.want) + 2 // build and box are matrices of two
+	spec.jobs = len(spec.want) + 1 // build is a matrix of two
 	return spec
 }
 
