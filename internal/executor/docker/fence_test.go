@@ -272,17 +272,17 @@ func TestFenceDeadline(t *testing.T) {
 	d, b := setup(t)
 	s := begin(t, d, job(b, t))
 	f := s.(executor.Fenced)
+	// Every step that ends kills process 1's reader, which process 1 has started again by
+	// the time the next step runs: two processes run process 1's script (three for a
+	// moment while process 1 forks its sleep).
+	const count = `for i in 1 2 3 4 5; do n=$(ps -o args | grep -c "^sh -c trap 'exit 0'"); [ $n = 2 ] && break; sleep 0.05; done; echo $n`
 	for range 3 {
 		if res, _ := run(t, s, executor.Step{Script: "true"}); res.ExitCode != 0 {
 			t.Fatalf("exit %d", res.ExitCode)
 		}
-	}
-	// The step that ended killed process 1's reader, which process 1 has started again by
-	// the time the next step runs: two processes run process 1's script (three for a
-	// moment while process 1 forks its sleep).
-	const count = `for i in 1 2 3 4 5; do n=$(ps -o args | grep -c "^sh -c trap 'exit 0'"); [ $n = 2 ] && break; sleep 0.05; done; echo $n`
-	if _, out := run(t, s, executor.Step{Script: count}); out != "2" {
-		t.Errorf("%s processes run process 1's script after a step ended, want 2 (process 1 and its reader)", out)
+		if _, out := run(t, s, executor.Step{Script: count}); out != "2" {
+			t.Errorf("%s processes run process 1's script after a step ended, want 2 (process 1 and its reader)", out)
+		}
 	}
 	const lease = 1500 * time.Millisecond
 	f.SetDeadline(time.Now().Add(lease))

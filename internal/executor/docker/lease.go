@@ -38,10 +38,12 @@ import (
 //
 // The end of every step kills the reader with everything else (kill -1 spares process 1
 // only), and so does killAll: the tick's sleep dies with it, which ends process 1's wait,
-// and process 1 starts the reader again at once, so that no line the worker writes
-// meanwhile waits long in the pipe (a line read late gives the container more time than
-// the worker meant). A reader killed alone is started again at the next tick. Waiting
-// for the tick's sleep also reaps the steps' orphans, as before.
+// and process 1 looks at the reader again 50 ms later (the reader may not have died yet
+// when the sleep had) and starts it again, so that no line the worker writes meanwhile
+// waits long in the pipe (a line read late gives the container more time than the
+// worker meant). A reader is alive when /proc says it is there and not a zombie. One
+// killed alone is started again at the next tick. Waiting for the tick's sleep also
+// reaps the steps' orphans, as before.
 //
 // The tick was half a second at first; sleeping until the deadline when it is nearer
 // made the fence as prompt with one tick a second, and each tick is a sleep process:
@@ -95,17 +97,20 @@ feed() {
 	done
 	kill -USR1 1
 }
+alive() { read -r _ _ s _ <"/proc/$r/stat" && [ "$s" != Z ]; }
 cs; d=$(( c + $1 ))
 feed & r=$!
 while :; do
 	{ read n <"$f"; } && case $n in ''|*[!0-9]*) ;; *) d=$n;; esac
 	cs
 	if [ "$c" -ge "$d" ]; then kill -KILL -1; echo "gantry: the worker stopped renewing its lease on this container: killed the steps" >&4; exit ` + strconv.Itoa(exitLeaseOut) + `; fi
-	kill -0 $r || { feed & r=$!; }
+	alive || { feed & r=$!; }
 	w=$(( d - c )); z=1
 	[ $w -lt 100 ] && [ $q ] && z=0.$(( w / 10 ))$(( w % 10 ))
+	[ $x ] && [ $q ] && [ $w -gt 5 ] && z=0.05
+	x=
 	sleep $z & wait $!
-	case $? in 126|127) echo "gantry: sleep does not run in this image" >&4; exit 127;; esac
+	case $? in 126|127) echo "gantry: sleep does not run in this image" >&4; exit 127;; 137|143) x=1;; esac
 done`, "sh", strconv.FormatInt(int64(unleased/(10*time.Millisecond)), 10)}
 
 // leaseHolder is the worker's end of a container's lease: the attach to its stdin, and
