@@ -452,6 +452,8 @@ func (c *cluster) teardown() {
 		c.t.Logf("keeping the cluster (network gantry-cluster-%s, containers labelled %s=%s)", c.id, labelSuite, c.id)
 		return
 	}
+	// The docker workers' ids come from their logs, which go with their containers.
+	dockerWorkers := c.workerIDs("docker-worker")
 	var ids []string
 	cs, err := c.cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: client.Filters{}.Add("label", labelSuite+"="+c.id)})
 	if err == nil {
@@ -466,7 +468,7 @@ func (c *cluster) teardown() {
 	}
 	// What the docker workers made: they are gone, so their objects are the suite's to
 	// remove.
-	for id := range c.workerIDs("docker-worker") {
+	for id := range dockerWorkers {
 		for _, l := range dockertest.Leftovers(c.t, c.cli, id) {
 			kind, name, _ := strings.Cut(l, " ")
 			var err error
