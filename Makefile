@@ -30,8 +30,9 @@ depcheck:
 	@bash scripts/deps.sh --check
 
 # The slowest test packages come first: go test starts packages in the order listed (two
-# at a time on two cores), so a slow one started last would run alone at the end.
-SLOW_TEST_PKGS := ./internal/cli ./internal/store/sqlite ./internal/api ./internal/agent \
+# at a time on two cores), so a slow one started last would run alone at the end. The
+# cluster fault suite spends most of its minutes waiting on its containers.
+SLOW_TEST_PKGS := ./internal/chaos/cluster ./internal/cli ./internal/store/sqlite ./internal/api ./internal/agent \
 	./internal/store/postgres ./internal/logs
 # -race implies checkptr, which instruments every unsafe.Pointer conversion; modernc's
 # SQLite, transpiled C, makes one at nearly every memory access, and checking them took
