@@ -2,8 +2,11 @@ package api
 
 import (
 	"context"
+	"database/sql/driver"
 	"encoding/json"
 	"errors"
+	"io"
+	"net"
 	"net/http"
 
 	"github.com/gantry-ci/gantry/internal/pipeline"
@@ -81,6 +84,13 @@ func (s *Server) storeError(w http.ResponseWriter, r *http.Request, action strin
 		writeError(w, http.StatusForbidden, codeForbidden, err.Error(), nil)
 	case isStorageFull(err):
 		s.storageFullError(w, r, storageData, action, err)
+	case storeUnreachable(r, err):
+		// The database is down, cut off or too slow: nothing here is a bug, and the same
+		// request may work in a moment (writes are idempotent or fenced: a run by its
+		// Idempotency-Key, a worker's by its lease).
+		s.log.WarnContext(r.Context(), "store unreachable", "action", action, "err", err)
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, codeUnavailable, action+": the store cannot be reached; try again", nil)
 	case r.Context().Err() != nil && errors.Is(err, context.Canceled):
 		// The caller went away (a worker stopping, a closed long poll): nobody reads
 		// the answer and nothing failed.
@@ -107,4 +117,14 @@ func pipelineDetails(err error) []errorDetail {
 		return []errorDetail{{Path: e.Path, Line: e.Line, Column: e.Column, Message: e.Message, Code: string(e.Kind)}}
 	}
 	return []errorDetail{{Message: err.Error(), Code: string(pipeline.ErrInvalid)}}
+}
+
+// storeUnreachable reports a store error that says the database could not be reached or
+// did not answer in time, as every driver's connections fail: a network error (refused,
+// reset, timed out), a connection that ended mid-answer, one the driver found broken, or
+// the store's own deadline passing while the request's had not.
+func storeUnreachable(r *http.Request, err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, driver.ErrBadConn) ||
+		r.Context().Err() == nil && errors.Is(err, context.DeadlineExceeded)
 }
