@@ -67,6 +67,22 @@ type Store interface {
 	// The blob becomes visible only once the whole body arrived and matched; a mismatch is
 	// rejected and stores nothing.
 	PresignPut(ctx context.Context, digest string, size int64, ttl time.Duration) (Signed, error)
+	// PresignUpload is PresignPut into owner's own staging area: what is uploaded there
+	// becomes the blob of digest only at CommitUpload. owner is a label the caller chooses
+	// (Gantry gives a project's id), 1 to 64 lowercase letters, digits and dashes. The URL
+	// is the same whether or not the blob of digest is stored already: it tells the
+	// uploader nothing about what others stored.
+	PresignUpload(ctx context.Context, owner, digest string, size int64, ttl time.Duration) (Signed, error)
+	// CommitUpload makes what owner uploaded for digest through a PresignUpload URL the
+	// blob of digest (replacing a stored copy, which holds the same bytes) and empties
+	// that place of owner's staging area. Since the store verified the bytes when they
+	// arrived, its success proves that owner sent the content; a blob already stored
+	// proves nothing of the kind. ErrNotFound when owner has no such upload: never
+	// made, refused for its bytes, or already committed.
+	CommitUpload(ctx context.Context, owner, digest string, size int64) error
+	// DeleteUploads removes the uploads staged before t and never committed, and returns
+	// how many.
+	DeleteUploads(ctx context.Context, before time.Time) (int, error)
 	// PresignGet returns a request that downloads the blob; it does not check that the blob
 	// exists.
 	PresignGet(ctx context.Context, digest string, ttl time.Duration, o GetOptions) (Signed, error)
@@ -164,6 +180,28 @@ func ValidDigest(d string) bool {
 func checkDigest(d string) error {
 	if !ValidDigest(d) {
 		return fmt.Errorf("%w: digest %q is not a lowercase hex SHA-256", ErrInvalid, d)
+	}
+	return nil
+}
+
+// ValidOwner reports whether o can own staged uploads: 1 to 64 lowercase letters, digits
+// and dashes, which is safe as a path segment and an object key segment.
+func ValidOwner(o string) bool {
+	if o == "" || len(o) > 64 {
+		return false
+	}
+	for i := 0; i < len(o); i++ {
+		c := o[i]
+		if (c < '0' || c > '9') && (c < 'a' || c > 'z') && c != '-' {
+			return false
+		}
+	}
+	return true
+}
+
+func checkOwner(o string) error {
+	if !ValidOwner(o) {
+		return fmt.Errorf("%w: upload owner %q is not 1 to 64 lowercase letters, digits and dashes", ErrInvalid, o)
 	}
 	return nil
 }

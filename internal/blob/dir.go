@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/gantry-ci/gantry/internal/clock"
 )
@@ -25,8 +26,9 @@ const (
 )
 
 // DirStore keeps blobs as files in a directory: <dir>/sha256/<first 2 hex>/<digest>.
-// Writes land in <dir>/tmp and are renamed into place only once verified. It serves its own
-// signed URLs with Handler.
+// Writes land in <dir>/tmp and are renamed into place only once verified; an upload made
+// with PresignUpload is renamed to <dir>/uploads/<owner>/<digest> instead, until
+// CommitUpload. It serves its own signed URLs with Handler.
 type DirStore struct {
 	dir    string
 	base   string // Options.BaseURL without its trailing slash
@@ -68,7 +70,7 @@ func OpenDir(dir string, o Options) (*DirStore, error) {
 	if d.log == nil {
 		d.log = slog.New(slog.DiscardHandler)
 	}
-	for _, sub := range []string{d.dir, filepath.Join(d.dir, "sha256"), d.tmpDir()} {
+	for _, sub := range []string{d.dir, filepath.Join(d.dir, "sha256"), d.tmpDir(), d.uploadsDir()} {
 		if err := os.MkdirAll(sub, 0o700); err != nil {
 			return nil, fmt.Errorf("open blob dir: %w", err)
 		}
@@ -81,6 +83,13 @@ func (d *DirStore) tmpDir() string { return filepath.Join(d.dir, "tmp") }
 
 func (d *DirStore) path(digest string) string {
 	return filepath.Join(d.dir, "sha256", digest[:2], digest)
+}
+
+func (d *DirStore) uploadsDir() string { return filepath.Join(d.dir, "uploads") }
+
+// stagedPath is where owner's upload of digest waits for CommitUpload.
+func (d *DirStore) stagedPath(owner, digest string) string {
+	return filepath.Join(d.uploadsDir(), owner, digest)
 }
 
 // removeStaleUploads deletes the partial uploads a killed process left behind, so that
@@ -203,6 +212,11 @@ func (d *DirStore) Put(ctx context.Context, digest string, size int64, r io.Read
 // an oversized body is refused without reading it all. existed reports whether the blob was
 // already there (the new copy replaces it, refreshing its ModTime).
 func (d *DirStore) ingest(ctx context.Context, digest string, size int64, r io.Reader) (existed bool, err error) {
+	return d.ingestTo(ctx, d.path(digest), digest, size, r)
+}
+
+// ingestTo is ingest into the file final: the blob's place, or a staged upload's.
+func (d *DirStore) ingestTo(ctx context.Context, final, digest string, size int64, r io.Reader) (existed bool, err error) {
 	f, err := d.createUpload()
 	if err != nil {
 		return false, fmt.Errorf("store blob %s: %w", digest, err)
@@ -236,7 +250,6 @@ func (d *DirStore) ingest(ctx context.Context, digest string, size int64, r io.R
 		return false, fmt.Errorf("store blob %s: sync: %w", digest, err)
 	}
 
-	final := d.path(digest)
 	shard := filepath.Dir(final)
 	if err := os.MkdirAll(shard, 0o700); err != nil {
 		return false, fmt.Errorf("store blob %s: %w", digest, err)
@@ -253,6 +266,84 @@ func (d *DirStore) ingest(ctx context.Context, digest string, size int64, r io.R
 		return existed, fmt.Errorf("store blob %s: sync directory: %w", digest, err)
 	}
 	return existed, nil
+}
+
+// CommitUpload implements Store. The staged file was verified as it arrived (ingestTo):
+// renaming it into place makes it the blob, and refreshes the ModTime of a copy that was
+// there, as an upload straight to the blob would.
+func (d *DirStore) CommitUpload(ctx context.Context, owner, digest string, size int64) error {
+	if err := errors.Join(checkOwner(owner), checkDigest(digest), checkSize(size)); err != nil {
+		return err
+	}
+	staged := d.stagedPath(owner, digest)
+	fi, err := os.Lstat(staged)
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("commit upload of blob %s: %w", digest, ErrNotFound)
+	}
+	if err != nil {
+		return fmt.Errorf("commit upload of blob %s: %w", digest, err)
+	}
+	if !fi.Mode().IsRegular() || fi.Size() != size {
+		return fmt.Errorf("commit upload of blob %s: %w", digest,
+			&mismatch{field: "size", got: strconv.FormatInt(fi.Size(), 10), want: strconv.FormatInt(size, 10)})
+	}
+	final := d.path(digest)
+	shard := filepath.Dir(final)
+	if err := os.MkdirAll(shard, 0o700); err != nil {
+		return fmt.Errorf("commit upload of blob %s: %w", digest, err)
+	}
+	// Two commits of one upload race to this rename: one moves the file, the other finds
+	// it gone and says so (ErrNotFound).
+	if err := os.Rename(staged, final); errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("commit upload of blob %s: %w", digest, ErrNotFound)
+	} else if err != nil {
+		return fmt.Errorf("commit upload of blob %s: %w", digest, err)
+	}
+	if err := syncDir(shard); err != nil {
+		return fmt.Errorf("commit upload of blob %s: sync directory: %w", digest, err)
+	}
+	return nil
+}
+
+// DeleteUploads implements Store. Owners' directories stay: an upload may be renamed
+// into one at any moment.
+func (d *DirStore) DeleteUploads(ctx context.Context, before time.Time) (int, error) {
+	owners, err := os.ReadDir(d.uploadsDir())
+	if err != nil {
+		return 0, fmt.Errorf("delete stale uploads: %w", err)
+	}
+	n := 0
+	for _, o := range owners {
+		if !o.IsDir() {
+			continue
+		}
+		dir := filepath.Join(d.uploadsDir(), o.Name())
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			return n, fmt.Errorf("delete stale uploads: %w", err)
+		}
+		for _, e := range entries {
+			if err := ctx.Err(); err != nil {
+				return n, fmt.Errorf("delete stale uploads: %w", err)
+			}
+			fi, err := e.Info()
+			if errors.Is(err, fs.ErrNotExist) {
+				continue // committed meanwhile
+			}
+			if err != nil {
+				return n, fmt.Errorf("delete stale uploads: %w", err)
+			}
+			if !fi.ModTime().Before(before) {
+				continue
+			}
+			if err := os.Remove(filepath.Join(dir, e.Name())); err == nil {
+				n++
+			} else if !errors.Is(err, fs.ErrNotExist) {
+				return n, fmt.Errorf("delete stale uploads: %w", err)
+			}
+		}
+	}
+	return n, nil
 }
 
 func syncDir(dir string) error {

@@ -23,17 +23,24 @@ import (
 // The dir store's signed URLs look like
 //
 //	PUT {prefix}{digest}?size=N&expires=UNIX&sig=HEX
+//	PUT {prefix}{digest}?expires=UNIX&owner=O&size=N&sig=HEX   (PresignUpload: staged for O)
 //	GET {prefix}{digest}?expires=UNIX&filename=F&type=T&sig=HEX
 //
 // where sig is the hex HMAC-SHA256, under Options.Secret, of every field that shapes the
-// request: method, digest, size, expiry, filename and media type. Fields are length-prefixed
-// so that no two requests share a signed string.
+// request: method, digest, size, expiry, filename, media type and, for a staged upload,
+// owner. Fields are length-prefixed so that no two requests share a signed string; the
+// owner is an eighth field, so URLs signed before it existed stay valid and no staged
+// upload's signature is a direct one's.
 
 const signVersion = "gantry-blob-v1"
 
-func (d *DirStore) sign(method, digest, size string, expires int64, filename, mediaType string) string {
+func (d *DirStore) sign(method, digest, size string, expires int64, filename, mediaType, owner string) string {
+	fields := []string{signVersion, method, digest, size, strconv.FormatInt(expires, 10), filename, mediaType}
+	if owner != "" {
+		fields = append(fields, owner)
+	}
 	var msg []byte
-	for _, f := range []string{signVersion, method, digest, size, strconv.FormatInt(expires, 10), filename, mediaType} {
+	for _, f := range fields {
 		msg = binary.AppendUvarint(msg, uint64(len(f)))
 		msg = append(msg, f...)
 	}
@@ -62,7 +69,23 @@ func (d *DirStore) PresignPut(ctx context.Context, digest string, size int64, tt
 	q := url.Values{"size": {sz}, "expires": {strconv.FormatInt(exp, 10)}}
 	return Signed{
 		Method:  http.MethodPut,
-		URL:     d.base + d.prefix + digest + "?" + q.Encode() + "&sig=" + d.sign(http.MethodPut, digest, sz, exp, "", ""),
+		URL:     d.base + d.prefix + digest + "?" + q.Encode() + "&sig=" + d.sign(http.MethodPut, digest, sz, exp, "", "", ""),
+		Header:  http.Header{},
+		Expires: time.Unix(exp, 0),
+	}, nil
+}
+
+// PresignUpload implements Store.
+func (d *DirStore) PresignUpload(ctx context.Context, owner, digest string, size int64, ttl time.Duration) (Signed, error) {
+	if err := errors.Join(checkOwner(owner), checkDigest(digest), checkSize(size), checkTTL(ttl)); err != nil {
+		return Signed{}, err
+	}
+	exp := d.expiry(ttl)
+	sz := strconv.FormatInt(size, 10)
+	q := url.Values{"size": {sz}, "expires": {strconv.FormatInt(exp, 10)}, "owner": {owner}}
+	return Signed{
+		Method:  http.MethodPut,
+		URL:     d.base + d.prefix + digest + "?" + q.Encode() + "&sig=" + d.sign(http.MethodPut, digest, sz, exp, "", "", owner),
 		Header:  http.Header{},
 		Expires: time.Unix(exp, 0),
 	}, nil
@@ -83,7 +106,7 @@ func (d *DirStore) PresignGet(ctx context.Context, digest string, ttl time.Durat
 	}
 	return Signed{
 		Method:  http.MethodGet,
-		URL:     d.base + d.prefix + digest + "?" + q.Encode() + "&sig=" + d.sign(http.MethodGet, digest, "", exp, o.Filename, o.MediaType),
+		URL:     d.base + d.prefix + digest + "?" + q.Encode() + "&sig=" + d.sign(http.MethodGet, digest, "", exp, o.Filename, o.MediaType, ""),
 		Header:  http.Header{},
 		Expires: time.Unix(exp, 0),
 	}, nil
@@ -128,9 +151,9 @@ func (d *DirStore) serve(w http.ResponseWriter, r *http.Request) {
 
 // verify checks the signature first and the expiry second, so that a forged URL never
 // learns whether its expiry would have passed.
-func (d *DirStore) verify(w http.ResponseWriter, q url.Values, method, digest, size, filename, mediaType string) bool {
+func (d *DirStore) verify(w http.ResponseWriter, q url.Values, method, digest, size, filename, mediaType, owner string) bool {
 	exp, err := strconv.ParseInt(q.Get("expires"), 10, 64)
-	want := d.sign(method, digest, size, exp, filename, mediaType)
+	want := d.sign(method, digest, size, exp, filename, mediaType, owner)
 	if err != nil || !hmac.Equal([]byte(q.Get("sig")), []byte(want)) {
 		writeError(w, http.StatusForbidden, "bad_signature", "the URL's signature does not match its request; ask for a new signed URL")
 		return false
@@ -143,9 +166,18 @@ func (d *DirStore) verify(w http.ResponseWriter, q url.Values, method, digest, s
 }
 
 func (d *DirStore) servePut(w http.ResponseWriter, r *http.Request, digest string, q url.Values) {
-	sz := q.Get("size")
-	if !d.verify(w, q, http.MethodPut, digest, sz, "", "") {
+	sz, owner := q.Get("size"), q.Get("owner")
+	if !d.verify(w, q, http.MethodPut, digest, sz, "", "", owner) {
 		return
+	}
+	final := d.path(digest)
+	if owner != "" {
+		// Signed, so valid; checked again all the same before it becomes a path.
+		if !ValidOwner(owner) {
+			writeError(w, http.StatusBadRequest, "invalid_request", "the signed owner is not valid")
+			return
+		}
+		final = d.stagedPath(owner, digest)
 	}
 	size, err := strconv.ParseInt(sz, 10, 64)
 	if err != nil || checkSize(size) != nil {
@@ -159,7 +191,7 @@ func (d *DirStore) servePut(w http.ResponseWriter, r *http.Request, digest strin
 		return
 	}
 	body := &readErrReader{r: r.Body}
-	existed, err := d.ingest(r.Context(), digest, size, body)
+	existed, err := d.ingestTo(r.Context(), final, digest, size, body)
 	var mm *mismatch
 	switch {
 	case errors.As(err, &mm):
@@ -192,7 +224,7 @@ func (d *DirStore) servePut(w http.ResponseWriter, r *http.Request, digest strin
 
 func (d *DirStore) serveGet(w http.ResponseWriter, r *http.Request, digest string, q url.Values) {
 	filename, mediaType := q.Get("filename"), q.Get("type")
-	if !d.verify(w, q, http.MethodGet, digest, "", filename, mediaType) {
+	if !d.verify(w, q, http.MethodGet, digest, "", filename, mediaType, "") {
 		return
 	}
 	f, err := os.Open(d.path(digest))

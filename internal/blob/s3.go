@@ -22,6 +22,8 @@ import (
 
 const (
 	s3KeyPrefix = "sha256/"
+	// s3UploadPrefix holds uploads staged by PresignUpload: uploads/<owner>/<digest>.
+	s3UploadPrefix = "uploads/"
 	// s3PartSize is the smallest multipart part Put uses; blobs up to it go in one PUT,
 	// which S3 verifies against the digest itself. Parts are buffered by nobody: each
 	// streams straight from the caller's reader.
@@ -98,7 +100,8 @@ func ParseS3URL(rawURL string) (S3Config, error) {
 }
 
 // S3Store keeps blobs as objects "sha256/<digest>" in one bucket of an S3-compatible
-// service, which also serves the signed URLs.
+// service, which also serves the signed URLs; uploads made with PresignUpload wait as
+// "uploads/<owner>/<digest>" until CommitUpload.
 type S3Store struct {
 	client *minio.Client
 	core   minio.Core
@@ -147,6 +150,8 @@ func OpenS3(c S3Config, o Options) (*S3Store, error) {
 }
 
 func s3Key(digest string) string { return s3KeyPrefix + digest }
+
+func s3UploadKey(owner, digest string) string { return s3UploadPrefix + owner + "/" + digest }
 
 // s3Err translates a missing object into ErrNotFound and a refused body into ErrMismatch.
 func s3Err(action, digest string, err error) error {
@@ -235,6 +240,75 @@ func (s *S3Store) PresignPut(ctx context.Context, digest string, size int64, ttl
 		return Signed{}, fmt.Errorf("sign upload of blob %s: %w", digest, err)
 	}
 	return Signed{Method: http.MethodPut, URL: u.String(), Header: h, Expires: s3Expiry(now, ttl)}, nil
+}
+
+// PresignUpload implements Store: PresignPut of the object uploads/<owner>/<digest>, so
+// that the service checks the bytes against the digest as it does for a blob.
+func (s *S3Store) PresignUpload(ctx context.Context, owner, digest string, size int64, ttl time.Duration) (Signed, error) {
+	if err := errors.Join(checkOwner(owner), checkDigest(digest), checkSize(size), checkTTL(ttl)); err != nil {
+		return Signed{}, err
+	}
+	h := http.Header{}
+	h.Set("Content-Length", strconv.FormatInt(size, 10))
+	h.Set("X-Amz-Checksum-Sha256", base64Digest(digest))
+	now := time.Now()
+	u, err := s.client.PresignHeader(ctx, http.MethodPut, s.bucket, s3UploadKey(owner, digest), ttl, nil, h)
+	if err != nil {
+		return Signed{}, fmt.Errorf("sign upload of blob %s: %w", digest, err)
+	}
+	return Signed{Method: http.MethodPut, URL: u.String(), Header: h, Expires: s3Expiry(now, ttl)}, nil
+}
+
+// CommitUpload implements Store: the staged object, which the service accepted only with
+// the signed checksum, is copied onto the blob's key inside the service (an object of
+// one signed PUT is at most 5 GiB, what one copy takes), then removed.
+func (s *S3Store) CommitUpload(ctx context.Context, owner, digest string, size int64) error {
+	if err := errors.Join(checkOwner(owner), checkDigest(digest), checkSize(size)); err != nil {
+		return err
+	}
+	key := s3UploadKey(owner, digest)
+	oi, err := s.client.StatObject(ctx, s.bucket, key, minio.StatObjectOptions{Checksum: true})
+	if err != nil {
+		return s3Err("commit upload of", digest, err)
+	}
+	if oi.Size != size {
+		return fmt.Errorf("commit upload of blob %s: %w", digest,
+			&mismatch{field: "size", got: strconv.FormatInt(oi.Size, 10), want: strconv.FormatInt(size, 10)})
+	}
+	if oi.ChecksumSHA256 != "" && oi.ChecksumSHA256 != base64Digest(digest) {
+		return fmt.Errorf("commit upload of blob %s: %w", digest, &mismatch{field: "digest", got: oi.ChecksumSHA256, want: base64Digest(digest)})
+	}
+	_, err = s.client.CopyObject(ctx,
+		minio.CopyDestOptions{Bucket: s.bucket, Object: s3Key(digest)},
+		minio.CopySrcOptions{Bucket: s.bucket, Object: key})
+	if err != nil {
+		return s3Err("commit upload of", digest, err)
+	}
+	if err := s.client.RemoveObject(ctx, s.bucket, key, minio.RemoveObjectOptions{}); err != nil && !errors.Is(s3Err("", digest, err), ErrNotFound) {
+		return s3Err("commit upload of", digest, err)
+	}
+	return nil
+}
+
+// DeleteUploads implements Store.
+func (s *S3Store) DeleteUploads(ctx context.Context, before time.Time) (int, error) {
+	n := 0
+	for oi := range s.client.ListObjectsIter(ctx, s.bucket, minio.ListObjectsOptions{Prefix: s3UploadPrefix, Recursive: true}) {
+		if oi.Err != nil {
+			return n, fmt.Errorf("delete stale uploads: %w", oi.Err)
+		}
+		if !oi.LastModified.Before(before) {
+			continue
+		}
+		if err := s.client.RemoveObject(ctx, s.bucket, oi.Key, minio.RemoveObjectOptions{}); err != nil {
+			return n, fmt.Errorf("delete stale upload %s: %w", oi.Key, err)
+		}
+		n++
+	}
+	if err := ctx.Err(); err != nil {
+		return n, fmt.Errorf("delete stale uploads: %w", err)
+	}
+	return n, nil
 }
 
 // s3Expiry is when a URL signed at now for ttl stops working: the signature counts whole

@@ -49,6 +49,12 @@ func Run(t *testing.T, open func(t *testing.T) Target) {
 		{"Expired", testExpired},
 		{"LargeStream", testLarge},
 		{"ConcurrentSameBlob", testConcurrent},
+		{"StagedUpload", testStagedUpload},
+		{"StagedUploadIsItsOwners", testStagedOwner},
+		{"StagedUploadOfStoredBlob", testStagedStored},
+		{"StagedUploadRefused", testStagedRefused},
+		{"StagedUploadInvalid", testStagedInvalid},
+		{"DeleteUploads", testDeleteUploads},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -619,4 +625,145 @@ func testConcurrent(t *testing.T, tg Target) {
 	if got := walkAll(t, tg); len(got) != 1 {
 		t.Errorf("Walk after concurrent uploads of one blob visited %d blobs", len(got))
 	}
+}
+
+func signUpload(t *testing.T, tg Target, owner, digest string, size int64) blob.Signed {
+	t.Helper()
+	s, err := tg.Store.PresignUpload(ctx(t), owner, digest, size, time.Minute)
+	if err != nil {
+		t.Fatalf("PresignUpload %s for %s: %v", digest, owner, err)
+	}
+	if s.Method != http.MethodPut {
+		t.Fatalf("PresignUpload method = %q, want PUT", s.Method)
+	}
+	return s
+}
+
+func commit(t *testing.T, tg Target, owner string, c content) error {
+	t.Helper()
+	return tg.Store.CommitUpload(ctx(t), owner, c.digest, c.size())
+}
+
+// testStagedUpload: an upload through PresignUpload is no blob until it is committed,
+// then is one; a second commit finds nothing left to commit.
+func testStagedUpload(t *testing.T, tg Target) {
+	c := newContent("staged first, stored on commit")
+	if err := commit(t, tg, "alpha", c); !errors.Is(err, blob.ErrNotFound) {
+		t.Errorf("CommitUpload before any upload = %v, want ErrNotFound", err)
+	}
+	if _, _, err := send(t, tg, signUpload(t, tg, "alpha", c.digest, c.size()), c.data); err != nil {
+		t.Fatalf("staged PUT: %v", err)
+	}
+	wantNotStored(t, tg, c.digest)
+	if got := walkAll(t, tg); len(got) != 0 {
+		t.Errorf("Walk visits a staged upload: %v", got)
+	}
+	if err := commit(t, tg, "alpha", c); err != nil {
+		t.Fatalf("CommitUpload: %v", err)
+	}
+	wantStored(t, tg, c)
+	if err := commit(t, tg, "alpha", c); !errors.Is(err, blob.ErrNotFound) {
+		t.Errorf("second CommitUpload = %v, want ErrNotFound", err)
+	}
+	wantStored(t, tg, c)
+}
+
+// testStagedOwner: what one owner uploaded commits for that owner only, and a URL
+// edited to another owner is refused.
+func testStagedOwner(t *testing.T, tg Target) {
+	c := newContent("alpha's upload")
+	s := signUpload(t, tg, "alpha", c.digest, c.size())
+	edited := s
+	edited.URL = strings.Replace(s.URL, "alpha", "beta", 1)
+	if edited.URL != s.URL {
+		_, _, err := send(t, tg, edited, c.data)
+		wantStatus(t, "PUT to a URL edited to another owner", err, http.StatusForbidden)
+	}
+	if _, _, err := send(t, tg, s, c.data); err != nil {
+		t.Fatalf("staged PUT: %v", err)
+	}
+	if err := commit(t, tg, "beta", c); !errors.Is(err, blob.ErrNotFound) {
+		t.Errorf("CommitUpload for another owner = %v, want ErrNotFound", err)
+	}
+	wantNotStored(t, tg, c.digest)
+	if err := commit(t, tg, "alpha", c); err != nil {
+		t.Fatalf("CommitUpload for its owner: %v", err)
+	}
+	wantStored(t, tg, c)
+}
+
+// testStagedStored: a blob stored already is no upload of anyone's: committing without
+// uploading fails, the upload URL is the one an unknown digest gets, and an upload of the
+// same bytes commits and keeps one copy.
+func testStagedStored(t *testing.T, tg Target) {
+	c, unknown := newContent("a secret another owner stored"), newContent("never stored")
+	put(t, tg, c)
+	if err := commit(t, tg, "alpha", c); !errors.Is(err, blob.ErrNotFound) {
+		t.Errorf("CommitUpload of a stored blob never uploaded = %v, want ErrNotFound", err)
+	}
+	a, b := signUpload(t, tg, "alpha", c.digest, c.size()), signUpload(t, tg, "alpha", unknown.digest, unknown.size())
+	if len(a.Header) != len(b.Header) || strings.Count(a.URL, "&") != strings.Count(b.URL, "&") {
+		t.Errorf("upload URLs of a stored and an unknown digest differ in shape: %+v, %+v", a, b)
+	}
+	if _, _, err := send(t, tg, a, c.data); err != nil {
+		t.Fatalf("staged PUT of stored bytes: %v", err)
+	}
+	if err := commit(t, tg, "alpha", c); err != nil {
+		t.Fatalf("CommitUpload: %v", err)
+	}
+	wantStored(t, tg, c)
+	if got := walkAll(t, tg); len(got) != 1 {
+		t.Errorf("Walk after a staged upload of a stored blob visited %d blobs, want 1", len(got))
+	}
+}
+
+// testStagedRefused: other bytes, or a short body, staged under a digest are refused
+// as they arrive and leave nothing to commit.
+func testStagedRefused(t *testing.T, tg Target) {
+	a, b := newContent("signed content, 24 bytes"), newContent("other content, 24 bytes!")
+	_, _, err := send(t, tg, signUpload(t, tg, "alpha", a.digest, a.size()), b.data)
+	wantStatus(t, "staged PUT of other bytes", err, http.StatusBadRequest, http.StatusUnprocessableEntity)
+	if _, _, err := sendSized(t, tg, signUpload(t, tg, "alpha", a.digest, a.size()), bytes.NewReader(a.data[:5]), a.size()); err == nil {
+		t.Error("staged PUT of a body shorter than its Content-Length succeeded")
+	}
+	if err := commit(t, tg, "alpha", a); !errors.Is(err, blob.ErrNotFound) {
+		t.Errorf("CommitUpload after refused uploads = %v, want ErrNotFound", err)
+	}
+	wantNotStored(t, tg, a.digest, b.digest)
+}
+
+func testStagedInvalid(t *testing.T, tg Target) {
+	c := newContent("x")
+	for _, owner := range []string{"", "../x", "a/b", "Alpha", strings.Repeat("a", 65), "a b"} {
+		if _, err := tg.Store.PresignUpload(ctx(t), owner, c.digest, c.size(), time.Minute); !errors.Is(err, blob.ErrInvalid) {
+			t.Errorf("PresignUpload for owner %q = %v, want ErrInvalid", owner, err)
+		}
+		if err := tg.Store.CommitUpload(ctx(t), owner, c.digest, c.size()); !errors.Is(err, blob.ErrInvalid) {
+			t.Errorf("CommitUpload for owner %q = %v, want ErrInvalid", owner, err)
+		}
+	}
+	if _, err := tg.Store.PresignUpload(ctx(t), "alpha", "ABC", 1, time.Minute); !errors.Is(err, blob.ErrInvalid) {
+		t.Errorf("PresignUpload of a bad digest = %v, want ErrInvalid", err)
+	}
+}
+
+// testDeleteUploads: uploads never committed go once older than the bound; blobs stay.
+func testDeleteUploads(t *testing.T, tg Target) {
+	stored, staged := newContent("a stored blob"), newContent("an upload nobody committed")
+	put(t, tg, stored)
+	if _, _, err := send(t, tg, signUpload(t, tg, "alpha", staged.digest, staged.size()), staged.data); err != nil {
+		t.Fatalf("staged PUT: %v", err)
+	}
+	// S3 servers' clocks may lag ours a little.
+	if n, err := tg.Store.DeleteUploads(ctx(t), time.Now().Add(-time.Hour)); err != nil || n != 0 {
+		t.Errorf("DeleteUploads of uploads older than an hour = %d, %v; want 0", n, err)
+	}
+	if n, err := tg.Store.DeleteUploads(ctx(t), time.Now().Add(time.Hour)); err != nil || n != 1 {
+		t.Errorf("DeleteUploads of every upload = %d, %v; want 1", n, err)
+	}
+	if err := commit(t, tg, "alpha", staged); !errors.Is(err, blob.ErrNotFound) {
+		t.Errorf("CommitUpload of a deleted upload = %v, want ErrNotFound", err)
+	}
+	wantStored(t, tg, stored)
+	wantNotStored(t, tg, staged.digest)
 }
