@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -157,15 +158,20 @@ func (s *Server) registerArtifacts(w http.ResponseWriter, r *http.Request) {
 		}
 		reg := registeredArtifact{ID: a.ID, Name: a.Name, State: a.State}
 		if a.State != store.ArtifactStored {
-			stored, err := s.blobStored(r, a)
+			// Only the project's own uploads count: a digest stored for another project
+			// gets the upload URL an unknown one gets, and says nothing of that project.
+			held, err := s.projectHolds(r.Context(), job.ProjectID, a.SHA256, a.Size)
+			if err == nil && held {
+				err = s.store.MarkArtifactStored(r.Context(), a.ID)
+			}
 			if err != nil {
 				s.blobError(w, r, "look up artifact blob", err)
 				return
 			}
-			if stored {
+			if held {
 				reg.State = store.ArtifactStored
 			} else {
-				sg, err := s.blobs.PresignPut(r.Context(), a.SHA256, a.Size, s.blobURLTTL)
+				sg, err := s.blobs.PresignUpload(r.Context(), blobOwner(job.ProjectID), a.SHA256, a.Size, s.blobURLTTL)
 				if err != nil {
 					s.blobError(w, r, "sign artifact upload", err)
 					return
@@ -178,28 +184,56 @@ func (s *Server) registerArtifacts(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"artifacts": out})
 }
 
-// blobStored marks a pending artifact stored when the blob store holds its content, and
-// says whether it does. This check, not the worker's word, is what makes an artifact
-// stored.
-func (s *Server) blobStored(r *http.Request, a *store.Artifact) (bool, error) {
-	info, err := s.blobs.Stat(r.Context(), a.SHA256)
+// blobOwner is the label a project's uploads are staged under in the blob store.
+func blobOwner(project uuid.UUID) string { return project.String() }
+
+// projectHolds reports whether the blob store holds the content of digest for the
+// project: the project owns the digest (it uploaded the content once) and the blob is
+// there. A blob stored for other projects only is not held: deduplication saves storage,
+// never grants access.
+func (s *Server) projectHolds(ctx context.Context, project uuid.UUID, digest string, size int64) (bool, error) {
+	owned, err := s.store.BlobOwned(ctx, project, digest)
+	if err != nil || !owned {
+		return false, err
+	}
+	info, err := s.blobs.Stat(ctx, digest)
 	if errors.Is(err, blob.ErrNotFound) {
-		return false, nil
+		return false, nil // collected since: the project uploads it again
 	}
 	if err != nil {
 		return false, err
 	}
-	if info.Size != a.Size {
-		return false, fmt.Errorf("blob %s holds %d bytes, the artifact says %d: %w", a.SHA256, info.Size, a.Size, blob.ErrMismatch)
+	if info.Size != size {
+		return false, fmt.Errorf("blob %s holds %d bytes, the request says %d: %w", digest, info.Size, size, blob.ErrMismatch)
 	}
-	if err := s.store.MarkArtifactStored(r.Context(), a.ID); err != nil {
+	return true, nil
+}
+
+// takeUpload is a worker of the project saying it uploaded the content of digest. The
+// project holds it when it did already, or when the blob store has an upload of it
+// staged for the project, which it verified as it arrived: that upload becomes the blob,
+// and the digest the project's. The worker's word is never enough, and neither is a blob
+// some other project stored.
+func (s *Server) takeUpload(ctx context.Context, project uuid.UUID, digest string, size int64) (bool, error) {
+	if held, err := s.projectHolds(ctx, project, digest, size); err != nil || held {
+		return held, err
+	}
+	err := s.blobs.CommitUpload(ctx, blobOwner(project), digest, size)
+	if errors.Is(err, blob.ErrNotFound) {
+		// Nothing staged; a commit racing this one may have taken it a moment ago.
+		return s.projectHolds(ctx, project, digest, size)
+	}
+	if err != nil {
+		return false, err
+	}
+	if err := s.store.AddBlobOwner(ctx, project, digest); err != nil {
 		return false, err
 	}
 	return true, nil
 }
 
-// artifactStored is the worker saying it uploaded an artifact's blob. The blob store is
-// asked; the artifact is stored only when it holds the content. The job's lease is not
+// artifactStored is the worker saying it uploaded an artifact's blob. The artifact is
+// stored only when its project holds the content (takeUpload). The job's lease is not
 // needed: an upload retried after the job ended still lands.
 func (s *Server) artifactStored(w http.ResponseWriter, r *http.Request) {
 	a, ok := s.artifactRequest(w, r)
@@ -207,14 +241,22 @@ func (s *Server) artifactStored(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if a.State != store.ArtifactStored {
-		stored, err := s.blobStored(r, a)
+		job, err := s.store.GetJob(r.Context(), a.JobID)
+		if err != nil {
+			s.storeError(w, r, "read the artifact's job", err)
+			return
+		}
+		stored, err := s.takeUpload(r.Context(), job.ProjectID, a.SHA256, a.Size)
+		if err == nil && stored {
+			err = s.store.MarkArtifactStored(r.Context(), a.ID)
+		}
 		if err != nil {
 			s.blobError(w, r, "look up artifact blob", err)
 			return
 		}
 		if !stored {
 			writeError(w, http.StatusConflict, codeBlobMissing,
-				fmt.Sprintf("artifact %s: the blob store does not hold blob %s", a.ID, a.SHA256), nil)
+				fmt.Sprintf("artifact %s: no upload of blob %s for this project has reached the blob store", a.ID, a.SHA256), nil)
 			return
 		}
 		s.metrics.ArtifactBytes.Add(float64(a.Size))

@@ -186,9 +186,10 @@ func (s *Server) saveCacheRequest(w http.ResponseWriter, r *http.Request) (*save
 
 // saveCache is a worker asking to save an archive under a key in its run's scope. The
 // answer is "exists" when the scope has an entry of that key (entries are immutable), or
-// "saved" when the blob store already holds the archive (deduplicated, nothing to
-// upload), or "upload" with a pre-signed URL to PUT it to, after which the worker
-// commits.
+// "saved" when the project holds the archive already (it uploaded those bytes before:
+// deduplicated, nothing to upload), or "upload" with a pre-signed URL to PUT it to,
+// after which the worker commits. An archive stored for other projects only is no
+// reason to skip the upload, and the answer does not tell it from an unknown one.
 func (s *Server) saveCache(w http.ResponseWriter, r *http.Request) {
 	req, ref, ok := s.saveCacheRequest(w, r)
 	if !ok {
@@ -208,16 +209,16 @@ func (s *Server) saveCache(w http.ResponseWriter, r *http.Request) {
 		s.storeError(w, r, "find cache", err)
 		return
 	}
-	info, err := s.blobs.Stat(r.Context(), req.SHA256)
-	switch {
-	case err == nil && info.Size == req.Size:
-		s.putCache(w, r, project, scope, req)
-		return
-	case err != nil && !errors.Is(err, blob.ErrNotFound):
+	held, err := s.projectHolds(r.Context(), project, req.SHA256, req.Size)
+	if err != nil && !errors.Is(err, blob.ErrMismatch) {
 		s.blobError(w, r, "look up cache blob", err)
 		return
 	}
-	sg, err := s.blobs.PresignPut(r.Context(), req.SHA256, req.Size, s.blobURLTTL)
+	if held {
+		s.putCache(w, r, project, scope, req)
+		return
+	}
+	sg, err := s.blobs.PresignUpload(r.Context(), blobOwner(project), req.SHA256, req.Size, s.blobURLTTL)
 	if err != nil {
 		s.blobError(w, r, "sign cache upload", err)
 		return
@@ -225,8 +226,9 @@ func (s *Server) saveCache(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"state": "upload", "scope": scope, "upload": toSignedJSON(sg)})
 }
 
-// commitCache records the entry of an archive the worker uploaded, once the blob store
-// holds it: the blob store's word, not the worker's, makes an entry.
+// commitCache records the entry of an archive the worker uploaded, once the project
+// holds it (takeUpload): the blob store's word, not the worker's, makes an entry, and
+// only for the project whose upload it verified.
 func (s *Server) commitCache(w http.ResponseWriter, r *http.Request) {
 	req, ref, ok := s.saveCacheRequest(w, r)
 	if !ok {
@@ -236,9 +238,10 @@ func (s *Server) commitCache(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	info, err := s.blobs.Stat(r.Context(), req.SHA256)
-	if errors.Is(err, blob.ErrNotFound) || (err == nil && info.Size != req.Size) {
-		writeError(w, http.StatusConflict, codeBlobMissing, fmt.Sprintf("the blob store does not hold blob %s of %d bytes", req.SHA256, req.Size), nil)
+	held, err := s.takeUpload(r.Context(), project, req.SHA256, req.Size)
+	if errors.Is(err, blob.ErrMismatch) || (err == nil && !held) {
+		writeError(w, http.StatusConflict, codeBlobMissing,
+			fmt.Sprintf("no upload of blob %s of %d bytes for this project has reached the blob store", req.SHA256, req.Size), nil)
 		return
 	}
 	if err != nil {

@@ -43,6 +43,9 @@ const (
 	opListRunArtifacts
 	opDeleteExpiredArtifacts
 	opBlobInUse
+	opAddBlobOwner
+	opBlobOwned
+	opDeleteBlobOwners
 	opAppendLogChunk
 	opLastLogSeq
 	opListLogChunks
@@ -124,6 +127,7 @@ var opNames = [numOps]string{
 	"ReapExpiredLeases", "PromoteRetries", "RevokeTimedOut",
 	"UpsertWorker", "TouchWorker", "ListWorkers",
 	"PutArtifact", "MarkArtifactStored", "GetArtifact", "ListArtifacts", "ListRunArtifacts", "DeleteExpiredArtifacts", "BlobInUse",
+	"AddBlobOwner", "BlobOwned", "DeleteBlobOwners",
 	"AppendLogChunk", "LastLogSeq", "ListLogChunks", "ReplaceLogChunks", "DeleteLogChunksBefore",
 	"EnqueueOutbox", "ClaimOutbox", "MarkDelivered", "Publish", "QueueStats", "CreateToken", "LookupToken", "CancelRequested",
 	"ConcurrencyHolders", "ListJobsChanged",
@@ -395,6 +399,27 @@ func (s *instrumented) BlobInUse(ctx context.Context, sha256 string) (bool, erro
 	ok, err := s.Store.BlobInUse(ctx, sha256)
 	s.done(opBlobInUse, t, err)
 	return ok, err
+}
+
+func (s *instrumented) AddBlobOwner(ctx context.Context, projectID uuid.UUID, sha256 string) error {
+	t := time.Now()
+	err := s.Store.AddBlobOwner(ctx, projectID, sha256)
+	s.done(opAddBlobOwner, t, err)
+	return err
+}
+
+func (s *instrumented) BlobOwned(ctx context.Context, projectID uuid.UUID, sha256 string) (bool, error) {
+	t := time.Now()
+	ok, err := s.Store.BlobOwned(ctx, projectID, sha256)
+	s.done(opBlobOwned, t, err)
+	return ok, err
+}
+
+func (s *instrumented) DeleteBlobOwners(ctx context.Context, sha256 string) error {
+	t := time.Now()
+	err := s.Store.DeleteBlobOwners(ctx, sha256)
+	s.done(opDeleteBlobOwners, t, err)
+	return err
 }
 
 func (s *instrumented) AppendLogChunk(ctx context.Context, c *store.LogChunk) error {

@@ -274,7 +274,9 @@ type Artifacts interface {
 	// PutArtifact records an artifact of the job's current attempt; the lease must be
 	// current. A second put of the same (job, attempt, name) returns the first record.
 	PutArtifact(ctx context.Context, l LeaseRef, a *Artifact) (*Artifact, error)
-	// MarkArtifactStored records that the blob was uploaded.
+	// MarkArtifactStored records that the blob was uploaded. ErrForbidden when the
+	// artifact's project does not own its blob (AddBlobOwner): content stored for another
+	// project never counts for this one.
 	MarkArtifactStored(ctx context.Context, id uuid.UUID) error
 	GetArtifact(ctx context.Context, id uuid.UUID) (*Artifact, error)
 	ListArtifacts(ctx context.Context, jobID uuid.UUID) ([]*Artifact, error)
@@ -287,6 +289,18 @@ type Artifacts interface {
 	// BlobInUse reports whether any artifact record, cache entry, or log chunk kept in
 	// the blob store (location LogBlobLocation(digest)), names the blob.
 	BlobInUse(ctx context.Context, sha256 string) (bool, error)
+	// AddBlobOwner records that the project has shown it holds the blob's content: the
+	// blob store verified an upload of it made for the project. Deduplication keeps one
+	// copy of a content for every project, and ownership is what lets a project use
+	// that copy: MarkArtifactStored refuses a digest the project does not own. Adding an
+	// owner twice is no error.
+	AddBlobOwner(ctx context.Context, projectID uuid.UUID, sha256 string) error
+	// BlobOwned reports whether the project owns the blob.
+	BlobOwned(ctx context.Context, projectID uuid.UUID, sha256 string) (bool, error)
+	// DeleteBlobOwners forgets every owner of the blob; garbage collection calls it
+	// before deleting the blob, so that the content, should it be stored again, counts
+	// only for the projects that upload it again.
+	DeleteBlobOwners(ctx context.Context, sha256 string) error
 }
 
 // LogIndex keeps job attempts' log lines as chunks in the database: the log storage of

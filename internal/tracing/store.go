@@ -262,6 +262,27 @@ func (s *traced) BlobInUse(ctx context.Context, sha256 string) (bool, error) {
 	return ok, err
 }
 
+func (s *traced) AddBlobOwner(ctx context.Context, projectID uuid.UUID, sha256 string) error {
+	ctx, span := s.start(ctx, "AddBlobOwner")
+	err := s.Store.AddBlobOwner(ctx, projectID, sha256)
+	end(span, err)
+	return err
+}
+
+func (s *traced) BlobOwned(ctx context.Context, projectID uuid.UUID, sha256 string) (bool, error) {
+	ctx, span := s.start(ctx, "BlobOwned")
+	ok, err := s.Store.BlobOwned(ctx, projectID, sha256)
+	end(span, err)
+	return ok, err
+}
+
+func (s *traced) DeleteBlobOwners(ctx context.Context, sha256 string) error {
+	ctx, span := s.start(ctx, "DeleteBlobOwners")
+	err := s.Store.DeleteBlobOwners(ctx, sha256)
+	end(span, err)
+	return err
+}
+
 func (s *traced) AppendLogChunk(ctx context.Context, c *store.LogChunk) error {
 	ctx, span := s.start(ctx, "AppendLogChunk")
 	err := s.Store.AppendLogChunk(ctx, c)

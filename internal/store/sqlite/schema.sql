@@ -294,6 +294,13 @@ BEGIN
     UPDATE jobs SET change_seq = (SELECT job_seq FROM runs WHERE id = NEW.run_id) WHERE id = NEW.id;
 END;
 CREATE INDEX jobs_by_worker ON jobs (worker_id) WHERE status IN ('assigned', 'running');
+CREATE TABLE blob_owners (
+    project_id TEXT NOT NULL REFERENCES projects (id) ON DELETE CASCADE,
+    sha256     TEXT NOT NULL,
+    created_at BIGINT NOT NULL,
+    PRIMARY KEY (project_id, sha256)
+);
+CREATE INDEX blob_owners_sha256 ON blob_owners (sha256);
 INSERT INTO schema_migrations (version, name, applied_at) VALUES (1, '0001_init.sql', 0);
 INSERT INTO schema_migrations (version, name, applied_at) VALUES (2, '0002_tokens.sql', 0);
 INSERT INTO schema_migrations (version, name, applied_at) VALUES (3, '0003_group_cancels.sql', 0);
@@ -319,3 +326,4 @@ INSERT INTO schema_migrations (version, name, applied_at) VALUES (23, '0023_job_
 INSERT INTO schema_migrations (version, name, applied_at) VALUES (24, '0024_commit_statuses.sql', 0);
 INSERT INTO schema_migrations (version, name, applied_at) VALUES (26, '0026_outbound_webhook_secret_sealed.sql', 0);
 INSERT INTO schema_migrations (version, name, applied_at) VALUES (27, '0027_jobs_by_worker.sql', 0);
+INSERT INTO schema_migrations (version, name, applied_at) VALUES (28, '0028_blob_owners.sql', 0);

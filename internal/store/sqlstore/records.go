@@ -135,12 +135,74 @@ func (e *Engine) PutArtifact(ctx context.Context, l store.LeaseRef, a *store.Art
 // MarkArtifactStored implements store.Artifacts.
 func (e *Engine) MarkArtifactStored(ctx context.Context, id uuid.UUID) error {
 	return e.write(ctx, func(t *tx) error {
-		res, err := t.exec(`UPDATE artifacts SET state = ? WHERE id = ?`, string(store.ArtifactStored), id)
+		var (
+			project uuid.UUID
+			digest  string
+		)
+		err := t.row(`SELECT j.project_id, a.sha256 FROM artifacts a JOIN jobs j ON j.id = a.job_id WHERE a.id = ?`, id).Scan(&project, &digest)
+		if isNoRows(err) {
+			return fmt.Errorf("artifact %s: %w", id, store.ErrNotFound)
+		}
 		if err != nil {
 			return fmt.Errorf("mark artifact %s stored: %w", id, err)
 		}
-		if n, _ := res.RowsAffected(); n == 0 {
-			return fmt.Errorf("artifact %s: %w", id, store.ErrNotFound)
+		if owned, err := t.blobOwned(project, digest); err != nil {
+			return fmt.Errorf("mark artifact %s stored: %w", id, err)
+		} else if !owned {
+			return fmt.Errorf("mark artifact %s stored: its project has not uploaded blob %s: %w", id, digest, store.ErrForbidden)
+		}
+		if _, err := t.exec(`UPDATE artifacts SET state = ? WHERE id = ?`, string(store.ArtifactStored), id); err != nil {
+			return fmt.Errorf("mark artifact %s stored: %w", id, err)
+		}
+		return nil
+	})
+}
+
+func (t *tx) blobOwned(project uuid.UUID, digest string) (bool, error) {
+	var n int
+	if err := t.row(`SELECT COUNT(*) FROM blob_owners WHERE project_id = ? AND sha256 = ?`, project, digest).Scan(&n); err != nil {
+		return false, fmt.Errorf("look up the owners of blob %s: %w", digest, err)
+	}
+	return n > 0, nil
+}
+
+// AddBlobOwner implements store.Artifacts.
+func (e *Engine) AddBlobOwner(ctx context.Context, projectID uuid.UUID, sha256 string) error {
+	if projectID == uuid.Nil || len(sha256) != 64 {
+		return fmt.Errorf("add blob owner: a project and a SHA-256 hex digest are required: %w", store.ErrInvalid)
+	}
+	return e.write(ctx, func(t *tx) error {
+		var n int
+		if err := t.row(`SELECT COUNT(*) FROM projects WHERE id = ?`, projectID).Scan(&n); err != nil {
+			return fmt.Errorf("add owner %s of blob %s: %w", projectID, sha256, err)
+		}
+		if n == 0 {
+			return fmt.Errorf("add owner %s of blob %s: project: %w", projectID, sha256, store.ErrNotFound)
+		}
+		_, err := t.exec(`INSERT INTO blob_owners (project_id, sha256, created_at) VALUES (?, ?, ?)
+			ON CONFLICT (project_id, sha256) DO NOTHING`, projectID, sha256, us(e.clock.Now()))
+		if err != nil {
+			return fmt.Errorf("add owner %s of blob %s: %w", projectID, sha256, err)
+		}
+		return nil
+	})
+}
+
+// BlobOwned implements store.Artifacts.
+func (e *Engine) BlobOwned(ctx context.Context, projectID uuid.UUID, sha256 string) (bool, error) {
+	var n int
+	err := e.readRow(ctx, `SELECT COUNT(*) FROM blob_owners WHERE project_id = ? AND sha256 = ?`, projectID, sha256).Scan(&n)
+	if err != nil {
+		return false, fmt.Errorf("look up the owners of blob %s: %w", sha256, err)
+	}
+	return n > 0, nil
+}
+
+// DeleteBlobOwners implements store.Artifacts.
+func (e *Engine) DeleteBlobOwners(ctx context.Context, sha256 string) error {
+	return e.write(ctx, func(t *tx) error {
+		if _, err := t.exec(`DELETE FROM blob_owners WHERE sha256 = ?`, sha256); err != nil {
+			return fmt.Errorf("delete the owners of blob %s: %w", sha256, err)
 		}
 		return nil
 	})

@@ -23,6 +23,8 @@ var workerTests = []test{
 
 var artifactTests = []test{
 	{"PutMarkList", testArtifacts},
+	{"BlobOwners", testBlobOwners},
+	{"StoredOnlyForOwners", testArtifactStoredOnlyForOwners},
 }
 
 var logChunkTests = []test{
@@ -181,6 +183,92 @@ func testWorkers(t *testing.T, h Harness) {
 	}
 }
 
+// testBlobOwners: a digest is owned per project; owning it twice is one ownership, and
+// forgetting a blob's owners forgets them in every project.
+func testBlobOwners(t *testing.T, h Harness) {
+	s, b := setup(t, h)
+	b.project("alpha")
+	b.project("beta")
+	alpha, beta := b.projectID("alpha"), b.projectID("beta")
+	d, other := sha256Hex("alpha's secret"), sha256Hex("something else")
+	owned := func(p uuid.UUID, digest string) bool {
+		t.Helper()
+		ok, err := s.BlobOwned(b.ctx, p, digest)
+		if err != nil {
+			t.Fatalf("BlobOwned: %v", err)
+		}
+		return ok
+	}
+	if owned(alpha, d) {
+		t.Fatal("a project owns a digest nobody added")
+	}
+	for range 2 {
+		if err := s.AddBlobOwner(b.ctx, alpha, d); err != nil {
+			t.Fatalf("AddBlobOwner: %v", err)
+		}
+	}
+	if !owned(alpha, d) || owned(beta, d) || owned(alpha, other) {
+		t.Errorf("after alpha added %s: alpha %v, beta %v, alpha of another digest %v; want only alpha's",
+			d, owned(alpha, d), owned(beta, d), owned(alpha, other))
+	}
+	if err := s.AddBlobOwner(b.ctx, beta, d); err != nil {
+		t.Fatalf("AddBlobOwner: %v", err)
+	}
+	if err := s.AddBlobOwner(b.ctx, alpha, other); err != nil {
+		t.Fatalf("AddBlobOwner: %v", err)
+	}
+	if err := s.DeleteBlobOwners(b.ctx, d); err != nil {
+		t.Fatalf("DeleteBlobOwners: %v", err)
+	}
+	if owned(alpha, d) || owned(beta, d) || !owned(alpha, other) {
+		t.Errorf("after DeleteBlobOwners(%s): alpha %v, beta %v, alpha of another digest %v; want only the other digest",
+			d, owned(alpha, d), owned(beta, d), owned(alpha, other))
+	}
+	err := s.AddBlobOwner(b.ctx, store.NewID(), d)
+	wantErr(t, "AddBlobOwner of an unknown project", err, store.ErrNotFound)
+	for _, bad := range []struct {
+		p uuid.UUID
+		d string
+	}{{uuid.Nil, d}, {alpha, "abc"}} {
+		wantErr(t, fmt.Sprintf("AddBlobOwner(%s, %q)", bad.p, bad.d), s.AddBlobOwner(b.ctx, bad.p, bad.d), store.ErrInvalid)
+	}
+}
+
+// testArtifactStoredOnlyForOwners: an artifact becomes stored only for a digest its own
+// project owns; another project's ownership of the same digest does not count, and the
+// refusal changes nothing.
+func testArtifactStoredOnlyForOwners(t *testing.T, h Harness) {
+	s, b := setup(t, h)
+	b.project("beta")
+	beta := b.projectID("beta")
+	_, jobs := b.createRun("name: alpha\njobs:\n  build: { steps: [ { run: make } ] }\n", store.CreateRunParams{Project: "alpha"})
+	c := b.claimOne()
+	if c.Job.ID != jobs[0].ID {
+		t.Fatalf("claimed %s, want alpha's job", c.Job.ID)
+	}
+	secret := sha256Hex("beta's secret")
+	if err := s.AddBlobOwner(b.ctx, beta, secret); err != nil {
+		t.Fatalf("AddBlobOwner: %v", err)
+	}
+	a, err := s.PutArtifact(b.ctx, ref(c), &store.Artifact{JobID: c.Job.ID, Name: "loot", SHA256: secret, Size: 13})
+	if err != nil {
+		t.Fatalf("PutArtifact: %v", err)
+	}
+	wantErr(t, "MarkArtifactStored of a digest only another project owns", s.MarkArtifactStored(b.ctx, a.ID), store.ErrForbidden)
+	if got, err := s.GetArtifact(b.ctx, a.ID); err != nil || got.State != store.ArtifactPending {
+		t.Fatalf("after the refusal: %+v, %v; want still pending", got, err)
+	}
+	if err := s.AddBlobOwner(b.ctx, c.Job.ProjectID, secret); err != nil {
+		t.Fatalf("AddBlobOwner: %v", err)
+	}
+	if err := s.MarkArtifactStored(b.ctx, a.ID); err != nil {
+		t.Fatalf("MarkArtifactStored once its project owns the digest: %v", err)
+	}
+	if got, _ := s.GetArtifact(b.ctx, a.ID); got == nil || got.State != store.ArtifactStored {
+		t.Errorf("artifact is %+v, want stored", got)
+	}
+}
+
 func testArtifacts(t *testing.T, h Harness) {
 	s, b := setup(t, h)
 	b.create(`
@@ -247,6 +335,9 @@ jobs:
 		t.Errorf("ListArtifacts = %v, want bin/app and report.xml of attempt 1", got)
 	}
 
+	if err := s.AddBlobOwner(b.ctx, c.Job.ProjectID, a.SHA256); err != nil {
+		t.Fatalf("AddBlobOwner: %v", err)
+	}
 	if err := s.MarkArtifactStored(b.ctx, a.ID); err != nil {
 		t.Fatalf("MarkArtifactStored: %v", err)
 	}
