@@ -19,10 +19,13 @@ type Collected struct {
 	Artifacts int   // expired artifact records
 	Blobs     int   // blobs no record named
 	Bytes     int64 // their size
+	Uploads   int   // uploads staged for a project and never committed
 }
 
 // CollectArtifacts deletes the artifacts that expired at or before now, then the blobs
-// older than grace that neither an artifact nor a log chunk names.
+// older than grace that neither an artifact, a cache entry nor a log chunk names, with
+// the record of which projects owned them, then the uploads staged more than grace ago
+// and never committed.
 func CollectArtifacts(ctx context.Context, st store.Store, bs blob.Store, now time.Time, grace time.Duration) (Collected, error) {
 	var c Collected
 	n, err := st.DeleteExpiredArtifacts(ctx, now)
@@ -55,11 +58,22 @@ func CollectArtifacts(ctx context.Context, st store.Store, bs blob.Store, now ti
 			}
 			continue
 		}
+		// Owners first: content stored again later counts only for those that upload it
+		// again, and a project that finds no owner just uploads once more.
+		if err := st.DeleteBlobOwners(ctx, b.Digest); err != nil {
+			return c, err
+		}
 		if err := bs.Delete(ctx, b.Digest); err != nil {
 			return c, fmt.Errorf("delete blob %s: %w", b.Digest, err)
 		}
 		c.Blobs++
 		c.Bytes += b.Size
+	}
+	// A staged upload is committed within the signed URL's lifetime or never.
+	n, err = bs.DeleteUploads(ctx, now.Add(-grace))
+	c.Uploads = n
+	if err != nil {
+		return c, err
 	}
 	return c, nil
 }

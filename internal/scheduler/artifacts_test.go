@@ -4,6 +4,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -82,4 +84,70 @@ func TestCollectArtifacts(t *testing.T) {
 		t.Errorf("after collection: old build %v, orphan %v, release %v, log %v; want only release and the log",
 			stored("old build"), stored("nobody's"), stored("release"), stored(logPiece))
 	}
+}
+
+// TestCollectForgetsOwners: a blob collected takes the record of its owners with it, so
+// that the content, stored again by another project, does not count for the first; a
+// blob still in use keeps its owners; an upload staged and never committed goes once
+// past the grace.
+func TestCollectForgetsOwners(t *testing.T) {
+	t.Parallel()
+	_, b := setup(t)
+	bs, err := blob.OpenDir(t.TempDir(), blob.Options{Secret: []byte(strings.Repeat("k", 32))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := b.claimOne(t, "name: gc\njobs:\n  a: {steps: [{run: make}]}\n")
+	project := c.Job.ProjectID
+	const used, unused, staged = "named by an artifact", "named by nothing", "uploaded, never committed"
+	for _, content := range []string{used, unused} {
+		if err := bs.Put(b.ctx, digestOf(content), int64(len(content)), strings.NewReader(content)); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.s.AddBlobOwner(b.ctx, project, digestOf(content)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := b.s.PutArtifact(b.ctx, store.LeaseRef{JobID: c.Job.ID, Token: c.Lease.Token},
+		&store.Artifact{JobID: c.Job.ID, Name: "app", SHA256: digestOf(used), Size: int64(len(used))}); err != nil {
+		t.Fatal(err)
+	}
+	up, err := bs.PresignUpload(b.ctx, project.String(), digestOf(staged), int64(len(staged)), time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(bs.Handler())
+	t.Cleanup(srv.Close)
+	resp, err := blob.Send(b.ctx, srv.Client(), mustURL(t, srv.URL), up, strings.NewReader(staged), int64(len(staged)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+
+	got, err := CollectArtifacts(b.ctx, b.s, bs, time.Now().Add(48*time.Hour), 24*time.Hour)
+	if err != nil || got.Blobs != 1 || got.Uploads != 1 {
+		t.Fatalf("collect: %+v, %v; want one blob and one staged upload", got, err)
+	}
+	owned := func(content string) bool {
+		ok, err := b.s.BlobOwned(b.ctx, project, digestOf(content))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+	if !owned(used) || owned(unused) {
+		t.Errorf("after collection the project owns %q: %v, %q: %v; want only the one in use", used, owned(used), unused, owned(unused))
+	}
+	if err := bs.CommitUpload(b.ctx, project.String(), digestOf(staged), int64(len(staged))); !errors.Is(err, blob.ErrNotFound) {
+		t.Errorf("commit of a collected upload: %v, want ErrNotFound", err)
+	}
+}
+
+func mustURL(t *testing.T, raw string) *url.URL {
+	t.Helper()
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
 }
