@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -42,6 +43,7 @@ type observer struct {
 
 	mu        sync.Mutex
 	runs      []uuid.UUID
+	ended     map[uuid.UUID]bool // runs all of whose jobs were terminal at a poll: nothing changes them
 	jobs      map[uuid.UUID]*jobState
 	sightings []sighting
 	lastErr   error
@@ -49,7 +51,7 @@ type observer struct {
 }
 
 func newObserver(st reader, running func(context.Context) ([]string, error)) *observer {
-	return &observer{st: st, running: running, jobs: map[uuid.UUID]*jobState{}}
+	return &observer{st: st, running: running, jobs: map[uuid.UUID]*jobState{}, ended: map[uuid.UUID]bool{}}
 }
 
 // watch adds a run to those polled.
@@ -90,10 +92,17 @@ func (o *observer) poll(ctx context.Context) {
 	for _, h := range hosts {
 		o.sightings = append(o.sightings, sighting{host: h, at: at})
 	}
-	runs := append([]uuid.UUID(nil), o.runs...)
+	var runs []uuid.UUID
+	for _, r := range o.runs {
+		if !o.ended[r] {
+			runs = append(runs, r)
+		}
+	}
 	o.mu.Unlock()
 
+	// Only runs with a job not ended yet: a long run of the suite submits hundreds.
 	var all []*store.Job
+	var ended []uuid.UUID
 	for _, r := range runs {
 		jobs, err := o.st.ListJobs(ctx, r)
 		if err != nil {
@@ -101,6 +110,9 @@ func (o *observer) poll(ctx context.Context) {
 			return
 		}
 		all = append(all, jobs...)
+		if len(jobs) > 0 && !slices.ContainsFunc(jobs, func(j *store.Job) bool { return !j.Status.Terminal() }) {
+			ended = append(ended, r)
+		}
 	}
 	// Steps only of jobs that have been claimed and whose once step is not yet seen.
 	steps := map[uuid.UUID]*store.Step{}
@@ -126,6 +138,9 @@ func (o *observer) poll(ctx context.Context) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.polls++
+	for _, r := range ended {
+		o.ended[r] = true
+	}
 	for _, j := range all {
 		s := o.jobs[j.ID]
 		if s == nil {
