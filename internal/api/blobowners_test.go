@@ -129,7 +129,7 @@ func shape(t *testing.T, a map[string]any, digests ...string) string {
 }
 
 const (
-	ownersPipeline = "jobs:\n  a: {steps: [{run: make}]}\n"
+	ownersPipeline = "jobs:\n  a:\n    cache: {key: deps, restore_keys: [d], paths: [x]}\n    steps: [{run: make}]\n"
 	betaSecret     = "beta's deploy key\n"
 	betaArchive    = "beta's cache archive"
 )

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -58,32 +59,71 @@ func checkCacheKey(k string) string {
 	return ""
 }
 
+// cacheJob is what a worker's cache call is about: the job's project, the scope its run
+// saves caches in and those it reads them from, and the caches the job declares.
+type cacheJob struct {
+	project uuid.UUID
+	write   string
+	read    []string
+	caches  []pipeline.Cache
+}
+
 // cacheScopes checks that ref is the job's current lease and reads the project the job
-// belongs to and the scopes its run saves its caches in and reads them from.
-func (s *Server) cacheScopes(w http.ResponseWriter, r *http.Request, ref store.LeaseRef) (uuid.UUID, string, []string, bool) {
+// belongs to, the scopes its run saves its caches in and reads them from, and the
+// caches its job declares.
+func (s *Server) cacheScopes(w http.ResponseWriter, r *http.Request, ref store.LeaseRef) (cacheJob, bool) {
 	if _, err := s.store.LeaseAttempt(r.Context(), ref); err != nil {
 		s.agentError(w, r, "check lease", err)
-		return uuid.Nil, "", nil, false
+		return cacheJob{}, false
 	}
 	job, err := s.store.GetJob(r.Context(), ref.JobID)
 	if err != nil {
 		s.agentError(w, r, "read job", err)
-		return uuid.Nil, "", nil, false
+		return cacheJob{}, false
 	}
 	run, err := s.store.GetRun(r.Context(), job.RunID)
 	if err != nil {
 		s.storeError(w, r, "read run", err)
-		return uuid.Nil, "", nil, false
+		return cacheJob{}, false
 	}
 	defaultBranch := ""
 	if p, err := s.store.GetProjectByName(r.Context(), run.Project); err == nil {
 		defaultBranch = p.DefaultBranch
 	} else if !errors.Is(err, store.ErrNotFound) {
 		s.storeError(w, r, "read project", err)
-		return uuid.Nil, "", nil, false
+		return cacheJob{}, false
 	}
-	write, read := store.CacheScopes(run.Trigger, defaultBranch)
-	return job.ProjectID, write, read, true
+	c := cacheJob{project: job.ProjectID}
+	c.write, c.read = store.CacheScopes(run.Trigger, defaultBranch)
+	if job.Spec != nil {
+		c.caches = job.Spec.Caches
+	}
+	return c, true
+}
+
+// declares answers 403 unless key is the key of one of the job's caches, as the worker
+// computes it (pipeline.CacheKeyMatches), and each restore key one of that cache's
+// restore keys. Only the shape is checked: what a hashFiles call stands for is
+// computed over the workspace, which only the worker has.
+func (c cacheJob) declares(w http.ResponseWriter, key string, restoreKeys []string) bool {
+	for _, spec := range c.caches {
+		if !pipeline.CacheKeyMatches(spec.Key, key) {
+			continue
+		}
+		ok := true
+		for _, rk := range restoreKeys {
+			if !slices.ContainsFunc(spec.RestoreKeys, func(planned string) bool { return pipeline.CacheKeyMatches(planned, rk) }) {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			return true
+		}
+	}
+	writeError(w, http.StatusForbidden, codeForbidden,
+		fmt.Sprintf("cache key %q (restore keys %q) is none of those the job's caches declare", key, restoreKeys), nil)
+	return false
 }
 
 // cachesOn answers a worker's cache call of a coordinator without a blob store: caches
@@ -130,11 +170,12 @@ func (s *Server) restoreCache(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, codeBadRequest, "invalid cache restore", details)
 		return
 	}
-	project, _, read, ok := s.cacheScopes(w, r, ref)
-	if !ok {
+	job, ok := s.cacheScopes(w, r, ref)
+	if !ok || !job.declares(w, req.Key, req.RestoreKeys) {
 		return
 	}
-	c, err := s.store.FindCache(r.Context(), store.FindCacheParams{ProjectID: project, Scopes: read, Key: req.Key, RestoreKeys: req.RestoreKeys})
+	read := job.read
+	c, err := s.store.FindCache(r.Context(), store.FindCacheParams{ProjectID: job.project, Scopes: read, Key: req.Key, RestoreKeys: req.RestoreKeys})
 	if errors.Is(err, store.ErrNotFound) {
 		writeJSON(w, http.StatusOK, map[string]any{"entry": nil, "scopes": read})
 		return
@@ -195,10 +236,11 @@ func (s *Server) saveCache(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	project, scope, _, ok := s.cacheScopes(w, r, ref)
-	if !ok {
+	job, ok := s.cacheScopes(w, r, ref)
+	if !ok || !job.declares(w, req.Key, nil) {
 		return
 	}
+	project, scope := job.project, job.write
 	// Saved since the job restored (by another job of the same key): no upload is needed.
 	_, err := s.store.FindCache(r.Context(), store.FindCacheParams{ProjectID: project, Scopes: []string{scope}, Key: req.Key})
 	if err == nil {
@@ -234,10 +276,11 @@ func (s *Server) commitCache(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	project, scope, _, ok := s.cacheScopes(w, r, ref)
-	if !ok {
+	job, ok := s.cacheScopes(w, r, ref)
+	if !ok || !job.declares(w, req.Key, nil) {
 		return
 	}
+	project, scope := job.project, job.write
 	held, err := s.takeUpload(r.Context(), project, req.SHA256, req.Size)
 	if errors.Is(err, blob.ErrMismatch) || (err == nil && !held) {
 		writeError(w, http.StatusConflict, codeBlobMissing,

@@ -45,7 +45,8 @@ func TestCacheFlow(t *testing.T) {
 
 func testCacheFlow(t *testing.T, b *bundle, bs *blob.DirStore) {
 	job := func() (string, string) {
-		b.post(t, "/api/v1/runs", "jobs:\n  a: {steps: [{run: make}]}\n")
+		b.post(t, "/api/v1/runs", "jobs:\n  a:\n    cache:\n      - {key: go-1, restore_keys: [go-], paths: [x]}\n"+
+			"      - {key: go-2, restore_keys: [nope-, go-], paths: [y]}\n    steps: [{run: make}]\n")
 		j := b.claim(t, `{"worker_id": "w", "wait": "0s"}`).Jobs[0]
 		return j.ID, j.Lease.Token
 	}
@@ -157,4 +158,44 @@ func TestCacheRefusals(t *testing.T) {
 			t.Errorf("%s without a blob store: %d %s", op, r.status, r.body)
 		}
 	}
+}
+
+// TestCacheKeysDeclared: a worker restores and saves only under the keys its job's caches
+// declare, in the shape the worker computes them (hashFiles is 64 hexadecimal digits, or
+// nothing), with the restore keys of that cache; any other key is refused, as is every
+// key of a job that declares no cache.
+func TestCacheKeysDeclared(t *testing.T) {
+	t.Parallel()
+	b, _ := withBlobs(t)
+	const pipeline = "jobs:\n  a:\n    cache:\n      - key: \"go-${{ hashFiles('go.sum') }}\"\n        restore_keys: [go-]\n        paths: [x]\n" +
+		"    steps: [{run: make}]\n"
+	id, token := b.projectJob(t, "default", pipeline)
+	hex := digest("go.sum's content")
+	save := func(op, key string) response {
+		return b.post(t, cachePath(id, op), saveBody(token, key, "an archive"))
+	}
+	restore := func(key string, restoreKeys ...string) response {
+		rk, _ := json.Marshal(restoreKeys)
+		return b.post(t, cachePath(id, "restore"), fmt.Sprintf(`{"token": %q, "key": %q, "restore_keys": %s}`, token, key, rk))
+	}
+	for _, r := range []response{save("save", "go-"+hex), save("save", "go-"), restore("go-"+hex, "go-"), restore("go-" + hex)} {
+		if r.status != http.StatusOK {
+			t.Errorf("a declared key: %d %s", r.status, r.body)
+		}
+	}
+	for _, tt := range []struct {
+		what string
+		r    response
+	}{
+		{"save of another key", save("save", "main-secrets")},
+		{"save of a key with more after it", save("save", "go-"+hex+"-x")},
+		{"save of a key whose hash is no hash", save("save", "go-../../x")},
+		{"commit of another key", save("commit", "npm-"+hex)},
+		{"restore of another key", restore("npm-" + hex)},
+		{"restore with another restore key", restore("go-"+hex, "g")},
+	} {
+		expectError(t, tt.r, http.StatusForbidden, "forbidden")
+	}
+	bare, bareToken := b.projectJob(t, "default", "jobs:\n  b: {steps: [{run: make}]}\n")
+	expectError(t, b.post(t, cachePath(bare, "save"), saveBody(bareToken, "go-1", "an archive")), http.StatusForbidden, "forbidden")
 }

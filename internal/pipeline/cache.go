@@ -445,6 +445,26 @@ func ExpandCacheKey(key string, hash func(patterns []string) (string, error)) (s
 	return out, firstErr
 }
 
+// CacheKeyMatches reports whether key is one the worker can compute from the planned key
+// (or restore key) planned: planned with each hashFiles call replaced by what hashFiles
+// gives, 64 lowercase hexadecimal digits or nothing. The coordinator checks keys so:
+// it cannot check the digits, which only the workspace has, but a worker cannot save
+// or restore under a key of another shape than those its job declares.
+func CacheKeyMatches(planned, key string) bool {
+	var b strings.Builder
+	b.WriteString(`\A`)
+	last := 0
+	for _, loc := range hashFilesCall.FindAllStringIndex(planned, -1) {
+		b.WriteString(regexp.QuoteMeta(planned[last:loc[0]]))
+		b.WriteString(`(?:[0-9a-f]{64})?`)
+		last = loc[1]
+	}
+	b.WriteString(regexp.QuoteMeta(planned[last:]))
+	b.WriteString(`\z`)
+	re, err := regexp.Compile(b.String())
+	return err == nil && re.MatchString(key)
+}
+
 // MatchHashFiles reports whether name, a slash-separated path relative to the workspace,
 // is one hashFiles(patterns...) hashes: the last pattern that matches it decides, those
 // starting with ! excluding.

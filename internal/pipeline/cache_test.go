@@ -153,6 +153,36 @@ func TestExpandCacheKey(t *testing.T) {
 	}
 }
 
+func TestCacheKeyMatches(t *testing.T) {
+	t.Parallel()
+	hex := strings.Repeat("0123456789abcdef", 4)
+	planned := "go-" + HashFilesRef([]string{"go.sum"}) + "-linux"
+	tests := []struct {
+		planned, key string
+		want         bool
+	}{
+		{planned, "go-" + hex + "-linux", true},
+		{planned, "go--linux", true}, // hashFiles of no file is ""
+		{planned, "go-" + strings.ToUpper(hex) + "-linux", false},
+		{planned, "go-" + hex[:63] + "-linux", false},
+		{planned, "go-" + hex + "-linux-extra", false},
+		{planned, "x-go-" + hex + "-linux", false},
+		{planned, "npm-" + hex + "-linux", false},
+		{planned, "go-" + hex + hex + "-linux", false},
+		{"plain.key", "plain.key", true},
+		{"plain.key", "plainXkey", false}, // no pattern meaning in the literal parts
+		{"plain", "plain\n", false},
+		{"a-" + HashFilesRef([]string{"x"}) + HashFilesRef([]string{"y"}), "a-" + hex + hex, true},
+		{"a-" + HashFilesRef([]string{"x"}) + HashFilesRef([]string{"y"}), "a-" + hex, true},
+		{"a-" + HashFilesRef([]string{"x"}) + HashFilesRef([]string{"y"}), "a-", true},
+	}
+	for _, tt := range tests {
+		if got := CacheKeyMatches(tt.planned, tt.key); got != tt.want {
+			t.Errorf("CacheKeyMatches(%q, %q) = %v, want %v", tt.planned, tt.key, got, tt.want)
+		}
+	}
+}
+
 func TestMatchHashFiles(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
