@@ -255,6 +255,11 @@ func TestCheckLog(t *testing.T) {
 			if tc.want == "" && len(vs) != 0 || tc.want != "" && (len(vs) != 1 || !strings.Contains(vs[0].detail, tc.want)) {
 				t.Errorf("violations %v, want one saying %q", vs, tc.want)
 			}
+			// An attempt cut short may hold fewer lines, never a gap or a repeat.
+			short := strings.Contains(tc.want, "of the 3")
+			if vs := checkLog(job, key, tc.lines, -1); (len(vs) == 0) != (tc.want == "" || short) {
+				t.Errorf("cut short: violations %v, want some: %v", vs, !short && tc.want != "")
+			}
 		})
 	}
 }

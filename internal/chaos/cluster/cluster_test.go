@@ -308,12 +308,20 @@ func (s *suiteRun) check(ctx context.Context, faults []faultEvent, wallMinusBoot
 		want := sub.spec.want[j.name]
 		r := replicas[i%len(replicas)].name
 		i++
-		lines, err := c.logOf(ctx, s.hc, r, id, j.attempt)
-		if err != nil {
-			out = append(out, violation{invLog, id, fmt.Sprintf("read the log of attempt %d from %s: %v", j.attempt, r, err)})
-		} else {
+		// Every attempt's log: an earlier one may end short (a fenced attempt drops what it
+		// had not sent), never with a gap, a repeat or a line out of order.
+		for a := 1; a <= j.attempt; a++ {
+			lines, err := c.logOf(ctx, s.hc, r, id, a)
+			if err != nil {
+				out = append(out, violation{invLog, id, fmt.Sprintf("read the log of attempt %d from %s: %v", a, r, err)})
+				continue
+			}
 			fig.logLines += len(lines)
-			out = append(out, checkLog(id, id.String(), lines, want.logLines)...)
+			n := want.logLines
+			if a < j.attempt {
+				n = -1
+			}
+			out = append(out, checkLog(id, id.String(), lines, n)...)
 		}
 		if want.artifact == nil {
 			continue
