@@ -106,7 +106,9 @@ func TestApprovalsOverREST(t *testing.T) {
 		t.Fatalf("list environments: %d %s", r.status, r.body)
 	}
 
-	j := b.submitDeploy(t, bearer(tok["alice"]))
+	// The admin submits: a ref a developer gives by hand satisfies no branch rule
+	// (TestUnverifiedRefs).
+	j := b.submitDeploy(t, bearer(tok["root"]))
 	if j.Status != "waiting_approval" || j.Environment == nil || j.Environment.Name != "production" || j.Environment.URL != "https://shop.example.com" ||
 		j.Approval == nil || j.Approval.Required != 2 || len(j.Approval.Approvers) != 2 || j.Waiting == nil ||
 		j.Waiting.Code != "approval" || j.Waiting.Message != "waiting for approval (0 of 2)" {
@@ -136,7 +138,7 @@ func TestApprovalsOverREST(t *testing.T) {
 	}
 	expectError(t, approve("alice", ""), http.StatusConflict, "conflict")
 
-	j = b.submitDeploy(t, bearer(tok["alice"]))
+	j = b.submitDeploy(t, bearer(tok["root"]))
 	r = b.do(t, http.MethodPost, "/api/v1/jobs/"+j.ID+"/reject", "application/json", `{"comment": "not today"}`, bearer(tok["bob"]))
 	r.decode(t, &after)
 	if r.status != http.StatusOK || after.Status != "failed" || after.FailureKind != "rejected" || after.Reason != "rejected by bob" {

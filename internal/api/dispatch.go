@@ -237,6 +237,24 @@ func actor(ctx context.Context) string {
 	return ""
 }
 
+// principal is the user the caller acts for (store.Token.Principal), "" with auth off.
+func principal(ctx context.Context) string {
+	if tk := tokenFrom(ctx); tk != nil {
+		return tk.Principal()
+	}
+	return ""
+}
+
+// adminRef is what a ref given by the caller is verified by: the admin is trusted to say
+// which branch a run is of (and with auth off every caller is the admin); anyone else's
+// ref is recorded as given and not verified (store.Trigger.RefVerified).
+func adminRef(ctx context.Context) store.RefSource {
+	if tk := tokenFrom(ctx); tk == nil || tk.Role == store.RoleAdmin {
+		return store.RefFromAdmin
+	}
+	return ""
+}
+
 // dispatchRun creates the run of a dispatch and answers it like POST /api/v1/runs.
 func (s *Server) dispatchRun(w http.ResponseWriter, r *http.Request, p store.CreateRunParams) {
 	p.IdempotencyKey = r.Header.Get("Idempotency-Key")
@@ -250,9 +268,10 @@ func (s *Server) dispatchRun(w http.ResponseWriter, r *http.Request, p store.Cre
 	s.answerCreatedRun(w, r, run, jobs, created)
 }
 
-// dispatchTrigger is what a dispatched run records of the commit it runs at.
-func dispatchTrigger(proj *store.Project, at *atRef, values map[string]string, who string) store.Trigger {
-	tr := store.Trigger{Event: string(trigger.KindDispatch), Actor: who}
+// dispatchTrigger is what a dispatched run records of the commit it runs at and who
+// dispatched it. The caller says how the ref is verified.
+func dispatchTrigger(ctx context.Context, proj *store.Project, at *atRef, values map[string]string, verified store.RefSource) store.Trigger {
+	tr := store.Trigger{Event: string(trigger.KindDispatch), Actor: actor(ctx), User: principal(ctx), Verified: verified}
 	if len(values) > 0 {
 		iv := store.InputValues(values)
 		tr.Inputs = &iv
@@ -306,8 +325,10 @@ func (s *Server) dispatchProject(w http.ResponseWriter, r *http.Request) {
 		aerr.write(w)
 		return
 	}
+	// The coordinator resolved the ref in its own mirror and read the pipeline file there:
+	// the run is the repository's at that ref, whoever asked for it.
 	s.dispatchRun(w, r, store.CreateRunParams{
-		Project: proj.Name, Trigger: dispatchTrigger(proj, at, values, actor(r.Context())),
+		Project: proj.Name, Trigger: dispatchTrigger(r.Context(), proj, at, values, store.RefFromRepository),
 		Definition: at.def, Plan: plan, Env: inputEnv(values),
 	})
 }

@@ -280,10 +280,13 @@ func triggerEvent(ev *forge.Event) trigger.Event {
 // runTrigger is what a run of proj started by ev records; workers check the commit out
 // from the project's repository. A pull request's run has no branch: its head may be any
 // branch of any fork, and `if: branch == "main"` must never take it for a push to main.
+// Its ref is verified: the delivery was signed with the project's secret, and the
+// pipeline file is read at the event's commit.
 func runTrigger(proj *store.Project, ev *forge.Event, deliveryID string) store.Trigger {
 	tr := store.Trigger{
 		Ref: ev.Ref, SHA: ev.SHA, Before: ev.Before, Event: string(ev.Kind), Actor: ev.Actor,
 		Repository: ev.Repository.FullName, CloneURL: proj.RepoURL, DeliveryID: deliveryID,
+		Verified: store.RefFromWebhook,
 	}
 	switch ev.Kind {
 	case forge.KindPush:

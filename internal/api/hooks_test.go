@@ -160,7 +160,7 @@ func TestHookGitHubPush(t *testing.T) {
 		t.Errorf("run = %+v; want the pipeline of the older commit, named first", run)
 	}
 	want := store.Trigger{Ref: "refs/heads/main", Branch: "main", SHA: first, Before: zeroSHA[:39] + "1", Event: "push",
-		Actor: "mona", Repository: "octo-org/app", CloneURL: repo.URL(), DeliveryID: "d-1"}
+		Actor: "mona", Repository: "octo-org/app", CloneURL: repo.URL(), DeliveryID: "d-1", Verified: store.RefFromWebhook}
 	if run.Trigger != want {
 		t.Errorf("trigger = %+v\nwant %+v", run.Trigger, want)
 	}
@@ -401,7 +401,7 @@ func TestHookPullRequest(t *testing.T) {
 	var run runView
 	b.get(t, "/api/v1/runs/"+h.Runs[0]).decode(t, &run)
 	want := store.Trigger{Ref: "refs/pull/7/head", SHA: head, Event: "pull_request", Actor: "hubot", Repository: "octo-org/app", PRNumber: 7, CloneURL: repo.URL(), DeliveryID: "p-1",
-		Fork: true} // the head is hubot/app: a fork, so its jobs get no secrets by default
+		Fork: true, Verified: store.RefFromWebhook} // the head is hubot/app: a fork, so its jobs get no secrets by default
 	if run.Trigger != want {
 		t.Errorf("pull request trigger = %+v\nwant %+v", run.Trigger, want)
 	}

@@ -23,7 +23,8 @@ func runOn(t *testing.T, b *bundle, project, branch string, status store.JobStat
 		t.Fatal(err)
 	}
 	run, _, _, err := b.store.CreateRun(t.Context(), store.CreateRunParams{Project: project, Plan: plan, Definition: []byte(yaml),
-		Trigger: store.Trigger{Ref: "refs/heads/" + branch, Branch: branch, SHA: badgeSHA, Event: "push", Repository: "acme/web"}})
+		Trigger: store.Trigger{Ref: "refs/heads/" + branch, Branch: branch, SHA: badgeSHA, Event: "push", Repository: "acme/web",
+			Verified: store.RefFromWebhook}})
 	if err != nil {
 		t.Fatalf("CreateRun: %v", err)
 	}

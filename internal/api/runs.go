@@ -179,6 +179,9 @@ func (s *Server) createRun(w http.ResponseWriter, r *http.Request) {
 	params.Plan = plan
 	params.Definition = def
 	params.IdempotencyKey = r.Header.Get("Idempotency-Key")
+	// The definition is the caller's, and so are the ref and commit it names: they count
+	// for environments, caches and statuses only when the caller is the admin.
+	params.Trigger.Verified, params.Trigger.User = adminRef(r.Context()), principal(r.Context())
 	dropSecretEnv, rerr := s.sealSecretEnv(r.Context(), &params, decodeSecretEnv(r.Header.Get("Content-Type"), body))
 	if rerr != nil {
 		writeRequestError(w, rerr)

@@ -37,6 +37,9 @@ type runJSON struct {
 	JobsTotal       int           `json:"jobs_total"`
 	JobsFinished    int           `json:"jobs_finished"`
 	CancelRequested bool          `json:"cancel_requested"`
+	// RefVerified says whether the trigger's ref and commit count as the branch's or tag's
+	// (store.Trigger.RefVerified); false for one a developer gave by hand.
+	RefVerified bool `json:"ref_verified"`
 	// Errors say why a run failed before it had jobs (its pipeline file is invalid).
 	Errors []store.RunError `json:"errors,omitempty"`
 	// Seq is the run's change feed position: GET with ?since= it lists the jobs changed
@@ -52,6 +55,7 @@ func newRunJSON(r *store.Run, jobs []*store.Job) runJSON {
 		Project:         r.Project,
 		Name:            r.Name,
 		Trigger:         r.Trigger,
+		RefVerified:     r.Trigger.RefVerified(),
 		CreatedAt:       formatTime(r.CreatedAt),
 		StartedAt:       formatTime(r.StartedAt),
 		FinishedAt:      formatTime(r.FinishedAt),

@@ -341,7 +341,9 @@ func (s *Server) dispatchWorkflow(w http.ResponseWriter, r *http.Request) {
 	if plan.Name == "" {
 		plan.Name = wf.Name
 	}
-	tr := dispatchTrigger(proj, at, values, actor(r.Context()))
+	// The commit is the ref's in the mirror, but the steps are the workflow's, which
+	// whoever registered it wrote: the ref counts only when an admin dispatches.
+	tr := dispatchTrigger(r.Context(), proj, at, values, adminRef(r.Context()))
 	tr.WorkflowID, tr.WorkflowVersion = wf.ID.String(), wf.Version
 	s.dispatchRun(w, r, store.CreateRunParams{
 		Project: wf.Project, Trigger: tr, Definition: wf.Definition, Plan: plan, Env: inputEnv(values),

@@ -9,7 +9,8 @@ import (
 )
 
 // TestEnvironmentAndApproveCommands: an admin sets an environment needing two approvals;
-// a submitted deploy waits; gantry approve by the named approvers queues it, by anyone
+// a developer's hand-made run of main is not verified and does not deploy; the admin's
+// submitted deploy waits; gantry approve by the named approvers queues it, by anyone
 // else is refused; gantry reject fails another; against a real server with auth on.
 func TestEnvironmentAndApproveCommands(t *testing.T) {
 	t.Parallel()
@@ -60,9 +61,23 @@ func TestEnvironmentAndApproveCommands(t *testing.T) {
 	if err := os.WriteFile(file, []byte("name: ship\njobs:\n  deploy:\n    environment: production\n    steps: [{run: ./deploy}]\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// A developer's run naming main is not verified: its deploy fails, and runs get says
+	// why the ref did not count.
+	r = must(cli(alice, "submit", file, "--project", "shop", "--ref", "refs/heads/main", "--json"), "submit by alice")
+	var mine struct {
+		ID string `json:"id"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &mine); err != nil {
+		t.Fatalf("submit --json: %v\n%s", err, r.stdout)
+	}
+	r = must(cli(alice, "runs", "get", mine.ID), "runs get")
+	if !strings.Contains(r.stdout, "refs/heads/main (unverified)") || !strings.Contains(r.stdout, "failed") {
+		t.Errorf("runs get of alice's run:\n%s\nwant its ref marked unverified and its deploy failed", r.stdout)
+	}
+	// The admin's ref counts.
 	submit := func() string {
 		t.Helper()
-		r := must(cli(alice, "submit", file, "--project", "shop", "--ref", "refs/heads/main", "--json"), "submit")
+		r := must(cli(admin, "submit", file, "--project", "shop", "--ref", "refs/heads/main", "--json"), "submit")
 		var run struct {
 			Jobs []struct {
 				ID     string `json:"id"`

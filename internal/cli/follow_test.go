@@ -181,6 +181,24 @@ wave 3
 			t.Errorf("line of %d columns: %q", n, l)
 		}
 	}
+
+	// A ref the server did not verify says so; one from a server that does not say is
+	// shown as it always was.
+	for _, tt := range []struct {
+		verified *bool
+		want     string
+	}{
+		{new(false), "refs/heads/main (unverified)\n"},
+		{new(true), "refs/heads/main\n"},
+		{nil, "refs/heads/main\n"},
+	} {
+		run.RefVerified = tt.verified
+		b.Reset()
+		printRunTree(&b, run, 80)
+		if line := strings.SplitN(b.String(), "\n", 3)[1] + "\n"; !strings.HasSuffix(line, " · "+tt.want) {
+			t.Errorf("ref_verified %v: second line %q; want it to end %q", tt.verified, line, tt.want)
+		}
+	}
 }
 
 // TestSubmitFollowInterrupted: Ctrl-C stops the following, not the run.

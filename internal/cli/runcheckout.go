@@ -42,7 +42,9 @@ func localTrigger(ctx context.Context, cfg runConfig, plan *pipeline.Plan) (loca
 	if cfg.Dirty && cfg.SHA != "" {
 		return lr, usagef("--dirty runs the working tree's changes on HEAD; it does not go with --sha")
 	}
-	tr := store.Trigger{Event: cfg.Event, Ref: cfg.Ref, SHA: cfg.SHA}
+	// A local run's store is its user's alone: whoever runs it is its admin, so the ref
+	// it is given counts as an admin's would on a server.
+	tr := store.Trigger{Event: cfg.Event, Ref: cfg.Ref, SHA: cfg.SHA, Verified: store.RefFromAdmin}
 	inputs, err := dispatchInputs(cfg, plan)
 	if err != nil {
 		return lr, err

@@ -26,6 +26,8 @@ type runDetails struct {
 		SHA    string `json:"sha"`
 		Event  string `json:"event"`
 	} `json:"trigger"`
+	// RefVerified is nil from a server that does not say.
+	RefVerified     *bool     `json:"ref_verified"`
 	CreatedAt       time.Time `json:"created_at"`
 	StartedAt       time.Time `json:"started_at"`
 	FinishedAt      time.Time `json:"finished_at"`
@@ -297,6 +299,10 @@ func printRunTree(w io.Writer, run runDetails, width int) {
 	if ref := run.Trigger.Ref; ref != "" {
 		if run.Trigger.SHA != "" {
 			ref += "@" + run.Trigger.SHA
+		}
+		if run.RefVerified != nil && !*run.RefVerified {
+			// Given by hand: it counts for no environment's branch rules, cache or status.
+			ref += " (unverified)"
 		}
 		facts = append(facts, ref)
 	}

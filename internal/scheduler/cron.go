@@ -287,6 +287,11 @@ func (c *Cron) passProject(ctx context.Context, p *store.Project, flows []*store
 			if repoOK {
 				params.Trigger.Ref, params.Trigger.SHA, params.Trigger.CloneURL = tip.Name, tip.SHA, p.RepoURL
 				params.Trigger.Branch = strings.TrimPrefix(tip.Name, "refs/heads/")
+				if src.workflow == nil {
+					// The file was read at the branch's tip in the mirror. A registered
+					// workflow's steps are whoever registered it's, not the branch's.
+					params.Trigger.Verified = store.RefFromRepository
+				}
 			}
 			if wf := src.workflow; wf != nil {
 				params.Trigger.WorkflowID, params.Trigger.WorkflowVersion = wf.ID.String(), wf.Version

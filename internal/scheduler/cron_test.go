@@ -117,8 +117,10 @@ func TestCronLoopFiresOncePerTick(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tr := run.Trigger; tr.Event != "schedule" || tr.SHA != sha || tr.Ref != "refs/heads/main" || tr.Branch != "main" || tr.CloneURL != repo.URL() {
-		t.Errorf("scheduled run trigger = %+v; want event schedule at %s on main", tr, sha)
+	// The file was read at main's tip in the mirror: its ref is the repository's.
+	if tr := run.Trigger; tr.Event != "schedule" || tr.SHA != sha || tr.Ref != "refs/heads/main" || tr.Branch != "main" || tr.CloneURL != repo.URL() ||
+		tr.Verified != store.RefFromRepository {
+		t.Errorf("scheduled run trigger = %+v; want event schedule at %s on main, verified by the repository", tr, sha)
 	}
 	advance(15*time.Second, "12:05:30, the same tick again", 0, 0)
 	advance(time.Minute, "12:06:30", 0, 0)

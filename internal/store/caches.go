@@ -70,11 +70,16 @@ type EvictCachesParams struct {
 	MaxBytes    int64     // per project; zero or less: no eviction by size
 }
 
+// UnverifiedScope begins the cache scope of a run whose ref is not verified.
+const UnverifiedScope = "unverified/"
+
 // CacheScopes are where a run of trigger tr saves its caches (write) and where it looks
 // for them, in order (read): its own scope, then for a pull request its base branch,
 // then the project's default branch (main when the project names none). A run that
 // is not of a branch, pull request or tag (one submitted by hand) saves under the
-// default branch's scope.
+// default branch's scope. A run whose ref is not verified (Trigger.RefVerified) saves
+// under that scope behind UnverifiedScope ("unverified/main"), and reads there and then
+// the default branch only: it never writes where a verified run reads.
 func CacheScopes(tr Trigger, defaultBranch string) (write string, read []string) {
 	if defaultBranch == "" {
 		defaultBranch = "main"
@@ -88,6 +93,10 @@ func CacheScopes(tr Trigger, defaultBranch string) (write string, read []string)
 		write = "tag/" + tr.Tag
 	default:
 		write = defaultBranch
+	}
+	if !tr.RefVerified() {
+		write = UnverifiedScope + write
+		return write, []string{write, defaultBranch}
 	}
 	read = []string{write}
 	for _, s := range []string{tr.Branch, defaultBranch} {

@@ -100,8 +100,9 @@ type Gate struct {
 
 // Gate is the one policy for a job entering the environment, for root jobs when their run
 // is created and for every other job when its needs are done: a ref the environment does
-// not allow fails it; one that needs approvals waits. A nil environment (one the project
-// does not define) lets every job run.
+// not allow fails it, and so does one that is not verified (Trigger.RefVerified) when the
+// environment names branches or tags; one that needs approvals waits. A nil environment
+// (one the project does not define) lets every job run.
 func (e *Environment) Gate(tr Trigger) Gate {
 	if e == nil {
 		return Gate{}
@@ -114,8 +115,12 @@ func (e *Environment) Gate(tr Trigger) Gate {
 		case tr.Branch != "":
 			ok = matchAny(e.Branches, tr.Branch)
 		}
-		if !ok {
+		switch {
+		case !ok:
 			return Gate{Fail: fmt.Sprintf("%s may not deploy to %s", refWords(tr), e.Name)}
+		case !tr.RefVerified():
+			return Gate{Fail: fmt.Sprintf("%s is not verified (it came from no signed webhook, no read of the repository and no admin) and may not deploy to %s",
+				refWords(tr), e.Name)}
 		}
 	}
 	return Gate{Wait: e.RequiredApprovals > 0}

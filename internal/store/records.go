@@ -153,6 +153,53 @@ type Trigger struct {
 	// its definition, that the run is of.
 	WorkflowID      string `json:"workflow_id,omitempty"`
 	WorkflowVersion int    `json:"workflow_version,omitempty"`
+	// Verified says how Gantry knows that Ref, Branch, Tag and SHA are the project's
+	// repository's and that the run's definition is the one its repository holds there;
+	// "" when it does not (a ref a developer typed). See RefVerified.
+	Verified RefSource `json:"verified,omitempty"`
+	// User is the Gantry user (a token's Principal) who submitted or dispatched the run;
+	// "" for runs of webhooks and schedules, and with authentication off.
+	User string `json:"user,omitempty"`
+}
+
+// RefSource is how a run's ref was verified.
+type RefSource string
+
+// The sources a ref is verified by.
+const (
+	// RefFromWebhook: a webhook delivery signed with the project's secret said so.
+	RefFromWebhook RefSource = "webhook"
+	// RefFromRepository: the coordinator resolved the ref in its mirror of the project's
+	// repository and read the pipeline file at that commit itself (a dispatch of the
+	// project, a schedule of its file).
+	RefFromRepository RefSource = "repository"
+	// RefFromAdmin: the server's admin (or, with authentication off, anyone) gave it.
+	RefFromAdmin RefSource = "admin"
+)
+
+// RefVerified is the one rule for whether a run's ref counts for what is the branch's or
+// tag's own: an environment's branch and tag rules (Environment.Gate), the branch's cache
+// scope (CacheScopes) and commit statuses (StatusSHA). A ref is verified when it came from
+// a signed webhook, from the repository itself, or from an admin. A ref anyone else typed
+// (POST /api/v1/runs, a registered workflow's dispatch or schedule, whose definition is
+// whoever registered it's) is shown as given and counts for none of them: running one's
+// own definition under main's name must not get main's secrets, caches or checks.
+func (t Trigger) RefVerified() bool {
+	switch t.Verified {
+	case RefFromWebhook, RefFromRepository, RefFromAdmin:
+		return true
+	}
+	return false
+}
+
+// StatusSHA is the commit a run reports commit statuses on: its SHA when its ref is
+// verified, else "" (none), so a definition nobody vouches for never marks a commit as
+// passed.
+func (t Trigger) StatusSHA() string {
+	if !t.RefVerified() {
+		return ""
+	}
+	return t.SHA
 }
 
 // InputValues are dispatch inputs by name.

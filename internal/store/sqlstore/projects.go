@@ -402,7 +402,7 @@ func (e *Engine) CreateFailedRun(ctx context.Context, p store.CreateFailedRunPar
 			return fmt.Errorf("insert run: %w", err)
 		}
 		// The forge and the subscriptions hear of it like of any run that failed.
-		notify, err := t.notifyFlags(projectID, p.Trigger.SHA, 0)
+		notify, err := t.notifyFlags(projectID, p.Trigger.StatusSHA(), 0)
 		if err != nil {
 			return err
 		}

@@ -139,7 +139,7 @@ func (e *Engine) CreateRun(ctx context.Context, p store.CreateRunParams) (*store
 			}
 			var start, s int64
 			if notify < 0 {
-				notify, start, s, err = t.runStart(projectID, p.Trigger.SHA, len(jobs), j.lane)
+				notify, start, s, err = t.runStart(projectID, p.Trigger.StatusSHA(), len(jobs), j.lane)
 			} else {
 				start, s, err = t.fairStart(projectID, j.lane)
 			}
@@ -149,7 +149,7 @@ func (e *Engine) CreateRun(ctx context.Context, p store.CreateRunParams) (*store
 			next[j.lane], step = start, s
 		}
 		if notify < 0 {
-			if notify, err = t.notifyFlags(projectID, p.Trigger.SHA, len(jobs)); err != nil {
+			if notify, err = t.notifyFlags(projectID, p.Trigger.StatusSHA(), len(jobs)); err != nil {
 				return err
 			}
 		}

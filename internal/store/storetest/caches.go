@@ -279,12 +279,18 @@ func testCacheScopes(t *testing.T, _ Harness) {
 		write string
 		read  []string
 	}{
-		{store.Trigger{Branch: "main"}, "main", "main", []string{"main"}},
-		{store.Trigger{Branch: "feature"}, "", "feature", []string{"feature", "main"}},
-		{store.Trigger{Branch: "feature"}, "trunk", "feature", []string{"feature", "trunk"}},
-		{store.Trigger{Branch: "release", PRNumber: 7}, "main", "pr/7", []string{"pr/7", "release", "main"}},
-		{store.Trigger{Tag: "v1"}, "main", "tag/v1", []string{"tag/v1", "main"}},
-		{store.Trigger{}, "main", "main", []string{"main"}},
+		{store.Trigger{Branch: "main", Verified: store.RefFromWebhook}, "main", "main", []string{"main"}},
+		{store.Trigger{Branch: "feature", Verified: store.RefFromWebhook}, "", "feature", []string{"feature", "main"}},
+		{store.Trigger{Branch: "feature", Verified: store.RefFromRepository}, "trunk", "feature", []string{"feature", "trunk"}},
+		{store.Trigger{Branch: "release", PRNumber: 7, Verified: store.RefFromWebhook}, "main", "pr/7", []string{"pr/7", "release", "main"}},
+		{store.Trigger{Tag: "v1", Verified: store.RefFromWebhook}, "main", "tag/v1", []string{"tag/v1", "main"}},
+		{store.Trigger{Verified: store.RefFromAdmin}, "main", "main", []string{"main"}},
+		// A ref nobody verified never writes where verified runs read, and reads no
+		// branch but the default.
+		{store.Trigger{Branch: "main"}, "main", "unverified/main", []string{"unverified/main", "main"}},
+		{store.Trigger{Branch: "feature"}, "", "unverified/feature", []string{"unverified/feature", "main"}},
+		{store.Trigger{Tag: "v1", Verified: "forged"}, "main", "unverified/tag/v1", []string{"unverified/tag/v1", "main"}},
+		{store.Trigger{}, "trunk", "unverified/trunk", []string{"unverified/trunk", "trunk"}},
 	}
 	for _, tt := range tests {
 		w, r := store.CacheScopes(tt.tr, tt.def)

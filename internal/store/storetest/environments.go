@@ -264,12 +264,18 @@ func testRefNotAllowed(t *testing.T, h Harness) {
 		want   store.JobStatus
 		reason string
 	}{
+		{store.Trigger{Branch: "dev", Verified: store.RefFromWebhook}, store.JobFailed, "branch dev may not deploy to production"},
+		{store.Trigger{Tag: "nightly", Verified: store.RefFromWebhook}, store.JobFailed, "tag nightly may not deploy to production"},
+		{store.Trigger{Verified: store.RefFromAdmin}, store.JobFailed, "a run with no branch or tag may not deploy to production"},
+		{store.Trigger{Branch: "main", Verified: store.RefFromWebhook}, store.JobQueued, ""},
+		{store.Trigger{Branch: "release/2.0", Verified: store.RefFromRepository}, store.JobQueued, ""},
+		{store.Trigger{Tag: "v1.2.0", Verified: store.RefFromAdmin}, store.JobQueued, ""},
+		// A ref nobody verified satisfies no rule, however well it matches.
+		{store.Trigger{Ref: "refs/heads/main", Branch: "main", Event: "api"}, store.JobFailed, unverifiedMain},
+		{store.Trigger{Tag: "v1.2.0"}, store.JobFailed,
+			"tag v1.2.0 is not verified (it came from no signed webhook, no read of the repository and no admin) and may not deploy to production"},
+		{store.Trigger{Branch: "main", Verified: "forged"}, store.JobFailed, unverifiedMain},
 		{store.Trigger{Branch: "dev"}, store.JobFailed, "branch dev may not deploy to production"},
-		{store.Trigger{Tag: "nightly"}, store.JobFailed, "tag nightly may not deploy to production"},
-		{store.Trigger{}, store.JobFailed, "a run with no branch or tag may not deploy to production"},
-		{store.Trigger{Branch: "main"}, store.JobQueued, ""},
-		{store.Trigger{Branch: "release/2.0"}, store.JobQueued, ""},
-		{store.Trigger{Tag: "v1.2.0"}, store.JobQueued, ""},
 	}
 	for _, tt := range tests {
 		run, jobs := b.createIn(deployYAML, tt.tr)
@@ -285,13 +291,24 @@ func testRefNotAllowed(t *testing.T, h Harness) {
 		}
 	}
 	// A job that needs another is stopped when its needs are done.
-	run, _ := b.createIn("name: n\njobs:\n  a: {steps: [{run: \"true\"}]}\n  deploy: {needs: [a], environment: production, steps: [{run: \"true\"}]}\n",
-		store.Trigger{Branch: "dev"})
+	const needs = "name: n\njobs:\n  a: {steps: [{run: \"true\"}]}\n  deploy: {needs: [a], environment: production, steps: [{run: \"true\"}]}\n"
+	run, _ := b.createIn(needs, store.Trigger{Branch: "dev", Verified: store.RefFromWebhook})
 	b.drive(run.ID, nil)
 	if j := b.jobsByKey(run.ID)["deploy"]; j.Status != store.JobFailed || j.Reason != "branch dev may not deploy to production" {
 		t.Errorf("deploy after its need on dev = %s (%q)", j.Status, j.Reason)
 	}
+	run, _ = b.createIn(needs, store.Trigger{Branch: "main"})
+	b.drive(run.ID, nil)
+	if j := b.jobsByKey(run.ID)["deploy"]; j.Status != store.JobFailed || j.FailureKind != store.FailureNotAllowed || j.Reason != unverifiedMain {
+		t.Errorf("deploy after its need on an unverified main = %s %s (%q)", j.Status, j.FailureKind, j.Reason)
+	}
+	// The run keeps what it was told, marked as not verified, for everyone to see.
+	if got := b.getRun(run.ID).Trigger; got.Branch != "main" || got.RefVerified() {
+		t.Errorf("the run's trigger = %+v; want branch main, not verified", got)
+	}
 }
+
+const unverifiedMain = "branch main is not verified (it came from no signed webhook, no read of the repository and no admin) and may not deploy to production"
 
 // testUndefinedEnvironment: an environment the project does not define imposes nothing.
 func testUndefinedEnvironment(t *testing.T, h Harness) {

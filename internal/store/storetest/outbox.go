@@ -14,7 +14,7 @@ import (
 var outboxReportTests = []test{
 	{"StatusesInTheTransaction", testStatusReports},
 	{"JobStatuses", testJobStatusReports},
-	{"NoStatusWithoutProviderOrSHA", testNoStatusReports},
+	{"NoStatusWithoutProviderSHAOrVerifiedRef", testNoStatusReports},
 	{"StatusOfAFailedRunAndARetry", testStatusFailedAndRetry},
 	{"WebhookSubscriptions", testWebhookReports},
 	{"FailDeadRedeliver", testOutboxFailDead},
@@ -22,7 +22,8 @@ var outboxReportTests = []test{
 
 const reportSHA = "0123456789abcdef0123456789abcdef01234567"
 
-var reportTrigger = store.Trigger{Ref: "refs/heads/main", Branch: "main", SHA: reportSHA, Event: "push", Repository: "acme/web"}
+var reportTrigger = store.Trigger{Ref: "refs/heads/main", Branch: "main", SHA: reportSHA, Event: "push", Repository: "acme/web",
+	Verified: store.RefFromWebhook}
 
 // statuses returns the run status messages enqueued so far, oldest first.
 func (b *bundle) statuses() []store.StatusMessage {
@@ -301,20 +302,28 @@ func testStatusReports(t *testing.T, h Harness) {
 	}
 }
 
-// testNoStatusReports: runs of a project with no provider, or without a commit, enqueue
-// nothing at all.
+// testNoStatusReports: runs of a project with no provider, without a commit, or whose
+// ref and commit nobody verified (a developer's hand-made run naming main's commit),
+// enqueue nothing at all, failed runs included.
 func testNoStatusReports(t *testing.T, h Harness) {
 	_, b := setup(t, h)
 	if err := b.s.CreateProject(b.ctx, connected("web")); err != nil {
 		t.Fatalf("CreateProject: %v", err)
 	}
 	yaml := "jobs:\n  a:\n    steps: [{run: 'true'}]\n"
+	unverified := reportTrigger
+	unverified.Verified, unverified.Event = "", "api"
 	plain, _ := b.createRun(yaml, store.CreateRunParams{Project: "plain", Trigger: reportTrigger})
-	noSHA, _ := b.createRun(yaml, store.CreateRunParams{Project: "web", Trigger: store.Trigger{Event: "manual"}})
-	b.drive(plain.ID, nil)
-	b.drive(noSHA.ID, nil)
-	b.wantRunDone(plain.ID, store.RunSuccess)
-	b.wantRunDone(noSHA.ID, store.RunSuccess)
+	noSHA, _ := b.createRun(yaml, store.CreateRunParams{Project: "web", Trigger: store.Trigger{Event: "manual", Verified: store.RefFromAdmin}})
+	byHand, _ := b.createRun(yaml, store.CreateRunParams{Project: "web", Trigger: unverified})
+	for _, id := range []uuid.UUID{plain.ID, noSHA.ID, byHand.ID} {
+		b.drive(id, nil)
+		b.wantRunDone(id, store.RunSuccess)
+	}
+	if _, _, err := b.s.CreateFailedRun(b.ctx, store.CreateFailedRunParams{Project: "web", Name: ".gantry.yml",
+		Trigger: unverified, Errors: []store.RunError{{Message: "bad"}}}); err != nil {
+		t.Fatalf("CreateFailedRun: %v", err)
+	}
 	if ms := b.outbox(""); len(ms) != 0 {
 		t.Errorf("runs that report nothing enqueued %d messages: %s", len(ms), ms[0].Payload)
 	}

@@ -1,0 +1,38 @@
+package store_test
+
+import (
+	"testing"
+
+	"github.com/gantry-ci/gantry/internal/store"
+)
+
+// TestEnvironmentGate: the one policy for a job entering an environment, refs and their
+// verification included.
+func TestEnvironmentGate(t *testing.T) {
+	t.Parallel()
+	rules := &store.Environment{Name: "production", Branches: []string{"main"}, Tags: []string{"v*"}}
+	approvals := &store.Environment{Name: "production", RequiredApprovals: 1, Approvers: []string{"alice"}}
+	const notVerified = " is not verified (it came from no signed webhook, no read of the repository and no admin) and may not deploy to production"
+	tests := []struct {
+		name string
+		env  *store.Environment
+		tr   store.Trigger
+		want store.Gate
+	}{
+		{"undefined", nil, store.Trigger{Branch: "dev"}, store.Gate{}},
+		{"main from a webhook", rules, store.Trigger{Branch: "main", Verified: store.RefFromWebhook}, store.Gate{}},
+		{"main from the repository", rules, store.Trigger{Branch: "main", Verified: store.RefFromRepository}, store.Gate{}},
+		{"a tag from the admin", rules, store.Trigger{Tag: "v1", Verified: store.RefFromAdmin}, store.Gate{}},
+		{"main by hand", rules, store.Trigger{Branch: "main"}, store.Gate{Fail: "branch main" + notVerified}},
+		{"a tag by hand", rules, store.Trigger{Tag: "v1"}, store.Gate{Fail: "tag v1" + notVerified}},
+		{"an unknown source", rules, store.Trigger{Branch: "main", Verified: "trust-me"}, store.Gate{Fail: "branch main" + notVerified}},
+		{"another branch by hand", rules, store.Trigger{Branch: "dev"}, store.Gate{Fail: "branch dev may not deploy to production"}},
+		{"another branch verified", rules, store.Trigger{Branch: "dev", Verified: store.RefFromWebhook}, store.Gate{Fail: "branch dev may not deploy to production"}},
+		{"no rules, by hand", approvals, store.Trigger{Branch: "main"}, store.Gate{Wait: true}},
+	}
+	for _, tt := range tests {
+		if got := tt.env.Gate(tt.tr); got != tt.want {
+			t.Errorf("%s: Gate = %+v; want %+v", tt.name, got, tt.want)
+		}
+	}
+}
