@@ -65,7 +65,9 @@ export async function runPage(main, [id], ctx) {
     const t = r.trigger || {};
     fill(meta, 
       item("Project", r.project),
-      (t.ref || t.branch) ? item("Ref", t.ref || t.branch) : null,
+      (t.ref || t.branch) ? item("Ref", t.ref || t.branch, r.ref_verified === false ? h("span", { class: "muted unverified",
+        title: "Given by hand, not by a signed webhook, the repository or an admin: it satisfies no environment's branch rules, writes no branch cache and posts no commit status" },
+        " (unverified)") : null) : null,
       t.sha ? item("Commit", h("span", { class: "mono" }, t.sha)) : null,
       item("Event", t.event || ""),
       item("Created", when(r.created_at)),
