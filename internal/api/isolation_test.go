@@ -115,6 +115,9 @@ func makeIsolationFixture(t *testing.T, b *bundle, admin, project string) isolat
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := b.store.AddBlobOwner(t.Context(), p.ID, digest("deps")); err != nil {
+		t.Fatalf("fixture blob owner: %v", err)
+	}
 	cache, _, err := b.store.PutCache(t.Context(), &store.CacheEntry{ProjectID: p.ID, Scope: "main", Key: "deps", SHA256: digest("deps"), Size: 4})
 	if err != nil {
 		t.Fatalf("fixture cache: %v", err)

@@ -33,6 +33,9 @@ func TestCacheCommands(t *testing.T) {
 	}
 	var ids []string
 	for i, e := range []struct{ scope, key string }{{"main", "go-a"}, {"main", "go-b"}, {"feature", "go-a"}, {"pr/7", "node"}} {
+		if err := st.AddBlobOwner(t.Context(), p.ID, strings.Repeat(string(rune('a'+i)), 64)); err != nil {
+			t.Fatal(err)
+		}
 		c, _, err := st.PutCache(t.Context(), &store.CacheEntry{ProjectID: p.ID, Scope: e.scope, Key: e.key,
 			SHA256: strings.Repeat(string(rune('a'+i)), 64), Size: 2048})
 		if err != nil {

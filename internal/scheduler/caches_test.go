@@ -32,6 +32,9 @@ func TestEvictCaches(t *testing.T) {
 		if err := bs.Put(b.ctx, digestOf(content), int64(len(content)), strings.NewReader(content)); err != nil {
 			t.Fatal(err)
 		}
+		if err := b.s.AddBlobOwner(b.ctx, p.ID, digestOf(content)); err != nil {
+			t.Fatal(err)
+		}
 		if _, _, err := b.s.PutCache(b.ctx, &store.CacheEntry{ProjectID: p.ID, Scope: "main", Key: key, SHA256: digestOf(content), Size: int64(len(content))}); err != nil {
 			t.Fatal(err)
 		}

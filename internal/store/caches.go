@@ -16,7 +16,9 @@ type Caches interface {
 	// PutCache records an entry unless the project's scope already has one of that key:
 	// entries are immutable, and the first one saved wins. It fills in ID, CreatedAt and
 	// LastUsedAt of a new entry and returns the entry that is stored, with created false
-	// when it was already there.
+	// when it was already there. A new entry needs its project to own the archive's blob
+	// (Artifacts.AddBlobOwner): ErrForbidden otherwise, as a blob another project
+	// uploaded is not this project's.
 	PutCache(ctx context.Context, c *CacheEntry) (stored *CacheEntry, created bool, err error)
 	// FindCache looks in each of p.Scopes in order for the entry of p.Key exactly, then,
 	// for each of p.RestoreKeys in order, the newest entry whose key starts with it; the

@@ -33,6 +33,19 @@ func (e *Engine) PutCache(ctx context.Context, c *store.CacheEntry) (*store.Cach
 		created bool
 	)
 	err := e.write(ctx, func(t *tx) error {
+		owned, err := t.blobOwned(c.ProjectID, c.SHA256)
+		if err != nil {
+			return err
+		}
+		if !owned {
+			// Nothing is recorded then, so an entry there already is still the answer.
+			out, err = scanCache(t.row(`SELECT `+cacheCols+` FROM cache_entries WHERE project_id = ? AND scope = ? AND cache_key = ?`,
+				c.ProjectID, c.Scope, c.Key))
+			if isNoRows(err) {
+				return fmt.Errorf("the project has not uploaded blob %s: %w", c.SHA256, store.ErrForbidden)
+			}
+			return err
+		}
 		now := us(e.clock.Now())
 		res, err := t.exec(`INSERT INTO cache_entries (`+cacheCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (project_id, scope, cache_key) DO NOTHING`,

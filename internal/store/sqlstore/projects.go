@@ -284,6 +284,9 @@ func (e *Engine) DeleteProject(ctx context.Context, name string) error {
 		if _, err := t.exec(`DELETE FROM cache_entries WHERE project_id = ?`, id); err != nil {
 			return fmt.Errorf("delete project %q: caches: %w", name, err)
 		}
+		if _, err := t.exec(`DELETE FROM blob_owners WHERE project_id = ?`, id); err != nil {
+			return fmt.Errorf("delete project %q: blob owners: %w", name, err)
+		}
 		if _, err := t.exec(`DELETE FROM projects WHERE id = ?`, id); err != nil {
 			return fmt.Errorf("delete project %q: %w", name, err)
 		}

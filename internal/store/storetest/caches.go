@@ -21,6 +21,7 @@ var cacheTests = []test{
 	{"BlobInUse", testCacheBlobInUse},
 	{"Invalid", testCacheInvalid},
 	{"Scopes", testCacheScopes},
+	{"PutOnlyOwned", testCachePutOnlyOwned},
 }
 
 func digestOf(c byte) string { return strings.Repeat(string(c), 64) }
@@ -28,6 +29,9 @@ func digestOf(c byte) string { return strings.Repeat(string(c), 64) }
 // putCache saves an entry in the project's scope, failing the test unless it is new.
 func (b *bundle) putCache(project uuid.UUID, scope, key string, digest byte, size int64) *store.CacheEntry {
 	b.t.Helper()
+	if err := b.s.AddBlobOwner(b.ctx, project, digestOf(digest)); err != nil {
+		b.t.Fatalf("AddBlobOwner: %v", err)
+	}
 	c, created, err := b.s.PutCache(b.ctx, &store.CacheEntry{ProjectID: project, Scope: scope, Key: key, SHA256: digestOf(digest), Size: size})
 	if err != nil || !created {
 		b.t.Fatalf("PutCache(%s, %s): created %v, %v", scope, key, created, err)
@@ -39,6 +43,33 @@ func (b *bundle) cacheProject(name string) uuid.UUID {
 	b.t.Helper()
 	b.project(name)
 	return b.projectID(name)
+}
+
+// testCachePutOnlyOwned: an entry is saved only for an archive its project owns; that
+// another project owns the digest does not count, and a refused put saves nothing.
+func testCachePutOnlyOwned(t *testing.T, h Harness) {
+	_, b := setup(t, h)
+	alpha, beta := b.cacheProject("alpha"), b.cacheProject("beta")
+	if err := b.s.AddBlobOwner(b.ctx, beta, digestOf('s')); err != nil {
+		t.Fatal(err)
+	}
+	entry := &store.CacheEntry{ProjectID: alpha, Scope: "main", Key: "deps", SHA256: digestOf('s'), Size: 6}
+	_, _, err := b.s.PutCache(b.ctx, entry)
+	wantErr(t, "PutCache of a blob only another project owns", err, store.ErrForbidden)
+	if _, err := b.s.FindCache(b.ctx, store.FindCacheParams{ProjectID: alpha, Scopes: []string{"main"}, Key: "deps"}); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("after the refusal FindCache = %v, want ErrNotFound", err)
+	}
+	if err := b.s.AddBlobOwner(b.ctx, alpha, digestOf('s')); err != nil {
+		t.Fatal(err)
+	}
+	if _, created, err := b.s.PutCache(b.ctx, entry); err != nil || !created {
+		t.Fatalf("PutCache once alpha owns the blob: created %v, %v", created, err)
+	}
+	// An entry there already is the answer, whoever owns the digest offered.
+	got, created, err := b.s.PutCache(b.ctx, &store.CacheEntry{ProjectID: alpha, Scope: "main", Key: "deps", SHA256: digestOf('u'), Size: 1})
+	if err != nil || created || got.SHA256 != digestOf('s') {
+		t.Errorf("PutCache of a saved key with an unowned blob: %+v, created %v, %v; want the saved entry", got, created, err)
+	}
 }
 
 func testCachePutFirstWins(t *testing.T, h Harness) {

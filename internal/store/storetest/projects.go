@@ -302,8 +302,15 @@ func testProjectDelete(t *testing.T, h Harness) {
 		Events: []string{store.WebhookRunFinished}}); err != nil {
 		t.Fatal(err)
 	}
+	// What it owns in the blob store goes with it.
+	if err := b.s.AddBlobOwner(b.ctx, idle.ID, sha256Hex("idle's archive")); err != nil {
+		t.Fatal(err)
+	}
 	if err := b.s.DeleteProject(b.ctx, "idle"); err != nil {
 		t.Fatalf("DeleteProject: %v", err)
+	}
+	if owned, err := b.s.BlobOwned(b.ctx, idle.ID, sha256Hex("idle's archive")); err != nil || owned {
+		t.Errorf("the deleted project still owns its blob: %v, %v", owned, err)
 	}
 	_, err := b.s.GetProjectByName(b.ctx, "idle")
 	wantErr(t, "GetProjectByName after delete", err, store.ErrNotFound)
