@@ -199,3 +199,28 @@ func TestCacheKeysDeclared(t *testing.T) {
 	bare, bareToken := b.projectJob(t, "default", "jobs:\n  b: {steps: [{run: make}]}\n")
 	expectError(t, b.post(t, cachePath(bare, "save"), saveBody(bareToken, "go-1", "an archive")), http.StatusForbidden, "forbidden")
 }
+
+// TestCacheScopeOfABranchNamedLikeAPullRequest: a branch whose name reads as a pull
+// request's or a tag's scope saves in a scope of its own, not where pull request 7 or
+// the release build of tag v1 would read.
+func TestCacheScopeOfABranchNamedLikeAPullRequest(t *testing.T) {
+	t.Parallel()
+	b, _ := withBlobs(t)
+	for branch, want := range map[string]string{"pr/7": "branch/pr/7", "tag/v1": "branch/tag/v1", "feature": "feature"} {
+		r := b.post(t, "/api/v1/runs", mustJSON(t, map[string]any{"pipeline": ownersPipeline, "ref": "refs/heads/" + branch}))
+		if r.status != http.StatusAccepted {
+			t.Fatalf("submit: %d %s", r.status, r.body)
+		}
+		var run runView
+		r.decode(t, &run)
+		if !run.RefVerified {
+			t.Fatalf("a run submitted with authentication off is not verified: %s", r.body)
+		}
+		c := b.claim(t, `{"worker_id": "w", "wait": "0s"}`).Jobs[0]
+		var save map[string]any
+		b.post(t, cachePath(c.ID, "save"), saveBody(c.Lease.Token, "deps", "archive of "+branch)).decode(t, &save)
+		if save["scope"] != want {
+			t.Errorf("branch %s saves in scope %v, want %s", branch, save["scope"], want)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -75,22 +76,42 @@ type EvictCachesParams struct {
 // UnverifiedScope begins the cache scope of a run whose ref is not verified.
 const UnverifiedScope = "unverified/"
 
+// branchPrefix begins the scope of a branch whose name begins as another kind of scope
+// does ("pr/7", "tag/v1", "unverified/main", or "branch/" itself).
+const branchPrefix = "branch/"
+
+// branchScope is a branch's cache scope: its name, unless the name would read as the
+// scope of a pull request, a tag or an unverified ref; those get branchPrefix. Without
+// it, a push of a branch named pr/7 wrote where pull request 7 reads, and one named
+// tag/v1 where the release build of tag v1 reads.
+func branchScope(b string) string {
+	for _, p := range []string{"pr/", "tag/", UnverifiedScope, branchPrefix} {
+		if strings.HasPrefix(b, p) {
+			return branchPrefix + b
+		}
+	}
+	return b
+}
+
 // CacheScopes are where a run of trigger tr saves its caches (write) and where it looks
 // for them, in order (read): its own scope, then for a pull request its base branch,
 // then the project's default branch (main when the project names none). A run that
 // is not of a branch, pull request or tag (one submitted by hand) saves under the
 // default branch's scope. A run whose ref is not verified (Trigger.RefVerified) saves
 // under that scope behind UnverifiedScope ("unverified/main"), and reads there and then
-// the default branch only: it never writes where a verified run reads.
+// the default branch only: it never writes where a verified run reads. A pull
+// request's scope is "pr/N", a tag's "tag/NAME", a branch's its name (see branchScope):
+// no two refs share a scope, so a pull request never writes where a branch reads.
 func CacheScopes(tr Trigger, defaultBranch string) (write string, read []string) {
 	if defaultBranch == "" {
 		defaultBranch = "main"
 	}
+	defaultBranch = branchScope(defaultBranch)
 	switch {
 	case tr.PRNumber > 0:
 		write = "pr/" + strconv.Itoa(tr.PRNumber)
 	case tr.Branch != "":
-		write = tr.Branch
+		write = branchScope(tr.Branch)
 	case tr.Tag != "":
 		write = "tag/" + tr.Tag
 	default:
@@ -101,7 +122,11 @@ func CacheScopes(tr Trigger, defaultBranch string) (write string, read []string)
 		return write, []string{write, defaultBranch}
 	}
 	read = []string{write}
-	for _, s := range []string{tr.Branch, defaultBranch} {
+	base := ""
+	if tr.Branch != "" {
+		base = branchScope(tr.Branch)
+	}
+	for _, s := range []string{base, defaultBranch} {
 		if s != "" && !slices.Contains(read, s) {
 			read = append(read, s)
 		}

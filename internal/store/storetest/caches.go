@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -21,6 +22,7 @@ var cacheTests = []test{
 	{"BlobInUse", testCacheBlobInUse},
 	{"Invalid", testCacheInvalid},
 	{"Scopes", testCacheScopes},
+	{"ScopesApart", testCacheScopesApart},
 	{"PutOnlyOwned", testCachePutOnlyOwned},
 }
 
@@ -329,4 +331,68 @@ func testCacheScopes(t *testing.T, _ Harness) {
 			t.Errorf("CacheScopes(%+v, %q) = %q, %q; want %q, %q", tt.tr, tt.def, w, r, tt.write, tt.read)
 		}
 	}
+}
+
+// testCacheScopesApart: no two refs write to one scope, whatever their names, so a
+// branch named like a pull request or a tag writes where neither reads, and no pull
+// request writes where a branch (the default one above all) reads.
+func testCacheScopesApart(t *testing.T, _ Harness) {
+	tests := []struct {
+		tr          store.Trigger
+		write       string
+		read        []string
+		description string
+	}{
+		{store.Trigger{Branch: "pr/7", Verified: store.RefFromWebhook}, "branch/pr/7", []string{"branch/pr/7", "main"}, "a branch named as pull request 7"},
+		{store.Trigger{Branch: "tag/v1", Verified: store.RefFromWebhook}, "branch/tag/v1", []string{"branch/tag/v1", "main"}, "a branch named as tag v1"},
+		{store.Trigger{Branch: "unverified/main", Verified: store.RefFromWebhook}, "branch/unverified/main", []string{"branch/unverified/main", "main"}, "a branch named as unverified main"},
+		{store.Trigger{Branch: "branch/x", Verified: store.RefFromWebhook}, "branch/branch/x", []string{"branch/branch/x", "main"}, "a branch named with the prefix itself"},
+		{store.Trigger{Branch: "pr/3", PRNumber: 7, Verified: store.RefFromWebhook}, "pr/7", []string{"pr/7", "branch/pr/3", "main"}, "a pull request into a branch named pr/3"},
+	}
+	for _, tt := range tests {
+		w, r := store.CacheScopes(tt.tr, "main")
+		if w != tt.write || !slices.Equal(r, tt.read) {
+			t.Errorf("%s: CacheScopes = %q, %q; want %q, %q", tt.description, w, r, tt.write, tt.read)
+		}
+	}
+
+	var triggers []store.Trigger
+	for _, v := range []store.RefSource{store.RefFromWebhook, ""} {
+		for _, b := range []string{"main", "feature", "pr/7", "tag/v1", "unverified/main", "branch/main", "branch/pr/7"} {
+			triggers = append(triggers, store.Trigger{Branch: b, Verified: v})
+		}
+		for _, tag := range []string{"v1", "main", "pr/7"} {
+			triggers = append(triggers, store.Trigger{Tag: tag, Verified: v})
+		}
+		for _, pr := range []int{3, 7} {
+			triggers = append(triggers, store.Trigger{Branch: "main", PRNumber: pr, Verified: v})
+		}
+	}
+	writers := map[string]store.Trigger{}
+	for _, tr := range triggers {
+		w, _ := store.CacheScopes(tr, "main")
+		if other, ok := writers[w]; ok {
+			t.Errorf("%s and %s both write scope %q", refOf(other), refOf(tr), w)
+		}
+		writers[w] = tr
+	}
+	// What a verified run of the default branch reads, no pull request writes.
+	_, mainReads := store.CacheScopes(store.Trigger{Branch: "main", Verified: store.RefFromWebhook}, "main")
+	for _, tr := range triggers {
+		if w, _ := store.CacheScopes(tr, "main"); tr.PRNumber > 0 && slices.Contains(mainReads, w) {
+			t.Errorf("%s writes scope %q, which the default branch reads", refOf(tr), w)
+		}
+	}
+}
+
+// refOf says which ref a trigger is of, and how it was verified.
+func refOf(tr store.Trigger) string {
+	ref := "branch " + tr.Branch
+	switch {
+	case tr.PRNumber > 0:
+		ref = fmt.Sprintf("pull request %d into %s", tr.PRNumber, tr.Branch)
+	case tr.Tag != "":
+		ref = "tag " + tr.Tag
+	}
+	return fmt.Sprintf("%s (verified: %q)", ref, tr.Verified)
 }
