@@ -292,8 +292,8 @@ type Artifacts interface {
 	// AddBlobOwner records that the project has shown it holds the blob's content: the
 	// blob store verified an upload of it made for the project. Deduplication keeps one
 	// copy of a content for every project, and ownership is what lets a project use
-	// that copy: MarkArtifactStored refuses a digest the project does not own. Adding an
-	// owner twice is no error.
+	// that copy: MarkArtifactStored and PutCache refuse a digest the project does not
+	// own. Adding an owner twice is no error.
 	AddBlobOwner(ctx context.Context, projectID uuid.UUID, sha256 string) error
 	// BlobOwned reports whether the project owns the blob.
 	BlobOwned(ctx context.Context, projectID uuid.UUID, sha256 string) (bool, error)
