@@ -221,7 +221,8 @@ func TestCachesEndToEnd(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	b.start(t, 1)
-	main := store.Trigger{Branch: "main"}
+	// Refs a signed webhook gave: they count for the branch's caches (store.Trigger.RefVerified).
+	main := store.Trigger{Branch: "main", Verified: store.RefFromWebhook}
 
 	// 1. Nothing to restore; saved under main.
 	run := b.submitTriggered(t, cacheYAML(t.TempDir(), "deps-v1", "deps-", "test ! -e out", ""), main)
@@ -246,7 +247,7 @@ func TestCachesEndToEnd(t *testing.T) {
 
 	// 4. A feature branch: falls back to main's newest deps- entry, saves in its own scope.
 	check = `test "$(cat out/built.txt)" = deps-v2`
-	run = b.submitTriggered(t, cacheYAML(t.TempDir(), "deps-feature", "deps-", check, ""), store.Trigger{Branch: "feature"})
+	run = b.submitTriggered(t, cacheYAML(t.TempDir(), "deps-feature", "deps-", check, ""), store.Trigger{Branch: "feature", Verified: store.RefFromWebhook})
 	b.wantSuccess(t, run)
 	wantLog(t, b.jobLog(t, run, "build"), "restored deps-v2 from scope main", "cache deps-feature: saved in scope feature")
 	cs = b.caches(t)

@@ -110,7 +110,8 @@ func (b *bundle) createRun(project string, yaml string) *store.Run {
 		b.t.Fatalf("compile: %v", err)
 	}
 	run, _, _, err := b.st.CreateRun(b.t.Context(), store.CreateRunParams{Project: project, Plan: plan, Definition: []byte(yaml),
-		Trigger: store.Trigger{Ref: "refs/heads/main", Branch: "main", SHA: sha, Event: "push", Repository: "acme/web"}})
+		Trigger: store.Trigger{Ref: "refs/heads/main", Branch: "main", SHA: sha, Event: "push", Repository: "acme/web",
+			Verified: store.RefFromWebhook}})
 	if err != nil {
 		b.t.Fatalf("CreateRun: %v", err)
 	}
