@@ -120,11 +120,13 @@ func pipelineDetails(err error) []errorDetail {
 }
 
 // storeUnreachable reports a store error that says the database could not be reached or
-// did not answer in time, as every driver's connections fail: a network error (refused,
-// reset, timed out), a connection that ended mid-answer, one the driver found broken, or
-// the store's own deadline passing while the request's had not.
+// did not answer in time: the store's ErrUnavailable (a connection the driver could not
+// make: no route, no such host, a server starting or recovering), and as every driver's
+// connections fail, a network error (refused, reset, timed out), a connection that ended
+// mid-answer, one the driver found broken, or the store's own deadline passing while the
+// request's had not.
 func storeUnreachable(r *http.Request, err error) bool {
 	var ne net.Error
-	return errors.As(err, &ne) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, driver.ErrBadConn) ||
+	return errors.Is(err, store.ErrUnavailable) || errors.As(err, &ne) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, driver.ErrBadConn) ||
 		r.Context().Err() == nil && errors.Is(err, context.DeadlineExceeded)
 }

@@ -287,6 +287,28 @@ func openStore(ctx context.Context, db string, opts sqlite.Options) (store.Store
 	return postgres.Open(ctx, db, opts)
 }
 
+// openStoreWaiting opens the store, trying again while its database is unavailable
+// (not there yet, cut off, recovering), as a worker waits for its coordinator: a replica
+// started beside its database, or restarted while the database is away, comes up once
+// the database does, instead of exiting for its supervisor to start again. Any other
+// error (a bad URL, a wrong password, no such database) ends it at once.
+func openStoreWaiting(ctx context.Context, db string, opts sqlite.Options, log *slog.Logger) (store.Store, error) {
+	backoff := 500 * time.Millisecond
+	for {
+		st, err := openStore(ctx, db, opts)
+		if err == nil || !errors.Is(err, store.ErrUnavailable) || ctx.Err() != nil {
+			return st, err
+		}
+		log.Warn("database unavailable; trying again", "err", err, "in", backoff)
+		select {
+		case <-time.After(backoff):
+		case <-ctx.Done():
+			return nil, err
+		}
+		backoff = min(backoff*2, 10*time.Second)
+	}
+}
+
 func (a *app) server(ctx context.Context, cfg serverConfig) error {
 	log := newLogger(a.stderr, cfg.LogLevel, cfg.LogFormat)
 	stopTracing, err := startTracing(ctx, "gantry-server", log)
@@ -324,7 +346,7 @@ type coordinator struct {
 // startCoordinator opens the store, log and blob storage that cfg names and serves the API
 // and the scheduler loops until stop.
 func startCoordinator(ctx context.Context, cfg serverConfig, log *slog.Logger) (*coordinator, error) {
-	st, err := openStore(ctx, cfg.DB, sqlite.Options{Clock: clock.Real{}, Logger: log})
+	st, err := openStoreWaiting(ctx, cfg.DB, sqlite.Options{Clock: clock.Real{}, Logger: log}, log)
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}

@@ -20,4 +20,7 @@ var (
 	// ErrFull: a write failed because the database's storage is full. Nothing was
 	// changed; the same write succeeds once space is freed.
 	ErrFull = errors.New("storage full")
+	// ErrUnavailable: the database could not be reached, or refused connections for now
+	// (down, cut off, starting up or recovering). The same call may succeed later.
+	ErrUnavailable = errors.New("database unavailable")
 )

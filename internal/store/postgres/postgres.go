@@ -8,6 +8,7 @@ package postgres
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"embed"
 	"errors"
 	"fmt"
@@ -16,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gantry-ci/gantry/internal/store"
 	"github.com/gantry-ci/gantry/internal/store/sqlstore"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -107,7 +109,7 @@ func Open(ctx context.Context, url string, opts Options) (*sqlstore.Engine, erro
 	if err != nil {
 		return nil, fmt.Errorf("open postgres store: %w", err)
 	}
-	db := stdlib.OpenDB(*cfg)
+	db := sql.OpenDB(unavailableConnector{stdlib.GetConnector(*cfg)})
 	db.SetMaxOpenConns(writers + 12)
 	db.SetMaxIdleConns(writers + 12)
 	db.SetConnMaxIdleTime(5 * time.Minute)
@@ -161,14 +163,45 @@ func migrate(ctx context.Context, db *sql.DB) error {
 	return sqlstore.Migrate(ctx, conn, &d, sub)
 }
 
-// retryable reports serialization failures, deadlocks and lock timeouts: the engine runs
-// the transaction again.
+// unavailableConnector connects as its driver does, and says of a connection that could
+// not be made because the server is not there or not taking connections yet that the
+// database is unavailable (store.ErrUnavailable), for the callers to retry: an address
+// that does not resolve or answer, a server starting, recovering or shutting down. A
+// refusal that waiting does not mend (a wrong password, no such database) stays as it is.
+type unavailableConnector struct{ driver.Connector }
+
+func (c unavailableConnector) Connect(ctx context.Context) (driver.Conn, error) {
+	conn, err := c.Connector.Connect(ctx)
+	if err != nil && ctx.Err() == nil && unreachable(err) {
+		return nil, fmt.Errorf("%w: %w", store.ErrUnavailable, err)
+	}
+	return conn, err
+}
+
+// unreachable reports a failed connection attempt that a later one may not repeat.
+func unreachable(err error) bool {
+	var ce *pgconn.ConnectError
+	if !errors.As(err, &ce) {
+		return false
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		// Class 57: the server is starting, recovering or shutting down (57P01-57P03);
+		// class 53: it has no room for another connection now. Anything else (28: a
+		// bad password, 3D000: no such database) is for the operator to mend.
+		return strings.HasPrefix(pe.Code, "57") || strings.HasPrefix(pe.Code, "53")
+	}
+	return true
+}
+
 // full reports PostgreSQL's disk_full (53100): the server could not extend a file.
 func full(err error) bool {
 	var pe *pgconn.PgError
 	return errors.As(err, &pe) && pe.Code == "53100"
 }
 
+// retryable reports serialization failures, deadlocks and lock timeouts: the engine runs
+// the transaction again.
 func retryable(err error) bool {
 	var pe *pgconn.PgError
 	if !errors.As(err, &pe) {
@@ -228,6 +261,9 @@ func (l *listener) run(ctx context.Context, ready chan<- error) {
 func (l *listener) listen(ctx context.Context, connected func()) error {
 	conn, err := pgx.ConnectConfig(ctx, l.cfg)
 	if err != nil {
+		if ctx.Err() == nil && unreachable(err) {
+			return fmt.Errorf("%w: %w", store.ErrUnavailable, err)
+		}
 		return err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
