@@ -30,8 +30,10 @@ type environmentJSON struct {
 	Approvers         []string `json:"approvers"`
 	// ApprovalTimeout is a Go duration ("24h", "90m"); the default when none was set.
 	ApprovalTimeout string `json:"approval_timeout"`
-	CreatedAt       string `json:"created_at"`
-	UpdatedAt       string `json:"updated_at"`
+	// PreventSelfReview: the user who started a run may not approve its jobs.
+	PreventSelfReview bool   `json:"prevent_self_review"`
+	CreatedAt         string `json:"created_at"`
+	UpdatedAt         string `json:"updated_at"`
 }
 
 func newEnvironmentJSON(project string, e *store.Environment) environmentJSON {
@@ -43,7 +45,7 @@ func newEnvironmentJSON(project string, e *store.Environment) environmentJSON {
 	}
 	return environmentJSON{Project: project, Name: e.Name, Branches: orEmpty(e.Branches), Tags: orEmpty(e.Tags),
 		RequiredApprovals: e.RequiredApprovals, Approvers: orEmpty(e.Approvers), ApprovalTimeout: e.Timeout().String(),
-		CreatedAt: formatTime(e.CreatedAt), UpdatedAt: formatTime(e.UpdatedAt)}
+		PreventSelfReview: e.PreventSelfReview, CreatedAt: formatTime(e.CreatedAt), UpdatedAt: formatTime(e.UpdatedAt)}
 }
 
 // putEnvironmentRequest is the body of PUT: the whole rule set, replacing the old one.
@@ -53,6 +55,7 @@ type putEnvironmentRequest struct {
 	RequiredApprovals int      `json:"required_approvals"`
 	Approvers         []string `json:"approvers"`
 	ApprovalTimeout   string   `json:"approval_timeout"`
+	PreventSelfReview bool     `json:"prevent_self_review"`
 }
 
 // environmentInPath reads the project (loaded) and the environment's name from the path.
@@ -107,7 +110,7 @@ func (s *Server) putEnvironment(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	e := &store.Environment{ProjectID: p.ID, Name: name, Branches: req.Branches, Tags: req.Tags,
-		RequiredApprovals: req.RequiredApprovals, Approvers: req.Approvers}
+		RequiredApprovals: req.RequiredApprovals, Approvers: req.Approvers, PreventSelfReview: req.PreventSelfReview}
 	if req.ApprovalTimeout != "" {
 		d, err := time.ParseDuration(req.ApprovalTimeout)
 		if err != nil || d <= 0 {
@@ -126,7 +129,7 @@ func (s *Server) putEnvironment(w http.ResponseWriter, r *http.Request) {
 	}
 	_ = s.audit(r, auditEvent{Action: "environment.set", Project: p.Name, Target: name, Details: map[string]any{
 		"required_approvals": e.RequiredApprovals, "approvers": e.Approvers, "branches": e.Branches, "tags": e.Tags,
-		"approval_timeout": e.Timeout().String()}})
+		"approval_timeout": e.Timeout().String(), "prevent_self_review": e.PreventSelfReview}})
 	writeJSON(w, http.StatusOK, newEnvironmentJSON(p.Name, e))
 }
 

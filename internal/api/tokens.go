@@ -78,6 +78,24 @@ func (m *tokenManager) may(tk *store.Token) (ok bool, why string, err error) {
 	return true, "", nil
 }
 
+// identify decides whom a new token acts for (store.Token.Principal), which is what
+// approvals, self-review and memberships go by: the admin vouches for any user it names;
+// a maintainer's tokens act for the maintainer, whatever they are called, so that
+// nobody but the admin can make an identity (two approvers out of one person, or the
+// admin's name on a maintainer's token). It fills in tk.User, and says why when the
+// request names another user.
+func (m *tokenManager) identify(tk *store.Token) string {
+	if m.admin {
+		return ""
+	}
+	self := tokenFrom(m.ctx).Principal()
+	if tk.User != "" && tk.User != self {
+		return fmt.Sprintf("only the admin makes tokens for another user: the tokens you make act for you (%s); leave user out or give %q", self, self)
+	}
+	tk.User = self
+	return ""
+}
+
 // Scope limits: a register token names a fleet's few labels and projects.
 const (
 	maxScopeEntries = 100
@@ -179,10 +197,15 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, codeBadRequest, msg, nil)
 		return
 	}
-	if ok, why, err := s.tokenManager(r.Context()).may(tk); err != nil {
+	m := s.tokenManager(r.Context())
+	if ok, why, err := m.may(tk); err != nil {
 		s.storeError(w, r, "create token", err)
 		return
 	} else if !ok {
+		writeError(w, http.StatusForbidden, codeForbidden, why, nil)
+		return
+	}
+	if why := m.identify(tk); why != "" {
 		writeError(w, http.StatusForbidden, codeForbidden, why, nil)
 		return
 	}

@@ -29,6 +29,7 @@ type tokenView struct {
 	RevokedAt  string   `json:"revoked_at"`
 	LastUsedAt string   `json:"last_used_at"`
 	Token      string   `json:"token"`
+	User       string   `json:"user"`
 }
 
 func withAuth(t *testing.T) *bundle {

@@ -110,6 +110,28 @@ func TestEnvironmentAndApproveCommands(t *testing.T) {
 	if want := "job deploy: failed (rejected by bob)"; strings.TrimSpace(r.stdout) != want {
 		t.Errorf("reject printed %q; want %q", r.stdout, want)
 	}
+	// Self-review may be prevented: the run's author then cannot approve it.
+	r = must(cli(admin, "environment", "set", "production", "--project", "shop", "--approvals", "1", "--approver", "alice",
+		"--approver", "bob", "--prevent-self-review"), "environment set --prevent-self-review")
+	if want := "1 of alice, bob approvals needed, within 24h0m0s, not by the run's author"; !strings.Contains(r.stdout, want) {
+		t.Errorf("environment set --prevent-self-review printed %q; want %q", r.stdout, want)
+	}
+	if r := must(cli(bob, "environment", "list", "--project", "shop"), "environment list"); !strings.Contains(r.stdout, "(not the run's author)") {
+		t.Errorf("environment list:\n%s\nwant it to say the author may not approve", r.stdout)
+	}
+	r = must(cli(alice, "submit", file, "--project", "shop", "--json"), "submit by alice")
+	var own struct {
+		Jobs []struct {
+			ID string `json:"id"`
+		} `json:"jobs"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &own); err != nil || len(own.Jobs) != 1 {
+		t.Fatalf("submit --json: %v\n%s", err, r.stdout)
+	}
+	if r := cli(alice, "approve", own.Jobs[0].ID); r.code == exitOK || !strings.Contains(r.stderr, "prevents self-review") {
+		t.Errorf("alice approving her own run: exit %d: %s", r.code, r.stderr)
+	}
+	must(cli(bob, "approve", own.Jobs[0].ID), "approve by bob")
 	must(cli(admin, "environment", "delete", "production", "--project", "shop"), "environment delete")
 	r = must(cli(admin, "environment", "list", "--project", "shop"), "environment list after delete")
 	if !strings.Contains(r.stdout, "project shop has no environments") {

@@ -24,6 +24,8 @@ type environmentConfig struct {
 	Approvals int
 	Approvers []string
 	Timeout   time.Duration
+	// PreventSelfReview: the user who started a run may not approve its jobs.
+	PreventSelfReview bool
 }
 
 // environmentView is an environment as the API shows it.
@@ -34,6 +36,7 @@ type environmentView struct {
 	RequiredApprovals int      `json:"required_approvals"`
 	Approvers         []string `json:"approvers"`
 	ApprovalTimeout   string   `json:"approval_timeout"`
+	PreventSelfReview bool     `json:"prevent_self_review"`
 	UpdatedAt         string   `json:"updated_at"`
 }
 
@@ -50,14 +53,16 @@ func (a *app) environmentCommand() *cobra.Command {
 	}
 	var set environmentConfig
 	setCmd := &cobra.Command{
-		Use:   "set NAME --project P [--branch GLOB]... [--tag GLOB]... [--approvals N --approver WHO...] [--timeout D]",
+		Use:   "set NAME --project P [--branch GLOB]... [--tag GLOB]... [--approvals N --approver WHO...] [--timeout D] [--prevent-self-review]",
 		Short: "Create or replace an environment's rules",
 		Long: "Set replaces every rule of the environment with those given. --branch and --tag\n" +
 			"are glob patterns (main, release/*, v*); with either given, only a matching branch\n" +
 			"or tag may deploy and a job of any other fails. --approvals N holds each job for N\n" +
-			"distinct approvers among --approver: a token's name, or role:admin, role:write,\n" +
-			"role:read for anyone holding that role (or a higher one). --timeout is how long a\n" +
-			"job waits for approval before it is rejected (default 24h).",
+			"distinct approvers among --approver: a user (a token's --user, else its name), or\n" +
+			"role:admin, role:maintainer, role:developer, role:viewer (role:write, role:read)\n" +
+			"for anyone holding that role (or a higher one). --timeout is how long a\n" +
+			"job waits for approval before it is rejected (default 24h). --prevent-self-review\n" +
+			"refuses the approval of the user who started the run (by default they may approve).",
 		Example: "  gantry environment set production --project web --branch main --tag 'v*' \\\n" +
 			"      --approvals 2 --approver alice --approver bob --approver role:admin --timeout 4h\n" +
 			"  gantry environment set staging --project web",
@@ -70,7 +75,7 @@ func (a *app) environmentCommand() *cobra.Command {
 				return usagef("--timeout must be positive")
 			}
 			req := map[string]any{"branches": nonNilList(set.Branches), "tags": nonNilList(set.Tags),
-				"required_approvals": set.Approvals, "approvers": nonNilList(set.Approvers)}
+				"required_approvals": set.Approvals, "approvers": nonNilList(set.Approvers), "prevent_self_review": set.PreventSelfReview}
 			if set.Timeout > 0 {
 				req["approval_timeout"] = set.Timeout.String()
 			}
@@ -92,8 +97,9 @@ func (a *app) environmentCommand() *cobra.Command {
 	setCmd.Flags().StringArrayVar(&set.Branches, "branch", nil, "a branch pattern that may deploy (repeatable)")
 	setCmd.Flags().StringArrayVar(&set.Tags, "tag", nil, "a tag pattern that may deploy (repeatable)")
 	setCmd.Flags().IntVar(&set.Approvals, "approvals", 0, "distinct approvals each job needs before it runs")
-	setCmd.Flags().StringArrayVar(&set.Approvers, "approver", nil, "a token name or role:ROLE who may approve (repeatable)")
+	setCmd.Flags().StringArrayVar(&set.Approvers, "approver", nil, "a user or role:ROLE who may approve (repeatable)")
 	setCmd.Flags().DurationVar(&set.Timeout, "timeout", 0, "how long a job waits for approval before it is rejected (default 24h)")
+	setCmd.Flags().BoolVar(&set.PreventSelfReview, "prevent-self-review", false, "the user who started a run may not approve its jobs")
 
 	var list environmentConfig
 	listCmd := &cobra.Command{
@@ -122,7 +128,11 @@ func (a *app) environmentCommand() *cobra.Command {
 			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "NAME\tDEPLOYS FROM\tAPPROVALS\tTIMEOUT")
 			for _, e := range out.Environments {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", e.Name, refsAllowed(e), approvalsNeeded(e), e.ApprovalTimeout)
+				approvals := approvalsNeeded(e)
+				if e.PreventSelfReview && e.RequiredApprovals > 0 {
+					approvals += " (not the run's author)"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", e.Name, refsAllowed(e), approvals, e.ApprovalTimeout)
 			}
 			return tw.Flush()
 		},
@@ -222,6 +232,9 @@ func describeEnvironment(e environmentView) string {
 	s := refsAllowed(e) + " may deploy"
 	if e.RequiredApprovals > 0 {
 		s += fmt.Sprintf("; %s approvals needed, within %s", approvalsNeeded(e), e.ApprovalTimeout)
+		if e.PreventSelfReview {
+			s += ", not by the run's author"
+		}
 	}
 	return s
 }

@@ -48,8 +48,11 @@ type Environment struct {
 	// ApprovalTimeout is how long a job waits for approval before it is rejected;
 	// DefaultApprovalTimeout when zero.
 	ApprovalTimeout time.Duration
-	CreatedAt       time.Time
-	UpdatedAt       time.Time
+	// PreventSelfReview refuses the approval of the run's author (SelfReview); off, as on
+	// GitHub, an approver may approve a run they started.
+	PreventSelfReview bool
+	CreatedAt         time.Time
+	UpdatedAt         time.Time
 }
 
 // Validate checks what a user gave: the patterns compile, the count and timeout are not
@@ -163,6 +166,18 @@ func (e *Environment) MayApprove(identity string, role Role) bool {
 	return false
 }
 
+// SelfReview reports whether approver approving a job of a run started by tr is a
+// self-review the environment refuses: it prevents self-review and approver is the run's
+// author (Trigger.Author). Rejecting one's own run is never refused, nor is anything when
+// the author is not known.
+func (e *Environment) SelfReview(d Decision, approver string, tr Trigger) bool {
+	if e == nil || !e.PreventSelfReview || d != Approved {
+		return false
+	}
+	author := tr.Author()
+	return author != "" && author == approver
+}
+
 // Decision is an approver's answer.
 type Decision string
 
@@ -201,7 +216,8 @@ type Environments interface {
 	// the environment's required count of distinct approvers queues it. The same approver
 	// deciding twice changes nothing the second time. ErrNotFound when there is no such
 	// job; ErrConflict when it is not waiting for approval; ErrForbidden when the approver
-	// may not decide on it.
+	// may not decide on it, or approves a run of their own in an environment that prevents
+	// self-review (Environment.SelfReview).
 	DecideJob(ctx context.Context, p DecideJobParams) (*Job, error)
 	// ListApprovals returns the decisions on the job's current attempt, oldest first.
 	ListApprovals(ctx context.Context, jobID uuid.UUID) ([]*Approval, error)

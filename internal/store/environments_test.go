@@ -36,3 +36,36 @@ func TestEnvironmentGate(t *testing.T) {
 		}
 	}
 }
+
+// TestSelfReview: who the author of a run is, and when an environment refuses their
+// approval.
+func TestSelfReview(t *testing.T) {
+	t.Parallel()
+	prevent := &store.Environment{Name: "production", PreventSelfReview: true}
+	allow := &store.Environment{Name: "production"}
+	submitted := store.Trigger{Branch: "main", User: "alice", Actor: "alice-laptop"}
+	pushed := store.Trigger{Branch: "main", Actor: "mona", Verified: store.RefFromWebhook}
+	tests := []struct {
+		name     string
+		env      *store.Environment
+		d        store.Decision
+		approver string
+		tr       store.Trigger
+		want     bool
+	}{
+		{"the submitter approves", prevent, store.Approved, "alice", submitted, true},
+		{"the submitter's token name is not a user", prevent, store.Approved, "alice-laptop", submitted, false},
+		{"another approves", prevent, store.Approved, "bob", submitted, false},
+		{"the submitter rejects", prevent, store.Rejected, "alice", submitted, false},
+		{"allowed by default", allow, store.Approved, "alice", submitted, false},
+		{"no environment", nil, store.Approved, "alice", submitted, false},
+		{"the pusher approves", prevent, store.Approved, "mona", pushed, true},
+		{"an actor not from a forge", prevent, store.Approved, "mona", store.Trigger{Actor: "mona"}, false},
+		{"no author known", prevent, store.Approved, "", store.Trigger{}, false},
+	}
+	for _, tt := range tests {
+		if got := tt.env.SelfReview(tt.d, tt.approver, tt.tr); got != tt.want {
+			t.Errorf("%s: SelfReview = %v; want %v (author %q)", tt.name, got, tt.want, tt.tr.Author())
+		}
+	}
+}

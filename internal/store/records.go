@@ -192,6 +192,20 @@ func (t Trigger) RefVerified() bool {
 	return false
 }
 
+// Author is who started the run, named as approvers are: the Gantry user who submitted
+// or dispatched it (User), or for a webhook's run the forge account that pushed or opened
+// the pull request (Actor, the forge's login); "" when neither is known (a schedule, or
+// authentication off). A retry keeps the run's author.
+func (t Trigger) Author() string {
+	switch {
+	case t.User != "":
+		return t.User
+	case t.Verified == RefFromWebhook:
+		return t.Actor
+	}
+	return ""
+}
+
 // StatusSHA is the commit a run reports commit statuses on: its SHA when its ref is
 // verified, else "" (none), so a definition nobody vouches for never marks a commit as
 // passed.

@@ -238,7 +238,7 @@ CREATE TABLE environments (
     approvers           TEXT NOT NULL DEFAULT '[]',
     approval_timeout_us BIGINT NOT NULL DEFAULT 0,
     created_at          BIGINT NOT NULL,
-    updated_at          BIGINT NOT NULL,
+    updated_at          BIGINT NOT NULL, prevent_self_review BOOLEAN NOT NULL DEFAULT FALSE,
     PRIMARY KEY (project_id, name)
 );
 CREATE TABLE approvals (
@@ -327,3 +327,4 @@ INSERT INTO schema_migrations (version, name, applied_at) VALUES (24, '0024_comm
 INSERT INTO schema_migrations (version, name, applied_at) VALUES (26, '0026_outbound_webhook_secret_sealed.sql', 0);
 INSERT INTO schema_migrations (version, name, applied_at) VALUES (27, '0027_jobs_by_worker.sql', 0);
 INSERT INTO schema_migrations (version, name, applied_at) VALUES (28, '0028_blob_owners.sql', 0);
+INSERT INTO schema_migrations (version, name, applied_at) VALUES (29, '0029_prevent_self_review.sql', 0);

@@ -10,7 +10,8 @@ import (
 	"github.com/google/uuid"
 )
 
-const envCols = `project_id, name, branches, tags, required_approvals, approvers, approval_timeout_us, created_at, updated_at`
+const envCols = `project_id, name, branches, tags, required_approvals, approvers, approval_timeout_us, prevent_self_review,
+	created_at, updated_at`
 
 func scanEnvironment(r scanner) (*store.Environment, error) {
 	var (
@@ -18,7 +19,8 @@ func scanEnvironment(r scanner) (*store.Environment, error) {
 		branches, tags, apprs    string
 		timeout, created, update int64
 	)
-	if err := r.Scan(&e.ProjectID, &e.Name, &branches, &tags, &e.RequiredApprovals, &apprs, &timeout, &created, &update); err != nil {
+	if err := r.Scan(&e.ProjectID, &e.Name, &branches, &tags, &e.RequiredApprovals, &apprs, &timeout, &e.PreventSelfReview,
+		&created, &update); err != nil {
 		return nil, err
 	}
 	for _, f := range []struct {
@@ -65,13 +67,13 @@ func (e *Engine) PutEnvironment(ctx context.Context, env *store.Environment) err
 			return fmt.Errorf("read environment %s: %w", env.Name, err)
 		}
 		args := []any{mustJSON(nonNil(env.Branches)), mustJSON(nonNil(env.Tags)), env.RequiredApprovals,
-			mustJSON(nonNil(env.Approvers)), env.ApprovalTimeout.Microseconds(), now, env.ProjectID, env.Name}
+			mustJSON(nonNil(env.Approvers)), env.ApprovalTimeout.Microseconds(), env.PreventSelfReview, now, env.ProjectID, env.Name}
 		if isNoRows(err) {
 			_, err = t.exec(`INSERT INTO environments (branches, tags, required_approvals, approvers, approval_timeout_us,
-				updated_at, project_id, name, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, append(args, now)...)
+				prevent_self_review, updated_at, project_id, name, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, append(args, now)...)
 		} else {
 			_, err = t.exec(`UPDATE environments SET branches = ?, tags = ?, required_approvals = ?, approvers = ?,
-				approval_timeout_us = ?, updated_at = ? WHERE project_id = ? AND name = ?`, args...)
+				approval_timeout_us = ?, prevent_self_review = ?, updated_at = ? WHERE project_id = ? AND name = ?`, args...)
 		}
 		if err != nil {
 			return fmt.Errorf("write environment %s: %w", env.Name, err)
@@ -215,15 +217,19 @@ func (e *Engine) DecideJob(ctx context.Context, p store.DecideJobParams) (*store
 		if j.status != store.JobWaitingApproval {
 			return fmt.Errorf("job %s is %s, not waiting for approval: %w", j.id, j.status, store.ErrConflict)
 		}
-		var specJSON string
+		var specJSON, triggerJSON string
 		var round int64
-		if err := t.row(`SELECT s.spec, j.approval_deadline FROM jobs j JOIN job_specs s ON s.job_id = j.id WHERE j.id = ?`, j.id).
-			Scan(&specJSON, &round); err != nil {
+		if err := t.row(`SELECT s.spec, j.approval_deadline, r.trigger FROM jobs j JOIN job_specs s ON s.job_id = j.id
+			JOIN runs r ON r.id = j.run_id WHERE j.id = ?`, j.id).Scan(&specJSON, &round, &triggerJSON); err != nil {
 			return fmt.Errorf("read job %s: %w", j.id, err)
 		}
 		var spec pipeline.Job
 		if err := jsonUnmarshal(specJSON, &spec); err != nil {
 			return fmt.Errorf("decode spec of job %s: %w", j.id, err)
+		}
+		var tr store.Trigger
+		if err := jsonUnmarshal(triggerJSON, &tr); err != nil {
+			return fmt.Errorf("decode trigger of the run of job %s: %w", j.id, err)
 		}
 		var env *store.Environment
 		if spec.Environment != nil {
@@ -236,6 +242,10 @@ func (e *Engine) DecideJob(ctx context.Context, p store.DecideJobParams) (*store
 		allowed := p.Anyone || (env != nil && env.MayApprove(p.Approver, p.Role)) || (env == nil && p.Role == store.RoleAdmin)
 		if !allowed {
 			return fmt.Errorf("%s may not approve or reject job %s: %w", p.Approver, j.id, store.ErrForbidden)
+		}
+		if env.SelfReview(p.Decision, p.Approver, tr) {
+			return fmt.Errorf("%s started this run, and environment %s prevents self-review: another approver must approve job %s: %w",
+				p.Approver, env.Name, j.id, store.ErrForbidden)
 		}
 		now := us(e.clock.Now())
 		if _, err := t.exec(`INSERT INTO approvals (job_id, round, attempt, approver, decision, comment, created_at)

@@ -20,6 +20,7 @@ var environmentTests = []test{
 	{"Undefined", testUndefinedEnvironment},
 	{"RetryWaitsAgain", testRetryWaitsAgain},
 	{"Roles", testApproverRoles},
+	{"PreventSelfReview", testPreventSelfReview},
 }
 
 const envProject = "shop"
@@ -368,5 +369,55 @@ func testApproverRoles(t *testing.T, h Harness) {
 	}
 	if _, err := b.s.DecideJob(b.ctx, store.DecideJobParams{JobID: id, Approver: "x", Decision: "maybe"}); !errors.Is(err, store.ErrInvalid) {
 		t.Errorf("decision maybe = %v; want ErrInvalid", err)
+	}
+}
+
+// testPreventSelfReview: an environment that prevents self-review refuses the approval of
+// the run's author (its submitter, or for a webhook's run the forge account that pushed),
+// but not their rejection, nor anyone else's approval; without it, as by default, the
+// author approves their own run.
+func testPreventSelfReview(t *testing.T, h Harness) {
+	_, b := setup(t, h)
+	pid := b.putEnv(store.Environment{Name: "production", RequiredApprovals: 1, Approvers: []string{"alice", "bob", "mona"},
+		PreventSelfReview: true})
+	if got, err := b.s.GetEnvironment(b.ctx, pid, "production"); err != nil || !got.PreventSelfReview {
+		t.Fatalf("GetEnvironment = %+v, %v; want PreventSelfReview", got, err)
+	}
+	tests := []struct {
+		name     string
+		tr       store.Trigger
+		approver string
+		decision store.Decision
+		refused  bool
+	}{
+		{"the submitter approves", store.Trigger{Branch: "main", User: "alice"}, "alice", store.Approved, true},
+		{"another approves", store.Trigger{Branch: "main", User: "alice"}, "bob", store.Approved, false},
+		{"the submitter rejects", store.Trigger{Branch: "main", User: "alice"}, "alice", store.Rejected, false},
+		{"the pusher approves a webhook's run", store.Trigger{Branch: "main", Actor: "mona", Verified: store.RefFromWebhook}, "mona", store.Approved, true},
+		{"a dispatcher's token name is not who they are", store.Trigger{Branch: "main", Actor: "mona", User: "alice"}, "mona", store.Approved, false},
+		{"a run of nobody known", store.Trigger{Branch: "main"}, "alice", store.Approved, false},
+	}
+	for _, tt := range tests {
+		_, jobs := b.createIn(deployYAML, tt.tr)
+		j, err := b.decide(jobs[0].ID, tt.approver, tt.decision)
+		if tt.refused {
+			if !errors.Is(err, store.ErrForbidden) {
+				t.Errorf("%s: %v, %v; want ErrForbidden", tt.name, j, err)
+			}
+			b.wantJobStatus(jobs[0].ID, store.JobWaitingApproval)
+			continue
+		}
+		if want := map[store.Decision]store.JobStatus{store.Approved: store.JobQueued, store.Rejected: store.JobFailed}[tt.decision]; err != nil || j.Status != want {
+			t.Errorf("%s: %v, %v; want %s", tt.name, j, err, want)
+		}
+	}
+
+	b.putEnv(store.Environment{Name: "production", RequiredApprovals: 1, Approvers: []string{"alice"}})
+	if got, _ := b.s.GetEnvironment(b.ctx, pid, "production"); got.PreventSelfReview {
+		t.Fatalf("replaced without PreventSelfReview: %+v", got)
+	}
+	_, jobs := b.createIn(deployYAML, store.Trigger{Branch: "main", User: "alice"})
+	if j, err := b.decide(jobs[0].ID, "alice", store.Approved); err != nil || j.Status != store.JobQueued {
+		t.Errorf("self-approval where it is allowed: %v, %v; want queued", j, err)
 	}
 }
