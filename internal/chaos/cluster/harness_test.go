@@ -15,7 +15,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -92,7 +91,7 @@ type config struct {
 var gantryBinary = sync.OnceValues(func() ([]byte, error) {
 	goBin, err := exec.LookPath("go")
 	if err != nil {
-		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
+		return nil, fmt.Errorf("build gantry: no go on PATH: %w", err)
 	}
 	dir, err := os.MkdirTemp("", "gantry-cluster-build-")
 	if err != nil {
