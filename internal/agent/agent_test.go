@@ -60,11 +60,14 @@ func (b *bundle) start(t *testing.T, maxJobs int) {
 	b.startWith(t, Config{Name: "test", Labels: []string{"linux"}, MaxJobs: maxJobs})
 }
 
-// startWith runs a worker configured by cfg (its server, work dir and logger filled in)
-// until the test ends.
+// startWith runs a worker configured by cfg (its server, logger and, unless it has one,
+// work dir filled in) until the test ends.
 func (b *bundle) startWith(t *testing.T, cfg Config) {
 	t.Helper()
-	cfg.Server, cfg.WorkDir = b.url, t.TempDir()
+	cfg.Server = b.url
+	if cfg.WorkDir == "" {
+		cfg.WorkDir = t.TempDir()
+	}
 	cfg.Logger = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
 	drain, stop := context.WithCancel(context.Background())
 	a := New(cfg)

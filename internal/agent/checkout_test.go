@@ -322,14 +322,22 @@ func TestCheckoutRefusesAForeignCache(t *testing.T) {
 }
 
 // TestCheckoutInSandbox: the sandbox shows a step its workspace only, not the mirror
-// cache, so the checkout carries its own objects and git works in it there.
+// cache, so the checkout carries its own objects and git works in it there, as the
+// sandbox's unprivileged user (a root worker's steps run as nobody).
 func TestCheckoutInSandbox(t *testing.T) {
 	t.Parallel()
 	if _, err := exec.LookPath("bwrap"); err != nil {
 		t.Fatal("the sandbox executor needs bubblewrap (bwrap): make deps installs it")
 	}
 	b := setup(t)
-	b.startWith(t, Config{Name: "sandboxed", MaxJobs: 1, Executor: executor.Sandbox{}})
+	// A work dir the step user may pass through, as the worker's own checks want.
+	work := t.TempDir()
+	for _, dir := range []string{filepath.Dir(work), work} {
+		if err := os.Chmod(dir, 0o711); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.startWith(t, Config{Name: "sandboxed", MaxJobs: 1, Executor: executor.Sandbox{}, WorkDir: work})
 	repo := newTestRepo(t)
 	repo.commit("first", map[string]string{"a.txt": "one"})
 	sha := repo.commit("second", map[string]string{"a.txt": "two"})

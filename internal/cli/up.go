@@ -159,6 +159,16 @@ func (c *upConfig) validate() error {
 		}
 		c.stepUser = u
 	}
+	if c.Executor == "sandbox" {
+		// A root gantry up's sandbox steps run as an unprivileged user all the same
+		// (executor.DefaultSandboxUser), who must reach its workspaces as a
+		// --step-user does.
+		sb := executor.Sandbox{User: c.stepUser}
+		if u := sb.StepUser(); u != nil && u.UID == 0 {
+			return usagef("--step-user %s: %v", u.Name, executor.ErrSandboxRoot)
+		}
+		c.stepUser = sb.StepUser()
+	}
 	return nil
 }
 

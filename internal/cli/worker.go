@@ -167,6 +167,25 @@ func (a *app) workerCommand() *cobra.Command {
 	return cmd
 }
 
+// checkSandboxUser checks that the user sb runs steps as is not root and can reach the
+// workspaces in workDir: a root worker's sandbox steps run as --step-user, or as
+// executor.DefaultSandboxUser without one.
+func checkSandboxUser(sb executor.Sandbox, workDir string) error {
+	u := sb.StepUser()
+	switch {
+	case u == nil:
+		return nil
+	case u.UID == 0:
+		return usagef("--step-user %s: %v", u.Name, executor.ErrSandboxRoot)
+	case sb.User == nil:
+		if err := u.CanReach(workDir); err != nil {
+			return usagef("--executor sandbox: a worker that runs as root runs sandbox steps as %s (or --step-user), and %v; choose a --work-dir it can reach",
+				u.Name, err)
+		}
+	}
+	return nil
+}
+
 func (c *workerConfig) agentConfig() (agent.Config, error) {
 	ac := agent.Config{Token: c.Token, Name: c.Name, MaxJobs: c.MaxJobs, WorkDir: c.WorkDir, Mirrors: c.Mirrors, KeepFailed: c.KeepFailed}
 	for _, u := range strings.Split(c.Server, ",") {
@@ -211,7 +230,11 @@ func (c *workerConfig) agentConfig() (agent.Config, error) {
 		if _, err := exec.LookPath("bwrap"); err != nil {
 			return ac, usagef("--executor sandbox: %v", executor.ErrNoSandbox)
 		}
-		ac.Executor = executor.Sandbox{User: user}
+		sb := executor.Sandbox{User: user}
+		if err := checkSandboxUser(sb, cmp.Or(c.WorkDir, os.TempDir())); err != nil {
+			return ac, err
+		}
+		ac.Executor = sb
 	case "kubernetes":
 		// Made in RunE, once the logger is: it connects to the cluster.
 		if user != nil {

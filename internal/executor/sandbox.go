@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 )
 
 // ErrNoSandbox is returned when bubblewrap is not installed.
@@ -17,11 +18,44 @@ var ErrNoSandbox = errors.New("the sandbox executor needs bubblewrap (bwrap): in
 // namespaces, no capabilities, the host's system directories (/usr, /bin, /sbin, /lib*,
 // /etc, /opt, /nix, /sys) read-only and nothing else of the host's tree, so /root,
 // /home, /run, /var, /srv and /mnt are not there. Only the workspace and a private /tmp
-// are writable. A step that sets Network keeps the host's network.
+// are writable. A step that sets Network keeps the host's network. Steps never run as
+// root: a worker that runs as root runs them as User, or as DefaultSandboxUser.
 type Sandbox struct {
 	// Containment and User are as for Shell.
 	Containment *Containment
 	User        *User
+}
+
+// DefaultSandboxUser is the account a root worker's sandbox steps run as when it names
+// none (User, --step-user). Root, even without capabilities, owns the files only root
+// may read (0600 and 0700, owner root) and reads them through the read-only binds:
+// /etc/gantry/secrets.key, /etc/docker/key.json. An unprivileged uid does not.
+const DefaultSandboxUser = "nobody"
+
+// nobodyUID is nobody's uid and gid where the system has no such account.
+const nobodyUID = 65534
+
+var defaultSandboxUser = sync.OnceValue(func() *User {
+	if u, err := LookupUser(DefaultSandboxUser); err == nil && u.UID != 0 {
+		return u
+	}
+	return &User{Name: DefaultSandboxUser, UID: nobodyUID, GID: nobodyUID}
+})
+
+// ErrSandboxRoot is Run's error for a sandbox told to run its steps as root.
+var ErrSandboxRoot = errors.New("the sandbox does not run steps as root (uid 0): name an unprivileged --step-user")
+
+// StepUser is who the sandbox runs steps as: User; DefaultSandboxUser when the worker
+// runs as root and User is nil; nil when the worker is an unprivileged user already and
+// the steps run as it.
+func (sb Sandbox) StepUser() *User {
+	if sb.User != nil {
+		return sb.User
+	}
+	if os.Geteuid() != 0 {
+		return nil
+	}
+	return defaultSandboxUser()
 }
 
 var _ Executor = Sandbox{}
@@ -61,6 +95,19 @@ func (sb Sandbox) Run(ctx context.Context, s Step) (Result, error) {
 	if ws == "/" {
 		return Result{}, fmt.Errorf("sandbox: the workspace cannot be the root directory")
 	}
+	user := sb.StepUser()
+	if user != nil && user.UID == 0 {
+		return Result{}, ErrSandboxRoot
+	}
+	if user != nil {
+		// bubblewrap, as the user, binds the workspace and the step files by their
+		// paths: say so here rather than as a bubblewrap error in the step's log.
+		for _, dir := range append([]string{ws}, s.Binds...) {
+			if err := user.CanReach(dir); err != nil {
+				return Result{}, fmt.Errorf("sandbox: %w", err)
+			}
+		}
+	}
 	env, newHome := sandboxEnv(s.Env, ws)
 	s.Env = env
 	args := append([]string{bwrap}, sandboxArgs(ws, s.Network, newHome)...)
@@ -69,7 +116,7 @@ func (sb Sandbox) Run(ctx context.Context, s Step) (Result, error) {
 		args = append(args, "--bind", dir, dir)
 	}
 	args = append(args, "--")
-	return run(ctx, s, append(args, inner...), runOptions{cont: sb.Containment, user: sb.User, sandboxed: true})
+	return run(ctx, s, append(args, inner...), runOptions{cont: sb.Containment, user: user, sandboxed: true})
 }
 
 // sandboxArgs are bubblewrap's options for a step with workspace ws. Mounts apply in

@@ -22,6 +22,24 @@ func needBwrap(t *testing.T) {
 	}
 }
 
+// workspace makes a fresh workspace for ex's steps as a worker does: in a directory every
+// user may pass through, given to its step user (a root worker's sandbox has one).
+func workspace(t *testing.T, ex Executor) string {
+	t.Helper()
+	ws := t.TempDir()
+	for _, dir := range []string{filepath.Dir(ws), ws} {
+		if err := os.Chmod(dir, 0o711); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if p, ok := ex.(interface{ PrepareWorkspace(string) error }); ok {
+		if err := p.PrepareWorkspace(ws); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return ws
+}
+
 // runStep runs s with ex and returns its trimmed combined output; s.Env defaults to
 // pathEnv() and s.Dir to a fresh workspace.
 func runStep(t *testing.T, ex Executor, s Step) (string, Result) {
@@ -30,7 +48,7 @@ func runStep(t *testing.T, ex Executor, s Step) (string, Result) {
 		s.Env = pathEnv()
 	}
 	if s.Dir == "" {
-		s.Dir = t.TempDir()
+		s.Dir = workspace(t, ex)
 	}
 	var out bytes.Buffer
 	s.Stdout, s.Stderr = &out, &out
@@ -110,16 +128,89 @@ func TestSandboxHidesRoot(t *testing.T) {
 		t.Errorf("sandboxed step read %q from the host's /root, want %q", out, "unreadable")
 	}
 
+	// A root worker's steps run as nobody, who cannot pass through /root (mode 0700) to
+	// a workspace there: the sandbox says so rather than run the step.
 	ws, err := os.MkdirTemp("/root", "gantry-sandbox-ws-*")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(ws) })
-	if out, res := runStep(t, Sandbox{}, Step{Script: "echo hi > f && pwd", Dir: ws}); res.ExitCode != 0 || out != ws {
-		t.Errorf("step in a workspace under /root: exit %d output %q; want 0 %q", res.ExitCode, out, ws)
+	sb := Sandbox{}
+	if err := sb.PrepareWorkspace(ws); err != nil {
+		t.Fatal(err)
 	}
-	if b, err := os.ReadFile(filepath.Join(ws, "f")); err != nil || string(b) != "hi\n" {
-		t.Errorf("workspace file on the host: %q, %v; want %q", b, err, "hi\n")
+	if st, err := os.Stat("/root"); err != nil || st.Mode().Perm()&0o001 != 0 {
+		t.Skipf("/root is %v, %v: others may pass through it", st.Mode(), err)
+	}
+	_, err = sb.Run(t.Context(), Step{Script: "true", Dir: ws, Env: pathEnv()})
+	if err == nil || !strings.Contains(err.Error(), "cannot reach "+ws) {
+		t.Errorf("a step in a workspace under /root: %v; want an error saying the step user cannot reach it", err)
+	}
+}
+
+// TestSandboxRootOnlyFiles: the steps of a worker that runs as root run as an
+// unprivileged user in the sandbox, so the files only root may read, which the sandbox's
+// read-only /etc still holds (the secrets key under /etc/gantry, the engine's
+// /etc/docker/key.json), are not theirs to read, as they are a shell step's. A sandbox
+// told to run steps as root refuses.
+func TestSandboxRootOnlyFiles(t *testing.T) {
+	t.Parallel()
+	needBwrap(t)
+	if os.Geteuid() != 0 {
+		t.Fatal("a root worker's steps need root: run the tests as root")
+	}
+	nobody, err := LookupUser(DefaultSandboxUser)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := os.MkdirTemp("/etc", "gantry-sandbox-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	key := filepath.Join(dir, "secrets.key")
+	if err := os.WriteFile(key, []byte("s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// Readable on the way there: only the file's own mode keeps it.
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	files := []string{key}
+	if _, err := os.Stat("/etc/docker/key.json"); err == nil {
+		files = append(files, "/etc/docker/key.json")
+	}
+	script := "id -u"
+	for _, f := range files {
+		script += fmt.Sprintf("; cat %s >/dev/null 2>&1 && echo read %s || echo denied %s", f, f, f)
+	}
+	for _, tc := range []struct {
+		name string
+		ex   Executor
+		want string
+	}{
+		{"shell", Shell{}, "0"},
+		{"sandbox", Sandbox{}, fmt.Sprint(nobody.UID)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			out, res := runStep(t, tc.ex, Step{Script: script})
+			want := []string{tc.want}
+			for _, f := range files {
+				if tc.name == "shell" {
+					want = append(want, "read "+f)
+				} else {
+					want = append(want, "denied "+f)
+				}
+			}
+			if res.ExitCode != 0 || out != strings.Join(want, "\n") {
+				t.Errorf("exit %d, output %q; want %q", res.ExitCode, out, strings.Join(want, "\n"))
+			}
+		})
+	}
+	root := &User{Name: "root"}
+	if _, err := (Sandbox{User: root}).Run(t.Context(), Step{Script: "true", Dir: t.TempDir(), Env: pathEnv()}); !errors.Is(err, ErrSandboxRoot) {
+		t.Errorf("a sandbox told to run steps as root: %v, want %v", err, ErrSandboxRoot)
 	}
 }
 
@@ -137,7 +228,7 @@ func TestSandboxFiles(t *testing.T) {
 	inside := filepath.Join("/tmp", "gantry-sandbox-inside-"+filepath.Base(host.Name()))
 	t.Cleanup(func() { _ = os.Remove(inside) })
 
-	ws := t.TempDir()
+	ws := workspace(t, Sandbox{})
 	script := fmt.Sprintf("echo out > result; touch %s; test -e %s && echo host-tmp-visible || echo ok", inside, host.Name())
 	out, res := runStep(t, Sandbox{}, Step{Script: script, Dir: ws})
 	if res.ExitCode != 0 || out != "ok" {
@@ -182,7 +273,7 @@ func TestSandboxLoopback(t *testing.T) {
 func TestSandboxEnv(t *testing.T) {
 	t.Parallel()
 	needBwrap(t)
-	ws := t.TempDir()
+	ws := workspace(t, Sandbox{})
 	tests := []struct {
 		name string
 		env  []string
@@ -254,7 +345,7 @@ func TestSandboxEnvRewrite(t *testing.T) {
 func TestSandboxCancel(t *testing.T) {
 	t.Parallel()
 	needBwrap(t)
-	ws := t.TempDir()
+	ws := workspace(t, Sandbox{})
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan Result, 1)
 	go func() {

@@ -86,8 +86,8 @@ func (u *User) Own(dir string) error {
 // PrepareWorkspace gives the workspace dir to the step user, if there is one.
 func (sh Shell) PrepareWorkspace(dir string) error { return prepareWorkspace(sh.User, dir) }
 
-// PrepareWorkspace gives the workspace dir to the step user, if there is one.
-func (sb Sandbox) PrepareWorkspace(dir string) error { return prepareWorkspace(sb.User, dir) }
+// PrepareWorkspace gives the workspace dir to the step user (StepUser), if there is one.
+func (sb Sandbox) PrepareWorkspace(dir string) error { return prepareWorkspace(sb.StepUser(), dir) }
 
 func prepareWorkspace(u *User, dir string) error {
 	if u == nil {

@@ -88,7 +88,7 @@ type outcome struct {
 func start(ctx context.Context, t *testing.T, ex executor.Executor, s executor.Step) (ws string, done <-chan outcome) {
 	t.Helper()
 	if s.Dir == "" {
-		s.Dir = t.TempDir()
+		s.Dir = Workspace(t, ex)
 	}
 	if s.Env == nil {
 		s.Env = pathEnv()
@@ -102,6 +102,26 @@ func start(ctx context.Context, t *testing.T, ex executor.Executor, s executor.S
 		ch <- outcome{res, err, strings.TrimSpace(out.String()), time.Since(began)}
 	}()
 	return s.Dir, ch
+}
+
+// Workspace makes a fresh workspace for ex's steps as a worker does: in a directory
+// every user may pass through (as a step user must to reach it), and given to the
+// executor's step user, when it has one, by its PrepareWorkspace.
+func Workspace(t *testing.T, ex executor.Executor) string {
+	t.Helper()
+	ws := t.TempDir()
+	// t.TempDir makes both the test's directory and ws 0700.
+	for _, dir := range []string{filepath.Dir(ws), ws} {
+		if err := os.Chmod(dir, 0o711); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if p, ok := ex.(interface{ PrepareWorkspace(string) error }); ok {
+		if err := p.PrepareWorkspace(ws); err != nil {
+			t.Fatalf("PrepareWorkspace: %v", err)
+		}
+	}
+	return ws
 }
 
 func runStep(t *testing.T, ex executor.Executor, s executor.Step) outcome {
