@@ -662,7 +662,7 @@ func (a *Agent) runJob(parent context.Context, j claimedJob, later func(func()))
 		case <-over:
 		}
 	}()
-	ws, err := os.MkdirTemp(a.cfg.WorkDir, "gantry-job-")
+	ws, err := os.MkdirTemp(a.workspaceParent(j), "gantry-job-")
 	if err != nil {
 		log.Error("create workspace", "err", err)
 		jl.rec.System("the worker could not create a workspace: " + err.Error())
@@ -1077,6 +1077,26 @@ func stepConditionInput(j claimedJob) pipeline.ConditionInput {
 // ("" when the image sets none).
 type imagePather interface {
 	ImagePath() string
+}
+
+// containerWorkspaces is an executor that keeps a directory for its container jobs'
+// workspaces (the docker executor's: one only the worker enters, where set-user-ID bits
+// and device files do nothing).
+type containerWorkspaces interface {
+	WorkspaceDir() string
+}
+
+// workspaceParent is where job j's workspace is made: a container job's in the directory
+// its executor keeps for them, if it does, so that nothing its container leaves in the
+// workspace reaches the other users of the worker's host (a step of a --step-user worker
+// included); every other job's in the work dir.
+func (a *Agent) workspaceParent(j claimedJob) string {
+	if c, ok := a.cfg.Executor.(containerWorkspaces); ok && a.inContainer(j) {
+		if dir := c.WorkspaceDir(); dir != "" {
+			return dir
+		}
+	}
+	return a.cfg.WorkDir
 }
 
 // workspacePreparer is an executor that readies a job's workspace for its steps (one

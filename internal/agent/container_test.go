@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -224,6 +225,60 @@ func TestContainerJobFenced(t *testing.T) {
 			t.Errorf("deadline %d (%s) is not later than the one before", i, d.deadline)
 		}
 	}
+}
+
+// fakeJobsWithDir is fakeJobs keeping a directory for its container jobs' workspaces, as
+// the docker executor does.
+type fakeJobsWithDir struct {
+	*fakeJobs
+	dir string
+}
+
+func (f fakeJobsWithDir) WorkspaceDir() string { return f.dir }
+
+// TestContainerWorkspaceDir: a container job's workspace is made in the directory its
+// executor keeps for them (the docker executor's: only the worker enters it, and it is
+// mounted nosuid,nodev), not in the work dir, where a step of a --step-user worker could
+// reach what the job's container left there; a job on the worker's host keeps its
+// workspace in the work dir.
+func TestContainerWorkspaceDir(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	fake := fakeJobsWithDir{fakeJobs: newFakeJobs(), dir: t.TempDir()}
+	b.startWith(t, Config{Name: "docker", MaxJobs: 1, Executor: fake})
+	id := b.submit(t, `jobs:
+  boxed:
+    image: gantry-test/go:1.26
+    steps: [{run: 'pwd > where'}]
+  host:
+    steps: [{run: 'echo "$GANTRY_WORKSPACE"'}]
+`)
+	b.wantSuccess(t, id)
+	jobs, err := b.st.ListJobs(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range jobs {
+		if j.Name != "boxed" {
+			continue
+		}
+		got, ok := fake.job(j.ID.String())
+		if !ok {
+			t.Fatalf("Begin was never called for the container job")
+		}
+		if filepath.Dir(got.Workspace) != fake.dir {
+			t.Errorf("the container job's workspace is %s, want it in the executor's directory %s", got.Workspace, fake.dir)
+		}
+	}
+	hostWS := strings.TrimSpace(lastLine(b.jobLog(t, id, "host")))
+	if !strings.HasPrefix(filepath.Base(hostWS), "gantry-job-") || filepath.Dir(hostWS) == fake.dir {
+		t.Errorf("the host job's workspace is %q, want one in the work dir", hostWS)
+	}
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
 }
 
 // TestContainerBeginFails: a container that cannot start fails the job before its first

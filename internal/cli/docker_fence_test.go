@@ -42,7 +42,7 @@ jobs:
 
 	// The step beats in its workspace, on this machine's disk.
 	heartbeat := func() int64 {
-		m, _ := filepath.Glob(filepath.Join(data, "work", "gantry-job-*", "heartbeat"))
+		m, _ := filepath.Glob(filepath.Join(data, "work", "gantry-containers-*", "gantry-job-*", "heartbeat"))
 		if len(m) == 0 {
 			return 0
 		}

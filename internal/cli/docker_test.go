@@ -117,7 +117,7 @@ jobs:
 	jobID := run.Jobs[0].ID
 	// The job runs once its step has written to the workspace, on the worker's disk.
 	waitFor(t, "the job's step to start", 60*time.Second, func() bool {
-		m, _ := filepath.Glob(filepath.Join(work, "gantry-job-*", "started"))
+		m, _ := filepath.Glob(filepath.Join(work, "gantry-containers-*", "gantry-job-*", "started"))
 		return len(m) > 0
 	})
 	if n := jobObjects(t, cli, jobID); n < 3 {
@@ -125,10 +125,23 @@ jobs:
 	}
 	worker.kill(t)
 	t.Logf("after SIGKILL %d of the job's objects are left", jobObjects(t, cli, jobID))
-	startChild(t, args) // its log is shown if the test fails
+	next := startChild(t, args) // its log is shown if the test fails
 	waitFor(t, "the next worker to sweep the dead one's containers", 60*time.Second, func() bool {
 		return jobObjects(t, cli, jobID) == 0
 	})
+	// The dead worker's workspaces directory, a nosuid,nodev mount of its own, was taken
+	// down by the sweep (its job's workspace stays in it, disarmed); the next worker's
+	// mount goes when it stops.
+	next.stop(t, 30*time.Second)
+	mounts, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(mounts), "\n") {
+		if f := strings.Fields(line); len(f) > 4 && strings.HasPrefix(f[4], work+"/") {
+			t.Errorf("a mount left in the work dir after the sweep and a clean stop: %s", f[4])
+		}
+	}
 }
 
 // jobObjects counts the containers and networks labelled with a job.

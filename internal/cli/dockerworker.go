@@ -46,6 +46,9 @@ func (x dockerExecutor) PrepareWorkspace(dir string) error {
 	return nil
 }
 
+// WorkspaceDir is where the container jobs' workspaces are made (docker.WorkspaceDir).
+func (x dockerExecutor) WorkspaceDir() string { return x.engine.WorkspaceDir() }
+
 // connectDocker reaches the Docker Engine at cfg.Host ("" is DOCKER_HOST, else the
 // default socket) with the docker worker's settings in cfg.
 func connectDocker(ctx context.Context, cfg docker.Config, log *slog.Logger) (*docker.Docker, error) {

@@ -104,6 +104,20 @@ func startChild(t testing.TB, args []string) *serverProcess {
 	return p
 }
 
+// stop sends the process SIGTERM, as a supervisor stopping it does, and waits until it
+// has exited (it may take its time: a worker drains first).
+func (p *serverProcess) stop(t testing.TB, within time.Duration) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		t.Errorf("stop process: %v", err)
+	}
+	select {
+	case <-p.exited:
+	case <-time.After(within):
+		t.Errorf("process %d did not exit within %s of SIGTERM", p.cmd.Process.Pid, within)
+	}
+}
+
 // kill SIGKILLs the process and waits until it is gone.
 func (p *serverProcess) kill(t testing.TB) {
 	t.Helper()

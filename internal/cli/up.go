@@ -375,7 +375,7 @@ func startLocal(ctx context.Context, cfg upConfig, log *slog.Logger) (*local, er
 	var engine *docker.Docker
 	var noDocker string
 	if cfg.Docker != "off" {
-		engine, err = connectDocker(ctx, docker.Config{AllowPrivileged: cfg.DockerAllowPrivileged, WarmPool: cfg.DockerWarmPool}, log)
+		engine, err = connectDocker(ctx, docker.Config{AllowPrivileged: cfg.DockerAllowPrivileged, WarmPool: cfg.DockerWarmPool, WorkDir: workDir}, log)
 		switch {
 		case err != nil && cfg.Docker == "on":
 			drain()

@@ -122,7 +122,7 @@ func (a *app) workerCommand() *cobra.Command {
 			if cfg.Executor == "docker" {
 				engine, err := connectDocker(cmd.Context(), docker.Config{Host: cfg.DockerHost,
 					NetworkPerJob: cfg.DockerNetworkPerJob, AllowPrivileged: cfg.DockerAllowPrivileged,
-					WarmPool: cfg.DockerWarmPool}, ac.Logger)
+					WarmPool: cfg.DockerWarmPool, WorkDir: cfg.WorkDir}, ac.Logger)
 				if err != nil {
 					return fmt.Errorf("--executor docker: %w", err)
 				}

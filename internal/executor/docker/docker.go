@@ -87,6 +87,9 @@ type Config struct {
 	// with services, a network of their own or a privileged container always start
 	// cold.
 	WarmPool int
+	// WorkDir is where the executor makes the directory its jobs' workspaces are to be
+	// made in (WorkspaceDir); "" is the temp dir.
+	WorkDir string
 }
 
 // Docker runs steps in containers on a Docker Engine. It is an executor.JobExecutor:
@@ -99,6 +102,10 @@ type Docker struct {
 	incarnation string
 	pulls       singleflight.Group
 	pool        *pool // nil without Config.WarmPool
+	// wsDir is WorkspaceDir; wsNosuid says whether it is on a nosuid,nodev mount,
+	// wsMounted whether this value made that mount.
+	wsDir               string
+	wsNosuid, wsMounted bool
 
 	// removals counts the ended jobs whose objects are being removed; ending holds
 	// their endedKey until that succeeded, so that a sweep may remove what is left.
@@ -139,6 +146,11 @@ func New(ctx context.Context, cfg Config) (*Docker, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	d := &Docker{cfg: cfg, cli: cli, log: log, incarnation: randomHex(8), ending: map[string]bool{}}
+	if d.wsDir, d.wsNosuid, d.wsMounted, err = makeWorkspaceDir(cfg.WorkDir, log); err != nil {
+		_ = cli.Close()
+		return nil, err
+	}
+	sweepWorkspaceDirs(d.wsDir, log)
 	if cfg.WarmPool > 0 {
 		d.pool = newPool(d, cfg.WarmPool)
 	}
@@ -148,15 +160,27 @@ func New(ctx context.Context, cfg Config) (*Docker, error) {
 // Client is the engine client, for callers that inspect what the executor made.
 func (d *Docker) Client() *client.Client { return d.cli }
 
+// WorkspaceDir is the directory the workspaces of this executor's jobs are to be made in:
+// one of its own in Config.WorkDir, mode 0700, so that no other user of the host reaches
+// what a job's container leaves in its workspace, and where the worker may, a nosuid,nodev
+// mount that the jobs' containers see their workspaces on too (harden.go). A job whose
+// workspace is elsewhere runs all the same, without the mount.
+func (d *Docker) WorkspaceDir() string { return d.wsDir }
+
+// WorkspaceNosuid says whether WorkspaceDir is on a nosuid,nodev mount.
+func (d *Docker) WorkspaceNosuid() bool { return d.wsNosuid }
+
 // Close removes the warm pool's containers and waits for the removal of ended jobs'
-// objects, then releases the client's connections; sessions still running are not
-// ended.
+// objects, then releases the client's connections and takes WorkspaceDir's mount down
+// (the directory goes too unless a kept workspace is in it); sessions still running are
+// not ended.
 func (d *Docker) Close() error {
 	if d.pool != nil {
 		d.pool.close()
 	}
 	d.removals.Wait()
-	return d.cli.Close()
+	err := removeWorkspaceDir(d.wsDir, d.wsMounted)
+	return errors.Join(d.cli.Close(), err)
 }
 
 // endedKey names a job attempt among those being removed.

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -154,8 +155,9 @@ func TestStreaming(t *testing.T) {
 	}
 }
 
-// TestUserAndLimits: the container runs as the job's user with its CPU and memory
-// limits, unprivileged, and labelled.
+// TestUserAndLimits: the steps run as the job's user, in a container with its CPU and
+// memory limits, unprivileged (no-new-privileges, docker.JobCapabilities only), and
+// labelled.
 func TestUserAndLimits(t *testing.T) {
 	t.Parallel()
 	d, b := setup(t)
@@ -196,8 +198,15 @@ echo "cpu $((q * 1000 / p)) memory $m"`})
 	if l[docker.LabelWorker] != b.workerID || l[docker.LabelJob] != j.ID || l[docker.LabelAttempt] != "1" {
 		t.Errorf("labels %v", l)
 	}
-	if c.Container.Config.User != "gantry" {
-		t.Errorf("user %q, want gantry", c.Container.Config.User)
+	// Process 1 runs as root, the steps as the job's user (id -u above): with
+	// no-new-privileges, the executor's own execs as root get capabilities only so.
+	if c.Container.Config.User != "0" {
+		t.Errorf("process 1's user %q, want 0", c.Container.Config.User)
+	}
+	if !slices.Contains(hc.SecurityOpt, "no-new-privileges:true") || !slices.Equal(hc.CapDrop, []string{"ALL"}) ||
+		!slices.Equal(hc.CapAdd, docker.JobCapabilities) {
+		t.Errorf("SecurityOpt %q, CapDrop %q, CapAdd %q; want no-new-privileges, ALL dropped, %q added",
+			hc.SecurityOpt, hc.CapDrop, hc.CapAdd, docker.JobCapabilities)
 	}
 }
 

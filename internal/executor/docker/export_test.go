@@ -83,3 +83,6 @@ const (
 	ExitWorkerGone = exitWorkerGone
 	ExitLeaseOut   = exitLeaseOut
 )
+
+// Disarm exposes disarm.
+func Disarm(dir string) (int, error) { return disarm(dir) }

@@ -31,7 +31,7 @@ func (s *session) stepHome(ctx context.Context) (string, error) {
 	if home != "" {
 		return home, nil
 	}
-	code, out, err := s.execOnce(ctx, s.container, s.job.User, []string{"sh", "-c", `printf '%s' "$HOME"`}, apiTimeout)
+	code, out, err := s.execOnce(ctx, s.container, s.user, []string{"sh", "-c", `printf '%s' "$HOME"`}, apiTimeout)
 	if err == nil && code != 0 {
 		err = fmt.Errorf("exit %d: %s", code, lastLines(out, 3))
 	}

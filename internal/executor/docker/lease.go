@@ -36,10 +36,11 @@ import (
 // second where sleep takes fractions). A line's first word is a fixed tag, so that the
 // tail of a line whose head a killed reader took is never read as a number.
 //
-// The end of every step kills the reader with everything else (kill -1 spares process 1
-// only), and so does killAll: the tick's sleep dies with it, which ends process 1's wait,
-// and process 1 looks at the reader again 50 ms later (the reader may not have died yet
-// when the sleep had) and starts it again, so that no line the worker writes meanwhile
+// Process 1 runs as root (session.user). The end of every step that runs as root kills
+// the reader with everything else (kill -1 spares process 1 only), and so does killAll
+// (a step of another user cannot reach them): the tick's sleep dies with it, which ends
+// process 1's wait, and process 1 looks at the reader again 50 ms later (the reader may
+// not have died yet when the sleep had) and starts it again, so that no line the worker writes meanwhile
 // waits long in the pipe (a line read late gives the container more time than the
 // worker meant). A reader is alive when /proc says it is there and not a zombie. One
 // killed alone is started again at the next tick. Waiting for the tick's sleep also

@@ -55,6 +55,12 @@ type session struct {
 	poolDir string
 	// imageID is the image the container was made of.
 	imageID string
+	// user is who the steps run as: the job's user, or the image's ("" for root). The
+	// container's process 1 runs as root, whatever the steps' user: with
+	// no-new-privileges, an exec as root gets capabilities only in a container whose
+	// process 1 has them, and the executor's own execs as root (stopping another user's
+	// steps, giving the user its home) need them.
+	user string
 	// owner names the objects' job and attempt as their labels have it (endedKey).
 	owner string
 	// userHome is the HOME the image gives the job's user; "" until known. userOwner
@@ -174,7 +180,11 @@ func (s *session) begin(ctx context.Context, ownNetwork bool) error {
 		imgs[ref] = img
 	}
 	s.imageID = imgs[j.Image].ID
+	s.user = j.User
 	if cfg := imgs[j.Image].Config; cfg != nil {
+		if s.user == "" {
+			s.user = cfg.User
+		}
 		for _, kv := range cfg.Env {
 			if v, ok := strings.CutPrefix(kv, "PATH="); ok {
 				s.path = v
@@ -213,7 +223,7 @@ func (s *session) begin(ctx context.Context, ownNetwork bool) error {
 	}
 	cfg := &container.Config{
 		Image:      j.Image,
-		User:       j.User,
+		User:       "0",
 		Entrypoint: processOne[:1],
 		Cmd:        processOne[1:],
 		WorkingDir: executor.WorkspacePath,
@@ -232,6 +242,7 @@ func (s *session) begin(ctx context.Context, ownNetwork bool) error {
 			Memory:   j.Memory,
 		},
 	}
+	harden(host, j.Privileged)
 	c, err := d.cli.ContainerCreate(ctx, client.ContainerCreateOptions{
 		Name:       base + "-" + role,
 		Config:     cfg,
@@ -286,7 +297,7 @@ const homeFallback = "/tmp/home"
 // homeFallback, which the steps then get as HOME.
 func (s *session) prepareHome(ctx context.Context) error {
 	const probe = `printf '%s\n%s:%s\n' "$HOME" "$(id -u)" "$(id -g)"; [ "$HOME" != / ] && [ -d "$HOME" ] && [ -w "$HOME" ] && echo writable`
-	code, out, err := s.execOnce(ctx, s.container, s.job.User, []string{"sh", "-c", probe}, apiTimeout)
+	code, out, err := s.execOnce(ctx, s.container, s.user, []string{"sh", "-c", probe}, apiTimeout)
 	if err != nil {
 		return fmt.Errorf("find the home of user %s in the job's container: %w", s.job.User, err)
 	}
@@ -393,7 +404,7 @@ func (s *session) Run(ctx context.Context, st executor.Step) (executor.Result, e
 		env = append(env, "HOME="+s.home)
 	}
 	ex, err := cli.ExecCreate(actx, s.container, client.ExecCreateOptions{
-		User:         s.job.User,
+		User:         s.user,
 		AttachStdout: true,
 		AttachStderr: true,
 		Env:          env,
@@ -635,8 +646,10 @@ func (s *session) containerDir(dir string) (string, error) {
 // End stops and removes the job's container, its services, volumes and network. Every
 // step has ended by now, each with its own grace, and what is left holds nothing anyone
 // will read, so the job is done when End returns: the removal goes on in the
-// background, off the job's critical path (Close waits for it). One that fails is left
-// to the periodic sweep, which removes the objects of ended jobs too.
+// background, off the job's critical path (Close waits for it), and once the container
+// is gone the workspace is disarmed (harden.go): what the job's caches and artifacts take
+// from it meanwhile never carried set-user-ID bits or device files. A removal that fails
+// is left to the periodic sweep, which removes the objects of ended jobs too.
 func (s *session) End(ctx context.Context) error {
 	s.mu.Lock()
 	if s.ended {
@@ -660,7 +673,16 @@ func (s *session) End(ctx context.Context) error {
 		if hold := d.holdRemovals.Load(); hold != nil {
 			<-*hold
 		}
-		if err := s.remove(context.WithoutCancel(ctx)); err != nil {
+		err := s.remove(context.WithoutCancel(ctx))
+		// The container is gone (or, when its removal failed, killed by its process 1,
+		// the lease closed): nothing of it changes the workspace any more.
+		if n, derr := disarm(s.job.Workspace); derr != nil {
+			d.log.Warn("docker: disarm an ended job's workspace", "job", s.job.ID, "err", derr)
+		} else if n > 0 {
+			d.log.Info("docker: cleared set-user-ID and set-group-ID bits, file capabilities and device files the job left in its workspace",
+				"job", s.job.ID, "files", n)
+		}
+		if err != nil {
 			d.log.Warn("docker: remove an ended job's objects; the sweep will", "job", s.job.ID, "err", err)
 			return
 		}

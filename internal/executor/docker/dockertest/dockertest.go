@@ -267,6 +267,40 @@ func rootfsTar(busybox []byte, applets []string, files map[string]string) ([]byt
 	return buf.Bytes(), nil
 }
 
+// PrivProbe builds privprobe (the command in ./privprobe) static, for the host and for
+// the test images, and returns its path, in a directory of the test's. The directory
+// and the file are mode 0755: tests make the file set-user-ID root, or give it file
+// capabilities, and run it as other users.
+func PrivProbe(t testing.TB) string {
+	t.Helper()
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("build privprobe: %v", err)
+	}
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out := dir + "/privprobe"
+	cmd := exec.Command(goBin, "build", "-trimpath", "-o", out, "github.com/gantry-ci/gantry/internal/executor/docker/dockertest/privprobe")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build privprobe: %v: %s", err, b)
+	}
+	return out
+}
+
+// PrivProbeImage makes sure the image name exists, as Build makes one, with privprobe at
+// /bin/privprobe, and returns name.
+func PrivProbeImage(t testing.TB, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(PrivProbe(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Build(t, Spec{Name: name, Files: map[string]string{"bin/privprobe": string(b)}})
+}
+
 // Leftovers lists the containers, networks and volumes labelled with workerID, as
 // "kind name".
 func Leftovers(t testing.TB, cli *client.Client, workerID string) []string {
