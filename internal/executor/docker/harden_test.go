@@ -20,7 +20,7 @@ import (
 // DAC_OVERRIDE (1), FOWNER (3), KILL (5), SETGID (6), SETUID (7) and NET_BIND_SERVICE (10).
 const jobCapEff = "00000000000004eb"
 
-// TestSetuidWorkspaceChain follows issue 29's attack link by link. A container job's
+// TestSetuidWorkspaceChain follows an attack on the worker's host link by link. A container job's
 // step, root in its container, copies a binary into its workspace and makes it
 // set-user-ID root (and tries a device file), so that a process of the worker's host, a
 // step of a --step-user worker running as nobody, runs it as root and reads the root-only
