@@ -272,7 +272,7 @@ func ownCgroup() (string, error) {
 		if len(fields) < 5 {
 			continue
 		}
-		root, mount := unescapeMount(fields[3]), unescapeMount(fields[4])
+		root, mount := UnescapeMountinfo(fields[3]), UnescapeMountinfo(fields[4])
 		// A mount of a subtree (as in a container) shows paths below its root.
 		rel, err := filepath.Rel(root, path)
 		if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
@@ -286,8 +286,9 @@ func ownCgroup() (string, error) {
 	return "", errors.New("no cgroup2 file system is mounted")
 }
 
-// unescapeMount undoes mountinfo's octal escapes (\040 for a space).
-func unescapeMount(s string) string {
+// UnescapeMountinfo undoes the octal escapes of a path in /proc/*/mountinfo (\040 for a
+// space).
+func UnescapeMountinfo(s string) string {
 	if !strings.Contains(s, `\`) {
 		return s
 	}

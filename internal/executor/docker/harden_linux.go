@@ -7,9 +7,9 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 
+	"github.com/gantry-ci/gantry/internal/executor"
 	"golang.org/x/sys/unix"
 )
 
@@ -85,7 +85,7 @@ func sweepWorkspaceDirs(own string, log *slog.Logger) int {
 		if len(fields) < 5 {
 			continue
 		}
-		mp := unescapeMountinfo(fields[4])
+		mp := executor.UnescapeMountinfo(fields[4])
 		if mp == own || seen[mp] || !strings.HasPrefix(filepath.Base(mp), workspaceDirPrefix) {
 			continue
 		}
@@ -112,24 +112,4 @@ func sweepWorkspaceDirs(own string, log *slog.Logger) int {
 		log.Info("docker: took down a dead worker's container workspaces mount", "dir", mp)
 	}
 	return len(dead)
-}
-
-// unescapeMountinfo undoes the octal escapes (\040 for a space) of a path in
-// /proc/self/mountinfo.
-func unescapeMountinfo(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+4 <= len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
