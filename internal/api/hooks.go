@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"mime"
 	"net/http"
 	"net/url"
@@ -94,17 +95,37 @@ type hookError struct {
 func (e *hookError) Error() string { return e.err.Error() }
 func (e *hookError) Unwrap() error { return e.err }
 
+// hookRefusedMessage is the one answer to a delivery that does not prove itself: an
+// unknown provider or project, a project that takes another forge's webhooks or has no
+// secret, and a missing or wrong signature all get it, so a stranger learns nothing of
+// which projects exist or which forge each uses. The coordinator's log says which it was.
+const hookRefusedMessage = "webhook refused: no project takes webhooks of this provider at this path with this signature"
+
+// refuseHook answers a delivery that did not prove itself, and logs why.
+func (s *Server) refuseHook(w http.ResponseWriter, r *http.Request, level slog.Level, why string, attrs ...any) {
+	attrs = append([]any{"provider", r.PathValue("provider"), "project", r.PathValue("project"), "why", why}, attrs...)
+	s.log.Log(r.Context(), level, "webhook refused", attrs...)
+	writeError(w, http.StatusUnauthorized, codeUnauthorized, hookRefusedMessage, nil)
+}
+
 func (s *Server) hook(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	provName, name := r.PathValue("provider"), r.PathValue("project")
+	// The body is read before anything is looked up, so that its size is refused alike
+	// whether or not the project exists.
+	body, rerr := readBodyUpTo(w, r, MaxHookBodyBytes)
+	if rerr != nil {
+		writeRequestError(w, rerr)
+		return
+	}
 	prov, err := forge.Lookup(provName, forge.Config{})
 	if err != nil {
-		writeError(w, http.StatusNotFound, codeNotFound, fmt.Sprintf("no such hook: %v", err), nil)
+		s.refuseHook(w, r, slog.LevelInfo, "unknown provider", "err", err)
 		return
 	}
 	proj, err := s.store.GetProjectByName(ctx, name)
 	if errors.Is(err, store.ErrNotFound) {
-		writeError(w, http.StatusNotFound, codeNotFound, fmt.Sprintf("no such hook: no project %q", name), nil)
+		s.refuseHook(w, r, slog.LevelInfo, "no such project")
 		return
 	}
 	if err != nil {
@@ -112,30 +133,27 @@ func (s *Server) hook(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if proj.RepoURL == "" || !sameProvider(proj.Provider, prov.Name()) {
-		writeError(w, http.StatusNotFound, codeNotFound,
-			fmt.Sprintf("no such hook: project %q takes no %s webhooks", name, provName), nil)
+		s.refuseHook(w, r, slog.LevelInfo, "the project takes no webhooks of this provider", "project_provider", proj.Provider)
 		return
 	}
-	body, rerr := readBodyUpTo(w, r, MaxHookBodyBytes)
-	if rerr != nil {
-		writeRequestError(w, rerr)
+	hookSecret, err := secret.ProjectWebhookSecret(s.secrets, proj)
+	if err != nil {
+		// The forge is told no more than for a bad signature; the admin finds it here.
+		s.refuseHook(w, r, slog.LevelError, "the project's webhook secret cannot be opened by this coordinator", "err", err)
+		return
+	}
+	if len(hookSecret) == 0 {
+		s.refuseHook(w, r, slog.LevelWarn, "the project has no webhook secret")
+		return
+	}
+	// The signature covers the body as sent, form encoding and all.
+	if err := prov.Verify(r, body, hookSecret); err != nil {
+		s.refuseHook(w, r, slog.LevelInfo, "bad signature", "err", err)
 		return
 	}
 	payload, rerr := hookPayload(r.Header.Get("Content-Type"), body)
 	if rerr != nil {
 		writeRequestError(w, rerr)
-		return
-	}
-	hookSecret, err := secret.ProjectWebhookSecret(s.secrets, proj)
-	if err != nil {
-		s.log.ErrorContext(ctx, "webhook: open the project's webhook secret", "project", proj.Name, "err", err)
-		writeError(w, http.StatusServiceUnavailable, codeUnavailable,
-			fmt.Sprintf("the webhook secret of project %q cannot be opened by this coordinator; see its log", proj.Name), nil)
-		return
-	}
-	// The signature covers the body as sent, form encoding and all.
-	if err := prov.Verify(r, body, hookSecret); err != nil {
-		writeError(w, http.StatusUnauthorized, codeUnauthorized, err.Error(), nil)
 		return
 	}
 	if proj.WebhookSecret != "" && s.secrets != nil {

@@ -189,12 +189,13 @@ func TestHookGitHubPush(t *testing.T) {
 		t.Fatalf("runs after refused hooks = %d, want 1", n)
 	}
 
-	// Unknown projects and providers other than the project's are not hooks.
-	expectError(t, b.sendGitHub(t, "nope", "push", "d-3", p.WebhookSecret, other), http.StatusNotFound, "not_found")
+	// Unknown projects and providers other than the project's are refused like a bad
+	// signature (TestHookRefusalsAlike).
+	expectError(t, b.sendGitHub(t, "nope", "push", "d-3", p.WebhookSecret, other), http.StatusUnauthorized, "unauthorized")
 	wrong := b.do(t, http.MethodPost, "/api/v1/hooks/gitlab/app", "application/json", string(other),
 		map[string]string{"X-Gitlab-Event": "Push Hook", "X-Gitlab-Token": p.WebhookSecret})
-	expectError(t, wrong, http.StatusNotFound, "not_found")
-	expectError(t, b.do(t, http.MethodPost, "/api/v1/hooks/bitbucket/app", "application/json", "{}", nil), http.StatusNotFound, "not_found")
+	expectError(t, wrong, http.StatusUnauthorized, "unauthorized")
+	expectError(t, b.do(t, http.MethodPost, "/api/v1/hooks/bitbucket/app", "application/json", "{}", nil), http.StatusUnauthorized, "unauthorized")
 
 	// Ping answers 200 and runs nothing; so does an event Gantry does not handle.
 	ping, _ := json.Marshal(map[string]any{"zen": "Keep it logically awesome.", "hook_id": 1,
@@ -345,6 +346,60 @@ func TestHookGitLabAndGitea(t *testing.T) {
 	if run.Trigger.SHA != sha || run.Trigger.Actor != "grace" || run.Trigger.Repository != "infra/app" {
 		t.Errorf("gitea run trigger = %+v", run.Trigger)
 	}
+}
+
+// TestHookRefusalsAlike: every delivery that does not prove itself gets one answer, so
+// a stranger cannot tell a missing project from one that takes another forge's webhooks,
+// has no secret, or was sent a wrong signature.
+func TestHookRefusalsAlike(t *testing.T) {
+	t.Parallel()
+	b := hookSetup(t)
+	repo := sourcetest.NewRepo(t)
+	sha := repo.Commit("refs/heads/main", map[string]string{".gantry.yml": pipelineNamed("alike")})
+	p := b.createProject(t, map[string]any{"name": "app", "repo_url": repo.URL(), "provider": "github"})
+	b.createProject(t, map[string]any{"name": "on-gitlab", "repo_url": repo.URL(), "provider": "gitlab"})
+	if err := b.store.CreateProject(t.Context(), &store.Project{Name: "no-secret", RepoURL: repo.URL(), Provider: "github"}); err != nil {
+		t.Fatal(err)
+	}
+	body := githubPush("refs/heads/main", zeroSHA, sha)
+	signed := "sha256=" + hmacHex(p.WebhookSecret, body)
+	send := func(path, contentType string, h map[string]string) response {
+		return b.do(t, http.MethodPost, path, contentType, string(body), h)
+	}
+	github := func(sig string) map[string]string {
+		return map[string]string{"X-GitHub-Event": "push", "X-GitHub-Delivery": "x-1", "X-Hub-Signature-256": sig}
+	}
+	cases := []struct {
+		name string
+		r    response
+	}{
+		{"missing project", send("/api/v1/hooks/github/nope", "application/json", github(signed))},
+		{"missing project, form type", send("/api/v1/hooks/github/nope", "application/x-www-form-urlencoded", github(signed))},
+		{"missing project, other type", send("/api/v1/hooks/github/nope", "text/plain", github(signed))},
+		{"wrong provider", send("/api/v1/hooks/github/on-gitlab", "application/json", github(signed))},
+		{"wrong provider, its own headers", send("/api/v1/hooks/gitlab/app", "application/json",
+			map[string]string{"X-Gitlab-Event": "Push Hook", "X-Gitlab-Token": p.WebhookSecret})},
+		{"unknown provider", send("/api/v1/hooks/bitbucket/app", "application/json", github(signed))},
+		{"no webhook secret", send("/api/v1/hooks/github/no-secret", "application/json", github("sha256="+hmacHex("", body)))},
+		{"bad signature", send("/api/v1/hooks/github/app", "application/json", github("sha256="+hmacHex("not-the-secret", body)))},
+		{"bad signature, other type", send("/api/v1/hooks/github/app", "text/plain", github("sha256="+hmacHex("not-the-secret", body)))},
+		{"no signature", send("/api/v1/hooks/github/app", "application/json", github(""))},
+	}
+	first := cases[0].r
+	expectError(t, first, http.StatusUnauthorized, "unauthorized")
+	if strings.Contains(string(first.body), "nope") || strings.Contains(string(first.body), "github") {
+		t.Errorf("the refusal names the path's project or provider: %s", first.body)
+	}
+	for _, c := range cases[1:] {
+		if c.r.status != first.status || !bytes.Equal(c.r.body, first.body) || c.r.header.Get("Content-Type") != first.header.Get("Content-Type") {
+			t.Errorf("%s: answered %d %s; want what a missing project gets: %d %s", c.name, c.r.status, c.r.body, first.status, first.body)
+		}
+	}
+	if n := b.runCount(t, "app") + b.runCount(t, "on-gitlab") + b.runCount(t, "no-secret"); n != 0 {
+		t.Errorf("refused deliveries made %d runs", n)
+	}
+	// The signed delivery still runs.
+	wantHook(t, send("/api/v1/hooks/github/app", "application/json", github(signed)), http.StatusAccepted, true)
 }
 
 // TestHookAuth: with authentication on, the hook route takes the forge's signature and no

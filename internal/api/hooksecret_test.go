@@ -86,11 +86,13 @@ func TestWebhookSecretsSealed(t *testing.T) {
 	}
 	verifies(withA, "app", p.WebhookSecret)
 	expectError(t, withA.sendGitHub(t, "app", "ping", "", "not-the-secret", ping), http.StatusUnauthorized, "unauthorized")
-	// A coordinator without the key cannot verify it, and says why rather than 401.
+	// A coordinator without the key cannot verify it: the forge gets the answer of any
+	// delivery that does not prove itself (the log says why), not one that tells a
+	// stranger the project exists.
 	r := withNone.sendGitHub(t, "app", "ping", "", p.WebhookSecret, ping)
-	expectError(t, r, http.StatusServiceUnavailable, "unavailable")
-	if !strings.Contains(string(r.body), "cannot be opened by this coordinator") {
-		t.Errorf("answer without a key: %s", r.body)
+	expectError(t, r, http.StatusUnauthorized, "unauthorized")
+	if nope := withNone.sendGitHub(t, "nope", "ping", "", p.WebhookSecret, ping); !bytes.Equal(r.body, nope.body) {
+		t.Errorf("answer without a key: %s; want the one a missing project gets: %s", r.body, nope.body)
 	}
 
 	// A rotated secret is sealed too and the old one stops verifying.
@@ -151,7 +153,7 @@ func TestWebhookSecretsSealed(t *testing.T) {
 	verifies(withB, "app", rotated.WebhookSecret)
 	verifies(withB, "legacy", "legacy-plain-secret")
 	verifies(withB, "legacy2", "legacy2-plain-secret")
-	expectError(t, withA.sendGitHub(t, "app", "ping", "", rotated.WebhookSecret, ping), http.StatusServiceUnavailable, "unavailable")
+	expectError(t, withA.sendGitHub(t, "app", "ping", "", rotated.WebhookSecret, ping), http.StatusUnauthorized, "unauthorized")
 	if sealed, rewrapped, failed, err := keyA.SealWebhookSecrets(ctx, st); err != nil || sealed+rewrapped != 0 || failed != 3 {
 		t.Errorf("the old key alone = %d sealed, %d rewrapped, %d failed, %v; want 3 it cannot open", sealed, rewrapped, failed, err)
 	}
