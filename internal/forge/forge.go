@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gantry-ci/gantry/internal/clock"
+	"github.com/gantry-ci/gantry/internal/outbound"
 )
 
 // Provider is one forge's webhook dialect and status API.
@@ -168,7 +169,8 @@ type Config struct {
 	// with the api scope, a Gitea token with write:repository, or the generic endpoint's
 	// bearer token.
 	Token string
-	// HTTPClient sends status calls; nil means a client with a 30 s timeout.
+	// HTTPClient sends status calls; nil means a client with a 30 s timeout that reaches
+	// no private address and follows no redirect (outbound.Policy).
 	HTTPClient *http.Client
 	// Clock reads Retry-After dates; nil means the wall clock.
 	Clock clock.Clock
@@ -189,8 +191,9 @@ func (c Config) clock() clock.Clock {
 }
 
 // defaultClient bounds every status call, so a forge that never answers cannot hold an
-// outbox dispatcher forever.
-var defaultClient = &http.Client{Timeout: 30 * time.Second}
+// outbox dispatcher forever, and, like every request the coordinator makes on a project's
+// behalf, reaches no address of its own network and follows no redirect.
+var defaultClient = outbound.Policy{}.Client(30 * time.Second)
 
 // Errors callers test with errors.Is.
 var (

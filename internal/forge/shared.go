@@ -206,8 +206,9 @@ func decode(provider, event string, body []byte, v any) error {
 // userAgent names Gantry to forges; GitHub refuses API calls without one.
 const userAgent = "Gantry"
 
-// maxErrorBody bounds how much of a refusal is kept for the error message.
-const maxErrorBody = 4 << 10
+// maxErrorBody bounds how much of a refusal is kept for the error message, which the
+// outbox records.
+const maxErrorBody = 1 << 10
 
 // reportStatus is the status call GitHub, GitLab and Gitea share, so the three check a status
 // in the same order and word their refusals alike: the status itself, then the repository's
@@ -293,6 +294,11 @@ func postStatus(ctx context.Context, cfg Config, provider, url string, header ht
 		if se.RetryAfter == 0 {
 			se.RetryAfter = rateLimitReset(resp.Header, now)
 		}
+	}
+	if resp.StatusCode/100 == 3 {
+		// Not followed (the client should follow none): the status and token would go
+		// where the project's settings do not say.
+		se.Message = "redirects are not followed; set the API base URL to where it redirects"
 	}
 	if !se.Retryable {
 		se.RetryAfter = 0

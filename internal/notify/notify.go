@@ -20,9 +20,11 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gantry-ci/gantry/internal/clock"
 	"github.com/gantry-ci/gantry/internal/forge"
+	"github.com/gantry-ci/gantry/internal/outbound"
 	"github.com/gantry-ci/gantry/internal/secret"
 	"github.com/gantry-ci/gantry/internal/store"
 	"github.com/google/uuid"
@@ -67,8 +69,9 @@ type Config struct {
 	// PublicURL is where people reach the dashboard (http://host:port); run page links in
 	// statuses and webhooks start with it.
 	PublicURL string
-	// HTTPClient sends webhooks and forge calls; nil means a client with DefaultTimeout.
-	HTTPClient *http.Client
+	// Outbound says which addresses of the coordinator's own network webhooks and forge
+	// calls may reach; the zero Policy allows none. Its client follows no redirect.
+	Outbound outbound.Policy
 	// MaxAttempts is how many attempts a message gets before it is dead-lettered.
 	MaxAttempts int
 	// Backoff is the cap of the first retry's wait; each attempt doubles it, up to
@@ -115,15 +118,12 @@ func New(cfg Config) *Dispatcher {
 			return rand.N(max)
 		}
 	}
-	d := &Dispatcher{cfg: cfg, log: cfg.Logger, clock: cfg.Clock, client: cfg.HTTPClient}
+	d := &Dispatcher{cfg: cfg, log: cfg.Logger, clock: cfg.Clock, client: cfg.Outbound.Client(DefaultTimeout)}
 	if d.log == nil {
 		d.log = slog.New(slog.DiscardHandler)
 	}
 	if d.clock == nil {
 		d.clock = clock.Real{}
-	}
-	if d.client == nil {
-		d.client = &http.Client{Timeout: DefaultTimeout}
 	}
 	return d
 }
@@ -180,7 +180,7 @@ func (d *Dispatcher) attempt(ctx context.Context, m *store.OutboxMessage) error 
 		return nil
 	}
 	retry, after := retryable(err)
-	p := store.FailOutboxParams{ID: m.ID, Error: err.Error()}
+	p := store.FailOutboxParams{ID: m.ID, Error: recordable(err.Error())}
 	if !retry || m.Attempts >= d.cfg.MaxAttempts {
 		p.Dead = true
 		d.log.Warn("outbox message dead-lettered", "id", m.ID, "topic", m.Topic, "attempts", m.Attempts, "err", err)
@@ -228,7 +228,9 @@ func (e *retryableError) Unwrap() error { return e.err }
 // Anything not known to be permanent is retried: a spent message is dead-lettered anyway.
 func retryable(err error) (bool, time.Duration) {
 	var pe *permanentError
-	if errors.As(err, &pe) {
+	if errors.As(err, &pe) || errors.Is(err, outbound.ErrRefused) {
+		// A refused destination stays refused until the admin allows it; then the
+		// message can be redelivered.
 		return false, 0
 	}
 	var re *retryableError
@@ -389,6 +391,9 @@ func (d *Dispatcher) deliverWebhook(ctx context.Context, m *store.OutboxMessage)
 	if err != nil {
 		return permanent("encode webhook: %w", err)
 	}
+	if err := d.cfg.Outbound.CheckURL(hook.URL); err != nil {
+		return permanent("webhook %s: %s: %w", w.WebhookID, redact(hook.URL), err)
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, hook.URL, bytes.NewReader(body))
 	if err != nil {
 		return permanent("webhook %s: %w", w.WebhookID, err)
@@ -400,15 +405,27 @@ func (d *Dispatcher) deliverWebhook(ctx context.Context, m *store.OutboxMessage)
 	req.Header.Set(HeaderSignature, Sign(key, body))
 	resp, err := d.client.Do(req)
 	if err != nil {
+		// The *url.Error would repeat the whole URL, query (often a token) and all.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
 		return fmt.Errorf("post webhook to %s: %w", redact(hook.URL), err)
 	}
 	defer resp.Body.Close()
-	snippet, _ := io.ReadAll(io.LimitReader(resp.Body, 256))
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+	snippet, _ := io.ReadAll(io.LimitReader(resp.Body, MaxAnswerExcerpt))
+	// Drained a little so the connection may be reused; never read without bound.
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	if resp.StatusCode/100 == 2 {
 		return nil
 	}
-	err = fmt.Errorf("post webhook to %s: HTTP %d: %s", redact(hook.URL), resp.StatusCode, strings.TrimSpace(string(snippet)))
+	if resp.StatusCode/100 == 3 {
+		// Following would send the body, signature and all, where the subscription
+		// does not say.
+		return permanent("post webhook to %s: HTTP %d: redirects are not followed; point the subscription at %s",
+			redact(hook.URL), resp.StatusCode, cmp.Or(redact(resp.Header.Get("Location")), "where it redirects"))
+	}
+	err = fmt.Errorf("post webhook to %s: HTTP %d: %s", redact(hook.URL), resp.StatusCode, strings.TrimSpace(string(wholeRunes(snippet))))
 	switch {
 	case resp.StatusCode == http.StatusTooManyRequests, resp.StatusCode == http.StatusRequestTimeout,
 		resp.StatusCode == http.StatusTooEarly, resp.StatusCode >= 500:
@@ -430,6 +447,47 @@ func retryAfter(v string, now time.Time) time.Duration {
 		return max(t.Sub(now), 0)
 	}
 	return 0
+}
+
+// MaxAnswerExcerpt is how much of a receiver's answer to a failed delivery is kept, at
+// the start of the error the outbox records; MaxRecordedError bounds that error whole.
+const (
+	MaxAnswerExcerpt = 1 << 10
+	MaxRecordedError = 2 << 10
+)
+
+// recordable is an error as the outbox records it: at most MaxRecordedError bytes of
+// valid UTF-8 without control characters, whatever a receiver answered.
+func recordable(msg string) string {
+	msg = strings.ToValidUTF8(msg, "\uFFFD")
+	msg = strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return ' '
+		}
+		return r
+	}, msg)
+	if len(msg) <= MaxRecordedError {
+		return msg
+	}
+	const more = " [cut]"
+	cut := MaxRecordedError - len(more)
+	for cut > 0 && !utf8.RuneStart(msg[cut]) {
+		cut--
+	}
+	return msg[:cut] + more
+}
+
+// wholeRunes drops a UTF-8 sequence cut short at the end of b, as an excerpt's may be.
+func wholeRunes(b []byte) []byte {
+	for i := len(b) - 1; i >= 0 && i >= len(b)-utf8.UTFMax; i-- {
+		if utf8.RuneStart(b[i]) {
+			if !utf8.FullRune(b[i:]) {
+				return b[:i]
+			}
+			break
+		}
+	}
+	return b
 }
 
 // redact keeps a webhook URL's credentials and query (often a token) out of errors,

@@ -17,6 +17,7 @@ import (
 
 	"github.com/gantry-ci/gantry/internal/clock"
 	"github.com/gantry-ci/gantry/internal/notify"
+	"github.com/gantry-ci/gantry/internal/outbound"
 	"github.com/gantry-ci/gantry/internal/pipeline"
 	"github.com/gantry-ci/gantry/internal/secret"
 	"github.com/gantry-ci/gantry/internal/store"
@@ -79,9 +80,20 @@ type bundle struct {
 }
 
 // setup opens a SQLite store on a fake clock and a dispatcher whose jitter always takes
-// the whole cap, so waits are exact.
+// the whole cap, so waits are exact, and that may reach loopback, where the httptest
+// receivers are.
 func setup(t *testing.T, maxAttempts int) *bundle {
 	t.Helper()
+	return setupAllowing(t, maxAttempts, "127.0.0.0/8,::1")
+}
+
+// setupAllowing is setup with allow as the dispatcher's outbound allow-list.
+func setupAllowing(t *testing.T, maxAttempts int, allow string) *bundle {
+	t.Helper()
+	policy, err := outbound.Parse(allow)
+	if err != nil {
+		t.Fatal(err)
+	}
 	clk := clock.NewFake(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 	st, err := sqlite.Open(t.Context(), sqlitetest.Path(t), sqlite.Options{Clock: clk})
 	if err != nil {
@@ -89,7 +101,7 @@ func setup(t *testing.T, maxAttempts int) *bundle {
 	}
 	t.Cleanup(func() { _ = st.Close() })
 	d := notify.New(notify.Config{Store: st, Clock: clk, PublicURL: "https://ci.example.com/", MaxAttempts: maxAttempts,
-		Backoff: time.Second, MaxBackoff: time.Minute, Jitter: func(max time.Duration) time.Duration { return max }})
+		Backoff: time.Second, MaxBackoff: time.Minute, Jitter: func(max time.Duration) time.Duration { return max }, Outbound: policy})
 	return &bundle{t: t, st: st, clk: clk, d: d}
 }
 
@@ -468,8 +480,9 @@ func TestWebhookSignedWithSealedSecret(t *testing.T) {
 		t.Fatalf("after an attempt without the key the outbox holds %+v, want the message pending, saying why", pending)
 	}
 
+	loopback, _ := outbound.Parse("127.0.0.0/8")
 	keyed := notify.New(notify.Config{Store: b.st, Clock: b.clk, PublicURL: "https://ci.example.com/", Secrets: keys,
-		Jitter: func(max time.Duration) time.Duration { return max }})
+		Jitter: func(max time.Duration) time.Duration { return max }, Outbound: loopback})
 	b.clk.Advance(time.Hour)
 	if n, err := keyed.DeliverDue(t.Context()); err != nil || n != 1 {
 		t.Fatalf("DeliverDue with the key = %d, %v; want the message", n, err)
