@@ -523,7 +523,67 @@ func (d *decoder) schedules(n *yaml.Node, p string) []Schedule {
 			out = append(out, s)
 		}
 	}
+	return d.distinctSchedules(out, n, p)
+}
+
+// MaxSchedules is how many distinct schedules one definition's on: schedule may hold.
+// Each may start a run at every one of its ticks, so the cap bounds what one file or
+// workflow costs; twenty covers any calendar a person writes by hand.
+const MaxSchedules = 20
+
+// distinctSchedules merges equal schedules, which would fire at the same ticks: a
+// definition whose schedules are alike runs once per tick, not once per line. The first
+// of equal lines is kept, with missed: run_once if any of them says so. More than
+// MaxSchedules distinct ones are refused.
+func (d *decoder) distinctSchedules(in []Schedule, n *yaml.Node, p string) []Schedule {
+	var out []Schedule
+	at := map[string]int{}
+	for _, s := range in {
+		id, err := s.Identity()
+		if err != nil {
+			continue // checked as each line was read
+		}
+		if i, ok := at[id]; ok {
+			if s.Missed == MissedRunOnce {
+				out[i].Missed = MissedRunOnce
+			}
+			continue
+		}
+		at[id] = len(out)
+		out = append(out, s)
+	}
+	if len(out) > MaxSchedules {
+		d.add(ErrLimit, n, p, "a definition may have at most %d distinct schedules, not %d", MaxSchedules, len(out))
+		return nil
+	}
 	return out
+}
+
+// Identity names what the schedule fires at: the ticks its cron line means, whatever
+// the spelling ("* * * * *", "*/1 * * * *" and "0-59 * * * *" are one), and its time
+// zone ("" is UTC). Two schedules with one identity fire at the same moments.
+func (s Schedule) Identity() (string, error) {
+	sched, err := parseCron(s.Cron)
+	if err != nil {
+		return "", err
+	}
+	zone := s.Timezone
+	if zone == "" {
+		zone = "UTC"
+	}
+	spec, ok := sched.(*cron.SpecSchedule)
+	if !ok {
+		return strings.Join(strings.Fields(s.Cron), " ") + " " + zone, nil
+	}
+	// A star in day of month or day of week makes a day match both fields, else either
+	// (cron's rule); the star bit means nothing more, so it is folded into that choice.
+	const star = 1 << 63
+	days := "either"
+	if (spec.Dom|spec.Dow)&star != 0 {
+		days = "both"
+	}
+	return fmt.Sprintf("m%x h%x dom%x mon%x dow%x %s %s", spec.Minute&^star, spec.Hour&^star, spec.Dom&^star,
+		spec.Month&^star, spec.Dow&^star, days, zone), nil
 }
 
 func (d *decoder) inputs(n *yaml.Node, p string) []Input {

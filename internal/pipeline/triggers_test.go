@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -57,6 +58,32 @@ func TestCompileOn(t *testing.T) {
 			{Cron: "0 3 * * 1-5", Timezone: "Europe/Berlin", Missed: MissedRunOnce},
 			{Cron: "@daily", Missed: MissedSkip},
 			{Cron: "30 2 * * MON", Timezone: "UTC", Missed: MissedSkip},
+		}}},
+		{"equal schedules are one", `on:
+  schedule:
+    - cron: "* * * * *"
+    - cron: "*/1 * * * *"
+    - cron: "0-59  *  * * *"
+    - cron: "* * 1-31 * *"
+      timezone: UTC
+      missed: run_once
+    - cron: "0 0 * * *"
+    - cron: "@daily"
+    - cron: "@daily"
+      timezone: Europe/Berlin
+    - cron: "* * * * *"`, &Triggers{Schedule: []Schedule{
+			{Cron: "* * * * *", Missed: MissedRunOnce},
+			{Cron: "0 0 * * *", Missed: MissedSkip},
+			{Cron: "@daily", Timezone: "Europe/Berlin", Missed: MissedSkip},
+		}}},
+		{"days of month and of week that are not alike", `on:
+  schedule:
+    - cron: "0 0 1 * 1"
+    - cron: "0 0 1 * *"
+    - cron: "0 0 * * 1"`, &Triggers{Schedule: []Schedule{
+			{Cron: "0 0 1 * 1", Missed: MissedSkip},
+			{Cron: "0 0 1 * *", Missed: MissedSkip},
+			{Cron: "0 0 * * 1", Missed: MissedSkip},
 		}}},
 		{"dispatch inputs", `on:
   dispatch:
@@ -170,6 +197,7 @@ func TestCompileOnErrors(t *testing.T) {
 		{"local time zone", "on:\n  schedule:\n    - cron: '@daily'\n      timezone: Local", ErrInvalid, "on.schedule[0].timezone", 4, 17, "depends on the server"},
 		{"empty time zone", "on:\n  schedule:\n    - cron: '@daily'\n      timezone: ''", ErrInvalid, "on.schedule[0].timezone", 4, 17, "leave it out for UTC"},
 		{"unknown missed policy", "on:\n  schedule:\n    - cron: '@daily'\n      missed: run-once", ErrInvalid, "on.schedule[0].missed", 4, 15, `did you mean "run_once"?`},
+		{"too many schedules", "on:\n  schedule:" + manySchedules(MaxSchedules+1), ErrLimit, "on.schedule", 3, 5, "at most 20 distinct schedules, not 21"},
 		{"unknown schedule key", "on:\n  schedule:\n    - cron: '@daily'\n      tz: UTC", ErrUnknownKey, "on.schedule[0].tz", 4, 7, `unknown key "tz" in a schedule`},
 		{"unknown dispatch key", "on:\n  dispatch:\n    input: {}", ErrUnknownKey, "on.dispatch.input", 3, 5, `did you mean "inputs"?`},
 		{"bad input name", "on:\n  dispatch:\n    inputs:\n      'a b': {}", ErrInvalid, "on.dispatch.inputs.a b", 4, 7, "input name"},
@@ -205,6 +233,29 @@ func TestCompileOnErrors(t *testing.T) {
 
 // TestCompileOnCollectsEveryError: mistakes in on: are all reported together with the
 // job mistakes, in document order, as elsewhere in the definition.
+// manySchedules returns n distinct schedule entries, each on a line of its own.
+func manySchedules(n int) string {
+	var b strings.Builder
+	for i := range n {
+		fmt.Fprintf(&b, "\n    - cron: \"%d * * * *\"", i)
+	}
+	return b.String()
+}
+
+// TestCompileManyEqualSchedules: two hundred entries of one minutely schedule are one
+// schedule, not a cap exceeded, and the cap counts distinct schedules only.
+func TestCompileManyEqualSchedules(t *testing.T) {
+	t.Parallel()
+	src := "on:\n  schedule:" + strings.Repeat("\n    - cron: \"* * * * *\"", 200) + manySchedules(MaxSchedules-1) + oneJob
+	p, err := Compile([]byte(src), Options{})
+	if err != nil {
+		t.Fatalf("Compile: %v", err)
+	}
+	if n := len(p.On.Schedule); n != MaxSchedules {
+		t.Errorf("compiled %d schedules, want %d: the minutely one once and %d hourly ones", n, MaxSchedules, MaxSchedules-1)
+	}
+}
+
 func TestCompileOnCollectsEveryError(t *testing.T) {
 	t.Parallel()
 	errs := compileErrs(t, `on:
