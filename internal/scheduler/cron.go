@@ -61,6 +61,8 @@ type PassResult struct {
 	Fired   []uuid.UUID // the runs created
 	Skipped int         // ticks given up under missed: skip
 	Lost    int         // ticks another replica took first
+	Shared  int         // ticks of a schedule whose definition had run for that tick (or a later one) already
+	Capped  int         // scheduled workflows that did not fire: their project has more than trigger.MaxScheduledWorkflows
 	Err     error       // the first failure; the pass went on past it
 }
 
@@ -222,16 +224,28 @@ func (c *Cron) passProject(ctx context.Context, p *store.Project, flows []*store
 		}
 	}
 	born := c.sighted(p.ID, read, c.cfg.Clock.Now())
+	var scheduled, over int
 	for _, wf := range flows {
 		if hasRepo && !repoOK {
 			// Its run would check out the default branch, which cannot be reached now:
 			// the tick waits for the next pass rather than run without the code.
 			continue
 		}
-		if f := c.workflowFile(wf, log); f != nil {
-			sources = append(sources, scheduleSource{key: "workflow:" + wf.ID.String(), file: f, workflow: wf})
+		f := c.workflowFile(wf, log)
+		if f == nil || f.plan.On == nil || len(f.plan.On.Schedule) == 0 {
+			continue
 		}
+		// Registration refuses more; a project may still hold more when they were
+		// registered at once, or before the cap: the first by name fire, the others are logged.
+		if scheduled++; scheduled > trigger.MaxScheduledWorkflows {
+			over++
+			log.Warn("schedules: the project has more scheduled workflows than a project may have; this one does not fire",
+				"workflow", wf.ID, "name", wf.Name, "cap", trigger.MaxScheduledWorkflows)
+			continue
+		}
+		sources = append(sources, scheduleSource{key: "workflow:" + wf.ID.String(), file: f, workflow: wf})
 	}
+	res.Capped += over
 	if !hasSchedules(sources) {
 		return
 	}
@@ -246,6 +260,8 @@ func (c *Cron) passProject(ctx context.Context, p *store.Project, flows []*store
 		if src.file.plan.On == nil {
 			continue
 		}
+		// The schedule whose run this pass took each tick of the definition, by tick.
+		took := map[time.Time]string{}
 		for _, s := range src.file.plan.On.Schedule {
 			key := scheduleKey(src.key, s)
 			if seen[key] {
@@ -280,8 +296,28 @@ func (c *Cron) passProject(ctx context.Context, p *store.Project, flows []*store
 				}
 				continue
 			}
+			// One tick of a definition starts one run, however many of its schedules
+			// fall on it: the run takes the tick for the whole definition (src.key) in
+			// the store, and each schedule then records the tick as handled.
+			at := d.Tick.UTC()
+			if by, ok := took[at]; ok || !ticks[src.key].Before(d.Tick) {
+				if !ok {
+					by = "an earlier pass"
+				}
+				won, err := c.cfg.Store.SkipTick(ctx, p.ID, tick)
+				if err != nil {
+					fail(fmt.Errorf("record tick of %q: %w", key, err))
+					continue
+				}
+				if won {
+					res.Shared++
+					log.Debug("schedules: the definition already ran for this tick or a later one", "schedule", key, "tick", d.Tick, "run_by", by)
+				}
+				continue
+			}
+			took[at] = key
 			params := store.CreateRunParams{
-				Project: p.Name, Tick: &tick, Definition: src.file.def, Plan: src.file.plan,
+				Project: p.Name, Tick: &store.ScheduleTick{Key: src.key, At: d.Tick}, Definition: src.file.def, Plan: src.file.plan,
 				Trigger: store.Trigger{Event: string(trigger.KindSchedule)},
 			}
 			if repoOK {
@@ -308,9 +344,16 @@ func (c *Cron) passProject(ctx context.Context, p *store.Project, flows []*store
 				log.Debug("schedules: another replica fired the tick", "schedule", key, "tick", d.Tick)
 			case err != nil:
 				fail(fmt.Errorf("fire %q: %w", key, err))
+				continue
 			default:
 				res.Fired = append(res.Fired, run.ID)
 				log.Info("schedules: fired", "schedule", key, "run", run.ID, "sha", params.Trigger.SHA, "reason", d.Reason)
+			}
+			// The tick is the definition's now; the schedule's own record moves with it
+			// (a coordinator that stops in between finds the definition's tick taken
+			// on its next pass, and records it then).
+			if _, err := c.cfg.Store.SkipTick(ctx, p.ID, tick); err != nil {
+				fail(fmt.Errorf("record tick of %q: %w", key, err))
 			}
 		}
 	}

@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -15,6 +16,7 @@ import (
 	"github.com/gantry-ci/gantry/internal/store/sqlite"
 	"github.com/gantry-ci/gantry/internal/store/sqlite/sqlitetest"
 	"github.com/gantry-ci/gantry/internal/testdb"
+	"github.com/gantry-ci/gantry/internal/trigger"
 	"github.com/google/uuid"
 )
 
@@ -124,21 +126,22 @@ func TestCronLoopFiresOncePerTick(t *testing.T) {
 	}
 	advance(15*time.Second, "12:05:30, the same tick again", 0, 0)
 	advance(time.Minute, "12:06:30", 0, 0)
-	// 13:00 is a tick of every schedule; */5 drops the ones it saw no pass for.
-	advance(53*time.Minute+45*time.Second, "13:00:15, every schedule's tick", 3, 0)
+	// 13:00 is a tick of every schedule; */5 drops the ones it saw no pass for. The
+	// file's two schedules both fall on it: one run of the file, and one of the workflow.
+	advance(53*time.Minute+45*time.Second, "13:00:15, every schedule's tick", 2, 0)
 
 	// A pass that comes late, past the on-time window: */5 and the workflow (missed: skip)
 	// give their ticks up; the hourly run_once one fires its 14:00 tick.
 	advance(time.Hour+7*time.Minute, "14:07:15, every tick late", 1, 2)
 	advance(15*time.Second, "14:07:30", 0, 0)
-	if n := len(runsOf(t, st, "app")); n != 4 {
-		t.Errorf("runs of app = %d, want 4", n)
+	if n := len(runsOf(t, st, "app")); n != 3 {
+		t.Errorf("runs of app = %d, want 3", n)
 	}
 	// A new commit's schedules are read: */10 is a new schedule, from the pass that first
 	// reads it, so its first tick is 15:00.
 	newSHA := repo.Commit("refs/heads/main", map[string]string{".gantry.yml": strings.Replace(scheduled, `"*/5 * * * *"`, `"*/10 * * * *"`, 1)})
 	advance(15*time.Second, "14:07:45, the new commit read", 0, 0)
-	r = advance(52*time.Minute+30*time.Second, "15:00:15, every schedule's tick", 3, 0)
+	r = advance(52*time.Minute+30*time.Second, "15:00:15, every schedule's tick", 2, 0)
 	var workflowRuns, fileRuns int
 	for _, id := range r.Fired {
 		run, err := st.GetRun(t.Context(), id)
@@ -154,15 +157,79 @@ func TestCronLoopFiresOncePerTick(t *testing.T) {
 			t.Errorf("unexpected run %+v", run)
 		}
 	}
-	if workflowRuns != 1 || fileRuns != 2 {
-		t.Errorf("fired %d workflow runs and %d runs of the new commit; want 1 and 2", workflowRuns, fileRuns)
+	if workflowRuns != 1 || fileRuns != 1 {
+		t.Errorf("fired %d workflow runs and %d runs of the new commit; want 1 and 1", workflowRuns, fileRuns)
 	}
 	// A disabled workflow does not fire.
 	off := false
 	if _, err := st.UpdateWorkflow(t.Context(), store.UpdateWorkflowParams{ID: wf.ID, Enabled: &off}); err != nil {
 		t.Fatal(err)
 	}
-	advance(time.Hour, "16:00:15", 2, 0)
+	advance(time.Hour, "16:00:15", 1, 0)
+}
+
+// TestCronOneRunPerTickOfADefinition: a definition with two hundred every-minute
+// entries, spelt alike and not, and other schedules that fall on some of the same
+// minutes, starts one run a minute, from a file and from a workflow alike.
+func TestCronOneRunPerTickOfADefinition(t *testing.T) {
+	t.Parallel()
+	spellings := []string{"* * * * *", "*/1 * * * *", "0-59 * * * *", "* * 1-31 * *", "*  *  *  *  *"}
+	var b strings.Builder
+	b.WriteString("on:\n  schedule:\n")
+	for i := range 200 {
+		fmt.Fprintf(&b, "    - cron: %q\n", spellings[i%len(spellings)])
+	}
+	b.WriteString("    - cron: \"*/5 * * * *\"\n    - { cron: \"0 * * * *\", missed: run_once }\n")
+	b.WriteString("jobs: { a: { steps: [ { run: \"true\" } ] } }\n")
+	def := b.String()
+
+	for _, file := range []bool{true, false} {
+		t.Run(map[bool]string{true: "pipeline file", false: "workflow"}[file], func(t *testing.T) {
+			t.Parallel()
+			clk := clock.NewFake(time.Date(2026, 3, 2, 12, 57, 30, 0, time.UTC))
+			st, err := sqlite.Open(t.Context(), sqlitetest.Path(t), sqlite.Options{Clock: clk})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = st.Close() })
+			project := "ops"
+			if file {
+				project = "app"
+				repo := sourcetest.NewRepo(t)
+				repo.Commit("refs/heads/main", map[string]string{".gantry.yml": def})
+				connect(t, st, project, repo.URL())
+			} else if err := st.CreateWorkflow(t.Context(), &store.Workflow{Project: project, Name: "w", Definition: []byte(def)}); err != nil {
+				t.Fatal(err)
+			}
+			c := NewCron(CronConfig{Store: st, Clock: clk, Logger: testLog(t), MirrorsDir: t.TempDir()})
+			// A coordinator that has just started may take the 12:57 tick of a file
+			// whose schedules it has not seen come (see sighted): once, if at all.
+			r := c.Pass(t.Context())
+			if r.Err != nil || len(r.Fired) > 1 {
+				t.Fatalf("12:57:30: fired %d runs (err %v), want at most one", len(r.Fired), r.Err)
+			}
+			first := len(r.Fired)
+			// 12:58, 12:59, 13:00 (every schedule's tick), 13:01: two passes each.
+			for i := range 4 {
+				now := clk.Now()
+				clk.Advance(now.Truncate(time.Minute).Add(time.Minute + 5*time.Second).Sub(now))
+				for again := range 2 {
+					r := c.Pass(t.Context())
+					at := clk.Now().Format(time.TimeOnly)
+					if r.Err != nil {
+						t.Fatalf("%s: %v", at, r.Err)
+					}
+					if want := 1 - again; len(r.Fired) != want {
+						t.Fatalf("%s (tick %d, pass %d): fired %d runs, want %d", at, i+1, again+1, len(r.Fired), want)
+					}
+					clk.Advance(15 * time.Second)
+				}
+			}
+			if n := len(runsOf(t, st, project)); n != first+4 {
+				t.Errorf("runs of %s = %d, want %d: one a minute", project, n, first+4)
+			}
+		})
+	}
 }
 
 // TestCronTwoReplicasOnPostgres runs two coordinators' schedule loops at once over one
@@ -319,5 +386,46 @@ func TestCronFiresOnlyTicksAfterTheScheduleExists(t *testing.T) {
 			clk.Advance(30 * time.Second) // 07:11:05
 			pass(1)
 		})
+	}
+}
+
+// TestCronCapsScheduledWorkflowsPerProject: a project holding more scheduled workflows
+// than a project may have (registered before the cap, or at the same moment) fires the
+// first trigger.MaxScheduledWorkflows by name and says how many it left out.
+func TestCronCapsScheduledWorkflowsPerProject(t *testing.T) {
+	t.Parallel()
+	clk := clock.NewFake(time.Date(2026, 3, 2, 12, 0, 30, 0, time.UTC))
+	st, err := sqlite.Open(t.Context(), sqlitetest.Path(t), sqlite.Options{Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	const def = "on: { schedule: [ { cron: \"* * * * *\" } ] }\njobs: { a: { steps: [ { run: \"true\" } ] } }\n"
+	for i := range trigger.MaxScheduledWorkflows + 2 {
+		if err := st.CreateWorkflow(t.Context(), &store.Workflow{Project: "ops", Name: fmt.Sprintf("w%02d", i), Definition: []byte(def)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A workflow without schedules does not count.
+	if err := st.CreateWorkflow(t.Context(), &store.Workflow{Project: "ops", Name: "a-manual", Definition: []byte("jobs: { a: { steps: [ { run: \"true\" } ] } }\n")}); err != nil {
+		t.Fatal(err)
+	}
+	c := NewCron(CronConfig{Store: st, Clock: clk, Logger: testLog(t), MirrorsDir: t.TempDir()})
+	clk.Advance(time.Minute)
+	r := c.Pass(t.Context())
+	if r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	if len(r.Fired) != trigger.MaxScheduledWorkflows || r.Capped != 2 {
+		t.Fatalf("fired %d runs and left out %d workflows; want %d and 2", len(r.Fired), r.Capped, trigger.MaxScheduledWorkflows)
+	}
+	for _, id := range r.Fired {
+		run, err := st.GetRun(t.Context(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if run.Name == "w20" || run.Name == "w21" {
+			t.Errorf("run of %s fired; the last by name are the ones left out", run.Name)
+		}
 	}
 }

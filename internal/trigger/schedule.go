@@ -15,6 +15,13 @@ import (
 // decides about it.
 const OnTimeWindow = 2 * time.Minute
 
+// MaxScheduledWorkflows is how many enabled registered workflows with on: schedule one
+// project may have. Each definition starts at most one run a minute, so with its
+// pipeline file a project's schedules start at most MaxScheduledWorkflows+1 runs a
+// minute. Registering one more is refused; a project that holds more anyway (registered
+// at the same moment) fires the first by name and logs the others.
+const MaxScheduledWorkflows = 20
+
 // MaxTicks bounds the ticks NextTicks returns and Due counts, so that a minutely
 // schedule asked about a year costs little.
 const MaxTicks = 1000
