@@ -11,6 +11,7 @@ import (
 
 	"github.com/gantry-ci/gantry/internal/pipeline"
 	"github.com/gantry-ci/gantry/internal/store"
+	"github.com/gantry-ci/gantry/internal/trigger"
 	"github.com/google/uuid"
 )
 
@@ -111,6 +112,42 @@ func (s *Server) compileDefinition(def string) (*pipeline.Plan, *apiError) {
 	return plan, nil
 }
 
+// hasSchedules says whether a workflow's definition has schedules, compiled as the
+// schedule loop compiles it: one stored under looser limits that no longer compiles has
+// none.
+func hasSchedules(def []byte, limits pipeline.Limits) bool {
+	plan, err := pipeline.Compile(def, pipeline.Options{Limits: limits})
+	return err == nil && plan.On != nil && len(plan.On.Schedule) > 0
+}
+
+// roomForSchedules answers 422 and returns false when the project already has
+// trigger.MaxScheduledWorkflows enabled workflows with schedules other than except, the
+// one being written, which is to have schedules.
+func (s *Server) roomForSchedules(w http.ResponseWriter, r *http.Request, project string, except uuid.UUID) bool {
+	flows, err := s.store.ListWorkflows(r.Context(), store.ListWorkflowsParams{Project: project, EnabledOnly: true})
+	if err != nil {
+		s.storeError(w, r, "list workflows", err)
+		return false
+	}
+	n := 0
+	for _, wf := range flows {
+		if wf.ID == except {
+			continue
+		}
+		if hasSchedules(wf.Definition, s.limits) {
+			n++
+		}
+	}
+	if n < trigger.MaxScheduledWorkflows {
+		return true
+	}
+	msg := fmt.Sprintf("project %s already has %d enabled workflows with on: schedule, the most a project may have (%d); "+
+		"disable or delete one, or give this one no schedule", project, n, trigger.MaxScheduledWorkflows)
+	writeError(w, http.StatusUnprocessableEntity, codeInvalidWorkflow, msg,
+		[]errorDetail{{Path: "definition", Message: msg, Code: codeInvalidWorkflow}})
+	return false
+}
+
 func (s *Server) createWorkflow(w http.ResponseWriter, r *http.Request) {
 	body, rerr := s.readBody(w, r)
 	if rerr != nil {
@@ -155,13 +192,19 @@ func (s *Server) createWorkflow(w http.ResponseWriter, r *http.Request) {
 	if req.Definition != nil {
 		def = *req.Definition
 	}
-	if _, aerr := s.compileDefinition(def); aerr != nil {
+	plan, aerr := s.compileDefinition(def)
+	if aerr != nil {
 		aerr.write(w)
 		return
 	}
 	wf.Definition = []byte(def)
 	if !s.mayOnName(w, r, wf.Project, store.RoleDeveloper) {
 		return
+	}
+	if (req.Enabled == nil || *req.Enabled) && plan.On != nil && len(plan.On.Schedule) > 0 {
+		if !s.roomForSchedules(w, r, wf.Project, uuid.Nil) {
+			return
+		}
 	}
 	if err := s.store.CreateWorkflow(r.Context(), wf); err != nil {
 		s.storeError(w, r, "create workflow", err)
@@ -258,12 +301,25 @@ func (s *Server) updateWorkflow(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p := store.UpdateWorkflowParams{ID: wf.ID, Enabled: req.Enabled, IfVersion: req.Version}
+	def := wf.Definition
 	if req.Definition != nil {
 		if _, aerr := s.compileDefinition(*req.Definition); aerr != nil {
 			aerr.write(w)
 			return
 		}
 		p.Definition = []byte(*req.Definition)
+		def = p.Definition
+	}
+	enabled := wf.Enabled
+	if req.Enabled != nil {
+		enabled = *req.Enabled
+	}
+	// Only a workflow that starts to count among the project's scheduled ones is
+	// checked: one that already counted may still be edited in a project over the cap.
+	if enabled && !(wf.Enabled && hasSchedules(wf.Definition, s.limits)) && hasSchedules(def, s.limits) {
+		if !s.roomForSchedules(w, r, wf.Project, wf.ID) {
+			return
+		}
 	}
 	updated, err := s.store.UpdateWorkflow(r.Context(), p)
 	if err != nil {

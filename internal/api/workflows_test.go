@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"fmt"
 	"net/http"
 	"slices"
 	"sort"
@@ -8,8 +9,10 @@ import (
 	"testing"
 
 	"github.com/gantry-ci/gantry/internal/api"
+	"github.com/gantry-ci/gantry/internal/pipeline"
 	"github.com/gantry-ci/gantry/internal/source/sourcetest"
 	"github.com/gantry-ci/gantry/internal/store"
+	"github.com/gantry-ci/gantry/internal/trigger"
 )
 
 type workflowView struct {
@@ -369,5 +372,68 @@ jobs:
 		if len(run.Jobs) != 1 || run.Jobs[0].Status != want {
 			t.Errorf("target %s: jobs %+v, want deploy %s", target, run.Jobs, want)
 		}
+	}
+}
+
+// TestScheduledWorkflowsPerProjectCap: a project takes at most trigger.MaxScheduledWorkflows
+// enabled workflows with on: schedule; one more is refused at registration, when enabled
+// and when given a schedule, with a message naming the cap, and a definition with more
+// distinct schedules than a definition may have is refused naming that cap.
+func TestScheduledWorkflowsPerProjectCap(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	scheduled := func(minute int) string {
+		return fmt.Sprintf("on: { schedule: [ { cron: \"%d * * * *\" } ] }\njobs: { a: { steps: [ { run: \"true\" } ] } }\n", minute)
+	}
+	for i := range trigger.MaxScheduledWorkflows {
+		b.createWorkflow(t, "ops", fmt.Sprintf("w%d", i), scheduled(i))
+	}
+	// Workflows without schedules, disabled ones and other projects' are not counted.
+	manual := b.createWorkflow(t, "ops", "manual", simplePipeline)
+	b.createWorkflow(t, "web", "nightly", scheduled(0))
+	r := b.do(t, http.MethodPost, "/api/v1/workflows", "application/json",
+		mustJSON(t, map[string]any{"project": "ops", "name": "off", "definition": scheduled(1), "enabled": false}), nil)
+	if r.status != http.StatusCreated {
+		t.Fatalf("create a disabled scheduled workflow: status %d: %s", r.status, r.body)
+	}
+	var off workflowView
+	r.decode(t, &off)
+
+	wantCap := func(what string, r response) {
+		t.Helper()
+		e := expectError(t, r, http.StatusUnprocessableEntity, "invalid_workflow")
+		if want := fmt.Sprintf("already has %d enabled workflows with on: schedule, the most a project may have (%d)", trigger.MaxScheduledWorkflows, trigger.MaxScheduledWorkflows); !strings.Contains(e.Error.Message, want) {
+			t.Errorf("%s: message %q; want it to contain %q", what, e.Error.Message, want)
+		}
+	}
+	wantCap("one more", b.do(t, http.MethodPost, "/api/v1/workflows", "application/json",
+		mustJSON(t, map[string]any{"project": "ops", "name": "extra", "definition": scheduled(30)}), nil))
+	wantCap("enabling one", b.patchWorkflow(t, off.ID, map[string]any{"enabled": true}))
+	wantCap("giving one a schedule", b.patchWorkflow(t, manual.ID, map[string]any{"definition": scheduled(31)}))
+	// A workflow that already counts may still change.
+	var list struct {
+		Workflows []workflowView `json:"workflows"`
+	}
+	b.do(t, http.MethodGet, "/api/v1/workflows?project=ops", "", "", nil).decode(t, &list)
+	for _, wf := range list.Workflows {
+		if wf.Name == "w0" {
+			if r := b.patchWorkflow(t, wf.ID, map[string]any{"definition": scheduled(45)}); r.status != http.StatusOK {
+				t.Errorf("edit a counted workflow: status %d: %s", r.status, r.body)
+			}
+		}
+	}
+
+	var many strings.Builder
+	many.WriteString("on:\n  schedule:\n")
+	for i := range pipeline.MaxSchedules + 1 {
+		fmt.Fprintf(&many, "    - cron: \"%d * * * *\"\n", i)
+	}
+	many.WriteString("jobs: { a: { steps: [ { run: \"true\" } ] } }\n")
+	r = b.do(t, http.MethodPost, "/api/v1/workflows", "application/json",
+		mustJSON(t, map[string]any{"project": "web", "name": "many", "definition": many.String()}), nil)
+	e := expectError(t, r, http.StatusUnprocessableEntity, "invalid_pipeline")
+	if want := fmt.Sprintf("at most %d distinct schedules, not %d", pipeline.MaxSchedules, pipeline.MaxSchedules+1); !strings.Contains(e.Error.Message, want) &&
+		(len(e.Error.Details) == 0 || !strings.Contains(e.Error.Details[0].Message, want)) {
+		t.Errorf("too many schedules: %+v; want %q", e.Error, want)
 	}
 }
