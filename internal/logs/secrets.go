@@ -36,6 +36,17 @@ func (r *Recorder) MaskSecret(value string) {
 	}
 }
 
+// HoldsSecret reports whether text holds a registered secret in any form the Recorder
+// masks, that is whether masking would change it; what is too short to be masked does
+// not count, so the two always agree. Text of many lines is read as one: a form that
+// spans lines counts too.
+func (r *Recorder) HoldsSecret(text string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	masked, _ := r.masker.mask(nil, []byte(text), true)
+	return string(masked) != text
+}
+
 // SecretSource resolves the secret values a job attempt was given, for a coordinator
 // that did not hand the attempt out itself (another replica did, or it restarted).
 type SecretSource func(ctx context.Context, k Key) ([]string, error)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"net/url"
 	"strings"
 	"testing"
@@ -74,6 +75,61 @@ func TestRecorderMasksSecretForms(t *testing.T) {
 	}
 	if n := len(b.sink.lines); n != len(secretTexts())+4+1 {
 		t.Errorf("%d lines, want %d", n, len(secretTexts())+5)
+	}
+}
+
+// TestRecorderHoldsSecret: HoldsSecret says whether a text holds a registered secret in
+// any form the log masks, and agrees with the log: it holds one exactly when the text
+// would not be emitted as it is.
+func TestRecorderHoldsSecret(t *testing.T) {
+	t.Parallel()
+	r, b := setupRecorder(t, 1<<16)
+	r.MaskSecret(testSecret)
+	r.MaskSecret("-----BEGIN KEY-----\nAAAAline2secret\n-----END KEY-----")
+	r.MaskSecret("ab") // too short to mask, so too short to count
+	w := r.Writer(Stdout)
+	write(t, w, "::add-mask::runtime-token-123\n")
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name, text string
+		want       bool
+	}{
+		{"unrelated", "version 1.2.3", false},
+		{"empty", "", false},
+		{"too short", "ab", false},
+		{"too short inside", "x ab y", false},
+		{"a line of a multi-line secret", "key AAAAline2secret", true},
+		{"registered by a step", "runtime-token-123", true},
+		{"on a later line", "first\nthen runtime-token-123\nlast", true},
+		{"a part of a secret", testSecret[:len(testSecret)-1], false},
+	}
+	for i, text := range secretTexts() {
+		tests = append(tests, struct {
+			name, text string
+			want       bool
+		}{fmt.Sprintf("form %d", i), text, true})
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := r.HoldsSecret(tc.text); got != tc.want {
+				t.Errorf("HoldsSecret(%q) = %t, want %t", tc.text, got, tc.want)
+			}
+			b.sink.mu.Lock()
+			before := len(b.sink.lines)
+			b.sink.mu.Unlock()
+			r.System(tc.text)
+			b.sink.mu.Lock()
+			var emitted []string
+			for _, l := range b.sink.lines[before:] {
+				emitted = append(emitted, l.Text)
+			}
+			b.sink.mu.Unlock()
+			if masked := strings.Join(emitted, "\n") != tc.text; masked != tc.want {
+				t.Errorf("the log emits %q as %q: masked %t, HoldsSecret %t", tc.text, emitted, masked, tc.want)
+			}
+		})
 	}
 }
 
