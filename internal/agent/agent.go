@@ -824,7 +824,8 @@ func (a *Agent) retrying(ctx context.Context, call func(context.Context) error) 
 // if: runs when it holds (always() and failure() run after a failure). A cancel or the
 // job's timeout ends the steps at once. What a step appends to $GANTRY_ENV and
 // $GANTRY_PATH reaches the steps after it; what it writes to $GANTRY_OUTPUT is its
-// outputs (steps.ID.outputs.NAME).
+// outputs (steps.ID.outputs.NAME). A job output that holds a secret the log masks is
+// withheld from the job's outputs (withholdSecretOutputs).
 //
 // The step files are removed by what is given to later, after the job is reported.
 func (a *Agent) runSteps(ctx context.Context, log *slog.Logger, rec *logs.Recorder, j claimedJob, ws string, caches []*jobCache,
@@ -1033,6 +1034,7 @@ func (a *Agent) runSteps(ctx context.Context, log *slog.Logger, rec *logs.Record
 		a.copyHomeOut(ctx, log, rec, homeCopier, home, caches, status)
 	}
 	outputs := jobOutputs(spec, in.Steps, written)
+	withholdSecretOutputs(rec, outputs)
 	if err := pipeline.CheckOutputs(outputs); err != nil {
 		rec.System("the job's outputs: " + err.Error())
 		fail("failure", nil)

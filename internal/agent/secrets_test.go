@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"io"
 	"io/fs"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -373,5 +374,103 @@ jobs:
 	log := b.jobLog(t, id, "leak")
 	if !strings.Contains(log, "secret PUBLIC_TOKEN of project web cannot be decrypted") || strings.Contains(log, "got") {
 		t.Errorf("log:\n%s", log)
+	}
+}
+
+// TestOutputHoldingASecretIsWithheld: a job output that holds a secret value the job's
+// log masks (the value, inside other text, its base64, or a value a step registered with
+// ::add-mask::) is withheld: the job's log says so by name, the coordinator never gets it
+// (not in the store, the API, or any byte of its data), and a job that needs it sees ""
+// in its run, env and if:; an output holding no secret next to it passes, and within the
+// job a later step still reads the step's output.
+func TestOutputHoldingASecretIsWithheld(t *testing.T) {
+	t.Parallel()
+	b := setupSecrets(t)
+	const token = "out-token-value-7731"
+	b.setSecret(t, "web", "TOKEN", token)
+	// The registered value is made by the step, so the pipeline's text, which the store
+	// keeps, does not hold it.
+	registered := "reg-" + hashOf("registered")[:16]
+	run := b.submitIn(t, "web", store.Trigger{Branch: "main"}, nil, `
+jobs:
+  a:
+    env: { TOKEN: "${{ secrets.TOKEN }}" }
+    steps:
+      - id: w
+        run: |
+          echo "token=$TOKEN" >> "$GANTRY_OUTPUT"
+          echo "url=https://u:$TOKEN@example.com" >> "$GANTRY_OUTPUT"
+          echo "encoded=$(printf %s "$TOKEN" | base64 -w0)" >> "$GANTRY_OUTPUT"
+          m="reg-$(printf %s registered | sha256sum | cut -c1-16)"
+          echo "::add-mask::$m"
+          echo "registered=$m" >> "$GANTRY_OUTPUT"
+          echo "version=1.2.$((2+1))" >> "$GANTRY_OUTPUT"
+      - run: test "${{ steps.w.outputs.token }}" = "$TOKEN"
+  b:
+    needs: [a]
+    env: { URL: "${{ needs.a.outputs.url }}" }
+    steps:
+      - run: |
+          echo "token=[${{ needs.a.outputs.token }}] url=[$URL] encoded=[${{ needs.a.outputs.encoded }}]"
+          echo "registered=[${{ needs.a.outputs.registered }}] version=[${{ needs.a.outputs.version }}]"
+  c:
+    needs: [a]
+    if: needs.a.outputs.token != ""
+    steps: [{run: "true"}]
+`)
+	if r := b.waitRun(t, run); r.Status != store.RunSuccess {
+		t.Fatalf("run %s, want success\na:\n%s\nb:\n%s", r.Status, b.jobLog(t, run, "a"), b.jobLog(t, run, "b"))
+	}
+	forms := append(secretForms(token), registered)
+
+	aLog := b.jobLog(t, run, "a")
+	for _, name := range []string{"token", "url", "encoded", "registered"} {
+		if want := "output " + name + " withheld: it holds a secret value"; !strings.Contains(aLog, want) {
+			t.Errorf("a's log lacks %q:\n%s", want, aLog)
+		}
+	}
+	if strings.Contains(aLog, "output version withheld") {
+		t.Errorf("a's log withholds the harmless output:\n%s", aLog)
+	}
+	bLog := b.jobLog(t, run, "b")
+	for _, want := range []string{"token=[] url=[] encoded=[]", "registered=[] version=[1.2.3]"} {
+		if !strings.Contains(bLog, want) {
+			t.Errorf("b's log lacks %q:\n%s", want, bLog)
+		}
+	}
+	for _, f := range forms {
+		if strings.Contains(bLog, f) || strings.Contains(aLog, f) {
+			t.Errorf("a log holds %q:\na:\n%s\nb:\n%s", f, aLog, bLog)
+		}
+	}
+	if c, _ := b.jobByKey(t, run, "c"); c.Status != store.JobSkipped {
+		t.Errorf("c: %s, want skipped: its if: sees no token", c.Status)
+	}
+
+	a, _ := b.jobByKey(t, run, "a")
+	if want := map[string]string{"version": "1.2.3"}; !maps.Equal(a.Outputs, want) {
+		t.Errorf("stored outputs %q, want %q", a.Outputs, want)
+	}
+	status, ans := b.call(t, http.MethodGet, "/api/v1/jobs/"+a.ID.String(), "")
+	var view struct {
+		Outputs map[string]string `json:"outputs"`
+	}
+	if err := json.Unmarshal([]byte(ans), &view); status != http.StatusOK || err != nil {
+		t.Fatalf("GET the job: %d %v %s", status, err, ans)
+	}
+	if want := map[string]string{"version": "1.2.3"}; !maps.Equal(view.Outputs, want) {
+		t.Errorf("API outputs %q, want %q", view.Outputs, want)
+	}
+	data := readAll(t, b.dir)
+	if !bytes.Contains(data, []byte("1.2.3")) {
+		t.Fatal("the harmless output is nowhere in the data dir: the grep reads the wrong place")
+	}
+	for _, f := range forms {
+		if strings.Contains(ans, f) {
+			t.Errorf("GET the job holds %q: %s", f, ans)
+		}
+		if bytes.Contains(data, []byte(f)) {
+			t.Errorf("the data dir holds %q", f)
+		}
 	}
 }
