@@ -56,6 +56,13 @@ func IssueScopedToken(ctx context.Context, st store.Tokens, tk *store.Token) (st
 	return secret, nil
 }
 
+// LookupToken finds the token a secret is, as a request bearing it would be
+// authenticated; store.ErrNotFound when it is none. Whether it is still valid is
+// Token.Valid's to say.
+func LookupToken(ctx context.Context, st store.Tokens, secret string) (*store.Token, error) {
+	return st.LookupToken(ctx, hashToken(strings.TrimSpace(secret)))
+}
+
 func hashToken(secret string) string {
 	sum := sha256.Sum256([]byte(secret))
 	return hex.EncodeToString(sum[:])

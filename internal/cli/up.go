@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -59,7 +60,14 @@ type upConfig struct {
 	// DockerWarmPool is how many containers the docker worker keeps started ahead of
 	// need for each kind of job it ran lately (docker.Config.WarmPool).
 	DockerWarmPool int
+	// Auth is --auth: on, off or auto (on unless Addr is loopback), as gantry server's.
+	// With it on, an admin token is kept in AdminTokenFile for the CLI.
+	Auth string
 }
+
+// adminTokenFile is where gantry up keeps the admin token it makes when authentication
+// is on, in the data directory (its owner's only).
+const adminTokenFile = "admin.token"
 
 // dockerModes are the values of --docker.
 var dockerModes = []string{"auto", "on", "off"}
@@ -68,7 +76,7 @@ const dockerUsage = "a docker worker beside the local workers, for jobs with an 
 
 func (a *app) upCommand() *cobra.Command {
 	cfg := upConfig{Addr: "127.0.0.1:8080", Data: ".gantry", Workers: runtime.NumCPU(), Executor: "shell", LogLevel: "info",
-		LeaseTTL: 10 * time.Second, Docker: "auto", DockerWarmPool: defaultDockerWarmPool}
+		LeaseTTL: 10 * time.Second, Docker: "auto", DockerWarmPool: defaultDockerWarmPool, Auth: "auto"}
 	cmd := &cobra.Command{
 		Use:   "up",
 		Short: "Run everything on this machine: coordinator, workers and dashboard",
@@ -78,9 +86,14 @@ func (a *app) upCommand() *cobra.Command {
 			"The first Ctrl-C stops claiming jobs and waits for the running ones to finish; a\n" +
 			"second cancels them. Starting again on the same data directory picks up where it\n" +
 			"stopped: queued jobs run, and jobs that were running when the process died go back\n" +
-			"to the queue once their lease (--lease-ttl) runs out.",
+			"to the queue once their lease (--lease-ttl) runs out.\n\n" +
+			"--auth on requires a token on every call, as gantry server --auth on does: the\n" +
+			"workers get their own, and an admin token for the CLI is kept in\n" +
+			"DATA/admin.token (made at the first start, made again if revoked). off is allowed\n" +
+			"only on a loopback --addr; auto, the default, is on unless --addr is loopback.",
 		Example: "  gantry up\n" +
-			"  gantry up --workers 8 --executor sandbox --data /var/lib/gantry",
+			"  gantry up --workers 8 --executor sandbox --data /var/lib/gantry\n" +
+			"  gantry up --auth on && export GANTRY_TOKEN_FILE=.gantry/admin.token",
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := cfg.validate(); err != nil {
@@ -103,6 +116,7 @@ func (a *app) upCommand() *cobra.Command {
 	f.StringVar(&cfg.Docker, "docker", cfg.Docker, dockerUsage)
 	f.BoolVar(&cfg.DockerAllowPrivileged, "docker-allow-privileged", false, "the docker worker: "+dockerAllowPrivilegedUsage)
 	f.IntVar(&cfg.DockerWarmPool, "docker-warm-pool", cfg.DockerWarmPool, "the docker worker: "+dockerWarmPoolUsage)
+	f.StringVar(&cfg.Auth, "auth", cfg.Auth, "on (every call needs a token; an admin one is kept in DATA/"+adminTokenFile+"), off (loopback --addr only) or auto (on unless --addr is loopback)")
 	return cmd
 }
 
@@ -124,6 +138,17 @@ func (c *upConfig) validate() error {
 	}
 	if err := checkLogFormat(c.LogFormat); err != nil {
 		return err
+	}
+	switch c.Auth {
+	case "":
+		c.Auth = "auto"
+	case "on", "auto":
+	case "off":
+		if !loopback(c.Addr) {
+			return usagef("--auth off is allowed only on a loopback address, not %q: anyone who can reach it could run commands", c.Addr)
+		}
+	default:
+		return usagef("--auth %q: want on, off or auto", c.Auth)
 	}
 	switch c.Executor {
 	case "shell":
@@ -195,7 +220,7 @@ func (c *upConfig) dockerLabels() []string {
 // server is the coordinator `up` runs.
 func (c *upConfig) server() serverConfig {
 	return serverConfig{
-		Addr: c.Addr, DB: c.db(), LogLevel: c.LogLevel, LogFormat: c.LogFormat, Auth: "auto",
+		Addr: c.Addr, DB: c.db(), LogLevel: c.LogLevel, LogFormat: c.LogFormat, Auth: cmp.Or(c.Auth, "auto"),
 		LeaseTTL: c.LeaseTTL, ReapGrace: c.ReapGrace, HeartbeatEvery: c.LeaseTTL / 4, ReapEvery: min(c.LeaseTTL/4, scheduler.DefaultReapEvery),
 		CancelGrace: api.DefaultCancelGrace, LogMaxSize: "50Mi", ArtifactsExpireIn: 30 * 24 * time.Hour,
 		CacheMaxSize: defaultCacheMaxSize, CacheMaxAge: scheduler.DefaultCacheMaxAge,
@@ -231,8 +256,16 @@ func (a *app) up(ctx context.Context, cfg upConfig) error {
 	if l.noDocker != "" {
 		fmt.Fprintf(a.stdout, "No docker worker: %s; jobs with an image wait for one (gantry worker --executor docker).\n\n", l.noDocker)
 	}
-	fmt.Fprintf(a.stdout, "Submit a pipeline:\n  gantry submit --server %s --follow examples/diamond.yml\n", l.base)
-	fmt.Fprintf(a.stdout, "  curl -s -H 'Content-Type: application/yaml' --data-binary @examples/diamond.yml %s/api/v1/runs\n\n", l.base)
+	if l.auth {
+		fmt.Fprintf(a.stdout, "Authentication is on: every call needs a token. An admin token is in %s:\n  export GANTRY_TOKEN_FILE=%s\n\n",
+			l.adminTokenFile, l.adminTokenFile)
+		fmt.Fprintf(a.stdout, "Submit a pipeline:\n  gantry submit --server %s --follow examples/diamond.yml\n", l.base)
+		fmt.Fprintf(a.stdout, "  curl -s -H \"Authorization: Bearer $(cat %s)\" -H 'Content-Type: application/yaml' --data-binary @examples/diamond.yml %s/api/v1/runs\n\n",
+			l.adminTokenFile, l.base)
+	} else {
+		fmt.Fprintf(a.stdout, "Submit a pipeline:\n  gantry submit --server %s --follow examples/diamond.yml\n", l.base)
+		fmt.Fprintf(a.stdout, "  curl -s -H 'Content-Type: application/yaml' --data-binary @examples/diamond.yml %s/api/v1/runs\n\n", l.base)
+	}
 	fmt.Fprintln(a.stdout, "Ctrl-C stops: running jobs finish first; press it again to cancel them.")
 	select {
 	case <-ctx.Done():
@@ -243,6 +276,37 @@ func (a *app) up(ctx context.Context, cfg upConfig) error {
 		return err
 	}
 	log.Info("stopped")
+	return nil
+}
+
+// keepAdminToken makes sure path holds a valid admin token of st: the one already there,
+// or a new one (the first start, or the old one was revoked or the file removed), written
+// for the owner only. Starting again keeps the token, so a shell that exported it goes on.
+func keepAdminToken(ctx context.Context, st store.Tokens, path string) error {
+	if b, err := os.ReadFile(path); err == nil {
+		if old := strings.TrimSpace(string(b)); old != "" {
+			tk, err := api.LookupToken(ctx, st, old)
+			if err == nil && tk.Role == store.RoleAdmin && tk.Valid(time.Now()) {
+				return nil
+			}
+			if err != nil && !errors.Is(err, store.ErrNotFound) {
+				return fmt.Errorf("check the admin token in %s: %w", path, err)
+			}
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("read the admin token: %w", err)
+	}
+	secret, err := api.IssueToken(ctx, st, "gantry up admin", store.RoleAdmin, "")
+	if err != nil {
+		return fmt.Errorf("issue an admin token: %w", err)
+	}
+	tmp := path + ".new"
+	if err := os.WriteFile(tmp, []byte(secret+"\n"), 0o600); err != nil {
+		return fmt.Errorf("write the admin token: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("write the admin token: %w", err)
+	}
 	return nil
 }
 
@@ -257,6 +321,9 @@ type local struct {
 	// docker is the engine address of the docker worker, "" without one; noDocker says
 	// why there is none when --docker is auto.
 	docker, noDocker string
+	// auth says every call needs a token; adminTokenFile holds an admin one (gantry up).
+	auth           bool
+	adminTokenFile string
 	// stop drains the workers, waiting for their running jobs (which they cancel when a
 	// second signal comes, or at once if something failed), then stops the coordinator.
 	stop func(ctx context.Context) error
@@ -332,11 +399,17 @@ func startLocal(ctx context.Context, cfg upConfig, log *slog.Logger) (*local, er
 		unlock()
 		return nil, err
 	}
-	var token string
+	var token, adminFile string
 	if sc.authOn() {
 		token, err = api.IssueToken(ctx, coord.store, "gantry up workers", store.RoleRegister, "")
 		if err != nil {
 			return fail(fmt.Errorf("issue a token for the local workers: %w", err))
+		}
+		if !cfg.Throwaway {
+			adminFile = filepath.Join(cfg.Data, adminTokenFile)
+			if err := keepAdminToken(ctx, coord.store, adminFile); err != nil {
+				return fail(err)
+			}
 		}
 	}
 
@@ -418,7 +491,7 @@ func startLocal(ctx context.Context, cfg upConfig, log *slog.Logger) (*local, er
 		case <-kill.Done():
 		}
 	}()
-	l := &local{base: coord.base, store: coord.store, failed: failed, noDocker: noDocker}
+	l := &local{base: coord.base, store: coord.store, failed: failed, noDocker: noDocker, auth: sc.authOn(), adminTokenFile: adminFile}
 	if engine != nil {
 		l.docker = engine.Client().DaemonHost()
 	}

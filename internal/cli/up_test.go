@@ -194,3 +194,64 @@ func waitProcesses(t *testing.T, token string, n int) {
 		<-time.After(20 * time.Millisecond)
 	}
 }
+
+// TestUpAuthOn: gantry up --auth on refuses a call without a token, keeps an admin token
+// for the CLI in the data directory that the API and the CLI take, and keeps that same
+// token when started again; --auth off is refused on an address other than loopback.
+func TestUpAuthOn(t *testing.T) {
+	t.Parallel()
+	data := filepath.Join(t.TempDir(), "data")
+	base, stop := startUp(t, data, "--auth", "on")
+	resp, err := http.Get(base + "/api/v1/runs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("GET /api/v1/runs without a token: %d, want 401", resp.StatusCode)
+	}
+	file := filepath.Join(data, "admin.token")
+	info, err := os.Stat(file)
+	if err != nil {
+		t.Fatalf("no admin token kept: %v", err)
+	}
+	if perm := info.Mode().Perm(); perm != 0o600 {
+		t.Errorf("admin token file mode %v, want 0600", perm)
+	}
+	raw, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	token := strings.TrimSpace(string(raw))
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, base+"/api/v1/tokens", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("GET /api/v1/tokens (admin only) with the kept token: %d, want 200", resp.StatusCode)
+	}
+	// The CLI takes it as a token file, and an admin's command works.
+	env := map[string]string{"GANTRY_SERVER": base, "GANTRY_TOKEN_FILE": file}
+	if out := runCLI(t, invocation{args: []string{"token", "list"}, env: env}); out.code != exitOK || !strings.Contains(out.stdout, "gantry up admin") {
+		t.Errorf("gantry token list with the admin token: exit %d\n%s%s", out.code, out.stdout, out.stderr)
+	}
+	if out := runCLI(t, invocation{args: []string{"token", "list"}, env: map[string]string{"GANTRY_SERVER": base}}); out.code == exitOK {
+		t.Errorf("gantry token list without a token succeeded:\n%s", out.stdout)
+	}
+	if code := stop(); code != exitOK {
+		t.Fatalf("up exited with %d", code)
+	}
+	startUp(t, data, "--auth", "on")
+	if again, err := os.ReadFile(file); err != nil || string(again) != string(raw) {
+		t.Errorf("a second start changed the admin token (err %v)", err)
+	}
+
+	var out syncBuffer
+	if code := Run(t.Context(), []string{"up", "--addr", "0.0.0.0:0", "--data", t.TempDir(), "--auth", "off"}, strings.NewReader(""), &out, &out); code != exitUsage ||
+		!strings.Contains(out.String(), "--auth off is allowed only on a loopback address") {
+		t.Errorf("up --auth off on 0.0.0.0: exit %d\n%s", code, out.String())
+	}
+}
