@@ -143,6 +143,10 @@ func (s *Server) createWebhook(w http.ResponseWriter, r *http.Request) {
 	var problems projectProblems
 	if u, err := url.Parse(req.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		problems.add("url", "%q is not an absolute http or https URL", req.URL)
+	} else if err := s.outbound.CheckURL(req.URL); err != nil {
+		// Checked again on every delivery, on the address dialed: a name may resolve
+		// into the coordinator's network later.
+		problems.add("url", "%v", err)
 	}
 	if len(req.Secret) > maxWebhookSecret {
 		problems.add("secret", "is longer than %d bytes", maxWebhookSecret)

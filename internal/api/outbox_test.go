@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gantry-ci/gantry/internal/api"
+	"github.com/gantry-ci/gantry/internal/outbound"
 	"github.com/gantry-ci/gantry/internal/pipeline"
 	"github.com/gantry-ci/gantry/internal/store"
 )
@@ -248,4 +249,50 @@ func TestOutboxAPI(t *testing.T) {
 		t.Errorf("delete webhook: %d %s", r.status, r.body)
 	}
 	expectError(t, b.do(t, http.MethodDelete, "/api/v1/projects/web/webhooks/"+hook.ID, "", "", admin), http.StatusNotFound, "not_found")
+}
+
+// TestWebhookURLRefused: a maintainer cannot aim a subscription at the coordinator's own
+// network by address, nor store credentials in its URL; the admin's allow-list lets an
+// address through, and a name is left to the check made when it is dialed.
+func TestWebhookURLRefused(t *testing.T) {
+	t.Parallel()
+	allow, err := outbound.Parse("10.0.0.0/8")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := setupWith(t, func(c *api.Config) { c.Auth = true; c.Outbound = allow })
+	if err := b.store.CreateProject(t.Context(), &store.Project{Name: "web", RepoURL: "https://github.com/acme/web.git", Provider: "github"}); err != nil {
+		t.Fatal(err)
+	}
+	admin := issue(t, b.store, store.RoleAdmin)
+	maintainer := bearer(b.createToken(t, admin, `{"name": "maya", "role": "maintainer", "projects": ["web"]}`).Token)
+	for _, tc := range []struct {
+		url  string
+		says string // "" when the subscription is made
+	}{
+		{"https://bot:hunter2@hooks.example.com/x", "holds credentials"},
+		{"https://token@hooks.example.com/x", "holds credentials"},
+		{"http://127.0.0.1:8080/api/v1/runs", "127.0.0.1 is a loopback address"},
+		{"http://[::1]/", "::1 is a loopback address"},
+		{"http://169.254.169.254/latest/meta-data/", "169.254.169.254 is a link-local address"},
+		{"http://[::ffff:192.168.0.1]/", "::ffff:192.168.0.1 stands for 192.168.0.1, a private address"},
+		{"http://0.0.0.0:8080/", "unspecified"},
+		{"http://100.100.100.200/", "carrier-grade NAT"},
+		{"http://2130706433/", "2130706433 stands for 127.0.0.1, a loopback address"},
+		{"http://10.1.2.3/hook", ""},
+		{"http://localhost:9/hook", ""}, // refused when dialed
+		{"https://hooks.example.com/x", ""},
+	} {
+		r := b.do(t, http.MethodPost, "/api/v1/projects/web/webhooks", "application/json", `{"url": "`+tc.url+`"}`, maintainer)
+		if tc.says == "" {
+			if r.status != http.StatusCreated {
+				t.Errorf("POST webhook %s: %d %s, want 201", tc.url, r.status, r.body)
+			}
+			continue
+		}
+		e := expectError(t, r, http.StatusUnprocessableEntity, "invalid_project")
+		if !strings.Contains(e.Error.Message, "url: ") || !strings.Contains(e.Error.Message, tc.says) || strings.Contains(string(r.body), "hunter2") {
+			t.Errorf("POST webhook %s: %s, want a refusal of url saying %q", tc.url, r.body, tc.says)
+		}
+	}
 }

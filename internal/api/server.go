@@ -13,6 +13,7 @@ import (
 	"github.com/gantry-ci/gantry/internal/clock"
 	"github.com/gantry-ci/gantry/internal/logs"
 	"github.com/gantry-ci/gantry/internal/metrics"
+	"github.com/gantry-ci/gantry/internal/outbound"
 	"github.com/gantry-ci/gantry/internal/pipeline"
 	"github.com/gantry-ci/gantry/internal/secret"
 	"github.com/gantry-ci/gantry/internal/store"
@@ -64,6 +65,10 @@ type Config struct {
 	// AllowedHosts are Host names answered with auth off besides loopback names and the
 	// address a connection came in on.
 	AllowedHosts []string
+	// Outbound is the admin's allow-list of the coordinator's own network for outbound
+	// webhooks (as the outbox's dispatcher has it): a subscription whose URL names an
+	// address of that network it does not allow, or holds credentials, is refused.
+	Outbound outbound.Policy
 	// DataDirs are the directories the coordinator writes (the SQLite file's, logs,
 	// blobs). While writes fail for lack of space, /readyz writes a small probe file in
 	// each to learn when they would work again.
@@ -121,6 +126,7 @@ type Server struct {
 	reapGrace                                           time.Duration
 	auth                                                bool
 	allowedOrigins, allowedHosts                        []string
+	outbound                                            outbound.Policy
 	// claims is the one piece of per-process state: which workers hold claims open
 	// here. Losing it in a restart loses nothing, as those connections close too.
 	claims claimSlots
@@ -198,6 +204,7 @@ func New(cfg Config) *Server {
 		auth:           cfg.Auth,
 		allowedOrigins: normalizeOrigins(cfg.AllowedOrigins),
 		allowedHosts:   normalizeOrigins(cfg.AllowedHosts),
+		outbound:       cfg.Outbound,
 		dataDirs:       cfg.DataDirs,
 		logs:           cfg.Logs,
 		keepAlive:      cmp.Or(cfg.KeepAlive, DefaultKeepAlive),

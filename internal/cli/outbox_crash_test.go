@@ -92,7 +92,7 @@ func testOutboxCrash(t *testing.T, db string) {
 	if err := os.WriteFile(tokenFile, []byte("ghp_crash\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	flags := []string{"--outbox-backoff", "100ms", "--outbox-hold", "2s"}
+	flags := []string{"--outbox-backoff", "100ms", "--outbox-hold", "2s", "--outbound-allow", "127.0.0.0/8"}
 	client := &http.Client{Timeout: 10 * time.Second}
 
 	first := startServerProcess(t, db, flags...)

@@ -23,7 +23,10 @@ func TestOutboxCommands(t *testing.T) {
 	}))
 	t.Cleanup(forgeSrv.Close)
 	dir := t.TempDir()
-	base, stop := startServer(t, "--db", "sqlite://"+filepath.Join(dir, "gantry.db"), "--public-url", "https://ci.example.com")
+	// The forge is an httptest server on loopback, which the coordinator reaches only
+	// when allowed to.
+	base, stop := startServer(t, "--db", "sqlite://"+filepath.Join(dir, "gantry.db"), "--public-url", "https://ci.example.com",
+		"--outbound-allow", "127.0.0.1")
 	defer stop()
 	srv := []string{"--server", base}
 	cli := func(args ...string) outcome {

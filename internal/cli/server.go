@@ -23,6 +23,7 @@ import (
 	"github.com/gantry-ci/gantry/internal/logs"
 	"github.com/gantry-ci/gantry/internal/metrics"
 	"github.com/gantry-ci/gantry/internal/notify"
+	"github.com/gantry-ci/gantry/internal/outbound"
 	"github.com/gantry-ci/gantry/internal/pipeline"
 	"github.com/gantry-ci/gantry/internal/scheduler"
 	"github.com/gantry-ci/gantry/internal/secret"
@@ -81,6 +82,13 @@ type serverConfig struct {
 	OutboxMaxAttempts int
 	OutboxBackoff     time.Duration
 	OutboxHold        time.Duration
+	// OutboundAllow lists the addresses of the coordinator's own network (CIDR prefixes,
+	// addresses, host names, comma-separated) that commit statuses and outbound webhooks
+	// may reach; none by default.
+	OutboundAllow string
+	// OutboundLoopbackWithoutAuth allows loopback besides OutboundAllow when
+	// authentication is off (gantry up on loopback).
+	OutboundLoopbackWithoutAuth bool
 	// SecretsKeyFile holds the key-encryption key of secrets (else GANTRY_SECRETS_KEY);
 	// CreateSecretsKey makes it when missing. SecretsOldKeyFiles still open secrets
 	// during a rotation (secret.go).
@@ -126,7 +134,11 @@ func (a *app) serverCommand() *cobra.Command {
 			"Jobs' caches are archives in the same blob store. Every hour the entries a project\n" +
 			"has not restored or saved for --cache-max-age are deleted, then its least recently\n" +
 			"used ones until what is left fits in --cache-max-size; their archives go with the\n" +
-			"unused blobs.",
+			"unused blobs.\n\n" +
+			"Commit statuses and outbound webhooks never reach loopback, link-local (cloud\n" +
+			"metadata), private or other special-purpose addresses, checked on the address\n" +
+			"dialed, unless --outbound-allow lists them: a forge or receiver inside your network\n" +
+			"(10.0.0.0/8, ghe.internal) must be listed. They follow no redirect and use no proxy.",
 		Example: "  gantry server --db sqlite:///var/lib/gantry/gantry.db\n" +
 			"  gantry server --addr :8080 --db postgres://gantry@db/gantry",
 		Args: noArgs,
@@ -162,6 +174,7 @@ func (a *app) serverCommand() *cobra.Command {
 	f.IntVar(&cfg.OutboxMaxAttempts, "outbox-max-attempts", cfg.OutboxMaxAttempts, "attempts a commit status or webhook gets before it is dead-lettered")
 	f.DurationVar(&cfg.OutboxBackoff, "outbox-backoff", cfg.OutboxBackoff, "cap of the first retry's wait for statuses and webhooks; it doubles with each attempt (full jitter)")
 	f.DurationVar(&cfg.OutboxHold, "outbox-hold", cfg.OutboxHold, "how long a status or webhook being sent is hidden from other replicas; one lost in a crash is retried after it")
+	f.StringVar(&cfg.OutboundAllow, "outbound-allow", "", "comma-separated CIDR prefixes, addresses and host names of this server's own network that commit statuses and outbound webhooks may reach (default: none; e.g. 10.0.0.0/8,ghe.internal)")
 	f.DurationVar(&cfg.ArtifactsExpireIn, "artifacts-expire-in", cfg.ArtifactsExpireIn, "delete artifacts this long after they were kept, unless their job sets expire_in (0 keeps them)")
 	f.StringVar(&cfg.CacheMaxSize, "cache-max-size", cfg.CacheMaxSize, "most each project's caches keep, e.g. 10Gi; the least recently used go first (0: no bound)")
 	f.DurationVar(&cfg.CacheMaxAge, "cache-max-age", cfg.CacheMaxAge, "delete a cache entry not saved or restored for this long, e.g. 168h (0 keeps it)")
@@ -227,6 +240,9 @@ func (c *serverConfig) validate() error {
 	if _, _, err := c.origins(); err != nil {
 		return err
 	}
+	if _, err := outbound.Parse(c.OutboundAllow); err != nil {
+		return usagef("--outbound-allow: %v", err)
+	}
 	return nil
 }
 
@@ -256,6 +272,15 @@ func logLevel(s string) (slog.Level, error) {
 
 func (c *serverConfig) dbSchemeOK() bool {
 	return strings.HasPrefix(c.DB, "sqlite://") || strings.HasPrefix(c.DB, "postgres://") || strings.HasPrefix(c.DB, "postgresql://")
+}
+
+// outboundAllow is --outbound-allow, with loopback added where OutboundLoopbackWithoutAuth
+// says so.
+func (c *serverConfig) outboundAllow() string {
+	if c.OutboundLoopbackWithoutAuth && !c.authOn() {
+		return strings.Trim(c.OutboundAllow+",127.0.0.0/8,::1", ",")
+	}
+	return c.OutboundAllow
 }
 
 // authOn resolves --auth.
@@ -413,6 +438,9 @@ func startCoordinator(ctx context.Context, cfg serverConfig, log *slog.Logger) (
 			log.Info("sealed webhook secrets", "sealed", sealed, "rewrapped", rewrapped, "cannot_open", failed)
 		}
 	}
+	// What of this server's own network commit statuses and webhooks may reach, both
+	// when a subscription is set (api) and when anything is sent (notify).
+	allow, _ := outbound.Parse(cfg.outboundAllow()) // validated
 	var fresh newConns
 	srv := &http.Server{
 		ConnState: fresh.track,
@@ -420,7 +448,7 @@ func startCoordinator(ctx context.Context, cfg serverConfig, log *slog.Logger) (
 			CancelGrace: cfg.CancelGrace, Auth: cfg.authOn(), Logs: logSvc,
 			Blobs: blobs, ArtifactTTL: cfg.ArtifactsExpireIn, UI: cfg.UI, Metrics: m, DataDirs: cfg.dataDirs(),
 			AllowedOrigins: origins, AllowedHosts: hosts, MirrorsDir: cfg.mirrorsDir(), PublicBadges: cfg.PublicBadges,
-			Secrets: keys}).Handler(),
+			Secrets: keys, Outbound: allow}).Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       time.Minute,
 		IdleTimeout:       2 * time.Minute,
@@ -451,7 +479,7 @@ func startCoordinator(ctx context.Context, cfg serverConfig, log *slog.Logger) (
 	// Statuses and webhooks the store enqueued with each change; a message this process
 	// was sending when it stopped is retried after OutboxHold, here or on a replica.
 	outbox := notify.New(notify.Config{Store: st, Logger: log, PublicURL: cmp.Or(cfg.PublicURL, "http://"+ln.Addr().String()),
-		MaxAttempts: cfg.OutboxMaxAttempts, Backoff: cfg.OutboxBackoff, Hold: cfg.OutboxHold, Secrets: keys})
+		MaxAttempts: cfg.OutboxMaxAttempts, Backoff: cfg.OutboxBackoff, Hold: cfg.OutboxHold, Secrets: keys, Outbound: allow})
 	go outbox.Run(loopCtx)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
