@@ -34,7 +34,13 @@ func (e *RefusedError) Error() string {
 	case !e.Addr.IsValid():
 		return e.Reason
 	case e.Host != "" && e.Host != e.Addr.String():
-		return fmt.Sprintf("%s resolves to %s, %s; not allowed unless the server's --outbound-allow lists it", e.Host, e.Addr, e.Reason)
+		verb := "resolves to"
+		if _, err := netip.ParseAddr(e.Host); err == nil {
+			verb = "stands for"
+		} else if _, ok := legacyIPv4(e.Host); ok {
+			verb = "stands for"
+		}
+		return fmt.Sprintf("%s %s %s, %s; not allowed unless the server's --outbound-allow lists it", e.Host, verb, e.Addr, e.Reason)
 	}
 	return fmt.Sprintf("%s is %s; not allowed unless the server's --outbound-allow lists it", e.Addr, e.Reason)
 }
