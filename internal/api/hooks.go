@@ -33,6 +33,12 @@ const DefaultHookFetchTimeout = 60 * time.Second
 // data directory of its own still has one.
 func DefaultMirrorsDir() string { return filepath.Join(os.TempDir(), "gantry-mirrors") }
 
+// HookResendWindow is how long an event a signed webhook reported (its kind, ref and
+// sha) answers a resend under a new delivery id with the runs it started, rather than
+// starting more: a forge's retry, or a delivery resent by hand, may come with a new id.
+// After it, the same event runs again.
+const HookResendWindow = 10 * time.Minute
+
 // MaxHookBodyBytes bounds a webhook's body: GitHub caps its payloads at 25 MB, and a push
 // listing many commits and files can pass the 1 MiB other requests are held to.
 const MaxHookBodyBytes = 25 << 20
@@ -76,6 +82,7 @@ type hookAnswer struct {
 	Reason     string   `json:"reason,omitempty"`
 	DeliveryID string   `json:"delivery_id,omitempty"`
 	Redelivery bool     `json:"redelivery,omitempty"`
+	ResendOf   string   `json:"resend_of,omitempty"`
 }
 
 // Error codes of the hook route.
@@ -193,7 +200,45 @@ func (s *Server) hook(w http.ResponseWriter, r *http.Request) {
 			Reason: fmt.Sprintf("ping: the %s webhook of project %q is connected", prov.Name(), proj.Name), DeliveryID: deliveryID})
 		return
 	}
-	runs, created, reason, err := s.startFromEvent(ctx, proj, ev, deliveryID)
+	// The run's idempotency key is the delivery that first reported this event within the
+	// window, so a resend under a new delivery id, even one that arrives while the first
+	// is still fetching, finds the first one's run.
+	keyID := deliveryID
+	resendOf := ""
+	if !ev.Deleted && ev.SHA != "" {
+		claimID := deliveryID
+		if claimID == "" {
+			claimID = "anonymous:" + uuid.NewString()
+		}
+		claim, err := s.store.ClaimHookEvent(ctx, store.ClaimHookEventParams{
+			ProjectID: proj.ID, Event: hookEventKey(ev), Ref: ev.Ref, SHA: ev.SHA, DeliveryID: claimID, Window: HookResendWindow,
+		})
+		if err != nil {
+			s.storeError(w, r, "claim webhook event", err)
+			return
+		}
+		keyID = claim.DeliveryID
+		if claim.DeliveryID != claimID {
+			resendOf = claim.DeliveryID
+			d, err := s.store.GetDelivery(ctx, proj.ID, claim.DeliveryID)
+			switch {
+			case err == nil:
+				answer := deliveryAnswer(d, true)
+				answer.DeliveryID, answer.ResendOf = deliveryID, claim.DeliveryID
+				answer.Reason = fmt.Sprintf("a resend of delivery %s (%s of %s at %s, less than %s before): it started these runs",
+					claim.DeliveryID, hookEventKey(ev), ev.Ref, ev.SHA, HookResendWindow)
+				s.log.InfoContext(ctx, "webhook resend", "project", proj.Name, "delivery", deliveryID, "resend_of", claim.DeliveryID, "sha", ev.SHA)
+				writeJSON(w, http.StatusOK, answer)
+				return
+			case !errors.Is(err, store.ErrNotFound):
+				s.storeError(w, r, "look up delivery", err)
+				return
+			}
+			// The first delivery started nothing yet (it is still fetching, or failed): this
+			// one tries under its key, and finds its run if it made one meanwhile.
+		}
+	}
+	runs, created, reason, err := s.startFromEvent(ctx, proj, ev, deliveryID, keyID)
 	var he *hookError
 	switch {
 	case errors.As(err, &he):
@@ -205,6 +250,9 @@ func (s *Server) hook(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	answer := hookAnswer{Ran: len(runs) > 0, Runs: idStrings(runs), Reason: reason, DeliveryID: deliveryID}
+	if len(runs) > 0 && !created {
+		answer.Redelivery, answer.ResendOf = true, resendOf
+	}
 	if len(runs) > 0 && deliveryID != "" {
 		// Only deliveries that started runs are remembered: one that started nothing
 		// may be redelivered after the project or its file is fixed, and try again.
@@ -221,7 +269,6 @@ func (s *Server) hook(w http.ResponseWriter, r *http.Request) {
 			// answers 202.
 			answer.Runs, answer.Ran = idStrings(d.RunIDs), len(d.RunIDs) > 0
 		}
-		answer.Redelivery = !created
 	}
 	status := http.StatusOK
 	if created {
@@ -233,6 +280,15 @@ func (s *Server) hook(w http.ResponseWriter, r *http.Request) {
 	s.log.InfoContext(ctx, "webhook", "project", proj.Name, "provider", prov.Name(), "delivery", deliveryID,
 		"event", ev.Kind, "sha", ev.SHA, "ran", answer.Ran, "reason", answer.Reason)
 	writeJSON(w, status, answer)
+}
+
+// hookEventKey is what tells events apart for HookResendWindow: the kind, and a pull
+// request's action, so closing a pull request is not taken for a resend of its opening.
+func hookEventKey(ev *forge.Event) string {
+	if ev.Action != "" {
+		return string(ev.Kind) + "/" + ev.Action
+	}
+	return string(ev.Kind)
 }
 
 // sameProvider compares provider names by the dialect they speak: gitea and forgejo are
@@ -338,8 +394,9 @@ func hasPathFilter(on *pipeline.Triggers, kind forge.Kind) bool {
 // decides with its on: whether the event runs it, and creates the run: a failed one
 // without jobs when the file is invalid. It returns the runs (none when nothing ran),
 // whether they were created now (not replayed by a concurrent delivery of the same id),
-// and why.
-func (s *Server) startFromEvent(ctx context.Context, proj *store.Project, ev *forge.Event, deliveryID string) ([]uuid.UUID, bool, string, error) {
+// and why. keyID names the delivery whose run this one is: deliveryID, or the delivery
+// that reported the same event first (HookResendWindow).
+func (s *Server) startFromEvent(ctx context.Context, proj *store.Project, ev *forge.Event, deliveryID, keyID string) ([]uuid.UUID, bool, string, error) {
 	tev := triggerEvent(ev)
 	if ev.Deleted || ev.SHA == "" {
 		_, reason := trigger.Match(nil, tev)
@@ -364,8 +421,8 @@ func (s *Server) startFromEvent(ctx context.Context, proj *store.Project, ev *fo
 	def, err := m.ReadFile(gitCtx, ev.SHA, file)
 	tr := runTrigger(proj, ev, deliveryID)
 	idem := ""
-	if deliveryID != "" {
-		idem = "hook:" + deliveryID
+	if keyID != "" {
+		idem = "hook:" + keyID
 	}
 	var compileErr error
 	var plan *pipeline.Plan

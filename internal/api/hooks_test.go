@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gantry-ci/gantry/internal/api"
 	"github.com/gantry-ci/gantry/internal/clock"
@@ -49,6 +50,7 @@ type hookView struct {
 	Reason     string   `json:"reason"`
 	DeliveryID string   `json:"delivery_id"`
 	Redelivery bool     `json:"redelivery"`
+	ResendOf   string   `json:"resend_of"`
 }
 
 // failedRunView is a run with the errors of an invalid pipeline file.
@@ -215,13 +217,14 @@ func TestHookGitHubPush(t *testing.T) {
 	if run.Name != "second" || run.Trigger.SHA != second || run.Trigger.Before != first {
 		t.Errorf("form-encoded push made %+v; want the second file at %s", run, second)
 	}
-	// A push listing more than the 1 MiB other requests may carry is still read.
+	// A push listing more than the 1 MiB other requests may carry is still read (of
+	// another branch: the same push again would be a resend, TestHookResendUnderNewID).
 	var files []string
 	for i := range 40000 {
 		files = append(files, fmt.Sprintf("src/generated/file-%05d.go", i))
 	}
 	var big map[string]any
-	if err := json.Unmarshal(githubPush("refs/heads/main", first, second), &big); err != nil {
+	if err := json.Unmarshal(githubPush("refs/heads/big", first, second), &big); err != nil {
 		t.Fatal(err)
 	}
 	big["commits"] = []any{map[string]any{"id": second, "added": files, "removed": []string{}, "modified": []string{}}}
@@ -402,6 +405,48 @@ func TestHookRefusalsAlike(t *testing.T) {
 	wantHook(t, send("/api/v1/hooks/github/app", "application/json", github(signed)), http.StatusAccepted, true)
 }
 
+// TestHookResendUnderNewID: a signed push sent again under a new delivery id (a forge's
+// manual redelivery or its retry) answers with the run the first one started, for
+// HookResendWindow; the same commit pushed to another branch runs, and so does the same
+// push once the window has passed.
+func TestHookResendUnderNewID(t *testing.T) {
+	t.Parallel()
+	b := hookSetup(t)
+	repo := sourcetest.NewRepo(t)
+	sha := repo.Commit("refs/heads/main", map[string]string{".gantry.yml": pipelineNamed("resend")})
+	p := b.createProject(t, map[string]any{"name": "app", "repo_url": repo.URL(), "provider": "github"})
+	push := githubPush("refs/heads/main", zeroSHA, sha)
+
+	first := wantHook(t, b.sendGitHub(t, "app", "push", "r-1", p.WebhookSecret, push), http.StatusAccepted, true)
+	b.clock.Advance(api.HookResendWindow - time.Second)
+	resend := wantHook(t, b.sendGitHub(t, "app", "push", "r-2", p.WebhookSecret, push), http.StatusOK, true)
+	if resend.Runs[0] != first.Runs[0] || !resend.Redelivery || resend.ResendOf != "r-1" || resend.DeliveryID != "r-2" {
+		t.Errorf("resend = %+v; want run %s of delivery r-1", resend, first.Runs[0])
+	}
+	if !strings.Contains(resend.Reason, "r-1") {
+		t.Errorf("resend reason = %q, want it to name r-1", resend.Reason)
+	}
+	if n := b.runCount(t, "app"); n != 1 {
+		t.Fatalf("runs after a resend = %d, want 1", n)
+	}
+
+	// The same commit pushed to another branch is another event.
+	other := wantHook(t, b.sendGitHub(t, "app", "push", "r-3", p.WebhookSecret, githubPush("refs/heads/release", zeroSHA, sha)), http.StatusAccepted, true)
+	if other.Runs[0] == first.Runs[0] || other.ResendOf != "" {
+		t.Errorf("push to another branch = %+v, want a run of its own", other)
+	}
+
+	// Past the window the same push runs again.
+	b.clock.Advance(time.Second)
+	later := wantHook(t, b.sendGitHub(t, "app", "push", "r-4", p.WebhookSecret, push), http.StatusAccepted, true)
+	if later.Runs[0] == first.Runs[0] || later.Redelivery {
+		t.Errorf("push after the window = %+v, want a new run", later)
+	}
+	if n := b.runCount(t, "app"); n != 3 {
+		t.Errorf("runs = %d, want 3", n)
+	}
+}
+
 // TestHookAuth: with authentication on, the hook route takes the forge's signature and no
 // bearer token, while project settings need an admin's.
 func TestHookAuth(t *testing.T) {
@@ -475,7 +520,12 @@ func TestHookConcurrentDuplicates(t *testing.T) {
 	t.Run("sqlite", func(t *testing.T) {
 		t.Parallel()
 		b := hookSetup(t)
-		testConcurrentDuplicates(t, b, b)
+		testConcurrentDuplicates(t, b, b, false)
+	})
+	t.Run("sqlite-new-ids", func(t *testing.T) {
+		t.Parallel()
+		b := hookSetup(t)
+		testConcurrentDuplicates(t, b, b, true)
 	})
 	t.Run("postgres-replicas", func(t *testing.T) {
 		t.Parallel()
@@ -490,11 +540,28 @@ func TestHookConcurrentDuplicates(t *testing.T) {
 			t.Cleanup(srv.Close)
 			return &bundle{store: st, url: srv.URL}
 		}
-		testConcurrentDuplicates(t, replica(), replica())
+		testConcurrentDuplicates(t, replica(), replica(), false)
+	})
+	t.Run("postgres-replicas-new-ids", func(t *testing.T) {
+		t.Parallel()
+		dsn, mirrors := testdb.Postgres(t), t.TempDir()
+		replica := func() *bundle {
+			st, err := postgres.Open(context.Background(), dsn, postgres.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = st.Close() })
+			srv := httptest.NewServer(api.New(api.Config{Store: st, Logger: testLogger(t), Clock: clock.Real{}, MirrorsDir: mirrors}).Handler())
+			t.Cleanup(srv.Close)
+			return &bundle{store: st, url: srv.URL}
+		}
+		testConcurrentDuplicates(t, replica(), replica(), true)
 	})
 }
 
-func testConcurrentDuplicates(t *testing.T, a, b *bundle) {
+// testConcurrentDuplicates sends copies of one push at once, under one delivery id or,
+// with newIDs, each under its own (a forge's retries).
+func testConcurrentDuplicates(t *testing.T, a, b *bundle, newIDs bool) {
 	repo := sourcetest.NewRepo(t)
 	sha := repo.Commit("refs/heads/main", map[string]string{".gantry.yml": pipelineNamed("dup")})
 	p := a.createProject(t, map[string]any{"name": "dup", "repo_url": repo.URL(), "provider": "github"})
@@ -510,7 +577,11 @@ func testConcurrentDuplicates(t *testing.T, a, b *bundle) {
 			req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, to.url+"/api/v1/hooks/github/dup", bytes.NewReader(body))
 			req.Header.Set("Content-Type", "application/json")
 			req.Header.Set("X-GitHub-Event", "push")
-			req.Header.Set("X-GitHub-Delivery", "same")
+			delivery := "same"
+			if newIDs {
+				delivery = fmt.Sprintf("copy-%d", i)
+			}
+			req.Header.Set("X-GitHub-Delivery", delivery)
 			req.Header.Set("X-Hub-Signature-256", "sha256="+hmacHex(p.WebhookSecret, body))
 			res, err := http.DefaultClient.Do(req)
 			if err != nil {

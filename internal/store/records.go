@@ -311,6 +311,23 @@ type Delivery struct {
 	CreatedAt  time.Time
 }
 
+// ClaimHookEventParams name an event a signed webhook reported and the delivery that
+// reports it now; see Projects.ClaimHookEvent.
+type ClaimHookEventParams struct {
+	ProjectID  uuid.UUID
+	Event      string // the event kind, and for pull requests the action: "pull_request/closed"
+	Ref        string
+	SHA        string
+	DeliveryID string
+	Window     time.Duration
+}
+
+// HookEventClaim is the delivery that first reported an event within the window.
+type HookEventClaim struct {
+	DeliveryID string
+	ClaimedAt  time.Time
+}
+
 // RunError is one mistake in a run's pipeline file: a run created from an invalid file
 // fails at once, has no jobs, and carries these instead.
 type RunError struct {

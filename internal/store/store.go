@@ -525,6 +525,14 @@ type Projects interface {
 	// RecordDelivery records a delivery; it fills in CreatedAt. A delivery id the project
 	// has already recorded keeps its first record, which is returned with created=false.
 	RecordDelivery(ctx context.Context, d *Delivery) (first *Delivery, created bool, err error)
+	// ClaimHookEvent names the delivery that reported the project's event (p.Event at
+	// p.Ref and p.SHA) first within p.Window: p.DeliveryID when no other delivery claimed
+	// it less than p.Window ago (a claim older than that is replaced), else the one that
+	// did, with when. A resend of one event under new delivery ids is so told apart from a
+	// new event, across replicas: concurrent claims of one event name one delivery.
+	// Claims of the project older than p.Window are removed. ErrInvalid when a field is
+	// missing or p.Window is not positive.
+	ClaimHookEvent(ctx context.Context, p ClaimHookEventParams) (*HookEventClaim, error)
 	// CreateFailedRun stores a run that failed before it had jobs, such as one whose
 	// pipeline file is invalid: status failed, finished at once, with p.Errors (at least
 	// one). Project, Trigger, Definition and IdempotencyKey mean what they mean to

@@ -301,6 +301,16 @@ CREATE TABLE blob_owners (
     PRIMARY KEY (project_id, sha256)
 );
 CREATE INDEX blob_owners_sha256 ON blob_owners (sha256);
+CREATE TABLE hook_events (
+    project_id  TEXT NOT NULL REFERENCES projects (id),
+    event       TEXT NOT NULL,
+    ref         TEXT NOT NULL,
+    sha         TEXT NOT NULL,
+    delivery_id TEXT NOT NULL,
+    claimed_at  BIGINT NOT NULL,
+    PRIMARY KEY (project_id, event, ref, sha)
+);
+CREATE INDEX hook_events_by_age ON hook_events (project_id, claimed_at);
 INSERT INTO schema_migrations (version, name, applied_at) VALUES (1, '0001_init.sql', 0);
 INSERT INTO schema_migrations (version, name, applied_at) VALUES (2, '0002_tokens.sql', 0);
 INSERT INTO schema_migrations (version, name, applied_at) VALUES (3, '0003_group_cancels.sql', 0);
@@ -328,3 +338,4 @@ INSERT INTO schema_migrations (version, name, applied_at) VALUES (26, '0026_outb
 INSERT INTO schema_migrations (version, name, applied_at) VALUES (27, '0027_jobs_by_worker.sql', 0);
 INSERT INTO schema_migrations (version, name, applied_at) VALUES (28, '0028_blob_owners.sql', 0);
 INSERT INTO schema_migrations (version, name, applied_at) VALUES (29, '0029_prevent_self_review.sql', 0);
+INSERT INTO schema_migrations (version, name, applied_at) VALUES (30, '0030_hook_events.sql', 0);

@@ -262,6 +262,9 @@ func (e *Engine) DeleteProject(ctx context.Context, name string) error {
 		}
 		// Its deliveries and outbound webhook subscriptions are its settings, not history:
 		// they go with it.
+		if _, err := t.exec(`DELETE FROM hook_events WHERE project_id = ?`, id); err != nil {
+			return fmt.Errorf("delete project %q: hook events: %w", name, err)
+		}
 		if _, err := t.exec(`DELETE FROM hook_deliveries WHERE project_id = ?`, id); err != nil {
 			return fmt.Errorf("delete project %q: deliveries: %w", name, err)
 		}
@@ -364,6 +367,40 @@ func (e *Engine) RecordDelivery(ctx context.Context, d *store.Delivery) (*store.
 		return nil, false, err
 	}
 	return first, created, nil
+}
+
+// ClaimHookEvent implements store.Projects.
+func (e *Engine) ClaimHookEvent(ctx context.Context, p store.ClaimHookEventParams) (*store.HookEventClaim, error) {
+	if p.ProjectID == uuid.Nil || p.Event == "" || p.SHA == "" || p.DeliveryID == "" || p.Window <= 0 {
+		return nil, fmt.Errorf("claim hook event: a project, an event, a sha, a delivery id and a positive window are required: %w", store.ErrInvalid)
+	}
+	var claim store.HookEventClaim
+	err := e.write(ctx, func(t *tx) error {
+		now := e.clock.Now()
+		// Expired claims go first, so the insert below takes the event's place when its
+		// last claim is older than the window. On PostgreSQL a concurrent claim of the same
+		// event waits on this one's row and then finds it: the first insert wins.
+		if _, err := t.exec(`DELETE FROM hook_events WHERE project_id = ? AND claimed_at <= ?`,
+			p.ProjectID, us(now.Add(-p.Window))); err != nil {
+			return fmt.Errorf("claim hook event %s %s: remove expired claims: %w", p.Event, p.SHA, err)
+		}
+		if _, err := t.exec(`INSERT INTO hook_events (project_id, event, ref, sha, delivery_id, claimed_at)
+			VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (project_id, event, ref, sha) DO NOTHING`,
+			p.ProjectID, p.Event, p.Ref, p.SHA, p.DeliveryID, us(now)); err != nil {
+			return fmt.Errorf("claim hook event %s %s: %w", p.Event, p.SHA, err)
+		}
+		var at int64
+		if err := t.row(`SELECT delivery_id, claimed_at FROM hook_events
+			WHERE project_id = ? AND event = ? AND ref = ? AND sha = ?`, p.ProjectID, p.Event, p.Ref, p.SHA).Scan(&claim.DeliveryID, &at); err != nil {
+			return fmt.Errorf("claim hook event %s %s: read the claim: %w", p.Event, p.SHA, err)
+		}
+		claim.ClaimedAt = fromUS(at)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &claim, nil
 }
 
 // CreateFailedRun implements store.Projects.

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
 	"slices"
 	"testing"
@@ -16,6 +17,8 @@ var projectTests = []test{
 	{"ConnectProjectMadeByARun", testProjectConnectFirstUse},
 	{"DeleteRefusedWhileRunsBelong", testProjectDelete},
 	{"DeliveriesRecordedOnce", testDeliveries},
+	{"HookEventClaimedOncePerWindow", testHookEventClaims},
+	{"HookEventClaimsRace", testHookEventClaimsRace},
 	{"FailedRunCarriesErrors", testFailedRun},
 	{"TriggerFieldsRoundTrip", testTriggerFields},
 	{"WebhookSecretSealedInPlace", testSealWebhookSecret},
@@ -369,6 +372,116 @@ func testDeliveries(t *testing.T, h Harness) {
 	}
 	_, _, err = b.s.RecordDelivery(b.ctx, &store.Delivery{ProjectID: p.ID})
 	wantErr(t, "RecordDelivery without an id", err, store.ErrInvalid)
+}
+
+// testHookEventClaims: the first delivery of an event (kind, ref, sha) owns it for the
+// window; a resend under another delivery id is told the first one's id, while another
+// ref, another event, another project or a resend after the window is a claim of its own.
+func testHookEventClaims(t *testing.T, h Harness) {
+	_, b := setup(t, h)
+	p, q := connected("events-one"), connected("events-two")
+	for _, pr := range []*store.Project{p, q} {
+		if err := b.s.CreateProject(b.ctx, pr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const window = 10 * time.Minute
+	sha := "4f2c1e0a9b8c7d6e5f4a3b2c1d0e9f8a7b6c5d4e"
+	claim := func(project *store.Project, event, ref, delivery string) *store.HookEventClaim {
+		t.Helper()
+		c, err := b.s.ClaimHookEvent(b.ctx, store.ClaimHookEventParams{ProjectID: project.ID, Event: event, Ref: ref, SHA: sha, DeliveryID: delivery, Window: window})
+		if err != nil {
+			t.Fatalf("ClaimHookEvent(%s %s %s %s): %v", project.Name, event, ref, delivery, err)
+		}
+		return c
+	}
+	first := claim(p, "push", "refs/heads/main", "d-1")
+	if first.DeliveryID != "d-1" {
+		t.Fatalf("first claim = %+v, want d-1's", first)
+	}
+	wantTime(t, "ClaimedAt", first.ClaimedAt, b.clk.Now())
+	b.clk.Advance(window - time.Second)
+	if c := claim(p, "push", "refs/heads/main", "d-2"); c.DeliveryID != "d-1" {
+		t.Errorf("a resend within the window = %+v, want d-1's claim", c)
+	} else {
+		wantTime(t, "ClaimedAt of the first claim", c.ClaimedAt, epoch)
+	}
+	if c := claim(p, "push", "refs/heads/main", "d-1"); c.DeliveryID != "d-1" {
+		t.Errorf("the first delivery again = %+v, want its own claim", c)
+	}
+	for _, other := range []struct {
+		project              *store.Project
+		event, ref, delivery string
+	}{
+		{p, "push", "refs/heads/release", "d-3"},
+		{p, "tag", "refs/tags/v1", "d-4"},
+		{p, "tag", "refs/heads/main", "d-4b"},
+		{p, "pull_request/opened", "refs/pull/7/head", "d-5"},
+		{p, "pull_request/closed", "refs/pull/7/head", "d-6"},
+		{q, "push", "refs/heads/main", "d-7"},
+	} {
+		if c := claim(other.project, other.event, other.ref, other.delivery); c.DeliveryID != other.delivery {
+			t.Errorf("%s %s %s: claim = %+v, want %s's own", other.project.Name, other.event, other.ref, c, other.delivery)
+		}
+	}
+	// Past the window the event is new again.
+	b.clk.Advance(time.Second)
+	if c := claim(p, "push", "refs/heads/main", "d-8"); c.DeliveryID != "d-8" {
+		t.Errorf("a resend after the window = %+v, want d-8's own claim", c)
+	}
+	if c := claim(p, "push", "refs/heads/main", "d-9"); c.DeliveryID != "d-8" {
+		t.Errorf("a resend within the new window = %+v, want d-8's claim", c)
+	}
+	for _, bad := range []store.ClaimHookEventParams{
+		{Event: "push", SHA: sha, DeliveryID: "x", Window: window},
+		{ProjectID: p.ID, SHA: sha, DeliveryID: "x", Window: window},
+		{ProjectID: p.ID, Event: "push", DeliveryID: "x", Window: window},
+		{ProjectID: p.ID, Event: "push", SHA: sha, Window: window},
+		{ProjectID: p.ID, Event: "push", SHA: sha, DeliveryID: "x"},
+	} {
+		_, err := b.s.ClaimHookEvent(b.ctx, bad)
+		wantErr(t, "ClaimHookEvent with a field missing", err, store.ErrInvalid)
+	}
+	// A project's claims go with it.
+	if err := b.s.DeleteProject(b.ctx, q.Name); err != nil {
+		t.Fatalf("delete a project with hook events: %v", err)
+	}
+}
+
+// testHookEventClaimsRace: deliveries of one event claimed at once, from one store or
+// from replicas, all name the same one delivery.
+func testHookEventClaimsRace(t *testing.T, h Harness) {
+	_, b := setup(t, h)
+	p := connected("events-race")
+	if err := b.s.CreateProject(b.ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	const n = 8
+	owners := make(chan string, n)
+	errs := make(chan error, n)
+	for i := range n {
+		go func() {
+			c, err := b.s.ClaimHookEvent(b.ctx, store.ClaimHookEventParams{ProjectID: p.ID, Event: "push", Ref: "refs/heads/main",
+				SHA: "4f2c1e0a9b8c7d6e5f4a3b2c1d0e9f8a7b6c5d4e", DeliveryID: fmt.Sprintf("race-%d", i), Window: time.Minute})
+			if err != nil {
+				errs <- err
+				return
+			}
+			owners <- c.DeliveryID
+		}()
+	}
+	seen := map[string]bool{}
+	for range n {
+		select {
+		case err := <-errs:
+			t.Fatalf("ClaimHookEvent: %v", err)
+		case o := <-owners:
+			seen[o] = true
+		}
+	}
+	if len(seen) != 1 {
+		t.Errorf("concurrent claims named %v, want one delivery", seen)
+	}
 }
 
 func testFailedRun(t *testing.T, h Harness) {
