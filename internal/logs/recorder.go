@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"io"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -13,10 +12,6 @@ import (
 
 // DefaultMaxLineBytes is the line length cap a Recorder uses unless told otherwise.
 const DefaultMaxLineBytes = 64 << 10
-
-// minSecretBytes is the shortest secret piece that is masked: masking "a" or "\t" would
-// turn the whole log into asterisks and protect nothing.
-const minSecretBytes = 3
 
 // crEmitInterval is how long carriage-return progress output may go without a line end
 // before its latest segment is emitted anyway, so live viewers see progress.
@@ -55,7 +50,7 @@ type RecorderOptions struct {
 //     it ends is emitted as a line at once. The check runs only when output arrives; there
 //     is no timer, so the rule is deterministic given the Now option.
 //   - Registered secrets are replaced with "***" before anything else, even when a secret
-//     arrives split across writes.
+//     arrives split across writes or has ANSI colour codes inside it (see masker).
 //   - Invalid UTF-8 becomes U+FFFD.
 //   - A line longer than MaxLineBytes is cut on a rune boundary, marked Truncated, and the
 //     rest of it up to the next "\n" is discarded.
@@ -139,7 +134,12 @@ func (r *Recorder) Lines() int64 {
 }
 
 func (r *Recorder) addMask(secret string) {
-	if !r.masker.add(secret) {
+	r.rescan(r.masker.add(secret))
+}
+
+// rescan masks again what writers hold, if added says a new form was registered.
+func (r *Recorder) rescan(added bool) {
+	if !added {
 		return
 	}
 	// Bytes a writer already decided on were checked against the old secrets only; check
@@ -409,69 +409,4 @@ func cutUTF8(s string, n int) string {
 		n--
 	}
 	return s[:n]
-}
-
-// masker replaces registered secrets with "***".
-type masker struct {
-	secrets []string  // longest first, so the longest secret at a position wins
-	first   [256]bool // first bytes of secrets, to skip most positions quickly
-}
-
-// add registers secret's lines; it reports whether any new piece was added.
-func (m *masker) add(secret string) bool {
-	added := false
-	for piece := range strings.FieldsFuncSeq(secret, func(c rune) bool { return c == '\n' || c == '\r' }) {
-		if len(piece) < minSecretBytes || slices.Contains(m.secrets, piece) {
-			continue
-		}
-		m.secrets = append(m.secrets, piece)
-		m.first[piece[0]] = true
-		added = true
-	}
-	if added {
-		slices.SortStableFunc(m.secrets, func(a, b string) int { return len(b) - len(a) })
-	}
-	return added
-}
-
-// mask appends src to dst with every secret replaced. Unless final, it stops at the first
-// position where the rest of src is a proper prefix of a secret, since more input could
-// complete it, and returns how many bytes of src it consumed.
-func (m *masker) mask(dst, src []byte, final bool) ([]byte, int) {
-	if len(m.secrets) == 0 {
-		return append(dst, src...), len(src)
-	}
-	start := 0 // src[start:i] is known to hold no secret start
-	i := 0
-	for i < len(src) {
-		if !m.first[src[i]] {
-			i++
-			continue
-		}
-		rest := src[i:]
-		matched, wait := 0, false
-		for _, s := range m.secrets {
-			if len(rest) >= len(s) {
-				if string(rest[:len(s)]) == s {
-					matched = len(s)
-					break
-				}
-			} else if !final && string(rest) == s[:len(rest)] {
-				wait = true
-				break
-			}
-		}
-		switch {
-		case wait:
-			return append(dst, src[start:i]...), i
-		case matched > 0:
-			dst = append(dst, src[start:i]...)
-			dst = append(dst, maskText...)
-			i += matched
-			start = i
-		default:
-			i++
-		}
-	}
-	return append(dst, src[start:]...), len(src)
 }

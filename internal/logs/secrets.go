@@ -2,38 +2,16 @@ package logs
 
 import (
 	"context"
-	"encoding/base64"
-	"net/url"
-	"slices"
 	"time"
 )
 
-// SecretForms returns the forms of a secret value that logs mask besides the value
-// itself: its base64 (standard and URL alphabets, padded and not) and its URL-encoded
-// forms (query and path escaping). A multi-line value's lines are masked one by one by
-// Mask; these forms are of the whole value.
-func SecretForms(value string) []string {
-	out := []string{value}
-	add := func(f string) {
-		if f != "" && !slices.Contains(out, f) {
-			out = append(out, f)
-		}
-	}
-	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.RawStdEncoding, base64.URLEncoding, base64.RawURLEncoding} {
-		add(enc.EncodeToString([]byte(value)))
-	}
-	add(url.QueryEscape(value))
-	add(url.PathEscape(value))
-	return out
-}
-
-// MaskSecret registers a delivered secret value and each of its SecretForms.
+// MaskSecret registers a delivered secret value: the value, each of its lines, and the
+// encoded forms masker.addSecret lists (JSON-escaped, percent-encoded, hex, and base64 at
+// any alignment).
 func (r *Recorder) MaskSecret(value string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for _, f := range SecretForms(value) {
-		r.addMask(f)
-	}
+	r.rescan(r.masker.addSecret(value))
 }
 
 // HoldsSecret reports whether text holds a registered secret in any form the Recorder
@@ -96,9 +74,7 @@ func (s *Service) forgetIdleSecrets(before time.Time) {
 func newSecretMasker(values []string) *masker {
 	m := &masker{}
 	for _, v := range values {
-		for _, f := range SecretForms(v) {
-			m.add(f)
-		}
+		m.addSecret(v)
 	}
 	return m
 }
@@ -121,7 +97,7 @@ func (s *Service) maskSecrets(ctx context.Context, k Key, a *attemptState, lines
 		a.masker, a.maskKnown = newSecretMasker(values), true
 	}
 	a.maskUsed = time.Now()
-	if a.masker == nil || len(a.masker.secrets) == 0 {
+	if a.masker.empty() {
 		return nil
 	}
 	for i := range lines {
