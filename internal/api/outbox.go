@@ -200,6 +200,21 @@ func (s *Server) createWebhook(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, out)
 }
 
+// checkAPIBaseURL refuses a new api_base_url the outbox would refuse to call: one that
+// names by address a host of the coordinator's own network --outbound-allow does not
+// list. What else is wrong with it checkProjectSettings says.
+func (s *Server) checkAPIBaseURL(req *projectRequest, p *store.Project, problems *projectProblems) {
+	if req.APIBaseURL == nil || p.APIBaseURL == "" {
+		return
+	}
+	if u, err := url.Parse(p.APIBaseURL); err != nil || u.Host == "" || u.User != nil {
+		return
+	}
+	if err := s.outbound.CheckURL(p.APIBaseURL); err != nil {
+		problems.add("api_base_url", "%v", err)
+	}
+}
+
 func (s *Server) listWebhooks(w http.ResponseWriter, r *http.Request) {
 	p, ok := s.projectInPath(w, r)
 	if !ok {

@@ -296,3 +296,36 @@ func TestWebhookURLRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestAPIBaseURLRefused: an admin setting a forge API base the outbox would refuse to
+// call (a private address not allowed) is told so at once.
+func TestAPIBaseURLRefused(t *testing.T) {
+	t.Parallel()
+	allow, err := outbound.Parse("10.0.0.0/8")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mirrors := t.TempDir()
+	b := setupWith(t, func(c *api.Config) { c.MirrorsDir = mirrors; c.Outbound = allow })
+	create := func(base string) response {
+		return b.do(t, http.MethodPost, "/api/v1/projects", "application/json",
+			`{"name": "web", "repo_url": "https://github.com/acme/web.git", "default_branch": "main", "provider": "github", "api_base_url": "`+base+`"}`, nil)
+	}
+	e := expectError(t, create("http://169.254.169.254/api/v3"), http.StatusUnprocessableEntity, "invalid_project")
+	if e.Error.Message != "api_base_url: 169.254.169.254 is a link-local address (cloud metadata services answer there); not allowed unless the server's --outbound-allow lists it" {
+		t.Errorf("create with a link-local API base: %q", e.Error.Message)
+	}
+	if r := create("https://10.1.2.3/api/v3"); r.status != http.StatusCreated {
+		t.Fatalf("create with an allowed API base: %d %s", r.status, r.body)
+	}
+	patch := func(body string) response {
+		return b.do(t, http.MethodPatch, "/api/v1/projects/web", "application/json", body, nil)
+	}
+	e = expectError(t, patch(`{"api_base_url": "http://[::1]:3000"}`), http.StatusUnprocessableEntity, "invalid_project")
+	if !strings.Contains(e.Error.Message, "api_base_url: ::1 is a loopback address") {
+		t.Errorf("patch to a loopback API base: %q", e.Error.Message)
+	}
+	if r := patch(`{"api_base_url": "https://ghe.example.com/api/v3"}`); r.status != http.StatusOK {
+		t.Errorf("patch to a public API base: %d %s", r.status, r.body)
+	}
+}

@@ -465,6 +465,7 @@ func (s *Server) createProject(w http.ResponseWriter, r *http.Request) {
 		problems.add("rotate_webhook_secret", "is for updates; a new project gets a secret when it gives none")
 	}
 	req.apply(p, &problems)
+	s.checkAPIBaseURL(req, p, &problems)
 	if !s.settle(w, r, p, problems) {
 		return
 	}
@@ -570,6 +571,7 @@ func (s *Server) updateProject(w http.ResponseWriter, r *http.Request) {
 	}
 	repoChanged := req.RepoURL != nil && strings.TrimSpace(*req.RepoURL) != p.RepoURL
 	secret := req.apply(p, &problems)
+	s.checkAPIBaseURL(req, p, &problems)
 	if repoChanged && req.DefaultBranch == nil {
 		// Another repository has its own default branch.
 		p.DefaultBranch = ""
