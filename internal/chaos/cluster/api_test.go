@@ -207,10 +207,11 @@ func (c *cluster) logOf(ctx context.Context, hc *http.Client, r string, job uuid
 
 // artifact is an entry of a job's artifact list.
 type artifact struct {
-	ID     uuid.UUID `json:"id"`
-	Name   string    `json:"name"`
-	SHA256 string    `json:"sha256"`
-	Size   int64     `json:"size"`
+	ID      uuid.UUID `json:"id"`
+	Attempt int       `json:"attempt"`
+	Name    string    `json:"name"`
+	SHA256  string    `json:"sha256"`
+	Size    int64     `json:"size"`
 }
 
 // download reads an artifact from replica r: a redirect to a signed URL of MinIO's.

@@ -331,18 +331,35 @@ func (s *suiteRun) check(ctx context.Context, faults []faultEvent, wallMinusBoot
 			out = append(out, violation{invArtifact, id, fmt.Sprintf("list artifacts on %s: %v", r, err)})
 			continue
 		}
-		if len(arts) != 1 {
-			out = append(out, violation{invArtifact, id, fmt.Sprintf("%d artifacts, want out/data.txt alone: %+v", len(arts), arts)})
+		// Artifacts are kept per attempt: one cut off after it kept its files keeps them
+		// beside the last attempt's. Each attempt keeps out/data.txt once, the last one
+		// included, and every copy reads back as the job wrote it.
+		perAttempt := map[int]int{}
+		for _, a := range arts {
+			perAttempt[a.Attempt]++
+		}
+		bad := perAttempt[j.attempt] != 1
+		for a, n := range perAttempt {
+			bad = bad || n != 1 || a < 1 || a > j.attempt
+		}
+		if bad {
+			out = append(out, violation{invArtifact, id, fmt.Sprintf("%d artifacts, want out/data.txt once for each attempt that kept it, the last (%d) included: %+v",
+				len(arts), j.attempt, arts)})
 			continue
 		}
-		data, err := c.download(ctx, s.hc, r, arts[0].ID)
-		switch {
-		case err != nil:
-			out = append(out, violation{invArtifact, id, fmt.Sprintf("download %s from %s: %v", arts[0].Name, r, err)})
-		case !bytes.Equal(data, want.artifact):
-			out = append(out, violation{invArtifact, id, fmt.Sprintf("%s reads back %d bytes that differ from the %d the job kept", arts[0].Name, len(data), len(want.artifact))})
-		default:
-			fig.artifacts++
+		for _, a := range arts {
+			data, err := c.download(ctx, s.hc, r, a.ID)
+			switch {
+			case a.Name != "out/data.txt":
+				out = append(out, violation{invArtifact, id, fmt.Sprintf("attempt %d kept %q, want out/data.txt", a.Attempt, a.Name)})
+			case err != nil:
+				out = append(out, violation{invArtifact, id, fmt.Sprintf("download %s of attempt %d from %s: %v", a.Name, a.Attempt, r, err)})
+			case !bytes.Equal(data, want.artifact):
+				out = append(out, violation{invArtifact, id, fmt.Sprintf("%s of attempt %d reads back %d bytes that differ from the %d the job kept",
+					a.Name, a.Attempt, len(data), len(want.artifact))})
+			default:
+				fig.artifacts++
+			}
 		}
 	}
 
