@@ -653,6 +653,9 @@ func (a *Agent) runJob(parent context.Context, j claimedJob, later func(func()))
 		return nil
 	}
 	maskSecrets(j, jl.rec)
+	for _, n := range j.Notices {
+		jl.rec.System(n)
+	}
 	over := make(chan struct{})
 	defer close(over)
 	go func() {

@@ -284,6 +284,8 @@ type claimedJob struct {
 	// Needs are what the jobs this one needs left, for its steps' if: (sent only for a
 	// job that reads them).
 	Needs map[string]claimedNeed `json:"needs"`
+	// Notices are what the coordinator tells the job's log first, as system lines.
+	Notices []string `json:"notices"`
 	// sent is when the claim that handed out the job was sent, by the worker's
 	// monotonic clock: the lease's TTLMillis counts from no earlier.
 	sent time.Time

@@ -262,6 +262,10 @@ type claimedJSON struct {
 	// only for a job that reads them (its steps' if: and ${{ needs.X.outputs.Y }}, which
 	// are already put into Spec).
 	Needs map[string]needJSON `json:"needs,omitempty"`
+	// Notices are what the coordinator has to tell the job's log before its first step
+	// (its environment is not defined, see deliverNotices); the worker writes each as a
+	// system line.
+	Notices []string `json:"notices,omitempty"`
 }
 
 type needJSON struct {
@@ -359,6 +363,7 @@ func (s *Server) awaitClaims(r *http.Request, req *claimRequest, params store.Cl
 				out[i] = s.claimedJSON(c, waited)
 				s.deliverNeeds(r, c, &out[i])
 				s.deliverSecrets(r, c, &out[i])
+				s.deliverNotices(r, c, &out[i])
 				if s.auth {
 					s.tokens.setOwner(c.Lease.Token, req.WorkerID)
 				}

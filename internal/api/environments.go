@@ -1,6 +1,7 @@
 package api
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -69,6 +70,38 @@ func (s *Server) environmentInPath(w http.ResponseWriter, r *http.Request) (*sto
 	return p, name, ok
 }
 
+// deliverNotices tells a claimed job's log what store.NoRules says of its environment:
+// that its project does not define it, so it gates nothing.
+func (s *Server) deliverNotices(r *http.Request, c *store.Claim, out *claimedJSON) {
+	spec := c.Job.Spec
+	if spec == nil || spec.Environment == nil {
+		return
+	}
+	ctx := r.Context()
+	run := c.Run
+	if run == nil {
+		return
+	}
+	env, err := s.store.GetEnvironment(ctx, run.ProjectID, spec.Environment.Name)
+	if errors.Is(err, store.ErrNotFound) {
+		env, err = nil, nil
+	}
+	if err != nil {
+		s.log.ErrorContext(ctx, "read a claimed job's environment", "job", c.Job.ID, "err", err)
+		return
+	}
+	if env == nil && run.Project == "" {
+		// The claim's run carries no project name; only a notice needs it.
+		if run, err = s.store.GetRun(ctx, run.ID); err != nil {
+			s.log.ErrorContext(ctx, "read a claimed job's run", "job", c.Job.ID, "err", err)
+			return
+		}
+	}
+	if msg := store.NoRules(run.Project, spec.Environment.Name, env); msg != "" {
+		out.Notices = append(out.Notices, msg)
+	}
+}
+
 func (s *Server) listEnvironments(w http.ResponseWriter, r *http.Request) {
 	p, ok := s.projectInPath(w, r)
 	if !ok {
@@ -100,8 +133,14 @@ func (s *Server) getEnvironment(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) putEnvironment(w http.ResponseWriter, r *http.Request) {
-	p, name, ok := s.environmentInPath(w, r)
-	if !ok {
+	project, rerr := pathProject(r)
+	if rerr != nil {
+		writeRequestError(w, rerr)
+		return
+	}
+	name := r.PathValue("env")
+	if !pipeline.EnvironmentNamePattern.MatchString(name) {
+		writeRequestError(w, badRequest("environment name %q: use letters, digits and _ . - (at most 100, starting with a letter or digit)", name))
 		return
 	}
 	var req putEnvironmentRequest
@@ -109,7 +148,7 @@ func (s *Server) putEnvironment(w http.ResponseWriter, r *http.Request) {
 		writeRequestError(w, rerr)
 		return
 	}
-	e := &store.Environment{ProjectID: p.ID, Name: name, Branches: req.Branches, Tags: req.Tags,
+	e := &store.Environment{Name: name, Branches: req.Branches, Tags: req.Tags,
 		RequiredApprovals: req.RequiredApprovals, Approvers: req.Approvers, PreventSelfReview: req.PreventSelfReview}
 	if req.ApprovalTimeout != "" {
 		d, err := time.ParseDuration(req.ApprovalTimeout)
@@ -123,6 +162,18 @@ func (s *Server) putEnvironment(w http.ResponseWriter, r *http.Request) {
 		writeRequestError(w, badRequest("%v", err))
 		return
 	}
+	// An environment may be defined before the project's first run, as a secret may: a
+	// caller allowed on every project (the access check let it this far) makes the
+	// project on first use, as a run does.
+	if rerr := s.ensureProject(r.Context(), project); rerr != nil {
+		writeRequestError(w, rerr)
+		return
+	}
+	p, ok := s.projectInPath(w, r)
+	if !ok {
+		return
+	}
+	e.ProjectID = p.ID
 	if err := s.store.PutEnvironment(r.Context(), e); err != nil {
 		s.storeError(w, r, "put environment", err)
 		return

@@ -129,6 +129,18 @@ func (e *Environment) Gate(tr Trigger) Gate {
 	return Gate{Wait: e.RequiredApprovals > 0}
 }
 
+// NoRules says what Gantry tells whoever runs or checks a job that names environment
+// name in project, given env, the project's environment of that name (nil when the
+// project does not define it): Gate lets every job of an undefined environment run, so
+// naming one protects nothing, and a misspelt or not yet defined name must not pass in
+// silence. "" when env is defined or no environment is named.
+func NoRules(project, name string, env *Environment) string {
+	if name == "" || env != nil {
+		return ""
+	}
+	return fmt.Sprintf("environment %s is not defined in project %s: it has no rules", name, project)
+}
+
 func refWords(tr Trigger) string {
 	switch {
 	case tr.Tag != "":

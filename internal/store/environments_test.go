@@ -69,3 +69,26 @@ func TestSelfReview(t *testing.T) {
 		}
 	}
 }
+
+// TestNoRules: a job naming an environment its project does not define is told so, by
+// name and project; one naming a defined environment, or none, is told nothing.
+func TestNoRules(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, env string
+		defined   *store.Environment
+		want      string
+	}{
+		{"undefined", "production", nil, "environment production is not defined in project web: it has no rules"},
+		{"defined without rules", "production", &store.Environment{Name: "production"}, ""},
+		{"no environment named", "", nil, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if got := store.NoRules("web", tt.env, tt.defined); got != tt.want {
+				t.Errorf("NoRules(web, %q) = %q, want %q", tt.env, got, tt.want)
+			}
+		})
+	}
+}
