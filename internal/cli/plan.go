@@ -1,16 +1,22 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/gantry-ci/gantry/internal/pipeline"
 )
 
 // planConfig is everything `gantry plan` acts on.
 type planConfig struct {
 	File   string // path; "-" reads standard input
 	Format planFormat
+	// Check, with a --project, also asks the coordinator which environments the project
+	// defines.
+	Check projectCheck
 }
 
 // planFormat is the --format flag. As a pflag.Value it rejects unknown formats while flags
@@ -53,20 +59,24 @@ func (a *app) planCommand() *cobra.Command {
 			"Formats: text (for people), json (the full plan), dot (a Graphviz graph:\n" +
 			"gantry plan --format dot FILE | dot -Tsvg > plan.svg).\n\n" +
 			"Exit status: 0 the plan was printed, 1 the definition is invalid (its errors\n" +
-			"are listed as by validate), 2 usage error or an unreadable file.",
+			"are listed as by validate), 2 usage error or an unreadable file.\n\n" +
+			"With --project P it also asks the coordinator (--server, a read token) which\n" +
+			"environments P defines, and warns on stderr of each job that names one P does\n" +
+			"not: such a job runs with no rules.",
 		Example: "  gantry plan .gantry.yml\n" +
 			"  gantry plan --format json .gantry.yml",
 		Args: exactArgs(1),
-		RunE: func(_ *cobra.Command, args []string) error {
+		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg.File = args[0]
-			return a.plan(cfg)
+			return a.plan(cmd.Context(), cfg)
 		},
 	}
 	cmd.Flags().Var(&cfg.Format, "format", "output format: text, json or dot")
+	a.projectCheckFlags(cmd, &cfg.Check)
 	return cmd
 }
 
-func (a *app) plan(cfg planConfig) error {
+func (a *app) plan(ctx context.Context, cfg planConfig) error {
 	srcs, err := a.readSources([]string{cfg.File})
 	if err != nil {
 		return err
@@ -80,6 +90,16 @@ func (a *app) plan(cfg planConfig) error {
 		return &exitError{code: exitFailure}
 	}
 
+	warnings, err := a.environmentWarnings(ctx, cfg.Check, []*pipeline.Plan{r.plan})
+	if err != nil {
+		return err
+	}
+	// On stderr, so that --format json and dot stay what they are.
+	for _, w := range warnings {
+		for _, line := range w {
+			fmt.Fprintf(a.stderr, "%s: warning: %s\n", r.src.name, line)
+		}
+	}
 	switch cfg.Format {
 	case formatJSON:
 		err = writeJSON(a.stdout, r.plan)

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -14,6 +15,9 @@ import (
 type validateConfig struct {
 	Files []string // paths; "-" reads standard input
 	JSON  bool     // one JSON document instead of text
+	// Check, with a --project, also asks the coordinator which environments the project
+	// defines.
+	Check projectCheck
 }
 
 func (a *app) validateCommand() *cobra.Command {
@@ -24,17 +28,22 @@ func (a *app) validateCommand() *cobra.Command {
 		Long: "Validate compiles each pipeline definition (YAML or JSON) exactly as the server\n" +
 			"would and lists every mistake with its file, line, column and path.\n\n" +
 			"Exit status: 0 all files are valid, 1 a file is invalid, 2 usage error or a\n" +
-			"file that cannot be read. A FILE of - reads standard input.",
+			"file that cannot be read. A FILE of - reads standard input.\n\n" +
+			"With --project P it also asks the coordinator (--server, a read token) which\n" +
+			"environments P defines, and warns of each job that names one P does not: such a\n" +
+			"job runs with no rules. A warning does not change the exit status.",
 		Example: "  gantry validate .gantry.yml\n" +
+			"  gantry validate --project web --server https://ci.example.com .gantry.yml\n" +
 			"  gantry validate --json pipelines/*.yml\n" +
 			"  cat pipeline.json | gantry validate -",
 		Args: minArgs(1, "pipeline file to validate"),
-		RunE: func(_ *cobra.Command, args []string) error {
+		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg.Files = args
-			return a.validate(cfg)
+			return a.validate(cmd.Context(), cfg)
 		},
 	}
 	cmd.Flags().BoolVar(&cfg.JSON, "json", false, "print one JSON document instead of text")
+	a.projectCheckFlags(cmd, &cfg.Check)
 	return cmd
 }
 
@@ -43,18 +52,30 @@ type fileResult struct {
 	src  source
 	plan *pipeline.Plan    // nil when invalid
 	errs []*pipeline.Error // empty when valid
+	// warnings are what is wrong with a valid definition in the project it was checked
+	// against (an environment the project does not define).
+	warnings []string
 }
 
-func (a *app) validate(cfg validateConfig) error {
+func (a *app) validate(ctx context.Context, cfg validateConfig) error {
 	srcs, err := a.readSources(cfg.Files)
 	if err != nil {
 		return err
 	}
 	results := make([]fileResult, len(srcs))
+	plans := make([]*pipeline.Plan, len(srcs))
 	invalid := false
 	for i, src := range srcs {
 		results[i] = a.compileSource(src)
+		plans[i] = results[i].plan
 		invalid = invalid || len(results[i].errs) > 0
+	}
+	warnings, err := a.environmentWarnings(ctx, cfg.Check, plans)
+	if err != nil {
+		return err
+	}
+	for i := range warnings {
+		results[i].warnings = warnings[i]
 	}
 
 	if cfg.JSON {
@@ -92,6 +113,9 @@ func writeValidateText(w io.Writer, results []fileResult) error {
 	for _, r := range results {
 		if len(r.errs) == 0 {
 			fmt.Fprintf(ew, "%s: ok (%s)\n", r.src.name, countOf(len(r.plan.Jobs), "job", "jobs"))
+			for _, w := range r.warnings {
+				fmt.Fprintf(ew, "%s: warning: %s\n", r.src.name, w)
+			}
 			continue
 		}
 		writeErrors(ew, r.src, r.errs)
@@ -127,6 +151,8 @@ type (
 		Valid  bool            `json:"valid"`
 		Jobs   int             `json:"jobs"`
 		Errors []validateError `json:"errors"`
+		// Warnings are given with --project only.
+		Warnings []string `json:"warnings,omitempty"`
 	}
 	validateError struct {
 		Code    string `json:"code"`
@@ -140,7 +166,7 @@ type (
 func writeValidateJSON(w io.Writer, results []fileResult) error {
 	report := validateReport{Files: make([]validateFile, len(results))}
 	for i, r := range results {
-		f := validateFile{File: r.src.name, Valid: len(r.errs) == 0, Errors: []validateError{}}
+		f := validateFile{File: r.src.name, Valid: len(r.errs) == 0, Errors: []validateError{}, Warnings: r.warnings}
 		if r.plan != nil {
 			f.Jobs = len(r.plan.Jobs)
 		}
