@@ -286,6 +286,20 @@ func TestRecorderShortFormsLeftAlone(t *testing.T) {
 	}
 }
 
+// TestRecorderMasksOverlapsWhole: two secrets that overlap in the text are masked as one
+// span, so the end of the second does not survive the first's mask.
+func TestRecorderMasksOverlapsWhole(t *testing.T) {
+	t.Parallel()
+	r, b := setupRecorder(t, 0)
+	r.MaskSecret("abcd1234")
+	r.Mask("1234wxyz")
+	w := r.Writer(Stdout)
+	write(t, w, "<abcd1234wxyz> <1234wxyz> <abcd1234abcd1234>\n")
+	if got, want := b.sink.texts(), []string{"<***> <***> <******>"}; !slices.Equal(got, want) {
+		t.Errorf("texts %q, want %q", got, want)
+	}
+}
+
 // TestRecorderEscapesDoNotHoldBack: a secret's prefix followed by escape sequences that
 // never end it does not keep the line's bytes back for ever: past the bound the bytes are
 // let through.
@@ -301,4 +315,39 @@ func TestRecorderEscapesDoNotHoldBack(t *testing.T) {
 	if got, n := m.mask(nil, src, false); n != len("ok ") || string(got) != "ok " {
 		t.Errorf("a prefix with one escape: consumed %d (%q), want it held back after \"ok \"", n, got)
 	}
+}
+
+// FuzzMaskerSplit: masking a text in two calls, split anywhere, gives what masking it in
+// one call gives, and what is masked never holds a line of the secret.
+func FuzzMaskerSplit(f *testing.F) {
+	for _, s := range maskSecrets {
+		for i, c := range maskCases(s) {
+			f.Add(s, c.line, i%len(c.line))
+		}
+	}
+	f.Add("abcd", "xabcdabcdefabc\x1b[0mdx", 7)
+	f.Fuzz(func(t *testing.T, secret, text string, split int) {
+		if split < 0 || split > len(text) || strings.ContainsAny(secret, "*\x1b") {
+			return
+		}
+		m := &masker{}
+		m.addSecret(secret)
+		whole, n := m.mask(nil, []byte(text), true)
+		if n != len(text) {
+			t.Fatalf("a final mask consumed %d of %d bytes", n, len(text))
+		}
+		first, used := m.mask(nil, []byte(text[:split]), false)
+		if used > split {
+			t.Fatalf("consumed %d bytes of %d", used, split)
+		}
+		rest, _ := m.mask(nil, []byte(text[used:]), true)
+		if got := string(first) + string(rest); got != string(whole) {
+			t.Fatalf("split at %d: %q, in one call: %q", split, got, whole)
+		}
+		for piece := range strings.FieldsFuncSeq(secret, func(c rune) bool { return c == '\n' || c == '\r' }) {
+			if len(piece) >= minSecretBytes && strings.Contains(string(whole), piece) {
+				t.Fatalf("masked %q to %q, which holds %q", text, whole, piece)
+			}
+		}
+	})
 }
