@@ -43,13 +43,16 @@ type repoCredentials struct {
 	Username   string `json:"username"`
 	SSHKey     string `json:"ssh_key"`
 	KnownHosts string `json:"known_hosts"`
+	// AllowPlainHTTP is the coordinator admin's allowance to send Token to the
+	// repository's http:// host; without it the checkout refuses to send it there.
+	AllowPlainHTTP bool `json:"allow_plain_http"`
 }
 
 func (c *repoCredentials) source() source.Credentials {
 	if c == nil {
 		return source.Credentials{}
 	}
-	out := source.Credentials{Token: c.Token, Username: c.Username, KnownHosts: []byte(c.KnownHosts)}
+	out := source.Credentials{Token: c.Token, Username: c.Username, KnownHosts: []byte(c.KnownHosts), AllowPlainHTTP: c.AllowPlainHTTP}
 	if c.SSHKey != "" {
 		out.SSHKey = []byte(c.SSHKey)
 	}

@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -91,7 +92,17 @@ type repoBundle struct {
 
 const repoToken = "ghs_private+repo/token=42"
 
+// setupPrivateRepo serves the private repository over plain http on 127.0.0.1, a host
+// the coordinator's admin allows plain HTTP for.
 func setupPrivateRepo(t *testing.T) *repoBundle {
+	t.Helper()
+	return setupPrivateRepoAllowing(t, []string{"127.0.0.1"})
+}
+
+// setupPrivateRepoAllowing is setupPrivateRepo with a coordinator that allows plain HTTP
+// for the hosts plainHTTP only. Without 127.0.0.1 among them the API refuses the project
+// (tested here), which is then stored as one from before the rule would be.
+func setupPrivateRepoAllowing(t *testing.T, plainHTTP []string) *repoBundle {
 	t.Helper()
 	dir := t.TempDir()
 	db := filepath.Join(dir, "gantry.db")
@@ -110,7 +121,7 @@ func setupPrivateRepo(t *testing.T) *repoBundle {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(api.New(api.Config{Store: st, HeartbeatEvery: 200 * time.Millisecond, LeaseTTL: 5 * time.Second,
-		Blobs: bs, Secrets: kr, MirrorsDir: filepath.Join(dir, "mirrors")}).Handler())
+		Blobs: bs, Secrets: kr, MirrorsDir: filepath.Join(dir, "mirrors"), AllowPlainHTTP: plainHTTP}).Handler())
 	t.Cleanup(func() {
 		srv.Close()
 		_ = st.Close()
@@ -125,6 +136,18 @@ func setupPrivateRepo(t *testing.T) *repoBundle {
 	body, _ := json.Marshal(map[string]any{"name": "private", "repo_url": b.url, "provider": "github",
 		"default_branch": "main", "repo_token_secret": "REPO_TOKEN"})
 	status, ans := b.call(t, http.MethodPost, "/api/v1/projects", string(body))
+	if !slices.Contains(plainHTTP, "127.0.0.1") {
+		if status != http.StatusUnprocessableEntity || !strings.Contains(ans, "plain http") || !strings.Contains(ans, "--allow-plain-http 127.0.0.1") ||
+			!strings.Contains(ans, "https://") {
+			t.Fatalf("create a project with a token over plain http: %d %s; want it refused, naming https:// and --allow-plain-http", status, ans)
+		}
+		b.secret = "plain-http-hook-secret"
+		if err := st.CreateProject(t.Context(), &store.Project{Name: "private", RepoURL: b.url, Provider: "github", DefaultBranch: "main",
+			PipelinePath: ".gantry.yml", RepoTokenSecret: "REPO_TOKEN", WebhookSecret: b.secret}); err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
 	if status != http.StatusCreated {
 		t.Fatalf("create project: %d %s", status, ans)
 	}
@@ -312,6 +335,42 @@ func TestPrivateRepositoryHookToCheckout(t *testing.T) {
 	}
 	if l := b.jobLog(t, again, "nocheckout"); !strings.Contains(l, "no checkout") {
 		t.Errorf("checkout: false job without the secret:\n%s", l)
+	}
+}
+
+// TestRepoTokenNotSentOverPlainHTTP: without the admin's allowance for its host, a
+// repository token is never sent to an http:// remote: the project is refused over the
+// API, and one stored before the rule fails its webhook and its job's checkout saying
+// what to do, while the git server never sees an Authorization header.
+func TestRepoTokenNotSentOverPlainHTTP(t *testing.T) {
+	t.Parallel()
+	b := setupPrivateRepoAllowing(t, []string{"git.example.com"})
+	b.setSecret(t, "private", "REPO_TOKEN", repoToken)
+	sha := b.repo.Commit("refs/heads/main", map[string]string{".gantry.yml": privatePipeline, "private.txt": "top secret source\n"})
+
+	status, ans := b.push(t, "d-plain", sha)
+	if status != http.StatusUnprocessableEntity || !strings.Contains(ans, "--allow-plain-http 127.0.0.1") {
+		t.Errorf("hook with a token over plain http: %d %s; want 422 naming --allow-plain-http", status, ans)
+	}
+	wantNoToken(t, "the hook's answer", ans)
+
+	run := b.submitIn(t, "private", store.Trigger{Ref: "refs/heads/main", Branch: "main", SHA: sha, Event: "push", CloneURL: b.url},
+		nil, privatePipeline)
+	if r := b.waitRun(t, run); r.Status != store.RunFailed {
+		t.Fatalf("run with a token over plain http is %s, want failed", r.Status)
+	}
+	log := b.jobLog(t, run, "build")
+	if !strings.Contains(log, "not sent over plain http") || !strings.Contains(log, "--allow-plain-http 127.0.0.1") ||
+		strings.Contains(log, "top secret source") {
+		t.Errorf("job with a token over plain http:\n%s", log)
+	}
+	wantNoToken(t, "the job's log", log)
+	b.git.mu.Lock()
+	defer b.git.mu.Unlock()
+	for _, a := range b.git.auths {
+		if a != "" {
+			t.Errorf("the git server was sent Authorization %q", a)
+		}
 	}
 }
 

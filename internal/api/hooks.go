@@ -61,16 +61,17 @@ func readBodyUpTo(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, 
 type hookSettings struct {
 	mirrors      string
 	fetchTimeout time.Duration
+	plainHTTP    []string // Config.AllowPlainHTTP
 }
 
-func newHookSettings(mirrors string, fetchTimeout time.Duration) hookSettings {
+func newHookSettings(mirrors string, fetchTimeout time.Duration, plainHTTP []string) hookSettings {
 	if mirrors == "" {
 		mirrors = DefaultMirrorsDir()
 	}
 	if fetchTimeout <= 0 {
 		fetchTimeout = DefaultHookFetchTimeout
 	}
-	return hookSettings{mirrors: mirrors, fetchTimeout: fetchTimeout}
+	return hookSettings{mirrors: mirrors, fetchTimeout: fetchTimeout, plainHTTP: plainHTTP}
 }
 
 // hookAnswer is the answer to a webhook: 202 when it started runs now, 200 when it
@@ -410,6 +411,9 @@ func (s *Server) startFromEvent(ctx context.Context, proj *store.Project, ev *fo
 		return nil, false, "", &hookError{ae.status, ae.code, errors.New(ae.msg)}
 	}
 	m, err := source.Open(gitCtx, source.Config{Dir: s.hooks.mirrors, URL: proj.RepoURL, Credentials: creds, Logger: s.log})
+	if errors.Is(err, source.ErrPlainHTTP) {
+		return nil, false, "", &hookError{http.StatusUnprocessableEntity, codeRepoCredential, fmt.Errorf("project %q: %w", proj.Name, err)}
+	}
 	if err != nil {
 		return nil, false, "", &hookError{http.StatusBadGateway, codeFetchFailed, fmt.Errorf("open the mirror of project %q: %w", proj.Name, err)}
 	}

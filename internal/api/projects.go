@@ -413,6 +413,7 @@ func (s *Server) checkRepoURL(ctx context.Context, repo string) error {
 // none, answering the request and returning false on any problem.
 func (s *Server) settle(w http.ResponseWriter, r *http.Request, p *store.Project, problems projectProblems) bool {
 	checkProjectSettings(p, &problems)
+	s.checkPlainHTTPToken(p, &problems)
 	if len(problems) == 0 {
 		if p.DefaultBranch == "" {
 			// A private repository is asked with its credential, when its secrets are

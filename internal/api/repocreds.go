@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
+	"strings"
 
 	"github.com/gantry-ci/gantry/internal/secret"
 	"github.com/gantry-ci/gantry/internal/source"
@@ -18,7 +20,29 @@ const codeRepoCredential = "repo_credential"
 // repoCredentials opens the credential of proj's repository from its secrets: the zero
 // Credentials for a public one. A *secret.CredentialError names what is missing.
 func (s *Server) repoCredentials(ctx context.Context, proj *store.Project) (source.Credentials, error) {
-	return secret.RepoCredentials(ctx, s.store.GetSecret, s.secrets, proj)
+	c, err := secret.RepoCredentials(ctx, s.store.GetSecret, s.secrets, proj)
+	c.AllowPlainHTTP = s.plainHTTPAllowed(proj.RepoURL)
+	return c, err
+}
+
+// plainHTTPAllowed reports whether the admin lets a repository token go to repo, an
+// http:// URL, in clear (Config.AllowPlainHTTP names its host, or its host and port).
+func (s *Server) plainHTTPAllowed(repo string) bool {
+	return source.PlainHTTPAllowed(repo, s.hooks.plainHTTP)
+}
+
+// checkPlainHTTPToken refuses a repository token for an http:// repo_url whose host the
+// admin did not allow plain HTTP for.
+func (s *Server) checkPlainHTTPToken(p *store.Project, problems *projectProblems) {
+	if p.RepoTokenSecret == "" || !strings.HasPrefix(strings.ToLower(p.RepoURL), "http://") || s.plainHTTPAllowed(p.RepoURL) {
+		return
+	}
+	host := p.RepoURL
+	if u, err := url.Parse(p.RepoURL); err == nil {
+		host = u.Hostname()
+	}
+	problems.add("repo_token_secret", "repo_url %s is plain http, which would carry the token in clear: use an https:// repo_url, "+
+		"or have the admin start the server with --allow-plain-http %s", p.RepoURL, host)
 }
 
 // repoCredentialsError is the answer for an error of repoCredentials: 422 naming the
@@ -40,6 +64,9 @@ type repoCredentialsJSON struct {
 	Username   string `json:"username,omitempty"`
 	SSHKey     string `json:"ssh_key,omitempty"`
 	KnownHosts string `json:"known_hosts,omitempty"`
+	// AllowPlainHTTP passes the admin's allowance (Config.AllowPlainHTTP) for the
+	// repository's http:// host on to the worker, which refuses the token there without it.
+	AllowPlainHTTP bool `json:"allow_plain_http,omitempty"`
 }
 
 // values are what the logs mask.
@@ -112,7 +139,8 @@ func (s *Server) jobRepoCredentials(ctx context.Context, c *store.Claim) (creds 
 	if cr.Token == "" && len(cr.SSHKey) == 0 {
 		return nil, "", "", nil
 	}
-	return &repoCredentialsJSON{Token: cr.Token, Username: cr.Username, SSHKey: string(cr.SSHKey), KnownHosts: string(cr.KnownHosts)}, "", "", nil
+	return &repoCredentialsJSON{Token: cr.Token, Username: cr.Username, SSHKey: string(cr.SSHKey), KnownHosts: string(cr.KnownHosts),
+		AllowPlainHTTP: cr.Token != "" && cr.AllowPlainHTTP}, "", "", nil
 }
 
 // addRepoCredentials puts a claimed job's repository credential into its claim answer

@@ -63,6 +63,74 @@ func TestProjectRepoCredentialSettings(t *testing.T) {
 	}
 }
 
+// TestRepoTokenOverPlainHTTP: a token goes to an http:// repo_url only on a host the
+// admin allows plain HTTP for (--allow-plain-http): elsewhere the project is refused with
+// what to do, on create and on update; an allowed host's jobs are told so with their
+// credential, and only they.
+func TestRepoTokenOverPlainHTTP(t *testing.T) {
+	t.Parallel()
+	kr := testKeyring(t)
+	b := setupWith(t, func(c *api.Config) {
+		c.Secrets, c.MirrorsDir, c.AllowPlainHTTP = kr, t.TempDir(), []string{"git.internal:8080", "mirror.lan"}
+	})
+	refused := func(r response) {
+		t.Helper()
+		e := expectError(t, r, http.StatusUnprocessableEntity, "invalid_project")
+		if len(e.Error.Details) != 1 || e.Error.Details[0].Path != "repo_token_secret" ||
+			!strings.Contains(e.Error.Message, "plain http") || !strings.Contains(e.Error.Message, "use an https:// repo_url") ||
+			!strings.Contains(e.Error.Message, "--allow-plain-http ") {
+			t.Errorf("answer %s; want repo_token_secret refused, naming https:// and --allow-plain-http", r.body)
+		}
+	}
+	for _, repo := range []string{"http://git.example.com/o/r.git", "http://git.internal/o/r.git", "http://git.internal:9090/o/r.git"} {
+		refused(b.post(t, "/api/v1/projects", mustJSON(t, map[string]any{"name": "plain", "repo_url": repo, "provider": "gitea",
+			"default_branch": "main", "repo_token_secret": "REPO_TOKEN"})))
+	}
+	// Without a token, or over https, or on an allowed host (by name and port, or by
+	// name), it is taken.
+	b.createProject(t, map[string]any{"name": "public-plain", "repo_url": "http://git.example.com/o/pub.git", "provider": "gitea", "default_branch": "main"})
+	b.createProject(t, map[string]any{"name": "tls", "repo_url": privateURL, "provider": "gitea", "default_branch": "main", "repo_token_secret": "REPO_TOKEN"})
+	b.createProject(t, map[string]any{"name": "lan", "repo_url": "http://mirror.lan:3000/o/r.git", "provider": "gitea", "default_branch": "main", "repo_token_secret": "REPO_TOKEN"})
+	b.createProject(t, map[string]any{"name": "internal", "repo_url": "http://git.internal:8080/o/r.git", "provider": "gitea", "default_branch": "main", "repo_token_secret": "REPO_TOKEN"})
+	// An update cannot bring the two together either way.
+	refused(b.do(t, http.MethodPatch, "/api/v1/projects/public-plain", "application/json", `{"repo_token_secret": "REPO_TOKEN"}`, nil))
+	refused(b.do(t, http.MethodPatch, "/api/v1/projects/tls", "application/json", `{"repo_url": "http://git.example.com/o/r.git"}`, nil))
+
+	// The claim of an allowed host's job carries the allowance; an https one's does not.
+	const yaml = "jobs:\n  co:\n    steps: [{run: 'true'}]\n"
+	claimFor := func(project, cloneURL string) map[string]any {
+		t.Helper()
+		if r := b.do(t, http.MethodPut, "/api/v1/projects/"+project+"/secrets/REPO_TOKEN", "application/json", `{"value": "tok-123456"}`, nil); r.status != http.StatusCreated {
+			t.Fatalf("set secret: %d %s", r.status, r.body)
+		}
+		plan, err := pipeline.Compile([]byte(yaml), pipeline.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, _, err := b.store.CreateRun(t.Context(), store.CreateRunParams{Project: project, Plan: plan, Definition: []byte(yaml),
+			Trigger: store.Trigger{Ref: "refs/heads/main", Branch: "main", SHA: strings.Repeat("a", 40), Event: "push", CloneURL: cloneURL}}); err != nil {
+			t.Fatal(err)
+		}
+		var v struct {
+			Jobs []struct {
+				Creds map[string]any `json:"repo_credentials"`
+			} `json:"jobs"`
+		}
+		r := b.post(t, "/api/v1/agent/claim", `{"worker_id": "w", "wait": "0s"}`)
+		r.decode(t, &v)
+		if len(v.Jobs) != 1 || v.Jobs[0].Creds == nil {
+			t.Fatalf("claim: %s", r.body)
+		}
+		return v.Jobs[0].Creds
+	}
+	if c := claimFor("lan", "http://mirror.lan:3000/o/r.git"); c["allow_plain_http"] != true {
+		t.Errorf("claim of an allowed http host = %v, want allow_plain_http", c)
+	}
+	if c := claimFor("tls", privateURL); c["allow_plain_http"] != nil {
+		t.Errorf("claim of an https repository = %v, want no allow_plain_http", c)
+	}
+}
+
 // TestClaimCarriesRepoCredential: the claim answer of a job that checks out its project's
 // private repository carries the credential from the project's secrets; a job with
 // checkout: false, and a run of another repository, get none; the coordinator masks the

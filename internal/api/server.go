@@ -94,6 +94,11 @@ type Config struct {
 	// wait for git (DefaultHookFetchTimeout when zero).
 	MirrorsDir       string
 	HookFetchTimeout time.Duration
+	// AllowPlainHTTP are the hosts a project's repository token may be sent to over
+	// plain http:// (host, or host:port). Elsewhere a token goes over https only: a
+	// project that names one for an http:// repo_url is refused, and no fetch or
+	// checkout sends it.
+	AllowPlainHTTP []string
 	// PublicBadges serves project badges (badge.svg) without a token when auth is on.
 	PublicBadges bool
 	// Secrets seals and opens secrets; without it the secret routes answer 503 and a job
@@ -215,7 +220,7 @@ func New(cfg Config) *Server {
 		blobURLTTL:     cmp.Or(cfg.BlobURLTTL, DefaultBlobURLTTL),
 		artifactTTL:    cfg.ArtifactTTL,
 		metrics:        cfg.Metrics,
-		hooks:          newHookSettings(cfg.MirrorsDir, cfg.HookFetchTimeout),
+		hooks:          newHookSettings(cfg.MirrorsDir, cfg.HookFetchTimeout, cfg.AllowPlainHTTP),
 		secrets:        cfg.Secrets,
 	}
 	if s.reapGrace <= 0 {

@@ -27,6 +27,7 @@ import (
 	"github.com/gantry-ci/gantry/internal/pipeline"
 	"github.com/gantry-ci/gantry/internal/scheduler"
 	"github.com/gantry-ci/gantry/internal/secret"
+	gitsource "github.com/gantry-ci/gantry/internal/source"
 	"github.com/gantry-ci/gantry/internal/store"
 	"github.com/gantry-ci/gantry/internal/store/postgres"
 	"github.com/gantry-ci/gantry/internal/store/sqlite"
@@ -86,6 +87,9 @@ type serverConfig struct {
 	// addresses, host names, comma-separated) that commit statuses and outbound webhooks
 	// may reach; none by default.
 	OutboundAllow string
+	// AllowPlainHTTP lists the hosts (host or host:port, comma-separated) a project's
+	// repository token may be sent to over plain http://; none by default.
+	AllowPlainHTTP string
 	// OutboundLoopbackWithoutAuth allows loopback besides OutboundAllow when
 	// authentication is off (gantry up on loopback).
 	OutboundLoopbackWithoutAuth bool
@@ -174,6 +178,7 @@ func (a *app) serverCommand() *cobra.Command {
 	f.IntVar(&cfg.OutboxMaxAttempts, "outbox-max-attempts", cfg.OutboxMaxAttempts, "attempts a commit status or webhook gets before it is dead-lettered")
 	f.DurationVar(&cfg.OutboxBackoff, "outbox-backoff", cfg.OutboxBackoff, "cap of the first retry's wait for statuses and webhooks; it doubles with each attempt (full jitter)")
 	f.DurationVar(&cfg.OutboxHold, "outbox-hold", cfg.OutboxHold, "how long a status or webhook being sent is hidden from other replicas; one lost in a crash is retried after it")
+	f.StringVar(&cfg.AllowPlainHTTP, "allow-plain-http", "", "comma-separated hosts (git.lan or git.lan:8080) a project's repository token may be sent to over plain http:// (default: none; tokens go over https only)")
 	f.StringVar(&cfg.OutboundAllow, "outbound-allow", "", "comma-separated CIDR prefixes, addresses and host names of this server's own network that commit statuses and outbound webhooks may reach (default: none; e.g. 10.0.0.0/8,ghe.internal)")
 	f.DurationVar(&cfg.ArtifactsExpireIn, "artifacts-expire-in", cfg.ArtifactsExpireIn, "delete artifacts this long after they were kept, unless their job sets expire_in (0 keeps them)")
 	f.StringVar(&cfg.CacheMaxSize, "cache-max-size", cfg.CacheMaxSize, "most each project's caches keep, e.g. 10Gi; the least recently used go first (0: no bound)")
@@ -243,7 +248,26 @@ func (c *serverConfig) validate() error {
 	if _, err := outbound.Parse(c.OutboundAllow); err != nil {
 		return usagef("--outbound-allow: %v", err)
 	}
+	if _, err := c.plainHTTPHosts(); err != nil {
+		return err
+	}
 	return nil
+}
+
+// plainHTTPHosts parses --allow-plain-http into host or host:port entries.
+func (c *serverConfig) plainHTTPHosts() ([]string, error) {
+	var hosts []string
+	for _, h := range strings.Split(c.AllowPlainHTTP, ",") {
+		if h = strings.TrimSpace(h); h == "" {
+			continue
+		}
+		u, err := url.Parse("http://" + h)
+		if err != nil || u.Host != h || u.Hostname() == "" || u.User != nil {
+			return nil, usagef("--allow-plain-http: %q is not a host: want a name or address, with a port or not, such as git.lan or 10.0.0.5:3000", h)
+		}
+		hosts = append(hosts, h)
+	}
+	return hosts, nil
 }
 
 // origins parses --allowed-origins into the origins and their hosts.
@@ -441,6 +465,7 @@ func startCoordinator(ctx context.Context, cfg serverConfig, log *slog.Logger) (
 	// What of this server's own network commit statuses and webhooks may reach, both
 	// when a subscription is set (api) and when anything is sent (notify).
 	allow, _ := outbound.Parse(cfg.outboundAllow()) // validated
+	plainHTTP, _ := cfg.plainHTTPHosts()            // validated
 	var fresh newConns
 	srv := &http.Server{
 		ConnState: fresh.track,
@@ -448,7 +473,7 @@ func startCoordinator(ctx context.Context, cfg serverConfig, log *slog.Logger) (
 			CancelGrace: cfg.CancelGrace, Auth: cfg.authOn(), Logs: logSvc,
 			Blobs: blobs, ArtifactTTL: cfg.ArtifactsExpireIn, UI: cfg.UI, Metrics: m, DataDirs: cfg.dataDirs(),
 			AllowedOrigins: origins, AllowedHosts: hosts, MirrorsDir: cfg.mirrorsDir(), PublicBadges: cfg.PublicBadges,
-			Secrets: keys, Outbound: allow}).Handler(),
+			Secrets: keys, Outbound: allow, AllowPlainHTTP: plainHTTP}).Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       time.Minute,
 		IdleTimeout:       2 * time.Minute,
@@ -463,7 +488,11 @@ func startCoordinator(ctx context.Context, cfg serverConfig, log *slog.Logger) (
 	}()
 	// Every replica fires schedules; the store lets exactly one take each tick.
 	cron := scheduler.NewCron(scheduler.CronConfig{Store: st, Logger: log, Every: cfg.ScheduleEvery, MirrorsDir: cfg.mirrorsDir(),
-		Credentials: secret.RepoCredentialsFunc(st.GetSecret, keys)})
+		Credentials: func(ctx context.Context, p *store.Project) (gitsource.Credentials, error) {
+			c, err := secret.RepoCredentials(ctx, st.GetSecret, keys, p)
+			c.AllowPlainHTTP = gitsource.PlainHTTPAllowed(p.RepoURL, plainHTTP)
+			return c, err
+		}})
 	cronDone := make(chan struct{})
 	go func() {
 		defer close(cronDone)

@@ -222,7 +222,7 @@ func TestCheckoutFetchesAndSubmodulesOverHTTP(t *testing.T) {
 	app.push("refs/heads/main", false)
 
 	// The mirror is cold: Checkout fetches the commit first.
-	m := openMirror(t, t.TempDir(), srv.url("app"), source.Credentials{Token: token})
+	m := openMirror(t, t.TempDir(), srv.url("app"), source.Credentials{Token: token, AllowPlainHTTP: true})
 	ws := t.TempDir()
 	if err := source.Checkout(ctx, m, sha, ws, source.CheckoutOptions{Submodules: true}); err != nil {
 		t.Fatalf("Checkout with submodules: %v", err)

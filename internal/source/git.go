@@ -31,6 +31,10 @@ type Credentials struct {
 	// SSHKey is a private key (OpenSSH or PEM) for an ssh remote; ssh uses it and nothing
 	// else (IdentitiesOnly, no agent).
 	SSHKey []byte
+	// AllowPlainHTTP lets Token go to an http:// remote, in clear to anyone on the path.
+	// Without it such a remote is refused with ErrPlainHTTP before git runs: the operator
+	// allows it per host (gantry server --allow-plain-http).
+	AllowPlainHTTP bool
 	// KnownHosts is known_hosts content for an ssh remote. When set, hosts must match it.
 	KnownHosts []byte
 	// StrictHostKeyChecking is ssh's option: "yes", "accept-new" or "no". The default is
@@ -91,7 +95,7 @@ func newRunner(git, sshCommand, remote, private, stateDir string, creds Credenti
 		if user == "" {
 			user = defaultTokenUser
 		}
-		scope, err := tokenScope(remote)
+		scope, err := tokenScope(remote, creds.AllowPlainHTTP)
 		if err != nil {
 			return nil, err
 		}
@@ -116,11 +120,31 @@ func newRunner(git, sshCommand, remote, private, stateDir string, creds Credenti
 	return r, nil
 }
 
-// tokenScope is the scheme://host[:port]/ prefix a token is sent to.
-func tokenScope(remote string) (string, error) {
+// PlainHTTPAllowed reports whether remote is an http:// URL whose host hosts names, by
+// name alone (any port) or as host:port: where an admin lets a token go in clear.
+func PlainHTTPAllowed(remote string, hosts []string) bool {
+	u, err := url.Parse(remote)
+	if err != nil || u.Scheme != "http" || u.Host == "" {
+		return false
+	}
+	for _, h := range hosts {
+		if strings.EqualFold(h, u.Host) || strings.EqualFold(h, u.Hostname()) {
+			return true
+		}
+	}
+	return false
+}
+
+// tokenScope is the scheme://host[:port]/ prefix a token is sent to: an https remote's,
+// or an http one's when allowPlain.
+func tokenScope(remote string, allowPlain bool) (string, error) {
 	u, err := url.Parse(remote)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return "", fmt.Errorf("a token needs an http or https remote URL, not %q", redactURL(remote))
+	}
+	if u.Scheme == "http" && !allowPlain {
+		return "", fmt.Errorf("%w: %s would carry it in clear; use an https:// URL, or have the admin allow plain HTTP for host %s (gantry server --allow-plain-http %s)",
+			ErrPlainHTTP, redactURL(remote), u.Hostname(), u.Hostname())
 	}
 	return u.Scheme + "://" + u.Host + "/", nil
 }

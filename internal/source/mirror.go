@@ -30,6 +30,9 @@ var (
 	ErrTooLarge = errors.New("file too large")
 	// ErrInvalid: an argument is malformed (not a full commit id, a path outside the tree).
 	ErrInvalid = errors.New("invalid argument")
+	// ErrPlainHTTP: a token was to be sent to an http:// remote, where anyone on the path
+	// could read it, and Credentials.AllowPlainHTTP does not allow it.
+	ErrPlainHTTP = errors.New("a repository token is not sent over plain http")
 )
 
 // DefaultMaxFileSize caps ReadFile: pipeline definitions are limited to 1 MiB.

@@ -375,6 +375,15 @@ func TestTokenOverHTTP(t *testing.T) {
 	const token = "gnt_tok3n_that_must_not_leak"
 	srv := newGitServer(t, root, "x-access-token", token)
 
+	// Plain http carries the token in clear: refused before git runs, unless allowed.
+	_, err := source.Open(ctx, source.Config{Dir: t.TempDir(), URL: srv.url("private"), Credentials: source.Credentials{Token: token}, Logger: testLogger(t)})
+	if !errors.Is(err, source.ErrPlainHTTP) || !strings.Contains(err.Error(), "https://") || !strings.Contains(err.Error(), "--allow-plain-http 127.0.0.1") {
+		t.Fatalf("Open with a token over plain http: err = %v, want ErrPlainHTTP naming https:// and --allow-plain-http 127.0.0.1", err)
+	}
+	if strings.Contains(err.Error(), token) || srv.lastAuth() != "" {
+		t.Fatalf("the refused token was sent or shown: err %v, server saw %q", err, srv.lastAuth())
+	}
+
 	// git runs through a wrapper that records every command line, as ps would show it.
 	argvLog := filepath.Join(t.TempDir(), "argv.log")
 	wrapper := filepath.Join(t.TempDir(), "git")
@@ -382,7 +391,7 @@ func TestTokenOverHTTP(t *testing.T) {
 	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	m, err := source.Open(ctx, source.Config{Dir: t.TempDir(), URL: srv.url("private"), Credentials: source.Credentials{Token: token}, Git: wrapper, Logger: testLogger(t)})
+	m, err := source.Open(ctx, source.Config{Dir: t.TempDir(), URL: srv.url("private"), Credentials: source.Credentials{Token: token, AllowPlainHTTP: true}, Git: wrapper, Logger: testLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -415,8 +424,8 @@ func TestTokenOverHTTP(t *testing.T) {
 		name  string
 		creds source.Credentials
 	}{
-		{"wrong token", source.Credentials{Token: "wrong_" + token}},
-		{"wrong user", source.Credentials{Token: token, Username: "someone"}},
+		{"wrong token", source.Credentials{Token: "wrong_" + token, AllowPlainHTTP: true}},
+		{"wrong user", source.Credentials{Token: token, Username: "someone", AllowPlainHTTP: true}},
 		{"no token", source.Credentials{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
