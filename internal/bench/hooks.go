@@ -119,9 +119,9 @@ func (h *hookProject) push(ctx context.Context) (before, after string, err error
 
 // pushPayload is a GitHub push webhook's body, with the fields GitHub documents for it
 // that Gantry reads.
-func (h *hookProject) pushPayload(before, after string) ([]byte, error) {
+func (h *hookProject) pushPayload(ref, before, after string) ([]byte, error) {
 	return json.Marshal(map[string]any{
-		"ref": "refs/heads/main", "before": before, "after": after, "created": before == zeroSHA, "deleted": false,
+		"ref": ref, "before": before, "after": after, "created": before == zeroSHA, "deleted": false,
 		"forced": false, "compare": "",
 		"head_commit": map[string]any{"id": after, "message": "push", "modified": []string{"change.txt"}},
 		"commits": []any{map[string]any{"id": after, "message": "push", "added": []string{},
@@ -133,10 +133,12 @@ func (h *hookProject) pushPayload(before, after string) ([]byte, error) {
 	})
 }
 
-// deliver POSTs a signed GitHub push webhook of before..after to main with the delivery
-// id given, and returns the runs it started; anything but a 202 is an error.
+// deliver POSTs a signed GitHub push webhook of before..after with the delivery id given,
+// and returns the runs it started; anything but a 202 is an error. Each delivery reports
+// a push to a branch named after it: the same commit pushed to main again within
+// api.HookResendWindow would be answered as a resend of the first, with no new run.
 func (h *hookProject) deliver(ctx context.Context, before, after, delivery string) ([]string, error) {
-	body, err := h.pushPayload(before, after)
+	body, err := h.pushPayload("refs/heads/bench-"+delivery, before, after)
 	if err != nil {
 		return nil, err
 	}
