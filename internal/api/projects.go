@@ -455,13 +455,15 @@ func (s *Server) createProject(w http.ResponseWriter, r *http.Request) {
 	}
 	var problems projectProblems
 	p := &store.Project{}
-	if req.Name == nil || *req.Name == "" {
-		problems.add("name", "is required")
-	} else if msg := checkProjectName(*req.Name); msg != "" {
-		problems.add("name", "%s", msg)
-	} else {
-		p.Name = *req.Name
+	if req.Name == nil || !validNewProjectName(*req.Name) {
+		name := ""
+		if req.Name != nil {
+			name = *req.Name
+		}
+		writeRequestError(w, newProjectNameError(name))
+		return
 	}
+	p.Name = *req.Name
 	if req.RotateWebhookSecret {
 		problems.add("rotate_webhook_secret", "is for updates; a new project gets a secret when it gives none")
 	}

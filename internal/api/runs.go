@@ -140,6 +140,54 @@ func checkProjectName(name string) string {
 	return ""
 }
 
+// ProjectNameRule is what a new project's name must be; names of projects made before it
+// keep working.
+const ProjectNameRule = "a new project's name is 1 to 100 characters: lower-case letters a-z, digits, '.', '_' and '-', starting with a letter or a digit"
+
+// validNewProjectName reports whether name may name a new project: [a-z0-9][a-z0-9._-]*,
+// at most MaxProjectName bytes. Such a name is the same in a URL path, a file name, a
+// terminal and a metrics label, cannot climb out of a directory, and cannot pass for
+// another by case or by invisible and reordering characters.
+func validNewProjectName(name string) bool {
+	if name == "" || len(name) > MaxProjectName {
+		return false
+	}
+	for i, c := range []byte(name) {
+		switch {
+		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
+		case i > 0 && (c == '.' || c == '_' || c == '-'):
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// newProjectNameError is the answer for a name no new project may have: 400, saying the
+// rule.
+func newProjectNameError(name string) *requestError {
+	return badRequest("project name %q: %s", name, ProjectNameRule)
+}
+
+// refuseNewProjectName answers, and returns true, when name would make a project on first
+// use (no project has it) and breaks ProjectNameRule; a project that has it already, made
+// before the rule, keeps taking runs. "" is the default project.
+func (s *Server) refuseNewProjectName(w http.ResponseWriter, r *http.Request, name string) bool {
+	if name == "" || validNewProjectName(name) {
+		return false
+	}
+	_, err := s.store.GetProjectByName(r.Context(), name)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		writeRequestError(w, newProjectNameError(name))
+		return true
+	case err != nil:
+		s.storeError(w, r, "get project", err)
+		return true
+	}
+	return false
+}
+
 // isEnvelope reports whether a JSON body is a run request envelope: its first value is an
 // object whose "pipeline" key holds a string. A pipeline never has a top-level
 // "pipeline" key, so the two cannot be confused.
@@ -164,6 +212,9 @@ func (s *Server) createRun(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !s.mayOnName(w, r, params.Project, store.RoleDeveloper) {
+		return
+	}
+	if s.refuseNewProjectName(w, r, params.Project) {
 		return
 	}
 	plan, err := pipeline.Compile(def, pipeline.Options{Limits: s.limits})

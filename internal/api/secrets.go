@@ -255,10 +255,13 @@ func (s *Server) putSecretSettings(w http.ResponseWriter, r *http.Request) {
 }
 
 // ensureProject makes the project on first use, as a run does, so that a secret may be
-// set before the project's first run.
+// set before the project's first run; a name no new project may have is refused (400).
 func (s *Server) ensureProject(ctx context.Context, project string) *requestError {
 	_, err := s.store.GetProjectByName(ctx, project)
 	if errors.Is(err, store.ErrNotFound) {
+		if !validNewProjectName(project) {
+			return newProjectNameError(project)
+		}
 		err = s.store.CreateProject(ctx, &store.Project{Name: project})
 		if errors.Is(err, store.ErrConflict) {
 			err = nil // made meanwhile

@@ -201,6 +201,9 @@ func (s *Server) createWorkflow(w http.ResponseWriter, r *http.Request) {
 	if !s.mayOnName(w, r, wf.Project, store.RoleDeveloper) {
 		return
 	}
+	if s.refuseNewProjectName(w, r, wf.Project) {
+		return
+	}
 	if (req.Enabled == nil || *req.Enabled) && plan.On != nil && len(plan.On.Schedule) > 0 {
 		if !s.roomForSchedules(w, r, wf.Project, uuid.Nil) {
 			return

@@ -70,6 +70,10 @@ func TestProjectCommands(t *testing.T) {
 	if got := runCLI(t, invocation{args: append([]string{"project", "create", "x"}, srv...)}); got.code != exitUsage {
 		t.Errorf("project create without --repo: exit %d, want usage", got.code)
 	}
+	if got := runCLI(t, invocation{args: append([]string{"project", "create", "../App", "--repo", "file://" + bare, "--default-branch", "main"}, srv...)}); got.code != exitFailure ||
+		!strings.Contains(got.stderr, "lower-case letters a-z, digits") {
+		t.Errorf("project create ../App: exit %d, want 1 saying the rule:\n%s", got.code, got.stderr)
+	}
 
 	list := runCLI(t, invocation{args: append([]string{"project", "list"}, srv...)})
 	rows := strings.Split(strings.TrimSuffix(list.stdout, "\n"), "\n")
