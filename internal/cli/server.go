@@ -230,14 +230,8 @@ func (c *serverConfig) validate() error {
 	if c.Blobs != "" && !strings.HasPrefix(c.Blobs, "file://") && !strings.HasPrefix(c.Blobs, "s3://") {
 		return usagef("--blobs %q: want file:///dir or s3://bucket?endpoint=host:port", c.Blobs)
 	}
-	switch c.Auth {
-	case "on", "auto":
-	case "off":
-		if !loopback(c.Addr) {
-			return usagef("--auth off is allowed only on a loopback address, not %q: anyone who can reach it could run commands", c.Addr)
-		}
-	default:
-		return usagef("--auth %q: want on, off or auto", c.Auth)
+	if err := checkAuthMode(c.Auth, c.Addr); err != nil {
+		return err
 	}
 	if !c.dbSchemeOK() {
 		return usagef("--db %q: want sqlite://PATH or postgres://...", c.DB)
@@ -323,6 +317,21 @@ func loopback(addr string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// checkAuthMode checks an --auth value for a server listening on addr: on, auto, or off
+// on a loopback address only.
+func checkAuthMode(auth, addr string) error {
+	switch auth {
+	case "on", "auto":
+	case "off":
+		if !loopback(addr) {
+			return usagef("--auth off is allowed only on a loopback address, not %q: anyone who can reach it could run commands", addr)
+		}
+	default:
+		return usagef("--auth %q: want on, off or auto", auth)
+	}
+	return nil
 }
 
 // openStore opens the store a --db value names.

@@ -139,16 +139,11 @@ func (c *upConfig) validate() error {
 	if err := checkLogFormat(c.LogFormat); err != nil {
 		return err
 	}
-	switch c.Auth {
-	case "":
+	if c.Auth == "" {
 		c.Auth = "auto"
-	case "on", "auto":
-	case "off":
-		if !loopback(c.Addr) {
-			return usagef("--auth off is allowed only on a loopback address, not %q: anyone who can reach it could run commands", c.Addr)
-		}
-	default:
-		return usagef("--auth %q: want on, off or auto", c.Auth)
+	}
+	if err := checkAuthMode(c.Auth, c.Addr); err != nil {
+		return err
 	}
 	switch c.Executor {
 	case "shell":
