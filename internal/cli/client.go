@@ -4,10 +4,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/url"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -53,9 +58,14 @@ func (a *app) clientFlags(cmd *cobra.Command, c *clientConfig) {
 
 // apiClient calls a coordinator's REST API.
 type apiClient struct {
-	base  string
-	token string
-	http  *http.Client
+	// base is the coordinator's URL; others are more replicas of it, given with it as
+	// a list (--server a,b,c, as workers take it): a request that cannot reach one is
+	// sent to the next, and the one that answered is tried first from then on.
+	mu     sync.Mutex // guards base and others: a command may send from several goroutines
+	base   string
+	others []string
+	token  string
+	http   *http.Client
 	// streamIdle is how long a log stream may stay silent before it counts as dropped;
 	// the server sends a keep-alive every 15 s.
 	streamIdle time.Duration
@@ -92,16 +102,66 @@ func (c *clientConfig) client() (*apiClient, error) {
 	if server == "" {
 		server = defaultServer
 	}
-	if !strings.HasPrefix(server, "http://") && !strings.HasPrefix(server, "https://") {
-		return nil, usagef("--server %q: want an http:// or https:// URL", server)
+	servers, err := parseServers(server)
+	if err != nil {
+		return nil, err
+	}
+	for i := range servers {
+		servers[i] = strings.TrimRight(servers[i], "/")
 	}
 	return &apiClient{
-		base:       strings.TrimRight(server, "/"),
+		base:       servers[0],
+		others:     servers[1:],
 		token:      token,
 		http:       &http.Client{},
 		streamIdle: 45 * time.Second,
 		retryEvery: 250 * time.Millisecond,
 	}, nil
+}
+
+// baseURL is the coordinator's URL the next request goes to first.
+func (c *apiClient) baseURL() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.base
+}
+
+// answered puts the replica at u first, for the next requests to try first.
+func (c *apiClient) answered(u string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if i := slices.Index(c.others, u); i >= 0 {
+		c.base, c.others[i] = c.others[i], c.base
+	}
+}
+
+// notConnected reports an error of a request that never reached a server: the address
+// did not resolve, or no connection could be made to it.
+func notConnected(err error) bool {
+	var oe *net.OpError
+	return errors.As(err, &oe) && oe.Op == "dial"
+}
+
+// parseServers reads a --server value: a coordinator's URL, or several replicas' separated
+// by commas.
+func parseServers(value string) ([]string, error) {
+	var out []string
+	for _, u := range strings.Split(value, ",") {
+		if u = strings.TrimSpace(u); u == "" {
+			continue
+		}
+		if !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
+			return nil, usagef("--server %q: want an http:// or https:// URL, or several separated by commas", u)
+		}
+		if slices.Contains(out, u) {
+			return nil, usagef("--server: %s is given twice", u)
+		}
+		out = append(out, u)
+	}
+	if len(out) == 0 {
+		return nil, usagef("--server is required: the coordinator's URL, or several replicas' separated by commas")
+	}
+	return out, nil
 }
 
 // serverDetail is one item of an error answer's details: a pipeline mistake.
@@ -155,9 +215,14 @@ func (c *apiClient) do(ctx context.Context, method, path string, body io.Reader)
 	return c.send(ctx, method, path, body, nil)
 }
 
-// send is do with request headers.
+// send is do with request headers. With several replicas, a request none of whose bytes
+// left (the connection could not be made) goes to the next one; a body that cannot be
+// read again (not bytes or a string) is sent to the first only.
 func (c *apiClient) send(ctx context.Context, method, path string, body io.Reader, header http.Header) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
+	c.mu.Lock()
+	base, others := c.base, slices.Clone(c.others)
+	c.mu.Unlock()
+	req, err := http.NewRequestWithContext(ctx, method, base+path, body)
 	if err != nil {
 		return nil, err
 	}
@@ -168,6 +233,21 @@ func (c *apiClient) send(ctx context.Context, method, path string, body io.Reade
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
 	resp, err := c.http.Do(req)
+	for i := 0; err != nil && i < len(others) && notConnected(err) && (body == nil || req.GetBody != nil); i++ {
+		next := req.Clone(ctx)
+		if next.URL, err = url.Parse(others[i] + path); err != nil {
+			return nil, err
+		}
+		next.Host = ""
+		if body != nil {
+			if next.Body, err = req.GetBody(); err != nil {
+				return nil, err
+			}
+		}
+		if resp, err = c.http.Do(next); err == nil {
+			c.answered(others[i])
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("reach the server: %w", err)
 	}
@@ -196,8 +276,6 @@ func (c *apiClient) send(ctx context.Context, method, path string, body io.Reade
 // callTimeout bounds one request and its answer; streams have their own idle timeout.
 const callTimeout = time.Minute
 
-// call sends a request and returns the whole body of its 2xx answer, for commands that
-// print it as it is (--json) and decode it too.
 // callJSON is call with a JSON body, or with none when body is nil.
 func (c *apiClient) callJSON(ctx context.Context, method, path string, body []byte) ([]byte, error) {
 	if body == nil {
@@ -206,6 +284,8 @@ func (c *apiClient) callJSON(ctx context.Context, method, path string, body []by
 	return c.call(ctx, method, path, bytes.NewReader(body), http.Header{"Content-Type": {"application/json"}})
 }
 
+// call sends a request and returns the whole body of its 2xx answer, for commands that
+// print it as it is (--json) and decode it too.
 func (c *apiClient) call(ctx context.Context, method, path string, body io.Reader, header http.Header) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()

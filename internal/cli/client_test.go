@@ -4,11 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -201,8 +205,9 @@ func TestClientUsageErrors(t *testing.T) {
 		{[]string{"runs", "show", "nope"}, nil, usageLines(`run id "nope" is not a UUID`, "gantry runs get")},
 		{[]string{"cancel", "nope"}, nil, usageLines(`run id "nope" is not a UUID`, "gantry cancel")},
 		{[]string{"retry"}, nil, usageLines("expected 1 argument, got 0", "gantry retry")},
-		{[]string{"workers", "--server", "ftp://x"}, nil, usageLines(`--server "ftp://x": want an http:// or https:// URL`, "gantry workers")},
-		{[]string{"workers"}, map[string]string{"GANTRY_SERVER": "127.0.0.1:8080"}, usageLines(`--server "127.0.0.1:8080": want an http:// or https:// URL`, "gantry workers")},
+		{[]string{"workers", "--server", "ftp://x"}, nil, usageLines(`--server "ftp://x": want an http:// or https:// URL, or several separated by commas`, "gantry workers")},
+		{[]string{"workers"}, map[string]string{"GANTRY_SERVER": "127.0.0.1:8080"}, usageLines(`--server "127.0.0.1:8080": want an http:// or https:// URL, or several separated by commas`, "gantry workers")},
+		{[]string{"workers", "--server", "http://a:8080,http://a:8080"}, nil, usageLines("--server: http://a:8080 is given twice", "gantry workers")},
 		{[]string{"workers", "--config", filepath.Join(dir, "none.yaml")}, nil,
 			usageLines("read config file "+filepath.Join(dir, "none.yaml")+": no such file or directory", "gantry workers")},
 		{[]string{"workers"}, map[string]string{"GANTRY_CONFIG": badCfg}, usageLines("config file "+badCfg+": yaml: unmarshal errors:\n  line 1: field sever not found in type cli.clientFile", "gantry workers")},
@@ -218,5 +223,67 @@ func TestClientUsageErrors(t *testing.T) {
 				t.Errorf("stderr =\n%s\nwant\n%s", got.stderr, tt.wantStderr)
 			}
 		})
+	}
+}
+
+// TestClientReplicas: a client command given several replicas (--server a,b, or
+// GANTRY_SERVER as a worker on the same machine has it) sends to the first, moves to the
+// next when one cannot be reached, with the request's body whole, and from then on asks
+// the one that answered first.
+func TestClientReplicas(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var got []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		got = append(got, r.Method+" "+r.URL.Path+" "+string(body))
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"workers": []}`)
+	}))
+	t.Cleanup(srv.Close)
+	closed := func() string { // a URL whose port refuses connections
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		return "http://" + ln.Addr().String()
+	}
+	down := closed()
+
+	r := runCLI(t, invocation{args: []string{"workers", "--json"}, env: map[string]string{"GANTRY_SERVER": down + ", " + srv.URL + "/"}})
+	if r.code != exitOK || !strings.Contains(r.stdout, `"workers"`) {
+		t.Fatalf("gantry workers with %s down: exit %d\nstdout %s\nstderr %s", down, r.code, r.stdout, r.stderr)
+	}
+
+	c, err := (&clientConfig{Server: down + "," + srv.URL, lookupEnv: func(string) (string, bool) { return "", false }}).client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.callJSON(t.Context(), http.MethodPost, "/api/v1/things", []byte(`{"a": 1}`)); err != nil {
+		t.Fatalf("POST with the first replica down: %v", err)
+	}
+	if c.baseURL() != srv.URL {
+		t.Errorf("after the second replica answered the client asks %s first; want %s", c.baseURL(), srv.URL)
+	}
+	if _, err := c.callJSON(t.Context(), http.MethodGet, "/api/v1/workers", nil); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	want := []string{"GET /api/v1/workers ", `POST /api/v1/things {"a": 1}`, "GET /api/v1/workers "}
+	if !slices.Equal(got, want) {
+		t.Errorf("the replica that answered got %q; want %q", got, want)
+	}
+
+	// Every replica down: the error says the server could not be reached.
+	c, err = (&clientConfig{Server: down + "," + closed(), lookupEnv: func(string) (string, bool) { return "", false }}).client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.callJSON(t.Context(), http.MethodGet, "/api/v1/workers", nil); err == nil || !strings.Contains(err.Error(), "reach the server") {
+		t.Errorf("every replica down: %v; want reach the server", err)
 	}
 }

@@ -285,7 +285,7 @@ func (a *app) projectCall(ctx context.Context, cfg clientConfig, method, path st
 	row("repo ssh key secret:", p.RepoSSHKeySecret)
 	row("repo known hosts secret:", p.RepoKnownHostsSecret)
 	if p.HookPath != "" {
-		row("webhook url:", c.base+p.HookPath)
+		row("webhook url:", c.baseURL()+p.HookPath)
 	}
 	if p.WebhookSecret != "" {
 		row("webhook secret:", p.WebhookSecret+"  (shown once: give it to the forge now)")

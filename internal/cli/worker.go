@@ -13,7 +13,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -188,22 +187,11 @@ func checkSandboxUser(sb executor.Sandbox, workDir string) error {
 
 func (c *workerConfig) agentConfig() (agent.Config, error) {
 	ac := agent.Config{Token: c.Token, Name: c.Name, MaxJobs: c.MaxJobs, WorkDir: c.WorkDir, Mirrors: c.Mirrors, KeepFailed: c.KeepFailed}
-	for _, u := range strings.Split(c.Server, ",") {
-		if u = strings.TrimSpace(u); u == "" {
-			continue
-		}
-		if !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
-			return ac, usagef("--server %q: want an http:// or https:// URL, or several separated by commas", u)
-		}
-		if slices.Contains(ac.Servers, u) {
-			return ac, usagef("--server: %s is given twice", u)
-		}
-		ac.Servers = append(ac.Servers, u)
+	servers, err := parseServers(c.Server)
+	if err != nil {
+		return ac, err
 	}
-	if len(ac.Servers) == 0 {
-		return ac, usagef("--server is required: the coordinator's URL, or several replicas' separated by commas")
-	}
-	ac.Server = ac.Servers[0]
+	ac.Servers, ac.Server = servers, servers[0]
 	if c.MaxJobs <= 0 || c.MaxJobs > 1024 {
 		return ac, usagef("--max-jobs must be from 1 to 1024")
 	}
