@@ -118,6 +118,7 @@ const (
 	opTouchToken
 	opUpdateProject
 	opUpdateWorkflow
+	opClaimHookEvent
 	numOps
 )
 
@@ -140,7 +141,7 @@ var opNames = [numOps]string{
 	"PutCache", "PutEnvironment", "PutMember", "PutSecret", "RecordDelivery", "RedeliverOutbox",
 	"ReleaseClaims", "RevokeToken", "RewrapSecret", "ScheduleTicks", "SealWebhookSecret",
 	"SealWebhookSubscriptionSecret", "SealedSecrets", "SecretsForForks", "SetSecretsForForks", "SkipTick",
-	"TouchToken", "UpdateProject", "UpdateWorkflow",
+	"TouchToken", "UpdateProject", "UpdateWorkflow", "ClaimHookEvent",
 }
 
 // instrumented is a store.Store that times every call of the store it wraps. The
@@ -814,6 +815,13 @@ func (s *instrumented) PutSecret(ctx context.Context, sc *store.Secret) (bool, e
 	t := time.Now()
 	r0, err := s.Store.PutSecret(ctx, sc)
 	s.done(opPutSecret, t, err)
+	return r0, err
+}
+
+func (s *instrumented) ClaimHookEvent(ctx context.Context, p store.ClaimHookEventParams) (*store.HookEventClaim, error) {
+	t := time.Now()
+	r0, err := s.Store.ClaimHookEvent(ctx, p)
+	s.done(opClaimHookEvent, t, err)
 	return r0, err
 }
 

@@ -69,7 +69,9 @@ func TestCronPrivateRepository(t *testing.T) {
 			if !have {
 				return source.Credentials{}, missing
 			}
-			return source.Credentials{Token: token, Username: "x-access-token"}, nil
+			// The test's git server is plain HTTP on loopback, as the admin allowed
+			// (gantry server --allow-plain-http 127.0.0.1).
+			return source.Credentials{Token: token, Username: "x-access-token", AllowPlainHTTP: true}, nil
 		}})
 
 	if r := c.Pass(t.Context()); !errors.Is(r.Err, missing) || strings.Contains(r.Err.Error(), token) {

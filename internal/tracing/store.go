@@ -678,6 +678,13 @@ func (s *traced) PutSecret(ctx context.Context, sc *store.Secret) (bool, error) 
 	return r0, err
 }
 
+func (s *traced) ClaimHookEvent(ctx context.Context, p store.ClaimHookEventParams) (*store.HookEventClaim, error) {
+	ctx, span := s.start(ctx, "ClaimHookEvent")
+	r0, err := s.Store.ClaimHookEvent(ctx, p)
+	end(span, err)
+	return r0, err
+}
+
 func (s *traced) RecordDelivery(ctx context.Context, d *store.Delivery) (*store.Delivery, bool, error) {
 	ctx, span := s.start(ctx, "RecordDelivery")
 	r0, r1, err := s.Store.RecordDelivery(ctx, d)
