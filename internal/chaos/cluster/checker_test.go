@@ -85,9 +85,9 @@ func checkOverlaps(marks []mark, faults []faultEvent) ([]violation, []handover) 
 					h.excused = thawExcuse(earlier, spans[i].first, faults)
 					if h.excused == "" {
 						out = append(out, violation{invOverlap, job, fmt.Sprintf(
-							"attempt %d (on %s) wrote %s after attempt %d (on %s) began at %s: they overlap by %s",
+							"attempt %d (on %s) wrote %s after attempt %d (on %s) began at %s: they overlap by %s%s",
 							earlier.attempt, earlier.where, fmtBoot(earlier.last), spans[i].attempt, spans[i].where,
-							fmtBoot(spans[i].first), (-h.gap).Round(10*time.Millisecond))})
+							fmtBoot(spans[i].first), (-h.gap).Round(10*time.Millisecond), sinceThaw(earlier, faults))})
 					}
 				}
 				if earlier.attempt == spans[i-1].attempt {
@@ -100,9 +100,11 @@ func checkOverlaps(marks []mark, faults []faultEvent) ([]violation, []handover) 
 }
 
 // thawExcuse says why the marks of earlier after from are excused, or "": each was
-// written where a pause was healed at most thawBound before.
+// written where a pause was being healed, from when the heal was asked for (the engine
+// thaws the container before it answers, which may take a while) to thawBound after it
+// returned.
 func thawExcuse(earlier span, from time.Duration, faults []faultEvent) string {
-	var healed time.Duration
+	var thawed time.Duration
 	for _, m := range earlier.marks {
 		if m.at < from {
 			continue
@@ -110,15 +112,41 @@ func thawExcuse(earlier span, from time.Duration, faults []faultEvent) string {
 		ok := false
 		for _, f := range faults {
 			if f.action() == actPause && f.targetKind() == "worker" && f.Target == m.where &&
-				m.at >= f.healed-10*time.Millisecond && m.at <= f.healed+thawBound {
-				ok, healed = true, f.healed
+				m.at >= f.thawFrom()-10*time.Millisecond && m.at <= f.healed+thawBound {
+				ok, thawed = true, f.thawFrom()
 			}
 		}
 		if !ok {
 			return ""
 		}
 	}
-	return fmt.Sprintf("written %s after %s was thawed", (earlier.last - healed).Round(10*time.Millisecond), earlier.where)
+	return fmt.Sprintf("written %s after %s's thaw was asked for", (earlier.last - thawed).Round(10*time.Millisecond), earlier.where)
+}
+
+// sinceThaw says how long after the last thaw of its worker asked for before it the
+// earlier attempt's last mark came, when its worker was paused: how long the thawed
+// worker took to fence its steps. "" otherwise.
+func sinceThaw(earlier span, faults []faultEvent) string {
+	var last *faultEvent
+	for i, f := range faults {
+		if f.action() == actPause && f.targetKind() == "worker" && f.Target == earlier.where && f.thawFrom() <= earlier.last &&
+			(last == nil || f.thawFrom() > last.thawFrom()) {
+			last = &faults[i]
+		}
+	}
+	if last == nil {
+		return ""
+	}
+	return fmt.Sprintf(" (%s after %s's thaw was asked for)", (earlier.last - last.thawFrom()).Round(10*time.Millisecond), earlier.where)
+}
+
+// thawFrom is the earliest a paused container may run again: when its heal was asked for
+// (healed, for an event that did not record it).
+func (f faultEvent) thawFrom() time.Duration {
+	if f.healing > 0 {
+		return f.healing
+	}
+	return f.healed
 }
 
 // onceRecord is what the database said about a job's once step when the observer first

@@ -157,6 +157,8 @@ func TestCheckOverlaps(t *testing.T) {
 	job := uuid.New()
 	s := time.Second
 	pause := faultEvent{fault: fault{Kind: "pause-worker", Target: "w1"}, start: 10 * s, healed: 25 * s}
+	// The engine took 800 ms to answer the unpause: the container ran from 24.2s.
+	slowUnpause := faultEvent{fault: fault{Kind: "pause-worker", Target: "w1"}, start: 10 * s, healing: 24200 * time.Millisecond, healed: 25 * s}
 	for _, tc := range []struct {
 		name     string
 		marks    []mark
@@ -174,6 +176,12 @@ func TestCheckOverlaps(t *testing.T) {
 		// ... but not 2s after the thaw, nor on another worker than the one paused.
 		{"thaw too late", append(append(attemptMarks(job, 1, "w1", 9*s, 10*s), mark{kind: markTick, job: job, attempt: 1, where: "w1", at: 27 * s}),
 			attemptMarks(job, 2, "w2", 20*s, 24*s)...), []faultEvent{pause}, 1, 0},
+		// A mark written after the unpause was asked for, before the engine answered.
+		{"thaw before the engine answered", append(append(attemptMarks(job, 1, "w1", 9*s, 10*s), mark{kind: markTick, job: job, attempt: 1, where: "w1", at: 24300 * time.Millisecond}),
+			attemptMarks(job, 2, "w2", 20*s, 24*s)...), []faultEvent{slowUnpause}, 0, 1},
+		// ... and none before the unpause was asked for: the container was frozen then.
+		{"written while frozen", append(append(attemptMarks(job, 1, "w1", 9*s, 10*s), mark{kind: markTick, job: job, attempt: 1, where: "w1", at: 24100 * time.Millisecond}),
+			attemptMarks(job, 2, "w2", 20*s, 24*s)...), []faultEvent{slowUnpause}, 1, 0},
 		{"thaw of another worker", append(append(attemptMarks(job, 1, "w3", 9*s, 10*s), mark{kind: markTick, job: job, attempt: 1, where: "w3", at: 25 * s}),
 			attemptMarks(job, 2, "w2", 20*s, 24*s)...), []faultEvent{pause}, 1, 0},
 	} {

@@ -174,8 +174,11 @@ func plan(seed uint64, p planParams) ([]fault, error) {
 // was injected and healed, and what went wrong doing so.
 type faultEvent struct {
 	fault
-	start, healed time.Duration // boot clock
-	err           error
+	// start is when the fault was injected; healing is when its heal was asked for (a
+	// paused container may run again from then on: the engine thaws it before it
+	// answers) and healed when the heal returned. Boot clock.
+	start, healing, healed time.Duration
+	err                    error
 }
 
 // injector applies faults to the cluster's containers.
@@ -222,6 +225,7 @@ func (n *nemesis) run(ctx context.Context, begin time.Time) {
 		case <-time.After(time.Until(injected.Add(f.For))):
 		}
 		hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 60*time.Second)
+		ev.healing = bootNow()
 		herr := n.inj.heal(hctx, f)
 		cancel()
 		ev.healed = bootNow()
