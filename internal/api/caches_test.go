@@ -4,15 +4,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
-	"github.com/gantry-ci/gantry/internal/api"
 	"github.com/gantry-ci/gantry/internal/blob"
-	"github.com/gantry-ci/gantry/internal/clock"
-	"github.com/gantry-ci/gantry/internal/store/postgres"
-	"github.com/gantry-ci/gantry/internal/testdb"
 )
 
 // TestCacheFlow: a job misses, saves (upload, then commit once the blob store holds the
@@ -21,26 +16,7 @@ import (
 // removes it.
 func TestCacheFlow(t *testing.T) {
 	t.Parallel()
-	t.Run("sqlite", func(t *testing.T) {
-		t.Parallel()
-		b, bs := withBlobs(t)
-		testCacheFlow(t, b, bs)
-	})
-	t.Run("postgres", func(t *testing.T) {
-		t.Parallel()
-		st, err := postgres.Open(t.Context(), testdb.Postgres(t), postgres.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = st.Close() })
-		bs, err := blob.OpenDir(t.TempDir(), blob.Options{Secret: []byte(strings.Repeat("s", 32))})
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv := httptest.NewServer(api.New(api.Config{Store: st, Logger: testLogger(t), Clock: clock.Real{}, Blobs: bs}).Handler())
-		t.Cleanup(srv.Close)
-		testCacheFlow(t, &bundle{store: st, url: srv.URL}, bs)
-	})
+	onBothStores(t, testCacheFlow)
 }
 
 func testCacheFlow(t *testing.T, b *bundle, bs *blob.DirStore) {
