@@ -582,6 +582,18 @@ func (d *decoder) buildJob(s *spec, j *jobSpec, in, padded instance, needNames [
 		}
 		step.Run = d.substituteRun(st.run, in, stepEnv)
 		step.Name = d.substituteRun(st.name, in, stepEnv)
+		if st.uses.node != nil {
+			step.Uses = d.substitute(st.uses, in, stepEnv)
+			if len(st.with) > 0 {
+				step.With = make(map[string]string, len(st.with))
+				for _, v := range st.with {
+					step.With[v.name] = d.substituteEnv(v.value, in, stepEnv)
+				}
+			}
+			if step.Name == "" {
+				step.Name = "Run " + step.Uses
+			}
+		}
 		if step.Name == "" {
 			step.Name = defaultStepName(step.Run)
 		}

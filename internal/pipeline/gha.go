@@ -3,7 +3,7 @@ package pipeline
 import (
 	"bytes"
 	"fmt"
-	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -104,6 +104,8 @@ type ghaTranslator struct {
 	// renames maps a path of the translated definition to the path it was written at in
 	// the workflow; paths in the compiler's errors are rewritten through it.
 	renames map[string]string
+	// exprRunsOn are the jobs whose runs-on holds an expression, by id.
+	exprRunsOn map[string]ghaRunsOn
 }
 
 // gNode makes a node of the translated definition at the position of at.
@@ -159,7 +161,8 @@ func (t *ghaTranslator) originalPath(p string) string {
 // workflow translates a workflow's root node into a definition in Gantry's language.
 // Errors are added to the decoder at the workflow's own paths; nil means nothing usable.
 func (d *decoder) workflow(root *yaml.Node) (*yaml.Node, *ghaTranslator) {
-	t := &ghaTranslator{d: d, shell: "bash", uploads: map[string]string{}, renames: map[string]string{}, inputs: map[string]string{}}
+	t := &ghaTranslator{d: d, shell: "bash", uploads: map[string]string{}, renames: map[string]string{}, inputs: map[string]string{},
+		exprRunsOn: map[string]ghaRunsOn{}}
 	out := gMap(root)
 	if d.resolve(root) == nil || root.Kind != yaml.MappingNode {
 		d.typeError(root, root, "", "a workflow: a mapping with on and jobs")
@@ -536,14 +539,58 @@ func (t *ghaTranslator) job(jf field) *yaml.Node {
 	return j.out
 }
 
-// githubHosted are the runner names of GitHub's own machines. They say which image GitHub
-// would start and mean nothing to a Gantry worker, so they are dropped; other labels are
-// kept, for workers started with --labels.
-var githubHosted = regexp.MustCompile(`^(self-hosted|ubuntu-.*|macos-.*|windows-.*)$`)
+// Labels for the system a job runs on. A workflow's runs-on asks for them (windows-2022
+// is WindowsLabel), and a worker carries the one of its own system (PlatformLabels).
+const (
+	LinuxLabel   = "linux"
+	WindowsLabel = "windows"
+	MacOSLabel   = "macos"
+)
+
+// PlatformLabels are the labels of a worker on the system goos with the processor goarch:
+// Go's names of both (linux, amd64), and macos besides darwin on a Mac, the name GitHub's
+// runs-on uses and the translation of a workflow asks for.
+func PlatformLabels(goos, goarch string) []string {
+	out := []string{goos, goarch}
+	if goos == "darwin" {
+		out = append(out, MacOSLabel)
+	}
+	return out
+}
 
 // runnerLabels are the labels GitHub gives a self-hosted runner for its system and
 // architecture, as a Gantry worker carries them (linux, amd64, arm64).
-var runnerLabels = map[string]string{"linux": "linux", "x64": "amd64", "arm64": "arm64", "arm": "arm"}
+var runnerLabels = map[string]string{"linux": LinuxLabel, "windows": WindowsLabel, "macos": MacOSLabel,
+	"x64": "amd64", "arm64": "arm64", "arm": "arm"}
+
+// ghaRunnerLabel is the label a Gantry worker must carry for one label of runs-on, or ""
+// for none. GitHub's images name their system: windows-* and macos-* ask for a worker of
+// that system, so that a job written for Windows never runs on Linux and reports success.
+// ubuntu-* asks for nothing, as it always did here: any worker runs it, and a fleet with
+// Windows or macOS workers writes [self-hosted, linux] to keep it off them. self-hosted
+// says nothing a Gantry worker could carry.
+func ghaRunnerLabel(v string) string {
+	l := strings.ToLower(v)
+	switch {
+	case l == "self-hosted", strings.HasPrefix(l, "ubuntu-"):
+		return ""
+	case strings.HasPrefix(l, "windows-"):
+		return WindowsLabel
+	case strings.HasPrefix(l, "macos-"):
+		return MacOSLabel
+	}
+	if m, ok := runnerLabels[l]; ok {
+		return m
+	}
+	return v
+}
+
+// ghaRunsOn is a job whose runs-on holds an expression (${{ matrix.os }}): its labels are
+// known only per instance, once the plan is made, and then mapped by ghaRunnerLabel.
+type ghaRunsOn struct {
+	node *yaml.Node
+	path string
+}
 
 func (t *ghaTranslator) runsOn(j *ghaJob, f field) {
 	d := t.d
@@ -567,21 +614,94 @@ func (t *ghaTranslator) runsOn(j *ghaJob, f field) {
 	}
 	labels := gSeq(r)
 	for i, item := range items {
-		v, ok := d.str(item, indexPath(base, i), "a label")
-		if !ok || githubHosted.MatchString(v) || strings.Contains(v, "${{") {
-			// An expression (runs-on: ${{ matrix.os }}) names GitHub images in
-			// practice; it is dropped with them.
+		ip := indexPath(base, i)
+		if r.Kind == yaml.ScalarNode {
+			ip = base // runs-on: windows-latest, not a list
+		}
+		v, ok := d.str(item, ip, "a label")
+		if !ok {
 			continue
 		}
-		if l, ok := runnerLabels[strings.ToLower(v)]; ok {
-			v = l
+		if strings.Contains(v, "${{") {
+			// runs-on: ${{ matrix.os }}: the compiler puts the value in for each
+			// instance, and compileWorkflow maps what it put in.
+			v = t.text(v, d.resolve(item), ip, j, nil, ghaPlanTime)
+			t.exprRunsOn[j.id] = ghaRunsOn{node: d.resolve(item), path: ip}
+		} else if v = ghaRunnerLabel(v); v == "" {
+			continue
 		}
-		t.rename(fmt.Sprintf("%s.runs_on[%d]", j.path, len(labels.Content)), indexPath(base, i))
+		t.rename(fmt.Sprintf("%s.runs_on[%d]", j.path, len(labels.Content)), ip)
 		labels.Content = append(labels.Content, gStr(v, d.resolve(item)))
 	}
 	if len(labels.Content) > 0 {
 		put(j.out, "runs_on", f.keyNode, labels)
 		t.rename(j.path+".runs_on", f.path)
+	}
+}
+
+// mapRunsOn maps the labels the compiler put in for runs-on expressions, instance by
+// instance: runs-on: ${{ matrix.os }} over [ubuntu-latest, windows-latest] asks for
+// nothing in the one and for windows in the other.
+func (t *ghaTranslator) mapRunsOn(p *Plan) {
+	for _, job := range p.Jobs {
+		if _, ok := t.exprRunsOn[job.Name]; !ok {
+			continue
+		}
+		var out []string
+		for _, l := range job.RunsOn {
+			if m := ghaRunnerLabel(l); m != "" && !contains(out, m) {
+				out = append(out, m)
+			}
+		}
+		job.RunsOn = out
+	}
+}
+
+// staticRunsOn writes, for gantry convert, the labels a runs-on expression came to as a
+// plain runs_on: Gantry's language puts a value in but does not map GitHub's runner names,
+// so the translation must say the mapped labels. When the instances of a job come to
+// different labels (a matrix over ubuntu-latest and windows-latest) no one runs_on says
+// them, and the conversion is refused at the runs-on.
+func (t *ghaTranslator) staticRunsOn(p *Plan, raw [][]string, out *yaml.Node) {
+	jobs := mappingValue(out, "jobs")
+	for name, at := range t.exprRunsOn {
+		var want []string
+		same, changed, seen := true, false, false
+		for i, job := range p.Jobs {
+			if job.Name != name {
+				continue
+			}
+			if !slices.Equal(job.RunsOn, raw[i]) {
+				changed = true
+			}
+			if seen && !slices.Equal(job.RunsOn, want) {
+				same = false
+			}
+			want, seen = job.RunsOn, true
+		}
+		if !changed {
+			continue
+		}
+		if !same {
+			t.d.add(ErrInvalid, at.node, at.path, "runs-on of job %s asks for other labels in different instances of its matrix (GitHub's runner names, such as windows-latest, mean the label windows), which Gantry's language cannot write in one runs_on; make the matrix's values the labels (os: [linux, windows, macos]) and write runs_on: ${{ matrix.os }}", name)
+			continue
+		}
+		j := mappingValue(jobs, name)
+		for i := 0; i+1 < len(j.Content); i += 2 {
+			if j.Content[i].Value != "runs_on" {
+				continue
+			}
+			labels := gSeq(j.Content[i+1])
+			for _, l := range want {
+				labels.Content = append(labels.Content, gStr(l, j.Content[i+1]))
+			}
+			if len(want) == 0 {
+				j.Content = append(j.Content[:i], j.Content[i+2:]...)
+			} else {
+				j.Content[i+1] = labels
+			}
+			break
+		}
 	}
 }
 
@@ -835,7 +955,16 @@ func (t *ghaTranslator) step(j *ghaJob, n *yaml.Node, p string) *yaml.Node {
 			d.add(ErrInvalid, u.keyNode, u.path, "a step has either uses or run, not both")
 			return nil
 		}
-		return t.uses(j, st, r, *u, get("with"), get("name"), get("if"))
+		for _, k := range []string{"shell", "working-directory"} {
+			if f := get(k); f != nil {
+				d.add(ErrInvalid, f.keyNode, f.path, "%s: belongs to a run step, not to one that uses an action", k)
+			}
+		}
+		out := t.uses(j, st, r, *u, get("with"), get("name"), get("if"))
+		if out != nil {
+			t.stepSettings(j, st, r, out, fs, p)
+		}
+		return out
 	}
 	if w := get("with"); w != nil {
 		d.add(ErrInvalid, w.keyNode, w.path, "with: belongs to a step that uses an action")
@@ -863,23 +992,9 @@ func (t *ghaTranslator) step(j *ghaJob, n *yaml.Node, p string) *yaml.Node {
 			if v, ok := d.str(f.val, f.path, "a command"); ok {
 				run, runNode = t.text(v, d.resolve(f.val), f.path, j, st, ghaRunScript), d.resolve(f.val)
 			}
-		case "id":
-			if v, ok := d.str(f.val, f.path, "a step id"); ok {
-				put(out, "id", f.keyNode, gStr(v, d.resolve(f.val)))
-			}
 		case "if":
 			if v, ok := d.str(f.val, f.path, "an expression"); ok {
 				put(out, "if", f.keyNode, gStr(t.condition(v, d.resolve(f.val), f.path, j), d.resolve(f.val)))
-			}
-		case "timeout-minutes":
-			if v, ok := t.minutes(f.val, f.path); ok {
-				put(out, "timeout", f.keyNode, gStr(v, d.resolve(f.val)))
-				t.rename(p+".timeout", f.path)
-			}
-		case "continue-on-error":
-			if v, ok := t.boolean(f.val, f.path); ok {
-				put(out, "continue_on_error", f.keyNode, gBool(v, d.resolve(f.val)))
-				t.rename(p+".continue_on_error", f.path)
 			}
 		}
 	}
@@ -893,7 +1008,37 @@ func (t *ghaTranslator) step(j *ghaJob, n *yaml.Node, p string) *yaml.Node {
 	if shell != DefaultShell {
 		put(out, "shell", r, gStr(shell, r))
 	}
-	if e := get("env"); e != nil || len(st.secrets) > 0 {
+	t.stepSettings(j, st, r, out, fs, p)
+	put(out, "run", runNode, gStr(run, runNode))
+	return out
+}
+
+// stepSettings translates what run steps and action steps share: id, timeout-minutes,
+// continue-on-error and env (with the secrets the step's text reads).
+func (t *ghaTranslator) stepSettings(j *ghaJob, st *ghaStep, r, out *yaml.Node, fs []field, p string) {
+	d := t.d
+	var envField *field
+	for _, f := range fs {
+		switch f.key {
+		case "env":
+			envField = &f
+		case "id":
+			if v, ok := d.str(f.val, f.path, "a step id"); ok {
+				put(out, "id", f.keyNode, gStr(v, d.resolve(f.val)))
+			}
+		case "timeout-minutes":
+			if v, ok := t.minutes(f.val, f.path); ok {
+				put(out, "timeout", f.keyNode, gStr(v, d.resolve(f.val)))
+				t.rename(p+".timeout", f.path)
+			}
+		case "continue-on-error":
+			if v, ok := t.boolean(f.val, f.path); ok {
+				put(out, "continue_on_error", f.keyNode, gBool(v, d.resolve(f.val)))
+				t.rename(p+".continue_on_error", f.path)
+			}
+		}
+	}
+	if e := envField; e != nil || len(st.secrets) > 0 {
 		at := r
 		var env *yaml.Node
 		if e != nil {
@@ -910,8 +1055,6 @@ func (t *ghaTranslator) step(j *ghaJob, n *yaml.Node, p string) *yaml.Node {
 		}
 		put(out, "env", at, env)
 	}
-	put(out, "run", runNode, gStr(run, runNode))
-	return out
 }
 
 // chdir is the line that puts a step in its working-directory before its script.
@@ -946,9 +1089,16 @@ func encodeYAML(n *yaml.Node) ([]byte, error) {
 // compileWorkflow translates a workflow and compiles the translation. It returns the plan
 // and the translated definition; errors are at the workflow's paths.
 func (d *decoder) compileWorkflow(root *yaml.Node) (*Plan, *yaml.Node) {
+	p, out, _, _ := d.translateAndPlan(root)
+	return p, out
+}
+
+// translateAndPlan is compileWorkflow, returning besides the translator and the labels
+// the compiler put in for each job before runs-on expressions were mapped.
+func (d *decoder) translateAndPlan(root *yaml.Node) (*Plan, *yaml.Node, *ghaTranslator, [][]string) {
 	out, t := d.workflow(root)
 	if out == nil || d.abort {
-		return nil, nil
+		return nil, nil, t, nil
 	}
 	translated := len(d.errs) == 0
 	before := len(d.errs)
@@ -957,15 +1107,23 @@ func (d *decoder) compileWorkflow(root *yaml.Node) (*Plan, *yaml.Node) {
 	d.nodes = 0
 	s := d.decodeSpec(out)
 	var p *Plan
+	var raw [][]string
 	if translated && !d.abort {
 		// A workflow with mistakes the translation found is not planned: jobs it had
 		// to leave out would show up as needs of no job.
 		p = d.plan(s)
 	}
+	if p != nil {
+		raw = make([][]string, len(p.Jobs))
+		for i, job := range p.Jobs {
+			raw[i] = slices.Clone(job.RunsOn)
+		}
+		t.mapRunsOn(p)
+	}
 	for _, e := range d.errs[before:] {
 		e.Path = t.originalPath(e.Path)
 	}
-	return p, out
+	return p, out, t, raw
 }
 
 // ErrNotWorkflow is returned by ConvertWorkflow for a document that is not a GitHub
@@ -985,8 +1143,12 @@ func ConvertWorkflow(src []byte, opts Options) ([]byte, error) {
 	if !isWorkflowPath(opts.Path) && !isWorkflow(root) {
 		return nil, ErrNotWorkflow
 	}
-	p, out := d.compileWorkflow(root)
+	p, out, t, raw := d.translateAndPlan(root)
 	if len(d.errs) > 0 || p == nil {
+		return nil, sortErrors(d.errs)
+	}
+	t.staticRunsOn(p, raw, out)
+	if len(d.errs) > 0 {
 		return nil, sortErrors(d.errs)
 	}
 	return encodeYAML(out)

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"fmt"
 	"path"
+	"slices"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -24,7 +25,7 @@ func (t *ghaTranslator) uses(j *ghaJob, st *ghaStep, r *yaml.Node, u field, with
 	if !ok {
 		return nil
 	}
-	if cond != nil && actionName(v) != "actions/setup-go" && actionName(v) != "actions/setup-node" && actionName(v) != "actions/setup-python" {
+	if cond != nil && slices.Contains([]string{"actions/checkout", "actions/upload-artifact", "actions/download-artifact", "actions/cache"}, actionName(v)) {
 		d.add(ErrInvalid, cond.keyNode, cond.path, "if: on a step that uses %s is not supported: Gantry does what it does for the whole job", actionName(v))
 	}
 	args := map[string]field{}
@@ -53,8 +54,44 @@ func (t *ghaTranslator) uses(j *ghaJob, st *ghaStep, r *yaml.Node, u field, with
 		d.add(ErrInvalid, u.val, u.path, "uses: %s is not supported: Gantry restores and saves a cache together; use actions/cache", v)
 		return nil
 	}
-	d.add(ErrInvalid, u.val, u.path, "uses: %s is not supported: Gantry does not fetch actions, and runs only %s natively; replace the step with a run step", v, strings.Join(ghaActions, ", "))
-	return nil
+	return t.action(j, st, r, u, v, with, name, cond)
+}
+
+// action translates a step that uses any other action into a Gantry step that runs it:
+// the worker fetches the action (pinned when the run is created) and runs it as GitHub's
+// runner does.
+func (t *ghaTranslator) action(j *ghaJob, st *ghaStep, r *yaml.Node, u field, v string, with, name, cond *field) *yaml.Node {
+	d := t.d
+	if err := CheckUses(v); err != nil {
+		d.add(ErrInvalid, u.val, u.path, "%v", err)
+		return nil
+	}
+	out := gMap(r)
+	if name != nil {
+		if s, ok := d.str(name.val, name.path, "a step name"); ok {
+			put(out, "name", name.keyNode, gStr(t.text(s, d.resolve(name.val), name.path, j, st, ghaStepName), d.resolve(name.val)))
+		}
+	}
+	put(out, "uses", u.keyNode, gStr(v, d.resolve(u.val)))
+	if cond != nil {
+		if s, ok := d.str(cond.val, cond.path, "an expression"); ok {
+			put(out, "if", cond.keyNode, gStr(t.condition(s, d.resolve(cond.val), cond.path, j), d.resolve(cond.val)))
+		}
+	}
+	if with != nil {
+		w := gMap(d.resolve(with.val))
+		for _, f := range d.fields(with.val, with.path, "a mapping of action inputs") {
+			val := d.resolve(f.val)
+			if val == nil || val.Kind == yaml.ScalarNode && val.Tag == "!!null" {
+				continue
+			}
+			if s, ok := d.str(f.val, f.path, "a value"); ok {
+				put(w, f.key, f.keyNode, gStr(t.text(s, val, f.path, j, st, ghaEnvValue), val))
+			}
+		}
+		put(out, "with", with.keyNode, w)
+	}
+	return out
 }
 
 // actionInput reads one with: value as text, with its expressions translated for when

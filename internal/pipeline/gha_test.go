@@ -228,8 +228,9 @@ func TestWorkflowErrors(t *testing.T) {
 		line, col int
 		msg       string
 	}{
-		{"other action named", head + "    steps:\n      - uses: golangci/golangci-lint-action@v6\n", ErrInvalid, "jobs.a.steps[0].uses", 6, 15, "golangci/golangci-lint-action@v6 is not supported"},
-		{"local action named", head + "    steps:\n      - uses: ./.github/actions/x\n", ErrInvalid, "jobs.a.steps[0].uses", 6, 15, "./.github/actions/x is not supported"},
+		{"action without a version", head + "    steps:\n      - uses: golangci/golangci-lint-action\n", ErrInvalid, "jobs.a.steps[0].uses", 6, 15, "needs a version after @"},
+		{"local action outside the workspace", head + "    steps:\n      - uses: ../x\n", ErrInvalid, "jobs.a.steps[0].uses", 6, 15, "a local action is a directory of the workspace"},
+		{"working-directory on an action step", head + "    steps:\n      - uses: o/r@v1\n        working-directory: x\n", ErrInvalid, "jobs.a.steps[0].working-directory", 7, 9, "belongs to a run step"},
 		{"reusable workflow", "on: push\njobs:\n  a:\n    uses: org/repo/.github/workflows/x.yml@v1\n", ErrInvalid, "jobs.a.uses", 4, 11, "reusable workflow"},
 		{"unknown job key keeps the workflow's name", head + "    timeout_minutes: 3\n    steps: [{run: x}]\n", ErrUnknownKey, "jobs.a.timeout_minutes", 5, 5, `did you mean "timeout-minutes"`},
 		{"services without a container", head + "    services: {db: {image: postgres}}\n    steps: [{run: x}]\n", ErrInvalid, "jobs.a.services", 5, 5, "give the job a container:"},
@@ -320,5 +321,148 @@ jobs:
 	}
 	if !strings.Contains(st[1].Run, "file='.nvmrc'") || st[1].Name != "Set up Node.js" {
 		t.Fatalf("setup-node step: %+v", st[1])
+	}
+}
+
+// TestWorkflowRunsOnSystem: a job written for Windows or macOS asks for a worker of that
+// system, so it waits for one instead of running on Linux and reporting success.
+func TestWorkflowRunsOnSystem(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		runsOn string
+		want   []string
+	}{
+		{"ubuntu-latest", nil},
+		{"ubuntu-24.04", nil},
+		{"windows-latest", []string{"windows"}},
+		{"windows-2022", []string{"windows"}},
+		{"windows", []string{"windows"}},
+		{"macos-14", []string{"macos"}},
+		{"macos-latest-xlarge", []string{"macos"}},
+		{"[self-hosted, Windows, X64]", []string{"windows", "amd64"}},
+		{"[self-hosted, macOS, ARM64, gpu]", []string{"macos", "arm64", "gpu"}},
+		{"{group: big, labels: [windows-2019]}", []string{"windows"}},
+		{"[self-hosted, linux]", []string{"linux"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.runsOn, func(t *testing.T) {
+			t.Parallel()
+			p := compileWorkflow(t, "on: push\njobs:\n  a:\n    runs-on: "+tc.runsOn+"\n    steps: [{run: x}]\n")
+			if got := p.Job("a").RunsOn; !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("runs-on: %s asks for %v, want %v", tc.runsOn, got, tc.want)
+			}
+		})
+	}
+}
+
+// TestWorkflowRunsOnMatrix: runs-on: ${{ matrix.os }} over GitHub's images asks, in each
+// instance, for the system its image names.
+func TestWorkflowRunsOnMatrix(t *testing.T) {
+	t.Parallel()
+	p := compileWorkflow(t, `
+on: push
+jobs:
+  test:
+    runs-on: ${{ matrix.os }}
+    strategy:
+      matrix:
+        os: [ubuntu-latest, windows-latest, macos-14]
+        include:
+          - {os: windows-latest, big: 'yes'}
+    steps:
+      - run: echo ${{ matrix.os }}
+  gpu:
+    runs-on: [self-hosted, "${{ matrix.os }}", gpu]
+    strategy: {matrix: {os: [Linux, Windows]}}
+    steps: [{run: x}]
+`)
+	want := map[string][]string{
+		"test (os=ubuntu-latest)":           nil,
+		"test (os=windows-latest, big=yes)": {"windows"},
+		"test (os=macos-14)":                {"macos"},
+		"gpu (os=Linux)":                    {"linux", "gpu"},
+		"gpu (os=Windows)":                  {"windows", "gpu"},
+	}
+	if len(p.Jobs) != len(want) {
+		t.Fatalf("want %d jobs, got %s", len(want), planJSON(t, p))
+	}
+	for _, j := range p.Jobs {
+		w, ok := want[j.Key]
+		if !ok {
+			t.Fatalf("unexpected job %q", j.Key)
+		}
+		if !reflect.DeepEqual(j.RunsOn, w) {
+			t.Errorf("%s asks for %v, want %v", j.Key, j.RunsOn, w)
+		}
+		if m, _ := lookupMatrix(j.Matrix, "os"); j.Name == "test" && j.Steps[0].Run != "echo "+m {
+			t.Errorf("%s: the step still reads matrix.os as written (%q)", j.Key, j.Steps[0].Run)
+		}
+	}
+}
+
+// TestWorkflowRunsOnExpressionErrors: a runs-on expression Gantry cannot decide when it
+// plans is an error at the runs-on, where it used to be dropped and the job run anywhere.
+func TestWorkflowRunsOnExpressionErrors(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ name, runsOn, path string }{
+		{"run value", "${{ github.ref_name }}", "jobs.a.runs-on"},
+		{"input", "${{ inputs.runner }}", "jobs.a.runs-on"},
+		{"in a list", "[self-hosted, '${{ github.ref }}']", "jobs.a.runs-on[1]"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			src := "on: {workflow_dispatch: {inputs: {runner: {type: string}}}}\njobs:\n  a:\n    runs-on: " + tc.runsOn + "\n    steps: [{run: x}]\n"
+			errs := compileErrs(t, src)
+			for _, e := range errs {
+				if e.Path == tc.path {
+					return
+				}
+			}
+			t.Fatalf("want an error at %s, got:\n%v", tc.path, errs)
+		})
+	}
+}
+
+// TestConvertWorkflowRunsOnMatrix: gantry convert writes the labels a runs-on expression
+// comes to when every instance comes to the same ones, and refuses, at the runs-on, a
+// matrix whose instances ask for different systems, which one runs_on cannot say.
+func TestConvertWorkflowRunsOnMatrix(t *testing.T) {
+	t.Parallel()
+	const head = "on: push\njobs:\n  a:\n    runs-on: ${{ matrix.os }}\n    steps: [{run: x}]\n    strategy:\n      matrix:\n"
+	for _, tc := range []struct {
+		name, matrix string
+		want         []string
+	}{
+		{"all ubuntu", "        os: [ubuntu-latest, ubuntu-24.04]\n", nil},
+		{"all windows", "        os: [windows-latest, windows-2022]\n", []string{"windows"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			src := []byte(head + tc.matrix)
+			want := compileWorkflow(t, string(src))
+			out, err := ConvertWorkflow(src, Options{})
+			if err != nil {
+				t.Fatalf("ConvertWorkflow: %v", err)
+			}
+			got, err := Compile(out, Options{Path: "pipeline.yml"})
+			if err != nil {
+				t.Fatalf("Compile(convert): %v\n%s", err, out)
+			}
+			if a, b := planJSON(t, want), planJSON(t, got); a != b {
+				t.Fatalf("plans differ\nworkflow:\n%s\nconverted:\n%s\ndefinition:\n%s", a, b, out)
+			}
+			for _, j := range got.Jobs {
+				if !reflect.DeepEqual(j.RunsOn, tc.want) {
+					t.Fatalf("%s asks for %v, want %v", j.Key, j.RunsOn, tc.want)
+				}
+			}
+		})
+	}
+	_, err := ConvertWorkflow([]byte(head+"        os: [ubuntu-latest, windows-latest]\n"), Options{})
+	var errs Errors
+	if !errors.As(err, &errs) || len(errs) != 1 || errs[0].Path != "jobs.a.runs-on" || errs[0].Line != 4 ||
+		!errors.Is(errs[0], ErrInvalid) || !strings.Contains(errs[0].Message, "different instances") {
+		t.Fatalf("convert of a matrix over ubuntu and windows: %v, want one error at jobs.a.runs-on (line 4)", err)
 	}
 }

@@ -145,6 +145,24 @@ type Step struct {
 	Once            bool              `json:"once,omitempty"`
 	ContinueOnError bool              `json:"continue_on_error,omitempty"`
 	Timeout         Duration          `json:"timeout,omitempty"`
+	// Uses names the action the step runs instead of Run: owner/repo[/dir]@ref, a
+	// directory of the workspace (./dir), or docker://image. "" for a run step.
+	Uses string `json:"uses,omitempty"`
+	// With are the action's inputs as the step gives them, with the same references as
+	// Env (secrets, steps) still to be put in by the worker.
+	With map[string]string `json:"with,omitempty"`
+	// Actions pins every action the step may run, its own and those its composite
+	// actions use, by their uses text: set when a run is created (see the actions
+	// package), so that every attempt of the job runs the same code.
+	Actions map[string]ActionPin `json:"actions,omitempty"`
+}
+
+// ActionPin is where an action's code comes from and the commit a run uses.
+type ActionPin struct {
+	// URL is the git repository the action was resolved from.
+	URL string `json:"url"`
+	// Commit is the full commit id the action's ref named when the run was created.
+	Commit string `json:"commit"`
 }
 
 // Resources a job needs free on a worker. Zero means no requirement.

@@ -103,6 +103,8 @@ type stepSpec struct {
 	node            *yaml.Node
 	name, run       text
 	id, cond        text
+	uses            text
+	with            []envVar
 	shell           string
 	env             []envVar
 	once            bool
@@ -155,7 +157,7 @@ var (
 	topKeys         = []string{"name", "on", "env", "stages", "defaults", "jobs"}
 	defaultsKeys    = []string{"timeout", "retry", "priority", "runs_on", "resources", "env", "shell", "cancel_grace", "checkout", "cache", "image", "container"}
 	jobKeys         = []string{"stage", "needs", "if", "matrix", "runs_on", "resources", "steps", "env", "timeout", "retry", "priority", "concurrency", "artifacts", "continue_on_error", "cancel_grace", "network", "shell", "checkout", "environment", "cache", "image", "services", "container", "name", "outputs", "fail_fast"}
-	stepKeys        = []string{"name", "id", "if", "run", "shell", "env", "once", "continue_on_error", "timeout"}
+	stepKeys        = []string{"name", "id", "if", "run", "uses", "with", "shell", "env", "once", "continue_on_error", "timeout"}
 	retryKeys       = []string{"max_attempts", "backoff", "max_backoff", "on"}
 	resourceKeys    = []string{"cpu", "memory"}
 	concurrencyKeys = []string{"group", "cancel_in_progress"}
@@ -574,6 +576,32 @@ func (d *decoder) labels(n *yaml.Node, p string) []text {
 	return out
 }
 
+// actionInputs reads a step's with: the inputs of the action it uses, by name (names
+// may hold '-', as action.yml's do).
+func (d *decoder) actionInputs(n *yaml.Node, p string) []envVar {
+	var out []envVar
+	for _, f := range d.fields(n, p, "a mapping of action inputs to values") {
+		if d.abort {
+			break
+		}
+		if !actionInputPattern.MatchString(f.key) {
+			d.add(ErrInvalid, f.keyNode, f.path, "input name %q: use letters, digits, '-' and '_', not starting with a digit or '-'", f.key)
+			continue
+		}
+		v := d.resolve(f.val)
+		if v == nil || v.Kind == yaml.ScalarNode && v.Tag == "!!null" {
+			continue
+		}
+		if s, ok := d.str(v, f.path, "a value"); ok {
+			out = append(out, envVar{name: f.key, value: text{v: s, node: v, path: f.path}})
+		}
+	}
+	return out
+}
+
+// actionInputPattern is what an action's input may be called.
+var actionInputPattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_-]*$`)
+
 func (d *decoder) env(n *yaml.Node, p string) []envVar {
 	var out []envVar
 	for _, f := range d.fields(n, p, "a mapping of variable names to values") {
@@ -615,6 +643,15 @@ func (d *decoder) step(n *yaml.Node, p string) (stepSpec, bool) {
 			if v, ok := d.str(f.val, f.path, "a command"); ok {
 				st.run = text{v: v, node: d.resolve(f.val), path: f.path}
 			}
+		case "uses":
+			if v, ok := d.str(f.val, f.path, "an action, as in owner/repo@v1 or ./dir"); ok {
+				st.uses = text{v: v, node: d.resolve(f.val), path: f.path}
+				if err := CheckUses(v); err != nil {
+					d.add(ErrInvalid, f.val, f.path, "%v", err)
+				}
+			}
+		case "with":
+			st.with = d.actionInputs(f.val, f.path)
 		case "id":
 			if v, ok := d.str(f.val, f.path, "a step id"); ok {
 				if !outputNamePattern.MatchString(v) {
@@ -639,9 +676,22 @@ func (d *decoder) step(n *yaml.Node, p string) (stepSpec, bool) {
 			st.timeout, _ = d.duration(f.val, f.path, true)
 		}
 	})
+	if st.uses.node != nil {
+		if st.run.node != nil {
+			d.add(ErrInvalid, st.uses.node, p+".uses", "a step has either uses or run, not both")
+			return st, false
+		}
+		if st.shell != "" {
+			d.add(ErrInvalid, st.uses.node, p+".shell", "shell: belongs to a run step; an action says how it runs")
+		}
+		return st, true
+	}
+	if st.with != nil {
+		d.add(ErrInvalid, n, p+".with", "with: belongs to a step that uses an action")
+	}
 	if r := d.resolve(n); r != nil && r.Kind == yaml.MappingNode && strings.TrimSpace(st.run.v) == "" && !d.abort {
 		if st.run.node == nil {
-			d.add(ErrRequired, n, p+".run", "a step needs a run command")
+			d.add(ErrRequired, n, p+".run", "a step needs a run command or uses: an action")
 		} else {
 			d.add(ErrRequired, st.run.node, p+".run", "run command is empty")
 		}

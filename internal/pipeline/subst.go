@@ -244,6 +244,7 @@ func (j *Job) WithRunValues(in ConditionInput) (*Job, error) {
 	for i, st := range j.Steps {
 		st.Run, st.Name = resolve(st.Run), resolve(st.Name)
 		st.Env = resolveMap(st.Env, resolve)
+		st.With = resolveMap(st.With, resolve)
 		out.Steps[i] = st
 	}
 	if len(j.Caches) > 0 {
@@ -285,6 +286,11 @@ func (j *Job) hasRunRefs() bool {
 			return true
 		}
 		for _, v := range st.Env {
+			if has(v) {
+				return true
+			}
+		}
+		for _, v := range st.With {
 			if has(v) {
 				return true
 			}
@@ -432,6 +438,7 @@ func (j *Job) WithNeeds(outputs map[string]map[string]string) *Job {
 	for i, st := range j.Steps {
 		st.Run, st.Name = resolve(st.Run), resolve(st.Name)
 		st.Env = resolveMap(st.Env, resolve)
+		st.With = resolveMap(st.With, resolve)
 		out.Steps[i] = st
 	}
 	return &out

@@ -1,0 +1,131 @@
+package pipeline
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestParseUses(t *testing.T) {
+	ok := []struct {
+		in   string
+		want Uses
+	}{
+		{"actions/setup-java@v4", Uses{Kind: UsesRepository, Owner: "actions", Repo: "setup-java", Ref: "v4"}},
+		{"github/codeql-action/init@v3", Uses{Kind: UsesRepository, Owner: "github", Repo: "codeql-action", Dir: "init", Ref: "v3"}},
+		{"o/r/a/b/../c@0123456789abcdef0123456789abcdef01234567", Uses{Kind: UsesRepository, Owner: "o", Repo: "r", Dir: "a/c", Ref: "0123456789abcdef0123456789abcdef01234567"}},
+		{"dtolnay/rust-toolchain@release/1.80", Uses{Kind: UsesRepository, Owner: "dtolnay", Repo: "rust-toolchain", Ref: "release/1.80"}},
+		{"./.github/actions/setup", Uses{Kind: UsesLocal, Local: ".github/actions/setup"}},
+		{"./", Uses{Kind: UsesLocal}},
+		{"docker://alpine:3.20", Uses{Kind: UsesDocker, Image: "alpine:3.20"}},
+	}
+	for _, c := range ok {
+		got, err := ParseUses(c.in)
+		if err != nil {
+			t.Errorf("ParseUses(%q): %v", c.in, err)
+			continue
+		}
+		if got != c.want {
+			t.Errorf("ParseUses(%q) = %+v, want %+v", c.in, got, c.want)
+		}
+	}
+	bad := []struct{ in, msg string }{
+		{"", "empty"},
+		{"actions/checkout", "needs a version after @"},
+		{"actions@v1", "expected owner/repo@ref"},
+		{"../x", "directory of the workspace"},
+		{"./../x", "inside the workspace"},
+		{"/abs", "directory of the workspace"},
+		{"o/r/..@v1", "inside its repository"},
+		{"o/r@v1 2", "not a git ref"},
+		{"o/r@a..b", "not a git ref"},
+		{"o/${{ matrix.x }}@v1", "cannot be expressions"},
+		{"docker://", "needs an image"},
+		{"-o/r@v1", "not an owner"},
+	}
+	for _, c := range bad {
+		_, err := ParseUses(c.in)
+		if err == nil || !strings.Contains(err.Error(), c.msg) {
+			t.Errorf("ParseUses(%q) = %v, want an error with %q", c.in, err, c.msg)
+		}
+	}
+}
+
+// An action Gantry does not do itself becomes a step that runs it, with its inputs,
+// id, if:, env and settings; Gantry's own language says the same with uses: and with:.
+func TestActionSteps(t *testing.T) {
+	wf := `on: push
+jobs:
+  lint:
+    runs-on: ubuntu-latest
+    strategy: {matrix: {go: ['1.25']}}
+    env: {MODE: strict}
+    steps:
+      - uses: actions/checkout@v4
+      - id: lint
+        name: Lint ${{ matrix.go }}
+        uses: golangci/golangci-lint-action@v6
+        if: github.event_name == 'push'
+        continue-on-error: true
+        timeout-minutes: 5
+        env: {GOFLAGS: -mod=mod}
+        with:
+          version: v1.${{ matrix.go }}
+          args: --timeout=5m
+          only-new-issues: true
+          token: ${{ secrets.LINT_TOKEN }}
+      - uses: ./.github/actions/report
+      - run: echo ${{ steps.lint.outputs.result }}
+`
+	p, errs := Compile([]byte(wf), Options{})
+	if errs != nil {
+		t.Fatalf("Compile: %v", errs)
+	}
+	steps := p.Jobs[0].Steps
+	if len(steps) != 3 {
+		t.Fatalf("steps = %+v, want 3", steps)
+	}
+	st := steps[0]
+	if st.Uses != "golangci/golangci-lint-action@v6" || st.ID != "lint" || st.Name != "Lint 1.25" || !st.ContinueOnError || st.If == nil || st.Timeout == 0 {
+		t.Errorf("action step = %+v", st)
+	}
+	want := map[string]string{"version": "v1.1.25", "args": "--timeout=5m", "only-new-issues": "true", "token": SecretRef("LINT_TOKEN")}
+	for k, v := range want {
+		if st.With[k] != v {
+			t.Errorf("with.%s = %q, want %q (with = %v)", k, st.With[k], v, st.With)
+		}
+	}
+	if st.Env["GOFLAGS"] != "-mod=mod" {
+		t.Errorf("env = %v", st.Env)
+	}
+	if steps[1].Uses != "./.github/actions/report" || steps[1].Name != "Run ./.github/actions/report" {
+		t.Errorf("local action step = %+v", steps[1])
+	}
+
+	own := `jobs:
+  a:
+    steps:
+      - uses: o/r/sub@v2
+        id: x
+        with: {who: "${{ env.WHO }}", n: 3}
+        env: {WHO: me}
+      - run: echo ${{ steps.x.outputs.y }}
+`
+	p, errs = Compile([]byte(own), Options{})
+	if errs != nil {
+		t.Fatalf("Compile: %v", errs)
+	}
+	if st := p.Jobs[0].Steps[0]; st.Uses != "o/r/sub@v2" || st.With["who"] != "me" || st.With["n"] != "3" {
+		t.Errorf("step = %+v", st)
+	}
+	for _, c := range []struct{ def, msg string }{
+		{"jobs:\n  a:\n    steps:\n      - {uses: o/r@v1, run: x}\n", "either uses or run"},
+		{"jobs:\n  a:\n    steps:\n      - {run: x, with: {a: b}}\n", "with: belongs to a step that uses an action"},
+		{"jobs:\n  a:\n    steps:\n      - {uses: o/r@v1, shell: bash}\n", "shell: belongs to a run step"},
+		{"jobs:\n  a:\n    steps:\n      - {uses: o/r@v1, with: {'-x': b}}\n", "input name"},
+		{"jobs:\n  a:\n    steps:\n      - {uses: nope}\n", "needs a version after @"},
+	} {
+		if _, errs := Compile([]byte(c.def), Options{}); errs == nil || !strings.Contains(errs.Error(), c.msg) {
+			t.Errorf("Compile(%q) = %v, want an error with %q", c.def, errs, c.msg)
+		}
+	}
+}
