@@ -24,6 +24,50 @@ type Line struct {
 	// Truncated marks a line cut at the line length cap, or, on a system line, the point
 	// where the attempt reached its log size limit and the rest was dropped.
 	Truncated bool `json:"truncated,omitempty"`
+	// Group marks a fold a step opened with ::group::TITLE (GroupStart; Text is the
+	// title) or closed with ::endgroup:: (GroupEnd). A fold ends at its end line, at the
+	// next start, or at the next system line (a step's end), whichever comes first.
+	Group string `json:"group,omitempty"`
+	// Level marks the message of a workflow command: LevelError, LevelWarning and
+	// LevelNotice (::error:: and kin, whose Text is the message and which carry an
+	// Annotation) or LevelDebug (::debug::, emitted only in debug mode).
+	Level string `json:"level,omitempty"`
+	// Annotation holds where an error, warning or notice points and the step that raised
+	// it; the coordinator keeps it as an annotation of the job (see Config.Annotate).
+	Annotation *Annotation `json:"annotation,omitempty"`
+}
+
+// Values of Line.Group.
+const (
+	GroupStart = "start"
+	GroupEnd   = "end"
+)
+
+// Values of Line.Level.
+const (
+	LevelError   = "error"
+	LevelWarning = "warning"
+	LevelNotice  = "notice"
+	LevelDebug   = "debug"
+)
+
+// Annotation is what a ::error::, ::warning:: or ::notice:: command says besides its
+// message: its properties (file, line, col, endLine, endColumn, title; each optional)
+// and the step whose output it was in.
+type Annotation struct {
+	// Step is the index of the step that printed the command; -1 when not known.
+	Step      int    `json:"step"`
+	Title     string `json:"title,omitempty"`
+	File      string `json:"file,omitempty"`
+	Line      int    `json:"line,omitempty"`
+	Col       int    `json:"col,omitempty"`
+	EndLine   int    `json:"end_line,omitempty"`
+	EndColumn int    `json:"end_column,omitempty"`
+}
+
+// Annotated reports whether l is an error, warning or notice with its annotation.
+func (l *Line) Annotated() bool {
+	return l.Annotation != nil && (l.Level == LevelError || l.Level == LevelWarning || l.Level == LevelNotice)
 }
 
 // Key names one job attempt's log.

@@ -36,6 +36,10 @@ type RecorderOptions struct {
 	MaxLineBytes int
 	// Now is the time source for line timestamps; nil means time.Now.
 	Now func() time.Time
+	// Debug emits ::debug:: messages (as lines of LevelDebug); without it they are
+	// dropped. The worker sets it when the job's env has ACTIONS_STEP_DEBUG=true, as
+	// GitHub does.
+	Debug bool
 }
 
 // Recorder turns a job attempt's output into numbered, masked lines and hands them to a
@@ -56,16 +60,24 @@ type RecorderOptions struct {
 //     rest of it up to the next "\n" is discarded.
 //   - A line that is exactly "::add-mask::VALUE" registers VALUE as a secret and is not
 //     emitted.
+//   - Other workflow commands (::group::, ::error::, ::stop-commands:: and the rest, see
+//     commands.go) are acted on once their line is complete and masked; a command of a
+//     kind the Recorder does not know is output as it is. A line cut at the length cap is
+//     never a command.
 //   - Close emits a last line that has no line end.
 type Recorder struct {
 	sink    func([]Line)
 	maxLine int
 	now     func() time.Time
+	debug   bool
 
-	mu      sync.Mutex
-	seq     int64
-	masker  masker
-	writers map[*recordWriter]struct{}
+	mu  sync.Mutex
+	seq int64
+	// stopToken is set between ::stop-commands::TOKEN and ::TOKEN::; no command is acted
+	// on meanwhile. It is the job's, not a writer's: GitHub's runner reads one stream.
+	stopToken string
+	masker    masker
+	writers   map[*recordWriter]struct{}
 }
 
 // NewRecorder returns a Recorder that passes the lines completed by each Write, Close or
@@ -83,6 +95,7 @@ func NewRecorder(sink func([]Line), opts RecorderOptions) *Recorder {
 		sink:    sink,
 		maxLine: opts.MaxLineBytes,
 		now:     opts.Now,
+		debug:   opts.Debug,
 		writers: make(map[*recordWriter]struct{}),
 	}
 }
@@ -92,7 +105,13 @@ func NewRecorder(sink func([]Line), opts RecorderOptions) *Recorder {
 // one writer must not be written from two goroutines at once. Write never fails before
 // Close, so a log problem never fails a step.
 func (r *Recorder) Writer(stream string) io.WriteCloser {
-	w := &recordWriter{r: r, stream: stream, cmd: true}
+	return r.StepWriter(stream, -1)
+}
+
+// StepWriter is Writer for the output of the step of index step, which the annotations
+// its ::error::, ::warning:: and ::notice:: commands raise carry (Annotation.Step).
+func (r *Recorder) StepWriter(stream string, step int) io.WriteCloser {
+	w := &recordWriter{r: r, stream: stream, step: step, cmd: true}
 	r.mu.Lock()
 	r.writers[w] = struct{}{}
 	r.mu.Unlock()
@@ -163,8 +182,14 @@ type batch struct {
 
 // emit numbers a line and adds it to b. Callers hold r.mu.
 func (r *Recorder) emit(b *batch, ts int64, stream, text string, truncated bool) {
+	r.emitLine(b, Line{TS: ts, Stream: stream, Text: text, Truncated: truncated})
+}
+
+// emitLine numbers l and adds it to b. Callers hold r.mu.
+func (r *Recorder) emitLine(b *batch, l Line) {
 	r.seq++
-	b.lines = append(b.lines, Line{Seq: r.seq, TS: ts, Stream: stream, Text: text, Truncated: truncated})
+	l.Seq = r.seq
+	b.lines = append(b.lines, l)
 }
 
 // flush hands b's lines to the sink. Callers hold r.mu, which keeps sink calls ordered
@@ -179,6 +204,7 @@ func (r *Recorder) flush(b *batch) {
 type recordWriter struct {
 	r      *Recorder
 	stream string
+	step   int // the step's index, -1 when not known
 	closed bool
 
 	// raw holds bytes of the current segment that may still be the start of a secret;
@@ -299,7 +325,7 @@ func (w *recordWriter) advance(final bool) {
 // discards the rest of the line.
 func (w *recordWriter) cut(b *batch, ts int64) {
 	r := w.r
-	if w.cmd {
+	if w.cmd && r.stopToken == "" {
 		// Never show any part of a mask command, not even cut.
 		r.emit(b, ts, System, "an ::add-mask:: line longer than the line limit was dropped; nothing was masked", false)
 	} else {
@@ -344,7 +370,7 @@ func (w *recordWriter) endLine(b *batch, ts int64) {
 	if w.discard {
 		return
 	}
-	if w.cmd && len(w.cmdBuf) >= len(addMaskPrefix) {
+	if w.cmd && len(w.cmdBuf) >= len(addMaskPrefix) && w.r.stopToken == "" {
 		w.r.addMask(string(w.cmdBuf[len(addMaskPrefix):]))
 		return
 	}
@@ -356,6 +382,9 @@ func (w *recordWriter) endLine(b *batch, ts int64) {
 		} else if w.segEmitted {
 			return
 		}
+	}
+	if len(text) <= w.r.maxLine && w.command(b, ts, strings.ToValidUTF8(string(text), "\uFFFD")) {
+		return
 	}
 	w.emitText(b, ts, text)
 }

@@ -100,9 +100,18 @@ func (s *Service) maskSecrets(ctx context.Context, k Key, a *attemptState, lines
 	if a.masker.empty() {
 		return nil
 	}
+	mask := func(s string) string {
+		masked, _ := a.masker.mask(nil, []byte(s), true)
+		return string(masked)
+	}
 	for i := range lines {
-		masked, _ := a.masker.mask(nil, []byte(lines[i].Text), true)
-		lines[i].Text = string(masked)
+		lines[i].Text = mask(lines[i].Text)
+		if an := lines[i].Annotation; an != nil {
+			// A copy: the caller's batch may share the annotation.
+			c := *an
+			c.Title, c.File = mask(c.Title), mask(c.File)
+			lines[i].Annotation = &c
+		}
 	}
 	return nil
 }

@@ -25,7 +25,7 @@ const MaxLineBytes = 64 << 10
 
 // maxEncodedLine bounds a stored line's encoded size: JSON escapes a byte of text to at
 // most six (\u00XX), plus the other fields.
-const maxEncodedLine = 6*MaxLineBytes + 256
+const maxEncodedLine = 6*(MaxLineBytes+2*MaxAnnotationPropBytes) + 256
 
 // noticeTopic is the store topic on which replicas announce log changes:
 // "<origin> <job> <attempt> lines|end".
@@ -212,7 +212,13 @@ func (s *Service) Append(ctx context.Context, k Key, lines []Line) (next int64, 
 }
 
 // maxEncoded bounds l's stored size, as maxEncodedLine does for any line.
-func maxEncoded(l *Line) int64 { return 6*int64(len(l.Text)) + 256 }
+func maxEncoded(l *Line) int64 {
+	n := 6*int64(len(l.Text)) + 256
+	if a := l.Annotation; a != nil {
+		n += 6 * int64(len(a.Title)+len(a.File))
+	}
+	return n
+}
 
 // cut caps a line's text at MaxLineBytes, on a character boundary, and makes it valid
 // UTF-8.
@@ -229,6 +235,10 @@ func cut(l *Line) {
 	}
 	if !utf8.ValidString(l.Text) {
 		l.Text = strings.ToValidUTF8(l.Text, "\uFFFD")
+	}
+	if a := l.Annotation; a != nil {
+		a.Title = cutUTF8(strings.ToValidUTF8(a.Title, "\uFFFD"), MaxAnnotationPropBytes)
+		a.File = cutUTF8(strings.ToValidUTF8(a.File, "\uFFFD"), MaxAnnotationPropBytes)
 	}
 }
 
