@@ -119,6 +119,8 @@ const (
 	opUpdateProject
 	opUpdateWorkflow
 	opClaimHookEvent
+	opAddAnnotations
+	opListAnnotations
 	numOps
 )
 
@@ -142,6 +144,7 @@ var opNames = [numOps]string{
 	"ReleaseClaims", "RevokeToken", "RewrapSecret", "ScheduleTicks", "SealWebhookSecret",
 	"SealWebhookSubscriptionSecret", "SealedSecrets", "SecretsForForks", "SetSecretsForForks", "SkipTick",
 	"TouchToken", "UpdateProject", "UpdateWorkflow", "ClaimHookEvent",
+	"AddAnnotations", "ListAnnotations",
 }
 
 // instrumented is a store.Store that times every call of the store it wraps. The
@@ -815,6 +818,20 @@ func (s *instrumented) PutSecret(ctx context.Context, sc *store.Secret) (bool, e
 	t := time.Now()
 	r0, err := s.Store.PutSecret(ctx, sc)
 	s.done(opPutSecret, t, err)
+	return r0, err
+}
+
+func (s *instrumented) AddAnnotations(ctx context.Context, p store.AddAnnotationsParams) (int, error) {
+	t := time.Now()
+	r0, err := s.Store.AddAnnotations(ctx, p)
+	s.done(opAddAnnotations, t, err)
+	return r0, err
+}
+
+func (s *instrumented) ListAnnotations(ctx context.Context, p store.ListAnnotationsParams) ([]*store.Annotation, error) {
+	t := time.Now()
+	r0, err := s.Store.ListAnnotations(ctx, p)
+	s.done(opListAnnotations, t, err)
 	return r0, err
 }
 

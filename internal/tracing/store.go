@@ -678,6 +678,20 @@ func (s *traced) PutSecret(ctx context.Context, sc *store.Secret) (bool, error) 
 	return r0, err
 }
 
+func (s *traced) AddAnnotations(ctx context.Context, p store.AddAnnotationsParams) (int, error) {
+	ctx, span := s.start(ctx, "AddAnnotations")
+	r0, err := s.Store.AddAnnotations(ctx, p)
+	end(span, err)
+	return r0, err
+}
+
+func (s *traced) ListAnnotations(ctx context.Context, p store.ListAnnotationsParams) ([]*store.Annotation, error) {
+	ctx, span := s.start(ctx, "ListAnnotations")
+	r0, err := s.Store.ListAnnotations(ctx, p)
+	end(span, err)
+	return r0, err
+}
+
 func (s *traced) ClaimHookEvent(ctx context.Context, p store.ClaimHookEventParams) (*store.HookEventClaim, error) {
 	ctx, span := s.start(ctx, "ClaimHookEvent")
 	r0, err := s.Store.ClaimHookEvent(ctx, p)

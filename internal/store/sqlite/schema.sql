@@ -311,6 +311,24 @@ CREATE TABLE hook_events (
     PRIMARY KEY (project_id, event, ref, sha)
 );
 CREATE INDEX hook_events_by_age ON hook_events (project_id, claimed_at);
+CREATE TABLE annotations (
+    job_id     TEXT NOT NULL,
+    attempt    INTEGER NOT NULL,
+    seq        BIGINT NOT NULL,
+    run_id     TEXT NOT NULL,
+    step       INTEGER NOT NULL,
+    level      TEXT NOT NULL,
+    message    TEXT NOT NULL,
+    title      TEXT NOT NULL DEFAULT '',
+    file       TEXT NOT NULL DEFAULT '',
+    line       INTEGER NOT NULL DEFAULT 0,
+    col        INTEGER NOT NULL DEFAULT 0,
+    end_line   INTEGER NOT NULL DEFAULT 0,
+    end_column INTEGER NOT NULL DEFAULT 0,
+    created_at BIGINT NOT NULL,
+    PRIMARY KEY (job_id, attempt, seq)
+);
+CREATE INDEX annotations_by_run ON annotations (run_id);
 INSERT INTO schema_migrations (version, name, applied_at) VALUES (1, '0001_init.sql', 0);
 INSERT INTO schema_migrations (version, name, applied_at) VALUES (2, '0002_tokens.sql', 0);
 INSERT INTO schema_migrations (version, name, applied_at) VALUES (3, '0003_group_cancels.sql', 0);
@@ -339,3 +357,4 @@ INSERT INTO schema_migrations (version, name, applied_at) VALUES (27, '0027_jobs
 INSERT INTO schema_migrations (version, name, applied_at) VALUES (28, '0028_blob_owners.sql', 0);
 INSERT INTO schema_migrations (version, name, applied_at) VALUES (29, '0029_prevent_self_review.sql', 0);
 INSERT INTO schema_migrations (version, name, applied_at) VALUES (30, '0030_hook_events.sql', 0);
+INSERT INTO schema_migrations (version, name, applied_at) VALUES (31, '0031_annotations.sql', 0);

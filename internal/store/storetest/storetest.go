@@ -100,6 +100,7 @@ var groups = []struct {
 	{"Quotas", quotaTests},
 	{"Outputs", outputTests},
 	{"Members", memberTests},
+	{"Annotations", annotationTests},
 }
 
 const (
