@@ -239,6 +239,7 @@ func New(cfg Config) *Server {
 		s.log = slog.New(slog.DiscardHandler)
 	}
 	s.logs.UseSecrets(s.logSecrets)
+	s.logs.UseAnnotations(s.keepAnnotations)
 	if s.clock == nil {
 		s.clock = clock.Real{}
 	}
@@ -272,6 +273,7 @@ func (s *Server) routes(cfg Config) {
 	s.agentRoutes()
 	s.tokenRoutes()
 	s.logRoutes()
+	s.annotationRoutes()
 	s.wsRoutes()
 	s.artifactRoutes()
 	s.projectRoutes()

@@ -56,7 +56,8 @@ type Service struct {
 
 	mu       sync.Mutex
 	attempts map[Key]*attemptState
-	secrets  SecretSource // see UseSecrets
+	secrets  SecretSource   // see UseSecrets
+	annotate AnnotationSink // see UseAnnotations
 
 	notices chan Key // keys with unannounced lines, for the notice loop
 	stop    context.CancelFunc
@@ -188,6 +189,9 @@ func (s *Service) Append(ctx context.Context, k Key, lines []Line) (next int64, 
 		}
 		used += n
 	}
+	if err := s.keepAnnotations(ctx, k, todo); err != nil {
+		return 0, false, err
+	}
 	after, err := s.cfg.Storage.Append(ctx, k, todo)
 	if err != nil {
 		if errors.Is(err, ErrGap) {
@@ -209,6 +213,41 @@ func (s *Service) Append(ctx context.Context, k Key, lines []Line) (next int64, 
 		return end, true, nil
 	}
 	return after.Next, false, nil
+}
+
+// AnnotationSink keeps the annotations of a job attempt's lines (each Line.Annotated);
+// it must skip a line's annotation it already kept, as a batch may be sent again.
+type AnnotationSink func(ctx context.Context, k Key, lines []Line) error
+
+// UseAnnotations makes the service hand the annotated lines of every batch to sink, after
+// masking and before storing them: a batch whose annotations were not kept is not stored,
+// so the worker sends it again and nothing is lost.
+func (s *Service) UseAnnotations(sink AnnotationSink) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.annotate = sink
+}
+
+func (s *Service) keepAnnotations(ctx context.Context, k Key, lines []Line) error {
+	s.mu.Lock()
+	sink := s.annotate
+	s.mu.Unlock()
+	if sink == nil {
+		return nil
+	}
+	var annotated []Line
+	for i := range lines {
+		if lines[i].Annotated() {
+			annotated = append(annotated, lines[i])
+		}
+	}
+	if len(annotated) == 0 {
+		return nil
+	}
+	if err := sink(ctx, k, annotated); err != nil {
+		return fmt.Errorf("keep the log's annotations: %w", err)
+	}
+	return nil
 }
 
 // maxEncoded bounds l's stored size, as maxEncodedLine does for any line.
