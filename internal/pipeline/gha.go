@@ -92,7 +92,7 @@ type ghaTranslator struct {
 	d        *decoder
 	workflow string // the workflow's name, for github.workflow
 	env      []string
-	shell    string
+	shell    ghaShell
 	workDir  *yaml.Node
 	// jobs are the workflow's job ids, in order, and uploads the artifact name each job's
 	// upload-artifact keeps.
@@ -161,7 +161,7 @@ func (t *ghaTranslator) originalPath(p string) string {
 // workflow translates a workflow's root node into a definition in Gantry's language.
 // Errors are added to the decoder at the workflow's own paths; nil means nothing usable.
 func (d *decoder) workflow(root *yaml.Node) (*yaml.Node, *ghaTranslator) {
-	t := &ghaTranslator{d: d, shell: "bash", uploads: map[string]string{}, renames: map[string]string{}, inputs: map[string]string{},
+	t := &ghaTranslator{d: d, shell: ghaShell{name: "bash"}, uploads: map[string]string{}, renames: map[string]string{}, inputs: map[string]string{},
 		exprRunsOn: map[string]ghaRunsOn{}}
 	out := gMap(root)
 	if d.resolve(root) == nil || root.Kind != yaml.MappingNode {
@@ -239,7 +239,7 @@ func (d *decoder) workflow(root *yaml.Node) (*yaml.Node, *ghaTranslator) {
 }
 
 // defaults reads defaults: {run: {shell, working-directory}}.
-func (t *ghaTranslator) defaults(f field, shell *string, dir **yaml.Node) {
+func (t *ghaTranslator) defaults(f field, shell *ghaShell, dir **yaml.Node) {
 	d := t.d
 	d.object(f.val, f.path, "defaults", ghaDefaultsKeys, func(g field) {
 		d.object(g.val, g.path, "defaults.run", ghaRunKeys, func(h field) {
@@ -257,20 +257,94 @@ func (t *ghaTranslator) defaults(f field, shell *string, dir **yaml.Node) {
 	})
 }
 
+// ghaShell is the shell of a run step: one of Gantry's, and a first line of its script
+// that sets the shell options a custom shell of GitHub's (bash {0}) asks for where they
+// differ from those Gantry runs the shell with.
+type ghaShell struct {
+	name    string // sh, bash or python3
+	prelude string // "" or a set line ending in a newline
+}
+
 // shellName maps a GitHub shell to one of Gantry's.
-func (t *ghaTranslator) shellName(n *yaml.Node, p string) (string, bool) {
+func (t *ghaTranslator) shellName(n *yaml.Node, p string) (ghaShell, bool) {
 	v, ok := t.d.str(n, p, "a shell")
 	if !ok {
-		return "", false
+		return ghaShell{}, false
 	}
 	switch v {
 	case "bash", "sh":
-		return v, true
+		return ghaShell{name: v}, true
 	case "python":
-		return "python3", true
+		return ghaShell{name: "python3"}, true
 	}
-	t.d.add(ErrInvalid, n, p, "shell %q is not supported; Gantry runs steps with bash, sh or python", v)
-	return "", false
+	if sh, ok := shellTemplate(v); ok {
+		return sh, true
+	}
+	t.d.add(ErrInvalid, n, p, "shell %q is not supported; Gantry runs steps with bash, sh or python, or with bash or sh and the options -e, -u, -x, -v and -o pipefail (bash -e {0})", v)
+	return ghaShell{}, false
+}
+
+// shellTemplate reads a custom shell, COMMAND [OPTIONS] {0}, whose command is one Gantry
+// runs: bash, sh or python. GitHub runs bash as bash -eo pipefail and sh as sh -e, but a
+// template runs with the options it names and no others: bash {0}, which a step writes to
+// go on past a failing command and read its exit status, has neither -e nor pipefail.
+// Gantry always starts bash with -e -o pipefail and sh with -e, so the difference is a
+// first line of the script: set +e +o pipefail for bash {0}. Options that would change
+// what the shell reads before the script (-l, --rcfile) are not accepted.
+func shellTemplate(v string) (ghaShell, bool) {
+	words := strings.Fields(v)
+	if len(words) < 2 || words[len(words)-1] != "{0}" {
+		return ghaShell{}, false
+	}
+	cmd, args := words[0], words[1:len(words)-1]
+	switch cmd {
+	case "python", "python3":
+		return ghaShell{name: "python3"}, len(args) == 0
+	case "bash", "sh":
+	default:
+		return ghaShell{}, false
+	}
+	errexit, pipefail := false, false
+	var on []string // -u, -x, -v in the order given
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if cmd == "bash" && (a == "--noprofile" || a == "--norc") {
+			continue // bash -c, as Gantry starts it, reads no startup files either
+		}
+		if len(a) < 2 || a[0] != '-' {
+			return ghaShell{}, false
+		}
+		for k, c := range a[1:] {
+			switch c {
+			case 'e':
+				errexit = true
+			case 'u', 'x', 'v':
+				on = append(on, "-"+string(c))
+			case 'o':
+				// -o takes the next word; only the last letter of a group may be o.
+				if k != len(a)-2 || i+1 >= len(args) || args[i+1] != "pipefail" || cmd != "bash" {
+					return ghaShell{}, false
+				}
+				pipefail = true
+				i++
+			default:
+				return ghaShell{}, false
+			}
+		}
+	}
+	var set []string
+	if !errexit {
+		set = append(set, "+e")
+	}
+	if cmd == "bash" && !pipefail {
+		set = append(set, "+o pipefail")
+	}
+	set = append(set, on...)
+	sh := ghaShell{name: cmd}
+	if len(set) > 0 {
+		sh.prelude = "set " + strings.Join(set, " ") + "\n"
+	}
+	return sh, true
 }
 
 // on copies the triggers Gantry receives. Events that only GitHub sends are dropped; a
@@ -412,7 +486,7 @@ type ghaJob struct {
 	env       []string // names the workflow's and job's env set
 	matrix    bool
 	needs     []string
-	shell     string
+	shell     ghaShell
 	workDir   *yaml.Node
 	checkout  *yaml.Node // the checkout: mapping, once an actions/checkout step is seen
 	artifacts *yaml.Node
@@ -1002,11 +1076,14 @@ func (t *ghaTranslator) step(j *ghaJob, n *yaml.Node, p string) *yaml.Node {
 		d.add(ErrRequired, r, p+".run", "a step needs run or uses")
 		return nil
 	}
+	// The options of a custom shell are set after the change of directory, which
+	// GitHub makes before it starts the shell: a directory missing fails the step.
+	run = shell.prelude + run
 	if dir != nil {
-		run = chdir(shell, t.text(dir.Value, dir, p+".working-directory", j, st, ghaRunScript)) + run
+		run = chdir(shell.name, t.text(dir.Value, dir, p+".working-directory", j, st, ghaRunScript)) + run
 	}
-	if shell != DefaultShell {
-		put(out, "shell", r, gStr(shell, r))
+	if shell.name != DefaultShell {
+		put(out, "shell", r, gStr(shell.name, r))
 	}
 	t.stepSettings(j, st, r, out, fs, p)
 	put(out, "run", runNode, gStr(run, runNode))

@@ -466,3 +466,54 @@ func TestConvertWorkflowRunsOnMatrix(t *testing.T) {
 		t.Fatalf("convert of a matrix over ubuntu and windows: %v, want one error at jobs.a.runs-on (line 4)", err)
 	}
 }
+
+// TestWorkflowShellTemplate: a custom shell that is bash, sh or python with options runs
+// as Gantry's shell, with a first line that sets the options it differs in. bash {0} is
+// how a step goes on past a failing command to read its exit status.
+func TestWorkflowShellTemplate(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		shell      string
+		want, run  string // Gantry's shell and the script; want "" for refused
+		defaultDir bool   // set as defaults.run with a working-directory
+	}{
+		{shell: "bash {0}", want: "bash", run: "set +e +o pipefail\nfalse; echo $?"},
+		{shell: "bash -e {0}", want: "bash", run: "set +o pipefail\nfalse; echo $?"},
+		{shell: "bash --noprofile --norc -eo pipefail {0}", want: "bash", run: "false; echo $?"},
+		{shell: "bash -eux -o pipefail {0}", want: "bash", run: "set -u -x\nfalse; echo $?"},
+		{shell: "sh {0}", want: "sh", run: "set +e\nfalse; echo $?"},
+		{shell: "sh -ex {0}", want: "sh", run: "set -x\nfalse; echo $?"},
+		{shell: "python {0}", want: "python3", run: "false; echo $?"},
+		{shell: "bash {0}", want: "bash", run: "cd -- 'src'\nset +e +o pipefail\nfalse; echo $?", defaultDir: true},
+		{shell: "bash -l {0}"},
+		{shell: "bash -o errexit {0}"},
+		{shell: "sh -o pipefail {0}"},
+		{shell: "bash -e"},
+		{shell: "python -u {0}"},
+		{shell: "msys2 {0}"},
+		{shell: "cpa.sh {0}"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.shell, func(t *testing.T) {
+			t.Parallel()
+			src := "on: push\njobs:\n  a:\n    runs-on: x\n    steps:\n      - run: false; echo $?\n        shell: " + tc.shell + "\n"
+			if tc.defaultDir {
+				src = "on: push\ndefaults:\n  run:\n    shell: " + tc.shell + "\n    working-directory: src\njobs:\n  a:\n    runs-on: x\n    steps:\n      - run: false; echo $?\n"
+			}
+			if tc.want == "" {
+				errs := compileErrs(t, src)
+				for _, e := range errs {
+					if e.Path == "jobs.a.steps[0].shell" && errors.Is(e, ErrInvalid) && strings.Contains(e.Message, "is not supported") {
+						return
+					}
+				}
+				t.Fatalf("want shell %q refused at jobs.a.steps[0].shell, got %v", tc.shell, errs)
+			}
+			p := compileWorkflow(t, src)
+			st := p.Jobs[0].Steps[0]
+			if st.Shell != tc.want || st.Run != tc.run {
+				t.Fatalf("shell %q: got %s %q, want %s %q", tc.shell, st.Shell, st.Run, tc.want, tc.run)
+			}
+		})
+	}
+}
