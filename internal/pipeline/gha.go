@@ -830,6 +830,7 @@ func (t *ghaTranslator) matrix(g field) *yaml.Node {
 		}
 		if v.Kind == yaml.SequenceNode {
 			seq := gSeq(v)
+			refused := false
 			for i, item := range v.Content {
 				item = d.resolve(item)
 				if item == nil {
@@ -837,6 +838,7 @@ func (t *ghaTranslator) matrix(g field) *yaml.Node {
 				}
 				if item.Kind == yaml.MappingNode && f.key != "include" && f.key != "exclude" {
 					d.add(ErrType, item, indexPath(f.path, i), "a matrix value that is a mapping is not supported; use include to add keys to combinations")
+					refused = true
 					continue
 				}
 				if item.Kind == yaml.MappingNode {
@@ -853,6 +855,11 @@ func (t *ghaTranslator) matrix(g field) *yaml.Node {
 					continue
 				}
 				seq.Content = append(seq.Content, t.plain(item))
+			}
+			if refused {
+				// The axis is left out rather than left short: its values are reported
+				// above, and an axis with none left would be reported again as empty.
+				continue
 			}
 			out.Content = append(out.Content, f.keyNode, seq)
 			continue
