@@ -20,6 +20,25 @@ type logLine struct {
 	Stream    string `json:"stream"`
 	Text      string `json:"text"`
 	Truncated bool   `json:"truncated,omitempty"`
+	// Group, Level and Annotation mark the lines of workflow commands (docs/logs.md).
+	Group      string          `json:"group,omitempty"`
+	Level      string          `json:"level,omitempty"`
+	Annotation json.RawMessage `json:"annotation,omitempty"`
+}
+
+// display is how a terminal shows l, and false for a line it leaves out: a fold's title
+// as "▸ TITLE" (its end is not shown), a command's message after its level.
+func (l logLine) display() (string, bool) {
+	switch l.Group {
+	case "start":
+		return "▸ " + l.Text, true
+	case "end":
+		return "", false
+	}
+	if l.Level != "" {
+		return l.Level + ": " + l.Text, true
+	}
+	return l.Text, true
 }
 
 // logEnd is the end event of a log stream: the attempt is over and every line was sent.

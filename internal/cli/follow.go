@@ -342,7 +342,10 @@ func newRunPrinter(out io.Writer, tty bool, jobs []jobView) *runPrinter {
 
 // line prints one log line of job.
 func (p *runPrinter) line(job string, l logLine) {
-	text := l.Text
+	text, ok := l.display()
+	if !ok {
+		return
+	}
 	if p.tty {
 		switch l.Stream {
 		case "system":

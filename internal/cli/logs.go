@@ -75,8 +75,10 @@ func (a *app) logs(ctx context.Context, cfg logsConfig) error {
 			_ = enc.Encode(l)
 			return
 		}
-		w.WriteString(l.Text)
-		w.WriteByte('\n')
+		if text, ok := l.display(); ok {
+			w.WriteString(text)
+			w.WriteByte('\n')
+		}
 	}
 	if !cfg.Follow {
 		return readLog(ctx, c, cfg.Job, cfg.Attempt, cfg.AfterSeq, emit)

@@ -236,7 +236,12 @@ func (a *app) runsGet(ctx context.Context, cfg clientConfig, id string) error {
 	if cfg.JSON {
 		return writeRaw(a.stdout, raw)
 	}
+	as, err := getAnnotations(ctx, c, id)
+	if err != nil {
+		return err
+	}
 	printRunTree(a.stdout, run, a.outputWidth())
+	printAnnotations(a.stdout, as, a.outputWidth())
 	return nil
 }
 
