@@ -56,6 +56,17 @@ func isWorkflow(root *yaml.Node) bool {
 	return every
 }
 
+// IsWorkflow reports whether Compile reads src, given as the file at path, as a GitHub
+// Actions workflow rather than as a definition in Gantry's language.
+func IsWorkflow(src []byte, path string) bool {
+	if isWorkflowPath(path) {
+		return true
+	}
+	d := &decoder{limits: DefaultLimits}
+	root := d.parseDocument(src)
+	return root != nil && d.checkShape(root, 0) && isWorkflow(root)
+}
+
 // mappingValue is the value of key in a mapping node written out (no aliases followed),
 // or nil.
 func mappingValue(n *yaml.Node, key string) *yaml.Node {
@@ -233,6 +244,11 @@ func (d *decoder) workflow(root *yaml.Node) (*yaml.Node, *ghaTranslator) {
 		if j := t.job(jf); j != nil {
 			put(jobs, jf.key, jf.keyNode, j)
 		}
+	}
+	if len(jobs.Content) == 0 && len(fields) > 0 {
+		// Every job was refused, and said why (a workflow of reusable workflow calls):
+		// a definition with no jobs would only be refused again for having none.
+		return nil, t
 	}
 	put(out, "jobs", jobsNode, jobs)
 	return out, t

@@ -546,3 +546,25 @@ jobs:
 		}
 	}
 }
+
+// TestWorkflowEveryJobRefused: a workflow whose every job is refused (here, calls of
+// reusable workflows) is told why once per job, and not again for having no jobs.
+func TestWorkflowEveryJobRefused(t *testing.T) {
+	t.Parallel()
+	errs := compileErrs(t, `
+on: push
+jobs:
+  fuzz:
+    uses: org/fuzzer/.github/workflows/ci.yml@main
+  lint:
+    uses: ./.github/workflows/lint.yml
+`)
+	if len(errs) != 2 {
+		t.Fatalf("want one error for each job, got %d:\n%v", len(errs), errs)
+	}
+	for i, job := range []string{"fuzz", "lint"} {
+		if e := errs[i]; e.Path != "jobs."+job+".uses" || !strings.Contains(e.Message, "reusable workflow") {
+			t.Fatalf("error %d: %v at %s, want the call refused at jobs.%s.uses", i, e, e.Path, job)
+		}
+	}
+}
