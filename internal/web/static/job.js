@@ -1,6 +1,9 @@
 // A job: its status, steps, artifacts and log. The log follows the attempt live over the
 // WebSocket, renders ANSI colours, numbers its lines (#L12 links to line 12), follows
-// the end until you scroll up, and filters by a search term.
+// the end until you scroll up, and filters by a search term. A step's ::group:: folds
+// the lines up to its ::endgroup:: under its title (folded until opened; a search looks
+// inside), and its ::error::, ::warning:: and ::notice:: lines are marked by level and
+// listed above the log as the attempt's annotations, each linking to its line.
 import { clear, fill, h } from "./dom.js";
 import { api, download, getToken, live, post, postJSON } from "./api.js";
 import { newState, render, strip } from "./ansi.js";
@@ -37,6 +40,7 @@ export async function jobPage(main, [id], ctx) {
   const stepsList = h("ol", { class: "steps" });
   const stepsNote = h("p", { class: "muted" });
   const artifactsList = h("div");
+  const annotationsBox = h("section", { class: "annotations", id: "annotations", "aria-labelledby": "annotations-h", hidden: true });
 
   // The log.
   const search = h("input", { type: "search", id: "log-search", placeholder: "Filter lines", autocomplete: "off" });
@@ -53,6 +57,7 @@ export async function jobPage(main, [id], ctx) {
     h("div", { class: "actions" }, cancelBtn, retryBtn), message,
     approvalBox,
     attemptsNav,
+    annotationsBox,
     h("div", { class: "job-body" },
       h("div", { class: "job-side" },
         h("section", { "aria-labelledby": "steps-h" }, h("h2", { id: "steps-h" }, "Steps"), stepsNote, stepsList),
@@ -224,8 +229,24 @@ export async function jobPage(main, [id], ctx) {
     renderArtifacts();
   }
 
-  // Log state of the attempt being shown.
-  let lastSeq = 0, ansi = newState(), texts = [], unsubscribe = () => {}, ended = false;
+  async function loadAnnotations() {
+    const n = viewed;
+    let as;
+    try {
+      as = await api(`${jobPath}/annotations?attempt=${n}`, { signal: ctx.signal });
+    } catch (e) {
+      if (e.name === "AbortError") return;
+      as = []; // a coordinator too old to keep them, or a passing error: shown on the next load
+    }
+    if (n !== viewed) return;
+    annotationsBox.hidden = as.length === 0;
+    fill(annotationsBox, h("h2", { id: "annotations-h" }, "Annotations"),
+      h("ul", { class: "plain annotation-list" }, as.map((a) => annotationItem(a))));
+  }
+
+  // Log state of the attempt being shown. fold is the start row of the fold that lines
+  // go into while it is open.
+  let lastSeq = 0, ansi = newState(), texts = [], unsubscribe = () => {}, ended = false, fold = null;
 
   function atBottom() {
     return logBox.scrollHeight - logBox.scrollTop - logBox.clientHeight < 4;
@@ -237,9 +258,18 @@ export async function jobPage(main, [id], ctx) {
   logBox.addEventListener("scroll", () => { follow.checked = atBottom(); });
   follow.addEventListener("change", () => { if (follow.checked) toBottom(); });
 
+  // A line shows when it matches the search, or, with no search, unless its fold is shut.
   function filterLine(el, text) {
     const q = search.value.toLowerCase();
-    el.hidden = q !== "" && !text.includes(q);
+    el.hidden = q !== "" ? !text.includes(q) : Boolean(el.fold && !el.fold.open);
+  }
+  function setFold(start, open) {
+    start.open = open;
+    start.setAttribute("aria-expanded", String(open));
+    start.querySelector(".fold-toggle").setAttribute("aria-expanded", String(open));
+    start.querySelector(".fold-mark").textContent = open ? "\u25be " : "\u25b8 ";
+    const rows = logLines.children;
+    for (let i = 0; i < rows.length; i++) if (rows[i].fold === start) filterLine(rows[i], texts[i]);
   }
   function countMatches() {
     const q = search.value;
@@ -258,13 +288,30 @@ export async function jobPage(main, [id], ctx) {
     for (const l of lines) {
       if (l.seq <= lastSeq) continue;
       lastSeq = l.seq;
+      // A fold ends at its end line, at the next fold, or at a line of Gantry's own (the
+      // step's end), so a step that does not close one folds nothing of the next.
+      if (l.group || l.stream === "system") fold = null;
+      if (l.group === "end") continue; // nothing to show: the fold is shut
       const text = strip(l.text).toLowerCase();
       texts.push(text);
-      const row = h("div", { class: ["line", l.stream === "stderr" ? "stderr" : null, l.stream === "system" ? "system" : null], id: "L" + l.seq },
-        h("a", { class: "ln", href: "#L" + l.seq, "aria-label": "Line " + l.seq }, String(l.seq)),
-        h("span", { class: "text" }, render(l.text, ansi)));
+      const ln = h("a", { class: "ln", href: "#L" + l.seq, "aria-label": "Line " + l.seq }, String(l.seq));
+      let row;
+      if (l.group === "start") {
+        row = h("div", { class: ["line", "fold-start", l.stream === "stderr" ? "stderr" : null], id: "L" + l.seq, "aria-expanded": "false" }, ln,
+          h("button", { type: "button", class: "text fold-toggle", "aria-expanded": "false" },
+            h("span", { class: "fold-mark", "aria-hidden": "true" }, "\u25b8 "), render(l.text, ansi)));
+        row.open = false;
+        const start = row;
+        row.querySelector(".fold-toggle").addEventListener("click", () => setFold(start, !start.open));
+      } else {
+        row = h("div", { class: ["line", l.stream === "stderr" ? "stderr" : null, l.stream === "system" ? "system" : null,
+          l.level ? "level-" + l.level : null, fold ? "in-fold" : null], id: "L" + l.seq, dataset: l.level ? { level: l.level } : {} }, ln,
+          h("span", { class: "text" }, l.level ? h("span", { class: "level" }, LEVELS[l.level] || l.level, ": ") : null, render(l.text, ansi)));
+        row.fold = fold;
+      }
       filterLine(row, text);
       frag.append(row);
+      if (l.group === "start") fold = row;
     }
     logLines.append(frag);
     countMatches();
@@ -278,6 +325,7 @@ export async function jobPage(main, [id], ctx) {
     const el = document.getElementById("L" + m[1]);
     if (!el || el.classList.contains("target")) return;
     for (const old of logLines.querySelectorAll(".line.target")) old.classList.remove("target");
+    if (el.fold && !el.fold.open) setFold(el.fold, true);
     el.classList.add("target");
     follow.checked = false;
     el.scrollIntoView({ block: "center" });
@@ -289,12 +337,13 @@ export async function jobPage(main, [id], ctx) {
   function showAttempt(n) {
     unsubscribe();
     viewed = n;
-    lastSeq = 0; ansi = newState(); texts = []; ended = false;
+    lastSeq = 0; ansi = newState(); texts = []; ended = false; fold = null;
     clear(logLines);
     logState.textContent = `Attempt ${n}: loading\u2026`;
     renderAttempts();
     renderSteps();
     renderArtifacts();
+    loadAnnotations();
     if (!job.attempt) {
       logState.textContent = "The job has not started: no log yet.";
       unsubscribe = () => {};
@@ -317,6 +366,7 @@ export async function jobPage(main, [id], ctx) {
         : `Attempt ${msg.attempt} ended: ${msg.status}. ${lines}`;
       refresh();
       loadArtifacts();
+      loadAnnotations();
     } else if (msg.type === "error") {
       logState.textContent = "Log unavailable: " + msg.message;
     }
@@ -334,6 +384,23 @@ export async function jobPage(main, [id], ctx) {
   loadArtifacts();
   const timer = setInterval(() => { if (!TERMINAL.has(job.status)) refresh(); }, REFRESH_MS);
   ctx.onCleanup(() => clearInterval(timer));
+}
+
+// LEVELS names a workflow command's level as a log line shows it.
+const LEVELS = { error: "Error", warning: "Warning", notice: "Notice", debug: "Debug" };
+
+// annotationItem shows one annotation: its level, where it points, its title and message,
+// and a link to the log line that raised it (on the job's page, href may lead there).
+export function annotationItem(a, href = "") {
+  let where = a.file || "";
+  if (where && a.line) where += ":" + a.line + (a.col ? ":" + a.col : "");
+  return h("li", { class: "annotation", dataset: { level: a.level, seq: String(a.seq) } },
+    h("span", { class: "level level-" + a.level }, LEVELS[a.level] || a.level), " ",
+    a.job ? h("span", { class: "mono" }, a.job, " ") : null,
+    where ? h("span", { class: "mono muted annotation-where" }, where, " ") : null,
+    a.title ? h("strong", {}, a.title, ": ") : null,
+    h("span", { class: "annotation-message" }, a.message), " ",
+    h("a", { href: href + "#L" + a.seq, class: "muted" }, "line " + a.seq));
 }
 
 // item is one term of a <dl>; a <div> may group a dt and its dd.

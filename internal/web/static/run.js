@@ -1,10 +1,12 @@
 // A run: its DAG (coloured live from the WebSocket's run topic), its jobs, a timeline of
-// when each job ran, and cancel and retry.
+// when each job ran, the annotations its jobs' steps raised (::error:: and kin), and cancel
+// and retry.
 import { clear, fill, h } from "./dom.js";
 import { api, live, post } from "./api.js";
 import { draw } from "./dag.js";
 import { TERMINAL, liveDuration, parseTime, setDuration, shortID, statusBadge, when } from "./format.js";
 import { announce, showError } from "./app.js";
+import { annotationItem } from "./job.js";
 
 export async function runPage(main, [id], ctx) {
   ctx.title("Run " + shortID(id));
@@ -39,11 +41,13 @@ export async function runPage(main, [id], ctx) {
   const graph = draw(run.jobs);
   const jobsBody = h("tbody");
   const timeline = h("ol", { class: "timeline", "aria-label": "Job timeline" });
+  const annotationsBox = h("section", { class: "annotations", id: "annotations", "aria-labelledby": "annotations-h", hidden: true });
 
   main.append(
     h("div", { class: "page-head" }, badge, liveState),
     meta,
     h("div", { class: "actions" }, cancelBtn, retryBtn), message,
+    annotationsBox,
     h("section", { "aria-labelledby": "graph-h" }, h("h2", { id: "graph-h" }, "Graph"),
       h("div", { class: "dag-wrap" }, graph.svg)),
     h("section", { "aria-labelledby": "jobs-h" }, h("h2", { id: "jobs-h" }, "Jobs"),
@@ -52,7 +56,25 @@ export async function runPage(main, [id], ctx) {
         jobsBody))),
     h("section", { "aria-labelledby": "timeline-h" }, h("h2", { id: "timeline-h" }, "Timeline"), timeline));
 
-  let jobs = run.jobs, current = run, lastStatus = run.status;
+  let jobs = run.jobs, current = run, lastStatus = run.status, annotationsAt = "";
+
+  // The annotations are read again whenever a job ends or starts again, not on every
+  // notice.
+  async function loadAnnotations(r) {
+    const at = `${r.status}/${r.jobs_finished}/${jobs.map((j) => j.attempt).join(",")}`;
+    if (at === annotationsAt) return;
+    annotationsAt = at;
+    let as;
+    try {
+      as = await api(`/api/v1/runs/${encodeURIComponent(id)}/annotations`, { signal: ctx.signal });
+    } catch (e) {
+      if (e.name !== "AbortError") annotationsAt = ""; // try again on the next notice
+      return;
+    }
+    annotationsBox.hidden = as.length === 0;
+    fill(annotationsBox, h("h2", { id: "annotations-h" }, "Annotations"),
+      h("ul", { class: "plain annotation-list" }, as.map((a) => annotationItem(a, "/jobs/" + a.job_id))));
+  }
 
   function update(r, js) {
     current = r;
@@ -79,6 +101,7 @@ export async function runPage(main, [id], ctx) {
     graph.update(jobs);
     renderJobs();
     renderTimeline();
+    loadAnnotations(r);
   }
 
   function renderJobs() {
