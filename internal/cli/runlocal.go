@@ -250,11 +250,28 @@ func (e *cannotRunError) Error() string {
 		labels = slices.Delete(labels, i, i+1)
 		msg += "; gantry run --docker-allow-privileged lets its docker worker run them"
 	}
+	// A job for another system (a workflow's runs-on: windows-latest) cannot be helped
+	// with --labels: that would run it on this machine's system and report what it did.
+	var systems []string
+	labels = slices.DeleteFunc(labels, func(l string) bool {
+		if slices.Contains(systemLabels, l) {
+			systems = append(systems, l)
+			return true
+		}
+		return false
+	})
+	if len(systems) > 0 {
+		msg += fmt.Sprintf("; it runs on %s and this machine is %s: run it on a worker of that system", strings.Join(systems, " and "), runtime.GOOS)
+	}
 	if len(labels) > 0 {
 		msg += fmt.Sprintf("; add --labels %s to give this run's workers those labels", strings.Join(labels, ","))
 	}
 	return msg
 }
+
+// systemLabels name an operating system: a worker carries its own (pipeline.PlatformLabels)
+// and no other.
+var systemLabels = []string{pipeline.LinuxLabel, pipeline.WindowsLabel, pipeline.MacOSLabel, "darwin"}
 
 // cancelAll cancels every run of the private coordinator at base that has not ended, and
 // waits until they have.

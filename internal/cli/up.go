@@ -194,7 +194,7 @@ func (c *upConfig) validate() error {
 
 // labels are the local workers' labels: the platform's, then --labels.
 func (c *upConfig) labels() []string {
-	out := []string{runtime.GOOS, runtime.GOARCH}
+	out := pipeline.PlatformLabels(runtime.GOOS, runtime.GOARCH)
 	for _, l := range strings.Split(c.Labels, ",") {
 		if l = strings.TrimSpace(l); l != "" && !slices.Contains(out, l) {
 			out = append(out, l)

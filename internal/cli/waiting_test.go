@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"net/http"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -177,6 +178,10 @@ func TestCannotRun(t *testing.T) {
 			"job build cannot run here: no worker has labels [windows-latest]; add --labels windows-latest to give this run's workers those labels"},
 		{"labels the workers carry, workers not seen", job("waiting: no worker is online (it needs labels [linux])", "linux"), ""},
 		{"no labels, workers not seen", job("waiting: no worker is online"), ""},
+		{"another system", job("waiting: no worker has labels [windows]", "windows"),
+			"job build cannot run here: no worker has labels [windows]; it runs on windows and this machine is " + runtime.GOOS + ": run it on a worker of that system"},
+		{"another system and a label", job("waiting: no worker has labels [macos, gpu]", "macos", "gpu"),
+			"job build cannot run here: no worker has labels [macos, gpu]; it runs on macos and this machine is " + runtime.GOOS + ": run it on a worker of that system; add --labels gpu to give this run's workers those labels"},
 		{"one of two labels lacking", job("waiting: no worker has labels [gpu, tpu]", "gpu", "tpu"),
 			"job build cannot run here: no worker has labels [gpu, tpu]; add --labels gpu,tpu to give this run's workers those labels"},
 	}
@@ -192,5 +197,35 @@ func TestCannotRun(t *testing.T) {
 				t.Errorf("cannotRun = %q, want %q", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestRunLocalWorkflowOtherSystem: a workflow's job for Windows waits for a Windows worker,
+// saying which label it lacks, instead of running on this machine and reporting success;
+// gantry run, whose workers are this machine's, gives up on it saying so.
+func TestRunLocalWorkflowOtherSystem(t *testing.T) {
+	t.Parallel()
+	if runtime.GOOS == "windows" {
+		t.Skip("the machine running the test is the system the job asks for")
+	}
+	file := writePipeline(t, "win.yml", "on: push\njobs:\n  build:\n    runs-on: ${{ matrix.os }}\n"+
+		"    strategy: {matrix: {os: [windows-latest]}}\n    steps:\n      - run: echo never on ${{ matrix.os }}\n")
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	var stdout, stderr syncBuffer
+	code := Run(ctx, []string{"run", "--workers", "1", file}, strings.NewReader(""), &stdout, &stderr)
+	if code != exitFailure {
+		t.Fatalf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, exitFailure, stdout.String(), stderr.String())
+	}
+	want := "gantry: job build (os=windows-latest) cannot run here: no worker has labels [windows]; it runs on windows and this machine is " +
+		runtime.GOOS + ": run it on a worker of that system\n"
+	if !strings.Contains(stderr.String(), want) {
+		t.Errorf("stderr does not say %q:\n%s", want, stderr.String())
+	}
+	if !strings.Contains(stdout.String(), "--- waiting: no worker has labels [windows] ---") {
+		t.Errorf("stdout does not say why the job waits:\n%s", stdout.String())
+	}
+	if strings.Contains(stdout.String(), "never on") {
+		t.Errorf("the Windows job ran here:\n%s", stdout.String())
 	}
 }

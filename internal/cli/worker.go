@@ -13,6 +13,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -33,20 +34,25 @@ type workerConfig struct {
 	Server string
 	// Token is the register token from --token or GANTRY_TOKEN; TokenFile and TokenFD
 	// are the ways that keep it off the command line and out of the environment.
-	Token      string
-	TokenFile  string
-	TokenFD    int
-	Name       string
-	Labels     string
-	MaxJobs    int
-	CPU        string
-	Memory     string
-	WorkDir    string
-	Mirrors    string // the git mirror cache; empty: WorkDir/mirrors
-	KeepFailed bool
-	LogLevel   string
-	LogFormat  string
-	Executor   string
+	Token     string
+	TokenFile string
+	TokenFD   int
+	Name      string
+	Labels    string
+	// PlatformLabels adds the worker's system and processor to Labels
+	// (pipeline.PlatformLabels), so that a workflow's runs-on: windows-latest finds a
+	// Windows worker and no other. The kubernetes executor adds none: its jobs run on the
+	// cluster's nodes, not on the worker's machine.
+	PlatformLabels bool
+	MaxJobs        int
+	CPU            string
+	Memory         string
+	WorkDir        string
+	Mirrors        string // the git mirror cache; empty: WorkDir/mirrors
+	KeepFailed     bool
+	LogLevel       string
+	LogFormat      string
+	Executor       string
 	// MetricsAddr is where GET /metrics is served; empty serves none.
 	MetricsAddr string
 	// StepUser runs steps as this user instead of the worker's; empty: the worker's.
@@ -73,7 +79,7 @@ type workerConfig struct {
 func (a *app) workerCommand() *cobra.Command {
 	host, _ := os.Hostname()
 	cfg := workerConfig{Server: "http://127.0.0.1:8080", Name: host, MaxJobs: runtime.NumCPU(), LogLevel: "info", Executor: "shell", TokenFD: -1,
-		StepCgroup: true, DockerWarmPool: defaultDockerWarmPool}
+		StepCgroup: true, DockerWarmPool: defaultDockerWarmPool, PlatformLabels: true}
 	cmd := &cobra.Command{
 		Use:   "worker",
 		Short: "Run a worker that claims jobs from a coordinator and runs them",
@@ -145,6 +151,7 @@ func (a *app) workerCommand() *cobra.Command {
 	_ = f.MarkHidden("token-fd") // the worker hands its token to itself this way
 	f.StringVar(&cfg.Name, "name", cfg.Name, "worker name shown by the coordinator")
 	f.StringVar(&cfg.Labels, "labels", "", "comma-separated labels jobs can ask for with runs_on")
+	f.BoolVar(&cfg.PlatformLabels, "platform-labels", cfg.PlatformLabels, "carry the machine's system and processor as labels too ("+strings.Join(pipeline.PlatformLabels(runtime.GOOS, runtime.GOARCH), ",")+"), except with --executor kubernetes; =false for a register token scoped to labels that do not name them")
 	f.IntVar(&cfg.MaxJobs, "max-jobs", cfg.MaxJobs, "jobs run at once")
 	f.StringVar(&cfg.CPU, "cpu", "", "CPU offered to jobs (2, 0.5, 500m); empty: unlimited")
 	f.StringVar(&cfg.Memory, "memory", "", "memory offered to jobs (8Gi); empty: unlimited")
@@ -267,6 +274,13 @@ func (c *workerConfig) agentConfig() (agent.Config, error) {
 				return ac, usagef("--labels %s: that label says the worker runs privileged containers; --executor docker --docker-allow-privileged gives it", l)
 			}
 			ac.Labels = append(ac.Labels, l)
+		}
+	}
+	if c.PlatformLabels && c.Executor != "kubernetes" {
+		for _, l := range pipeline.PlatformLabels(runtime.GOOS, runtime.GOARCH) {
+			if !slices.Contains(ac.Labels, l) {
+				ac.Labels = append(ac.Labels, l)
+			}
 		}
 	}
 	// The label privileged jobs ask for: a docker worker's operator opts in; a

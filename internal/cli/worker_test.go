@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"errors"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -124,5 +125,36 @@ func TestWorkerPrivilegedLabel(t *testing.T) {
 		if got := slices.Contains(ac.Labels, pipeline.PrivilegedLabel); got != tc.want || !slices.Contains(ac.Labels, "linux") {
 			t.Errorf("%s (allow %v): labels %v; want %s among them: %v", tc.executor, tc.allow, ac.Labels, pipeline.PrivilegedLabel, tc.want)
 		}
+	}
+}
+
+// TestWorkerPlatformLabels: a worker carries its system and processor as labels, so that a
+// workflow job on windows-latest or macos-14 waits for a worker of that system instead of
+// running on any; --platform-labels=false leaves them out (a register token scoped to
+// other labels), and a kubernetes worker never adds them, its jobs running on the
+// cluster's nodes.
+func TestWorkerPlatformLabels(t *testing.T) {
+	t.Parallel()
+	platform := pipeline.PlatformLabels(runtime.GOOS, runtime.GOARCH)
+	for _, tc := range []struct {
+		executor string
+		on       bool
+		want     []string
+	}{
+		{"shell", true, append([]string{"gpu"}, platform...)},
+		{"shell", false, []string{"gpu"}},
+		{"kubernetes", true, []string{"gpu", pipeline.PrivilegedLabel}},
+	} {
+		c := workerConfig{Server: "http://x:1", Name: "w", MaxJobs: 1, Labels: "gpu", Executor: tc.executor, PlatformLabels: tc.on}
+		ac, err := c.agentConfig()
+		if err != nil {
+			t.Fatalf("%s (platform labels %v): %v", tc.executor, tc.on, err)
+		}
+		if !slices.Equal(ac.Labels, tc.want) {
+			t.Errorf("%s (platform labels %v): labels %v, want %v", tc.executor, tc.on, ac.Labels, tc.want)
+		}
+	}
+	if darwin := pipeline.PlatformLabels("darwin", "arm64"); !slices.Equal(darwin, []string{"darwin", "arm64", pipeline.MacOSLabel}) {
+		t.Errorf("a Mac's labels: %v, want darwin, arm64 and %s, which runs-on: macos-* asks for", darwin, pipeline.MacOSLabel)
 	}
 }
