@@ -32,7 +32,8 @@ export PATH="$gobin:$PATH"
 #   bubblewrap: the sandbox executor; chromium: the dashboard's browser tests;
 #   iproute2: `ip netns` for the network-partition test; util-linux: mount, for the
 #   disk-full test's tmpfs; busybox-static: the FROM-scratch images the docker
-#   executor's tests build (internal/executor/docker/dockertest).
+#   executor's tests build (internal/executor/docker/dockertest); nodejs: JavaScript
+#   actions (internal/agent's actions tests run node as a worker does).
 missing=()
 have_cmd() { command -v "$1" >/dev/null 2>&1; }
 have_pkg() { dpkg -s "$1" >/dev/null 2>&1; }
@@ -47,6 +48,7 @@ if ! have_cmd initdb && ! compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/nu
 	missing+=(postgresql)
 fi
 have_cmd bwrap || missing+=(bubblewrap)
+have_cmd node || missing+=(nodejs)
 [[ -x /usr/bin/chromium ]] || missing+=(chromium)
 have_cmd ip || missing+=(iproute2)
 have_cmd mount || missing+=(util-linux)

@@ -905,6 +905,17 @@ func (a *Agent) runSteps(ctx context.Context, log *slog.Logger, rec *logs.Record
 			status, kind, exit = "failed", k, code
 		}
 	}
+	jobStatus := func() string { return status }
+	if err := makeRunnerDir(files, a.cfg.WorkDir, ws, stepWS, inContainer, j); err != nil {
+		log.Error("make the runner files", "err", err)
+		return skipAll("the worker could not make the step files: " + err.Error())
+	}
+	later(func() {
+		if err := os.RemoveAll(files.runner); err != nil {
+			log.Warn("remove the runner files", "err", err)
+		}
+	})
+	acts := newActionRunner(a, j, log, rec, run, files, ws, stepWS, host, grace)
 	record := func(st pipeline.Step, outcome string, outputs map[string]string) {
 		if st.ID == "" {
 			return
@@ -943,17 +954,26 @@ func (a *Agent) runSteps(ctx context.Context, log *slog.Logger, rec *logs.Record
 		rec.System("step " + st.Name)
 		out, errOut := rec.Writer(logs.Stdout), rec.Writer(logs.Stderr)
 		began := time.Now()
-		res, err := run(ctx, executor.Step{
-			Shell: st.Shell, Script: st.Run, Env: a.stepEnv(j, st, stepWS, host, files, in.Steps), Dir: ws,
-			Stdout: out, Stderr: errOut, Grace: grace, Network: spec.Network, Timeout: time.Duration(st.Timeout),
-			Binds: []string{files.dir},
-		})
+		var res executor.Result
+		var outputs map[string]string
+		if st.Uses != "" {
+			done := acts.runStep(ctx, st, in.Steps, jobStatus)
+			res, err, outputs = done.res, done.err, done.outputs
+			if len(outputs) > 0 {
+				written = append(written, outputs)
+			}
+		} else {
+			res, err = run(ctx, executor.Step{
+				Shell: st.Shell, Script: st.Run, Env: a.stepEnv(j, st, stepWS, host, files, in.Steps), Dir: ws,
+				Stdout: out, Stderr: errOut, Grace: grace, Network: spec.Network, Timeout: time.Duration(st.Timeout),
+				Binds: files.binds(),
+			})
+		}
 		a.cfg.Metrics.StepEnded(stepResult(res, err), time.Since(began).Seconds())
 		_ = out.Close()
 		_ = errOut.Close()
 		code := res.ExitCode
-		var outputs map[string]string
-		if err == nil && !res.Cancelled {
+		if err == nil && !res.Cancelled && st.Uses == "" {
 			var ferr error
 			if outputs, ferr = files.collect(); ferr != nil {
 				rec.System(fmt.Sprintf("step %s: %v", st.Name, ferr))
@@ -1018,6 +1038,9 @@ func (a *Agent) runSteps(ctx context.Context, log *slog.Logger, rec *logs.Record
 			endStepSpan(span, "success", &code)
 			record(st, pipeline.ResultSuccess, outputs)
 		}
+	}
+	if ctx.Err() == nil && !acts.runPosts(ctx, jobStatus) {
+		fail("failure", nil)
 	}
 	if ctx.Err() != nil && status == "success" {
 		return "cancelled", "", nil, nil
@@ -1214,6 +1237,7 @@ func (a *Agent) stepEnv(j claimedJob, st pipeline.Step, ws string, host bool, fi
 			vars[k] = v
 		}
 	}
+	maps.Copy(vars, a.githubEnv(j, ws, files))
 	for k, v := range j.Spec.Env {
 		vars[k] = pipeline.ExpandSecrets(v, j.Secrets)
 	}

@@ -30,6 +30,9 @@ type stepFiles struct {
 	// imagePath is the PATH the job's image gives its steps, which addPath goes
 	// before; "" when the job has no image or its session does not say.
 	imagePath string
+	// runner is the job's other files (the event, RUNNER_TEMP, the actions it runs),
+	// runnerStep where steps see it; "" until makeRunnerDir (actions.go).
+	runner, runnerStep string
 }
 
 // stepFilesInWorkspace is where the files are for a job in a container, which sees

@@ -258,6 +258,12 @@ func adminRef(ctx context.Context) store.RefSource {
 // dispatchRun creates the run of a dispatch and answers it like POST /api/v1/runs.
 func (s *Server) dispatchRun(w http.ResponseWriter, r *http.Request, p store.CreateRunParams) {
 	p.IdempotencyKey = r.Header.Get("Idempotency-Key")
+	plan, err := s.pinActions(r.Context(), p.Plan)
+	if err != nil {
+		writeError(w, http.StatusUnprocessableEntity, codeInvalidPipeline, err.Error(), nil)
+		return
+	}
+	p.Plan = plan
 	run, jobs, created, err := s.store.CreateRun(r.Context(), p)
 	if err != nil {
 		s.storeError(w, r, "create run", err)

@@ -445,6 +445,13 @@ func (s *Server) startFromEvent(ctx context.Context, proj *store.Project, ev *fo
 			fmt.Errorf("fetch %s of project %q%s: %w", ev.SHA, proj.Name, repoCredentialNote(proj), err)}
 	default:
 		plan, compileErr = pipeline.Compile(def, pipeline.Options{Limits: s.limits, Path: file})
+		if compileErr == nil {
+			if pinned, err := s.pinActions(ctx, plan); err != nil {
+				compileErr = err
+			} else {
+				plan = pinned
+			}
+		}
 	}
 	if compileErr != nil {
 		// Not a silent drop: the push made a run, and the run says what is wrong.

@@ -227,6 +227,10 @@ func (s *Server) createRun(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusUnprocessableEntity, codeInvalidPipeline, msg, details)
 		return
 	}
+	if plan, err = s.pinActions(r.Context(), plan); err != nil {
+		writeError(w, http.StatusUnprocessableEntity, codeInvalidPipeline, err.Error(), nil)
+		return
+	}
 	params.Plan = plan
 	params.Definition = def
 	params.IdempotencyKey = r.Header.Get("Idempotency-Key")

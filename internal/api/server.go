@@ -3,6 +3,7 @@ package api
 import (
 	"cmp"
 	"errors"
+	"github.com/gantry-ci/gantry/internal/actions"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -94,6 +95,10 @@ type Config struct {
 	// wait for git (DefaultHookFetchTimeout when zero).
 	MirrorsDir       string
 	HookFetchTimeout time.Duration
+	// Actions resolves the actions a run's steps use and pins them when the run is
+	// created (actions.Resolver.Pin); nil resolves them from actions.DefaultSource
+	// through MirrorsDir.
+	Actions *actions.Resolver
 	// AllowPlainHTTP are the hosts a project's repository token may be sent to over
 	// plain http:// (host, or host:port). Elsewhere a token goes over https only: a
 	// project that names one for an http:// repo_url is refused, and no fetch or
@@ -143,6 +148,8 @@ type Server struct {
 	// tokens spares the store token writes and lease-holder reads; losing it costs a few.
 	tokens tokenState
 	hooks  hookSettings
+	// actions pins the actions runs use (actions.go).
+	actions *actions.Resolver
 	// secrets is the secrets keyring (nil: none configured).
 	secrets *secret.Keyring
 	// routeTable lists the registered routes and their access, for Routes.
@@ -225,6 +232,11 @@ func New(cfg Config) *Server {
 	}
 	if s.reapGrace <= 0 {
 		s.reapGrace = DefaultReapGrace(s.leaseTTL)
+	}
+	s.actions = cfg.Actions
+	if s.actions == nil {
+		src, _ := actions.ParseSource("")
+		s.actions = &actions.Resolver{Source: src, MirrorsDir: s.hooks.mirrors, Logger: cfg.Logger}
 	}
 	if s.metrics == nil {
 		s.metrics = metrics.NewCoordinator()

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/gantry-ci/gantry/internal/actions"
 	"io/fs"
 	"log/slog"
 	"net"
@@ -70,6 +71,10 @@ type serverConfig struct {
 	// Mirrors holds the git mirrors webhooks read pipeline files from; empty puts them
 	// next to the SQLite file, or under $TMPDIR with PostgreSQL.
 	Mirrors string
+	// ActionsSource is where the actions steps use are fetched from (actions.ParseSource:
+	// a URL template with {owner} and {repo}, a mirror's base URL, or a directory of
+	// bare repositories); empty is actions.DefaultSource.
+	ActionsSource string
 	// ScheduleEvery is how often this replica looks at every schedule (zero:
 	// scheduler.DefaultCronEvery).
 	ScheduleEvery time.Duration
@@ -170,6 +175,7 @@ func (a *app) serverCommand() *cobra.Command {
 	f.DurationVar(&cfg.LogRetention, "log-retention", cfg.LogRetention, "delete job logs older than this, e.g. 720h (0 keeps them)")
 	f.StringVar(&cfg.Blobs, "blobs", cfg.Blobs, "blob store for artifacts: file:///dir or s3://bucket?endpoint=host:port (default: next to the SQLite file)")
 	f.StringVar(&cfg.Mirrors, "mirrors", "", "directory of the git mirrors webhooks read pipeline files from (default: next to the SQLite file; $TMPDIR/gantry-mirrors with PostgreSQL)")
+	f.StringVar(&cfg.ActionsSource, "actions-source", "", actionsSourceUsage)
 	f.DurationVar(&cfg.ScheduleEvery, "schedule-every", cfg.ScheduleEvery, "how often on: schedule entries are looked at; every replica looks, and each tick fires once")
 	f.StringVar(&cfg.PublicURL, "public-url", "", "URL people reach this server at; commit statuses and webhooks link to run pages under it (default: http://ADDR)")
 	f.BoolVar(&cfg.PublicBadges, "public-badges", false, "serve project badges (badge.svg) without a token when auth is on")
@@ -245,8 +251,14 @@ func (c *serverConfig) validate() error {
 	if _, err := c.plainHTTPHosts(); err != nil {
 		return err
 	}
+	if _, err := actions.ParseSource(c.ActionsSource); err != nil {
+		return usagef("--actions-source: %v", err)
+	}
 	return nil
 }
+
+// actionsSourceUsage says what --actions-source takes.
+const actionsSourceUsage = "where the actions steps use come from: a URL with {owner} and {repo}, a mirror's base URL (Gitea, Forgejo), or a directory of bare repositories owner/repo.git (default: " + actions.DefaultSource + ")"
 
 // plainHTTPHosts parses --allow-plain-http into host or host:port entries.
 func (c *serverConfig) plainHTTPHosts() ([]string, error) {
@@ -473,8 +485,10 @@ func startCoordinator(ctx context.Context, cfg serverConfig, log *slog.Logger) (
 	}
 	// What of this server's own network commit statuses and webhooks may reach, both
 	// when a subscription is set (api) and when anything is sent (notify).
-	allow, _ := outbound.Parse(cfg.outboundAllow()) // validated
-	plainHTTP, _ := cfg.plainHTTPHosts()            // validated
+	allow, _ := outbound.Parse(cfg.outboundAllow())            // validated
+	plainHTTP, _ := cfg.plainHTTPHosts()                       // validated
+	actionsSource, _ := actions.ParseSource(cfg.ActionsSource) // validated
+	resolver := &actions.Resolver{Source: actionsSource, MirrorsDir: cfg.mirrorsDir(), Logger: log}
 	var fresh newConns
 	srv := &http.Server{
 		ConnState: fresh.track,
@@ -482,7 +496,7 @@ func startCoordinator(ctx context.Context, cfg serverConfig, log *slog.Logger) (
 			CancelGrace: cfg.CancelGrace, Auth: cfg.authOn(), Logs: logSvc,
 			Blobs: blobs, ArtifactTTL: cfg.ArtifactsExpireIn, UI: cfg.UI, Metrics: m, DataDirs: cfg.dataDirs(),
 			AllowedOrigins: origins, AllowedHosts: hosts, MirrorsDir: cfg.mirrorsDir(), PublicBadges: cfg.PublicBadges,
-			Secrets: keys, Outbound: allow, AllowPlainHTTP: plainHTTP}).Handler(),
+			Secrets: keys, Outbound: allow, AllowPlainHTTP: plainHTTP, Actions: resolver}).Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       time.Minute,
 		IdleTimeout:       2 * time.Minute,
@@ -496,7 +510,7 @@ func startCoordinator(ctx context.Context, cfg serverConfig, log *slog.Logger) (
 		loops.Run(loopCtx)
 	}()
 	// Every replica fires schedules; the store lets exactly one take each tick.
-	cron := scheduler.NewCron(scheduler.CronConfig{Store: st, Logger: log, Every: cfg.ScheduleEvery, MirrorsDir: cfg.mirrorsDir(),
+	cron := scheduler.NewCron(scheduler.CronConfig{Store: st, Logger: log, Every: cfg.ScheduleEvery, MirrorsDir: cfg.mirrorsDir(), Pin: resolver.Pin,
 		Credentials: func(ctx context.Context, p *store.Project) (gitsource.Credentials, error) {
 			c, err := secret.RepoCredentials(ctx, st.GetSecret, keys, p)
 			c.AllowPlainHTTP = gitsource.PlainHTTPAllowed(p.RepoURL, plainHTTP)

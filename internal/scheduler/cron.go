@@ -51,6 +51,10 @@ type CronConfig struct {
 	FetchTimeout time.Duration
 	// Limits are passed to pipeline.Compile.
 	Limits pipeline.Limits
+	// Pin, when set, pins the actions a run's plan uses before the run is made
+	// (actions.Resolver.Pin); a tick whose actions cannot be resolved is tried again on
+	// the next pass.
+	Pin func(ctx context.Context, plan *pipeline.Plan) (*pipeline.Plan, error)
 	// Passed, when set, is told the outcome of each pass of Run once it is over (tests
 	// wait on it; it must not block).
 	Passed func(PassResult)
@@ -315,9 +319,19 @@ func (c *Cron) passProject(ctx context.Context, p *store.Project, flows []*store
 				}
 				continue
 			}
+			plan := src.file.plan
+			if c.cfg.Pin != nil {
+				pinned, err := c.cfg.Pin(ctx, plan)
+				if err != nil {
+					// The tick stays untaken: the next pass tries again.
+					fail(fmt.Errorf("schedule %q: %w", key, err))
+					continue
+				}
+				plan = pinned
+			}
 			took[at] = key
 			params := store.CreateRunParams{
-				Project: p.Name, Tick: &store.ScheduleTick{Key: src.key, At: d.Tick}, Definition: src.file.def, Plan: src.file.plan,
+				Project: p.Name, Tick: &store.ScheduleTick{Key: src.key, At: d.Tick}, Definition: src.file.def, Plan: plan,
 				Trigger: store.Trigger{Event: string(trigger.KindSchedule)},
 			}
 			if repoOK {

@@ -1,0 +1,848 @@
+package agent
+
+import (
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"os"
+	"path"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gantry-ci/gantry/internal/actions"
+	"github.com/gantry-ci/gantry/internal/executor"
+	"github.com/gantry-ci/gantry/internal/ghaexpr"
+	"github.com/gantry-ci/gantry/internal/logs"
+	"github.com/gantry-ci/gantry/internal/pipeline"
+	"github.com/gantry-ci/gantry/internal/source"
+)
+
+// actionRunner runs the steps of one job that use actions, as GitHub's runner does: a
+// JavaScript action's main (and pre, and post at the job's end) with node, a composite
+// action's steps one by one, an action of the workspace (./dir) like one of a repository.
+// The runtime contract actions rely on is kept: INPUT_*, GITHUB_ACTION, GITHUB_ACTION_PATH,
+// GITHUB_ACTION_REPOSITORY, $GITHUB_STATE and STATE_*, and the step files.
+type actionRunner struct {
+	a     *Agent
+	j     claimedJob
+	log   *slog.Logger
+	rec   *logs.Recorder
+	run   func(context.Context, executor.Step) (executor.Result, error)
+	files *stepFiles
+	// ws is the workspace on the worker's disk, stepWS as the steps see it.
+	ws, stepWS string
+	host       bool
+	grace      time.Duration
+	// fetched maps a pinned repository and commit to its tree on the worker's disk.
+	fetched map[string]string
+	posts   []postStep
+	scripts int
+}
+
+// postStep is a JavaScript action's post:, run when the job's steps are done.
+type postStep struct {
+	step  pipeline.Step
+	name  string
+	loc   *actionLoc
+	env   map[string]string
+	state map[string]string
+	cond  string
+}
+
+// actionLoc is an action found for a step: where its files are and what it says.
+type actionLoc struct {
+	uses string
+	u    pipeline.Uses
+	// dir is the action's directory on the worker's disk, stepDir as steps see it.
+	dir, stepDir string
+	meta         *actions.Metadata
+	// repository and ref are GITHUB_ACTION_REPOSITORY and GITHUB_ACTION_REF.
+	repository, ref string
+}
+
+// stepRun is what an action step did: as a run step's process would say it.
+type stepRun struct {
+	res     executor.Result
+	outputs map[string]string
+	err     error
+}
+
+func newActionRunner(a *Agent, j claimedJob, log *slog.Logger, rec *logs.Recorder, run func(context.Context, executor.Step) (executor.Result, error),
+	files *stepFiles, ws, stepWS string, host bool, grace time.Duration) *actionRunner {
+	return &actionRunner{a: a, j: j, log: log, rec: rec, run: run, files: files, ws: ws, stepWS: stepWS, host: host, grace: grace,
+		fetched: map[string]string{}}
+}
+
+// stepView is where a path of the runner's directory or of the workspace is as steps
+// see it.
+func (r *actionRunner) stepView(p string) string {
+	for _, d := range [][2]string{{r.files.runner, r.files.runnerStep}, {r.ws, r.stepWS}} {
+		if rel, err := filepath.Rel(d[0], p); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
+			return path.Join(d[1], filepath.ToSlash(rel))
+		}
+	}
+	return p
+}
+
+// binds are the directories a step of the job writes outside its workspace.
+func (r *actionRunner) binds() []string { return r.files.binds() }
+
+// binds are the directories the job's steps write outside their workspace.
+func (f *stepFiles) binds() []string {
+	if f.runner == "" || f.runnerStep != f.runner {
+		return []string{f.dir}
+	}
+	return []string{f.dir, f.runner}
+}
+
+// locate finds the action uses names: a repository's at the commit the run pinned, or
+// a directory of the workspace.
+func (r *actionRunner) locate(ctx context.Context, uses string, pins map[string]pipeline.ActionPin) (*actionLoc, error) {
+	u, err := pipeline.ParseUses(uses)
+	if err != nil {
+		return nil, err
+	}
+	loc := &actionLoc{uses: uses, u: u}
+	switch u.Kind {
+	case pipeline.UsesLocal:
+		loc.dir = filepath.Join(r.ws, filepath.FromSlash(u.Local))
+		loc.stepDir = path.Join(r.stepWS, u.Local)
+		loc.repository = r.j.Trigger.Repository
+		loc.ref = r.j.Trigger.Ref
+	case pipeline.UsesRepository:
+		pin, ok := pins[uses]
+		if !ok || pin.Commit == "" {
+			return nil, fmt.Errorf("action %s was not pinned to a commit when the run was created, so this worker cannot tell which code to run", uses)
+		}
+		root, err := r.fetch(ctx, uses, pin)
+		if err != nil {
+			return nil, err
+		}
+		loc.dir = filepath.Join(root, filepath.FromSlash(u.Dir))
+		loc.stepDir = r.stepView(loc.dir)
+		loc.repository, loc.ref = u.Repository(), u.Ref
+	default:
+		return nil, fmt.Errorf("uses %s: a docker:// step runs only on a worker with the docker executor", uses)
+	}
+	var data []byte
+	for _, name := range []string{"action.yml", "action.yaml"} {
+		data, err = os.ReadFile(filepath.Join(loc.dir, name))
+		if err == nil || !errors.Is(err, os.ErrNotExist) {
+			break
+		}
+	}
+	switch {
+	case errors.Is(err, os.ErrNotExist) && u.Kind == pipeline.UsesLocal:
+		return nil, fmt.Errorf("action %s: the workspace has no %s/action.yml (is the repository checked out before this step?)", uses, u.Local)
+	case errors.Is(err, os.ErrNotExist):
+		return nil, fmt.Errorf("action %s: %w", uses, actions.ErrNotAction)
+	case err != nil:
+		return nil, fmt.Errorf("action %s: %w", uses, err)
+	}
+	if loc.meta, err = actions.ParseMetadata(data); err != nil {
+		return nil, fmt.Errorf("action %s: %w", uses, err)
+	}
+	return loc, nil
+}
+
+// fetch puts the pinned commit of an action's repository in the job's step files'
+// directory, once per job: a directory every executor shows the steps, and the job's
+// own, so no step can change the code another job runs.
+func (r *actionRunner) fetch(ctx context.Context, uses string, pin pipeline.ActionPin) (string, error) {
+	sum := sha256.Sum256([]byte(pin.URL + "\x00" + pin.Commit))
+	key := hex.EncodeToString(sum[:8])
+	if dir, ok := r.fetched[key]; ok {
+		return dir, nil
+	}
+	mirrors := r.a.mirrorsDir()
+	if err := ownCacheDir(mirrors); err != nil {
+		return "", err
+	}
+	began := time.Now()
+	m, err := source.Open(ctx, source.Config{Dir: mirrors, URL: pin.URL, Logger: r.log})
+	if err != nil {
+		return "", fmt.Errorf("action %s: %w", uses, err)
+	}
+	defer m.Close()
+	dir := filepath.Join(r.files.runner, "actions", key)
+	if err := m.Export(ctx, pin.Commit, "", dir); err != nil {
+		if errors.Is(err, source.ErrCommitNotFound) {
+			return "", fmt.Errorf("action %s: %s has no commit %s any more", uses, pin.URL, pin.Commit)
+		}
+		return "", fmt.Errorf("action %s from %s: %w", uses, pin.URL, err)
+	}
+	r.fetched[key] = dir
+	r.rec.System(fmt.Sprintf("action %s: %s at %s (%d ms)", uses, pin.URL, pin.Commit, time.Since(began).Milliseconds()))
+	return dir, nil
+}
+
+// runStep runs a job's step that uses an action. steps are the job's steps so far.
+func (r *actionRunner) runStep(ctx context.Context, st pipeline.Step, steps map[string]pipeline.StepState, jobStatus func() string) stepRun {
+	if st.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, time.Duration(st.Timeout), errStepTimeout)
+		defer cancel()
+	}
+	with := make(map[string]string, len(st.With))
+	for k, v := range st.With {
+		with[k] = pipeline.ResolveSteps(pipeline.ExpandSecrets(v, r.j.Secrets), steps)
+	}
+	base := r.baseEnv(st, steps)
+	out := r.invoke(ctx, st, st.Uses, st.ID, with, base, st.Actions, 0, jobStatus)
+	if errors.Is(context.Cause(ctx), errStepTimeout) && !out.res.Cancelled {
+		out.res.TimedOut = true
+		if out.res.ExitCode == 0 {
+			out.res.ExitCode = -1
+		}
+	}
+	return out
+}
+
+var errStepTimeout = errors.New("the step's timeout")
+
+// baseEnv is the environment of a step of the job, as a map: what every run step sees.
+func (r *actionRunner) baseEnv(st pipeline.Step, steps map[string]pipeline.StepState) map[string]string {
+	env := map[string]string{}
+	for _, kv := range r.a.stepEnv(r.j, st, r.stepWS, r.host, r.files, steps) {
+		k, v, _ := strings.Cut(kv, "=")
+		env[k] = v
+	}
+	return env
+}
+
+// invoke runs one action with its inputs given (with), in env: the job step's own, or
+// one of a composite action's. id is GITHUB_ACTION.
+func (r *actionRunner) invoke(ctx context.Context, st pipeline.Step, uses, id string, with, env map[string]string,
+	pins map[string]pipeline.ActionPin, depth int, jobStatus func() string) stepRun {
+	if depth >= actions.MaxDepth {
+		return stepRun{err: fmt.Errorf("action %s: composite actions nest more than %d deep", uses, actions.MaxDepth)}
+	}
+	loc, err := r.locate(ctx, uses, pins)
+	if err != nil {
+		return stepRun{err: err}
+	}
+	if id == "" {
+		id = "__" + strings.NewReplacer("/", "_", "@", "_", ".", "_").Replace(strings.TrimPrefix(uses, "./"))
+	}
+	ectx := r.exprContext(env, nil, nil, jobStatus)
+	inputs := r.inputs(loc, with, ectx)
+	env = maps.Clone(env)
+	for k, v := range inputs {
+		env["INPUT_"+strings.ToUpper(strings.ReplaceAll(k, " ", "_"))] = v
+	}
+	env["GITHUB_ACTION"] = id
+	env["GITHUB_ACTION_PATH"] = loc.stepDir
+	env["GITHUB_ACTION_REPOSITORY"] = loc.repository
+	env["GITHUB_ACTION_REF"] = loc.ref
+	runs := loc.meta.Runs
+	switch {
+	case runs.IsNode():
+		return r.node(ctx, st, loc, env, jobStatus)
+	case runs.IsComposite():
+		return r.composite(ctx, st, loc, inputs, env, pins, depth, jobStatus)
+	}
+	return stepRun{err: fmt.Errorf("action %s is a docker action, which this worker cannot run yet: run it on a worker with the docker executor", uses)}
+}
+
+// inputs are an action's inputs: what the step gives, else the action's default with its
+// expressions put in. Names the step gives that the action does not declare are passed
+// too, as GitHub does (with a warning at validate).
+func (r *actionRunner) inputs(loc *actionLoc, with map[string]string, ectx *ghaexpr.Context) map[string]string {
+	out := map[string]string{}
+	given := map[string]string{}
+	for k, v := range with {
+		given[strings.ToLower(k)] = v
+		out[k] = v
+	}
+	for _, name := range loc.meta.InputNames {
+		in := loc.meta.Inputs[name]
+		if v, ok := given[strings.ToLower(name)]; ok {
+			delete(out, name)
+			for k := range out {
+				if strings.EqualFold(k, name) {
+					delete(out, k)
+				}
+			}
+			out[name] = v
+			continue
+		}
+		if !in.HasDefault {
+			continue
+		}
+		v, err := ghaexpr.Interpolate(in.Default, ectx)
+		if err != nil {
+			r.rec.System(fmt.Sprintf("action %s: the default of input %s: %v", loc.uses, name, err))
+			v = ""
+		}
+		out[name] = v
+	}
+	return out
+}
+
+// node runs a JavaScript action: its pre and main now, its post when the job's steps are
+// done (post-if, always() by default, decides then).
+func (r *actionRunner) node(ctx context.Context, st pipeline.Step, loc *actionLoc, env map[string]string, jobStatus func() string) stepRun {
+	runs := loc.meta.Runs
+	state := map[string]string{}
+	if runs.Pre != "" {
+		ok, err := ghaexpr.Condition(cmp.Or(runs.PreIf, "always()"), r.exprContext(env, nil, nil, jobStatus))
+		switch {
+		case err != nil:
+			r.rec.System(fmt.Sprintf("action %s: pre-if: %v; its pre does not run", loc.uses, err))
+		case ok:
+			r.rec.System(fmt.Sprintf("action %s: pre", loc.uses))
+			out := r.nodeFile(ctx, st, loc, runs.Pre, env, state)
+			if out.err != nil || out.res.ExitCode != 0 || out.res.Cancelled || out.res.TimedOut {
+				return out
+			}
+		}
+	}
+	out := r.nodeFile(ctx, st, loc, runs.Main, env, state)
+	if runs.Post != "" && out.err == nil {
+		r.posts = append(r.posts, postStep{step: st, name: "Post " + st.Name, loc: loc, env: env, state: maps.Clone(state), cond: runs.PostIf})
+	}
+	return out
+}
+
+// nodeFile runs one file of a JavaScript action with node, found on the PATH the step
+// has, as setup-node leaves it. state holds what $GITHUB_STATE said so far, as STATE_*,
+// and takes what this file says.
+func (r *actionRunner) nodeFile(ctx context.Context, st pipeline.Step, loc *actionLoc, file string, env, state map[string]string) stepRun {
+	env = maps.Clone(env)
+	for k, v := range state {
+		env["STATE_"+k] = v
+	}
+	statePath := filepath.Join(r.files.runner, "state")
+	if err := os.WriteFile(statePath, nil, 0o666); err != nil {
+		return stepRun{err: fmt.Errorf("make $GITHUB_STATE: %w", err)}
+	}
+	_ = os.Chmod(statePath, 0o666)
+	env["GITHUB_STATE"] = r.stepView(statePath)
+	script := fmt.Sprintf(`if ! command -v node >/dev/null 2>&1; then
+  echo "gantry: %[1]s is a JavaScript action (runs.using: %[2]s) and needs Node.js, but no node is on the step's PATH ($PATH). Install Node.js 20 or later on the worker (or in the job's image), or set it up in a step before this one." >&2
+  exit 127
+fi
+exec node %[3]s
+`, shellWord(loc.uses), shellWord(loc.meta.Runs.Using), shellWord(path.Join(loc.stepDir, file)))
+	res, err := r.run(ctx, executor.Step{Shell: "sh", Script: script, Env: envList(env), Dir: r.ws,
+		Stdout: r.rec.Writer(logs.Stdout), Stderr: r.rec.Writer(logs.Stderr), Grace: r.grace, Network: r.j.Spec.Network,
+		Binds: r.binds()})
+	out := stepRun{res: res, err: err}
+	if err != nil || res.Cancelled {
+		return out
+	}
+	if b, rerr := readAndEmpty(statePath); rerr != nil {
+		r.rec.System(fmt.Sprintf("action %s: $GITHUB_STATE: %v", loc.uses, rerr))
+	} else if saved, perr := parseCommandFile(string(b)); perr != nil {
+		r.rec.System(fmt.Sprintf("action %s: $GITHUB_STATE: %v", loc.uses, perr))
+	} else {
+		maps.Copy(state, saved)
+	}
+	outputs, ferr := r.files.collect()
+	if ferr != nil {
+		r.rec.System(fmt.Sprintf("step %s: %v", st.Name, ferr))
+		if out.res.ExitCode == 0 {
+			out.res.ExitCode = 1
+		}
+		return out
+	}
+	out.outputs = outputs
+	return out
+}
+
+// composite runs a composite action's steps, each with its if:, env, and inputs.X and
+// steps.X (its own steps) to read; its outputs are what its outputs: say.
+func (r *actionRunner) composite(ctx context.Context, st pipeline.Step, loc *actionLoc, inputs, env map[string]string,
+	pins map[string]pipeline.ActionPin, depth int, jobStatus func() string) stepRun {
+	inputsCtx := map[string]any{}
+	for k, v := range inputs {
+		inputsCtx[k] = v
+	}
+	stepsCtx := map[string]any{}
+	failed := false
+	var last stepRun
+	for i, cs := range loc.meta.Runs.Steps {
+		status := func(name string) bool {
+			switch name {
+			case "success":
+				return !failed && ctx.Err() == nil && jobStatus() == "success"
+			case "failure":
+				return failed || jobStatus() == "failed"
+			case "cancelled":
+				return ctx.Err() != nil
+			}
+			return true
+		}
+		ectx := r.exprContext(env, inputsCtx, stepsCtx, jobStatus)
+		ectx.Status = status
+		name := cs.Name
+		if name == "" {
+			name = cmp.Or(cs.Uses, firstLine(cs.Run))
+		}
+		if n, err := ghaexpr.Interpolate(name, ectx); err == nil {
+			name = n
+		}
+		ok, err := ghaexpr.Condition(cmp.Or(cs.If, "success()"), ectx)
+		if err != nil {
+			r.rec.System(fmt.Sprintf("%s: step %s: if: %v", loc.uses, name, err))
+			ok = false
+			failed = true
+			last = stepRun{res: executor.Result{ExitCode: 1}}
+		}
+		if !ok {
+			r.recordComposite(stepsCtx, cs.ID, "skipped", nil, false)
+			continue
+		}
+		r.rec.System(fmt.Sprintf("%s: step %d: %s", loc.uses, i+1, name))
+		stepEnv := maps.Clone(env)
+		for _, k := range cs.EnvNames {
+			v, err := ghaexpr.Interpolate(cs.Env[k], ectx)
+			if err != nil {
+				return stepRun{err: fmt.Errorf("%s: step %s: env.%s: %w", loc.uses, name, k, err)}
+			}
+			stepEnv[k] = v
+		}
+		ectx.Values["env"] = anyMap(stepEnv)
+		var out stepRun
+		if cs.Uses != "" {
+			with := map[string]string{}
+			for _, k := range cs.WithNames {
+				v, err := ghaexpr.Interpolate(cs.With[k], ectx)
+				if err != nil {
+					return stepRun{err: fmt.Errorf("%s: step %s: with.%s: %w", loc.uses, name, k, err)}
+				}
+				with[k] = v
+			}
+			uses := cs.Uses
+			if pu, err := pipeline.ParseUses(uses); err == nil && pu.Kind == pipeline.UsesLocal && strings.HasPrefix(uses, "./") {
+				// ./ in a composite action is the workspace's, as on GitHub.
+				uses = "./" + pu.Local
+			}
+			out = r.invoke(ctx, st, uses, cs.ID, with, stepEnv, pins, depth+1, jobStatus)
+		} else {
+			out = r.script(ctx, st, loc, cs, ectx, stepEnv)
+		}
+		if out.err != nil {
+			return out
+		}
+		if out.res.Cancelled {
+			return out
+		}
+		bad := out.res.ExitCode != 0 || out.res.TimedOut
+		coe := false
+		if cs.ContinueOnError != "" {
+			if v, err := ghaexpr.Interpolate(cs.ContinueOnError, ectx); err == nil {
+				coe = strings.EqualFold(strings.TrimSpace(v), "true")
+			}
+		}
+		outcome := pipeline.ResultSuccess
+		if bad {
+			outcome = pipeline.ResultFailed
+			r.rec.System(fmt.Sprintf("%s: step %s failed with exit code %d", loc.uses, name, out.res.ExitCode))
+		}
+		r.recordComposite(stepsCtx, cs.ID, outcome, out.outputs, coe)
+		if bad && !coe {
+			failed = true
+			last = out
+		}
+	}
+	if failed {
+		last.outputs = nil
+		return last
+	}
+	ectx := r.exprContext(env, inputsCtx, stepsCtx, jobStatus)
+	outputs := map[string]string{}
+	for name, o := range loc.meta.Outputs {
+		v, err := ghaexpr.Interpolate(o.Value, ectx)
+		if err != nil {
+			r.rec.System(fmt.Sprintf("%s: output %s: %v", loc.uses, name, err))
+			return stepRun{res: executor.Result{ExitCode: 1}}
+		}
+		outputs[name] = v
+	}
+	return stepRun{outputs: outputs}
+}
+
+func (r *actionRunner) recordComposite(steps map[string]any, id, outcome string, outputs map[string]string, continueOnError bool) {
+	if id == "" {
+		return
+	}
+	conclusion := outcome
+	if outcome == pipeline.ResultFailed && continueOnError {
+		conclusion = pipeline.ResultSuccess
+	}
+	outs := map[string]any{}
+	for k, v := range outputs {
+		outs[k] = v
+	}
+	steps[id] = map[string]any{"outputs": outs, "outcome": outcome, "conclusion": conclusion}
+}
+
+// compositeShells are the shells a composite action's run step may name, as the step's
+// interpreter and its arguments; {0} is the script's file.
+var compositeShells = map[string]string{
+	"bash":   "bash --noprofile --norc -eo pipefail {0}",
+	"sh":     "sh -e {0}",
+	"python": "python3 {0}",
+	"pwsh":   "pwsh -command \". '{0}'\"",
+}
+
+// script runs one run step of a composite action in its shell.
+func (r *actionRunner) script(ctx context.Context, st pipeline.Step, loc *actionLoc, cs actions.Step, ectx *ghaexpr.Context, env map[string]string) stepRun {
+	body, err := ghaexpr.Interpolate(cs.Run, ectx)
+	if err != nil {
+		return stepRun{err: fmt.Errorf("%s: run: %w", loc.uses, err)}
+	}
+	shell, err := ghaexpr.Interpolate(cs.Shell, ectx)
+	if err != nil {
+		return stepRun{err: fmt.Errorf("%s: shell: %w", loc.uses, err)}
+	}
+	dir := ""
+	if cs.WorkingDirectory != "" {
+		if dir, err = ghaexpr.Interpolate(cs.WorkingDirectory, ectx); err != nil {
+			return stepRun{err: fmt.Errorf("%s: working-directory: %w", loc.uses, err)}
+		}
+	}
+	command, ok := compositeShells[shell]
+	if !ok {
+		if !strings.Contains(shell, "{0}") {
+			return stepRun{err: fmt.Errorf("%s: shell %q is not one Gantry knows (bash, sh, python, pwsh) nor a command with {0}", loc.uses, shell)}
+		}
+		command = shell
+	}
+	ext := map[string]string{"python": ".py", "pwsh": ".ps1"}[shell]
+	r.scripts++
+	file := filepath.Join(r.files.runner, "scripts", strconv.Itoa(r.scripts)+ext)
+	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+		return stepRun{err: err}
+	}
+	if err := os.WriteFile(file, []byte(body), 0o644); err != nil {
+		return stepRun{err: err}
+	}
+	line := strings.ReplaceAll(command, "{0}", shellWord(r.stepView(file)))
+	if dir != "" {
+		line = "cd -- " + shellWord(dir) + " && " + line
+	}
+	res, err := r.run(ctx, executor.Step{Shell: "sh", Script: line, Env: envList(env), Dir: r.ws,
+		Stdout: r.rec.Writer(logs.Stdout), Stderr: r.rec.Writer(logs.Stderr), Grace: r.grace, Network: r.j.Spec.Network,
+		Binds: r.binds()})
+	out := stepRun{res: res, err: err}
+	if err != nil || res.Cancelled {
+		return out
+	}
+	outputs, ferr := r.files.collect()
+	if ferr != nil {
+		r.rec.System(fmt.Sprintf("%s: %v", loc.uses, ferr))
+		if out.res.ExitCode == 0 {
+			out.res.ExitCode = 1
+		}
+		return out
+	}
+	out.outputs = outputs
+	return out
+}
+
+// runPosts runs the post: of the JavaScript actions the job ran, the last one first,
+// each when its post-if holds for how the job did. It returns false when one failed.
+func (r *actionRunner) runPosts(ctx context.Context, jobStatus func() string) bool {
+	ok := true
+	for i := len(r.posts) - 1; i >= 0; i-- {
+		p := r.posts[i]
+		ectx := r.exprContext(p.env, nil, nil, jobStatus)
+		run, err := ghaexpr.Condition(p.cond, ectx)
+		if err != nil {
+			r.rec.System(fmt.Sprintf("%s: post-if: %v; its post does not run", p.name, err))
+			continue
+		}
+		if !run {
+			r.rec.System(fmt.Sprintf("%s: skipped, post-if: %s was false", p.name, p.cond))
+			continue
+		}
+		r.rec.System("step " + p.name)
+		out := r.nodeFile(ctx, p.step, p.loc, p.loc.meta.Runs.Post, p.env, p.state)
+		switch {
+		case out.err != nil:
+			r.rec.System(fmt.Sprintf("%s could not run: %v", p.name, out.err))
+			ok = false
+		case out.res.ExitCode != 0:
+			r.rec.System(fmt.Sprintf("%s failed with exit code %d", p.name, out.res.ExitCode))
+			ok = false
+		}
+	}
+	r.posts = nil
+	return ok
+}
+
+// exprContext is what expressions of actions (inputs' defaults, composite steps) read.
+func (r *actionRunner) exprContext(env map[string]string, inputs, steps map[string]any, jobStatus func() string) *ghaexpr.Context {
+	j := r.j
+	matrix := map[string]any{}
+	for _, m := range j.Spec.Matrix {
+		matrix[m.Name] = m.Value
+	}
+	needs := map[string]any{}
+	for name, n := range j.Needs {
+		outs := map[string]any{}
+		for k, v := range n.Outputs {
+			outs[k] = v
+		}
+		needs[name] = map[string]any{"result": n.Result, "outputs": outs}
+	}
+	gh := map[string]any{}
+	for k, v := range githubContext(j, r.stepWS) {
+		gh[k] = v
+	}
+	if p := env["GITHUB_ACTION_PATH"]; p != "" {
+		gh["action_path"] = p
+		gh["action"] = env["GITHUB_ACTION"]
+		gh["action_repository"] = env["GITHUB_ACTION_REPOSITORY"]
+		gh["action_ref"] = env["GITHUB_ACTION_REF"]
+	}
+	vals := map[string]any{
+		"github":   gh,
+		"env":      anyMap(env),
+		"runner":   anyMap(runnerContext(env)),
+		"job":      map[string]any{"status": jobStatus()},
+		"matrix":   matrix,
+		"needs":    needs,
+		"strategy": map[string]any{},
+		"vars":     map[string]any{},
+	}
+	if inputs != nil {
+		vals["inputs"] = inputs
+	}
+	if steps != nil {
+		vals["steps"] = steps
+	}
+	return &ghaexpr.Context{Values: vals}
+}
+
+// githubContext is what the github context and GitHub's GITHUB_* variables say of the
+// job's run.
+func githubContext(j claimedJob, ws string) map[string]string {
+	tr := j.Trigger
+	owner, _, _ := strings.Cut(tr.Repository, "/")
+	refType, refName := "", ""
+	switch {
+	case tr.Tag != "":
+		refType, refName = "tag", tr.Tag
+	case tr.Branch != "":
+		refType, refName = "branch", tr.Branch
+	case tr.PRNumber > 0:
+		refName = strconv.Itoa(tr.PRNumber) + "/merge"
+	}
+	ref := tr.Ref
+	if ref == "" && refType == "branch" {
+		ref = "refs/heads/" + refName
+	}
+	server := "https://github.com"
+	if host := cloneHost(tr.CloneURL); host != "" && host != "github.com" {
+		server = "https://" + host
+	}
+	api := "https://api.github.com"
+	if server != "https://github.com" {
+		api = server + "/api/v3"
+	}
+	return map[string]string{
+		"sha": tr.SHA, "ref": ref, "ref_name": refName, "ref_type": refType,
+		"repository": tr.Repository, "repository_owner": owner, "event_name": tr.Event,
+		"run_id": j.RunID, "run_attempt": strconv.Itoa(j.Attempt), "job": j.Spec.Name,
+		"workspace": ws, "server_url": server, "api_url": api, "graphql_url": api + "/graphql",
+		"token": j.Secrets["GITHUB_TOKEN"],
+	}
+}
+
+// cloneHost is the host of a clone URL, "" when it has none.
+func cloneHost(raw string) string {
+	if i := strings.Index(raw, "://"); i >= 0 {
+		rest := raw[i+3:]
+		if at := strings.LastIndex(strings.SplitN(rest, "/", 2)[0], "@"); at >= 0 {
+			rest = rest[at+1:]
+		}
+		host := strings.SplitN(rest, "/", 2)[0]
+		if h, _, ok := strings.Cut(host, ":"); ok {
+			host = h
+		}
+		return host
+	}
+	return ""
+}
+
+// runnerContext is the runner context, from the step's RUNNER_* variables.
+func runnerContext(env map[string]string) map[string]string {
+	return map[string]string{"os": env["RUNNER_OS"], "arch": env["RUNNER_ARCH"], "temp": env["RUNNER_TEMP"],
+		"tool_cache": env["RUNNER_TOOL_CACHE"], "name": env["RUNNER_NAME"], "environment": "self-hosted",
+		"debug": env["RUNNER_DEBUG"]}
+}
+
+// githubEnv are GitHub's default variables, which every step sees: what the github
+// context says, in GITHUB_* form, and the runner's RUNNER_*.
+func (a *Agent) githubEnv(j claimedJob, ws string, files *stepFiles) map[string]string {
+	gh := githubContext(j, ws)
+	vars := map[string]string{
+		"CI": "true", "GITHUB_ACTIONS": "true", "GITHUB_WORKSPACE": ws,
+		"GITHUB_SHA": gh["sha"], "GITHUB_REF": gh["ref"], "GITHUB_REF_NAME": gh["ref_name"], "GITHUB_REF_TYPE": gh["ref_type"],
+		"GITHUB_REPOSITORY": gh["repository"], "GITHUB_REPOSITORY_OWNER": gh["repository_owner"],
+		"GITHUB_RUN_ID": j.RunID, "GITHUB_RUN_ATTEMPT": gh["run_attempt"],
+		"GITHUB_EVENT_NAME": gh["event_name"], "GITHUB_JOB": gh["job"], "GITHUB_WORKFLOW": j.Spec.Name,
+		"GITHUB_SERVER_URL": gh["server_url"], "GITHUB_API_URL": gh["api_url"], "GITHUB_GRAPHQL_URL": gh["graphql_url"],
+		"GITHUB_RETENTION_DAYS": "90",
+		"RUNNER_OS":             runnerOS(), "RUNNER_ARCH": runnerArch(), "RUNNER_NAME": a.cfg.Name, "RUNNER_ENVIRONMENT": "self-hosted",
+	}
+	if j.RunNumber > 0 {
+		vars["GITHUB_RUN_NUMBER"] = strconv.FormatInt(j.RunNumber, 10)
+	}
+	if j.Trigger.PRNumber > 0 {
+		vars["GITHUB_HEAD_REF"] = j.Trigger.Branch
+	}
+	if files != nil && files.runner != "" {
+		vars["RUNNER_TEMP"] = path.Join(files.runnerStep, "tmp")
+		vars["GITHUB_EVENT_PATH"] = path.Join(files.runnerStep, "event.json")
+	}
+	vars["RUNNER_TOOL_CACHE"] = a.toolCache()
+	for k, v := range vars {
+		if v == "" {
+			delete(vars, k)
+		}
+	}
+	return vars
+}
+
+// toolCache is where setup actions keep the tools they install (RUNNER_TOOL_CACHE):
+// the one GitHub's images use when the worker has it, else one in the work directory.
+func (a *Agent) toolCache() string {
+	if fi, err := os.Stat("/opt/hostedtoolcache"); err == nil && fi.IsDir() {
+		return "/opt/hostedtoolcache"
+	}
+	return filepath.Join(a.cfg.WorkDir, "tool-cache")
+}
+
+func runnerOS() string {
+	switch runtime.GOOS {
+	case "darwin":
+		return "macOS"
+	case "windows":
+		return "Windows"
+	}
+	return "Linux"
+}
+
+func runnerArch() string {
+	switch runtime.GOARCH {
+	case "amd64":
+		return "X64"
+	case "386":
+		return "X86"
+	case "arm64":
+		return "ARM64"
+	case "arm":
+		return "ARM"
+	}
+	return strings.ToUpper(runtime.GOARCH)
+}
+
+func anyMap(m map[string]string) map[string]any {
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+func envList(env map[string]string) []string {
+	out := make([]string, 0, len(env))
+	for k, v := range env {
+		out = append(out, k+"="+v)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// shellWord quotes s for sh.
+func shellWord(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+func firstLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+// runnerDirInWorkspace is where a job in a container has its runner files: in its
+// workspace, the only part of the worker's disk its steps see.
+const runnerDirInWorkspace = ".gantry-runner"
+
+// makeRunnerDir makes the directory of the job's runner files beside its step files (not
+// in it: that one holds only the files read back after each step) and writes the event
+// the run is for where $GITHUB_EVENT_PATH names it, in the shape GitHub's webhook payload
+// has: actions read the pull request, the ref and the repository from it. RUNNER_TEMP is
+// made in it. stepWS is the workspace as the steps see it.
+func makeRunnerDir(files *stepFiles, workDir, ws, stepWS string, inContainer bool, j claimedJob) error {
+	if inContainer {
+		files.runner = filepath.Join(ws, runnerDirInWorkspace)
+		files.runnerStep = path.Join(stepWS, runnerDirInWorkspace)
+		if err := os.Mkdir(files.runner, 0o755); err != nil {
+			return fmt.Errorf("make the runner directory: %w", err)
+		}
+	} else {
+		dir, err := os.MkdirTemp(workDir, "gantry-runner-")
+		if err != nil {
+			return fmt.Errorf("make the runner directory: %w", err)
+		}
+		files.runner, files.runnerStep = dir, dir
+	}
+	if err := os.Chmod(files.runner, 0o755); err != nil {
+		return fmt.Errorf("make the runner directory: %w", err)
+	}
+	return writeEvent(files, j)
+}
+
+func writeEvent(files *stepFiles, j claimedJob) error {
+	tr := j.Trigger
+	owner, name, _ := strings.Cut(tr.Repository, "/")
+	repo := map[string]any{"full_name": tr.Repository, "name": name, "owner": map[string]any{"login": owner, "name": owner}}
+	if tr.CloneURL != "" {
+		repo["clone_url"] = tr.CloneURL
+	}
+	ev := map[string]any{"repository": repo}
+	gh := githubContext(j, "")
+	if tr.SHA != "" {
+		ev["after"] = tr.SHA
+		ev["head_commit"] = map[string]any{"id": tr.SHA}
+	}
+	if gh["ref"] != "" {
+		ev["ref"] = gh["ref"]
+	}
+	if tr.PRNumber > 0 {
+		ev["number"] = tr.PRNumber
+		ev["pull_request"] = map[string]any{"number": tr.PRNumber, "head": map[string]any{"ref": tr.Branch, "sha": tr.SHA},
+			"head_repo_fork": tr.Fork}
+	}
+	if len(tr.Inputs) > 0 {
+		ev["inputs"] = tr.Inputs
+	}
+	b, err := json.MarshalIndent(ev, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(files.runner, "event.json"), b, 0o644); err != nil {
+		return fmt.Errorf("write the event file: %w", err)
+	}
+	tmp := filepath.Join(files.runner, "tmp")
+	if err := os.Mkdir(tmp, 0o777); err != nil && !errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("make RUNNER_TEMP: %w", err)
+	}
+	// The steps may run as another user, who must write it.
+	return os.Chmod(tmp, 0o777|os.ModeSticky)
+}

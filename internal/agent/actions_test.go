@@ -1,0 +1,261 @@
+package agent
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gantry-ci/gantry/internal/actions"
+	"github.com/gantry-ci/gantry/internal/actions/actionstest"
+	"github.com/gantry-ci/gantry/internal/api"
+	"github.com/gantry-ci/gantry/internal/pipeline"
+	"github.com/gantry-ci/gantry/internal/store"
+	"github.com/gantry-ci/gantry/internal/store/sqlite"
+	"github.com/gantry-ci/gantry/internal/store/sqlite/sqlitetest"
+	"github.com/google/uuid"
+)
+
+// actionsBundle is a coordinator whose actions come from source, with a worker.
+func actionsBundle(t *testing.T, source string) (*bundle, *actions.Resolver) {
+	t.Helper()
+	st, err := sqlite.Open(t.Context(), sqlitetest.Path(t), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := actions.ParseSource(source)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := &actions.Resolver{Source: src, MirrorsDir: t.TempDir()}
+	srv := httptest.NewServer(api.New(api.Config{Store: st, HeartbeatEvery: 200 * time.Millisecond, LeaseTTL: 5 * time.Second,
+		Blobs: newBlobs(t, t.TempDir()), Actions: res}).Handler())
+	t.Cleanup(func() {
+		srv.Close()
+		_ = st.Close()
+	})
+	b := &bundle{st: st, url: srv.URL}
+	b.start(t, 2)
+	return b, res
+}
+
+// submitActions makes a run of a workflow as the coordinator does: its actions pinned.
+func (b *bundle) submitActions(t *testing.T, r *actions.Resolver, wf string) (*pipeline.Plan, string) {
+	t.Helper()
+	p, err := pipeline.Compile([]byte(wf), pipeline.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err = r.Pin(t.Context(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, _, _, err := b.st.CreateRun(t.Context(), store.CreateRunParams{Plan: p,
+		Trigger: store.Trigger{Branch: "main", Repository: "acme/app", Event: "push"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, run.ID.String()
+}
+
+const actionsWorkflow = `on: push
+jobs:
+  t:
+    runs-on: ubuntu-latest
+    steps:
+      - id: hi
+        uses: acme/greet@v1
+        with:
+          who: world
+      - run: test "${{ steps.hi.outputs.message }}" = "Hello, world from acme/app"
+      - id: sh
+        uses: acme/tools/shout@v1
+        with:
+          text: quiet
+      - run: test "${{ steps.sh.outputs.loud }}" = "HELLO, QUIET FROM ACME/APP"
+      - name: make a local action
+        run: |
+          mkdir -p .github/actions/local
+          cat > .github/actions/local/action.yml <<'EOF'
+          inputs:
+            n: {default: '2'}
+          outputs:
+            twice: {value: '@{ steps.x.outputs.v }}'}
+          runs:
+            using: composite
+            steps:
+              - id: x
+                shell: sh
+                run: echo "v=$(( @{ inputs.n }} * 2 ))" >> "$GITHUB_OUTPUT"
+          EOF
+          sed -i 's/@{/$\{{/g' .github/actions/local/action.yml
+      - id: local
+        uses: ./.github/actions/local
+        with:
+          n: 21
+      - run: |
+          test "${{ steps.local.outputs.twice }}" = 42
+          test "$GITHUB_ACTIONS" = true && test "$CI" = true && test "$GITHUB_REPOSITORY" = acme/app
+          test "$RUNNER_OS" = Linux && test -d "$RUNNER_TEMP" && test -s "$GITHUB_EVENT_PATH"
+          grep -q '"full_name": "acme/app"' "$GITHUB_EVENT_PATH"
+`
+
+// TestActions runs a workflow of a JavaScript action (with a default that reads the
+// github context, state, and a post step), a composite action of a repository's
+// directory that uses it, and a local action made by an earlier step, all fetched from
+// bare repositories of a local directory: outputs flow from each to later steps, the
+// post step runs after the last step, and the run records the commit of each action.
+func TestActions(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("node"); err != nil {
+		t.Fatal("node is needed for JavaScript actions: install nodejs (scripts/deps.sh does)")
+	}
+	dir := t.TempDir()
+	greet := actionstest.Repo(t, dir, "acme", "greet", actionstest.Greet, "v1")
+	tools := actionstest.Repo(t, dir, "acme", "tools", actionstest.Shout, "v1")
+	b, r := actionsBundle(t, dir)
+	p, run := b.submitActions(t, r, actionsWorkflow)
+	if pin := p.Jobs[0].Steps[0].Actions["acme/greet@v1"]; pin.Commit != greet || !strings.HasSuffix(pin.URL, "/acme/greet.git") {
+		t.Errorf("greet pinned to %+v, want commit %s", pin, greet)
+	}
+	shout := p.Jobs[0].Steps[2].Actions
+	if shout["acme/tools/shout@v1"].Commit != tools || shout["acme/greet@v1"].Commit != greet {
+		t.Errorf("shout's pins = %+v, want tools at %s and the greet it uses at %s", shout, tools, greet)
+	}
+	b.wantSuccess(t, uuidOf(t, run))
+	log := b.jobLog(t, uuidOf(t, run), "t")
+	for _, want := range []string{
+		"Hello, world from acme/app",
+		"action acme/greet@v1 in ",
+		"Hello, quiet from acme/app",
+		"post of greet: greeted world",
+		"post of greet: greeted quiet",
+	} {
+		if !strings.Contains(log, want) {
+			t.Errorf("log lacks %q:\n%s", want, log)
+		}
+	}
+	if strings.Contains(log, "never, nothing failed") {
+		t.Errorf("a composite step with if: failure() ran though nothing failed:\n%s", log)
+	}
+	// Posts run after the last step, the last action's first.
+	last := strings.LastIndex(log, "step test \"")
+	quiet, world := strings.Index(log, "post of greet: greeted quiet"), strings.Index(log, "post of greet: greeted world")
+	if !(last < quiet && quiet < world) {
+		t.Errorf("posts ran out of order (last step at %d, quiet's post at %d, world's at %d):\n%s", last, quiet, world, log)
+	}
+
+	// A tag moved after the run was made does not change what its attempts run: the
+	// pin does. A new run takes the new commit.
+	moved := actionstest.Repo(t, dir, "acme", "greet", map[string]string{"dist/main.js": actionstest.Greet["dist/main.js"] + "console.log('version two');\n"}, "v1")
+	if moved == greet {
+		t.Fatal("the tag did not move")
+	}
+	r.Fresh = time.Nanosecond
+	p2, _ := b.submitActions(t, r, actionsWorkflow)
+	if got := p2.Jobs[0].Steps[0].Actions["acme/greet@v1"].Commit; got != moved {
+		t.Errorf("a new run pinned greet to %s, want the moved tag's %s", got, moved)
+	}
+}
+
+// TestActionFailures: a failing JavaScript action fails its step with its exit code and
+// the job, its post still runs (post-if: always()); a later step with if: failure() runs.
+func TestActionFailures(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	actionstest.Repo(t, dir, "acme", "greet", actionstest.Greet, "v1")
+	b, r := actionsBundle(t, dir)
+	_, run := b.submitActions(t, r, `on: push
+jobs:
+  t:
+    runs-on: ubuntu-latest
+    steps:
+      - uses: acme/greet@v1
+        with: {who: x, fail: 'true'}
+      - run: echo "skipped, a step failed"
+      - if: failure()
+        run: echo "cleanup after failure"
+`)
+	id := uuidOf(t, run)
+	if r := b.waitRun(t, id); r.Status != store.RunFailed {
+		t.Fatalf("run %s, want failed", r.Status)
+	}
+	job, steps := b.jobByKey(t, id, "t")
+	if job.ExitCode == nil || *job.ExitCode != 3 {
+		t.Errorf("job exit code %v, want the action's 3", job.ExitCode)
+	}
+	if steps[0].Status != store.StepFailed || steps[1].Status != store.StepSkipped || steps[2].Status != store.StepSuccess {
+		t.Errorf("steps %s %s %s, want failed skipped success", steps[0].Status, steps[1].Status, steps[2].Status)
+	}
+	log := b.jobLog(t, id, "t")
+	if !strings.Contains(log, "failing as asked") || !strings.Contains(log, "post of greet: greeted x") || !strings.Contains(log, "cleanup after failure") {
+		t.Errorf("log:\n%s", log)
+	}
+}
+
+// TestActionsOverHTTP resolves and fetches actions from a git server over HTTP (git
+// http-backend on loopback), the way a mirror such as Gitea serves them, and refuses a
+// run whose action cannot be resolved, naming the action and the source tried.
+func TestActionsOverHTTP(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	greet := actionstest.Repo(t, dir, "acme", "greet", actionstest.Greet, "v1")
+	base := actionstest.Serve(t, dir)
+	b, _ := actionsBundle(t, base+"/{owner}/{repo}.git")
+
+	post := func(def string) (int, string) {
+		t.Helper()
+		res, err := http.Post(b.url+"/api/v1/runs", "application/yaml", strings.NewReader(def))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		body, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(body)
+	}
+	code, body := post("on: push\njobs:\n  t:\n    runs-on: ubuntu-latest\n    steps:\n      - id: g\n        uses: acme/greet@" + greet + "\n        with: {who: http}\n      - run: test \"${{ steps.g.outputs.message }}\" = 'Hello, http from '\n")
+	if code != http.StatusAccepted {
+		t.Fatalf("POST /api/v1/runs: %d %s", code, body)
+	}
+	id := runIDFrom(t, body)
+	b.wantSuccess(t, id)
+	if log := b.jobLog(t, id, "t"); !strings.Contains(log, base+"/acme/greet.git at "+greet) {
+		t.Errorf("the log does not say where the action came from:\n%s", log)
+	}
+
+	for _, c := range []struct{ uses, want string }{
+		{"acme/missing@v1", "acme/missing@v1 could not be resolved from " + base + "/acme/missing.git"},
+		{"acme/greet@v9", `has no branch, tag or commit \"v9\"`},
+		{"acme/greet/nodir@v1", "nodir at "},
+	} {
+		code, body := post("jobs:\n  t:\n    steps:\n      - uses: " + c.uses + "\n")
+		if code != http.StatusUnprocessableEntity || !strings.Contains(body, c.want) {
+			t.Errorf("uses %s: %d %s, want 422 saying %q", c.uses, code, body, c.want)
+		}
+	}
+}
+
+func uuidOf(t *testing.T, s string) uuid.UUID {
+	t.Helper()
+	id, err := uuid.Parse(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// runIDFrom reads the id of the run POST /api/v1/runs answered.
+func runIDFrom(t *testing.T, body string) uuid.UUID {
+	t.Helper()
+	var v struct {
+		ID string `json:"id"`
+	}
+	if err := json.Unmarshal([]byte(body), &v); err != nil {
+		t.Fatalf("%v: %s", err, body)
+	}
+	return uuidOf(t, v.ID)
+}
