@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/gantry-ci/gantry/internal/logs"
@@ -30,4 +31,34 @@ func stepDebug(j claimedJob) bool {
 	}
 	v = strings.TrimSpace(v)
 	return strings.EqualFold(v, "true") || v == "1"
+}
+
+// featureLogCommands is the coordinator's feature (api: the register answer's features)
+// of log lines with group, level and annotation, which a coordinator without it refuses
+// as unknown fields.
+const featureLogCommands = "logs.commands"
+
+// plainLines is lines as a coordinator without featureLogCommands takes them: a fold's
+// title as "▸ TITLE", its end as an empty line (seqs stay dense), a message after its
+// level, as gantry logs prints them. It returns lines itself when none needs rewriting,
+// else a copy: the shipper may send lines again.
+func plainLines(lines []logs.Line) []logs.Line {
+	i := slices.IndexFunc(lines, func(l logs.Line) bool { return l.Group != "" || l.Level != "" || l.Annotation != nil })
+	if i < 0 {
+		return lines
+	}
+	out := slices.Clone(lines)
+	for k := i; k < len(out); k++ {
+		l := &out[k]
+		switch {
+		case l.Group == logs.GroupStart:
+			l.Text = "▸ " + l.Text
+		case l.Group == logs.GroupEnd:
+			l.Text = ""
+		case l.Level != "":
+			l.Text = l.Level + ": " + l.Text
+		}
+		l.Group, l.Level, l.Annotation = "", "", nil
+	}
+	return out
 }

@@ -1,8 +1,10 @@
 package agent
 
 import (
+	"reflect"
 	"testing"
 
+	"github.com/gantry-ci/gantry/internal/logs"
 	"github.com/gantry-ci/gantry/internal/pipeline"
 )
 
@@ -32,5 +34,37 @@ func TestStepDebug(t *testing.T) {
 				t.Errorf("recorderOptions().Debug = %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestPlainLines: for a coordinator without logs.commands, the lines of workflow commands
+// lose their fields and say what they were in their text; the shipper's lines stay as
+// they were.
+func TestPlainLines(t *testing.T) {
+	t.Parallel()
+	plain := []logs.Line{{Seq: 1, Stream: logs.Stdout, Text: "a"}}
+	if got := plainLines(plain); &got[0] != &plain[0] {
+		t.Error("lines with nothing to rewrite were copied")
+	}
+	in := []logs.Line{
+		{Seq: 1, Stream: logs.Stdout, Text: "a"},
+		{Seq: 2, Stream: logs.Stdout, Text: "Build", Group: logs.GroupStart},
+		{Seq: 3, Stream: logs.Stdout, Text: "bad", Level: logs.LevelError, Annotation: &logs.Annotation{Step: 1, File: "f"}},
+		{Seq: 4, Stream: logs.Stdout, Group: logs.GroupEnd},
+		{Seq: 5, Stream: logs.Stdout, Text: "d", Level: logs.LevelDebug},
+	}
+	orig := append([]logs.Line(nil), in...)
+	want := []logs.Line{
+		{Seq: 1, Stream: logs.Stdout, Text: "a"},
+		{Seq: 2, Stream: logs.Stdout, Text: "▸ Build"},
+		{Seq: 3, Stream: logs.Stdout, Text: "error: bad"},
+		{Seq: 4, Stream: logs.Stdout},
+		{Seq: 5, Stream: logs.Stdout, Text: "debug: d"},
+	}
+	if got := plainLines(in); !reflect.DeepEqual(got, want) {
+		t.Errorf("plainLines =\n%+v\nwant\n%+v", got, want)
+	}
+	if !reflect.DeepEqual(in, orig) {
+		t.Errorf("plainLines changed its input: %+v", in)
 	}
 }

@@ -135,12 +135,13 @@ type registerResponse struct {
 	// Features name what this coordinator accepts beyond the first protocol, so a newer
 	// worker uses it only where it is understood: "complete.steps", step reports
 	// carried by a completion; "claim.start", claims that start their jobs;
-	// "complete.claim", a completion that carries the worker's next claim.
+	// "complete.claim", a completion that carries the worker's next claim;
+	// "logs.commands", log lines with group, level and annotation (workflow commands).
 	Features []string `json:"features"`
 }
 
 // agentFeatures is the register answer's features.
-var agentFeatures = []string{"complete.steps", "claim.start", "complete.claim"}
+var agentFeatures = []string{"complete.steps", "claim.start", "complete.claim", "logs.commands"}
 
 func (s *Server) registerWorker(w http.ResponseWriter, r *http.Request) {
 	var req registerRequest
