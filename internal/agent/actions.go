@@ -227,6 +227,13 @@ func (r *actionRunner) invoke(ctx context.Context, st pipeline.Step, uses, id st
 	if depth >= actions.MaxDepth {
 		return stepRun{err: fmt.Errorf("action %s: composite actions nest more than %d deep", uses, actions.MaxDepth)}
 	}
+	if u, err := pipeline.ParseUses(uses); err == nil && u.Kind == pipeline.UsesDocker {
+		env = maps.Clone(env)
+		for k, v := range with {
+			env["INPUT_"+strings.ToUpper(strings.ReplaceAll(k, " ", "_"))] = v
+		}
+		return r.dockerStep(ctx, st, u.Image, with, env)
+	}
 	loc, err := r.locate(ctx, uses, pins)
 	if err != nil {
 		return stepRun{err: err}
@@ -251,7 +258,7 @@ func (r *actionRunner) invoke(ctx context.Context, st pipeline.Step, uses, id st
 	case runs.IsComposite():
 		return r.composite(ctx, st, loc, inputs, env, pins, depth, jobStatus)
 	}
-	return stepRun{err: fmt.Errorf("action %s is a docker action, which this worker cannot run yet: run it on a worker with the docker executor", uses)}
+	return r.dockerAction(ctx, st, loc, inputs, env)
 }
 
 // inputs are an action's inputs: what the step gives, else the action's default with its
