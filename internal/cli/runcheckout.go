@@ -49,6 +49,13 @@ func localTrigger(ctx context.Context, cfg runConfig, plan *pipeline.Plan) (loca
 	if err != nil {
 		return lr, err
 	}
+	vars, err := runVars(cfg.Vars)
+	if err != nil {
+		return lr, err
+	}
+	if vars != nil {
+		tr.Vars = &vars
+	}
 	if len(inputs) > 0 {
 		// On the trigger, as a dispatch puts them, for if: inputs.X and ${{ inputs.X }}.
 		iv := store.InputValues(inputs)

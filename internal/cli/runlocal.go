@@ -36,6 +36,14 @@ type runConfig struct {
 	Dirty, NoCheckout bool
 	// eventSet says --event was given: a tag's ref then does not make the event tag.
 	eventSet bool
+	// Force runs a workflow whose on: would not start a run for the event simulated.
+	Force bool
+	// Secrets are --secret NAME or NAME=VALUE, SecretsFile a file of NAME=VALUE lines:
+	// the run's project's secrets while it lasts. Vars are --var NAME=VALUE, a workflow's
+	// vars.NAME.
+	Secrets     []string
+	SecretsFile string
+	Vars        []string
 }
 
 func (a *app) runCommand() *cobra.Command {
@@ -54,6 +62,10 @@ func (a *app) runCommand() *cobra.Command {
 			"tracked files, untracked files left out), and steps see GANTRY_SHA, GANTRY_REF\n" +
 			"and the rest as a push would give them (--ref, --event, --input change them).\n" +
 			"--no-checkout runs in empty workspaces.\n\n" +
+			"A GitHub Actions workflow runs only when its on: would start it for that event\n" +
+			"and branch, as on GitHub; --force runs it anyway. --secret NAME (value from the\n" +
+			"environment, else asked for on a terminal) and --secrets-file give the secrets\n" +
+			"its jobs read, --var NAME=VALUE its vars.\n\n" +
 			"Given a run id instead of a file, it shows that run of the coordinator at\n" +
 			"--server as gantry runs get does: its jobs wave by wave.",
 		Example: "  gantry run .gantry.yml\n" +
@@ -61,6 +73,7 @@ func (a *app) runCommand() *cobra.Command {
 			"  gantry run --dirty .gantry.yml\n" +
 			"  gantry run --ref refs/tags/v1.2.0 --sha v1.2.0 .gantry.yml\n" +
 			"  gantry run --event dispatch --input environment=staging deploy.yml\n" +
+			"  gantry run --secret NPM_TOKEN --secrets-file .secrets .github/workflows/release.yml\n" +
 			"  gantry run 0196a1c2-3b4d-7e5f-8a9b-0c1d2e3f4a5b --server http://ci:8080",
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -94,6 +107,10 @@ func (a *app) runCommand() *cobra.Command {
 	f.StringArrayVar(&cfg.Inputs, "input", nil, "NAME=VALUE, a dispatch input, checked against the pipeline's on: dispatch inputs (repeatable)")
 	f.BoolVar(&cfg.Dirty, "dirty", false, "check out HEAD with the uncommitted changes to tracked files (untracked files are left out)")
 	f.BoolVar(&cfg.NoCheckout, "no-checkout", false, "do not check out the git repository FILE lies in")
+	f.BoolVar(&cfg.Force, "force", false, "run a GitHub Actions workflow even when its on: would not start it for the event and branch")
+	f.StringArrayVarP(&cfg.Secrets, "secret", "s", nil, "NAME: a secret the jobs read as secrets.NAME, its value from the environment variable NAME, else asked for on a terminal; NAME=VALUE gives the value (repeatable)")
+	f.StringVar(&cfg.SecretsFile, "secrets-file", "", "file of secrets, NAME=VALUE lines (# comments, quoted values), as docker's --env-file; --secret wins for a name in both")
+	f.StringArrayVar(&cfg.Vars, "var", nil, "NAME=VALUE: a configuration variable, a workflow's vars.NAME (repeatable)")
 	a.clientFlags(cmd, &cfg.Client)
 	return cmd
 }
@@ -121,6 +138,15 @@ func (a *app) runLocal(ctx context.Context, cfg runConfig) error {
 		return &exitError{code: exitFailure}
 	}
 	lr, err := localTrigger(ctx, cfg, res.plan)
+	if err != nil {
+		return err
+	}
+	if !cfg.Force && pipeline.IsWorkflow(src.data, src.name) {
+		if err := checkWorkflowOn(res.plan, lr.trigger); err != nil {
+			return err
+		}
+	}
+	secrets, err := a.runSecrets(cfg)
 	if err != nil {
 		return err
 	}
@@ -161,6 +187,19 @@ func (a *app) runLocal(ctx context.Context, cfg runConfig) error {
 			log.Error("stop", "err", err)
 		}
 	}()
+	if len(secrets) > 0 {
+		drop, err := putRunSecrets(ctx, l.base, secrets)
+		if !cfg.Throwaway {
+			defer func() {
+				if err := drop(context.WithoutCancel(ctx)); err != nil {
+					log.Error("delete the run's secrets", "err", err)
+				}
+			}()
+		}
+		if err != nil {
+			return err
+		}
+	}
 	// The run is made in the store, not over the API: its trigger names a repository on
 	// this machine, which the API takes from no submitter.
 	run, _, _, err := l.store.CreateRun(ctx, store.CreateRunParams{Plan: res.plan, Definition: src.data, Trigger: lr.trigger, Env: lr.env})

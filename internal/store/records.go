@@ -149,6 +149,10 @@ type Trigger struct {
 	// Inputs are a dispatch's inputs, validated and in canonical form (event dispatch).
 	// A pointer keeps Trigger comparable.
 	Inputs *InputValues `json:"inputs,omitempty"`
+	// Vars are the configuration variables a workflow reads as vars.NAME, given to
+	// gantry run with --var. They are kept with the run and reach its workers with each
+	// claimed job; ${{ vars.NAME }} does not read them yet. A pointer, as Inputs.
+	Vars *Variables `json:"vars,omitempty"`
 	// WorkflowID and WorkflowVersion name the registered workflow, and the version of
 	// its definition, that the run is of.
 	WorkflowID      string `json:"workflow_id,omitempty"`
@@ -218,6 +222,9 @@ func (t Trigger) StatusSHA() string {
 
 // InputValues are dispatch inputs by name.
 type InputValues map[string]string
+
+// Variables are configuration variables by name (a Trigger's Vars).
+type Variables map[string]string
 
 // Project groups runs; fair share in dispatch is between projects. A project made on
 // first use by a run has only a name; one connected to a repository has the rest.
