@@ -187,7 +187,7 @@ func (r *actionRunner) fetch(ctx context.Context, uses string, pin pipeline.Acti
 }
 
 // runStep runs a job's step that uses an action. steps are the job's steps so far.
-func (r *actionRunner) runStep(ctx context.Context, st pipeline.Step, steps map[string]pipeline.StepState, jobStatus func() string) stepRun {
+func (r *actionRunner) runStep(ctx context.Context, st pipeline.Step, steps map[string]pipeline.StepState, base map[string]string, jobStatus func() string) stepRun {
 	if st.Timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeoutCause(ctx, time.Duration(st.Timeout), errStepTimeout)
@@ -197,7 +197,6 @@ func (r *actionRunner) runStep(ctx context.Context, st pipeline.Step, steps map[
 	for k, v := range st.With {
 		with[k] = pipeline.ResolveSteps(pipeline.ExpandSecrets(v, r.j.Secrets), steps)
 	}
-	base := r.baseEnv(st, steps)
 	out := r.invoke(ctx, st, st.Uses, st.ID, with, base, st.Actions, 0, jobStatus)
 	if errors.Is(context.Cause(ctx), errStepTimeout) && !out.res.Cancelled {
 		out.res.TimedOut = true
@@ -209,16 +208,6 @@ func (r *actionRunner) runStep(ctx context.Context, st pipeline.Step, steps map[
 }
 
 var errStepTimeout = errors.New("the step's timeout")
-
-// baseEnv is the environment of a step of the job, as a map: what every run step sees.
-func (r *actionRunner) baseEnv(st pipeline.Step, steps map[string]pipeline.StepState) map[string]string {
-	env := map[string]string{}
-	for _, kv := range r.a.stepEnv(r.j, st, r.stepWS, r.host, r.files, steps) {
-		k, v, _ := strings.Cut(kv, "=")
-		env[k] = v
-	}
-	return env
-}
 
 // invoke runs one action with its inputs given (with), in env: the job step's own, or
 // one of a composite action's. id is GITHUB_ACTION.
@@ -592,7 +581,14 @@ func (r *actionRunner) runPosts(ctx context.Context, jobStatus func() string) bo
 
 // exprContext is what expressions of actions (inputs' defaults, composite steps) read.
 func (r *actionRunner) exprContext(env map[string]string, inputs, steps map[string]any, jobStatus func() string) *ghaexpr.Context {
-	j := r.j
+	return r.a.exprContext(r.j, r.ws, r.stepWS, env, inputs, steps, jobStatus)
+}
+
+// exprContext is what GitHub expressions the worker evaluates read: the github context
+// (with the event the run is for), env as the step has it, matrix, needs, runner, job,
+// secrets (the job's), and inputs and steps where given. ws is the workspace on the
+// worker's disk (hashFiles reads it), stepWS as the steps see it.
+func (a *Agent) exprContext(j claimedJob, ws, stepWS string, env map[string]string, inputs, steps map[string]any, jobStatus func() string) *ghaexpr.Context {
 	matrix := map[string]any{}
 	for _, m := range j.Spec.Matrix {
 		matrix[m.Name] = m.Value
@@ -606,14 +602,24 @@ func (r *actionRunner) exprContext(env map[string]string, inputs, steps map[stri
 		needs[name] = map[string]any{"result": n.Result, "outputs": outs}
 	}
 	gh := map[string]any{}
-	for k, v := range githubContext(j, r.stepWS) {
+	for k, v := range githubContext(j, stepWS) {
 		gh[k] = v
+	}
+	gh["event"] = map[string]any{}
+	if p := env["GITHUB_EVENT_PATH"]; p != "" {
+		if ev, err := readEvent(j, ws, stepWS, p); err == nil {
+			gh["event"] = ev
+		}
 	}
 	if p := env["GITHUB_ACTION_PATH"]; p != "" {
 		gh["action_path"] = p
 		gh["action"] = env["GITHUB_ACTION"]
 		gh["action_repository"] = env["GITHUB_ACTION_REPOSITORY"]
 		gh["action_ref"] = env["GITHUB_ACTION_REF"]
+	}
+	secrets := map[string]any{}
+	for k, v := range j.Secrets {
+		secrets[k] = v
 	}
 	vals := map[string]any{
 		"github":   gh,
@@ -622,16 +628,91 @@ func (r *actionRunner) exprContext(env map[string]string, inputs, steps map[stri
 		"job":      map[string]any{"status": jobStatus()},
 		"matrix":   matrix,
 		"needs":    needs,
+		"secrets":  secrets,
 		"strategy": map[string]any{},
-		"vars":     map[string]any{},
 	}
-	if inputs != nil {
-		vals["inputs"] = inputs
+	if inputs == nil {
+		inputs = map[string]any{}
+		for k, v := range j.Trigger.Inputs {
+			inputs[k] = v
+		}
 	}
+	vals["inputs"] = inputs
 	if steps != nil {
 		vals["steps"] = steps
 	}
-	return &ghaexpr.Context{Values: vals}
+	return &ghaexpr.Context{Values: vals, HashFiles: func(patterns []string) (string, error) { return hashFiles(ws, patterns) }}
+}
+
+// readEvent reads the event payload the job's steps see (GITHUB_EVENT_PATH, as steps
+// see it: in the runner directory).
+func readEvent(j claimedJob, ws, stepWS, p string) (map[string]any, error) {
+	_ = j
+	disk := p
+	if rel, err := filepath.Rel(stepWS, p); err == nil && !strings.HasPrefix(rel, "..") {
+		disk = filepath.Join(ws, rel)
+	}
+	b, err := os.ReadFile(disk)
+	if err != nil {
+		return nil, err
+	}
+	var ev map[string]any
+	return ev, json.Unmarshal(b, &ev)
+}
+
+// stepsContext is the steps context of the job's steps so far.
+func stepsContext(steps map[string]pipeline.StepState) map[string]any {
+	out := make(map[string]any, len(steps))
+	for id, st := range steps {
+		outs := make(map[string]any, len(st.Outputs))
+		for k, v := range st.Outputs {
+			outs[k] = v
+		}
+		out[id] = map[string]any{"outputs": outs, "outcome": st.Outcome, "conclusion": st.Conclusion}
+	}
+	return out
+}
+
+// expandExprs puts in the expressions text keeps for the worker (pipeline.WorkerExpr).
+func expandExprs(s string, ctx *ghaexpr.Context) (string, error) {
+	return pipeline.ExpandWorkerExprs(s, func(expr string) (string, error) {
+		v, err := ghaexpr.EvalString(expr, ctx)
+		if err != nil {
+			return "", fmt.Errorf("${{ %s }}: %w", expr, err)
+		}
+		return ghaexpr.ToString(v), nil
+	})
+}
+
+// expandStep puts in the expressions a step's run, name and with: keep for the worker,
+// with env as the step has it.
+func (a *Agent) expandStep(j claimedJob, st pipeline.Step, ws, stepWS string, env map[string]string, steps map[string]pipeline.StepState,
+	jobStatus func() string) (pipeline.Step, error) {
+	has := pipeline.HasWorkerExprs(st.Run) || pipeline.HasWorkerExprs(st.Name)
+	for _, v := range st.With {
+		has = has || pipeline.HasWorkerExprs(v)
+	}
+	if !has {
+		return st, nil
+	}
+	ctx := a.exprContext(j, ws, stepWS, env, nil, stepsContext(steps), jobStatus)
+	var errs []error
+	expand := func(s string) string {
+		v, err := expandExprs(s, ctx)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		return v
+	}
+	st.Run, st.Name = expand(st.Run), expand(st.Name)
+	if len(st.With) > 0 {
+		with := make(map[string]string, len(st.With))
+		for k, v := range st.With {
+			with[k] = expand(v)
+		}
+		st.With = with
+	}
+	return st, errors.Join(errs...)
 }
 
 // githubContext is what the github context and GitHub's GITHUB_* variables say of the
@@ -852,4 +933,27 @@ func writeEvent(files *stepFiles, j claimedJob) error {
 	}
 	// The steps may run as another user, who must write it.
 	return os.Chmod(tmp, 0o777|os.ModeSticky)
+}
+
+// expandOutputs puts in the expressions the job's outputs keep for the worker.
+func (a *Agent) expandOutputs(j claimedJob, ws, stepWS string, files *stepFiles, outputs map[string]string, steps map[string]pipeline.StepState, jobStatus func() string) error {
+	var ctx *ghaexpr.Context
+	var errs []error
+	for k, v := range outputs {
+		if !pipeline.HasWorkerExprs(v) {
+			continue
+		}
+		if ctx == nil {
+			env := map[string]string{}
+			maps.Copy(env, a.githubEnv(j, stepWS, files))
+			maps.Copy(env, j.Spec.Env)
+			ctx = a.exprContext(j, ws, stepWS, env, nil, stepsContext(steps), jobStatus)
+		}
+		out, err := expandExprs(v, ctx)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("output %s: %w", k, err))
+		}
+		outputs[k] = out
+	}
+	return errors.Join(errs...)
 }

@@ -259,3 +259,69 @@ func runIDFrom(t *testing.T, body string) uuid.UUID {
 	}
 	return uuidOf(t, v.ID)
 }
+
+// TestWorkerExpressions runs a workflow whose ${{ }} Gantry's references cannot say
+// (operators, functions, github.event, secrets.GITHUB_TOKEN, needs in an expression):
+// the worker evaluates each when its step runs, as GitHub does, in run, name, env,
+// with: and the job's outputs; a secret the project does not have reads as "" and the
+// log says so; an expression that fails fails its step, saying which.
+func TestWorkerExpressions(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	actionstest.Repo(t, dir, "acme", "greet", actionstest.Greet, "v1")
+	b, r := actionsBundle(t, dir)
+	_, run := b.submitActions(t, r, `on: push
+jobs:
+  a:
+    runs-on: ubuntu-latest
+    outputs:
+      o: ${{ steps.s.outputs.v == 'x' && 'yes' || 'no' }}
+    env:
+      J: ${{ github.repository_owner }}-${{ github.event_name == 'push' && 'pushed' || 'other' }}
+    steps:
+      - id: s
+        run: echo "v=x" >> "$GITHUB_OUTPUT"
+      - name: check ${{ steps.s.outputs.v == 'x' && 'ok' || 'bad' }}
+        env:
+          TOK: ${{ secrets.GITHUB_TOKEN }}
+          M: ${{ toJSON(fromJSON('{"a":[1,2]}').a) }}
+        run: |
+          test "$J" = acme-pushed
+          test "${{ steps.s.outputs.v != '' && 'set' || 'unset' }}" = set
+          test -z "$TOK"
+          test "${{ github.event.repository.full_name }}" = acme/app
+          test "${{ contains(github.ref, 'main') }}" = true
+          test "${{ hashFiles('nothing/**') }}" = ""
+          test "$(echo $M | tr -d ' \n')" = "[1,2]"
+      - id: g
+        uses: acme/greet@v1
+        with:
+          who: ${{ format('{0}!', github.event_name == 'push' && 'pusher' || 'nobody') }}
+      - run: test "${{ steps.g.outputs.message }}" = "Hello, pusher! from acme/app"
+  b:
+    needs: a
+    runs-on: ubuntu-latest
+    steps:
+      - run: test "${{ needs.a.outputs.o == 'yes' && 'good' || 'bad' }}" = good
+      - run: echo "${{ fromJSON('not json') }}"
+`)
+	id := uuidOf(t, run)
+	if r := b.waitRun(t, id); r.Status != store.RunFailed {
+		t.Fatalf("run %s, want failed (b's last step)", r.Status)
+	}
+	jobA, _ := b.jobByKey(t, id, "a")
+	if jobA.Status != store.JobSuccess {
+		t.Fatalf("job a %s:\n%s", jobA.Status, b.jobLog(t, id, "a"))
+	}
+	logA := b.jobLog(t, id, "a")
+	if !strings.Contains(logA, "step check ok") || !strings.Contains(logA, "GITHUB_TOKEN") || !strings.Contains(logA, "read as empty") {
+		t.Errorf("job a's log:\n%s", logA)
+	}
+	_, steps := b.jobByKey(t, id, "b")
+	if steps[0].Status != store.StepSuccess || steps[1].Status != store.StepFailed {
+		t.Errorf("job b's steps %s %s, want success failed:\n%s", steps[0].Status, steps[1].Status, b.jobLog(t, id, "b"))
+	}
+	if log := b.jobLog(t, id, "b"); !strings.Contains(log, "fromJSON('not json')") {
+		t.Errorf("job b's log does not say which expression failed:\n%s", log)
+	}
+}

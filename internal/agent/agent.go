@@ -950,21 +950,27 @@ func (a *Agent) runSteps(ctx context.Context, log *slog.Logger, rec *logs.Record
 			continue
 		}
 		st.Run, st.Name = pipeline.ResolveSteps(st.Run, in.Steps), pipeline.ResolveSteps(st.Name, in.Steps)
+		env, exprErr := a.stepEnvMap(j, st, stepWS, host, files, in.Steps)
+		st, err = a.expandStep(j, st, ws, stepWS, env, in.Steps, jobStatus)
+		exprErr = errors.Join(exprErr, err)
 		report(st.Index, map[string]any{"status": "running"})
 		rec.System("step " + st.Name)
 		out, errOut := rec.Writer(logs.Stdout), rec.Writer(logs.Stderr)
 		began := time.Now()
 		var res executor.Result
 		var outputs map[string]string
-		if st.Uses != "" {
-			done := acts.runStep(ctx, st, in.Steps, jobStatus)
+		switch {
+		case exprErr != nil:
+			err = exprErr
+		case st.Uses != "":
+			done := acts.runStep(ctx, st, in.Steps, env, jobStatus)
 			res, err, outputs = done.res, done.err, done.outputs
 			if len(outputs) > 0 {
 				written = append(written, outputs)
 			}
-		} else {
+		default:
 			res, err = run(ctx, executor.Step{
-				Shell: st.Shell, Script: st.Run, Env: a.stepEnv(j, st, stepWS, host, files, in.Steps), Dir: ws,
+				Shell: st.Shell, Script: st.Run, Env: envList(env), Dir: ws,
 				Stdout: out, Stderr: errOut, Grace: grace, Network: spec.Network, Timeout: time.Duration(st.Timeout),
 				Binds: files.binds(),
 			})
@@ -1060,6 +1066,10 @@ func (a *Agent) runSteps(ctx context.Context, log *slog.Logger, rec *logs.Record
 		a.copyHomeOut(ctx, log, rec, homeCopier, home, caches, status)
 	}
 	outputs := jobOutputs(spec, in.Steps, written)
+	if err := a.expandOutputs(j, ws, stepWS, files, outputs, in.Steps, jobStatus); err != nil {
+		rec.System("the job's outputs: " + err.Error())
+		fail("failure", nil)
+	}
 	withholdSecretOutputs(rec, outputs)
 	if err := pipeline.CheckOutputs(outputs); err != nil {
 		rec.System("the job's outputs: " + err.Error())
@@ -1231,6 +1241,17 @@ var stepInherits = []string{"PATH", "HOME", "LANG", "TMPDIR"}
 // (before PATH, the latest first), GANTRY_OUTPUT, GANTRY_ENV and GANTRY_PATH, and
 // ${{ steps.ID... }} put into the step's env values.
 func (a *Agent) stepEnv(j claimedJob, st pipeline.Step, ws string, host bool, files *stepFiles, steps map[string]pipeline.StepState) []string {
+	vars, _ := a.stepEnvMap(j, st, ws, host, files, steps)
+	out := make([]string, 0, len(vars))
+	for k, v := range vars {
+		out = append(out, k+"="+v)
+	}
+	return out
+}
+
+// stepEnvMap is stepEnv as a map, with the expressions env values keep for the worker
+// (pipeline.WorkerExpr) put in; an error says which one could not be evaluated.
+func (a *Agent) stepEnvMap(j claimedJob, st pipeline.Step, ws string, host bool, files *stepFiles, steps map[string]pipeline.StepState) (map[string]string, error) {
 	vars := map[string]string{}
 	for _, k := range stepInherits {
 		if v, ok := os.LookupEnv(k); ok && host {
@@ -1271,11 +1292,36 @@ func (a *Agent) stepEnv(j claimedJob, st pipeline.Step, ws string, host bool, fi
 	vars["GANTRY_WORKSPACE"] = ws
 	vars["GANTRY_IDEMPOTENCY_KEY"] = hex.EncodeToString(key[:16])
 	maps.Copy(vars, triggerEnv(j.Trigger))
-	out := make([]string, 0, len(vars))
+	return vars, a.expandEnv(j, vars, files, steps)
+}
+
+// expandEnv puts in the expressions env values keep for the worker, each read with the
+// env as it is before them.
+func (a *Agent) expandEnv(j claimedJob, vars map[string]string, files *stepFiles, steps map[string]pipeline.StepState) error {
+	var names []string
 	for k, v := range vars {
-		out = append(out, k+"="+v)
+		if pipeline.HasWorkerExprs(v) {
+			names = append(names, k)
+		}
 	}
-	return out
+	if len(names) == 0 {
+		return nil
+	}
+	slices.Sort(names)
+	ws, stepWS := "", vars["GANTRY_WORKSPACE"]
+	if files != nil {
+		ws = files.ws
+	}
+	ctx := a.exprContext(j, ws, stepWS, vars, nil, stepsContext(steps), func() string { return "success" })
+	var errs []error
+	for _, k := range names {
+		v, err := expandExprs(vars[k], ctx)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("env %s: %w", k, err))
+		}
+		vars[k] = v
+	}
+	return errors.Join(errs...)
 }
 
 // heartbeat renews the lease on its own goroutine, so that a busy step never delays it.

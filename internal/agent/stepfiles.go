@@ -33,6 +33,8 @@ type stepFiles struct {
 	// runner is the job's other files (the event, RUNNER_TEMP, the actions it runs),
 	// runnerStep where steps see it; "" until makeRunnerDir (actions.go).
 	runner, runnerStep string
+	// ws is the job's workspace on the worker's disk.
+	ws string
 }
 
 // stepFilesInWorkspace is where the files are for a job in a container, which sees
@@ -61,7 +63,7 @@ func newStepFiles(workDir, ws string, inWorkspace bool) (*stepFiles, error) {
 		return nil, fmt.Errorf("make the directory of the step files: %w", err)
 	}
 	f := &stepFiles{dir: dir, stepDir: dir, output: filepath.Join(dir, "output"), env: filepath.Join(dir, "env"), path: filepath.Join(dir, "path"),
-		addEnv: map[string]string{}}
+		addEnv: map[string]string{}, ws: ws}
 	for _, p := range []string{f.output, f.env, f.path} {
 		if err := os.WriteFile(p, nil, 0o666); err != nil {
 			return nil, fmt.Errorf("make %s: %w", p, err)

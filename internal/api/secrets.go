@@ -366,6 +366,8 @@ type jobSecrets struct {
 	project string
 	// repo are the values of the job's repository credential (repocreds.go).
 	repo []string
+	// notices are what the job's log is told of its secrets (optional ones it has not).
+	notices []string
 }
 
 func (j jobSecrets) all() []string {
@@ -388,14 +390,18 @@ func (s *Server) resolveSecrets(ctx context.Context, run *store.Run, job *store.
 		return out, nil
 	}
 	spec := job.Spec
-	names := spec.Secrets()
+	names, optional := spec.Secrets(), spec.OptionalSecrets()
 	envRefs := map[string]string{}
 	for k, v := range run.Env {
 		if m := secretEnvPattern.FindStringSubmatch(v); m != nil {
 			envRefs[k] = m[1]
 		}
 	}
-	if len(names) == 0 && len(envRefs) == 0 {
+	if len(names) == 0 && len(envRefs) == 0 && len(optional) == 0 {
+		return out, nil
+	}
+	if len(names) == 0 && len(envRefs) == 0 && s.secrets == nil {
+		out.notices = append(out.notices, fmt.Sprintf("secrets %s read as empty: this coordinator keeps no secrets (no secrets key)", strings.Join(optional, ", ")))
 		return out, nil
 	}
 	if run.Project == "" {
@@ -410,14 +416,19 @@ func (s *Server) resolveSecrets(ctx context.Context, run *store.Run, job *store.
 		out.failure = "this job needs secrets, and the coordinator has no secrets key (--secrets-key-file or GANTRY_SECRETS_KEY)"
 		return out, nil
 	}
-	if len(names) > 0 {
+	if len(names) > 0 || len(optional) > 0 {
 		trusted, why, err := s.forkTrust(ctx, run, job)
 		if err != nil {
 			return out, err
 		}
-		if !trusted {
+		switch {
+		case !trusted && len(names) > 0:
 			out.failure = fmt.Sprintf("secret %s is not given to a pull request from a fork: %s", names[0], why)
 			return out, nil
+		case !trusted:
+			// As on GitHub, a workflow's secrets read as empty in a run from a fork.
+			out.notices = append(out.notices, fmt.Sprintf("secrets %s read as empty: %s", strings.Join(optional, ", "), why))
+			optional = nil
 		}
 	}
 	out.project = run.Project
@@ -426,8 +437,9 @@ func (s *Server) resolveSecrets(ctx context.Context, run *store.Run, job *store.
 	if spec.Environment != nil {
 		environment = spec.Environment.Name
 	}
-	out.values = make(map[string]string, len(names))
-	for _, name := range names {
+	out.values = make(map[string]string, len(names)+len(optional))
+	var missing []string
+	for _, name := range append(append([]string(nil), names...), optional...) {
 		var sc *store.Secret
 		var err error
 		for _, env := range []string{environment, ""} {
@@ -435,6 +447,10 @@ func (s *Server) resolveSecrets(ctx context.Context, run *store.Run, job *store.
 			if !errors.Is(err, store.ErrNotFound) || env == "" {
 				break
 			}
+		}
+		if errors.Is(err, store.ErrNotFound) && slices.Contains(optional, name) {
+			missing = append(missing, name)
+			continue
 		}
 		if errors.Is(err, store.ErrNotFound) {
 			out.failure = fmt.Sprintf("secret %s is not set for project %s", name, run.Project)
@@ -450,6 +466,9 @@ func (s *Server) resolveSecrets(ctx context.Context, run *store.Run, job *store.
 			return out, nil
 		}
 		out.values[name] = string(v)
+	}
+	if len(missing) > 0 {
+		out.notices = append(out.notices, fmt.Sprintf("secrets %s are not set for project %s: they read as empty, as GitHub reads a secret a repository does not have", strings.Join(missing, ", "), run.Project))
 	}
 	out.env = make(map[string]string, len(envRefs))
 	for k, id := range envRefs {
@@ -484,6 +503,7 @@ func (s *Server) deliverSecrets(r *http.Request, c *store.Claim, out *claimedJSO
 	}
 	s.addRepoCredentials(ctx, c, &js, out)
 	out.SecretsError = js.failure
+	out.Notices = append(out.Notices, js.notices...)
 	if len(js.values) > 0 {
 		out.Secrets = js.values
 	}

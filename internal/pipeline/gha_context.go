@@ -1,7 +1,11 @@
 package pipeline
 
 import (
+	"errors"
+	"slices"
+
 	"fmt"
+	"github.com/gantry-ci/gantry/internal/ghaexpr"
 	"strconv"
 	"strings"
 
@@ -49,13 +53,22 @@ func (t *ghaTranslator) text(s string, at *yaml.Node, p string, j *ghaJob, st *g
 			return s
 		}
 		inner := rest[start+3 : start+end]
+		var v string
 		n, err := parseGHA(inner)
 		if err == nil {
-			var v string
 			v, err = t.interp(n, j, st, kind)
-			if err == nil {
-				b.WriteString(v)
+		}
+		if err != nil {
+			// What Gantry's references cannot say, the worker evaluates as GitHub
+			// does, when the step runs.
+			if kept, ok := t.workerExpr(inner, kind); ok {
+				v, err = kept, nil
+			} else if kerr := t.workerExprError(inner, kind); kerr != nil {
+				err = kerr
 			}
+		}
+		if err == nil {
+			b.WriteString(v)
 		}
 		if err != nil {
 			t.textError(s, at, p, offset+3+err.offset, err.msg)
@@ -592,4 +605,55 @@ func (t *ghaTranslator) call(n *ghaCall, j *ghaJob, asBool bool) (string, *ghaEx
 		return "", &ghaExprError{n.at, "hashFiles() reads files on the worker and has no meaning in if:"}
 	}
 	return "", &ghaExprError{n.at, fmt.Sprintf("unknown function %s(); GitHub's are contains, startsWith, endsWith, format, join, toJSON, fromJSON, hashFiles, success, failure, always and cancelled", n.name)}
+}
+
+// workerContexts are the contexts the worker fills for expressions it evaluates.
+var workerContexts = []string{"github", "env", "matrix", "steps", "needs", "runner", "job", "secrets", "inputs"}
+
+// workerGitHub are the properties of the github context the worker fills.
+var workerGitHub = []string{"sha", "ref", "ref_name", "ref_type", "repository", "repository_owner", "event_name", "event",
+	"run_id", "run_attempt", "job", "workspace", "server_url", "api_url", "graphql_url", "token", "action", "action_path",
+	"action_ref", "action_repository", "head_ref", "workflow", "*"}
+
+// workerKinds are the places whose expressions the worker may evaluate: what it puts in
+// when a step runs.
+func workerKind(kind ghaTextKind) bool {
+	return kind == ghaRunScript || kind == ghaStepName || kind == ghaEnvValue || kind == ghaOutputValue
+}
+
+// workerExpr keeps an expression for the worker (WorkerExpr) when it stands where the
+// worker evaluates text and reads only what the worker knows.
+func (t *ghaTranslator) workerExpr(inner string, kind ghaTextKind) (string, bool) {
+	if !workerKind(kind) || t.workerExprError(inner, kind) != nil {
+		return "", false
+	}
+	return WorkerExpr(strings.TrimSpace(inner)), true
+}
+
+// workerExprError says why an expression cannot be left to the worker, or nil.
+func (t *ghaTranslator) workerExprError(inner string, kind ghaTextKind) *ghaExprError {
+	if !workerKind(kind) {
+		return nil
+	}
+	n, err := ghaexpr.Parse(inner)
+	if err != nil {
+		var e *ghaexpr.Error
+		if errors.As(err, &e) {
+			return &ghaExprError{e.Offset, e.Msg}
+		}
+		return &ghaExprError{0, err.Error()}
+	}
+	for _, r := range ghaexpr.Refs(n) {
+		head := strings.ToLower(r.Context)
+		name := strings.Join(append([]string{head}, r.Path...), ".")
+		switch {
+		case head == "vars":
+			return &ghaExprError{r.At, name + ": Gantry has no configuration variables (vars) yet; use env or a secret"}
+		case !slices.Contains(workerContexts, head):
+			return &ghaExprError{r.At, fmt.Sprintf("%s is not a context a step's text may read here (%s)", head, strings.Join(workerContexts, ", "))}
+		case head == "github" && len(r.Path) > 0 && !slices.Contains(workerGitHub, strings.ToLower(r.Path[0])):
+			return &ghaExprError{r.At, name + " has no counterpart in Gantry"}
+		}
+	}
+	return nil
 }

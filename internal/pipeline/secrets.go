@@ -56,6 +56,7 @@ func (j *Job) Secrets() []string {
 	add(j.Env)
 	for _, st := range j.Steps {
 		add(st.Env)
+		add(st.With)
 	}
 	for _, sv := range j.Services {
 		add(sv.Env)

@@ -96,6 +96,9 @@ func (d *decoder) replaceRefs(t text, repl func(offset int, inner string) string
 func (d *decoder) substituteRefs(t text, matrix []MatrixValue, env map[string]string, secrets, runValues bool) string {
 	return d.replaceRefs(t, func(offset int, inner string) string {
 		var b strings.Builder
+		if strings.HasPrefix(inner, workerExprPrefix) {
+			return d.keepWorkerExpr(t, offset, inner, runValues)
+		}
 		m := refPattern.FindStringSubmatch(inner)
 		if kept, ok := d.jobRef(t, offset, inner, runValues); ok {
 			return kept
@@ -146,6 +149,21 @@ func (d *decoder) substituteRefs(t text, matrix []MatrixValue, env map[string]st
 		}
 		return b.String()
 	})
+}
+
+// keepWorkerExpr keeps an expression for the worker (WorkerExpr) where text is put in
+// when a step runs; a job that reads needs in one reads what its needs left.
+func (d *decoder) keepWorkerExpr(t text, offset int, inner string, runValues bool) string {
+	expr, ok := decodeWorkerExpr(inner)
+	switch {
+	case !ok:
+		d.addAt(ErrInvalid, t, offset, "${{ %s }} is not an expression Gantry kept", inner)
+	case !runValues:
+		d.addAt(ErrUnknownReference, t, offset, "${{ %s }} is evaluated when a step runs, so it may stand only in a step's run and name, env values and outputs", expr)
+	case d.refs != nil && strings.Contains(expr, "needs"):
+		d.refs.readsNeeds = true
+	}
+	return "${{ " + inner + " }}"
 }
 
 // jobRef handles needs.JOB.outputs.NAME and steps.ID.outputs.NAME (.outcome,

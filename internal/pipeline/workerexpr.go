@@ -1,0 +1,118 @@
+package pipeline
+
+import (
+	"encoding/base64"
+	"regexp"
+	"slices"
+	"strings"
+)
+
+// A workflow's ${{ }} that Gantry's references cannot say (an operator, a function,
+// github.event.*, a secret GitHub gives every workflow) is kept in the plan as it is
+// written, to be evaluated by the worker when the step runs, where and when GitHub
+// evaluates it (internal/ghaexpr). The plan holds it as ${{ gha:BASE64 }}: the
+// expression's text, base64url-encoded so that nothing in it (}}, quotes) is read as
+// anything else.
+
+const workerExprPrefix = "gha:"
+
+// WorkerExpr writes a GitHub expression as the plan keeps it for the worker.
+func WorkerExpr(src string) string {
+	return "${{ " + workerExprPrefix + base64.RawURLEncoding.EncodeToString([]byte(src)) + " }}"
+}
+
+var workerExprPattern = regexp.MustCompile(`\$\{\{ gha:([A-Za-z0-9_-]*) \}\}`)
+
+// decodeWorkerExpr reads the expression of a kept reference's inner text (gha:BASE64).
+func decodeWorkerExpr(inner string) (string, bool) {
+	b, err := base64.RawURLEncoding.DecodeString(strings.TrimPrefix(inner, workerExprPrefix))
+	return string(b), err == nil && strings.HasPrefix(inner, workerExprPrefix)
+}
+
+// HasWorkerExprs says whether s holds an expression kept for the worker.
+func HasWorkerExprs(s string) bool {
+	return strings.Contains(s, "${{ "+workerExprPrefix)
+}
+
+// ExpandWorkerExprs replaces each expression s keeps for the worker by what eval makes
+// of it; the first error is returned, with the text as far as it got.
+func ExpandWorkerExprs(s string, eval func(expr string) (string, error)) (string, error) {
+	if !HasWorkerExprs(s) {
+		return s, nil
+	}
+	var first error
+	out := workerExprPattern.ReplaceAllStringFunc(s, func(ref string) string {
+		expr, ok := decodeWorkerExpr(strings.TrimSuffix(strings.TrimPrefix(ref, "${{ "), " }}"))
+		if !ok {
+			return ref
+		}
+		v, err := eval(expr)
+		if err != nil && first == nil {
+			first = err
+		}
+		return v
+	})
+	return out, first
+}
+
+// secretsInExpr finds secrets.NAME (and secrets['NAME']) in an expression's text, and
+// github.token, which is the secret GITHUB_TOKEN.
+var secretsInExpr = regexp.MustCompile(`(?i)\bsecrets\s*(?:\.\s*([A-Za-z_][A-Za-z0-9_]*)|\[\s*'([A-Za-z_][A-Za-z0-9_]*)'\s*\])|\bgithub\s*\.\s*token\b`)
+
+// workerExprSecrets lists the secrets the expressions s keeps for the worker read.
+func workerExprSecrets(s string) []string {
+	var out []string
+	for _, m := range workerExprPattern.FindAllStringSubmatch(s, -1) {
+		expr, ok := decodeWorkerExpr(workerExprPrefix + m[1])
+		if !ok {
+			continue
+		}
+		for _, sm := range secretsInExpr.FindAllStringSubmatch(expr, -1) {
+			name := strings.ToUpper(sm[1] + sm[2])
+			if name == "" {
+				name = GitHubTokenSecret
+			}
+			if !slices.Contains(out, name) {
+				out = append(out, name)
+			}
+		}
+	}
+	return out
+}
+
+// GitHubTokenSecret is the project secret that secrets.GITHUB_TOKEN and github.token
+// read in a workflow: the token an admin keeps for the project's forge.
+const GitHubTokenSecret = "GITHUB_TOKEN"
+
+// OptionalSecrets are the secrets the job's workflow expressions read (see WorkerExpr):
+// as on GitHub, one the project does not have reads as "", so the job runs without it
+// (the coordinator says so in its log). Those in Secrets are not repeated.
+func (j *Job) OptionalSecrets() []string {
+	required := j.Secrets()
+	var out []string
+	add := func(s string) {
+		for _, n := range workerExprSecrets(s) {
+			if !slices.Contains(out, n) && !slices.Contains(required, n) {
+				out = append(out, n)
+			}
+		}
+	}
+	for _, v := range j.Env {
+		add(v)
+	}
+	for _, v := range j.Outputs {
+		add(v)
+	}
+	for _, st := range j.Steps {
+		add(st.Run)
+		add(st.Name)
+		for _, v := range st.Env {
+			add(v)
+		}
+		for _, v := range st.With {
+			add(v)
+		}
+	}
+	slices.Sort(out)
+	return out
+}

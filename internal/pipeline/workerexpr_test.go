@@ -1,0 +1,75 @@
+package pipeline
+
+import (
+	"slices"
+	"strings"
+	"testing"
+)
+
+// What Gantry's references cannot say is kept for the worker where GitHub evaluates it
+// when the step runs; the job then asks for the secrets those expressions read, as
+// optional ones, and for its needs' outputs when one reads them.
+func TestWorkerExprs(t *testing.T) {
+	wf := `on: push
+jobs:
+  a:
+    runs-on: ubuntu-latest
+    outputs:
+      o: ${{ steps.s.outputs.v == 'x' && 'yes' || 'no' }}
+    steps:
+      - id: s
+        run: echo "v=x" >> "$GITHUB_OUTPUT"
+  b:
+    needs: a
+    runs-on: ubuntu-latest
+    env:
+      TOKEN: ${{ secrets.GITHUB_TOKEN }}
+    steps:
+      - name: ${{ github.event_name == 'push' && 'pushed' || 'other' }}
+        run: echo "${{ toJSON(github.event.head_commit) }} ${{ needs.a.outputs.o || 'none' }}"
+      - uses: o/r@v1
+        with:
+          token: ${{ github.token }}
+          who: ${{ secrets.DEPLOY_KEY || secrets['fallback_key'] }}
+`
+	p, err := Compile([]byte(wf), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := p.Job("a"), p.Job("b")
+	if want := WorkerExpr("steps.s.outputs.v == 'x' && 'yes' || 'no'"); a.Outputs["o"] != want {
+		t.Errorf("a's output o = %q, want %q", a.Outputs["o"], want)
+	}
+	st := b.Steps[0]
+	if st.Name != WorkerExpr("github.event_name == 'push' && 'pushed' || 'other'") {
+		t.Errorf("name = %q", st.Name)
+	}
+	if !strings.HasPrefix(st.Run, "echo \"${{ gha:") || !HasWorkerExprs(st.Run) {
+		t.Errorf("run = %q", st.Run)
+	}
+	if !b.ReadsNeeds {
+		t.Error("b reads needs.a.outputs in an expression but does not say so: the coordinator would not send them")
+	}
+	if got, want := b.OptionalSecrets(), []string{"DEPLOY_KEY", "FALLBACK_KEY", "GITHUB_TOKEN"}; !slices.Equal(got, want) {
+		t.Errorf("optional secrets %v, want %v", got, want)
+	}
+	if len(b.Secrets()) != 0 {
+		t.Errorf("required secrets %v, want none", b.Secrets())
+	}
+	got, err := ExpandWorkerExprs(st.Run, func(expr string) (string, error) { return "<" + expr + ">", nil })
+	if err != nil || got != "echo \"<toJSON(github.event.head_commit)> <needs.a.outputs.o || 'none'>\"" {
+		t.Errorf("ExpandWorkerExprs = %q, %v", got, err)
+	}
+
+	for _, c := range []struct{ wf, msg string }{
+		{"on: push\njobs:\n  a:\n    runs-on: x\n    steps:\n      - run: echo ${{ github.actor }}\n", "github.actor has no counterpart"},
+		{"on: push\njobs:\n  a:\n    runs-on: x\n    steps:\n      - run: echo ${{ nope(1) }}\n", "nope"},
+		{"on: push\njobs:\n  a:\n    runs-on: x\n    steps:\n      - run: echo ${{ 1 == }}\n", ""},
+		// Gantry's own language does not take them from an author.
+		{"jobs:\n  a:\n    steps:\n      - name: x\n        run: echo ${{ gha:!! }}\n", "not an expression Gantry kept"},
+	} {
+		if _, err := Compile([]byte(c.wf), Options{}); err == nil || !strings.Contains(err.Error(), c.msg) {
+			t.Errorf("Compile(%q) = %v, want an error with %q", c.wf, err, c.msg)
+		}
+	}
+}
