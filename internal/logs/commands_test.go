@@ -179,3 +179,51 @@ func TestRecorderAnnotationPropsCapped(t *testing.T) {
 		t.Errorf("title %d bytes, file %d bytes; want both %d", len(a.Title), len(a.File), MaxAnnotationPropBytes)
 	}
 }
+
+// FuzzRecorderCommands: whatever a step prints, however it is split across writes, no
+// field of any line holds a registered secret (unescaping a command's text or properties
+// can rebuild one), seqs stay dense, and only errors, warnings and notices carry an
+// annotation.
+func FuzzRecorderCommands(f *testing.F) {
+	f.Add("::error title=s3cr3t,file=k3y%3Av%2Cal::x s3cr3t\n", uint8(3))
+	f.Add("::group::g%0As3cr3t\n::endgroup::\n::warning::k3y%3Av%2Cal\n", uint8(1))
+	f.Add("::stop-commands::t0k\n::add-mask::zzzz\n::t0k::\n::notice::zzzz\n", uint8(5))
+	f.Add("::debug::s3%63r3t s3cr3t\r\n::error line=1,col=2::a\rb\n", uint8(0))
+	secrets := []string{"s3cr3t", "k3y:v,al"}
+	f.Fuzz(func(t *testing.T, out string, split uint8) {
+		sink := &sinkRecorder{t: t}
+		r := NewRecorder(sink.sink, RecorderOptions{MaxLineBytes: 64, Debug: true})
+		for _, s := range secrets {
+			r.Mask(s)
+		}
+		w := r.StepWriter(Stdout, 2)
+		step := int(split)%7 + 1
+		for p := out; len(p) > 0; {
+			n := min(step, len(p))
+			write(t, w, p[:n])
+			p = p[n:]
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range sink.lines {
+			fields := []string{l.Text}
+			if a := l.Annotation; a != nil {
+				fields = append(fields, a.Title, a.File)
+				if !l.Annotated() || a.Step != 2 {
+					t.Errorf("line %d of level %q has annotation %+v", l.Seq, l.Level, *a)
+				}
+			}
+			for _, field := range fields {
+				for _, s := range secrets {
+					if strings.Contains(field, s) {
+						t.Errorf("line %d holds secret %q: %q", l.Seq, s, field)
+					}
+				}
+			}
+			if l.Group == GroupEnd && l.Text != "" {
+				t.Errorf("fold end %d has text %q", l.Seq, l.Text)
+			}
+		}
+	})
+}
