@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"net/http"
 	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -17,6 +19,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/spf13/cobra"
 
+	"github.com/gantry-ci/gantry/internal/actions"
 	"github.com/gantry-ci/gantry/internal/pipeline"
 	"github.com/gantry-ci/gantry/internal/store"
 )
@@ -98,6 +101,8 @@ func (a *app) runCommand() *cobra.Command {
 	f.StringVar(&cfg.Labels, "labels", "", "comma-separated labels for the workers, besides "+runtime.GOOS+" and "+runtime.GOARCH)
 	f.StringVar(&cfg.Docker, "docker", cfg.Docker, dockerUsage+" (auto starts it only for a pipeline with an image)")
 	f.BoolVar(&cfg.DockerAllowPrivileged, "docker-allow-privileged", false, "the docker worker: "+dockerAllowPrivilegedUsage)
+	f.StringVar(&cfg.ActionsSource, "actions-source", "", actionsSourceUsage)
+	f.StringVar(&cfg.Mirrors, "mirrors", "", "git mirror cache of the actions steps use and of checkouts (default: gantry/mirrors in the user's cache directory, kept between runs)")
 	f.IntVar(&cfg.DockerWarmPool, "docker-warm-pool", cfg.DockerWarmPool, "the docker worker: "+dockerWarmPoolUsage)
 	f.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "level of the coordinator's and workers' own log on stderr: debug, info, warn or error")
 	f.StringVar(&cfg.LogFormat, "log-format", "auto", logFormatUsage)
@@ -162,6 +167,12 @@ func (a *app) runLocal(ctx context.Context, cfg runConfig) error {
 		cfg.Data, cfg.Throwaway = dir, true
 	}
 	cfg.Addr = "127.0.0.1:0"
+	if cfg.Mirrors == "" {
+		// Kept between runs, so an action is fetched once, not by every run.
+		if dir, err := os.UserCacheDir(); err == nil {
+			cfg.Mirrors = filepath.Join(dir, "gantry", "mirrors")
+		}
+	}
 	if cfg.Docker == "auto" && !slices.ContainsFunc(res.plan.Jobs, func(j *pipeline.Job) bool { return j.Image != "" }) {
 		cfg.Docker = "off" // nothing to run in a container: no engine to reach
 	}
@@ -202,7 +213,11 @@ func (a *app) runLocal(ctx context.Context, cfg runConfig) error {
 	}
 	// The run is made in the store, not over the API: its trigger names a repository on
 	// this machine, which the API takes from no submitter.
-	run, _, _, err := l.store.CreateRun(ctx, store.CreateRunParams{Plan: res.plan, Definition: src.data, Trigger: lr.trigger, Env: lr.env})
+	plan, err := pinLocal(ctx, cfg.upConfig, res.plan, log)
+	if err != nil {
+		return err
+	}
+	run, _, _, err := l.store.CreateRun(ctx, store.CreateRunParams{Plan: plan, Definition: src.data, Trigger: lr.trigger, Env: lr.env})
 	if err != nil {
 		return fmt.Errorf("create the run: %w", err)
 	}
@@ -357,4 +372,18 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
+}
+
+// pinLocal pins the actions the plan's steps use, as the coordinator does for a run it is
+// sent: to the commit each one's ref names in --actions-source.
+func pinLocal(ctx context.Context, cfg upConfig, plan *pipeline.Plan, log *slog.Logger) (*pipeline.Plan, error) {
+	if !actions.Uses(plan) {
+		return plan, nil
+	}
+	src, err := actions.ParseSource(cfg.ActionsSource)
+	if err != nil {
+		return nil, usagef("--actions-source: %v", err)
+	}
+	r := &actions.Resolver{Source: src, MirrorsDir: cfg.mirrors(), Logger: log}
+	return r.Pin(ctx, plan)
 }

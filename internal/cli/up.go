@@ -21,6 +21,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gantry-ci/gantry/internal/actions"
 	"github.com/gantry-ci/gantry/internal/agent"
 	"github.com/gantry-ci/gantry/internal/api"
 	"github.com/gantry-ci/gantry/internal/executor"
@@ -52,6 +53,11 @@ type upConfig struct {
 	// by validate.
 	StepUser string
 	stepUser *executor.User
+	// ActionsSource is the coordinator's --actions-source.
+	ActionsSource string
+	// Mirrors is the git mirror cache of the coordinator and the workers, which share
+	// it; empty is DATA/mirrors.
+	Mirrors string
 	// Docker says whether a docker worker runs beside the local workers: auto (when a
 	// Docker Engine answers at DOCKER_HOST or the default socket), on (it must) or off.
 	Docker string
@@ -114,6 +120,7 @@ func (a *app) upCommand() *cobra.Command {
 	f.StringVar(&cfg.Labels, "labels", "", "comma-separated labels for the workers, besides "+runtime.GOOS+" and "+runtime.GOARCH)
 	f.StringVar(&cfg.StepUser, "step-user", "", "run steps as this unprivileged user (name or uid); gantry up must run as root")
 	f.StringVar(&cfg.Docker, "docker", cfg.Docker, dockerUsage)
+	f.StringVar(&cfg.ActionsSource, "actions-source", "", actionsSourceUsage)
 	f.BoolVar(&cfg.DockerAllowPrivileged, "docker-allow-privileged", false, "the docker worker: "+dockerAllowPrivilegedUsage)
 	f.IntVar(&cfg.DockerWarmPool, "docker-warm-pool", cfg.DockerWarmPool, "the docker worker: "+dockerWarmPoolUsage)
 	f.StringVar(&cfg.Auth, "auth", cfg.Auth, "on (every call needs a token; an admin one is kept in DATA/"+adminTokenFile+"), off (loopback --addr only) or auto (on unless --addr is loopback)")
@@ -123,6 +130,9 @@ func (a *app) upCommand() *cobra.Command {
 func (c *upConfig) validate() error {
 	if c.Workers < 1 || c.Workers > 256 {
 		return usagef("--workers must be from 1 to 256")
+	}
+	if _, err := actions.ParseSource(c.ActionsSource); err != nil {
+		return usagef("--actions-source: %v", err)
 	}
 	if c.Data == "" {
 		return usagef("--data is required")
@@ -216,6 +226,7 @@ func (c *upConfig) dockerLabels() []string {
 func (c *upConfig) server() serverConfig {
 	return serverConfig{
 		Addr: c.Addr, DB: c.db(), LogLevel: c.LogLevel, LogFormat: c.LogFormat, Auth: cmp.Or(c.Auth, "auto"),
+		Mirrors: c.mirrors(), ActionsSource: c.ActionsSource,
 		LeaseTTL: c.LeaseTTL, ReapGrace: c.ReapGrace, HeartbeatEvery: c.LeaseTTL / 4, ReapEvery: min(c.LeaseTTL/4, scheduler.DefaultReapEvery),
 		CancelGrace: api.DefaultCancelGrace, LogMaxSize: "50Mi", ArtifactsExpireIn: 30 * 24 * time.Hour,
 		CacheMaxSize: defaultCacheMaxSize, CacheMaxAge: scheduler.DefaultCacheMaxAge,
@@ -225,6 +236,11 @@ func (c *upConfig) server() serverConfig {
 		// loopback directly anyway: receivers there may be tried out.
 		OutboundLoopbackWithoutAuth: true,
 	}
+}
+
+// mirrors is the git mirror cache the coordinator and the workers share.
+func (c *upConfig) mirrors() string {
+	return cmp.Or(c.Mirrors, filepath.Join(c.Data, "mirrors"))
 }
 
 func (c *upConfig) db() string {
@@ -459,7 +475,7 @@ func startLocal(ctx context.Context, cfg upConfig, log *slog.Logger) (*local, er
 			// One worker for every job with an image, as many at once as there are
 			// local workers; jobs without one it runs on the host, as they do.
 			ac := agent.Config{Server: coord.base, Token: token, Name: host + "/docker", MaxJobs: cfg.Workers,
-				Labels: cfg.dockerLabels(), WorkDir: workDir, Logger: log.With("worker", "docker"),
+				Labels: cfg.dockerLabels(), WorkDir: workDir, Mirrors: cfg.mirrors(), Logger: log.With("worker", "docker"),
 				Executor:   dockerExecutor{host: contained.Executor, engine: engine},
 				Registered: dockerSweeper(engine, dockerStateDir(workDir), log.With("worker", "docker"))}
 			wg.Add(1)
@@ -473,7 +489,7 @@ func startLocal(ctx context.Context, cfg upConfig, log *slog.Logger) (*local, er
 	}
 	for i := range cfg.Workers {
 		ac := agent.Config{Server: coord.base, Token: token, Name: host + "/local-" + strconv.Itoa(i+1), MaxJobs: 1,
-			Labels: cfg.labels(), WorkDir: workDir, Logger: log.With("worker", i+1), Executor: contained.Executor}
+			Labels: cfg.labels(), WorkDir: workDir, Mirrors: cfg.mirrors(), Logger: log.With("worker", i+1), Executor: contained.Executor}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
