@@ -713,7 +713,7 @@ func (a *Agent) runJob(parent context.Context, j claimedJob, later func(func()))
 		a.saveCaches(cctx, log, j, ws, caches, outcome, jl.rec)
 		stop()
 	}
-	if status == "success" && spec.Artifacts != nil && !closed(lost) {
+	if (status == "success" || context.Cause(ctx) == nil) && spec.Artifacts.KeptAfter(status) && !closed(lost) {
 		// The job's result does not hang on the blob store: an upload that fails goes on
 		// in the background, and a registration that fails is told in the log.
 		actx, stop := context.WithTimeout(context.WithoutCancel(ctx), reportFor)

@@ -538,7 +538,7 @@ func (d *decoder) buildJob(s *spec, j *jobSpec, in, padded instance, needNames [
 		job.Environment = d.compileEnvironment(j.environment, in, env)
 	}
 	if j.artifacts != nil {
-		a := &Artifacts{Name: d.substitute(j.artifacts.name, in, env), ExpireIn: Duration(j.artifacts.expireIn)}
+		a := &Artifacts{Name: d.substitute(j.artifacts.name, in, env), ExpireIn: Duration(j.artifacts.expireIn), When: j.artifacts.when}
 		for _, p := range j.artifacts.paths {
 			v := d.substitute(p, in, env)
 			if msg := checkArtifactPath(v); msg != "" {

@@ -25,6 +25,19 @@ func (t *ghaTranslator) uses(j *ghaJob, st *ghaStep, r *yaml.Node, u field, with
 	if !ok {
 		return nil
 	}
+	if cond != nil && actionName(v) == "actions/upload-artifact" {
+		// Kept when the job's steps end as the if: asks: the common if: failure()
+		// keeps a failed job's reports.
+		if when, ok := uploadWhen(d, cond); ok {
+			key, val := cond.keyNode, cond.val
+			defer func() {
+				if j.artifacts != nil {
+					put(j.artifacts, "when", key, gStr(when, val))
+				}
+			}()
+			cond = nil
+		}
+	}
 	if cond != nil && slices.Contains([]string{"actions/checkout", "actions/upload-artifact", "actions/download-artifact", "actions/cache"}, actionName(v)) {
 		d.add(ErrInvalid, cond.keyNode, cond.path, "if: on a step that uses %s is not supported: Gantry does what it does for the whole job", actionName(v))
 	}
@@ -346,4 +359,26 @@ echo "` + action + `: $label ${want:-(any)} is not on this worker${found:+ (foun
 exit 1
 `)
 	return b.String()
+}
+
+// uploadWhen reads an upload-artifact step's if: as when the job's artifacts are kept:
+// success() (the default), failure(), always() and !cancelled(); false for any other.
+func uploadWhen(d *decoder, cond *field) (string, bool) {
+	v, ok := d.str(cond.val, cond.path, "an expression")
+	if !ok {
+		return "", false
+	}
+	v = strings.TrimSpace(v)
+	if strings.HasPrefix(v, "${{") && strings.HasSuffix(v, "}}") {
+		v = strings.TrimSpace(v[3 : len(v)-2])
+	}
+	switch strings.ToLower(strings.ReplaceAll(v, " ", "")) {
+	case "success()":
+		return ArtifactsOnSuccess, true
+	case "failure()":
+		return ArtifactsOnFailure, true
+	case "always()", "!cancelled()", "success()||failure()", "failure()||success()":
+		return ArtifactsAlways, true
+	}
+	return "", false
 }

@@ -191,6 +191,31 @@ type Artifacts struct {
 	Name     string   `json:"name,omitempty"`
 	Paths    []string `json:"paths"`
 	ExpireIn Duration `json:"expire_in,omitempty"`
+	// When says after which outcome of the steps they are kept: ArtifactsOnSuccess
+	// ("" too), ArtifactsOnFailure or ArtifactsAlways.
+	When string `json:"when,omitempty"`
+}
+
+// Values of Artifacts.When.
+const (
+	ArtifactsOnSuccess = "on_success"
+	ArtifactsOnFailure = "on_failure"
+	ArtifactsAlways    = "always"
+)
+
+// KeptAfter says whether the artifacts are kept after steps that ended so: success or
+// failed (a cancelled or timed-out job keeps none: its files may be half written).
+func (a *Artifacts) KeptAfter(status string) bool {
+	if a == nil {
+		return false
+	}
+	switch status {
+	case "success":
+		return a.When != ArtifactsOnFailure
+	case "failed":
+		return a.When == ArtifactsOnFailure || a.When == ArtifactsAlways
+	}
+	return false
 }
 
 // FailureKind says why a job attempt did not succeed.

@@ -121,6 +121,7 @@ type artifactSpec struct {
 	name     text
 	paths    []text
 	expireIn time.Duration
+	when     string
 }
 
 type matrixSpec struct {
@@ -162,7 +163,8 @@ var (
 	resourceKeys    = []string{"cpu", "memory"}
 	concurrencyKeys = []string{"group", "cancel_in_progress"}
 	environmentKeys = []string{"name", "url"}
-	artifactKeys    = []string{"name", "paths", "expire_in"}
+	artifactKeys    = []string{"name", "paths", "expire_in", "when"}
+	artifactWhens   = []string{ArtifactsOnSuccess, ArtifactsOnFailure, ArtifactsAlways}
 	checkoutKeys    = []string{"depth", "submodules", "lfs", "path"}
 	shells          = []string{"sh", "bash", "python3"}
 	priorities      = []string{string(PriorityCritical), string(PriorityHigh), string(PriorityNormal), string(PriorityLow)}
@@ -790,6 +792,8 @@ func (d *decoder) artifacts(n *yaml.Node, p string) *artifactSpec {
 				a.paths = d.artifactPaths(f.val, f.path)
 			case "expire_in":
 				a.expireIn, _ = d.duration(f.val, f.path, true)
+			case "when":
+				a.when, _ = d.enum(f.val, f.path, "when artifacts are kept", artifactWhens)
 			}
 		})
 	}

@@ -129,3 +129,30 @@ jobs:
 		}
 	}
 }
+
+// An upload-artifact step's if: says when the job's artifacts are kept.
+func TestUploadArtifactIf(t *testing.T) {
+	for cond, want := range map[string]string{"failure()": ArtifactsOnFailure, "${{ always() }}": ArtifactsAlways,
+		"success()": ArtifactsOnSuccess, "'!cancelled()'": ArtifactsAlways} {
+		wf := "on: push\njobs:\n  a:\n    runs-on: x\n    steps:\n      - run: make\n      - uses: actions/upload-artifact@v4\n        if: " + cond + "\n        with: {name: r, path: out}\n"
+		p, err := Compile([]byte(wf), Options{})
+		if err != nil {
+			t.Errorf("if: %s: %v", cond, err)
+			continue
+		}
+		if a := p.Jobs[0].Artifacts; a == nil || a.When != want {
+			t.Errorf("if: %s: artifacts %+v, want when %s", cond, a, want)
+		}
+	}
+	wf := "on: push\njobs:\n  a:\n    runs-on: x\n    steps:\n      - run: make\n      - uses: actions/upload-artifact@v4\n        if: github.ref == 'x'\n        with: {name: r, path: out}\n"
+	if _, err := Compile([]byte(wf), Options{}); err == nil || !strings.Contains(err.Error(), "if: on a step that uses actions/upload-artifact") {
+		t.Errorf("an upload-artifact if: that is no job outcome: %v", err)
+	}
+	a := &Artifacts{When: ArtifactsOnFailure}
+	if a.KeptAfter("success") || !a.KeptAfter("failed") || a.KeptAfter("cancelled") {
+		t.Error("KeptAfter of on_failure")
+	}
+	if (*Artifacts)(nil).KeptAfter("success") || !(&Artifacts{}).KeptAfter("success") || (&Artifacts{}).KeptAfter("failed") {
+		t.Error("KeptAfter of nil or the default")
+	}
+}
