@@ -18,6 +18,8 @@ type validateConfig struct {
 	// Check, with a --project, also asks the coordinator which environments the project
 	// defines.
 	Check projectCheck
+	// Actions, when it asks to, resolves the actions steps use and checks their with:.
+	Actions actionsCheck
 }
 
 func (a *app) validateCommand() *cobra.Command {
@@ -31,10 +33,19 @@ func (a *app) validateCommand() *cobra.Command {
 			"file that cannot be read. A FILE of - reads standard input.\n\n" +
 			"With --project P it also asks the coordinator (--server, a read token) which\n" +
 			"environments P defines, and warns of each job that names one P does not: such a\n" +
-			"job runs with no rules. A warning does not change the exit status.",
+			"job runs with no rules. A warning does not change the exit status.\n\n" +
+			"Without --resolve-actions or --actions-source it checks the uses: of each step\n" +
+			"only for its syntax, offline. With either, it resolves each action a step uses\n" +
+			"(owner/repo[/dir]@ref) in the actions source, through a mirror cache (--mirrors),\n" +
+			"and checks the step's with: against the action's action.yml as GitHub does: a\n" +
+			"required input without a default that the step does not give is an error, an\n" +
+			"input the action does not declare a warning; an action that cannot be resolved\n" +
+			"is an error naming it and the source tried.",
 		Example: "  gantry validate .gantry.yml\n" +
 			"  gantry validate --project web --server https://ci.example.com .gantry.yml\n" +
 			"  gantry validate --json pipelines/*.yml\n" +
+			"  gantry validate --resolve-actions .github/workflows/ci.yml\n" +
+			"  gantry validate --actions-source https://git.example.com/mirrors ci.yml\n" +
 			"  cat pipeline.json | gantry validate -",
 		Args: minArgs(1, "pipeline file to validate"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -44,6 +55,7 @@ func (a *app) validateCommand() *cobra.Command {
 	}
 	cmd.Flags().BoolVar(&cfg.JSON, "json", false, "print one JSON document instead of text")
 	a.projectCheckFlags(cmd, &cfg.Check)
+	cfg.Actions.flags(cmd)
 	return cmd
 }
 
@@ -53,29 +65,51 @@ type fileResult struct {
 	plan *pipeline.Plan    // nil when invalid
 	errs []*pipeline.Error // empty when valid
 	// warnings are what is wrong with a valid definition in the project it was checked
-	// against (an environment the project does not define).
-	warnings []string
+	// against (an environment the project does not define), and what the actions its
+	// steps use warn of (an input an action does not declare).
+	warnings []validateWarning
 }
 
 func (a *app) validate(ctx context.Context, cfg validateConfig) error {
+	resolver, err := cfg.Actions.resolver(newLogger(a.stderr, "warn", "text"))
+	if err != nil {
+		return err
+	}
 	srcs, err := a.readSources(cfg.Files)
 	if err != nil {
 		return err
 	}
 	results := make([]fileResult, len(srcs))
 	plans := make([]*pipeline.Plan, len(srcs))
-	invalid := false
 	for i, src := range srcs {
 		results[i] = a.compileSource(src)
 		plans[i] = results[i].plan
-		invalid = invalid || len(results[i].errs) > 0
 	}
 	warnings, err := a.environmentWarnings(ctx, cfg.Check, plans)
 	if err != nil {
 		return err
 	}
 	for i := range warnings {
-		results[i].warnings = warnings[i]
+		for _, w := range warnings[i] {
+			results[i].warnings = append(results[i].warnings, validateWarning{message: w})
+		}
+	}
+	if resolver != nil {
+		for i := range results {
+			if results[i].plan == nil {
+				continue
+			}
+			errs, warns, err := checkActions(ctx, resolver, results[i].src, results[i].plan)
+			if err != nil {
+				return err
+			}
+			results[i].errs = append(results[i].errs, errs...)
+			results[i].warnings = append(results[i].warnings, warns...)
+		}
+	}
+	invalid := false
+	for _, r := range results {
+		invalid = invalid || len(r.errs) > 0
 	}
 
 	if cfg.JSON {
@@ -107,18 +141,18 @@ func (a *app) compileSource(src source) fileResult {
 }
 
 // writeValidateText prints "file: ok (N jobs)" for each valid file and every error of the
-// invalid ones, then a summary line when there were errors.
+// invalid ones, then each file's warnings, then a summary line when there were errors.
 func writeValidateText(w io.Writer, results []fileResult) error {
 	ew := &errWriter{w: w}
 	for _, r := range results {
 		if len(r.errs) == 0 {
 			fmt.Fprintf(ew, "%s: ok (%s)\n", r.src.name, countOf(len(r.plan.Jobs), "job", "jobs"))
-			for _, w := range r.warnings {
-				fmt.Fprintf(ew, "%s: warning: %s\n", r.src.name, w)
-			}
-			continue
+		} else {
+			writeErrors(ew, r.src, r.errs)
 		}
-		writeErrors(ew, r.src, r.errs)
+		for _, w := range r.warnings {
+			writeDiagnostic(ew, r.src, &pipeline.Error{Line: w.line, Column: w.column, Message: "warning: " + w.message})
+		}
 	}
 	errs, files := 0, 0
 	for _, r := range results {
@@ -151,7 +185,7 @@ type (
 		Valid  bool            `json:"valid"`
 		Jobs   int             `json:"jobs"`
 		Errors []validateError `json:"errors"`
-		// Warnings are given with --project only.
+		// Warnings are given with --project, --resolve-actions or --actions-source only.
 		Warnings []string `json:"warnings,omitempty"`
 	}
 	validateError struct {
@@ -166,7 +200,10 @@ type (
 func writeValidateJSON(w io.Writer, results []fileResult) error {
 	report := validateReport{Files: make([]validateFile, len(results))}
 	for i, r := range results {
-		f := validateFile{File: r.src.name, Valid: len(r.errs) == 0, Errors: []validateError{}, Warnings: r.warnings}
+		f := validateFile{File: r.src.name, Valid: len(r.errs) == 0, Errors: []validateError{}}
+		for _, w := range r.warnings {
+			f.Warnings = append(f.Warnings, w.message)
+		}
 		if r.plan != nil {
 			f.Jobs = len(r.plan.Jobs)
 		}
