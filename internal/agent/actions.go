@@ -94,8 +94,17 @@ func (r *actionRunner) stepView(p string) string {
 	return p
 }
 
-// binds are the directories a step of the job writes outside its workspace.
-func (r *actionRunner) binds() []string { return r.files.binds() }
+// runProcess runs one process of an action step through the job's executor, its output
+// to the step's log.
+func (r *actionRunner) runProcess(ctx context.Context, st pipeline.Step, s executor.Step) (executor.Result, error) {
+	out, errOut := r.rec.StepWriter(logs.Stdout, st.Index), r.rec.StepWriter(logs.Stderr, st.Index)
+	defer func() {
+		_ = out.Close()
+		_ = errOut.Close()
+	}()
+	s.Stdout, s.Stderr, s.Grace, s.Network, s.Binds = out, errOut, r.grace, r.j.Spec.Network, r.files.binds()
+	return r.run(ctx, s)
+}
 
 // binds are the directories the job's steps write outside their workspace.
 func (f *stepFiles) binds() []string {
@@ -330,9 +339,7 @@ func (r *actionRunner) nodeFile(ctx context.Context, st pipeline.Step, loc *acti
 fi
 exec node %[3]s
 `, shellWord(loc.uses), shellWord(loc.meta.Runs.Using), shellWord(path.Join(loc.stepDir, file)))
-	res, err := r.run(ctx, executor.Step{Shell: "sh", Script: script, Env: envList(env), Dir: r.ws,
-		Stdout: r.rec.Writer(logs.Stdout), Stderr: r.rec.Writer(logs.Stderr), Grace: r.grace, Network: r.j.Spec.Network,
-		Binds: r.binds()})
+	res, err := r.runProcess(ctx, st, executor.Step{Shell: "sh", Script: script, Env: envList(env), Dir: r.ws})
 	out := stepRun{res: res, err: err}
 	if err != nil || res.Cancelled {
 		return out
@@ -529,9 +536,7 @@ func (r *actionRunner) script(ctx context.Context, st pipeline.Step, loc *action
 	if dir != "" {
 		line = "cd -- " + shellWord(dir) + " && " + line
 	}
-	res, err := r.run(ctx, executor.Step{Shell: "sh", Script: line, Env: envList(env), Dir: r.ws,
-		Stdout: r.rec.Writer(logs.Stdout), Stderr: r.rec.Writer(logs.Stderr), Grace: r.grace, Network: r.j.Spec.Network,
-		Binds: r.binds()})
+	res, err := r.runProcess(ctx, st, executor.Step{Shell: "sh", Script: line, Env: envList(env), Dir: r.ws})
 	out := stepRun{res: res, err: err}
 	if err != nil || res.Cancelled {
 		return out

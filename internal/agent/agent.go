@@ -83,6 +83,9 @@ type Agent struct {
 	// claimStart that a claim can start the jobs it hands out, so none needs a start
 	// report; completeClaim that a completion can carry the next claim.
 	completeSteps, claimStart, completeClaim bool
+	// logCommands says the coordinator takes log lines with what workflow commands made
+	// of them (folds, levels, annotations); an older one gets them plain (plainLines).
+	logCommands bool
 	// drain ends when the worker is to claim no more.
 	drain context.Context
 
@@ -315,6 +318,7 @@ func (a *Agent) register(ctx context.Context) error {
 	a.completeSteps = slices.Contains(ans.Features, featureCompleteSteps)
 	a.claimStart = slices.Contains(ans.Features, featureClaimStart)
 	a.completeClaim = slices.Contains(ans.Features, featureCompleteClaim)
+	a.logCommands = slices.Contains(ans.Features, featureLogCommands)
 	if ans.Credential != "" {
 		a.c.token = ans.Credential
 	}
@@ -955,7 +959,7 @@ func (a *Agent) runSteps(ctx context.Context, log *slog.Logger, rec *logs.Record
 		exprErr = errors.Join(exprErr, err)
 		report(st.Index, map[string]any{"status": "running"})
 		rec.System("step " + st.Name)
-		out, errOut := rec.Writer(logs.Stdout), rec.Writer(logs.Stderr)
+		out, errOut := rec.StepWriter(logs.Stdout, st.Index), rec.StepWriter(logs.Stderr, st.Index)
 		began := time.Now()
 		var res executor.Result
 		var outputs map[string]string
@@ -1190,6 +1194,9 @@ func (a *Agent) openLog(j claimedJob, log *slog.Logger) (*jobLog, error) {
 			NextSeq   int64 `json:"next_seq"`
 			Truncated bool  `json:"truncated"`
 		}
+		if !a.logCommands {
+			lines = plainLines(lines)
+		}
 		err := a.c.post(ctx, "/api/v1/agent/jobs/"+j.ID+"/logs", map[string]any{"token": j.Lease.Token, "lines": lines}, &ans)
 		var ae *apiError
 		switch {
@@ -1208,7 +1215,7 @@ func (a *Agent) openLog(j claimedJob, log *slog.Logger) (*jobLog, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &jobLog{rec: logs.NewRecorder(ship.Add, logs.RecorderOptions{}), ship: ship}, nil
+	return &jobLog{rec: logs.NewRecorder(ship.Add, recorderOptions(j)), ship: ship}, nil
 }
 
 // close waits until every line is stored, for as long as a report would.
