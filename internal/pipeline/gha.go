@@ -117,6 +117,9 @@ type ghaTranslator struct {
 	renames map[string]string
 	// exprRunsOn are the jobs whose runs-on holds an expression, by id.
 	exprRunsOn map[string]ghaRunsOn
+	// objectAxes are the axes of mappings of each job's matrix, whose values are indexes
+	// (gha_matrix.go), by id.
+	objectAxes map[string][]string
 }
 
 // gNode makes a node of the translated definition at the position of at.
@@ -173,7 +176,7 @@ func (t *ghaTranslator) originalPath(p string) string {
 // Errors are added to the decoder at the workflow's own paths; nil means nothing usable.
 func (d *decoder) workflow(root *yaml.Node) (*yaml.Node, *ghaTranslator) {
 	t := &ghaTranslator{d: d, shell: ghaShell{name: "bash"}, uploads: map[string]string{}, renames: map[string]string{}, inputs: map[string]string{},
-		exprRunsOn: map[string]ghaRunsOn{}}
+		exprRunsOn: map[string]ghaRunsOn{}, objectAxes: map[string][]string{}}
 	out := gMap(root)
 	if d.resolve(root) == nil || root.Kind != yaml.MappingNode {
 		d.typeError(root, root, "", "a workflow: a mapping with on and jobs")
@@ -508,6 +511,8 @@ type ghaJob struct {
 	artifacts *yaml.Node
 	caches    []*yaml.Node // cache: entries, one per actions/cache step
 	image     bool         // the job runs in a container
+	// flat are the matrix keys whose values are mappings (flatMatrixKeys).
+	flat map[string]bool
 }
 
 func (t *ghaTranslator) job(jf field) *yaml.Node {
@@ -520,7 +525,8 @@ func (t *ghaTranslator) job(jf field) *yaml.Node {
 		d.typeError(jf.val, r, jf.path, "a job")
 		return nil
 	}
-	j := &ghaJob{id: jf.key, path: jf.path, out: gMap(r), env: append([]string(nil), t.env...), shell: t.shell, workDir: t.workDir}
+	j := &ghaJob{id: jf.key, path: jf.path, out: gMap(r), env: append([]string(nil), t.env...), shell: t.shell, workDir: t.workDir,
+		flat: t.flatMatrixKeys(r)}
 	if uses := mappingValue(r, "uses"); uses != nil {
 		d.add(ErrInvalid, uses, jf.path+".uses", "job %s calls a reusable workflow (%s); Gantry cannot run other workflows: copy its jobs into this file", jf.key, clip(uses.Value, 80))
 		return nil
@@ -680,6 +686,9 @@ func ghaRunnerLabel(v string) string {
 type ghaRunsOn struct {
 	node *yaml.Node
 	path string
+	// evaluated are the labels with an operator or a function, evaluated per instance
+	// (gha_runson.go), by the placeholder the translation holds for each.
+	evaluated map[string]ghaLabelExpr
 }
 
 func (t *ghaTranslator) runsOn(j *ghaJob, f field) {
@@ -715,8 +724,23 @@ func (t *ghaTranslator) runsOn(j *ghaJob, f field) {
 		if strings.Contains(v, "${{") {
 			// runs-on: ${{ matrix.os }}: the compiler puts the value in for each
 			// instance, and compileWorkflow maps what it put in.
-			v = t.text(v, d.resolve(item), ip, j, nil, ghaPlanTime)
-			t.exprRunsOn[j.id] = ghaRunsOn{node: d.resolve(item), path: ip}
+			ro := t.exprRunsOn[j.id]
+			ro.node, ro.path = d.resolve(item), ip
+			evaluate, ok := t.runsOnEvaluated(v, d.resolve(item), ip)
+			switch {
+			case !ok:
+				continue
+			case evaluate:
+				if ro.evaluated == nil {
+					ro.evaluated = map[string]ghaLabelExpr{}
+				}
+				ph := runsOnPlaceholder(len(ro.evaluated))
+				ro.evaluated[ph] = ghaLabelExpr{src: v, node: d.resolve(item), path: ip}
+				v = ph
+			default:
+				v = t.text(v, d.resolve(item), ip, j, nil, ghaPlanTime)
+			}
+			t.exprRunsOn[j.id] = ro
 		} else if v = ghaRunnerLabel(v); v == "" {
 			continue
 		}
@@ -734,13 +758,20 @@ func (t *ghaTranslator) runsOn(j *ghaJob, f field) {
 // nothing in the one and for windows in the other.
 func (t *ghaTranslator) mapRunsOn(p *Plan) {
 	for _, job := range p.Jobs {
-		if _, ok := t.exprRunsOn[job.Name]; !ok {
+		ro, ok := t.exprRunsOn[job.Name]
+		if !ok {
 			continue
 		}
 		var out []string
 		for _, l := range job.RunsOn {
-			if m := ghaRunnerLabel(l); m != "" && !contains(out, m) {
-				out = append(out, m)
+			labels := []string{l}
+			if e, ok := ro.evaluated[l]; ok {
+				labels = t.evalRunsOn(e, job)
+			}
+			for _, l := range labels {
+				if m := ghaRunnerLabel(l); m != "" && !contains(out, m) {
+					out = append(out, m)
+				}
 			}
 		}
 		job.RunsOn = out
@@ -808,7 +839,7 @@ func (t *ghaTranslator) strategy(j *ghaJob, f field) {
 	d.object(f.val, f.path, "strategy", ghaStrategyKeys, func(g field) {
 		switch g.key {
 		case "matrix":
-			if m := t.matrix(g); m != nil {
+			if m := t.matrix(j, g); m != nil {
 				put(j.out, "matrix", g.keyNode, m)
 				t.rename(j.path+".matrix", g.path)
 			}
@@ -821,68 +852,6 @@ func (t *ghaTranslator) strategy(j *ghaJob, f field) {
 			// Gantry runs as many instances at once as workers take; there is no cap.
 		}
 	})
-}
-
-// matrix copies a matrix: axes of scalars, include and exclude.
-func (t *ghaTranslator) matrix(g field) *yaml.Node {
-	d := t.d
-	r := d.resolve(g.val)
-	if r == nil {
-		return nil
-	}
-	if r.Kind == yaml.ScalarNode && strings.Contains(r.Value, "${{") {
-		d.add(ErrInvalid, r, g.path, "a matrix computed by an expression is not supported; write its axes out")
-		return nil
-	}
-	out := gMap(r)
-	for _, f := range d.fields(g.val, g.path, "a mapping of matrix axes to lists of values") {
-		v := d.resolve(f.val)
-		if v == nil {
-			continue
-		}
-		if v.Kind == yaml.ScalarNode && strings.Contains(v.Value, "${{") {
-			d.add(ErrInvalid, v, f.path, "matrix %s computed by an expression is not supported; write its values out", f.key)
-			continue
-		}
-		if v.Kind == yaml.SequenceNode {
-			seq := gSeq(v)
-			refused := false
-			for i, item := range v.Content {
-				item = d.resolve(item)
-				if item == nil {
-					continue
-				}
-				if item.Kind == yaml.MappingNode && f.key != "include" && f.key != "exclude" {
-					d.add(ErrType, item, indexPath(f.path, i), "a matrix value that is a mapping is not supported; use include to add keys to combinations")
-					refused = true
-					continue
-				}
-				if item.Kind == yaml.MappingNode {
-					m := gMap(item)
-					for k := 0; k+1 < len(item.Content); k += 2 {
-						val := d.resolve(item.Content[k+1])
-						if val != nil && val.Kind != yaml.ScalarNode {
-							d.add(ErrType, val, joinPath(indexPath(f.path, i), item.Content[k].Value), "a matrix value that is a list or mapping is not supported")
-							continue
-						}
-						m.Content = append(m.Content, item.Content[k], t.plain(val))
-					}
-					seq.Content = append(seq.Content, m)
-					continue
-				}
-				seq.Content = append(seq.Content, t.plain(item))
-			}
-			if refused {
-				// The axis is left out rather than left short: its values are reported
-				// above, and an axis with none left would be reported again as empty.
-				continue
-			}
-			out.Content = append(out.Content, f.keyNode, seq)
-			continue
-		}
-		out.Content = append(out.Content, f.keyNode, t.plain(f.val))
-	}
-	return out
 }
 
 func (t *ghaTranslator) concurrency(j *ghaJob, f field) {
@@ -1219,6 +1188,7 @@ func (d *decoder) translateAndPlan(root *yaml.Node) (*Plan, *yaml.Node, *ghaTran
 			raw[i] = slices.Clone(job.RunsOn)
 		}
 		t.mapRunsOn(p)
+		t.nameInstances(p)
 	}
 	for _, e := range d.errs[before:] {
 		e.Path = t.originalPath(e.Path)

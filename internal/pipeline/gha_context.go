@@ -189,6 +189,12 @@ func (t *ghaTranslator) refText(r *ghaRef, j *ghaJob, st *ghaStep, kind ghaTextK
 	one := len(r.path) == 1 && r.path[0] != "*"
 	switch r.head {
 	case "matrix":
+		if name, ok := flatMatrixName(r, j); ok {
+			return "${{ matrix." + name + " }}", nil
+		}
+		if one && j != nil && j.flat[r.path[0]] {
+			return "", wholeMatrixObject(r)
+		}
 		if one {
 			return "${{ matrix." + r.path[0] + " }}", nil
 		}
@@ -423,6 +429,12 @@ func (t *ghaTranslator) refExpr(r *ghaRef, j *ghaJob) (string, byte, *ghaExprErr
 	one := len(r.path) == 1 && r.path[0] != "*"
 	switch r.head {
 	case "matrix":
+		if name, ok := flatMatrixName(r, j); ok {
+			return memberExpr(r.head, name), ghaMatrix, nil
+		}
+		if one && j != nil && j.flat[r.path[0]] {
+			return "", 0, wholeMatrixObject(r)
+		}
 		if one {
 			return memberExpr(r.head, r.path[0]), ghaMatrix, nil
 		}

@@ -3,7 +3,6 @@ package pipeline
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -514,34 +513,6 @@ func TestWorkflowShellTemplate(t *testing.T) {
 				t.Fatalf("shell %q: got %s %q, want %s %q", tc.shell, st.Shell, st.Run, tc.want, tc.run)
 			}
 		})
-	}
-}
-
-// TestWorkflowMatrixMappingValues: an axis whose values are mappings is refused once, at
-// each value, and not a second time as an axis with no values.
-func TestWorkflowMatrixMappingValues(t *testing.T) {
-	t.Parallel()
-	errs := compileErrs(t, `
-on: push
-jobs:
-  a:
-    runs-on: x
-    strategy:
-      matrix:
-        os: [linux]
-        build:
-          - {name: one, cc: gcc}
-          - {name: two, cc: clang}
-    steps: [{run: make}]
-`)
-	if len(errs) != 2 {
-		t.Fatalf("want one error for each mapping value, got %d:\n%v", len(errs), errs)
-	}
-	for i, e := range errs {
-		want := fmt.Sprintf("jobs.a.strategy.matrix.build[%d]", i)
-		if e.Path != want || !errors.Is(e, ErrType) || !strings.Contains(e.Message, "a matrix value that is a mapping is not supported") {
-			t.Fatalf("error %d: %v at %s, want the mapping refused at %s", i, e, e.Path, want)
-		}
 	}
 }
 
