@@ -260,7 +260,7 @@ func (s *Server) dispatchRun(w http.ResponseWriter, r *http.Request, p store.Cre
 	p.IdempotencyKey = r.Header.Get("Idempotency-Key")
 	plan, err := s.pinActions(r.Context(), p.Plan)
 	if err != nil {
-		writeError(w, http.StatusUnprocessableEntity, codeInvalidPipeline, err.Error(), nil)
+		writeError(w, http.StatusUnprocessableEntity, codeInvalidPipeline, err.Error(), pipelineDetails(err))
 		return
 	}
 	p.Plan = plan

@@ -228,7 +228,7 @@ func (s *Server) createRun(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if plan, err = s.pinActions(r.Context(), plan); err != nil {
-		writeError(w, http.StatusUnprocessableEntity, codeInvalidPipeline, err.Error(), nil)
+		writeError(w, http.StatusUnprocessableEntity, codeInvalidPipeline, err.Error(), pipelineDetails(err))
 		return
 	}
 	params.Plan = plan

@@ -132,10 +132,10 @@ func TestConvertWorkflow(t *testing.T) {
 		t.Errorf("plans differ: workflow (exit %d):\n%s\nconverted (exit %d):\n%s", a.code, a.stdout, b.code, b.stdout)
 	}
 
-	bad := writePipeline(t, "bad.yml", "on: push\njobs:\n  a:\n    runs-on: ubuntu-latest\n    steps:\n      - uses: some/action@v1\n")
+	bad := writePipeline(t, "bad.yml", "on: push\njobs:\n  a:\n    runs-on: ubuntu-latest\n    steps:\n      - uses: some/action\n")
 	got = runCLI(t, invocation{args: []string{"convert", bad}})
-	if got.code != exitFailure || !strings.Contains(got.stdout, "bad.yml:6:15: jobs.a.steps[0].uses: uses: some/action@v1 is not supported") {
-		t.Errorf("gantry convert of an unsupported action: exit %d\n%s%s", got.code, got.stdout, got.stderr)
+	if got.code != exitFailure || !strings.Contains(got.stdout, "bad.yml:6:15: jobs.a.steps[0].uses: uses \"some/action\": an action needs a version after @") {
+		t.Errorf("gantry convert of an action without a version: exit %d\n%s%s", got.code, got.stdout, got.stderr)
 	}
 	gantry := writePipeline(t, "gantry.yml", "jobs: {a: {steps: [{run: x}]}}\n")
 	got = runCLI(t, invocation{args: []string{"convert", gantry}})
