@@ -1119,7 +1119,7 @@ func (t *ghaTranslator) stepSettings(j *ghaJob, st *ghaStep, r, out *yaml.Node, 
 		}
 		for _, s := range st.secrets {
 			if mappingValue(env, s) == nil {
-				put(env, s, at, gStr(SecretRef(s), at))
+				put(env, s, at, gStr(WorkerExpr("secrets."+s), at))
 			}
 		}
 		put(out, "env", at, env)

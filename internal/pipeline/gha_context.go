@@ -221,7 +221,9 @@ func (t *ghaTranslator) refText(r *ghaRef, j *ghaJob, st *ghaStep, kind ghaTextK
 		}
 		switch kind {
 		case ghaEnvValue:
-			return SecretRef(name), nil
+			// Read by the worker, so that a secret the project does not have reads as
+			// "" (and the log says so), as on GitHub.
+			return WorkerExpr("secrets." + name), nil
 		case ghaRunScript:
 			if st != nil {
 				if !contains(st.secrets, name) {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -134,8 +135,11 @@ jobs:
 	if want := "cd -- 'src'\necho one-two ${NPM_TOKEN} ${FROM_EARLIER} ${GANTRY_WORKSPACE}"; s0.Run != want {
 		t.Errorf("step 0 run = %q, want %q", s0.Run, want)
 	}
-	if s0.Env["NPM_TOKEN"] != SecretRef("NPM_TOKEN") {
+	if s0.Env["NPM_TOKEN"] != WorkerExpr("secrets.NPM_TOKEN") {
 		t.Errorf("step 0 env = %v: the secret its run reads must be in its env", s0.Env)
+	}
+	if got := b.OptionalSecrets(); !slices.Contains(got, "NPM_TOKEN") || len(b.Secrets()) != 0 {
+		t.Errorf("the job's secrets: optional %v, required %v; a workflow's secret is optional, as on GitHub", got, b.Secrets())
 	}
 	if s1 := b.Steps[1]; s1.Shell != "python3" || !strings.HasPrefix(s1.Run, `import os; os.chdir("py")`) {
 		t.Errorf("step 1 = %+v", s1)

@@ -88,7 +88,7 @@ jobs:
 	if st.Uses != "golangci/golangci-lint-action@v6" || st.ID != "lint" || st.Name != "Lint 1.25" || !st.ContinueOnError || st.If == nil || st.Timeout == 0 {
 		t.Errorf("action step = %+v", st)
 	}
-	want := map[string]string{"version": "v1.1.25", "args": "--timeout=5m", "only-new-issues": "true", "token": SecretRef("LINT_TOKEN")}
+	want := map[string]string{"version": "v1.1.25", "args": "--timeout=5m", "only-new-issues": "true", "token": WorkerExpr("secrets.LINT_TOKEN")}
 	for k, v := range want {
 		if st.With[k] != v {
 			t.Errorf("with.%s = %q, want %q (with = %v)", k, st.With[k], v, st.With)
