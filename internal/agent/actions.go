@@ -594,10 +594,8 @@ func (r *actionRunner) exprContext(env map[string]string, inputs, steps map[stri
 // secrets (the job's), and inputs and steps where given. ws is the workspace on the
 // worker's disk (hashFiles reads it), stepWS as the steps see it.
 func (a *Agent) exprContext(j claimedJob, ws, stepWS string, env map[string]string, inputs, steps map[string]any, jobStatus func() string) *ghaexpr.Context {
-	matrix := map[string]any{}
-	for _, m := range j.Spec.Matrix {
-		matrix[m.Name] = m.Value
-	}
+	// A workflow's mapping values (build: {cc: gcc}) are objects again, as GitHub has them.
+	matrix := pipeline.MatrixContext(j.Spec.Matrix)
 	needs := map[string]any{}
 	for name, n := range j.Needs {
 		outs := map[string]any{}
