@@ -9,6 +9,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -223,8 +224,14 @@ func (r *Resolver) Pin(ctx context.Context, plan *pipeline.Plan) (*pipeline.Plan
 				continue
 			}
 			pins := map[string]pipeline.ActionPin{}
-			if err := r.pinTree(ctx, st.Uses, pins, 0); err != nil {
+			docker, err := r.pinTree(ctx, st.Uses, pins, 0)
+			if err != nil {
 				return nil, fmt.Errorf("job %s, step %s: %w", j.Key, st.Name, err)
+			}
+			if docker && !slices.Contains(jc.RunsOn, pipeline.DockerLabel) {
+				// A docker action runs in a container of its own: only a worker with the
+				// docker executor can run it.
+				jc.RunsOn = append(slices.Clip(jc.RunsOn), pipeline.DockerLabel)
 			}
 			st.Actions = nil
 			if len(pins) > 0 {
@@ -235,34 +242,42 @@ func (r *Resolver) Pin(ctx context.Context, plan *pipeline.Plan) (*pipeline.Plan
 	return &out, nil
 }
 
-func (r *Resolver) pinTree(ctx context.Context, uses string, pins map[string]pipeline.ActionPin, depth int) error {
+// pinTree pins uses and the actions it uses in turn, and says whether any of them runs
+// in a container (a docker action, a docker:// step).
+func (r *Resolver) pinTree(ctx context.Context, uses string, pins map[string]pipeline.ActionPin, depth int) (bool, error) {
 	if _, done := pins[uses]; done {
-		return nil
+		return false, nil
 	}
 	u, err := pipeline.ParseUses(uses)
 	if err != nil {
-		return err
+		return false, err
+	}
+	if u.Kind == pipeline.UsesDocker {
+		return true, nil
 	}
 	if u.Kind != pipeline.UsesRepository {
-		return nil
+		return false, nil
 	}
 	if depth >= MaxDepth {
-		return fmt.Errorf("action %s: composite actions nest more than %d deep", uses, MaxDepth)
+		return false, fmt.Errorf("action %s: composite actions nest more than %d deep", uses, MaxDepth)
 	}
 	res, err := r.Resolve(ctx, uses)
 	if err != nil {
-		return err
+		return false, err
 	}
 	pins[uses] = res.Pin
+	docker := res.Meta.Runs.IsDocker()
 	for _, st := range res.Meta.Runs.Steps {
 		if st.Uses == "" || strings.Contains(st.Uses, "${{") {
 			continue
 		}
-		if err := r.pinTree(ctx, st.Uses, pins, depth+1); err != nil {
-			return err
+		d, err := r.pinTree(ctx, st.Uses, pins, depth+1)
+		if err != nil {
+			return false, err
 		}
+		docker = docker || d
 	}
-	return nil
+	return docker, nil
 }
 
 // Check resolves the plan's actions and compares each step's with: against its

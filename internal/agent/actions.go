@@ -8,6 +8,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"log/slog"
 	"maps"
 	"os"
@@ -57,6 +59,9 @@ type postStep struct {
 	env   map[string]string
 	state map[string]string
 	cond  string
+	// run, when set, runs the post in place of a JavaScript action's post file: a
+	// docker action's post-entrypoint (actions_docker.go).
+	run func(ctx context.Context) stepRun
 }
 
 // actionLoc is an action found for a step: where its files are and what it says.
@@ -164,35 +169,102 @@ func (r *actionRunner) locate(ctx context.Context, uses string, pins map[string]
 	return loc, nil
 }
 
-// fetch puts the pinned commit of an action's repository in the job's step files'
-// directory, once per job: a directory every executor shows the steps, and the job's
-// own, so no step can change the code another job runs.
+// fetch puts the pinned commit of an action's repository in the job's runner directory,
+// once per job: a directory every executor shows the steps, and the job's own, so no
+// step can change the code another job runs. The tree is exported from the mirror once
+// per worker (actionTrees) and copied from there.
 func (r *actionRunner) fetch(ctx context.Context, uses string, pin pipeline.ActionPin) (string, error) {
 	sum := sha256.Sum256([]byte(pin.URL + "\x00" + pin.Commit))
 	key := hex.EncodeToString(sum[:8])
 	if dir, ok := r.fetched[key]; ok {
 		return dir, nil
 	}
-	mirrors := r.a.mirrorsDir()
-	if err := ownCacheDir(mirrors); err != nil {
+	began := time.Now()
+	trees := filepath.Join(r.a.cfg.WorkDir, actionTreesDir)
+	if err := ownCacheDir(trees); err != nil {
 		return "", err
 	}
-	began := time.Now()
-	m, err := source.Open(ctx, source.Config{Dir: mirrors, URL: pin.URL, Logger: r.log})
-	if err != nil {
-		return "", fmt.Errorf("action %s: %w", uses, err)
-	}
-	defer m.Close()
-	dir := filepath.Join(r.files.runner, "actions", key)
-	if err := m.Export(ctx, pin.Commit, "", dir); err != nil {
-		if errors.Is(err, source.ErrCommitNotFound) {
-			return "", fmt.Errorf("action %s: %s has no commit %s any more", uses, pin.URL, pin.Commit)
+	tree := filepath.Join(trees, key+"-"+pin.Commit)
+	from := "cached"
+	if _, err := os.Stat(tree); err != nil {
+		mirrors := r.a.mirrorsDir()
+		if err := ownCacheDir(mirrors); err != nil {
+			return "", err
 		}
-		return "", fmt.Errorf("action %s from %s: %w", uses, pin.URL, err)
+		m, err := source.Open(ctx, source.Config{Dir: mirrors, URL: pin.URL, Logger: r.log})
+		if err != nil {
+			return "", fmt.Errorf("action %s: %w", uses, err)
+		}
+		defer m.Close()
+		// Export renames a finished tree into place, so a tree that is there is whole.
+		if err := m.Export(ctx, pin.Commit, "", tree); err != nil {
+			if errors.Is(err, source.ErrCommitNotFound) {
+				return "", fmt.Errorf("action %s: %s has no commit %s any more", uses, pin.URL, pin.Commit)
+			}
+			return "", fmt.Errorf("action %s from %s: %w", uses, pin.URL, err)
+		}
+		from = "fetched"
+	}
+	dir := filepath.Join(r.files.runner, "actions", key)
+	if err := copyTree(tree, dir); err != nil {
+		return "", fmt.Errorf("action %s: copy it for the job: %w", uses, err)
 	}
 	r.fetched[key] = dir
-	r.rec.System(fmt.Sprintf("action %s: %s at %s (%d ms)", uses, pin.URL, pin.Commit, time.Since(began).Milliseconds()))
+	r.rec.System(fmt.Sprintf("action %s: %s at %s (%s, %d ms)", uses, pin.URL, pin.Commit, from, time.Since(began).Milliseconds()))
 	return dir, nil
+}
+
+// actionTreesDir is the directory of the work dir where the worker keeps the trees of the
+// actions it ran, one per repository and commit, read only by the worker.
+const actionTreesDir = "action-trees"
+
+// copyTree copies the files, directories and symbolic links of src into dst, which must
+// not exist, keeping executable bits.
+func copyTree(src, dst string) error {
+	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(src, p)
+		if err != nil {
+			return err
+		}
+		target := filepath.Join(dst, rel)
+		switch {
+		case d.IsDir():
+			return os.MkdirAll(target, 0o755)
+		case d.Type()&fs.ModeSymlink != 0:
+			link, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			return os.Symlink(link, target)
+		case d.Type().IsRegular():
+			info, err := d.Info()
+			if err != nil {
+				return err
+			}
+			return copyTreeFile(p, target, info.Mode().Perm()|0o644)
+		}
+		return nil
+	})
+}
+
+func copyTreeFile(src, dst string, mode fs.FileMode) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(out, in)
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // runStep runs a job's step that uses an action. steps are the job's steps so far.
@@ -207,8 +279,10 @@ func (r *actionRunner) runStep(ctx context.Context, st pipeline.Step, steps map[
 		with[k] = pipeline.ResolveSteps(pipeline.ExpandSecrets(v, r.j.Secrets), steps)
 	}
 	out := r.invoke(ctx, st, st.Uses, st.ID, with, base, st.Actions, 0, jobStatus)
-	if errors.Is(context.Cause(ctx), errStepTimeout) && !out.res.Cancelled {
-		out.res.TimedOut = true
+	if errors.Is(context.Cause(ctx), errStepTimeout) {
+		// The executor saw its context end: for the step that is its timeout, not a
+		// cancel of the job.
+		out.res.TimedOut, out.res.Cancelled = true, false
 		if out.res.ExitCode == 0 {
 			out.res.ExitCode = -1
 		}
@@ -570,7 +644,12 @@ func (r *actionRunner) runPosts(ctx context.Context, jobStatus func() string) bo
 			continue
 		}
 		r.rec.System("step " + p.name)
-		out := r.nodeFile(ctx, p.step, p.loc, p.loc.meta.Runs.Post, p.env, p.state)
+		var out stepRun
+		if p.run != nil {
+			out = p.run(ctx)
+		} else {
+			out = r.nodeFile(ctx, p.step, p.loc, p.loc.meta.Runs.Post, p.env, p.state)
+		}
 		switch {
 		case out.err != nil:
 			r.rec.System(fmt.Sprintf("%s could not run: %v", p.name, out.err))

@@ -96,8 +96,10 @@ func (r *actionRunner) dockerAction(ctx context.Context, st pipeline.Step, loc *
 	}
 	out := r.dockerRun(ctx, "action "+loc.uses, image, build, entrypoint, args, env, state)
 	if runs.PostEntrypoint != "" && out.err == nil {
-		// Posts run through runPosts, which runs JavaScript actions' only (actions.go).
-		r.rec.System(fmt.Sprintf("action %s: its post-entrypoint %s does not run: Gantry does not run docker actions' posts yet", loc.uses, runs.PostEntrypoint))
+		r.posts = append(r.posts, postStep{step: st, name: "Post " + st.Name, loc: loc, env: env, cond: cmp.Or(runs.PostIf, "always()"),
+			run: func(ctx context.Context) stepRun {
+				return r.dockerRun(ctx, "action "+loc.uses, image, build, []string{runs.PostEntrypoint}, args, env, maps.Clone(state))
+			}})
 	}
 	return out
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/gantry-ci/gantry/internal/executor"
 	"github.com/gantry-ci/gantry/internal/executor/docker"
 	"github.com/gantry-ci/gantry/internal/executor/docker/dockertest"
+	"github.com/gantry-ci/gantry/internal/pipeline"
 	"github.com/gantry-ci/gantry/internal/store"
 )
 
@@ -169,7 +170,7 @@ func TestDockerActions(t *testing.T) {
 
 // TestDockerActionFailures: a docker action that exits 7 fails its step and the job
 // with that code, and a later if: failure() step runs; a docker:// step that fails does
-// too. A worker without a Docker Engine fails a docker action's step saying so.
+// too. A job with either asks for a worker with the docker executor.
 func TestDockerActionFailures(t *testing.T) {
 	t.Parallel()
 	cli := dockertest.Client(t)
@@ -213,16 +214,15 @@ func TestDockerActionFailures(t *testing.T) {
 		})
 	}
 
-	t.Run("no engine", func(t *testing.T) {
+	t.Run("asks for the docker executor", func(t *testing.T) {
 		t.Parallel()
-		// Only actionsBundle's shell worker carries the label linux.
-		_, run := b.submitActions(t, r, "on: push\njobs:\n  t:\n    runs-on: [self-hosted, linux]\n    steps:\n      - uses: docker://"+base+"\n")
-		id := uuidOf(t, run)
-		if got := b.waitRunWithin(t, id, dockerWait); got.Status != store.RunFailed {
-			t.Fatalf("run %s, want failed", got.Status)
-		}
-		if log := b.jobLog(t, id, "t"); !strings.Contains(log, "docker actions need a worker with the docker executor") {
-			t.Errorf("log:\n%s", log)
+		// A job with a docker:// step or a docker action waits for a worker with the
+		// docker executor: a shell worker never takes it and fails.
+		for _, uses := range []string{"docker://" + base, "acme/dock@v1"} {
+			p, _ := b.submitActions(t, r, "on: push\njobs:\n  t:\n    runs-on: [self-hosted]\n    steps:\n      - uses: "+uses+"\n        with: {x: y}\n")
+			if got := p.Jobs[0].RunsOn; !slices.Contains(got, pipeline.DockerLabel) {
+				t.Errorf("uses: %s: the job asks for %v, want the %s label among them", uses, got, pipeline.DockerLabel)
+			}
 		}
 	})
 }

@@ -30,6 +30,12 @@ type dockerExecutor struct {
 
 var _ executor.JobExecutor = dockerExecutor{}
 
+// RunAction runs a docker action's container on the engine (the agent runs docker
+// actions and docker:// steps through it).
+func (x dockerExecutor) RunAction(ctx context.Context, c docker.ActionContainer) (executor.Result, error) {
+	return x.engine.RunAction(ctx, c)
+}
+
 func (x dockerExecutor) Run(ctx context.Context, s executor.Step) (executor.Result, error) {
 	return x.host.Run(ctx, s)
 }

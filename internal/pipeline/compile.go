@@ -593,6 +593,11 @@ func (d *decoder) buildJob(s *spec, j *jobSpec, in, padded instance, needNames [
 			if step.Name == "" {
 				step.Name = "Run " + step.Uses
 			}
+			if strings.HasPrefix(step.Uses, "docker://") && !contains(job.RunsOn, DockerLabel) {
+				// A container of the image runs the step: only a worker with the docker
+				// executor can.
+				job.RunsOn = append(job.RunsOn, DockerLabel)
+			}
 		}
 		if step.Name == "" {
 			step.Name = defaultStepName(step.Run)
