@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"crypto/sha256"
@@ -828,7 +829,7 @@ func githubContext(j claimedJob, ws string) map[string]string {
 		"repository": tr.Repository, "repository_owner": owner, "event_name": tr.Event,
 		"run_id": j.RunID, "run_attempt": strconv.Itoa(j.Attempt), "job": j.Spec.Name,
 		"workspace": ws, "server_url": server, "api_url": api, "graphql_url": api + "/graphql",
-		"token": j.Secrets["GITHUB_TOKEN"],
+		"token": j.Secrets["GITHUB_TOKEN"], "actor": tr.Actor, "triggering_actor": tr.Actor,
 	}
 }
 
@@ -865,6 +866,7 @@ func (a *Agent) githubEnv(j claimedJob, ws string, files *stepFiles) map[string]
 		"GITHUB_REPOSITORY": gh["repository"], "GITHUB_REPOSITORY_OWNER": gh["repository_owner"],
 		"GITHUB_RUN_ID": j.RunID, "GITHUB_RUN_ATTEMPT": gh["run_attempt"],
 		"GITHUB_EVENT_NAME": gh["event_name"], "GITHUB_JOB": gh["job"], "GITHUB_WORKFLOW": j.Spec.Name,
+		"GITHUB_ACTOR": gh["actor"], "GITHUB_TRIGGERING_ACTOR": gh["actor"],
 		"GITHUB_SERVER_URL": gh["server_url"], "GITHUB_API_URL": gh["api_url"], "GITHUB_GRAPHQL_URL": gh["graphql_url"],
 		"GITHUB_RETENTION_DAYS": "90",
 		"RUNNER_OS":             runnerOS(), "RUNNER_ARCH": runnerArch(), "RUNNER_NAME": a.cfg.Name, "RUNNER_ENVIRONMENT": "self-hosted",
@@ -980,6 +982,14 @@ func makeRunnerDir(files *stepFiles, workDir, ws, stepWS string, inContainer boo
 
 func writeEvent(files *stepFiles, j claimedJob) error {
 	tr := j.Trigger
+	if len(tr.Payload) > 0 && json.Valid(tr.Payload) {
+		// The forge's own payload, laid out as GitHub gives it to the steps.
+		var b bytes.Buffer
+		if err := json.Indent(&b, tr.Payload, "", "  "); err != nil {
+			return fmt.Errorf("write the event file: %w", err)
+		}
+		return writeEventFile(files, b.Bytes())
+	}
 	owner, name, _ := strings.Cut(tr.Repository, "/")
 	repo := map[string]any{"full_name": tr.Repository, "name": name, "owner": map[string]any{"login": owner, "name": owner}}
 	if tr.CloneURL != "" {
@@ -1006,6 +1016,11 @@ func writeEvent(files *stepFiles, j claimedJob) error {
 	if err != nil {
 		return err
 	}
+	return writeEventFile(files, b)
+}
+
+// writeEventFile writes the event file and makes RUNNER_TEMP beside it.
+func writeEventFile(files *stepFiles, b []byte) error {
 	if err := os.WriteFile(filepath.Join(files.runner, "event.json"), b, 0o644); err != nil {
 		return fmt.Errorf("write the event file: %w", err)
 	}

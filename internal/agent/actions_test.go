@@ -54,8 +54,9 @@ func (b *bundle) submitActions(t *testing.T, r *actions.Resolver, wf string) (*p
 	if err != nil {
 		t.Fatal(err)
 	}
+	payload := json.RawMessage(`{"ref": "refs/heads/main", "repository": {"full_name": "acme/app"}, "head_commit": {"message": "fix: things"}}`)
 	run, _, _, err := b.st.CreateRun(t.Context(), store.CreateRunParams{Plan: p,
-		Trigger: store.Trigger{Branch: "main", Repository: "acme/app", Event: "push"}})
+		Trigger: store.Trigger{Branch: "main", Repository: "acme/app", Event: "push", Actor: "mona", Payload: &payload}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -298,6 +299,13 @@ jobs:
         with:
           who: ${{ format('{0}!', github.event_name == 'push' && 'pusher' || 'nobody') }}
       - run: test "${{ steps.g.outputs.message }}" = "Hello, pusher! from acme/app"
+      - if: startsWith(github.event.head_commit.message, 'fix:') && github.repository_owner == 'acme'
+        run: |
+          test "$GITHUB_ACTOR" = mona
+          grep -q '"message": "fix: things"' "$GITHUB_EVENT_PATH"
+          echo "webhook payload read"
+      - if: github.actor == 'someone-else'
+        run: echo "never, mona started it"
   b:
     needs: a
     runs-on: ubuntu-latest
@@ -314,7 +322,9 @@ jobs:
 		t.Fatalf("job a %s:\n%s", jobA.Status, b.jobLog(t, id, "a"))
 	}
 	logA := b.jobLog(t, id, "a")
-	if !strings.Contains(logA, "step check ok") || !strings.Contains(logA, "GITHUB_TOKEN") || !strings.Contains(logA, "read as empty") {
+	if !strings.Contains(logA, "step check ok") || !strings.Contains(logA, "GITHUB_TOKEN") || !strings.Contains(logA, "read as empty") ||
+		!strings.Contains(logA, "webhook payload read") || strings.Contains(logA, "\nnever, mona started it") ||
+		!strings.Contains(logA, "if: github.actor == 'someone-else' was false") {
 		t.Errorf("job a's log:\n%s", logA)
 	}
 	_, steps := b.jobByKey(t, id, "b")

@@ -1094,9 +1094,9 @@ func (a *Agent) stepShouldRun(st pipeline.Step, in pipeline.ConditionInput, spec
 	ok, err := st.If.EvalStep(in, spec)
 	switch {
 	case err != nil:
-		return false, fmt.Sprintf("if: %s could not be evaluated: %v", st.If.Source, err)
+		return false, fmt.Sprintf("if: %s could not be evaluated: %v", st.If.Text(), err)
 	case !ok:
-		return false, fmt.Sprintf("if: %s was false", st.If.Source)
+		return false, fmt.Sprintf("if: %s was false", st.If.Text())
 	}
 	return true, ""
 }
@@ -1106,7 +1106,7 @@ func stepConditionInput(j claimedJob) pipeline.ConditionInput {
 	tr := j.Trigger
 	in := pipeline.ConditionInput{
 		Ref: tr.Ref, Branch: tr.Branch, Tag: tr.Tag, SHA: tr.SHA, Event: tr.Event, Repository: tr.Repository,
-		PRNumber: tr.PRNumber, Fork: tr.Fork, Env: j.RunEnv, Inputs: tr.Inputs,
+		PRNumber: tr.PRNumber, Fork: tr.Fork, Env: j.RunEnv, Inputs: tr.Inputs, Payload: tr.Payload, Actor: tr.Actor,
 		Needs: map[string]string{}, NeedOutputs: map[string]map[string]string{},
 	}
 	for name, n := range j.Needs {

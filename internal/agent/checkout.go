@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -34,6 +35,10 @@ type jobTrigger struct {
 	// Fork and Inputs are read by steps' if: (pr.fork, inputs.X).
 	Fork   bool              `json:"fork"`
 	Inputs map[string]string `json:"inputs"`
+	// Payload is the webhook payload of the run's event (github.event); Actor who
+	// started the run (github.actor).
+	Payload json.RawMessage `json:"payload"`
+	Actor   string          `json:"actor"`
 }
 
 // repoCredentials is the credential of the run's private repository, as the claim answer

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -188,6 +189,9 @@ func (s *Server) hook(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	ev, err := prov.Parse(r, payload)
+	if err == nil && len(payload) <= store.MaxEventPayload && json.Valid(payload) {
+		ev.Payload = payload
+	}
 	switch {
 	case errors.Is(err, forge.ErrIgnored):
 		writeJSON(w, http.StatusOK, hookAnswer{Runs: []string{}, Reason: err.Error(), DeliveryID: deliveryID})
@@ -362,6 +366,10 @@ func runTrigger(proj *store.Project, ev *forge.Event, deliveryID string) store.T
 		Ref: ev.Ref, SHA: ev.SHA, Before: ev.Before, Event: string(ev.Kind), Actor: ev.Actor,
 		Repository: ev.Repository.FullName, CloneURL: proj.RepoURL, DeliveryID: deliveryID,
 		Verified: store.RefFromWebhook,
+	}
+	if len(ev.Payload) > 0 {
+		p := json.RawMessage(ev.Payload)
+		tr.Payload = &p
 	}
 	switch ev.Kind {
 	case forge.KindPush:

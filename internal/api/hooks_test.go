@@ -170,6 +170,11 @@ func TestHookGitHubPush(t *testing.T) {
 	if err != nil || string(stored.Definition) != pipelineNamed("first") {
 		t.Errorf("definition = %q, %v; want the older file", stored.Definition, err)
 	}
+	// The run keeps the delivery's payload for github.event (the API view leaves it out,
+	// as compared above); a payload over store.MaxEventPayload is not kept (below).
+	if stored.Trigger.Payload == nil || string(*stored.Trigger.Payload) != string(body) {
+		t.Errorf("the run keeps payload %v, want the delivery's body", stored.Trigger.Payload)
+	}
 
 	// A redelivery answers the same run and creates nothing.
 	again := wantHook(t, b.sendGitHub(t, "app", "push", "d-1", p.WebhookSecret, body), http.StatusOK, true)
@@ -232,7 +237,10 @@ func TestHookGitHubPush(t *testing.T) {
 	if len(bigBody) < 1<<20+64<<10 {
 		t.Fatalf("big payload is only %d bytes", len(bigBody))
 	}
-	wantHook(t, b.sendGitHub(t, "app", "push", "d-7", p.WebhookSecret, bigBody), http.StatusAccepted, true)
+	h = wantHook(t, b.sendGitHub(t, "app", "push", "d-7", p.WebhookSecret, bigBody), http.StatusAccepted, true)
+	if stored, err := b.store.GetRun(t.Context(), mustUUID(t, h.Runs[0])); err != nil || stored.Trigger.Payload != nil {
+		t.Errorf("a payload of %d bytes was kept (%v), over the limit of %d", len(bigBody), err, store.MaxEventPayload)
+	}
 
 	// Anything else is refused before it is read.
 	expectError(t, b.do(t, http.MethodPost, "/api/v1/hooks/github/app", "text/plain", string(other),

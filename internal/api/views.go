@@ -54,7 +54,7 @@ func newRunJSON(r *store.Run, jobs []*store.Job) runJSON {
 		Status:          string(r.Status),
 		Project:         r.Project,
 		Name:            r.Name,
-		Trigger:         r.Trigger,
+		Trigger:         viewTrigger(r.Trigger),
 		RefVerified:     r.Trigger.RefVerified(),
 		CreatedAt:       formatTime(r.CreatedAt),
 		StartedAt:       formatTime(r.StartedAt),
@@ -201,4 +201,11 @@ func newWorkerJSON(w *store.Worker) workerJSON {
 		RegisteredAt: formatTime(w.RegisteredAt),
 		LastSeenAt:   formatTime(w.LastSeenAt),
 	}
+}
+
+// viewTrigger is a run's trigger as the API shows it: without the webhook payload, which
+// the forge's delivery log already has and which would swell every list of runs.
+func viewTrigger(tr store.Trigger) store.Trigger {
+	tr.Payload = nil
+	return tr
 }

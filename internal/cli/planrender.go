@@ -168,7 +168,7 @@ func summarizeNeeds(needs []string, jobs map[string]*pipeline.Job) string {
 func annotations(j *pipeline.Job) []string {
 	var notes []string
 	if j.If != nil && j.If.Source != "" {
-		notes = append(notes, "if: "+j.If.Source)
+		notes = append(notes, "if: "+j.If.Text())
 	}
 	if j.Priority != "" && j.Priority != pipeline.PriorityNormal {
 		notes = append(notes, "priority: "+string(j.Priority))

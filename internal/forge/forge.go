@@ -2,6 +2,7 @@ package forge
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -59,6 +60,9 @@ type Event struct {
 	Action     string `json:"action,omitempty"` // pull requests only: ActionOpened, ActionSynchronize, ...
 
 	Repository Repository `json:"repository"` // the repository the hook belongs to (a PR's base repository)
+
+	// Payload is the delivery's body as the forge sent it, set by the webhook intake.
+	Payload json.RawMessage `json:"-"`
 
 	// Ref is the full ref to build: refs/heads/X, refs/tags/X, or for a pull request the
 	// forge's ref for its head in the base repository (refs/pull/N/head on GitHub and Gitea,

@@ -57,6 +57,9 @@ type Condition struct {
 	matrixRead []string
 	// readsNeeds: it reads needs (a step's condition then needs them at claim).
 	readsNeeds bool
+	// gha is the expression of a condition kept as GitHub wrote it (ghacond.go); the
+	// rest is then unset.
+	gha string
 }
 
 // ConditionInput is what a condition is evaluated against when its job's needs are done,
@@ -89,6 +92,11 @@ type ConditionInput struct {
 	// Steps are the job's steps that have ids and came before the one whose if: is
 	// evaluated; only a step's condition reads them.
 	Steps map[string]StepState
+	// Payload is the forge's webhook payload of the run's event, which a workflow's
+	// conditions read as github.event; nil for a run no webhook started. Actor is who
+	// started the run, as the forge or Gantry names them (github.actor).
+	Payload json.RawMessage
+	Actor   string
 }
 
 // StepState is what steps.<id> shows of a step that came before.
@@ -173,6 +181,9 @@ type exprError struct {
 // compileCondition compiles src and, when scope is not nil, checks every needs.X,
 // matrix.X, inputs.X and pr.X it reads against what the job and the definition have.
 func compileCondition(src string, scope *condScope) (*Condition, *exprError) {
+	if strings.HasPrefix(src, ghaCondPrefix) {
+		return compileGitHubCondition(src)
+	}
 	code := callForms(src)
 	tree, err := parser.Parse(code)
 	if err != nil {
@@ -606,6 +617,9 @@ func (c *Condition) EvalStep(in ConditionInput, job *Job) (bool, error) {
 }
 
 func (c *Condition) eval(in ConditionInput, env map[string]string, matrix []MatrixValue, types map[string]InputType, success func() bool) (bool, error) {
+	if c.gha != "" {
+		return c.evalGitHub(in, env, matrix, success)
+	}
 	if c.program == nil {
 		return false, fmt.Errorf("condition %q is not compiled", c.Source)
 	}
@@ -731,9 +745,9 @@ func (j *Job) Decide(in ConditionInput) Decision {
 	ok, err := c.Eval(in, j.Env, j.Matrix, j.InputTypes)
 	switch {
 	case err != nil:
-		return Decision{Reason: fmt.Sprintf("if: %s could not be evaluated", c.Source), Err: err}
+		return Decision{Reason: fmt.Sprintf("if: %s could not be evaluated", c.Text()), Err: err}
 	case !ok:
-		return Decision{Reason: fmt.Sprintf("if: %s was false", c.Source)}
+		return Decision{Reason: fmt.Sprintf("if: %s was false", c.Text())}
 	}
 	return Decision{Run: true}
 }

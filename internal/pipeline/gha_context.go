@@ -296,10 +296,55 @@ func (t *ghaTranslator) condition(v string, at *yaml.Node, p string, j *ghaJob) 
 		out, err = t.cond(n, j, true)
 	}
 	if err != nil {
+		// What Gantry's language cannot say is decided as GitHub decides it.
+		kerr := conditionExprError(src)
+		if kerr == nil {
+			return GitHubCondition(strings.TrimSpace(src))
+		}
+		if _, perr := ghaexpr.Parse(src); perr != nil || strings.Contains(kerr.msg, "vars") || strings.Contains(kerr.msg, "has no counterpart") {
+			err = kerr
+		}
 		t.d.addAt(ErrExpression, text{v: v, node: at, path: p}, lead+err.offset, "%s", err.msg)
 		return v
 	}
 	return out
+}
+
+// conditionGitHub are the properties of the github context an if: reads as GitHub
+// decides it (ghacond.go).
+var conditionGitHub = []string{"sha", "ref", "ref_name", "ref_type", "repository", "repository_owner", "event_name", "event",
+	"actor", "triggering_actor", "head_ref", "*"}
+
+// conditionExprError says why an if: cannot be decided as GitHub decides it, or nil.
+func conditionExprError(src string) *ghaExprError {
+	n, err := ghaexpr.Parse(src)
+	if err != nil {
+		var e *ghaexpr.Error
+		if errors.As(err, &e) {
+			return &ghaExprError{e.Offset, e.Msg}
+		}
+		return &ghaExprError{0, err.Error()}
+	}
+	for _, r := range ghaexpr.Refs(n) {
+		head := strings.ToLower(r.Context)
+		name := strings.Join(append([]string{head}, r.Path...), ".")
+		switch head {
+		case "github":
+			if len(r.Path) > 0 && !slices.Contains(conditionGitHub, strings.ToLower(r.Path[0])) {
+				return &ghaExprError{r.At, name + " has no counterpart in Gantry's if:"}
+			}
+		case "needs", "inputs", "env", "matrix", "steps":
+		case "runner":
+			if len(r.Path) != 1 || !strings.EqualFold(r.Path[0], "os") {
+				return &ghaExprError{r.At, name + " has no counterpart in Gantry's if:"}
+			}
+		case "vars":
+			return &ghaExprError{r.At, name + ": Gantry has no configuration variables (vars) yet"}
+		default:
+			return &ghaExprError{r.At, fmt.Sprintf("an if: cannot read %s here", head)}
+		}
+	}
+	return nil
 }
 
 // truthy writes GitHub's coercion of a value to a boolean: null, "", false and 0 are

@@ -131,7 +131,6 @@ func TestWorkflowMatrixObjectErrors(t *testing.T) {
 		{"key with __", "build__x: [a]", "[{run: x}]", "jobs.a.strategy.matrix.build__x", "may not hold __"},
 		{"exclude matching nothing", "build: [{name: a}]\n        exclude: [{build: {name: b}}]", "[{run: x}]", "jobs.a.strategy.matrix.exclude[0].build", "none of its values matches"},
 		{"whole object in a job's name", "build: [{name: a}]\n    name: ${{ matrix.build }}", "[{run: x}]", "jobs.a.name", "matrix.build is a mapping"},
-		{"whole object in if", "build: [{name: a}]", "[{run: x, if: matrix.build}]", "jobs.a.steps[0].if", "matrix.build is a mapping"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"encoding/json"
 	"time"
 
 	"github.com/gantry-ci/gantry/internal/pipeline"
@@ -146,6 +147,9 @@ type Trigger struct {
 	Fork bool `json:"fork,omitempty"`
 	// DeliveryID is the forge's id of the webhook delivery that started the run.
 	DeliveryID string `json:"delivery_id,omitempty"`
+	// Payload is that delivery's body as the forge sent it (up to MaxEventPayload), which
+	// a workflow reads as github.event; nil for other runs. A pointer, as Inputs.
+	Payload *json.RawMessage `json:"payload,omitempty"`
 	// Inputs are a dispatch's inputs, validated and in canonical form (event dispatch).
 	// A pointer keeps Trigger comparable.
 	Inputs *InputValues `json:"inputs,omitempty"`
@@ -165,6 +169,11 @@ type Trigger struct {
 	// "" for runs of webhooks and schedules, and with authentication off.
 	User string `json:"user,omitempty"`
 }
+
+// MaxEventPayload bounds the webhook payload a run keeps (Trigger.Payload): a larger
+// one (a push of very many commits) is not kept, and github.event reads what Gantry
+// knows of the event instead.
+const MaxEventPayload = 1 << 20
 
 // RefSource is how a run's ref was verified.
 type RefSource string

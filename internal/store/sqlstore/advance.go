@@ -289,10 +289,13 @@ func (t *tx) decide(id uuid.UUID, runs map[uuid.UUID]*runState, nowUS int64) (*e
 func conditionInput(tr store.Trigger, env map[string]string) pipeline.ConditionInput {
 	in := pipeline.ConditionInput{
 		Ref: tr.Ref, Branch: tr.Branch, Tag: tr.Tag, SHA: tr.SHA, Event: tr.Event, Repository: tr.Repository,
-		PRNumber: tr.PRNumber, Fork: tr.Fork, Env: env,
+		PRNumber: tr.PRNumber, Fork: tr.Fork, Env: env, Actor: tr.Actor,
 	}
 	if tr.Inputs != nil {
 		in.Inputs = *tr.Inputs
+	}
+	if tr.Payload != nil {
+		in.Payload = *tr.Payload
 	}
 	return in
 }
