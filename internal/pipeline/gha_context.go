@@ -672,7 +672,7 @@ var workerContexts = []string{"github", "env", "matrix", "steps", "needs", "runn
 // workerGitHub are the properties of the github context the worker fills.
 var workerGitHub = []string{"sha", "ref", "ref_name", "ref_type", "repository", "repository_owner", "event_name", "event",
 	"run_id", "run_attempt", "job", "workspace", "server_url", "api_url", "graphql_url", "token", "action", "action_path",
-	"action_ref", "action_repository", "head_ref", "workflow", "*"}
+	"action_ref", "action_repository", "head_ref", "workflow", "actor", "triggering_actor", "*"}
 
 // workerKinds are the places whose expressions the worker may evaluate: what it puts in
 // when a step runs.

@@ -62,7 +62,7 @@ jobs:
 	}
 
 	for _, c := range []struct{ wf, msg string }{
-		{"on: push\njobs:\n  a:\n    runs-on: x\n    steps:\n      - run: echo ${{ github.actor }}\n", "github.actor has no counterpart"},
+		{"on: push\njobs:\n  a:\n    runs-on: x\n    steps:\n      - run: echo ${{ github.base_ref }}\n", "github.base_ref has no counterpart"},
 		{"on: push\njobs:\n  a:\n    runs-on: x\n    steps:\n      - run: echo ${{ nope(1) }}\n", "nope"},
 		{"on: push\njobs:\n  a:\n    runs-on: x\n    steps:\n      - run: echo ${{ 1 == }}\n", ""},
 		// Gantry's own language does not take them from an author.
