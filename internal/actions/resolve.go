@@ -195,7 +195,7 @@ func ReadMetadata(ctx context.Context, m *source.Mirror, sha, dir string) (*Meta
 func Uses(plan *pipeline.Plan) bool {
 	for _, j := range plan.Jobs {
 		for _, st := range j.Steps {
-			if u, err := pipeline.ParseUses(st.Uses); st.Uses != "" && err == nil && u.Kind == pipeline.UsesRepository {
+			if u, err := pipeline.ParseUses(st.Uses); st.Uses != "" && err == nil && u.Kind == pipeline.UsesRepository && !u.NativeStep() {
 				return true
 			}
 		}
@@ -255,7 +255,7 @@ func (r *Resolver) pinTree(ctx context.Context, uses string, pins map[string]pip
 	if u.Kind == pipeline.UsesDocker {
 		return true, nil
 	}
-	if u.Kind != pipeline.UsesRepository {
+	if u.Kind != pipeline.UsesRepository || u.NativeStep() {
 		return false, nil
 	}
 	if depth >= MaxDepth {
@@ -287,7 +287,7 @@ func (r *Resolver) Check(ctx context.Context, plan *pipeline.Plan) (errs []error
 	for _, j := range plan.Jobs {
 		for _, st := range j.Steps {
 			u, err := pipeline.ParseUses(st.Uses)
-			if st.Uses == "" || err != nil || u.Kind != pipeline.UsesRepository {
+			if st.Uses == "" || err != nil || u.Kind != pipeline.UsesRepository || u.NativeStep() {
 				continue
 			}
 			res, err := r.Resolve(ctx, st.Uses)

@@ -300,6 +300,9 @@ func (r *actionRunner) invoke(ctx context.Context, st pipeline.Step, uses, id st
 	if depth >= actions.MaxDepth {
 		return stepRun{err: fmt.Errorf("action %s: composite actions nest more than %d deep", uses, actions.MaxDepth)}
 	}
+	if u, err := pipeline.ParseUses(uses); err == nil && u.NativeStep() {
+		return r.checkoutStep(ctx, with)
+	}
 	if u, err := pipeline.ParseUses(uses); err == nil && u.Kind == pipeline.UsesDocker {
 		env = maps.Clone(env)
 		for k, v := range with {

@@ -335,3 +335,62 @@ jobs:
 		t.Errorf("job b's log does not say which expression failed:\n%s", log)
 	}
 }
+
+// TestCheckoutSteps: actions/checkout of another ref, of another repository of the same
+// forge, and a second checkout run as steps where the workflow has them, each into its
+// path, with GitHub's outputs; the job's own checkout of the run's commit stays as it was.
+func TestCheckoutSteps(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	old := actionstest.Repo(t, dir, "acme", "app", map[string]string{"VERSION": "1\n"}, "v1")
+	head := actionstest.Repo(t, dir, "acme", "app", map[string]string{"VERSION": "2\n"})
+	other := actionstest.Repo(t, dir, "acme", "docs", map[string]string{"README": "docs\n"})
+	b, r := actionsBundle(t, dir)
+	p, err := pipeline.Compile([]byte(`on: push
+jobs:
+  t:
+    runs-on: ubuntu-latest
+    steps:
+      - uses: actions/checkout@v4
+      - id: old
+        uses: actions/checkout@v4
+        with: {ref: v1, path: old}
+      - id: docs
+        if: github.event_name == 'push'
+        uses: actions/checkout@v4
+        with: {repository: acme/docs, path: site, fetch-depth: 0}
+      - run: |
+          test "$(cat VERSION)" = 2
+          test "$(cat old/VERSION)" = 1
+          test "$(cat site/README)" = docs
+          test "${{ steps.old.outputs.commit }}" = "`+old+`"
+          test "${{ steps.docs.outputs.commit }}" = "`+other+`"
+`), pipeline.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Jobs[0].Checkout == nil || p.Jobs[0].Checkout.Skip {
+		t.Fatalf("the first plain checkout is the job's: %+v", p.Jobs[0].Checkout)
+	}
+	if p, err = r.Pin(t.Context(), p); err != nil || len(p.Jobs[0].Steps[0].Actions) != 0 {
+		t.Fatalf("pinning a native checkout step: %v, %+v (nothing is fetched for it)", err, p.Jobs[0].Steps[0].Actions)
+	}
+	run, _, _, err := b.st.CreateRun(t.Context(), store.CreateRunParams{Plan: p, Trigger: store.Trigger{Branch: "main", Repository: "acme/app",
+		Event: "push", SHA: head, CloneURL: "file://" + dir + "/acme/app.git"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.wantSuccess(t, run.ID)
+	if log := b.jobLog(t, run.ID, "t"); !strings.Contains(log, "acme/docs.git at "+other+" into site") {
+		t.Errorf("log:\n%s", log)
+	}
+	for in, want := range map[[3]string]string{
+		{"https://github.com/acme/app.git", "acme/app", "acme/docs"}: "https://github.com/acme/docs.git",
+		{"https://git.example.com/acme/app", "acme/app", "o/r"}:      "https://git.example.com/o/r",
+		{"https://git.example.com/elsewhere", "acme/app", "o/r"}:     "",
+	} {
+		if got := siblingRepository(in[0], in[1], in[2]); got != want {
+			t.Errorf("siblingRepository(%q, %q, %q) = %q, want %q", in[0], in[1], in[2], got, want)
+		}
+	}
+}

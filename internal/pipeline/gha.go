@@ -499,18 +499,21 @@ func actionName(uses string) string {
 
 // ghaJob is what translating one job collects besides its node.
 type ghaJob struct {
-	id        string
-	path      string
-	out       *yaml.Node
-	env       []string // names the workflow's and job's env set
-	matrix    bool
-	needs     []string
-	shell     ghaShell
-	workDir   *yaml.Node
-	checkout  *yaml.Node // the checkout: mapping, once an actions/checkout step is seen
-	artifacts *yaml.Node
-	caches    []*yaml.Node // cache: entries, one per actions/cache step
-	image     bool         // the job runs in a container
+	id       string
+	path     string
+	out      *yaml.Node
+	env      []string // names the workflow's and job's env set
+	matrix   bool
+	needs    []string
+	shell    ghaShell
+	workDir  *yaml.Node
+	checkout *yaml.Node // the checkout: mapping, once an actions/checkout step is seen
+	// checkoutSteps is set once a checkout became a step of its own (another ref or
+	// repository, an if:, a second checkout): later ones are steps too.
+	checkoutSteps bool
+	artifacts     *yaml.Node
+	caches        []*yaml.Node // cache: entries, one per actions/cache step
+	image         bool         // the job runs in a container
 	// flat are the matrix keys whose values are mappings (flatMatrixKeys).
 	flat map[string]bool
 }

@@ -38,7 +38,21 @@ func (t *ghaTranslator) uses(j *ghaJob, st *ghaStep, r *yaml.Node, u field, with
 			cond = nil
 		}
 	}
-	if cond != nil && slices.Contains([]string{"actions/checkout", "actions/upload-artifact", "actions/download-artifact", "actions/cache"}, actionName(v)) {
+	if actionName(v) == "actions/checkout" && (cond != nil || j.checkout != nil || j.checkoutSteps || with != nil && (mappingValue(d.resolve(with.val), "ref") != nil || mappingValue(d.resolve(with.val), "repository") != nil)) {
+		// Not the job's one checkout of its commit: a step where it stands, which the
+		// worker does itself (agent: checkoutStep). Every later checkout is one too, so
+		// they happen in the order written.
+		j.checkoutSteps = true
+		if with != nil {
+			args := map[string]field{}
+			for _, f := range d.fields(with.val, with.path, "a mapping of action inputs") {
+				args[f.key] = f
+			}
+			t.unsupportedInputs("actions/checkout", args, checkoutStepInputs, append([]string{"token", "ssh-key", "ssh-known-hosts", "ssh-strict", "ssh-user"}, checkoutIgnored...))
+		}
+		return t.action(j, st, r, u, v, with, name, cond)
+	}
+	if cond != nil && slices.Contains([]string{"actions/upload-artifact", "actions/download-artifact", "actions/cache"}, actionName(v)) {
 		d.add(ErrInvalid, cond.keyNode, cond.path, "if: on a step that uses %s is not supported: Gantry does what it does for the whole job", actionName(v))
 	}
 	args := map[string]field{}
@@ -130,6 +144,12 @@ func (t *ghaTranslator) unsupportedInputs(action string, args map[string]field, 
 	}
 }
 
+// checkoutIgnored are actions/checkout's inputs that change nothing a job could see.
+var checkoutIgnored = []string{"clean", "persist-credentials", "show-progress", "set-safe-directory", "fetch-tags", "filter"}
+
+// checkoutStepInputs are the inputs a checkout done as a step takes (agent: checkoutStep).
+var checkoutStepInputs = []string{"repository", "ref", "path", "fetch-depth", "submodules", "lfs"}
+
 // checkout becomes the job's checkout: setting. GitHub fetches one commit unless
 // fetch-depth says otherwise; Gantry's default is the whole history, so depth 1 is written
 // out.
@@ -139,8 +159,7 @@ func (t *ghaTranslator) checkout(j *ghaJob, u field, args map[string]field) {
 		d.add(ErrInvalid, u.val, u.path, "a job checks out its repository once; a second actions/checkout (another repository or ref) is not supported")
 		return
 	}
-	t.unsupportedInputs("actions/checkout", args, []string{"fetch-depth", "submodules", "lfs", "path"},
-		[]string{"clean", "persist-credentials", "show-progress", "set-safe-directory", "fetch-tags", "filter"})
+	t.unsupportedInputs("actions/checkout", args, []string{"fetch-depth", "submodules", "lfs", "path"}, checkoutIgnored)
 	c := gMap(u.val)
 	depth := 1
 	if f, ok := args["fetch-depth"]; ok {

@@ -113,3 +113,9 @@ func CheckUses(s string) error {
 	_, err := ParseUses(s)
 	return err
 }
+
+// NativeStep says whether the worker does what the action does itself, as a step, with
+// no code fetched: actions/checkout of another ref or repository, or a second one.
+func (u Uses) NativeStep() bool {
+	return u.Kind == UsesRepository && strings.EqualFold(u.Owner, "actions") && strings.EqualFold(u.Repo, "checkout") && u.Dir == ""
+}
