@@ -117,6 +117,8 @@ type ghaTranslator struct {
 	renames map[string]string
 	// exprRunsOn are the jobs whose runs-on holds an expression, by id.
 	exprRunsOn map[string]ghaRunsOn
+	// exprNames are the jobs whose name: is evaluated per instance, by id.
+	exprNames map[string]ghaLabelExpr
 	// objectAxes are the axes of mappings of each job's matrix, whose values are indexes
 	// (gha_matrix.go), by id.
 	objectAxes map[string][]string
@@ -176,7 +178,7 @@ func (t *ghaTranslator) originalPath(p string) string {
 // Errors are added to the decoder at the workflow's own paths; nil means nothing usable.
 func (d *decoder) workflow(root *yaml.Node) (*yaml.Node, *ghaTranslator) {
 	t := &ghaTranslator{d: d, shell: ghaShell{name: "bash"}, uploads: map[string]string{}, renames: map[string]string{}, inputs: map[string]string{},
-		exprRunsOn: map[string]ghaRunsOn{}, objectAxes: map[string][]string{}}
+		exprRunsOn: map[string]ghaRunsOn{}, objectAxes: map[string][]string{}, exprNames: map[string]ghaLabelExpr{}}
 	out := gMap(root)
 	if d.resolve(root) == nil || root.Kind != yaml.MappingNode {
 		d.typeError(root, root, "", "a workflow: a mapping with on and jobs")
@@ -569,6 +571,13 @@ func (t *ghaTranslator) job(jf field) *yaml.Node {
 			// uses:, reported above.
 		case "name":
 			if v, ok := d.str(f.val, f.path, "a job name"); ok {
+				if evaluate, ok := t.jobNameEvaluated(v, d.resolve(f.val), f.path); evaluate {
+					// Evaluated for each instance once the matrix is known (nameByExpressions).
+					if ok {
+						t.exprNames[j.id] = ghaLabelExpr{src: v, node: d.resolve(f.val), path: f.path}
+					}
+					break
+				}
 				put(j.out, "name", f.keyNode, gStr(t.text(v, d.resolve(f.val), f.path, j, nil, ghaPlanTime), d.resolve(f.val)))
 			}
 		case "outputs":
@@ -1192,6 +1201,7 @@ func (d *decoder) translateAndPlan(root *yaml.Node) (*Plan, *yaml.Node, *ghaTran
 		}
 		t.mapRunsOn(p)
 		t.nameInstances(p)
+		t.nameByExpressions(p)
 	}
 	for _, e := range d.errs[before:] {
 		e.Path = t.originalPath(e.Path)
