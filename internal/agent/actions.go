@@ -709,6 +709,7 @@ func (a *Agent) exprContext(j claimedJob, ws, stepWS string, env map[string]stri
 	}
 	vals := map[string]any{
 		"github":   gh,
+		"vars":     anyMap(j.Trigger.Vars),
 		"env":      anyMap(env),
 		"runner":   anyMap(runnerContext(env)),
 		"job":      map[string]any{"status": jobStatus()},

@@ -39,6 +39,8 @@ type jobTrigger struct {
 	// started the run (github.actor).
 	Payload json.RawMessage `json:"payload"`
 	Actor   string          `json:"actor"`
+	// Vars are the run's configuration variables (vars.NAME).
+	Vars map[string]string `json:"vars"`
 }
 
 // repoCredentials is the credential of the run's private repository, as the claim answer

@@ -60,3 +60,30 @@ jobs:
 		t.Errorf("gantry run --actions-source ftp://...: exit %d\n%s", got.code, got.stderr)
 	}
 }
+
+// TestRunWorkflowVars: --var NAME=VALUE is what a workflow reads as vars.NAME, in a
+// step's text and in an if:, and a variable nobody gave reads as "", as on GitHub.
+func TestRunWorkflowVars(t *testing.T) {
+	t.Parallel()
+	wf := filepath.Join(t.TempDir(), "vars.yml")
+	if err := os.WriteFile(wf, []byte(`on: push
+jobs:
+  deploy:
+    if: vars.DEPLOY == 'yes'
+    runs-on: ubuntu-latest
+    steps:
+      - run: echo "region ${{ vars.REGION || 'none' }} missing [${{ vars.MISSING }}]"
+      - if: vars.REGION == 'eu-west-1'
+        run: echo "in europe"
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got := runCLI(t, invocation{args: []string{"run", "--no-checkout", "--var", "DEPLOY=yes", "--var", "REGION=eu-west-1", wf}})
+	if got.code != exitOK || !strings.Contains(got.stdout, "region eu-west-1 missing []") || !strings.Contains(got.stdout, "in europe") {
+		t.Errorf("gantry run --var: exit %d\n%s%s", got.code, got.stdout, got.stderr)
+	}
+	got = runCLI(t, invocation{args: []string{"run", "--no-checkout", wf}})
+	if got.code != exitOK || strings.Contains(got.stdout, "region") || !strings.Contains(got.stdout, "vars.DEPLOY == 'yes' was false") {
+		t.Errorf("gantry run without --var: exit %d\n%s%s", got.code, got.stdout, got.stderr)
+	}
+}

@@ -97,6 +97,8 @@ type ConditionInput struct {
 	// started the run, as the forge or Gantry names them (github.actor).
 	Payload json.RawMessage
 	Actor   string
+	// Vars are the run's configuration variables (vars.NAME); one not there reads as "".
+	Vars map[string]string
 }
 
 // StepState is what steps.<id> shows of a step that came before.

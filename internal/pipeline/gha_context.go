@@ -333,13 +333,11 @@ func conditionExprError(src string) *ghaExprError {
 			if len(r.Path) > 0 && !slices.Contains(conditionGitHub, strings.ToLower(r.Path[0])) {
 				return &ghaExprError{r.At, name + " has no counterpart in Gantry's if:"}
 			}
-		case "needs", "inputs", "env", "matrix", "steps":
+		case "needs", "inputs", "env", "matrix", "steps", "vars":
 		case "runner":
 			if len(r.Path) != 1 || !strings.EqualFold(r.Path[0], "os") {
 				return &ghaExprError{r.At, name + " has no counterpart in Gantry's if:"}
 			}
-		case "vars":
-			return &ghaExprError{r.At, name + ": Gantry has no configuration variables (vars) yet"}
 		default:
 			return &ghaExprError{r.At, fmt.Sprintf("an if: cannot read %s here", head)}
 		}
@@ -667,7 +665,7 @@ func (t *ghaTranslator) call(n *ghaCall, j *ghaJob, asBool bool) (string, *ghaEx
 }
 
 // workerContexts are the contexts the worker fills for expressions it evaluates.
-var workerContexts = []string{"github", "env", "matrix", "steps", "needs", "runner", "job", "secrets", "inputs"}
+var workerContexts = []string{"github", "env", "matrix", "steps", "needs", "runner", "job", "secrets", "inputs", "vars"}
 
 // workerGitHub are the properties of the github context the worker fills.
 var workerGitHub = []string{"sha", "ref", "ref_name", "ref_type", "repository", "repository_owner", "event_name", "event",
@@ -706,8 +704,6 @@ func (t *ghaTranslator) workerExprError(inner string, kind ghaTextKind) *ghaExpr
 		head := strings.ToLower(r.Context)
 		name := strings.Join(append([]string{head}, r.Path...), ".")
 		switch {
-		case head == "vars":
-			return &ghaExprError{r.At, name + ": Gantry has no configuration variables (vars) yet; use env or a secret"}
 		case !slices.Contains(workerContexts, head):
 			return &ghaExprError{r.At, fmt.Sprintf("%s is not a context a step's text may read here (%s)", head, strings.Join(workerContexts, ", "))}
 		case head == "github" && len(r.Path) > 0 && !slices.Contains(workerGitHub, strings.ToLower(r.Path[0])):

@@ -249,7 +249,7 @@ func TestWorkflowErrors(t *testing.T) {
 		{"cache path outside", head + "    steps:\n      - uses: actions/cache@v4\n        with: {path: ../x, key: k}\n", ErrInvalid, "jobs.a.steps[0].with.path[0]", 7, 22, "cache path"},
 		{"expression error at its column", head + "    steps:\n      - run: echo ${{ github.sha && }}\n", ErrExpression, "jobs.a.steps[0].run", 6, 34, "Unexpected end of expression"},
 		{"unknown context", head + "    steps:\n      - run: echo ${{ github.base_ref }}\n", ErrExpression, "jobs.a.steps[0].run", 6, 23, "github.base_ref has no counterpart"},
-		{"vars are not there yet", head + "    steps:\n      - run: echo ${{ vars.X || 'y' }}\n", ErrExpression, "jobs.a.steps[0].run", 6, 23, "no configuration variables"},
+		{"strategy in a step's text", head + "    steps:\n      - run: echo ${{ strategy.job-index || 'y' }}\n", ErrExpression, "jobs.a.steps[0].run", 6, 23, "strategy is not a context a step's text may read"},
 		{"if with an unknown function", head + "    if: endswith(github.ref, 'x') && nope()\n    steps: [{run: x}]\n", ErrExpression, "jobs.a.if", 5, 38, "Unrecognized function: 'nope'"},
 		{"if reading secrets", head + "    if: secrets.X != ''\n    steps: [{run: x}]\n", ErrExpression, "jobs.a.if", 5, 9, "cannot read secrets"},
 		{"matrix error at the workflow's path", head + "    strategy:\n      matrix: {go: [1, 1]}\n    steps: [{run: x}]\n", ErrInvalid, "jobs.a.strategy.matrix.go[1]", 6, 24, "listed twice"},

@@ -106,8 +106,12 @@ func (c *Condition) evalGitHub(in ConditionInput, env map[string]string, matrix 
 	for k, v := range mergeEnv(env, in.Env) {
 		envCtx[k] = v
 	}
+	vars := make(map[string]any, len(in.Vars))
+	for k, v := range in.Vars {
+		vars[k] = v
+	}
 	ctx := &ghaexpr.Context{
-		Values: map[string]any{"github": gh, "needs": needs, "steps": steps, "inputs": inputs, "env": envCtx,
+		Values: map[string]any{"github": gh, "needs": needs, "steps": steps, "inputs": inputs, "env": envCtx, "vars": vars,
 			"matrix": MatrixContext(matrix), "runner": map[string]any{"os": "Linux"}},
 		Status: func(name string) bool {
 			switch name {

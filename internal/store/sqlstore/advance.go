@@ -297,6 +297,9 @@ func conditionInput(tr store.Trigger, env map[string]string) pipeline.ConditionI
 	if tr.Payload != nil {
 		in.Payload = *tr.Payload
 	}
+	if tr.Vars != nil {
+		in.Vars = *tr.Vars
+	}
 	return in
 }
 
