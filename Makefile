@@ -42,10 +42,10 @@ TEST_GCFLAGS := -gcflags='modernc.org/...=-d=checkptr=0'
 test: depcheck fmtcheck
 	$(GO) vet ./...
 	$(GO) test -race $(TEST_GCFLAGS) -count=1 -timeout=20m $(SLOW_TEST_PKGS) ./...
-	$(GO) test -run='^$$' -fuzz='^FuzzCompile$$' -fuzztime=10s ./internal/pipeline
+	$(GO) test -run='^$$' -fuzz='^FuzzCompile$$' -fuzztime=10s -fuzzminimizetime=0 ./internal/pipeline
 
 fuzz:
-	$(GO) test -run='^$$' -fuzz='^FuzzCompile$$' -fuzztime=$(FUZZTIME) ./internal/pipeline
+	$(GO) test -run='^$$' -fuzz='^FuzzCompile$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=0 ./internal/pipeline
 
 lint: fmtcheck
 	$(GO) vet ./...

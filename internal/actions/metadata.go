@@ -318,7 +318,7 @@ func parseStep(n *yaml.Node) (Step, error) {
 	case st.Run != "" && st.Uses != "":
 		return st, fmt.Errorf("a step has either run or uses, not both")
 	case st.Run != "" && st.Shell == "":
-		return st, fmt.Errorf("a run step of a composite action needs shell:")
+		return st, fmt.Errorf("a run step of a composite action needs a shell")
 	case st.Run == "" && st.Uses == "":
 		return st, fmt.Errorf("a step needs run or uses")
 	}

@@ -13,9 +13,6 @@ import (
 // Gantry does itself (the checkout before the first step, a job's artifacts and its needs'
 // inputs) or into a step that finds a toolchain already on the worker.
 
-// ghaActions are the actions the front end understands, for messages.
-var ghaActions = []string{"actions/checkout", "actions/cache", "actions/upload-artifact", "actions/download-artifact",
-	"actions/setup-go", "actions/setup-node", "actions/setup-python"}
 
 // uses translates a step that uses an action. It returns the step Gantry runs in its
 // place, or nil when the action becomes a setting of the job.
