@@ -429,16 +429,7 @@ exec node %[3]s
 	} else {
 		maps.Copy(state, saved)
 	}
-	outputs, ferr := r.files.collect()
-	if ferr != nil {
-		r.rec.System(fmt.Sprintf("step %s: %v", st.Name, ferr))
-		if out.res.ExitCode == 0 {
-			out.res.ExitCode = 1
-		}
-		return out
-	}
-	out.outputs = outputs
-	return out
+	return r.collect(out, "step "+st.Name)
 }
 
 // composite runs a composite action's steps, each with its if:, env, and inputs.X and
@@ -619,9 +610,15 @@ func (r *actionRunner) script(ctx context.Context, st pipeline.Step, loc *action
 	if err != nil || res.Cancelled {
 		return out
 	}
-	outputs, ferr := r.files.collect()
-	if ferr != nil {
-		r.rec.System(fmt.Sprintf("%s: %v", loc.uses, ferr))
+	return r.collect(out, loc.uses)
+}
+
+// collect takes what a process of an action step left in the step files: its outputs,
+// or, when what it wrote is wrong, a failure of the step that says so (as for run steps).
+func (r *actionRunner) collect(out stepRun, who string) stepRun {
+	outputs, err := r.files.collect()
+	if err != nil {
+		r.rec.System(fmt.Sprintf("%s: %v", who, err))
 		if out.res.ExitCode == 0 {
 			out.res.ExitCode = 1
 		}

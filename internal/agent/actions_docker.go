@@ -278,16 +278,7 @@ func (r *actionRunner) dockerRun(ctx context.Context, what, image string, build 
 	} else {
 		maps.Copy(state, saved)
 	}
-	outputs, ferr := r.files.collect()
-	if ferr != nil {
-		r.rec.System(fmt.Sprintf("%s: %v", what, ferr))
-		if out.res.ExitCode == 0 {
-			out.res.ExitCode = 1
-		}
-		return out
-	}
-	out.outputs = outputs
-	return out
+	return r.collect(out, what)
 }
 
 // containerEnv is a step's env as a docker action's container sees it: the paths of the

@@ -13,7 +13,6 @@ import (
 // Gantry does itself (the checkout before the first step, a job's artifacts and its needs'
 // inputs) or into a step that finds a toolchain already on the worker.
 
-
 // uses translates a step that uses an action. It returns the step Gantry runs in its
 // place, or nil when the action becomes a setting of the job.
 func (t *ghaTranslator) uses(j *ghaJob, st *ghaStep, r *yaml.Node, u field, with, name, cond *field) *yaml.Node {

@@ -315,15 +315,24 @@ func (t *ghaTranslator) condition(v string, at *yaml.Node, p string, j *ghaJob) 
 var conditionGitHub = []string{"sha", "ref", "ref_name", "ref_type", "repository", "repository_owner", "event_name", "event",
 	"actor", "triggering_actor", "head_ref", "*"}
 
-// conditionExprError says why an if: cannot be decided as GitHub decides it, or nil.
-func conditionExprError(src string) *ghaExprError {
+// parseGitHub parses an expression with GitHub's evaluator, its error where it is.
+func parseGitHub(src string) (ghaexpr.Node, *ghaExprError) {
 	n, err := ghaexpr.Parse(src)
 	if err != nil {
 		var e *ghaexpr.Error
 		if errors.As(err, &e) {
-			return &ghaExprError{e.Offset, e.Msg}
+			return nil, &ghaExprError{e.Offset, e.Msg}
 		}
-		return &ghaExprError{0, err.Error()}
+		return nil, &ghaExprError{0, err.Error()}
+	}
+	return n, nil
+}
+
+// conditionExprError says why an if: cannot be decided as GitHub decides it, or nil.
+func conditionExprError(src string) *ghaExprError {
+	n, perr := parseGitHub(src)
+	if perr != nil {
+		return perr
 	}
 	for _, r := range ghaexpr.Refs(n) {
 		head := strings.ToLower(r.Context)
@@ -692,13 +701,9 @@ func (t *ghaTranslator) workerExprError(inner string, kind ghaTextKind) *ghaExpr
 	if !workerKind(kind) {
 		return nil
 	}
-	n, err := ghaexpr.Parse(inner)
-	if err != nil {
-		var e *ghaexpr.Error
-		if errors.As(err, &e) {
-			return &ghaExprError{e.Offset, e.Msg}
-		}
-		return &ghaExprError{0, err.Error()}
+	n, perr := parseGitHub(inner)
+	if perr != nil {
+		return perr
 	}
 	for _, r := range ghaexpr.Refs(n) {
 		head := strings.ToLower(r.Context)
