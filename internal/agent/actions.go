@@ -391,11 +391,15 @@ func (r *actionRunner) node(ctx context.Context, st pipeline.Step, loc *actionLo
 		}
 	}
 	out := r.nodeFile(ctx, st, loc, runs.Main, env, state)
-	if runs.Post != "" && out.err == nil {
+	if runs.Post != "" && out.err == nil && out.res.ExitCode != exitNoNode {
 		r.posts = append(r.posts, postStep{step: st, name: "Post " + st.Name, loc: loc, env: env, state: maps.Clone(state), cond: runs.PostIf})
 	}
 	return out
 }
+
+// exitNoNode is the exit code of an action step that found no node: the shell's for a
+// command not found. Its post is not run, as its main never started.
+const exitNoNode = 127
 
 // nodeFile runs one file of a JavaScript action with node, found on the PATH the step
 // has, as setup-node leaves it. state holds what $GITHUB_STATE said so far, as STATE_*,
@@ -412,11 +416,11 @@ func (r *actionRunner) nodeFile(ctx context.Context, st pipeline.Step, loc *acti
 	_ = os.Chmod(statePath, 0o666)
 	env["GITHUB_STATE"] = r.stepView(statePath)
 	script := fmt.Sprintf(`if ! command -v node >/dev/null 2>&1; then
-  echo "gantry: %[1]s is a JavaScript action (runs.using: %[2]s) and needs Node.js, but no node is on the step's PATH ($PATH). Install Node.js 20 or later on the worker (or in the job's image), or set it up in a step before this one." >&2
-  exit 127
+  printf 'gantry: %%s is a JavaScript action (runs.using: %%s) and needs Node.js, but no node is on the step'"'"'s PATH (%%s). Install Node.js 20 or later on the worker (or in the job'"'"'s image), or set it up in a step before this one.\n' %[1]s %[2]s "$PATH" >&2
+  exit %[4]d
 fi
 exec node %[3]s
-`, shellWord(loc.uses), shellWord(loc.meta.Runs.Using), shellWord(path.Join(loc.stepDir, file)))
+`, shellWord(loc.uses), shellWord(loc.meta.Runs.Using), shellWord(path.Join(loc.stepDir, file)), exitNoNode)
 	res, err := r.runProcess(ctx, st, executor.Step{Shell: "sh", Script: script, Env: envList(env), Dir: r.ws})
 	out := stepRun{res: res, err: err}
 	if err != nil || res.Cancelled {

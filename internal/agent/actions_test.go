@@ -196,6 +196,27 @@ jobs:
 	if !strings.Contains(log, "failing as asked") || !strings.Contains(log, "post of greet: greeted x") || !strings.Contains(log, "cleanup after failure") {
 		t.Errorf("log:\n%s", log)
 	}
+
+	// A worker (or image) without node fails a JavaScript action's step saying so.
+	_, run = b.submitActions(t, r, `on: push
+jobs:
+  t:
+    runs-on: ubuntu-latest
+    env: {PATH: /nonexistent}
+    steps:
+      - uses: acme/greet@v1
+        with: {who: x}
+`)
+	id = uuidOf(t, run)
+	if r := b.waitRun(t, id); r.Status != store.RunFailed {
+		t.Fatalf("run without node: %s, want failed", r.Status)
+	}
+	if job, _ := b.jobByKey(t, id, "t"); job.ExitCode == nil || *job.ExitCode != 127 {
+		t.Errorf("job exit code %v, want 127", job.ExitCode)
+	}
+	if log := b.jobLog(t, id, "t"); !strings.Contains(log, "is a JavaScript action (runs.using: node20) and needs Node.js, but no node is on the step's PATH (/nonexistent)") {
+		t.Errorf("log:\n%s", log)
+	}
 }
 
 // TestActionsOverHTTP resolves and fetches actions from a git server over HTTP (git
