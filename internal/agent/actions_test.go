@@ -373,6 +373,7 @@ jobs:
     runs-on: ubuntu-latest
     steps:
       - uses: actions/checkout@v4
+      - run: mkdir -p old && echo stale > old/VERSION && echo x > old/leftover
       - id: old
         uses: actions/checkout@v4
         with: {ref: v1, path: old}
@@ -382,7 +383,7 @@ jobs:
         with: {repository: acme/docs, path: site, fetch-depth: 0}
       - run: |
           test "$(cat VERSION)" = 2
-          test "$(cat old/VERSION)" = 1
+          test "$(cat old/VERSION)" = 1 && test ! -e old/leftover
           test "$(cat site/README)" = docs
           test "${{ steps.old.outputs.commit }}" = "`+old+`"
           test "${{ steps.docs.outputs.commit }}" = "`+other+`"

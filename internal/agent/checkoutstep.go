@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -66,7 +68,7 @@ func (r *actionRunner) checkoutStep(ctx context.Context, with map[string]string)
 		}
 		sha = res.SHA
 	}
-	if err := source.Checkout(ctx, m, sha, r.ws, opts); err != nil {
+	if err := r.checkoutInto(ctx, m, sha, opts); err != nil {
 		return r.checkoutFailed(err)
 	}
 	if opts.SelfContained {
@@ -100,4 +102,50 @@ func siblingRepository(cloneURL, runRepo, repository string) string {
 		return ""
 	}
 	return base[:len(base)-len(runRepo)] + repository + suffix
+}
+
+// checkoutInto checks sha out at opts.Path of the workspace. A directory that holds files
+// already (what earlier steps left, or, in a container's workspace, Gantry's own step and
+// runner files) is emptied first, Gantry's files kept, as actions/checkout cleans it: the
+// commit is checked out beside it and moved in.
+func (r *actionRunner) checkoutInto(ctx context.Context, m *source.Mirror, sha string, opts source.CheckoutOptions) error {
+	target := filepath.Join(r.ws, filepath.FromSlash(opts.Path))
+	if !filepath.IsLocal(opts.Path) && opts.Path != "" {
+		return fmt.Errorf("path %q is not inside the workspace", opts.Path)
+	}
+	entries, err := os.ReadDir(target)
+	if errors.Is(err, fs.ErrNotExist) || err == nil && len(entries) == 0 {
+		return source.Checkout(ctx, m, sha, r.ws, opts)
+	}
+	if err != nil {
+		return err
+	}
+	tmp, err := os.MkdirTemp(r.files.runner, "checkout-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	into := opts
+	into.Path = ""
+	if err := source.Checkout(ctx, m, sha, tmp, into); err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if name := e.Name(); name == stepFilesInWorkspace || name == runnerDirInWorkspace {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(target, e.Name())); err != nil {
+			return fmt.Errorf("empty %s for the checkout: %w", pathOrRoot(opts.Path), err)
+		}
+	}
+	got, err := os.ReadDir(tmp)
+	if err != nil {
+		return err
+	}
+	for _, e := range got {
+		if err := os.Rename(filepath.Join(tmp, e.Name()), filepath.Join(target, e.Name())); err != nil {
+			return fmt.Errorf("move the checkout into %s: %w", pathOrRoot(opts.Path), err)
+		}
+	}
+	return nil
 }
