@@ -119,6 +119,10 @@ type ghaTranslator struct {
 	exprRunsOn map[string]ghaRunsOn
 	// exprNames are the jobs whose name: is evaluated per instance, by id.
 	exprNames map[string]ghaLabelExpr
+	// settingExprs are the timeout-minutes and continue-on-error expressions of each job
+	// (gha_settings.go), by id; pendingSettings those of the step being translated.
+	settingExprs    map[string][]ghaSettingExpr
+	pendingSettings []ghaSettingExpr
 	// objectAxes are the axes of mappings of each job's matrix, whose values are indexes
 	// (gha_matrix.go), by id.
 	objectAxes map[string][]string
@@ -178,7 +182,8 @@ func (t *ghaTranslator) originalPath(p string) string {
 // Errors are added to the decoder at the workflow's own paths; nil means nothing usable.
 func (d *decoder) workflow(root *yaml.Node) (*yaml.Node, *ghaTranslator) {
 	t := &ghaTranslator{d: d, shell: ghaShell{name: "bash"}, uploads: map[string]string{}, renames: map[string]string{}, inputs: map[string]string{},
-		exprRunsOn: map[string]ghaRunsOn{}, objectAxes: map[string][]string{}, exprNames: map[string]ghaLabelExpr{}}
+		exprRunsOn: map[string]ghaRunsOn{}, objectAxes: map[string][]string{}, exprNames: map[string]ghaLabelExpr{},
+		settingExprs: map[string][]ghaSettingExpr{}}
 	out := gMap(root)
 	if d.resolve(root) == nil || root.Kind != yaml.MappingNode {
 		d.typeError(root, root, "", "a workflow: a mapping with on and jobs")
@@ -599,11 +604,17 @@ func (t *ghaTranslator) job(jf field) *yaml.Node {
 		case "strategy":
 			t.strategy(j, f)
 		case "timeout-minutes":
+			if t.settingExpr(j, f.key, f.val, f.path, false) {
+				break
+			}
 			if v, ok := t.minutes(f.val, f.path); ok {
 				put(j.out, "timeout", f.keyNode, gStr(v, d.resolve(f.val)))
 				t.rename(j.path+".timeout", f.path)
 			}
 		case "continue-on-error":
+			if t.settingExpr(j, f.key, f.val, f.path, false) {
+				break
+			}
 			if v, ok := t.boolean(f.val, f.path); ok {
 				put(j.out, "continue_on_error", f.keyNode, gBool(v, d.resolve(f.val)))
 				t.rename(j.path+".continue_on_error", f.path)
@@ -985,7 +996,9 @@ func (t *ghaTranslator) steps(j *ghaJob, f field) *yaml.Node {
 	items := d.items(f.val, f.path, "a list of steps", false)
 	for i, item := range items {
 		p := indexPath(f.path, i)
+		t.pendingSettings = nil
 		if st := t.step(j, item, p); st != nil {
+			t.placeSettings(j, len(out.Content))
 			t.rename(indexPath(j.path+".steps", len(out.Content)), p)
 			out.Content = append(out.Content, st)
 		}
@@ -1108,11 +1121,17 @@ func (t *ghaTranslator) stepSettings(j *ghaJob, st *ghaStep, r, out *yaml.Node, 
 				put(out, "id", f.keyNode, gStr(v, d.resolve(f.val)))
 			}
 		case "timeout-minutes":
+			if t.settingExpr(j, f.key, f.val, f.path, true) {
+				break
+			}
 			if v, ok := t.minutes(f.val, f.path); ok {
 				put(out, "timeout", f.keyNode, gStr(v, d.resolve(f.val)))
 				t.rename(p+".timeout", f.path)
 			}
 		case "continue-on-error":
+			if t.settingExpr(j, f.key, f.val, f.path, true) {
+				break
+			}
 			if v, ok := t.boolean(f.val, f.path); ok {
 				put(out, "continue_on_error", f.keyNode, gBool(v, d.resolve(f.val)))
 				t.rename(p+".continue_on_error", f.path)
@@ -1202,6 +1221,7 @@ func (d *decoder) translateAndPlan(root *yaml.Node) (*Plan, *yaml.Node, *ghaTran
 		t.mapRunsOn(p)
 		t.nameInstances(p)
 		t.nameByExpressions(p)
+		t.applySettings(p)
 	}
 	for _, e := range d.errs[before:] {
 		e.Path = t.originalPath(e.Path)

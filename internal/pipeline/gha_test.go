@@ -257,7 +257,8 @@ func TestWorkflowErrors(t *testing.T) {
 		{"download of an artifact no need keeps", head + "    steps:\n      - uses: actions/upload-artifact@v4\n        with: {name: bin, path: x}\n  b:\n    runs-on: x\n    needs: a\n    steps:\n      - uses: actions/download-artifact@v4\n        with: {name: bim}\n", ErrUnknownReference, "jobs.b.steps[0].with.name", 13, 22, `did you mean "bin"`},
 		{"sparse checkout of another repository", head + "    steps:\n      - uses: actions/checkout@v4\n        with: {repository: o/r, sparse-checkout: x}\n", ErrInvalid, "jobs.a.steps[0].with.sparse-checkout", 7, 33, `input "sparse-checkout" is not supported`},
 		{"powershell", head + "    steps:\n      - run: x\n        shell: pwsh\n", ErrInvalid, "jobs.a.steps[0].shell", 7, 16, `shell "pwsh" is not supported`},
-		{"timeout from an expression", head + "    timeout-minutes: ${{ matrix.t }}\n    steps: [{run: x}]\n", ErrInvalid, "jobs.a.timeout-minutes", 5, 22, "write a number"},
+		{"timeout from an expression that comes to null", head + "    timeout-minutes: ${{ matrix.t }}\n    steps: [{run: x}]\n", ErrInvalid, "jobs.a.timeout-minutes", 5, 22, "comes to null, not a number of minutes"},
+		{"timeout from an expression reading more than matrix", head + "    timeout-minutes: ${{ inputs.t || 5 }}\n    steps: [{run: x}]\n", ErrExpression, "jobs.a.timeout-minutes", 5, 22, "may read matrix and literals only, not inputs"},
 		{"concurrency group known only at run time", head + "    concurrency: ci-${{ github.ref }}\n    steps: [{run: x}]\n", ErrUnknownReference, "jobs.a.concurrency", 5, 21, "known only when a run is created"},
 	}
 	for _, tc := range tests {
