@@ -694,7 +694,7 @@ func (a *Agent) exprContext(j claimedJob, ws, stepWS string, env map[string]stri
 	}
 	gh["event"] = map[string]any{}
 	if p := env["GITHUB_EVENT_PATH"]; p != "" {
-		if ev, err := readEvent(j, ws, stepWS, p); err == nil {
+		if ev, err := readEvent(ws, stepWS, p); err == nil {
 			gh["event"] = ev
 		}
 	}
@@ -734,8 +734,7 @@ func (a *Agent) exprContext(j claimedJob, ws, stepWS string, env map[string]stri
 
 // readEvent reads the event payload the job's steps see (GITHUB_EVENT_PATH, as steps
 // see it: in the runner directory).
-func readEvent(j claimedJob, ws, stepWS, p string) (map[string]any, error) {
-	_ = j
+func readEvent(ws, stepWS, p string) (map[string]any, error) {
 	disk := p
 	if rel, err := filepath.Rel(stepWS, p); err == nil && !strings.HasPrefix(rel, "..") {
 		disk = filepath.Join(ws, rel)
