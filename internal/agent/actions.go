@@ -896,11 +896,15 @@ func (a *Agent) githubEnv(j claimedJob, ws string, files *stepFiles) map[string]
 
 // toolCache is where setup actions keep the tools they install (RUNNER_TOOL_CACHE):
 // the one GitHub's images use when the worker has it, else one in the work directory.
+// It is looked for once: every step's environment names it.
 func (a *Agent) toolCache() string {
-	if fi, err := os.Stat("/opt/hostedtoolcache"); err == nil && fi.IsDir() {
-		return "/opt/hostedtoolcache"
-	}
-	return filepath.Join(a.cfg.WorkDir, "tool-cache")
+	a.toolCacheOnce.Do(func() {
+		a.toolCacheDir = filepath.Join(a.cfg.WorkDir, "tool-cache")
+		if fi, err := os.Stat("/opt/hostedtoolcache"); err == nil && fi.IsDir() {
+			a.toolCacheDir = "/opt/hostedtoolcache"
+		}
+	})
+	return a.toolCacheDir
 }
 
 func runnerOS() string {

@@ -83,6 +83,9 @@ type Agent struct {
 	// claimStart that a claim can start the jobs it hands out, so none needs a start
 	// report; completeClaim that a completion can carry the next claim.
 	completeSteps, claimStart, completeClaim bool
+	// toolCacheDir is RUNNER_TOOL_CACHE, found once (toolCache).
+	toolCacheOnce sync.Once
+	toolCacheDir  string
 	// logCommands says the coordinator takes log lines with what workflow commands made
 	// of them (folds, levels, annotations); an older one gets them plain (plainLines).
 	logCommands bool
