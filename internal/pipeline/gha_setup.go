@@ -110,4 +110,3 @@ exit 1
 `)
 	return b.String()
 }
-
