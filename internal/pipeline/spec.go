@@ -146,7 +146,7 @@ type combo struct {
 var (
 	jobNamePattern   = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_-]{0,99}$`)
 	stageNamePattern = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_-]{0,99}$`)
-	envNamePattern   = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	envNamePattern   = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_-]*$`)
 	axisNamePattern  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_-]{0,63}$`)
 	labelPattern     = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:/=-]{0,127}$`)
 	// outputNamePattern is an output's name and a step's id: what ${{ steps.ID.outputs.NAME }}
@@ -612,7 +612,7 @@ func (d *decoder) env(n *yaml.Node, p string) []envVar {
 		}
 		switch {
 		case !envNamePattern.MatchString(f.key):
-			d.add(ErrInvalid, f.keyNode, f.path, "variable name %q: use letters, digits and '_', not starting with a digit", f.key)
+			d.add(ErrInvalid, f.keyNode, f.path, "variable name %q: use letters, digits, '_' and '-', not starting with a digit or '-'", f.key)
 			continue
 		case strings.HasPrefix(strings.ToUpper(f.key), "GANTRY_"):
 			d.add(ErrInvalid, f.keyNode, f.path, "variable names starting with GANTRY_ are reserved for Gantry")
