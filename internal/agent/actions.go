@@ -50,6 +50,9 @@ type actionRunner struct {
 	fetched map[string]string
 	posts   []postStep
 	scripts int
+	// collector, when set, brings the workspace back from where the steps run: the
+	// worker's copy is stale until it did (kubernetes).
+	collector executor.Collector
 }
 
 // postStep is a JavaScript action's post:, run when the job's steps are done.
@@ -301,7 +304,7 @@ func (r *actionRunner) invoke(ctx context.Context, st pipeline.Step, uses, id st
 		return stepRun{err: fmt.Errorf("action %s: composite actions nest more than %d deep", uses, actions.MaxDepth)}
 	}
 	if u, err := pipeline.ParseUses(uses); err == nil && u.NativeStep() {
-		return r.checkoutStep(ctx, with)
+		return r.nativeStep(ctx, st, u.NativeAction(), with)
 	}
 	if u, err := pipeline.ParseUses(uses); err == nil && u.Kind == pipeline.UsesDocker {
 		env = maps.Clone(env)
@@ -713,7 +716,7 @@ func (a *Agent) exprContext(j claimedJob, ws, stepWS string, env map[string]stri
 		"vars":     anyMap(j.Trigger.Vars),
 		"env":      anyMap(env),
 		"runner":   anyMap(runnerContext(env)),
-		"job":      map[string]any{"status": jobStatus()},
+		"job":      map[string]any{"status": githubResult(jobStatus())},
 		"matrix":   matrix,
 		"needs":    needs,
 		"secrets":  secrets,
@@ -729,7 +732,33 @@ func (a *Agent) exprContext(j claimedJob, ws, stepWS string, env map[string]stri
 	if steps != nil {
 		vals["steps"] = steps
 	}
-	return &ghaexpr.Context{Values: vals, HashFiles: func(patterns []string) (string, error) { return hashFiles(ws, patterns) }}
+	return &ghaexpr.Context{Values: vals, HashFiles: func(patterns []string) (string, error) { return hashFiles(ws, patterns) },
+		Status: func(name string) bool { return statusHolds(name, jobStatus()) }}
+}
+
+// statusHolds answers GitHub's status function name (success, failure, cancelled,
+// always) for a job whose steps so far ended as status says (pipeline's results).
+func statusHolds(name, status string) bool {
+	switch name {
+	case "always":
+		return true
+	case "success":
+		return status == pipeline.ResultSuccess
+	case "failure":
+		return status == pipeline.ResultFailed
+	case "cancelled":
+		return status == pipeline.ResultCancelled
+	}
+	return false
+}
+
+// githubResult writes a result of a job or step (pipeline's results) as GitHub's
+// job.status and steps.<id>.outcome read it: failure for failed.
+func githubResult(r string) string {
+	if r == pipeline.ResultFailed {
+		return "failure"
+	}
+	return r
 }
 
 // readEvent reads the event payload the job's steps see (GITHUB_EVENT_PATH, as steps
@@ -755,7 +784,7 @@ func stepsContext(steps map[string]pipeline.StepState) map[string]any {
 		for k, v := range st.Outputs {
 			outs[k] = v
 		}
-		out[id] = map[string]any{"outputs": outs, "outcome": st.Outcome, "conclusion": st.Conclusion}
+		out[id] = map[string]any{"outputs": outs, "outcome": githubResult(st.Outcome), "conclusion": githubResult(st.Conclusion)}
 	}
 	return out
 }

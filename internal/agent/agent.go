@@ -923,6 +923,7 @@ func (a *Agent) runSteps(ctx context.Context, log *slog.Logger, rec *logs.Record
 		}
 	})
 	acts := newActionRunner(a, j, log, rec, run, files, ws, stepWS, host, grace)
+	acts.collector = collector
 	record := func(st pipeline.Step, outcome string, outputs map[string]string) {
 		if st.ID == "" {
 			return

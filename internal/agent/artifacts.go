@@ -207,6 +207,14 @@ func (a *Agent) keepArtifacts(ctx context.Context, log *slog.Logger, j claimedJo
 	if err != nil || len(files) == 0 {
 		return err
 	}
+	return a.keepFiles(ctx, log, j, files, start, 0, rec)
+}
+
+// keepFiles registers files of the job as its artifacts, kept for retentionDays when
+// that is not 0 (otherwise as the job's artifacts: setting or the coordinator says), and
+// uploads those the blob store lacks, as keepArtifacts does. start is when they began
+// to be found and hashed.
+func (a *Agent) keepFiles(ctx context.Context, log *slog.Logger, j claimedJob, files []keptFile, start time.Time, retentionDays int, rec *logs.Recorder) error {
 	var total int64
 	for _, f := range files {
 		total += f.Size
@@ -225,7 +233,11 @@ func (a *Agent) keepArtifacts(ctx context.Context, log *slog.Logger, j claimedJo
 		var ans struct {
 			Artifacts []registered `json:"artifacts"`
 		}
-		err := a.c.post(ctx, "/api/v1/agent/jobs/"+j.ID+"/artifacts", map[string]any{"token": j.Lease.Token, "artifacts": batch}, &ans)
+		body := map[string]any{"token": j.Lease.Token, "artifacts": batch}
+		if retentionDays > 0 {
+			body["retention_days"] = retentionDays
+		}
+		err := a.c.post(ctx, "/api/v1/agent/jobs/"+j.ID+"/artifacts", body, &ans)
 		if err != nil {
 			return fmt.Errorf("register artifacts: %w", err)
 		}

@@ -41,6 +41,11 @@ type jobCache struct {
 	key          string // hashFiles computed; "" when it could not be
 	// hit is set when the exact key was restored: nothing new to save.
 	hit bool
+	// matched is the key of the entry restored, exact or by a restore key; "" on a miss.
+	matched string
+	// lookupOnly asks restoreCache to find the entry without fetching it (an actions/cache
+	// step's lookup-only).
+	lookupOnly bool
 }
 
 // hashFiles is GitHub's hashFiles over the workspace: the SHA-256 of the SHA-256 digests
@@ -204,6 +209,11 @@ func (a *Agent) restoreCache(ctx context.Context, c *jobCache, restoreKeys []str
 		return nil
 	}
 	e := ans.Entry
+	if c.lookupOnly {
+		c.hit, c.matched = e.Exact, e.Key
+		rec.System(fmt.Sprintf("cache %s: found %s in scope %s (%d bytes); not fetched: lookup only", c.key, e.Key, e.Scope, e.Size))
+		return nil
+	}
 	if e.Download == nil || !blob.ValidDigest(e.SHA256) {
 		return errors.New("the coordinator gave no download URL")
 	}
@@ -225,7 +235,7 @@ func (a *Agent) restoreCache(ctx context.Context, c *jobCache, restoreKeys []str
 	if err != nil {
 		return fmt.Errorf("unpack %s: %w", e.Key, err)
 	}
-	c.hit = e.Exact
+	c.hit, c.matched = e.Exact, e.Key
 	how := "exact key"
 	if !e.Exact {
 		how = "restore key, partial"

@@ -74,7 +74,13 @@ type artifactFile struct {
 type registerArtifactsRequest struct {
 	Token     string         `json:"token"`
 	Artifacts []artifactFile `json:"artifacts"`
+	// RetentionDays, when not 0, keeps these files that many days, in place of the job's
+	// artifacts: setting: a workflow's upload-artifact step says it for its own.
+	RetentionDays int `json:"retention_days"`
 }
+
+// maxRetentionDays bounds a registration's retention_days.
+const maxRetentionDays = 3650
 
 func (r *registerArtifactsRequest) token() string { return r.Token }
 
@@ -128,6 +134,9 @@ func (s *Server) registerArtifacts(w http.ResponseWriter, r *http.Request) {
 			details = append(details, errorDetail{Path: p + ".media_type", Message: "want a media type of at most 255 characters on one line"})
 		}
 	}
+	if req.RetentionDays < 0 || req.RetentionDays > maxRetentionDays {
+		details = append(details, errorDetail{Path: "retention_days", Message: fmt.Sprintf("want 0 (the job's setting) to %d days", maxRetentionDays)})
+	}
 	if details != nil {
 		writeError(w, http.StatusBadRequest, codeBadRequest, "invalid artifacts", details)
 		return
@@ -138,7 +147,9 @@ func (s *Server) registerArtifacts(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var expires time.Time
-	if job.Spec != nil && job.Spec.Artifacts != nil && job.Spec.Artifacts.ExpireIn > 0 {
+	if req.RetentionDays > 0 {
+		expires = s.clock.Now().Add(time.Duration(req.RetentionDays) * 24 * time.Hour)
+	} else if job.Spec != nil && job.Spec.Artifacts != nil && job.Spec.Artifacts.ExpireIn > 0 {
 		expires = s.clock.Now().Add(time.Duration(job.Spec.Artifacts.ExpireIn))
 	} else if s.artifactTTL > 0 {
 		expires = s.clock.Now().Add(s.artifactTTL)

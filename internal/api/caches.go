@@ -66,6 +66,10 @@ type cacheJob struct {
 	write   string
 	read    []string
 	caches  []pipeline.Cache
+	// anyKey is set for a job with steps that use actions: actions/cache, as a step or
+	// inside a composite action, computes its keys when it runs (agent: nativeStep),
+	// so no key is declared beforehand.
+	anyKey bool
 }
 
 // cacheScopes checks that ref is the job's current lease and reads the project the job
@@ -97,15 +101,19 @@ func (s *Server) cacheScopes(w http.ResponseWriter, r *http.Request, ref store.L
 	c.write, c.read = store.CacheScopes(run.Trigger, defaultBranch)
 	if job.Spec != nil {
 		c.caches = job.Spec.Caches
+		c.anyKey = slices.ContainsFunc(job.Spec.Steps, func(st pipeline.Step) bool { return st.Uses != "" })
 	}
 	return c, true
 }
 
 // declares answers 403 unless key is the key of one of the job's caches, as the worker
 // computes it (pipeline.CacheKeyMatches), and each restore key one of that cache's
-// restore keys. Only the shape is checked: what a hashFiles call stands for is
+// restore keys, or the job has steps that use actions (anyKey). Only the shape is checked: what a hashFiles call stands for is
 // computed over the workspace, which only the worker has.
 func (c cacheJob) declares(w http.ResponseWriter, key string, restoreKeys []string) bool {
+	if c.anyKey {
+		return true
+	}
 	for _, spec := range c.caches {
 		if !pipeline.CacheKeyMatches(spec.Key, key) {
 			continue

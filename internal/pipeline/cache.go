@@ -269,6 +269,10 @@ func (d *decoder) compileCaches(cs []cacheSpec, in instance, env map[string]stri
 	return out
 }
 
+// CheckCacheKey says what is wrong with a cache key (or restore key) computed on the
+// worker, or "".
+func CheckCacheKey(k string) string { return checkCacheKey(k) }
+
 // checkCacheKey checks a key (or restore key) after substitution; a hashFiles call stands
 // for the 64 hexadecimal digits it becomes.
 func checkCacheKey(k string) string {

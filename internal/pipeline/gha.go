@@ -106,9 +106,9 @@ type ghaTranslator struct {
 	shell    ghaShell
 	workDir  *yaml.Node
 	// jobs are the workflow's job ids, in order, and uploads the artifact name each job's
-	// upload-artifact keeps.
+	// upload-artifacts keep.
 	jobs    []string
-	uploads map[string]string
+	uploads map[string][]string
 	// inputs are the types of the workflow_dispatch inputs, so if: reads a boolean input
 	// as the boolean it is.
 	inputs map[string]string
@@ -181,7 +181,7 @@ func (t *ghaTranslator) originalPath(p string) string {
 // workflow translates a workflow's root node into a definition in Gantry's language.
 // Errors are added to the decoder at the workflow's own paths; nil means nothing usable.
 func (d *decoder) workflow(root *yaml.Node) (*yaml.Node, *ghaTranslator) {
-	t := &ghaTranslator{d: d, shell: ghaShell{name: "bash"}, uploads: map[string]string{}, renames: map[string]string{}, inputs: map[string]string{},
+	t := &ghaTranslator{d: d, shell: ghaShell{name: "bash"}, uploads: map[string][]string{}, renames: map[string]string{}, inputs: map[string]string{},
 		exprRunsOn: map[string]ghaRunsOn{}, objectAxes: map[string][]string{}, exprNames: map[string]ghaLabelExpr{},
 		settingExprs: map[string][]ghaSettingExpr{}}
 	out := gMap(root)
@@ -475,7 +475,7 @@ func (t *ghaTranslator) dispatch(n *yaml.Node, p string) *yaml.Node {
 	return out
 }
 
-// scanUploads records the name a job's upload-artifact step keeps.
+// scanUploads records the names a job's upload-artifact steps keep.
 func (t *ghaTranslator) scanUploads(jf field) {
 	j := t.d.resolve(jf.val)
 	steps := t.d.resolve(mappingValue(j, "steps"))
@@ -492,7 +492,7 @@ func (t *ghaTranslator) scanUploads(jf field) {
 		if n := t.d.resolve(mappingValue(t.d.resolve(mappingValue(st, "with")), "name")); n != nil && n.Kind == yaml.ScalarNode {
 			name = n.Value
 		}
-		t.uploads[jf.key] = name
+		t.uploads[jf.key] = append(t.uploads[jf.key], name)
 	}
 }
 

@@ -21,19 +21,6 @@ func (t *ghaTranslator) uses(j *ghaJob, st *ghaStep, r *yaml.Node, u field, with
 	if !ok {
 		return nil
 	}
-	if cond != nil && actionName(v) == "actions/upload-artifact" {
-		// Kept when the job's steps end as the if: asks: the common if: failure()
-		// keeps a failed job's reports.
-		if when, ok := uploadWhen(d, cond); ok {
-			key, val := cond.keyNode, cond.val
-			defer func() {
-				if j.artifacts != nil {
-					put(j.artifacts, "when", key, gStr(when, val))
-				}
-			}()
-			cond = nil
-		}
-	}
 	if actionName(v) == "actions/checkout" && (cond != nil || j.checkout != nil || j.checkoutSteps || with != nil && (mappingValue(d.resolve(with.val), "ref") != nil || mappingValue(d.resolve(with.val), "repository") != nil)) {
 		// Not the job's one checkout of its commit: a step where it stands, which the
 		// worker does itself (agent: checkoutStep). Every later checkout is one too, so
@@ -48,8 +35,8 @@ func (t *ghaTranslator) uses(j *ghaJob, st *ghaStep, r *yaml.Node, u field, with
 		}
 		return t.action(j, st, r, u, v, with, name, cond)
 	}
-	if cond != nil && slices.Contains([]string{"actions/upload-artifact", "actions/download-artifact", "actions/cache"}, actionName(v)) {
-		d.add(ErrInvalid, cond.keyNode, cond.path, "if: on a step that uses %s is not supported: Gantry does what it does for the whole job", actionName(v))
+	if cond != nil && actionName(v) == "actions/download-artifact" {
+		d.add(ErrInvalid, cond.keyNode, cond.path, "if: on a step that uses actions/download-artifact is not supported: the job gets the artifacts of the jobs it needs before its first step")
 	}
 	args := map[string]field{}
 	if with != nil {
@@ -63,21 +50,107 @@ func (t *ghaTranslator) uses(j *ghaJob, st *ghaStep, r *yaml.Node, u field, with
 		t.checkout(j, u, args)
 		return nil
 	case "actions/upload-artifact":
-		t.upload(j, st, u, args)
-		return nil
+		if t.jobUpload(j, st, r, u, args, cond) {
+			return nil
+		}
+		t.unsupportedInputs(action, args, nativeInputs[NativeUpload], []string{"compression-level", "overwrite"})
+		return t.action(j, st, r, u, v, with, name, cond)
 	case "actions/download-artifact":
 		t.download(j, u, args)
 		return nil
 	case "actions/setup-go", "actions/setup-node", "actions/setup-python":
 		return t.setup(j, st, r, u, action, args, name, cond)
-	case "actions/cache":
-		t.cache(j, st, u, args)
-		return nil
-	case "actions/cache/restore", "actions/cache/save":
-		d.add(ErrInvalid, u.val, u.path, "uses: %s is not supported: Gantry restores and saves a cache together; use actions/cache", v)
-		return nil
+	case "actions/cache", "actions/cache/restore", "actions/cache/save":
+		if action == "actions/cache" && t.jobCache(j, st, r, u, args, cond) {
+			return nil
+		}
+		native := strings.TrimPrefix(action, "actions/")
+		t.unsupportedInputs(action, args, nativeInputs[native], []string{"enableCrossOsArchive", "upload-chunk-size"})
+		for _, k := range []string{"key", "path"} {
+			if _, ok := args[k]; !ok {
+				d.add(ErrRequired, u.val, u.path, "%s needs a %s", action, k)
+			}
+		}
+		return t.action(j, st, r, u, v, with, name, cond)
 	}
 	return t.action(j, st, r, u, v, with, name, cond)
+}
+
+// nativeInputs are the inputs of the actions the worker does itself as steps at their
+// place (agent: nativeStep), by Uses.NativeAction.
+var nativeInputs = map[string][]string{
+	NativeUpload:       {"name", "path", "retention-days", "if-no-files-found", "include-hidden-files"},
+	NativeCache:        {"path", "key", "restore-keys", "fail-on-cache-miss", "lookup-only", "save-always"},
+	NativeCacheRestore: {"path", "key", "restore-keys", "fail-on-cache-miss", "lookup-only"},
+	NativeCacheSave:    {"path", "key"},
+}
+
+// tried runs translate and keeps what it did when it reported no error; otherwise its
+// errors are dropped and tried reports false, for the caller to translate another way.
+func (t *ghaTranslator) tried(translate func()) bool {
+	n := len(t.d.errs)
+	translate()
+	if len(t.d.errs) == n {
+		return true
+	}
+	t.d.errs = t.d.errs[:n]
+	return false
+}
+
+// jobUpload makes an upload-artifact step the job's artifacts, kept after its steps,
+// where that is what the step does: the job's first upload, of paths known when the
+// plan is made, with no id and no if: other than the steps' outcome (the common if:
+// failure() keeps a failed job's reports). It reports false for a step the worker must
+// do at its place.
+func (t *ghaTranslator) jobUpload(j *ghaJob, st *ghaStep, r *yaml.Node, u field, args map[string]field, cond *field) bool {
+	if j.artifacts != nil || mappingValue(r, "id") != nil {
+		return false
+	}
+	when := ""
+	if cond != nil {
+		var ok bool
+		if when, ok = uploadWhen(t.d, cond); !ok {
+			return false
+		}
+	}
+	for k := range args {
+		if !slices.Contains([]string{"name", "path", "retention-days", "if-no-files-found", "compression-level", "overwrite", "include-hidden-files"}, k) {
+			return false
+		}
+	}
+	if !t.tried(func() { t.upload(j, st, u, args) }) {
+		j.artifacts = nil
+		return false
+	}
+	if j.artifacts != nil && when != "" {
+		put(j.artifacts, "when", cond.keyNode, gStr(when, cond.val))
+	}
+	return true
+}
+
+// jobCache makes an actions/cache step one of the job's caches, restored before its
+// steps and saved after them, where that is what the step does: no id (nothing reads
+// its outputs), no if:, key and paths known when the plan is made, and no input only
+// the step can honour. It reports false for a step the worker must do at its place.
+func (t *ghaTranslator) jobCache(j *ghaJob, st *ghaStep, r *yaml.Node, u field, args map[string]field, cond *field) bool {
+	if cond != nil || mappingValue(r, "id") != nil {
+		return false
+	}
+	for k, f := range args {
+		if !slices.Contains([]string{"path", "key", "restore-keys", "enableCrossOsArchive", "upload-chunk-size"}, k) {
+			return false
+		}
+		if v := t.d.resolve(f.val); k == "path" && v != nil && strings.Contains(v.Value, "${{") {
+			// A path made by an expression is known when the step runs.
+			return false
+		}
+	}
+	n := len(j.caches)
+	if !t.tried(func() { t.cache(j, st, u, args) }) {
+		j.caches = j.caches[:n]
+		return false
+	}
+	return true
 }
 
 // action translates a step that uses any other action into a Gantry step that runs it:
@@ -256,8 +329,10 @@ func (t *ghaTranslator) download(j *ghaJob, u field, args map[string]field) {
 	}
 	var kept []string
 	for _, n := range j.needs {
-		if name, ok := t.uploads[n]; ok {
-			if name == want {
+		for _, name := range t.uploads[n] {
+			if name == want || strings.Contains(name, "${{") {
+				// A name made by an expression may be this one: that is known only
+				// when the run has it.
 				return
 			}
 			kept = append(kept, name)

@@ -269,6 +269,11 @@ func (t *ghaTranslator) refText(r *ghaRef, j *ghaJob, st *ghaStep, kind ghaTextK
 			if kind == ghaPlanTime || kind == ghaCacheKey {
 				return "", &ghaExprError{r.at, full + " is known only when the step runs; it may stand in a later step's run, name and env and in the job's outputs"}
 			}
+			if len(r.path) == 2 {
+				// GitHub's words for a step's result (failure, not Gantry's failed):
+				// the worker puts them in.
+				return WorkerExpr(full), nil
+			}
 			return "${{ " + full + " }}", nil
 		}
 	}

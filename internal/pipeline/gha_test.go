@@ -243,7 +243,7 @@ func TestWorkflowErrors(t *testing.T) {
 		{"service option", head + "    container: node:20\n    services: {db: {image: postgres, options: --shm-size 1g}}\n    steps: [{run: x}]\n", ErrInvalid, "jobs.a.services.db.options", 6, 47, "service option --shm-size is not supported"},
 		{"container volumes", head + "    container: {image: node:20, volumes: [/x:/x]}\n    steps: [{run: x}]\n", ErrInvalid, "jobs.a.container.volumes", 5, 33, "volumes are not supported"},
 		{"bad image at the workflow's path", head + "    container: {image: 'Node:20'}\n    steps: [{run: x}]\n", ErrInvalid, "jobs.a.container.image", 5, 24, "image \"Node:20\""},
-		{"step if on an action Gantry does for the job", head + "    steps:\n      - uses: actions/cache@v4\n        if: always()\n        with: {path: x, key: k}\n", ErrInvalid, "jobs.a.steps[0].if", 7, 9, "if: on a step that uses actions/cache is not supported"},
+		{"step if on an action Gantry does for the job", head + "    steps:\n      - uses: actions/download-artifact@v4\n        if: always()\n        with: {name: x}\n", ErrInvalid, "jobs.a.steps[0].if", 7, 9, "if: on a step that uses actions/download-artifact is not supported"},
 		{"step output of no step", head + "    steps:\n      - run: echo ${{ steps.x.outputs.y }}\n", ErrUnknownReference, "jobs.a.steps[0].run", 6, 19, `no step before this one has id "x"`},
 		{"step output where the plan decides", head + "    concurrency: ${{ needs.b.outputs.y }}\n    steps: [{run: x}]\n", ErrExpression, "jobs.a.concurrency", 5, 22, "known only when the job is claimed"},
 		{"cache path outside", head + "    steps:\n      - uses: actions/cache@v4\n        with: {path: ../x, key: k}\n", ErrInvalid, "jobs.a.steps[0].with.path[0]", 7, 22, "cache path"},

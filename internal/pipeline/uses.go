@@ -114,8 +114,34 @@ func CheckUses(s string) error {
 	return err
 }
 
-// NativeStep says whether the worker does what the action does itself, as a step, with
-// no code fetched: actions/checkout of another ref or repository, or a second one.
-func (u Uses) NativeStep() bool {
-	return u.Kind == UsesRepository && strings.EqualFold(u.Owner, "actions") && strings.EqualFold(u.Repo, "checkout") && u.Dir == ""
+// Actions the worker does itself, as steps at their place, with no code fetched
+// (Uses.NativeAction).
+const (
+	NativeCheckout     = "checkout"
+	NativeCache        = "cache"
+	NativeCacheRestore = "cache/restore"
+	NativeCacheSave    = "cache/save"
+	NativeUpload       = "upload-artifact"
+)
+
+// NativeAction names what the worker does itself for the action, or "" when it runs the
+// action's own code: actions/checkout (another ref or repository, a second checkout),
+// actions/cache with its restore and save, and actions/upload-artifact, where a
+// workflow's step needs them at its place rather than as settings of the job.
+func (u Uses) NativeAction() string {
+	if u.Kind != UsesRepository || !strings.EqualFold(u.Owner, "actions") {
+		return ""
+	}
+	name := strings.ToLower(u.Repo)
+	if u.Dir != "" {
+		name += "/" + strings.ToLower(u.Dir)
+	}
+	switch name {
+	case NativeCheckout, NativeCache, NativeCacheRestore, NativeCacheSave, NativeUpload:
+		return name
+	}
+	return ""
 }
+
+// NativeStep says whether the worker does what the action does itself (NativeAction).
+func (u Uses) NativeStep() bool { return u.NativeAction() != "" }

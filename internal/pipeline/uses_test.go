@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -144,9 +145,14 @@ func TestUploadArtifactIf(t *testing.T) {
 			t.Errorf("if: %s: artifacts %+v, want when %s", cond, a, want)
 		}
 	}
+	// Any other if: makes the upload a step of its own, which the worker does at its place.
 	wf := "on: push\njobs:\n  a:\n    runs-on: x\n    steps:\n      - run: make\n      - uses: actions/upload-artifact@v4\n        if: github.ref == 'x'\n        with: {name: r, path: out}\n"
-	if _, err := Compile([]byte(wf), Options{}); err == nil || !strings.Contains(err.Error(), "if: on a step that uses actions/upload-artifact") {
-		t.Errorf("an upload-artifact if: that is no job outcome: %v", err)
+	p, err := Compile([]byte(wf), Options{})
+	if err != nil {
+		t.Fatalf("an upload-artifact if: that is no job outcome: %v", err)
+	}
+	if j := p.Jobs[0]; j.Artifacts != nil || len(j.Steps) != 2 || j.Steps[1].Uses != "actions/upload-artifact@v4" || j.Steps[1].If == nil || j.Steps[1].With["path"] != "out" {
+		t.Errorf("an upload-artifact under another if: is a step: artifacts %+v, steps %+v", j.Artifacts, j.Steps)
 	}
 	a := &Artifacts{When: ArtifactsOnFailure}
 	if a.KeptAfter("success") || !a.KeptAfter("failed") || a.KeptAfter("cancelled") {
@@ -154,5 +160,66 @@ func TestUploadArtifactIf(t *testing.T) {
 	}
 	if (*Artifacts)(nil).KeptAfter("success") || !(&Artifacts{}).KeptAfter("success") || (&Artifacts{}).KeptAfter("failed") {
 		t.Error("KeptAfter of nil or the default")
+	}
+}
+
+// Actions the worker does itself become steps at their place where they cannot be
+// settings of the job, and stay settings where they can.
+func TestNativeActionSteps(t *testing.T) {
+	head := "on: push\njobs:\n  a:\n    runs-on: x\n    steps:\n"
+	for _, c := range []struct {
+		name, steps string
+		// uses are the actions of the job's steps, in order; caches and artifacts the
+		// number of the job's caches and whether it keeps artifacts.
+		uses      []string
+		caches    int
+		artifacts bool
+	}{
+		{"a plain cache is the job's", "      - uses: actions/cache@v4\n        with: {path: out, key: k}\n      - run: make\n", []string{""}, 1, false},
+		{"a cache with an id is a step", "      - id: c\n        uses: actions/cache@v4\n        with: {path: out, key: k}\n      - run: echo ${{ steps.c.outputs.cache-hit }}\n",
+			[]string{"actions/cache@v4", ""}, 0, false},
+		{"a cache under if: is a step", "      - if: github.ref == 'x'\n        uses: actions/cache@v4\n        with: {path: out, key: k}\n", []string{"actions/cache@v4"}, 0, false},
+		{"a cache of a path an expression makes is a step", "      - run: make\n        id: m\n      - uses: actions/cache@v4\n        with: {path: '${{ steps.m.outputs.dir }}', key: k}\n",
+			[]string{"", "actions/cache@v4"}, 0, false},
+		{"restore and save are steps", "      - uses: actions/cache/restore@v4\n        with: {path: out, key: k, fail-on-cache-miss: true}\n      - uses: actions/cache/save@v4\n        with: {path: out, key: k}\n",
+			[]string{"actions/cache/restore@v4", "actions/cache/save@v4"}, 0, false},
+		{"a second upload is a step", "      - uses: actions/upload-artifact@v4\n        with: {name: a, path: a}\n      - uses: actions/upload-artifact@v4\n        with: {name: b, path: b}\n",
+			[]string{"actions/upload-artifact@v4"}, 0, true},
+		{"an upload under if: failure() is the job's", "      - run: make\n      - if: failure()\n        uses: actions/upload-artifact@v4\n        with: {name: a, path: a}\n",
+			[]string{""}, 0, true},
+		{"an upload with an exclusion is a step", "      - uses: actions/upload-artifact@v4\n        with: {name: a, path: \"a\\n!a/*.log\"}\n", []string{"actions/upload-artifact@v4"}, 0, false},
+	} {
+		p, err := Compile([]byte(head+c.steps), Options{})
+		if err != nil {
+			t.Errorf("%s: %v", c.name, err)
+			continue
+		}
+		j := p.Jobs[0]
+		var uses []string
+		for _, st := range j.Steps {
+			uses = append(uses, st.Uses)
+		}
+		if !slices.Equal(uses, c.uses) || len(j.Caches) != c.caches || (j.Artifacts != nil) != c.artifacts {
+			t.Errorf("%s: steps use %q, %d caches, artifacts %+v; want %q, %d, %v", c.name, uses, len(j.Caches), j.Artifacts, c.uses, c.caches, c.artifacts)
+		}
+	}
+	for _, c := range []struct{ steps, msg string }{
+		{"      - uses: actions/cache/save@v4\n        with: {path: out}\n", "actions/cache/save needs a key"},
+		{"      - uses: actions/cache/restore@v4\n        with: {key: k, path: p, save-always: true}\n", `actions/cache/restore input "save-always" is not supported`},
+		{"      - if: failure()\n        uses: actions/upload-artifact@v4\n        with: {path: a, retention: 3}\n", `actions/upload-artifact input "retention" is not supported`},
+		{"      - if: always()\n        uses: actions/download-artifact@v4\n", "if: on a step that uses actions/download-artifact"},
+	} {
+		if _, err := Compile([]byte(head+c.steps), Options{}); err == nil || !strings.Contains(err.Error(), c.msg) {
+			t.Errorf("%q: %v, want an error with %q", c.steps, err, c.msg)
+		}
+	}
+	// A step's result reads as GitHub writes it (failure, not failed): the worker puts
+	// it in.
+	p, err := Compile([]byte(head+"      - id: x\n        run: make\n      - env: {cache-name: c}\n        run: echo ${{ steps.x.outcome }}\n"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if run := p.Jobs[0].Steps[1].Run; !HasWorkerExprs(run) {
+		t.Errorf("steps.x.outcome in a run: %q, want an expression the worker evaluates", run)
 	}
 }
