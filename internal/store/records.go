@@ -489,6 +489,11 @@ type Artifact struct {
 	State     ArtifactState
 	CreatedAt time.Time
 	ExpiresAt time.Time // zero: never
+	// Set names the set the file was kept in, as a workflow's upload-artifact names it;
+	// "" for a job's artifacts: of Gantry's own language. SetPath is the file's path
+	// within the set ("" when Set is): a download puts it there under its directory.
+	// One file of an attempt may be in several sets.
+	Set, SetPath string
 }
 
 // LogChunk is a range of a job attempt's log lines kept in the database.

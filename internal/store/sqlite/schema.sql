@@ -112,21 +112,6 @@ CREATE TABLE workers (
     registered_at INTEGER NOT NULL,
     last_seen_at  INTEGER NOT NULL
 );
-CREATE TABLE artifacts (
-    id         TEXT PRIMARY KEY,
-    job_id     TEXT NOT NULL,
-    attempt    INTEGER NOT NULL,
-    name       TEXT NOT NULL,
-    sha256     TEXT NOT NULL,
-    size       INTEGER NOT NULL,
-    media_type TEXT NOT NULL DEFAULT '',
-    state      TEXT NOT NULL,
-    created_at INTEGER NOT NULL,
-    expires_at INTEGER NOT NULL DEFAULT 0, mode INTEGER NOT NULL DEFAULT 420,
-    UNIQUE (job_id, attempt, name)
-);
-CREATE INDEX artifacts_by_digest ON artifacts (sha256);
-CREATE INDEX artifacts_by_expiry ON artifacts (expires_at) WHERE expires_at <> 0;
 CREATE TABLE log_chunks (
     job_id     TEXT NOT NULL,
     attempt    INTEGER NOT NULL,
@@ -329,6 +314,24 @@ CREATE TABLE annotations (
     PRIMARY KEY (job_id, attempt, seq)
 );
 CREATE INDEX annotations_by_run ON annotations (run_id);
+CREATE TABLE "artifacts" (
+    id         TEXT PRIMARY KEY,
+    job_id     TEXT NOT NULL,
+    attempt    INTEGER NOT NULL,
+    name       TEXT NOT NULL,
+    sha256     TEXT NOT NULL,
+    size       INTEGER NOT NULL,
+    media_type TEXT NOT NULL DEFAULT '',
+    state      TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    expires_at INTEGER NOT NULL DEFAULT 0,
+    mode       INTEGER NOT NULL DEFAULT 420,
+    set_name   TEXT NOT NULL DEFAULT '',
+    set_path   TEXT NOT NULL DEFAULT '',
+    UNIQUE (job_id, attempt, set_name, name)
+);
+CREATE INDEX artifacts_by_digest ON artifacts (sha256);
+CREATE INDEX artifacts_by_expiry ON artifacts (expires_at) WHERE expires_at <> 0;
 INSERT INTO schema_migrations (version, name, applied_at) VALUES (1, '0001_init.sql', 0);
 INSERT INTO schema_migrations (version, name, applied_at) VALUES (2, '0002_tokens.sql', 0);
 INSERT INTO schema_migrations (version, name, applied_at) VALUES (3, '0003_group_cancels.sql', 0);
@@ -358,3 +361,4 @@ INSERT INTO schema_migrations (version, name, applied_at) VALUES (28, '0028_blob
 INSERT INTO schema_migrations (version, name, applied_at) VALUES (29, '0029_prevent_self_review.sql', 0);
 INSERT INTO schema_migrations (version, name, applied_at) VALUES (30, '0030_hook_events.sql', 0);
 INSERT INTO schema_migrations (version, name, applied_at) VALUES (31, '0031_annotations.sql', 0);
+INSERT INTO schema_migrations (version, name, applied_at) VALUES (32, '0032_artifact_sets.sql', 0);

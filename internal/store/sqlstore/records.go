@@ -78,7 +78,7 @@ func (e *Engine) ListWorkers(ctx context.Context) ([]*store.Worker, error) {
 	return out, rows.Err()
 }
 
-const artifactCols = `id, job_id, attempt, name, sha256, size, media_type, mode, state, created_at, expires_at`
+const artifactCols = `id, job_id, attempt, name, sha256, size, media_type, mode, state, created_at, expires_at, set_name, set_path`
 
 func scanArtifact(s scanner) (*store.Artifact, error) {
 	var (
@@ -86,7 +86,7 @@ func scanArtifact(s scanner) (*store.Artifact, error) {
 		state          string
 		created, expir int64
 	)
-	if err := s.Scan(&a.ID, &a.JobID, &a.Attempt, &a.Name, &a.SHA256, &a.Size, &a.MediaType, &a.Mode, &state, &created, &expir); err != nil {
+	if err := s.Scan(&a.ID, &a.JobID, &a.Attempt, &a.Name, &a.SHA256, &a.Size, &a.MediaType, &a.Mode, &state, &created, &expir, &a.Set, &a.SetPath); err != nil {
 		return nil, err
 	}
 	a.State = store.ArtifactState(state)
@@ -115,12 +115,14 @@ func (e *Engine) PutArtifact(ctx context.Context, l store.LeaseRef, a *store.Art
 		if mode == 0 {
 			mode = 0o644
 		}
-		if _, err := t.exec(`INSERT INTO artifacts (id, job_id, attempt, name, sha256, size, media_type, mode, state, created_at, expires_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (job_id, attempt, name) DO NOTHING`,
-			store.NewID(), l.JobID, attempt, a.Name, a.SHA256, a.Size, a.MediaType, mode, string(store.ArtifactPending), now, us(a.ExpiresAt)); err != nil {
+		if _, err := t.exec(`INSERT INTO artifacts (id, job_id, attempt, name, sha256, size, media_type, mode, state, created_at, expires_at, set_name, set_path)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (job_id, attempt, set_name, name) DO NOTHING`,
+			store.NewID(), l.JobID, attempt, a.Name, a.SHA256, a.Size, a.MediaType, mode, string(store.ArtifactPending), now, us(a.ExpiresAt),
+			a.Set, a.SetPath); err != nil {
 			return fmt.Errorf("insert artifact: %w", err)
 		}
-		out, err = scanArtifact(t.row(`SELECT `+artifactCols+` FROM artifacts WHERE job_id = ? AND attempt = ? AND name = ?`, l.JobID, attempt, a.Name))
+		out, err = scanArtifact(t.row(`SELECT `+artifactCols+` FROM artifacts WHERE job_id = ? AND attempt = ? AND set_name = ? AND name = ?`,
+			l.JobID, attempt, a.Set, a.Name))
 		if err != nil {
 			return fmt.Errorf("read artifact: %w", err)
 		}
@@ -222,7 +224,7 @@ func (e *Engine) GetArtifact(ctx context.Context, id uuid.UUID) (*store.Artifact
 
 // ListArtifacts implements store.Artifacts.
 func (e *Engine) ListArtifacts(ctx context.Context, jobID uuid.UUID) ([]*store.Artifact, error) {
-	rows, err := e.readRows(ctx, `SELECT `+artifactCols+` FROM artifacts WHERE job_id = ? ORDER BY attempt, name`, jobID)
+	rows, err := e.readRows(ctx, `SELECT `+artifactCols+` FROM artifacts WHERE job_id = ? ORDER BY attempt, set_name, name`, jobID)
 	if err != nil {
 		return nil, fmt.Errorf("list artifacts of job %s: %w", jobID, err)
 	}
@@ -240,8 +242,8 @@ func (e *Engine) ListArtifacts(ctx context.Context, jobID uuid.UUID) ([]*store.A
 
 // ListRunArtifacts implements store.Artifacts.
 func (e *Engine) ListRunArtifacts(ctx context.Context, runID uuid.UUID) ([]*store.Artifact, error) {
-	rows, err := e.readRows(ctx, `SELECT a.id, a.job_id, a.attempt, a.name, a.sha256, a.size, a.media_type, a.mode, a.state, a.created_at, a.expires_at
-		FROM artifacts a JOIN jobs j ON j.id = a.job_id WHERE j.run_id = ? ORDER BY j.key, a.attempt, a.name`, runID)
+	rows, err := e.readRows(ctx, `SELECT a.id, a.job_id, a.attempt, a.name, a.sha256, a.size, a.media_type, a.mode, a.state, a.created_at, a.expires_at,
+		a.set_name, a.set_path FROM artifacts a JOIN jobs j ON j.id = a.job_id WHERE j.run_id = ? ORDER BY j.key, a.attempt, a.set_name, a.name`, runID)
 	if err != nil {
 		return nil, fmt.Errorf("list artifacts of run %s: %w", runID, err)
 	}

@@ -313,6 +313,27 @@ jobs:
 		t.Errorf("an artifact registered without a mode has mode %o, want 644", other.Mode)
 	}
 
+	// One file in two named sets of the attempt: two records, each with its set and path
+	// in it; the same set again is its first record.
+	var inSets []*store.Artifact
+	for _, set := range []string{"dist", "everything", "dist"} {
+		path := map[string]string{"dist": "app", "everything": "bin/app"}[set]
+		a, err := s.PutArtifact(b.ctx, ref(c), &store.Artifact{JobID: c.Job.ID, Name: "bin/app", SHA256: in.SHA256, Size: 6, Set: set, SetPath: path})
+		if err != nil {
+			t.Fatalf("PutArtifact in set %s: %v", set, err)
+		}
+		if a.Set != set || a.SetPath != path || a.Name != "bin/app" {
+			t.Errorf("PutArtifact in set %s returned set %q path %q name %q", set, a.Set, a.SetPath, a.Name)
+		}
+		inSets = append(inSets, a)
+	}
+	if inSets[0].ID == a.ID || inSets[1].ID == inSets[0].ID || inSets[2].ID != inSets[0].ID {
+		t.Errorf("records of bin/app: job's %s, sets %s %s %s; want one per set, and the set's first again", a.ID, inSets[0].ID, inSets[1].ID, inSets[2].ID)
+	}
+	if as, err := s.ListArtifacts(b.ctx, c.Job.ID); err != nil || len(as) != 4 {
+		t.Errorf("ListArtifacts with two sets: %d records, %v; want 4", len(as), err)
+	}
+
 	_, err = s.PutArtifact(b.ctx, store.LeaseRef{JobID: c.Job.ID, Token: "stolen"}, &store.Artifact{JobID: c.Job.ID, Name: "evil", SHA256: sha256Hex("x"), Size: 1})
 	wantErr(t, "PutArtifact with a wrong token", err, store.ErrLeaseLost)
 
@@ -323,10 +344,15 @@ jobs:
 			t.Fatalf("ListArtifacts: %v", err)
 		}
 		m := map[string]*store.Artifact{}
+		sets := 0
 		for _, a := range as {
+			if a.Set != "" {
+				sets++
+				continue
+			}
 			m[fmt.Sprintf("%s@%d", a.Name, a.Attempt)] = a
 		}
-		if len(m) != len(as) {
+		if len(m) != len(as)-sets {
 			t.Errorf("ListArtifacts repeats a (name, attempt): %d records", len(as))
 		}
 		return m
@@ -391,10 +417,16 @@ jobs:
 	}
 	var names []string
 	for _, a := range ra {
-		names = append(names, fmt.Sprintf("%s@%d", a.Name, a.Attempt))
+		set := ""
+		if a.Set != "" {
+			set = a.Set + ":"
+		}
+		names = append(names, fmt.Sprintf("%s%s@%d", set, a.Name, a.Attempt))
 	}
-	if got := strings.Join(names, " "); got != "bin/app@1 report.xml@1 bin/app@2" {
-		t.Errorf("ListRunArtifacts = %q, want %q", got, "bin/app@1 report.xml@1 bin/app@2")
+	// Ordered by job, attempt, set ("" first) and name.
+	want := "bin/app@1 report.xml@1 dist:bin/app@1 everything:bin/app@1 bin/app@2"
+	if got := strings.Join(names, " "); got != want {
+		t.Errorf("ListRunArtifacts = %q, want %q", got, want)
 	}
 
 	// A digest is in use while any record names it, whatever its run.
