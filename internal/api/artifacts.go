@@ -35,6 +35,7 @@ const codeBlobMissing = "blob_missing"
 func (s *Server) artifactRoutes() {
 	s.handle("POST /api/v1/agent/jobs/{id}/artifacts", agentAccess, s.registerArtifacts)
 	s.handle("POST /api/v1/agent/jobs/{id}/inputs", agentAccess, s.jobInputs)
+	s.handle("POST /api/v1/agent/jobs/{id}/artifact-sets", agentAccess, s.artifactSets)
 	s.handle("POST /api/v1/agent/artifacts/{id}/stored", agentAccess, s.artifactStored)
 	s.handle("GET /api/v1/jobs/{id}/artifacts", on(thingJob, store.RoleViewer), s.jobArtifacts)
 	s.handle("GET /api/v1/runs/{id}/artifacts", on(thingRun, store.RoleViewer), s.runArtifacts)
@@ -63,7 +64,9 @@ func toSignedJSON(sg blob.Signed) *signedJSON {
 }
 
 type artifactFile struct {
-	Name      string `json:"name"`
+	Name string `json:"name"`
+	// SetPath is the file's path in the request's set; "" when it names none.
+	SetPath   string `json:"set_path,omitempty"`
 	SHA256    string `json:"sha256"`
 	Size      int64  `json:"size"`
 	MediaType string `json:"media_type"`
@@ -77,6 +80,30 @@ type registerArtifactsRequest struct {
 	// RetentionDays, when not 0, keeps these files that many days, in place of the job's
 	// artifacts: setting: a workflow's upload-artifact step says it for its own.
 	RetentionDays int `json:"retention_days"`
+	// Set names the set the files are kept in (a workflow's upload-artifact), each at
+	// its set_path; "" for the job's artifacts: of Gantry's own language.
+	Set string `json:"set"`
+}
+
+// maxSetName bounds the name of a set of artifacts.
+const maxSetName = 256
+
+// checkSetName says what is wrong with the name of a set of artifacts, or "": GitHub's
+// rules for an artifact's name, which becomes a directory of a download.
+func checkSetName(n string) string {
+	switch {
+	case strings.TrimSpace(n) == "":
+		return "is empty"
+	case len(n) > maxSetName:
+		return fmt.Sprintf("is longer than %d bytes", maxSetName)
+	case !utf8.ValidString(n) || strings.ContainsFunc(n, unicode.IsControl):
+		return "holds a control character or is not UTF-8"
+	case strings.ContainsAny(n, `":<>|*?\/`):
+		return `must not hold any of " : < > | * ? \ /`
+	case n == "." || n == "..":
+		return "is not a name"
+	}
+	return ""
 }
 
 // maxRetentionDays bounds a registration's retention_days.
@@ -130,8 +157,21 @@ func (s *Server) registerArtifacts(w http.ResponseWriter, r *http.Request) {
 		if a.Mode > 0o777 {
 			details = append(details, errorDetail{Path: p + ".mode", Message: "want permission bits, 0 to 0777"})
 		}
+		switch {
+		case req.Set == "" && a.SetPath != "":
+			details = append(details, errorDetail{Path: p + ".set_path", Message: "a path in a set needs the request's set"})
+		case req.Set != "":
+			if msg := pipeline.CheckArtifactName(a.SetPath); msg != "" {
+				details = append(details, errorDetail{Path: p + ".set_path", Message: msg})
+			}
+		}
 		if len(a.MediaType) > 255 || strings.ContainsAny(a.MediaType, "\r\n") {
 			details = append(details, errorDetail{Path: p + ".media_type", Message: "want a media type of at most 255 characters on one line"})
+		}
+	}
+	if req.Set != "" {
+		if msg := checkSetName(req.Set); msg != "" {
+			details = append(details, errorDetail{Path: "set", Message: fmt.Sprintf("%q %s", req.Set, msg)})
 		}
 	}
 	if req.RetentionDays < 0 || req.RetentionDays > maxRetentionDays {
@@ -157,7 +197,8 @@ func (s *Server) registerArtifacts(w http.ResponseWriter, r *http.Request) {
 	out := make([]registeredArtifact, 0, len(req.Artifacts))
 	for _, f := range req.Artifacts {
 		a, err := s.store.PutArtifact(r.Context(), ref, &store.Artifact{
-			JobID: ref.JobID, Name: f.Name, SHA256: f.SHA256, Size: f.Size, MediaType: f.MediaType, Mode: f.Mode, ExpiresAt: expires})
+			JobID: ref.JobID, Name: f.Name, SHA256: f.SHA256, Size: f.Size, MediaType: f.MediaType, Mode: f.Mode, ExpiresAt: expires,
+			Set: req.Set, SetPath: f.SetPath})
 		if err != nil {
 			s.agentError(w, r, "register artifact", err)
 			return
@@ -330,10 +371,13 @@ func (s *Server) jobInputs(w http.ResponseWriter, r *http.Request) {
 				s.storeError(w, r, "list artifacts", err)
 				return
 			}
+			seen := map[string]bool{}
 			for _, a := range as {
-				if a.Attempt != need.Attempt {
+				if a.Attempt != need.Attempt || seen[a.Name] {
+					// A file kept in several sets is fetched once, to its path.
 					continue
 				}
+				seen[a.Name] = true
 				if a.State != store.ArtifactStored {
 					missing = append(missing, missingArtifact{Job: need.Key, Name: a.Name})
 					continue
@@ -354,8 +398,11 @@ type artifactJSON struct {
 	ID    uuid.UUID `json:"id"`
 	JobID uuid.UUID `json:"job_id"`
 	Job   string    `json:"job,omitempty"`
-	// Set is the name the job's artifacts: gives its files (run listings only).
+	// Set is the named set the file was kept in (a workflow's upload-artifact), or in
+	// run listings the name the job's artifacts: gives its files; SetPath its path in
+	// the set.
 	Set       string              `json:"set,omitempty"`
+	SetPath   string              `json:"set_path,omitempty"`
 	Attempt   int                 `json:"attempt"`
 	Name      string              `json:"name"`
 	SHA256    string              `json:"sha256"`
@@ -369,7 +416,7 @@ type artifactJSON struct {
 
 func toArtifactJSON(a *store.Artifact, jobKey string) artifactJSON {
 	out := artifactJSON{ID: a.ID, JobID: a.JobID, Job: jobKey, Attempt: a.Attempt, Name: a.Name, SHA256: a.SHA256, Size: a.Size,
-		MediaType: a.MediaType, Mode: a.Mode, State: a.State, CreatedAt: formatTime(a.CreatedAt)}
+		MediaType: a.MediaType, Mode: a.Mode, State: a.State, CreatedAt: formatTime(a.CreatedAt), Set: a.Set, SetPath: a.SetPath}
 	if !a.ExpiresAt.IsZero() {
 		out.ExpiresAt = formatTime(a.ExpiresAt)
 	}
@@ -432,7 +479,9 @@ func (s *Server) runArtifacts(w http.ResponseWriter, r *http.Request) {
 	out := make([]artifactJSON, len(as))
 	for i, a := range as {
 		out[i] = toArtifactJSON(a, keys[a.JobID])
-		out[i].Set = sets[a.JobID]
+		if a.Set == "" {
+			out[i].Set = sets[a.JobID]
+		}
 	}
 	writeJSON(w, http.StatusOK, out)
 }

@@ -265,3 +265,62 @@ func TestJobInputs(t *testing.T) {
 		t.Errorf("input download: %d %q", d.status, d.body)
 	}
 }
+
+// TestArtifactSets: files registered in named sets are answered by name and by pattern,
+// each at its path in the set, with the names no job kept; bad requests say what is
+// wrong.
+func TestArtifactSets(t *testing.T) {
+	t.Parallel()
+	b, _ := withBlobs(t)
+	b.post(t, "/api/v1/runs", diamond)
+	j := b.claim(t, `{"worker_id": "w", "wait": "0s"}`).Jobs[0]
+	reg := "/api/v1/agent/jobs/" + j.ID + "/artifacts"
+	file := func(set, name, setPath, content string) string {
+		return fmt.Sprintf(`{"token": %q, "set": %q, "artifacts": [{"name": %q, "set_path": %q, "sha256": %q, "size": %d}]}`,
+			j.Lease.Token, set, name, setPath, digest(content), len(content))
+	}
+	for set, body := range map[string]string{"cov-1": file("cov-1", "out/c1.txt", "c1.txt", "one"), "cov-2": file("cov-2", "out/c2.txt", "c2.txt", "two")} {
+		r := b.post(t, reg, body)
+		if r.status != http.StatusOK {
+			t.Fatalf("register %s: %d %s", set, r.status, r.body)
+		}
+		var v registerView
+		r.decode(t, &v)
+		content := map[string]string{"cov-1": "one", "cov-2": "two"}[set]
+		if code := b.put(t, v.Artifacts[0].Upload.URL, content, v.Artifacts[0].Upload.Header); code/100 != 2 {
+			t.Fatalf("upload: %d", code)
+		}
+		if r := b.post(t, "/api/v1/agent/artifacts/"+v.Artifacts[0].ID+"/stored", `{}`); r.status != http.StatusOK {
+			t.Fatalf("stored: %d %s", r.status, r.body)
+		}
+	}
+	// A set name with / or :, a set path without a set, a set path leaving the set.
+	for _, bad := range []string{file("a/b", "x", "x", "x"), file("a:b", "x", "x", "x"), file("", "x", "x", "x"), file("s", "x", "../x", "x")} {
+		expectError(t, b.post(t, reg, bad), http.StatusBadRequest, "bad_request")
+	}
+
+	sets := "/api/v1/agent/jobs/" + j.ID + "/artifact-sets"
+	var ans struct {
+		Sets []struct {
+			Name, Job string
+			Files     []struct{ Path, SHA256 string }
+		}
+		Missing []string
+	}
+	r := b.post(t, sets, fmt.Sprintf(`{"token": %q, "names": ["cov-2", "nope"]}`, j.Lease.Token))
+	r.decode(t, &ans)
+	if r.status != http.StatusOK || len(ans.Sets) != 1 || ans.Sets[0].Name != "cov-2" || len(ans.Sets[0].Files) != 1 ||
+		ans.Sets[0].Files[0].Path != "c2.txt" || ans.Sets[0].Job != j.Key || len(ans.Missing) != 1 || ans.Missing[0] != "nope" {
+		t.Errorf("sets by name: %d %s", r.status, r.body)
+	}
+	ans.Sets, ans.Missing = nil, nil
+	r = b.post(t, sets, fmt.Sprintf(`{"token": %q, "pattern": "cov-*"}`, j.Lease.Token))
+	r.decode(t, &ans)
+	if len(ans.Sets) != 2 || ans.Sets[0].Name != "cov-1" || ans.Sets[1].Name != "cov-2" || len(ans.Missing) != 0 {
+		t.Errorf("sets by pattern: %d %s", r.status, r.body)
+	}
+	expectError(t, b.post(t, sets, fmt.Sprintf(`{"token": %q, "pattern": "["}`, j.Lease.Token)), http.StatusBadRequest, "bad_request")
+	expectError(t, b.post(t, sets, fmt.Sprintf(`{"token": %q, "names": ["a"], "pattern": "a*"}`, j.Lease.Token)), http.StatusBadRequest, "bad_request")
+	expectError(t, b.post(t, sets, fmt.Sprintf(`{"token": %q, "names": ["a/b"]}`, j.Lease.Token)), http.StatusBadRequest, "bad_request")
+	expectError(t, b.post(t, sets, `{"token": "stolen"}`), http.StatusConflict, "lease_lost")
+}

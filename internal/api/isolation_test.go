@@ -202,6 +202,7 @@ var notPerProject = map[string]string{
 	"POST /api/v1/agent/jobs/{id}/steps/{index}":  "worker protocol: agent credentials only, fenced by the job's lease",
 	"POST /api/v1/agent/jobs/{id}/complete":       "worker protocol: agent credentials only, fenced by the job's lease",
 	"POST /api/v1/agent/jobs/{id}/artifacts":      "worker protocol: agent credentials only, fenced by the job's lease",
+	"POST /api/v1/agent/jobs/{id}/artifact-sets":  "worker protocol: agent credentials only, fenced by the job's lease",
 	"POST /api/v1/agent/jobs/{id}/inputs":         "worker protocol: agent credentials only, fenced by the job's lease",
 	"POST /api/v1/agent/jobs/{id}/logs":           "worker protocol: agent credentials only, fenced by the job's lease",
 	"POST /api/v1/agent/artifacts/{id}/stored":    "worker protocol: agent credentials only, fenced by the artifact's job's lease",
