@@ -51,7 +51,9 @@ type keptFile struct {
 	Size      int64  `json:"size"`
 	MediaType string `json:"media_type"`
 	Mode      uint32 `json:"mode"`
-	path      string // where it is on disk
+	// SetPath is its path in the set it is kept in, if any (inSet).
+	SetPath string `json:"set_path,omitempty"`
+	path    string // where it is on disk
 }
 
 type registered struct {
@@ -207,14 +209,19 @@ func (a *Agent) keepArtifacts(ctx context.Context, log *slog.Logger, j claimedJo
 	if err != nil || len(files) == 0 {
 		return err
 	}
-	return a.keepFiles(ctx, log, j, files, start, 0, rec)
+	set := j.Spec.Artifacts.Name
+	if set != "" {
+		inSet(files, uploadRoot(ws, j.Spec.Artifacts.Paths))
+	}
+	return a.keepFiles(ctx, log, j, files, set, start, 0, rec)
 }
 
-// keepFiles registers files of the job as its artifacts, kept for retentionDays when
+// keepFiles registers files of the job as its artifacts, in the named set when set is not
+// "" (each at its SetPath), kept for retentionDays when
 // that is not 0 (otherwise as the job's artifacts: setting or the coordinator says), and
 // uploads those the blob store lacks, as keepArtifacts does. start is when they began
 // to be found and hashed.
-func (a *Agent) keepFiles(ctx context.Context, log *slog.Logger, j claimedJob, files []keptFile, start time.Time, retentionDays int, rec *logs.Recorder) error {
+func (a *Agent) keepFiles(ctx context.Context, log *slog.Logger, j claimedJob, files []keptFile, set string, start time.Time, retentionDays int, rec *logs.Recorder) error {
 	var total int64
 	for _, f := range files {
 		total += f.Size
@@ -236,6 +243,9 @@ func (a *Agent) keepFiles(ctx context.Context, log *slog.Logger, j claimedJob, f
 		body := map[string]any{"token": j.Lease.Token, "artifacts": batch}
 		if retentionDays > 0 {
 			body["retention_days"] = retentionDays
+		}
+		if set != "" {
+			body["set"] = set
 		}
 		err := a.c.post(ctx, "/api/v1/agent/jobs/"+j.ID+"/artifacts", body, &ans)
 		if err != nil {

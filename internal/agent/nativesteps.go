@@ -1,10 +1,14 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"path"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -28,6 +32,8 @@ func (r *actionRunner) nativeStep(ctx context.Context, st pipeline.Step, action 
 		return r.cacheSaveStep(ctx, with)
 	case pipeline.NativeUpload:
 		return r.uploadStep(ctx, with)
+	case pipeline.NativeDownload:
+		return r.downloadStep(ctx, with)
 	}
 	return stepRun{err: fmt.Errorf("the worker does not do actions/%s itself", action)}
 }
@@ -246,11 +252,14 @@ func (r *actionRunner) uploadStep(ctx context.Context, with map[string]string) s
 		}
 		return stepRun{}
 	}
-	r.rec.System(fmt.Sprintf("%s: artifact %s: %d %s", what, name, len(files), plural(len(files), "file", "files")))
-	if err := r.a.keepFiles(ctx, r.log, r.j, files, started, days, r.rec); err != nil {
+	root := uploadRoot(r.ws, include)
+	inSet(files, root)
+	r.rec.System(fmt.Sprintf("%s: artifact %s: %d %s of %s", what, name, len(files), plural(len(files), "file", "files"), pathOrRoot(root)))
+	if err := r.a.keepFiles(ctx, r.log, r.j, files, name, started, days, r.rec); err != nil {
 		return r.nativeFailed(what, err)
 	}
-	return stepRun{}
+	// The artifact's id is its name: download-artifact's artifact-ids reads it so.
+	return stepRun{outputs: map[string]string{"artifact-id": name}}
 }
 
 // workspacePath reads a path of a step's input as the workspace-relative, slash-separated
@@ -296,4 +305,146 @@ func isHidden(name string) bool {
 		}
 	}
 	return false
+}
+
+// uploadRoot is the directory of the workspace an upload's files are kept relative to,
+// as upload-artifact finds it: where the search paths meet (the part of each before its
+// first glob), or for a single path naming one file, its directory. "" is the
+// workspace itself.
+func uploadRoot(ws string, patterns []string) string {
+	var bases [][]string
+	for _, p := range patterns {
+		p = strings.TrimSuffix(path.Clean(p), "/")
+		var segs []string
+		for _, seg := range strings.Split(p, "/") {
+			if strings.ContainsAny(seg, "*?[") {
+				break
+			}
+			segs = append(segs, seg)
+		}
+		if len(patterns) == 1 && len(segs) == len(strings.Split(p, "/")) {
+			if st, err := os.Stat(filepath.Join(ws, filepath.FromSlash(p))); err == nil && !st.IsDir() {
+				segs = segs[:len(segs)-1]
+			}
+		}
+		bases = append(bases, segs)
+	}
+	if len(bases) == 0 {
+		return ""
+	}
+	common := bases[0]
+	for _, b := range bases[1:] {
+		n := 0
+		for n < len(common) && n < len(b) && common[n] == b[n] {
+			n++
+		}
+		common = common[:n]
+	}
+	if root := strings.Join(common, "/"); root != "." {
+		return root
+	}
+	return ""
+}
+
+// inSet gives each file its path in a set whose files are kept relative to root.
+func inSet(files []keptFile, root string) {
+	for i := range files {
+		files[i].SetPath = files[i].Name
+		if root != "" {
+			files[i].SetPath = strings.TrimPrefix(files[i].Name, root+"/")
+		}
+	}
+}
+
+// downloadStep gets sets of artifacts the jobs of the run kept, as
+// actions/download-artifact does: the one name names (or those artifact-ids name: an
+// upload step's artifact-id is its name) into path, the workspace unless it says
+// otherwise; without a name, every set (or those pattern matches) into a directory of
+// its name under path, or all into path with merge-multiple. Each file is placed by its
+// path in the set, its digest checked. Its output download-path is where they are.
+func (r *actionRunner) downloadStep(ctx context.Context, with map[string]string) stepRun {
+	const what = "actions/download-artifact"
+	var names []string
+	if n := strings.TrimSpace(with["name"]); n != "" {
+		names = []string{n}
+	}
+	for _, id := range strings.FieldsFunc(with["artifact-ids"], func(c rune) bool { return c == ',' || c == '\n' }) {
+		if id = strings.TrimSpace(id); id != "" && !slices.Contains(names, id) {
+			names = append(names, id)
+		}
+	}
+	pattern := strings.TrimSpace(with["pattern"])
+	if len(names) > 0 && pattern != "" {
+		pattern = "" // as the action does: a name wins over a pattern
+	}
+	dest := ""
+	if p := strings.TrimSpace(with["path"]); p != "" {
+		rel, err := r.workspacePath(p)
+		if err != nil {
+			return r.nativeFailed(what, err)
+		}
+		if rel != "**" {
+			dest = rel
+		}
+	}
+	if r.collector != nil {
+		return r.nativeFailed(what, errors.New("this worker's steps run on a copy of the workspace, which artifacts cannot be put into between steps"))
+	}
+	var ans struct {
+		Sets []struct {
+			Name  string `json:"name"`
+			Job   string `json:"job"`
+			Files []struct {
+				Path     string  `json:"path"`
+				SHA256   string  `json:"sha256"`
+				Size     int64   `json:"size"`
+				Mode     uint32  `json:"mode"`
+				Download *signed `json:"download"`
+			} `json:"files"`
+			Pending int `json:"pending"`
+		} `json:"sets"`
+		Missing []string `json:"missing"`
+	}
+	body := map[string]any{"token": r.j.Lease.Token, "names": names, "pattern": pattern}
+	if err := r.a.retryPost(ctx, "/api/v1/agent/jobs/"+r.j.ID+"/artifact-sets", body, &ans); err != nil {
+		return r.nativeFailed(what, fmt.Errorf("list the run's artifacts: %w", err))
+	}
+	if len(ans.Missing) > 0 {
+		return r.nativeFailed(what, fmt.Errorf("no job of this run kept an artifact named %s", strings.Join(ans.Missing, ", ")))
+	}
+	base, err := r.a.baseURL()
+	if err != nil {
+		return r.nativeFailed(what, err)
+	}
+	// One set asked for by name goes into path itself, as do several merged.
+	flat := len(names) == 1 || inputBool(with["merge-multiple"])
+	for _, set := range ans.Sets {
+		dir := dest
+		if !flat {
+			dir = path.Join(dest, set.Name)
+		}
+		if set.Pending > 0 {
+			r.rec.System(fmt.Sprintf("%s: %d %s of %s (job %s) are still being uploaded; not downloaded", what, set.Pending, plural(set.Pending, "file", "files"), set.Name, set.Job))
+		}
+		for _, f := range set.Files {
+			name := path.Join(dir, f.Path)
+			if msg := pipeline.CheckArtifactName(name); msg != "" || f.Download == nil {
+				return r.nativeFailed(what, fmt.Errorf("artifact %s: file %q %s", set.Name, f.Path, cmp.Or(msg, "has no download URL")))
+			}
+			if err := insideWorkspace(r.ws, name); err != nil {
+				return r.nativeFailed(what, fmt.Errorf("artifact %s: %w", set.Name, err))
+			}
+			if err := download(ctx, r.a.blobHTTP, base, f.Download.blob(), r.ws, name, f.SHA256, f.Size, fs.FileMode(f.Mode)); err != nil {
+				return r.nativeFailed(what, fmt.Errorf("artifact %s: %s: %w", set.Name, f.Path, err))
+			}
+			r.a.cfg.Metrics.ArtifactDownloaded(f.Size)
+		}
+		r.rec.System(fmt.Sprintf("%s: artifact %s of job %s: %d %s into %s", what, set.Name, set.Job, len(set.Files), plural(len(set.Files), "file", "files"), pathOrRoot(dir)))
+	}
+	if len(ans.Sets) == 0 && pattern != "" {
+		r.rec.System(fmt.Sprintf("%s: the run has no artifacts matching %s", what, pattern))
+	} else if len(ans.Sets) == 0 {
+		r.rec.System(what + ": the run has no artifacts to download")
+	}
+	return stepRun{outputs: map[string]string{"download-path": path.Join(r.stepWS, dest)}}
 }

@@ -11,7 +11,8 @@ import (
 // cache with an id (its outputs read), a key the worker computes with hashFiles, saved
 // by its post when the job's steps succeed; a restore of an absent key; uploads under
 // if:, with ! exclusions and hidden files left out, and one that finds nothing; the
-// next job gets the uploaded files.
+// next job downloads the set by name, into a path, by pattern (each set in a directory
+// of its name, or merged), and fails to download a name no job kept.
 const nativeFirst = `on: push
 jobs:
   t:
@@ -46,7 +47,26 @@ jobs:
     needs: t
     runs-on: ubuntu-latest
     steps:
-      - run: test "$(cat out/a.txt)" = built && test ! -e out/b.log && test ! -e out/.h && test ! -e out2
+      - run: test ! -e out && test ! -e a.txt
+      - id: d
+        uses: actions/download-artifact@v4
+        with: {name: first}
+      - uses: actions/download-artifact@v4
+        with: {name: first, path: got}
+      - uses: actions/download-artifact@v4
+        with: {pattern: 'f*', path: all}
+      - uses: actions/download-artifact@v4
+        with: {pattern: 'f*', path: merged, merge-multiple: true}
+      - id: none
+        continue-on-error: true
+        uses: actions/download-artifact@v4
+        with: {name: "${{ format('no{0}', 'pe') }}"}
+      - run: |
+          test "$(cat a.txt)" = built && test "$(cat got/a.txt)" = built
+          test "$(cat all/first/a.txt)" = built && test "$(cat merged/a.txt)" = built
+          test ! -e b.log && test ! -e .h && test ! -e out
+          test "${{ steps.d.outputs.download-path }}" = "$GITHUB_WORKSPACE"
+          test "${{ steps.none.outcome }}" = failure
 `
 
 // nativeSecond reads what nativeFirst saved: the exact key restored (cache-hit true, and
@@ -91,7 +111,9 @@ func TestNativeSteps(t *testing.T) {
 	b.wantSuccess(t, run)
 	log := b.jobLog(t, run, "t")
 	wantLog(t, log, "cache k-"+hash+": miss", "cache absent: miss", "step Post ", "cache k-"+hash+": saved in scope main",
-		"actions/upload-artifact: artifact first: 1 file")
+		"actions/upload-artifact: artifact first: 1 file of out")
+	wantLog(t, b.jobLog(t, run, "after"), "actions/download-artifact: artifact first of job t: 1 file into the workspace",
+		"into all/first", "no job of this run kept an artifact named nope")
 	if strings.Contains(log, "no artifact second") || strings.Contains(log, "artifact never") {
 		t.Errorf("an upload that finds nothing with if-no-files-found: ignore says nothing, and a false if: skips one:\n%s", log)
 	}
@@ -109,7 +131,7 @@ func TestNativeSteps(t *testing.T) {
 	}
 	log = b.jobLog(t, run, "t")
 	wantLog(t, log, "hit (exact key)", "cache saved-now: saved in scope main",
-		"actions/cache/restore: no cache entry of the key absent; failing, as fail-on-cache-miss asks")
+		"actions/cache/restore: no cache entry of the key absent; failing, as fail-on-cache-miss asks", "artifact reports: 1 file")
 	if strings.Contains(log, "step Post ") || !strings.Contains(log, "skipped, post-if: success() was false") {
 		t.Errorf("a failed job's cache step has no post to run (post-if success()):\n%s", log)
 	}

@@ -27,13 +27,22 @@ func isWorkflowPath(p string) bool {
 
 // isWorkflow reports a document written for GitHub Actions: one with a step that uses
 // an action, or with on: (which GitHub requires) and runs-on in every job (which GitHub
-// requires of every job that is not a reusable workflow call). Gantry's language has no
-// uses and spells the key runs_on, so a Gantry definition with a slip of runs-on in one
-// job is still read as Gantry's and told about it.
+// requires of every job that is not a reusable workflow call). Gantry's language spells
+// the key runs_on, so a Gantry definition with a slip of runs-on in one job is still
+// read as Gantry's and told about it; and a job with a key only Gantry's language has
+// (gantryOnlyJobKeys, which a converted workflow's every job has) makes the document
+// Gantry's, whatever actions its steps use.
 func isWorkflow(root *yaml.Node) bool {
 	jobs := mappingValue(root, "jobs")
 	if jobs == nil || jobs.Kind != yaml.MappingNode || len(jobs.Content) == 0 {
 		return false
+	}
+	for i := 1; i < len(jobs.Content); i += 2 {
+		for _, k := range gantryOnlyJobKeys {
+			if jobs.Content[i].Kind == yaml.MappingNode && mappingValue(jobs.Content[i], k) != nil {
+				return false
+			}
+		}
 	}
 	every := mappingValue(root, "on") != nil
 	for i := 1; i < len(jobs.Content); i += 2 {
@@ -55,6 +64,10 @@ func isWorkflow(root *yaml.Node) bool {
 	}
 	return every
 }
+
+// gantryOnlyJobKeys are keys of a job in Gantry's language that no GitHub workflow's job
+// has.
+var gantryOnlyJobKeys = []string{"runs_on", "checkout", "timeout", "fail_fast", "continue_on_error", "artifacts", "cache"}
 
 // IsWorkflow reports whether Compile reads src, given as the file at path, as a GitHub
 // Actions workflow rather than as a definition in Gantry's language.
@@ -518,7 +531,6 @@ type ghaJob struct {
 	// checkoutSteps is set once a checkout became a step of its own (another ref or
 	// repository, an if:, a second checkout): later ones are steps too.
 	checkoutSteps bool
-	artifacts     *yaml.Node
 	caches        []*yaml.Node // cache: entries, one per actions/cache step
 	image         bool         // the job runs in a container
 	// flat are the matrix keys whose values are mappings (flatMatrixKeys).
@@ -645,9 +657,6 @@ func (t *ghaTranslator) job(jf field) *yaml.Node {
 		put(j.out, "checkout", stepsField.keyNode, gBool(false, stepsField.keyNode))
 	} else {
 		put(j.out, "checkout", stepsField.keyNode, j.checkout)
-	}
-	if j.artifacts != nil {
-		put(j.out, "artifacts", stepsField.keyNode, j.artifacts)
 	}
 	if len(j.caches) > 0 {
 		caches := gSeq(stepsField.keyNode)

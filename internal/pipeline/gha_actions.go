@@ -2,7 +2,6 @@ package pipeline
 
 import (
 	"fmt"
-	"path"
 	"slices"
 	"strings"
 
@@ -35,9 +34,6 @@ func (t *ghaTranslator) uses(j *ghaJob, st *ghaStep, r *yaml.Node, u field, with
 		}
 		return t.action(j, st, r, u, v, with, name, cond)
 	}
-	if cond != nil && actionName(v) == "actions/download-artifact" {
-		d.add(ErrInvalid, cond.keyNode, cond.path, "if: on a step that uses actions/download-artifact is not supported: the job gets the artifacts of the jobs it needs before its first step")
-	}
 	args := map[string]field{}
 	if with != nil {
 		for _, f := range d.fields(with.val, with.path, "a mapping of action inputs") {
@@ -50,14 +46,14 @@ func (t *ghaTranslator) uses(j *ghaJob, st *ghaStep, r *yaml.Node, u field, with
 		t.checkout(j, u, args)
 		return nil
 	case "actions/upload-artifact":
-		if t.jobUpload(j, st, r, u, args, cond) {
-			return nil
-		}
 		t.unsupportedInputs(action, args, nativeInputs[NativeUpload], []string{"compression-level", "overwrite"})
+		if _, ok := args["path"]; !ok {
+			d.add(ErrRequired, u.val, u.path, "actions/upload-artifact needs a path")
+		}
 		return t.action(j, st, r, u, v, with, name, cond)
 	case "actions/download-artifact":
 		t.download(j, u, args)
-		return nil
+		return t.action(j, st, r, u, v, with, name, cond)
 	case "actions/setup-go", "actions/setup-node", "actions/setup-python":
 		return t.setup(j, st, r, u, action, args, name, cond)
 	case "actions/cache", "actions/cache/restore", "actions/cache/save":
@@ -95,37 +91,6 @@ func (t *ghaTranslator) tried(translate func()) bool {
 	}
 	t.d.errs = t.d.errs[:n]
 	return false
-}
-
-// jobUpload makes an upload-artifact step the job's artifacts, kept after its steps,
-// where that is what the step does: the job's first upload, of paths known when the
-// plan is made, with no id and no if: other than the steps' outcome (the common if:
-// failure() keeps a failed job's reports). It reports false for a step the worker must
-// do at its place.
-func (t *ghaTranslator) jobUpload(j *ghaJob, st *ghaStep, r *yaml.Node, u field, args map[string]field, cond *field) bool {
-	if j.artifacts != nil || mappingValue(r, "id") != nil {
-		return false
-	}
-	when := ""
-	if cond != nil {
-		var ok bool
-		if when, ok = uploadWhen(t.d, cond); !ok {
-			return false
-		}
-	}
-	for k := range args {
-		if !slices.Contains([]string{"name", "path", "retention-days", "if-no-files-found", "compression-level", "overwrite", "include-hidden-files"}, k) {
-			return false
-		}
-	}
-	if !t.tried(func() { t.upload(j, st, u, args) }) {
-		j.artifacts = nil
-		return false
-	}
-	if j.artifacts != nil && when != "" {
-		put(j.artifacts, "when", cond.keyNode, gStr(when, cond.val))
-	}
-	return true
 }
 
 // jobCache makes an actions/cache step one of the job's caches, restored before its
@@ -264,61 +229,16 @@ func (t *ghaTranslator) checkout(j *ghaJob, u field, args map[string]field) {
 	t.rename(j.path+".checkout", u.path)
 }
 
-// upload becomes the job's artifacts: the files are kept after the job's steps.
-func (t *ghaTranslator) upload(j *ghaJob, st *ghaStep, u field, args map[string]field) {
-	d := t.d
-	if j.artifacts != nil {
-		d.add(ErrInvalid, u.val, u.path, "Gantry keeps one set of artifacts per job; put every path in one actions/upload-artifact")
-		return
-	}
-	t.unsupportedInputs("actions/upload-artifact", args, []string{"name", "path", "retention-days"},
-		[]string{"if-no-files-found", "compression-level", "overwrite", "include-hidden-files"})
-	a := gMap(u.val)
-	name := "artifact"
-	nameAt := u.val
-	if f, ok := args["name"]; ok {
-		if v, at, ok := t.actionInput(j, st, f, ghaPlanTime); ok {
-			name, nameAt = v, at
-		}
-	}
-	put(a, "name", nameAt, gStr(name, nameAt))
-	f, ok := args["path"]
-	if !ok {
-		d.add(ErrRequired, u.val, u.path, "actions/upload-artifact needs a path")
-		return
-	}
-	v, at, ok := t.actionInput(j, st, f, ghaPlanTime)
-	if !ok {
-		return
-	}
-	paths := gSeq(at)
-	for _, line := range strings.Split(v, "\n") {
-		line = strings.TrimSpace(line)
-		switch {
-		case line == "":
-			continue
-		case strings.HasPrefix(line, "!"):
-			d.add(ErrInvalid, at, f.path, "path %q: excluding paths with ! is not supported; list the paths to keep", line)
-			continue
-		}
-		p := strings.TrimPrefix(path.Clean(line), "./")
-		paths.Content = append(paths.Content, gStr(p, at))
-	}
-	t.rename(j.path+".artifacts.paths", f.path)
-	put(a, "paths", f.keyNode, paths)
-	if f, ok := args["retention-days"]; ok {
-		if v, ok := d.integer(f.val, f.path, 1, 3650); ok {
-			put(a, "expire_in", f.keyNode, gStr(fmt.Sprintf("%dd", v), d.resolve(f.val)))
-		}
-	}
-	j.artifacts = a
-}
-
-// download needs no step: a Gantry job gets the artifacts of the jobs it needs in its
-// workspace, at the paths they were kept from. The name must be one those jobs keep.
+// download checks a download-artifact step, which the worker does where it stands
+// (agent: downloadStep): the run's own artifacts only, and a name written out must be
+// one that a job this one needs uploads.
 func (t *ghaTranslator) download(j *ghaJob, u field, args map[string]field) {
 	d := t.d
-	t.unsupportedInputs("actions/download-artifact", args, []string{"name", "path"}, []string{"merge-multiple", "pattern"})
+	if f, ok := args["run-id"]; ok {
+		d.add(ErrInvalid, f.keyNode, f.path, "actions/download-artifact: run-id (another run's artifacts) is not supported; a step gets the artifacts of its own run")
+		delete(args, "run-id")
+	}
+	t.unsupportedInputs("actions/download-artifact", args, []string{"name", "path", "pattern", "merge-multiple", "artifact-ids"}, []string{"github-token"})
 	f, ok := args["name"]
 	if !ok {
 		return
@@ -345,26 +265,4 @@ func (t *ghaTranslator) download(j *ghaJob, u field, args map[string]field) {
 		msg += "; add the job that uploads it to needs"
 	}
 	d.add(ErrUnknownReference, f.val, f.path, "%s", msg)
-}
-
-// uploadWhen reads an upload-artifact step's if: as when the job's artifacts are kept:
-// success() (the default), failure(), always() and !cancelled(); false for any other.
-func uploadWhen(d *decoder, cond *field) (string, bool) {
-	v, ok := d.str(cond.val, cond.path, "an expression")
-	if !ok {
-		return "", false
-	}
-	v = strings.TrimSpace(v)
-	if strings.HasPrefix(v, "${{") && strings.HasSuffix(v, "}}") {
-		v = strings.TrimSpace(v[3 : len(v)-2])
-	}
-	switch strings.ToLower(strings.ReplaceAll(v, " ", "")) {
-	case "success()":
-		return ArtifactsOnSuccess, true
-	case "failure()":
-		return ArtifactsOnFailure, true
-	case "always()", "!cancelled()", "success()||failure()", "failure()||success()":
-		return ArtifactsAlways, true
-	}
-	return "", false
 }

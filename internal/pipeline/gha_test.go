@@ -125,8 +125,11 @@ jobs:
 	if b.Env["B"] != "one-two" {
 		t.Errorf("env B = %q, want one-two", b.Env["B"])
 	}
-	if len(b.Steps) != 2 {
-		t.Fatalf("steps: want checkout and upload folded into the job, got %d", len(b.Steps))
+	if len(b.Steps) != 3 {
+		t.Fatalf("steps: want the checkout folded into the job, two run steps and the upload, got %d", len(b.Steps))
+	}
+	if up := b.Steps[2]; up.Uses != "actions/upload-artifact@v4" || up.With["name"] != "dist" || up.With["path"] != "dist/\n./bin/app\n" {
+		t.Errorf("the upload is a step the worker does where it stands: %+v", up)
 	}
 	s0 := b.Steps[0]
 	if s0.Name != "Build CI build" || s0.Shell != "sh" || !s0.ContinueOnError || s0.Timeout.String() != "2m0s" {
@@ -144,14 +147,14 @@ jobs:
 	if s1 := b.Steps[1]; s1.Shell != "python3" || !strings.HasPrefix(s1.Run, `import os; os.chdir("py")`) {
 		t.Errorf("step 1 = %+v", s1)
 	}
-	if b.Artifacts == nil || b.Artifacts.Name != "dist" || !reflect.DeepEqual(b.Artifacts.Paths, []string{"dist", "bin/app"}) {
-		t.Errorf("artifacts = %+v", b.Artifacts)
+	if b.Artifacts != nil {
+		t.Errorf("artifacts = %+v: a workflow keeps files with its upload steps", b.Artifacts)
 	}
 	a := p.Job("after")
 	if a.Checkout == nil || !a.Checkout.Skip {
 		t.Errorf("a job without actions/checkout starts empty, as on GitHub: checkout = %+v", a.Checkout)
 	}
-	if a.NoInputs || len(a.Steps) != 1 || a.Steps[0].Shell != "bash" {
+	if !a.NoInputs || len(a.Steps) != 2 || a.Steps[0].Uses != "actions/download-artifact@v4" || a.Steps[1].Shell != "bash" {
 		t.Errorf("after: NoInputs %v, steps %+v", a.NoInputs, a.Steps)
 	}
 	if p.Job("build").Timeout == 0 || p.Jobs[1].Timeout.String() != "6h0m0s" {
@@ -243,7 +246,7 @@ func TestWorkflowErrors(t *testing.T) {
 		{"service option", head + "    container: node:20\n    services: {db: {image: postgres, options: --shm-size 1g}}\n    steps: [{run: x}]\n", ErrInvalid, "jobs.a.services.db.options", 6, 47, "service option --shm-size is not supported"},
 		{"container volumes", head + "    container: {image: node:20, volumes: [/x:/x]}\n    steps: [{run: x}]\n", ErrInvalid, "jobs.a.container.volumes", 5, 33, "volumes are not supported"},
 		{"bad image at the workflow's path", head + "    container: {image: 'Node:20'}\n    steps: [{run: x}]\n", ErrInvalid, "jobs.a.container.image", 5, 24, "image \"Node:20\""},
-		{"step if on an action Gantry does for the job", head + "    steps:\n      - uses: actions/download-artifact@v4\n        if: always()\n        with: {name: x}\n", ErrInvalid, "jobs.a.steps[0].if", 7, 9, "if: on a step that uses actions/download-artifact is not supported"},
+		{"another run's artifacts", head + "    steps:\n      - uses: actions/download-artifact@v4\n        with: {name: x, run-id: 7}\n", ErrInvalid, "jobs.a.steps[0].with.run-id", 7, 25, "run-id (another run's artifacts) is not supported"},
 		{"step output of no step", head + "    steps:\n      - run: echo ${{ steps.x.outputs.y }}\n", ErrUnknownReference, "jobs.a.steps[0].run", 6, 19, `no step before this one has id "x"`},
 		{"step output where the plan decides", head + "    concurrency: ${{ needs.b.outputs.y }}\n    steps: [{run: x}]\n", ErrExpression, "jobs.a.concurrency", 5, 22, "known only when the job is claimed"},
 		{"cache path outside", head + "    steps:\n      - uses: actions/cache@v4\n        with: {path: ../x, key: k}\n", ErrInvalid, "jobs.a.steps[0].with.path[0]", 7, 22, "cache path"},

@@ -122,11 +122,13 @@ const (
 	NativeCacheRestore = "cache/restore"
 	NativeCacheSave    = "cache/save"
 	NativeUpload       = "upload-artifact"
+	NativeDownload     = "download-artifact"
 )
 
 // NativeAction names what the worker does itself for the action, or "" when it runs the
 // action's own code: actions/checkout (another ref or repository, a second checkout),
-// actions/cache with its restore and save, and actions/upload-artifact, where a
+// actions/cache with its restore and save, actions/upload-artifact and
+// download-artifact, where a
 // workflow's step needs them at its place rather than as settings of the job.
 func (u Uses) NativeAction() string {
 	if u.Kind != UsesRepository || !strings.EqualFold(u.Owner, "actions") {
@@ -137,7 +139,7 @@ func (u Uses) NativeAction() string {
 		name += "/" + strings.ToLower(u.Dir)
 	}
 	switch name {
-	case NativeCheckout, NativeCache, NativeCacheRestore, NativeCacheSave, NativeUpload:
+	case NativeCheckout, NativeCache, NativeCacheRestore, NativeCacheSave, NativeUpload, NativeDownload:
 		return name
 	}
 	return ""

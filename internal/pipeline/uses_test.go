@@ -131,28 +131,18 @@ jobs:
 	}
 }
 
-// An upload-artifact step's if: says when the job's artifacts are kept.
+// An upload-artifact step is a step at its place, under its if:.
 func TestUploadArtifactIf(t *testing.T) {
-	for cond, want := range map[string]string{"failure()": ArtifactsOnFailure, "${{ always() }}": ArtifactsAlways,
-		"success()": ArtifactsOnSuccess, "'!cancelled()'": ArtifactsAlways} {
+	for _, cond := range []string{"failure()", "${{ always() }}", "github.ref == 'x'"} {
 		wf := "on: push\njobs:\n  a:\n    runs-on: x\n    steps:\n      - run: make\n      - uses: actions/upload-artifact@v4\n        if: " + cond + "\n        with: {name: r, path: out}\n"
 		p, err := Compile([]byte(wf), Options{})
 		if err != nil {
 			t.Errorf("if: %s: %v", cond, err)
 			continue
 		}
-		if a := p.Jobs[0].Artifacts; a == nil || a.When != want {
-			t.Errorf("if: %s: artifacts %+v, want when %s", cond, a, want)
+		if j := p.Jobs[0]; j.Artifacts != nil || len(j.Steps) != 2 || j.Steps[1].Uses != "actions/upload-artifact@v4" || j.Steps[1].If == nil || j.Steps[1].With["path"] != "out" {
+			t.Errorf("if: %s: artifacts %+v, steps %+v; want an upload step under the if:", cond, j.Artifacts, j.Steps)
 		}
-	}
-	// Any other if: makes the upload a step of its own, which the worker does at its place.
-	wf := "on: push\njobs:\n  a:\n    runs-on: x\n    steps:\n      - run: make\n      - uses: actions/upload-artifact@v4\n        if: github.ref == 'x'\n        with: {name: r, path: out}\n"
-	p, err := Compile([]byte(wf), Options{})
-	if err != nil {
-		t.Fatalf("an upload-artifact if: that is no job outcome: %v", err)
-	}
-	if j := p.Jobs[0]; j.Artifacts != nil || len(j.Steps) != 2 || j.Steps[1].Uses != "actions/upload-artifact@v4" || j.Steps[1].If == nil || j.Steps[1].With["path"] != "out" {
-		t.Errorf("an upload-artifact under another if: is a step: artifacts %+v, steps %+v", j.Artifacts, j.Steps)
 	}
 	a := &Artifacts{When: ArtifactsOnFailure}
 	if a.KeptAfter("success") || !a.KeptAfter("failed") || a.KeptAfter("cancelled") {
@@ -183,10 +173,10 @@ func TestNativeActionSteps(t *testing.T) {
 			[]string{"", "actions/cache@v4"}, 0, false},
 		{"restore and save are steps", "      - uses: actions/cache/restore@v4\n        with: {path: out, key: k, fail-on-cache-miss: true}\n      - uses: actions/cache/save@v4\n        with: {path: out, key: k}\n",
 			[]string{"actions/cache/restore@v4", "actions/cache/save@v4"}, 0, false},
-		{"a second upload is a step", "      - uses: actions/upload-artifact@v4\n        with: {name: a, path: a}\n      - uses: actions/upload-artifact@v4\n        with: {name: b, path: b}\n",
-			[]string{"actions/upload-artifact@v4"}, 0, true},
-		{"an upload under if: failure() is the job's", "      - run: make\n      - if: failure()\n        uses: actions/upload-artifact@v4\n        with: {name: a, path: a}\n",
-			[]string{""}, 0, true},
+		{"uploads are steps", "      - uses: actions/upload-artifact@v4\n        with: {name: a, path: a}\n      - uses: actions/upload-artifact@v4\n        with: {name: b, path: b}\n",
+			[]string{"actions/upload-artifact@v4", "actions/upload-artifact@v4"}, 0, false},
+		{"a download is a step", "      - if: always()\n        uses: actions/download-artifact@v4\n        with: {pattern: 'cov-*', merge-multiple: true, path: all}\n",
+			[]string{"actions/download-artifact@v4"}, 0, false},
 		{"an upload with an exclusion is a step", "      - uses: actions/upload-artifact@v4\n        with: {name: a, path: \"a\\n!a/*.log\"}\n", []string{"actions/upload-artifact@v4"}, 0, false},
 	} {
 		p, err := Compile([]byte(head+c.steps), Options{})
@@ -207,7 +197,7 @@ func TestNativeActionSteps(t *testing.T) {
 		{"      - uses: actions/cache/save@v4\n        with: {path: out}\n", "actions/cache/save needs a key"},
 		{"      - uses: actions/cache/restore@v4\n        with: {key: k, path: p, save-always: true}\n", `actions/cache/restore input "save-always" is not supported`},
 		{"      - if: failure()\n        uses: actions/upload-artifact@v4\n        with: {path: a, retention: 3}\n", `actions/upload-artifact input "retention" is not supported`},
-		{"      - if: always()\n        uses: actions/download-artifact@v4\n", "if: on a step that uses actions/download-artifact"},
+		{"      - uses: actions/upload-artifact@v4\n        with: {name: a}\n", "actions/upload-artifact needs a path"},
 	} {
 		if _, err := Compile([]byte(head+c.steps), Options{}); err == nil || !strings.Contains(err.Error(), c.msg) {
 			t.Errorf("%q: %v, want an error with %q", c.steps, err, c.msg)
