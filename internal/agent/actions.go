@@ -137,6 +137,15 @@ func (r *actionRunner) locate(ctx context.Context, uses string, pins map[string]
 		loc.stepDir = path.Join(r.stepWS, u.Local)
 		loc.repository = r.j.Trigger.Repository
 		loc.ref = r.j.Trigger.Ref
+	case pipeline.UsesSelf:
+		root, err := r.selfTree(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("action %s: %w", uses, err)
+		}
+		loc.dir = filepath.Join(root, filepath.FromSlash(u.Local))
+		loc.stepDir = r.stepView(loc.dir)
+		loc.repository = r.j.Trigger.Repository
+		loc.ref = r.j.Trigger.Ref
 	case pipeline.UsesRepository:
 		pin, ok := pins[uses]
 		if !ok || pin.Commit == "" {
@@ -160,6 +169,8 @@ func (r *actionRunner) locate(ctx context.Context, uses string, pins map[string]
 		}
 	}
 	switch {
+	case errors.Is(err, os.ErrNotExist) && u.Kind == pipeline.UsesSelf:
+		return nil, fmt.Errorf("action %s: the run's repository has no %s/action.yml at %s", uses, u.Local, cmp.Or(r.j.Trigger.SHA, "its commit"))
 	case errors.Is(err, os.ErrNotExist) && u.Kind == pipeline.UsesLocal:
 		return nil, fmt.Errorf("action %s: the workspace has no %s/action.yml (is the repository checked out before this step?)", uses, u.Local)
 	case errors.Is(err, os.ErrNotExist):
@@ -1090,4 +1101,41 @@ func (a *Agent) expandOutputs(j claimedJob, ws, stepWS string, files *stepFiles,
 		outputs[k] = out
 	}
 	return errors.Join(errs...)
+}
+
+// selfTree is the run's own repository at the run's commit, for $/ actions: exported
+// from the mirror (with the run's credential) into the job's runner directory once per
+// job. A run that names no repository (a definition posted, or gantry run of a
+// directory) reads the workspace instead.
+func (r *actionRunner) selfTree(ctx context.Context) (string, error) {
+	const key = "$self"
+	if dir, ok := r.fetched[key]; ok {
+		return dir, nil
+	}
+	tr := r.j.Trigger
+	if tr.CloneURL == "" || tr.SHA == "" {
+		r.rec.System("$/ actions: the run names no repository and commit; they are read from the workspace")
+		r.fetched[key] = r.ws
+		return r.ws, nil
+	}
+	began := time.Now()
+	dir := r.a.mirrorsDir()
+	if r.j.RepoCredentialsWithheld != "" {
+		dir = filepath.Join(dir, "anonymous")
+	}
+	if err := ownCacheDir(dir); err != nil {
+		return "", err
+	}
+	m, err := source.Open(ctx, source.Config{Dir: dir, URL: tr.CloneURL, Credentials: r.j.RepoCredentials.source(), Logger: r.log})
+	if err != nil {
+		return "", err
+	}
+	defer m.Close()
+	tree := filepath.Join(r.files.runner, "self")
+	if err := m.Export(ctx, tr.SHA, "", tree); err != nil {
+		return "", fmt.Errorf("the run's repository %s at %s: %w", tr.CloneURL, tr.SHA, err)
+	}
+	r.fetched[key] = tree
+	r.rec.System(fmt.Sprintf("$/ actions: %s at %s (%d ms)", tr.CloneURL, tr.SHA, time.Since(began).Milliseconds()))
+	return tree, nil
 }

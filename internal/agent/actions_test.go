@@ -416,3 +416,42 @@ jobs:
 		}
 	}
 }
+
+// TestSelfActions: $/dir runs an action of the run's own repository at the run's commit,
+// with no checkout, whatever the workspace holds.
+func TestSelfActions(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	action := "runs:\n  using: composite\n  steps:\n    - shell: sh\n      run: echo \"self ${{ github.repository }} $(cat \"$GITHUB_ACTION_PATH/VERSION\")\"\n"
+	actionstest.Repo(t, dir, "acme", "app", map[string]string{".github/actions/hi/action.yml": action, ".github/actions/hi/VERSION": "1\n"})
+	head := actionstest.Repo(t, dir, "acme", "app", map[string]string{".github/actions/hi/action.yml": action, ".github/actions/hi/VERSION": "2\n"})
+	b, r := actionsBundle(t, dir)
+	p, err := pipeline.Compile([]byte(`on: push
+jobs:
+  t:
+    runs-on: ubuntu-latest
+    steps:
+      - run: test ! -e .github
+      - uses: $/.github/actions/hi
+      - uses: $/.github/actions/missing
+`), pipeline.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, err = r.Pin(t.Context(), p); err != nil {
+		t.Fatal(err)
+	}
+	run, _, _, err := b.st.CreateRun(t.Context(), store.CreateRunParams{Plan: p, Trigger: store.Trigger{Branch: "main", Repository: "acme/app",
+		Event: "push", SHA: head, CloneURL: "file://" + dir + "/acme/app.git"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := b.waitRun(t, run.ID); got.Status != store.RunFailed {
+		t.Fatalf("run %s, want failed (the second action is not in the repository)", got.Status)
+	}
+	wantLog(t, b.jobLog(t, run.ID, "t"), "self acme/app 2", "$/ actions: file://"+dir+"/acme/app.git at "+head,
+		"the run's repository has no .github/actions/missing/action.yml at "+head)
+	if _, err := pipeline.ParseUses("$/../x"); err == nil {
+		t.Error("$/../x leaves the repository, and is accepted")
+	}
+}

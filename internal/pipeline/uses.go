@@ -17,6 +17,9 @@ const (
 	UsesLocal
 	// UsesDocker is docker://image: a container image run as the step.
 	UsesDocker
+	// UsesSelf is $/dir: a directory of the run's own repository at the commit the run
+	// is for, whatever the workspace holds.
+	UsesSelf
 )
 
 // Uses is a step's uses: taken apart.
@@ -25,7 +28,8 @@ type Uses struct {
 	// Owner, Repo, Dir and Ref name a repository's action: Dir is "" for the
 	// repository's root.
 	Owner, Repo, Dir, Ref string
-	// Local is the workspace directory of a local action, cleaned, without "./".
+	// Local is the workspace directory of a local action, cleaned, without "./", or the
+	// repository's directory of a $/ one, without "$/".
 	Local string
 	// Image is a docker:// step's image.
 	Image string
@@ -39,6 +43,8 @@ func (u Uses) String() string {
 	switch u.Kind {
 	case UsesLocal:
 		return "./" + u.Local
+	case UsesSelf:
+		return "$/" + u.Local
 	case UsesDocker:
 		return "docker://" + u.Image
 	}
@@ -55,7 +61,8 @@ var (
 )
 
 // ParseUses reads a step's uses: text as GitHub does: owner/repo@ref,
-// owner/repo/dir@ref, ./dir (or ../dir, which is refused), docker://image.
+// owner/repo/dir@ref, ./dir (or ../dir, which is refused), $/dir (the run's own
+// repository at its commit), docker://image.
 func ParseUses(s string) (Uses, error) {
 	switch {
 	case s == "":
@@ -75,6 +82,15 @@ func ParseUses(s string) (Uses, error) {
 			dir = ""
 		}
 		return Uses{Kind: UsesLocal, Local: dir}, nil
+	case strings.HasPrefix(s, "$/"):
+		dir := path.Clean(strings.TrimPrefix(s, "$/"))
+		if dir == ".." || strings.HasPrefix(dir, "../") || strings.HasPrefix(dir, "/") || strings.Contains(s, "${{") {
+			return Uses{}, fmt.Errorf("uses %q: $/dir names a directory of the run's own repository", s)
+		}
+		if dir == "." {
+			dir = ""
+		}
+		return Uses{Kind: UsesSelf, Local: dir}, nil
 	case strings.HasPrefix(s, "../") || strings.HasPrefix(s, "/"):
 		return Uses{}, fmt.Errorf("uses %q: a local action is a directory of the workspace, written ./dir", s)
 	}
