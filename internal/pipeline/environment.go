@@ -18,7 +18,8 @@ func (d *decoder) compileEnvironment(e *environmentSpec, matrix []MatrixValue, e
 		return nil
 	}
 	if e.url.node != nil {
-		out.URL = d.substitute(e.url, matrix, env)
+		// The run's own values (${{ branch }} ...) are put in when a run is created.
+		out.URL = d.substituteRun(e.url, matrix, env)
 		if u, err := url.Parse(out.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			d.add(ErrInvalid, e.url.node, e.url.path, "environment url %q: give an absolute http or https URL", out.URL)
 			return nil

@@ -231,7 +231,8 @@ func (d *decoder) checkRunRef(m []string) string {
 }
 
 // WithRunValues gives the job with the run's own values put in for the references its
-// steps' run and name and its env values keep (see substituteRun): ref, branch, tag, sha,
+// steps' run and name, its env values and its environment's url keep (see
+// substituteRun): ref, branch, tag, sha,
 // event and repository as the trigger has them, inputs.NAME as the dispatch gave it (""
 // when not given), pr.number ("" outside a pull request) and pr.fork (true or false). The
 // job is copied only when it holds such a reference. A value that itself holds ${{ is an
@@ -265,6 +266,11 @@ func (j *Job) WithRunValues(in ConditionInput) (*Job, error) {
 		st.With = resolveMap(st.With, resolve)
 		out.Steps[i] = st
 	}
+	if j.Environment != nil && j.Environment.URL != "" {
+		e := *j.Environment
+		e.URL = resolve(e.URL)
+		out.Environment = &e
+	}
 	if len(j.Caches) > 0 {
 		out.Caches = make([]Cache, len(j.Caches))
 		for i, c := range j.Caches {
@@ -293,6 +299,9 @@ func (j *Job) hasRunRefs() bool {
 		if has(c.Key) || slices.ContainsFunc(c.RestoreKeys, has) {
 			return true
 		}
+	}
+	if j.Environment != nil && has(j.Environment.URL) {
+		return true
 	}
 	for _, v := range j.Outputs {
 		if has(v) {

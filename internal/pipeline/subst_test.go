@@ -74,6 +74,19 @@ jobs:
 	}
 }
 
+// An environment's url may name the run's own values, put in when the run is created.
+func TestEnvironmentURLRunValues(t *testing.T) {
+	t.Parallel()
+	job := mustCompile(t, "jobs:\n  deploy:\n    environment: {name: prod, url: 'https://example.com/app/${{ tag }}'}\n    steps: [{run: x}]\n").Job("deploy")
+	got, err := job.WithRunValues(ConditionInput{Tag: "v2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Environment.URL != "https://example.com/app/v2" || job.Environment.URL != "https://example.com/app/${{ tag }}" {
+		t.Errorf("url %q (plan's %q), want the tag put in a copy", got.Environment.URL, job.Environment.URL)
+	}
+}
+
 func mustRunValues(t *testing.T, j *Job) *Job {
 	t.Helper()
 	out, err := j.WithRunValues(ConditionInput{Ref: "r"})
