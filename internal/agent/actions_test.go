@@ -364,7 +364,7 @@ func TestCheckoutSteps(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	old := actionstest.Repo(t, dir, "acme", "app", map[string]string{"VERSION": "1\n"}, "v1")
-	head := actionstest.Repo(t, dir, "acme", "app", map[string]string{"VERSION": "2\n"})
+	head := actionstest.Repo(t, dir, "acme", "app", map[string]string{"VERSION": "2\n", "src/main.go": "package main\n"})
 	other := actionstest.Repo(t, dir, "acme", "docs", map[string]string{"README": "docs\n"})
 	b, r := actionsBundle(t, dir)
 	p, err := pipeline.Compile([]byte(`on: push
@@ -381,10 +381,13 @@ jobs:
         if: github.event_name == 'push'
         uses: actions/checkout@v4
         with: {repository: acme/docs, path: site, fetch-depth: 0}
+      - uses: actions/checkout@v4
+        with: {path: sparse, sparse-checkout: .github}
       - run: |
           test "$(cat VERSION)" = 2
           test "$(cat old/VERSION)" = 1 && test ! -e old/leftover
           test "$(cat site/README)" = docs
+          test -e sparse/VERSION && test ! -e sparse/src
           test "${{ steps.old.outputs.commit }}" = "`+old+`"
           test "${{ steps.docs.outputs.commit }}" = "`+other+`"
 `), pipeline.Options{})

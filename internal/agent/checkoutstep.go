@@ -33,7 +33,8 @@ func (r *actionRunner) checkoutStep(ctx context.Context, with map[string]string)
 		depth = n
 	}
 	opts := source.CheckoutOptions{Depth: depth, Path: path, SelfContained: r.a.isolatedSteps(),
-		Submodules: in("submodules") == "true" || in("submodules") == "recursive", LFS: in("lfs") == "true"}
+		Submodules: in("submodules") == "true" || in("submodules") == "recursive", LFS: in("lfs") == "true",
+		Sparse: inputLines(with["sparse-checkout"]), SparseNoCone: strings.EqualFold(in("sparse-checkout-cone-mode"), "false")}
 	same := repo == "" || strings.EqualFold(repo, tr.Repository)
 	url, creds := tr.CloneURL, r.j.RepoCredentials.source()
 	if !same {

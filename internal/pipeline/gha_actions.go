@@ -20,10 +20,11 @@ func (t *ghaTranslator) uses(j *ghaJob, st *ghaStep, r *yaml.Node, u field, with
 	if !ok {
 		return nil
 	}
-	if actionName(v) == "actions/checkout" && (cond != nil || j.checkout != nil || j.checkoutSteps || with != nil && (mappingValue(d.resolve(with.val), "ref") != nil || mappingValue(d.resolve(with.val), "repository") != nil)) {
-		// Not the job's one checkout of its commit: a step where it stands, which the
-		// worker does itself (agent: checkoutStep). Every later checkout is one too, so
-		// they happen in the order written.
+	if actionName(v) == "actions/checkout" && (cond != nil || j.checkout != nil || j.checkoutSteps || with != nil && slices.ContainsFunc([]string{"ref", "repository", "sparse-checkout"},
+		func(k string) bool { return mappingValue(d.resolve(with.val), k) != nil })) {
+		// Not the job's one checkout of its commit (or a sparse one): a step where it
+		// stands, which the worker does itself (agent: checkoutStep). Every later
+		// checkout is one too, so they happen in the order written.
 		j.checkoutSteps = true
 		if with != nil {
 			args := map[string]field{}
@@ -182,7 +183,7 @@ func (t *ghaTranslator) unsupportedInputs(action string, args map[string]field, 
 var checkoutIgnored = []string{"clean", "persist-credentials", "show-progress", "set-safe-directory", "fetch-tags", "filter"}
 
 // checkoutStepInputs are the inputs a checkout done as a step takes (agent: checkoutStep).
-var checkoutStepInputs = []string{"repository", "ref", "path", "fetch-depth", "submodules", "lfs"}
+var checkoutStepInputs = []string{"repository", "ref", "path", "fetch-depth", "submodules", "lfs", "sparse-checkout", "sparse-checkout-cone-mode"}
 
 // checkout becomes the job's checkout: setting. GitHub fetches one commit unless
 // fetch-depth says otherwise; Gantry's default is the whole history, so depth 1 is written

@@ -31,6 +31,11 @@ type CheckoutOptions struct {
 	// the mirror is not visible, such as a container. Without it the workspace borrows the
 	// mirror's objects (git clone --shared), which costs nothing however large the history.
 	SelfContained bool
+	// Sparse, when not empty, checks out only these directories (cone mode, with the
+	// files at the top) or, with SparseNoCone, the paths these gitignore-style patterns
+	// match (git sparse-checkout).
+	Sparse       []string
+	SparseNoCone bool
 }
 
 // Checkout puts the repository at exactly commit sha into dir (or dir/opts.Path), from the
@@ -44,6 +49,11 @@ func Checkout(ctx context.Context, m *Mirror, sha, dir string, opts CheckoutOpti
 	sha = strings.ToLower(sha)
 	if opts.Depth < 0 {
 		return fmt.Errorf("checkout: depth %d is negative: %w", opts.Depth, ErrInvalid)
+	}
+	for _, p := range opts.Sparse {
+		if p == "" || strings.HasPrefix(p, "-") || strings.ContainsAny(p, "\n\r") {
+			return fmt.Errorf("checkout: sparse pattern %q: want a path or pattern, not empty, not starting with -: %w", p, ErrInvalid)
+		}
 	}
 	target := dir
 	if opts.Path != "" {
@@ -139,6 +149,15 @@ func checkout(ctx context.Context, m *Mirror, sha, target string, opts CheckoutO
 			return err
 		}
 		if _, err := g.run(ctx, target, "remote", "set-url", "origin", m.url); err != nil {
+			return err
+		}
+	}
+	if len(opts.Sparse) > 0 {
+		args := []string{"sparse-checkout", "set", "--cone"}
+		if opts.SparseNoCone {
+			args[2] = "--no-cone"
+		}
+		if _, err := g.run(ctx, target, append(args, opts.Sparse...)...); err != nil {
 			return err
 		}
 	}

@@ -147,6 +147,37 @@ func TestCheckout(t *testing.T) {
 	}
 }
 
+// TestSparseCheckout: a cone of directories keeps them and the files at the top; patterns
+// keep what they match; either way from a shared or a shallow clone. A pattern that
+// git would read as an option is refused.
+func TestSparseCheckout(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	r := newRemote(t, t.TempDir(), "sparse")
+	sha := r.commit("one", map[string]string{"README": "r\n", "docs/a.md": "a", "src/main.go": "m", "src/deep/x.go": "x"})
+	r.push("refs/heads/main", false)
+	m := openMirror(t, t.TempDir(), r.fileURL(), source.Credentials{})
+	for _, tc := range []struct {
+		name string
+		opts source.CheckoutOptions
+		want map[string]string
+	}{
+		{"cone", source.CheckoutOptions{Sparse: []string{"src"}}, map[string]string{"README": "r\n", "src/main.go": "m", "src/deep/x.go": "x"}},
+		{"cone shallow", source.CheckoutOptions{Sparse: []string{"docs"}, Depth: 1}, map[string]string{"README": "r\n", "docs/a.md": "a"}},
+		{"patterns", source.CheckoutOptions{Sparse: []string{"/src/*.go"}, SparseNoCone: true}, map[string]string{"src/main.go": "m"}},
+	} {
+		ws := t.TempDir()
+		if err := source.Checkout(ctx, m, sha, ws, tc.opts); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		assertFiles(t, ws, tc.want)
+	}
+	err := source.Checkout(ctx, m, sha, t.TempDir(), source.CheckoutOptions{Sparse: []string{"--stdin"}})
+	if !errors.Is(err, source.ErrInvalid) {
+		t.Errorf("a pattern that reads as an option: %v, want ErrInvalid", err)
+	}
+}
+
 func TestCheckoutRefusals(t *testing.T) {
 	t.Parallel()
 	ctx := testContext(t)
