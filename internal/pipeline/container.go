@@ -418,6 +418,12 @@ func (d *decoder) buildContainer(job *Job, def, own settings, j *jobSpec, in []M
 		return
 	}
 	job.Image = d.substitute(*img, in, env)
+	if strings.TrimSpace(job.Image) == "" && strings.Contains(img.v, "${{") && len(j.services) == 0 {
+		// A matrix or env value that leaves the image empty runs this instance without
+		// a container, as GitHub runs a job whose container: is "".
+		job.Image = ""
+		return
+	}
 	if msg := CheckImageRef(job.Image); msg != "" && strings.Contains(img.v, "${{") {
 		d.add(ErrInvalid, img.node, img.path, "image %q %s", job.Image, msg)
 	}

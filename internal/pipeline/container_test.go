@@ -180,3 +180,24 @@ func TestImageRegistry(t *testing.T) {
 		}
 	}
 }
+
+// A matrix value that leaves the image empty runs that instance without a container, as
+// GitHub runs a job whose container: is "".
+func TestMatrixEmptyImage(t *testing.T) {
+	t.Parallel()
+	p, err := Compile([]byte("jobs:\n  a:\n    matrix: {img: [\"alpine:3\", \"\"]}\n    image: \"${{ matrix.img }}\"\n    steps: [{run: x}]\n"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	with, without := p.Job("a (img=alpine:3)"), p.Job("a (img=)")
+	if with == nil || without == nil {
+		t.Fatalf("jobs: %v", p.Waves)
+	}
+	if with.Image != "alpine:3" || without.Image != "" || slices.Contains(without.RunsOn, DockerLabel) || !slices.Contains(with.RunsOn, DockerLabel) {
+		t.Errorf("images %q, %q; runs_on %v, %v: want the empty one on the host", with.Image, without.Image, with.RunsOn, without.RunsOn)
+	}
+	_, err = Compile([]byte("jobs:\n  a:\n    matrix: {img: [\"\"]}\n    image: \"${{ matrix.img }}\"\n    services: {db: {image: postgres}}\n    steps: [{run: x}]\n"), Options{})
+	if err == nil || !strings.Contains(err.Error(), "is empty") {
+		t.Errorf("an empty image with services: %v, want refused", err)
+	}
+}
