@@ -535,6 +535,8 @@ type ghaJob struct {
 	image         bool         // the job runs in a container
 	// flat are the matrix keys whose values are mappings (flatMatrixKeys).
 	flat map[string]bool
+	// matrixKeys are the keys its matrix gives, when all are known (matrixKeys).
+	matrixKeys map[string]bool
 }
 
 func (t *ghaTranslator) job(jf field) *yaml.Node {
@@ -549,6 +551,9 @@ func (t *ghaTranslator) job(jf field) *yaml.Node {
 	}
 	j := &ghaJob{id: jf.key, path: jf.path, out: gMap(r), env: append([]string(nil), t.env...), shell: t.shell, workDir: t.workDir,
 		flat: t.flatMatrixKeys(r)}
+	if keys, known := t.matrixKeys(r); known {
+		j.matrixKeys = keys
+	}
 	if uses := mappingValue(r, "uses"); uses != nil {
 		d.add(ErrInvalid, uses, jf.path+".uses", "job %s calls a reusable workflow (%s); Gantry cannot run other workflows: copy its jobs into this file", jf.key, clip(uses.Value, 80))
 		return nil

@@ -189,6 +189,9 @@ func (t *ghaTranslator) refText(r *ghaRef, j *ghaJob, st *ghaStep, kind ghaTextK
 	one := len(r.path) == 1 && r.path[0] != "*"
 	switch r.head {
 	case "matrix":
+		if noMatrixKey(r, j) {
+			return "", nil
+		}
 		if name, ok := flatMatrixName(r, j); ok {
 			return "${{ matrix." + name + " }}", nil
 		}
@@ -488,6 +491,9 @@ func (t *ghaTranslator) refExpr(r *ghaRef, j *ghaJob) (string, byte, *ghaExprErr
 	one := len(r.path) == 1 && r.path[0] != "*"
 	switch r.head {
 	case "matrix":
+		if noMatrixKey(r, j) {
+			return exprString(""), ghaText, nil
+		}
 		if name, ok := flatMatrixName(r, j); ok {
 			return memberExpr(r.head, name), ghaMatrix, nil
 		}

@@ -26,6 +26,50 @@ const matrixKeySep = "__"
 // mappings and keys to which include entries give mappings. It reads the workflow's
 // matrix as written, before it is translated, so that every key of the job (env, name,
 // runs-on) is translated knowing them, whatever their order in the file.
+// matrixKeys are the keys a job's matrix gives its instances (its axes and the keys its
+// include: entries add), and whether they are all known when the plan is made: not when
+// the matrix, or a part of it, is an expression. A job without a matrix has none.
+func (t *ghaTranslator) matrixKeys(job *yaml.Node) (map[string]bool, bool) {
+	d := t.d
+	out := map[string]bool{}
+	strategy := d.resolve(mappingValue(job, "strategy"))
+	if strategy == nil || mappingValue(strategy, "matrix") == nil {
+		return out, true
+	}
+	m := d.resolve(mappingValue(strategy, "matrix"))
+	if m == nil || m.Kind != yaml.MappingNode {
+		return nil, false
+	}
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		key, v := m.Content[i].Value, d.resolve(m.Content[i+1])
+		switch {
+		case key == "exclude":
+		case v == nil || v.Kind != yaml.SequenceNode:
+			return nil, false
+		case key != "include":
+			out[key] = true
+		default:
+			for _, item := range v.Content {
+				item = d.resolve(item)
+				if item == nil || item.Kind != yaml.MappingNode {
+					return nil, false
+				}
+				for k := 0; k+1 < len(item.Content); k += 2 {
+					out[item.Content[k].Value] = true
+				}
+			}
+		}
+	}
+	return out, true
+}
+
+// noMatrixKey reports a reference to a key no instance of the job's matrix has, which
+// GitHub reads as null ("" in text): a workflow may test matrix.x != '' for a key it
+// never set.
+func noMatrixKey(r *ghaRef, j *ghaJob) bool {
+	return j != nil && j.matrixKeys != nil && len(r.path) >= 1 && r.path[0] != "*" && !j.matrixKeys[r.path[0]]
+}
+
 func (t *ghaTranslator) flatMatrixKeys(job *yaml.Node) map[string]bool {
 	d := t.d
 	m := d.resolve(mappingValue(d.resolve(mappingValue(job, "strategy")), "matrix"))

@@ -270,3 +270,49 @@ func TestConvertWorkflowRunsOnEvaluated(t *testing.T) {
 		t.Fatalf("convert of instances asking for windows and macos: %v, want one error at jobs.a.runs-on", err)
 	}
 }
+
+// A matrix key no instance has reads as "", as GitHub reads it (null): a workflow tests
+// matrix.x != '' for keys only some include: entries set, or none.
+func TestWorkflowMatrixMissingKey(t *testing.T) {
+	t.Parallel()
+	p, err := Compile([]byte(`on: push
+jobs:
+  a:
+    runs-on: ubuntu-latest
+    strategy:
+      matrix:
+        include:
+          - {name: one}
+          - {name: two, arch: arm64}
+    steps:
+      - if: matrix.grpcenv != ''
+        run: echo "[${{ matrix.grpcenv }}]"
+      - if: matrix.arch != ''
+        run: echo "${{ matrix.arch }}"
+  plain:
+    runs-on: ubuntu-latest
+    steps:
+      - run: echo "[${{ matrix.anything }}]"
+`), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	one := p.Job("a (name=one)")
+	if one == nil || len(one.Steps) != 2 || one.Steps[0].Run != "echo \"[]\"" {
+		t.Fatalf("jobs %v, steps %+v", p.Waves, one)
+	}
+	for _, c := range []struct {
+		job  string
+		step int
+		want bool
+	}{{"a (name=one)", 0, false}, {"a (name=one)", 1, false}, {"a (name=two, arch=arm64)", 1, true}} {
+		job := p.Job(c.job)
+		ok, err := job.Steps[c.step].If.EvalStep(ConditionInput{}, job)
+		if err != nil || ok != c.want {
+			t.Errorf("%s step %d: if = %v, %v; want %v", c.job, c.step, ok, err, c.want)
+		}
+	}
+	if run := p.Job("plain").Steps[0].Run; run != "echo \"[]\"" {
+		t.Errorf("matrix.anything in a job without a matrix: %q", run)
+	}
+}
