@@ -64,8 +64,8 @@ func (t *ghaTranslator) matrixKeys(job *yaml.Node) (map[string]bool, bool) {
 }
 
 // noMatrixKey reports a reference to a key no instance of the job's matrix has, which
-// GitHub reads as null ("" in text): a workflow may test matrix.x != ” for a key it
-// never set.
+// GitHub reads as null ("" in text): a workflow may compare matrix.x with the empty
+// string for a key it never set.
 func noMatrixKey(r *ghaRef, j *ghaJob) bool {
 	return j != nil && j.matrixKeys != nil && len(r.path) >= 1 && r.path[0] != "*" && !j.matrixKeys[r.path[0]]
 }

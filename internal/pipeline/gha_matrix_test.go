@@ -272,7 +272,7 @@ func TestConvertWorkflowRunsOnEvaluated(t *testing.T) {
 }
 
 // A matrix key no instance has reads as "", as GitHub reads it (null): a workflow tests
-// matrix.x != ” for keys only some include: entries set, or none.
+// matrix.x against the empty string for keys only some include: entries set, or none.
 func TestWorkflowMatrixMissingKey(t *testing.T) {
 	t.Parallel()
 	p, err := Compile([]byte(`on: push
