@@ -28,6 +28,7 @@ import (
 	"github.com/gantry-ci/gantry/internal/logs"
 	"github.com/gantry-ci/gantry/internal/pipeline"
 	"github.com/gantry-ci/gantry/internal/source"
+	"github.com/gantry-ci/gantry/internal/toolchain"
 )
 
 // actionRunner runs the steps of one job that use actions, as GitHub's runner does: a
@@ -315,6 +316,9 @@ func (r *actionRunner) invoke(ctx context.Context, st pipeline.Step, uses, id st
 		return stepRun{err: fmt.Errorf("action %s: composite actions nest more than %d deep", uses, actions.MaxDepth)}
 	}
 	if u, err := pipeline.ParseUses(uses); err == nil && u.NativeStep() {
+		if tool, ok := toolchain.ForAction(u.Repository()); ok && u.Dir == "" {
+			return r.setupStep(ctx, st, tool, with, env)
+		}
 		return r.nativeStep(ctx, st, u.NativeAction(), with)
 	}
 	if u, err := pipeline.ParseUses(uses); err == nil && u.Kind == pipeline.UsesDocker {

@@ -3,6 +3,7 @@ package cli
 import (
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -79,6 +80,18 @@ func TestRunGitHubWorkflows(t *testing.T) {
 			notPrinted: []string{"would publish"},
 		},
 		{
+			// actions/setup-go picks the newest Go installed that the range or the
+			// version file asks for (the Go running this test is one); a version that
+			// is not installed fails the step naming what was found.
+			name: "setup-go versions", file: "toolchains.yml", code: exitFailure,
+			summary: []string{"  jobs: 2 success, 1 failed"},
+			printed: []string{"setup-go chose " + strings.TrimPrefix(runtime.Version(), "go") + ", go runs " + runtime.Version(),
+				"go.mod asked for " + goMinor(runtime.Version()) + ", setup-go chose " + strings.TrimPrefix(runtime.Version(), "go"),
+				"actions/setup-go: Go ^1.99 is not installed here (found: ",
+				"Gantry does not download toolchains: install Go ^1.99 on the worker or in the job's image"},
+			notPrinted: []string{"| after a missing Go"},
+		},
+		{
 			name: "release dry run by default", file: "release.yml", code: exitOK,
 			args:    []string{"--event", "dispatch"},
 			summary: []string{"  jobs: 2 success, 1 skipped", `  skipped: publish (if: !inputs["dry-run"] was false)`},
@@ -110,6 +123,12 @@ func TestRunGitHubWorkflows(t *testing.T) {
 			}
 		})
 	}
+}
+
+// goMinor is the Go line of a version: go1.26.8 is 1.26.
+func goMinor(v string) string {
+	parts := strings.SplitN(strings.TrimPrefix(v, "go"), ".", 3)
+	return parts[0] + "." + parts[1]
 }
 
 // TestConvertWorkflow: gantry convert prints a definition that validate reads as Gantry's

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"encoding/json"
 	"errors"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -320,15 +321,43 @@ jobs:
       - uses: actions/setup-go@v5
         with: {go-version: "${{ matrix.go }}", cache: true}
       - uses: actions/setup-node@v4
-        with: {node-version-file: .nvmrc}
+        with: {node-version-file: .nvmrc, package-manager-cache: false, registry-url: "https://npm.example"}
+      - uses: actions/setup-python@v5
+        with:
+          python-version: |
+            3.11
+            3.12
+          pip-version: "24.0"
+          allow-prereleases: true
       - run: go version
 `)
 	st := p.Jobs[0].Steps
-	if len(st) != 3 || st[0].Name != "Set up Go 1.26" || st[0].Shell != "sh" || !strings.Contains(st[0].Run, "want='1.26'") {
-		t.Fatalf("setup-go step: %+v", st[0])
+	// The worker does these steps itself (agent: setupStep), with the inputs it reads;
+	// those that only matter to a download or GitHub's cache are left out.
+	want := []struct {
+		name, uses string
+		with       map[string]string
+	}{
+		{"Set up Go 1.26", "actions/setup-go@v5", map[string]string{"go-version": "1.26"}},
+		{"Set up Node.js", "actions/setup-node@v4", map[string]string{"node-version-file": ".nvmrc", "package-manager-cache": "false"}},
+		{"Set up Python 3.11", "actions/setup-python@v5", map[string]string{"python-version": "3.11\n3.12\n", "pip-version": "24.0", "allow-prereleases": "true"}},
 	}
-	if !strings.Contains(st[1].Run, "file='.nvmrc'") || st[1].Name != "Set up Node.js" {
-		t.Fatalf("setup-node step: %+v", st[1])
+	if len(st) != 4 {
+		t.Fatalf("steps: %+v", st)
+	}
+	for i, w := range want {
+		if st[i].Name != w.name || st[i].Uses != w.uses || !maps.Equal(st[i].With, w.with) || st[i].Run != "" {
+			t.Errorf("step %d: %+v; want %+v", i, st[i], w)
+		}
+	}
+	for _, src := range []string{
+		"{uses: actions/setup-python@v5, with: {python-version: '3.12', pip-install: pytest}}",
+		"{uses: actions/setup-node@v4, with: {node-version: 20, cache-prefix: x}}",
+	} {
+		_, err := Compile([]byte("on: push\njobs: {a: {runs-on: x, steps: ["+src+"]}}"), Options{})
+		if err == nil || !strings.Contains(err.Error(), "is not supported by Gantry") {
+			t.Errorf("%s: %v; want the input refused", src, err)
+		}
 	}
 }
 

@@ -139,13 +139,17 @@ const (
 	NativeCacheSave    = "cache/save"
 	NativeUpload       = "upload-artifact"
 	NativeDownload     = "download-artifact"
+	NativeSetupGo      = "setup-go"
+	NativeSetupNode    = "setup-node"
+	NativeSetupPython  = "setup-python"
 )
 
 // NativeAction names what the worker does itself for the action, or "" when it runs the
 // action's own code: actions/checkout (another ref or repository, a second checkout),
 // actions/cache with its restore and save, actions/upload-artifact and
 // download-artifact, where a
-// workflow's step needs them at its place rather than as settings of the job.
+// workflow's step needs them at its place rather than as settings of the job; and
+// actions/setup-go, setup-node and setup-python, which find a toolchain installed.
 func (u Uses) NativeAction() string {
 	if u.Kind != UsesRepository || !strings.EqualFold(u.Owner, "actions") {
 		return ""
@@ -155,7 +159,8 @@ func (u Uses) NativeAction() string {
 		name += "/" + strings.ToLower(u.Dir)
 	}
 	switch name {
-	case NativeCheckout, NativeCache, NativeCacheRestore, NativeCacheSave, NativeUpload, NativeDownload:
+	case NativeCheckout, NativeCache, NativeCacheRestore, NativeCacheSave, NativeUpload, NativeDownload,
+		NativeSetupGo, NativeSetupNode, NativeSetupPython:
 		return name
 	}
 	return ""

@@ -77,12 +77,14 @@ func (i Installed) String() string {
 	return strings.TrimPrefix(i.Text, "go")
 }
 
-// Probe is a POSIX shell script that prints every installed toolchain of the tool it
-// finds, a line each: its path, a tab, what it says its version is. Those on PATH come
-// first, in PATH's order, then those in the usual install places. Run it where the job's
-// steps run (on the worker, in the job's container or pod) and give its output to Parse.
+// Probe is a POSIX shell script that prints the PATH it ran with and then every
+// installed toolchain of the tool it finds, a line each: its path, a tab, what it says
+// its version is. Those on PATH come first, in PATH's order, then those in the usual
+// install places. Run it where the job's steps run (on the worker, in the job's
+// container or pod) and give its output to Parse.
 func (t Tool) Probe() string {
 	return fmt.Sprintf(`cmd=%s
+printf 'PATH\t%%s\n' "$PATH"
 version() { %s; }
 seen=:
 probe() {
@@ -106,16 +108,21 @@ done
 `, t.Command, t.version, t.dirs)
 }
 
-// Parse reads Probe's output; pathDirs are the directories of the PATH the probe ran
-// with. The first toolchain listed is the one PATH finds when it lies in one of them.
-// Lines whose version it cannot read are returned as skipped, to log.
-func (t Tool) Parse(out string, pathDirs []string) (found []Installed, skipped []string) {
+// Parse reads Probe's output. The first toolchain listed is the one PATH finds when it
+// lies in a directory of PATH. Lines whose version it cannot read are returned as
+// skipped, to log.
+func (t Tool) Parse(out string) (found []Installed, skipped []string) {
 	sc := bufio.NewScanner(strings.NewReader(out))
 	sc.Buffer(make([]byte, 64*1024), 1024*1024)
 	first := true
+	var pathDirs []string
 	for sc.Scan() {
 		p, text, ok := strings.Cut(sc.Text(), "\t")
 		if !ok || p == "" {
+			continue
+		}
+		if p == "PATH" {
+			pathDirs = strings.Split(text, ":")
 			continue
 		}
 		text = strings.TrimSpace(text)

@@ -16,11 +16,12 @@ import (
 func installs(t *testing.T, tool Tool, lines ...string) []Installed {
 	t.Helper()
 	var out strings.Builder
+	out.WriteString("PATH\t/usr/bin:/usr/local/bin\n")
 	for _, l := range lines {
 		p, v, _ := strings.Cut(l, " ")
 		out.WriteString(p + "\t" + v + "\n")
 	}
-	found, skipped := tool.Parse(out.String(), []string{"/usr/bin", "/usr/local/bin"})
+	found, skipped := tool.Parse(out.String())
 	if len(skipped) > 0 {
 		t.Fatalf("skipped: %v", skipped)
 	}
@@ -187,7 +188,7 @@ func TestChoosePython(t *testing.T) {
 
 func TestParseSkipsWhatIsNotAVersion(t *testing.T) {
 	t.Parallel()
-	found, skipped := Go.Parse("/a/go\tdevel go1.27-abcdef\n/b/go\tgo1.26.8 X:nocoverageredesign\nnot a line\n", nil)
+	found, skipped := Go.Parse("/a/go\tdevel go1.27-abcdef\n/b/go\tgo1.26.8 X:nocoverageredesign\nnot a line\n")
 	if len(found) != 1 || found[0].String() != "1.26.8" || found[0].OnPath || len(skipped) != 1 {
 		t.Fatalf("found %+v, skipped %v", found, skipped)
 	}
@@ -270,7 +271,7 @@ func TestProbe(t *testing.T) {
 	if err != nil {
 		t.Fatalf("probe: %v", err)
 	}
-	found, skipped := Go.Parse(string(out), filepath.SplitList(path))
+	found, skipped := Go.Parse(string(out))
 	if len(skipped) > 0 || len(found) < 2 || found[0].Path != a+"/go" || !found[0].OnPath || found[1].Path != b+"/go" {
 		t.Fatalf("found %+v, skipped %v\n%s", found, skipped, out)
 	}
