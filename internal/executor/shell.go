@@ -21,7 +21,10 @@ const outputDrain = 2 * time.Second
 
 // Step is one command to run.
 type Step struct {
-	Shell  string        // "sh" (default), "bash" or "python3"
+	// Shell is "sh" (the default), "bash" or "python3", which run Script as a -c string;
+	// or "pwsh", "powershell", "cmd" or a command line with {0}, which run it as a file
+	// (shelltemplate.go).
+	Shell  string
 	Script string        // the step's run text
 	Env    []string      // full environment, KEY=VALUE; nothing else is inherited
 	Dir    string        // working directory (the job's workspace)
@@ -63,7 +66,7 @@ type Shell struct {
 
 var _ Executor = Shell{}
 
-// ErrUnknownShell is returned for a Step.Shell that is not sh, bash or python3.
+// ErrUnknownShell is returned for a Step.Shell that is none of those Step.Shell names.
 var ErrUnknownShell = errors.New("unknown shell")
 
 // ErrKillNow, as the cause of a step's context (context.WithCancelCause), kills the
@@ -72,8 +75,8 @@ var ErrUnknownShell = errors.New("unknown shell")
 var ErrKillNow = errors.New("kill the step at once")
 
 // ShellArgs is the command line that runs script in shell ("sh", "bash", "python3"; ""
-// is sh) the way every executor runs a step: sh and bash stop at the first failing
-// command, bash also at a failing pipe.
+// is sh; or one that runs a file, shelltemplate.go) the way every executor runs a step:
+// sh and bash stop at the first failing command, bash also at a failing pipe.
 func ShellArgs(shell, script string) ([]string, error) {
 	return shellArgs(shell, script)
 }
@@ -86,9 +89,15 @@ func shellArgs(shell, script string) ([]string, error) {
 		return []string{"bash", "-e", "-o", "pipefail", "-c", script}, nil
 	case "python3":
 		return []string{"python3", "-c", script}, nil
-	default:
-		return nil, fmt.Errorf("%w %q", ErrUnknownShell, shell)
 	}
+	args, ok, err := templateArgs(shell, script)
+	switch {
+	case !ok:
+		return nil, fmt.Errorf("%w %q", ErrUnknownShell, shell)
+	case err != nil:
+		return nil, fmt.Errorf("%w: %w", ErrUnknownShell, err)
+	}
+	return args, nil
 }
 
 // Run runs the step and returns how it ended. A non-zero exit is a Result,

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -170,6 +171,8 @@ func TestShellStartErrors(t *testing.T) {
 		wantErr error
 	}{
 		{name: "unknown shell", step: Step{Shell: "fish", Script: "true"}, wantErr: ErrUnknownShell},
+		{name: "unclosed quote", step: Step{Shell: "bash '{0}", Script: "true"}, wantErr: ErrUnknownShell},
+		{name: "nothing before {0}", step: Step{Shell: "{0} x", Script: "true"}, wantErr: ErrUnknownShell},
 		{name: "missing dir", step: Step{Script: "true", Dir: filepath.Join(os.TempDir(), "gantry-executor-no-such-dir")}},
 	}
 	for _, tt := range tests {
@@ -347,4 +350,47 @@ func TestShellKillsLeftovers(t *testing.T) {
 		t.Fatalf("no pgid marker in %q", stdout.String())
 	}
 	waitGroupGone(t, pgid)
+}
+
+func TestShellWords(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		in   string
+		want []string
+	}{
+		{"msys2 {0}", []string{"msys2", "{0}"}},
+		{`D:\cygwin\bin\bash.exe '{0}'`, []string{`D:\cygwin\bin\bash.exe`, "{0}"}},
+		{`pwsh -command ". '{0}'"`, []string{"pwsh", "-command", ". '{0}'"}},
+		{"  perl\t-w  {0} ", []string{"perl", "-w", "{0}"}},
+		{`sh -c 'a "b" c' x{0}y`, []string{"sh", "-c", `a "b" c`, "x{0}y"}},
+		{`a '' b`, []string{"a", "", "b"}},
+	}
+	for _, tt := range tests {
+		got, err := ShellWords(tt.in)
+		if err != nil || !slices.Equal(got, tt.want) {
+			t.Errorf("ShellWords(%q) = %q, %v; want %q", tt.in, got, err, tt.want)
+		}
+	}
+}
+
+// TestKnownShellFiles: pwsh, powershell and cmd run the script from a file with GitHub's
+// extension, pwsh and powershell with the lines GitHub's runner puts around it.
+func TestKnownShellFiles(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct{ shell, ext, program, before string }{
+		{"pwsh", ".ps1", "pwsh", "$ErrorActionPreference = 'stop'\n"},
+		{"powershell", ".ps1", "powershell", "$ErrorActionPreference = 'stop'\n"},
+		{"cmd", ".cmd", "cmd", ""},
+		{"perl {0}", "", "perl", ""},
+	} {
+		args, err := ShellArgs(tt.shell, "echo hi")
+		if err != nil {
+			t.Fatalf("%s: %v", tt.shell, err)
+		}
+		// sh -c WRAPPER sh SHELL EXT SCRIPT PROGRAM ARGS...
+		if len(args) < 8 || args[0] != "sh" || args[4] != tt.shell || args[5] != tt.ext || args[7] != tt.program ||
+			!strings.HasPrefix(args[6], tt.before+"echo hi") {
+			t.Errorf("%s: %q", tt.shell, args)
+		}
+	}
 }

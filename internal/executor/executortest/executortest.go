@@ -34,6 +34,8 @@ func Run(t *testing.T, newExecutor func(t *testing.T) executor.Executor) {
 		{"Timeout", testTimeout},
 		{"TimeoutNotReached", testTimeoutNotReached},
 		{"TreeKilled", testTreeKilled},
+		{"TemplatedShell", testTemplatedShell},
+		{"TemplatedShellCancelGrace", testTemplatedShellCancelGrace},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -205,6 +207,35 @@ func testOutput(t *testing.T, ex executor.Executor) {
 	o := runStep(t, ex, executor.Step{Script: "echo out; echo err >&2; pwd -P > where"})
 	if o.res.ExitCode != 0 || o.out != "out\nerr" {
 		t.Errorf("exit %d, output %q", o.res.ExitCode, o.out)
+	}
+}
+
+// testTemplatedShell: a shell with {0} runs the script from a file whose path takes the
+// place of {0}, with the command's exit code; a program the environment lacks fails the
+// step with 127, naming it.
+func testTemplatedShell(t *testing.T, ex executor.Executor) {
+	o := runStep(t, ex, executor.Step{Shell: `sh -c '. "$1"' template-arg {0}`, Script: `echo "from $1"; exit 5`})
+	if o.res.ExitCode != 5 || !strings.HasPrefix(o.out, "from /") || !strings.Contains(o.out, "/gantry-step.") {
+		t.Errorf("templated shell: %+v, output %q; want exit 5 and the script's file path", o.res, o.out)
+	}
+	o = runStep(t, ex, executor.Step{Shell: "gantry-no-such-shell --flag {0}", Script: "true"})
+	if o.res.ExitCode != 127 || !strings.Contains(o.out, `shell "gantry-no-such-shell --flag {0}": gantry-no-such-shell is not installed here`) {
+		t.Errorf("missing shell program: %+v, output %q; want exit 127 naming it", o.res, o.out)
+	}
+}
+
+// testTemplatedShellCancelGrace: a cancelled step of a templated shell gets its grace, as
+// any step does, and its own exit code is kept.
+func testTemplatedShellCancelGrace(t *testing.T, ex executor.Executor) {
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	ws, done := start(ctx, t, ex, executor.Step{Grace: 10 * time.Second, Shell: "sh -e {0}",
+		Script: "trap 'echo cleaning up; exit 7' TERM\necho go > ready\nwhile :; do sleep 0.05 || :; done"})
+	waitFile(t, ws, "ready", done)
+	cancel()
+	o := wait(t, done, 8*time.Second)
+	if !o.res.Cancelled || o.res.ExitCode != 7 || !strings.Contains(o.out, "cleaning up") {
+		t.Errorf("cancelled templated step: %+v, output %q; want Cancelled, exit 7 from its TERM handler", o.res, o.out)
 	}
 }
 

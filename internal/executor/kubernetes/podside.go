@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gantry-ci/gantry/internal/executor"
 	"golang.org/x/sys/unix"
 )
 
@@ -36,16 +37,9 @@ type ExecRequest struct {
 	Dir    string   `json:"dir,omitempty"`
 }
 
+// args is the step's command line, as every executor makes it (executor.ShellArgs).
 func (r ExecRequest) args() ([]string, error) {
-	switch r.Shell {
-	case "", "sh":
-		return []string{"sh", "-e", "-c", r.Script}, nil
-	case "bash":
-		return []string{"bash", "-e", "-o", "pipefail", "-c", r.Script}, nil
-	case "python3":
-		return []string{"python3", "-c", r.Script}, nil
-	}
-	return nil, fmt.Errorf("shell %q: want sh, bash or python3", r.Shell)
+	return executor.ShellArgs(r.Shell, r.Script)
 }
 
 func (r ExecRequest) check() error {
