@@ -92,6 +92,14 @@ func TestRunGitHubWorkflows(t *testing.T) {
 			notPrinted: []string{"| after a missing Go"},
 		},
 		{
+			// perl {0} and python {0} run the step's script; a shell the worker does not
+			// have fails its step, naming the program.
+			name: "custom shells", file: "shells.yml", code: exitFailure,
+			summary: []string{"  jobs: 2 success, 1 failed"},
+			printed: []string{"perl from a file ends in script", "bash again", "python 3 says hello",
+				`gantry: shell "gantry-no-such-shell {0}": gantry-no-such-shell is not installed here`},
+		},
+		{
 			name: "release dry run by default", file: "release.yml", code: exitOK,
 			args:    []string{"--event", "dispatch"},
 			summary: []string{"  jobs: 2 success, 1 skipped", `  skipped: publish (if: !inputs["dry-run"] was false)`},

@@ -2,12 +2,14 @@ package pipeline
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
 
+	"github.com/gantry-ci/gantry/internal/ghaexpr"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -134,7 +136,10 @@ type ghaTranslator struct {
 	exprNames map[string]ghaLabelExpr
 	// settingExprs are the timeout-minutes and continue-on-error expressions of each job
 	// (gha_settings.go), by id; pendingSettings those of the step being translated.
-	settingExprs    map[string][]ghaSettingExpr
+	settingExprs map[string][]ghaSettingExpr
+	// evaluatedShells are the shells that shell expressions came to, by job id and
+	// step, for gantry convert (gha_settings.go).
+	evaluatedShells map[string]map[int][]ghaShell
 	pendingSettings []ghaSettingExpr
 	// objectAxes are the axes of mappings of each job's matrix, whose values are indexes
 	// (gha_matrix.go), by id.
@@ -300,8 +305,16 @@ func (t *ghaTranslator) defaults(f field, shell *ghaShell, dir **yaml.Node) {
 // that sets the shell options a custom shell of GitHub's (bash {0}) asks for where they
 // differ from those Gantry runs the shell with.
 type ghaShell struct {
-	name    string // sh, bash or python3
+	name    string // sh, bash, python3, pwsh, powershell, cmd or a command with {0}
 	prelude string // "" or a set line ending in a newline
+	// file says the shell runs the script as a file (pwsh, cmd, perl {0}): Gantry writes
+	// nothing into the script, in a language it does not know.
+	file bool
+	// expr is a shell given by an expression (${{ matrix.x && 'msys2 {0}' || 'bash' }}),
+	// without its ${{ }}: decided for each instance of the matrix (gha_settings.go).
+	expr     string
+	exprNode *yaml.Node
+	exprPath string
 }
 
 // shellName maps a GitHub shell to one of Gantry's.
@@ -310,17 +323,63 @@ func (t *ghaTranslator) shellName(n *yaml.Node, p string) (ghaShell, bool) {
 	if !ok {
 		return ghaShell{}, false
 	}
+	if strings.Contains(v, "${{") {
+		return t.shellExpr(v, t.d.resolve(n), p)
+	}
+	sh, msg := ghaShellOf(v)
+	if msg != "" {
+		t.d.add(ErrInvalid, n, p, "%s", msg)
+		return ghaShell{}, false
+	}
+	return sh, true
+}
+
+// ghaShellOf maps a shell as GitHub reads it to Gantry's, or says why it cannot.
+func ghaShellOf(v string) (ghaShell, string) {
 	switch v {
 	case "bash", "sh":
-		return ghaShell{name: v}, true
+		return ghaShell{name: v}, ""
 	case "python":
-		return ghaShell{name: "python3"}, true
+		return ghaShell{name: "python3"}, ""
+	case "pwsh", "powershell", "cmd":
+		// Run where the worker has them (the step fails naming the program where it
+		// does not): GitHub runs cmd and powershell on Windows only.
+		return ghaShell{name: v, file: true}, ""
 	}
 	if sh, ok := shellTemplate(v); ok {
-		return sh, true
+		return sh, ""
 	}
-	t.d.add(ErrInvalid, n, p, "shell %q is not supported; Gantry runs steps with bash, sh or python, or with bash or sh and the options -e, -u, -x, -v and -o pipefail (bash -e {0})", v)
-	return ghaShell{}, false
+	if strings.Contains(v, "{0}") {
+		if first := strings.Fields(v)[0]; !strings.Contains(first, "{0}") && !strings.ContainsAny(first[:1], `'"`) &&
+			strings.Count(v, "'")%2 == 0 && strings.Count(strings.ReplaceAll(v, "'", ""), `"`)%2 == 0 {
+			return ghaShell{name: v, file: true}, ""
+		}
+		return ghaShell{}, fmt.Sprintf("shell %q: write the command first and {0}, where the script file's path goes, after it, with every quote closed", v)
+	}
+	return ghaShell{}, fmt.Sprintf("shell %q is not supported; Gantry runs steps with bash, sh, python, pwsh, powershell, cmd, or a command with {0} for the script's file (perl {0})", v)
+}
+
+// shellExpr reads a shell given by an expression, which is decided for each instance of
+// the matrix when the plan is made and so may read matrix values and literals only.
+func (t *ghaTranslator) shellExpr(v string, r *yaml.Node, p string) (ghaShell, bool) {
+	src := strings.TrimSpace(v)
+	inner := strings.TrimSuffix(strings.TrimPrefix(src, "${{"), "}}")
+	if !strings.HasPrefix(src, "${{") || !strings.HasSuffix(src, "}}") || strings.Contains(inner, "${{") {
+		t.d.add(ErrInvalid, r, p, "shell: write a shell, or one expression in ${{ }}")
+		return ghaShell{}, false
+	}
+	e, err := ghaexpr.Parse(inner)
+	if err != nil {
+		t.d.add(ErrExpression, r, p, "%v", err)
+		return ghaShell{}, false
+	}
+	for _, ref := range ghaexpr.Refs(e) {
+		if !strings.EqualFold(ref.Context, "matrix") {
+			t.d.add(ErrExpression, r, p, "shell is decided for each instance of the matrix when the plan is made, so an expression there may read matrix and literals only, not %s", ref.Context)
+			return ghaShell{}, false
+		}
+	}
+	return ghaShell{name: DefaultShell, expr: inner, exprNode: r, exprPath: p}, true
 }
 
 // shellTemplate reads a custom shell, COMMAND [OPTIONS] {0}, whose command is one Gantry
@@ -1107,10 +1166,18 @@ func (t *ghaTranslator) step(j *ghaJob, n *yaml.Node, p string) *yaml.Node {
 		d.add(ErrRequired, r, p+".run", "a step needs run or uses")
 		return nil
 	}
+	if dir != nil && (shell.file || shell.expr != "") {
+		// The change of directory is a line of the script, which Gantry writes for bash,
+		// sh and python only.
+		d.add(ErrInvalid, dir, p+".working-directory", "working-directory with shell %q is not supported: Gantry changes directory in the script, which it does for bash, sh and python only; cd in the script instead", cmp.Or(shell.exprSource(), shell.name))
+	}
+	if shell.expr != "" {
+		t.pendingSettings = append(t.pendingSettings, ghaSettingExpr{key: "shell", step: -1, src: shell.expr, node: shell.exprNode, path: shell.exprPath})
+	}
 	// The options of a custom shell are set after the change of directory, which
 	// GitHub makes before it starts the shell: a directory missing fails the step.
 	run = shell.prelude + run
-	if dir != nil {
+	if dir != nil && !shell.file && shell.expr == "" {
 		run = chdir(shell.name, t.text(dir.Value, dir, p+".working-directory", j, st, ghaRunScript)) + run
 	}
 	if shell.name != DefaultShell {
@@ -1169,6 +1236,14 @@ func (t *ghaTranslator) stepSettings(j *ghaJob, st *ghaStep, r, out *yaml.Node, 
 		}
 		put(out, "env", at, env)
 	}
+}
+
+// exprSource is a shell expression as written, or "".
+func (sh ghaShell) exprSource() string {
+	if sh.expr == "" {
+		return ""
+	}
+	return "${{" + sh.expr + "}}"
 }
 
 // chdir is the line that puts a step in its working-directory before its script.
@@ -1265,6 +1340,7 @@ func ConvertWorkflow(src []byte, opts Options) ([]byte, error) {
 		return nil, sortErrors(d.errs)
 	}
 	t.staticRunsOn(p, raw, out)
+	t.staticShells(out)
 	if len(d.errs) > 0 {
 		return nil, sortErrors(d.errs)
 	}

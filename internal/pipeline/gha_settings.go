@@ -3,6 +3,7 @@ package pipeline
 import (
 	"fmt"
 	"math"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -16,10 +17,14 @@ import (
 // GitHub's rules (internal/ghaexpr), reading matrix and literals: as a job's name: and
 // runs-on are (gha_jobname.go, gha_runson.go).
 
+// A run step's shell: given by an expression (curl's ${{ contains(matrix.image,
+// 'windows') && 'msys2 {0}' || 'bash' }}) is decided the same way, and mapped as a shell
+// written out is (ghaShellOf).
+
 // ghaSettingExpr is one such setting: of the job (step < 0) or of its step-th step as
 // translated.
 type ghaSettingExpr struct {
-	key  string // "timeout-minutes" or "continue-on-error"
+	key  string // "timeout-minutes", "continue-on-error" or "shell"
 	step int
 	src  string
 	node *yaml.Node
@@ -106,9 +111,81 @@ func (t *ghaTranslator) applySettings(p *Plan) {
 				} else if e.step < len(job.Steps) {
 					job.Steps[e.step].ContinueOnError = b
 				}
+			case "shell":
+				s, isText := v.(string)
+				sh, msg := ghaShellOf(strings.TrimSpace(s))
+				if !isText || strings.Contains(s, "${{") {
+					msg = fmt.Sprintf("shell comes to %s, not a shell", ghaexpr.ToString(v))
+				}
+				if msg != "" {
+					t.d.add(ErrInvalid, e.node, e.path, "for %s: %s", job.Key, msg)
+					continue
+				}
+				if e.step >= 0 && e.step < len(job.Steps) {
+					job.Steps[e.step].Shell = sh.name
+					job.Steps[e.step].Run = sh.prelude + job.Steps[e.step].Run
+					t.noteShell(job.Name, e.step, sh)
+				}
 			default:
 				panic(fmt.Sprintf("setting %s", e.key))
 			}
 		}
 	}
+}
+
+// noteShell records the shell an instance's step came to, for gantry convert.
+func (t *ghaTranslator) noteShell(job string, step int, sh ghaShell) {
+	if t.evaluatedShells == nil {
+		t.evaluatedShells = map[string]map[int][]ghaShell{}
+	}
+	if t.evaluatedShells[job] == nil {
+		t.evaluatedShells[job] = map[int][]ghaShell{}
+	}
+	for _, have := range t.evaluatedShells[job][step] {
+		if have.name == sh.name && have.prelude == sh.prelude {
+			return
+		}
+	}
+	t.evaluatedShells[job][step] = append(t.evaluatedShells[job][step], sh)
+}
+
+// staticShells writes into gantry convert's definition the shells that expressions came
+// to: one per step, which Gantry's language can say when every instance of the matrix
+// comes to the same shell. A step whose instances differ cannot be said in one step,
+// and is refused with the way to write it.
+func (t *ghaTranslator) staticShells(out *yaml.Node) {
+	jobs := mappingValue(out, "jobs")
+	for _, job := range sortedKeysOf(t.evaluatedShells) {
+		steps := mappingValue(mappingValue(jobs, job), "steps")
+		for step, shells := range t.evaluatedShells[job] {
+			if steps == nil || step >= len(steps.Content) {
+				continue
+			}
+			st := steps.Content[step]
+			if len(shells) > 1 {
+				var names []string
+				for _, sh := range shells {
+					names = append(names, strconv.Quote(sh.name))
+				}
+				t.d.add(ErrInvalid, st, fmt.Sprintf("jobs.%s.steps[%d].shell", job, step),
+					"the instances of the matrix run this step with different shells (%s), which one step of Gantry's language cannot say: write a step for each shell, with an if: on the matrix value", strings.Join(names, ", "))
+				continue
+			}
+			if shells[0].name != DefaultShell {
+				put(st, "shell", st, gStr(shells[0].name, st))
+			}
+			if run := mappingValue(st, "run"); run != nil {
+				run.Value = shells[0].prelude + run.Value
+			}
+		}
+	}
+}
+
+func sortedKeysOf[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -260,7 +261,10 @@ func TestWorkflowErrors(t *testing.T) {
 		{"need of no job", head + "    needs: [biuld]\n    steps: [{run: x}]\n  build: {runs-on: x, steps: [{run: x}]}\n", ErrUnknownNeed, "jobs.a.needs[0]", 5, 13, `did you mean "build"`},
 		{"download of an artifact no need keeps", head + "    steps:\n      - uses: actions/upload-artifact@v4\n        with: {name: bin, path: x}\n  b:\n    runs-on: x\n    needs: a\n    steps:\n      - uses: actions/download-artifact@v4\n        with: {name: bim}\n", ErrUnknownReference, "jobs.b.steps[0].with.name", 13, 22, `did you mean "bin"`},
 		{"checkout of another server", head + "    steps:\n      - uses: actions/checkout@v4\n        with: {repository: o/r, github-server-url: x}\n", ErrInvalid, "jobs.a.steps[0].with.github-server-url", 7, 33, `input "github-server-url" is not supported`},
-		{"powershell", head + "    steps:\n      - run: x\n        shell: pwsh\n", ErrInvalid, "jobs.a.steps[0].shell", 7, 16, `shell "pwsh" is not supported`},
+		{"unknown shell", head + "    steps:\n      - run: x\n        shell: fish\n", ErrInvalid, "jobs.a.steps[0].shell", 7, 16, `shell "fish" is not supported`},
+		{"working-directory of a file shell", head + "    steps:\n      - run: x\n        shell: pwsh\n        working-directory: src\n", ErrInvalid, "jobs.a.steps[0].working-directory", 8, 28, `working-directory with shell "pwsh" is not supported`},
+		{"shell expression reading more than matrix", head + "    steps:\n      - run: x\n        shell: ${{ inputs.sh }}\n", ErrExpression, "jobs.a.steps[0].shell", 7, 16, "may read matrix and literals only, not inputs"},
+		{"shell expression coming to no shell", head + "    strategy: {matrix: {s: [fish]}}\n    steps:\n      - run: x\n        shell: ${{ matrix.s }}\n", ErrInvalid, "jobs.a.steps[0].shell", 8, 16, `for a (s=fish): shell "fish" is not supported`},
 		{"timeout from an expression that comes to null", head + "    timeout-minutes: ${{ matrix.t }}\n    steps: [{run: x}]\n", ErrInvalid, "jobs.a.timeout-minutes", 5, 22, "comes to null, not a number of minutes"},
 		{"timeout from an expression reading more than matrix", head + "    timeout-minutes: ${{ inputs.t || 5 }}\n    steps: [{run: x}]\n", ErrExpression, "jobs.a.timeout-minutes", 5, 22, "may read matrix and literals only, not inputs"},
 		{"concurrency group known only at run time", head + "    concurrency: ci-${{ github.ref }}\n    steps: [{run: x}]\n", ErrUnknownReference, "jobs.a.concurrency", 5, 21, "known only when a run is created"},
@@ -522,25 +526,35 @@ func TestWorkflowShellTemplate(t *testing.T) {
 		{shell: "sh -ex {0}", want: "sh", run: "set -x\nfalse; echo $?"},
 		{shell: "python {0}", want: "python3", run: "false; echo $?"},
 		{shell: "bash {0}", want: "bash", run: "cd -- 'src'\nset +e +o pipefail\nfalse; echo $?", defaultDir: true},
-		{shell: "bash -l {0}"},
-		{shell: "bash -o errexit {0}"},
-		{shell: "sh -o pipefail {0}"},
+		// Any other command with {0} runs the script from a file (executor.ShellArgs),
+		// as do pwsh, powershell and cmd.
+		{shell: "bash -l {0}", want: "bash -l {0}", run: "false; echo $?"},
+		{shell: "bash -o errexit {0}", want: "bash -o errexit {0}", run: "false; echo $?"},
+		{shell: "sh -o pipefail {0}", want: "sh -o pipefail {0}", run: "false; echo $?"},
+		{shell: "python -u {0}", want: "python -u {0}", run: "false; echo $?"},
+		{shell: "msys2 {0}", want: "msys2 {0}", run: "false; echo $?"},
+		{shell: "cpa.sh {0}", want: "cpa.sh {0}", run: "false; echo $?"},
+		{shell: "perl {0}", want: "perl {0}", run: "false; echo $?"},
+		{shell: `D:\cygwin\bin\bash.exe '{0}'`, want: `D:\cygwin\bin\bash.exe '{0}'`, run: "false; echo $?"},
+		{shell: "pwsh", want: "pwsh", run: "false; echo $?"},
+		{shell: "powershell", want: "powershell", run: "false; echo $?"},
+		{shell: "cmd", want: "cmd", run: "false; echo $?"},
 		{shell: "bash -e"},
-		{shell: "python -u {0}"},
-		{shell: "msys2 {0}"},
-		{shell: "cpa.sh {0}"},
+		{shell: "fish"},
+		{shell: "'{0}' x"},
+		{shell: "perl '{0}"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.shell, func(t *testing.T) {
 			t.Parallel()
-			src := "on: push\njobs:\n  a:\n    runs-on: x\n    steps:\n      - run: false; echo $?\n        shell: " + tc.shell + "\n"
+			src := "on: push\njobs:\n  a:\n    runs-on: x\n    steps:\n      - run: false; echo $?\n        shell: " + strconv.Quote(tc.shell) + "\n"
 			if tc.defaultDir {
 				src = "on: push\ndefaults:\n  run:\n    shell: " + tc.shell + "\n    working-directory: src\njobs:\n  a:\n    runs-on: x\n    steps:\n      - run: false; echo $?\n"
 			}
 			if tc.want == "" {
 				errs := compileErrs(t, src)
 				for _, e := range errs {
-					if e.Path == "jobs.a.steps[0].shell" && errors.Is(e, ErrInvalid) && strings.Contains(e.Message, "is not supported") {
+					if e.Path == "jobs.a.steps[0].shell" && errors.Is(e, ErrInvalid) && strings.Contains(e.Message, "shell") {
 						return
 					}
 				}
@@ -574,5 +588,54 @@ jobs:
 		if e := errs[i]; e.Path != "jobs."+job+".uses" || !strings.Contains(e.Message, "reusable workflow") {
 			t.Fatalf("error %d: %v at %s, want the call refused at jobs.%s.uses", i, e, e.Path, job)
 		}
+	}
+}
+
+// TestWorkflowShellExpression: a shell given by an expression is decided for each
+// instance of the matrix, as curl's distcheck writes it; gantry convert writes it when
+// every instance comes to the same shell, and refuses a step that cannot be one.
+func TestWorkflowShellExpression(t *testing.T) {
+	t.Parallel()
+	src := `
+on: push
+jobs:
+  cm:
+    runs-on: ${{ matrix.image }}
+    defaults:
+      run:
+        shell: ${{ contains(matrix.image, 'windows') && 'msys2 {0}' || 'bash {0}' }}
+    strategy:
+      matrix:
+        image: [ubuntu-latest, windows-2022]
+    steps:
+      - run: make
+      - run: print(1)
+        shell: python
+`
+	p := compileWorkflow(t, src)
+	got := map[string][2]string{}
+	for _, j := range p.Jobs {
+		got[j.Matrix[0].Value] = [2]string{j.Steps[0].Shell, j.Steps[0].Run}
+		if j.Steps[1].Shell != "python3" {
+			t.Errorf("%s: the step's own shell: %q", j.Key, j.Steps[1].Shell)
+		}
+	}
+	want := map[string][2]string{"ubuntu-latest": {"bash", "set +e +o pipefail\nmake"}, "windows-2022": {"msys2 {0}", "make"}}
+	if !maps.Equal(got, want) {
+		t.Fatalf("shells per instance: %q, want %q", got, want)
+	}
+	_, err := ConvertWorkflow([]byte(src), Options{})
+	if err == nil || !strings.Contains(err.Error(), `different shells ("bash", "msys2 {0}")`) {
+		t.Fatalf("ConvertWorkflow of a step with a shell per instance: %v", err)
+	}
+	same := strings.Replace(src, "[ubuntu-latest, windows-2022]", "[windows-2022, windows-2025]", 1)
+	out, err := ConvertWorkflow([]byte(same), Options{})
+	if err != nil || !strings.Contains(string(out), "shell: msys2 {0}") {
+		t.Fatalf("ConvertWorkflow: %v\n%s", err, out)
+	}
+	a, _ := Compile([]byte(same), Options{})
+	b, err := Compile(out, Options{Path: "pipeline.yml"})
+	if err != nil || planJSON(t, a) != planJSON(t, b) {
+		t.Fatalf("the converted definition plans otherwise: %v\n%s", err, out)
 	}
 }

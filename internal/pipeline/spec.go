@@ -166,7 +166,7 @@ var (
 	artifactKeys    = []string{"name", "paths", "expire_in", "when"}
 	artifactWhens   = []string{ArtifactsOnSuccess, ArtifactsOnFailure, ArtifactsAlways}
 	checkoutKeys    = []string{"depth", "submodules", "lfs", "path"}
-	shells          = []string{"sh", "bash", "python3"}
+	shells          = []string{"sh", "bash", "python3", "pwsh", "powershell", "cmd"}
 	priorities      = []string{string(PriorityCritical), string(PriorityHigh), string(PriorityNormal), string(PriorityLow)}
 	failureKinds    = []string{string(FailureExit), string(FailureLost), string(FailureTimeout)}
 )
@@ -404,7 +404,7 @@ func (d *decoder) setting(s *settings, f field) {
 	case "env":
 		s.env = d.env(f.val, f.path)
 	case "shell":
-		s.shell, _ = d.enum(f.val, f.path, "a shell", shells)
+		s.shell, _ = d.shell(f.val, f.path)
 	case "checkout":
 		d.checkout(&s.checkout, f.val, f.path)
 	case "cache":
@@ -540,6 +540,27 @@ func (d *decoder) enum(n *yaml.Node, p, what string, allowed []string) (string, 
 	return v, true
 }
 
+// shell reads a shell: one of shells, or a command line with {0} where the path of a
+// file holding the step's script goes (perl {0}, msys2 {0}); executor.ShellArgs runs it.
+func (d *decoder) shell(n *yaml.Node, p string) (string, bool) {
+	v, ok := d.str(n, p, "a shell")
+	if !ok {
+		return "", false
+	}
+	if !strings.Contains(v, "{0}") {
+		return d.enum(n, p, "a shell (or a command with {0} for the script's file)", shells)
+	}
+	if first := strings.Fields(v); strings.Contains(first[0], "{0}") || strings.HasPrefix(first[0], "'") || strings.HasPrefix(first[0], `"`) {
+		d.add(ErrInvalid, n, p, "shell %q: the command comes first, unquoted, and {0} after it, where the script file's path goes", v)
+		return "", false
+	}
+	if strings.Count(v, "'")%2 != 0 || strings.Count(strings.ReplaceAll(v, "'", ""), `"`)%2 != 0 {
+		d.add(ErrInvalid, n, p, "shell %q: a quote is not closed", v)
+		return "", false
+	}
+	return v, true
+}
+
 func (d *decoder) duration(n *yaml.Node, p string, positive bool) (time.Duration, bool) {
 	v, ok := d.str(n, p, "a duration such as 30s, 10m or 1h")
 	if !ok {
@@ -667,7 +688,7 @@ func (d *decoder) step(n *yaml.Node, p string) (stepSpec, bool) {
 				st.cond = text{v: v, node: d.resolve(f.val), path: f.path}
 			}
 		case "shell":
-			st.shell, _ = d.enum(f.val, f.path, "a shell", shells)
+			st.shell, _ = d.shell(f.val, f.path)
 		case "env":
 			st.env = d.env(f.val, f.path)
 		case "once":
