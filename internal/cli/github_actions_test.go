@@ -95,8 +95,8 @@ func TestRunGitHubWorkflows(t *testing.T) {
 			// perl {0} and python {0} run the step's script; a shell the worker does not
 			// have fails its step, naming the program.
 			name: "custom shells", file: "shells.yml", code: exitFailure,
-			summary: []string{"  jobs: 2 success, 1 failed"},
-			printed: []string{"perl from a file ends in script", "bash again", "python 3 says hello",
+			summary: []string{"  jobs: 3 success, 1 failed"},
+			printed: []string{"perl from a file ends in script", "bash again", "python 3 says hello", "| marker-in-sub",
 				`gantry: shell "gantry-no-such-shell {0}": gantry-no-such-shell is not installed here`},
 		},
 		{

@@ -1246,12 +1246,21 @@ func (sh ghaShell) exprSource() string {
 	return "${{" + sh.expr + "}}"
 }
 
-// chdir is the line that puts a step in its working-directory before its script.
+// chdir is the line that puts a step in its working-directory before its script. The
+// directory may read variables the translation wrote (${GANTRY_WORKSPACE}/sub for
+// ${{ github.workspace }}/sub), so they are expanded: in double quotes for the shells,
+// by os.path.expandvars for Python.
 func chdir(shell, dir string) string {
 	if shell == "python3" {
+		if strings.Contains(dir, "$") {
+			return "import os; os.chdir(os.path.expandvars(" + strconv.Quote(dir) + "))\n"
+		}
 		return "import os; os.chdir(" + strconv.Quote(dir) + ")\n"
 	}
-	return "cd -- '" + strings.ReplaceAll(dir, "'", `'\''`) + "'\n"
+	if !strings.Contains(dir, "$") {
+		return "cd -- '" + strings.ReplaceAll(dir, "'", `'\''`) + "'\n"
+	}
+	return `cd -- "` + strings.NewReplacer(`\`, `\\`, `"`, `\"`, "`", "\\`").Replace(dir) + "\"\n"
 }
 
 // sortedCopy returns the keys of a set in order, for stable output.

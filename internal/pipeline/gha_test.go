@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"maps"
@@ -517,6 +518,7 @@ func TestWorkflowShellTemplate(t *testing.T) {
 		shell      string
 		want, run  string // Gantry's shell and the script; want "" for refused
 		defaultDir bool   // set as defaults.run with a working-directory
+		dir        string // that directory, src when ""
 	}{
 		{shell: "bash {0}", want: "bash", run: "set +e +o pipefail\nfalse; echo $?"},
 		{shell: "bash -e {0}", want: "bash", run: "set +o pipefail\nfalse; echo $?"},
@@ -526,6 +528,7 @@ func TestWorkflowShellTemplate(t *testing.T) {
 		{shell: "sh -ex {0}", want: "sh", run: "set -x\nfalse; echo $?"},
 		{shell: "python {0}", want: "python3", run: "false; echo $?"},
 		{shell: "bash {0}", want: "bash", run: "cd -- 'src'\nset +e +o pipefail\nfalse; echo $?", defaultDir: true},
+		{shell: "bash", want: "bash", run: "cd -- \"${GANTRY_WORKSPACE}/src\"\nfalse; echo $?", defaultDir: true, dir: "${{ github.workspace }}/src"},
 		// Any other command with {0} runs the script from a file (executor.ShellArgs),
 		// as do pwsh, powershell and cmd.
 		{shell: "bash -l {0}", want: "bash -l {0}", run: "false; echo $?"},
@@ -549,7 +552,7 @@ func TestWorkflowShellTemplate(t *testing.T) {
 			t.Parallel()
 			src := "on: push\njobs:\n  a:\n    runs-on: x\n    steps:\n      - run: false; echo $?\n        shell: " + strconv.Quote(tc.shell) + "\n"
 			if tc.defaultDir {
-				src = "on: push\ndefaults:\n  run:\n    shell: " + tc.shell + "\n    working-directory: src\njobs:\n  a:\n    runs-on: x\n    steps:\n      - run: false; echo $?\n"
+				src = "on: push\ndefaults:\n  run:\n    shell: " + tc.shell + "\n    working-directory: " + cmp.Or(tc.dir, "src") + "\njobs:\n  a:\n    runs-on: x\n    steps:\n      - run: false; echo $?\n"
 			}
 			if tc.want == "" {
 				errs := compileErrs(t, src)
