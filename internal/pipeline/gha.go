@@ -596,6 +596,8 @@ type ghaJob struct {
 	flat map[string]bool
 	// matrixKeys are the keys its matrix gives, when all are known (matrixKeys).
 	matrixKeys map[string]bool
+	// stepIDs are the ids its steps are given.
+	stepIDs map[string]bool
 }
 
 func (t *ghaTranslator) job(jf field) *yaml.Node {
@@ -613,6 +615,7 @@ func (t *ghaTranslator) job(jf field) *yaml.Node {
 	if keys, known := t.matrixKeys(r); known {
 		j.matrixKeys = keys
 	}
+	j.stepIDs = t.stepIDs(r)
 	if uses := mappingValue(r, "uses"); uses != nil {
 		d.add(ErrInvalid, uses, jf.path+".uses", "job %s calls a reusable workflow (%s); Gantry cannot run other workflows: copy its jobs into this file", jf.key, clip(uses.Value, 80))
 		return nil
@@ -1054,6 +1057,21 @@ func (t *ghaTranslator) envMap(n *yaml.Node, p string, j *ghaJob, st *ghaStep) *
 		out.Content = append(out.Content, f.keyNode, v)
 	}
 	return out
+}
+
+// stepIDs are the ids the steps of a job's node are given, written out.
+func (t *ghaTranslator) stepIDs(job *yaml.Node) map[string]bool {
+	steps := t.d.resolve(mappingValue(job, "steps"))
+	if steps == nil || steps.Kind != yaml.SequenceNode {
+		return nil
+	}
+	ids := map[string]bool{}
+	for _, st := range steps.Content {
+		if id := t.d.resolve(mappingValue(t.d.resolve(st), "id")); id != nil && id.Kind == yaml.ScalarNode {
+			ids[id.Value] = true
+		}
+	}
+	return ids
 }
 
 // ghaStep is one step being translated.

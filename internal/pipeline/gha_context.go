@@ -268,6 +268,9 @@ func (t *ghaTranslator) refText(r *ghaRef, j *ghaJob, st *ghaStep, kind ghaTextK
 			return "${{ " + full + " }}", nil
 		}
 	case "steps":
+		if noStepID(r, j) {
+			return "", nil
+		}
 		if (len(r.path) == 3 && r.path[1] == "outputs") || (len(r.path) == 2 && (r.path[1] == "outcome" || r.path[1] == "conclusion")) {
 			if kind == ghaPlanTime || kind == ghaCacheKey {
 				return "", &ghaExprError{r.at, full + " is known only when the step runs; it may stand in a later step's run, name and env and in the job's outputs"}
@@ -520,6 +523,8 @@ func (t *ghaTranslator) refExpr(r *ghaRef, j *ghaJob) (string, byte, *ghaExprErr
 		}
 	case "steps":
 		switch {
+		case noStepID(r, j):
+			return exprString(""), ghaText, nil
 		case len(r.path) == 3 && r.path[0] != "*" && r.path[1] == "outputs":
 			return memberExpr(memberExpr(memberExpr("steps", r.path[0]), "outputs"), r.path[2]), ghaText, nil
 		case len(r.path) == 2 && r.path[0] != "*" && (r.path[1] == "outcome" || r.path[1] == "conclusion"):
@@ -727,4 +732,10 @@ func (t *ghaTranslator) workerExprError(inner string, kind ghaTextKind) *ghaExpr
 		}
 	}
 	return nil
+}
+
+// noStepID reports a reference to a step id no step of the job has, which GitHub reads
+// as null ("" in text), as it does a typo or a step removed since.
+func noStepID(r *ghaRef, j *ghaJob) bool {
+	return j != nil && j.stepIDs != nil && len(r.path) >= 1 && r.path[0] != "*" && !j.stepIDs[r.path[0]]
 }

@@ -250,7 +250,7 @@ func TestWorkflowErrors(t *testing.T) {
 		{"container volumes", head + "    container: {image: node:20, volumes: [/x:/x]}\n    steps: [{run: x}]\n", ErrInvalid, "jobs.a.container.volumes", 5, 33, "volumes are not supported"},
 		{"bad image at the workflow's path", head + "    container: {image: 'Node:20'}\n    steps: [{run: x}]\n", ErrInvalid, "jobs.a.container.image", 5, 24, "image \"Node:20\""},
 		{"another run's artifacts", head + "    steps:\n      - uses: actions/download-artifact@v4\n        with: {name: x, run-id: 7}\n", ErrInvalid, "jobs.a.steps[0].with.run-id", 7, 25, "run-id (another run's artifacts) is not supported"},
-		{"step output of no step", head + "    steps:\n      - run: echo ${{ steps.x.outputs.y }}\n", ErrUnknownReference, "jobs.a.steps[0].run", 6, 19, `no step before this one has id "x"`},
+		{"step output of a later step", head + "    steps:\n      - run: echo ${{ steps.x.outputs.y }}\n      - {id: x, run: make}\n", ErrUnknownReference, "jobs.a.steps[0].run", 6, 19, `no step before this one has id "x"`},
 		{"step output where the plan decides", head + "    concurrency: ${{ needs.b.outputs.y }}\n    steps: [{run: x}]\n", ErrExpression, "jobs.a.concurrency", 5, 22, "known only when the job is claimed"},
 		{"cache path outside", head + "    steps:\n      - uses: actions/cache@v4\n        with: {path: ../x, key: k}\n", ErrInvalid, "jobs.a.steps[0].with.path[0]", 7, 22, "cache path"},
 		{"expression error at its column", head + "    steps:\n      - run: echo ${{ github.sha && }}\n", ErrExpression, "jobs.a.steps[0].run", 6, 34, "Unexpected end of expression"},

@@ -203,9 +203,19 @@ func TestNativeActionSteps(t *testing.T) {
 			t.Errorf("%q: %v, want an error with %q", c.steps, err, c.msg)
 		}
 	}
+	// A step id no step has reads as "", as GitHub reads it.
+	p, err := Compile([]byte(head+"      - if: steps.gone.outputs.x == ''\n        run: echo \"[${{ steps.gone.outputs.x }}]\"\n"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := p.Jobs[0].Steps[0]; st.Run != `echo "[]"` {
+		t.Errorf("steps.gone.outputs.x in a run: %q", st.Run)
+	} else if ok, err := st.If.EvalStep(ConditionInput{}, p.Jobs[0]); !ok || err != nil {
+		t.Errorf("steps.gone.outputs.x == '': %v, %v", ok, err)
+	}
 	// A step's result reads as GitHub writes it (failure, not failed): the worker puts
 	// it in.
-	p, err := Compile([]byte(head+"      - id: x\n        run: make\n      - env: {cache-name: c}\n        run: echo ${{ steps.x.outcome }}\n"), Options{})
+	p, err = Compile([]byte(head+"      - id: x\n        run: make\n      - env: {cache-name: c}\n        run: echo ${{ steps.x.outcome }}\n"), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
