@@ -121,6 +121,10 @@ const (
 	opClaimHookEvent
 	opAddAnnotations
 	opListAnnotations
+	opPutVariable
+	opGetVariable
+	opListVariables
+	opDeleteVariable
 	numOps
 )
 
@@ -145,6 +149,7 @@ var opNames = [numOps]string{
 	"SealWebhookSubscriptionSecret", "SealedSecrets", "SecretsForForks", "SetSecretsForForks", "SkipTick",
 	"TouchToken", "UpdateProject", "UpdateWorkflow", "ClaimHookEvent",
 	"AddAnnotations", "ListAnnotations",
+	"PutVariable", "GetVariable", "ListVariables", "DeleteVariable",
 }
 
 // instrumented is a store.Store that times every call of the store it wraps. The
@@ -945,4 +950,32 @@ func (s *instrumented) UpdateWorkflow(ctx context.Context, p store.UpdateWorkflo
 	r0, err := s.Store.UpdateWorkflow(ctx, p)
 	s.done(opUpdateWorkflow, t, err)
 	return r0, err
+}
+
+func (s *instrumented) PutVariable(ctx context.Context, v *store.Variable) (bool, error) {
+	t := time.Now()
+	r0, err := s.Store.PutVariable(ctx, v)
+	s.done(opPutVariable, t, err)
+	return r0, err
+}
+
+func (s *instrumented) GetVariable(ctx context.Context, k store.VariableKey) (*store.Variable, error) {
+	t := time.Now()
+	r0, err := s.Store.GetVariable(ctx, k)
+	s.done(opGetVariable, t, err)
+	return r0, err
+}
+
+func (s *instrumented) ListVariables(ctx context.Context, project string) ([]*store.Variable, error) {
+	t := time.Now()
+	r0, err := s.Store.ListVariables(ctx, project)
+	s.done(opListVariables, t, err)
+	return r0, err
+}
+
+func (s *instrumented) DeleteVariable(ctx context.Context, k store.VariableKey) error {
+	t := time.Now()
+	err := s.Store.DeleteVariable(ctx, k)
+	s.done(opDeleteVariable, t, err)
+	return err
 }

@@ -153,10 +153,15 @@ type Trigger struct {
 	// Inputs are a dispatch's inputs, validated and in canonical form (event dispatch).
 	// A pointer keeps Trigger comparable.
 	Inputs *InputValues `json:"inputs,omitempty"`
-	// Vars are the configuration variables a workflow reads as vars.NAME, given to
-	// gantry run with --var. They are kept with the run and reach its workers with each
-	// claimed job; ${{ vars.NAME }} does not read them yet. A pointer, as Inputs.
+	// Vars are the configuration variables a workflow reads as vars.NAME: the project's
+	// project-wide variables as they were when the run was created (CreateRun reads
+	// them), with those given to gantry run --var over them. Kept with the run, so that a
+	// retry reads the same values. A pointer, as Inputs.
 	Vars *Variables `json:"vars,omitempty"`
+	// EnvironmentVars are the variables of the environments the run's jobs name, as
+	// they were when the run was created, without the names given to gantry run --var;
+	// a job in one of them reads them over Vars (JobVars). A pointer, as Inputs.
+	EnvironmentVars *EnvironmentVariables `json:"environment_vars,omitempty"`
 	// WorkflowID and WorkflowVersion name the registered workflow, and the version of
 	// its definition, that the run is of.
 	WorkflowID      string `json:"workflow_id,omitempty"`
@@ -274,6 +279,10 @@ type Project struct {
 	RepoTokenUser        string
 	RepoSSHKeySecret     string
 	RepoKnownHostsSecret string
+	// GitHubTokenSecret names the project secret that a workflow's secrets.GITHUB_TOKEN
+	// and github.token read; "" is the secret named GITHUB_TOKEN
+	// (pipeline.GitHubTokenSecret). See GitHubToken.
+	GitHubTokenSecret string
 	// MaxConcurrentJobs bounds how many of the project's jobs are leased (assigned or
 	// running) at once; 0 = no limit. A claim never hands out a job past it.
 	MaxConcurrentJobs int
@@ -283,6 +292,15 @@ type Project struct {
 	FairWeight int
 	CreatedAt  time.Time
 	UpdatedAt  time.Time
+}
+
+// GitHubToken is the name of the project secret that secrets.GITHUB_TOKEN and
+// github.token read: GitHubTokenSecret, or pipeline.GitHubTokenSecret when it names none.
+func (p *Project) GitHubToken() string {
+	if p.GitHubTokenSecret != "" {
+		return p.GitHubTokenSecret
+	}
+	return pipeline.GitHubTokenSecret
 }
 
 // What a project reports as commit statuses. With CommitStatusesJobs (the default) a run

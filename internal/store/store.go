@@ -26,6 +26,7 @@ type Store interface {
 	Workflows
 	Schedules
 	Secrets
+	ProjectVariables
 	Audit
 	Environments
 	Caches
@@ -90,7 +91,12 @@ type NeedResult struct {
 
 // CreateRunParams describe a run to create.
 type CreateRunParams struct {
-	Project        string // created on first use; "default" when empty
+	Project string // created on first use; "default" when empty
+	// Trigger is what started the run. The run keeps it with the project's variables
+	// (ProjectVariables) as they are now: its Vars become the project-wide ones with
+	// Trigger.Vars over them, and its EnvironmentVars those of each environment a job
+	// of the plan names, without the names Trigger.Vars gives (gantry run --var wins).
+	// What Trigger.EnvironmentVars holds is replaced.
 	Trigger        Trigger
 	IdempotencyKey string
 	Definition     []byte

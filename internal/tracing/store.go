@@ -803,3 +803,31 @@ func (s *traced) UpdateWorkflow(ctx context.Context, p store.UpdateWorkflowParam
 	end(span, err)
 	return r0, err
 }
+
+func (s *traced) PutVariable(ctx context.Context, v *store.Variable) (bool, error) {
+	ctx, span := s.start(ctx, "PutVariable")
+	r0, err := s.Store.PutVariable(ctx, v)
+	end(span, err)
+	return r0, err
+}
+
+func (s *traced) GetVariable(ctx context.Context, k store.VariableKey) (*store.Variable, error) {
+	ctx, span := s.start(ctx, "GetVariable")
+	r0, err := s.Store.GetVariable(ctx, k)
+	end(span, err)
+	return r0, err
+}
+
+func (s *traced) ListVariables(ctx context.Context, project string) ([]*store.Variable, error) {
+	ctx, span := s.start(ctx, "ListVariables")
+	r0, err := s.Store.ListVariables(ctx, project)
+	end(span, err)
+	return r0, err
+}
+
+func (s *traced) DeleteVariable(ctx context.Context, k store.VariableKey) error {
+	ctx, span := s.start(ctx, "DeleteVariable")
+	err := s.Store.DeleteVariable(ctx, k)
+	end(span, err)
+	return err
+}

@@ -5,7 +5,7 @@ CREATE TABLE projects (
     id         TEXT PRIMARY KEY,
     name       TEXT NOT NULL UNIQUE,
     created_at INTEGER NOT NULL
-, repo_url TEXT NOT NULL DEFAULT '', provider TEXT NOT NULL DEFAULT '', pipeline_path TEXT NOT NULL DEFAULT '', default_branch TEXT NOT NULL DEFAULT '', webhook_secret TEXT NOT NULL DEFAULT '', api_base_url TEXT NOT NULL DEFAULT '', api_token_file TEXT NOT NULL DEFAULT '', updated_at BIGINT NOT NULL DEFAULT 0, secrets_for_forks INTEGER NOT NULL DEFAULT 0, repo_token_secret TEXT NOT NULL DEFAULT '', repo_token_user TEXT NOT NULL DEFAULT '', repo_ssh_key_secret TEXT NOT NULL DEFAULT '', repo_known_hosts_secret TEXT NOT NULL DEFAULT '', max_concurrent_jobs INTEGER NOT NULL DEFAULT 0, fair_weight INTEGER NOT NULL DEFAULT 1, webhook_key_id TEXT NOT NULL DEFAULT '', webhook_wrapped_key TEXT NOT NULL DEFAULT '', webhook_ciphertext TEXT NOT NULL DEFAULT '', commit_statuses TEXT NOT NULL DEFAULT '');
+, repo_url TEXT NOT NULL DEFAULT '', provider TEXT NOT NULL DEFAULT '', pipeline_path TEXT NOT NULL DEFAULT '', default_branch TEXT NOT NULL DEFAULT '', webhook_secret TEXT NOT NULL DEFAULT '', api_base_url TEXT NOT NULL DEFAULT '', api_token_file TEXT NOT NULL DEFAULT '', updated_at BIGINT NOT NULL DEFAULT 0, secrets_for_forks INTEGER NOT NULL DEFAULT 0, repo_token_secret TEXT NOT NULL DEFAULT '', repo_token_user TEXT NOT NULL DEFAULT '', repo_ssh_key_secret TEXT NOT NULL DEFAULT '', repo_known_hosts_secret TEXT NOT NULL DEFAULT '', max_concurrent_jobs INTEGER NOT NULL DEFAULT 0, fair_weight INTEGER NOT NULL DEFAULT 1, webhook_key_id TEXT NOT NULL DEFAULT '', webhook_wrapped_key TEXT NOT NULL DEFAULT '', webhook_ciphertext TEXT NOT NULL DEFAULT '', commit_statuses TEXT NOT NULL DEFAULT '', github_token_secret TEXT NOT NULL DEFAULT '');
 CREATE TABLE runs (
     id               TEXT PRIMARY KEY,
     project_id       TEXT NOT NULL REFERENCES projects (id),
@@ -332,6 +332,15 @@ CREATE TABLE "artifacts" (
 );
 CREATE INDEX artifacts_by_digest ON artifacts (sha256);
 CREATE INDEX artifacts_by_expiry ON artifacts (expires_at) WHERE expires_at <> 0;
+CREATE TABLE variables (
+    project_id  TEXT NOT NULL REFERENCES projects (id),
+    environment TEXT NOT NULL DEFAULT '',
+    name        TEXT NOT NULL,
+    value       TEXT NOT NULL,
+    created_at  BIGINT NOT NULL,
+    updated_at  BIGINT NOT NULL,
+    PRIMARY KEY (project_id, environment, name)
+);
 INSERT INTO schema_migrations (version, name, applied_at) VALUES (1, '0001_init.sql', 0);
 INSERT INTO schema_migrations (version, name, applied_at) VALUES (2, '0002_tokens.sql', 0);
 INSERT INTO schema_migrations (version, name, applied_at) VALUES (3, '0003_group_cancels.sql', 0);
@@ -362,3 +371,4 @@ INSERT INTO schema_migrations (version, name, applied_at) VALUES (29, '0029_prev
 INSERT INTO schema_migrations (version, name, applied_at) VALUES (30, '0030_hook_events.sql', 0);
 INSERT INTO schema_migrations (version, name, applied_at) VALUES (31, '0031_annotations.sql', 0);
 INSERT INTO schema_migrations (version, name, applied_at) VALUES (32, '0032_artifact_sets.sql', 0);
+INSERT INTO schema_migrations (version, name, applied_at) VALUES (33, '0033_variables.sql', 0);

@@ -16,7 +16,7 @@ import (
 const projectCols = `id, name, repo_url, provider, pipeline_path, default_branch, webhook_secret,
 	api_base_url, api_token_file, repo_token_secret, repo_token_user, repo_ssh_key_secret,
 	repo_known_hosts_secret, max_concurrent_jobs, fair_weight, created_at, updated_at,
-	webhook_key_id, webhook_wrapped_key, webhook_ciphertext, commit_statuses`
+	webhook_key_id, webhook_wrapped_key, webhook_ciphertext, commit_statuses, github_token_secret`
 
 func scanProject(s scanner) (*store.Project, error) {
 	var p store.Project
@@ -25,7 +25,7 @@ func scanProject(s scanner) (*store.Project, error) {
 	if err := s.Scan(&p.ID, &p.Name, &p.RepoURL, &p.Provider, &p.PipelinePath, &p.DefaultBranch,
 		&p.WebhookSecret, &p.APIBaseURL, &p.APITokenFile, &p.RepoTokenSecret, &p.RepoTokenUser,
 		&p.RepoSSHKeySecret, &p.RepoKnownHostsSecret, &p.MaxConcurrentJobs, &p.FairWeight, &created, &updated,
-		&p.WebhookSecretSealed.KeyID, &wrapped, &ct, &p.CommitStatuses); err != nil {
+		&p.WebhookSecretSealed.KeyID, &wrapped, &ct, &p.CommitStatuses, &p.GitHubTokenSecret); err != nil {
 		return nil, err
 	}
 	var err error
@@ -82,12 +82,12 @@ func (e *Engine) CreateProject(ctx context.Context, p *store.Project) error {
 		switch {
 		case isNoRows(err):
 			id = store.NewID()
-			if _, err := t.exec(`INSERT INTO projects (`+projectCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			if _, err := t.exec(`INSERT INTO projects (`+projectCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 				id, p.Name, p.RepoURL, p.Provider, p.PipelinePath, p.DefaultBranch, p.WebhookSecret,
 				p.APIBaseURL, p.APITokenFile, p.RepoTokenSecret, p.RepoTokenUser, p.RepoSSHKeySecret,
 				p.RepoKnownHostsSecret, p.MaxConcurrentJobs, p.FairWeight, now, now,
 				p.WebhookSecretSealed.KeyID, encodeSealed(p.WebhookSecretSealed.WrappedKey), encodeSealed(p.WebhookSecretSealed.Ciphertext),
-				p.CommitStatuses); err != nil {
+				p.CommitStatuses, p.GitHubTokenSecret); err != nil {
 				return fmt.Errorf("create project %q: %w", p.Name, err)
 			}
 		case err != nil:
@@ -102,12 +102,13 @@ func (e *Engine) CreateProject(ctx context.Context, p *store.Project) error {
 				webhook_secret = ?, api_base_url = ?, api_token_file = ?, repo_token_secret = ?,
 				repo_token_user = ?, repo_ssh_key_secret = ?, repo_known_hosts_secret = ?, max_concurrent_jobs = ?,
 				fair_weight = ?, updated_at = ?, webhook_key_id = ?, webhook_wrapped_key = ?, webhook_ciphertext = ?,
-				commit_statuses = ?
+				commit_statuses = ?, github_token_secret = ?
 				WHERE id = ? AND repo_url = ''`,
 				p.RepoURL, p.Provider, p.PipelinePath, p.DefaultBranch, p.WebhookSecret, p.APIBaseURL,
 				p.APITokenFile, p.RepoTokenSecret, p.RepoTokenUser, p.RepoSSHKeySecret, p.RepoKnownHostsSecret,
 				p.MaxConcurrentJobs, p.FairWeight, now, p.WebhookSecretSealed.KeyID,
-				encodeSealed(p.WebhookSecretSealed.WrappedKey), encodeSealed(p.WebhookSecretSealed.Ciphertext), p.CommitStatuses, id)
+				encodeSealed(p.WebhookSecretSealed.WrappedKey), encodeSealed(p.WebhookSecretSealed.Ciphertext), p.CommitStatuses,
+				p.GitHubTokenSecret, id)
 			if err != nil {
 				return fmt.Errorf("create project %q: %w", p.Name, err)
 			}
@@ -168,12 +169,13 @@ func (e *Engine) UpdateProject(ctx context.Context, p *store.Project) error {
 		res, err := t.exec(`UPDATE projects SET repo_url = ?, provider = ?, pipeline_path = ?, default_branch = ?,
 			webhook_secret = ?, api_base_url = ?, api_token_file = ?, repo_token_secret = ?, repo_token_user = ?,
 			repo_ssh_key_secret = ?, repo_known_hosts_secret = ?, max_concurrent_jobs = ?, fair_weight = ?, updated_at = ?,
-			webhook_key_id = ?, webhook_wrapped_key = ?, webhook_ciphertext = ?, commit_statuses = ?
+			webhook_key_id = ?, webhook_wrapped_key = ?, webhook_ciphertext = ?, commit_statuses = ?, github_token_secret = ?
 			WHERE name = ?`,
 			p.RepoURL, p.Provider, p.PipelinePath, p.DefaultBranch, p.WebhookSecret, p.APIBaseURL,
 			p.APITokenFile, p.RepoTokenSecret, p.RepoTokenUser, p.RepoSSHKeySecret, p.RepoKnownHostsSecret,
 			p.MaxConcurrentJobs, p.FairWeight, now, p.WebhookSecretSealed.KeyID,
-			encodeSealed(p.WebhookSecretSealed.WrappedKey), encodeSealed(p.WebhookSecretSealed.Ciphertext), p.CommitStatuses, p.Name)
+			encodeSealed(p.WebhookSecretSealed.WrappedKey), encodeSealed(p.WebhookSecretSealed.Ciphertext), p.CommitStatuses,
+			p.GitHubTokenSecret, p.Name)
 		if err != nil {
 			return fmt.Errorf("update project %q: %w", p.Name, err)
 		}
@@ -283,6 +285,9 @@ func (e *Engine) DeleteProject(ctx context.Context, name string) error {
 		}
 		if _, err := t.exec(`DELETE FROM secrets WHERE project_id = ?`, id); err != nil {
 			return fmt.Errorf("delete project %q: secrets: %w", name, err)
+		}
+		if _, err := t.exec(`DELETE FROM variables WHERE project_id = ?`, id); err != nil {
+			return fmt.Errorf("delete project %q: variables: %w", name, err)
 		}
 		if _, err := t.exec(`DELETE FROM cache_entries WHERE project_id = ?`, id); err != nil {
 			return fmt.Errorf("delete project %q: caches: %w", name, err)

@@ -44,6 +44,14 @@ func (e *Engine) CreateRun(ctx context.Context, p store.CreateRunParams) (*store
 	if p.Env == nil {
 		p.Env = map[string]string{}
 	}
+	// The run keeps the project's variables as they are now: its conditions, its
+	// workers and its retries read these, whatever the project sets later. They are
+	// read before the write, which does not wait on them, as the conditions below.
+	var err error
+	p.Trigger.Vars, p.Trigger.EnvironmentVars, err = e.runVariables(ctx, p.Project, p.Plan, p.Trigger.Vars)
+	if err != nil {
+		return nil, nil, false, fmt.Errorf("create run: %w", err)
+	}
 	runID := store.NewID()
 	byKey := make(map[string]uuid.UUID, len(p.Plan.Jobs))
 	for _, j := range p.Plan.Jobs {
@@ -106,7 +114,7 @@ func (e *Engine) CreateRun(ctx context.Context, p store.CreateRunParams) (*store
 	existing := uuid.Nil
 	var projectID uuid.UUID
 	var now int64
-	err := e.write(ctx, func(t *tx) error {
+	err = e.write(ctx, func(t *tx) error {
 		existing = uuid.Nil
 		now = us(e.clock.Now())
 		var err error

@@ -175,7 +175,7 @@ func connected(name string) *store.Project {
 		Name: name, RepoURL: "https://git.example.com/" + name + ".git", Provider: "github",
 		PipelinePath: store.DefaultPipelinePath, DefaultBranch: "main", WebhookSecret: "s3cret-" + name,
 		APIBaseURL: "https://api.example.com", APITokenFile: "/etc/gantry/" + name + ".token",
-		RepoTokenSecret: "REPO_TOKEN", RepoTokenUser: "ci-bot",
+		RepoTokenSecret: "REPO_TOKEN", RepoTokenUser: "ci-bot", GitHubTokenSecret: "CI_TOKEN",
 	}
 }
 
@@ -226,6 +226,7 @@ func testProjectCRUD(t *testing.T, h Harness) {
 	upd.Provider, upd.PipelinePath, upd.DefaultBranch, upd.WebhookSecret = "gitlab", "ci/pipeline.yml", "trunk", "new-secret"
 	upd.RepoURL, upd.APIBaseURL, upd.APITokenFile = "ssh://git@gitlab.example.com/web.git", "", ""
 	upd.RepoTokenSecret, upd.RepoTokenUser, upd.RepoSSHKeySecret, upd.RepoKnownHostsSecret = "", "", "DEPLOY_KEY", "KNOWN_HOSTS"
+	upd.GitHubTokenSecret = "BOT_TOKEN"
 	if err := b.s.UpdateProject(b.ctx, &upd); err != nil {
 		t.Fatalf("UpdateProject: %v", err)
 	}
@@ -236,7 +237,8 @@ func testProjectCRUD(t *testing.T, h Harness) {
 	}
 	if again.Provider != "gitlab" || again.PipelinePath != "ci/pipeline.yml" || again.DefaultBranch != "trunk" ||
 		again.WebhookSecret != "new-secret" || again.RepoURL != upd.RepoURL || again.APIBaseURL != "" || again.APITokenFile != "" ||
-		again.RepoTokenSecret != "" || again.RepoTokenUser != "" || again.RepoSSHKeySecret != "DEPLOY_KEY" || again.RepoKnownHostsSecret != "KNOWN_HOSTS" {
+		again.RepoTokenSecret != "" || again.RepoTokenUser != "" || again.RepoSSHKeySecret != "DEPLOY_KEY" || again.RepoKnownHostsSecret != "KNOWN_HOSTS" ||
+		again.GitHubTokenSecret != "BOT_TOKEN" {
 		t.Errorf("after UpdateProject = %+v", again)
 	}
 	if again.ID != p.ID {

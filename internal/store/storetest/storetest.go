@@ -94,6 +94,7 @@ var groups = []struct {
 	{"Workflows", workflowTests},
 	{"Schedules", scheduleTests},
 	{"Secrets", secretTests},
+	{"Variables", variableTests},
 	{"Audit", auditTests},
 	{"Environments", environmentTests},
 	{"Caches", cacheTests},
