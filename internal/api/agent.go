@@ -453,9 +453,24 @@ func (s *Server) claimedJSON(c *store.Claim, waited time.Duration) claimedJSON {
 		out.Lease.CancelGrace = time.Duration(c.Job.Spec.CancelGrace).String()
 	}
 	if c.Run != nil {
-		out.Trigger, out.RunEnv = c.Run.Trigger, c.Run.Env
+		out.Trigger, out.RunEnv = jobTrigger(c.Run.Trigger, c.Job.Spec), c.Run.Env
 	}
 	return out
+}
+
+// jobTrigger is the run's trigger as one of its jobs sees it: Vars are what the job
+// reads as vars.NAME, its environment's over the run's, and no other environment's
+// variables are sent.
+func jobTrigger(tr store.Trigger, spec *pipeline.Job) store.Trigger {
+	env := ""
+	if spec != nil && spec.Environment != nil {
+		env = spec.Environment.Name
+	}
+	if vars := tr.JobVars(env); vars != nil {
+		tr.Vars = &vars
+	}
+	tr.EnvironmentVars = nil
+	return tr
 }
 
 // deliverNeeds puts what a claimed job's needs left into its spec and answer, for a

@@ -293,6 +293,7 @@ func (s *Server) routes(cfg Config) {
 	s.badgeRoutes(cfg.PublicBadges)
 	s.workflowRoutes()
 	s.secretRoutes()
+	s.variableRoutes()
 	s.auditRoutes()
 	s.environmentRoutes()
 	s.cacheRoutes()
