@@ -210,6 +210,7 @@ func projectAuditDetails(old, p *store.Project) map[string]any {
 		{"repo_ssh_key_secret", old.RepoSSHKeySecret, p.RepoSSHKeySecret},
 		{"repo_known_hosts_secret", old.RepoKnownHostsSecret, p.RepoKnownHostsSecret},
 		{"commit_statuses", old.CommitStatuses, p.CommitStatuses},
+		{"github_token_secret", old.GitHubTokenSecret, p.GitHubTokenSecret},
 	} {
 		if f.old != f.new {
 			changed = append(changed, f.name)

@@ -67,6 +67,9 @@ type projectJSON struct {
 	RepoTokenUser        string `json:"repo_token_user,omitempty"`
 	RepoSSHKeySecret     string `json:"repo_ssh_key_secret,omitempty"`
 	RepoKnownHostsSecret string `json:"repo_known_hosts_secret,omitempty"`
+	// GitHubTokenSecret names the project secret a workflow's secrets.GITHUB_TOKEN and
+	// github.token read (pipeline.GitHubTokenSecret unless set otherwise).
+	GitHubTokenSecret string `json:"github_token_secret"`
 	// CommitStatuses is what runs report to the forge: "jobs" or "run".
 	CommitStatuses string `json:"commit_statuses"`
 	// WebhookSecretSet says whether hooks can be verified; a project without a secret
@@ -90,6 +93,7 @@ func newProjectJSON(p *store.Project) projectJSON {
 		DefaultBranch: p.DefaultBranch, APIBaseURL: p.APIBaseURL, APITokenFile: p.APITokenFile,
 		RepoTokenSecret: p.RepoTokenSecret, RepoTokenUser: p.RepoTokenUser,
 		RepoSSHKeySecret: p.RepoSSHKeySecret, RepoKnownHostsSecret: p.RepoKnownHostsSecret,
+		GitHubTokenSecret: p.GitHubToken(),
 		WebhookSecretSet:  p.WebhookSecret != "" || !p.WebhookSecretSealed.IsZero(),
 		CommitStatuses:    cmp.Or(p.CommitStatuses, store.CommitStatusesJobs),
 		MaxConcurrentJobs: p.MaxConcurrentJobs, FairWeight: max(p.FairWeight, store.DefaultFairWeight),
@@ -117,6 +121,9 @@ type projectRequest struct {
 	RepoTokenUser        *string `json:"repo_token_user"`
 	RepoSSHKeySecret     *string `json:"repo_ssh_key_secret"`
 	RepoKnownHostsSecret *string `json:"repo_known_hosts_secret"`
+	// GitHubTokenSecret names the secret secrets.GITHUB_TOKEN and github.token read;
+	// "" goes back to the default, the secret named GITHUB_TOKEN.
+	GitHubTokenSecret *string `json:"github_token_secret"`
 	// CommitStatuses is what runs report to the forge: "jobs" (default) or "run".
 	CommitStatuses *string `json:"commit_statuses"`
 	// RotateWebhookSecret (PATCH) makes a new secret and returns it once.
@@ -126,10 +133,11 @@ type projectRequest struct {
 	FairWeight        *int `json:"fair_weight"`
 }
 
-// quotaOnly reports whether the request changes nothing but the project's quota: that
-// needs no repository, so it applies to a project made on first use by a run too.
-func (req *projectRequest) quotaOnly() bool {
-	return (req.MaxConcurrentJobs != nil || req.FairWeight != nil) &&
+// needsNoRepository reports whether the request changes nothing but settings that need
+// no repository (the quota, the GitHub token's secret), so it applies to a project made
+// on first use by a run too.
+func (req *projectRequest) needsNoRepository() bool {
+	return (req.MaxConcurrentJobs != nil || req.FairWeight != nil || req.GitHubTokenSecret != nil) &&
 		req.Name == nil && req.RepoURL == nil && req.Provider == nil && req.PipelinePath == nil &&
 		req.DefaultBranch == nil && req.WebhookSecret == nil && req.APIBaseURL == nil && req.APITokenFile == nil &&
 		req.RepoTokenSecret == nil && req.RepoTokenUser == nil && req.RepoSSHKeySecret == nil &&
@@ -222,6 +230,15 @@ func (req *projectRequest) apply(p *store.Project, problems *projectProblems) (s
 	} {
 		if f.in != nil {
 			*f.out = strings.TrimSpace(*f.in)
+		}
+	}
+	if req.GitHubTokenSecret != nil {
+		p.GitHubTokenSecret = strings.TrimSpace(*req.GitHubTokenSecret)
+		if p.GitHubTokenSecret == pipeline.GitHubTokenSecret {
+			p.GitHubTokenSecret = "" // the default, stored as such
+		}
+		if p.GitHubTokenSecret != "" && !pipeline.ValidSecretName(p.GitHubTokenSecret) {
+			problems.add("github_token_secret", "%q is not a secret name: use upper case letters, digits and _, not starting with a digit", p.GitHubTokenSecret)
 		}
 	}
 	req.applyQuota(p, problems)
@@ -579,9 +596,9 @@ func (s *Server) updateProject(w http.ResponseWriter, r *http.Request) {
 		// Another repository has its own default branch.
 		p.DefaultBranch = ""
 	}
-	if req.quotaOnly() {
-		// Only the quota changes: the connection is not checked again, and a project
-		// made on first use, with no repository, takes a quota too.
+	if req.needsNoRepository() {
+		// Only settings that need no repository change: the connection is not checked
+		// again, and a project made on first use, with no repository, takes them too.
 		if len(problems) > 0 {
 			problems.write(w)
 			return

@@ -358,6 +358,9 @@ func decodeSecretEnv(contentType string, body []byte) map[string]string {
 type jobSecrets struct {
 	// values are the job's secrets by name: exactly those its env refers to.
 	values map[string]string
+	// from names the project secret a value was read from where that is not its own
+	// name: GITHUB_TOKEN's, the secret the project names for it (github_token_secret).
+	from map[string]string
 	// env are the run's secret env values by variable name.
 	env map[string]string
 	// failure, when set, is why the job cannot run: it fails before its first step.
@@ -438,31 +441,41 @@ func (s *Server) resolveSecrets(ctx context.Context, run *store.Run, job *store.
 		environment = spec.Environment.Name
 	}
 	out.values = make(map[string]string, len(names)+len(optional))
+	all := append(append([]string(nil), names...), optional...)
+	from, err := s.secretSources(ctx, run.Project, all)
+	if err != nil {
+		return out, err
+	}
+	out.from = from
 	var missing []string
-	for _, name := range append(append([]string(nil), names...), optional...) {
+	for _, name := range all {
+		stored, what := name, name
+		if f, ok := from[name]; ok {
+			stored, what = f, fmt.Sprintf("%s (the project's github_token_secret, %s)", name, f)
+		}
 		var sc *store.Secret
 		var err error
 		for _, env := range []string{environment, ""} {
-			sc, err = s.store.GetSecret(ctx, store.SecretKey{Project: run.Project, Environment: env, Name: name})
+			sc, err = s.store.GetSecret(ctx, store.SecretKey{Project: run.Project, Environment: env, Name: stored})
 			if !errors.Is(err, store.ErrNotFound) || env == "" {
 				break
 			}
 		}
 		if errors.Is(err, store.ErrNotFound) && slices.Contains(optional, name) {
-			missing = append(missing, name)
+			missing = append(missing, what)
 			continue
 		}
 		if errors.Is(err, store.ErrNotFound) {
-			out.failure = fmt.Sprintf("secret %s is not set for project %s", name, run.Project)
+			out.failure = fmt.Sprintf("secret %s is not set for project %s", what, run.Project)
 			return out, nil
 		}
 		if err != nil {
-			return out, fmt.Errorf("read secret %s: %w", name, err)
+			return out, fmt.Errorf("read secret %s: %w", stored, err)
 		}
 		v, err := s.secrets.Open(secret.Sealed{KeyID: sc.KeyID, WrappedKey: sc.WrappedKey, Ciphertext: sc.Ciphertext},
-			secret.Scope{Project: run.Project, Environment: sc.Environment, Name: name})
+			secret.Scope{Project: run.Project, Environment: sc.Environment, Name: stored})
 		if err != nil {
-			out.failure = fmt.Sprintf("secret %s of project %s cannot be decrypted with this coordinator's secrets key", name, run.Project)
+			out.failure = fmt.Sprintf("secret %s of project %s cannot be decrypted with this coordinator's secrets key", what, run.Project)
 			return out, nil
 		}
 		out.values[name] = string(v)
@@ -490,6 +503,23 @@ func (s *Server) resolveSecrets(ctx context.Context, run *store.Run, job *store.
 		out.env[k] = string(v)
 	}
 	return out, nil
+}
+
+// secretSources names, for each of names that the project reads from a secret of
+// another name, that secret: GITHUB_TOKEN is the secret the project's
+// github_token_secret names, when it names one.
+func (s *Server) secretSources(ctx context.Context, project string, names []string) (map[string]string, error) {
+	if !slices.Contains(names, pipeline.GitHubTokenSecret) {
+		return nil, nil
+	}
+	p, err := s.store.GetProjectByName(ctx, project)
+	if err != nil {
+		return nil, fmt.Errorf("read project %s's github_token_secret: %w", project, err)
+	}
+	if p.GitHubToken() == pipeline.GitHubTokenSecret {
+		return nil, nil
+	}
+	return map[string]string{pipeline.GitHubTokenSecret: p.GitHubToken()}, nil
 }
 
 // deliverSecrets adds a claimed job's secrets to its claim answer, the one place their
@@ -521,10 +551,15 @@ func (s *Server) deliverSecrets(r *http.Request, c *store.Claim, out *claimedJSO
 	// Remembered even when there are none, so this replica's log ingest need not ask the
 	// store about the attempt's secrets at its first batch.
 	s.logs.RememberSecrets(logs.Key{Job: c.Job.ID, Attempt: c.Job.Attempt}, js.all())
-	// Each secret handed out is a read, by the worker holding the lease.
+	// Each secret handed out is a read, by the worker holding the lease, of the secret
+	// stored under its name or under the one the project maps it to.
 	for _, name := range slices.Sorted(maps.Keys(js.values)) {
-		e := auditEntry(r, auditEvent{Action: "secret.read", Project: js.project, Target: name,
-			Details: map[string]any{"job": c.Job.ID.String(), "attempt": c.Job.Attempt, "worker": c.Job.WorkerID}})
+		details := map[string]any{"job": c.Job.ID.String(), "attempt": c.Job.Attempt, "worker": c.Job.WorkerID}
+		target := name
+		if f, ok := js.from[name]; ok {
+			target, details["as"] = f, name
+		}
+		e := auditEntry(r, auditEvent{Action: "secret.read", Project: js.project, Target: target, Details: details})
 		if err := s.store.AppendAudit(ctx, &e); err != nil {
 			s.log.ErrorContext(ctx, "record a secret's read by a job", "job", c.Job.ID, "secret", name, "err", err)
 		}
