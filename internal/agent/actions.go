@@ -872,13 +872,19 @@ func githubContext(j claimedJob, ws string) map[string]string {
 	if server != "https://github.com" {
 		api = server + "/api/v3"
 	}
-	return map[string]string{
+	gh := map[string]string{
 		"sha": tr.SHA, "ref": ref, "ref_name": refName, "ref_type": refType,
 		"repository": tr.Repository, "repository_owner": owner, "event_name": tr.Event,
 		"run_id": j.RunID, "run_attempt": strconv.Itoa(j.Attempt), "job": j.Spec.Name,
 		"workspace": ws, "server_url": server, "api_url": api, "graphql_url": api + "/graphql",
-		"token": j.Secrets["GITHUB_TOKEN"], "actor": tr.Actor, "triggering_actor": tr.Actor,
+		"token": j.Secrets[pipeline.GitHubTokenSecret], "actor": tr.Actor, "triggering_actor": tr.Actor,
+		"base_ref": tr.BaseRef, "head_ref": tr.HeadRef,
 	}
+	if j.RunNumber > 0 {
+		// As GITHUB_RUN_NUMBER: only from a coordinator that numbers runs.
+		gh["run_number"] = strconv.FormatInt(j.RunNumber, 10)
+	}
+	return gh
 }
 
 // cloneHost is the host of a clone URL, "" when it has none.
@@ -919,12 +925,7 @@ func (a *Agent) githubEnv(j claimedJob, ws string, files *stepFiles) map[string]
 		"GITHUB_RETENTION_DAYS": "90",
 		"RUNNER_OS":             runnerOS(), "RUNNER_ARCH": runnerArch(), "RUNNER_NAME": a.cfg.Name, "RUNNER_ENVIRONMENT": "self-hosted",
 	}
-	if j.RunNumber > 0 {
-		vars["GITHUB_RUN_NUMBER"] = strconv.FormatInt(j.RunNumber, 10)
-	}
-	if j.Trigger.PRNumber > 0 {
-		vars["GITHUB_HEAD_REF"] = j.Trigger.Branch
-	}
+	vars["GITHUB_RUN_NUMBER"] = gh["run_number"]
 	if files != nil && files.runner != "" {
 		vars["RUNNER_TEMP"] = path.Join(files.runnerStep, "tmp")
 		vars["GITHUB_EVENT_PATH"] = path.Join(files.runnerStep, "event.json")
@@ -935,6 +936,9 @@ func (a *Agent) githubEnv(j claimedJob, ws string, files *stepFiles) map[string]
 			delete(vars, k)
 		}
 	}
+	// Set for every event, empty but for a pull request's, as GitHub's runner sets them:
+	// a script under set -u may read them.
+	vars["GITHUB_BASE_REF"], vars["GITHUB_HEAD_REF"] = gh["base_ref"], gh["head_ref"]
 	return vars
 }
 
@@ -1058,8 +1062,8 @@ func writeEvent(files *stepFiles, j claimedJob) error {
 	}
 	if tr.PRNumber > 0 {
 		ev["number"] = tr.PRNumber
-		ev["pull_request"] = map[string]any{"number": tr.PRNumber, "head": map[string]any{"ref": tr.Branch, "sha": tr.SHA},
-			"head_repo_fork": tr.Fork}
+		ev["pull_request"] = map[string]any{"number": tr.PRNumber, "head": map[string]any{"ref": tr.HeadRef, "sha": tr.SHA},
+			"base": map[string]any{"ref": tr.BaseRef}, "head_repo_fork": tr.Fork}
 	}
 	if len(tr.Inputs) > 0 {
 		ev["inputs"] = tr.Inputs

@@ -39,8 +39,13 @@ type jobTrigger struct {
 	// started the run (github.actor).
 	Payload json.RawMessage `json:"payload"`
 	Actor   string          `json:"actor"`
-	// Vars are the run's configuration variables (vars.NAME).
+	// Vars are the configuration variables the job reads (vars.NAME): the run's, with
+	// its environment's over them.
 	Vars map[string]string `json:"vars"`
+	// BaseRef and HeadRef are a pull request's base and head branches (github.base_ref,
+	// github.head_ref).
+	BaseRef string `json:"base_ref"`
+	HeadRef string `json:"head_ref"`
 }
 
 // repoCredentials is the credential of the run's private repository, as the claim answer

@@ -377,9 +377,16 @@ func runTrigger(proj *store.Project, ev *forge.Event, deliveryID string) store.T
 	case forge.KindTag:
 		tr.Tag = ev.Tag
 	case forge.KindPullRequest:
+		// github.base_ref and github.head_ref; only names, which no if: takes for the
+		// run's own branch.
+		tr.BaseRef = ev.Branch
 		if ev.PullRequest != nil {
 			tr.PRNumber = ev.PullRequest.Number
 			tr.Fork = ev.PullRequest.Fork
+			tr.HeadRef = ev.PullRequest.Head.Ref
+			if ev.PullRequest.Base.Ref != "" {
+				tr.BaseRef = ev.PullRequest.Base.Ref
+			}
 		}
 	}
 	return tr

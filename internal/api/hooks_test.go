@@ -500,7 +500,7 @@ func TestHookPullRequest(t *testing.T) {
 			"repository": map[string]any{"full_name": "octo-org/app"},
 			"sender":     map[string]any{"login": "hubot"},
 			"pull_request": map[string]any{"number": 7, "title": "Add a feature",
-				"head": map[string]any{"ref": "main", "sha": head, "repo": map[string]any{"full_name": "hubot/app"}},
+				"head": map[string]any{"ref": "feature", "sha": head, "repo": map[string]any{"full_name": "hubot/app"}},
 				"base": map[string]any{"ref": "main", "sha": base, "repo": map[string]any{"full_name": "octo-org/app"}}},
 		})
 		return body
@@ -509,7 +509,8 @@ func TestHookPullRequest(t *testing.T) {
 	var run runView
 	b.get(t, "/api/v1/runs/"+h.Runs[0]).decode(t, &run)
 	want := store.Trigger{Ref: "refs/pull/7/head", SHA: head, Event: "pull_request", Actor: "hubot", Repository: "octo-org/app", PRNumber: 7, CloneURL: repo.URL(), DeliveryID: "p-1",
-		Fork: true, Verified: store.RefFromWebhook} // the head is hubot/app: a fork, so its jobs get no secrets by default
+		Fork: true, Verified: store.RefFromWebhook, // the head is hubot/app: a fork, so its jobs get no secrets by default
+		BaseRef: "main", HeadRef: "feature"} // github.base_ref and github.head_ref
 	if run.Trigger != want {
 		t.Errorf("pull request trigger = %+v\nwant %+v", run.Trigger, want)
 	}

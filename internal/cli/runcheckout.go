@@ -123,8 +123,12 @@ func localTrigger(ctx context.Context, cfg runConfig, plan *pipeline.Plan) (loca
 	}
 	if tr.Event == "pull_request" {
 		// A pull request's run has no branch, as one from a webhook: its head may be any
-		// branch of any fork.
+		// branch of any fork. It is taken to be opened into the branch of --ref (the
+		// branch checked out by default), github.base_ref; its head is not known.
 		tr.Branch = ""
+		if b, ok := strings.CutPrefix(tr.Ref, "refs/heads/"); ok {
+			tr.BaseRef = b
+		}
 	}
 	lr.trigger = tr
 	return lr, nil

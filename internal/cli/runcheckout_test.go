@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/gantry-ci/gantry/internal/pipeline"
 )
 
 // showPipeline prints, from its one job, what the workspace holds and what the steps see
@@ -195,4 +197,23 @@ func TestRunCheckoutFlagsRefused(t *testing.T) {
 			t.Errorf("--no-checkout: exit %d\n%s%s", got.code, got.stdout, got.stderr)
 		}
 	})
+}
+
+// TestRunPullRequestBase: gantry run --event pull_request takes the branch of --ref for
+// the request's base (github.base_ref, what on: pull_request: branches filters), and
+// gives the run no branch of its own.
+func TestRunPullRequestBase(t *testing.T) {
+	t.Parallel()
+	cfg := runConfig{Event: "pull_request", Ref: "refs/heads/release", NoCheckout: true}
+	lr, err := localTrigger(t.Context(), cfg, &pipeline.Plan{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tr := lr.trigger; tr.BaseRef != "release" || tr.HeadRef != "" || tr.Branch != "" {
+		t.Errorf("trigger = %+v; want base release, no head and no branch", tr)
+	}
+	on := &pipeline.Plan{On: &pipeline.Triggers{PullRequest: &pipeline.PullRequestTrigger{Types: pipeline.DefaultPullRequestTypes, Branches: []string{"main"}}}}
+	if err := checkWorkflowOn(on, lr.trigger); err == nil || !strings.Contains(err.Error(), "release") {
+		t.Errorf("checkWorkflowOn of a pull request into release, on: pull_request: branches: [main] = %v", err)
+	}
 }

@@ -276,9 +276,9 @@ func checkWorkflowOn(plan *pipeline.Plan, tr store.Trigger) error {
 	ev := trigger.Event{Kind: trigger.Kind(tr.Event), Branch: tr.Branch, Tag: tr.Tag, ChangedPathsIncomplete: true}
 	if ev.Kind == trigger.KindPullRequest {
 		// A pull request is taken to be opened into the branch of --ref (the branch
-		// checked out by default).
+		// checked out by default: localTrigger's BaseRef).
 		ev.Action = pipeline.PullRequestOpened
-		ev.BaseBranch = strings.TrimPrefix(tr.Ref, "refs/heads/")
+		ev.BaseBranch = tr.BaseRef
 	}
 	if ev.Kind == trigger.KindPush && ev.Branch == "" && plan.On != nil && plan.On.Push != nil &&
 		(len(plan.On.Push.Branches) > 0 || len(plan.On.Push.BranchesIgnore) > 0) {

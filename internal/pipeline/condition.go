@@ -99,6 +99,9 @@ type ConditionInput struct {
 	Actor   string
 	// Vars are the run's configuration variables (vars.NAME); one not there reads as "".
 	Vars map[string]string
+	// BaseRef and HeadRef are the pull request's base and head branches (event
+	// pull_request): github.base_ref and github.head_ref, "" for any other event.
+	BaseRef, HeadRef string
 }
 
 // StepState is what steps.<id> shows of a step that came before.

@@ -289,7 +289,20 @@ func (t *ghaTranslator) refText(r *ghaRef, j *ghaJob, st *ghaStep, kind ghaTextK
 		}
 		return "", &ghaExprError{r.at, fmt.Sprintf("%s is known only on the worker; read it in a run as %s", full, v)}
 	}
-	return "", &ghaExprError{r.at, fmt.Sprintf("%s has no counterpart in Gantry", full)}
+	if r.head == "github" && len(r.path) > 0 && slices.Contains(workerGitHub, strings.ToLower(r.path[0])) && r.path[0] != "*" && !workerKind(kind) {
+		return "", &ghaExprError{r.at, fmt.Sprintf("%s is known only when the job runs; it may stand in a step's run and name, in env and with: values, a job's outputs and if:", full)}
+	}
+	return "", &ghaExprError{r.at, noCounterpart(full, "")}
+}
+
+// noCounterpart says that a reference has no counterpart in Gantry (where: in its if:).
+func noCounterpart(full, where string) string {
+	if strings.EqualFold(full, "github.run_number") {
+		// GITHUB_RUN_NUMBER is set, and the worker's github context has run_number, only
+		// when the coordinator sends the run's number, which it does not yet.
+		return full + " has no counterpart in Gantry yet: runs are not numbered; github.run_id (a UUID) names a run"
+	}
+	return full + " has no counterpart in Gantry" + where
 }
 
 // condition translates an if: into Gantry's expression language. GitHub lets the whole
@@ -324,7 +337,7 @@ func (t *ghaTranslator) condition(v string, at *yaml.Node, p string, j *ghaJob) 
 // conditionGitHub are the properties of the github context an if: reads as GitHub
 // decides it (ghacond.go).
 var conditionGitHub = []string{"sha", "ref", "ref_name", "ref_type", "repository", "repository_owner", "event_name", "event",
-	"actor", "triggering_actor", "head_ref", "*"}
+	"actor", "triggering_actor", "base_ref", "head_ref", "*"}
 
 // parseGitHub parses an expression with GitHub's evaluator, its error where it is.
 func parseGitHub(src string) (ghaexpr.Node, *ghaExprError) {
@@ -351,7 +364,7 @@ func conditionExprError(src string) *ghaExprError {
 		switch head {
 		case "github":
 			if len(r.Path) > 0 && !slices.Contains(conditionGitHub, strings.ToLower(r.Path[0])) {
-				return &ghaExprError{r.At, name + " has no counterpart in Gantry's if:"}
+				return &ghaExprError{r.At, noCounterpart(name, "'s if:")}
 			}
 		case "needs", "inputs", "env", "matrix", "steps", "vars":
 		case "runner":
@@ -558,7 +571,7 @@ func (t *ghaTranslator) refExpr(r *ghaRef, j *ghaJob) (string, byte, *ghaExprErr
 			return memberExpr("inputs", r.path[2]), t.inputType(r.path[2]), nil
 		}
 	}
-	return "", 0, &ghaExprError{r.at, fmt.Sprintf("%s has no counterpart in Gantry's if:", full)}
+	return "", 0, &ghaExprError{r.at, noCounterpart(full, "'s if:")}
 }
 
 // inputType is how if: sees a dispatch input: a declared boolean as a boolean, a string
@@ -695,7 +708,7 @@ var workerContexts = []string{"github", "env", "matrix", "steps", "needs", "runn
 // workerGitHub are the properties of the github context the worker fills.
 var workerGitHub = []string{"sha", "ref", "ref_name", "ref_type", "repository", "repository_owner", "event_name", "event",
 	"run_id", "run_attempt", "job", "workspace", "server_url", "api_url", "graphql_url", "token", "action", "action_path",
-	"action_ref", "action_repository", "head_ref", "workflow", "actor", "triggering_actor", "*"}
+	"action_ref", "action_repository", "base_ref", "head_ref", "workflow", "actor", "triggering_actor", "*"}
 
 // workerKinds are the places whose expressions the worker may evaluate: what it puts in
 // when a step runs.
@@ -728,7 +741,7 @@ func (t *ghaTranslator) workerExprError(inner string, kind ghaTextKind) *ghaExpr
 		case !slices.Contains(workerContexts, head):
 			return &ghaExprError{r.At, fmt.Sprintf("%s is not a context a step's text may read here (%s)", head, strings.Join(workerContexts, ", "))}
 		case head == "github" && len(r.Path) > 0 && !slices.Contains(workerGitHub, strings.ToLower(r.Path[0])):
-			return &ghaExprError{r.At, name + " has no counterpart in Gantry"}
+			return &ghaExprError{r.At, noCounterpart(name, "")}
 		}
 	}
 	return nil

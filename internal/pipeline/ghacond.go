@@ -74,10 +74,7 @@ func (c *Condition) evalGitHub(in ConditionInput, env map[string]string, matrix 
 	gh := map[string]any{
 		"sha": in.SHA, "ref": in.Ref, "ref_name": refName, "ref_type": refType, "repository": in.Repository,
 		"repository_owner": owner, "event_name": event, "event": in.eventPayload(), "actor": in.Actor,
-		"triggering_actor": in.Actor,
-	}
-	if in.PRNumber > 0 {
-		gh["head_ref"] = in.Branch
+		"triggering_actor": in.Actor, "base_ref": in.BaseRef, "head_ref": in.HeadRef,
 	}
 	needs := make(map[string]any, len(in.Needs))
 	for name, r := range in.Needs {
@@ -152,7 +149,8 @@ func (in ConditionInput) eventPayload() map[string]any {
 	}
 	if in.PRNumber > 0 {
 		ev["number"] = float64(in.PRNumber)
-		ev["pull_request"] = map[string]any{"number": float64(in.PRNumber), "head": map[string]any{"ref": in.Branch, "sha": in.SHA}}
+		ev["pull_request"] = map[string]any{"number": float64(in.PRNumber), "head": map[string]any{"ref": in.HeadRef, "sha": in.SHA},
+			"base": map[string]any{"ref": in.BaseRef}}
 	}
 	if len(in.Inputs) > 0 {
 		inputs := map[string]any{}

@@ -74,8 +74,46 @@ jobs:
 		t.Errorf("c started by bot: %+v, want skipped", d)
 	}
 	// Without a payload, github.event is what Gantry knows of the event.
-	ev := ConditionInput{Repository: "acme/app", Event: "pull_request", PRNumber: 7, SHA: "abc", Branch: "feature"}.eventPayload()
-	if got, _ := json.Marshal(ev); !strings.Contains(string(got), `"pull_request":{"head":{"ref":"feature","sha":"abc"},"number":7}`) {
+	ev := ConditionInput{Repository: "acme/app", Event: "pull_request", PRNumber: 7, SHA: "abc", BaseRef: "main", HeadRef: "feature"}.eventPayload()
+	if got, _ := json.Marshal(ev); !strings.Contains(string(got), `"pull_request":{"base":{"ref":"main"},"head":{"ref":"feature","sha":"abc"},"number":7}`) {
 		t.Errorf("the event of a run without a payload: %s", got)
+	}
+}
+
+// TestGitHubPullRequestRefs: github.base_ref and github.head_ref are the pull request's
+// branches, and "" for any other event, which GitHub's loose == takes for null (a
+// workflow's test for "not a pull request").
+func TestGitHubPullRequestRefs(t *testing.T) {
+	wf := `on: [push, pull_request]
+jobs:
+  into-main:
+    runs-on: x
+    if: github.base_ref == 'main' && startsWith(github.head_ref, 'feature/')
+    steps: [{run: x}]
+  not-a-pr:
+    runs-on: x
+    if: github.base_ref == null
+    steps: [{run: x}]
+`
+	p, err := Compile([]byte(wf), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pr := ConditionInput{Event: "pull_request", PRNumber: 3, BaseRef: "main", HeadRef: "feature/x"}
+	push := ConditionInput{Event: "push", Ref: "refs/heads/main", Branch: "main"}
+	for _, c := range []struct {
+		job  string
+		in   ConditionInput
+		want bool
+	}{
+		{"into-main", pr, true},
+		{"into-main", ConditionInput{Event: "pull_request", PRNumber: 3, BaseRef: "release", HeadRef: "feature/x"}, false},
+		{"into-main", push, false},
+		{"not-a-pr", pr, false},
+		{"not-a-pr", push, true},
+	} {
+		if d := p.Job(c.job).Decide(c.in); d.Run != c.want || d.Err != nil {
+			t.Errorf("%s for %+v: %+v, want run=%v", c.job, c.in, d, c.want)
+		}
 	}
 }

@@ -62,7 +62,10 @@ jobs:
 	}
 
 	for _, c := range []struct{ wf, msg string }{
-		{"on: push\njobs:\n  a:\n    runs-on: x\n    steps:\n      - run: echo ${{ github.base_ref }}\n", "github.base_ref has no counterpart"},
+		{"on: push\njobs:\n  a:\n    runs-on: x\n    steps:\n      - run: echo ${{ github.run_number }}\n", "github.run_number has no counterpart in Gantry yet: runs are not numbered"},
+		{"on: push\njobs:\n  a:\n    runs-on: x\n    steps:\n      - run: echo ${{ github.retention_days }}\n", "github.retention_days has no counterpart"},
+		{"on: push\njobs:\n  a:\n    runs-on: x\n    if: github.run_number > 1\n    steps:\n      - run: echo\n", "github.run_number has no counterpart in Gantry yet"},
+		{"on: push\njobs:\n  a:\n    runs-on: x\n    concurrency: pr-${{ github.head_ref }}\n    steps:\n      - run: echo\n", "github.head_ref is known only when the job runs"},
 		{"on: push\njobs:\n  a:\n    runs-on: x\n    steps:\n      - run: echo ${{ nope(1) }}\n", "nope"},
 		{"on: push\njobs:\n  a:\n    runs-on: x\n    steps:\n      - run: echo ${{ 1 == }}\n", ""},
 		// Gantry's own language does not take them from an author.
@@ -71,5 +74,18 @@ jobs:
 		if _, err := Compile([]byte(c.wf), Options{}); err == nil || !strings.Contains(err.Error(), c.msg) {
 			t.Errorf("Compile(%q) = %v, want an error with %q", c.wf, err, c.msg)
 		}
+	}
+
+	// A pull request's branches and a configuration variable are the worker's to read.
+	pr, err := Compile([]byte("on: pull_request\njobs:\n  a:\n    runs-on: x\n    steps:\n"+
+		"      - run: echo ${{ github.base_ref }} ${{ github.head_ref }} ${{ vars.GREETING }}\n"+
+		"        env: {BASE: '${{ github.base_ref }}'}\n"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st = pr.Job("a").Steps[0]
+	got, err = ExpandWorkerExprs(st.Run+" "+st.Env["BASE"], func(expr string) (string, error) { return "<" + expr + ">", nil })
+	if err != nil || got != "echo <github.base_ref> <github.head_ref> <vars.GREETING> <github.base_ref>" {
+		t.Errorf("ExpandWorkerExprs = %q, %v", got, err)
 	}
 }

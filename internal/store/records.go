@@ -162,6 +162,10 @@ type Trigger struct {
 	// they were when the run was created, without the names given to gantry run --var;
 	// a job in one of them reads them over Vars (JobVars). A pointer, as Inputs.
 	EnvironmentVars *EnvironmentVariables `json:"environment_vars,omitempty"`
+	// BaseRef and HeadRef are a pull request's base (target) and head branch names,
+	// without refs/heads/ (event pull_request): github.base_ref and github.head_ref.
+	BaseRef string `json:"base_ref,omitempty"`
+	HeadRef string `json:"head_ref,omitempty"`
 	// WorkflowID and WorkflowVersion name the registered workflow, and the version of
 	// its definition, that the run is of.
 	WorkflowID      string `json:"workflow_id,omitempty"`

@@ -285,11 +285,13 @@ func (t *tx) decide(id uuid.UUID, runs map[uuid.UUID]*runState, nowUS int64) (*e
 	return &ended{id: id, runID: runID, status: status, upstreamFailed: upstream}, nil
 }
 
-// conditionInput is what an if: reads of the run: its trigger and its env.
+// conditionInput is what an if: reads of the run: its trigger and its env. A job's if:
+// reads the run's variables, not its environment's: as on GitHub, it is decided before
+// the job enters its environment.
 func conditionInput(tr store.Trigger, env map[string]string) pipeline.ConditionInput {
 	in := pipeline.ConditionInput{
 		Ref: tr.Ref, Branch: tr.Branch, Tag: tr.Tag, SHA: tr.SHA, Event: tr.Event, Repository: tr.Repository,
-		PRNumber: tr.PRNumber, Fork: tr.Fork, Env: env, Actor: tr.Actor,
+		PRNumber: tr.PRNumber, Fork: tr.Fork, Env: env, Actor: tr.Actor, BaseRef: tr.BaseRef, HeadRef: tr.HeadRef,
 	}
 	if tr.Inputs != nil {
 		in.Inputs = *tr.Inputs
