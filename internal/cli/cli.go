@@ -194,6 +194,7 @@ func (a *app) rootCommand() *cobra.Command {
 		a.submitCommand(),
 		a.tokenCommand(),
 		a.upCommand(),
+		a.variableCommand(),
 		a.versionCommand(),
 		a.workflowCommand(),
 		a.workerCommand(),

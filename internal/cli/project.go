@@ -12,6 +12,8 @@ import (
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
+
+	"github.com/gantry-ci/gantry/internal/pipeline"
 )
 
 // projectConfig is everything `gantry project` acts on.
@@ -30,7 +32,9 @@ type projectConfig struct {
 	RepoSSHKeySecret     string
 	RepoKnownHostsSecret string
 	CommitStatuses       string
-	RotateSecret         bool
+	// GitHubTokenSecret names the secret secrets.GITHUB_TOKEN and github.token read.
+	GitHubTokenSecret string
+	RotateSecret      bool
 }
 
 // projectView is a project as the API shows it.
@@ -46,6 +50,7 @@ type projectView struct {
 	RepoTokenUser        string `json:"repo_token_user"`
 	RepoSSHKeySecret     string `json:"repo_ssh_key_secret"`
 	RepoKnownHostsSecret string `json:"repo_known_hosts_secret"`
+	GitHubTokenSecret    string `json:"github_token_secret"`
 	CommitStatuses       string `json:"commit_statuses"`
 	MaxConcurrentJobs    int    `json:"max_concurrent_jobs"`
 	FairWeight           int    `json:"fair_weight"`
@@ -183,7 +188,11 @@ func (c *projectConfig) settingFlags(cmd *cobra.Command) {
 	f.StringVar(&c.RepoSSHKeySecret, "repo-ssh-key-secret", "", "the project secret holding a deploy key (private ssh key) for a private ssh repository")
 	f.StringVar(&c.RepoKnownHostsSecret, "repo-known-hosts-secret", "", "the project secret holding the known_hosts lines the ssh host must match (default: trust on first use)")
 	f.StringVar(&c.CommitStatuses, "commit-statuses", "", "what runs report to the forge: jobs (a status per job beside the run's; the default) or run (the run's only)")
+	f.StringVar(&c.GitHubTokenSecret, "github-token-secret", "", githubTokenSecretUsage)
 }
+
+// githubTokenSecretUsage describes --github-token-secret.
+const githubTokenSecretUsage = "the project secret a workflow's secrets.GITHUB_TOKEN and github.token read (default GITHUB_TOKEN; \"\" goes back to it)"
 
 // request builds the JSON body from the flags the user gave (name only for create).
 func (c *projectConfig) request(cmd *cobra.Command, name string) ([]byte, error) {
@@ -197,7 +206,7 @@ func (c *projectConfig) request(cmd *cobra.Command, name string) ([]byte, error)
 		"api-url": &c.APIURL, "api-token-file": &c.APITokenFile,
 		"repo-token-secret": &c.RepoTokenSecret, "repo-token-user": &c.RepoTokenUser,
 		"repo-ssh-key-secret": &c.RepoSSHKeySecret, "repo-known-hosts-secret": &c.RepoKnownHostsSecret,
-		"commit-statuses": &c.CommitStatuses,
+		"commit-statuses": &c.CommitStatuses, "github-token-secret": &c.GitHubTokenSecret,
 	} {
 		if f.Changed(flag) {
 			req[map[string]string{
@@ -205,7 +214,7 @@ func (c *projectConfig) request(cmd *cobra.Command, name string) ([]byte, error)
 				"api-url": "api_base_url", "api-token-file": "api_token_file",
 				"repo-token-secret": "repo_token_secret", "repo-token-user": "repo_token_user",
 				"repo-ssh-key-secret": "repo_ssh_key_secret", "repo-known-hosts-secret": "repo_known_hosts_secret",
-				"commit-statuses": "commit_statuses",
+				"commit-statuses": "commit_statuses", "github-token-secret": "github_token_secret",
 			}[flag]] = *field
 		}
 	}
@@ -284,6 +293,9 @@ func (a *app) projectCall(ctx context.Context, cfg clientConfig, method, path st
 	row("repo token user:", p.RepoTokenUser)
 	row("repo ssh key secret:", p.RepoSSHKeySecret)
 	row("repo known hosts secret:", p.RepoKnownHostsSecret)
+	if p.GitHubTokenSecret != "GITHUB_TOKEN" {
+		row("GITHUB_TOKEN reads secret:", p.GitHubTokenSecret)
+	}
 	if p.HookPath != "" {
 		row("webhook url:", c.baseURL()+p.HookPath)
 	}
@@ -340,28 +352,35 @@ func (a *app) projectList(ctx context.Context, cfg clientConfig) error {
 	return tw.Flush()
 }
 
-// projectQuotaConfig is what `gantry project set` changes.
+// projectQuotaConfig is what `gantry project set` changes: the settings any project
+// takes, with a repository or not.
 type projectQuotaConfig struct {
 	clientConfig
 	MaxConcurrentJobs int
 	Weight            int
+	GitHubTokenSecret string
 }
 
 func (a *app) projectSetCommand() *cobra.Command {
 	var cfg projectQuotaConfig
 	cmd := &cobra.Command{
-		Use:   "set NAME [--max-concurrent-jobs N] [--weight W]",
-		Short: "Set a project's quota: its limit of concurrent jobs and its fair-share weight",
-		Long: "Set changes a project's quota; only the flags given change.\n" +
+		Use:   "set NAME [--max-concurrent-jobs N] [--weight W] [--github-token-secret S]",
+		Short: "Set a project's quota, and the secret its workflows' GITHUB_TOKEN reads",
+		Long: "Set changes a project's quota, and which secret GITHUB_TOKEN is; only the flags\n" +
+			"given change.\n" +
 			"--max-concurrent-jobs bounds how many of the project's jobs run (are assigned or\n" +
 			"running) at once; 0 lifts the limit. Its other jobs wait, queued, and say why.\n" +
 			"--weight (1 to 100, default 1) is the project's share of dispatch while projects\n" +
 			"compete: one of weight 2 gets about twice the jobs of one of weight 1. A new weight\n" +
-			"applies to jobs queued after it. Any project takes a quota, also one a run made\n" +
-			"without a repository. Needs an admin token.\n\n" + configHelp,
+			"applies to jobs queued after it. The quota needs an admin token.\n" +
+			"--github-token-secret names the project secret that a workflow's\n" +
+			"secrets.GITHUB_TOKEN and github.token read (default: the secret named GITHUB_TOKEN);\n" +
+			"a maintainer of the project may set it. Any project takes these settings, also one\n" +
+			"a run made without a repository.\n\n" + configHelp,
 		Example: "  gantry project set nightly --max-concurrent-jobs 4\n" +
 			"  gantry project set web --weight 3\n" +
-			"  gantry project set nightly --max-concurrent-jobs 0",
+			"  gantry project set nightly --max-concurrent-jobs 0\n" +
+			"  gantry project set web --github-token-secret CI_BOT_TOKEN",
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			body, err := cfg.request(cmd)
@@ -375,6 +394,7 @@ func (a *app) projectSetCommand() *cobra.Command {
 	f := cmd.Flags()
 	f.IntVar(&cfg.MaxConcurrentJobs, "max-concurrent-jobs", 0, "the most jobs of the project running at once (0 = no limit)")
 	f.IntVar(&cfg.Weight, "weight", 1, "the project's fair-share weight, 1 to 100")
+	f.StringVar(&cfg.GitHubTokenSecret, "github-token-secret", "", githubTokenSecretUsage)
 	return cmd
 }
 
@@ -394,8 +414,14 @@ func (c *projectQuotaConfig) request(cmd *cobra.Command) ([]byte, error) {
 		}
 		req["fair_weight"] = c.Weight
 	}
+	if f.Changed("github-token-secret") {
+		if s := c.GitHubTokenSecret; s != "" && !pipeline.ValidSecretName(s) {
+			return nil, usagef("--github-token-secret %q: a secret's name is upper case letters, digits and _, not starting with a digit", s)
+		}
+		req["github_token_secret"] = c.GitHubTokenSecret
+	}
 	if len(req) == 0 {
-		return nil, usagef("nothing to set: give --max-concurrent-jobs or --weight")
+		return nil, usagef("nothing to set: give --max-concurrent-jobs, --weight or --github-token-secret")
 	}
 	return json.Marshal(req)
 }

@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"regexp"
 	"slices"
 	"strings"
 
@@ -215,9 +214,6 @@ func clipText(s string, n int) string {
 	return s
 }
 
-// varNamePattern is a GitHub configuration variable's name.
-var varNamePattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-
 // runVars reads --var NAME=VALUE.
 func runVars(vars []string) (store.Variables, error) {
 	if len(vars) == 0 {
@@ -229,8 +225,8 @@ func runVars(vars []string) (store.Variables, error) {
 		if !ok {
 			return nil, usagef("--var %q: want NAME=VALUE", kv)
 		}
-		if !varNamePattern.MatchString(name) || strings.HasPrefix(strings.ToUpper(name), "GITHUB_") {
-			return nil, usagef("--var %q: a variable's name is letters, digits and _, not starting with a digit or GITHUB_", kv)
+		if !pipeline.ValidVariableName(name) {
+			return nil, usagef("--var %q: a variable's name is %s", kv, pipeline.VariableNameRule)
 		}
 		out[name] = v
 	}
