@@ -532,7 +532,7 @@ func (d *decoder) buildJob(s *spec, j *jobSpec, in, padded instance, needNames [
 	}
 	d.buildContainer(job, def, own, j, in, env)
 	if j.concurrency != nil {
-		job.Concurrency = &Concurrency{Group: d.substitute(j.concurrency.group, in, env), CancelInProgress: j.concurrency.cancel}
+		job.Concurrency = &Concurrency{Group: d.concurrencyGroup(j.concurrency.group, in, env), CancelInProgress: j.concurrency.cancel}
 	}
 	if j.environment != nil {
 		job.Environment = d.compileEnvironment(j.environment, in, env)

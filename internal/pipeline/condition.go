@@ -102,6 +102,8 @@ type ConditionInput struct {
 	// BaseRef and HeadRef are the pull request's base and head branches (event
 	// pull_request): github.base_ref and github.head_ref, "" for any other event.
 	BaseRef, HeadRef string
+	// RunID is the run's id (github.run_id), where it is known.
+	RunID string
 }
 
 // StepState is what steps.<id> shows of a step that came before.

@@ -962,7 +962,7 @@ func (t *ghaTranslator) concurrency(j *ghaJob, f field) {
 	out := gMap(r)
 	if r.Kind == yaml.ScalarNode {
 		if v, ok := d.str(r, f.path, "a group name or a mapping"); ok {
-			put(out, "group", r, gStr(t.text(v, r, f.path, j, nil, ghaPlanTime), r))
+			put(out, "group", r, gStr(t.text(v, r, f.path, j, nil, ghaRunCreation), r))
 			t.rename(j.path+".concurrency.group", f.path)
 		}
 	} else {
@@ -970,7 +970,7 @@ func (t *ghaTranslator) concurrency(j *ghaJob, f field) {
 			switch g.key {
 			case "group":
 				if v, ok := d.str(g.val, g.path, "a group name"); ok {
-					put(out, "group", g.keyNode, gStr(t.text(v, d.resolve(g.val), g.path, j, nil, ghaPlanTime), d.resolve(g.val)))
+					put(out, "group", g.keyNode, gStr(t.text(v, d.resolve(g.val), g.path, j, nil, ghaRunCreation), d.resolve(g.val)))
 				}
 			case "cancel-in-progress":
 				if v, ok := t.boolean(g.val, g.path); ok {

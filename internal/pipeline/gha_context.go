@@ -25,7 +25,12 @@ const (
 	ghaPlanTime                       // a setting decided when the plan is made
 	ghaCacheKey                       // a cache key: hashFiles() may stand, for the worker
 	ghaOutputValue                    // a job's outputs: steps.X.outputs.Y may stand
+	ghaRunCreation                    // decided when a run is created: a concurrency group
 )
+
+// runCreationContexts are the contexts an expression decided when a run is created may
+// read (RunCreationExprError).
+var runCreationContexts = []string{"github", "inputs", "vars", "matrix", "env"}
 
 // ghaTextError is an expression error in text, reported at the ${{ it sits in.
 func (t *ghaTranslator) textError(s string, at *yaml.Node, p string, offset int, msg string) {
@@ -262,7 +267,7 @@ func (t *ghaTranslator) refText(r *ghaRef, j *ghaJob, st *ghaStep, kind ghaTextK
 		}
 	case "needs":
 		if len(r.path) == 3 && r.path[0] != "*" && r.path[1] == "outputs" {
-			if kind == ghaPlanTime || kind == ghaCacheKey {
+			if kind == ghaPlanTime || kind == ghaCacheKey || kind == ghaRunCreation {
 				return "", &ghaExprError{r.at, full + " is known only when the job is claimed; it may stand in a step's run and name, env values and outputs"}
 			}
 			return "${{ " + full + " }}", nil
@@ -272,7 +277,7 @@ func (t *ghaTranslator) refText(r *ghaRef, j *ghaJob, st *ghaStep, kind ghaTextK
 			return "", nil
 		}
 		if (len(r.path) == 3 && r.path[1] == "outputs") || (len(r.path) == 2 && (r.path[1] == "outcome" || r.path[1] == "conclusion")) {
-			if kind == ghaPlanTime || kind == ghaCacheKey {
+			if kind == ghaPlanTime || kind == ghaCacheKey || kind == ghaRunCreation {
 				return "", &ghaExprError{r.at, full + " is known only when the step runs; it may stand in a later step's run, name and env and in the job's outputs"}
 			}
 			if len(r.path) == 2 {
@@ -713,7 +718,7 @@ var workerGitHub = []string{"sha", "ref", "ref_name", "ref_type", "repository", 
 // workerKinds are the places whose expressions the worker may evaluate: what it puts in
 // when a step runs.
 func workerKind(kind ghaTextKind) bool {
-	return kind == ghaRunScript || kind == ghaStepName || kind == ghaEnvValue || kind == ghaOutputValue
+	return kind == ghaRunScript || kind == ghaStepName || kind == ghaEnvValue || kind == ghaOutputValue || kind == ghaRunCreation
 }
 
 // workerExpr keeps an expression for the worker (WorkerExpr) when it stands where the
@@ -733,6 +738,14 @@ func (t *ghaTranslator) workerExprError(inner string, kind ghaTextKind) *ghaExpr
 	n, perr := parseGitHub(inner)
 	if perr != nil {
 		return perr
+	}
+	if kind == ghaRunCreation {
+		for _, r := range ghaexpr.Refs(n) {
+			if !slices.Contains(runCreationContexts, strings.ToLower(r.Context)) {
+				return &ghaExprError{r.At, runCreationMessage(r.Context)}
+			}
+		}
+		return nil
 	}
 	for _, r := range ghaexpr.Refs(n) {
 		head := strings.ToLower(r.Context)

@@ -251,7 +251,7 @@ func TestWorkflowErrors(t *testing.T) {
 		{"bad image at the workflow's path", head + "    container: {image: 'Node:20'}\n    steps: [{run: x}]\n", ErrInvalid, "jobs.a.container.image", 5, 24, "image \"Node:20\""},
 		{"another run's artifacts", head + "    steps:\n      - uses: actions/download-artifact@v4\n        with: {name: x, run-id: 7}\n", ErrInvalid, "jobs.a.steps[0].with.run-id", 7, 25, "run-id (another run's artifacts) is not supported"},
 		{"step output of a later step", head + "    steps:\n      - run: echo ${{ steps.x.outputs.y }}\n      - {id: x, run: make}\n", ErrUnknownReference, "jobs.a.steps[0].run", 6, 19, `no step before this one has id "x"`},
-		{"step output where the plan decides", head + "    concurrency: ${{ needs.b.outputs.y }}\n    steps: [{run: x}]\n", ErrExpression, "jobs.a.concurrency", 5, 22, "known only when the job is claimed"},
+		{"step output where the run decides", head + "    concurrency: ${{ needs.b.outputs.y }}\n    steps: [{run: x}]\n", ErrExpression, "jobs.a.concurrency", 5, 22, "needs is not known when a run is created"},
 		{"cache path outside", head + "    steps:\n      - uses: actions/cache@v4\n        with: {path: ../x, key: k}\n", ErrInvalid, "jobs.a.steps[0].with.path[0]", 7, 22, "cache path"},
 		{"expression error at its column", head + "    steps:\n      - run: echo ${{ github.sha && }}\n", ErrExpression, "jobs.a.steps[0].run", 6, 34, "Unexpected end of expression"},
 		{"unknown context", head + "    steps:\n      - run: echo ${{ github.run_number }}\n", ErrExpression, "jobs.a.steps[0].run", 6, 23, "github.run_number has no counterpart"},
@@ -268,7 +268,6 @@ func TestWorkflowErrors(t *testing.T) {
 		{"shell expression coming to no shell", head + "    strategy: {matrix: {s: [fish]}}\n    steps:\n      - run: x\n        shell: ${{ matrix.s }}\n", ErrInvalid, "jobs.a.steps[0].shell", 8, 16, `for a (s=fish): shell "fish" is not supported`},
 		{"timeout from an expression that comes to null", head + "    timeout-minutes: ${{ matrix.t }}\n    steps: [{run: x}]\n", ErrInvalid, "jobs.a.timeout-minutes", 5, 22, "comes to null, not a number of minutes"},
 		{"timeout from an expression reading more than matrix", head + "    timeout-minutes: ${{ inputs.t || 5 }}\n    steps: [{run: x}]\n", ErrExpression, "jobs.a.timeout-minutes", 5, 22, "may read matrix and literals only, not inputs"},
-		{"concurrency group known only at run time", head + "    concurrency: ci-${{ github.ref }}\n    steps: [{run: x}]\n", ErrUnknownReference, "jobs.a.concurrency", 5, 21, "known only when a run is created"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

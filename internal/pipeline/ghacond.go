@@ -62,6 +62,28 @@ func ghaResult(r string) string {
 
 // evalGitHub evaluates a condition kept as GitHub wrote it.
 func (c *Condition) evalGitHub(in ConditionInput, env map[string]string, matrix []MatrixValue, success func() bool) (bool, error) {
+	ctx := in.githubContext(env, matrix)
+	ctx.Status = func(name string) bool {
+		switch name {
+		case "success":
+			return success()
+		case "failure":
+			return in.UpstreamFailed
+		case "cancelled":
+			return in.Cancelled
+		}
+		return true
+	}
+	ok, err := ghaexpr.Condition(c.gha, ctx)
+	if err != nil {
+		return false, fmt.Errorf("evaluate if: %s: %w", c.gha, err)
+	}
+	return ok, nil
+}
+
+// githubContext is what a GitHub expression the coordinator evaluates reads: the github
+// context as the trigger tells it, needs, steps, inputs, env, vars, matrix and runner.
+func (in ConditionInput) githubContext(env map[string]string, matrix []MatrixValue) *ghaexpr.Context {
 	owner, _, _ := strings.Cut(in.Repository, "/")
 	event := strings.ToLower(in.Event)
 	if e, ok := gantryToGitHubEvents[event]; ok {
@@ -74,7 +96,7 @@ func (c *Condition) evalGitHub(in ConditionInput, env map[string]string, matrix 
 	gh := map[string]any{
 		"sha": in.SHA, "ref": in.Ref, "ref_name": refName, "ref_type": refType, "repository": in.Repository,
 		"repository_owner": owner, "event_name": event, "event": in.eventPayload(), "actor": in.Actor,
-		"triggering_actor": in.Actor, "base_ref": in.BaseRef, "head_ref": in.HeadRef,
+		"triggering_actor": in.Actor, "base_ref": in.BaseRef, "head_ref": in.HeadRef, "run_id": in.RunID,
 	}
 	needs := make(map[string]any, len(in.Needs))
 	for name, r := range in.Needs {
@@ -107,26 +129,10 @@ func (c *Condition) evalGitHub(in ConditionInput, env map[string]string, matrix 
 	for k, v := range in.Vars {
 		vars[k] = v
 	}
-	ctx := &ghaexpr.Context{
+	return &ghaexpr.Context{
 		Values: map[string]any{"github": gh, "needs": needs, "steps": steps, "inputs": inputs, "env": envCtx, "vars": vars,
 			"matrix": MatrixContext(matrix), "runner": map[string]any{"os": "Linux"}},
-		Status: func(name string) bool {
-			switch name {
-			case "success":
-				return success()
-			case "failure":
-				return in.UpstreamFailed
-			case "cancelled":
-				return in.Cancelled
-			}
-			return true
-		},
 	}
-	ok, err := ghaexpr.Condition(c.gha, ctx)
-	if err != nil {
-		return false, fmt.Errorf("evaluate if: %s: %w", c.gha, err)
-	}
-	return ok, nil
 }
 
 // eventPayload is the event the run is for as GitHub's webhook sent it (Payload), or,

@@ -9,6 +9,8 @@ import (
 	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/gantry-ci/gantry/internal/ghaexpr"
 )
 
 var refPattern = regexp.MustCompile(`^(matrix|env|secrets|inputs|pr)\.([A-Za-z_][A-Za-z0-9_-]*)$`)
@@ -48,6 +50,27 @@ type refScope struct {
 // cannot be resolved then would otherwise reach a shell as literal text.
 func (d *decoder) substitute(t text, matrix []MatrixValue, env map[string]string) string {
 	return d.substituteRefs(t, matrix, env, false, false)
+}
+
+// concurrencyGroup substitutes a job's concurrency group: matrix and env values now, the
+// run's own values (${{ ref }} ...) and GitHub expressions of what the trigger tells
+// (WorkerExpr, RunCreationExprError) when a run is created (Job.WithRunValues). What a
+// job or step makes is not known then, and is refused.
+func (d *decoder) concurrencyGroup(t text, matrix []MatrixValue, env map[string]string) string {
+	return d.replaceRefs(t, func(offset int, inner string) string {
+		if expr, ok := decodeWorkerExpr(inner); ok && strings.HasPrefix(inner, workerExprPrefix) {
+			if msg := RunCreationExprError(expr); msg != "" {
+				d.addAt(ErrUnknownReference, t, offset, "%s", msg)
+			}
+			return "${{ " + inner + " }}"
+		}
+		if strings.HasPrefix(inner, "needs.") || strings.HasPrefix(inner, "steps.") {
+			d.addAt(ErrUnknownReference, t, offset, "${{ %s }} is not known when a run is created, when its concurrency group is decided", inner)
+			return ""
+		}
+		sub := text{v: "${{ " + inner + " }}", node: t.node, path: t.path}
+		return d.substituteRun(sub, matrix, env)
+	})
 }
 
 // substituteRun is substitute for a step's run and name, where the run's own values
@@ -271,6 +294,21 @@ func (j *Job) WithRunValues(in ConditionInput) (*Job, error) {
 		e.URL = resolve(e.URL)
 		out.Environment = &e
 	}
+	if j.Concurrency != nil && strings.Contains(j.Concurrency.Group, "${{") {
+		c := *j.Concurrency
+		group, err := ExpandWorkerExprs(resolve(c.Group), func(expr string) (string, error) {
+			v, err := ghaexpr.EvalString(expr, in.githubContext(j.Env, j.Matrix))
+			if err != nil {
+				return "", fmt.Errorf("job %s: concurrency group: ${{ %s }}: %w", j.Key, expr, err)
+			}
+			return ghaexpr.ToString(v), nil
+		})
+		if err != nil && bad == nil {
+			bad = err
+		}
+		c.Group = group
+		out.Concurrency = &c
+	}
 	if len(j.Caches) > 0 {
 		out.Caches = make([]Cache, len(j.Caches))
 		for i, c := range j.Caches {
@@ -301,6 +339,9 @@ func (j *Job) hasRunRefs() bool {
 		}
 	}
 	if j.Environment != nil && has(j.Environment.URL) {
+		return true
+	}
+	if j.Concurrency != nil && strings.Contains(j.Concurrency.Group, "${{") {
 		return true
 	}
 	for _, v := range j.Outputs {

@@ -87,6 +87,36 @@ func TestEnvironmentURLRunValues(t *testing.T) {
 	}
 }
 
+// A concurrency group may hold the run's own values and, in a workflow, GitHub
+// expressions of what the trigger tells: both are decided when a run is created.
+func TestConcurrencyGroupRunValues(t *testing.T) {
+	t.Parallel()
+	job := mustCompile(t, "env: {B: \"${{ branch }}\"}\njobs:\n  a:\n    concurrency: {group: \"deploy-${{ env.B }}-${{ sha }}\"}\n    steps: [{run: x}]\n").Job("a")
+	got, err := job.WithRunValues(ConditionInput{Branch: "main", SHA: "abc"})
+	if err != nil || got.Concurrency.Group != "deploy-main-abc" {
+		t.Errorf("group %q, %v; want deploy-main-abc", got.Concurrency.Group, err)
+	}
+	p, err := Compile([]byte("on: push\njobs:\n  a:\n    runs-on: x\n    strategy: {matrix: {v: [1]}}\n"+
+		"    concurrency: t-${{ matrix.v }}-${{ (github.event.pull_request && github.event.pull_request.number) || github.ref || github.run_id }}\n"+
+		"    steps: [{run: x}]\n"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for in, want := range map[*ConditionInput]string{
+		{Ref: "refs/heads/main"}: "t-1-refs/heads/main",
+		{Ref: "refs/pull/7/merge", Payload: []byte(`{"pull_request": {"number": 7}}`)}: "t-1-7",
+		{RunID: "r1"}: "t-1-r1",
+	} {
+		got, err := p.Jobs[0].WithRunValues(*in)
+		if err != nil || got.Concurrency.Group != want {
+			t.Errorf("group %q, %v; want %q", got.Concurrency.Group, err, want)
+		}
+	}
+	if p.Jobs[0].Concurrency.Group == "t-1-refs/heads/main" {
+		t.Error("WithRunValues changed the plan's job")
+	}
+}
+
 func mustRunValues(t *testing.T, j *Job) *Job {
 	t.Helper()
 	out, err := j.WithRunValues(ConditionInput{Ref: "r"})
@@ -111,8 +141,8 @@ func TestRunValuesSubstitutionErrors(t *testing.T) {
 			[]string{"${{ refs }} is not a reference", `did you mean "ref"`}},
 		{"not in a label", "jobs:\n  a:\n    runs_on: [\"${{ branch }}\"]\n    steps: [{run: x}]\n", "jobs.a.runs_on[0]",
 			[]string{"known only when a run is created"}},
-		{"not through env in a concurrency group", "env: {B: \"${{ branch }}\"}\njobs:\n  a:\n    concurrency: {group: \"deploy-${{ env.B }}\"}\n    steps: [{run: x}]\n",
-			"jobs.a.concurrency.group", []string{"env.B holds a value known only when a run is created"}},
+		{"no job's output in a concurrency group", "jobs:\n  a:\n    steps: [{run: x}]\n  b:\n    needs: [a]\n    concurrency: {group: \"deploy-${{ needs.a.outputs.x }}\"}\n    steps: [{run: x}]\n",
+			"jobs.b.concurrency.group", []string{"not known when a run is created"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -2,9 +2,12 @@ package pipeline
 
 import (
 	"encoding/base64"
+	"fmt"
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/gantry-ci/gantry/internal/ghaexpr"
 )
 
 // A workflow's ${{ }} that Gantry's references cannot say (an operator, a function,
@@ -115,4 +118,24 @@ func (j *Job) OptionalSecrets() []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// RunCreationExprError says why a GitHub expression cannot be decided when a run is
+// created (a concurrency group), or "": it may read github (what the trigger tells),
+// inputs, vars, matrix and env, and nothing a job or step makes.
+func RunCreationExprError(expr string) string {
+	n, err := ghaexpr.Parse(expr)
+	if err != nil {
+		return err.Error()
+	}
+	for _, r := range ghaexpr.Refs(n) {
+		if !slices.Contains(runCreationContexts, strings.ToLower(r.Context)) {
+			return runCreationMessage(r.Context)
+		}
+	}
+	return ""
+}
+
+func runCreationMessage(context string) string {
+	return fmt.Sprintf("%s is not known when a run is created, when a concurrency group is decided; it may read %s", context, strings.Join(runCreationContexts, ", "))
 }

@@ -60,6 +60,7 @@ func (e *Engine) CreateRun(ctx context.Context, p store.CreateRunParams) (*store
 	jobs := make([]plannedJob, len(p.Plan.Jobs))
 	skipped, gated := 0, 0
 	values := conditionInput(p.Trigger, p.Env)
+	values.RunID = runID.String()
 	for i, j := range p.Plan.Jobs {
 		// The run's own values (${{ ref }}, ${{ inputs.x }} ...) are known from here on;
 		// the job the store keeps, and every worker runs, has them put in.
