@@ -144,6 +144,10 @@ type ghaTranslator struct {
 	// objectAxes are the axes of mappings of each job's matrix, whose values are indexes
 	// (gha_matrix.go), by id.
 	objectAxes map[string][]string
+	// dynamic are the jobs whose matrix is computed from their needs' outputs, by id,
+	// and dynamicUses the actions their steps name (gha_dynmatrix.go).
+	dynamic     map[string][]ghaDynExpr
+	dynamicUses map[string][]string
 }
 
 // gNode makes a node of the translated definition at the position of at.
@@ -260,6 +264,7 @@ func (d *decoder) workflow(root *yaml.Node) (*yaml.Node, *ghaTranslator) {
 	for _, jf := range fields {
 		t.scanUploads(jf)
 	}
+	t.findDynamicMatrices(fields)
 	jobs := gMap(jobsNode)
 	for _, jf := range fields {
 		if d.abort {
@@ -270,6 +275,9 @@ func (d *decoder) workflow(root *yaml.Node) (*yaml.Node, *ghaTranslator) {
 			continue
 		}
 		if j := t.job(jf); j != nil {
+			if t.dynamic[jf.key] != nil {
+				j = t.placeholder(jf, j)
+			}
 			put(jobs, jf.key, jf.keyNode, j)
 		}
 	}
@@ -598,6 +606,9 @@ type ghaJob struct {
 	matrixKeys map[string]bool
 	// stepIDs are the ids its steps are given.
 	stepIDs map[string]bool
+	// dynamic: the matrix is computed when the job's needs are done, so any matrix
+	// reference may be good (gha_dynmatrix.go).
+	dynamic bool
 }
 
 func (t *ghaTranslator) job(jf field) *yaml.Node {
@@ -611,7 +622,7 @@ func (t *ghaTranslator) job(jf field) *yaml.Node {
 		return nil
 	}
 	j := &ghaJob{id: jf.key, path: jf.path, out: gMap(r), env: append([]string(nil), t.env...), shell: t.shell, workDir: t.workDir,
-		flat: t.flatMatrixKeys(r)}
+		flat: t.flatMatrixKeys(r), dynamic: t.dynamic[jf.key] != nil}
 	if keys, known := t.matrixKeys(r); known {
 		j.matrixKeys = keys
 	}
@@ -1330,6 +1341,7 @@ func (d *decoder) translateAndPlan(root *yaml.Node) (*Plan, *yaml.Node, *ghaTran
 		p = d.plan(s)
 	}
 	if p != nil {
+		t.markDynamic(p)
 		raw = make([][]string, len(p.Jobs))
 		for i, job := range p.Jobs {
 			raw[i] = slices.Clone(job.RunsOn)
@@ -1366,6 +1378,7 @@ func ConvertWorkflow(src []byte, opts Options) ([]byte, error) {
 	if len(d.errs) > 0 || p == nil {
 		return nil, sortErrors(d.errs)
 	}
+	t.refuseDynamic()
 	t.staticRunsOn(p, raw, out)
 	t.staticShells(out)
 	if len(d.errs) > 0 {

@@ -104,6 +104,10 @@ func (t *ghaTranslator) flatMatrixKeys(job *yaml.Node) map[string]bool {
 // flatMatrixName is the name Gantry's matrix gives a reference to a key of a mapping
 // value (matrix.build.cc is build__cc), when r is one.
 func flatMatrixName(r *ghaRef, j *ghaJob) (string, bool) {
+	if r.head == "matrix" && j != nil && j.dynamic && len(r.path) > 0 {
+		// Known only at expansion, when the job is translated again with its values.
+		return strings.Join(r.path, matrixKeySep), true
+	}
 	if r.head != "matrix" || len(r.path) < 2 || j == nil || !j.flat[r.path[0]] || slices.Contains(r.path, "*") {
 		return "", false
 	}
@@ -120,8 +124,8 @@ func wholeMatrixObject(r *ghaRef) *ghaExprError {
 func (t *ghaTranslator) matrix(j *ghaJob, g field) *yaml.Node {
 	d := t.d
 	r := d.resolve(g.val)
-	if r == nil {
-		return nil
+	if r == nil || j.dynamic {
+		return nil // a computed matrix is the placeholder's (gha_dynmatrix.go)
 	}
 	if r.Kind == yaml.ScalarNode && strings.Contains(r.Value, "${{") {
 		d.add(ErrInvalid, r, g.path, "a matrix computed by an expression is not supported; write its axes out")

@@ -104,6 +104,10 @@ type Job struct {
 	// env, steps or outputs, or needs in a step's if:. The coordinator then puts them in
 	// when the job is claimed (see WithNeeds).
 	ReadsNeeds bool `json:"reads_needs,omitempty"`
+	// DynamicMatrix is set on the placeholder of a job whose matrix is computed from its
+	// needs' outputs: a job of no steps that never runs, replaced by its instances once
+	// its needs are done (see ExpandMatrix).
+	DynamicMatrix *DynamicMatrix `json:"dynamic_matrix,omitempty"`
 
 	// InputTypes are the declared types of the boolean and number dispatch inputs If
 	// reads, so that the condition sees them typed when the store decides the job.
