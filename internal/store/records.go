@@ -110,6 +110,9 @@ const (
 	FailureLost      FailureKind = FailureKind(pipeline.FailureLost) // the lease expired, or the job's environment went
 	FailureTimeout   FailureKind = FailureKind(pipeline.FailureTimeout)
 	FailureCancelled FailureKind = "cancelled"
+	// FailureMatrix: the job's matrix, computed from its needs' outputs, could not be
+	// made (Job.Reason says why); the job never ran.
+	FailureMatrix FailureKind = "matrix"
 )
 
 // WorkerState is what a worker last said it was doing, or offline when it stopped

@@ -154,9 +154,7 @@ func (t *tx) advance(queue []ended, now time.Time) error {
 			if err != nil {
 				return err
 			}
-			if next != nil {
-				queue = append(queue, *next)
-			}
+			queue = append(queue, next...)
 		}
 	}
 	// Runs whose counters move by the same amounts (single-job runs that each ended one
@@ -217,12 +215,14 @@ type runState struct {
 	trigger   store.Trigger
 	env       map[string]string
 	cancelled bool
+	// definition is read only when a placeholder is expanded (expand.go).
+	definition []byte
 }
 
 // decide runs a job whose needs have all ended through its if: condition: queued when it
-// says run, otherwise skipped (cancelled when the run or a need was cancelled). It returns
-// the job as ended when it did not run.
-func (t *tx) decide(id uuid.UUID, runs map[uuid.UUID]*runState, nowUS int64) (*ended, error) {
+// says run (a placeholder replaced by its instances), otherwise skipped (cancelled when
+// the run or a need was cancelled). It returns the jobs that ended without running.
+func (t *tx) decide(id uuid.UUID, runs map[uuid.UUID]*runState, nowUS int64) ([]ended, error) {
 	var (
 		runID, projectID uuid.UUID
 		lane             int
@@ -254,7 +254,7 @@ func (t *tx) decide(id uuid.UUID, runs map[uuid.UUID]*runState, nowUS int64) (*e
 	if err := jsonUnmarshal(specJSON, &spec); err != nil {
 		return nil, fmt.Errorf("decode spec of job %s: %w", id, err)
 	}
-	needs, anyCancelled, err := needResults(t.query, id, spec.If != nil && spec.If.ReadsNeedOutputs())
+	needs, anyCancelled, err := needResults(t.query, id, (spec.If != nil && spec.If.ReadsNeedOutputs()) || spec.DynamicMatrix != nil)
 	if err != nil {
 		return nil, err
 	}
@@ -270,9 +270,16 @@ func (t *tx) decide(id uuid.UUID, runs map[uuid.UUID]*runState, nowUS int64) (*e
 		// the job is the safe reading, and the log says why.
 		t.e.log.Warn("if: condition failed to evaluate; skipping job", "job", id, "err", d.Err)
 	}
+	if d.Run && spec.DynamicMatrix != nil {
+		return t.expandMatrix(queuedJob{id: id, projectID: projectID, lane: lane, from: string(store.JobPending)}, runID, &spec, run, in, nowUS)
+	}
 	if d.Run {
 		// The environment has the last word: queued, waiting for approval, or failed.
-		return t.admit(queuedJob{id: id, projectID: projectID, lane: lane, from: string(store.JobPending)}, &spec, run.trigger, nowUS)
+		done, err := t.admit(queuedJob{id: id, projectID: projectID, lane: lane, from: string(store.JobPending)}, &spec, run.trigger, nowUS)
+		if done == nil {
+			return nil, err
+		}
+		return []ended{*done}, err
 	}
 	status, kind := store.JobSkipped, store.FailureNone
 	if run.cancelled || anyCancelled {
@@ -282,7 +289,7 @@ func (t *tx) decide(id uuid.UUID, runs map[uuid.UUID]*runState, nowUS int64) (*e
 		string(status), string(kind), nowUS, d.Reason, id); err != nil {
 		return nil, fmt.Errorf("skip job %s: %w", id, err)
 	}
-	return &ended{id: id, runID: runID, status: status, upstreamFailed: upstream}, nil
+	return []ended{{id: id, runID: runID, status: status, upstreamFailed: upstream}}, nil
 }
 
 // conditionInput is what an if: reads of the run: its trigger and its env. A job's if:

@@ -88,6 +88,7 @@ func (t *tx) reopen(runID uuid.UUID, ids []uuid.UUID) error {
 	}
 	var ready, gated []queuedJob
 	var gatedSpecs []*pipeline.Job
+	var placeholders []uuid.UUID
 	for _, id := range ids {
 		var left int
 		err := t.row(`SELECT COUNT(*) FROM job_needs jn JOIN jobs n ON n.id = jn.need_id
@@ -108,6 +109,11 @@ func (t *tx) reopen(runID uuid.UUID, ids []uuid.UUID) error {
 			spec := &pipeline.Job{}
 			if err := jsonUnmarshal(specJSON, spec); err != nil {
 				return fmt.Errorf("decode spec of job %s: %w", id, err)
+			}
+			if spec.DynamicMatrix != nil {
+				// A placeholder whose needs are done is expanded, as when they ended.
+				placeholders = append(placeholders, id)
+				continue
 			}
 			if spec.Environment != nil {
 				gated = append(gated, q)
@@ -134,6 +140,16 @@ func (t *tx) reopen(runID uuid.UUID, ids []uuid.UUID) error {
 	// The forge's status goes back from the old result to pending or running.
 	if err := t.reportRun(runID, notify&notifyStatus, now); err != nil {
 		return err
+	}
+	// Placeholders are decided and expanded after the recount too: instances they add
+	// are counted by the expansion, and one that fails is counted as it ends.
+	runs := map[uuid.UUID]*runState{}
+	for _, id := range placeholders {
+		done, err := t.decide(id, runs, now)
+		if err != nil {
+			return err
+		}
+		t.ended = append(t.ended, done...)
 	}
 	// A job naming an environment goes through its gate again (a retried deploy is
 	// approved anew), after the recount: one it fails is counted as it ends.

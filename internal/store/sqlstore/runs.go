@@ -72,6 +72,10 @@ func (e *Engine) CreateRun(ctx context.Context, p store.CreateRunParams) (*store
 		if p.Priority != "" {
 			pj.lane = laneOf(p.Priority)
 		}
+		if j.DynamicMatrix != nil && len(j.Needs) == 0 {
+			// Its matrix is made when its needs are done; with none it would never be.
+			return nil, nil, false, fmt.Errorf("create run: job %q computes its matrix but needs no job: %w", j.Key, store.ErrInvalid)
+		}
 		if len(j.Needs) == 0 {
 			// A root job's condition is decided now, by the same policy as every other
 			// job's when its needs are done; it reads only the plan and the trigger, so

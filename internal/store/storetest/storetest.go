@@ -100,6 +100,7 @@ var groups = []struct {
 	{"Caches", cacheTests},
 	{"Quotas", quotaTests},
 	{"Outputs", outputTests},
+	{"ComputedMatrix", matrixTests},
 	{"Members", memberTests},
 	{"Annotations", annotationTests},
 }
