@@ -193,11 +193,18 @@ func ReadMetadata(ctx context.Context, m *source.Mirror, sha, dir string) (*Meta
 // Uses says whether any step of the plan uses an action of a repository, which Pin
 // resolves.
 func Uses(plan *pipeline.Plan) bool {
+	pinned := func(uses string) bool {
+		u, err := pipeline.ParseUses(uses)
+		return uses != "" && err == nil && u.Kind == pipeline.UsesRepository && !u.NativeStep()
+	}
 	for _, j := range plan.Jobs {
 		for _, st := range j.Steps {
-			if u, err := pipeline.ParseUses(st.Uses); st.Uses != "" && err == nil && u.Kind == pipeline.UsesRepository && !u.NativeStep() {
+			if pinned(st.Uses) {
 				return true
 			}
+		}
+		if j.DynamicMatrix != nil && slices.ContainsFunc(j.DynamicMatrix.Uses, pinned) {
+			return true
 		}
 	}
 	return false
@@ -218,6 +225,25 @@ func (r *Resolver) Pin(ctx context.Context, plan *pipeline.Plan) (*pipeline.Plan
 		jc := *j
 		jc.Steps = append([]pipeline.Step(nil), j.Steps...)
 		out.Jobs[k] = &jc
+		if dm := j.DynamicMatrix; dm != nil {
+			// A placeholder's instances are made later, from the actions pinned now.
+			dc := *dm
+			dc.Pins, dc.Docker = nil, nil
+			pins := map[string]pipeline.ActionPin{}
+			for _, uses := range dm.Uses {
+				docker, err := r.pinTree(ctx, uses, pins, 0)
+				if err != nil {
+					return nil, fmt.Errorf("job %s: %w", j.Key, err)
+				}
+				if docker {
+					dc.Docker = append(dc.Docker, uses)
+				}
+			}
+			if len(pins) > 0 {
+				dc.Pins = pins
+			}
+			jc.DynamicMatrix = &dc
+		}
 		for i := range jc.Steps {
 			st := &jc.Steps[i]
 			if st.Uses == "" {
