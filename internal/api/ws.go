@@ -446,12 +446,26 @@ func (s *Server) followRun(ctx context.Context, id uuid.UUID, send func(runJSON,
 		if err != nil {
 			return fmt.Errorf("list jobs of run %s: %w", id, err)
 		}
+		grown := false
 		for _, j := range changed {
 			if i, ok := at[j.ID]; ok {
 				jobs[i] = j
 			} else {
 				at[j.ID] = len(jobs)
 				jobs = append(jobs, j)
+				grown = seq > 0
+			}
+		}
+		if grown {
+			// A computed matrix was expanded: its instances take their place in the
+			// run's order, and the jobs that need them name them, which changed no
+			// status of theirs; the run is read whole again.
+			if jobs, err = s.store.ListJobs(ctx, id); err != nil {
+				return fmt.Errorf("list jobs of run %s: %w", id, err)
+			}
+			clear(at)
+			for i, j := range jobs {
+				at[j.ID] = i
 			}
 		}
 		seq = run.JobSeq

@@ -46,6 +46,28 @@ func (f *runFeed) read(ctx context.Context) (bool, error) {
 			return false, err
 		}
 		moved := f.at == nil || changed(f.run, r)
+		if f.at != nil {
+			// Jobs keep the places they had, which the follower indexes by: jobs new
+			// since (a computed matrix's instances) come after them.
+			byID := make(map[string]jobView, len(r.Jobs))
+			for _, j := range r.Jobs {
+				byID[j.ID] = j
+			}
+			jobs := make([]jobView, 0, len(r.Jobs))
+			for _, j := range f.run.Jobs {
+				if nj, ok := byID[j.ID]; ok {
+					jobs = append(jobs, nj)
+					delete(byID, j.ID)
+				}
+			}
+			for _, j := range r.Jobs {
+				if _, ok := byID[j.ID]; ok {
+					jobs = append(jobs, j)
+					moved = true
+				}
+			}
+			r.Jobs = jobs
+		}
 		f.run, f.whole = r, time.Now()
 		f.at = make(map[string]int, len(r.Jobs))
 		for i, j := range r.Jobs {
@@ -215,6 +237,9 @@ func followRunWith(ctx context.Context, c *apiClient, id string, out io.Writer, 
 	defer poll.Stop()
 	for {
 		caughtUp := true
+		if len(states) < len(run.Jobs) {
+			f.add(run.Jobs) // a computed matrix's instances, or the first read
+		}
 		for len(states) < len(run.Jobs) {
 			states = append(states, jobState{next: 1})
 		}
@@ -315,8 +340,12 @@ type runPrinter struct {
 	width   int
 	start   time.Time
 	mu      sync.Mutex
-	prefix  map[string]string // job id -> the prefix and separator, padded and coloured
+	prefix  map[string]string // job id -> the prefix and separator, padded and coloured; under mu
 	current string            // the status line on screen, "" when none
+	// w is the width of a job's title in its prefix, titles the title each job's prefix
+	// was made for (used by add, on the follower's goroutine only).
+	w      int
+	titles map[string]string
 }
 
 // maxPrefix is the most columns a job key takes in front of its lines.
@@ -330,14 +359,30 @@ func newRunPrinter(out io.Writer, tty bool, jobs []jobView) *runPrinter {
 		w = max(w, len([]rune(j.title())))
 	}
 	w = distinctWidth(jobTitles(jobs), min(w, maxPrefix))
+	p.w = w
+	p.add(jobs)
+	return p
+}
+
+// add gives the jobs a prefix, those that have none and those whose title changed (a
+// placeholder that became the first instance of its matrix), as wide as the first jobs'.
+func (p *runPrinter) add(jobs []jobView) {
+	if p.titles == nil {
+		p.titles = make(map[string]string, len(jobs))
+	}
 	for i, j := range jobs {
-		key := pad(elide(j.title(), w), w)
-		if tty {
+		if p.titles[j.ID] == j.title() {
+			continue
+		}
+		p.titles[j.ID] = j.title()
+		key := pad(elide(j.title(), p.w), p.w)
+		if p.tty {
 			key = jobColours[i%len(jobColours)] + key + ansiReset
 		}
+		p.mu.Lock()
 		p.prefix[j.ID] = key + " | "
+		p.mu.Unlock()
 	}
-	return p
 }
 
 // line prints one log line of job.
@@ -354,7 +399,7 @@ func (p *runPrinter) line(job string, l logLine) {
 			// stderr keeps its own colour: tools colour their errors themselves.
 		}
 	}
-	p.write(p.prefix[job] + text + "\n")
+	p.writeFor(job, text+"\n")
 }
 
 // note prints a line of Gantry's own about job, such as a new attempt starting.
@@ -364,12 +409,24 @@ func (p *runPrinter) note(job, text string) {
 	} else {
 		text = "--- " + text + " ---"
 	}
-	p.write(p.prefix[job] + text + "\n")
+	p.writeFor(job, text+"\n")
+}
+
+// writeFor writes s after job's prefix: under the lock, as add may give a job a new
+// prefix while its log is being followed.
+func (p *runPrinter) writeFor(job, s string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.writeLocked(p.prefix[job] + s)
 }
 
 func (p *runPrinter) write(s string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.writeLocked(s)
+}
+
+func (p *runPrinter) writeLocked(s string) {
 	if p.current != "" {
 		s = ansiClearLine + s + p.current
 	}
