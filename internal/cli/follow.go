@@ -420,12 +420,6 @@ func (p *runPrinter) writeFor(job, s string) {
 	p.writeLocked(p.prefix[job] + s)
 }
 
-func (p *runPrinter) write(s string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.writeLocked(s)
-}
-
 func (p *runPrinter) writeLocked(s string) {
 	if p.current != "" {
 		s = ansiClearLine + s + p.current

@@ -348,7 +348,7 @@ func checkMatrixValue(key string, v any) error {
 			return fmt.Errorf("matrix %s came to %s, not a list of values", key, describeValue(v))
 		}
 		if len(list) == 0 {
-			return fmt.Errorf("Matrix vector '%s' does not contain any values", key)
+			return fmt.Errorf("matrix %s came to an empty list: Matrix vector '%s' does not contain any values", key, key)
 		}
 	}
 	return nil
