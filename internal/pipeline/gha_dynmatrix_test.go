@@ -256,8 +256,8 @@ jobs:
 		}
 	}
 	// A mistake in the job's body is found when the plan is made.
-	src := strings.Replace(dynWorkflow, `echo "x=${{ matrix.x }}"`, `echo ${{ github.base_ref }}`, 1)
-	if _, err := Compile([]byte(src), Options{Path: ".github/workflows/ci.yml"}); err == nil || !strings.Contains(err.Error(), "github.base_ref has no counterpart") {
+	src := strings.Replace(dynWorkflow, "      - uses: some/action@v1\n", "      - uses: some/action@v1\n        run: echo both\n", 1)
+	if _, err := Compile([]byte(src), Options{Path: ".github/workflows/ci.yml"}); err == nil || !strings.Contains(err.Error(), "either uses or run, not both") {
 		t.Errorf("a mistake in the body: %v", err)
 	}
 	// gantry convert cannot write it.
