@@ -427,7 +427,7 @@ func matrixExprContext(in ConditionInput) *ghaexpr.Context {
 		refName = in.Tag
 	}
 	github := map[string]any{"ref": in.Ref, "sha": in.SHA, "event_name": in.Event, "repository": in.Repository,
-		"ref_name": refName, "actor": in.Actor}
+		"ref_name": refName, "actor": in.Actor, "run_id": in.RunID}
 	if len(in.Payload) > 0 {
 		var ev any
 		if json.Unmarshal(in.Payload, &ev) == nil {

@@ -40,6 +40,7 @@ func (t *tx) expandMatrix(q queuedJob, runID uuid.UUID, spec *pipeline.Job, run 
 			return nil, fmt.Errorf("read definition of run %s: %w", runID, err)
 		}
 	}
+	in.RunID = runID.String() // as when the run was created: run values are put in alike
 	instances, err := spec.ExpandMatrix(run.definition, in)
 	if err != nil {
 		reason := clipReason(err.Error())

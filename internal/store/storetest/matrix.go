@@ -46,6 +46,7 @@ jobs:
       fail-fast: false
       matrix:
         x: ${{ fromJSON(needs.setup.outputs.matrix) }}
+    concurrency: ${{ github.run_id }}-${{ matrix.x }}
     steps:
       - run: echo ${{ matrix.x }}
       - run: echo second
@@ -114,6 +115,10 @@ func testMatrixExpanded(t *testing.T, h Harness) {
 	}
 	if got := jobs2["test (x=c)"].Spec.Steps[0].Run; got != "echo c" {
 		t.Errorf("instance c runs %q", got)
+	}
+	// Run values are put in as when the run was created.
+	if got, want := jobs2["test (x=c)"].ConcurrencyGroup, run.ID.String()+"-c"; got != want {
+		t.Errorf("instance c's concurrency group %q, want %q", got, want)
 	}
 	if got := jobs2["after"].Spec.Needs; !slices.Equal(got, instanceKeys) {
 		t.Errorf("after needs %q, want the instances", got)
