@@ -125,6 +125,9 @@ const (
 	opGetVariable
 	opListVariables
 	opDeleteVariable
+	opPutSummary
+	opListSummaries
+	opDeleteSummariesBefore
 	numOps
 )
 
@@ -150,6 +153,7 @@ var opNames = [numOps]string{
 	"TouchToken", "UpdateProject", "UpdateWorkflow", "ClaimHookEvent",
 	"AddAnnotations", "ListAnnotations",
 	"PutVariable", "GetVariable", "ListVariables", "DeleteVariable",
+	"PutSummary", "ListSummaries", "DeleteSummariesBefore",
 }
 
 // instrumented is a store.Store that times every call of the store it wraps. The
@@ -837,6 +841,27 @@ func (s *instrumented) ListAnnotations(ctx context.Context, p store.ListAnnotati
 	t := time.Now()
 	r0, err := s.Store.ListAnnotations(ctx, p)
 	s.done(opListAnnotations, t, err)
+	return r0, err
+}
+
+func (s *instrumented) PutSummary(ctx context.Context, p store.PutSummaryParams) error {
+	t := time.Now()
+	err := s.Store.PutSummary(ctx, p)
+	s.done(opPutSummary, t, err)
+	return err
+}
+
+func (s *instrumented) ListSummaries(ctx context.Context, p store.ListSummariesParams) ([]*store.SummaryPart, error) {
+	t := time.Now()
+	r0, err := s.Store.ListSummaries(ctx, p)
+	s.done(opListSummaries, t, err)
+	return r0, err
+}
+
+func (s *instrumented) DeleteSummariesBefore(ctx context.Context, before time.Time) (int, error) {
+	t := time.Now()
+	r0, err := s.Store.DeleteSummariesBefore(ctx, before)
+	s.done(opDeleteSummariesBefore, t, err)
 	return r0, err
 }
 

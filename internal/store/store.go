@@ -32,6 +32,7 @@ type Store interface {
 	Caches
 	Members
 	Annotations
+	Summaries
 	// CancelRequested lists the jobs a worker holds that were asked to cancel.
 	CancelRequested(ctx context.Context, workerID string) ([]uuid.UUID, error)
 	// Close releases the store's connections; in-flight writes are finished first.

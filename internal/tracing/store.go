@@ -692,6 +692,27 @@ func (s *traced) ListAnnotations(ctx context.Context, p store.ListAnnotationsPar
 	return r0, err
 }
 
+func (s *traced) PutSummary(ctx context.Context, p store.PutSummaryParams) error {
+	ctx, span := s.start(ctx, "PutSummary")
+	err := s.Store.PutSummary(ctx, p)
+	end(span, err)
+	return err
+}
+
+func (s *traced) ListSummaries(ctx context.Context, p store.ListSummariesParams) ([]*store.SummaryPart, error) {
+	ctx, span := s.start(ctx, "ListSummaries")
+	r0, err := s.Store.ListSummaries(ctx, p)
+	end(span, err)
+	return r0, err
+}
+
+func (s *traced) DeleteSummariesBefore(ctx context.Context, before time.Time) (int, error) {
+	ctx, span := s.start(ctx, "DeleteSummariesBefore")
+	r0, err := s.Store.DeleteSummariesBefore(ctx, before)
+	end(span, err)
+	return r0, err
+}
+
 func (s *traced) ClaimHookEvent(ctx context.Context, p store.ClaimHookEventParams) (*store.HookEventClaim, error) {
 	ctx, span := s.start(ctx, "ClaimHookEvent")
 	r0, err := s.Store.ClaimHookEvent(ctx, p)

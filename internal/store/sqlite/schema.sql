@@ -341,6 +341,18 @@ CREATE TABLE variables (
     updated_at  BIGINT NOT NULL,
     PRIMARY KEY (project_id, environment, name)
 );
+CREATE TABLE step_summaries (
+    job_id     TEXT NOT NULL,
+    attempt    INTEGER NOT NULL,
+    step       INTEGER NOT NULL,
+    run_id     TEXT NOT NULL,
+    bytes      INTEGER NOT NULL,
+    markdown   TEXT NOT NULL,
+    created_at BIGINT NOT NULL,
+    PRIMARY KEY (job_id, attempt, step)
+);
+CREATE INDEX step_summaries_by_run ON step_summaries (run_id);
+CREATE INDEX step_summaries_by_created ON step_summaries (created_at);
 INSERT INTO schema_migrations (version, name, applied_at) VALUES (1, '0001_init.sql', 0);
 INSERT INTO schema_migrations (version, name, applied_at) VALUES (2, '0002_tokens.sql', 0);
 INSERT INTO schema_migrations (version, name, applied_at) VALUES (3, '0003_group_cancels.sql', 0);
@@ -372,3 +384,4 @@ INSERT INTO schema_migrations (version, name, applied_at) VALUES (30, '0030_hook
 INSERT INTO schema_migrations (version, name, applied_at) VALUES (31, '0031_annotations.sql', 0);
 INSERT INTO schema_migrations (version, name, applied_at) VALUES (32, '0032_artifact_sets.sql', 0);
 INSERT INTO schema_migrations (version, name, applied_at) VALUES (33, '0033_variables.sql', 0);
+INSERT INTO schema_migrations (version, name, applied_at) VALUES (34, '0034_step_summaries.sql', 0);

@@ -103,6 +103,7 @@ var groups = []struct {
 	{"ComputedMatrix", matrixTests},
 	{"Members", memberTests},
 	{"Annotations", annotationTests},
+	{"Summaries", summaryTests},
 }
 
 const (
