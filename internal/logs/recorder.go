@@ -136,6 +136,31 @@ func (r *Recorder) System(text string) {
 	r.flush(&b)
 }
 
+// Annotate emits a system line that raises an annotation of the step of index step, of
+// level (LevelError, LevelWarning or LevelNotice) with title: what the worker itself has
+// to say about a step, listed with the job's annotations as the step's own ::warning::
+// would be. The message is one line, masked and capped as System's are.
+func (r *Recorder) Annotate(step int, level, title, message string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	mask := func(s string, max int) string {
+		m, _ := r.masker.mask(nil, []byte(strings.ReplaceAll(s, "\n", " ")), true)
+		return cutUTF8(strings.ToValidUTF8(string(m), "\uFFFD"), max)
+	}
+	var b batch
+	r.emitLine(&b, Line{TS: r.now().UnixMilli(), Stream: System, Text: mask(message, r.maxLine), Level: level, Annotation: &Annotation{Step: step, Title: mask(title, MaxAnnotationPropBytes)}})
+	r.flush(&b)
+}
+
+// MaskText returns text with every registered secret masked, as a line of the log would
+// be; text of many lines is read as one, so a form that spans lines is masked too.
+func (r *Recorder) MaskText(text string) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	masked, _ := r.masker.mask(nil, []byte(text), true)
+	return string(masked)
+}
+
 // Mask registers a secret: from now on no emitted line contains it. A multi-line secret is
 // registered line by line, and pieces shorter than three bytes are ignored. Output that a
 // writer holds but has not emitted yet is masked too.

@@ -385,3 +385,47 @@ func TestRecorderConcurrentStreams(t *testing.T) {
 		next[l.Stream]++
 	}
 }
+
+// TestRecorderAnnotate: the worker's own annotation is one masked system line of its
+// level, carrying the step and a masked title, numbered like any other line.
+func TestRecorderAnnotate(t *testing.T) {
+	t.Parallel()
+	r, b := setupRecorder(t, 0)
+	r.Mask("hunter22")
+	r.System("before")
+	r.Annotate(3, LevelWarning, "title hunter22", "two\nlines hunter22")
+	b.sink.mu.Lock()
+	defer b.sink.mu.Unlock()
+	if len(b.sink.lines) != 2 {
+		t.Fatalf("%d lines, want 2", len(b.sink.lines))
+	}
+	l := b.sink.lines[1]
+	if l.Seq != 2 || l.Stream != System || l.Level != LevelWarning || l.Text != "two lines ***" || !l.Annotated() {
+		t.Errorf("line %+v, want a masked warning system line, seq 2", l)
+	}
+	if a := l.Annotation; a.Step != 3 || a.Title != "title ***" {
+		t.Errorf("annotation %+v, want step 3, title masked", *a)
+	}
+}
+
+// TestRecorderMaskText: text of many lines is masked as a log line is, in every form
+// MaskSecret registers, a secret's form that spans lines too; text without one is
+// unchanged.
+func TestRecorderMaskText(t *testing.T) {
+	t.Parallel()
+	r, _ := setupRecorder(t, 0)
+	r.MaskSecret(testSecret)
+	r.Mask("abc\ndef")
+	for _, s := range secretTexts() {
+		got := r.MaskText("| cell |\n" + s + "\n")
+		if strings.Contains(got, testSecret) || !strings.Contains(got, maskText) || !strings.HasPrefix(got, "| cell |\n") {
+			t.Errorf("MaskText(%q) = %q", s, got)
+		}
+	}
+	if got := r.MaskText("x abc\ndef y"); strings.Contains(got, "abc") || strings.Contains(got, "def") {
+		t.Errorf("a secret's lines: %q", got)
+	}
+	if got := r.MaskText("nothing here\n"); got != "nothing here\n" {
+		t.Errorf("text without a secret: %q", got)
+	}
+}
