@@ -90,7 +90,12 @@ const codeLeaseLost = "lease_lost"
 // decodeJSON reads a strict JSON object body into v: unknown fields and trailing data are
 // errors.
 func (s *Server) decodeJSON(w http.ResponseWriter, r *http.Request, v any) *requestError {
-	body, rerr := s.readBody(w, r)
+	return decodeJSONUpTo(w, r, v, s.maxBody)
+}
+
+// decodeJSONUpTo is decodeJSON of a body of at most limit bytes.
+func decodeJSONUpTo(w http.ResponseWriter, r *http.Request, v any, limit int64) *requestError {
+	body, rerr := readBodyMax(w, r, limit)
 	if rerr != nil {
 		return rerr
 	}
@@ -136,12 +141,13 @@ type registerResponse struct {
 	// worker uses it only where it is understood: "complete.steps", step reports
 	// carried by a completion; "claim.start", claims that start their jobs;
 	// "complete.claim", a completion that carries the worker's next claim;
-	// "logs.commands", log lines with group, level and annotation (workflow commands).
+	// "logs.commands", log lines with group, level and annotation (workflow commands);
+	// "summaries", step summaries (POST /api/v1/agent/jobs/{id}/summary).
 	Features []string `json:"features"`
 }
 
 // agentFeatures is the register answer's features.
-var agentFeatures = []string{"complete.steps", "claim.start", "complete.claim", "logs.commands"}
+var agentFeatures = []string{"complete.steps", "claim.start", "complete.claim", "logs.commands", "summaries"}
 
 func (s *Server) registerWorker(w http.ResponseWriter, r *http.Request) {
 	var req registerRequest

@@ -53,7 +53,12 @@ func writeRequestError(w http.ResponseWriter, e *requestError) {
 
 // readBody reads the whole body up to the server's limit.
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *requestError) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody))
+	return readBodyMax(w, r, s.maxBody)
+}
+
+// readBodyMax reads a request body of at most limit bytes.
+func readBodyMax(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, *requestError) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {

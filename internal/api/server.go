@@ -286,6 +286,7 @@ func (s *Server) routes(cfg Config) {
 	s.tokenRoutes()
 	s.logRoutes()
 	s.annotationRoutes()
+	s.summaryRoutes()
 	s.wsRoutes()
 	s.artifactRoutes()
 	s.projectRoutes()
