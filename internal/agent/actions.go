@@ -54,6 +54,8 @@ type actionRunner struct {
 	// collector, when set, brings the workspace back from where the steps run: the
 	// worker's copy is stale until it did (kubernetes).
 	collector executor.Collector
+	// postEnded, when set, is called after each post that ran, whatever its outcome.
+	postEnded func(postStep)
 }
 
 // postStep is a JavaScript action's post:, run when the job's steps are done.
@@ -672,6 +674,9 @@ func (r *actionRunner) runPosts(ctx context.Context, jobStatus func() string) bo
 			out = p.run(ctx)
 		} else {
 			out = r.nodeFile(ctx, p.step, p.loc, p.loc.meta.Runs.Post, p.env, p.state)
+		}
+		if r.postEnded != nil {
+			r.postEnded(p)
 		}
 		switch {
 		case out.err != nil:

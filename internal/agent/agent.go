@@ -89,6 +89,8 @@ type Agent struct {
 	// logCommands says the coordinator takes log lines with what workflow commands made
 	// of them (folds, levels, annotations); an older one gets them plain (plainLines).
 	logCommands bool
+	// keepSummaries says the coordinator keeps step summaries (featureSummaries).
+	keepSummaries bool
 	// drain ends when the worker is to claim no more.
 	drain context.Context
 
@@ -322,6 +324,7 @@ func (a *Agent) register(ctx context.Context) error {
 	a.claimStart = slices.Contains(ans.Features, featureClaimStart)
 	a.completeClaim = slices.Contains(ans.Features, featureCompleteClaim)
 	a.logCommands = slices.Contains(ans.Features, featureLogCommands)
+	a.keepSummaries = slices.Contains(ans.Features, featureSummaries)
 	if ans.Credential != "" {
 		a.c.token = ans.Credential
 	}
@@ -603,7 +606,7 @@ func (a *Agent) runJob(parent context.Context, j claimedJob, later func(func()))
 	// The start and the step reports go out in order behind the steps, so that a
 	// coordinator outage, even one that swallowed the start's answer, never holds the
 	// job back; the completion waits for them.
-	steps := make(chan stepReport, 3*len(spec.Steps)+2)
+	steps := make(chan stepReport, 4*len(spec.Steps)+2)
 	if !a.claimStart {
 		steps <- stepReport{path: "/start", step: -1, body: map[string]any{}}
 	}
@@ -623,7 +626,7 @@ func (a *Agent) runJob(parent context.Context, j claimedJob, later func(func()))
 				continue // nothing more of a lost attempt is reported
 			default:
 			}
-			if r.step >= 0 && ending.Load() {
+			if r.step >= 0 && !r.own && ending.Load() {
 				u := maps.Clone(r.body)
 				u["index"] = r.step
 				carried = append(carried, u)
@@ -636,6 +639,9 @@ func (a *Agent) runJob(parent context.Context, j claimedJob, later func(func()))
 				for range steps {
 				}
 				return
+			}
+			if err != nil && r.refused != nil {
+				r.refused(err)
 			}
 		}
 	}()
@@ -700,9 +706,23 @@ func (a *Agent) runJob(parent context.Context, j claimedJob, later func(func()))
 		status, kind = "failed", "failure"
 	} else {
 		caches = a.restoreCaches(ctx, log, j, ws, jl.rec)
+		// A step's summary goes out in order with its reports, before the step's end, so
+		// that a reader who sees a step end sees its summary; never with the completion,
+		// whose body it would make too large.
+		var summary func(part int, markdown string)
+		if a.keepSummaries {
+			summary = func(part int, markdown string) {
+				steps <- stepReport{path: "/summary", step: part, own: true, body: map[string]any{"step": part, "markdown": markdown},
+					refused: func(err error) {
+						log.Warn("the coordinator refused a step summary", "part", part, "err", err)
+						jl.rec.Annotate(min(part, len(spec.Steps)-1), logs.LevelWarning, summaryTitle,
+							fmt.Sprintf("the coordinator did not keep the step summary: %v", err))
+					}}
+			}
+		}
 		status, kind, exit, outputs = a.runSteps(ctx, log, jl.rec, j, ws, caches, lease, func(step int, body map[string]any) {
 			steps <- stepReport{path: "/steps/" + strconv.Itoa(step), step: step, body: body}
-		}, later)
+		}, summary, later)
 	}
 	stepsOver.Store(true)
 	// With artifacts to keep, the steps' ends are told at once rather than after the
@@ -839,7 +859,7 @@ func (a *Agent) retrying(ctx context.Context, call func(context.Context) error) 
 //
 // The step files are removed by what is given to later, after the job is reported.
 func (a *Agent) runSteps(ctx context.Context, log *slog.Logger, rec *logs.Recorder, j claimedJob, ws string, caches []*jobCache,
-	lease *fence, report func(step int, body map[string]any), later func(func())) (string, string, *int, map[string]string) {
+	lease *fence, report func(step int, body map[string]any), summary func(part int, markdown string), later func(func())) (string, string, *int, map[string]string) {
 	spec := j.Spec
 	once := map[int]bool{}
 	for _, i := range j.OnceDone {
@@ -924,6 +944,16 @@ func (a *Agent) runSteps(ctx context.Context, log *slog.Logger, rec *logs.Record
 	})
 	acts := newActionRunner(a, j, log, rec, run, files, ws, stepWS, host, grace)
 	acts.collector = collector
+	sums := newSummaries(files, rec, summary)
+	// The posts' summaries are parts after the last step's.
+	nextPart := 0
+	for _, st := range spec.Steps {
+		nextPart = max(nextPart, st.Index+1)
+	}
+	acts.postEnded = func(p postStep) {
+		sums.take(nextPart, p.step.Index, p.name)
+		nextPart++
+	}
 	record := func(st pipeline.Step, outcome string, outputs map[string]string) {
 		if st.ID == "" {
 			return
@@ -986,6 +1016,8 @@ func (a *Agent) runSteps(ctx context.Context, log *slog.Logger, rec *logs.Record
 		a.cfg.Metrics.StepEnded(stepResult(res, err), time.Since(began).Seconds())
 		_ = out.Close()
 		_ = errOut.Close()
+		// Whatever the step's outcome, as GitHub keeps a failed step's summary too.
+		sums.take(st.Index, st.Index, st.Name)
 		code := res.ExitCode
 		if err == nil && !res.Cancelled && st.Uses == "" {
 			var ferr error
@@ -1183,6 +1215,10 @@ type stepReport struct {
 	path string
 	step int
 	body map[string]any
+	// own reports always go in a request of their own, never with the completion.
+	own bool
+	// refused, when set, is told of an error other than a lost lease.
+	refused func(error)
 }
 
 // jobLog carries one attempt's output to the coordinator.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"syscall"
 
 	"github.com/gantry-ci/gantry/internal/pipeline"
+	"github.com/gantry-ci/gantry/internal/store"
 )
 
 // maxStepFile bounds what the worker reads of one such file after a step.
@@ -19,12 +21,13 @@ const maxStepFile = pipeline.MaxOutputBytes
 
 var envLineName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
-// stepFiles are one job's $GANTRY_OUTPUT, $GANTRY_ENV and $GANTRY_PATH, emptied after
-// each step is read, and what the steps so far left in them.
+// stepFiles are one job's $GANTRY_OUTPUT, $GANTRY_ENV, $GANTRY_PATH and
+// $GANTRY_STEP_SUMMARY, emptied after each step is read, and what the steps so far left
+// in them.
 type stepFiles struct {
 	// dir is the files' directory on the worker's disk, stepDir where steps see it.
-	dir, stepDir      string
-	output, env, path string
+	dir, stepDir               string
+	output, env, path, summary string
 	addEnv            map[string]string
 	addPath           []string // latest first
 	// imagePath is the PATH the job's image gives its steps, which addPath goes
@@ -63,26 +66,33 @@ func newStepFiles(workDir, ws string, inWorkspace bool) (*stepFiles, error) {
 		return nil, fmt.Errorf("make the directory of the step files: %w", err)
 	}
 	f := &stepFiles{dir: dir, stepDir: dir, output: filepath.Join(dir, "output"), env: filepath.Join(dir, "env"), path: filepath.Join(dir, "path"),
-		addEnv: map[string]string{}, ws: ws}
-	for _, p := range []string{f.output, f.env, f.path} {
-		if err := os.WriteFile(p, nil, 0o666); err != nil {
-			return nil, fmt.Errorf("make %s: %w", p, err)
+		summary: filepath.Join(dir, "summary"), addEnv: map[string]string{}, ws: ws}
+	for _, p := range []string{f.output, f.env, f.path, f.summary} {
+		if err := makeStepFile(p); err != nil {
+			return nil, err
 		}
-		// The step may run as another user; umask must not keep it from writing.
-		_ = os.Chmod(p, 0o666)
 	}
 	return f, nil
+}
+
+// makeStepFile makes an empty step file that any user may write.
+func makeStepFile(p string) error {
+	if err := os.WriteFile(p, nil, 0o666); err != nil {
+		return fmt.Errorf("make %s: %w", p, err)
+	}
+	// The step may run as another user; umask must not keep it from writing.
+	_ = os.Chmod(p, 0o666)
+	return nil
 }
 
 // vars are the variables that name the files to a step.
 //
 // GitHub's names for the same files are set too, so a step written for GitHub Actions
-// (echo "x=1" >> "$GITHUB_OUTPUT") runs as it is; $GITHUB_STEP_SUMMARY takes what such a
-// step writes for GitHub's summary page, which Gantry does not show.
+// (echo "x=1" >> "$GITHUB_OUTPUT", echo "## Done" >> "$GITHUB_STEP_SUMMARY") runs as it is.
 func (f *stepFiles) vars() map[string]string {
-	out, env, dirs := path.Join(f.stepDir, "output"), path.Join(f.stepDir, "env"), path.Join(f.stepDir, "path")
-	return map[string]string{"GANTRY_OUTPUT": out, "GANTRY_ENV": env, "GANTRY_PATH": dirs,
-		"GITHUB_OUTPUT": out, "GITHUB_ENV": env, "GITHUB_PATH": dirs, "GITHUB_STEP_SUMMARY": path.Join(f.stepDir, "summary")}
+	out, env, dirs, summary := path.Join(f.stepDir, "output"), path.Join(f.stepDir, "env"), path.Join(f.stepDir, "path"), path.Join(f.stepDir, "summary")
+	return map[string]string{"GANTRY_OUTPUT": out, "GANTRY_ENV": env, "GANTRY_PATH": dirs, "GANTRY_STEP_SUMMARY": summary,
+		"GITHUB_OUTPUT": out, "GITHUB_ENV": env, "GITHUB_PATH": dirs, "GITHUB_STEP_SUMMARY": summary}
 }
 
 // collect reads what a step wrote, empties the files for the next one, and returns the
@@ -139,6 +149,70 @@ func (f *stepFiles) collect() (map[string]string, error) {
 		f.addPath = append([]string{p}, f.addPath...)
 	}
 	return outputs, nil
+}
+
+// errSummaryTooLarge is a step summary over store.MaxSummaryBytes; size is the file's.
+type errSummaryTooLarge struct{ size int64 }
+
+func (e *errSummaryTooLarge) Error() string {
+	return fmt.Sprintf("it is %s, more than the %s a step's summary may be", byteSize(e.size), byteSize(store.MaxSummaryBytes))
+}
+
+// takeSummary reads what a step wrote to $GANTRY_STEP_SUMMARY and leaves the file empty
+// for the next step, as GitHub gives each step a fresh one. Over store.MaxSummaryBytes
+// it is *errSummaryTooLarge and nothing of it is taken. A file the step removed, or
+// replaced with a symlink or anything but a file (refused, never followed, as
+// readAndEmpty does), is made again for the next step.
+func (f *stepFiles) takeSummary() (string, error) {
+	fh, err := os.OpenFile(f.summary, os.O_RDWR|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return "", makeStepFile(f.summary)
+	case errors.Is(err, syscall.ELOOP):
+		return "", errors.Join(errors.New("it is a symlink, not the file the step was given"), f.remakeSummary())
+	case err != nil:
+		return "", errors.Join(err, f.remakeSummary())
+	}
+	defer fh.Close()
+	fi, err := fh.Stat()
+	if err != nil {
+		return "", err
+	}
+	if !fi.Mode().IsRegular() {
+		return "", errors.Join(fmt.Errorf("it is a %s, not the file the step was given", fi.Mode().Type()), f.remakeSummary())
+	}
+	b, err := io.ReadAll(io.LimitReader(fh, store.MaxSummaryBytes+1))
+	if err != nil {
+		return "", err
+	}
+	if err := fh.Truncate(0); err != nil {
+		return "", fmt.Errorf("empty it for the next step: %w", err)
+	}
+	if len(b) > store.MaxSummaryBytes {
+		return "", &errSummaryTooLarge{size: max(fi.Size(), int64(len(b)))}
+	}
+	return string(b), nil
+}
+
+// remakeSummary puts an empty summary file where a step left something else.
+func (f *stepFiles) remakeSummary() error {
+	if err := os.RemoveAll(f.summary); err != nil {
+		return fmt.Errorf("remove it: %w", err)
+	}
+	return makeStepFile(f.summary)
+}
+
+// byteSize says n bytes for people: 512 bytes, 1.5 KiB, 2.0 MiB.
+func byteSize(n int64) string {
+	switch {
+	case n < 1<<10:
+		return fmt.Sprintf("%d bytes", n)
+	case n < 1<<20:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	case n == 1<<20:
+		return "1 MiB"
+	}
+	return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
 }
 
 // remove deletes the files' directory from the workspace.
