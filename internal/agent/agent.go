@@ -709,14 +709,13 @@ func (a *Agent) runJob(parent context.Context, j claimedJob, later func(func()))
 		// A step's summary goes out in order with its reports, before the step's end, so
 		// that a reader who sees a step end sees its summary; never with the completion,
 		// whose body it would make too large.
-		var summary func(part int, markdown string)
+		var summary func(part, step int, markdown string)
 		if a.keepSummaries {
-			summary = func(part int, markdown string) {
+			summary = func(part, step int, markdown string) {
 				steps <- stepReport{path: "/summary", step: part, own: true, body: map[string]any{"step": part, "markdown": markdown},
 					refused: func(err error) {
 						log.Warn("the coordinator refused a step summary", "part", part, "err", err)
-						jl.rec.Annotate(min(part, len(spec.Steps)-1), logs.LevelWarning, summaryTitle,
-							fmt.Sprintf("the coordinator did not keep the step summary: %v", err))
+						jl.rec.Annotate(step, logs.LevelWarning, summaryTitle, fmt.Sprintf("the coordinator did not keep the step summary: %v", err))
 					}}
 			}
 		}
@@ -859,7 +858,7 @@ func (a *Agent) retrying(ctx context.Context, call func(context.Context) error) 
 //
 // The step files are removed by what is given to later, after the job is reported.
 func (a *Agent) runSteps(ctx context.Context, log *slog.Logger, rec *logs.Recorder, j claimedJob, ws string, caches []*jobCache,
-	lease *fence, report func(step int, body map[string]any), summary func(part int, markdown string), later func(func())) (string, string, *int, map[string]string) {
+	lease *fence, report func(step int, body map[string]any), summary func(part, step int, markdown string), later func(func())) (string, string, *int, map[string]string) {
 	spec := j.Spec
 	once := map[int]bool{}
 	for _, i := range j.OnceDone {

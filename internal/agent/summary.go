@@ -24,15 +24,16 @@ const summaryTitle = "Step summary"
 type summaries struct {
 	files *stepFiles
 	rec   *logs.Recorder
-	// send queues a step's summary for the coordinator; nil when it keeps none.
-	send func(part int, markdown string)
+	// send queues a step's summary, the job's part part, for the coordinator; step is
+	// the step the warnings about it are of. Nil when the coordinator keeps none.
+	send func(part, step int, markdown string)
 	// kept are the parts whose summary was sent.
 	kept map[int]bool
 	// told is set once the log said that the coordinator keeps no summaries.
 	told bool
 }
 
-func newSummaries(files *stepFiles, rec *logs.Recorder, send func(part int, markdown string)) *summaries {
+func newSummaries(files *stepFiles, rec *logs.Recorder, send func(part, step int, markdown string)) *summaries {
 	return &summaries{files: files, rec: rec, send: send, kept: map[int]bool{}}
 }
 
@@ -73,7 +74,7 @@ func (s *summaries) take(part, step int, name string) {
 		return
 	}
 	s.kept[part] = true
-	s.send(part, text)
+	s.send(part, step, text)
 }
 
 func (s *summaries) warn(step int, msg string) {

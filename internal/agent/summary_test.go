@@ -3,6 +3,7 @@ package agent
 import (
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -237,4 +238,39 @@ jobs:
 	b.wantSuccess(t, id)
 	job, _ := b.jobByKey(t, id, "t")
 	wantParts(t, "t", b.summaryParts(t, job.ID), "0:made\n", "1:comp one\ncomp two\n", "2:js main\n", "3:last\n", "4:js post\n")
+}
+
+// TestStepSummaryRefused: a summary the coordinator refuses is not sent again, the job
+// goes on, and a warning of its step says why.
+func TestStepSummaryRefused(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	target, err := url.Parse(b.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sent atomic.Int32
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	proxy.ModifyResponse = func(r *http.Response) error {
+		if strings.HasSuffix(r.Request.URL.Path, "/summary") {
+			sent.Add(1)
+			r.StatusCode = http.StatusBadRequest
+			r.Body = io.NopCloser(strings.NewReader(`{"error": {"code": "bad_request", "message": "no room", "details": []}}`))
+			r.ContentLength = -1
+			r.Header.Del("Content-Length")
+		}
+		return nil
+	}
+	front := httptest.NewServer(proxy)
+	t.Cleanup(front.Close)
+	startAgent(t, front.URL, slog.LevelInfo)
+	run := b.submit(t, "jobs:\n  a: {steps: [{run: 'true'}, {run: 'echo x >> \"$GANTRY_STEP_SUMMARY\"'}]}\n")
+	b.wantSuccess(t, run)
+	a, _ := b.jobByKey(t, run, "a")
+	if n := sent.Load(); n != 1 {
+		t.Errorf("the refused summary was sent %d times, want once", n)
+	}
+	if w := b.summaryWarnings(t, a.ID); len(w) != 1 || !strings.HasPrefix(w[0], "1:the coordinator did not keep the step summary") || !strings.Contains(w[0], "no room") {
+		t.Errorf("warnings %q, want one of step 1 saying the coordinator refused it", w)
+	}
 }
