@@ -28,8 +28,8 @@ type stepFiles struct {
 	// dir is the files' directory on the worker's disk, stepDir where steps see it.
 	dir, stepDir               string
 	output, env, path, summary string
-	addEnv            map[string]string
-	addPath           []string // latest first
+	addEnv                     map[string]string
+	addPath                    []string // latest first
 	// imagePath is the PATH the job's image gives its steps, which addPath goes
 	// before; "" when the job has no image or its session does not say.
 	imagePath string
