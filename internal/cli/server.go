@@ -132,7 +132,8 @@ func (a *app) serverCommand() *cobra.Command {
 			"Job logs are kept as files in --logs-dir (default: a logs directory next to the\n" +
 			"SQLite file) or, with PostgreSQL and no --logs-dir, in the database where every\n" +
 			"replica reads them. --log-max-size caps one job attempt's log; --log-retention\n" +
-			"deletes logs older than that (0 keeps them).\n\n" +
+			"deletes logs, and the step summaries of their jobs, older than that (0 keeps\n" +
+			"them).\n\n" +
 			"Artifacts are stored by content in --blobs: file:///dir (default: a blobs\n" +
 			"directory next to the SQLite file), whose signed URLs this server serves on\n" +
 			"/blobs/, or s3://bucket?endpoint=host:port&region=R&secure=false with credentials\n" +
@@ -172,7 +173,7 @@ func (a *app) serverCommand() *cobra.Command {
 	f.StringVar(&cfg.AllowedOrigins, "allowed-origins", "", "comma-separated origins (https://ci.example.com) whose pages may write besides the server's own")
 	f.StringVar(&cfg.LogsDir, "logs-dir", cfg.LogsDir, "directory for job logs (default: next to the SQLite file; in the database with PostgreSQL)")
 	f.StringVar(&cfg.LogMaxSize, "log-max-size", cfg.LogMaxSize, "most log one job attempt keeps, e.g. 50Mi")
-	f.DurationVar(&cfg.LogRetention, "log-retention", cfg.LogRetention, "delete job logs older than this, e.g. 720h (0 keeps them)")
+	f.DurationVar(&cfg.LogRetention, "log-retention", cfg.LogRetention, "delete job logs and step summaries older than this, e.g. 720h (0 keeps them)")
 	f.StringVar(&cfg.Blobs, "blobs", cfg.Blobs, "blob store for artifacts: file:///dir or s3://bucket?endpoint=host:port (default: next to the SQLite file)")
 	f.StringVar(&cfg.Mirrors, "mirrors", "", "directory of the git mirrors webhooks read pipeline files from (default: next to the SQLite file; $TMPDIR/gantry-mirrors with PostgreSQL)")
 	f.StringVar(&cfg.ActionsSource, "actions-source", "", actionsSourceUsage)
@@ -522,7 +523,7 @@ func startCoordinator(ctx context.Context, cfg serverConfig, log *slog.Logger) (
 		cron.Run(loopCtx)
 	}()
 	if cfg.LogRetention > 0 {
-		go purgeLogs(loopCtx, logSvc, cfg.LogRetention, log)
+		go purgeLogs(loopCtx, logSvc, st, cfg.LogRetention, log)
 	}
 	if blobs != nil {
 		policy, _ := cfg.cachePolicy() // validated
@@ -694,23 +695,39 @@ func collectArtifacts(ctx context.Context, st store.Store, bs blob.Store, policy
 	}
 }
 
-// purgeLogs deletes logs older than retention, now and then every hour.
-func purgeLogs(ctx context.Context, svc *logs.Service, retention time.Duration, log *slog.Logger) {
+// purgeLogs deletes logs, and the step summaries that go with them, older than
+// retention, now and then every hour.
+func purgeLogs(ctx context.Context, svc *logs.Service, summaries summaryPurger, retention time.Duration, log *slog.Logger) {
 	t := time.NewTicker(time.Hour)
 	defer t.Stop()
 	for {
-		n, err := svc.Purge(ctx, time.Now().Add(-retention))
-		if err != nil {
-			log.Error("purge old logs", "err", err)
-		} else if n > 0 {
-			log.Info("purged old logs", "count", n, "older_than", retention)
-		}
+		purgeBefore(ctx, svc, summaries, time.Now().Add(-retention), log)
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
 	}
+}
+
+// purgeBefore deletes the logs and step summaries older than cut.
+func purgeBefore(ctx context.Context, svc *logs.Service, summaries summaryPurger, cut time.Time, log *slog.Logger) {
+	n, err := svc.Purge(ctx, cut)
+	if err != nil {
+		log.Error("purge old logs", "err", err)
+	} else if n > 0 {
+		log.Info("purged old logs", "count", n, "before", cut)
+	}
+	if n, err := summaries.DeleteSummariesBefore(ctx, cut); err != nil {
+		log.Error("purge old step summaries", "err", err)
+	} else if n > 0 {
+		log.Info("purged old step summaries", "count", n, "before", cut)
+	}
+}
+
+// summaryPurger deletes step summaries put before a time (store.Summaries).
+type summaryPurger interface {
+	DeleteSummariesBefore(ctx context.Context, before time.Time) (int, error)
 }
 
 // redactURL hides a password in a database URL before it is logged.

@@ -1,0 +1,50 @@
+package cli
+
+import (
+	"log/slog"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/gantry-ci/gantry/internal/logs"
+	"github.com/gantry-ci/gantry/internal/pipeline"
+	"github.com/gantry-ci/gantry/internal/store"
+	"github.com/gantry-ci/gantry/internal/store/sqlite"
+)
+
+// TestPurgeSummaries: the log retention deletes the step summaries put before its cut
+// with the logs, and keeps the later ones.
+func TestPurgeSummaries(t *testing.T) {
+	t.Parallel()
+	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "gantry.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	plan, err := pipeline.Compile([]byte("jobs: {a: {steps: [{run: 'true'}, {run: 'true'}]}}"), pipeline.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, err := st.CreateRun(t.Context(), store.CreateRunParams{Plan: plan}); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := st.Claim(t.Context(), store.ClaimParams{WorkerID: "w", Max: 1, LeaseTTL: time.Minute})
+	if err != nil || len(cs) != 1 {
+		t.Fatalf("claim: %v, %d jobs", err, len(cs))
+	}
+	ref := store.LeaseRef{JobID: cs[0].Job.ID, Token: cs[0].Lease.Token}
+	if err := st.PutSummary(t.Context(), store.PutSummaryParams{LeaseRef: ref, Step: 0, Markdown: "old"}); err != nil {
+		t.Fatal(err)
+	}
+	svc := logs.NewService(logs.Config{Storage: logs.NewChunkStorage(st)})
+	t.Cleanup(svc.Close)
+	log := slog.New(slog.NewTextHandler(t.Output(), nil))
+	purgeBefore(t.Context(), svc, st, time.Now().Add(-time.Hour), log)
+	if ps, _ := st.ListSummaries(t.Context(), store.ListSummariesParams{JobID: ref.JobID}); len(ps) != 1 {
+		t.Fatalf("a summary newer than the cut: %d parts left, want 1", len(ps))
+	}
+	purgeBefore(t.Context(), svc, st, time.Now().Add(time.Second), log)
+	if ps, _ := st.ListSummaries(t.Context(), store.ListSummariesParams{JobID: ref.JobID}); len(ps) != 0 {
+		t.Errorf("a summary older than the cut: %d parts left, want none", len(ps))
+	}
+}
