@@ -192,6 +192,7 @@ func (a *app) rootCommand() *cobra.Command {
 		a.secretCommand(),
 		a.serverCommand(),
 		a.submitCommand(),
+		a.summaryCommand(),
 		a.tokenCommand(),
 		a.upCommand(),
 		a.variableCommand(),

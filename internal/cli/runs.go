@@ -240,8 +240,13 @@ func (a *app) runsGet(ctx context.Context, cfg clientConfig, id string) error {
 	if err != nil {
 		return err
 	}
+	ss, err := getSummaries(ctx, c, id)
+	if err != nil {
+		return err
+	}
 	printRunTree(a.stdout, run, a.outputWidth())
 	printAnnotations(a.stdout, as, a.outputWidth())
+	printSummaries(a.stdout, run, ss, a.outputWidth())
 	return nil
 }
 
