@@ -89,7 +89,16 @@ func renderHTMLBlock(w util.BufWriter, source []byte, node ast.Node, entering bo
 	if n.HasClosure() {
 		b.Write(n.ClosureLine.Value(source))
 	}
-	_, err := w.WriteString(safeHTML(b.String()))
+	out := safeHTML(b.String())
+	if !strings.Contains(out, "<") {
+		// Text only, the raw HTML escaped: a paragraph of its own, as it reads.
+		if text := strings.TrimSpace(out); text != "" {
+			out = "<p>" + text + "</p>\n"
+		} else {
+			out = ""
+		}
+	}
+	_, err := w.WriteString(out)
 	return ast.WalkContinue, err
 }
 

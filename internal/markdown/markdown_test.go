@@ -23,7 +23,7 @@ func TestRender(t *testing.T) {
 			want: []string{`<input checked="" disabled="" type="checkbox"`, "<del>gone</del>", `<a href="https://example.com/x">`}},
 		{name: "script block shows as text",
 			src:  "<script>alert(1)</script>\n",
-			want: []string{"&lt;script&gt;alert(1)&lt;/script&gt;"}, not: []string{"<script"}},
+			want: []string{"<p>&lt;script&gt;alert(1)&lt;/script&gt;</p>"}, not: []string{"<script"}},
 		{name: "inline handler shows as text",
 			src:  "see <img src=x onerror=alert(1)> here\n",
 			want: []string{"see &lt;img src=x onerror=alert(1)&gt; here"}, not: []string{"<img"}},
@@ -41,6 +41,9 @@ func TestRender(t *testing.T) {
 			src:  "<!-- hidden\nacross lines -->\nshown <!-- inline --> too\n",
 			want: []string{"<p>shown  too</p>"}, not: []string{"hidden", "inline", "&lt;!--"}},
 		{name: "self-closing br", src: "a<br/>b\n", want: []string{"a<br>b"}},
+		{name: "a block of comments only leaves nothing", src: "<!-- a -->\n\nb\n", want: []string{"<p>b</p>"}, not: []string{"<p></p>"}},
+		{name: "a block with an allowed tag is not a paragraph",
+			src: "<details>\n<summary>x</summary>\n</details>\n", want: []string{"<details>\n<summary>x</summary>\n</details>"}, not: []string{"<p>"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
