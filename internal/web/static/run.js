@@ -1,12 +1,13 @@
 // A run: its DAG (coloured live from the WebSocket's run topic), its jobs, a timeline of
-// when each job ran, the annotations its jobs' steps raised (::error:: and kin), and cancel
-// and retry.
+// when each job ran, the annotations its jobs' steps raised (::error:: and kin), the
+// summaries they wrote ($GITHUB_STEP_SUMMARY), and cancel and retry.
 import { clear, fill, h } from "./dom.js";
 import { api, live, post } from "./api.js";
 import { draw } from "./dag.js";
 import { TERMINAL, liveDuration, parseTime, setDuration, shortID, statusBadge, when } from "./format.js";
 import { announce, showError } from "./app.js";
 import { annotationItem } from "./job.js";
+import { summaryContent } from "./summary.js";
 
 export async function runPage(main, [id], ctx) {
   ctx.title("Run " + shortID(id));
@@ -42,6 +43,7 @@ export async function runPage(main, [id], ctx) {
   const jobsBody = h("tbody");
   const timeline = h("ol", { class: "timeline", "aria-label": "Job timeline" });
   const annotationsBox = h("section", { class: "annotations", id: "annotations", "aria-labelledby": "annotations-h", hidden: true });
+  const summariesBox = h("section", { class: "summaries", id: "summaries", "aria-labelledby": "summaries-h", hidden: true });
 
   main.append(
     h("div", { class: "page-head" }, badge, liveState),
@@ -54,9 +56,10 @@ export async function runPage(main, [id], ctx) {
       h("div", { class: "table-wrap" }, h("table", {},
         h("thead", {}, h("tr", {}, ["Job", "Status", "Attempt", "Duration", "Needs"].map((c) => h("th", { scope: "col" }, c)))),
         jobsBody))),
-    h("section", { "aria-labelledby": "timeline-h" }, h("h2", { id: "timeline-h" }, "Timeline"), timeline));
+    h("section", { "aria-labelledby": "timeline-h" }, h("h2", { id: "timeline-h" }, "Timeline"), timeline),
+    summariesBox);
 
-  let jobs = run.jobs, current = run, lastStatus = run.status, annotationsAt = "";
+  let jobs = run.jobs, current = run, lastStatus = run.status, annotationsAt = "", summariesAt = "";
 
   // The annotations are read again whenever a job ends or starts again, not on every
   // notice.
@@ -74,6 +77,28 @@ export async function runPage(main, [id], ctx) {
     annotationsBox.hidden = as.length === 0;
     fill(annotationsBox, h("h2", { id: "annotations-h" }, "Annotations"),
       h("ul", { class: "plain annotation-list" }, as.map((a) => annotationItem(a, "/jobs/" + a.job_id))));
+  }
+
+  // The summaries are read again whenever a job starts, ends or starts again (its
+  // steps' summaries are all kept before it ends), not on every notice.
+  async function loadSummaries(r) {
+    const at = `${r.status}/${jobs.map((j) => j.attempt + ":" + j.status).join(",")}`;
+    if (at === summariesAt) return;
+    summariesAt = at;
+    let ss;
+    try {
+      ss = await api(`/api/v1/runs/${encodeURIComponent(id)}/summaries?include=html`, { signal: ctx.signal });
+    } catch (e) {
+      if (e.name !== "AbortError") summariesAt = ""; // try again on the next notice
+      return;
+    }
+    const title = new Map(jobs.map((j) => [j.id, j.display_name || j.key]));
+    summariesBox.hidden = ss.length === 0;
+    fill(summariesBox, h("h2", { id: "summaries-h" }, "Summaries"),
+      ss.map((s) => h("article", { class: "summary", dataset: { key: s.job }, "aria-label": "Summary of " + (title.get(s.job_id) || s.job) },
+        h("p", { class: "summary-job" }, h("a", { href: "/jobs/" + s.job_id }, title.get(s.job_id) || s.job),
+          s.attempt > 1 ? h("span", { class: "muted" }, " attempt " + s.attempt) : null),
+        summaryContent(s.html || ""))));
   }
 
   function update(r, js) {
@@ -102,6 +127,7 @@ export async function runPage(main, [id], ctx) {
     renderJobs();
     renderTimeline();
     loadAnnotations(r);
+    loadSummaries(r);
   }
 
   function renderJobs() {
