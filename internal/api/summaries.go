@@ -78,10 +78,15 @@ type summaryPartJSON struct {
 	CreatedAt string `json:"created_at"`
 }
 
-// joinSummary is the Markdown of an attempt's parts, each on lines of its own.
+// joinSummary is the Markdown of an attempt's parts, each on lines of its own and a
+// blank line between two, so that a part that ends in a table or a list does not take
+// in the next one's first lines where the whole is read as one document.
 func joinSummary(ps []*store.SummaryPart) string {
 	var b strings.Builder
-	for _, p := range ps {
+	for i, p := range ps {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
 		b.WriteString(p.Markdown)
 		if !strings.HasSuffix(p.Markdown, "\n") {
 			b.WriteByte('\n')

@@ -51,7 +51,7 @@ func TestSummaries(t *testing.T) {
 		}
 
 		r := b.get(t, "/api/v1/jobs/"+id+"/summary")
-		if want := tablePart + scriptPart + "\n"; r.status != http.StatusOK || string(r.body) != want ||
+		if want := tablePart + "\n" + scriptPart + "\n"; r.status != http.StatusOK || string(r.body) != want ||
 			r.header.Get("Content-Type") != "text/markdown; charset=utf-8" {
 			t.Errorf("markdown: %d %s %q, want %q", r.status, r.header.Get("Content-Type"), r.body, want)
 		}
@@ -77,7 +77,7 @@ func TestSummaries(t *testing.T) {
 		r.decode(t, &sv)
 		if sv.JobID != id || sv.Attempt != 1 || sv.Bytes != len(tablePart)+len(scriptPart) || len(sv.Parts) != 2 ||
 			sv.Parts[0].Step != 0 || sv.Parts[1].Step != 1 || sv.Parts[1].Bytes != len(scriptPart) || sv.Parts[0].CreatedAt == "" ||
-			sv.Markdown == nil || *sv.Markdown != tablePart+scriptPart+"\n" || sv.HTML == nil || !strings.Contains(*sv.HTML, "<table>") {
+			sv.Markdown == nil || *sv.Markdown != tablePart+"\n"+scriptPart+"\n" || sv.HTML == nil || !strings.Contains(*sv.HTML, "<table>") {
 			t.Errorf("json: %s", r.body)
 		}
 		if r := b.get(t, "/api/v1/jobs/"+id+"/summary?attempt=2"); r.status != http.StatusOK || len(r.body) != 0 {
