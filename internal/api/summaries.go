@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/gantry-ci/gantry/internal/logs"
 	"github.com/gantry-ci/gantry/internal/markdown"
 	"github.com/gantry-ci/gantry/internal/store"
 	"github.com/google/uuid"
@@ -51,12 +52,24 @@ func (s *Server) putSummary(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, codeBadRequest, "step is required: a whole number from 0", nil)
 		return
 	}
-	err := s.store.PutSummary(r.Context(), store.PutSummaryParams{LeaseRef: ref, Step: *req.Step, Markdown: req.Markdown})
+	// Masked here too, as a log batch is: the worker masks what it sends, and the
+	// coordinator does not count on it. The store checks the lease again as it keeps it.
+	attempt, err := s.store.LeaseAttempt(r.Context(), ref)
 	if err != nil {
 		s.agentError(w, r, "put step summary", err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]int{"step": *req.Step, "bytes": len(req.Markdown)})
+	text, err := s.logs.MaskText(r.Context(), logs.Key{Job: ref.JobID, Attempt: attempt}, req.Markdown)
+	if err != nil {
+		s.storeError(w, r, "mask step summary", err)
+		return
+	}
+	err = s.store.PutSummary(r.Context(), store.PutSummaryParams{LeaseRef: ref, Step: *req.Step, Markdown: text})
+	if err != nil {
+		s.agentError(w, r, "put step summary", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]int{"step": *req.Step, "bytes": len(text)})
 }
 
 // summaryJSON is a job attempt's summary as the API shows it. Markdown and HTML are left

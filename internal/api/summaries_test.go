@@ -1,11 +1,14 @@
 package api_test
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
+	"github.com/gantry-ci/gantry/internal/api"
 	"github.com/gantry-ci/gantry/internal/blob"
 	"github.com/gantry-ci/gantry/internal/store"
 )
@@ -133,4 +136,39 @@ func TestSummaryRefusals(t *testing.T) {
 	expectError(t, b.get(t, "/api/v1/jobs/"+id+"/summary?attempt=0"), http.StatusBadRequest, "bad_request")
 	expectError(t, b.get(t, "/api/v1/jobs/0196a1c2-3b4d-7e5f-8a9b-1c1d2e3f4a5b/summary"), http.StatusNotFound, "not_found")
 	expectError(t, b.get(t, "/api/v1/jobs/0196a1c2-3b4d-7e5f-8a9b-1c1d2e3f4a5b/summary?attempt=1"), http.StatusNotFound, "not_found")
+}
+
+// TestSummaryMaskedByCoordinator: a summary a worker sent with a secret of the job in it
+// is kept masked, as a log line would be, by the replica that handed the job out and by
+// another that resolves the job's secrets from the store.
+func TestSummaryMaskedByCoordinator(t *testing.T) {
+	t.Parallel()
+	kr := testKeyring(t)
+	b := setupWith(t, func(c *api.Config) { c.Secrets = kr })
+	const value = "summary-secret-value-7"
+	if r := b.do(t, http.MethodPut, "/api/v1/projects/web/secrets/TOKEN", "application/json", `{"value": "`+value+`"}`, nil); r.status != http.StatusCreated {
+		t.Fatalf("set secret: %d %s", r.status, r.body)
+	}
+	if r := b.post(t, "/api/v1/runs", `{"project": "web", "pipeline": "jobs:\n  a:\n    env: {X: '${{ secrets.TOKEN }}'}\n    steps: [{run: echo $X}, {run: 'true'}]\n"}`); r.status != http.StatusAccepted {
+		t.Fatalf("submit: %d %s", r.status, r.body)
+	}
+	claim := b.claim(t, `{"worker_id": "w", "wait": "0s"}`)
+	if len(claim.Jobs) != 1 {
+		t.Fatalf("claimed %d jobs", len(claim.Jobs))
+	}
+	id, token := claim.Jobs[0].ID, claim.Jobs[0].Lease.Token
+	b64 := base64.StdEncoding.EncodeToString([]byte(value))
+	if r := b.post(t, "/api/v1/agent/jobs/"+id+"/summary", summaryBody(token, 0, "| token | "+value+" |\n| b64 | "+b64+" |\n")); r.status != http.StatusOK {
+		t.Fatalf("post summary: %d %s", r.status, r.body)
+	}
+	other := httptest.NewServer(api.New(api.Config{Store: b.store, Logger: testLogger(t), Clock: b.clock, Secrets: kr}).Handler())
+	t.Cleanup(other.Close)
+	replica := &bundle{store: b.store, clock: b.clock, url: other.URL}
+	if r := replica.post(t, "/api/v1/agent/jobs/"+id+"/summary", summaryBody(token, 1, "replica "+value)); r.status != http.StatusOK {
+		t.Fatalf("post summary to the other replica: %d %s", r.status, r.body)
+	}
+	got := string(b.get(t, "/api/v1/jobs/"+id+"/summary").body)
+	if want := "| token | *** |\n| b64 | *** |\n\nreplica ***\n"; got != want {
+		t.Errorf("summary %q, want %q", got, want)
+	}
 }

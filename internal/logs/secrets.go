@@ -71,6 +71,21 @@ func (s *Service) forgetIdleSecrets(before time.Time) {
 	}
 }
 
+// MaskText masks text with the secret values of attempt k, as Append masks a line of its
+// log, read as one line however many it has: for what a worker sends of an attempt
+// besides its log (a step's summary). A failure to resolve the values is an error, and
+// the caller should refuse the text rather than keep it unmasked.
+func (s *Service) MaskText(ctx context.Context, k Key, text string) (string, error) {
+	a := s.attempt(k)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	lines := []Line{{Text: text}}
+	if err := s.maskSecrets(ctx, k, a, lines); err != nil {
+		return "", err
+	}
+	return lines[0].Text, nil
+}
+
 func newSecretMasker(values []string) *masker {
 	m := &masker{}
 	for _, v := range values {

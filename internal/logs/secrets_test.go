@@ -216,3 +216,37 @@ func openTestFiles(t *testing.T) *FileStorage {
 	t.Cleanup(func() { _ = fs.Close() })
 	return fs
 }
+
+// TestServiceMaskText: text of many lines is masked with the attempt's secrets, resolved
+// when not remembered; a failure to resolve them is an error, not the text unmasked.
+func TestServiceMaskText(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	svc := NewService(Config{Storage: openTestFiles(t)})
+	defer svc.Close()
+	remembered := Key{Job: uuid.New(), Attempt: 1}
+	svc.RememberSecrets(remembered, []string{testSecret})
+	text := "| a |\n" + strings.Join(secretTexts(), "\n") + "\n"
+	got, err := svc.MaskText(ctx, remembered, text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(got, testSecret) || !strings.HasPrefix(got, "| a |\n") || strings.Count(got, maskText) < len(secretTexts()) {
+		t.Errorf("MaskText = %q", got)
+	}
+	fail := true
+	svc.UseSecrets(func(context.Context, Key) ([]string, error) {
+		if fail {
+			return nil, errors.New("store down")
+		}
+		return []string{testSecret}, nil
+	})
+	other := Key{Job: uuid.New(), Attempt: 1}
+	if got, err := svc.MaskText(ctx, other, "x "+testSecret); err == nil {
+		t.Errorf("MaskText without the attempt's secrets = %q, want an error", got)
+	}
+	fail = false
+	if got, err := svc.MaskText(ctx, other, "x "+testSecret); err != nil || got != "x "+maskText {
+		t.Errorf("MaskText once resolved = %q, %v", got, err)
+	}
+}
