@@ -7,8 +7,8 @@ import (
 	"github.com/chromedp/chromedp"
 )
 
-// TestDashboardShowsSummaries: the run page shows each job's summary, its steps' in
-// order, rendered from Markdown: a heading (a level below the page's own) and a table
+// TestDashboardShowsSummaries: the run page shows each job's summary, and the job page
+// its attempt's, its steps' in order, rendered from Markdown: a heading (a level below the page's own) and a table
 // with its alignment. A step that writes <script>, an onerror= handler or a javascript:
 // link sees it shown as text, and nothing of it runs; a job without a summary shows
 // none. The page's own renderer, the second lock, drops what the server would never
@@ -17,7 +17,7 @@ func TestDashboardShowsSummaries(t *testing.T) {
 	t.Parallel()
 	c := startCoordinator(t, false)
 	b := newBrowser(t, nil)
-	runID, _ := c.submit(t, `
+	runID, jobs := c.submit(t, `
 name: summaries
 jobs:
   report:
@@ -73,6 +73,17 @@ jobs:
 	b.screenshot("run-summaries")
 	b.do("click the link that is not one", chromedp.Click(chromedp.CSS(`#summaries .markdown p a`)))
 	b.waitJS("nothing ran, the page stayed", `window.pwned === undefined && location.pathname === "/runs/`+runID+`"`)
+
+	b.do("open the job", chromedp.Navigate(c.url+"/jobs/"+jobs["report"]), chromedp.WaitVisible(chromedp.CSS(`#log`)))
+	b.waitJS("the job's summary below its log", `(() => {
+		const s = document.querySelector("#job-summary");
+		return s && !s.hidden && s.querySelector(".markdown h3").textContent === "Test report" &&
+			s.querySelector(".markdown td[align=right]").textContent === "42" &&
+			s.innerText.includes("<script>") && !s.querySelector("script, img") && window.pwned === undefined;
+	})()`)
+	b.do("open the job that wrote none", chromedp.Navigate(c.url+"/jobs/"+jobs["quiet"]), chromedp.WaitVisible(chromedp.CSS(`#log`)))
+	b.waitJS("no summary", `document.querySelector("#job-status [data-status]").dataset.status === "success" &&
+		document.querySelector("#log").innerText.includes("nothing") && document.querySelector("#job-summary").hidden`)
 
 	// The page's renderer on HTML the API never sends: elements and attributes it does
 	// not know go, their text stays, and links and images keep only safe URLs. Chromium

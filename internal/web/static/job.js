@@ -3,12 +3,14 @@
 // the end until you scroll up, and filters by a search term. A step's ::group:: folds
 // the lines up to its ::endgroup:: under its title (folded until opened; a search looks
 // inside), and its ::error::, ::warning:: and ::notice:: lines are marked by level and
-// listed above the log as the attempt's annotations, each linking to its line.
+// listed above the log as the attempt's annotations, each linking to its line. Below the
+// log, the attempt's summary ($GITHUB_STEP_SUMMARY), rendered (summary.js).
 import { clear, fill, h } from "./dom.js";
 import { api, download, getToken, live, post, postJSON } from "./api.js";
 import { newState, render, strip } from "./ansi.js";
 import { TERMINAL, bytes, liveDuration, shortID, statusBadge, when } from "./format.js";
 import { announce } from "./app.js";
+import { summaryContent } from "./summary.js";
 
 const REFRESH_MS = 2000;
 
@@ -41,6 +43,7 @@ export async function jobPage(main, [id], ctx) {
   const stepsNote = h("p", { class: "muted" });
   const artifactsList = h("div");
   const annotationsBox = h("section", { class: "annotations", id: "annotations", "aria-labelledby": "annotations-h", hidden: true });
+  const summaryBox = h("section", { class: "summaries", id: "job-summary", "aria-labelledby": "summary-h", hidden: true });
 
   // The log.
   const search = h("input", { type: "search", id: "log-search", placeholder: "Filter lines", autocomplete: "off" });
@@ -69,7 +72,8 @@ export async function jobPage(main, [id], ctx) {
           h("div", { class: "field checkbox" }, follow, h("label", { for: "log-follow" }, "Follow")),
           h("button", { type: "button", class: "secondary", onclick: () => { follow.checked = true; toBottom(); } }, "Jump to end"),
           matches),
-        logState, logBox)));
+        logState, logBox)),
+    summaryBox);
 
   let viewed = job.attempt || 1; // the attempt whose log and artifacts are shown
   let artifacts = [];
@@ -244,6 +248,22 @@ export async function jobPage(main, [id], ctx) {
       h("ul", { class: "plain annotation-list" }, as.map((a) => annotationItem(a))));
   }
 
+  // The summary of the attempt shown: what its steps wrote to $GITHUB_STEP_SUMMARY.
+  async function loadSummary() {
+    const n = viewed;
+    let s;
+    try {
+      s = await api(`${jobPath}/summary?attempt=${n}`, { signal: ctx.signal, headers: { Accept: "application/json" } });
+    } catch (e) {
+      if (e.name === "AbortError") return;
+      s = { bytes: 0 }; // a coordinator too old to keep them, or a passing error: shown on the next load
+    }
+    if (n !== viewed) return;
+    summaryBox.hidden = !s.bytes;
+    fill(summaryBox, h("h2", { id: "summary-h" }, "Summary"),
+      s.bytes ? h("article", { class: "summary" }, summaryContent(s.html || "")) : null);
+  }
+
   // Log state of the attempt being shown. fold is the start row of the fold that lines
   // go into while it is open.
   let lastSeq = 0, ansi = newState(), texts = [], unsubscribe = () => {}, ended = false, fold = null;
@@ -344,6 +364,7 @@ export async function jobPage(main, [id], ctx) {
     renderSteps();
     renderArtifacts();
     loadAnnotations();
+    loadSummary();
     if (!job.attempt) {
       logState.textContent = "The job has not started: no log yet.";
       unsubscribe = () => {};
@@ -367,6 +388,7 @@ export async function jobPage(main, [id], ctx) {
       refresh();
       loadArtifacts();
       loadAnnotations();
+      loadSummary();
     } else if (msg.type === "error") {
       logState.textContent = "Log unavailable: " + msg.message;
     }
