@@ -43,6 +43,9 @@ type Options struct {
 	// .github/workflows is read as a GitHub Actions workflow whatever it holds; otherwise
 	// the document's shape decides (see docs/github-actions.md).
 	Path string
+	// Workflows reads the reusable workflows a workflow's jobs call (jobs.<id>.uses);
+	// without it, a call is an error saying that there is no repository to read from.
+	Workflows WorkflowLoader
 }
 
 // Defaults for settings a definition leaves out.
@@ -68,7 +71,7 @@ var DefaultRetry = RetryPolicy{
 // the definition has mistakes it returns a nil plan and Errors listing every one of them,
 // ordered by position.
 func Compile(src []byte, opts Options) (*Plan, error) {
-	d := &decoder{limits: opts.Limits.withDefaults()}
+	d := &decoder{limits: opts.Limits.withDefaults(), workflows: opts.Workflows, path: opts.Path}
 	p := d.compile(src, opts.Path)
 	if len(d.errs) > 0 {
 		return nil, sortErrors(d.errs)

@@ -29,6 +29,10 @@ type decoder struct {
 	// refs is what needs and steps references may name in the text being substituted;
 	// nil outside a job.
 	refs *refScope
+	// workflows reads the reusable workflows a workflow calls (Options.Workflows), and
+	// path is where the definition was read from (Options.Path).
+	workflows WorkflowLoader
+	path      string
 }
 
 func (d *decoder) add(kind ErrorKind, n *yaml.Node, path, format string, args ...any) {

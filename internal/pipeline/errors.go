@@ -31,16 +31,28 @@ func (k ErrorKind) Error() string { return string(k) }
 
 // Error is one mistake in a pipeline definition.
 type Error struct {
-	Kind    ErrorKind `json:"code"`
-	Path    string    `json:"path"`   // e.g. jobs.deploy.needs[0]; empty for document-level errors
-	Line    int       `json:"line"`   // 1-based; 0 when unknown
-	Column  int       `json:"column"` // 1-based; 0 when unknown
-	Message string    `json:"message"`
+	Kind ErrorKind `json:"code"`
+	// File is the file the mistake is in when it is not the definition compiled: a
+	// reusable workflow it calls (.github/workflows/build.yml, or
+	// owner/repo/.github/workflows/build.yml@v1). Path, Line and Column are that file's.
+	File    string `json:"file,omitempty"`
+	Path    string `json:"path"`   // e.g. jobs.deploy.needs[0]; empty for document-level errors
+	Line    int    `json:"line"`   // 1-based; 0 when unknown
+	Column  int    `json:"column"` // 1-based; 0 when unknown
+	Message string `json:"message"`
 }
 
-// Error formats the error as "line:col: path: message".
+// Error formats the error as "line:col: path: message", after "file:" when the mistake
+// is in another file than the definition.
 func (e *Error) Error() string {
 	var b strings.Builder
+	if e.File != "" {
+		b.WriteString(e.File)
+		b.WriteString(":")
+		if e.Line == 0 {
+			b.WriteString(" ")
+		}
+	}
 	if e.Line > 0 {
 		fmt.Fprintf(&b, "%d:%d: ", e.Line, e.Column)
 	}
@@ -76,10 +88,15 @@ func (es Errors) Unwrap() []error {
 	return out
 }
 
-// sortErrors orders errors by position, keeping discovery order for ties, and drops exact
-// duplicates (the same mistake reached twice, for example through a YAML alias).
+// sortErrors orders errors by position, those of the definition first and then those of
+// each file it calls, keeping discovery order for ties, and drops exact duplicates (the
+// same mistake reached twice, for example through a YAML alias, or a called workflow's
+// through two calls).
 func sortErrors(es Errors) Errors {
 	sort.SliceStable(es, func(i, j int) bool {
+		if es[i].File != es[j].File {
+			return es[i].File < es[j].File
+		}
 		if es[i].Line != es[j].Line {
 			return es[i].Line < es[j].Line
 		}

@@ -148,6 +148,9 @@ type ghaTranslator struct {
 	// and dynamicUses the actions their steps name (gha_dynmatrix.go).
 	dynamic     map[string][]ghaDynExpr
 	dynamicUses map[string][]string
+	// calls is what expanding calls of reusable workflows keeps (gha_call.go); nil for a
+	// workflow that makes none.
+	calls *callState
 }
 
 // gNode makes a node of the translated definition at the position of at.
@@ -257,33 +260,46 @@ func (d *decoder) workflow(root *yaml.Node) (*yaml.Node, *ghaTranslator) {
 	}
 	fields := d.fields(jobsNode, "jobs", "a mapping of job ids to jobs")
 	for _, jf := range fields {
-		t.jobs = append(t.jobs, jf.key)
+		if !jobNamePattern.MatchString(jf.key) {
+			d.add(ErrInvalid, jf.keyNode, jf.path, "job id %q: use letters, digits, '-' and '_' (at most 100)", jf.key)
+		}
+	}
+	if len(d.errs) > 0 {
+		return nil, t
+	}
+	// Calls of reusable workflows are replaced by the jobs of the workflows they call.
+	entries := t.expandCalls(fields)
+	if d.abort {
+		return nil, t
+	}
+	for _, e := range entries {
+		t.jobs = append(t.jobs, e.f.key)
 	}
 	// upload-artifact names are read first, so download-artifact can be checked against
 	// the jobs a job needs whatever their order in the file.
-	for _, jf := range fields {
-		t.scanUploads(jf)
+	for _, e := range entries {
+		t.scanUploads(e.f)
 	}
-	t.findDynamicMatrices(fields)
+	expanded := make([]field, len(entries))
+	for i, e := range entries {
+		expanded[i] = e.f
+	}
+	t.findDynamicMatrices(expanded)
 	jobs := gMap(jobsNode)
-	for _, jf := range fields {
+	for _, e := range entries {
 		if d.abort {
 			return nil, t
 		}
-		if !jobNamePattern.MatchString(jf.key) {
-			d.add(ErrInvalid, jf.keyNode, jf.path, "job id %q: use letters, digits, '-' and '_' (at most 100)", jf.key)
-			continue
-		}
-		if j := t.job(jf); j != nil {
-			if t.dynamic[jf.key] != nil {
-				j = t.placeholder(jf, j)
+		if j := t.scopedJob(e); j != nil {
+			if t.dynamic[e.f.key] != nil {
+				j = t.placeholder(e.f, j)
 			}
-			put(jobs, jf.key, jf.keyNode, j)
+			put(jobs, e.f.key, e.f.keyNode, j)
 		}
 	}
 	if len(jobs.Content) == 0 && len(fields) > 0 {
-		// Every job was refused, and said why (a workflow of reusable workflow calls):
-		// a definition with no jobs would only be refused again for having none.
+		// Every job was refused, and said why: a definition with no jobs would only be
+		// refused again for having none.
 		return nil, t
 	}
 	put(out, "jobs", jobsNode, jobs)
@@ -627,10 +643,6 @@ func (t *ghaTranslator) job(jf field) *yaml.Node {
 		j.matrixKeys = keys
 	}
 	j.stepIDs = t.stepIDs(r)
-	if uses := mappingValue(r, "uses"); uses != nil {
-		d.add(ErrInvalid, uses, jf.path+".uses", "job %s calls a reusable workflow (%s); Gantry cannot run other workflows: copy its jobs into this file", jf.key, clip(uses.Value, 80))
-		return nil
-	}
 	// Env first, so that every other key may read it whatever the order of the keys.
 	var stepsField *field
 	var fs []field
@@ -661,9 +673,12 @@ func (t *ghaTranslator) job(jf field) *yaml.Node {
 			return nil
 		}
 		switch f.key {
-		case "permissions", "env", "defaults", "with", "secrets":
-			// permissions: there is no GitHub token to scope. with and secrets belong to
-			// uses:, reported above.
+		case "permissions", "env", "defaults":
+			// permissions: there is no GitHub token to scope.
+		case "uses", "with", "secrets":
+			// A job that calls a reusable workflow was replaced by its jobs
+			// (expandCalls); one left here is a mistake with no uses:.
+			d.add(ErrInvalid, f.keyNode, f.path, "%s: belongs to a job that calls a reusable workflow (with uses:)", f.key)
 		case "name":
 			if v, ok := d.str(f.val, f.path, "a job name"); ok {
 				if evaluate, ok := t.jobNameEvaluated(v, d.resolve(f.val), f.path); evaluate {
@@ -1325,6 +1340,7 @@ func (d *decoder) compileWorkflow(root *yaml.Node) (*Plan, *yaml.Node) {
 func (d *decoder) translateAndPlan(root *yaml.Node) (*Plan, *yaml.Node, *ghaTranslator, [][]string) {
 	out, t := d.workflow(root)
 	if out == nil || d.abort {
+		t.placeCallErrors(d.errs)
 		return nil, nil, t, nil
 	}
 	translated := len(d.errs) == 0
@@ -1354,6 +1370,7 @@ func (d *decoder) translateAndPlan(root *yaml.Node) (*Plan, *yaml.Node, *ghaTran
 	for _, e := range d.errs[before:] {
 		e.Path = t.originalPath(e.Path)
 	}
+	t.placeCallErrors(d.errs)
 	return p, out, t, raw
 }
 
@@ -1366,7 +1383,7 @@ var ErrNotWorkflow = fmt.Errorf("not a GitHub Actions workflow: no step uses an 
 // workflow with mistakes returns Errors, as Compile does; a document that is not a
 // workflow (and whose path is not under .github/workflows) returns ErrNotWorkflow.
 func ConvertWorkflow(src []byte, opts Options) ([]byte, error) {
-	d := &decoder{limits: opts.Limits.withDefaults()}
+	d := &decoder{limits: opts.Limits.withDefaults(), workflows: opts.Workflows, path: opts.Path}
 	root := d.parseDocument(src)
 	if root == nil || !d.checkShape(root, 0) {
 		return nil, sortErrors(d.errs)

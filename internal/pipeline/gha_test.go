@@ -243,7 +243,7 @@ func TestWorkflowErrors(t *testing.T) {
 		{"action without a version", head + "    steps:\n      - uses: golangci/golangci-lint-action\n", ErrInvalid, "jobs.a.steps[0].uses", 6, 15, "needs a version after @"},
 		{"local action outside the workspace", head + "    steps:\n      - uses: ../x\n", ErrInvalid, "jobs.a.steps[0].uses", 6, 15, "a local action is a directory of the workspace"},
 		{"working-directory on an action step", head + "    steps:\n      - uses: o/r@v1\n        working-directory: x\n", ErrInvalid, "jobs.a.steps[0].working-directory", 7, 9, "belongs to a run step"},
-		{"reusable workflow", "on: push\njobs:\n  a:\n    uses: org/repo/.github/workflows/x.yml@v1\n", ErrInvalid, "jobs.a.uses", 4, 11, "reusable workflow"},
+		{"reusable workflow with nothing to read it", "on: push\njobs:\n  a:\n    uses: org/repo/.github/workflows/x.yml@v1\n", ErrInvalid, "jobs.a.uses", 4, 11, "there is no repository to read it from"},
 		{"unknown job key keeps the workflow's name", head + "    timeout_minutes: 3\n    steps: [{run: x}]\n", ErrUnknownKey, "jobs.a.timeout_minutes", 5, 5, `did you mean "timeout-minutes"`},
 		{"services without a container", head + "    services: {db: {image: postgres}}\n    steps: [{run: x}]\n", ErrInvalid, "jobs.a.services", 5, 5, "give the job a container:"},
 		{"service option", head + "    container: node:20\n    services: {db: {image: postgres, options: --shm-size 1g}}\n    steps: [{run: x}]\n", ErrInvalid, "jobs.a.services.db.options", 6, 47, "service option --shm-size is not supported"},
@@ -572,7 +572,8 @@ func TestWorkflowShellTemplate(t *testing.T) {
 }
 
 // TestWorkflowEveryJobRefused: a workflow whose every job is refused (here, calls of
-// reusable workflows) is told why once per job, and not again for having no jobs.
+// reusable workflows, compiled with nothing to read them from) is told why once per job,
+// and not again for having no jobs.
 func TestWorkflowEveryJobRefused(t *testing.T) {
 	t.Parallel()
 	errs := compileErrs(t, `
