@@ -709,7 +709,8 @@ func (a *Agent) exprContext(j claimedJob, ws, stepWS string, env map[string]stri
 		for k, v := range n.Outputs {
 			outs[k] = v
 		}
-		needs[name] = map[string]any{"result": n.Result, "outputs": outs}
+		// GitHub's word for the result, as the coordinator's conditions read it.
+		needs[name] = map[string]any{"result": pipeline.GitHubResult(n.Result), "outputs": outs}
 	}
 	gh := map[string]any{}
 	for k, v := range githubContext(j, stepWS) {

@@ -333,6 +333,12 @@ jobs:
     steps:
       - run: test "${{ needs.a.outputs.o == 'yes' && 'good' || 'bad' }}" = good
       - run: echo "${{ fromJSON('not json') }}"
+  c:
+    needs: b
+    if: always()
+    runs-on: ubuntu-latest
+    steps:
+      - run: test "${{ needs.b.result }}" = failure && test "${{ needs.b.result == 'failure' }}" = true
 `)
 	id := uuidOf(t, run)
 	if r := b.waitRun(t, id); r.Status != store.RunFailed {
@@ -354,6 +360,9 @@ jobs:
 	}
 	if log := b.jobLog(t, id, "b"); !strings.Contains(log, "fromJSON('not json')") {
 		t.Errorf("job b's log does not say which expression failed:\n%s", log)
+	}
+	if jobC, _ := b.jobByKey(t, id, "c"); jobC.Status != store.JobSuccess {
+		t.Errorf("job c %s: needs.b.result does not read failure in a step's text:\n%s", jobC.Status, b.jobLog(t, id, "c"))
 	}
 }
 

@@ -52,8 +52,9 @@ func (c *Condition) Text() string {
 // gantryToGitHubEvents are the names GitHub gives the events Gantry names otherwise.
 var gantryToGitHubEvents = map[string]string{"dispatch": "workflow_dispatch", "tag": "push"}
 
-// ghaResults are GitHub's names for a job's or step's result.
-func ghaResult(r string) string {
+// GitHubResult is GitHub's name for a job's or step's result (failure for failed), which
+// GitHub's expressions compare with: needs.X.result, steps.X.outcome.
+func GitHubResult(r string) string {
 	if r == ResultFailed {
 		return "failure"
 	}
@@ -104,7 +105,7 @@ func (in ConditionInput) githubContext(env map[string]string, matrix []MatrixVal
 		for k, v := range in.NeedOutputs[name] {
 			outs[k] = v
 		}
-		needs[name] = map[string]any{"result": ghaResult(r), "outputs": outs}
+		needs[name] = map[string]any{"result": GitHubResult(r), "outputs": outs}
 	}
 	steps := make(map[string]any, len(in.Steps))
 	for id, st := range in.Steps {
@@ -112,7 +113,7 @@ func (in ConditionInput) githubContext(env map[string]string, matrix []MatrixVal
 		for k, v := range st.Outputs {
 			outs[k] = v
 		}
-		steps[id] = map[string]any{"outcome": ghaResult(st.Outcome), "conclusion": ghaResult(st.Conclusion), "outputs": outs}
+		steps[id] = map[string]any{"outcome": GitHubResult(st.Outcome), "conclusion": GitHubResult(st.Conclusion), "outputs": outs}
 	}
 	inputs := make(map[string]any, len(in.Inputs))
 	for k, v := range in.Inputs {
