@@ -203,10 +203,21 @@ func (t *ghaTranslator) expandCalls(fields []field) []ghaJobEntry {
 				continue
 			}
 			e.f.val = t.resultJob(e.result)
+			e.scope = gantryScope(e.scope)
 		}
 		kept = append(kept, e)
 	}
 	return kept
+}
+
+// gantryScope is the scope of a job Gantry makes in a workflow (the job standing for a
+// call): no defaults.run of the workflow's, which its step does not expect.
+func gantryScope(in *ghaScope) *ghaScope {
+	out := &ghaScope{file: &ghaWorkflowFile{}, shell: ghaShell{name: "sh"}}
+	if in != nil {
+		out.file, out.env = in.file, in.env
+	}
+	return out
 }
 
 // scopedJob translates one job, in the scope of the workflow it was written in: a called
@@ -708,15 +719,21 @@ func (t *ghaTranslator) resultJob(res *ghaCallResult) *yaml.Node {
 		}
 		put(out, "outputs", at, outputs)
 	}
+	// One step, which always runs: it shows how each job of the call ended, and fails
+	// when one failed or was cancelled. The worker evaluates what it reads of needs.
+	var b strings.Builder
 	var failed []string
 	for _, id := range res.jobs {
 		ref := "needs" + refPath([]string{id}) + ".result"
+		fmt.Fprintf(&b, "echo '%s: ${{ %s }}'\n", id, ref)
 		failed = append(failed, ref+" == 'failure'", ref+" == 'cancelled'")
 	}
+	fmt.Fprintf(&b, "if [ '${{ %s }}' = true ]; then\n  echo %s >&2\n  exit 1\nfi", strings.Join(failed, " || "),
+		shellQuote("a job of "+res.file+" failed or was cancelled"))
 	step := gMap(at)
-	put(step, "name", at, gStr("Result of "+res.file, at))
-	put(step, "if", at, gStr(strings.Join(failed, " || "), at))
-	put(step, "run", at, gStr(fmt.Sprintf("echo %s >&2\nexit 1", shellQuote("a job of "+res.file+" failed or was cancelled")), at))
+	put(step, "name", at, gStr("Jobs of "+res.file, at))
+	put(step, "shell", at, gStr("sh", at))
+	put(step, "run", at, gStr(b.String(), at))
 	steps := gSeq(at)
 	steps.Content = append(steps.Content, step)
 	put(out, "steps", at, steps)
@@ -742,11 +759,12 @@ func (t *ghaTranslator) notReadJob(e ghaJobEntry, c *callerJob, uses string) gha
 	put(out, "runs-on", at, gStr("ubuntu-latest", at))
 	step := gMap(at)
 	put(step, "name", at, gStr("Call "+uses, at))
+	put(step, "shell", at, gStr("sh", at))
 	put(step, "run", at, gStr(fmt.Sprintf("echo %s >&2\nexit 1", shellQuote(uses+" was not read when this plan was made")), at))
 	steps := gSeq(at)
 	steps.Content = append(steps.Content, step)
 	put(out, "steps", at, steps)
-	return ghaJobEntry{f: field{key: e.f.key, keyNode: e.f.keyNode, val: out, path: e.f.path}, scope: e.scope}
+	return ghaJobEntry{f: field{key: e.f.key, keyNode: e.f.keyNode, val: out, path: e.f.path}, scope: gantryScope(e.scope)}
 }
 
 // shellQuote quotes s as one word for sh.

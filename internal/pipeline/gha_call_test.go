@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/gantry-ci/gantry/internal/ghaexpr"
 )
 
 // fakeWorkflows is a WorkflowLoader over files in memory: local ones by path, remote
@@ -213,22 +215,35 @@ jobs:
 	if d := result.Decide(ConditionInput{Needs: map[string]string{"call-a": ResultSkipped, "call-b": ResultSkipped, "pre": ResultFailed}}); d.Run {
 		t.Errorf("caller skipped (pre failed): the result job runs")
 	}
+	// Its step shows each job's result and fails when one failed: the worker evaluates
+	// what it reads of needs, as GitHub would.
 	step := result.Steps[0]
-	in := func(a, b string) ConditionInput {
-		return ConditionInput{Needs: map[string]string{"call-a": a, "call-b": b, "pre": ResultSuccess}}
+	if step.If != nil || step.Shell != "sh" {
+		t.Errorf("the step: if %v, shell %q; want it always run, by sh", step.If, step.Shell)
 	}
 	for _, c := range []struct {
 		a, b string
 		fail bool
 	}{
-		{ResultSuccess, ResultSuccess, false},
-		{ResultSuccess, ResultSkipped, false},
-		{ResultFailed, ResultSkipped, true},
-		{ResultSuccess, ResultCancelled, true},
+		{"success", "success", false},
+		{"success", "skipped", false},
+		{"failure", "skipped", true},
+		{"success", "cancelled", true},
 	} {
-		got, err := step.If.EvalStep(in(c.a, c.b), result)
-		if err != nil || got != c.fail {
-			t.Errorf("a %s, b %s: the failing step runs = %v (%v), want %v", c.a, c.b, got, err, c.fail)
+		needs := map[string]any{"call-a": map[string]any{"result": c.a}, "call-b": map[string]any{"result": c.b}}
+		script, err := ExpandWorkerExprs(step.Run, func(expr string) (string, error) {
+			v, err := ghaexpr.EvalString(expr, &ghaexpr.Context{Values: map[string]any{"needs": needs}})
+			return ghaexpr.ToString(v), err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := "if [ 'false' = true ]"
+		if c.fail {
+			want = "if [ 'true' = true ]"
+		}
+		if !strings.Contains(script, want) || !strings.Contains(script, "echo 'call-a: "+c.a+"'") {
+			t.Errorf("a %s, b %s: script\n%s\nwant %q", c.a, c.b, script, want)
 		}
 	}
 	if !result.ReadsNeeds {
