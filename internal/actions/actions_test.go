@@ -145,3 +145,42 @@ func TestPin(t *testing.T) {
 		t.Errorf("Pin of an unknown action: %v", err)
 	}
 }
+
+// TestReadWorkflow: a reusable workflow of another repository is read at the commit its
+// ref names, through the source and the mirror cache; a ref or file that is not there
+// says what was tried.
+func TestReadWorkflow(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	called := "on:\n  workflow_call:\n    outputs: {v: {value: '${{ jobs.j.outputs.v }}'}}\njobs:\n  j:\n    runs-on: x\n    outputs: {v: '${{ steps.s.outputs.v }}'}\n    steps: [{id: s, run: echo}]\n"
+	commit := actionstest.Repo(t, dir, "acme", "flows", map[string]string{".github/workflows/build.yml": called}, "v1")
+	src, err := ParseSource(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &Resolver{Source: src, MirrorsDir: t.TempDir()}
+	data, sha, err := r.ReadWorkflow(t.Context(), "acme", "flows", ".github/workflows/build.yml", "v1")
+	if err != nil || sha != commit || string(data) != called {
+		t.Fatalf("ReadWorkflow = %q, %s, %v; want the file at %s", data, sha, err, commit)
+	}
+	if _, _, err := r.ReadWorkflow(t.Context(), "acme", "flows", ".github/workflows/build.yml", "v9"); err == nil ||
+		!strings.Contains(err.Error(), "acme/flows@v9 could not be resolved from file://") || !strings.Contains(err.Error(), `no branch, tag or commit "v9"`) {
+		t.Errorf("unknown ref: %v", err)
+	}
+	if _, _, err := r.ReadWorkflow(t.Context(), "acme", "flows", ".github/workflows/nope.yml", "v1"); err == nil || !strings.Contains(err.Error(), "there is no .github/workflows/nope.yml at") {
+		t.Errorf("unknown file: %v", err)
+	}
+
+	// Through pipeline.Compile: the called job is in the plan, and a workflow of the
+	// calling repository needs a way to read it.
+	wf := "on: push\njobs:\n  call:\n    uses: acme/flows/.github/workflows/build.yml@v1\n  after:\n    needs: call\n    runs-on: x\n    steps: [{run: 'echo ${{ needs.call.outputs.v }}'}]\n"
+	p, err := pipeline.Compile([]byte(wf), pipeline.Options{Path: ".github/workflows/ci.yml", Workflows: r.Workflows(t.Context(), nil)})
+	if err != nil || p.Job("call-j") == nil || p.Job("call") == nil {
+		t.Fatalf("Compile with a remote call: %v", err)
+	}
+	_, err = pipeline.Compile([]byte(strings.Replace(wf, "acme/flows/.github/workflows/build.yml@v1", "./.github/workflows/build.yml", 1)),
+		pipeline.Options{Path: ".github/workflows/ci.yml", Workflows: r.Workflows(t.Context(), nil)})
+	if err == nil || !strings.Contains(err.Error(), "was not read from a repository") {
+		t.Errorf("a local call with no repository: %v", err)
+	}
+}

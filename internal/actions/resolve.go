@@ -106,6 +106,7 @@ type Resolver struct {
 
 	mu    sync.Mutex
 	cache map[string]cached
+	refs  map[string]cachedRef // the commits refs of workflows' repositories named (workflows.go)
 }
 
 type cached struct {
