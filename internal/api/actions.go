@@ -2,10 +2,13 @@ package api
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/gantry-ci/gantry/internal/actions"
 	"github.com/gantry-ci/gantry/internal/pipeline"
+	"github.com/gantry-ci/gantry/internal/source"
+	"github.com/gantry-ci/gantry/internal/store"
 )
 
 // pinActions resolves the actions the plan's steps use and returns the plan with each
@@ -26,4 +29,40 @@ func (s *Server) pinActions(ctx context.Context, plan *pipeline.Plan) (*pipeline
 		return nil, err
 	}
 	return pinned, nil
+}
+
+// workflows is what pipeline.Compile reads the reusable workflows a pipeline calls
+// through: those of its own repository with read (nil for a definition sent without
+// one), those of other repositories from the actions source, as actions are. The
+// called jobs are then part of the run, so every attempt runs what was read here.
+func (s *Server) workflows(ctx context.Context, read func(file string) ([]byte, error)) pipeline.WorkflowLoader {
+	return s.actions.Workflows(ctx, read)
+}
+
+// readAt reads a file of the mirror m at the commit sha, for a workflow the pipeline
+// calls.
+func readAt(ctx context.Context, m *source.Mirror, sha, file string) ([]byte, error) {
+	data, err := m.ReadFile(ctx, sha, file)
+	if errors.Is(err, source.ErrNotFound) {
+		return nil, fmt.Errorf("there is no %s at %s", file, sha)
+	}
+	return data, err
+}
+
+// repoFiles reads files of a project's repository at the commit sha, opening its mirror
+// for each: the reusable workflows its pipeline calls, when the pipeline file was read
+// through a mirror since closed.
+func (s *Server) repoFiles(ctx context.Context, proj *store.Project, sha string) func(file string) ([]byte, error) {
+	return func(file string) ([]byte, error) {
+		creds, err := s.repoCredentials(ctx, proj)
+		if err != nil {
+			return nil, fmt.Errorf("project %q: %w", proj.Name, err)
+		}
+		m, err := source.Open(ctx, source.Config{Dir: s.hooks.mirrors, URL: proj.RepoURL, Credentials: creds, Logger: s.log})
+		if err != nil {
+			return nil, err
+		}
+		defer m.Close()
+		return readAt(ctx, m, sha, file)
+	}
 }

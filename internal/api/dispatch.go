@@ -316,7 +316,10 @@ func (s *Server) dispatchProject(w http.ResponseWriter, r *http.Request) {
 		aerr.write(w)
 		return
 	}
-	plan, err := pipeline.Compile(at.def, pipeline.Options{Limits: s.limits, Path: at.file})
+	gitCtx, cancel := context.WithTimeout(r.Context(), s.hooks.fetchTimeout)
+	plan, err := pipeline.Compile(at.def, pipeline.Options{Limits: s.limits, Path: at.file,
+		Workflows: s.workflows(gitCtx, s.repoFiles(gitCtx, proj, at.ref.SHA))})
+	cancel()
 	if err != nil {
 		invalidPipeline(err).write(w)
 		return

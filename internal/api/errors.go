@@ -42,6 +42,9 @@ type errorJSON struct {
 
 // errorDetail is one mistake in a submitted pipeline.
 type errorDetail struct {
+	// File is set when the mistake is in a reusable workflow the pipeline calls: its
+	// path (.github/workflows/build.yml) or owner/repo/path@ref.
+	File    string `json:"file,omitempty"`
 	Path    string `json:"path"`
 	Line    int    `json:"line"`
 	Column  int    `json:"column"`
@@ -108,13 +111,13 @@ func pipelineDetails(err error) []errorDetail {
 	if errors.As(err, &es) {
 		out := make([]errorDetail, len(es))
 		for i, e := range es {
-			out[i] = errorDetail{Path: e.Path, Line: e.Line, Column: e.Column, Message: e.Message, Code: string(e.Kind)}
+			out[i] = errorDetail{File: e.File, Path: e.Path, Line: e.Line, Column: e.Column, Message: e.Message, Code: string(e.Kind)}
 		}
 		return out
 	}
 	var e *pipeline.Error
 	if errors.As(err, &e) {
-		return []errorDetail{{Path: e.Path, Line: e.Line, Column: e.Column, Message: e.Message, Code: string(e.Kind)}}
+		return []errorDetail{{File: e.File, Path: e.Path, Line: e.Line, Column: e.Column, Message: e.Message, Code: string(e.Kind)}}
 	}
 	return []errorDetail{{Message: err.Error(), Code: string(pipeline.ErrInvalid)}}
 }

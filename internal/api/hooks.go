@@ -459,7 +459,8 @@ func (s *Server) startFromEvent(ctx context.Context, proj *store.Project, ev *fo
 		return nil, false, "", &hookError{http.StatusBadGateway, codeFetchFailed,
 			fmt.Errorf("fetch %s of project %q%s: %w", ev.SHA, proj.Name, repoCredentialNote(proj), err)}
 	default:
-		plan, compileErr = pipeline.Compile(def, pipeline.Options{Limits: s.limits, Path: file})
+		read := func(f string) ([]byte, error) { return readAt(gitCtx, m, ev.SHA, f) }
+		plan, compileErr = pipeline.Compile(def, pipeline.Options{Limits: s.limits, Path: file, Workflows: s.workflows(gitCtx, read)})
 		if compileErr == nil {
 			if pinned, err := s.pinActions(ctx, plan); err != nil {
 				compileErr = err
@@ -473,7 +474,7 @@ func (s *Server) startFromEvent(ctx context.Context, proj *store.Project, ev *fo
 		details := pipelineDetails(compileErr)
 		errs := make([]store.RunError, len(details))
 		for i, d := range details {
-			errs[i] = store.RunError{Path: d.Path, Line: d.Line, Column: d.Column, Message: d.Message}
+			errs[i] = store.RunError{File: d.File, Path: d.Path, Line: d.Line, Column: d.Column, Message: d.Message}
 		}
 		params := store.CreateFailedRunParams{
 			Project: proj.Name, Name: file, Trigger: tr, IdempotencyKey: idem, Definition: def, Errors: errs,

@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -222,7 +223,11 @@ func (s *Server) createRun(w http.ResponseWriter, r *http.Request) {
 	if s.refuseNewProjectName(w, r, params.Project) {
 		return
 	}
-	plan, err := pipeline.Compile(def, pipeline.Options{Limits: s.limits})
+	// A definition sent on its own has no repository: only other repositories' reusable
+	// workflows can be read for it.
+	gitCtx, cancel := context.WithTimeout(r.Context(), s.hooks.fetchTimeout)
+	plan, err := pipeline.Compile(def, pipeline.Options{Limits: s.limits, Workflows: s.workflows(gitCtx, nil)})
+	cancel()
 	if err != nil {
 		details := pipelineDetails(err)
 		msg := fmt.Sprintf("the pipeline has %d errors", len(details))

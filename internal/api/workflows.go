@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -56,7 +57,8 @@ func (s *Server) newWorkflowJSON(w *store.Workflow, withDefinition bool) workflo
 		out.Definition = string(w.Definition)
 	}
 	// A definition was valid when stored; one the limits now refuse shows no triggers.
-	if plan, err := pipeline.Compile(w.Definition, pipeline.Options{Limits: s.limits}); err == nil && plan.On != nil {
+	// Listing reads no other repository: only the triggers are shown.
+	if plan, err := pipeline.Compile(w.Definition, pipeline.Options{Limits: s.limits, Workflows: pipeline.SkipWorkflows}); err == nil && plan.On != nil {
 		if plan.On.Dispatch != nil {
 			out.Inputs = append(out.Inputs, plan.On.Dispatch.Inputs...)
 		}
@@ -99,13 +101,15 @@ func checkWorkflowName(name string) string {
 }
 
 // compileDefinition compiles a workflow's definition as POST /api/v1/runs would.
-func (s *Server) compileDefinition(def string) (*pipeline.Plan, *apiError) {
+func (s *Server) compileDefinition(ctx context.Context, def string) (*pipeline.Plan, *apiError) {
 	if strings.TrimSpace(def) == "" {
 		return nil, &apiError{status: http.StatusUnprocessableEntity, code: codeInvalidWorkflow,
 			msg:     "definition: is required: the pipeline as YAML or JSON text",
 			details: []errorDetail{{Path: "definition", Message: "is required", Code: codeInvalidWorkflow}}}
 	}
-	plan, err := pipeline.Compile([]byte(def), pipeline.Options{Limits: s.limits})
+	gitCtx, cancel := context.WithTimeout(ctx, s.hooks.fetchTimeout)
+	defer cancel()
+	plan, err := pipeline.Compile([]byte(def), pipeline.Options{Limits: s.limits, Workflows: s.workflows(gitCtx, nil)})
 	if err != nil {
 		return nil, invalidPipeline(err)
 	}
@@ -116,7 +120,7 @@ func (s *Server) compileDefinition(def string) (*pipeline.Plan, *apiError) {
 // schedule loop compiles it: one stored under looser limits that no longer compiles has
 // none.
 func hasSchedules(def []byte, limits pipeline.Limits) bool {
-	plan, err := pipeline.Compile(def, pipeline.Options{Limits: limits})
+	plan, err := pipeline.Compile(def, pipeline.Options{Limits: limits, Workflows: pipeline.SkipWorkflows})
 	return err == nil && plan.On != nil && len(plan.On.Schedule) > 0
 }
 
@@ -192,7 +196,7 @@ func (s *Server) createWorkflow(w http.ResponseWriter, r *http.Request) {
 	if req.Definition != nil {
 		def = *req.Definition
 	}
-	plan, aerr := s.compileDefinition(def)
+	plan, aerr := s.compileDefinition(r.Context(), def)
 	if aerr != nil {
 		aerr.write(w)
 		return
@@ -306,7 +310,7 @@ func (s *Server) updateWorkflow(w http.ResponseWriter, r *http.Request) {
 	p := store.UpdateWorkflowParams{ID: wf.ID, Enabled: req.Enabled, IfVersion: req.Version}
 	def := wf.Definition
 	if req.Definition != nil {
-		if _, aerr := s.compileDefinition(*req.Definition); aerr != nil {
+		if _, aerr := s.compileDefinition(r.Context(), *req.Definition); aerr != nil {
 			aerr.write(w)
 			return
 		}
@@ -370,7 +374,7 @@ func (s *Server) dispatchWorkflow(w http.ResponseWriter, r *http.Request) {
 			fmt.Sprintf("workflow %s (%s/%s) is disabled: enable it with PATCH {\"enabled\": true}", wf.ID, wf.Project, wf.Name), nil)
 		return
 	}
-	plan, aerr := s.compileDefinition(string(wf.Definition))
+	plan, aerr := s.compileDefinition(r.Context(), string(wf.Definition))
 	if aerr != nil {
 		aerr.write(w)
 		return

@@ -40,6 +40,21 @@ type WorkflowLoader interface {
 // running.
 var ErrWorkflowNotRead = errors.New("workflow not read")
 
+// SkipWorkflows is a WorkflowLoader that reads nothing: every workflow is not read
+// (ErrWorkflowNotRead). A compile with it does no I/O and plans the rest of the
+// definition, its triggers among them, with a stand-in for each call.
+var SkipWorkflows WorkflowLoader = skipWorkflows{}
+
+type skipWorkflows struct{}
+
+func (skipWorkflows) LocalWorkflow(file string) ([]byte, error) {
+	return nil, fmt.Errorf("%s: %w", file, ErrWorkflowNotRead)
+}
+
+func (skipWorkflows) RemoteWorkflow(owner, repo, file, ref string) ([]byte, string, error) {
+	return nil, "", fmt.Errorf("%s/%s/%s@%s: %w", owner, repo, file, ref, ErrWorkflowNotRead)
+}
+
 // GitHub's limits on reusable workflows (github.com; GitHub Enterprise Server has four
 // levels and 20 workflows).
 const (

@@ -372,6 +372,8 @@ type HookEventClaim struct {
 // RunError is one mistake in a run's pipeline file: a run created from an invalid file
 // fails at once, has no jobs, and carries these instead.
 type RunError struct {
+	// File is set for a mistake in a reusable workflow the pipeline file calls.
+	File    string `json:"file,omitempty"`
 	Path    string `json:"path,omitempty"`
 	Line    int    `json:"line,omitempty"`
 	Column  int    `json:"column,omitempty"`
