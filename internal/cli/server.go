@@ -511,7 +511,7 @@ func startCoordinator(ctx context.Context, cfg serverConfig, log *slog.Logger) (
 		loops.Run(loopCtx)
 	}()
 	// Every replica fires schedules; the store lets exactly one take each tick.
-	cron := scheduler.NewCron(scheduler.CronConfig{Store: st, Logger: log, Every: cfg.ScheduleEvery, MirrorsDir: cfg.mirrorsDir(), Pin: resolver.Pin,
+	cron := scheduler.NewCron(scheduler.CronConfig{Store: st, Logger: log, Every: cfg.ScheduleEvery, MirrorsDir: cfg.mirrorsDir(), Pin: resolver.Pin, Workflows: resolver.Workflows,
 		Credentials: func(ctx context.Context, p *store.Project) (gitsource.Credentials, error) {
 			c, err := secret.RepoCredentials(ctx, st.GetSecret, keys, p)
 			c.AllowPlainHTTP = gitsource.PlainHTTPAllowed(p.RepoURL, plainHTTP)

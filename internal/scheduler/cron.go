@@ -55,6 +55,11 @@ type CronConfig struct {
 	// (actions.Resolver.Pin); a tick whose actions cannot be resolved is tried again on
 	// the next pass.
 	Pin func(ctx context.Context, plan *pipeline.Plan) (*pipeline.Plan, error)
+	// Workflows, when set, reads the reusable workflows a pipeline calls: those of its
+	// repository with read (nil for a registered workflow, which has none), others from
+	// the actions source (actions.Resolver.Workflows). Without it a call is an error.
+	// A file is compiled once per commit (or version), so a call's ref is resolved then.
+	Workflows func(ctx context.Context, read func(file string) ([]byte, error)) pipeline.WorkflowLoader
 	// Passed, when set, is told the outcome of each pass of Run once it is over (tests
 	// wait on it; it must not block).
 	Passed func(PassResult)
@@ -235,7 +240,7 @@ func (c *Cron) passProject(ctx context.Context, p *store.Project, flows []*store
 			// the tick waits for the next pass rather than run without the code.
 			continue
 		}
-		f := c.workflowFile(wf, log)
+		f := c.workflowFile(ctx, wf, log)
 		if f == nil || f.plan.On == nil || len(f.plan.On.Schedule) == 0 {
 			continue
 		}
@@ -465,6 +470,7 @@ func (c *Cron) projectFile(ctx context.Context, p *store.Project) (*cachedFile, 
 	at := tip.SHA + ":" + file
 	if f == nil || f.at != at {
 		f = &cachedFile{at: at}
+		var opts pipeline.Options
 		def, err := m.ReadFile(ctx, tip.SHA, file)
 		switch {
 		case errors.Is(err, source.ErrNotFound):
@@ -473,14 +479,29 @@ func (c *Cron) projectFile(ctx context.Context, p *store.Project) (*cachedFile, 
 			return nil, source.Ref{}, fmt.Errorf("project %q: %w", p.Name, err)
 		default:
 			f.def = def
-			if f.plan, f.err = pipeline.Compile(def, pipeline.Options{Limits: c.cfg.Limits, Path: file}); f.err != nil {
+			opts = pipeline.Options{Limits: c.cfg.Limits, Path: file}
+			if c.cfg.Workflows != nil {
+				read := func(name string) ([]byte, error) {
+					data, err := m.ReadFile(ctx, tip.SHA, name)
+					if errors.Is(err, source.ErrNotFound) {
+						return nil, fmt.Errorf("there is no %s at %s", name, tip.SHA)
+					}
+					return data, err
+				}
+				opts.Workflows = &readFailures{WorkflowLoader: c.cfg.Workflows(ctx, read)}
+			}
+			if f.plan, f.err = pipeline.Compile(def, opts); f.err != nil {
 				c.cfg.Logger.Warn("schedules: the default branch's pipeline file is invalid; its schedules wait for a valid one",
 					"project", p.Name, "file", file, "sha", tip.SHA, "err", f.err)
 			}
 		}
-		c.mu.Lock()
-		c.files[p.ID] = f
-		c.mu.Unlock()
+		if !failedToRead(opts.Workflows) {
+			// A reusable workflow that could not be fetched is tried again on the next
+			// pass, rather than hold the commit's schedules back until the next commit.
+			c.mu.Lock()
+			c.files[p.ID] = f
+			c.mu.Unlock()
+		}
 	}
 	if f.plan == nil {
 		return nil, tip, nil
@@ -490,20 +511,56 @@ func (c *Cron) projectFile(ctx context.Context, p *store.Project) (*cachedFile, 
 
 // workflowFile returns the workflow's definition compiled, once per version; nil when it
 // does not compile (under limits tighter than when it was stored), logged once.
-func (c *Cron) workflowFile(wf *store.Workflow, log *slog.Logger) *cachedFile {
+func (c *Cron) workflowFile(ctx context.Context, wf *store.Workflow, log *slog.Logger) *cachedFile {
 	at := fmt.Sprint(wf.Version)
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	f := c.flows[wf.ID]
+	c.mu.Unlock()
 	if f == nil || f.at != at {
+		// Compiled without the lock held: a reusable workflow it calls may be fetched.
 		f = &cachedFile{at: at, def: wf.Definition}
-		if f.plan, f.err = pipeline.Compile(wf.Definition, pipeline.Options{Limits: c.cfg.Limits}); f.err != nil {
+		opts := pipeline.Options{Limits: c.cfg.Limits}
+		if c.cfg.Workflows != nil {
+			fetch, cancel := context.WithTimeout(ctx, c.cfg.FetchTimeout)
+			defer cancel()
+			opts.Workflows = &readFailures{WorkflowLoader: c.cfg.Workflows(fetch, nil)}
+		}
+		if f.plan, f.err = pipeline.Compile(wf.Definition, opts); f.err != nil {
 			log.Warn("schedules: a workflow's definition no longer compiles", "workflow", wf.ID, "version", wf.Version, "err", f.err)
 		}
-		c.flows[wf.ID] = f
+		if !failedToRead(opts.Workflows) {
+			c.mu.Lock()
+			c.flows[wf.ID] = f
+			c.mu.Unlock()
+		}
 	}
 	if f.plan == nil {
 		return nil
 	}
 	return f
+}
+
+// readFailures notes whether a WorkflowLoader failed to read a file, which a later pass
+// may read: a compile that failed then is not kept.
+type readFailures struct {
+	pipeline.WorkflowLoader
+	failed bool
+}
+
+func (r *readFailures) LocalWorkflow(file string) ([]byte, error) {
+	data, err := r.WorkflowLoader.LocalWorkflow(file)
+	r.failed = r.failed || err != nil
+	return data, err
+}
+
+func (r *readFailures) RemoteWorkflow(owner, repo, file, ref string) ([]byte, string, error) {
+	data, commit, err := r.WorkflowLoader.RemoteWorkflow(owner, repo, file, ref)
+	r.failed = r.failed || err != nil
+	return data, commit, err
+}
+
+// failedToRead says whether the loader of a compile failed to read a file.
+func failedToRead(w pipeline.WorkflowLoader) bool {
+	r, ok := w.(*readFailures)
+	return ok && r.failed
 }
