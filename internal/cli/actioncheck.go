@@ -110,16 +110,30 @@ type usesNode struct {
 	line, column int
 }
 
-type usesIndex []usesNode
+// usesIndex is every uses: of a document, and the ids of its jobs.
+type usesIndex struct {
+	nodes []usesNode
+	jobs  map[string]bool
+}
 
 // usesNodes finds every uses: of the document; none when it cannot be read (the
 // compiler read it, so that does not happen but for what yaml.v3 reads differently).
 func usesNodes(data []byte) usesIndex {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return nil
+		return usesIndex{}
 	}
-	var out usesIndex
+	out := usesIndex{jobs: map[string]bool{}}
+	if len(doc.Content) == 1 && doc.Content[0].Kind == yaml.MappingNode {
+		top := doc.Content[0].Content
+		for i := 0; i+1 < len(top); i += 2 {
+			if jobs := top[i+1]; top[i].Value == "jobs" && jobs.Kind == yaml.MappingNode {
+				for k := 0; k+1 < len(jobs.Content); k += 2 {
+					out.jobs[jobs.Content[k].Value] = true
+				}
+			}
+		}
+	}
 	var walk func(n *yaml.Node, path string)
 	walk = func(n *yaml.Node, path string) {
 		switch n.Kind {
@@ -135,7 +149,7 @@ func usesNodes(data []byte) usesIndex {
 					p = path + "." + k.Value
 				}
 				if k.Value == "uses" && v.Kind == yaml.ScalarNode {
-					out = append(out, usesNode{path: p, value: strings.TrimSpace(v.Value), line: v.Line, column: v.Column})
+					out.nodes = append(out.nodes, usesNode{path: p, value: strings.TrimSpace(v.Value), line: v.Line, column: v.Column})
 					continue
 				}
 				walk(v, p)
@@ -159,7 +173,7 @@ func (x usesIndex) at(j *pipeline.Job, uses string, nth int) (line, column int) 
 	uses = strings.TrimSpace(uses)
 	var inJob, all []usesNode
 	prefix := "jobs." + j.Name + ".steps["
-	for _, n := range x {
+	for _, n := range x.nodes {
 		if n.value != uses {
 			continue
 		}
@@ -177,7 +191,9 @@ func (x usesIndex) at(j *pipeline.Job, uses string, nth int) (line, column int) 
 	switch {
 	case len(inJob) == planned && nth < len(inJob):
 		return inJob[nth].line, inJob[nth].column
-	case len(all) == 1:
+	case len(all) == 1 && x.jobs[j.Name]:
+		// Not for a job of a reusable workflow the document calls: that uses: is in
+		// another file.
 		return all[0].line, all[0].column
 	}
 	return 0, 0

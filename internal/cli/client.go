@@ -166,6 +166,7 @@ func parseServers(value string) ([]string, error) {
 
 // serverDetail is one item of an error answer's details: a pipeline mistake.
 type serverDetail struct {
+	File    string `json:"file"` // a reusable workflow the pipeline calls; "" for the pipeline itself
 	Path    string `json:"path"`
 	Line    int    `json:"line"`
 	Column  int    `json:"column"`
@@ -193,6 +194,9 @@ func (e *serverError) detailLines() string {
 	var b strings.Builder
 	for _, d := range e.Details {
 		b.WriteString("\n  ")
+		if d.File != "" {
+			b.WriteString(d.File + ": ")
+		}
 		if d.Path != "" {
 			b.WriteString(d.Path)
 			if d.Line > 0 {

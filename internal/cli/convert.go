@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -42,12 +43,17 @@ func (a *app) convert(cfg convertConfig) error {
 		return err
 	}
 	src := srcs[0]
-	out, err := pipeline.ConvertWorkflow(src.data, pipeline.Options{Path: src.name})
+	// A conversion writes out the jobs of the reusable workflows the file calls: those
+	// of its repository are read from the working tree; another repository's are not
+	// fetched, and such a call cannot be converted.
+	w := a.workflowsOf(context.Background(), src, nil)
+	w.refuse = "gantry convert reads only the reusable workflows of the file's own repository (./.github/workflows/...); gantry run and gantry validate --resolve-actions read others"
+	out, err := pipeline.ConvertWorkflow(src.data, pipeline.Options{Path: src.name, Workflows: w})
 	switch {
 	case errors.Is(err, pipeline.ErrNotWorkflow):
 		return usagef("%s: %v", src.name, err)
 	case err != nil:
-		r := fileResult{src: src, errs: compileErrors(err)}
+		r := fileResult{src: src, errs: compileErrors(err), workflows: w}
 		if err := writeValidateText(a.stdout, []fileResult{r}); err != nil {
 			return fmt.Errorf("write report: %w", err)
 		}

@@ -81,7 +81,7 @@ func (a *app) plan(ctx context.Context, cfg planConfig) error {
 	if err != nil {
 		return err
 	}
-	r := a.compileSource(srcs[0])
+	r := a.compileSource(srcs[0], a.workflowsOf(ctx, srcs[0], nil))
 	if len(r.errs) > 0 {
 		// The same report as validate, so one habit reads both.
 		if err := writeValidateText(a.stdout, []fileResult{r}); err != nil {

@@ -136,9 +136,22 @@ func (a *app) runLocal(ctx context.Context, cfg runConfig) error {
 		return err
 	}
 	src := srcs[0]
-	res := a.compileSource(src)
+	if cfg.Mirrors == "" {
+		// Kept between runs, so an action is fetched once, not by every run.
+		if dir, err := os.UserCacheDir(); err == nil {
+			cfg.Mirrors = filepath.Join(dir, "gantry", "mirrors")
+		}
+	}
+	// The reusable workflows the file calls are read as its actions are: those of its
+	// repository from the working tree, others from --actions-source.
+	actionsSrc, err := actions.ParseSource(cfg.ActionsSource)
+	if err != nil {
+		return usagef("--actions-source: %v", err)
+	}
+	resolver := &actions.Resolver{Source: actionsSrc, MirrorsDir: cfg.mirrors(), Logger: newLogger(a.stderr, cfg.LogLevel, cfg.LogFormat)}
+	res := a.compileSource(src, a.workflowsOf(ctx, src, resolver))
 	if len(res.errs) > 0 {
-		writeErrors(a.stderr, src, res.errs)
+		writeErrors(a.stderr, res)
 		writeSummary(a.stderr, len(res.errs), 1)
 		return &exitError{code: exitFailure}
 	}
@@ -167,12 +180,6 @@ func (a *app) runLocal(ctx context.Context, cfg runConfig) error {
 		cfg.Data, cfg.Throwaway = dir, true
 	}
 	cfg.Addr = "127.0.0.1:0"
-	if cfg.Mirrors == "" {
-		// Kept between runs, so an action is fetched once, not by every run.
-		if dir, err := os.UserCacheDir(); err == nil {
-			cfg.Mirrors = filepath.Join(dir, "gantry", "mirrors")
-		}
-	}
 	if cfg.Docker == "auto" && !slices.ContainsFunc(res.plan.Jobs, func(j *pipeline.Job) bool { return j.Image != "" }) {
 		cfg.Docker = "off" // nothing to run in a container: no engine to reach
 	}

@@ -185,8 +185,12 @@ func (a *app) afterStart(ctx context.Context, c *apiClient, cfg clientConfig, fo
 // with the offending line and a caret under the column.
 func (a *app) writeRejection(src source, se *serverError) {
 	for _, d := range se.Details {
-		writeDiagnostic(a.stderr, src, &pipeline.Error{
-			Kind: pipeline.ErrorKind(d.Code), Path: d.Path, Line: d.Line, Column: d.Column, Message: d.Message,
+		in := src
+		if d.File != "" {
+			in = source{name: d.File} // a workflow the pipeline calls, which the server read
+		}
+		writeDiagnostic(a.stderr, in, &pipeline.Error{
+			Kind: pipeline.ErrorKind(d.Code), File: d.File, Path: d.Path, Line: d.Line, Column: d.Column, Message: d.Message,
 		})
 	}
 	fmt.Fprintf(a.stderr, "gantry: the server rejected %s: %s\n", src.name, se.Message)

@@ -68,6 +68,9 @@ type fileResult struct {
 	// against (an environment the project does not define), and what the actions its
 	// steps use warn of (an input an action does not declare).
 	warnings []validateWarning
+	// workflows are the reusable workflows it calls that were read, whose lines its
+	// errors may be at; nil when it calls none.
+	workflows *fileWorkflows
 }
 
 func (a *app) validate(ctx context.Context, cfg validateConfig) error {
@@ -82,7 +85,10 @@ func (a *app) validate(ctx context.Context, cfg validateConfig) error {
 	results := make([]fileResult, len(srcs))
 	plans := make([]*pipeline.Plan, len(srcs))
 	for i, src := range srcs {
-		results[i] = a.compileSource(src)
+		// Other repositories' reusable workflows are read from the actions source as
+		// the actions are, when asked to; otherwise only their callers are checked.
+		results[i] = a.compileSource(src, a.workflowsOf(ctx, src, resolver))
+		results[i].warnings = append(results[i].warnings, results[i].workflows.skippedWarnings("give --resolve-actions to read it from the actions source")...)
 		plans[i] = results[i].plan
 	}
 	warnings, err := a.environmentWarnings(ctx, cfg.Check, plans)
@@ -127,16 +133,20 @@ func (a *app) validate(ctx context.Context, cfg validateConfig) error {
 }
 
 // compileSource compiles one definition with the default limits, the ones a server uses
-// unless configured otherwise.
-func (a *app) compileSource(src source) fileResult {
-	plan, err := a.compile(src.data, pipeline.Options{Path: src.name})
+// unless configured otherwise, reading the reusable workflows it calls through w.
+func (a *app) compileSource(src source, w *fileWorkflows) fileResult {
+	opts := pipeline.Options{Path: src.name}
+	if w != nil {
+		opts.Workflows = w
+	}
+	plan, err := a.compile(src.data, opts)
 	switch {
 	case err != nil:
-		return fileResult{src: src, errs: compileErrors(err)}
+		return fileResult{src: src, errs: compileErrors(err), workflows: w}
 	case plan == nil:
-		return fileResult{src: src, errs: []*pipeline.Error{{Kind: "internal", Message: "compiler returned no plan and no error"}}}
+		return fileResult{src: src, errs: []*pipeline.Error{{Kind: "internal", Message: "compiler returned no plan and no error"}}, workflows: w}
 	default:
-		return fileResult{src: src, plan: plan}
+		return fileResult{src: src, plan: plan, workflows: w}
 	}
 }
 
@@ -148,7 +158,7 @@ func writeValidateText(w io.Writer, results []fileResult) error {
 		if len(r.errs) == 0 {
 			fmt.Fprintf(ew, "%s: ok (%s)\n", r.src.name, countOf(len(r.plan.Jobs), "job", "jobs"))
 		} else {
-			writeErrors(ew, r.src, r.errs)
+			writeErrors(ew, r)
 		}
 		for _, w := range r.warnings {
 			writeDiagnostic(ew, r.src, &pipeline.Error{Line: w.line, Column: w.column, Message: "warning: " + w.message})
@@ -167,10 +177,11 @@ func writeValidateText(w io.Writer, results []fileResult) error {
 	return ew.err
 }
 
-// writeErrors prints every error of one source in the compiler style of writeDiagnostic.
-func writeErrors(w io.Writer, src source, errs []*pipeline.Error) {
-	for _, e := range errs {
-		writeDiagnostic(w, src, e)
+// writeErrors prints every error of one source in the compiler style of writeDiagnostic,
+// each at its line of the file it is in: the source, or a workflow the source calls.
+func writeErrors(w io.Writer, r fileResult) {
+	for _, e := range r.errs {
+		writeDiagnostic(w, r.workflows.sourceOf(r.src, e), e)
 	}
 }
 
@@ -189,7 +200,10 @@ type (
 		Warnings []string `json:"warnings,omitempty"`
 	}
 	validateError struct {
-		Code    string `json:"code"`
+		Code string `json:"code"`
+		// File is the reusable workflow the error is in, as the report names it; empty
+		// for the file validated.
+		File    string `json:"file,omitempty"`
 		Path    string `json:"path"`
 		Line    int    `json:"line"`
 		Column  int    `json:"column"`
@@ -208,8 +222,13 @@ func writeValidateJSON(w io.Writer, results []fileResult) error {
 			f.Jobs = len(r.plan.Jobs)
 		}
 		for _, e := range r.errs {
+			in := ""
+			if e.File != "" {
+				in = r.workflows.sourceOf(r.src, e).name
+			}
 			f.Errors = append(f.Errors, validateError{
 				Code:    string(e.Kind),
+				File:    in,
 				Path:    e.Path,
 				Line:    e.Line,
 				Column:  e.Column,
