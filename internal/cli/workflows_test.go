@@ -77,9 +77,9 @@ func TestValidateReusableWorkflows(t *testing.T) {
 }
 
 // TestRunReusableWorkflows runs a workflow that calls a reusable workflow of its own
-// repository and one of another repository, served over HTTP by git http-backend: each
-// called job runs, and what a called job's step outputs reaches a job downstream of the
-// call through the workflows' outputs. A called job that fails fails the call, and the
+// repository and, for each value of a matrix, one of another repository, served over
+// HTTP by git http-backend: each called job runs, and what a called job's step outputs
+// reaches a job downstream of the call through the workflows' outputs. A called job that fails fails the call, and the
 // job downstream says why it did not run.
 func TestRunReusableWorkflows(t *testing.T) {
 	t.Parallel()
@@ -123,9 +123,12 @@ jobs:
       version: ${{ needs.version.outputs.v }}
       debug: true
   greet:
+    strategy:
+      matrix:
+        who: [gantry, world]
     uses: acme/flows/.github/workflows/greet.yml@v1
     with:
-      who: gantry
+      who: ${{ matrix.who }}
   report:
     needs: [build, greet]
     runs-on: ubuntu-latest
@@ -166,7 +169,9 @@ jobs:
 	if got.code != exitOK {
 		t.Fatalf("gantry run: exit %d\n%s%s", got.code, got.stdout, got.stderr)
 	}
-	for _, want := range []string{"debug build of 1.2.3", "got [out-1.2.3/app.tar] and [hello gantry from acme]"} {
+	// A matrix of calls: each combination calls the workflow, and the output is that of
+	// the last combination that set it.
+	for _, want := range []string{"debug build of 1.2.3", "greet (gantry) / say", "greet (world) / say", "got [out-1.2.3/app.tar] and [hello world from acme]"} {
 		if !strings.Contains(got.stdout, want) {
 			t.Errorf("output lacks %q:\n%s", want, got.stdout)
 		}

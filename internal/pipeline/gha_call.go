@@ -392,9 +392,8 @@ func (t *ghaTranslator) expandCall(e ghaJobEntry, chain []*ghaWorkflowFile) []gh
 			c.cond, c.condNode = bareCondition(v), d.resolve(f.val)
 		}
 	}
-	if f, ok := c.f["strategy"]; ok {
-		d.add(ErrInvalid, f.keyNode, f.path, "job %s calls a reusable workflow with a strategy: a matrix of calls is not supported yet; call the workflow from one job per value, or give the called workflow's jobs the matrix", c.id)
-		return nil
+	if _, ok := c.f["strategy"]; ok {
+		return t.expandMatrixCall(e, c, chain)
 	}
 	if len(chain) >= MaxWorkflowLevels {
 		d.add(ErrLimit, c.at, uf.path, "job %s calls %s, past GitHub's limit of %d levels of workflows: %s", c.id, uses, MaxWorkflowLevels, chainText(chain, uses))
@@ -522,7 +521,7 @@ func (t *ghaTranslator) calledJob(c *callerJob, cl *ghaCallee, rw *ghaCallRewrit
 			case "name":
 				nameKey = f.keyNode
 				if v, ok := d.str(f.val, f.path, "a job name"); ok {
-					ownName = rw.text(v, d.resolve(f.val), f.path, false)
+					ownName = rw.label(v, d.resolve(f.val), f.path)
 				}
 			case "env":
 				envKey = f.keyNode
@@ -726,7 +725,9 @@ func (t *ghaTranslator) resultJob(res *ghaCallResult) *yaml.Node {
 			var v *yaml.Node
 			t.inFile(res.file, func() {
 				c := *o.value
-				c.Value = res.rewrite.text(o.value.Value, o.value, o.path, true)
+				if !o.rewritten {
+					c.Value = res.rewrite.text(o.value.Value, o.value, o.path, true)
+				}
 				v = &c
 			})
 			put(outputs, o.name, at, v)

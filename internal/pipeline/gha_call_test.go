@@ -513,8 +513,12 @@ func TestCallErrors(t *testing.T) {
 			[]string{`4:11: jobs.a.uses: uses "acme/x/.github/workflows/a.yml" names no ref`}},
 		{"not in .github/workflows", "  a:\n    uses: ./ci/a.yml\n",
 			[]string{"reusable workflows are files of .github/workflows itself"}},
-		{"a matrix of calls", "  a:\n    strategy: {matrix: {v: [1, 2]}}\n    uses: ./.github/workflows/push.yml\n",
-			[]string{"4:5: jobs.a.strategy: job a calls a reusable workflow with a strategy: a matrix of calls is not supported yet"}},
+		{"a matrix of calls of a workflow that is not reusable", "  a:\n    strategy: {matrix: {v: [1, 2]}}\n    uses: ./.github/workflows/push.yml\n",
+			[]string{"5:11: jobs.a.uses: job a-1 calls .github/workflows/push.yml, which is not a reusable workflow"}},
+		{"a matrix of calls computed", "  a:\n    strategy: {matrix: '${{ fromJSON(needs.x.outputs.m) }}'}\n    uses: ./.github/workflows/ok.yml\n",
+			[]string{"4:24: jobs.a.strategy.matrix: a matrix computed by an expression is not supported"}},
+		{"a matrix of calls with a mapping", "  a:\n    strategy: {matrix: {v: [{a: 1}]}}\n    uses: ./.github/workflows/ok.yml\n",
+			[]string{"4:29: jobs.a.strategy.matrix.v[0]: a matrix of calls takes values that are strings, numbers or booleans"}},
 		{"id taken", "  a-x: {runs-on: x, steps: [{run: a}]}\n  a:\n    uses: ./.github/workflows/e.yml\n",
 			[]string{"5:11: jobs.a.uses: job a calls .github/workflows/e.yml, whose job x would be the job a-x of the run, which the workflow already has"}},
 	}
@@ -602,5 +606,108 @@ func TestCallConvert(t *testing.T) {
 	}
 	if a, b := planJSON(t, want), planJSON(t, got); a != b {
 		t.Fatalf("plans differ\nworkflow:\n%s\nconverted:\n%s", a, b)
+	}
+}
+
+// TestCallMatrix: a calling job with a matrix calls the workflow once for each
+// combination (include and exclude as on GitHub), each reading its own values; a value
+// that is an expression is read when the called jobs run. The job standing for them all
+// has the output of the last combination that sets it.
+func TestCallMatrix(t *testing.T) {
+	t.Parallel()
+	wf := &fakeWorkflows{local: map[string]string{".github/workflows/t.yml": `on:
+  workflow_call:
+    inputs:
+      version: {type: string, required: true}
+      race: {type: boolean, default: false}
+    outputs:
+      report: {value: "${{ jobs.test.outputs.r }}"}
+jobs:
+  test:
+    runs-on: ubuntu-latest
+    outputs: {r: "${{ steps.t.outputs.r }}"}
+    steps:
+      - id: t
+        run: go${{ inputs.version }} test ${{ inputs.race && '-race' || '' }}
+`}}
+	p := compileCalls(t, `on: push
+jobs:
+  latest:
+    runs-on: x
+    outputs: {v: "${{ steps.v.outputs.v }}"}
+    steps: [{id: v, run: echo}]
+  test:
+    needs: latest
+    strategy:
+      fail-fast: false
+      matrix:
+        go: ['1.25', '1.26', '${{ needs.latest.outputs.v }}']
+        os: [linux]
+        exclude: [{go: '1.25'}]
+        include: [{go: '1.26', race: true}]
+    uses: ./.github/workflows/t.yml
+    with:
+      version: ${{ matrix.go }}
+      race: ${{ matrix.race == true }}
+  report:
+    needs: test
+    runs-on: x
+    steps: [{run: "echo ${{ needs.test.outputs.report }}"}]
+`, wf)
+	one, two := p.Job("test-1-test"), p.Job("test-2-test")
+	if one == nil || two == nil || p.Job("test-3-test") != nil {
+		var keys []string
+		for _, j := range p.Jobs {
+			keys = append(keys, j.Key)
+		}
+		t.Fatalf("two combinations left (1.25 excluded): jobs %v", keys)
+	}
+	if one.DisplayName != "test (1.26, linux, true) / test" || one.Steps[0].Run != "go1.26 test -race" {
+		t.Errorf("the first combination: name %q, run %q", one.DisplayName, one.Steps[0].Run)
+	}
+	if two.DisplayName != "test (needs.latest.outputs.v, linux) / test" || !strings.Contains(two.Steps[0].Run, "needs.latest.outputs.v") || !slices.Contains(two.Needs, "latest") {
+		t.Errorf("the combination whose value is an expression: name %q, run %q, needs %v", two.DisplayName, two.Steps[0].Run, two.Needs)
+	}
+	all := p.Job("test")
+	if all == nil || !slices.Equal(all.Needs, []string{"test-1-test", "test-2-test", "latest"}) {
+		t.Fatalf("the job standing for the calls: %+v", all)
+	}
+	if got := all.Outputs["report"]; !strings.Contains(got, "gha:") {
+		t.Errorf("its output = %q, want the worker to pick the last combination's that is set", got)
+	}
+	if !slices.Equal(p.Job("report").Needs, []string{"test"}) {
+		t.Errorf("report needs %v", p.Job("report").Needs)
+	}
+}
+
+// TestCallNameReadsInputs: a called job's name reads the caller's inputs; one known only
+// when the jobs run (needs.X.outputs) shows as the caller's expression, since Gantry
+// names jobs when it plans.
+func TestCallNameReadsInputs(t *testing.T) {
+	t.Parallel()
+	wf := &fakeWorkflows{local: map[string]string{".github/workflows/n.yml": `on:
+  workflow_call:
+    inputs:
+      os: {type: string, required: true}
+      version: {type: string, required: true}
+jobs:
+  build:
+    name: Build ${{ inputs.os }} v${{ inputs.version }}
+    runs-on: x
+    steps: [{run: echo}]
+`}}
+	p := compileCalls(t, `on: push
+jobs:
+  v:
+    runs-on: x
+    outputs: {v: "${{ steps.v.outputs.v }}"}
+    steps: [{id: v, run: echo}]
+  b:
+    needs: v
+    uses: ./.github/workflows/n.yml
+    with: {os: linux, version: "${{ needs.v.outputs.v }}"}
+`, wf)
+	if got := p.Job("b-build").DisplayName; got != "b / Build linux vneeds.v.outputs.v" {
+		t.Errorf("name = %q", got)
 	}
 }

@@ -43,6 +43,9 @@ type ghaCallOutput struct {
 	name  string
 	value *yaml.Node
 	path  string
+	// rewritten is set when value already reads the jobs of the call (a matrix of
+	// calls joins its calls' values).
+	rewritten bool
 }
 
 // ghaCallRef is what a job's uses: names.

@@ -343,7 +343,12 @@ type ghaCallRewrite struct {
 }
 
 // expr rewrites an expression of the called workflow.
-func (rw *ghaCallRewrite) expr(outputs bool) exprRewrite {
+func (rw *ghaCallRewrite) expr(outputs bool) exprRewrite { return rw.rewriter(outputs, false) }
+
+// rewriter rewrites an expression of the called workflow; for a label (a job's name,
+// which Gantry decides when it plans), an input known only when the jobs run reads as
+// the text of the caller's expression.
+func (rw *ghaCallRewrite) rewriter(outputs, label bool) exprRewrite {
 	return exprRewrite{ref: func(head string, p []string) (string, bool, string) {
 		switch head {
 		case "inputs":
@@ -356,6 +361,9 @@ func (rw *ghaCallRewrite) expr(outputs bool) exprRewrite {
 			}
 			if len(p) > 1 {
 				return "", false, fmt.Sprintf("inputs.%s is a %s, which has no properties", p[0], "value")
+			}
+			if _, known := foldConst(v); label && !known {
+				v = quoteGHA(strings.TrimSuffix(strings.TrimPrefix(v, "("), ")"))
 			}
 			if !simpleExpr(v) {
 				v = "(" + v + ")"
@@ -389,7 +397,16 @@ func (rw *ghaCallRewrite) expr(outputs bool) exprRewrite {
 
 // text rewrites a text of the called workflow; problems are reported at the node.
 func (rw *ghaCallRewrite) text(s string, at *yaml.Node, p string, outputs bool) string {
-	out, err := rewriteTemplate(s, rw.expr(outputs))
+	return rw.rewriteText(s, at, p, rw.expr(outputs))
+}
+
+// label rewrites a job's name of the called workflow (see rewriter).
+func (rw *ghaCallRewrite) label(s string, at *yaml.Node, p string) string {
+	return rw.rewriteText(s, at, p, rw.rewriter(false, true))
+}
+
+func (rw *ghaCallRewrite) rewriteText(s string, at *yaml.Node, p string, x exprRewrite) string {
+	out, err := rewriteTemplate(s, x)
 	if err != nil {
 		rw.t.textError(s, at, p, err.offset, err.msg)
 		return s
