@@ -147,9 +147,13 @@ validate() {
 			continue
 		fi
 		jq -r --arg f "$rel" '.files[0] | "\($f)\t\(if .valid then "valid" else "invalid" end)"' <<<"$json" >>"$work/results.tsv"
-		jq -r --arg f "$rel" '.files[0].errors[] |
-			[$f, .line, .column, .code, .path, (.message | gsub("[\t\n]"; " "))] | @tsv' <<<"$json" >>"$work/errors.tsv"
+		# An error in a reusable workflow the file calls is that workflow's, at its lines.
+		jq -r --arg f "$rel" --arg files "$files/" '.files[0].errors[] |
+			[(if (.file // "") == "" then $f else (.file | ltrimstr($files) | sub("\\+"; "/")) end),
+			 .line, .column, .code, .path, (.message | gsub("[\t\n]"; " "))] | @tsv' <<<"$json" >>"$work/errors.tsv"
 	done < <(find "$files" -type f \( -name '*.yml' -o -name '*.yaml' \) | LC_ALL=C sort)
+	# A called workflow's error, reported again for each file that calls it, counts once.
+	awk '!seen[$0]++' "$work/errors.tsv" >"$work/errors.tsv.new" && mv -- "$work/errors.tsv.new" "$work/errors.tsv"
 }
 
 if [[ $reuse == 0 ]]; then
