@@ -326,6 +326,9 @@ type callerJob struct {
 // the one the job is written in.
 func (t *ghaTranslator) expandCall(e ghaJobEntry, chain []*ghaWorkflowFile) []ghaJobEntry {
 	d := t.d
+	if d.abort {
+		return nil
+	}
 	r := d.resolve(e.f.val)
 	if r == nil || r.Kind != yaml.MappingNode {
 		d.typeError(e.f.val, r, e.f.path, "a job")
@@ -424,6 +427,12 @@ func (t *ghaTranslator) expandCall(e ghaJobEntry, chain []*ghaWorkflowFile) []gh
 		if by, taken := t.calls.ids[id]; taken {
 			d.add(ErrInvalid, c.at, uf.path, "job %s calls %s, whose job %s would be the job %s of the run, which %s already has; rename one of them", c.id, callee.file.name, jf.key, id, by)
 			continue
+		}
+		if len(t.calls.ids) >= d.limits.MaxJobs {
+			// Calls of calls multiply: stop before the expansion itself is the cost.
+			d.add(ErrLimit, c.at, uf.path, "the workflows called expand past the limit of %d jobs", d.limits.MaxJobs)
+			d.abort = true
+			return nil
 		}
 		t.calls.ids[id] = "the call of " + callee.file.name + " by job " + c.id
 	}

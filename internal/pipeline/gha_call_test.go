@@ -711,3 +711,26 @@ jobs:
 		t.Errorf("name = %q", got)
 	}
 }
+
+// TestCallExpansionBounded: calls that multiply (each workflow calling the next five
+// times, nine levels deep) stop at the limit of jobs rather than expand first.
+func TestCallExpansionBounded(t *testing.T) {
+	t.Parallel()
+	wf := &fakeWorkflows{local: map[string]string{}}
+	for i := 1; i < MaxWorkflowLevels; i++ {
+		var b strings.Builder
+		b.WriteString("on: workflow_call\njobs:\n")
+		for k := 0; k < 5; k++ {
+			if i == MaxWorkflowLevels-1 {
+				fmt.Fprintf(&b, "  j%d: {runs-on: x, steps: [{run: a}]}\n", k)
+			} else {
+				fmt.Fprintf(&b, "  c%d: {uses: ./.github/workflows/w%d.yml}\n", k, i+1)
+			}
+		}
+		wf.local[fmt.Sprintf(".github/workflows/w%d.yml", i)] = b.String()
+	}
+	es := callErrors(t, "on: push\njobs:\n  top:\n    uses: ./.github/workflows/w1.yml\n", wf)
+	if len(es) != 1 || es[0].Kind != ErrLimit || !strings.Contains(es[0].Message, "past the limit of 5000 jobs") {
+		t.Errorf("errors = %v", es)
+	}
+}
