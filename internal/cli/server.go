@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -522,18 +523,21 @@ func startCoordinator(ctx context.Context, cfg serverConfig, log *slog.Logger) (
 		defer close(cronDone)
 		cron.Run(loopCtx)
 	}()
+	// The background loops below end with loopCtx; stop waits for them before it closes
+	// the store they use and returns, after which nothing may write to the log.
+	var background sync.WaitGroup
 	if cfg.LogRetention > 0 {
-		go purgeLogs(loopCtx, logSvc, st, cfg.LogRetention, log)
+		background.Go(func() { purgeLogs(loopCtx, logSvc, st, cfg.LogRetention, log) })
 	}
 	if blobs != nil {
 		policy, _ := cfg.cachePolicy() // validated
-		go collectArtifacts(loopCtx, st, blobs, policy, log)
+		background.Go(func() { collectArtifacts(loopCtx, st, blobs, policy, log) })
 	}
 	// Statuses and webhooks the store enqueued with each change; a message this process
 	// was sending when it stopped is retried after OutboxHold, here or on a replica.
 	outbox := notify.New(notify.Config{Store: st, Logger: log, PublicURL: cmp.Or(cfg.PublicURL, "http://"+ln.Addr().String()),
 		MaxAttempts: cfg.OutboxMaxAttempts, Backoff: cfg.OutboxBackoff, Hold: cfg.OutboxHold, Secrets: keys, Outbound: allow})
-	go outbox.Run(loopCtx)
+	background.Go(func() { outbox.Run(loopCtx) })
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	log.Info("gantry server listening", "addr", ln.Addr().String(), "db", redactURL(cfg.DB), "auth", cfg.authOn())
@@ -548,6 +552,7 @@ func startCoordinator(ctx context.Context, cfg serverConfig, log *slog.Logger) (
 		stopLoops()
 		<-loopsDone
 		<-cronDone
+		background.Wait()
 		closeAll()
 		return err
 	}
