@@ -285,6 +285,7 @@ func (d *decoder) workflow(root *yaml.Node) (*yaml.Node, *ghaTranslator) {
 		expanded[i] = e.f
 	}
 	t.findDynamicMatrices(expanded)
+	t.refuseCalledDynamicMatrices()
 	jobs := gMap(jobsNode)
 	for _, e := range entries {
 		if d.abort {

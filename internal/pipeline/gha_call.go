@@ -794,3 +794,19 @@ func (t *ghaTranslator) notReadJob(e ghaJobEntry, c *callerJob, uses string) gha
 
 // shellQuote quotes s as one word for sh.
 func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+// refuseCalledDynamicMatrices refuses a job of a called workflow whose matrix is
+// computed from its needs' outputs: such a matrix is made, when its needs are done, from
+// the run's own file (Job.ExpandMatrix), which does not hold the called workflow's jobs.
+func (t *ghaTranslator) refuseCalledDynamicMatrices() {
+	if t.calls == nil {
+		return
+	}
+	for _, id := range sortedKeys(t.dynamic) {
+		if _, called := t.calls.paths["jobs."+id]; !called || len(t.dynamic[id]) == 0 {
+			continue
+		}
+		e := t.dynamic[id][0]
+		t.d.add(ErrInvalid, e.node, e.path, "a job of a called workflow whose matrix is computed from its needs' outputs is not supported yet; write the matrix out, or compute it in the calling workflow and call the workflow from a matrix of calls")
+	}
+}

@@ -516,7 +516,7 @@ func TestCallErrors(t *testing.T) {
 		{"a matrix of calls of a workflow that is not reusable", "  a:\n    strategy: {matrix: {v: [1, 2]}}\n    uses: ./.github/workflows/push.yml\n",
 			[]string{"5:11: jobs.a.uses: job a-1 calls .github/workflows/push.yml, which is not a reusable workflow"}},
 		{"a matrix of calls computed", "  a:\n    strategy: {matrix: '${{ fromJSON(needs.x.outputs.m) }}'}\n    uses: ./.github/workflows/ok.yml\n",
-			[]string{"4:24: jobs.a.strategy.matrix: a matrix computed by an expression is not supported"}},
+			[]string{"4:24: jobs.a.strategy.matrix: a matrix of calls of a reusable workflow computed by an expression is not supported"}},
 		{"a matrix of calls with a mapping", "  a:\n    strategy: {matrix: {v: [{a: 1}]}}\n    uses: ./.github/workflows/ok.yml\n",
 			[]string{"4:29: jobs.a.strategy.matrix.v[0]: a matrix of calls takes values that are strings, numbers or booleans"}},
 		{"id taken", "  a-x: {runs-on: x, steps: [{run: a}]}\n  a:\n    uses: ./.github/workflows/e.yml\n",
@@ -732,5 +732,34 @@ func TestCallExpansionBounded(t *testing.T) {
 	es := callErrors(t, "on: push\njobs:\n  top:\n    uses: ./.github/workflows/w1.yml\n", wf)
 	if len(es) != 1 || es[0].Kind != ErrLimit || !strings.Contains(es[0].Message, "past the limit of 5000 jobs") {
 		t.Errorf("errors = %v", es)
+	}
+}
+
+// TestCallAndComputedMatrix: a workflow that calls a reusable workflow may have a job whose
+// matrix is computed from its needs' outputs, which is made when they are done without
+// reading the called workflow again; a called workflow's job may not (yet).
+func TestCallAndComputedMatrix(t *testing.T) {
+	t.Parallel()
+	wf := &fakeWorkflows{local: map[string]string{
+		".github/workflows/ok.yml": "on: workflow_call\njobs:\n  x: {runs-on: x, steps: [{run: a}]}\n",
+		".github/workflows/dyn.yml": "on: workflow_call\njobs:\n  s: {runs-on: x, outputs: {m: a}, steps: [{run: a}]}\n" +
+			"  t:\n    needs: s\n    runs-on: x\n    strategy: {matrix: {v: '${{ fromJSON(needs.s.outputs.m) }}'}}\n    steps: [{run: a}]\n",
+	}}
+	src := "on: push\njobs:\n  setup: {runs-on: x, outputs: {m: '${{ steps.m.outputs.m }}'}, steps: [{id: m, run: a}]}\n" +
+		"  call: {needs: setup, uses: ./.github/workflows/ok.yml}\n" +
+		"  test:\n    needs: [setup, call]\n    runs-on: x\n    strategy: {matrix: {v: '${{ fromJSON(needs.setup.outputs.m) }}'}}\n    steps: [{run: 'echo ${{ matrix.v }}'}]\n"
+	p := compileCalls(t, src, wf)
+	test := p.Job("test")
+	if test == nil || test.DynamicMatrix == nil {
+		t.Fatalf("test is not a placeholder: %s", planJSON(t, p))
+	}
+	got, err := test.ExpandMatrix([]byte(src), ConditionInput{Needs: map[string]string{"setup": ResultSuccess, "call": ResultSuccess},
+		NeedOutputs: map[string]map[string]string{"setup": {"m": `["a","b"]`}}})
+	if err != nil || len(got) != 2 || !slices.Equal(got[0].Needs, []string{"setup", "call"}) {
+		t.Fatalf("ExpandMatrix = %d instances, %v", len(got), err)
+	}
+	es := callErrors(t, "on: push\njobs:\n  c:\n    uses: ./.github/workflows/dyn.yml\n", wf)
+	if len(es) != 1 || es[0].File != ".github/workflows/dyn.yml" || es[0].Line != 7 || !strings.Contains(es[0].Message, "is not supported yet") {
+		t.Errorf("a called job's computed matrix: %v", es)
 	}
 }

@@ -64,7 +64,7 @@ func (t *ghaTranslator) callMatrix(c *callerJob, f field) []*ghaCombo {
 		return nil
 	}
 	if r.Kind == yaml.ScalarNode && strings.Contains(r.Value, "${{") {
-		d.add(ErrInvalid, r, matrix.path, "a matrix computed by an expression is not supported; write its axes out")
+		d.add(ErrInvalid, r, matrix.path, "a matrix of calls of a reusable workflow computed by an expression is not supported (the called jobs are made when the plan is); write its axes out, each value may be an expression")
 		return nil
 	}
 	before := len(d.errs)
@@ -95,7 +95,7 @@ func (t *ghaTranslator) callMatrix(c *callerJob, f field) []*ghaCombo {
 		}
 		v := d.resolve(g.val)
 		if v != nil && v.Kind == yaml.ScalarNode && strings.Contains(v.Value, "${{") {
-			d.add(ErrInvalid, v, g.path, "matrix %s computed by an expression is not supported; write its values out (each may be an expression)", g.key)
+			d.add(ErrInvalid, v, g.path, "matrix %s of calls of a reusable workflow computed by an expression is not supported (the called jobs are made when the plan is); write its values out, each may be an expression", g.key)
 			continue
 		}
 		var next []*ghaCombo

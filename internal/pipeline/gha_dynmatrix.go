@@ -462,7 +462,9 @@ func (j *Job) ExpandMatrix(def []byte, in ConditionInput) ([]*Job, error) {
 	limits := DefaultLimits
 	limits.MaxBytes = max(limits.MaxBytes, len(def)+1)
 	limits.MaxJobs = 1 << 20 // the plan was within the server's limit; the matrix is bounded below
-	d := &decoder{limits: limits}
+	// The job is the workflow's own (a called workflow's is refused when the plan is
+	// made): the workflows it calls need not be read again, and are not.
+	d := &decoder{limits: limits, workflows: SkipWorkflows}
 	root := d.parseDocument(def)
 	if root == nil || !d.checkShape(root, 0) {
 		return nil, fmt.Errorf("the run's workflow does not read as it did when the run was created: %w", sortErrors(d.errs))
