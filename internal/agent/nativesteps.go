@@ -19,9 +19,10 @@ import (
 )
 
 // nativeStep does what an action the worker knows does, at the step's place, with no
-// code fetched (pipeline.Uses.NativeAction): a workflow's step takes this path where the
-// action cannot be a setting of the job (an if:, an id whose outputs are read, values
-// known only when the step runs, actions/cache/restore and save, a second upload).
+// code fetched (pipeline.Uses.NativeAction): checkout where it is not the job's one
+// checkout, actions/cache where it cannot be one of the job's caches (an if:, an id whose
+// outputs are read, values known only when the step runs) and its restore and save,
+// and every upload-artifact and download-artifact.
 func (r *actionRunner) nativeStep(ctx context.Context, st pipeline.Step, action string, with map[string]string) stepRun {
 	switch action {
 	case pipeline.NativeCheckout:
@@ -62,7 +63,7 @@ func inputLines(v string) []string {
 func inputBool(v string) bool { return strings.EqualFold(strings.TrimSpace(v), "true") }
 
 // nativeCache reads the inputs of an actions/cache step as one of Gantry's caches.
-func (r *actionRunner) nativeCache(action string, with map[string]string) (*jobCache, []string, string, error) {
+func (r *actionRunner) nativeCache(with map[string]string) (*jobCache, []string, string, error) {
 	key := strings.TrimSpace(with["key"])
 	if msg := pipeline.CheckCacheKey(key); msg != "" {
 		return nil, nil, "", fmt.Errorf("key %q %s", key, msg)
@@ -109,7 +110,7 @@ func (r *actionRunner) nativeCache(action string, with map[string]string) (*jobC
 // cannot be restored is a warning, not a failure, unless fail-on-cache-miss says so.
 func (r *actionRunner) cacheRestoreStep(ctx context.Context, st pipeline.Step, action string, with map[string]string) stepRun {
 	what := "actions/" + action
-	c, restoreKeys, home, err := r.nativeCache(action, with)
+	c, restoreKeys, home, err := r.nativeCache(with)
 	if err != nil {
 		return r.nativeFailed(what, err)
 	}
@@ -149,7 +150,7 @@ func (r *actionRunner) cacheRestoreStep(ctx context.Context, st pipeline.Step, a
 // cacheSaveStep saves a cache at the step's place, as actions/cache/save does. A save
 // that fails, or finds the key taken, is a warning, as it is for the action.
 func (r *actionRunner) cacheSaveStep(ctx context.Context, with map[string]string) stepRun {
-	c, _, home, err := r.nativeCache(pipeline.NativeCacheSave, with)
+	c, _, home, err := r.nativeCache(with)
 	if err != nil {
 		return r.nativeFailed("actions/cache/save", err)
 	}
