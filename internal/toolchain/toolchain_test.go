@@ -266,7 +266,10 @@ func TestProbe(t *testing.T) {
 	_ = os.WriteFile(filepath.Join(notExec, "go"), []byte("x"), 0o644)
 	path := strings.Join([]string{notExec, a, b, a, "/usr/bin", "/bin"}, ":")
 	cmd := exec.Command("sh", "-c", Go.Probe())
-	cmd.Env = []string{"PATH=" + path, "HOME=" + dir, "RUNNER_TOOL_CACHE=" + dir + "/none"}
+	// The Go the probe also finds (/usr/local/go) starts a telemetry upload in the
+	// background that writes below the user's config directory after it exits: one that
+	// cannot be made keeps it out of dir, which the test removes.
+	cmd.Env = []string{"PATH=" + path, "HOME=" + dir, "XDG_CONFIG_HOME=/dev/null", "RUNNER_TOOL_CACHE=" + dir + "/none"}
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("probe: %v", err)
