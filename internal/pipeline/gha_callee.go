@@ -376,11 +376,7 @@ func (t *ghaTranslator) callRewrite(c *callerJob, cj *ghaJob, cl *ghaCallee, use
 				for _, x := range cl.inputs {
 					names = append(names, x.name)
 				}
-				decl := "it declares none"
-				if len(names) > 0 {
-					decl = "it declares " + strings.Join(names, ", ")
-				}
-				d.add(ErrUnknownKey, g.keyNode, g.path, "input %s is not an input of %s (on.workflow_call.inputs: %s)%s", g.key, cl.file.name, decl, suggest(g.key, names))
+				d.undeclared(g, "input", "an input", cl.file.name, "inputs", names)
 				continue
 			}
 			v := d.resolve(g.val)
@@ -435,11 +431,7 @@ func (t *ghaTranslator) callRewrite(c *callerJob, cj *ghaJob, cl *ghaCallee, use
 					for _, x := range cl.secrets {
 						names = append(names, x.name)
 					}
-					decl := "it declares none"
-					if len(names) > 0 {
-						decl = "it declares " + strings.Join(names, ", ")
-					}
-					d.add(ErrUnknownKey, g.keyNode, g.path, "secret %s is not a secret of %s (on.workflow_call.secrets: %s)%s", g.key, cl.file.name, decl, suggest(g.key, names))
+					d.undeclared(g, "secret", "a secret", cl.file.name, "secrets", names)
 					continue
 				}
 				v := d.resolve(g.val)
@@ -484,4 +476,14 @@ func inputTypeProblem(typ string, v *yaml.Node) string {
 		}
 	}
 	return ""
+}
+
+// undeclared reports a key of a calling job's with: or secrets: that the called workflow
+// does not declare in on.workflow_call.<section>, naming those it does.
+func (d *decoder) undeclared(g field, what, aWhat, file, section string, names []string) {
+	decl := "it declares none"
+	if len(names) > 0 {
+		decl = "it declares " + strings.Join(names, ", ")
+	}
+	d.add(ErrUnknownKey, g.keyNode, g.path, "%s %s is not %s of %s (on.workflow_call.%s: %s)%s", what, g.key, aWhat, file, section, decl, suggest(g.key, names))
 }
