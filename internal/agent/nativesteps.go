@@ -268,6 +268,9 @@ func (r *actionRunner) uploadStep(ctx context.Context, with map[string]string) s
 // see it.
 func (r *actionRunner) workspacePath(p string) (string, error) {
 	p = strings.TrimSpace(p)
+	if strings.HasPrefix(p, "~") {
+		return "", fmt.Errorf("path %q is under the home directory, outside the workspace; Gantry keeps and puts files of the workspace", p)
+	}
 	if strings.HasPrefix(p, "/") {
 		rel, ok := strings.CutPrefix(path.Clean(p), strings.TrimSuffix(r.stepWS, "/")+"/")
 		if !ok {

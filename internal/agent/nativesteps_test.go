@@ -57,6 +57,10 @@ jobs:
         with: {pattern: 'f*', path: all}
       - uses: actions/download-artifact@v4
         with: {pattern: 'f*', path: merged, merge-multiple: true}
+      - id: home
+        continue-on-error: true
+        uses: actions/download-artifact@v4
+        with: {name: first, path: ~/dl}
       - id: none
         continue-on-error: true
         uses: actions/download-artifact@v4
@@ -66,7 +70,7 @@ jobs:
           test "$(cat all/first/a.txt)" = built && test "$(cat merged/a.txt)" = built
           test ! -e b.log && test ! -e .h && test ! -e out
           test "${{ steps.d.outputs.download-path }}" = "$GITHUB_WORKSPACE"
-          test "${{ steps.none.outcome }}" = failure
+          test "${{ steps.none.outcome }}" = failure && test "${{ steps.home.outcome }}" = failure && test ! -e '~'
 `
 
 // nativeSecond reads what nativeFirst saved: the exact key restored (cache-hit true, and
@@ -113,7 +117,7 @@ func TestNativeSteps(t *testing.T) {
 	wantLog(t, log, "cache k-"+hash+": miss", "cache absent: miss", "step Post ", "cache k-"+hash+": saved in scope main",
 		"actions/upload-artifact: artifact first: 1 file of out")
 	wantLog(t, b.jobLog(t, run, "after"), "actions/download-artifact: artifact first of job t: 1 file into the workspace",
-		"into all/first", "no job of this run kept an artifact named nope")
+		"into all/first", "no job of this run kept an artifact named nope", `path "~/dl" is under the home directory`)
 	if strings.Contains(log, "no artifact second") || strings.Contains(log, "artifact never") {
 		t.Errorf("an upload that finds nothing with if-no-files-found: ignore says nothing, and a false if: skips one:\n%s", log)
 	}
