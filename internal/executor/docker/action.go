@@ -1,7 +1,6 @@
 package docker
 
 import (
-	"archive/tar"
 	"bufio"
 	"cmp"
 	"context"
@@ -9,8 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -302,7 +299,7 @@ func (d *Docker) buildAction(ctx context.Context, image string, b ActionBuild) e
 
 func (d *Docker) build(ctx context.Context, image string, b ActionBuild, out io.Writer) error {
 	pr, pw := io.Pipe()
-	go func() { pw.CloseWithError(tarDir(pw, b.Context)) }()
+	go func() { pw.CloseWithError(executor.TarDir(pw, b.Context, true)) }()
 	defer pr.Close()
 	res, err := d.cli.ImageBuild(ctx, pr, client.ImageBuildOptions{
 		Tags:        []string{image},
@@ -350,62 +347,6 @@ func readBuild(r io.Reader, out io.Writer) error {
 			_, _ = io.WriteString(out, m.Status+"\n")
 		}
 	}
-}
-
-// tarDir writes the tree at dir as a tar stream: regular files, directories and
-// symbolic links (not followed), with their permission bits.
-func tarDir(w io.Writer, dir string) error {
-	tw := tar.NewWriter(w)
-	err := filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(dir, p)
-		if err != nil || rel == "." {
-			return err
-		}
-		fi, err := e.Info()
-		if err != nil {
-			return err
-		}
-		link := ""
-		switch {
-		case fi.Mode()&fs.ModeSymlink != 0:
-			if link, err = os.Readlink(p); err != nil {
-				return err
-			}
-		case fi.IsDir(), fi.Mode().IsRegular():
-		default:
-			return nil
-		}
-		h, err := tar.FileInfoHeader(fi, link)
-		if err != nil {
-			return err
-		}
-		h.Name = filepath.ToSlash(rel)
-		if fi.IsDir() {
-			h.Name += "/"
-		}
-		h.Uid, h.Gid, h.Uname, h.Gname = 0, 0, "", ""
-		h.ModTime = time.Unix(0, 0)
-		if err := tw.WriteHeader(h); err != nil {
-			return err
-		}
-		if !fi.Mode().IsRegular() {
-			return nil
-		}
-		f, err := os.Open(p)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		_, err = io.Copy(tw, f)
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("send the build context %s: %w", dir, err)
-	}
-	return tw.Close()
 }
 
 // ActionImageName is the name of the image built from an action's Dockerfile: repo (the

@@ -243,7 +243,7 @@ func fetchWorkspace(ctx context.Context, client *http.Client, url, dir string) e
 // back (session.Collect) once the steps are done; it is `gantry pod-tar`, run in the
 // job's container, so the image needs no tar of its own.
 func PodTar(w io.Writer, workspace string) error {
-	return Tar(w, workspace)
+	return executor.TarDir(w, workspace, false)
 }
 
 // PodFiles writes the regular files directly in dir (a step's $GANTRY_OUTPUT,
@@ -434,58 +434,6 @@ func ReplaceDir(r io.Reader, dir string) error {
 		}
 	}
 	return nil
-}
-
-// Tar writes dir as a tar stream: files, directories and symlinks.
-func Tar(w io.Writer, dir string) error {
-	tw := tar.NewWriter(w)
-	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(dir, p)
-		if err != nil || rel == "." {
-			return err
-		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		link := ""
-		if info.Mode()&os.ModeSymlink != 0 {
-			if link, err = os.Readlink(p); err != nil {
-				return err
-			}
-		} else if !info.Mode().IsRegular() && !info.IsDir() {
-			return nil
-		}
-		h, err := tar.FileInfoHeader(info, link)
-		if err != nil {
-			return err
-		}
-		h.Name = filepath.ToSlash(rel)
-		if info.IsDir() {
-			h.Name += "/"
-		}
-		h.Uname, h.Gname = "", ""
-		if err := tw.WriteHeader(h); err != nil {
-			return err
-		}
-		if !info.Mode().IsRegular() {
-			return nil
-		}
-		f, err := os.Open(p)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		_, err = io.Copy(tw, f)
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("tar %s: %w", dir, err)
-	}
-	return tw.Close()
 }
 
 func copyFile(src, dst string, mode os.FileMode) error {

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+
+	"github.com/gantry-ci/gantry/internal/executor"
 )
 
 // WorkspaceServer hands a job's workspace (checkout, artifacts of its needs) to the init
@@ -56,5 +58,5 @@ func (w *WorkspaceServer) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	rw.Header().Set("Content-Type", "application/x-tar")
 	// A failure half way cannot change the status any more; the init container sees a
 	// truncated tar and fails.
-	_ = Tar(rw, dir)
+	_ = executor.TarDir(rw, dir, false)
 }
