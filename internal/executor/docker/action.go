@@ -15,7 +15,6 @@ import (
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
-	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/api/types/build"
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/api/types/mount"
@@ -158,18 +157,7 @@ func (d *Docker) RunAction(ctx context.Context, c ActionContainer) (executor.Res
 		return executor.Result{}, fmt.Errorf("attach to the action's container: %w", err)
 	}
 	defer att.Close()
-	stdout, stderr := c.Stdout, c.Stderr
-	if stdout == nil {
-		stdout = io.Discard
-	}
-	if stderr == nil {
-		stderr = io.Discard
-	}
-	streamed := make(chan struct{})
-	go func() {
-		defer close(streamed)
-		_, _ = stdcopy.StdCopy(stdout, stderr, att.Reader)
-	}()
+	streamed := demux(att.Reader, c.Stdout, c.Stderr)
 	// Waiting for the next exit is asked before the start, so that no exit is missed.
 	wait := cli.ContainerWait(actx, id, client.ContainerWaitOptions{Condition: container.WaitConditionNextExit})
 	if _, err := cli.ContainerStart(ctx, id, client.ContainerStartOptions{}); err != nil {

@@ -424,18 +424,7 @@ func (s *session) Run(ctx context.Context, st executor.Step) (executor.Result, e
 	}
 	defer att.Close()
 
-	stdout, stderr := st.Stdout, st.Stderr
-	if stdout == nil {
-		stdout = io.Discard
-	}
-	if stderr == nil {
-		stderr = io.Discard
-	}
-	streamed := make(chan struct{})
-	go func() {
-		defer close(streamed)
-		_, _ = stdcopy.StdCopy(stdout, stderr, att.Reader)
-	}()
+	streamed := demux(att.Reader, st.Stdout, st.Stderr)
 
 	exited := make(chan execExit, 1)
 	stopWaiting := make(chan struct{})
@@ -750,4 +739,21 @@ func networkEndpoint(net string, aliases ...string) *network.NetworkingConfig {
 	return &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{
 		net: {Aliases: aliases},
 	}}
+}
+
+// demux copies an attached container's or exec's multiplexed output to stdout and
+// stderr (nil discards) as it comes; the channel closes when the stream ends.
+func demux(r io.Reader, stdout, stderr io.Writer) <-chan struct{} {
+	if stdout == nil {
+		stdout = io.Discard
+	}
+	if stderr == nil {
+		stderr = io.Discard
+	}
+	streamed := make(chan struct{})
+	go func() {
+		defer close(streamed)
+		_, _ = stdcopy.StdCopy(stdout, stderr, r)
+	}()
+	return streamed
 }
