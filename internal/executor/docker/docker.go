@@ -110,8 +110,11 @@ type Docker struct {
 	// removals counts the ended jobs whose objects are being removed; ending holds
 	// their endedKey until that succeeded, so that a sweep may remove what is left.
 	removals sync.WaitGroup
-	endMu    sync.Mutex
-	ending   map[string]bool
+	// removalsMu orders a removal's Add with waiting for them (waitRemovals): a
+	// WaitGroup's Add from zero must not race its Wait.
+	removalsMu sync.Mutex
+	endMu      sync.Mutex
+	ending     map[string]bool
 	// holdRemovals, when set, keeps removals from starting until it is closed (tests).
 	holdRemovals atomic.Pointer[chan struct{}]
 	// execInspected, when set, is given each answer to an inspect of a step's exec and
@@ -178,7 +181,7 @@ func (d *Docker) Close() error {
 	if d.pool != nil {
 		d.pool.close()
 	}
-	d.removals.Wait()
+	d.waitRemovals()
 	err := removeWorkspaceDir(d.wsDir, d.wsMounted)
 	return errors.Join(d.cli.Close(), err)
 }
@@ -465,4 +468,12 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = io.ReadFull(rand.Reader, b)
 	return hex.EncodeToString(b)
+}
+
+// waitRemovals waits for the removals of ended jobs under way; a job that ends meanwhile
+// starts its removal once the wait is over.
+func (d *Docker) waitRemovals() {
+	d.removalsMu.Lock()
+	defer d.removalsMu.Unlock()
+	d.removals.Wait()
 }

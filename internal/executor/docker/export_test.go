@@ -19,7 +19,7 @@ func RegistryAuth(ref string, auth map[string]executor.RegistryCredential) (name
 }
 
 // WaitRemovals waits until the objects of d's ended jobs are removed.
-func WaitRemovals(d *Docker) { d.removals.Wait() }
+func WaitRemovals(d *Docker) { d.waitRemovals() }
 
 // HoldRemovals keeps d's removals of ended jobs from starting (on) until released (off).
 func HoldRemovals(d *Docker, on bool) {

@@ -656,7 +656,9 @@ func (s *session) End(ctx context.Context) error {
 	d.endMu.Lock()
 	d.ending[key] = true
 	d.endMu.Unlock()
+	d.removalsMu.Lock()
 	d.removals.Add(1)
+	d.removalsMu.Unlock()
 	go func() {
 		defer d.removals.Done()
 		if hold := d.holdRemovals.Load(); hold != nil {
