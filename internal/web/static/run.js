@@ -51,7 +51,7 @@ export async function runPage(main, [id], ctx) {
     h("div", { class: "actions" }, cancelBtn, retryBtn), message,
     annotationsBox,
     h("section", { "aria-labelledby": "graph-h" }, h("h2", { id: "graph-h" }, "Graph"),
-      h("div", { class: "dag-wrap" }, graph.svg)),
+      graph.el),
     h("section", { "aria-labelledby": "jobs-h" }, h("h2", { id: "jobs-h" }, "Jobs"),
       h("div", { class: "table-wrap" }, h("table", {},
         h("thead", {}, h("tr", {}, ["Job", "Status", "Attempt", "Duration", "Needs"].map((c) => h("th", { scope: "col" }, c)))),
