@@ -287,6 +287,23 @@ func TestDashboardLargeGraph(t *testing.T) {
 	b.waitJS("the matrix closed", `document.querySelector('.dag .node.group[data-group="unit"]').getAttribute("aria-expanded") === "false" &&
 		document.querySelectorAll('.dag .node[data-key^="unit ("]').length === 0`)
 
+	// The counts follow the run live: cancelling the running instance makes it one
+	// cancelled, and the matrix keeps the focus.
+	b.do("focus the matrix", chromedp.Focus(chromedp.CSS(`.dag .node.group[data-group="unit"]`)))
+	res, err := http.Post(c.url+"/api/v1/jobs/"+jobs["unit (go=1.26, shard=6)"].ID+"/cancel", "application/json", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode/100 != 2 {
+		t.Fatalf("cancel the running instance: %s", res.Status)
+	}
+	b.waitJS("the counts, live", `[...document.querySelectorAll('.dag .node.group[data-group="unit"] .group-summary tspan')].map((s) => s.textContent).join(" ") === "10 passed, 1 failed, 1 cancelled" &&
+		document.querySelector('.dag .node.group[data-group="unit"]').dataset.status === "failed"`)
+	if got := b.eval(`document.activeElement.dataset.vid || document.activeElement.outerHTML.slice(0, 80)`); got != "matrix:unit" {
+		t.Errorf("after the live change the focus is on %s, want the matrix", got)
+	}
+
 	// A phone: the graph scrolls inside its box, which says so and shades the side where
 	// more is; the page does not scroll sideways.
 	b.do("a phone-wide window", chromedp.EmulateViewport(400, 800), chromedp.Navigate(c.url+"/runs/"+runID),

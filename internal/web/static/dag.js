@@ -210,8 +210,15 @@ export function draw(initialJobs) {
   let size = "";   // the node width and gap the drawing was made for
   let hovered = null;
 
+  // available is the width the graph has. Before the box is in the page it is worked out
+  // from the page's main column, so that the first drawing is already the right one.
   const available = () => {
-    const w = wrapEl.clientWidth;
+    let w = wrapEl.clientWidth;
+    const main = document.querySelector("main");
+    if (!w && main && main.clientWidth) {
+      const cs = getComputedStyle(main);
+      w = main.clientWidth - parseFloat(cs.paddingLeft) - parseFloat(cs.paddingRight) - 2; // the wrap's border
+    }
     if (w > 0) return w - 8; // the wrap's padding
     return Math.max(320, Math.min(window.innerWidth, 1400) - 60);
   };
@@ -268,7 +275,7 @@ export function draw(initialJobs) {
         y += head.box.h + (open ? 6 : ROW_GAP);
         if (open) {
           for (const j of u.jobs) {
-            const n = jobNode(j, u, x + INDENT, y, w - INDENT, u.labels.get(j.key));
+            const n = jobNode(j, u, x + INDENT, y, w - INDENT, u.labels.get(j.key), true);
             y += n.box.h + 6;
           }
           const fr = s("rect", { class: "group-frame", x: x - 4, y: top - 4, width: w + 8, height: y - top + 2, rx: 8 });
@@ -279,12 +286,14 @@ export function draw(initialJobs) {
       bottom = Math.max(bottom, y - ROW_GAP);
     });
 
-    function jobNode(j, u, x, y, width, label) {
-      const lines = wrap(label, width - 2 * TX, true);
+    // jobNode draws a job; an instance of an open matrix is named by its matrix values,
+    // in regular weight, under its matrix's name in bold.
+    function jobNode(j, u, x, y, width, label, values) {
+      const lines = wrap(label, width - 2 * TX, !values);
       const hgt = 6 + LINE * (lines.length + 1) + 8;
       const title = s("title");
       const rect = s("rect", { x, y, width, height: hgt, rx: 6 });
-      const nameText = s("text", { x: x + TX, y: y + 6 + LINE - 3, class: "node-name" },
+      const nameText = s("text", { x: x + TX, y: y + 6 + LINE - 3, class: values ? "node-name values" : "node-name" },
         lines.map((l, i) => s("tspan", { x: x + TX, dy: i ? LINE : 0 }, l)));
       const status = s("text", { x: x + TX, y: y + 6 + LINE * (lines.length + 1) - 3, class: "node-status" });
       const a = s("a", { href: "/jobs/" + j.id, class: "node", dataset: { key: j.key, vid: "job:" + j.key } }, title, rect, nameText, status);
