@@ -91,7 +91,11 @@ export function columns(list) {
     depth.set(u, d);
     return d;
   };
-  const cols = [], items = new Map(), edges = [], into = new Map();
+  const cols = [], items = new Map(), edges = [], prev = new Map(), next = new Map();
+  const link = (a, b) => {
+    (prev.get(b) || prev.set(b, []).get(b)).push(a);
+    (next.get(a) || next.set(a, []).get(a)).push(b);
+  };
   for (const u of list) {
     const item = { unit: u };
     items.set(u, item);
@@ -99,32 +103,37 @@ export function columns(list) {
   }
   for (let c = 0; c < cols.length; c++) cols[c] ||= [];
   for (const u of list) {
-    into.set(items.get(u), []);
     for (const n of u.needs) {
       const e = { from: n, to: u, lanes: [] };
-      let prev = items.get(n);
+      let last = items.get(n);
       for (let c = depthOf(n) + 1; c < depthOf(u); c++) {
-        const lane = { lane: e, prev };
+        const lane = { lane: e };
         cols[c].push(lane);
         e.lanes.push(lane);
-        prev = lane;
+        link(last, lane);
+        last = lane;
       }
-      into.get(items.get(u)).push(prev);
+      link(last, items.get(u));
       edges.push(e);
     }
   }
+  // Sweep right, left and right again, each time ordering a column by the mean row of
+  // its items' neighbours in the column just done; an item with none keeps its row.
   const row = new Map();
-  cols.forEach((col, c) => {
-    if (c > 0) {
-      const key = new Map(col.map((it, i) => {
-        const from = it.lane ? [it.prev] : into.get(it);
-        const rows = from.filter((f) => row.has(f)).map((f) => row.get(f));
-        return [it, [rows.length ? rows.reduce((a, b) => a + b, 0) / rows.length : 0, i]];
-      }));
-      col.sort((a, b) => key.get(a)[0] - key.get(b)[0] || key.get(a)[1] - key.get(b)[1]);
-    }
+  cols.forEach((col) => col.forEach((it, r) => row.set(it, r)));
+  const sweep = (c, nb) => {
+    const col = cols[c];
+    const key = new Map(col.map((it, i) => {
+      const rows = (nb.get(it) || []).map((f) => row.get(f));
+      return [it, rows.length ? rows.reduce((a, b) => a + b, 0) / rows.length : i];
+    }));
+    const at = new Map(col.map((it, i) => [it, i]));
+    col.sort((a, b) => key.get(a) - key.get(b) || at.get(a) - at.get(b));
     col.forEach((it, r) => row.set(it, r));
-  });
+  };
+  for (let c = 1; c < cols.length; c++) sweep(c, prev);
+  for (let c = cols.length - 2; c >= 0; c--) sweep(c, next);
+  for (let c = 1; c < cols.length; c++) sweep(c, prev);
   return { cols, edges };
 }
 
