@@ -511,6 +511,7 @@ export function draw(initialJobs) {
   wrapEl.addEventListener("scroll", overflow, { passive: true });
   if (typeof ResizeObserver === "function") {
     new ResizeObserver(() => {
+      if (!wrapEl.isConnected) return; // not in the page (yet, or any more)
       const { w, gap } = dims(available(), columns(model.list).cols.length);
       if (`${w}/${gap}` !== size) render();
       else overflow();
