@@ -388,7 +388,7 @@ export function draw(initialJobs) {
         return true;
       };
       apply();
-      const n = { vid: u.id, unit: u, jobs: u.jobs, el: g, apply, box: { x, y, w: width, h: hgt } };
+      const n = { vid: u.id, unit: u, jobs: u.jobs, el: g, link, apply, box: { x, y, w: width, h: hgt } };
       nodes.push(n);
       return n;
     }
@@ -461,7 +461,10 @@ export function draw(initialJobs) {
   function highlight(n) {
     hovered = n ? n.vid : null;
     svg.classList.toggle("hl", !!n);
-    for (const m of nodes) m.el.classList.remove("hl-self", "hl-need", "hl-dep", "dim");
+    for (const m of nodes) {
+      m.el.classList.remove("hl-self", "hl-need", "hl-dep", "dim");
+      if (m.link) m.link.classList.remove("dim");
+    }
     for (const p of svg.querySelectorAll(".edges path.hl")) p.classList.remove("hl");
     if (!n) return;
     const keys = new Set(n.jobs.map((j) => j.key));
@@ -475,7 +478,10 @@ export function draw(initialJobs) {
       if (has(needs)) m.el.classList.add("hl-need");
       else if (has(deps)) m.el.classList.add("hl-dep");
       // An open matrix stays in view with its head, and its head with each instance.
-      else if (m.vid !== self.id && !(n.unit.group && n.vid === self.id && m.unit === self)) m.el.classList.add("dim");
+      else if (m.vid !== self.id && !(n.unit.group && n.vid === self.id && m.unit === self)) {
+        m.el.classList.add("dim");
+        if (m.link) m.link.classList.add("dim");
+      }
     }
     const needUnits = new Set([...needs].map((k) => model.unitOf.get(k)));
     const depUnits = new Set([...deps].map((k) => model.unitOf.get(k)));
