@@ -287,6 +287,18 @@ func TestDashboardLargeGraph(t *testing.T) {
 	b.waitJS("the matrix closed", `document.querySelector('.dag .node.group[data-group="unit"]').getAttribute("aria-expanded") === "false" &&
 		document.querySelectorAll('.dag .node[data-key^="unit ("]').length === 0`)
 
+	// From the keyboard, the failed instance is the next stop after its matrix, and Space
+	// opens and closes the matrix as Enter does.
+	b.do("tab from the matrix", chromedp.Focus(chromedp.CSS(`.dag .node.group[data-group="unit"]`)), chromedp.KeyEvent("\t"))
+	if got := b.eval(`document.activeElement.getAttribute("class") + " " + document.activeElement.getAttribute("href")`); got != "failed-link /jobs/"+jobs["unit (go=1.26, shard=3)"].ID {
+		t.Errorf("Tab after the matrix focused %s, want its failed instance's link", got)
+	}
+	b.do("Space on the matrix", chromedp.Focus(chromedp.CSS(`.dag .node.group[data-group="unit"]`)), chromedp.KeyEvent(" "))
+	b.waitJS("the matrix open", `document.querySelectorAll('.dag .node[data-key^="unit ("]').length === 12`)
+	b.do("Space again", chromedp.KeyEvent(" "))
+	b.waitJS("the matrix closed", `document.querySelectorAll('.dag .node[data-key^="unit ("]').length === 0 &&
+		document.querySelector('.dag .node.group[data-group="unit"]').getAttribute("aria-expanded") === "false"`)
+
 	// The counts follow the run live: cancelling the running instance makes it one
 	// cancelled, and the matrix keeps the focus.
 	b.do("focus the matrix", chromedp.Focus(chromedp.CSS(`.dag .node.group[data-group="unit"]`)))
