@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 	"github.com/gantry-ci/gantry/internal/agent"
 )
 
@@ -264,6 +265,22 @@ func TestDashboardLargeGraph(t *testing.T) {
 	b.eval(`(document.querySelector('.dag .node[data-key="deploy-docs"]').focus(), "")`)
 	b.waitJS("deploy-docs's need lit on focus", `(() => { const s = `+style+`;
 		return s('.dag .node[data-key="package-docs"] > rect', "strokeWidth") === "3px" && s('.dag .node[data-key="checkout"]', "opacity") === "0.3" })()`)
+
+	// The arrow keys walk the graph: right to a job that needs this one, left to one it
+	// needs, down to the next node of the column.
+	b.do("arrow right from build-api", chromedp.Focus(chromedp.CSS(`.dag .node[data-key="build-api"]`)), chromedp.KeyEvent(kb.ArrowRight))
+	if got := b.eval(`document.activeElement.dataset.vid || ""`); got != "matrix:unit" && got != "matrix:integration" && got != "job:e2e" {
+		t.Errorf("ArrowRight from build-api focused %q, want a job that needs it", got)
+	}
+	b.do("arrow left", chromedp.KeyEvent(kb.ArrowLeft))
+	if got := b.eval(`document.activeElement.dataset.vid || ""`); got != "job:build-api" && got != "job:build-worker" && got != "job:build-proto" && got != "job:build-web" {
+		t.Errorf("ArrowLeft focused %q, want a build the job needs", got)
+	}
+	b.do("arrow down from build-api", chromedp.Focus(chromedp.CSS(`.dag .node[data-key="build-api"]`)), chromedp.KeyEvent(kb.ArrowDown))
+	if got := b.eval(`(() => { const a = document.activeElement, from = document.querySelector('.dag .node[data-key="build-api"] rect').getBoundingClientRect(), to = a.querySelector("rect").getBoundingClientRect();
+		return (a.dataset.key || "").startsWith("build-") && Math.abs(to.left - from.left) < 1 && to.top > from.bottom ? "" : a.dataset.vid })()`); got != "" {
+		t.Errorf("ArrowDown from build-api focused %s, want the build below it", got)
+	}
 
 	// Enter on the matrix opens it in place: its twelve instances, each named by what
 	// sets it apart from the others, in full.

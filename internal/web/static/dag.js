@@ -212,7 +212,7 @@ export function draw(initialJobs) {
   const frame = h("div", { class: "dag-frame" }, wrapEl);
   const hint = h("p", { class: "dag-hint", hidden: true }, "The graph is wider than the window: scroll it sideways \u2192");
   const legend = h("p", { class: "dag-legend muted" },
-    "Point at or focus a job to see what it needs (dashed) and what needs it; a matrix opens with a click or Enter.");
+    "Point at or focus a job to see what it needs (dashed) and what needs it. The arrow keys move between jobs; a click or Enter opens a matrix.");
   const el = h("div", { class: "dag-box" }, hint, frame, legend);
 
   let nodes = [];  // what render drew: { vid, unit, jobs, el, apply }
@@ -257,9 +257,11 @@ export function draw(initialJobs) {
     const colX = (c) => PAD + c * (w + gap);
     const anchor = new Map(); // unit -> box its edges meet
     let bottom = PAD;
-    cols.forEach((col, c) => {
+    let col = 0;
+    cols.forEach((items, c) => {
+      col = c;
       let y = PAD, lastLane = false;
-      for (const it of col) {
+      for (const it of items) {
         const x = colX(c);
         if (it.lane) {
           // Lanes side by side are closer than nodes are.
@@ -320,7 +322,7 @@ export function draw(initialJobs) {
         return true;
       };
       apply();
-      const n = { vid: "job:" + j.key, unit: u, jobs: [j], el: a, apply, box: { x, y, w: width, h: hgt } };
+      const n = { vid: "job:" + j.key, unit: u, jobs: [j], el: a, apply, col, box: { x, y, w: width, h: hgt } };
       nodes.push(n);
       return n;
     }
@@ -388,7 +390,7 @@ export function draw(initialJobs) {
         return true;
       };
       apply();
-      const n = { vid: u.id, unit: u, jobs: u.jobs, el: g, link, apply, box: { x, y, w: width, h: hgt } };
+      const n = { vid: u.id, unit: u, jobs: u.jobs, el: g, link, apply, col, box: { x, y, w: width, h: hgt } };
       nodes.push(n);
       return n;
     }
@@ -456,6 +458,41 @@ export function draw(initialJobs) {
     render();
   }
 
+  // related is what the jobs of node n need and what needs them, as sets of job keys.
+  function related(n) {
+    const keys = new Set(n.jobs.map((j) => j.key));
+    const needs = new Set(), deps = new Set();
+    for (const j of n.jobs) for (const k of (byKey.get(j.key) || j).needs || []) if (!keys.has(k)) needs.add(k);
+    for (const j of jobs) if (!keys.has(j.key) && (j.needs || []).some((k) => keys.has(k))) deps.add(j.key);
+    return { needs, deps };
+  }
+
+  // The arrow keys move the focus between nodes: up and down in a column, left to a job
+  // the node needs and right to one that needs it (else to the nearest node there).
+  wrapEl.addEventListener("keydown", (e) => {
+    const step = { ArrowUp: [0, -1], ArrowDown: [0, 1], ArrowLeft: [-1, 0], ArrowRight: [1, 0] }[e.key];
+    const n = step && !e.altKey && !e.ctrlKey && !e.metaKey ? nodeOf(e.target) : null;
+    if (!n) return;
+    const [dc, dr] = step;
+    let to = null;
+    if (dr) {
+      const col = nodes.filter((m) => m.col === n.col).sort((a, b) => a.box.y - b.box.y);
+      to = col[col.indexOf(n) + dr] || null;
+    } else {
+      const there = nodes.filter((m) => m.col === n.col + dc);
+      const { needs, deps } = related(n);
+      const want = dc < 0 ? needs : deps;
+      const linked = there.filter((m) => m.jobs.some((j) => want.has(j.key)));
+      const cy = n.box.y + n.box.h / 2;
+      const near = (list) => list.sort((a, b) => Math.abs(a.box.y + a.box.h / 2 - cy) - Math.abs(b.box.y + b.box.h / 2 - cy))[0];
+      to = near(linked.length ? linked : there) || null;
+    }
+    if (to) {
+      e.preventDefault();
+      to.el.focus();
+    }
+  });
+
   // highlight lights up node n, the nodes it needs and the nodes that need it, with the
   // edges between them, and dims the rest; null puts everything back.
   function highlight(n) {
@@ -467,10 +504,7 @@ export function draw(initialJobs) {
     }
     for (const p of svg.querySelectorAll(".edges path.hl")) p.classList.remove("hl");
     if (!n) return;
-    const keys = new Set(n.jobs.map((j) => j.key));
-    const needs = new Set(), deps = new Set();
-    for (const j of n.jobs) for (const k of (byKey.get(j.key) || j).needs || []) if (!keys.has(k)) needs.add(k);
-    for (const j of jobs) if (!keys.has(j.key) && (j.needs || []).some((k) => keys.has(k))) deps.add(j.key);
+    const { needs, deps } = related(n);
     const self = n.unit;
     for (const m of nodes) {
       if (m === n) { m.el.classList.add("hl-self"); continue; }
