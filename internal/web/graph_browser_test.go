@@ -134,8 +134,8 @@ func insideAll(sel string) string {
 	})()`
 }
 
-// namesFit is a script that lists the instances of matrix m whose name, as drawn, is not
-// their differing matrix values or does not fit inside their node.
+// namesFit is a script that lists the instances of the unit matrix whose name, as
+// drawn, is not their differing matrix values or does not fit inside their node.
 const namesFit = `(() => {
 	const bad = [];
 	for (const a of document.querySelectorAll('.dag .node[data-key^="unit ("]')) {
