@@ -53,8 +53,25 @@ export function units(jobs) {
     }
     u.needs = [...needs];
   }
-  for (const u of list) if (u.group) labelInstances(u);
+  for (const u of list) {
+    if (!u.group) continue;
+    labelInstances(u);
+    u.title = groupTitle(u);
+  }
   return { list, unitOf };
+}
+
+// groupTitle is what a matrix's instances' names have in common, cut at a word ("Unit
+// tests" of "Unit tests (go=1.26)" or of "Unit tests 1.26"), else the job's key.
+function groupTitle(u) {
+  const names = u.jobs.map(name);
+  let p = names[0];
+  for (const n of names) while (!n.startsWith(p)) p = p.slice(0, -1);
+  const paren = p.indexOf(" (");
+  if (paren > 0) p = p.slice(0, paren);
+  else if (p !== names[0] && /[\w.]$/.test(p) && /^[\w.]/.test(names[0].slice(p.length))) p = p.replace(/[\w.]+$/, "");
+  p = p.replace(/[\s([{:,=_-]+$/, "");
+  return p.length >= 2 ? p : u.name;
 }
 
 // labelInstances gives each instance of a matrix the part of its name that tells it from
@@ -329,7 +346,7 @@ export function draw(initialJobs) {
 
     function groupNode(u, x, y, width, open) {
       const agg = aggregate(u.jobs.map((j) => byKey.get(j.key) || j));
-      const head = wrap(`${open ? "\u25be" : "\u25b8"} ${u.name} \u00d7${u.jobs.length}`, width - 2 * TX, true);
+      const head = wrap(`${open ? "\u25be" : "\u25b8"} ${u.title} \u00d7${u.jobs.length}`, width - 2 * TX, true);
       const sumLines = Math.max(2, wrap(agg.text, width - 2 * TX, false).length);
       const failLines = open || !agg.failed.length ? 0 : wrap(failedLabel(u, agg.failed), width - 2 * TX, true).length;
       const barY = y + 6 + LINE * (head.length + sumLines) + 2;
@@ -367,7 +384,7 @@ export function draw(initialJobs) {
         if (link && wrap(failedLabel(u, a.failed), width - 2 * TX, true).length !== failLines) return false;
         g.dataset.status = a.status;
         g.setAttribute("class", "node group st-" + a.status);
-        const what = `${u.name}, a matrix of ${u.jobs.length} jobs: ${a.text}`;
+        const what = `${u.title}, a matrix of ${u.jobs.length} jobs: ${a.text}`;
         g.setAttribute("aria-label", `${what}. ${open ? "Hide" : "Show"} its jobs`);
         title.textContent = what;
         sum.replaceChildren(...lines.map((l, i) => s("tspan", { x: x + TX, dy: i ? LINE : 0 }, l)));
