@@ -275,11 +275,32 @@ export function draw(initialJobs) {
     const anchor = new Map(); // unit -> box its edges meet
     let bottom = PAD;
     let col = 0;
+    // laneFrom is the height at which a lane's edge comes in from the column before.
+    const laneFrom = (lane) => {
+      const k = lane.lane.lanes.indexOf(lane);
+      if (k > 0) return lane.lane.lanes[k - 1].y;
+      const b = anchor.get(lane.lane.from);
+      return b.y + Math.min(b.h, 60) / 2;
+    };
     cols.forEach((items, c) => {
       col = c;
+      items = [...items];
       let y = PAD, lastLane = false;
-      for (const it of items) {
+      for (let i = 0; i < items.length; i++) {
+        const it = items[i];
         const x = colX(c);
+        // Lanes that come from above an open matrix, and would run below all of its
+        // instances, pass above it instead: their edges would dive down its length and
+        // climb back.
+        if (it.unit && it.unit.group && expanded.has(it.unit.id) && !it.lifted) {
+          it.lifted = true;
+          const lift = items.slice(i + 1).filter((l) => l.lane && laneFrom(l) <= y + 60);
+          if (lift.length) {
+            items = [...items.slice(0, i), ...lift, ...items.slice(i).filter((l) => !lift.includes(l))];
+            i--;
+            continue;
+          }
+        }
         if (it.lane) {
           // Lanes side by side are closer than nodes are.
           if (lastLane) y -= ROW_GAP - LANE_GAP;
