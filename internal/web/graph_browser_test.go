@@ -336,6 +336,17 @@ func TestDashboardLargeGraph(t *testing.T) {
 		t.Errorf("after the live change the focus is on %s, want the matrix", got)
 	}
 
+	// A smaller window (1024 px) still shows every column, with narrower nodes.
+	b.do("a 1024 px window", chromedp.EmulateViewport(1024, 768), chromedp.Navigate(c.url+"/runs/"+runID),
+		chromedp.WaitVisible(chromedp.CSS(`svg.dag`)))
+	if got := b.eval(insideAll(".dag .node > rect:first-of-type")); got != "" {
+		t.Errorf("at 1024 px: %s", got)
+	}
+	if got := b.eval(`String(document.querySelector(".dag-hint").offsetHeight)`); got != "0" {
+		t.Errorf("at 1024 px the hint to scroll shows (%s px tall)", got)
+	}
+	b.screenshot("graph-1024")
+
 	// A phone: the graph scrolls inside its box, which says so and shades the side where
 	// more is; the page does not scroll sideways.
 	b.do("a phone-wide window", chromedp.EmulateViewport(400, 800), chromedp.Navigate(c.url+"/runs/"+runID),

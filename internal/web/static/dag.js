@@ -5,7 +5,7 @@
 import { h, s } from "./dom.js";
 
 const PAD = 12, ROW_GAP = 10, LANE_GAP = 6, LINE = 16, FONT = 13, INDENT = 8, TX = 8;
-const MIN_W = 150, NARROW_MIN_W = 132, MAX_W = 240, GAP = 52, MIN_GAP = 36, NARROW = 640;
+const MIN_W = 150, NARROW_MIN_W = 132, FIT_MIN_W = 120, MAX_W = 240, GAP = 52, MIN_GAP = 36, NARROW = 640;
 
 // WAIT_WORDS name, on a node, the reasons to wait that are worth a look: the others
 // (needs, a turn in the queue) are how every run goes, and "retrying" says its own.
@@ -249,15 +249,19 @@ export function draw(initialJobs) {
     return Math.max(320, Math.min(window.innerWidth, 1400) - 60);
   };
 
+  // dims is the node width and the gap between columns for a box width wide: the widest
+  // nodes that let every column show, down to FIT_MIN_W before the graph scrolls instead.
   function dims(width, cols) {
     const narrow = width < NARROW;
     const minW = narrow ? NARROW_MIN_W : MIN_W;
-    let gap = narrow ? 40 : GAP;
-    if (cols > 1 && PAD * 2 + cols * minW + (cols - 1) * gap > width) {
-      gap = Math.max(narrow ? 32 : MIN_GAP, Math.floor((width - PAD * 2 - cols * minW) / (cols - 1)));
+    const n = Math.max(1, cols);
+    const fit = (gap) => Math.floor((width - PAD * 2 - (n - 1) * gap) / n);
+    for (const gap of narrow ? [40, 32] : [GAP, MIN_GAP]) {
+      if (fit(gap) >= minW) return { w: Math.min(MAX_W, fit(gap)), gap };
     }
-    const w = Math.floor((width - PAD * 2 - Math.max(0, cols - 1) * gap) / Math.max(1, cols));
-    return { w: Math.max(minW, Math.min(MAX_W, w)), gap };
+    const gap = narrow ? 32 : MIN_GAP;
+    if (fit(gap) >= FIT_MIN_W) return { w: fit(gap), gap };
+    return { w: minW, gap };
   }
 
   function render() {
