@@ -128,6 +128,8 @@ const (
 	opPutSummary
 	opListSummaries
 	opDeleteSummariesBefore
+	opCountRuns
+	opDigestRuns
 	numOps
 )
 
@@ -154,6 +156,7 @@ var opNames = [numOps]string{
 	"AddAnnotations", "ListAnnotations",
 	"PutVariable", "GetVariable", "ListVariables", "DeleteVariable",
 	"PutSummary", "ListSummaries", "DeleteSummariesBefore",
+	"CountRuns", "DigestRuns",
 }
 
 // instrumented is a store.Store that times every call of the store it wraps. The
@@ -223,6 +226,20 @@ func (s *instrumented) ListRuns(ctx context.Context, p store.ListRunsParams) ([]
 	r, err := s.Store.ListRuns(ctx, p)
 	s.done(opListRuns, t, err)
 	return r, err
+}
+
+func (s *instrumented) CountRuns(ctx context.Context, p store.ListRunsParams) (int, error) {
+	t := time.Now()
+	n, err := s.Store.CountRuns(ctx, p)
+	s.done(opCountRuns, t, err)
+	return n, err
+}
+
+func (s *instrumented) DigestRuns(ctx context.Context, ids []uuid.UUID) (map[uuid.UUID]*store.RunDigest, error) {
+	t := time.Now()
+	d, err := s.Store.DigestRuns(ctx, ids)
+	s.done(opDigestRuns, t, err)
+	return d, err
 }
 
 func (s *instrumented) GetJob(ctx context.Context, id uuid.UUID) (*store.Job, error) {

@@ -180,7 +180,15 @@ type Trigger struct {
 	// User is the Gantry user (a token's Principal) who submitted or dispatched the run;
 	// "" for runs of webhooks and schedules, and with authentication off.
 	User string `json:"user,omitempty"`
+	// Message is the commit's message (a pull request's title for event pull_request), and
+	// AuthorName the commit's author, as the webhook or the repository said; "" when
+	// unknown. Shown in the runs list; nothing decides on them.
+	Message    string `json:"message,omitempty"`
+	AuthorName string `json:"author_name,omitempty"`
 }
+
+// MaxCommitMessage bounds the commit message a run keeps (Trigger.Message), in bytes.
+const MaxCommitMessage = 4 << 10
 
 // MaxEventPayload bounds the webhook payload a run keeps (Trigger.Payload): a larger
 // one (a push of very many commits) is not kept, and github.event reads what Gantry
@@ -229,6 +237,15 @@ func (t Trigger) Author() string {
 		return t.Actor
 	}
 	return ""
+}
+
+// RunActor is who a run is listed under (the runs list's actor filter): the Gantry user
+// who submitted or dispatched it, else the forge account its event names.
+func (t Trigger) RunActor() string {
+	if t.User != "" {
+		return t.User
+	}
+	return t.Actor
 }
 
 // StatusSHA is the commit a run reports commit statuses on: its SHA when its ref is

@@ -48,6 +48,12 @@ type Runs interface {
 	GetRun(ctx context.Context, id uuid.UUID) (*Run, error)
 	// ListRuns lists runs newest first.
 	ListRuns(ctx context.Context, p ListRunsParams) ([]*Run, error)
+	// CountRuns counts the runs ListRuns would list with p and no page bounds (Before and
+	// Limit are ignored).
+	CountRuns(ctx context.Context, p ListRunsParams) (int, error)
+	// DigestRuns gives the digest of each run named that exists, in two reads however many
+	// runs: what a list of runs shows of their jobs.
+	DigestRuns(ctx context.Context, runIDs []uuid.UUID) (map[uuid.UUID]*RunDigest, error)
 	GetJob(ctx context.Context, id uuid.UUID) (*Job, error)
 	// ListJobs lists a run's jobs in plan order (by wave, then definition order).
 	ListJobs(ctx context.Context, runID uuid.UUID) ([]*Job, error)
@@ -120,9 +126,26 @@ type ListRunsParams struct {
 	ProjectIDs []uuid.UUID
 	Status     RunStatus
 	Ref        string
+	// Branch, Event and Actor match the trigger's branch, event and author (Trigger.RunActor).
+	Branch string
+	Event  string
+	Actor  string
 	// Before pages: only runs whose id sorts before it (ids are time-ordered).
 	Before uuid.UUID
 	Limit  int // default 50, at most 500
+}
+
+// RunDigest is what a list of runs shows of each run's jobs without reading them all:
+// how many are in each status, and the first that failed with the step it failed in.
+type RunDigest struct {
+	// Jobs counts the run's jobs by status.
+	Jobs map[JobStatus]int
+	// Failed is the run's first failed job (by the time it finished, then plan order),
+	// or for a run with none, its first cancelled one; nil when neither. Without its Spec.
+	Failed *Job
+	// FailedStep is Failed's first failed (or cancelled) step of its current attempt; nil
+	// when none did (the job was lost, or never ran).
+	FailedStep *Step
 }
 
 // Queue is the worker-facing half: claiming jobs and reporting on them under a lease.

@@ -73,6 +73,20 @@ func (s *traced) ListRuns(ctx context.Context, p store.ListRunsParams) ([]*store
 	return r, err
 }
 
+func (s *traced) CountRuns(ctx context.Context, p store.ListRunsParams) (int, error) {
+	ctx, span := s.start(ctx, "CountRuns")
+	n, err := s.Store.CountRuns(ctx, p)
+	end(span, err)
+	return n, err
+}
+
+func (s *traced) DigestRuns(ctx context.Context, ids []uuid.UUID) (map[uuid.UUID]*store.RunDigest, error) {
+	ctx, span := s.start(ctx, "DigestRuns")
+	d, err := s.Store.DigestRuns(ctx, ids)
+	end(span, err)
+	return d, err
+}
+
 func (s *traced) GetJob(ctx context.Context, id uuid.UUID) (*store.Job, error) {
 	ctx, span := s.start(ctx, "GetJob")
 	j, err := s.Store.GetJob(ctx, id)

@@ -24,7 +24,7 @@ CREATE TABLE runs (
     created_at       INTEGER NOT NULL,
     started_at       INTEGER NOT NULL DEFAULT 0,
     finished_at      INTEGER NOT NULL DEFAULT 0
-, errors TEXT NOT NULL DEFAULT '', notify INTEGER NOT NULL DEFAULT 0, job_seq INTEGER NOT NULL DEFAULT 1);
+, errors TEXT NOT NULL DEFAULT '', notify INTEGER NOT NULL DEFAULT 0, job_seq INTEGER NOT NULL DEFAULT 1, branch TEXT NOT NULL DEFAULT '', event TEXT NOT NULL DEFAULT '', actor TEXT NOT NULL DEFAULT '');
 CREATE UNIQUE INDEX runs_idempotency ON runs (project_id, idempotency_key) WHERE idempotency_key IS NOT NULL;
 CREATE INDEX runs_by_project ON runs (project_id, id);
 CREATE INDEX runs_by_status ON runs (status, id);
@@ -353,6 +353,9 @@ CREATE TABLE step_summaries (
 );
 CREATE INDEX step_summaries_by_run ON step_summaries (run_id);
 CREATE INDEX step_summaries_by_created ON step_summaries (created_at);
+CREATE INDEX runs_by_branch ON runs (branch, id);
+CREATE INDEX runs_by_event ON runs (event, id);
+CREATE INDEX runs_by_actor ON runs (actor, id);
 INSERT INTO schema_migrations (version, name, applied_at) VALUES (1, '0001_init.sql', 0);
 INSERT INTO schema_migrations (version, name, applied_at) VALUES (2, '0002_tokens.sql', 0);
 INSERT INTO schema_migrations (version, name, applied_at) VALUES (3, '0003_group_cancels.sql', 0);
@@ -385,3 +388,4 @@ INSERT INTO schema_migrations (version, name, applied_at) VALUES (31, '0031_anno
 INSERT INTO schema_migrations (version, name, applied_at) VALUES (32, '0032_artifact_sets.sql', 0);
 INSERT INTO schema_migrations (version, name, applied_at) VALUES (33, '0033_variables.sql', 0);
 INSERT INTO schema_migrations (version, name, applied_at) VALUES (34, '0034_step_summaries.sql', 0);
+INSERT INTO schema_migrations (version, name, applied_at) VALUES (37, '0037_run_filters.sql', 0);

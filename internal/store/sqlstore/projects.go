@@ -441,9 +441,10 @@ func (e *Engine) CreateFailedRun(ctx context.Context, p store.CreateFailedRunPar
 		}
 		// Failed and finished at once, with no jobs: nothing will ever claim or advance it.
 		if _, err := t.exec(`INSERT INTO runs (id, project_id, name, status, trigger, ref, idempotency_key, definition, env,
-			jobs_total, created_at, finished_at, errors)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, '{}', 0, ?, ?, ?)`,
-			runID, projectID, p.Name, string(store.RunFailed), trigger, p.Trigger.Ref, idem, p.Definition, now, now, errs); err != nil {
+			jobs_total, created_at, finished_at, errors, branch, event, actor)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, '{}', 0, ?, ?, ?, ?, ?, ?)`,
+			runID, projectID, p.Name, string(store.RunFailed), trigger, p.Trigger.Ref, idem, p.Definition, now, now, errs,
+			p.Trigger.Branch, p.Trigger.Event, p.Trigger.RunActor()); err != nil {
 			return fmt.Errorf("insert run: %w", err)
 		}
 		// The forge and the subscriptions hear of it like of any run that failed.

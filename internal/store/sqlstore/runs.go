@@ -213,8 +213,9 @@ func (e *Engine) CreateRun(ctx context.Context, p store.CreateRunParams) (*store
 		}
 		if err := t.insertAll(t.queued,
 			insertSet{`INSERT INTO runs (id, project_id, name, status, trigger, ref, idempotency_key, definition, env,
-				jobs_total, created_at, notify) VALUES `, 12, [][]any{{runID, projectID, p.Plan.Name, string(store.RunPending),
-				trigger, p.Trigger.Ref, idem, p.Definition, env, len(jobs), now, notify}}},
+				jobs_total, created_at, notify, branch, event, actor) VALUES `, 15, [][]any{{runID, projectID, p.Plan.Name,
+				string(store.RunPending), trigger, p.Trigger.Ref, idem, p.Definition, env, len(jobs), now, notify,
+				p.Trigger.Branch, p.Trigger.Event, p.Trigger.RunActor()}}},
 			insertSet{`INSERT INTO jobs (id, run_id, project_id, seq, key, name, status, lane, label_set,
 				milli_cpu, memory, timeout_us, max_attempts, retry_on, backoff_us, max_backoff_us, concurrency_group,
 				group_cancels, needs_left, continue_on_error, has_dependents, vtime, created_at, queued_at, finished_at,
@@ -468,16 +469,16 @@ func (e *Engine) GetRun(ctx context.Context, id uuid.UUID) (*store.Run, error) {
 	return r, nil
 }
 
-// ListRuns implements store.Runs.
-func (e *Engine) ListRuns(ctx context.Context, p store.ListRunsParams) ([]*store.Run, error) {
+// runFilter is the WHERE clause (with its arguments) of the runs p selects, without its
+// page bounds; none is set when p.ProjectIDs is empty but not nil (no project is visible).
+func runFilter(p store.ListRunsParams) (clause string, args []any, none bool) {
 	var where []string
-	var args []any
 	if p.Project != "" {
 		where, args = append(where, "p.name = ?"), append(args, p.Project)
 	}
 	if p.ProjectIDs != nil {
 		if len(p.ProjectIDs) == 0 {
-			return nil, nil
+			return "", nil, true
 		}
 		marks := make([]string, len(p.ProjectIDs))
 		for i, id := range p.ProjectIDs {
@@ -486,25 +487,39 @@ func (e *Engine) ListRuns(ctx context.Context, p store.ListRunsParams) ([]*store
 		}
 		where = append(where, "r.project_id IN ("+strings.Join(marks, ", ")+")")
 	}
-	if p.Status != "" {
-		where, args = append(where, "r.status = ?"), append(args, string(p.Status))
+	for _, f := range []struct{ col, v string }{
+		{"r.status", string(p.Status)}, {"r.ref", p.Ref}, {"r.branch", p.Branch}, {"r.event", p.Event}, {"r.actor", p.Actor},
+	} {
+		if f.v != "" {
+			where, args = append(where, f.col+" = ?"), append(args, f.v)
+		}
 	}
-	if p.Ref != "" {
-		where, args = append(where, "r.ref = ?"), append(args, p.Ref)
+	if len(where) == 0 {
+		return "", args, false
+	}
+	return "WHERE " + strings.Join(where, " AND "), args, false
+}
+
+// ListRuns implements store.Runs.
+func (e *Engine) ListRuns(ctx context.Context, p store.ListRunsParams) ([]*store.Run, error) {
+	where, args, none := runFilter(p)
+	if none {
+		return nil, nil
 	}
 	if p.Before != uuid.Nil {
-		where, args = append(where, "r.id < ?"), append(args, p.Before)
+		if where == "" {
+			where = "WHERE r.id < ?"
+		} else {
+			where += " AND r.id < ?"
+		}
+		args = append(args, p.Before)
 	}
 	limit := p.Limit
 	if limit <= 0 {
 		limit = 50
 	}
 	limit = min(limit, 500)
-	q := `SELECT ` + e.runCols + runFrom
-	if len(where) > 0 {
-		q += "WHERE " + strings.Join(where, " AND ")
-	}
-	q += ` ORDER BY r.id DESC LIMIT ?`
+	q := `SELECT ` + e.runCols + runFrom + where + ` ORDER BY r.id DESC LIMIT ?`
 	rows, err := e.readRows(ctx, q, append(args, limit)...)
 	if err != nil {
 		return nil, fmt.Errorf("list runs: %w", err)
@@ -519,6 +534,96 @@ func (e *Engine) ListRuns(ctx context.Context, p store.ListRunsParams) ([]*store
 		out = append(out, r)
 	}
 	return out, rows.Err()
+}
+
+// CountRuns implements store.Runs.
+func (e *Engine) CountRuns(ctx context.Context, p store.ListRunsParams) (int, error) {
+	where, args, none := runFilter(p)
+	if none {
+		return 0, nil
+	}
+	var n int
+	if err := e.readRow(ctx, `SELECT COUNT(*)`+runFrom+where, args...).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count runs: %w", err)
+	}
+	return n, nil
+}
+
+// DigestRuns implements store.Runs.
+func (e *Engine) DigestRuns(ctx context.Context, runIDs []uuid.UUID) (map[uuid.UUID]*store.RunDigest, error) {
+	out := make(map[uuid.UUID]*store.RunDigest, len(runIDs))
+	if len(runIDs) == 0 {
+		return out, nil
+	}
+	marks := make([]string, len(runIDs))
+	args := make([]any, len(runIDs))
+	for i, id := range runIDs {
+		marks[i], args[i] = "?", id
+	}
+	in := "(" + strings.Join(marks, ", ") + ")"
+	rows, err := e.readRows(ctx, `SELECT run_id, status, COUNT(*) FROM jobs WHERE run_id IN `+in+` GROUP BY run_id, status`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("digest runs: count jobs: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			id     uuid.UUID
+			status string
+			n      int
+		)
+		if err := rows.Scan(&id, &status, &n); err != nil {
+			return nil, fmt.Errorf("digest runs: count jobs: %w", err)
+		}
+		d := out[id]
+		if d == nil {
+			d = &store.RunDigest{Jobs: map[store.JobStatus]int{}}
+			out[id] = d
+		}
+		d.Jobs[store.JobStatus(status)] = n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("digest runs: count jobs: %w", err)
+	}
+	rows.Close()
+	// The first failed job of each run, else its first cancelled one: one row per run.
+	jrows, err := e.readRows(ctx, `SELECT `+jobCols+` FROM (SELECT jobs.*, ROW_NUMBER() OVER (PARTITION BY run_id
+		ORDER BY CASE status WHEN 'failed' THEN 0 ELSE 1 END, finished_at, seq) AS rn
+		FROM jobs WHERE run_id IN `+in+` AND status IN ('failed', 'cancelled')) jobs WHERE rn = 1`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("digest runs: failed jobs: %w", err)
+	}
+	defer jrows.Close()
+	var failed []*store.Job
+	for jrows.Next() {
+		j, err := scanJobRow(jrows, nil)
+		if err != nil {
+			return nil, fmt.Errorf("digest runs: failed jobs: %w", err)
+		}
+		failed = append(failed, j)
+	}
+	if err := jrows.Err(); err != nil {
+		return nil, fmt.Errorf("digest runs: failed jobs: %w", err)
+	}
+	jrows.Close()
+	for _, j := range failed {
+		if d := out[j.RunID]; d != nil {
+			d.Failed = j
+		}
+		steps, err := e.ListSteps(ctx, j.ID)
+		if err != nil {
+			return nil, fmt.Errorf("digest runs: %w", err)
+		}
+		for _, st := range steps {
+			if st.Status == store.StepFailed || (st.Status == store.StepCancelled && j.Status == store.JobCancelled) {
+				if d := out[j.RunID]; d != nil {
+					d.FailedStep = st
+				}
+				break
+			}
+		}
+	}
+	return out, nil
 }
 
 // GetJob implements store.Runs.

@@ -29,6 +29,8 @@ var createRunTests = []test{
 var listRunsTests = []test{
 	{"FiltersAndPages", testListRunsFiltersAndPages},
 	{"DefaultLimit", testListRunsDefaultLimit},
+	{"BranchEventActor", testListRunsBranchEventActor},
+	{"Digest", testDigestRuns},
 }
 
 const diamondYAML = `
@@ -535,3 +537,137 @@ jobs:
 }
 
 var timeZero time.Time
+
+// testListRunsBranchEventActor: the trigger's branch, event and actor filter the list,
+// alone and together, and CountRuns counts what the list would hold without its page.
+func testListRunsBranchEventActor(t *testing.T, h Harness) {
+	_, b := setup(t, h)
+	triggers := []store.Trigger{
+		{Branch: "main", Event: "push", Actor: "ada", Verified: store.RefFromWebhook},
+		{Branch: "dev", Event: "push", Actor: "bob", Verified: store.RefFromWebhook},
+		{Branch: "main", Event: "pull_request", Actor: "bob", Verified: store.RefFromWebhook},
+		{Branch: "main", Event: "api", User: "carol", Actor: "ignored"},
+	}
+	var runs []*store.Run
+	for i, tr := range triggers {
+		r, _ := b.createRun(labelledJob(fmt.Sprintf("bea-%d", i)), store.CreateRunParams{Project: "bea", Trigger: tr})
+		runs = append(runs, r)
+		b.clk.Advance(time.Second)
+	}
+	// A run that failed before it had jobs is listed by the same rules.
+	failed, _, err := b.s.CreateFailedRun(b.ctx, store.CreateFailedRunParams{Project: "bea", Name: "broken",
+		Trigger: store.Trigger{Branch: "dev", Event: "push", Actor: "ada"}, Errors: []store.RunError{{Message: "bad"}}})
+	if err != nil {
+		t.Fatalf("CreateFailedRun: %v", err)
+	}
+	pick := func(idx ...int) []uuid.UUID {
+		out := []uuid.UUID{}
+		for _, i := range idx {
+			if i == 4 {
+				out = append(out, failed.ID)
+				continue
+			}
+			out = append(out, runs[i].ID)
+		}
+		return out
+	}
+	tests := []struct {
+		name string
+		p    store.ListRunsParams
+		want []uuid.UUID
+	}{
+		{"branch", store.ListRunsParams{Branch: "main"}, pick(3, 2, 0)},
+		{"event", store.ListRunsParams{Event: "push"}, pick(4, 1, 0)},
+		{"webhook actor", store.ListRunsParams{Actor: "bob"}, pick(2, 1)},
+		{"user over actor", store.ListRunsParams{Actor: "carol"}, pick(3)},
+		{"actor not the user's", store.ListRunsParams{Actor: "ignored"}, pick()},
+		{"failed run's actor", store.ListRunsParams{Actor: "ada"}, pick(4, 0)},
+		{"all three", store.ListRunsParams{Branch: "main", Event: "push", Actor: "ada"}, pick(0)},
+		{"with a status", store.ListRunsParams{Branch: "dev", Status: store.RunFailed}, pick(4)},
+		{"no match", store.ListRunsParams{Branch: "gone"}, pick()},
+	}
+	for _, tc := range tests {
+		tc.p.Project = "bea"
+		rs, err := b.s.ListRuns(b.ctx, tc.p)
+		if err != nil {
+			t.Fatalf("%s: ListRuns: %v", tc.name, err)
+		}
+		if got := runIDs(rs); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: ListRuns = %v, want %v", tc.name, got, tc.want)
+		}
+		// The count ignores the page: a limit of 1 and a cursor change nothing.
+		tc.p.Limit, tc.p.Before = 1, runs[3].ID
+		n, err := b.s.CountRuns(b.ctx, tc.p)
+		if err != nil || n != len(tc.want) {
+			t.Errorf("%s: CountRuns = %d, %v; want %d", tc.name, n, err, len(tc.want))
+		}
+	}
+	if n, err := b.s.CountRuns(b.ctx, store.ListRunsParams{ProjectIDs: []uuid.UUID{}}); err != nil || n != 0 {
+		t.Errorf("CountRuns of no visible project = %d, %v; want 0", n, err)
+	}
+}
+
+// testDigestRuns: a run's digest counts its jobs by status and names its first failed
+// job with the step it failed in; a run without failures has none, an unknown id no
+// digest.
+func testDigestRuns(t *testing.T, h Harness) {
+	_, b := setup(t, h)
+	const yaml = `
+name: digest
+jobs:
+  build:
+    runs_on: [digest]
+    steps:
+      - { name: compile, run: "true" }
+      - { name: test, run: "false" }
+  deploy:
+    needs: [build]
+    steps: [ { run: "true" } ]
+  lint:
+    runs_on: [digest-other]
+    steps: [ { run: "true" } ]
+`
+	failing, _ := b.createRun(yaml, store.CreateRunParams{Project: "digest"})
+	c := b.claim(store.ClaimParams{Labels: []string{"digest"}})
+	if len(c) != 1 {
+		t.Fatalf("claim = %d jobs, want build", len(c))
+	}
+	for _, u := range []store.StepUpdate{
+		{Index: 0, Status: store.StepSuccess, ExitCode: intPtr(0)},
+		{Index: 1, Status: store.StepFailed, ExitCode: intPtr(2)},
+	} {
+		if err := b.s.UpdateStep(b.ctx, store.UpdateStepParams{LeaseRef: ref(c[0]), StepUpdate: u}); err != nil {
+			t.Fatalf("UpdateStep: %v", err)
+		}
+	}
+	b.complete(c[0], store.JobFailed)
+	quiet, _ := b.createRun(labelledJob("digest-quiet"), store.CreateRunParams{Project: "digest"})
+
+	d, err := b.s.DigestRuns(b.ctx, []uuid.UUID{failing.ID, quiet.ID, store.NewID()})
+	if err != nil {
+		t.Fatalf("DigestRuns: %v", err)
+	}
+	if len(d) != 2 {
+		t.Fatalf("DigestRuns = %d digests, want 2 (the unknown id has none)", len(d))
+	}
+	fd := d[failing.ID]
+	if fd == nil {
+		t.Fatal("no digest of the failing run")
+	}
+	if fd.Jobs[store.JobFailed] != 1 || fd.Jobs[store.JobSkipped] != 1 || fd.Jobs[store.JobQueued] != 1 {
+		t.Errorf("jobs of the failing run = %v, want 1 failed, 1 skipped, 1 queued", fd.Jobs)
+	}
+	if fd.Failed == nil || fd.Failed.Key != "build" || fd.Failed.ExitCode == nil || *fd.Failed.ExitCode != 1 {
+		t.Fatalf("failed job = %+v, want build with exit code 1", fd.Failed)
+	}
+	if fd.FailedStep == nil || fd.FailedStep.Name != "test" || fd.FailedStep.ExitCode == nil || *fd.FailedStep.ExitCode != 2 {
+		t.Errorf("failed step = %+v, want test with exit code 2", fd.FailedStep)
+	}
+	qd := d[quiet.ID]
+	if qd == nil || qd.Failed != nil || qd.FailedStep != nil || qd.Jobs[store.JobQueued] != 1 {
+		t.Errorf("digest of the quiet run = %+v, want one queued job and no failure", qd)
+	}
+	if d, err := b.s.DigestRuns(b.ctx, nil); err != nil || len(d) != 0 {
+		t.Errorf("DigestRuns(nil) = %v, %v; want none", d, err)
+	}
+}
