@@ -327,6 +327,17 @@ func (s *Service) Read(ctx context.Context, k Key, afterSeq int64, max int) ([]L
 	return s.cfg.Storage.Read(ctx, k, afterSeq, max)
 }
 
+// Tail returns the last n lines of key's log, in order; fewer when it is shorter. It asks
+// the storage where the log ends past any cache, so a finished log's tail is its end.
+func (s *Service) Tail(ctx context.Context, k Key, n int) ([]Line, error) {
+	st, err := s.cfg.Storage.Refresh(ctx, k)
+	if err != nil {
+		return nil, fmt.Errorf("tail of the log of job %s attempt %d: %w", k.Job, k.Attempt, err)
+	}
+	after := max(st.Next-1-int64(n), 0)
+	return s.Read(ctx, k, after, n)
+}
+
 // Matcher selects lines for a search.
 type Matcher func(text string) bool
 

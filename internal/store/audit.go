@@ -67,6 +67,8 @@ type ListAuditParams struct {
 	Action string
 	// Actor matches the actor's name or token id.
 	Actor string
+	// Target matches what was acted on exactly (a run's id for run.cancelled).
+	Target string
 	// Since keeps entries at or after it.
 	Since time.Time
 	// Before pages: only entries whose id sorts before it (ids are time-ordered).

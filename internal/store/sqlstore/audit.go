@@ -115,6 +115,9 @@ func (e *Engine) ListAudit(ctx context.Context, p store.ListAuditParams) ([]*sto
 	if p.Actor != "" {
 		where, args = append(where, "(actor = ? OR actor_id = ?)"), append(args, p.Actor, p.Actor)
 	}
+	if p.Target != "" {
+		where, args = append(where, "target = ?"), append(args, p.Target)
+	}
 	if !p.Since.IsZero() {
 		where, args = append(where, "time >= ?"), append(args, us(p.Since))
 	}

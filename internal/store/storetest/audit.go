@@ -116,6 +116,8 @@ func testAuditFilters(t *testing.T, h Harness) {
 		{"actor by name", store.ListAuditParams{Actor: "alice"}, []string{"project.created", "token.created"}},
 		{"actor by token id", store.ListAuditParams{Actor: alice}, []string{"project.created", "token.created"}},
 		{"anonymous", store.ListAuditParams{Actor: store.ActorAnonymous}, []string{"token.revoked"}},
+		{"target", store.ListAuditParams{Target: "web"}, []string{"project.created"}},
+		{"project and target", store.ListAuditParams{Project: "web", Target: "API_KEY"}, []string{"secret.set"}},
 		{"since", store.ListAuditParams{Since: epoch.Add(6 * time.Minute)}, []string{"secret.readXby_job", "secret.read_by_job"}},
 		{"combined", store.ListAuditParams{Project: "api", Action: "secret", Actor: store.ActorSystem},
 			[]string{"secret.readXby_job", "secret.read_by_job"}},
