@@ -26,6 +26,9 @@ func (s *Server) cancelJob(w http.ResponseWriter, r *http.Request) {
 		s.storeError(w, r, "cancel job", err)
 		return
 	}
+	if job, err := s.store.GetJob(r.Context(), id); err == nil {
+		s.auditCancel(r, job.RunID, id)
+	}
 	s.writeJob(w, r, id, http.StatusAccepted)
 }
 

@@ -14,6 +14,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/gantry-ci/gantry/internal/failure"
 	"github.com/gantry-ci/gantry/internal/pipeline"
 	"github.com/gantry-ci/gantry/internal/store"
 	"github.com/google/uuid"
@@ -126,6 +127,22 @@ func parseSubmission(contentType string, body []byte) ([]byte, store.CreateRunPa
 		}
 	}
 	return []byte(env.Pipeline), p, nil
+}
+
+// maxFilter bounds a runs list filter: a name, not a document.
+const maxFilter = 500
+
+// checkFilter says what is wrong with a filter's value, or "" when nothing is.
+func checkFilter(v string) string {
+	switch {
+	case len(v) > maxFilter:
+		return fmt.Sprintf("the value is %d bytes long; the most is %d", len(v), maxFilter)
+	case !utf8.ValidString(v):
+		return "the value is not valid UTF-8"
+	case strings.ContainsFunc(v, unicode.IsControl):
+		return "the value holds a control character"
+	}
+	return ""
 }
 
 // MaxProjectName is the longest project name accepted, in bytes.
@@ -312,11 +329,20 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
 		Project: q.Get("project"),
 		Status:  store.RunStatus(q.Get("status")),
 		Ref:     q.Get("ref"),
+		Branch:  q.Get("branch"),
+		Event:   q.Get("event"),
+		Actor:   q.Get("actor"),
 		Limit:   defaultPageSize,
 	}
 	if msg := checkProjectName(p.Project); msg != "" {
 		writeRequestError(w, badRequest("project filter: %s", msg))
 		return
+	}
+	for _, f := range []struct{ name, v string }{{"ref", p.Ref}, {"branch", p.Branch}, {"event", p.Event}, {"actor", p.Actor}} {
+		if msg := checkFilter(f.v); msg != "" {
+			writeRequestError(w, badRequest("%s filter: %s", f.name, msg))
+			return
+		}
 	}
 	if p.Status != "" && !runStatuses[p.Status] {
 		writeRequestError(w, badRequest("unknown status %q: want pending, running, success, failed or cancelled", p.Status))
@@ -351,12 +377,33 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
 		s.storeError(w, r, "list runs", err)
 		return
 	}
+	total, err := s.store.CountRuns(r.Context(), p)
+	if err != nil {
+		s.storeError(w, r, "count runs", err)
+		return
+	}
+	listed := make([]uuid.UUID, len(runs))
+	for i, run := range runs {
+		listed[i] = run.ID
+	}
+	digests, err := s.store.DigestRuns(r.Context(), listed)
+	if err != nil {
+		s.storeError(w, r, "list runs", err)
+		return
+	}
 	out := struct {
-		Runs       []runJSON `json:"runs"`
-		NextCursor string    `json:"next_cursor"`
-	}{Runs: make([]runJSON, len(runs))}
+		Runs []runJSON `json:"runs"`
+		// Total counts the runs the filters match, on every page.
+		Total      int    `json:"total"`
+		NextCursor string `json:"next_cursor"`
+	}{Runs: make([]runJSON, len(runs)), Total: total}
 	for i, run := range runs {
 		out.Runs[i] = newRunJSON(run, nil)
+		d := digests[run.ID]
+		out.Runs[i].State = d.State(run.Status)
+		if f := failure.Summarize(run, d); f != nil {
+			out.Runs[i].Failure = f
+		}
 	}
 	if len(runs) == p.Limit {
 		out.NextCursor = runs[len(runs)-1].ID.String()
@@ -412,6 +459,9 @@ func (s *Server) writeRunSince(w http.ResponseWriter, r *http.Request, id uuid.U
 	for i, wt := range s.waiting(r.Context(), jobs, runJobs) {
 		out.Jobs[i].Waiting = wt
 	}
+	if f := s.explainFailure(r.Context(), run, runJobs); f != nil {
+		out.Failure = f
+	}
 	writeJSON(w, status, out)
 }
 
@@ -425,5 +475,6 @@ func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request) {
 		s.storeError(w, r, "cancel run", err)
 		return
 	}
+	s.auditCancel(r, id, uuid.Nil)
 	s.writeRun(w, r, id, http.StatusAccepted)
 }

@@ -46,6 +46,12 @@ type runJSON struct {
 	// after it (and may list again one that did not change).
 	Seq  int64     `json:"seq"`
 	Jobs []jobJSON `json:"jobs,omitempty"`
+	// State is, in a list, what the run does (store.RunDigest.State): its status, or
+	// waiting_approval, queued or retrying while it waits; absent on a run read alone.
+	State string `json:"state,omitempty"`
+	// Failure says why the run failed: a *failure.Failure on a run read alone, a
+	// *failure.Summary in a list; absent when it did not fail.
+	Failure any `json:"failure,omitempty"`
 }
 
 func newRunJSON(r *store.Run, jobs []*store.Job) runJSON {

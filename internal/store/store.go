@@ -148,6 +148,34 @@ type RunDigest struct {
 	FailedStep *Step
 }
 
+// States a run is listed in besides its RunStatus: what its jobs do while it runs.
+const (
+	RunStateWaitingApproval = "waiting_approval" // a job waits for an approval, none runs
+	RunStateQueued          = "queued"           // a job waits for a worker, none runs
+	RunStateRetrying        = "retrying"         // a job waits to retry, none runs or waits for a worker
+)
+
+// State is a run of status s as a list shows it: its status once it finished, and while
+// it has not, what its jobs do: running while a worker holds one, else waiting_approval,
+// queued or retrying when one does that, else its status (pending: on needs). A nil
+// digest (no jobs) is the status.
+func (d *RunDigest) State(s RunStatus) string {
+	if s.Terminal() || d == nil {
+		return string(s)
+	}
+	switch {
+	case d.Jobs[JobRunning] > 0 || d.Jobs[JobAssigned] > 0:
+		return string(RunRunning)
+	case d.Jobs[JobWaitingApproval] > 0:
+		return RunStateWaitingApproval
+	case d.Jobs[JobQueued] > 0:
+		return RunStateQueued
+	case d.Jobs[JobRetrying] > 0:
+		return RunStateRetrying
+	}
+	return string(s)
+}
+
 // Queue is the worker-facing half: claiming jobs and reporting on them under a lease.
 // Every call that names a job with a lease token fails with ErrLeaseLost, changing
 // nothing, when the token is not the job's current one.
