@@ -103,6 +103,8 @@ type atRef struct {
 	tag    string
 	file   string // the pipeline file's path
 	def    []byte // its content at ref.SHA; nil unless asked for
+	// message and author are the commit's, "" when not read.
+	message, author string
 }
 
 // resolveProjectRef resolves ref (the project's default branch when "") in the project's
@@ -158,6 +160,10 @@ func (s *Server) resolveProjectRef(ctx context.Context, proj *store.Project, ref
 	}
 	if tag, ok := strings.CutPrefix(resolved.Name, "refs/tags/"); ok {
 		out.tag = tag
+	}
+	// The commit's message and author, for the runs list; nothing decides on them.
+	if msg, author, err := m.Commit(gitCtx, resolved.SHA); err == nil {
+		out.message, out.author = msg, author
 	}
 	if !readFile {
 		return out, nil
@@ -284,6 +290,7 @@ func dispatchTrigger(ctx context.Context, proj *store.Project, at *atRef, values
 	}
 	if at != nil {
 		tr.Ref, tr.SHA, tr.Branch, tr.Tag, tr.CloneURL = at.ref.Name, at.ref.SHA, at.branch, at.tag, proj.RepoURL
+		tr.SetCommit(at.message, at.author)
 	}
 	return tr
 }

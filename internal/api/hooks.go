@@ -371,6 +371,7 @@ func runTrigger(proj *store.Project, ev *forge.Event, deliveryID string) store.T
 		p := json.RawMessage(ev.Payload)
 		tr.Payload = &p
 	}
+	tr.SetCommit(ev.Message, ev.AuthorName)
 	switch ev.Kind {
 	case forge.KindPush:
 		tr.Branch = ev.Branch
@@ -381,6 +382,7 @@ func runTrigger(proj *store.Project, ev *forge.Event, deliveryID string) store.T
 		// run's own branch.
 		tr.BaseRef = ev.Branch
 		if ev.PullRequest != nil {
+			tr.SetCommit(ev.PullRequest.Title, ev.AuthorName)
 			tr.PRNumber = ev.PullRequest.Number
 			tr.Fork = ev.PullRequest.Fork
 			tr.HeadRef = ev.PullRequest.Head.Ref

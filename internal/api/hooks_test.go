@@ -326,7 +326,8 @@ func TestHookGitLabAndGitea(t *testing.T) {
 		"project": map[string]any{"id": 15, "path_with_namespace": "platform/app", "web_url": "https://gitlab.example.com/platform/app",
 			"git_http_url": "https://gitlab.example.com/platform/app.git", "git_ssh_url": "git@gitlab.example.com:platform/app.git",
 			"default_branch": "main"},
-		"commits": []any{map[string]any{"id": sha, "added": []string{".gantry.yml"}, "modified": []string{}, "removed": []string{}}},
+		"commits": []any{map[string]any{"id": sha, "message": "Add the pipeline\n", "author": map[string]any{"name": "Ada L."},
+			"added": []string{".gantry.yml"}, "modified": []string{}, "removed": []string{}}},
 	})
 	r := b.do(t, http.MethodPost, "/api/v1/hooks/gitlab/on-gitlab", "application/json", string(glBody), map[string]string{
 		"X-Gitlab-Event": "Push Hook", "X-Gitlab-Token": gl.WebhookSecret, "X-Gitlab-Event-UUID": "gl-1"})
@@ -335,6 +336,9 @@ func TestHookGitLabAndGitea(t *testing.T) {
 	b.get(t, "/api/v1/runs/"+h.Runs[0]).decode(t, &run)
 	if run.Trigger.SHA != sha || run.Trigger.Actor != "ada" || run.Trigger.Repository != "platform/app" || run.Trigger.Branch != "main" {
 		t.Errorf("gitlab run trigger = %+v", run.Trigger)
+	}
+	if run.Trigger.Message != "Add the pipeline" || run.Trigger.AuthorName != "Ada L." {
+		t.Errorf("gitlab run's commit = %q by %q, want the push's head commit", run.Trigger.Message, run.Trigger.AuthorName)
 	}
 	expectError(t, b.do(t, http.MethodPost, "/api/v1/hooks/gitlab/on-gitlab", "application/json", string(glBody), map[string]string{
 		"X-Gitlab-Event": "Push Hook", "X-Gitlab-Token": "wrong", "X-Gitlab-Event-UUID": "gl-2"}), http.StatusUnauthorized, "unauthorized")
@@ -510,7 +514,8 @@ func TestHookPullRequest(t *testing.T) {
 	b.get(t, "/api/v1/runs/"+h.Runs[0]).decode(t, &run)
 	want := store.Trigger{Ref: "refs/pull/7/head", SHA: head, Event: "pull_request", Actor: "hubot", Repository: "octo-org/app", PRNumber: 7, CloneURL: repo.URL(), DeliveryID: "p-1",
 		Fork: true, Verified: store.RefFromWebhook, // the head is hubot/app: a fork, so its jobs get no secrets by default
-		BaseRef: "main", HeadRef: "feature"} // github.base_ref and github.head_ref
+		BaseRef: "main", HeadRef: "feature", // github.base_ref and github.head_ref
+		Message: "Add a feature"} // the pull request's title
 	if run.Trigger != want {
 		t.Errorf("pull request trigger = %+v\nwant %+v", run.Trigger, want)
 	}

@@ -104,6 +104,12 @@ func localTrigger(ctx context.Context, cfg runConfig, plan *pipeline.Plan) (loca
 			}
 		}
 		tr.SHA = sha
+		// The commit's subject line and author, for the runs list; a --dirty stash's
+		// are the stash's own, so HEAD's stand for them.
+		if out, err := g.run(ctx, "log", "-1", "--format=%an%x00%B", "--end-of-options", rev+"^{commit}"); err == nil {
+			author, msg, _ := strings.Cut(out, "\x00")
+			tr.SetCommit(msg, author)
+		}
 		tr.CloneURL = (&url.URL{Scheme: "file", Path: filepath.ToSlash(top)}).String()
 		if tr.Ref == "" {
 			if ref, err := g.run(ctx, "symbolic-ref", "--quiet", "HEAD"); err == nil {

@@ -217,3 +217,20 @@ func TestRunPullRequestBase(t *testing.T) {
 		t.Errorf("checkWorkflowOn of a pull request into release, on: pull_request: branches: [main] = %v", err)
 	}
 }
+
+// TestRunRecordsTheCommit: gantry run in a work tree records the commit's message and
+// author on the trigger, as a push's webhook does, so the runs list can show them.
+func TestRunRecordsTheCommit(t *testing.T) {
+	t.Parallel()
+	dir, first, _ := gitRepo(t)
+	for _, tc := range []struct{ sha, want string }{{"", "second"}, {first, "first"}} {
+		cfg := runConfig{File: filepath.Join(dir, ".gantry.yml"), SHA: tc.sha, Event: "push"}
+		lr, err := localTrigger(t.Context(), cfg, &pipeline.Plan{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tr := lr.trigger; tr.Message != tc.want || tr.AuthorName != "Gantry Test" {
+			t.Errorf("--sha %q: commit %q by %q, want %q by Gantry Test", tc.sha, tr.Message, tr.AuthorName, tc.want)
+		}
+	}
+}

@@ -80,6 +80,11 @@ type Event struct {
 	// Deleted is set when the push deleted Branch or Tag; nothing should be built.
 	Deleted bool   `json:"deleted,omitempty"`
 	Actor   string `json:"actor,omitempty"` // login of who caused the event
+	// Message and AuthorName are the built commit's message and author's name, as the
+	// push lists its head commit; "" when the delivery does not say (a pull request's
+	// title is PullRequest.Title).
+	Message    string `json:"message,omitempty"`
+	AuthorName string `json:"author_name,omitempty"`
 
 	PullRequest *PullRequest `json:"pull_request,omitempty"` // set for KindPullRequest
 

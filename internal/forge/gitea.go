@@ -53,17 +53,15 @@ func (*Gitea) DeliveryID(r *http.Request) string { return giteaHeader(r, "Delive
 // pull request's side, so those are read with GitHub's types.
 
 type gtPush struct {
-	Ref          string `json:"ref"`
-	Before       string `json:"before"`
-	After        string `json:"after"`
-	TotalCommits int    `json:"total_commits"`
-	HeadCommit   *struct {
-		ID string `json:"id"`
-	} `json:"head_commit"`
-	Repository *ghRepo    `json:"repository"`
-	Pusher     *ghUser    `json:"pusher"`
-	Sender     *ghUser    `json:"sender"`
-	Commits    []ghCommit `json:"commits"`
+	Ref          string      `json:"ref"`
+	Before       string      `json:"before"`
+	After        string      `json:"after"`
+	TotalCommits int         `json:"total_commits"`
+	HeadCommit   *headCommit `json:"head_commit"`
+	Repository   *ghRepo     `json:"repository"`
+	Pusher       *ghUser     `json:"pusher"`
+	Sender       *ghUser     `json:"sender"`
+	Commits      []ghCommit  `json:"commits"`
 }
 
 type gtDelete struct {
@@ -109,6 +107,7 @@ func (g *Gitea) Parse(r *http.Request, body []byte) (*Event, error) {
 		}
 		if p.HeadCommit != nil {
 			ev.peelTag(p.HeadCommit.ID)
+			ev.Message, ev.AuthorName = p.HeadCommit.Message, p.HeadCommit.Author.Name
 		}
 		ev.Repository = p.Repository.repository()
 		ev.Actor = actor(p.Sender, p.Pusher)

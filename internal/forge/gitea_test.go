@@ -51,6 +51,7 @@ func giteaCase(t *testing.T, name, eventHeader, sigHeader, deliveryHeader string
 			{Name: forgetest.EventPush, Header: ev("push"), Body: readTestdata(t, "gitea/push.json"), Want: forge.Event{
 				Kind: forge.KindPush, Repository: repo, Ref: "refs/heads/main", SHA: shaAfter, Before: shaBefore,
 				Branch: "main", Actor: "grace", ChangedPaths: pushPaths,
+				Message: "Drop the old script\n", AuthorName: "Grace",
 			}},
 			{Name: forgetest.EventTag, Header: ev("push"), Body: readTestdata(t, "gitea/push-tag.json"), Want: forge.Event{
 				Kind: forge.KindTag, Repository: repo, Ref: "refs/tags/v1.4.0", SHA: shaTag, Tag: "v1.4.0",

@@ -54,17 +54,24 @@ type ghCommit struct {
 	Modified []string `json:"modified"`
 }
 
+// headCommit is the head commit a GitHub or Gitea push lists.
+type headCommit struct {
+	ID      string `json:"id"`
+	Message string `json:"message"`
+	Author  struct {
+		Name string `json:"name"`
+	} `json:"author"`
+}
+
 type ghPush struct {
-	Ref        string     `json:"ref"`
-	Before     string     `json:"before"`
-	After      string     `json:"after"`
-	Deleted    bool       `json:"deleted"`
-	Commits    []ghCommit `json:"commits"`
-	HeadCommit *struct {
-		ID string `json:"id"`
-	} `json:"head_commit"`
-	Repository *ghRepo `json:"repository"`
-	Sender     *ghUser `json:"sender"`
+	Ref        string      `json:"ref"`
+	Before     string      `json:"before"`
+	After      string      `json:"after"`
+	Deleted    bool        `json:"deleted"`
+	Commits    []ghCommit  `json:"commits"`
+	HeadCommit *headCommit `json:"head_commit"`
+	Repository *ghRepo     `json:"repository"`
+	Sender     *ghUser     `json:"sender"`
 }
 
 type ghPRSide struct {
@@ -124,6 +131,7 @@ func (g *GitHub) Parse(r *http.Request, body []byte) (*Event, error) {
 		}
 		if p.HeadCommit != nil {
 			ev.peelTag(p.HeadCommit.ID)
+			ev.Message, ev.AuthorName = p.HeadCommit.Message, p.HeadCommit.Author.Name
 		}
 		ev.Repository = p.Repository.repository()
 		ev.Actor = actor(p.Sender)

@@ -79,10 +79,11 @@ func TestGitHub(t *testing.T) {
 			{Name: forgetest.EventPush, Header: ev("push"), Body: readTestdata(t, "github/push.json"), Want: forge.Event{
 				Kind: forge.KindPush, Repository: repo, Ref: "refs/heads/main", SHA: shaAfter, Before: shaBefore,
 				Branch: "main", Actor: "mona", ChangedPaths: pushPaths,
+				Message: "Drop the old script, document the check", AuthorName: "Mona",
 			}},
 			{Name: forgetest.EventTag, Header: ev("push"), Body: readTestdata(t, "github/push-tag.json"), Want: forge.Event{
 				Kind: forge.KindTag, Repository: repo, Ref: "refs/tags/v1.4.0", SHA: shaTag, Tag: "v1.4.0",
-				Actor: "mona", ChangedPathsIncomplete: true,
+				Actor: "mona", ChangedPathsIncomplete: true, Message: "Release 1.4.0", AuthorName: "Mona",
 			}},
 			{Name: forgetest.EventDelete, Header: ev("push"), Body: readTestdata(t, "github/push-delete.json"), Want: forge.Event{
 				Kind: forge.KindPush, Repository: repo, Ref: "refs/heads/feature/old-login", Before: shaFirst,

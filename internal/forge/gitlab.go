@@ -76,9 +76,12 @@ type glPush struct {
 	Project           *glProject `json:"project"`
 	TotalCommitsCount int        `json:"total_commits_count"`
 	Commits           []struct {
-		Added    []string `json:"added"`
-		Modified []string `json:"modified"`
-		Removed  []string `json:"removed"`
+		ID       string                `json:"id"`
+		Message  string                `json:"message"`
+		Author   struct{ Name string } `json:"author"`
+		Added    []string              `json:"added"`
+		Modified []string              `json:"modified"`
+		Removed  []string              `json:"removed"`
 	} `json:"commits"`
 }
 
@@ -135,6 +138,9 @@ func (g *GitLab) Parse(r *http.Request, body []byte) (*Event, error) {
 		var lists [][]string
 		for _, c := range p.Commits {
 			lists = append(lists, c.Added, c.Modified, c.Removed)
+			if c.ID != "" && (c.ID == p.After || c.ID == p.CheckoutSHA) {
+				ev.Message, ev.AuthorName = c.Message, c.Author.Name
+			}
 		}
 		ev.ChangedPaths = pathUnion(lists...)
 		// GitLab lists at most 20 commits and says how many there were.

@@ -51,6 +51,7 @@ func TestGitLab(t *testing.T) {
 			{Name: forgetest.EventPush, Header: ev("Push Hook"), Body: readTestdata(t, "gitlab/push.json"), Want: forge.Event{
 				Kind: forge.KindPush, Repository: repo, Ref: "refs/heads/main", SHA: shaAfter, Before: shaBefore,
 				Branch: "main", Actor: "ada", ChangedPaths: pushPaths,
+				Message: "Drop the old script", AuthorName: "Ada",
 			}},
 			{Name: forgetest.EventTag, Header: ev("Tag Push Hook"), Body: readTestdata(t, "gitlab/tag_push.json"), Want: forge.Event{
 				Kind: forge.KindTag, Repository: repo, Ref: "refs/tags/v1.4.0", SHA: shaTag, Tag: "v1.4.0",
@@ -71,6 +72,7 @@ func TestGitLab(t *testing.T) {
 			{Name: "push-truncated", Header: ev("Push Hook"), Body: readTestdata(t, "gitlab/push-truncated.json"), Want: forge.Event{
 				Kind: forge.KindPush, Repository: repo, Ref: "refs/heads/main", SHA: shaAfter, Before: shaBefore,
 				Branch: "main", Actor: "ada", ChangedPaths: []string{"README.md"}, ChangedPathsIncomplete: true,
+				Message: "Last of many", AuthorName: "Ada",
 			}},
 		},
 		Lacks: map[string]string{

@@ -445,6 +445,24 @@ func (m *Mirror) ReadFile(ctx context.Context, sha, file string) ([]byte, error)
 	return append([]byte(nil), body[:size]...), nil
 }
 
+// MaxCommitMessage bounds the commit message Commit reads, in bytes.
+const MaxCommitMessage = 64 << 10
+
+// Commit returns the message and the author's name of the commit sha, fetching it first
+// when the mirror lacks it.
+func (m *Mirror) Commit(ctx context.Context, sha string) (message, author string, err error) {
+	if err := m.EnsureCommit(ctx, sha); err != nil {
+		return "", "", fmt.Errorf("read commit %s: %w", sha, err)
+	}
+	var out bytes.Buffer
+	if _, err := m.git.runWith(ctx, runOpts{dir: m.dir, stdout: &out, limit: MaxCommitMessage},
+		"log", "-1", "--format=%an%x00%B", strings.ToLower(sha), "--"); err != nil {
+		return "", "", fmt.Errorf("read commit %s: %w", sha, err)
+	}
+	author, message, _ = strings.Cut(out.String(), "\x00")
+	return strings.TrimSpace(message), author, nil
+}
+
 // ChangedPaths lists the paths that differ between two commits: added, modified, deleted,
 // and both names of a rename. A zero before (a new branch or tag) or one the remote no
 // longer has (a force push) lists every file of after, so path filters err on running.

@@ -509,3 +509,23 @@ exec git "$@"
 		t.Fatalf("the error leaks the credentials: %v", err)
 	}
 }
+
+// TestCommit: the mirror reads a commit's message and author, fetching it when needed.
+func TestCommit(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	r := newRemote(t, t.TempDir(), "app")
+	sha := r.commit("Fix the parser\n\nIt read one byte too many.", map[string]string{"a.txt": "a\n"})
+	r.push("refs/heads/main", false)
+	m := openMirror(t, t.TempDir(), r.fileURL(), source.Credentials{})
+	msg, author, err := m.Commit(ctx, sha)
+	if err != nil {
+		t.Fatalf("Commit: %v", err)
+	}
+	if msg != "Fix the parser\n\nIt read one byte too many." || author == "" {
+		t.Errorf("Commit = %q by %q", msg, author)
+	}
+	if _, _, err := m.Commit(ctx, strings.Repeat("0", 40)); err == nil {
+		t.Error("Commit of an unknown commit succeeded")
+	}
+}

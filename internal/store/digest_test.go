@@ -1,6 +1,10 @@
 package store
 
-import "testing"
+import (
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
 
 func TestRunDigestState(t *testing.T) {
 	t.Parallel()
@@ -25,5 +29,20 @@ func TestRunDigestState(t *testing.T) {
 	}
 	if got := (*RunDigest)(nil).State(RunPending); got != "pending" {
 		t.Errorf("nil digest: State = %q, want pending", got)
+	}
+}
+
+func TestTriggerSetCommit(t *testing.T) {
+	t.Parallel()
+	var tr Trigger
+	tr.SetCommit("  Fix the build\n\nLonger text\n", " Ada ")
+	if tr.Message != "Fix the build\n\nLonger text" || tr.AuthorName != "Ada" {
+		t.Errorf("SetCommit = %q by %q", tr.Message, tr.AuthorName)
+	}
+	long := strings.Repeat("é", MaxCommitMessage) // two bytes each
+	tr.SetCommit(long, "")
+	if len(tr.Message) > MaxCommitMessage || !utf8.ValidString(tr.Message) || len(tr.Message) < MaxCommitMessage-1 {
+		t.Errorf("a long message is kept as %d bytes (valid %v), want at most %d, cut on a character",
+			len(tr.Message), utf8.ValidString(tr.Message), MaxCommitMessage)
 	}
 }

@@ -2,7 +2,9 @@ package store
 
 import (
 	"encoding/json"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gantry-ci/gantry/internal/pipeline"
 	"github.com/google/uuid"
@@ -189,6 +191,20 @@ type Trigger struct {
 
 // MaxCommitMessage bounds the commit message a run keeps (Trigger.Message), in bytes.
 const MaxCommitMessage = 4 << 10
+
+// SetCommit records the commit's message and author, without surrounding blank space,
+// the message cut to MaxCommitMessage bytes on a character boundary.
+func (t *Trigger) SetCommit(message, author string) {
+	message = strings.TrimSpace(strings.ToValidUTF8(message, "\uFFFD"))
+	if len(message) > MaxCommitMessage {
+		cut := MaxCommitMessage
+		for cut > 0 && !utf8.RuneStart(message[cut]) {
+			cut--
+		}
+		message = message[:cut]
+	}
+	t.Message, t.AuthorName = message, strings.TrimSpace(author)
+}
 
 // MaxEventPayload bounds the webhook payload a run keeps (Trigger.Payload): a larger
 // one (a push of very many commits) is not kept, and github.event reads what Gantry
