@@ -1,4 +1,5 @@
-// A run: its DAG (coloured live from the WebSocket's run topic), its jobs, a timeline of
+// A run: why it failed (a box at the top: the job, the step, how it ended and its first
+// error lines, linked into the job's log), its DAG (coloured live from the WebSocket's run topic), its jobs, a timeline of
 // when each job ran, the annotations its jobs' steps raised (::error:: and kin), the
 // summaries they wrote ($GITHUB_STEP_SUMMARY), and cancel and retry.
 import { clear, fill, h } from "./dom.js";
@@ -44,9 +45,11 @@ export async function runPage(main, [id], ctx) {
   const timeline = h("ol", { class: "timeline", "aria-label": "Job timeline" });
   const annotationsBox = h("section", { class: "annotations", id: "annotations", "aria-labelledby": "annotations-h", hidden: true });
   const summariesBox = h("section", { class: "summaries", id: "summaries", "aria-labelledby": "summaries-h", hidden: true });
+  const failureBox = h("section", { class: "failure", id: "failure", "aria-labelledby": "failure-h", hidden: true });
 
   main.append(
     h("div", { class: "page-head" }, badge, liveState),
+    failureBox,
     meta,
     h("div", { class: "actions" }, cancelBtn, retryBtn), message,
     annotationsBox,
@@ -59,7 +62,30 @@ export async function runPage(main, [id], ctx) {
     h("section", { "aria-labelledby": "timeline-h" }, h("h2", { id: "timeline-h" }, "Timeline"), timeline),
     summariesBox);
 
-  let jobs = run.jobs, current = run, lastStatus = run.status, annotationsAt = "", summariesAt = "";
+  let jobs = run.jobs, current = run, lastStatus = run.status, annotationsAt = "", summariesAt = "", failureAt = "";
+
+  // Why the run failed: in the run's own answer, read again when the run ends (the live
+  // feed's runs do not carry it).
+  async function loadFailure(r) {
+    if (r.failure) {
+      failureAt = r.status;
+      renderFailure(failureBox, r.failure);
+      return;
+    }
+    if (r.status !== "failed" && r.status !== "cancelled") {
+      failureAt = "";
+      failureBox.hidden = true;
+      return;
+    }
+    if (failureAt === r.status) return;
+    failureAt = r.status;
+    try {
+      const full = await api("/api/v1/runs/" + encodeURIComponent(id), { signal: ctx.signal });
+      if (full.failure) renderFailure(failureBox, full.failure);
+    } catch (e) {
+      if (e.name !== "AbortError") failureAt = ""; // try again on the next notice
+    }
+  }
 
   // The annotations are read again whenever a job ends or starts again, not on every
   // notice.
@@ -116,6 +142,8 @@ export async function runPage(main, [id], ctx) {
         title: "Given by hand, not by a signed webhook, the repository or an admin: it satisfies no environment's branch rules, writes no branch cache and posts no commit status" },
         " (unverified)") : null) : null,
       t.sha ? item("Commit", h("span", { class: "mono" }, t.sha)) : null,
+      t.message ? item("Message", h("span", { title: t.message }, t.message.split("\n")[0]),
+        t.author_name ? h("span", { class: "muted" }, " \u2014 " + t.author_name) : null) : null,
       item("Event", t.event || ""),
       item("Created", when(r.created_at)),
       r.started_at ? item("Started", when(r.started_at)) : null,
@@ -128,6 +156,7 @@ export async function runPage(main, [id], ctx) {
     renderTimeline();
     loadAnnotations(r);
     loadSummaries(r);
+    loadFailure(r);
   }
 
   function renderJobs() {
@@ -186,6 +215,30 @@ export async function runPage(main, [id], ctx) {
   ctx.onCleanup(live.onState((st) => {
     liveState.textContent = st === "open" ? "\u25cf live" : st === "connecting" ? "connecting\u2026" : "reconnecting\u2026";
   }));
+}
+
+// renderFailure fills box with why the run failed: the reason, the job (linked to its log
+// at the error), the step, how it ended, and the first error lines, each linked to its
+// line in the job's log.
+function renderFailure(box, f) {
+  const log = f.job_id ? "/jobs/" + f.job_id : "";
+  const at = (seq) => (log && seq ? log + "#L" + seq : log);
+  const how = f.kind === "exit" && f.exit_code != null ? "exit code " + f.exit_code
+    : f.kind === "lost" ? "lost with its worker" : f.kind;
+  box.hidden = false;
+  fill(box,
+    h("h2", { id: "failure-h" }, f.kind === "cancelled" ? "Why it was cancelled" : "Why it failed"),
+    h("p", { class: "failure-reason" }, f.reason),
+    h("dl", { class: "meta" },
+      f.job ? item("Job", log ? h("a", { href: at(f.seq), class: "failure-job" }, f.job) : f.job) : null,
+      f.step ? item("Step", h("span", { class: "failure-step" }, f.step)) : null,
+      item("Reason", h("span", { class: "failure-kind" }, how)),
+      f.cancelled_by ? item("Cancelled by", f.cancelled_by) : null,
+      f.failed_jobs > 1 ? item("Failed jobs", String(f.failed_jobs)) : null),
+    f.lines && f.lines.length ? h("pre", { class: "failure-lines", "aria-label": "First error lines" },
+      f.lines.map((l) => [l.seq && log ? h("a", { href: at(l.seq) }, l.text) : l.text, "\n"])) : null,
+    log && f.seq ? h("p", {}, h("a", { href: at(f.seq), class: "failure-log" }, "Open the log at line " + f.seq)) : null,
+    f.others && f.others.length ? h("p", { class: "muted" }, "Also failed: " + f.others.join(", ")) : null);
 }
 
 // item is one term of a <dl>; a <div> may group a dt and its dd.
