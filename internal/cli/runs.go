@@ -39,6 +39,8 @@ type runDetails struct {
 	Jobs []jobView `json:"jobs"`
 	// Errors say why a run failed before it had jobs: its pipeline file is invalid.
 	Errors []serverDetail `json:"errors"`
+	// Failure says why the run failed; nil when it did not.
+	Failure *failureView `json:"failure"`
 }
 
 // jobView is a job of a run as the API shows it.
@@ -108,6 +110,9 @@ type runsListConfig struct {
 	Project string
 	Status  string
 	Ref     string
+	Branch  string
+	Event   string
+	Actor   string
 	Limit   int
 	Cursor  string
 }
@@ -133,6 +138,9 @@ func (a *app) runsCommand() *cobra.Command {
 	f.StringVar(&cfg.Project, "project", "", "only runs of this project")
 	f.StringVar(&cfg.Status, "status", "", "only runs in this status: pending, running, success, failed or cancelled")
 	f.StringVar(&cfg.Ref, "ref", "", "only runs whose trigger ref is exactly this (refs/heads/main)")
+	f.StringVar(&cfg.Branch, "branch", "", "only runs of this branch (main)")
+	f.StringVar(&cfg.Event, "event", "", "only runs of this event: push, pull_request, tag, schedule, dispatch, api...")
+	f.StringVar(&cfg.Actor, "actor", "", "only runs started by this user or forge account")
 	f.IntVar(&cfg.Limit, "limit", 20, "runs per page, 1 to 500")
 	f.StringVar(&cfg.Cursor, "cursor", "", "the page after this run id (printed at the end of a full page)")
 
@@ -173,7 +181,8 @@ func (a *app) runsList(ctx context.Context, cfg runsListConfig) error {
 		return err
 	}
 	q := url.Values{}
-	for k, v := range map[string]string{"project": cfg.Project, "status": cfg.Status, "ref": cfg.Ref, "cursor": cfg.Cursor} {
+	for k, v := range map[string]string{"project": cfg.Project, "status": cfg.Status, "ref": cfg.Ref, "cursor": cfg.Cursor,
+		"branch": cfg.Branch, "event": cfg.Event, "actor": cfg.Actor} {
 		if v != "" {
 			q.Set(k, v)
 		}
@@ -245,6 +254,9 @@ func (a *app) runsGet(ctx context.Context, cfg clientConfig, id string) error {
 		return err
 	}
 	printRunTree(a.stdout, run, a.outputWidth())
+	if len(run.Errors) == 0 { // the tree already lists an invalid file's errors
+		printFailure(a.stdout, run.Failure, a.outputWidth())
+	}
 	printAnnotations(a.stdout, as, a.outputWidth())
 	printSummaries(a.stdout, run, ss, a.outputWidth())
 	return nil

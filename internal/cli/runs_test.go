@@ -60,6 +60,11 @@ func TestRunCommands(t *testing.T) {
 		!strings.Contains(tree.stdout, "wave 2\n  └─ b  failed ") || !strings.Contains(tree.stdout, "exit 4\n") {
 		t.Errorf("runs get: exit %d\n%s%s", tree.code, tree.stdout, tree.stderr)
 	}
+	// Why it failed: the job, the step and the exit code, and where to read the log.
+	if !strings.Contains(tree.stdout, "why it failed\n  b: step ") || !strings.Contains(tree.stdout, "failed with exit code 4\n") ||
+		!strings.Contains(tree.stdout, "  log: gantry logs "+done.Jobs[1].ID+"\n") {
+		t.Errorf("runs get says not why the run failed:\n%s", tree.stdout)
+	}
 	js := runCLI(t, invocation{args: append([]string{"runs", "show", done.ID, "--json"}, srv...)})
 	var run runDetails
 	if err := json.Unmarshal([]byte(js.stdout), &run); err != nil || run.ID != done.ID || len(run.Jobs) != 2 || run.Jobs[1].Status != "failed" {
