@@ -106,7 +106,8 @@ func validAction(a string) bool {
 
 func (s *Server) listAudit(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	p := store.ListAuditParams{Project: q.Get("project"), Action: q.Get("action"), Actor: q.Get("actor"), Limit: defaultPageSize}
+	p := store.ListAuditParams{Project: q.Get("project"), Action: q.Get("action"), Actor: q.Get("actor"),
+		Target: q.Get("target"), Limit: defaultPageSize}
 	if msg := checkProjectName(p.Project); msg != "" {
 		writeRequestError(w, badRequest("project filter: %s", msg))
 		return
@@ -117,6 +118,10 @@ func (s *Server) listAudit(w http.ResponseWriter, r *http.Request) {
 	}
 	if len(p.Actor) > maxAuditFilter || strings.ContainsFunc(p.Actor, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
 		writeRequestError(w, badRequest("actor filter: want a token's name or id of at most %d bytes without control characters", maxAuditFilter))
+		return
+	}
+	if msg := checkFilter(p.Target); msg != "" {
+		writeRequestError(w, badRequest("target filter: %s", msg))
 		return
 	}
 	if v := q.Get("since"); v != "" {

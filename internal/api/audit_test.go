@@ -141,6 +141,8 @@ func TestAuditTokensAndProjects(t *testing.T) {
 		{"?actor=admin&action=token.revoked", []string{"token.revoked"}},
 		{"?actor=" + adminID + "&project=web&action=project.deleted", []string{"project.deleted"}},
 		{"?actor=someone", []string{}},
+		{"?target=web", []string{"project.deleted", "project.updated", "project.created"}},
+		{"?target=nothing", []string{}},
 		{"?since=" + url.QueryEscape(b.clock.Now().Format("2006-01-02T15:04:05Z07:00")), want},
 	} {
 		if page, _ := b.listAudit(t, tc.query, hdr); !slices.Equal(auditActions(page.Entries), tc.want) {
