@@ -103,6 +103,20 @@ func TestDashboardSaysWhyARunFailed(t *testing.T) {
 	b.do("follow the error line", chromedp.Click(chromedp.CSS(`#failure .failure-lines a`)))
 	b.waitJS("the job page", `location.pathname === "/jobs/`+jobs["unit"]+`" && location.hash === "#L`+line+`"`)
 	b.waitJS("the error line in the log", `!!document.querySelector("main") && document.querySelector("main").innerText.includes("--- FAIL: TestSum")`)
+
+	// A page opened while the run goes on shows the box when the run fails, live.
+	slowID, _ := c.createRun(t, "name: later\njobs:\n  slow:\n    steps:\n      - name: wait then fail\n        run: |\n          sleep 2\n          echo \"disk full\" >&2\n          exit 5\n",
+		store.Trigger{Event: "api"})
+	b.do("open the running run", chromedp.EmulateViewport(1280, 800), chromedp.Navigate(c.url+"/runs/"+slowID))
+	b.waitJS("the run page", `!!document.querySelector("#run-status [data-status]")`)
+	if b.eval(`document.querySelector("#run-status [data-status]").dataset.status`) == "failed" {
+		t.Fatal("the run had failed before its page opened: the test proves nothing")
+	}
+	if b.eval(`String(`+visible("#failure")+`)`) != "false" {
+		t.Error("a run that has not failed shows a failure box")
+	}
+	b.waitJS("the failure box, live", visible("#failure .failure-reason")+` && document.querySelector("#failure").innerText.includes("exit code 5") &&
+		document.querySelector("#failure").innerText.includes("disk full")`)
 }
 
 // TestDashboardRunsListTellsRunsApart: the runs list shows each run's true state, commit
