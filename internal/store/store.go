@@ -51,8 +51,8 @@ type Runs interface {
 	// CountRuns counts the runs ListRuns would list with p and no page bounds (Before and
 	// Limit are ignored).
 	CountRuns(ctx context.Context, p ListRunsParams) (int, error)
-	// DigestRuns gives the digest of each run named that exists, in two reads however many
-	// runs: what a list of runs shows of their jobs.
+	// DigestRuns gives the digest of each run named that exists, in three reads however
+	// many runs: what a list of runs shows of their jobs.
 	DigestRuns(ctx context.Context, runIDs []uuid.UUID) (map[uuid.UUID]*RunDigest, error)
 	GetJob(ctx context.Context, id uuid.UUID) (*Job, error)
 	// ListJobs lists a run's jobs in plan order (by wave, then definition order).

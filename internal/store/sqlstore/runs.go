@@ -606,24 +606,50 @@ func (e *Engine) DigestRuns(ctx context.Context, runIDs []uuid.UUID) (map[uuid.U
 		return nil, fmt.Errorf("digest runs: failed jobs: %w", err)
 	}
 	jrows.Close()
-	for _, j := range failed {
+	if len(failed) == 0 {
+		return out, nil
+	}
+	byJob := make(map[uuid.UUID]*store.Job, len(failed))
+	jobMarks := make([]string, len(failed))
+	jobArgs := make([]any, len(failed))
+	for i, j := range failed {
 		if d := out[j.RunID]; d != nil {
 			d.Failed = j
 		}
-		steps, err := e.ListSteps(ctx, j.ID)
-		if err != nil {
-			return nil, fmt.Errorf("digest runs: %w", err)
-		}
-		for _, st := range steps {
-			if st.Status == store.StepFailed || (st.Status == store.StepCancelled && j.Status == store.JobCancelled) {
-				if d := out[j.RunID]; d != nil {
-					d.FailedStep = st
-				}
-				break
-			}
-		}
+		byJob[j.ID] = j
+		jobMarks[i], jobArgs[i] = "?", j.ID
 	}
-	return out, nil
+	// Their failed and cancelled steps, in order: the first of each job is the one to blame.
+	srows, err := e.readRows(ctx, `SELECT job_id, idx, name, attempt, status, exit_code, failure_kind, started_at, finished_at, once_succeeded
+		FROM steps WHERE job_id IN (`+strings.Join(jobMarks, ", ")+`) AND status IN ('failed', 'cancelled') ORDER BY job_id, idx`, jobArgs...)
+	if err != nil {
+		return nil, fmt.Errorf("digest runs: failed steps: %w", err)
+	}
+	defer srows.Close()
+	for srows.Next() {
+		var (
+			s            store.Step
+			status, kind string
+			exit         sql.NullInt64
+			st, fin      int64
+		)
+		if err := srows.Scan(&s.JobID, &s.Index, &s.Name, &s.Attempt, &status, &exit, &kind, &st, &fin, &s.OnceSucceeded); err != nil {
+			return nil, fmt.Errorf("digest runs: failed steps: %w", err)
+		}
+		s.Status, s.FailureKind = store.StepStatus(status), store.FailureKind(kind)
+		if exit.Valid {
+			v := int(exit.Int64)
+			s.ExitCode = &v
+		}
+		s.StartedAt, s.FinishedAt = fromUS(st), fromUS(fin)
+		j := byJob[s.JobID]
+		d := out[j.RunID]
+		if d == nil || d.FailedStep != nil || (s.Status == store.StepCancelled && j.Status != store.JobCancelled) {
+			continue
+		}
+		d.FailedStep = &s
+	}
+	return out, srows.Err()
 }
 
 // GetJob implements store.Runs.
