@@ -98,7 +98,7 @@ export async function runsPage(main, _params, ctx) {
 // stateBadge is a run's state as a badge, its word made plain where it needs to be.
 function stateBadge(state) {
   const b = statusBadge(state);
-  if (STATE_WORDS[state]) b.lastChild.textContent = " " + STATE_WORDS[state];
+  if (STATE_WORDS[state]) b.lastChild.textContent = STATE_WORDS[state];
   return b;
 }
 
