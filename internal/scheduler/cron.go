@@ -98,6 +98,8 @@ type cachedFile struct {
 	def  []byte
 	plan *pipeline.Plan
 	err  error // why it has no plan; logged once
+	// message and author are the commit's (a project file's), for the runs list.
+	message, author string
 }
 
 // NewCron returns a Cron with cfg's zero fields set to their defaults.
@@ -213,6 +215,7 @@ func (c *Cron) passProject(ctx context.Context, p *store.Project, flows []*store
 	log := c.cfg.Logger.With("project", p.Name)
 	var sources []scheduleSource
 	var tip source.Ref
+	var tipFile *cachedFile             // the pipeline file at tip, with the commit's message
 	read := map[string]*pipeline.Plan{} // the pipeline file read this pass, nil when invalid
 	// A project with a repository runs its schedules at the default branch's tip.
 	hasRepo, repoOK := p.RepoURL != "" && p.DefaultBranch != "", false
@@ -223,7 +226,7 @@ func (c *Cron) passProject(ctx context.Context, p *store.Project, flows []*store
 			log.Warn("schedules: cannot read the default branch's pipeline file", "branch", p.DefaultBranch, "err", err)
 			fail(err)
 		default:
-			tip, repoOK = ref, true
+			tip, repoOK, tipFile = ref, true, f
 			src := scheduleSource{key: "file:" + pipelinePath(p), file: f}
 			read[src.key] = nil
 			if f != nil {
@@ -342,6 +345,9 @@ func (c *Cron) passProject(ctx context.Context, p *store.Project, flows []*store
 			if repoOK {
 				params.Trigger.Ref, params.Trigger.SHA, params.Trigger.CloneURL = tip.Name, tip.SHA, p.RepoURL
 				params.Trigger.Branch = strings.TrimPrefix(tip.Name, "refs/heads/")
+				if tipFile != nil {
+					params.Trigger.SetCommit(tipFile.message, tipFile.author)
+				}
 				if src.workflow == nil {
 					// The file was read at the branch's tip in the mirror. A registered
 					// workflow's steps are whoever registered it's, not the branch's.
@@ -470,6 +476,8 @@ func (c *Cron) projectFile(ctx context.Context, p *store.Project) (*cachedFile, 
 	at := tip.SHA + ":" + file
 	if f == nil || f.at != at {
 		f = &cachedFile{at: at}
+		// Only shown in the runs list: a commit that cannot be read leaves them empty.
+		f.message, f.author, _ = m.Commit(ctx, tip.SHA)
 		var opts pipeline.Options
 		def, err := m.ReadFile(ctx, tip.SHA, file)
 		switch {

@@ -124,6 +124,9 @@ func TestCronLoopFiresOncePerTick(t *testing.T) {
 		tr.Verified != store.RefFromRepository {
 		t.Errorf("scheduled run trigger = %+v; want event schedule at %s on main, verified by the repository", tr, sha)
 	}
+	if tr := run.Trigger; tr.Message != "change" || tr.AuthorName == "" {
+		t.Errorf("scheduled run's commit = %q by %q, want the tip's message and author", tr.Message, tr.AuthorName)
+	}
 	advance(15*time.Second, "12:05:30, the same tick again", 0, 0)
 	advance(time.Minute, "12:06:30", 0, 0)
 	// 13:00 is a tick of every schedule; */5 drops the ones it saw no pass for. The
