@@ -356,6 +356,7 @@ CREATE INDEX step_summaries_by_created ON step_summaries (created_at);
 CREATE INDEX runs_by_branch ON runs (branch, id);
 CREATE INDEX runs_by_event ON runs (event, id);
 CREATE INDEX runs_by_actor ON runs (actor, id);
+CREATE INDEX audit_target ON audit (target, id);
 INSERT INTO schema_migrations (version, name, applied_at) VALUES (1, '0001_init.sql', 0);
 INSERT INTO schema_migrations (version, name, applied_at) VALUES (2, '0002_tokens.sql', 0);
 INSERT INTO schema_migrations (version, name, applied_at) VALUES (3, '0003_group_cancels.sql', 0);

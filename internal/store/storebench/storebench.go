@@ -15,6 +15,7 @@ import (
 
 	"github.com/gantry-ci/gantry/internal/pipeline"
 	"github.com/gantry-ci/gantry/internal/store"
+	"github.com/google/uuid"
 )
 
 // Open returns a fresh, empty store for one benchmark.
@@ -35,6 +36,83 @@ func Run(b *testing.B, open Open) {
 	b.Run("CycleRunsOf20", func(b *testing.B) { benchCycle(b, open, 8, 20, false) })
 	b.Run("CycleWithinCapacity", func(b *testing.B) { benchCycle(b, open, 8, 1, true) })
 	b.Run("ClaimDeepQueue", func(b *testing.B) { benchClaimDeep(b, open) })
+	b.Run("RunsPage", func(b *testing.B) { benchRunsPage(b, open, store.ListRunsParams{}) })
+	b.Run("RunsPageFiltered", func(b *testing.B) {
+		benchRunsPage(b, open, store.ListRunsParams{Branch: "dev", Event: "push", Status: store.RunFailed})
+	})
+}
+
+// benchRunsPage measures what the dashboard's runs list reads every 2 s: a page of 25
+// runs of every project, the total its filters match, and the page's digests (states and
+// failures), with 10,000 runs stored, a quarter of them failed in a named step.
+func benchRunsPage(b *testing.B, open Open, filter store.ListRunsParams) {
+	s := open(b)
+	ctx := context.Background()
+	p := plan(b, "jobs: {a: {steps: [{name: test, run: 'false'}]}}")
+	const runs, submitters = 10_000, 8
+	var wg sync.WaitGroup
+	for w := range submitters {
+		wg.Go(func() {
+			for i := w; i < runs; i += submitters {
+				tr := store.Trigger{Branch: []string{"main", "dev"}[i%2], Event: []string{"push", "pull_request"}[i/2%2],
+					Actor: fmt.Sprintf("user%d", i%7)}
+				if _, _, _, err := s.CreateRun(ctx, store.CreateRunParams{Project: "web", Trigger: tr, Plan: p}); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	exit := 1
+	for failed := 0; failed < runs/4; {
+		cs, err := s.Claim(ctx, store.ClaimParams{WorkerID: "w", Max: 100, LeaseTTL: time.Minute})
+		if err != nil || len(cs) == 0 {
+			b.Fatalf("claim: %v (%d jobs)", err, len(cs))
+		}
+		for _, c := range cs {
+			ref := store.LeaseRef{JobID: c.Job.ID, Token: c.Lease.Token}
+			if err := s.UpdateStep(ctx, store.UpdateStepParams{LeaseRef: ref,
+				StepUpdate: store.StepUpdate{Index: 0, Status: store.StepFailed, ExitCode: &exit}}); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := s.CompleteJob(ctx, store.CompleteParams{LeaseRef: ref, Status: store.JobFailed,
+				FailureKind: store.FailureExit, ExitCode: &exit}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		failed += len(cs)
+	}
+	filter.Limit = 25
+	var lat, list, count, digest []time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		start := time.Now()
+		page, err := s.ListRuns(ctx, filter)
+		if err != nil || len(page) == 0 {
+			b.Fatalf("list runs: %v (%d runs)", err, len(page))
+		}
+		listed := time.Now()
+		if _, err := s.CountRuns(ctx, filter); err != nil {
+			b.Fatal(err)
+		}
+		counted := time.Now()
+		ids := make([]uuid.UUID, len(page))
+		for k, r := range page {
+			ids[k] = r.ID
+		}
+		if _, err := s.DigestRuns(ctx, ids); err != nil {
+			b.Fatal(err)
+		}
+		end := time.Now()
+		lat, list = append(lat, end.Sub(start)), append(list, listed.Sub(start))
+		count, digest = append(count, counted.Sub(listed)), append(digest, end.Sub(counted))
+	}
+	b.StopTimer()
+	ReportPercentiles(b, lat, "page")
+	ReportPercentiles(b, list, "list")
+	ReportPercentiles(b, count, "count")
+	ReportPercentiles(b, digest, "digest")
 }
 
 // benchCreate measures intake: single-job runs created by 8 goroutines.

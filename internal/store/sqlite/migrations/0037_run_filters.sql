@@ -11,3 +11,6 @@ UPDATE runs SET
 CREATE INDEX runs_by_branch ON runs (branch, id);
 CREATE INDEX runs_by_event ON runs (event, id);
 CREATE INDEX runs_by_actor ON runs (actor, id);
+-- Who cancelled a run is the audit entry whose target is the run's id: found by target,
+-- not by walking every entry of the project (a claim of a job with secrets adds one).
+CREATE INDEX audit_target ON audit (target, id);
