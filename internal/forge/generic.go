@@ -20,6 +20,8 @@ import (
 //	  "before": "<hex>",                // optional
 //	  "repository": {"full_name": "team/app", "clone_url": "https://...", "ssh_url": "", "html_url": "", "default_branch": "main"},
 //	  "actor": "alice",
+//	  "message": "Fix the parser",      // optional: the commit's message and author's name
+//	  "author_name": "Alice",
 //	  "changed_paths": ["a/b.go"],      // optional; absent means unknown, so callers diff
 //	  "pull_request": {"number": 7, "action": "opened", "title": "",
 //	                   "head": {"ref": "feature", "sha": "<hex>", "repository": {...}},
@@ -70,6 +72,8 @@ type genPayload struct {
 	Before       string    `json:"before"`
 	Repository   *genRepo  `json:"repository"`
 	Actor        string    `json:"actor"`
+	Message      string    `json:"message"`
+	AuthorName   string    `json:"author_name"`
 	ChangedPaths *[]string `json:"changed_paths"`
 	PullRequest  *struct {
 		Number int     `json:"number"`
@@ -92,7 +96,7 @@ func (g *Generic) Parse(r *http.Request, body []byte) (*Event, error) {
 		name = string(KindPush)
 	}
 	bad := func(err error) (*Event, error) { return nil, &PayloadError{g.Name(), name, err} }
-	ev := &Event{Provider: g.Name(), DeliveryID: g.DeliveryID(r), Actor: p.Actor}
+	ev := &Event{Provider: g.Name(), DeliveryID: g.DeliveryID(r), Actor: p.Actor, Message: p.Message, AuthorName: p.AuthorName}
 	switch Kind(name) {
 	case KindPing:
 		ev.Kind = KindPing

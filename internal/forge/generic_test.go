@@ -37,6 +37,7 @@ func TestGeneric(t *testing.T) {
 			{Name: forgetest.EventPush, Body: readTestdata(t, "generic/push.json"), Want: forge.Event{
 				Kind: forge.KindPush, Repository: repo, Ref: "refs/heads/main", SHA: shaAfter, Before: shaBefore,
 				Branch: "main", Actor: "lin", ChangedPaths: []string{"cmd/health/main.go", "go.mod"},
+				Message: "Add a health check", AuthorName: "Lin",
 			}},
 			{Name: forgetest.EventTag, Body: readTestdata(t, "generic/tag.json"), Want: forge.Event{
 				Kind: forge.KindTag, Repository: repo, Ref: "refs/tags/v1.4.0", SHA: shaTag, Tag: "v1.4.0",
