@@ -21,7 +21,8 @@ func (f failureSource) LogTail(ctx context.Context, jobID uuid.UUID, attempt, n 
 }
 
 // explainFailure says why run failed, reading all its jobs when jobs is nil; nil when it
-// has not failed (or when reading fails, which is logged: the run is still shown).
+// has not failed. A read that fails is logged, and the run is shown with what could be
+// read of its failure (without its error lines when only the log could not be read).
 func (s *Server) explainFailure(ctx context.Context, run *store.Run, jobs []*store.Job) *failure.Failure {
 	if run.Status != store.RunFailed && run.Status != store.RunCancelled {
 		return nil
@@ -36,7 +37,6 @@ func (s *Server) explainFailure(ctx context.Context, run *store.Run, jobs []*sto
 	f, err := failure.Explain(ctx, failureSource{Store: s.store, logs: s.logs}, run, jobs)
 	if err != nil {
 		s.log.ErrorContext(ctx, "explain the failure of a run", "run", run.ID, "err", err)
-		return nil
 	}
 	return f
 }

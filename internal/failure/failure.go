@@ -214,7 +214,8 @@ func summary(j *store.Job, st *store.Step, who string) Summary {
 
 // Explain says why run failed, reading jobs (all the run's jobs, in plan order) and what
 // src has of the job to blame; nil when the run did not fail, was not cancelled and has
-// no failed job yet.
+// no failed job yet. When only its error lines could not be read, it returns the failure
+// without them and the error.
 func Explain(ctx context.Context, src Source, run *store.Run, jobs []*store.Job) (*Failure, error) {
 	if len(run.Errors) > 0 {
 		f := &Failure{Summary: *pipelineSummary(run), StepIndex: -1, Source: FromPipeline}
@@ -271,7 +272,8 @@ func Explain(ctx context.Context, src Source, run *store.Run, jobs []*store.Job)
 		return f, nil // it never ran: no log, no annotations
 	}
 	if err := errorLines(ctx, src, f, j, st); err != nil {
-		return nil, fmt.Errorf("explain the failure of run %s: %w", run.ID, err)
+		f.Lines, f.Source, f.Seq = nil, "", 0
+		return f, fmt.Errorf("error lines of the failure of run %s: %w", run.ID, err)
 	}
 	return f, nil
 }

@@ -2,6 +2,7 @@ package failure
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -18,6 +19,7 @@ type fakeSource struct {
 	annotations map[uuid.UUID][]*store.Annotation
 	audit       []*store.AuditEntry
 	log         map[uuid.UUID][]logs.Line
+	logErr      error
 	tailAsked   int
 }
 
@@ -40,6 +42,9 @@ func (f *fakeSource) ListAudit(_ context.Context, p store.ListAuditParams) ([]*s
 
 func (f *fakeSource) LogTail(_ context.Context, id uuid.UUID, _, n int) ([]logs.Line, error) {
 	f.tailAsked = n
+	if f.logErr != nil {
+		return nil, f.logErr
+	}
 	l := f.log[id]
 	return l[max(len(l)-n, 0):], nil
 }
@@ -263,6 +268,22 @@ func TestExplain(t *testing.T) {
 				t.Errorf("read %d lines of the log, want at most %d", tc.src.tailAsked, tailLines)
 			}
 		})
+	}
+}
+
+// TestExplainWithoutItsLog: a log that cannot be read leaves the failure without its
+// lines, and says why; the job, step and exit code are still told.
+func TestExplainWithoutItsLog(t *testing.T) {
+	t.Parallel()
+	j := &store.Job{ID: uuid.New(), Key: "unit", Status: store.JobFailed, Attempt: 1, ExitCode: intp(1)}
+	src := &fakeSource{logErr: errors.New("blob store down"),
+		steps: map[uuid.UUID][]*store.Step{j.ID: {{Index: 0, Name: "test", Status: store.StepFailed, ExitCode: intp(1)}}}}
+	f, err := Explain(context.Background(), src, &store.Run{ID: uuid.New(), Status: store.RunFailed}, []*store.Job{j})
+	if err == nil || f == nil {
+		t.Fatalf("Explain = %+v, %v; want the failure and the log's error", f, err)
+	}
+	if f.Reason != "unit: step test failed with exit code 1" || f.Lines != nil || f.Seq != 0 {
+		t.Errorf("failure = %+v", f)
 	}
 }
 
