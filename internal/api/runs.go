@@ -129,6 +129,10 @@ func parseSubmission(contentType string, body []byte) ([]byte, store.CreateRunPa
 	return []byte(env.Pipeline), p, nil
 }
 
+// MaxRunsTotal bounds the total a list of runs tells: counting stops there, so that a list
+// of a large store costs a bounded read on every refresh.
+const MaxRunsTotal = 10_000
+
 // maxFilter bounds a runs list filter: a name, not a document.
 const maxFilter = 500
 
@@ -377,7 +381,8 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
 		s.storeError(w, r, "list runs", err)
 		return
 	}
-	total, err := s.store.CountRuns(r.Context(), p)
+	// One more than is told, to know whether there are more.
+	total, err := s.store.CountRuns(r.Context(), p, MaxRunsTotal+1)
 	if err != nil {
 		s.storeError(w, r, "count runs", err)
 		return
@@ -393,10 +398,12 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
 	}
 	out := struct {
 		Runs []runJSON `json:"runs"`
-		// Total counts the runs the filters match, on every page.
-		Total      int    `json:"total"`
-		NextCursor string `json:"next_cursor"`
-	}{Runs: make([]runJSON, len(runs)), Total: total}
+		// Total counts the runs the filters match, on every page, up to MaxRunsTotal;
+		// TotalCapped says there are more.
+		Total       int    `json:"total"`
+		TotalCapped bool   `json:"total_capped,omitempty"`
+		NextCursor  string `json:"next_cursor"`
+	}{Runs: make([]runJSON, len(runs)), Total: min(total, MaxRunsTotal), TotalCapped: total > MaxRunsTotal}
 	for i, run := range runs {
 		out.Runs[i] = newRunJSON(run, nil)
 		d := digests[run.ID]

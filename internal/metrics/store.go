@@ -228,9 +228,9 @@ func (s *instrumented) ListRuns(ctx context.Context, p store.ListRunsParams) ([]
 	return r, err
 }
 
-func (s *instrumented) CountRuns(ctx context.Context, p store.ListRunsParams) (int, error) {
+func (s *instrumented) CountRuns(ctx context.Context, p store.ListRunsParams, upTo int) (int, error) {
 	t := time.Now()
-	n, err := s.Store.CountRuns(ctx, p)
+	n, err := s.Store.CountRuns(ctx, p, upTo)
 	s.done(opCountRuns, t, err)
 	return n, err
 }

@@ -49,8 +49,9 @@ type Runs interface {
 	// ListRuns lists runs newest first.
 	ListRuns(ctx context.Context, p ListRunsParams) ([]*Run, error)
 	// CountRuns counts the runs ListRuns would list with p and no page bounds (Before and
-	// Limit are ignored).
-	CountRuns(ctx context.Context, p ListRunsParams) (int, error)
+	// Limit are ignored), up to upTo: a count that reaches it stops there, so that counting
+	// costs at most upTo index entries however many runs match. No bound when upTo <= 0.
+	CountRuns(ctx context.Context, p ListRunsParams, upTo int) (int, error)
 	// DigestRuns gives the digest of each run named that exists, in three reads however
 	// many runs: what a list of runs shows of their jobs.
 	DigestRuns(ctx context.Context, runIDs []uuid.UUID) (map[uuid.UUID]*RunDigest, error)

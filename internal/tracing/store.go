@@ -73,9 +73,9 @@ func (s *traced) ListRuns(ctx context.Context, p store.ListRunsParams) ([]*store
 	return r, err
 }
 
-func (s *traced) CountRuns(ctx context.Context, p store.ListRunsParams) (int, error) {
+func (s *traced) CountRuns(ctx context.Context, p store.ListRunsParams, upTo int) (int, error) {
 	ctx, span := s.start(ctx, "CountRuns")
-	n, err := s.Store.CountRuns(ctx, p)
+	n, err := s.Store.CountRuns(ctx, p, upTo)
 	end(span, err)
 	return n, err
 }

@@ -537,13 +537,18 @@ func (e *Engine) ListRuns(ctx context.Context, p store.ListRunsParams) ([]*store
 }
 
 // CountRuns implements store.Runs.
-func (e *Engine) CountRuns(ctx context.Context, p store.ListRunsParams) (int, error) {
+func (e *Engine) CountRuns(ctx context.Context, p store.ListRunsParams, upTo int) (int, error) {
 	where, args, none := runFilter(p)
 	if none {
 		return 0, nil
 	}
+	q := `SELECT COUNT(*)` + runFrom + where
+	if upTo > 0 {
+		q = `SELECT COUNT(*) FROM (SELECT 1` + runFrom + where + ` LIMIT ?) counted`
+		args = append(args, upTo)
+	}
 	var n int
-	if err := e.readRow(ctx, `SELECT COUNT(*)`+runFrom+where, args...).Scan(&n); err != nil {
+	if err := e.readRow(ctx, q, args...).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count runs: %w", err)
 	}
 	return n, nil

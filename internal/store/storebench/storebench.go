@@ -93,7 +93,7 @@ func benchRunsPage(b *testing.B, open Open, filter store.ListRunsParams) {
 			b.Fatalf("list runs: %v (%d runs)", err, len(page))
 		}
 		listed := time.Now()
-		if _, err := s.CountRuns(ctx, filter); err != nil {
+		if _, err := s.CountRuns(ctx, filter, 0); err != nil {
 			b.Fatal(err)
 		}
 		counted := time.Now()

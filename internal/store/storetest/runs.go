@@ -597,12 +597,17 @@ func testListRunsBranchEventActor(t *testing.T, h Harness) {
 		}
 		// The count ignores the page: a limit of 1 and a cursor change nothing.
 		tc.p.Limit, tc.p.Before = 1, runs[3].ID
-		n, err := b.s.CountRuns(b.ctx, tc.p)
+		n, err := b.s.CountRuns(b.ctx, tc.p, 0)
 		if err != nil || n != len(tc.want) {
 			t.Errorf("%s: CountRuns = %d, %v; want %d", tc.name, n, err, len(tc.want))
 		}
+		// A bound stops the count there, and does not change a count below it.
+		n, err = b.s.CountRuns(b.ctx, tc.p, 2)
+		if want := min(len(tc.want), 2); err != nil || n != want {
+			t.Errorf("%s: CountRuns up to 2 = %d, %v; want %d", tc.name, n, err, want)
+		}
 	}
-	if n, err := b.s.CountRuns(b.ctx, store.ListRunsParams{ProjectIDs: []uuid.UUID{}}); err != nil || n != 0 {
+	if n, err := b.s.CountRuns(b.ctx, store.ListRunsParams{ProjectIDs: []uuid.UUID{}}, 0); err != nil || n != 0 {
 		t.Errorf("CountRuns of no visible project = %d, %v; want 0", n, err)
 	}
 }

@@ -76,7 +76,8 @@ export async function runsPage(main, _params, ctx) {
     const page = await api("/api/v1/runs" + q, { signal: ctx.signal });
     renderRows(tbody, page.runs);
     if (typeof page.total === "number") {
-      total.textContent = (page.total === 1 ? "1 run" : page.total + " runs") + (FILTERS.some((k) => filter[k]) ? " match" : "");
+      const n = page.total.toLocaleString("en-US") + (page.total_capped ? "+" : "");
+      total.textContent = (n === "1" ? "1 run" : n + " runs") + (FILTERS.some((k) => filter[k]) ? " match" : "");
     }
     status.textContent = page.runs.length === 0 ? (cursor ? "No older runs." : "No runs match.") : "";
     clear(pager);
