@@ -2,6 +2,7 @@ package logs_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -303,5 +304,37 @@ func TestServiceReplicasAlternate(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestTail: the tail of a log is its last n lines in order, all of it when shorter, and
+// nothing for a log never written.
+func TestTail(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	svc := logs.NewService(logs.Config{Storage: openFiles(t, t.TempDir())})
+	defer svc.Close()
+	k := logs.Key{Job: uuid.New(), Attempt: 1}
+	var texts []string
+	for i := range 30 {
+		texts = append(texts, fmt.Sprintf("line %d", i+1))
+	}
+	if _, _, err := svc.Append(ctx, k, textLines(1, texts...)); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		n           int
+		first, last int64
+	}{{5, 26, 30}, {30, 1, 30}, {100, 1, 30}} {
+		got, err := svc.Tail(ctx, k, tc.n)
+		if err != nil {
+			t.Fatalf("Tail(%d): %v", tc.n, err)
+		}
+		if len(got) == 0 || got[0].Seq != tc.first || got[len(got)-1].Seq != tc.last || int64(len(got)) != tc.last-tc.first+1 {
+			t.Errorf("Tail(%d) = %d lines from %v; want lines %d to %d", tc.n, len(got), got, tc.first, tc.last)
+		}
+	}
+	if got, err := svc.Tail(ctx, logs.Key{Job: uuid.New(), Attempt: 1}, 10); err != nil || len(got) != 0 {
+		t.Errorf("Tail of a log never written = %v, %v; want nothing", got, err)
 	}
 }
