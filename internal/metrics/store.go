@@ -130,6 +130,9 @@ const (
 	opDeleteSummariesBefore
 	opCountRuns
 	opDigestRuns
+	opRerun
+	opListJobAttempts
+	opListWaitingApproval
 	numOps
 )
 
@@ -157,6 +160,7 @@ var opNames = [numOps]string{
 	"PutVariable", "GetVariable", "ListVariables", "DeleteVariable",
 	"PutSummary", "ListSummaries", "DeleteSummariesBefore",
 	"CountRuns", "DigestRuns",
+	"Rerun", "ListJobAttempts", "ListWaitingApproval",
 }
 
 // instrumented is a store.Store that times every call of the store it wraps. The
@@ -296,6 +300,27 @@ func (s *instrumented) RetryJob(ctx context.Context, id uuid.UUID) error {
 	err := s.Store.RetryJob(ctx, id)
 	s.done(opRetryJob, t, err)
 	return err
+}
+
+func (s *instrumented) Rerun(ctx context.Context, p store.RerunParams) ([]uuid.UUID, error) {
+	t := time.Now()
+	r0, err := s.Store.Rerun(ctx, p)
+	s.done(opRerun, t, err)
+	return r0, err
+}
+
+func (s *instrumented) ListJobAttempts(ctx context.Context, jobID uuid.UUID) ([]*store.JobAttempt, error) {
+	t := time.Now()
+	r0, err := s.Store.ListJobAttempts(ctx, jobID)
+	s.done(opListJobAttempts, t, err)
+	return r0, err
+}
+
+func (s *instrumented) ListWaitingApproval(ctx context.Context, p store.ListWaitingApprovalParams) ([]*store.Job, error) {
+	t := time.Now()
+	r0, err := s.Store.ListWaitingApproval(ctx, p)
+	s.done(opListWaitingApproval, t, err)
+	return r0, err
 }
 
 func (s *instrumented) Claim(ctx context.Context, p store.ClaimParams) ([]*store.Claim, error) {

@@ -33,6 +33,8 @@ type Store interface {
 	Members
 	Annotations
 	Summaries
+	Reruns
+	ApprovalInbox
 	// CancelRequested lists the jobs a worker holds that were asked to cancel.
 	CancelRequested(ctx context.Context, workerID string) ([]uuid.UUID, error)
 	// Close releases the store's connections; in-flight writes are finished first.

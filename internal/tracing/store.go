@@ -143,6 +143,27 @@ func (s *traced) RetryJob(ctx context.Context, id uuid.UUID) error {
 	return err
 }
 
+func (s *traced) Rerun(ctx context.Context, p store.RerunParams) ([]uuid.UUID, error) {
+	ctx, span := s.start(ctx, "Rerun")
+	r0, err := s.Store.Rerun(ctx, p)
+	end(span, err)
+	return r0, err
+}
+
+func (s *traced) ListJobAttempts(ctx context.Context, jobID uuid.UUID) ([]*store.JobAttempt, error) {
+	ctx, span := s.start(ctx, "ListJobAttempts")
+	r0, err := s.Store.ListJobAttempts(ctx, jobID)
+	end(span, err)
+	return r0, err
+}
+
+func (s *traced) ListWaitingApproval(ctx context.Context, p store.ListWaitingApprovalParams) ([]*store.Job, error) {
+	ctx, span := s.start(ctx, "ListWaitingApproval")
+	r0, err := s.Store.ListWaitingApproval(ctx, p)
+	end(span, err)
+	return r0, err
+}
+
 func (s *traced) Claim(ctx context.Context, p store.ClaimParams) ([]*store.Claim, error) {
 	ctx, span := s.start(ctx, "Claim")
 	c, err := s.Store.Claim(ctx, p)

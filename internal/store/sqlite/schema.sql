@@ -353,6 +353,22 @@ CREATE TABLE step_summaries (
 );
 CREATE INDEX step_summaries_by_run ON step_summaries (run_id);
 CREATE INDEX step_summaries_by_created ON step_summaries (created_at);
+CREATE TABLE job_attempts (
+    job_id       TEXT NOT NULL,
+    attempt      INTEGER NOT NULL,
+    status       TEXT NOT NULL DEFAULT '',
+    failure_kind TEXT NOT NULL DEFAULT '',
+    exit_code    INTEGER,
+    reason       TEXT NOT NULL DEFAULT '',
+    worker_id    TEXT NOT NULL DEFAULT '',
+    cause        TEXT NOT NULL DEFAULT '',
+    started_by   TEXT NOT NULL DEFAULT '',
+    queued_at    BIGINT NOT NULL DEFAULT 0,
+    started_at   BIGINT NOT NULL DEFAULT 0,
+    finished_at  BIGINT NOT NULL DEFAULT 0,
+    steps        TEXT NOT NULL DEFAULT '[]',
+    PRIMARY KEY (job_id, attempt)
+);
 CREATE INDEX runs_by_branch ON runs (branch, id);
 CREATE INDEX runs_by_event ON runs (event, id);
 CREATE INDEX runs_by_actor ON runs (actor, id);
@@ -389,4 +405,5 @@ INSERT INTO schema_migrations (version, name, applied_at) VALUES (31, '0031_anno
 INSERT INTO schema_migrations (version, name, applied_at) VALUES (32, '0032_artifact_sets.sql', 0);
 INSERT INTO schema_migrations (version, name, applied_at) VALUES (33, '0033_variables.sql', 0);
 INSERT INTO schema_migrations (version, name, applied_at) VALUES (34, '0034_step_summaries.sql', 0);
+INSERT INTO schema_migrations (version, name, applied_at) VALUES (36, '0036_job_attempts.sql', 0);
 INSERT INTO schema_migrations (version, name, applied_at) VALUES (37, '0037_run_filters.sql', 0);

@@ -74,6 +74,9 @@ func (t *tx) requeueLost(j *jobState, now time.Time) (bool, error) {
 	default:
 		return false, nil
 	}
+	if err := t.keepAttempt(j.id, keptAttempt{status: store.JobFailed, kind: store.FailureLost, finished: us(now)}, store.CauseRetry, ""); err != nil {
+		return false, err
+	}
 	if _, err := t.enqueue(again, us(now)); err != nil {
 		return false, err
 	}

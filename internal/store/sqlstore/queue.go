@@ -923,6 +923,9 @@ func (t *tx) retryLater(j *jobState, kind store.FailureKind, exit any, now time.
 	}
 	ceiling := j.retry.Delay(userAttempts + 1)
 	wait := time.Duration(t.e.rand() * float64(ceiling))
+	if err := t.keepAttempt(j.id, keptAttempt{status: store.JobFailed, kind: kind, exit: exit, finished: us(now)}, store.CauseRetry, ""); err != nil {
+		return nil, err
+	}
 	job, err := scanJobRow(t.row(`UPDATE jobs SET status = 'retrying', retry_after = ?, failure_kind = ?, exit_code = ?,
 		lease_token = '', worker_id = '', lease_expires_at = 0, deadline = 0
 		WHERE id = ? RETURNING `+jobCols, us(now.Add(wait)), string(kind), exit, j.id), nil)

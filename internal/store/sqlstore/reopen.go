@@ -26,7 +26,7 @@ func (e *Engine) RetryRun(ctx context.Context, id uuid.UUID) error {
 		if len(ids) == 0 {
 			return fmt.Errorf("run %s has no failed, cancelled or skipped job: %w", id, store.ErrConflict)
 		}
-		return t.reopen(id, ids)
+		return t.reopen(id, ids, "")
 	})
 	if err != nil {
 		return fmt.Errorf("retry run %s: %w", id, err)
@@ -50,24 +50,11 @@ func (e *Engine) RetryJob(ctx context.Context, id uuid.UUID) error {
 			return err
 		}
 		// The job and every unsuccessful job downstream of it.
-		ids := []uuid.UUID{id}
-		seen := map[uuid.UUID]bool{id: true}
-		for frontier := ids; len(frontier) > 0; {
-			next, err := t.ids(`SELECT jn.job_id FROM job_needs jn JOIN jobs d ON d.id = jn.job_id
-				WHERE jn.need_id IN (`+inList(len(frontier))+`) AND d.status IN ('failed', 'cancelled', 'skipped')`, uuidArgs(frontier)...)
-			if err != nil {
-				return err
-			}
-			frontier = nil
-			for _, d := range next {
-				if !seen[d] {
-					seen[d] = true
-					ids = append(ids, d)
-					frontier = append(frontier, d)
-				}
-			}
+		ids, err := t.downstream([]uuid.UUID{id}, `d.status IN ('failed', 'cancelled', 'skipped')`)
+		if err != nil {
+			return err
 		}
-		return t.reopen(j.runID, ids)
+		return t.reopen(j.runID, ids, "")
 	})
 	if err != nil {
 		return fmt.Errorf("retry job %s: %w", id, err)
@@ -75,15 +62,126 @@ func (e *Engine) RetryJob(ctx context.Context, id uuid.UUID) error {
 	return nil
 }
 
-// reopen puts finished jobs of a run back to pending, recounts what each still needs,
-// queues those that need nothing more, and recounts the run.
-func (t *tx) reopen(runID uuid.UUID, ids []uuid.UUID) error {
+// Rerun implements store.Reruns.
+func (e *Engine) Rerun(ctx context.Context, p store.RerunParams) ([]uuid.UUID, error) {
+	var out []uuid.UUID
+	err := e.write(ctx, func(t *tx) error {
+		out = nil
+		var runID uuid.UUID
+		var roots []uuid.UUID
+		switch {
+		case p.JobID != uuid.Nil:
+			j, err := t.lockJob(p.JobID)
+			if err != nil {
+				return err
+			}
+			if !j.status.Terminal() {
+				return fmt.Errorf("job %s is %s; a job is re-run once it has finished: %w", p.JobID, j.status, store.ErrConflict)
+			}
+			if _, err := t.lockRun(j.runID); err != nil {
+				return err
+			}
+			runID, roots = j.runID, []uuid.UUID{p.JobID}
+		case p.RunID != uuid.Nil:
+			status, err := t.lockRun(p.RunID)
+			if err != nil {
+				return err
+			}
+			if !status.Terminal() {
+				return fmt.Errorf("run %s is still %s; a run is re-run once it has finished: %w", p.RunID, status, store.ErrConflict)
+			}
+			var which string
+			switch p.Jobs {
+			case store.RerunFailed:
+				which = ` AND status IN ('failed', 'cancelled', 'skipped')`
+			case store.RerunAll:
+			default:
+				return fmt.Errorf("re-run %q jobs: want %q or %q: %w", p.Jobs, store.RerunFailed, store.RerunAll, store.ErrInvalid)
+			}
+			if roots, err = t.ids(`SELECT id FROM jobs WHERE run_id = ?`+which+` ORDER BY seq`, p.RunID); err != nil {
+				return err
+			}
+			if len(roots) == 0 {
+				return fmt.Errorf("run %s has no failed, cancelled or skipped job: %w", p.RunID, store.ErrConflict)
+			}
+			runID = p.RunID
+		default:
+			return fmt.Errorf("re-run: name a run or a job: %w", store.ErrInvalid)
+		}
+		// What is downstream reruns with what it needs, as it would have run after it.
+		ids, err := t.downstream(roots, "")
+		if err != nil {
+			return err
+		}
+		if err := t.reopen(runID, ids, p.By); err != nil {
+			return err
+		}
+		out = ids
+		return nil
+	})
+	if err != nil {
+		if p.JobID != uuid.Nil {
+			return nil, fmt.Errorf("re-run job %s: %w", p.JobID, err)
+		}
+		return nil, fmt.Errorf("re-run run %s: %w", p.RunID, err)
+	}
+	return out, nil
+}
+
+// downstream returns roots and every job downstream of them that matches cond (a
+// condition on d, the dependent job; "" for all), roots first.
+func (t *tx) downstream(roots []uuid.UUID, cond string) ([]uuid.UUID, error) {
+	if cond != "" {
+		cond = " AND " + cond
+	}
+	ids := append([]uuid.UUID(nil), roots...)
+	seen := map[uuid.UUID]bool{}
+	for _, id := range roots {
+		seen[id] = true
+	}
+	for frontier := ids; len(frontier) > 0; {
+		next, err := t.ids(`SELECT jn.job_id FROM job_needs jn JOIN jobs d ON d.id = jn.job_id
+			WHERE jn.need_id IN (`+inList(len(frontier))+`)`+cond, uuidArgs(frontier)...)
+		if err != nil {
+			return nil, err
+		}
+		frontier = nil
+		for _, d := range next {
+			if !seen[d] {
+				seen[d] = true
+				ids = append(ids, d)
+				frontier = append(frontier, d)
+			}
+		}
+	}
+	return ids, nil
+}
+
+// reopen puts finished (or still pending) jobs of a run back to pending, keeping the
+// attempt each ended and naming by (a user, "" for none) as the next one's starter,
+// recounts what each still needs, queues those that need nothing more, and recounts the
+// run. A job in any other status is ErrConflict: its attempt is not over, and a second
+// one must never start beside it.
+func (t *tx) reopen(runID uuid.UUID, ids []uuid.UUID, by string) error {
 	now := us(t.e.clock.Now())
 	for _, id := range ids {
-		if _, err := t.exec(`UPDATE jobs SET status = 'pending', failure_kind = '', reason = '', exit_code = NULL, finished_at = 0,
+		if err := t.keepAttempt(id, keptAttempt{}, store.CauseRerun, by); err != nil {
+			return err
+		}
+		res, err := t.exec(`UPDATE jobs SET status = 'pending', failure_kind = '', reason = '', exit_code = NULL, finished_at = 0,
 			queued_at = 0, retry_after = 0, cancel_requested = FALSE, upstream_failed = FALSE
-			WHERE id = ?`, id); err != nil {
+			WHERE id = ? AND status IN ('pending', 'success', 'failed', 'cancelled', 'skipped')`, id)
+		if err != nil {
 			return fmt.Errorf("reopen job %s: %w", id, err)
+		}
+		if n, err := res.RowsAffected(); err != nil || n != 1 {
+			var status string
+			_ = t.row(`SELECT status FROM jobs WHERE id = ?`, id).Scan(&status)
+			return fmt.Errorf("job %s is %s; it is re-run once it has finished: %w", id, status, store.ErrConflict)
+		}
+		if _, err := t.exec(`UPDATE steps SET status = 'pending', exit_code = NULL, failure_kind = '', started_at = 0, finished_at = 0
+			WHERE job_id = ?`, id); err != nil {
+			return fmt.Errorf("reset steps of job %s: %w", id, err)
 		}
 	}
 	var ready, gated []queuedJob

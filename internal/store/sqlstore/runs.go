@@ -738,32 +738,15 @@ func (e *Engine) listJobs(ctx context.Context, runID uuid.UUID, query string, ar
 
 // ListSteps implements store.Runs.
 func (e *Engine) ListSteps(ctx context.Context, jobID uuid.UUID) ([]*store.Step, error) {
-	rows, err := e.readRows(ctx, `SELECT job_id, idx, name, attempt, status, exit_code, failure_kind, started_at, finished_at, once_succeeded
-		FROM steps WHERE job_id = ? ORDER BY idx`, jobID)
+	rows, err := e.readRows(ctx, stepsQuery, jobID)
 	if err != nil {
 		return nil, fmt.Errorf("list steps of job %s: %w", jobID, err)
 	}
-	defer rows.Close()
-	var out []*store.Step
-	for rows.Next() {
-		var (
-			s            store.Step
-			status, kind string
-			exit         sql.NullInt64
-			st, fin      int64
-		)
-		if err := rows.Scan(&s.JobID, &s.Index, &s.Name, &s.Attempt, &status, &exit, &kind, &st, &fin, &s.OnceSucceeded); err != nil {
-			return nil, fmt.Errorf("list steps of job %s: %w", jobID, err)
-		}
-		s.Status, s.FailureKind = store.StepStatus(status), store.FailureKind(kind)
-		if exit.Valid {
-			v := int(exit.Int64)
-			s.ExitCode = &v
-		}
-		s.StartedAt, s.FinishedAt = fromUS(st), fromUS(fin)
-		out = append(out, &s)
+	out, err := scanSteps(rows)
+	if err != nil {
+		return nil, fmt.Errorf("list steps of job %s: %w", jobID, err)
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // loadSpecs reads and decodes the specs of jobs a write returned, after it committed, so

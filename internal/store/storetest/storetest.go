@@ -104,6 +104,7 @@ var groups = []struct {
 	{"Members", memberTests},
 	{"Annotations", annotationTests},
 	{"Summaries", summaryTests},
+	{"Rerun", rerunTests},
 }
 
 const (
