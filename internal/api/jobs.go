@@ -47,6 +47,7 @@ func (s *Server) writeJob(w http.ResponseWriter, r *http.Request, id uuid.UUID, 
 	out := newJobDetailJSON(job, steps)
 	out.Waiting = s.waiting(r.Context(), []*store.Job{job}, nil)[0]
 	out.Approval = s.approvalState(r.Context(), job)
+	out.Attempts = s.attempts(r.Context(), job)
 	writeJSON(w, status, out)
 }
 

@@ -283,6 +283,8 @@ func (s *Server) routes(cfg Config) {
 	// Scrapers send a read token (Prometheus' authorization config) when auth is on.
 	s.handle("GET /metrics", globalReaders, s.metrics.Handler().ServeHTTP)
 	s.agentRoutes()
+	s.rerunRoutes()
+	s.inboxRoutes()
 	s.tokenRoutes()
 	s.logRoutes()
 	s.annotationRoutes()

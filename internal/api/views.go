@@ -148,6 +148,8 @@ type jobDetailJSON struct {
 	Approval *approvalJSON `json:"approval,omitempty"`
 	// Outputs are what the job left the jobs that need it; absent when nothing.
 	Outputs map[string]string `json:"outputs,omitempty"`
+	// Attempts are the job's attempts, the current one last.
+	Attempts []attemptJSON `json:"attempts,omitempty"`
 }
 
 type stepJSON struct {
@@ -164,17 +166,21 @@ type stepJSON struct {
 func newJobDetailJSON(j *store.Job, steps []*store.Step) jobDetailJSON {
 	out := jobDetailJSON{jobJSON: newJobJSON(j), RunID: j.RunID.String(), Steps: make([]stepJSON, len(steps)), Outputs: j.Outputs}
 	for i, s := range steps {
-		out.Steps[i] = stepJSON{
-			Index:       s.Index,
-			Name:        s.Name,
-			Status:      string(s.Status),
-			ExitCode:    s.ExitCode,
-			FailureKind: string(s.FailureKind),
-			StartedAt:   formatTime(s.StartedAt),
-			FinishedAt:  formatTime(s.FinishedAt),
-		}
+		out.Steps[i] = newStepJSON(s)
 	}
 	return out
+}
+
+func newStepJSON(s *store.Step) stepJSON {
+	return stepJSON{
+		Index:       s.Index,
+		Name:        s.Name,
+		Status:      string(s.Status),
+		ExitCode:    s.ExitCode,
+		FailureKind: string(s.FailureKind),
+		StartedAt:   formatTime(s.StartedAt),
+		FinishedAt:  formatTime(s.FinishedAt),
+	}
 }
 
 type workerJSON struct {

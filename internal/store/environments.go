@@ -178,6 +178,29 @@ func (e *Environment) MayApprove(identity string, role Role) bool {
 	return false
 }
 
+// WhoMayApprove names, for a refusal, who may decide on the environment's jobs: "alice,
+// bob, or anyone with the maintainer role or higher on the project".
+func (e *Environment) WhoMayApprove() string {
+	var names, roles []string
+	for _, a := range e.Approvers {
+		if r, ok := strings.CutPrefix(a, RolePrefix); ok {
+			roles = append(roles, r)
+		} else {
+			names = append(names, a)
+		}
+	}
+	for _, r := range roles {
+		names = append(names, "anyone with the "+r+" role or higher on the project")
+	}
+	switch len(names) {
+	case 0:
+		return "nobody (the environment names no approvers)"
+	case 1:
+		return names[0]
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+}
+
 // SelfReview reports whether approver approving a job of a run started by tr is a
 // self-review the environment refuses: it prevents self-review and approver is the run's
 // author (Trigger.Author). Rejecting one's own run is never refused, nor is anything when

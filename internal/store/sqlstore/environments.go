@@ -240,8 +240,14 @@ func (e *Engine) DecideJob(ctx context.Context, p store.DecideJobParams) (*store
 		// With the environment deleted meanwhile nobody is named, so only an admin (or
 		// anyone, with auth off) can still decide.
 		allowed := p.Anyone || (env != nil && env.MayApprove(p.Approver, p.Role)) || (env == nil && p.Role == store.RoleAdmin)
-		if !allowed {
-			return fmt.Errorf("%s may not approve or reject job %s: %w", p.Approver, j.id, store.ErrForbidden)
+		switch {
+		case allowed:
+		case env == nil:
+			return fmt.Errorf("%s may not approve or reject job %s: its environment is no longer defined, so only an admin may: %w",
+				p.Approver, j.id, store.ErrForbidden)
+		default:
+			return fmt.Errorf("%s may not approve or reject job %s: environment %s is approved by %s: %w",
+				p.Approver, j.id, env.Name, env.WhoMayApprove(), store.ErrForbidden)
 		}
 		if env.SelfReview(p.Decision, p.Approver, tr) {
 			return fmt.Errorf("%s started this run, and environment %s prevents self-review: another approver must approve job %s: %w",
