@@ -30,9 +30,9 @@ func (a *app) retryCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "retry RUN",
 		Short: "Run a finished run's failed, cancelled and skipped jobs again",
-		Long: "Retry gives a finished run's failed, cancelled and skipped jobs a new attempt;\n" +
-			"the jobs that succeeded are kept. A run that has not finished is an error\n" +
-			"(exit 1).\n\n" + configHelp,
+		Long: "Retry gives a finished run's failed, cancelled and skipped jobs, and the jobs\n" +
+			"that need them, a new attempt; the other jobs that succeeded are kept. A run that\n" +
+			"has not finished is an error (exit 1). It is gantry runs rerun RUN --failed.\n\n" + configHelp,
 		Example: "  gantry retry 0196a1c2-3b4d-7e5f-8a9b-0c1d2e3f4a5b",
 		Args:    exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {

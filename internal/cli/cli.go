@@ -174,6 +174,7 @@ func (a *app) rootCommand() *cobra.Command {
 		a.convertCommand(),
 		a.dispatchCommand(),
 		a.environmentCommand(),
+		a.jobsCommand(),
 		a.cacheCommand(),
 		a.logsCommand(),
 		a.outboxCommand(),

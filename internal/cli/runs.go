@@ -158,7 +158,7 @@ func (a *app) runsCommand() *cobra.Command {
 		},
 	}
 	a.clientFlags(get, &getCfg)
-	cmd.AddCommand(get)
+	cmd.AddCommand(get, a.runsRerunCommand())
 	return cmd
 }
 

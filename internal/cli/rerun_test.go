@@ -1,0 +1,66 @@
+package cli
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestRerunCommands: gantry runs rerun re-runs a finished run (all jobs, or --failed only
+// when some failed), gantry jobs rerun re-runs a job that succeeded, and the job keeps
+// both attempts; against gantry up with workers.
+func TestRerunCommands(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	base, _ := startUp(t, filepath.Join(dir, "data"))
+	file := filepath.Join(dir, "chain.yml")
+	if err := os.WriteFile(file, []byte("name: chain\njobs:\n  a: {steps: [{run: \"true\"}]}\n  b: {needs: [a], steps: [{run: \"true\"}]}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	id := submitFile(t, base, file)
+	done := func(r runDetails) bool { return runTerminal(r.Status) }
+	run := waitRun(t, base, id, done)
+	cli := func(args ...string) outcome {
+		t.Helper()
+		return runCLI(t, invocation{args: append(args, "--server", base)})
+	}
+	if r := cli("runs", "rerun", id, "--failed"); r.code != exitFailure || !strings.Contains(r.stderr, "no failed, cancelled or skipped job") {
+		t.Errorf("runs rerun --failed of a run that passed: exit %d: %s", r.code, r.stderr)
+	}
+	if r := cli("runs", "rerun", "nope"); r.code != exitUsage {
+		t.Errorf("runs rerun nope: exit %d, want usage", r.code)
+	}
+	r := cli("runs", "rerun", id)
+	if r.code != exitOK || !strings.Contains(r.stdout, "2 jobs run again") {
+		t.Fatalf("runs rerun: exit %d: %s%s", r.code, r.stdout, r.stderr)
+	}
+	run = waitRun(t, base, id, done)
+	if run.Status != "success" {
+		t.Fatalf("run after rerun: %s", run.Status)
+	}
+	a := run.Jobs[0].ID
+	r = cli("jobs", "rerun", a)
+	if r.code != exitOK || !strings.Contains(r.stdout, "job a ("+a+"): attempt 3") {
+		t.Fatalf("jobs rerun: exit %d: %s%s", r.code, r.stdout, r.stderr)
+	}
+	waitRun(t, base, id, func(r runDetails) bool { return done(r) && r.Jobs[1].Attempt == 3 })
+	var j struct {
+		Attempts []struct {
+			Attempt int    `json:"attempt"`
+			Status  string `json:"status"`
+			Cause   string `json:"cause"`
+		} `json:"attempts"`
+	}
+	r = cli("jobs", "rerun", a, "--json")
+	if r.code != exitOK {
+		t.Fatalf("jobs rerun --json: exit %d: %s", r.code, r.stderr)
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &j); err != nil {
+		t.Fatal(err)
+	}
+	if len(j.Attempts) != 4 || j.Attempts[0].Status != "success" || j.Attempts[0].Cause != "run" || j.Attempts[2].Cause != "rerun" {
+		t.Errorf("attempts after three re-runs: %+v", j.Attempts)
+	}
+}
