@@ -389,7 +389,8 @@ jobs:
 	b.do("open the job with Enter", chromedp.KeyEvent("\r"), chromedp.WaitVisible(chromedp.CSS(`#log`)))
 	b.do("back to the run", chromedp.NavigateBack(), chromedp.WaitVisible(chromedp.CSS(`svg.dag`)))
 
-	b.do("cancel", chromedp.Click(chromedp.ID("cancel-run")))
+	b.do("cancel", chromedp.Click(chromedp.ID("cancel-run")), chromedp.WaitVisible(chromedp.ID("confirm-yes")),
+		chromedp.Click(chromedp.ID("confirm-yes")))
 	b.waitJS("the run cancelled", `document.querySelector("#run-status [data-status]").dataset.status === "cancelled" &&
 		[...document.querySelectorAll(".node")].every(n => n.dataset.status === "cancelled")`)
 	b.waitJS("retry offered", `!document.querySelector("#retry-run").disabled && document.querySelector("#cancel-run").disabled`)
@@ -464,15 +465,15 @@ jobs:
 
 	b.do("retry", chromedp.Click(chromedp.ID("retry-job")))
 	b.waitJS("the second attempt, followed", `document.querySelector("#job-status [data-status]").dataset.status === "success" &&
-		document.querySelectorAll(".attempts button").length === 2 &&
+		document.querySelectorAll("#attempts button").length === 2 &&
 		document.querySelector("#log").innerText.includes("this is attempt 2") &&
 		!document.querySelector("#log").innerText.includes("this is attempt 1")`)
 	// Show attempt 1, clicked from the page itself: the job page redraws its attempt
 	// buttons as it polls, and a node chromedp looked up a moment earlier may be gone by
 	// its click.
-	b.eval(`(document.querySelector(".attempts button:first-of-type").click(), "shown")`)
+	b.eval(`(document.querySelector("#attempts button").click(), "shown")`)
 	b.waitJS("the first attempt's log again", `document.querySelector("#log").innerText.includes("this is attempt 1") &&
-		document.querySelector('.attempts button[aria-pressed="true"]').textContent === "1" &&
+		document.querySelector('#attempts button[aria-pressed="true"]').textContent === "Attempt 1 of 2" &&
 		document.querySelector("#log-state").textContent.includes("attempt 2 followed")`)
 	b.screenshot("job-attempts")
 }

@@ -27,7 +27,7 @@ const versionPlaceholder = "%ASSETS%"
 
 // clientRoutes are the paths the app draws itself; each gets index.html so that deep
 // links and reloads work.
-var clientRoutes = regexp.MustCompile(`^/(|runs|runs/[^/]+|jobs/[^/]+|workers|stats|signin|dispatch|projects|projects/[^/]+)$`)
+var clientRoutes = regexp.MustCompile(`^/(|runs|runs/[^/]+|jobs/[^/]+|workers|stats|signin|dispatch|projects|projects/[^/]+|approvals)$`)
 
 type asset struct {
 	body  []byte

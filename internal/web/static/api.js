@@ -42,6 +42,13 @@ function authHeaders(headers) {
   return out;
 }
 
+let anonymousOK = false;
+
+/** anonymousWorks reports whether a request without a token was answered: auth is off. */
+export function anonymousWorks() {
+  return anonymousOK;
+}
+
 /** raw fetches path with the token and returns the Response, throwing ApiError on errors. */
 export async function raw(path, opts = {}) {
   let res;
@@ -51,7 +58,10 @@ export async function raw(path, opts = {}) {
     if (e.name === "AbortError") throw e;
     throw new ApiError(0, "network", "cannot reach the server: " + e.message);
   }
-  if (res.ok) return res;
+  if (res.ok) {
+    if (!getToken()) anonymousOK = true;
+    return res;
+  }
   let code = "http_" + res.status, message = res.status + " " + res.statusText, details = [];
   try {
     const body = await res.json();

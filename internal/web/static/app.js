@@ -12,6 +12,7 @@ import { submitPage } from "./submit.js";
 import { dispatchPage } from "./dispatch.js";
 import { projectsPage } from "./projects.js";
 import { projectPage } from "./project.js";
+import { approvalsPage, refreshInboxCount } from "./actions.js";
 
 const routes = [
   [/^\/(?:runs)?$/, runsPage, "runs"],
@@ -19,6 +20,7 @@ const routes = [
   [/^\/dispatch$/, dispatchPage, "dispatch"],
   [/^\/runs\/([^/]+)$/, runPage, "runs"],
   [/^\/jobs\/([^/]+)$/, jobPage, "runs"],
+  [/^\/approvals$/, approvalsPage, "approvals"],
   [/^\/projects$/, projectsPage, "projects"],
   [/^\/projects\/([^/]+)$/, projectPage, "projects"],
   [/^\/workers$/, workersPage, "workers"],
@@ -72,6 +74,7 @@ function render() {
     else a.removeAttribute("aria-current");
   }
   renderSession();
+  refreshInboxCount();
   const ctx = {
     controller: new AbortController(),
     cleanups: [],
@@ -136,4 +139,5 @@ setUnauthorizedHandler(() => {
 });
 
 setInterval(tick, 1000);
+setInterval(refreshInboxCount, 30000);
 render();

@@ -11,6 +11,7 @@ import { newState, render, strip } from "./ansi.js";
 import { TERMINAL, bytes, liveDuration, shortID, statusBadge, when } from "./format.js";
 import { announce } from "./app.js";
 import { summaryContent } from "./summary.js";
+import { confirmCancel, renderAttempts as listAttempts, stepsOf } from "./actions.js";
 
 const REFRESH_MS = 2000;
 
@@ -32,7 +33,7 @@ export async function jobPage(main, [id], ctx) {
   const meta = h("dl", { class: "meta" });
   const message = h("p", { class: "action-message", role: "status" });
   const cancelBtn = h("button", { type: "button", class: "danger", id: "cancel-job" }, "Cancel job");
-  const retryBtn = h("button", { type: "button", id: "retry-job" }, "Retry job");
+  const retryBtn = h("button", { type: "button", id: "retry-job" }, "Re-run job");
   const attemptsNav = h("div", { class: "attempts", role: "group", "aria-label": "Attempts" });
   // Approval: shown while the job's environment holds it, and after, with who decided.
   const approvalBox = h("section", { class: "approval", id: "approval", "aria-labelledby": "approval-h", hidden: true });
@@ -78,7 +79,8 @@ export async function jobPage(main, [id], ctx) {
   let viewed = job.attempt || 1; // the attempt whose log and artifacts are shown
   let artifacts = [];
 
-  const act = (btn, path, verb) => btn.addEventListener("click", async () => {
+  const act = (btn, path, verb, ask) => btn.addEventListener("click", async () => {
+    if (ask && !await ask()) return;
     btn.disabled = true;
     message.textContent = verb + "\u2026";
     try {
@@ -91,8 +93,8 @@ export async function jobPage(main, [id], ctx) {
       btn.disabled = false;
     }
   });
-  act(cancelBtn, jobPath + "/cancel", "Cancel");
-  act(retryBtn, jobPath + "/retry", "Retry");
+  act(cancelBtn, jobPath + "/cancel", "Cancel", () => confirmCancel("job"));
+  act(retryBtn, jobPath + "/rerun", "Re-run");
 
   const decide = (btn, verb) => btn.addEventListener("click", async () => {
     approveBtn.disabled = rejectBtn.disabled = true;
@@ -158,7 +160,7 @@ export async function jobPage(main, [id], ctx) {
       j.environment ? item("Environment", h("span", { id: "job-environment" }, j.environment.name)) : null);
     renderApproval(j);
     cancelBtn.disabled = TERMINAL.has(j.status);
-    retryBtn.disabled = !["failed", "cancelled", "skipped"].includes(j.status);
+    retryBtn.disabled = !TERMINAL.has(j.status);
     renderAttempts();
     renderSteps();
     // The job started, or a retry started a new attempt while the latest was followed.
@@ -167,27 +169,20 @@ export async function jobPage(main, [id], ctx) {
   }
 
   function renderAttempts() {
-    clear(attemptsNav);
-    if ((job.attempt || 1) < 2) return;
-    attemptsNav.append(h("span", { class: "muted" }, "Attempt: "));
-    for (let n = 1; n <= job.attempt; n++) {
-      attemptsNav.append(h("button", {
-        type: "button", class: n === viewed ? "" : "secondary", "aria-pressed": String(n === viewed),
-        onclick: () => showAttempt(n),
-      }, String(n)));
-    }
+    listAttempts(attemptsNav, job, viewed, showAttempt);
   }
 
   function renderSteps() {
-    stepsNote.textContent = viewed !== job.attempt && job.attempt ? `Steps of attempt ${job.attempt}, the latest.` : "";
+    const steps = stepsOf(job, viewed);
+    stepsNote.textContent = steps === job.steps && viewed !== job.attempt && job.attempt ? `Steps of attempt ${job.attempt}, the latest.` : "";
     clear(stepsList);
-    for (const st of job.steps || []) {
+    for (const st of steps) {
       const exit = st.exit_code !== undefined ? "exit " + st.exit_code : "";
       stepsList.append(h("li", { dataset: { status: st.status, exitCode: st.exit_code ?? "" } },
         statusBadge(st.status), " ", h("span", { class: "mono step-name" }, st.name),
         h("span", { class: "muted step-detail" }, exit, exit && st.started_at ? " \u00b7 " : "", liveDuration(st.started_at, st.finished_at))));
     }
-    if (!(job.steps || []).length) stepsList.append(h("li", { class: "muted" }, "No steps."));
+    if (!steps.length) stepsList.append(h("li", { class: "muted" }, "No steps."));
   }
 
   function renderArtifacts() {

@@ -3,12 +3,13 @@
 // when each job ran, the annotations its jobs' steps raised (::error:: and kin), the
 // summaries they wrote ($GITHUB_STEP_SUMMARY), and cancel and retry.
 import { clear, fill, h } from "./dom.js";
-import { api, live, post } from "./api.js";
+import { api, live, post, postJSON } from "./api.js";
 import { draw } from "./dag.js";
 import { TERMINAL, liveDuration, parseTime, setDuration, shortID, statusBadge, when } from "./format.js";
 import { announce, showError } from "./app.js";
 import { annotationItem } from "./job.js";
 import { summaryContent } from "./summary.js";
+import { confirmCancel, decideButtons } from "./actions.js";
 
 export async function runPage(main, [id], ctx) {
   ctx.title("Run " + shortID(id));
@@ -20,15 +21,17 @@ export async function runPage(main, [id], ctx) {
   const meta = h("dl", { class: "meta" });
   const message = h("p", { class: "action-message", role: "status" });
   const cancelBtn = h("button", { type: "button", class: "danger", id: "cancel-run" }, "Cancel run");
-  const retryBtn = h("button", { type: "button", id: "retry-run" }, "Retry run");
+  const retryBtn = h("button", { type: "button", id: "retry-run" }, "Re-run failed jobs");
+  const rerunAllBtn = h("button", { type: "button", class: "secondary", id: "rerun-all" }, "Re-run all jobs");
   const liveState = h("span", { class: "live-state muted" });
   fill(h1, run.name || "Run", " ", h("span", { class: "mono muted" }, shortID(id)));
 
-  const act = (btn, path, verb) => btn.addEventListener("click", async () => {
+  const act = (btn, path, verb, body, ask) => btn.addEventListener("click", async () => {
+    if (ask && !await ask()) return;
     btn.disabled = true;
     message.textContent = verb + "\u2026";
     try {
-      const r = await post(path, ctx.signal);
+      const r = body ? await postJSON(path, body, ctx.signal) : await post(path, ctx.signal);
       message.textContent = verb + " requested.";
       update(r, r.jobs);
     } catch (e) {
@@ -37,8 +40,9 @@ export async function runPage(main, [id], ctx) {
       btn.disabled = false;
     }
   });
-  act(cancelBtn, `/api/v1/runs/${encodeURIComponent(id)}/cancel`, "Cancel");
-  act(retryBtn, `/api/v1/runs/${encodeURIComponent(id)}/retry`, "Retry");
+  act(cancelBtn, `/api/v1/runs/${encodeURIComponent(id)}/cancel`, "Cancel", null, () => confirmCancel("run"));
+  act(retryBtn, `/api/v1/runs/${encodeURIComponent(id)}/rerun`, "Re-run", { jobs: "failed" });
+  act(rerunAllBtn, `/api/v1/runs/${encodeURIComponent(id)}/rerun`, "Re-run", { jobs: "all" });
 
   const graph = draw(run.jobs);
   const jobsBody = h("tbody");
@@ -51,7 +55,7 @@ export async function runPage(main, [id], ctx) {
     h("div", { class: "page-head" }, badge, liveState),
     failureBox,
     meta,
-    h("div", { class: "actions" }, cancelBtn, retryBtn), message,
+    h("div", { class: "actions" }, cancelBtn, retryBtn, rerunAllBtn), message,
     annotationsBox,
     h("section", { "aria-labelledby": "graph-h" }, h("h2", { id: "graph-h" }, "Graph"),
       graph.el),
@@ -151,6 +155,7 @@ export async function runPage(main, [id], ctx) {
       item("Jobs", `${r.jobs_finished} of ${r.jobs_total} finished`));
     cancelBtn.disabled = TERMINAL.has(r.status) || r.cancel_requested;
     retryBtn.disabled = !(r.status === "failed" || r.status === "cancelled");
+    rerunAllBtn.disabled = !TERMINAL.has(r.status);
     graph.update(jobs);
     renderJobs();
     renderTimeline();
@@ -165,7 +170,8 @@ export async function runPage(main, [id], ctx) {
       jobsBody.append(h("tr", { dataset: { key: j.key, status: j.status } },
         h("td", {}, h("a", { href: "/jobs/" + j.id }, j.display_name || j.key)),
         h("td", {}, statusBadge(j.status), j.failure_kind && j.failure_kind !== j.status && j.status !== "success" ? h("span", { class: "muted" }, " (" + j.failure_kind + ")") : null,
-          j.waiting ? h("div", { class: "waiting muted", dataset: { code: j.waiting.code } }, j.waiting.message) : null),
+          j.waiting ? h("div", { class: "waiting muted", dataset: { code: j.waiting.code } }, j.waiting.message) : null,
+          j.status === "waiting_approval" ? decideButtons(j, ctx.signal, () => {}, (t) => { message.textContent = t; }) : null),
         h("td", {}, j.attempt ? `${j.attempt} of ${j.max_attempts}` : "\u2014"),
         h("td", {}, liveDuration(j.started_at, j.finished_at)),
         h("td", {}, (j.needs || []).join(", "))));
