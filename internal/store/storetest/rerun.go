@@ -16,6 +16,7 @@ var rerunTests = []test{
 	{"RunFailedOrAll", testRerunRun},
 	{"Conflicts", testRerunConflicts},
 	{"RacingRerunsRunOnce", testRerunRace},
+	{"RacingACompletion", testRerunRacesCompletion},
 	{"AttemptsOfRetries", testRerunKeepsRetries},
 	{"WaitingApprovalInbox", testWaitingApprovalInbox},
 }
@@ -213,6 +214,47 @@ func testRerunRace(t *testing.T, h Harness) {
 	}(), store.ErrConflict)
 	b.complete(cs[0], store.JobSuccess)
 	b.wantRunDone(run.ID, store.RunSuccess)
+}
+
+// testRerunRacesCompletion: a re-run of a job racing the completion of the job that needs
+// it is refused cleanly (ErrConflict, not a deadlock or a failure): the dependent is
+// leased, or the job after it is queued by then. The dependent is never leased twice, and
+// the run ends consistent.
+func testRerunRacesCompletion(t *testing.T, h Harness) {
+	_, b := setup(t, h)
+	for i := range 4 {
+		run, jobs := b.create(chain)
+		b.complete(b.claimOne(), store.JobSuccess) // a
+		cb := b.claimOne()                         // b, leased
+		var wg sync.WaitGroup
+		var rerunErr error
+		wg.Add(2)
+		go func() { defer wg.Done(); _, rerunErr = b.s.Rerun(b.ctx, store.RerunParams{JobID: jobs[0].ID}) }()
+		go func() { defer wg.Done(); b.complete(cb, store.JobSuccess) }()
+		wg.Wait()
+		if rerunErr != nil && !errors.Is(rerunErr, store.ErrConflict) {
+			t.Fatalf("round %d: Rerun: %v", i, rerunErr)
+		}
+		// Whatever won, every job runs to the end with one lease at a time.
+		leased := map[uuid.UUID]int{}
+		for range 20 {
+			cs := b.claimAll()
+			if len(cs) == 0 {
+				break
+			}
+			for _, c := range cs {
+				if leased[c.Job.ID]++; leased[c.Job.ID] > 1 && rerunErr != nil {
+					t.Errorf("round %d: %s leased again after a refused re-run", i, c.Job.Key)
+				}
+				b.complete(c, store.JobSuccess)
+			}
+		}
+		final := b.jobsByKey(run.ID)
+		if rerunErr == nil && (final["a"].Attempt != 2 || final["b"].Attempt != 2 || final["c"].Attempt != 2) {
+			t.Errorf("round %d: after a re-run attempts a %d, b %d, c %d; want 2 each", i, final["a"].Attempt, final["b"].Attempt, final["c"].Attempt)
+		}
+		b.wantRunDone(run.ID, store.RunSuccess)
+	}
 }
 
 // testRerunKeepsRetries: attempts the retry policy ended are kept as failed, and the next
