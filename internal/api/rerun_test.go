@@ -166,11 +166,17 @@ func TestApprovalsInbox(t *testing.T) {
 		}
 		tok[name] = secret
 	}
+	// carol is named an approver, but her token sees only project web.
+	carol, err := api.IssueScopedToken(ctx, b.store, &store.Token{Name: "carol", Role: store.RoleDeveloper, Projects: []string{"web"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok["carol"] = carol
 	if err := b.store.CreateProject(ctx, &store.Project{Name: "shop"}); err != nil {
 		t.Fatal(err)
 	}
 	if r := b.do(t, http.MethodPut, "/api/v1/projects/shop/environments/production", "application/json",
-		`{"required_approvals": 1, "approvers": ["alice", "role:admin"]}`, bearer(tok["root"])); r.status != http.StatusOK {
+		`{"required_approvals": 1, "approvers": ["alice", "carol", "role:admin"]}`, bearer(tok["root"])); r.status != http.StatusOK {
 		t.Fatalf("PUT environment: %d %s", r.status, r.body)
 	}
 	j := b.submitDeploy(t, bearer(tok["root"]))
@@ -205,8 +211,11 @@ func TestApprovalsInbox(t *testing.T) {
 	if got := inbox("bob"); len(got) != 0 {
 		t.Errorf("bob, no approver, has %d in his inbox", len(got))
 	}
+	if got := inbox("carol"); len(got) != 0 {
+		t.Errorf("carol, an approver whose token does not see shop, has %d in her inbox", len(got))
+	}
 	e := expectError(t, b.do(t, http.MethodPost, "/api/v1/jobs/"+j.ID+"/approve", "", "", bearer(tok["bob"])), http.StatusForbidden, "forbidden")
-	if want := "environment production is approved by alice or anyone with the admin role or higher on the project"; !strings.Contains(e.Error.Message, want) {
+	if want := "environment production is approved by alice, carol or anyone with the admin role or higher on the project"; !strings.Contains(e.Error.Message, want) {
 		t.Errorf("bob's refusal %q does not say %q", e.Error.Message, want)
 	}
 	if r := b.do(t, http.MethodPost, "/api/v1/jobs/"+j.ID+"/approve", "", "", bearer(tok["alice"])); r.status != http.StatusOK {
