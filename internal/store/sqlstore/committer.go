@@ -20,6 +20,10 @@ type request struct {
 	ctx  context.Context
 	fn   func(*tx) error
 	done chan error
+	// alone runs the operation in a transaction of its own, never in a batch: one that
+	// reads what the DAG's advance would change, which a batch defers to its end for the
+	// operations before it.
+	alone bool
 }
 
 // committer runs write operations in batches: each writer takes every operation waiting
@@ -54,7 +58,16 @@ func newCommitter(e *Engine, writers, maxBatch int) *committer {
 // committed (or failed). An operation whose context ends before its batch starts is not
 // run.
 func (c *committer) do(ctx context.Context, fn func(*tx) error) error {
-	r := &request{ctx: ctx, fn: fn, done: make(chan error, 1)}
+	return c.submit(&request{ctx: ctx, fn: fn, done: make(chan error, 1)})
+}
+
+// doAlone is do for an operation that must not share its transaction (request.alone).
+func (c *committer) doAlone(ctx context.Context, fn func(*tx) error) error {
+	return c.submit(&request{ctx: ctx, fn: fn, done: make(chan error, 1), alone: true})
+}
+
+func (c *committer) submit(r *request) error {
+	ctx := r.ctx
 	select {
 	case c.reqs <- r:
 	case <-ctx.Done():
@@ -98,13 +111,23 @@ func (c *committer) loop() {
 
 func (c *committer) runBatch(batch []*request) {
 	live := batch[:0:0]
+	var alone []*request
 	for _, r := range batch {
 		if err := r.ctx.Err(); err != nil {
 			r.done <- err
 			continue
 		}
+		if r.alone {
+			alone = append(alone, r)
+			continue
+		}
 		live = append(live, r)
 	}
+	defer func() {
+		for _, r := range alone {
+			r.done <- c.runAlone(r)
+		}
+	}()
 	if len(live) == 0 {
 		return
 	}

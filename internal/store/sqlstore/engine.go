@@ -151,7 +151,15 @@ func (e *Engine) Subscribe(topic string) (<-chan string, func()) { return e.subs
 
 // write runs fn in a batched write transaction.
 func (e *Engine) write(ctx context.Context, fn func(*tx) error) error {
-	err := e.com.do(ctx, fn)
+	return e.full(e.com.do(ctx, fn))
+}
+
+// writeAlone runs fn in a write transaction of its own (committer.doAlone).
+func (e *Engine) writeAlone(ctx context.Context, fn func(*tx) error) error {
+	return e.full(e.com.doAlone(ctx, fn))
+}
+
+func (e *Engine) full(err error) error {
 	if err != nil && e.d.Full != nil && e.d.Full(err) {
 		return fmt.Errorf("%w: %w", store.ErrFull, err)
 	}

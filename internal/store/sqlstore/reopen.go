@@ -11,7 +11,7 @@ import (
 
 // RetryRun implements store.Runs.
 func (e *Engine) RetryRun(ctx context.Context, id uuid.UUID) error {
-	err := e.write(ctx, func(t *tx) error {
+	err := e.writeAlone(ctx, func(t *tx) error {
 		status, err := t.lockRun(id)
 		if err != nil {
 			return err
@@ -36,7 +36,7 @@ func (e *Engine) RetryRun(ctx context.Context, id uuid.UUID) error {
 
 // RetryJob implements store.Runs.
 func (e *Engine) RetryJob(ctx context.Context, id uuid.UUID) error {
-	err := e.write(ctx, func(t *tx) error {
+	err := e.writeAlone(ctx, func(t *tx) error {
 		j, err := t.lockJob(id)
 		if err != nil {
 			return err
@@ -65,7 +65,7 @@ func (e *Engine) RetryJob(ctx context.Context, id uuid.UUID) error {
 // Rerun implements store.Reruns.
 func (e *Engine) Rerun(ctx context.Context, p store.RerunParams) ([]uuid.UUID, error) {
 	var out []uuid.UUID
-	err := e.write(ctx, func(t *tx) error {
+	err := e.writeAlone(ctx, func(t *tx) error {
 		out = nil
 		var runID uuid.UUID
 		var roots []uuid.UUID
@@ -157,6 +157,10 @@ func (t *tx) downstream(roots []uuid.UUID, cond string) ([]uuid.UUID, error) {
 	return ids, nil
 }
 
+// reopen runs alone (Engine.writeAlone): a job a batch's earlier operation ended would
+// otherwise look finished to it while its dependents wait for the advance at the batch's
+// end, and would be reopened under them.
+//
 // reopen puts finished (or still pending) jobs of a run back to pending, keeping the
 // attempt each ended and naming by (a user, "" for none) as the next one's starter,
 // recounts what each still needs, queues those that need nothing more, and recounts the
