@@ -138,12 +138,22 @@ func TestDashboardCancelAsksFirst(t *testing.T) {
 	t.Parallel()
 	c := startCoordinator(t, false)
 	b := newBrowser(t, nil)
-	runID, _ := c.submit(t, `
+	runID, jobs := c.submit(t, `
 name: long
 jobs:
   wait:
     steps: [ { run: sleep 120 } ]
 `)
+	// The job page's Cancel job asks too.
+	b.do("open the job", chromedp.Navigate(c.url+"/jobs/"+jobs["wait"]), chromedp.WaitVisible(chromedp.CSS(`#log`)))
+	b.waitJS("the job running", `document.querySelector("#job-status [data-status]").dataset.status === "running"`)
+	b.do("cancel the job", chromedp.Click(chromedp.ID("cancel-job")))
+	b.waitJS("the job's dialog asks", `document.querySelector("#confirm-dialog") && document.querySelector("#confirm-dialog").open &&
+		document.querySelector("#confirm-h").textContent === "Cancel this job?" && `+inViewport("#confirm-no"))
+	b.do("Escape", chromedp.KeyEvent("\x1b"))
+	b.waitJS("the dialog closed, the job running", `!document.querySelector("#confirm-dialog") &&
+		document.querySelector("#job-status [data-status]").dataset.status === "running" && !document.querySelector("#cancel-job").disabled`)
+
 	b.do("open the run", chromedp.Navigate(c.url+"/runs/"+runID), chromedp.WaitVisible(chromedp.CSS(`svg.dag`)))
 	b.waitJS("the job running", `document.querySelector('.node[data-key="wait"]').dataset.status === "running"`)
 	dialogShown := `document.querySelector("#confirm-dialog") && document.querySelector("#confirm-dialog").open && ` +
