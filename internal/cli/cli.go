@@ -166,6 +166,7 @@ func (a *app) rootCommand() *cobra.Command {
 	// Only commands that work are registered; the others in DESIGN.md §10 join as they land.
 	root.AddCommand(
 		a.approveCommand(),
+		a.approvalsCommand(),
 		a.artifactsCommand(),
 		a.auditCommand(),
 		a.benchCommand(),

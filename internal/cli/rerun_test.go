@@ -64,3 +64,42 @@ func TestRerunCommands(t *testing.T) {
 		t.Errorf("attempts after three re-runs: %+v", j.Attempts)
 	}
 }
+
+// TestApprovalsCommand: gantry approvals lists a deploy waiting for approval, and
+// nothing once it is approved.
+func TestApprovalsCommand(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	base, stop := startServer(t, "--db", "sqlite://"+filepath.Join(dir, "gantry.db"))
+	defer stop()
+	cli := func(args ...string) outcome {
+		t.Helper()
+		r := runCLI(t, invocation{args: append(args, "--server", base)})
+		if r.code != exitOK {
+			t.Fatalf("gantry %s: exit %d: %s%s", strings.Join(args, " "), r.code, r.stdout, r.stderr)
+		}
+		return r
+	}
+	cli("environment", "set", "production", "--project", "shop", "--approvals", "1", "--approver", "alice")
+	file := filepath.Join(dir, "deploy.yml")
+	if err := os.WriteFile(file, []byte("name: ship\njobs:\n  deploy:\n    environment: production\n    steps: [{run: ./deploy}]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := cli("submit", file, "--project", "shop", "--json")
+	var run struct {
+		Jobs []struct {
+			ID string `json:"id"`
+		} `json:"jobs"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &run); err != nil {
+		t.Fatal(err)
+	}
+	r = cli("approvals")
+	if !strings.Contains(r.stdout, run.Jobs[0].ID) || !strings.Contains(r.stdout, "production") || !strings.Contains(r.stdout, "0 of 1") {
+		t.Fatalf("gantry approvals:\n%s", r.stdout)
+	}
+	cli("approve", run.Jobs[0].ID)
+	if r := cli("approvals"); !strings.Contains(r.stdout, "nothing is waiting for your approval") {
+		t.Errorf("gantry approvals after the approval:\n%s", r.stdout)
+	}
+}
