@@ -172,7 +172,8 @@ export async function runPage(main, [id], ctx) {
         h("td", {}, statusBadge(j.status), j.failure_kind && j.failure_kind !== j.status && j.status !== "success" ? h("span", { class: "muted" }, " (" + j.failure_kind + ")") : null,
           j.waiting ? h("div", { class: "waiting muted", dataset: { code: j.waiting.code } }, j.waiting.message) : null,
           j.status === "waiting_approval" ? decideButtons(j, ctx.signal, () => {}, (t) => { message.textContent = t; }) : null),
-        h("td", {}, j.attempt ? `${j.attempt} of ${j.max_attempts}` : "\u2014"),
+        // A re-run goes past max_attempts, which bounds automatic retries only.
+        h("td", {}, !j.attempt ? "\u2014" : j.attempt <= j.max_attempts ? `${j.attempt} of ${j.max_attempts}` : String(j.attempt)),
         h("td", {}, liveDuration(j.started_at, j.finished_at)),
         h("td", {}, (j.needs || []).join(", "))));
     }
