@@ -133,6 +133,7 @@ const (
 	opRerun
 	opListJobAttempts
 	opListWaitingApproval
+	opGetRunByNumber
 	numOps
 )
 
@@ -161,6 +162,7 @@ var opNames = [numOps]string{
 	"PutSummary", "ListSummaries", "DeleteSummariesBefore",
 	"CountRuns", "DigestRuns",
 	"Rerun", "ListJobAttempts", "ListWaitingApproval",
+	"GetRunByNumber",
 }
 
 // instrumented is a store.Store that times every call of the store it wraps. The
@@ -222,6 +224,13 @@ func (s *instrumented) GetRun(ctx context.Context, id uuid.UUID) (*store.Run, er
 	t := time.Now()
 	r, err := s.Store.GetRun(ctx, id)
 	s.done(opGetRun, t, err)
+	return r, err
+}
+
+func (s *instrumented) GetRunByNumber(ctx context.Context, project string, number int) (*store.Run, error) {
+	t := time.Now()
+	r, err := s.Store.GetRunByNumber(ctx, project, number)
+	s.done(opGetRunByNumber, t, err)
 	return r, err
 }
 

@@ -415,9 +415,12 @@ type RunError struct {
 
 // Run is one execution of a pipeline.
 type Run struct {
-	ID              uuid.UUID
-	ProjectID       uuid.UUID
-	Project         string
+	ID        uuid.UUID
+	ProjectID uuid.UUID
+	Project   string
+	// Number is the run's number in its project: 1 for its first run, then 2, 3 ...
+	// in the order the runs were created, never shared by two runs of a project.
+	Number          int
 	Name            string
 	Status          RunStatus
 	Trigger         Trigger

@@ -48,6 +48,9 @@ type Runs interface {
 	// returns that run, its jobs and created=false, and changes nothing.
 	CreateRun(ctx context.Context, p CreateRunParams) (run *Run, jobs []*Job, created bool, err error)
 	GetRun(ctx context.Context, id uuid.UUID) (*Run, error)
+	// GetRunByNumber returns the named project's run of that number (Run.Number);
+	// ErrNotFound when the project has none so numbered, or there is no such project.
+	GetRunByNumber(ctx context.Context, project string, number int) (*Run, error)
 	// ListRuns lists runs newest first.
 	ListRuns(ctx context.Context, p ListRunsParams) ([]*Run, error)
 	// CountRuns counts the runs ListRuns would list with p and no page bounds (Before and
@@ -242,8 +245,8 @@ type ClaimParams struct {
 type Claim struct {
 	Job   *Job
 	Lease Lease
-	// Run is the job's run as far as its steps need it: id, project id, name, trigger
-	// and env (not its status, counts or definition).
+	// Run is the job's run as far as its steps need it: id, project id, number, name,
+	// trigger and env (not its status, counts or definition).
 	Run *Run
 	// OnceDone lists the steps marked once that succeeded in an earlier attempt.
 	OnceDone []int

@@ -66,6 +66,13 @@ func (s *traced) GetRun(ctx context.Context, id uuid.UUID) (*store.Run, error) {
 	return r, err
 }
 
+func (s *traced) GetRunByNumber(ctx context.Context, project string, number int) (*store.Run, error) {
+	ctx, span := s.start(ctx, "GetRunByNumber")
+	r, err := s.Store.GetRunByNumber(ctx, project, number)
+	end(span, err)
+	return r, err
+}
+
 func (s *traced) ListRuns(ctx context.Context, p store.ListRunsParams) ([]*store.Run, error) {
 	ctx, span := s.start(ctx, "ListRuns")
 	r, err := s.Store.ListRuns(ctx, p)

@@ -24,7 +24,7 @@ CREATE TABLE runs (
     created_at       INTEGER NOT NULL,
     started_at       INTEGER NOT NULL DEFAULT 0,
     finished_at      INTEGER NOT NULL DEFAULT 0
-, errors TEXT NOT NULL DEFAULT '', notify INTEGER NOT NULL DEFAULT 0, job_seq INTEGER NOT NULL DEFAULT 1, branch TEXT NOT NULL DEFAULT '', event TEXT NOT NULL DEFAULT '', actor TEXT NOT NULL DEFAULT '');
+, errors TEXT NOT NULL DEFAULT '', notify INTEGER NOT NULL DEFAULT 0, job_seq INTEGER NOT NULL DEFAULT 1, number INTEGER NOT NULL DEFAULT 0, branch TEXT NOT NULL DEFAULT '', event TEXT NOT NULL DEFAULT '', actor TEXT NOT NULL DEFAULT '');
 CREATE UNIQUE INDEX runs_idempotency ON runs (project_id, idempotency_key) WHERE idempotency_key IS NOT NULL;
 CREATE INDEX runs_by_project ON runs (project_id, id);
 CREATE INDEX runs_by_status ON runs (status, id);
@@ -353,6 +353,11 @@ CREATE TABLE step_summaries (
 );
 CREATE INDEX step_summaries_by_run ON step_summaries (run_id);
 CREATE INDEX step_summaries_by_created ON step_summaries (created_at);
+CREATE UNIQUE INDEX runs_by_number ON runs (project_id, number);
+CREATE TABLE run_numbers (
+    project_id TEXT PRIMARY KEY REFERENCES projects (id),
+    last       INTEGER NOT NULL
+);
 CREATE TABLE job_attempts (
     job_id       TEXT NOT NULL,
     attempt      INTEGER NOT NULL,
@@ -405,5 +410,6 @@ INSERT INTO schema_migrations (version, name, applied_at) VALUES (31, '0031_anno
 INSERT INTO schema_migrations (version, name, applied_at) VALUES (32, '0032_artifact_sets.sql', 0);
 INSERT INTO schema_migrations (version, name, applied_at) VALUES (33, '0033_variables.sql', 0);
 INSERT INTO schema_migrations (version, name, applied_at) VALUES (34, '0034_step_summaries.sql', 0);
+INSERT INTO schema_migrations (version, name, applied_at) VALUES (35, '0035_run_numbers.sql', 0);
 INSERT INTO schema_migrations (version, name, applied_at) VALUES (36, '0036_job_attempts.sql', 0);
 INSERT INTO schema_migrations (version, name, applied_at) VALUES (37, '0037_run_filters.sql', 0);

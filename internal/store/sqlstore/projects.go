@@ -295,6 +295,9 @@ func (e *Engine) DeleteProject(ctx context.Context, name string) error {
 		if _, err := t.exec(`DELETE FROM blob_owners WHERE project_id = ?`, id); err != nil {
 			return fmt.Errorf("delete project %q: blob owners: %w", name, err)
 		}
+		if _, err := t.exec(`DELETE FROM run_numbers WHERE project_id = ?`, id); err != nil {
+			return fmt.Errorf("delete project %q: run numbers: %w", name, err)
+		}
 		if _, err := t.exec(`DELETE FROM projects WHERE id = ?`, id); err != nil {
 			return fmt.Errorf("delete project %q: %w", name, err)
 		}
@@ -439,12 +442,16 @@ func (e *Engine) CreateFailedRun(ctx context.Context, p store.CreateFailedRunPar
 				return fmt.Errorf("look up idempotency key: %w", err)
 			}
 		}
+		number, err := t.nextRunNumber(projectID)
+		if err != nil {
+			return err
+		}
 		// Failed and finished at once, with no jobs: nothing will ever claim or advance it.
 		if _, err := t.exec(`INSERT INTO runs (id, project_id, name, status, trigger, ref, idempotency_key, definition, env,
-			jobs_total, created_at, finished_at, errors, branch, event, actor)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, '{}', 0, ?, ?, ?, ?, ?, ?)`,
+			jobs_total, created_at, finished_at, errors, branch, event, actor, number)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, '{}', 0, ?, ?, ?, ?, ?, ?, ?)`,
 			runID, projectID, p.Name, string(store.RunFailed), trigger, p.Trigger.Ref, idem, p.Definition, now, now, errs,
-			p.Trigger.Branch, p.Trigger.Event, p.Trigger.RunActor()); err != nil {
+			p.Trigger.Branch, p.Trigger.Event, p.Trigger.RunActor(), number); err != nil {
 			return fmt.Errorf("insert run: %w", err)
 		}
 		// The forge and the subscriptions hear of it like of any run that failed.

@@ -519,7 +519,7 @@ func (e *Engine) loadRuns(ctx context.Context, claims []*store.Claim) error {
 	}
 	// Only what the worker is told: the definition, read with the whole run, is large.
 	args = padded(args)
-	rows, err := e.readRows(ctx, `SELECT id, project_id, name, trigger, env FROM runs WHERE id IN (`+inList(len(args))+`)`, args...)
+	rows, err := e.readRows(ctx, `SELECT id, project_id, number, name, trigger, env FROM runs WHERE id IN (`+inList(len(args))+`)`, args...)
 	if err != nil {
 		return fmt.Errorf("read runs: %w", err)
 	}
@@ -530,7 +530,7 @@ func (e *Engine) loadRuns(ctx context.Context, claims []*store.Claim) error {
 			r            store.Run
 			trigger, env string
 		)
-		if err := rows.Scan(&r.ID, &r.ProjectID, &r.Name, &trigger, &env); err != nil {
+		if err := rows.Scan(&r.ID, &r.ProjectID, &r.Number, &r.Name, &trigger, &env); err != nil {
 			return fmt.Errorf("read runs: %w", err)
 		}
 		if err := json.Unmarshal([]byte(trigger), &r.Trigger); err != nil {

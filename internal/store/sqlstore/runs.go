@@ -119,8 +119,9 @@ func (e *Engine) CreateRun(ctx context.Context, p store.CreateRunParams) (*store
 	existing := uuid.Nil
 	var projectID uuid.UUID
 	var now int64
+	var number int
 	err = e.write(ctx, func(t *tx) error {
-		existing = uuid.Nil
+		existing, number = uuid.Nil, 0
 		now = us(e.clock.Now())
 		var err error
 		projectID, err = t.project(p.Project, now)
@@ -211,11 +212,16 @@ func (e *Engine) CreateRun(ctx context.Context, p store.CreateRunParams) (*store
 				steps = append(steps, []any{j.id, st.Index, st.Name, st.Once, 1, string(store.StepPending)})
 			}
 		}
+		// Taken last before the rows go in: on PostgreSQL the project's next run waits for
+		// this transaction from here on.
+		if number, err = t.nextRunNumber(projectID); err != nil {
+			return err
+		}
 		if err := t.insertAll(t.queued,
 			insertSet{`INSERT INTO runs (id, project_id, name, status, trigger, ref, idempotency_key, definition, env,
-				jobs_total, created_at, notify, branch, event, actor) VALUES `, 15, [][]any{{runID, projectID, p.Plan.Name,
+				jobs_total, created_at, notify, branch, event, actor, number) VALUES `, 16, [][]any{{runID, projectID, p.Plan.Name,
 				string(store.RunPending), trigger, p.Trigger.Ref, idem, p.Definition, env, len(jobs), now, notify,
-				p.Trigger.Branch, p.Trigger.Event, p.Trigger.RunActor()}}},
+				p.Trigger.Branch, p.Trigger.Event, p.Trigger.RunActor(), number}}},
 			insertSet{`INSERT INTO jobs (id, run_id, project_id, seq, key, name, status, lane, label_set,
 				milli_cpu, memory, timeout_us, max_attempts, retry_on, backoff_us, max_backoff_us, concurrency_group,
 				group_cancels, needs_left, continue_on_error, has_dependents, vtime, created_at, queued_at, finished_at,
@@ -292,7 +298,7 @@ func (e *Engine) CreateRun(ctx context.Context, p store.CreateRunParams) (*store
 	}
 	// Everything the new rows hold is known here; reading them back would only cost time.
 	run := &store.Run{
-		ID: runID, ProjectID: projectID, Project: p.Project, Name: p.Plan.Name, Status: store.RunPending,
+		ID: runID, ProjectID: projectID, Project: p.Project, Number: number, Name: p.Plan.Name, Status: store.RunPending,
 		Trigger: p.Trigger, IdempotencyKey: p.IdempotencyKey, Definition: p.Definition, Env: p.Env,
 		JobsTotal: len(jobs), CreatedAt: fromUS(now),
 	}
@@ -330,6 +336,19 @@ func (t *tx) project(name string, now int64) (uuid.UUID, error) {
 	}
 	t.onCommit = append(t.onCommit, func() { t.e.projects.Store(name, id) })
 	return id, nil
+}
+
+// nextRunNumber takes the project's next run number. The upsert holds the project's
+// counter row until the transaction ends, so concurrent creations of the project's runs
+// take numbers one after the other, and a transaction rolled back gives its number back.
+func (t *tx) nextRunNumber(projectID uuid.UUID) (int, error) {
+	var n int
+	err := t.row(`INSERT INTO run_numbers (project_id, last) VALUES (?, 1)
+		ON CONFLICT (project_id) DO UPDATE SET last = run_numbers.last + 1 RETURNING last`, projectID).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("take the next run number of project %s: %w", projectID, err)
+	}
+	return n, nil
 }
 
 func (t *tx) ensureLabelSets(jobs []plannedJob) error {
@@ -465,6 +484,18 @@ func (e *Engine) GetRun(ctx context.Context, id uuid.UUID) (*store.Run, error) {
 	}
 	if err != nil {
 		return nil, fmt.Errorf("get run %s: %w", id, err)
+	}
+	return r, nil
+}
+
+// GetRunByNumber implements store.Runs.
+func (e *Engine) GetRunByNumber(ctx context.Context, project string, number int) (*store.Run, error) {
+	r, err := scanRun(e.readRow(ctx, `SELECT `+e.runCols+runFrom+`WHERE p.name = ? AND r.number = ?`, project, number))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("run %s#%d: %w", project, number, store.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get run %s#%d: %w", project, number, err)
 	}
 	return r, nil
 }

@@ -66,6 +66,7 @@ var groups = []struct {
 	tests []test
 }{
 	{"CreateRun", createRunTests},
+	{"RunNumbers", runNumberTests},
 	{"ListRuns", listRunsTests},
 	{"ChangeFeed", changeFeedTests},
 	{"Claim", claimTests},
