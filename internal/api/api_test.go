@@ -163,6 +163,7 @@ type jobView struct {
 type runView struct {
 	ID              string        `json:"id"`
 	Status          string        `json:"status"`
+	Number          int           `json:"number"`
 	Project         string        `json:"project"`
 	Name            string        `json:"name"`
 	Trigger         store.Trigger `json:"trigger"`

@@ -149,6 +149,7 @@ func (f isolationFixture) fill(s string) string {
 // the test: a new route cannot skip the isolation check.
 var isolationCalls = map[string]struct{ path, body string }{
 	"GET /api/v1/runs/{id}":                               {"/api/v1/runs/$run", ""},
+	"GET /api/v1/projects/{name}/runs/{number}":           {"/api/v1/projects/$project/runs/1", ""},
 	"POST /api/v1/runs/{id}/cancel":                       {"/api/v1/runs/$run/cancel", ""},
 	"POST /api/v1/runs/{id}/retry":                        {"/api/v1/runs/$run/retry", ""},
 	"POST /api/v1/runs/{id}/rerun":                        {"/api/v1/runs/$run/rerun", `{"jobs": "all"}`},

@@ -384,3 +384,49 @@ func TestHandlerFailures(t *testing.T) {
 		t.Errorf("healthz after panic: %d", r.status)
 	}
 }
+
+// TestGetRunByNumber reads runs by their number in their project, as the list gives it.
+func TestGetRunByNumber(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	web1 := b.createRun(t, "web", "refs/heads/main")
+	api1 := b.createRun(t, "api", "refs/heads/main")
+	web2 := b.createRun(t, "web", "refs/heads/main")
+	if web1.Number != 1 || api1.Number != 1 || web2.Number != 2 {
+		t.Fatalf("numbers web %d, api %d, web %d; want 1, 1, 2", web1.Number, api1.Number, web2.Number)
+	}
+	for _, c := range []struct {
+		path string
+		want runView
+	}{{"/api/v1/projects/web/runs/2", web2}, {"/api/v1/projects/web/runs/1", web1}, {"/api/v1/projects/api/runs/1", api1}} {
+		r := b.get(t, c.path)
+		if r.status != http.StatusOK {
+			t.Fatalf("GET %s: %d %s", c.path, r.status, r.body)
+		}
+		var v runView
+		r.decode(t, &v)
+		if v.ID != c.want.ID || v.Number != c.want.Number || len(v.Jobs) != 3 {
+			t.Errorf("GET %s = run %s #%d with %d jobs, want %s #%d", c.path, v.ID, v.Number, len(v.Jobs), c.want.ID, c.want.Number)
+		}
+	}
+	r := b.get(t, "/api/v1/runs?project=web")
+	var list struct {
+		Runs []runView `json:"runs"`
+	}
+	r.decode(t, &list)
+	if len(list.Runs) != 2 || list.Runs[0].Number != 2 || list.Runs[1].Number != 1 {
+		t.Errorf("listed web runs %+v, want #2 then #1", list.Runs)
+	}
+	for path, want := range map[string]int{
+		"/api/v1/projects/web/runs/3":         http.StatusNotFound,
+		"/api/v1/projects/nope/runs/1":        http.StatusNotFound,
+		"/api/v1/projects/web/runs/0":         http.StatusBadRequest,
+		"/api/v1/projects/web/runs/-1":        http.StatusBadRequest,
+		"/api/v1/projects/web/runs/two":       http.StatusBadRequest,
+		"/api/v1/projects/web/runs/2?since=x": http.StatusBadRequest,
+	} {
+		if r := b.get(t, path); r.status != want {
+			t.Errorf("GET %s: %d %s, want %d", path, r.status, r.body, want)
+		}
+	}
+}

@@ -436,6 +436,36 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {
 	s.writeRunSince(w, r, id, http.StatusOK, since)
 }
 
+// getRunByNumber answers as getRun does for the project's run of that number (#42).
+func (s *Server) getRunByNumber(w http.ResponseWriter, r *http.Request) {
+	name, rerr := pathProject(r)
+	if rerr != nil {
+		writeRequestError(w, rerr)
+		return
+	}
+	v := r.PathValue("number")
+	number, err := strconv.Atoi(strings.TrimPrefix(v, "#"))
+	if err != nil || number < 1 {
+		writeRequestError(w, badRequest("a run number is a whole number from 1, as in #42, not %q", v))
+		return
+	}
+	since := int64(-1)
+	if v := r.URL.Query().Get("since"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			writeRequestError(w, badRequest("since must be a whole number, a run's seq, not %q", v))
+			return
+		}
+		since = n
+	}
+	run, err := s.store.GetRunByNumber(r.Context(), name, number)
+	if err != nil {
+		s.storeError(w, r, "get run", err)
+		return
+	}
+	s.writeRunSince(w, r, run.ID, http.StatusOK, since)
+}
+
 // writeRun answers with the run and all its jobs.
 func (s *Server) writeRun(w http.ResponseWriter, r *http.Request, id uuid.UUID, status int) {
 	s.writeRunSince(w, r, id, status, -1)

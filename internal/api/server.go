@@ -269,6 +269,7 @@ func (s *Server) routes(cfg Config) {
 	s.handle("POST /api/v1/runs", users, s.createRun)
 	s.handle("GET /api/v1/runs", users, s.listRuns)
 	s.handle("GET /api/v1/runs/{id}", on(thingRun, store.RoleViewer), s.getRun)
+	s.handle("GET /api/v1/projects/{name}/runs/{number}", on(thingProject, store.RoleViewer), s.getRunByNumber)
 	s.handle("POST /api/v1/runs/{id}/cancel", on(thingRun, store.RoleDeveloper), s.cancelRun)
 	s.handle("POST /api/v1/runs/{id}/retry", on(thingRun, store.RoleDeveloper), s.retryRun)
 	s.handle("GET /api/v1/jobs/{id}", on(thingJob, store.RoleViewer), s.getJob)

@@ -26,8 +26,10 @@ func formatMicros(t time.Time) string {
 }
 
 type runJSON struct {
-	ID              string        `json:"id"`
-	Status          string        `json:"status"`
+	ID     string `json:"id"`
+	Status string `json:"status"`
+	// Number is the run's number in its project (#42).
+	Number          int           `json:"number"`
 	Project         string        `json:"project"`
 	Name            string        `json:"name"`
 	Trigger         store.Trigger `json:"trigger"`
@@ -58,6 +60,7 @@ func newRunJSON(r *store.Run, jobs []*store.Job) runJSON {
 	out := runJSON{
 		ID:              r.ID.String(),
 		Status:          string(r.Status),
+		Number:          r.Number,
 		Project:         r.Project,
 		Name:            r.Name,
 		Trigger:         viewTrigger(r.Trigger),
