@@ -1275,7 +1275,7 @@ var stepInherits = []string{"PATH", "HOME", "LANG", "TMPDIR"}
 
 // stepEnv is what a step's process sees, and all of it: the worker's stepInherits, the
 // job's and step's env, the run's env over them, the matrix values (GANTRY_MATRIX_*), and
-// Gantry's own variables (GANTRY_RUN_ID, GANTRY_JOB_ID, GANTRY_JOB_NAME, GANTRY_JOB_KEY, GANTRY_ATTEMPT,
+// Gantry's own variables (GANTRY_RUN_ID, GANTRY_RUN_NUMBER, GANTRY_JOB_ID, GANTRY_JOB_NAME, GANTRY_JOB_KEY, GANTRY_ATTEMPT,
 // GANTRY_WORKSPACE, GANTRY_IDEMPOTENCY_KEY, and the run's trigger: GANTRY_SHA, GANTRY_REF,
 // GANTRY_BRANCH, GANTRY_TAG, GANTRY_EVENT, GANTRY_REPOSITORY, GANTRY_PR_NUMBER, each only
 // when it has a value). No credential is among them.
@@ -1332,6 +1332,9 @@ func (a *Agent) stepEnvMap(j claimedJob, st pipeline.Step, ws string, host bool,
 	}
 	key := sha256.Sum256([]byte(j.RunID + "\x00" + j.Key + "\x00" + strconv.Itoa(st.Index)))
 	vars["GANTRY_RUN_ID"] = j.RunID
+	if j.RunNumber > 0 {
+		vars["GANTRY_RUN_NUMBER"] = strconv.FormatInt(j.RunNumber, 10)
+	}
 	vars["GANTRY_JOB_ID"] = j.ID
 	vars["GANTRY_JOB_NAME"] = j.Spec.Name
 	vars["GANTRY_JOB_KEY"] = j.Key

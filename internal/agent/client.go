@@ -270,8 +270,8 @@ type claimedJob struct {
 	Spec     *pipeline.Job     `json:"spec"`
 	// Trigger is what started the run: the commit to check out and GANTRY_SHA and kin.
 	Trigger jobTrigger `json:"trigger"`
-	// RunNumber is the run's number in its project (GITHUB_RUN_NUMBER); zero from a
-	// coordinator that does not number runs.
+	// RunNumber is the run's number in its project (GANTRY_RUN_NUMBER,
+	// GITHUB_RUN_NUMBER); zero from a coordinator older than run numbers.
 	RunNumber int64 `json:"run_number"`
 	// Traceparent names the run's root span; the job's span is its child.
 	Traceparent string `json:"traceparent"`

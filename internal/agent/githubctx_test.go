@@ -96,3 +96,57 @@ jobs:
 		t.Errorf("check of a push: %s, want skipped (github.base_ref is empty)", job.Status)
 	}
 }
+
+// TestRunNumber: a job's steps read their run's number in its project as
+// GANTRY_RUN_NUMBER and GITHUB_RUN_NUMBER, and a workflow's github.run_number in a run
+// and a step's env reads it too.
+func TestRunNumber(t *testing.T) {
+	t.Parallel()
+	b, _ := actionsBundle(t, t.TempDir())
+	ctx := t.Context()
+	native, err := pipeline.Compile([]byte(`
+jobs:
+  a:
+    steps:
+      - run: test "$GANTRY_RUN_NUMBER" = "$WANT" && test "$GITHUB_RUN_NUMBER" = "$WANT"
+`), pipeline.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wf, err := pipeline.Compile([]byte(`on: push
+jobs:
+  check:
+    runs-on: ubuntu-latest
+    steps:
+      - name: number ${{ github.run_number }}
+        env: {N: "${{ github.run_number }}"}
+        run: |
+          test "${{ github.run_number }}" = 3 && test "$N" = 3
+          test "$GITHUB_RUN_NUMBER" = 3 && test "$GANTRY_RUN_NUMBER" = 3
+          echo "run number ${{ github.run_number }}"
+`), pipeline.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range []struct {
+		project string
+		plan    *pipeline.Plan
+		want    string
+	}{{"web", native, "1"}, {"web", native, "2"}, {"api", native, "1"}, {"web", wf, "3"}} {
+		run, _, _, err := b.st.CreateRun(ctx, store.CreateRunParams{Project: c.project, Plan: c.plan,
+			Env: map[string]string{"WANT": c.want}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		key := "a"
+		if c.plan == wf {
+			key = "check"
+		}
+		if r := b.waitRun(t, run.ID); r.Status != store.RunSuccess {
+			t.Errorf("run %d (%s #%d): %s\n%s", i, c.project, run.Number, r.Status, b.jobLog(t, run.ID, key))
+		}
+		if log := b.jobLog(t, run.ID, key); c.plan == wf && !strings.Contains(log, "run number 3") {
+			t.Errorf("check's log:\n%s", log)
+		}
+	}
+}

@@ -246,6 +246,8 @@ type claimedJSON struct {
 	OnceDone []int             `json:"once_done"`
 	Deadline string            `json:"deadline"`
 	Spec     *pipeline.Job     `json:"spec"`
+	// RunNumber is the run's number in its project (GANTRY_RUN_NUMBER, GITHUB_RUN_NUMBER).
+	RunNumber int `json:"run_number,omitempty"`
 	// Traceparent names the run's root span (W3C trace context), derived from the run
 	// id, so the worker's spans join the run's trace.
 	Traceparent string `json:"traceparent"`
@@ -460,6 +462,7 @@ func (s *Server) claimedJSON(c *store.Claim, waited time.Duration) claimedJSON {
 	}
 	if c.Run != nil {
 		out.Trigger, out.RunEnv = jobTrigger(c.Run.Trigger, c.Job.Spec), c.Run.Env
+		out.RunNumber = c.Run.Number
 	}
 	return out
 }

@@ -175,7 +175,7 @@ var githubRunValues = map[string]string{
 // reads them from the variable Gantry sets.
 var githubShellValues = map[string]string{
 	"github.workspace": "${GANTRY_WORKSPACE}", "github.run_id": "${GANTRY_RUN_ID}", "github.run_attempt": "${GANTRY_ATTEMPT}",
-	"runner.temp": "${RUNNER_TEMP:-${TMPDIR:-/tmp}}",
+	"github.run_number": "${GANTRY_RUN_NUMBER}", "runner.temp": "${RUNNER_TEMP:-${TMPDIR:-/tmp}}",
 }
 
 func (t *ghaTranslator) knownEnv(j *ghaJob, st *ghaStep, name string) bool {
@@ -303,9 +303,9 @@ func (t *ghaTranslator) refText(r *ghaRef, j *ghaJob, st *ghaStep, kind ghaTextK
 // noCounterpart says that a reference has no counterpart in Gantry (where: in its if:).
 func noCounterpart(full, where string) string {
 	if strings.EqualFold(full, "github.run_number") {
-		// GITHUB_RUN_NUMBER is set, and the worker's github context has run_number, only
-		// when the coordinator sends the run's number, which it does not yet.
-		return full + " has no counterpart in Gantry yet: runs are not numbered; github.run_id (a UUID) names a run"
+		// The number is taken in the transaction that creates the run, after the
+		// conditions of the jobs that need nothing were decided: only the worker has it.
+		return full + " is known only when a step runs; it may stand in a step's run, name, env and with:, not in an if:"
 	}
 	return full + " has no counterpart in Gantry" + where
 }
@@ -712,7 +712,7 @@ var workerContexts = []string{"github", "env", "matrix", "steps", "needs", "runn
 
 // workerGitHub are the properties of the github context the worker fills.
 var workerGitHub = []string{"sha", "ref", "ref_name", "ref_type", "repository", "repository_owner", "event_name", "event",
-	"run_id", "run_attempt", "job", "workspace", "server_url", "api_url", "graphql_url", "token", "action", "action_path",
+	"run_id", "run_number", "run_attempt", "job", "workspace", "server_url", "api_url", "graphql_url", "token", "action", "action_path",
 	"action_ref", "action_repository", "base_ref", "head_ref", "workflow", "actor", "triggering_actor", "*"}
 
 // workerKinds are the places whose expressions the worker may evaluate: what it puts in

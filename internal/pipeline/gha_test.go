@@ -254,7 +254,7 @@ func TestWorkflowErrors(t *testing.T) {
 		{"step output where the run decides", head + "    concurrency: ${{ needs.b.outputs.y }}\n    steps: [{run: x}]\n", ErrExpression, "jobs.a.concurrency", 5, 22, "needs is not known when a run is created"},
 		{"cache path outside", head + "    steps:\n      - uses: actions/cache@v4\n        with: {path: ../x, key: k}\n", ErrInvalid, "jobs.a.steps[0].with.path[0]", 7, 22, "cache path"},
 		{"expression error at its column", head + "    steps:\n      - run: echo ${{ github.sha && }}\n", ErrExpression, "jobs.a.steps[0].run", 6, 34, "Unexpected end of expression"},
-		{"unknown context", head + "    steps:\n      - run: echo ${{ github.run_number }}\n", ErrExpression, "jobs.a.steps[0].run", 6, 23, "github.run_number has no counterpart"},
+		{"unknown context", head + "    steps:\n      - run: echo ${{ github.retention_days }}\n", ErrExpression, "jobs.a.steps[0].run", 6, 23, "github.retention_days has no counterpart"},
 		{"strategy in a step's text", head + "    steps:\n      - run: echo ${{ strategy.job-index || 'y' }}\n", ErrExpression, "jobs.a.steps[0].run", 6, 23, "strategy is not a context a step's text may read"},
 		{"if with an unknown function", head + "    if: endswith(github.ref, 'x') && nope()\n    steps: [{run: x}]\n", ErrExpression, "jobs.a.if", 5, 38, "Unrecognized function: 'nope'"},
 		{"if reading secrets", head + "    if: secrets.X != ''\n    steps: [{run: x}]\n", ErrExpression, "jobs.a.if", 5, 9, "cannot read secrets"},
