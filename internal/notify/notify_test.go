@@ -225,7 +225,7 @@ func TestStatusRetriedUntilAccepted(t *testing.T) {
 		if err := json.Unmarshal(r.body, &body); err != nil {
 			t.Fatalf("request %d body %s: %v", i, r.body, err)
 		}
-		want := map[string]string{"state": "success", "context": "gantry/ci", "description": "Passed",
+		want := map[string]string{"state": "success", "context": "gantry/ci", "description": "Run #1: Passed",
 			"target_url": "https://ci.example.com/runs/" + run.ID.String()}
 		for k, v := range want {
 			if body[k] != v {
@@ -407,8 +407,11 @@ func TestWebhookSigned(t *testing.T) {
 		}
 		var body struct {
 			Event, Delivery, Project string
-			Run                      struct{ ID, Status, SHA, URL string }
-			Job                      *struct{ Key, Status string }
+			Run                      struct {
+				ID, Status, SHA, URL string
+				Number               int
+			}
+			Job *struct{ Key, Status string }
 		}
 		if err := json.Unmarshal(r.body, &body); err != nil {
 			t.Fatalf("body %s: %v", r.body, err)
@@ -419,7 +422,7 @@ func TestWebhookSigned(t *testing.T) {
 		if r.header.Get(notify.HeaderEvent) != body.Event {
 			t.Errorf("event header %q, body %q", r.header.Get(notify.HeaderEvent), body.Event)
 		}
-		if body.Project != "hooks" || body.Run.ID != run.ID.String() || body.Run.Status != "success" || body.Run.SHA != sha ||
+		if body.Project != "hooks" || body.Run.ID != run.ID.String() || body.Run.Number != 2 || body.Run.Status != "success" || body.Run.SHA != sha ||
 			body.Run.URL != "https://ci.example.com/runs/"+run.ID.String() {
 			t.Errorf("body %s", r.body)
 		}

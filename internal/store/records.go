@@ -613,6 +613,8 @@ const (
 // token changed since is used.
 type StatusMessage struct {
 	RunID uuid.UUID `json:"run_id"`
+	// RunNumber is the run's number in its project, which Description names (#42).
+	RunNumber int `json:"run_number,omitempty"`
 	// JobID, when set, makes it the status of one job of the run (its own context).
 	JobID      uuid.UUID `json:"job_id,omitzero"`
 	Project    string    `json:"project"`
@@ -640,7 +642,9 @@ type WebhookMessage struct {
 
 // WebhookRun is what an outbound webhook says of a run.
 type WebhookRun struct {
-	ID         uuid.UUID `json:"id"`
+	ID uuid.UUID `json:"id"`
+	// Number is the run's number in its project (#42).
+	Number     int       `json:"number"`
 	Name       string    `json:"name"`
 	Status     RunStatus `json:"status"`
 	Ref        string    `json:"ref,omitempty"`

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -378,6 +379,7 @@ func (r *projectReports) flags(sha string, jobs int) int {
 type runReport struct {
 	id, projectID         uuid.UUID
 	project, name         string
+	number                int
 	status                store.RunStatus
 	trigger               store.Trigger
 	createdAt, finishedAt int64
@@ -386,9 +388,9 @@ type runReport struct {
 func (t *tx) readRunReport(runID uuid.UUID) (*runReport, error) {
 	r := &runReport{id: runID}
 	var trigger, status string
-	err := t.row(`SELECT r.project_id, p.name, r.name, r.status, r.trigger, r.created_at, r.finished_at
+	err := t.row(`SELECT r.project_id, p.name, r.name, r.number, r.status, r.trigger, r.created_at, r.finished_at
 		FROM runs r JOIN projects p ON p.id = r.project_id WHERE r.id = ?`, runID).
-		Scan(&r.projectID, &r.project, &r.name, &status, &trigger, &r.createdAt, &r.finishedAt)
+		Scan(&r.projectID, &r.project, &r.name, &r.number, &status, &trigger, &r.createdAt, &r.finishedAt)
 	if err != nil {
 		return nil, fmt.Errorf("read run %s to report it: %w", runID, err)
 	}
@@ -397,6 +399,15 @@ func (t *tx) readRunReport(runID uuid.UUID) (*runReport, error) {
 		return nil, fmt.Errorf("decode trigger of run %s: %w", runID, err)
 	}
 	return r, nil
+}
+
+// describe is a commit status's description of the run: its number, as a forge's checks
+// list shows builds ("Run #42: Passed"), then what the state says.
+func (r *runReport) describe(desc string) string {
+	if r.number <= 0 {
+		return desc
+	}
+	return "Run #" + strconv.Itoa(r.number) + ": " + desc
 }
 
 func runPath(id uuid.UUID) string { return "/runs/" + id.String() }
@@ -435,8 +446,8 @@ func (t *tx) reportRun(runID uuid.UUID, notify int, nowUS int64) error {
 			ctxName += "/" + r.name
 		}
 		payload, err := json.Marshal(store.StatusMessage{
-			RunID: r.id, Project: r.project, ProjectID: r.projectID, Repository: r.trigger.Repository,
-			SHA: r.trigger.SHA, State: state, Context: ctxName, Description: desc, Path: runPath(r.id),
+			RunID: r.id, RunNumber: r.number, Project: r.project, ProjectID: r.projectID, Repository: r.trigger.Repository,
+			SHA: r.trigger.SHA, State: state, Context: ctxName, Description: r.describe(desc), Path: runPath(r.id),
 		})
 		if err != nil {
 			return fmt.Errorf("encode status of run %s: %w", runID, err)
@@ -467,7 +478,7 @@ func (t *tx) enqueueHooks(r *runReport, event string, job *store.WebhookJob, now
 	for _, id := range ids {
 		payload, err := json.Marshal(store.WebhookMessage{
 			WebhookID: id, Event: event, Project: r.project, Job: job,
-			Run: store.WebhookRun{ID: r.id, Name: r.name, Status: r.status, Ref: r.trigger.Ref, SHA: r.trigger.SHA,
+			Run: store.WebhookRun{ID: r.id, Number: r.number, Name: r.name, Status: r.status, Ref: r.trigger.Ref, SHA: r.trigger.SHA,
 				Event: r.trigger.Event, CreatedAt: fromUS(r.createdAt), FinishedAt: fromUS(r.finishedAt), Path: runPath(r.id)},
 		})
 		if err != nil {
@@ -521,8 +532,8 @@ func (t *tx) reportJobStatuses(runID uuid.UUID, jobs []uuid.UUID, nowUS int64) e
 		}
 		state, desc := store.JobStatus(status).CommitState()
 		payload, err := json.Marshal(store.StatusMessage{
-			RunID: r.id, JobID: id, Project: r.project, ProjectID: r.projectID, Repository: r.trigger.Repository,
-			SHA: r.trigger.SHA, State: state, Context: prefix + "/" + cmp.Or(name, key), Description: desc, Path: "/jobs/" + id.String(),
+			RunID: r.id, RunNumber: r.number, JobID: id, Project: r.project, ProjectID: r.projectID, Repository: r.trigger.Repository,
+			SHA: r.trigger.SHA, State: state, Context: prefix + "/" + cmp.Or(name, key), Description: r.describe(desc), Path: "/jobs/" + id.String(),
 		})
 		if err != nil {
 			return fmt.Errorf("encode status of job %s: %w", id, err)

@@ -2,8 +2,10 @@ package storetest
 
 import (
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -139,7 +141,12 @@ func testJobStatusReports(t *testing.T, h Harness) {
 		var out []string
 		for _, s := range b.allStatuses()[from:] {
 			if s.JobID != uuid.Nil {
-				out = append(out, s.Context+" "+s.State+": "+s.Description)
+				// Every status names its run's number first, as in "Run #3: Passed".
+				desc, ok := strings.CutPrefix(s.Description, fmt.Sprintf("Run #%d: ", s.RunNumber))
+				if !ok || s.RunNumber < 1 {
+					t.Errorf("job status of run #%d described %q, want it to start with the number", s.RunNumber, s.Description)
+				}
+				out = append(out, s.Context+" "+s.State+": "+desc)
 			}
 		}
 		slices.Sort(out)
@@ -266,8 +273,8 @@ func testStatusReports(t *testing.T, h Harness) {
 	if got := states(ss); !slices.Equal(got, []string{"pending", "running", "success"}) {
 		t.Fatalf("statuses = %v, want [pending running success]", got)
 	}
-	want := store.StatusMessage{RunID: run.ID, Project: "web", ProjectID: p.ID, Repository: "acme/web", SHA: reportSHA,
-		State: "success", Context: "gantry/ci", Description: "Passed", Path: "/runs/" + run.ID.String()}
+	want := store.StatusMessage{RunID: run.ID, RunNumber: 1, Project: "web", ProjectID: p.ID, Repository: "acme/web", SHA: reportSHA,
+		State: "success", Context: "gantry/ci", Description: "Run #1: Passed", Path: "/runs/" + run.ID.String()}
 	if ss[2] != want {
 		t.Errorf("final status = %+v\nwant %+v", ss[2], want)
 	}
@@ -412,7 +419,7 @@ func testWebhookReports(t *testing.T, h Harness) {
 		if err := json.Unmarshal(m.Payload, &w); err != nil {
 			t.Fatalf("webhook payload: %v", err)
 		}
-		if w.Project != "default" || w.Run.ID != run.ID || w.Run.SHA != reportSHA || w.Run.Name != "ci" || w.Run.Path != "/runs/"+run.ID.String() {
+		if w.Project != "default" || w.Run.ID != run.ID || w.Run.Number != run.Number || w.Run.Number < 1 || w.Run.SHA != reportSHA || w.Run.Name != "ci" || w.Run.Path != "/runs/"+run.ID.String() {
 			t.Errorf("webhook message %+v", w)
 		}
 		s := seen{hook: w.WebhookID, event: w.Event}
