@@ -44,7 +44,13 @@ func (s *Server) writeJob(w http.ResponseWriter, r *http.Request, id uuid.UUID, 
 		s.storeError(w, r, "list steps", err)
 		return
 	}
+	run, err := s.store.GetRun(r.Context(), job.RunID)
+	if err != nil {
+		s.storeError(w, r, "get the job's run", err)
+		return
+	}
 	out := newJobDetailJSON(job, steps)
+	out.RunNumber, out.Project = run.Number, run.Project
 	out.Waiting = s.waiting(r.Context(), []*store.Job{job}, nil)[0]
 	out.Approval = s.approvalState(r.Context(), job)
 	out.Attempts = s.attempts(r.Context(), job)

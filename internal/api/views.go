@@ -145,8 +145,11 @@ func newJobJSON(j *store.Job) jobJSON {
 // jobDetailJSON is a job on its own: the run's view of it plus its run and steps.
 type jobDetailJSON struct {
 	jobJSON
-	RunID string     `json:"run_id"`
-	Steps []stepJSON `json:"steps"`
+	RunID string `json:"run_id"`
+	// RunNumber and Project name the job's run as users do (web #42).
+	RunNumber int        `json:"run_number"`
+	Project   string     `json:"project"`
+	Steps     []stepJSON `json:"steps"`
 	// Approval is where the approval of a job whose environment needs one stands.
 	Approval *approvalJSON `json:"approval,omitempty"`
 	// Outputs are what the job left the jobs that need it; absent when nothing.

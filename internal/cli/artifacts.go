@@ -43,7 +43,8 @@ func (a *app) artifactsCommand() *cobra.Command {
 	list := &cobra.Command{
 		Use:     "list RUN",
 		Short:   "List a run's artifacts",
-		Example: "  gantry artifacts list 0190f3c2-...",
+		Long:    "List lists a run's artifacts.\n\n" + runRefHelp,
+		Example: "  gantry artifacts list web#42\n  gantry artifacts list 0190f3c2-...",
 		Args:    exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.artifactsList(cmd.Context(), listCfg, args[0])
@@ -78,11 +79,14 @@ func (a *app) artifactsCommand() *cobra.Command {
 }
 
 func (a *app) artifactsList(ctx context.Context, cfg clientConfig, run string) error {
-	if _, err := uuid.Parse(run); err != nil {
-		return usagef("run id %q is not a UUID", run)
+	if _, _, _, err := parseRunRef(run); err != nil {
+		return err
 	}
 	c, err := cfg.client()
 	if err != nil {
+		return err
+	}
+	if run, err = resolveRun(ctx, c, run); err != nil {
 		return err
 	}
 	var as []artifactView
@@ -165,8 +169,8 @@ func (a *app) artifactsGet(ctx context.Context, cfg clientConfig, id, out string
 // artifactsGetNamed downloads the run's artifacts that name names, keeping their paths
 // under dir and their modes.
 func (a *app) artifactsGetNamed(ctx context.Context, cfg clientConfig, run, name, dir string) error {
-	if _, err := uuid.Parse(run); err != nil {
-		return usagef("run id %q is not a UUID", run)
+	if _, _, _, err := parseRunRef(run); err != nil {
+		return err
 	}
 	if dir == "" {
 		dir = "."
@@ -176,6 +180,9 @@ func (a *app) artifactsGetNamed(ctx context.Context, cfg clientConfig, run, name
 	}
 	c, err := cfg.client()
 	if err != nil {
+		return err
+	}
+	if run, err = resolveRun(ctx, c, run); err != nil {
 		return err
 	}
 	var as []artifactView

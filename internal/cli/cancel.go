@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/google/uuid"
 	"github.com/spf13/cobra"
 )
 
@@ -14,8 +13,8 @@ func (a *app) cancelCommand() *cobra.Command {
 		Use:   "cancel RUN",
 		Short: "Cancel a run's unfinished jobs",
 		Long: "Cancel stops a run: jobs not yet running are cancelled at once, running ones are\n" +
-			"stopped by their worker. A run that already finished is an error (exit 1).\n\n" + configHelp,
-		Example: "  gantry cancel 0196a1c2-3b4d-7e5f-8a9b-0c1d2e3f4a5b",
+			"stopped by their worker. A run that already finished is an error (exit 1).\n\n" + runRefHelp + configHelp,
+		Example: "  gantry cancel web#42\n  gantry cancel 0196a1c2-3b4d-7e5f-8a9b-0c1d2e3f4a5b",
 		Args:    exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.runAction(cmd.Context(), cfg, args[0], "cancel")
@@ -32,8 +31,8 @@ func (a *app) retryCommand() *cobra.Command {
 		Short: "Run a finished run's failed, cancelled and skipped jobs again",
 		Long: "Retry gives a finished run's failed, cancelled and skipped jobs, and the jobs\n" +
 			"that need them, a new attempt; the other jobs that succeeded are kept. A run that\n" +
-			"has not finished is an error (exit 1). It is gantry runs rerun RUN --failed.\n\n" + configHelp,
-		Example: "  gantry retry 0196a1c2-3b4d-7e5f-8a9b-0c1d2e3f4a5b",
+			"has not finished is an error (exit 1). It is gantry runs rerun RUN --failed.\n\n" + runRefHelp + configHelp,
+		Example: "  gantry retry web#42\n  gantry retry 0196a1c2-3b4d-7e5f-8a9b-0c1d2e3f4a5b",
 		Args:    exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.runAction(cmd.Context(), cfg, args[0], "retry")
@@ -43,12 +42,16 @@ func (a *app) retryCommand() *cobra.Command {
 	return cmd
 }
 
-// runAction posts a cancel or retry of run id and prints the run as it now is.
-func (a *app) runAction(ctx context.Context, cfg clientConfig, id, action string) error {
-	if _, err := uuid.Parse(id); err != nil {
-		return usagef("run id %q is not a UUID", id)
+// runAction posts a cancel or retry of the run arg names and prints the run as it now is.
+func (a *app) runAction(ctx context.Context, cfg clientConfig, arg, action string) error {
+	if _, _, _, err := parseRunRef(arg); err != nil {
+		return err
 	}
 	c, err := cfg.client()
+	if err != nil {
+		return err
+	}
+	id, err := resolveRun(ctx, c, arg)
 	if err != nil {
 		return err
 	}
@@ -68,11 +71,11 @@ func (a *app) runAction(ctx context.Context, cfg clientConfig, id, action string
 				again++
 			}
 		}
-		fmt.Fprintf(a.stdout, "run %s: %s again\n", run.ID, countOf(again, "job runs", "jobs run"))
+		fmt.Fprintf(a.stdout, "run %s: %s again\n", runLabel(run), countOf(again, "job runs", "jobs run"))
 	case runTerminal(run.Status):
-		fmt.Fprintf(a.stdout, "run %s: %s\n", run.ID, run.Status)
+		fmt.Fprintf(a.stdout, "run %s: %s\n", runLabel(run), run.Status)
 	default:
-		fmt.Fprintf(a.stdout, "run %s: cancelling (its running jobs are being stopped)\n", run.ID)
+		fmt.Fprintf(a.stdout, "run %s: cancelling (its running jobs are being stopped)\n", runLabel(run))
 	}
 	return nil
 }

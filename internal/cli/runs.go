@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -8,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/spf13/cobra"
@@ -16,15 +18,19 @@ import (
 // runDetails is a run as GET /api/v1/runs/{id} answers it (and, without jobs, as the
 // run list carries it).
 type runDetails struct {
-	ID      string `json:"id"`
-	Status  string `json:"status"`
+	ID     string `json:"id"`
+	Status string `json:"status"`
+	// Number is the run's number in its project; 0 from a server older than numbers.
+	Number  int    `json:"number"`
 	Project string `json:"project"`
 	Name    string `json:"name"`
 	Trigger struct {
 		Ref    string `json:"ref"`
 		Branch string `json:"branch"`
+		Tag    string `json:"tag"`
 		SHA    string `json:"sha"`
 		Event  string `json:"event"`
+		Actor  string `json:"actor"`
 	} `json:"trigger"`
 	// RefVerified is nil from a server that does not say.
 	RefVerified     *bool     `json:"ref_verified"`
@@ -122,9 +128,11 @@ func (a *app) runsCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "runs",
 		Short: "List runs, newest first; show one with runs get",
-		Long: "Runs lists the coordinator's runs, newest first, a page at a time: the id, name,\n" +
-			"status, how long the run took and how long ago it was created. When more runs\n" +
-			"follow, the command that lists the next page is printed on stderr.\n\n" + configHelp,
+		Long: "Runs lists the coordinator's runs, newest first, a page at a time: each run's\n" +
+			"PROJECT#NUMBER (which gantry runs get, cancel, retry and logs take), name, status,\n" +
+			"branch or tag, commit, event, who started it, how long it took and how long ago it\n" +
+			"was created. When more runs follow, the command that lists the next page is\n" +
+			"printed on stderr; --json has the ids.\n\n" + configHelp,
 		Example: "  gantry runs\n" +
 			"  gantry runs --status failed --project web --limit 20\n" +
 			"  gantry runs get 0196a1c2-3b4d-7e5f-8a9b-0c1d2e3f4a5b",
@@ -149,8 +157,9 @@ func (a *app) runsCommand() *cobra.Command {
 		Use:     "get RUN",
 		Aliases: []string{"show"},
 		Short:   "Show a run's jobs, wave by wave, with their status and durations",
-		Long:    "Get shows a run and its jobs in waves: a job's wave comes after the waves of\nevery job it needs.\n\n" + configHelp,
-		Example: "  gantry runs get 0196a1c2-3b4d-7e5f-8a9b-0c1d2e3f4a5b\n" +
+		Long:    "Get shows a run and its jobs in waves: a job's wave comes after the waves of\nevery job it needs.\n\n" + runRefHelp + configHelp,
+		Example: "  gantry runs get web#42\n" +
+			"  gantry runs get 0196a1c2-3b4d-7e5f-8a9b-0c1d2e3f4a5b\n" +
 			"  gantry runs show 0196a1c2-3b4d-7e5f-8a9b-0c1d2e3f4a5b --json | jq .status",
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -210,31 +219,58 @@ func (a *app) runsList(ctx context.Context, cfg runsListConfig) error {
 	return nil
 }
 
-// writeRunList prints runs as a table of width columns; names are elided to fit.
+// writeRunList prints runs as a table of width columns: each run's PROJECT#NUMBER, name,
+// status, branch or tag, short commit, event, actor, duration and age. Names and refs
+// share what the other columns leave and are elided to fit.
 func writeRunList(w io.Writer, runs []runDetails, width int, now time.Time) {
-	const idW, statusW, durW, ageW = 36, 9, 8, 4
-	nameW := max(width-idW-statusW-durW-ageW-2*4-1, 8)
+	const statusW, shaW, durW, ageW, gaps = 9, 7, 8, 4, 2 * 8
+	runW, eventW, actorW := len("RUN"), len("EVENT"), len("ACTOR")
+	type row struct{ run, name, ref, sha, event, actor string }
+	rows := make([]row, len(runs))
+	for i, r := range runs {
+		rw := row{run: runLabel(r), name: cmp.Or(r.Name, "-"), ref: cmp.Or(r.Trigger.Tag, r.Trigger.Branch, r.Trigger.Ref, "-"),
+			sha: cmp.Or(sha7(r.Trigger.SHA), "-"), event: cmp.Or(r.Trigger.Event, "-"), actor: cmp.Or(r.Trigger.Actor, "-")}
+		if len(rw.run) > 36 {
+			rw.run = elide(rw.run, 36)
+		}
+		runW = max(runW, utf8.RuneCountInString(rw.run))
+		eventW = max(eventW, min(utf8.RuneCountInString(rw.event), 12))
+		actorW = max(actorW, min(utf8.RuneCountInString(rw.actor), 12))
+		rows[i] = rw
+	}
+	rest := max(width-runW-statusW-shaW-eventW-actorW-durW-ageW-gaps-1, 16)
+	nameW, refW := rest-rest/2, rest/2
 	var b strings.Builder
-	fmt.Fprintf(&b, "%-*s  %-*s  %-*s  %*s  %*s\n", idW, "ID", nameW, "NAME", statusW, "STATUS", durW, "DURATION", ageW, "AGE")
-	for _, r := range runs {
-		name := r.Name
-		if name == "" {
-			name = "-"
-		}
-		if r.Project != "" && r.Project != "default" {
-			name = r.Project + "/" + name
-		}
-		fmt.Fprintf(&b, "%-*s  %s  %-*s  %*s  %*s\n", idW, r.ID, pad(elide(name, nameW), nameW), statusW, r.Status,
+	fmt.Fprintf(&b, "%s  %s  %-*s  %s  %-*s  %s  %s  %*s  %*s\n", pad("RUN", runW), pad("NAME", nameW), statusW, "STATUS",
+		pad("REF", refW), shaW, "SHA", pad("EVENT", eventW), pad("ACTOR", actorW), durW, "DURATION", ageW, "AGE")
+	for i, r := range runs {
+		rw := rows[i]
+		line := fmt.Sprintf("%s  %s  %-*s  %s  %-*s  %s  %s  %*s  %*s", pad(rw.run, runW), pad(elide(rw.name, nameW), nameW), statusW,
+			r.Status, pad(elide(rw.ref, refW), refW), shaW, rw.sha, pad(elide(rw.event, eventW), eventW), pad(elide(rw.actor, actorW), actorW),
 			durW, formatDuration(elapsed(r.StartedAt, r.FinishedAt, now)), ageW, formatAge(now.Sub(r.CreatedAt)))
+		b.WriteString(line)
+		b.WriteByte('\n')
 	}
 	io.WriteString(w, b.String())
 }
 
-func (a *app) runsGet(ctx context.Context, cfg clientConfig, id string) error {
-	if _, err := uuid.Parse(id); err != nil {
-		return usagef("run id %q is not a UUID", id)
+// sha7 is a commit's first 7 hex digits, as forges show it.
+func sha7(sha string) string {
+	if len(sha) > 7 {
+		return sha[:7]
+	}
+	return sha
+}
+
+func (a *app) runsGet(ctx context.Context, cfg clientConfig, arg string) error {
+	if _, _, _, err := parseRunRef(arg); err != nil {
+		return err
 	}
 	c, err := cfg.client()
+	if err != nil {
+		return err
+	}
+	id, err := resolveRun(ctx, c, arg)
 	if err != nil {
 		return err
 	}
@@ -306,7 +342,11 @@ func printRunTree(w io.Writer, run runDetails, width int) {
 	if title == "" {
 		title = "run"
 	}
-	fmt.Fprintf(&b, "%s %s\n", elide(title, max(width-len(run.ID)-1, 8)), run.ID)
+	head := run.ID
+	if run.Number > 0 {
+		head = runLabel(run) + " " + run.ID
+	}
+	fmt.Fprintf(&b, "%s %s\n", elide(title, max(width-len(head)-1, 8)), head)
 	facts := []string{run.Status}
 	if run.CancelRequested && !runTerminal(run.Status) {
 		facts[0] += " (cancelling)"
@@ -328,7 +368,27 @@ func printRunTree(w io.Writer, run runDetails, width int) {
 		}
 		facts = append(facts, ref)
 	}
-	b.WriteString(elide(strings.Join(facts, " · "), width))
+	if e := run.Trigger.Event; e != "" {
+		ev := e
+		if run.Trigger.Actor != "" {
+			ev += " by " + run.Trigger.Actor
+		}
+		facts = append(facts, ev)
+	}
+	// Facts are never cut: one that does not fit goes on the next line.
+	line := ""
+	for _, f := range facts {
+		switch {
+		case line == "":
+			line = f
+		case utf8.RuneCountInString(line)+3+utf8.RuneCountInString(f) > width:
+			b.WriteString(line + "\n")
+			line = f
+		default:
+			line += " · " + f
+		}
+	}
+	b.WriteString(line)
 	b.WriteByte('\n')
 	if len(run.Errors) > 0 {
 		b.WriteString("the pipeline file is invalid:")
@@ -339,6 +399,7 @@ func printRunTree(w io.Writer, run runDetails, width int) {
 	// key  status  duration  notes; the key gets what the others leave.
 	const statusW, durW, fixedW = 9, 7, 5 + 2 + 9 + 2 + 7
 	notes := make(map[string]string, len(run.Jobs))
+	reasons := map[string]string{}
 	keyW, notesW := 0, 0
 	for _, j := range run.Jobs {
 		keyW = max(keyW, len([]rune(j.title())))
@@ -346,7 +407,8 @@ func printRunTree(w io.Writer, run runDetails, width int) {
 		if j.MaxAttempts > 1 && j.Attempt > 0 {
 			n = append(n, fmt.Sprintf("attempt %d/%d", j.Attempt, j.MaxAttempts))
 		}
-		if j.ExitCode != nil && *j.ExitCode != 0 {
+		if j.ExitCode != nil && *j.ExitCode != 0 && j.Status != "cancelled" {
+			// A cancelled job's process was stopped: its exit code (-1) says nothing more.
 			n = append(n, fmt.Sprintf("exit %d", *j.ExitCode))
 		}
 		if j.FailureKind != "" && j.FailureKind != "failure" && j.FailureKind != j.Status {
@@ -357,9 +419,9 @@ func printRunTree(w io.Writer, run runDetails, width int) {
 			notesW = max(notesW, len(notes[j.ID+"\x00"+j.Key]))
 		}
 		if j.Reason != "" {
-			// Why a job did not run comes last and does not narrow the keys: a long
-			// reason is cut at the line's end instead.
-			notes[j.ID+"\x00"+j.Key] += "  " + j.Reason
+			// Why a job did not run comes last and does not narrow the keys: a reason
+			// that does not fit goes on a line of its own.
+			reasons[j.ID+"\x00"+j.Key] = j.Reason
 		}
 	}
 	keyW = distinctWidth(jobTitles(run.Jobs), min(keyW, max(width-fixedW-notesW, 12)))
@@ -372,9 +434,16 @@ func printRunTree(w io.Writer, run runDetails, width int) {
 			}
 			line := fmt.Sprintf("  %s %s  %-*s  %*s%s", branch, pad(elide(j.title(), keyW), keyW), statusW, j.Status,
 				durW, formatDuration(elapsed(j.StartedAt, j.FinishedAt, now)), notes[j.ID+"\x00"+j.Key])
-			if r := []rune(line); len(r) > width {
-				// Only the notes can still be too long: cut them at the end.
-				line = string(r[:width-1]) + "…"
+			if why := reasons[j.ID+"\x00"+j.Key]; why != "" {
+				if utf8.RuneCountInString(line)+2+utf8.RuneCountInString(why) <= width {
+					line += "  " + why
+				} else {
+					rail := "│"
+					if k == len(wave)-1 {
+						rail = " "
+					}
+					line = strings.TrimRight(line, " ") + "\n  " + rail + "    " + why
+				}
 			}
 			b.WriteString(strings.TrimRight(line, " "))
 			b.WriteByte('\n')

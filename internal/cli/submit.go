@@ -203,7 +203,11 @@ func writeSubmitted(w io.Writer, run runDetails, width int) {
 	if run.Name != "" {
 		name = " (" + run.Name + ")"
 	}
-	fmt.Fprintf(&b, "run %s%s: %s\n", run.ID, name, countOf(len(run.Jobs), "job", "jobs"))
+	label := run.ID // first: scripts read it as the second word
+	if run.Number > 0 {
+		label += " " + runLabel(run)
+	}
+	fmt.Fprintf(&b, "run %s%s: %s\n", label, name, countOf(len(run.Jobs), "job", "jobs"))
 	keyW := 0
 	for _, j := range run.Jobs {
 		keyW = max(keyW, len([]rune(j.title())))

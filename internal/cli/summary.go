@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/google/uuid"
 	"github.com/spf13/cobra"
 )
 
@@ -35,8 +34,9 @@ func (a *app) summaryCommand() *cobra.Command {
 			"that has one, each after a line \"==> JOB <==\". It is the job's latest\n" +
 			"attempt unless --attempt says which. --html prints it rendered as the\n" +
 			"dashboard shows it, and --json the API's answer. A job whose steps wrote\n" +
-			"nothing has no summary: that is said on stderr, and the exit status is 0.\n\n" + configHelp,
-		Example: "  gantry summary 0196a1c2-3b4d-7e5f-8a9b-1c1d2e3f4a5b\n" +
+			"nothing has no summary: that is said on stderr, and the exit status is 0.\n\n" + runRefHelp + configHelp,
+		Example: "  gantry summary web#42\n" +
+			"  gantry summary 0196a1c2-3b4d-7e5f-8a9b-1c1d2e3f4a5b\n" +
 			"  gantry summary 0196a1c2-3b4d-7e5f-8a9b-1c1d2e3f4a5b test > summary.md\n" +
 			"  gantry summary --attempt 1 --html 0196a1c2-3b4d-7e5f-8a9b-1c1d2e3f4a5b 'test (go=1.26)'",
 		Args: rangeArgs(1, 2),
@@ -73,8 +73,8 @@ type summaryView struct {
 var errNoSummaries = errors.New("the server does not keep step summaries: it is of an older version than this client")
 
 func (a *app) summary(ctx context.Context, cfg summaryConfig) error {
-	if _, err := uuid.Parse(cfg.Run); err != nil {
-		return usagef("run id %q is not a UUID", cfg.Run)
+	if _, _, _, err := parseRunRef(cfg.Run); err != nil {
+		return err
 	}
 	if cfg.Attempt < 0 {
 		return usagef("--attempt %d: want 1 or more", cfg.Attempt)
@@ -84,6 +84,9 @@ func (a *app) summary(ctx context.Context, cfg summaryConfig) error {
 	}
 	c, err := cfg.client()
 	if err != nil {
+		return err
+	}
+	if cfg.Run, err = resolveRun(ctx, c, cfg.Run); err != nil {
 		return err
 	}
 	run, _, err := getRun(ctx, c, cfg.Run)

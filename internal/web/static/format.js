@@ -85,6 +85,11 @@ export function shortID(id) {
   return id ? id.slice(0, 8) : "";
 }
 
+/** runLabel names a run as its project numbers it, "#42"; its short id when unnumbered. */
+export function runLabel(run) {
+  return run && run.number ? "#" + run.number : shortID(run && run.id);
+}
+
 /**
  * everyProjectOnly is what a page of the whole server's (workers, the queue) shows a
  * token limited to some projects, which the API answers 403: why, and where its own

@@ -26,7 +26,7 @@ export async function jobPage(main, [id], ctx) {
   const name = job.display_name || job.key;
   ctx.title(name);
   fill(crumbs, h("a", { href: "/" }, "Runs"), " / ",
-    h("a", { href: "/runs/" + job.run_id }, "run " + shortID(job.run_id)), " / ", name);
+    h("a", { href: "/runs/" + job.run_id }, job.run_number ? `${job.project} #${job.run_number}` : "run " + shortID(job.run_id)), " / ", name);
   fill(h1, name);
 
   const badge = h("span", { role: "status", "aria-label": "Job status", id: "job-status" });

@@ -5,7 +5,7 @@
 import { clear, fill, h } from "./dom.js";
 import { api, live, post, postJSON } from "./api.js";
 import { draw } from "./dag.js";
-import { TERMINAL, liveDuration, parseTime, setDuration, shortID, statusBadge, when } from "./format.js";
+import { TERMINAL, liveDuration, parseTime, runLabel, setDuration, shortID, statusBadge, when } from "./format.js";
 import { announce, showError } from "./app.js";
 import { annotationItem } from "./job.js";
 import { summaryContent } from "./summary.js";
@@ -14,8 +14,11 @@ import { confirmCancel, decideButtons } from "./actions.js";
 export async function runPage(main, [id], ctx) {
   ctx.title("Run " + shortID(id));
   const h1 = h("h1", { tabindex: "-1" }, "Run ", h("span", { class: "mono" }, shortID(id)));
-  main.append(h("p", { class: "crumbs" }, h("a", { href: "/" }, "Runs"), " / ", shortID(id)), h1);
+  const crumbs = h("p", { class: "crumbs" }, h("a", { href: "/" }, "Runs"), " / ", shortID(id));
+  main.append(crumbs, h1);
   const run = await api("/api/v1/runs/" + encodeURIComponent(id), { signal: ctx.signal });
+  ctx.title(`${run.name || "Run"} ${runLabel(run)} \u00b7 ${run.project}`);
+  fill(crumbs, h("a", { href: "/" }, "Runs"), " / ", `${run.project} ${runLabel(run)}`);
 
   const badge = h("span", { role: "status", "aria-label": "Run status", id: "run-status" });
   const meta = h("dl", { class: "meta" });
@@ -24,7 +27,7 @@ export async function runPage(main, [id], ctx) {
   const retryBtn = h("button", { type: "button", id: "retry-run" }, "Re-run failed jobs");
   const rerunAllBtn = h("button", { type: "button", class: "secondary", id: "rerun-all" }, "Re-run all jobs");
   const liveState = h("span", { class: "live-state muted" });
-  fill(h1, run.name || "Run", " ", h("span", { class: "mono muted" }, shortID(id)));
+  fill(h1, run.name || "Run", " ", h("span", { class: "mono muted run-number" }, runLabel(run)));
 
   const act = (btn, path, verb, body, ask) => btn.addEventListener("click", async () => {
     if (ask && !await ask()) return;
