@@ -1142,7 +1142,7 @@ func stepConditionInput(j claimedJob) pipeline.ConditionInput {
 	in := pipeline.ConditionInput{
 		Ref: tr.Ref, Branch: tr.Branch, Tag: tr.Tag, SHA: tr.SHA, Event: tr.Event, Repository: tr.Repository,
 		PRNumber: tr.PRNumber, Fork: tr.Fork, Env: j.RunEnv, Inputs: tr.Inputs, Payload: tr.Payload, Actor: tr.Actor, Vars: tr.Vars,
-		BaseRef: tr.BaseRef, HeadRef: tr.HeadRef,
+		BaseRef: tr.BaseRef, HeadRef: tr.HeadRef, RunNumber: int(j.RunNumber),
 		Needs: map[string]string{}, NeedOutputs: map[string]map[string]string{},
 	}
 	for name, n := range j.Needs {

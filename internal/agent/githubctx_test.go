@@ -98,8 +98,8 @@ jobs:
 }
 
 // TestRunNumber: a job's steps read their run's number in its project as
-// GANTRY_RUN_NUMBER and GITHUB_RUN_NUMBER, and a workflow's github.run_number in a run
-// and a step's env reads it too.
+// GANTRY_RUN_NUMBER and GITHUB_RUN_NUMBER, and a workflow's github.run_number in a run,
+// a step's name and env, and a step's if: read it too.
 func TestRunNumber(t *testing.T) {
 	t.Parallel()
 	b, _ := actionsBundle(t, t.TempDir())
@@ -124,6 +124,10 @@ jobs:
           test "${{ github.run_number }}" = 3 && test "$N" = 3
           test "$GITHUB_RUN_NUMBER" = 3 && test "$GANTRY_RUN_NUMBER" = 3
           echo "run number ${{ github.run_number }}"
+      - if: github.run_number == 3
+        run: echo step-if-read-three
+      - if: github.run_number != 3
+        run: echo step-if-wrong
 `), pipeline.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -145,7 +149,8 @@ jobs:
 		if r := b.waitRun(t, run.ID); r.Status != store.RunSuccess {
 			t.Errorf("run %d (%s #%d): %s\n%s", i, c.project, run.Number, r.Status, b.jobLog(t, run.ID, key))
 		}
-		if log := b.jobLog(t, run.ID, key); c.plan == wf && !strings.Contains(log, "run number 3") {
+		if log := b.jobLog(t, run.ID, key); c.plan == wf && (!strings.Contains(log, "step number 3\nrun number 3\n") ||
+			!strings.Contains(log, "\nstep-if-read-three\n") || !strings.Contains(log, "skipped, if: github.run_number != 3 was false")) {
 			t.Errorf("check's log:\n%s", log)
 		}
 	}

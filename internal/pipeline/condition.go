@@ -104,6 +104,9 @@ type ConditionInput struct {
 	BaseRef, HeadRef string
 	// RunID is the run's id (github.run_id), where it is known.
 	RunID string
+	// RunNumber is the run's number in its project (github.run_number), where it is
+	// known: on the worker, for a step's if:.
+	RunNumber int
 }
 
 // StepState is what steps.<id> shows of a step that came before.

@@ -305,7 +305,7 @@ func noCounterpart(full, where string) string {
 	if strings.EqualFold(full, "github.run_number") {
 		// The number is taken in the transaction that creates the run, after the
 		// conditions of the jobs that need nothing were decided: only the worker has it.
-		return full + " is known only when a step runs; it may stand in a step's run, name, env and with:, not in an if:"
+		return full + " is known only when a step runs; it may stand in a step's run, name, env, with: and if:, not in a job's if:"
 	}
 	return full + " has no counterpart in Gantry" + where
 }
@@ -326,7 +326,8 @@ func (t *ghaTranslator) condition(v string, at *yaml.Node, p string, j *ghaJob) 
 	}
 	if err != nil {
 		// What Gantry's language cannot say is decided as GitHub decides it.
-		kerr := conditionExprError(src)
+		// A step's if: is decided by the worker, which knows the run's number too.
+		kerr := conditionExprError(src, strings.Contains(p, ".steps["))
 		if kerr == nil {
 			return GitHubCondition(strings.TrimSpace(src))
 		}
@@ -357,8 +358,9 @@ func parseGitHub(src string) (ghaexpr.Node, *ghaExprError) {
 	return n, nil
 }
 
-// conditionExprError says why an if: cannot be decided as GitHub decides it, or nil.
-func conditionExprError(src string) *ghaExprError {
+// conditionExprError says why an if: cannot be decided as GitHub decides it, or nil;
+// step says it is a step's, which the worker decides.
+func conditionExprError(src string, step bool) *ghaExprError {
 	n, perr := parseGitHub(src)
 	if perr != nil {
 		return perr
@@ -368,7 +370,8 @@ func conditionExprError(src string) *ghaExprError {
 		name := strings.Join(append([]string{head}, r.Path...), ".")
 		switch head {
 		case "github":
-			if len(r.Path) > 0 && !slices.Contains(conditionGitHub, strings.ToLower(r.Path[0])) {
+			if len(r.Path) > 0 && !slices.Contains(conditionGitHub, strings.ToLower(r.Path[0])) &&
+				!(step && strings.EqualFold(r.Path[0], "run_number")) {
 				return &ghaExprError{r.At, noCounterpart(name, "'s if:")}
 			}
 		case "needs", "inputs", "env", "matrix", "steps", "vars":

@@ -99,6 +99,9 @@ func (in ConditionInput) githubContext(env map[string]string, matrix []MatrixVal
 		"repository_owner": owner, "event_name": event, "event": in.eventPayload(), "actor": in.Actor,
 		"triggering_actor": in.Actor, "base_ref": in.BaseRef, "head_ref": in.HeadRef, "run_id": in.RunID,
 	}
+	if in.RunNumber > 0 {
+		gh["run_number"] = float64(in.RunNumber)
+	}
 	needs := make(map[string]any, len(in.Needs))
 	for name, r := range in.Needs {
 		outs := map[string]any{}

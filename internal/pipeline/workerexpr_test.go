@@ -63,7 +63,7 @@ jobs:
 
 	for _, c := range []struct{ wf, msg string }{
 		{"on: push\njobs:\n  a:\n    runs-on: x\n    steps:\n      - run: echo ${{ github.retention_days }}\n", "github.retention_days has no counterpart"},
-		{"on: push\njobs:\n  a:\n    runs-on: x\n    if: github.run_number > 1\n    steps:\n      - run: echo\n", "github.run_number is known only when a step runs"},
+		{"on: push\njobs:\n  a:\n    runs-on: x\n    if: github.run_number > 1\n    steps:\n      - run: echo\n", "github.run_number is known only when a step runs; it may stand in a step's run, name, env, with: and if:, not in a job's if:"},
 		{"on: push\njobs:\n  a:\n    runs-on: x\n    concurrency: pr-${{ job.status }}\n    steps:\n      - run: echo\n", "job is not known when a run is created"},
 		{"on: push\njobs:\n  a:\n    runs-on: x\n    steps:\n      - run: echo ${{ nope(1) }}\n", "nope"},
 		{"on: push\njobs:\n  a:\n    runs-on: x\n    steps:\n      - run: echo ${{ 1 == }}\n", ""},
