@@ -72,6 +72,24 @@ func encode(lines []Line) []byte {
 	return b
 }
 
+// leadingSeq reads the seq of a stored line, which encode writes first: {"seq":N,...
+// ok is false for any other shape, which the caller then decodes in full.
+func leadingSeq(b []byte) (seq int64, ok bool) {
+	rest, found := bytes.CutPrefix(b, []byte(`{"seq":`))
+	if !found {
+		return 0, false
+	}
+	n := 0
+	for n < len(rest) && n < 18 && rest[n] >= '0' && rest[n] <= '9' {
+		seq = seq*10 + int64(rest[n]-'0')
+		n++
+	}
+	if n == 0 || n == len(rest) || rest[n] != ',' && rest[n] != '}' {
+		return 0, false
+	}
+	return seq, true
+}
+
 // decode reads NDJSON lines from r, keeping up to max of those after afterSeq.
 func decode(r io.Reader, afterSeq int64, max int, out []Line) ([]Line, error) {
 	sc := bufio.NewScanner(r)
@@ -79,6 +97,11 @@ func decode(r io.Reader, afterSeq int64, max int, out []Line) ([]Line, error) {
 	for sc.Scan() {
 		b := sc.Bytes()
 		if len(bytes.TrimSpace(b)) == 0 {
+			continue
+		}
+		// A line at or before afterSeq is skipped on its seq alone: a reader paging
+		// through a compacted chunk would otherwise decode all of it for every page.
+		if seq, ok := leadingSeq(b); ok && seq <= afterSeq {
 			continue
 		}
 		var l Line
