@@ -85,6 +85,9 @@ type logQuery struct {
 	limit   int
 	attempt int // 0: the job's current attempt
 	match   logs.Matcher
+	// download asks for the whole log as a plain-text file: no limit, a file name.
+	download bool
+	limitSet bool
 }
 
 func parseLogQuery(r *http.Request) (logQuery, *requestError) {
@@ -103,7 +106,13 @@ func parseLogQuery(r *http.Request) (logQuery, *requestError) {
 			return out, badRequest("limit must be a whole number from 1 to %d, not %q", maxLogLimit, v)
 		}
 		out.limit = n
+		out.limitSet = true
 	}
+	download, rerr := boolParam(q.Get("download"), "download")
+	if rerr != nil {
+		return out, rerr
+	}
+	out.download = download
 	if v := q.Get("attempt"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 {
@@ -189,6 +198,10 @@ func (s *Server) jobLogs(w http.ResponseWriter, r *http.Request) {
 		writeRequestError(w, rerr)
 		return
 	}
+	if lq.download {
+		s.downloadLog(w, r, job, key, lq)
+		return
+	}
 	var lines []logs.Line
 	if lq.match != nil {
 		lines, err = s.logs.Search(r.Context(), key, lq.match, lq.after, lq.limit)
@@ -222,6 +235,57 @@ func (s *Server) jobLogs(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	_ = bw.Flush()
+}
+
+// downloadLog answers an attempt's whole log (after after_seq) as a plain-text file, a
+// line of text per line, read from the store a page at a time so that no log is held
+// whole in memory.
+func (s *Server) downloadLog(w http.ResponseWriter, r *http.Request, job *store.Job, key logs.Key, lq logQuery) {
+	if lq.match != nil || lq.limitSet {
+		writeError(w, http.StatusBadRequest, codeBadRequest, "download=true answers the whole log: it takes no q and no limit", nil)
+		return
+	}
+	lines, err := s.logs.Read(r.Context(), key, lq.after, streamPage)
+	if err != nil {
+		s.storeError(w, r, "read logs", err)
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "text/plain; charset=utf-8")
+	h.Set("Content-Disposition", fmt.Sprintf(`attachment; filename="%s"`, logFileName(job, key.Attempt)))
+	h.Set("X-Gantry-Attempt", strconv.Itoa(key.Attempt))
+	bw := bufio.NewWriterSize(w, 64<<10)
+	for len(lines) > 0 {
+		for _, l := range lines {
+			if l.Group == logs.GroupEnd {
+				continue // it has no text: the fold's end shows nothing
+			}
+			bw.WriteString(l.Text)
+			bw.WriteByte('\n')
+		}
+		if len(lines) < streamPage {
+			break
+		}
+		if lines, err = s.logs.Read(r.Context(), key, lines[len(lines)-1].Seq, streamPage); err != nil {
+			// The status is sent: the cut shows as a last line, and in the server's log.
+			s.log.WarnContext(r.Context(), "download log", "job", key.Job, "attempt", key.Attempt, "err", err)
+			bw.WriteString("[gantry: the rest of the log could not be read]\n")
+			break
+		}
+	}
+	_ = bw.Flush()
+}
+
+// logFileName is a download's file name: the job's key (only letters, digits, '.', '-'
+// and '_' kept), the random end of its id and the attempt.
+func logFileName(job *store.Job, attempt int) string {
+	name := strings.Map(func(r rune) rune {
+		if r < 128 && (r == '.' || r == '-' || r == '_' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
+			return r
+		}
+		return '_'
+	}, job.Key)
+	return fmt.Sprintf("%s-%s-attempt-%d.log", name, job.ID.String()[24:], attempt)
 }
 
 // runLine is a line of a run-wide log read: which job it is from, and the line.

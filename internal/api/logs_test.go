@@ -395,3 +395,45 @@ func TestLogStream(t *testing.T) {
 		})
 	}
 }
+
+// TestLogsDownload: download=true answers every line of the attempt, past the default
+// limit and the stream's page, as a plain-text file named for the job and attempt; a
+// group's end line adds nothing; q and limit are refused with it.
+func TestLogsDownload(t *testing.T) {
+	t.Parallel()
+	b := setupLogs(t, "files", 0)
+	id, token := b.leasedJob(t)
+	const total = 2500
+	for first := int64(1); first <= total; first += 500 {
+		b.appendLogs(t, id, batch(token, first, first+499, "line"))
+	}
+	end, _ := json.Marshal(map[string]any{"token": token, "lines": []logs.Line{
+		{Seq: total + 1, Stream: logs.Stdout, Text: "Title", Group: logs.GroupStart},
+		{Seq: total + 2, Stream: logs.Stdout, Group: logs.GroupEnd},
+		{Seq: total + 3, Stream: logs.Stdout, Text: "last"}}})
+	b.appendLogs(t, id, string(end))
+
+	r := b.get(t, "/api/v1/jobs/"+id+"/logs?download=true")
+	if r.status != http.StatusOK {
+		t.Fatalf("download: %d %s", r.status, r.body)
+	}
+	if ct := r.header.Get("Content-Type"); ct != "text/plain; charset=utf-8" {
+		t.Errorf("Content-Type %q", ct)
+	}
+	if cd := r.header.Get("Content-Disposition"); cd != `attachment; filename="a-`+id[24:]+`-attempt-1.log"` {
+		t.Errorf("Content-Disposition %q", cd)
+	}
+	got := strings.Split(strings.TrimSuffix(string(r.body), "\n"), "\n")
+	if len(got) != total+2 || got[0] != "line 1" || got[total-1] != "line 2500" || got[total] != "Title" || got[total+1] != "last" {
+		t.Fatalf("downloaded %d lines (first %q, last %q), want %d: every line once, the group's end left out", len(got), got[0], got[len(got)-1], total+2)
+	}
+	r = b.get(t, "/api/v1/jobs/"+id+"/logs?download=true&after_seq=2499")
+	if string(r.body) != "line 2500\nTitle\nlast\n" {
+		t.Errorf("download after 2499: %q", r.body)
+	}
+	for _, q := range []string{"download=yes", "download=true&q=line", "download=true&limit=5"} {
+		if r := b.get(t, "/api/v1/jobs/"+id+"/logs?"+q); r.status != http.StatusBadRequest || !strings.Contains(string(r.body), "download") {
+			t.Errorf("?%s: %d %s, want 400 naming download", q, r.status, r.body)
+		}
+	}
+}
