@@ -348,10 +348,10 @@ jobs:
 	b.waitJS("the artifact link", `!!document.querySelector('.artifacts a[href^="/api/v1/artifacts/"]')`)
 	b.waitJS("the artifact's bytes", `(async () => (await (await fetch(document.querySelector('.artifacts a').href)).text()) === "binary\n")()`)
 
-	// Search filters the lines on the page.
+	// Search filters the lines on the page: what is drawn, not only what is marked.
 	b.do("search the log", chromedp.SendKeys(chromedp.ID("log-search"), "compiled"))
-	b.waitJS("one matching line", `document.querySelector("#log-matches").textContent === "1 matching line" &&
-		[...document.querySelectorAll("#log .line")].filter(l => !l.hidden).length === 1`)
+	b.waitJS("one matching line", seen(`document.querySelector("#log-matches").textContent === "1 matching line" &&
+		visibleRows().length === 1 && visibleRows()[0].innerText.includes("compiled")`))
 
 	// A narrow window: nothing runs off the side of the page.
 	b.do("narrow the window", chromedp.EmulateViewport(400, 800), chromedp.Navigate(c.url+"/runs/"+runID),

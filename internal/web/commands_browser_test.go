@@ -54,9 +54,8 @@ jobs:
 	b.waitJS("the fold shut", `!document.querySelector("#log").innerText.includes("FOLDED-LINE")`)
 
 	b.do("search the log", chromedp.SendKeys(chromedp.ID("log-search"), "folded-line"))
-	b.waitJS("the search finds the line in the shut fold", `
-		[...document.querySelectorAll("#log .line")].filter(l => !l.hidden).length === 1 &&
-		document.querySelector("#log").innerText.includes("FOLDED-LINE one")`)
+	b.waitJS("the search finds the line in the shut fold", seen(`
+		visibleRows().length === 1 && visibleRows()[0].innerText.includes("FOLDED-LINE one")`))
 	b.do("clear the search", chromedp.Evaluate[chromedp.Void](`(() => {
 		const s = document.querySelector("#log-search");
 		s.value = "";

@@ -96,6 +96,18 @@ function styled(state, text) {
 }
 
 /**
+ * advance applies a line's SGR sequences to state without making nodes: the log viewer
+ * keeps the style at the start of each line so that it can draw any line alone.
+ */
+export function advance(text, state) {
+  ESCAPES.lastIndex = 0;
+  for (let m; (m = ESCAPES.exec(text)); ) {
+    if (m[2] === "m") sgr(state, m[1]);
+    if (m[0] === "") ESCAPES.lastIndex++;
+  }
+}
+
+/**
  * render turns one line into nodes, reading and updating state, which carries the style
  * from one line to the next as a terminal would.
  */

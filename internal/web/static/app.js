@@ -29,6 +29,7 @@ const routes = [
 ];
 
 let current = null; // {controller, cleanups}
+let shown = ""; // the path and query of the page shown
 let firstRender = true;
 
 /** navigate goes to an app path, as a click on a link would. */
@@ -58,6 +59,7 @@ function renderSession() {
 }
 
 function render() {
+  shown = location.pathname + location.search;
   if (current) {
     current.controller.abort();
     for (const fn of current.cleanups) fn();
@@ -129,7 +131,11 @@ document.addEventListener("click", (ev) => {
   navigate(url.pathname + url.search + url.hash);
 });
 
-window.addEventListener("popstate", render);
+// A change of the hash alone (#L120, a line of a log) is the page's own (hashchange): the
+// page is not made again.
+window.addEventListener("popstate", () => {
+  if (location.pathname + location.search !== shown) render();
+});
 
 setUnauthorizedHandler(() => {
   if (location.pathname === "/signin") return;

@@ -1,13 +1,11 @@
-// A job: its status, steps, artifacts and log. The log follows the attempt live over the
-// WebSocket, renders ANSI colours, numbers its lines (#L12 links to line 12), follows
-// the end until you scroll up, and filters by a search term. A step's ::group:: folds
-// the lines up to its ::endgroup:: under its title (folded until opened; a search looks
-// inside), and its ::error::, ::warning:: and ::notice:: lines are marked by level and
-// listed above the log as the attempt's annotations, each linking to its line. Below the
-// log, the attempt's summary ($GITHUB_STEP_SUMMARY), rendered (summary.js).
+// A job: its status, steps, artifacts and log. The log (logview.js) follows a running
+// attempt live over the WebSocket, and draws only what is in view of a long one; its
+// ::error::, ::warning:: and ::notice:: lines are listed above it as the attempt's
+// annotations, each linking to its line, and a failed attempt opens at its error. Below
+// the log, the attempt's summary ($GITHUB_STEP_SUMMARY), rendered (summary.js).
 import { clear, fill, h } from "./dom.js";
 import { api, download, getToken, live, post, postJSON } from "./api.js";
-import { newState, render, strip } from "./ansi.js";
+import { LEVELS, logView } from "./logview.js";
 import { TERMINAL, bytes, liveDuration, shortID, statusBadge, when } from "./format.js";
 import { announce } from "./app.js";
 import { summaryContent } from "./summary.js";
@@ -47,13 +45,9 @@ export async function jobPage(main, [id], ctx) {
   const summaryBox = h("section", { class: "summaries", id: "job-summary", "aria-labelledby": "summary-h", hidden: true });
 
   // The log.
-  const search = h("input", { type: "search", id: "log-search", placeholder: "Filter lines", autocomplete: "off" });
-  const follow = h("input", { type: "checkbox", id: "log-follow", checked: true });
-  const matches = h("span", { class: "muted", role: "status", id: "log-matches" });
-  const logState = h("p", { class: "muted", id: "log-state", role: "status" });
-  const logBox = h("div", { class: "log", id: "log", tabindex: "0", role: "region", "aria-label": "Log" });
-  const logLines = h("div", { class: "log-lines" });
-  logBox.append(logLines);
+  const log = logView({ rawPath: (n) => `${jobPath}/logs?attempt=${n}&download=true` });
+  const logState = log.state;
+  ctx.onCleanup(() => log.cleanup());
 
   main.append(
     h("div", { class: "page-head" }, badge),
@@ -68,12 +62,7 @@ export async function jobPage(main, [id], ctx) {
         h("section", { "aria-labelledby": "artifacts-h" }, h("h2", { id: "artifacts-h" }, "Artifacts"), artifactsList)),
       h("section", { "aria-labelledby": "log-h", class: "log-section" },
         h("h2", { id: "log-h" }, "Log"),
-        h("div", { class: "log-tools" },
-          h("div", { class: "field" }, h("label", { for: "log-search" }, "Search"), search),
-          h("div", { class: "field checkbox" }, follow, h("label", { for: "log-follow" }, "Follow")),
-          h("button", { type: "button", class: "secondary", onclick: () => { follow.checked = true; toBottom(); } }, "Jump to end"),
-          matches),
-        logState, logBox)),
+        log.tools, logState, log.box)),
     summaryBox);
 
   let viewed = job.attempt || 1; // the attempt whose log and artifacts are shown
@@ -163,9 +152,10 @@ export async function jobPage(main, [id], ctx) {
     retryBtn.disabled = !TERMINAL.has(j.status);
     renderAttempts();
     renderSteps();
+    if (viewed === j.attempt) log.setSteps(j.steps);
     // The job started, or a retry started a new attempt while the latest was followed.
     if (!before.attempt && j.attempt) showAttempt(j.attempt);
-    else if (j.attempt > before.attempt && viewed === before.attempt && follow.checked) showAttempt(j.attempt);
+    else if (j.attempt > before.attempt && viewed === before.attempt) showAttempt(j.attempt);
   }
 
   function renderAttempts() {
@@ -241,6 +231,11 @@ export async function jobPage(main, [id], ctx) {
     annotationsBox.hidden = as.length === 0;
     fill(annotationsBox, h("h2", { id: "annotations-h" }, "Annotations"),
       h("ul", { class: "plain annotation-list" }, as.map((a) => annotationItem(a))));
+    // A failed attempt opens at its first error, else at the end of its failed step.
+    if (openAtError) {
+      const err = as.find((a) => a.level === "error");
+      log.focusError(err ? err.seq : 0);
+    }
   }
 
   // The summary of the attempt shown: what its steps wrote to $GITHUB_STEP_SUMMARY.
@@ -259,101 +254,18 @@ export async function jobPage(main, [id], ctx) {
       s.bytes ? h("article", { class: "summary" }, summaryContent(s.html || "")) : null);
   }
 
-  // Log state of the attempt being shown. fold is the start row of the fold that lines
-  // go into while it is open.
-  let lastSeq = 0, ansi = newState(), texts = [], unsubscribe = () => {}, ended = false, fold = null;
-
-  function atBottom() {
-    return logBox.scrollHeight - logBox.scrollTop - logBox.clientHeight < 4;
-  }
-  function toBottom() {
-    logBox.scrollTop = logBox.scrollHeight;
-  }
-  // Scrolling up stops following; scrolling back to the end starts it again.
-  logBox.addEventListener("scroll", () => { follow.checked = atBottom(); });
-  follow.addEventListener("change", () => { if (follow.checked) toBottom(); });
-
-  // A line shows when it matches the search, or, with no search, unless its fold is shut.
-  function filterLine(el, text) {
-    const q = search.value.toLowerCase();
-    el.hidden = q !== "" ? !text.includes(q) : Boolean(el.fold && !el.fold.open);
-  }
-  function setFold(start, open) {
-    start.open = open;
-    start.setAttribute("aria-expanded", String(open));
-    start.querySelector(".fold-toggle").setAttribute("aria-expanded", String(open));
-    start.querySelector(".fold-mark").textContent = open ? "\u25be " : "\u25b8 ";
-    const rows = logLines.children;
-    for (let i = 0; i < rows.length; i++) if (rows[i].fold === start) filterLine(rows[i], texts[i]);
-  }
-  function countMatches() {
-    const q = search.value;
-    if (!q) { matches.textContent = ""; return; }
-    const n = texts.filter((t) => t.includes(q.toLowerCase())).length;
-    matches.textContent = `${n} matching line${n === 1 ? "" : "s"}`;
-  }
-  search.addEventListener("input", () => {
-    const rows = logLines.children;
-    for (let i = 0; i < rows.length; i++) filterLine(rows[i], texts[i]);
-    countMatches();
-  });
-
-  function addLines(lines) {
-    const frag = document.createDocumentFragment();
-    for (const l of lines) {
-      if (l.seq <= lastSeq) continue;
-      lastSeq = l.seq;
-      // A fold ends at its end line, at the next fold, or at a line of Gantry's own (the
-      // step's end), so a step that does not close one folds nothing of the next.
-      if (l.group || l.stream === "system") fold = null;
-      if (l.group === "end") continue; // nothing to show: the fold is shut
-      const text = strip(l.text).toLowerCase();
-      texts.push(text);
-      const ln = h("a", { class: "ln", href: "#L" + l.seq, "aria-label": "Line " + l.seq }, String(l.seq));
-      let row;
-      if (l.group === "start") {
-        row = h("div", { class: ["line", "fold-start", l.stream === "stderr" ? "stderr" : null], id: "L" + l.seq, "aria-expanded": "false" }, ln,
-          h("button", { type: "button", class: "text fold-toggle", "aria-expanded": "false" },
-            h("span", { class: "fold-mark", "aria-hidden": "true" }, "\u25b8 "), render(l.text, ansi)));
-        row.open = false;
-        const start = row;
-        row.querySelector(".fold-toggle").addEventListener("click", () => setFold(start, !start.open));
-      } else {
-        row = h("div", { class: ["line", l.stream === "stderr" ? "stderr" : null, l.stream === "system" ? "system" : null,
-          l.level ? "level-" + l.level : null, fold ? "in-fold" : null], id: "L" + l.seq, dataset: l.level ? { level: l.level } : {} }, ln,
-          h("span", { class: "text" }, l.level ? h("span", { class: "level" }, LEVELS[l.level] || l.level, ": ") : null, render(l.text, ansi)));
-        row.fold = fold;
-      }
-      filterLine(row, text);
-      frag.append(row);
-      if (l.group === "start") fold = row;
-    }
-    logLines.append(frag);
-    countMatches();
-    if (follow.checked) toBottom();
-    highlightHash();
-  }
-
-  function highlightHash() {
-    const m = /^#L(\d+)$/.exec(location.hash);
-    if (!m) return;
-    const el = document.getElementById("L" + m[1]);
-    if (!el || el.classList.contains("target")) return;
-    for (const old of logLines.querySelectorAll(".line.target")) old.classList.remove("target");
-    if (el.fold && !el.fold.open) setFold(el.fold, true);
-    el.classList.add("target");
-    follow.checked = false;
-    el.scrollIntoView({ block: "center" });
-  }
-  window.addEventListener("hashchange", highlightHash);
-  ctx.onCleanup(() => window.removeEventListener("hashchange", highlightHash));
-  if (/^#L\d+$/.test(location.hash)) follow.checked = false;
+  // Log state of the attempt being shown. openAtError: it had failed when it was opened.
+  // followingLatest: it is the latest attempt, running.
+  let ended = false, unsubscribe = () => {}, openAtError = false, followingLatest = false;
 
   function showAttempt(n) {
     unsubscribe();
     viewed = n;
-    lastSeq = 0; ansi = newState(); texts = []; ended = false; fold = null;
-    clear(logLines);
+    ended = false;
+    const running = n === job.attempt && !TERMINAL.has(job.status);
+    openAtError = n === job.attempt && job.status === "failed";
+    followingLatest = running;
+    log.reset(n, { isLive: running, jobSteps: n === job.attempt ? job.steps : [], failed: openAtError, name: job.key });
     logState.textContent = `Attempt ${n}: loading\u2026`;
     renderAttempts();
     renderSteps();
@@ -365,18 +277,24 @@ export async function jobPage(main, [id], ctx) {
       unsubscribe = () => {};
       return;
     }
-    unsubscribe = live.subscribe(() => ({ topic: "logs", job_id: id, attempt: n, after_seq: lastSeq }), onLog);
+    unsubscribe = live.subscribe(() => ({ topic: "logs", job_id: id, attempt: n, after_seq: log.lineCount() }), onLog);
   }
 
   function onLog(msg) {
     if (msg.type === "subscribed") {
-      if (!ended) logState.textContent = `Attempt ${viewed}: following live.`;
+      // Only a running attempt is followed; a finished one is read to its end.
+      if (!ended) logState.textContent = followingLatest ? `Attempt ${viewed}: following live.` : `Attempt ${viewed}: loading\u2026`;
     } else if (msg.type === "lines") {
-      addLines(msg.lines);
+      log.add(msg.lines);
+      if (!followingLatest && !ended) logState.textContent = `Attempt ${viewed}: loading\u2026 ${log.lineCount().toLocaleString("en")} lines`;
     } else if (msg.type === "end") {
       ended = true;
+      followingLatest = false;
+      log.setLive(false);
+      log.end();
       // status is the job's now: the attempt's own result only when it was the last.
-      const lines = `${lastSeq} line${lastSeq === 1 ? "" : "s"}.`;
+      const count = log.lineCount();
+      const lines = `${count.toLocaleString("en")} line${count === 1 ? "" : "s"}.`;
       logState.textContent = msg.latest_attempt > msg.attempt
         ? `Attempt ${msg.attempt} ended; attempt ${msg.latest_attempt} followed (the job is ${msg.status} now). ${lines}`
         : `Attempt ${msg.attempt} ended: ${msg.status}. ${lines}`;
@@ -402,9 +320,6 @@ export async function jobPage(main, [id], ctx) {
   const timer = setInterval(() => { if (!TERMINAL.has(job.status)) refresh(); }, REFRESH_MS);
   ctx.onCleanup(() => clearInterval(timer));
 }
-
-// LEVELS names a workflow command's level as a log line shows it.
-const LEVELS = { error: "Error", warning: "Warning", notice: "Notice", debug: "Debug" };
 
 // annotationItem shows one annotation: its level, where it points, its title and message,
 // and a link to the log line that raised it (on the job's page, href may lead there).
