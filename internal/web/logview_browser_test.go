@@ -130,9 +130,9 @@ type scrollStats struct {
 // Timed bounds: the issue asks for a first screen of a 100,000-line log in under 1 s and
 // no frame over 50 ms while scrolling. On a loaded two-core machine those can flake, so
 // the test asserts twice the target (2 s, 100 ms) and logs what it measured; the
-// measured figures are in BENCHMARKS.md.
+// measured figures are in BENCHMARKS.md. It is not parallel: the package's other
+// browser tests would take its frames.
 func TestLogViewerRealLogs(t *testing.T) {
-	t.Parallel()
 	c := startCoordinator(t, false)
 	_, jobs := c.submit(t, logViewPipeline)
 	for key, want := range map[string]string{"big": "success", "annotated": "failed", "plain": "failed"} {
