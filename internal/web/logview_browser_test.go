@@ -2,6 +2,7 @@ package web_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -86,17 +87,18 @@ const frameProbe = `(() => {
 
 // scrollThroughJS scrolls the log programmatically, one move a frame: big jumps through the
 // whole log, then small steps (a third of a screen) through a stretch, noting the longest
-// gap between frames and the long tasks.
-const scrollThroughJS = `new Promise((done) => {
+// gap between frames and the long tasks. With idle = true it only counts frames: what the
+// machine gives an idle page.
+const scrollThroughJS = `(idle) => new Promise((done) => {
 	const box = document.querySelector("#log");
 	window.__longTasks = [];
-	const jumps = 150, steps = 240;
+	const jumps = idle ? 60 : 150, steps = idle ? 60 : 240;
 	let frame = 0, last = 0, maxGap = 0, gaps = [], jumpGap = 0;
 	const tick = (t) => {
 		if (last) { const g = t - last; gaps.push(g); maxGap = Math.max(maxGap, g); if (frame <= jumps) jumpGap = Math.max(jumpGap, g); }
 		last = t;
-		if (frame < jumps) box.scrollTop = (box.scrollHeight - box.clientHeight) * frame / jumps;
-		else if (frame < jumps + steps) box.scrollTop = box.scrollHeight / 3 + (frame - jumps) * box.clientHeight / 3;
+		if (frame < jumps) { if (!idle) box.scrollTop = (box.scrollHeight - box.clientHeight) * frame / jumps; }
+		else if (frame < jumps + steps) { if (!idle) box.scrollTop = box.scrollHeight / 3 + (frame - jumps) * box.clientHeight / 3; }
 		else {
 			gaps.sort((a, b) => a - b);
 			done(JSON.stringify({ frames: gaps.length, maxGap, jumpGap, p95: gaps[Math.floor(gaps.length * 0.95)],
@@ -148,8 +150,11 @@ func TestLogViewerRealLogs(t *testing.T) {
 			if _, err := chromedp.Call(b.ctx, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: frameProbe}); err != nil {
 				t.Fatal(err)
 			}
+			checkBigLogSpeed(t, b, c, jobs["big"], size.name)
+			// Browsers of their own: each session has a time limit.
+			b = newBrowser(t, nil)
+			b.do("set the size", chromedp.EmulateViewport(size.width, size.height))
 			checkBigLog(t, b, c, jobs["big"], size.name)
-			// A browser of its own: each session has a time limit.
 			b = newBrowser(t, nil)
 			b.do("set the size", chromedp.EmulateViewport(size.width, size.height))
 			checkOpensAtError(t, b, c, jobs["annotated"], jobs["plain"])
@@ -157,11 +162,11 @@ func TestLogViewerRealLogs(t *testing.T) {
 	}
 }
 
-func checkBigLog(t *testing.T, b *browser, c *coordinator, job, size string) {
+func checkBigLogSpeed(t *testing.T, b *browser, c *coordinator, job, size string) {
 	b.do("open the big job", chromedp.Navigate(c.url+"/jobs/"+job))
 	b.waitJS("a first screen of lines", `window.__firstScreen > 0`)
 	first, _ := strconv.ParseFloat(b.eval(`String(window.__firstScreen)`), 64)
-	b.waitJS("the whole log", `document.querySelector("#log-state").textContent.includes("ended: success")`)
+	b.waitJS("the whole log", `!!document.querySelector("#log-state") && document.querySelector("#log-state").textContent.includes("ended: success")`)
 	loaded, _ := strconv.ParseFloat(b.eval(`String(performance.now())`), 64)
 	t.Logf("%s: first screen of the %d-line log %.0f ms after navigation; whole log by %.0f ms", size, bigLines, first, loaded)
 	if first > 2000 {
@@ -181,21 +186,28 @@ func checkBigLog(t *testing.T, b *browser, c *coordinator, job, size string) {
 	}
 
 	// Scroll through it, a move a frame. Other work on the machine only adds to a frame,
-	// so the best of up to three runs is what the viewer costs.
-	var best scrollStats
-	for run := 1; run <= 3; run++ {
+	// so the best of up to three runs is what the viewer costs; and as many frames of the
+	// idle page, before each run, say what the machine gave the browser meanwhile.
+	scroll := func(idle bool) scrollStats {
 		var stats scrollStats
-		raw, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](scrollThroughJS, chromedp.EvalAwaitPromise))
+		raw, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](fmt.Sprintf("(%s)(%t)", scrollThroughJS, idle), chromedp.EvalAwaitPromise))
 		if err != nil {
 			t.Fatalf("scroll: %v", err)
 		}
 		if err := json.Unmarshal([]byte(raw), &stats); err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("%s: scroll run %d, %d frames: longest frame %.1f ms (%.1f ms in the jumps through the log), p95 %.1f ms, %d long tasks (longest %.0f ms), %d rows drawn",
-			size, run, stats.Frames, stats.MaxGap, stats.JumpGap, stats.P95, stats.LongTasks, stats.LongestTask, stats.Rows)
+		return stats
+	}
+	var best, bestIdle scrollStats
+	for run := 1; run <= 3; run++ {
+		idle := scroll(true)
+		stats := scroll(false)
+		t.Logf("%s: scroll run %d, %d frames: longest frame %.1f ms (%.1f ms in the jumps through the log), p95 %.1f ms, "+
+			"%d long tasks (longest %.0f ms), %d rows drawn; idle page: longest frame %.1f ms, p95 %.1f ms",
+			size, run, stats.Frames, stats.MaxGap, stats.JumpGap, stats.P95, stats.LongTasks, stats.LongestTask, stats.Rows, idle.MaxGap, idle.P95)
 		if run == 1 || stats.MaxGap < best.MaxGap {
-			best = stats
+			best, bestIdle = stats, idle
 		}
 		if stats.Rows > 400 {
 			t.Errorf("%s: %d rows drawn after scrolling", size, stats.Rows)
@@ -204,10 +216,18 @@ func checkBigLog(t *testing.T, b *browser, c *coordinator, job, size string) {
 			break
 		}
 	}
-	if best.MaxGap > 100 {
-		t.Errorf("%s: the best run had a frame of %.1f ms while scrolling, want under 50 ms (asserted: 100 ms)", size, best.MaxGap)
+	// Twice the target, or, on a machine that left even the idle page frames longer than
+	// 50 ms, the idle page's longest frame and 50 ms more.
+	if limit := max(100, bestIdle.MaxGap+50); best.MaxGap > limit {
+		t.Errorf("%s: the best run had a frame of %.1f ms while scrolling (the idle page's longest: %.1f ms), want under 50 ms (asserted: %.0f ms)",
+			size, best.MaxGap, bestIdle.MaxGap, limit)
 	}
 	b.screenshot("big-" + size)
+}
+
+func checkBigLog(t *testing.T, b *browser, c *coordinator, job, size string) {
+	b.do("open the big job", chromedp.Navigate(c.url+"/jobs/"+job))
+	b.waitJS("the whole log", `!!document.querySelector("#log-state") && document.querySelector("#log-state").textContent.includes("ended: success")`)
 
 	// A long line wraps inside the box; without wrapping it runs off to the side.
 	b.do("go to a long line", chromedp.Evaluate[chromedp.Void](`location.hash = "#L3001"`))
@@ -281,13 +301,13 @@ func checkBigLog(t *testing.T, b *browser, c *coordinator, job, size string) {
 	}
 
 	// A link to a line deep in the log, on a fresh page: the line shows, marked.
+	b.do("leave the page", chromedp.Navigate("about:blank"))
 	b.do("open a line link", chromedp.Navigate(c.url+"/jobs/"+job+"#L98765"))
-	start := time.Now()
 	b.waitJS("line 98765 in view and marked", seen(`(() => {
 		const l = document.querySelector("#L98765");
-		return inView(l) && l.classList.contains("target") && l.innerText.includes("98764");
+		return inView(l) && l.classList.contains("target") && l.innerText.includes("98764") && (window.__lineShown = performance.now()) > 0;
 	})()`))
-	t.Logf("%s: line 98765 shown %v after navigation", size, time.Since(start).Round(time.Millisecond))
+	t.Logf("%s: line 98765 shown %s ms after navigation", size, b.eval(`String(Math.round(window.__lineShown))`))
 }
 
 // countPlain is how many lines of the big log say "of the big log".

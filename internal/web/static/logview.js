@@ -254,10 +254,18 @@ export function logView({ rawPath }) {
     if (following()) box.scrollTop = tops[n];
     const top = box.scrollTop;
     const anchor = n ? rowAt(top) : 0, off = top - tops[anchor];
-    let first = n ? rowAt(Math.max(0, top - vh / 3)) : 0;
-    let last = n ? rowAt(top + vh * 4 / 3) : -1;
-    first -= first % QUANTUM;
-    last = Math.min(n - 1, last - (last % QUANTUM) + QUANTUM - 1);
+    let first = n ? anchor : 0, last = n ? rowAt(top + vh) : -1;
+    // A jump draws just the view, and the rows around it come next frame; a scroll
+    // draws a third of a view more on each side, in whole quanta.
+    const jump = redraw || wFirst < 0 || first > wLast || last < wFirst;
+    if (jump) {
+      if (n) schedule();
+    } else {
+      first = rowAt(Math.max(0, top - vh / 3));
+      last = rowAt(top + vh * 4 / 3);
+      first -= first % QUANTUM;
+      last = Math.min(n - 1, last - (last % QUANTUM) + QUANTUM - 1);
+    }
     if (!redraw && first === wFirst && last === wLast) return;
     const made = [];
     const make = (r) => {
