@@ -279,7 +279,9 @@ export function logView({ rawPath }) {
       // An overlapping window: rows that stay are left in place (and their layout kept).
       for (let r = wFirst; r <= wLast; r++) {
         if (r >= first && r <= last) continue;
-        drawn.get(view[r]).remove();
+        const el = drawn.get(view[r]);
+        el.remove();
+        release(el);
         drawn.delete(view[r]);
       }
       const before = [], after = [];
@@ -295,10 +297,12 @@ export function logView({ rawPath }) {
         if (el && el.layout === layout) {
           mark(el, i);
           drawn.set(i, el);
+          old.delete(i);
           rows.push(el);
         } else rows.push(make(r));
       }
       win.replaceChildren(...rows);
+      for (const el of old.values()) release(el);
     }
     redraw = false;
     wFirst = first;
@@ -337,8 +341,37 @@ export function logView({ rawPath }) {
     return Number.isNaN(d.getTime()) ? "" : d.toISOString().slice(11, 23);
   }
 
+  // Rows of plain lines, put back when they leave the window and filled again: scrolling
+  // through a long log then makes little for the garbage collector.
+  const pool = [];
+  function release(el) {
+    if (el.plain && pool.length < 256) pool.push(el);
+  }
+  function plainRow(i) {
+    const e = all[i];
+    let row = pool.pop();
+    if (!row) {
+      row = h("div", {}, h("a", { class: "ln" }), h("span", { class: "text" }));
+      row.plain = true;
+    }
+    const [ln, text] = [row.firstChild, row.lastChild];
+    row.className = "line" + (e.stream === "stderr" ? " stderr" : e.stream === "system" ? " system" : "") + (e.fold >= 0 ? " in-fold" : "");
+    ln.textContent = String(e.seq);
+    ln.href = "#L" + e.seq;
+    ln.setAttribute("aria-label", "Line " + e.seq);
+    if (row.children.length === 3) row.children[1].remove();
+    if (stamps.checked) ln.after(h("span", { class: "ts", title: new Date(e.ts).toISOString() }, stamp(e.ts)));
+    if (e.text.includes("\x1b")) text.replaceChildren(...render(e.text, { ...e.ansi }));
+    else text.textContent = e.text;
+    row.id = "L" + e.seq;
+    row.dataset.i = String(i);
+    row.layout = layout;
+    return row;
+  }
+
   function rowEl(i) {
     const e = all[i];
+    if (e.kind === "line" && !e.level) return plainRow(i);
     const ln = h("a", { class: "ln", href: "#L" + e.seq, "aria-label": "Line " + e.seq }, String(e.seq));
     const ts = stamps.checked ? h("span", { class: "ts", title: new Date(e.ts).toISOString() }, stamp(e.ts)) : null;
     const body = render(e.text, { ...e.ansi });
