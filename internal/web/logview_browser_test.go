@@ -19,20 +19,29 @@ import (
 // is only its last lines. Each check looks at what is drawn: rows' boxes inside the log's
 // box, computed styles, visible text.
 
-const bigLines = 100_000
+// bigLines is the big log's length: 100,000, or 20,000 under -race, where what the viewer
+// does is checked but not how fast. A needle is every tenth of it; linkSeq is the line
+// a link on a fresh page goes to.
+var (
+	bigLines    = map[bool]int{false: 100_000, true: 20_000}[raceDetector]
+	needleEvery = bigLines / 10
+	linkSeq     = bigLines - 1235
+)
 
-const logViewPipeline = `
+// logViewPipeline has the big job print bigLines lines, a failed job whose error is an
+// annotation, and a failed one without.
+var logViewPipeline = fmt.Sprintf(`
 name: logview
 jobs:
   big:
     steps:
       - name: print
         run: |
-          awk 'BEGIN { for (i = 1; i <= 100000; i++) {
-            if (i % 10000 == 0) printf "needle %d NEEDLE\n", i;
-            else if (i % 1000 == 0) { printf "long %d ", i; for (j = 0; j < 30; j++) printf "0123456789"; printf "\n" }
-            else if (i % 97 == 0) printf "\033[32mgreen %d\033[0m\n", i;
-            else printf "line %d of the big log\n", i } }'
+          awk 'BEGIN { for (i = 1; i <= %d; i++) {
+            if (i %% %d == 0) printf "needle %%d NEEDLE\n", i;
+            else if (i %% 1000 == 0) { printf "long %%d ", i; for (j = 0; j < 30; j++) printf "0123456789"; printf "\n" }
+            else if (i %% 97 == 0) printf "\033[32mgreen %%d\033[0m\n", i;
+            else printf "line %%d of the big log\n", i } }'
   annotated:
     steps:
       - name: setup
@@ -52,7 +61,7 @@ jobs:
           seq 1 5000 | sed 's/^/second line /'
           echo LAST-OF-FAILED
           exit 2
-`
+`, bigLines, needleEvery)
 
 // inView is JavaScript: whether element el's box is inside the log's box (what a user sees).
 const inViewJS = `function inView(el) {
@@ -157,6 +166,9 @@ func TestLogViewerRealLogs(t *testing.T) {
 			checkBigLog(t, b, c, jobs["big"], size.name)
 			b = newBrowser(t, nil)
 			b.do("set the size", chromedp.EmulateViewport(size.width, size.height))
+			checkLineLink(t, b, c, jobs["big"], size.name)
+			b = newBrowser(t, nil)
+			b.do("set the size", chromedp.EmulateViewport(size.width, size.height))
 			checkOpensAtError(t, b, c, jobs["annotated"], jobs["plain"])
 		})
 	}
@@ -166,10 +178,10 @@ func checkBigLogSpeed(t *testing.T, b *browser, c *coordinator, job, size string
 	b.do("open the big job", chromedp.Navigate(c.url+"/jobs/"+job))
 	b.waitJS("a first screen of lines", `window.__firstScreen > 0`)
 	first, _ := strconv.ParseFloat(b.eval(`String(window.__firstScreen)`), 64)
-	b.waitJS("the whole log", `!!document.querySelector("#log-state") && document.querySelector("#log-state").textContent.includes("ended: success")`)
+	b.waitLong("the whole log", `!!document.querySelector("#log-state") && document.querySelector("#log-state").textContent.includes("ended: success")`)
 	loaded, _ := strconv.ParseFloat(b.eval(`String(performance.now())`), 64)
 	t.Logf("%s: first screen of the %d-line log %.0f ms after navigation; whole log by %.0f ms", size, bigLines, first, loaded)
-	if first > 2000 {
+	if first > 2000 && !raceDetector {
 		t.Errorf("%s: the first screen of lines took %.0f ms, want under 1 s (asserted: 2 s)", size, first)
 	}
 	// A finished job is not followed live, and says so.
@@ -200,7 +212,11 @@ func checkBigLogSpeed(t *testing.T, b *browser, c *coordinator, job, size string
 		return stats
 	}
 	var best, bestIdle scrollStats
-	for run := 1; run <= 3; run++ {
+	runs := 3
+	if raceDetector {
+		runs = 1
+	}
+	for run := 1; run <= runs; run++ {
 		idle := scroll(true)
 		stats := scroll(false)
 		t.Logf("%s: scroll run %d, %d frames: longest frame %.1f ms (%.1f ms in the jumps through the log), p95 %.1f ms, "+
@@ -218,7 +234,7 @@ func checkBigLogSpeed(t *testing.T, b *browser, c *coordinator, job, size string
 	}
 	// Twice the target, or, on a machine that left even the idle page frames longer than
 	// 50 ms, the idle page's longest frame and 50 ms more.
-	if limit := max(100, bestIdle.MaxGap+50); best.MaxGap > limit {
+	if limit := max(100, bestIdle.MaxGap+50); best.MaxGap > limit && !raceDetector {
 		t.Errorf("%s: the best run had a frame of %.1f ms while scrolling (the idle page's longest: %.1f ms), want under 50 ms (asserted: %.0f ms)",
 			size, best.MaxGap, bestIdle.MaxGap, limit)
 	}
@@ -227,7 +243,7 @@ func checkBigLogSpeed(t *testing.T, b *browser, c *coordinator, job, size string
 
 func checkBigLog(t *testing.T, b *browser, c *coordinator, job, size string) {
 	b.do("open the big job", chromedp.Navigate(c.url+"/jobs/"+job))
-	b.waitJS("the whole log", `!!document.querySelector("#log-state") && document.querySelector("#log-state").textContent.includes("ended: success")`)
+	b.waitLong("the whole log", `!!document.querySelector("#log-state") && document.querySelector("#log-state").textContent.includes("ended: success")`)
 
 	// A long line wraps inside the box; without wrapping it runs off to the side.
 	b.do("go to a long line", chromedp.Evaluate[chromedp.Void](`location.hash = "#L3001"`))
@@ -257,23 +273,23 @@ func checkBigLog(t *testing.T, b *browser, c *coordinator, job, size string) {
 	b.do("next match", chromedp.Click(chromedp.ID("log-next")), chromedp.Click(chromedp.ID("log-next")))
 	b.waitJS("the third match current", seen(`(() => {
 		const c = document.querySelector("#log .line.current");
-		return document.querySelector("#log-match-at").textContent === "(3 of 10)" && inView(c) && c.innerText.includes("needle 30000");
+		return document.querySelector("#log-match-at").textContent === "(3 of 10)" && inView(c) && c.innerText.includes("needle `+strconv.Itoa(3*needleEvery)+`");
 	})()`))
 	b.do("previous match", chromedp.Click(chromedp.ID("log-prev")))
 	b.waitJS("the second match current", `document.querySelector("#log-match-at").textContent === "(2 of 10)" &&
-		document.querySelector("#log .line.current").innerText.includes("needle 20000")`)
+		document.querySelector("#log .line.current").innerText.includes("needle `+strconv.Itoa(2*needleEvery)+`")`)
 	b.do("show context", chromedp.SetValue(chromedp.ID("log-search-mode"), "context"),
 		chromedp.Evaluate[chromedp.Void](`document.querySelector("#log-search-mode").dispatchEvent(new Event("change"))`))
 	b.waitJS("the match with the lines around it", seen(`(() => {
 		const rows = visibleRows(), c = document.querySelector("#log .line.current");
-		return inView(c) && c.innerText.includes("needle 20000") && rows.some((r) => r.innerText.includes("line 19999 of")) &&
-			rows.some((r) => r.innerText.includes("line 20001 of")) && !rows.some((r) => r.innerText.includes("line 19990 of"));
+		return inView(c) && c.innerText.includes("needle `+strconv.Itoa(2*needleEvery)+`") && rows.some((r) => r.innerText.includes("line `+strconv.Itoa(2*needleEvery-1)+` of")) &&
+			rows.some((r) => r.innerText.includes("line `+strconv.Itoa(2*needleEvery+1)+` of")) && !rows.some((r) => r.innerText.includes("line `+strconv.Itoa(2*needleEvery-10)+` of"));
 	})()`))
 	b.do("show all lines", chromedp.SetValue(chromedp.ID("log-search-mode"), "all"),
 		chromedp.Evaluate[chromedp.Void](`document.querySelector("#log-search-mode").dispatchEvent(new Event("change"))`))
 	b.waitJS("every line, the match marked", seen(`(() => {
 		const rows = visibleRows(), c = document.querySelector("#log .line.current");
-		return inView(c) && rows.some((r) => r.innerText.includes("line 20010 of")) && document.querySelector("#log").scrollHeight > 1000000;
+		return inView(c) && rows.some((r) => r.innerText.includes("line `+strconv.Itoa(2*needleEvery+10)+` of")) && document.querySelector("#log").scrollHeight > `+strconv.Itoa(bigLines*10)+`;
 	})()`))
 	b.eval(`(() => { const s = document.querySelector("#log-search"); s.value = ""; s.dispatchEvent(new Event("input")); return "" })()`)
 
@@ -300,14 +316,28 @@ func checkBigLog(t *testing.T, b *browser, c *coordinator, job, size string) {
 		t.Errorf("%s: the raw log: %s (want an attachment with %d plain lines)", size, got, countPlain())
 	}
 
-	// A link to a line deep in the log, on a fresh page: the line shows, marked.
-	b.do("leave the page", chromedp.Navigate("about:blank"))
-	b.do("open a line link", chromedp.Navigate(c.url+"/jobs/"+job+"#L98765"))
-	b.waitJS("line 98765 in view and marked", seen(`(() => {
-		const l = document.querySelector("#L98765");
-		return inView(l) && l.classList.contains("target") && l.innerText.includes("98764") && (window.__lineShown = performance.now()) > 0;
+}
+
+// checkLineLink opens a link to a line deep in the log on a fresh page: the line shows,
+// marked.
+func checkLineLink(t *testing.T, b *browser, c *coordinator, job, size string) {
+	b.do("open a line link", chromedp.Navigate(c.url+"/jobs/"+job+"#L"+strconv.Itoa(linkSeq)))
+	b.waitLong("the linked line in view and marked", seen(`(() => {
+		const l = document.querySelector("#L`+strconv.Itoa(linkSeq)+`");
+		return inView(l) && l.classList.contains("target") && l.innerText.includes("line `+strconv.Itoa(linkSeq-1)+` of") && (window.__lineShown = performance.now()) > 0;
 	})()`))
-	t.Logf("%s: line 98765 shown %s ms after navigation", size, b.eval(`String(Math.round(window.__lineShown))`))
+	t.Logf("%s: line %d shown %s ms after navigation", size, linkSeq, b.eval(`String(Math.round(window.__lineShown))`))
+}
+
+// waitLong is waitJS for what waits on a whole 100,000-line log, which takes the
+// coordinator in this process several times longer under -race.
+func (b *browser) waitLong(what, expr string) {
+	b.t.Helper()
+	ok, err := chromedp.Run(b.ctx, chromedp.Poll[bool](expr,
+		chromedp.WithPollingTimeout(45*time.Second), chromedp.WithPollingInterval(50*time.Millisecond)))
+	if err != nil || !ok {
+		b.t.Fatalf("waiting for %s: %v", what, err)
+	}
 }
 
 // countPlain is how many lines of the big log say "of the big log".

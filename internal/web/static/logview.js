@@ -594,7 +594,13 @@ export function logView({ rawPath }) {
   rawLink.addEventListener("click", async (ev) => {
     if (!getToken()) return;
     ev.preventDefault();
-    const res = await raw(rawPath(attempt));
+    let res;
+    try {
+      res = await raw(rawPath(attempt));
+    } catch (e) {
+      state.textContent = "The raw log could not be fetched: " + e.message;
+      return;
+    }
     const url = URL.createObjectURL(await res.blob());
     const a = h("a", { href: url, download: rawLink.getAttribute("download") });
     document.body.append(a);
