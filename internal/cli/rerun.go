@@ -21,8 +21,8 @@ func (a *app) runsRerunCommand() *cobra.Command {
 			"failed, cancelled and skipped jobs and the jobs that need them; the run is\n" +
 			"running again and its status comes from the new attempts. Every attempt is\n" +
 			"kept: gantry logs JOB --attempt N reads an earlier one. A run that has not\n" +
-			"finished is an error (exit 1). gantry retry RUN is rerun --failed.\n\n" + configHelp,
-		Example: "  gantry runs rerun 0196a1c2-3b4d-7e5f-8a9b-0c1d2e3f4a5b\n" +
+			"finished is an error (exit 1). gantry retry RUN is rerun --failed.\n\n" + runRefHelp + configHelp,
+		Example: "  gantry runs rerun web#42\n" +
 			"  gantry runs rerun 0196a1c2-3b4d-7e5f-8a9b-0c1d2e3f4a5b --failed",
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -38,11 +38,15 @@ func (a *app) runsRerunCommand() *cobra.Command {
 	return cmd
 }
 
-func (a *app) rerunRun(ctx context.Context, cfg clientConfig, id, which string) error {
-	if _, err := uuid.Parse(id); err != nil {
-		return usagef("run id %q is not a UUID", id)
+func (a *app) rerunRun(ctx context.Context, cfg clientConfig, arg, which string) error {
+	if _, _, _, err := parseRunRef(arg); err != nil {
+		return err
 	}
 	c, err := cfg.client()
+	if err != nil {
+		return err
+	}
+	id, err := resolveRun(ctx, c, arg)
 	if err != nil {
 		return err
 	}

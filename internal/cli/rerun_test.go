@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -32,7 +33,8 @@ func TestRerunCommands(t *testing.T) {
 	if r := cli("runs", "rerun", "nope"); r.code != exitUsage {
 		t.Errorf("runs rerun nope: exit %d, want usage", r.code)
 	}
-	r := cli("runs", "rerun", id)
+	// The run by its number, as gantry runs shows it.
+	r := cli("runs", "rerun", fmt.Sprintf("%s#%d", run.Project, run.Number))
 	if r.code != exitOK || !strings.Contains(r.stdout, "2 jobs run again") {
 		t.Fatalf("runs rerun: exit %d: %s%s", r.code, r.stdout, r.stderr)
 	}
