@@ -346,6 +346,9 @@ func TestDashboardLargeGraph(t *testing.T) {
 		t.Errorf("at 1024 px the hint to scroll shows (%s px tall)", got)
 	}
 	b.screenshot("graph-1024")
+	if got := b.eval(timelineWhole); got != "" {
+		t.Errorf("at 1024 px the timeline cuts names: %s", got)
+	}
 
 	// A phone: the graph scrolls inside its box, which says so and shades the side where
 	// more is; the page does not scroll sideways.
@@ -368,6 +371,9 @@ func TestDashboardLargeGraph(t *testing.T) {
 		t.Error(got)
 	}
 	b.screenshot("graph-phone")
+	if got := b.eval(timelineWhole); got != "" {
+		t.Errorf("at 400 px the timeline cuts names: %s", got)
+	}
 	b.eval(`(() => { const w = document.querySelector(".dag-wrap"); w.scrollLeft = w.scrollWidth; return "" })()`)
 	b.waitJS("the left shade", `getComputedStyle(document.querySelector(".dag-frame"), "::before").opacity === "1" &&
 		getComputedStyle(document.querySelector(".dag-frame"), "::after").opacity === "0"`)
@@ -387,6 +393,16 @@ func TestDashboardLargeGraph(t *testing.T) {
 	}
 	b.screenshot("graph-phone-expanded")
 }
+
+// timelineWhole is a script that names the timeline's labels drawn cut (wider than
+// their box, or out of the window), "" when each is whole; matrix instances differ only at
+// the end of their names.
+const timelineWhole = `(() => {
+	const ls = [...document.querySelectorAll(".timeline .tl-label")];
+	if (ls.length < 50) return "only " + ls.length + " labels";
+	return ls.filter((l) => { const r = l.getBoundingClientRect();
+		return l.scrollWidth > l.clientWidth + 1 || r.left < 0 || r.right > innerWidth || l.textContent === "" }).
+		map((l) => l.textContent + " (" + l.scrollWidth + " in " + l.clientWidth + ")").slice(0, 3).join("; ") })()`
 
 func atoi(t *testing.T, s string) int {
 	t.Helper()

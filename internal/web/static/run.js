@@ -207,7 +207,7 @@ export async function runPage(main, [id], ctx) {
         bar.hidden = true;
       }
       timeline.append(h("li", { dataset: { key: j.key } },
-        h("span", { class: "tl-label" }, j.display_name || j.key),
+        h("span", { class: "tl-label", title: j.display_name || j.key }, j.display_name || j.key),
         h("span", { class: "tl-track" }, bar),
         h("span", { class: "tl-text" }, j.status, " ", d)));
     }
