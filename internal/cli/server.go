@@ -69,6 +69,9 @@ type serverConfig struct {
 	CacheMaxAge  time.Duration
 	// UI is the web dashboard the API serves; nil serves none.
 	UI http.Handler
+	// Dashboard is --dashboard: gantry server serves the web dashboard (UI) unless it is
+	// false, when every page of it is a 404 that says so.
+	Dashboard bool
 	// Mirrors holds the git mirrors webhooks read pipeline files from; empty puts them
 	// next to the SQLite file, or under $TMPDIR with PostgreSQL.
 	Mirrors string
@@ -114,6 +117,7 @@ func (a *app) serverCommand() *cobra.Command {
 		CancelGrace: api.DefaultCancelGrace, LogMaxSize: "50Mi", ArtifactsExpireIn: 30 * 24 * time.Hour,
 		CacheMaxSize: defaultCacheMaxSize, CacheMaxAge: scheduler.DefaultCacheMaxAge,
 		OutboxMaxAttempts: notify.DefaultMaxAttempts, OutboxBackoff: notify.DefaultBackoff, OutboxHold: notify.DefaultHold,
+		Dashboard: true,
 	}
 	cmd := &cobra.Command{
 		Use:   "server",
@@ -130,6 +134,9 @@ func (a *app) serverCommand() *cobra.Command {
 			"--auth on requires a bearer token on every call (create them with gantry token\n" +
 			"create); off is allowed only on a loopback address; auto, the default, is on\n" +
 			"unless the address is loopback.\n\n" +
+			"The web dashboard is served on --addr too, at every path the API does not own\n" +
+			"(with auth on it asks for a token first); --dashboard=false turns it off, for an\n" +
+			"API-only replica.\n\n" +
 			"Job logs are kept as files in --logs-dir (default: a logs directory next to the\n" +
 			"SQLite file) or, with PostgreSQL and no --logs-dir, in the database where every\n" +
 			"replica reads them. --log-max-size caps one job attempt's log; --log-retention\n" +
@@ -157,6 +164,10 @@ func (a *app) serverCommand() *cobra.Command {
 			if err := cfg.validate(); err != nil {
 				return err
 			}
+			cfg.UI = dashboardOff()
+			if cfg.Dashboard {
+				cfg.UI = dashboard()
+			}
 			return a.server(cmd.Context(), cfg)
 		},
 	}
@@ -180,6 +191,7 @@ func (a *app) serverCommand() *cobra.Command {
 	f.StringVar(&cfg.ActionsSource, "actions-source", "", actionsSourceUsage)
 	f.DurationVar(&cfg.ScheduleEvery, "schedule-every", cfg.ScheduleEvery, "how often on: schedule entries are looked at; every replica looks, and each tick fires once")
 	f.StringVar(&cfg.PublicURL, "public-url", "", "URL people reach this server at; commit statuses and webhooks link to run pages under it (default: http://ADDR)")
+	f.BoolVar(&cfg.Dashboard, "dashboard", cfg.Dashboard, "serve the web dashboard on --addr; --dashboard=false serves the API only")
 	f.BoolVar(&cfg.PublicBadges, "public-badges", false, "serve project badges (badge.svg) without a token when auth is on")
 	f.StringVar(&cfg.SecretsKeyFile, "secrets-key-file", "", "key-encryption key of secrets: 32 random bytes, raw or base64, mode 0600 (default: GANTRY_SECRETS_KEY; neither: secrets off)")
 	f.StringArrayVar(&cfg.SecretsOldKeyFiles, "secrets-old-key-file", nil, "a previous key that still opens secrets during gantry secret rotate-key (repeatable)")

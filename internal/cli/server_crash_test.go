@@ -81,7 +81,14 @@ func childCommand(args ...string) *exec.Cmd {
 // stderr. The process is killed when t ends, if it is still running.
 func startChild(t testing.TB, args []string) *serverProcess {
 	t.Helper()
+	return startChildEnv(t, nil, args)
+}
+
+// startChildEnv is startChild with env (NAME=VALUE) added to the process's environment.
+func startChildEnv(t testing.TB, env []string, args []string) *serverProcess {
+	t.Helper()
 	cmd := childCommand(args...)
+	cmd.Env = append(cmd.Env, env...)
 	p := &serverProcess{cmd: cmd, stderr: &syncBuffer{}}
 	cmd.Stdout = p.stderr
 	cmd.Stderr = p.stderr
