@@ -73,7 +73,7 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request) bool {
 			return true
 		}
 		writeError(w, http.StatusUnsupportedMediaType, codeUnsupportedMedia,
-			"a request with a body needs a Content-Type: application/json or application/yaml", nil)
+			"a request with a body needs a Content-Type: add the header "+addContentType, nil)
 		return false
 	}
 	mt, _, err := mime.ParseMediaType(ct)
@@ -82,12 +82,19 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request) bool {
 		return false
 	}
 	if !writeMediaTypes[mt] {
-		writeError(w, http.StatusUnsupportedMediaType, codeUnsupportedMedia, fmt.Sprintf(
-			"Content-Type %q is not accepted; use application/json or application/yaml", mt), nil)
+		msg := fmt.Sprintf("Content-Type %q is not accepted: send the header %s", mt, addContentType)
+		if mt == "application/x-www-form-urlencoded" {
+			// What curl -d sends when told nothing else: the usual way here.
+			msg += " (curl -d sends " + mt + " unless told otherwise: add -H 'Content-Type: application/json')"
+		}
+		writeError(w, http.StatusUnsupportedMediaType, codeUnsupportedMedia, msg, nil)
 		return false
 	}
 	return true
 }
+
+// addContentType is the header a 415 tells the caller to add.
+const addContentType = `"Content-Type: application/json" (or "Content-Type: application/yaml" for a pipeline)`
 
 func isWrite(method string) bool {
 	switch method {
