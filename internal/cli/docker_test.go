@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -49,6 +50,32 @@ func TestRunContainers(t *testing.T) {
 	}
 }
 
+// TestExampleImagesScript: what make example-images builds from this machine alone
+// (scripts/example-images.sh) runs examples/containers.yml: here under names of its own,
+// so as not to replace the images other tests build.
+func TestExampleImagesScript(t *testing.T) {
+	t.Parallel()
+	dockertest.Client(t)
+	const prefix = "gantry-example-check/"
+	names := []string{prefix + "go:1.25", prefix + "go:1.26", prefix + "busybox:1"}
+	out, err := exec.Command("bash", append([]string{filepath.Join("..", "..", "scripts", "example-images.sh")}, names...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("scripts/example-images.sh: %v\n%s", err, out)
+	}
+	example, err := os.ReadFile(filepath.Join(examplesDir, "containers.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "containers.yml")
+	if err := os.WriteFile(file, []byte(strings.ReplaceAll(string(example), "gantry-test/", prefix)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got := runCLI(t, invocation{args: []string{"run", "--workers", "2", "--no-checkout", file}})
+	if got.code != exitOK || !strings.Contains(got.stdout, "test (go=1.26) | "+prefix+"go:1.26") || !strings.Contains(got.stdout, "web says ok") {
+		t.Fatalf("gantry run containers.yml in the script's images: exit %d\n%s%s", got.code, got.stdout, got.stderr)
+	}
+}
+
 // TestRunContainersWithoutDocker: with the docker worker off, a job with an image cannot
 // run, and gantry run says so rather than waiting for ever.
 func TestRunContainersWithoutDocker(t *testing.T) {
@@ -60,34 +87,53 @@ func TestRunContainersWithoutDocker(t *testing.T) {
 	}
 }
 
-// TestUpDockerWorker: gantry up --docker on runs a docker worker beside the local ones,
-// which takes the jobs with an image.
+// TestUpDockerWorker: with a Docker Engine, gantry up's local workers also run the jobs
+// with an image, so --workers 1 runs one job at a time, plain or in a container, and
+// says so in its banner.
 func TestUpDockerWorker(t *testing.T) {
 	t.Parallel()
 	dockertest.Image(t, dockertest.Busybox)
-	base, _ := startUp(t, filepath.Join(t.TempDir(), "data"), "--docker", "on")
+	ctx, cancel := context.WithCancel(t.Context())
+	var stdout, stderr syncBuffer
+	exit := make(chan int, 1)
+	go func() {
+		exit <- Run(ctx, []string{"up", "--addr", "127.0.0.1:0", "--data", filepath.Join(t.TempDir(), "data"), "--workers", "1", "--docker", "on", "--lease-ttl", "2s"},
+			strings.NewReader(""), &stdout, &stderr)
+	}()
+	defer func() { cancel(); <-exit }()
+	waitFor(t, "the banner", 30*time.Second, func() bool { return upBanner.MatchString(stdout.String()) })
+	base := upBanner.FindStringSubmatch(stdout.String())[1]
+	if banner := stdout.String(); !strings.Contains(banner, "1 local worker, one job at a time each; jobs with an image run in containers (Docker Engine at ") {
+		t.Errorf("banner:\n%s", banner)
+	}
 	var workers struct {
 		Workers []struct {
 			Name   string
 			Labels []string
 		}
 	}
-	docker := 0
-	waitFor(t, "the workers to register", 30*time.Second, func() bool {
+	waitFor(t, "the worker to register", 30*time.Second, func() bool {
 		getJSON(t, http.DefaultClient, base+"/api/v1/workers", &workers)
-		return len(workers.Workers) >= 3
+		return len(workers.Workers) >= 1
 	})
-	for _, w := range workers.Workers {
-		if strings.HasSuffix(w.Name, "/docker") && slices.Contains(w.Labels, "docker") {
-			docker++
+	if len(workers.Workers) != 1 || !strings.HasSuffix(workers.Workers[0].Name, "/local-1") || !slices.Contains(workers.Workers[0].Labels, "docker") {
+		t.Errorf("workers = %+v, want local-1 alone, with the docker label", workers.Workers)
+	}
+	run := submitRun(t, base, "name: c\njobs:\n"+
+		"  image:\n    image: "+dockertest.Busybox+"\n    container: {pull: never}\n    steps: [{run: 'grep -q busybox /etc/gantry-image && sleep 1'}]\n"+
+		"  plain-1: {steps: [{run: 'sleep 1'}]}\n  plain-2: {steps: [{run: 'sleep 1'}]}\n").ID
+	r := waitRun(t, base, run, func(r runDetails) bool { return r.Status == "success" || r.Status == "failed" })
+	if r.Status != "success" {
+		t.Fatalf("the run ended %s", r.Status)
+	}
+	// One at a time: no two jobs' runs overlap.
+	jobs := r.Jobs
+	slices.SortFunc(jobs, func(a, b jobView) int { return a.StartedAt.Compare(b.StartedAt) })
+	for i := 1; i < len(jobs); i++ {
+		if jobs[i].StartedAt.Before(jobs[i-1].FinishedAt) {
+			t.Errorf("job %s started at %s, before job %s finished at %s: two jobs ran at once with --workers 1",
+				jobs[i].Key, jobs[i].StartedAt, jobs[i-1].Key, jobs[i-1].FinishedAt)
 		}
-	}
-	if len(workers.Workers) != 3 || docker != 1 {
-		t.Errorf("workers = %+v, want the two local ones and one docker worker", workers.Workers)
-	}
-	run := submitRun(t, base, "name: c\njobs:\n  a:\n    image: "+dockertest.Busybox+"\n    container: {pull: never}\n    steps: [{run: 'grep -q busybox /etc/gantry-image'}]\n").ID
-	if r := waitRun(t, base, run, func(r runDetails) bool { return r.Status == "success" || r.Status == "failed" }); r.Status != "success" {
-		t.Errorf("the image job ended %s", r.Status)
 	}
 }
 

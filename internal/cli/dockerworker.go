@@ -178,10 +178,10 @@ func sweepDeadDockerWorkers(ctx context.Context, engine *docker.Docker, state, s
 		cancel()
 		switch {
 		case err != nil && !errors.Is(err, context.Canceled):
-			log.Warn("docker: sweep a dead worker's containers; trying again later", "worker", id, "removed", n, "err", err)
+			log.Warn("docker: sweep a dead worker's containers; trying again later", "dead_worker", id, "removed", n, "err", err)
 		default:
 			if n > 0 {
-				log.Info("docker: removed what a dead worker left", "worker", id, "objects", n)
+				log.Info("docker: removed what a dead worker left", "dead_worker", id, "objects", n)
 			}
 			_ = os.Remove(path)
 		}

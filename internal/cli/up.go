@@ -58,7 +58,7 @@ type upConfig struct {
 	// Mirrors is the git mirror cache of the coordinator and the workers, which share
 	// it; empty is DATA/mirrors.
 	Mirrors string
-	// Docker says whether a docker worker runs beside the local workers: auto (when a
+	// Docker says whether the local workers also run jobs with an image: auto (when a
 	// Docker Engine answers at DOCKER_HOST or the default socket), on (it must) or off.
 	Docker string
 	// DockerAllowPrivileged lets the docker worker's jobs have a privileged container.
@@ -78,7 +78,7 @@ const adminTokenFile = "admin.token"
 // dockerModes are the values of --docker.
 var dockerModes = []string{"auto", "on", "off"}
 
-const dockerUsage = "a docker worker beside the local workers, for jobs with an image: auto (when a Docker Engine answers at DOCKER_HOST or the default socket), on or off"
+const dockerUsage = "the local workers also run jobs with an image, in containers: auto (when a Docker Engine answers at DOCKER_HOST or the default socket), on or off"
 
 func (a *app) upCommand() *cobra.Command {
 	cfg := upConfig{Addr: "127.0.0.1:8080", Data: ".gantry", Workers: runtime.NumCPU(), Executor: "shell", LogLevel: "info",
@@ -111,7 +111,7 @@ func (a *app) upCommand() *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&cfg.Addr, "addr", cfg.Addr, "address of the API and dashboard")
 	f.StringVar(&cfg.Data, "data", cfg.Data, "directory for the database, logs, artifacts and workspaces")
-	f.IntVar(&cfg.Workers, "workers", cfg.Workers, "local workers, each running one job at a time")
+	f.IntVar(&cfg.Workers, "workers", cfg.Workers, "local workers, each running one job at a time: N jobs at once on this machine, with or without an image")
 	f.StringVar(&cfg.Executor, "executor", cfg.Executor, "shell, or sandbox (bubblewrap: no network unless the job sets network: true)")
 	f.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "debug, info, warn or error")
 	f.StringVar(&cfg.LogFormat, "log-format", "auto", logFormatUsage)
@@ -262,13 +262,13 @@ func (a *app) up(ctx context.Context, cfg upConfig) error {
 	if err != nil {
 		return err
 	}
-	workers := countOf(cfg.Workers, "local worker", "local workers")
+	workers := countOf(cfg.Workers, "local worker", "local workers") + ", one job at a time each"
 	if l.docker != "" {
-		workers += " and a docker worker for jobs with an image (Docker Engine at " + l.docker + ")"
+		workers += "; jobs with an image run in containers (Docker Engine at " + l.docker + ")"
 	}
 	fmt.Fprintf(a.stdout, "Gantry is up: %s (dashboard and API), %s, data in %s\n\n", l.base, workers, cfg.Data)
 	if l.noDocker != "" {
-		fmt.Fprintf(a.stdout, "No docker worker: %s; jobs with an image wait for one (gantry worker --executor docker).\n\n", l.noDocker)
+		fmt.Fprintf(a.stdout, "No Docker Engine: %s; jobs with an image wait for a docker worker (gantry worker --executor docker).\n\n", l.noDocker)
 	}
 	if l.auth {
 		fmt.Fprintf(a.stdout, "Authentication is on: every call needs a token. An admin token is in %s:\n  export GANTRY_TOKEN_FILE=%s\n\n",
@@ -471,25 +471,22 @@ func startLocal(ctx context.Context, cfg upConfig, log *slog.Logger) (*local, er
 		case err != nil:
 			noDocker = err.Error()
 			log.Info("no docker worker: no Docker Engine answers", "err", err)
-		default:
-			// One worker for every job with an image, as many at once as there are
-			// local workers; jobs without one it runs on the host, as they do.
-			ac := agent.Config{Server: coord.base, Token: token, Name: host + "/docker", MaxJobs: cfg.Workers,
-				Labels: cfg.dockerLabels(), WorkDir: workDir, Mirrors: cfg.mirrors(), Logger: log.With("worker", "docker"),
-				Executor:   dockerExecutor{host: contained.Executor, engine: engine},
-				Registered: dockerSweeper(engine, dockerStateDir(workDir), log.With("worker", "docker"))}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				if err := agent.New(ac).Run(drainCtx, kill); err != nil && drainCtx.Err() == nil {
-					failWith(fmt.Errorf("docker worker: %w", err))
-				}
-			}()
 		}
 	}
+	// --workers N is N jobs at a time on this machine: with an engine, each local worker
+	// also runs the jobs with an image, in containers, rather than a docker worker
+	// beside them taking jobs of its own.
+	exec, labels := contained.Executor, cfg.labels()
+	var registered func(context.Context, string)
+	if engine != nil {
+		exec, labels = dockerExecutor{host: contained.Executor, engine: engine}, cfg.dockerLabels()
+		registered = dockerSweeper(engine, dockerStateDir(workDir), log)
+	}
 	for i := range cfg.Workers {
-		ac := agent.Config{Server: coord.base, Token: token, Name: host + "/local-" + strconv.Itoa(i+1), MaxJobs: 1,
-			Labels: cfg.labels(), WorkDir: workDir, Mirrors: cfg.mirrors(), Logger: log.With("worker", i+1), Executor: contained.Executor}
+		name := host + "/local-" + strconv.Itoa(i+1)
+		// worker_name, not worker: the agent logs its registered id as worker.
+		ac := agent.Config{Server: coord.base, Token: token, Name: name, MaxJobs: 1, Labels: labels, WorkDir: workDir,
+			Mirrors: cfg.mirrors(), Logger: log.With("worker_name", name), Executor: exec, Registered: registered}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
