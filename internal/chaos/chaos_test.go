@@ -55,6 +55,9 @@ var (
 // the store recorded its success, that only killed workers' jobs ran twice, and that
 // nothing is left leased.
 func TestChaos(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: the chaos suite kills and restarts processes for tens of seconds (make test runs it)")
+	}
 	m := shortMode
 	if *full {
 		m = fullMode

@@ -154,6 +154,9 @@ type browser struct {
 // uncaught exceptions in the page fail the test, unless allow accepts them.
 func newBrowser(t *testing.T, allow func(chromedp.ConsoleMessage) bool, extra ...chromedp.ExecAllocatorOption) *browser {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: the browser tests start Chromium, a few seconds each (make test runs them)")
+	}
 	path := chromium()
 	if path == "" {
 		if testing.Short() {

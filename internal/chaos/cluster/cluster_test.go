@@ -68,6 +68,9 @@ func suiteConfig() (config, []uint64, error) {
 // containers on a private network, a generator submitting runs, a nemesis injecting the
 // seed's faults, and the checks of every invariant once the faults stop.
 func TestCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: the cluster suite builds an image and runs containers for minutes (make test runs it)")
+	}
 	cfg, seeds, err := suiteConfig()
 	if err != nil {
 		t.Fatal(err)
