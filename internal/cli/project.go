@@ -79,8 +79,8 @@ func (a *app) projectCommand() *cobra.Command {
 			"webhooks: github, gitlab, gitea, forgejo or generic (default: guessed from the\n" +
 			"host, else generic). --pipeline is the pipeline file in the repository (default\n" +
 			".gantry.yml). --default-branch is learned from the repository when not given.\n" +
-			"The webhook secret is read from --webhook-secret-file, or generated; either way\n" +
-			"it is printed once, with the URL to give the forge.\n" +
+			"The webhook secret is read from --webhook-secret-file, and then not printed (you\n" +
+			"have it), or generated and printed once, with the URL to give the forge.\n" +
 			"A private repository names the project secrets holding its credential:\n" +
 			"--repo-token-secret (an https token) or --repo-ssh-key-secret (a deploy key, with\n" +
 			"--repo-known-hosts-secret). Give --default-branch with them, then set the secrets\n" +
@@ -97,7 +97,7 @@ func (a *app) projectCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return a.projectCall(cmd.Context(), create.clientConfig, http.MethodPost, "/api/v1/projects", body, "created")
+			return a.projectCall(cmd.Context(), create.clientConfig, http.MethodPost, "/api/v1/projects", body, "created", create.WebhookSecretFile)
 		},
 	}
 	a.clientFlags(createCmd, &create.clientConfig)
@@ -119,7 +119,7 @@ func (a *app) projectCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return a.projectCall(cmd.Context(), update.clientConfig, http.MethodPatch, projectPath(args[0]), body, "updated")
+			return a.projectCall(cmd.Context(), update.clientConfig, http.MethodPatch, projectPath(args[0]), body, "updated", update.WebhookSecretFile)
 		},
 	}
 	a.clientFlags(updateCmd, &update.clientConfig)
@@ -143,7 +143,7 @@ func (a *app) projectCommand() *cobra.Command {
 		Short: "Show a project's settings and its hook path",
 		Args:  exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.projectCall(cmd.Context(), get, http.MethodGet, projectPath(args[0]), nil, "")
+			return a.projectCall(cmd.Context(), get, http.MethodGet, projectPath(args[0]), nil, "", "")
 		},
 	}
 	a.clientFlags(getCmd, &get)
@@ -252,8 +252,10 @@ func readSecretFile(flag, path string) (string, error) {
 }
 
 // projectCall sends a project request and prints the project it answers with; done names
-// what happened ("created", "updated"), "" for a plain read.
-func (a *app) projectCall(ctx context.Context, cfg clientConfig, method, path string, body []byte, done string) error {
+// what happened ("created", "updated"), "" for a plain read. secretFile is the file the
+// request's webhook secret was read from: the user has it, so the secret the answer
+// echoes is not printed (a terminal or a CI log would keep it).
+func (a *app) projectCall(ctx context.Context, cfg clientConfig, method, path string, body []byte, done, secretFile string) error {
 	c, err := cfg.client()
 	if err != nil {
 		return err
@@ -265,6 +267,15 @@ func (a *app) projectCall(ctx context.Context, cfg clientConfig, method, path st
 			what = strings.TrimSuffix(done, "d") + " project"
 		}
 		return fmt.Errorf("%s: %w", what, err)
+	}
+	if secretFile != "" {
+		var fields map[string]json.RawMessage
+		if err := json.Unmarshal(raw, &fields); err == nil {
+			delete(fields, "webhook_secret")
+			if b, err := json.Marshal(fields); err == nil {
+				raw = b
+			}
+		}
 	}
 	if cfg.JSON {
 		return writeRaw(a.stdout, raw)
@@ -299,7 +310,9 @@ func (a *app) projectCall(ctx context.Context, cfg clientConfig, method, path st
 	if p.HookPath != "" {
 		row("webhook url:", c.baseURL()+p.HookPath)
 	}
-	if p.WebhookSecret != "" {
+	if secretFile != "" {
+		row("webhook secret:", "the one in "+secretFile+" (not shown)")
+	} else if p.WebhookSecret != "" {
 		row("webhook secret:", p.WebhookSecret+"  (shown once: give it to the forge now)")
 	} else if !p.WebhookSecretSet {
 		row("webhook secret:", "none: webhooks are refused")
@@ -387,7 +400,7 @@ func (a *app) projectSetCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return a.projectCall(cmd.Context(), cfg.clientConfig, http.MethodPatch, projectPath(args[0]), body, "updated")
+			return a.projectCall(cmd.Context(), cfg.clientConfig, http.MethodPatch, projectPath(args[0]), body, "updated", "")
 		},
 	}
 	a.clientFlags(cmd, &cfg.clientConfig)

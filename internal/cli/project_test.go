@@ -58,8 +58,26 @@ func TestProjectCommands(t *testing.T) {
 	if create.code != exitOK || !strings.HasPrefix(create.stdout, "project app created\n") ||
 		!strings.Contains(create.stdout, "webhook url:     "+base+"/api/v1/hooks/github/app\n") ||
 		!strings.Contains(create.stdout, "default branch:  main\n") ||
-		!strings.Contains(create.stdout, "webhook secret:  a-long-webhook-secret  (shown once") {
+		!strings.Contains(create.stdout, "webhook secret:  the one in "+secretFile+" (not shown)\n") ||
+		strings.Contains(create.stdout+create.stderr, "a-long-webhook-secret") {
 		t.Fatalf("project create: exit %d\n%s%s", create.code, create.stdout, create.stderr)
+	}
+	// Nor in JSON, nor when an update sets it from a file; a generated one is shown once.
+	other := runCLI(t, invocation{args: append([]string{"project", "create", "other", "--repo", "file://" + bare, "--default-branch", "main",
+		"--webhook-secret-file", secretFile, "--json"}, srv...)})
+	if other.code != exitOK || strings.Contains(other.stdout+other.stderr, "a-long-webhook-secret") || !strings.Contains(other.stdout, `"webhook_secret_set":true`) {
+		t.Errorf("project create --json --webhook-secret-file: exit %d\n%s%s", other.code, other.stdout, other.stderr)
+	}
+	if got := runCLI(t, invocation{args: append([]string{"project", "update", "other", "--webhook-secret-file", secretFile}, srv...)}); got.code != exitOK ||
+		strings.Contains(got.stdout+got.stderr, "a-long-webhook-secret") || !strings.Contains(got.stdout, "(not shown)") {
+		t.Errorf("project update --webhook-secret-file: exit %d\n%s%s", got.code, got.stdout, got.stderr)
+	}
+	if got := runCLI(t, invocation{args: append([]string{"project", "update", "other", "--rotate-webhook-secret"}, srv...)}); got.code != exitOK ||
+		!strings.Contains(got.stdout, "(shown once: give it to the forge now)") {
+		t.Errorf("project update --rotate-webhook-secret: exit %d\n%s%s", got.code, got.stdout, got.stderr)
+	}
+	if got := runCLI(t, invocation{args: append([]string{"project", "delete", "other"}, srv...)}); got.code != exitOK {
+		t.Fatalf("project delete other: exit %d\n%s%s", got.code, got.stdout, got.stderr)
 	}
 	if entries, err := os.ReadDir(mirrors); err != nil || len(entries) == 0 {
 		t.Errorf("--mirrors %s holds %v, %v; want the repository's mirror", mirrors, entries, err)
