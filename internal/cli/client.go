@@ -185,6 +185,10 @@ type serverError struct {
 func (e *serverError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "the server answered %d %s: %s", e.Status, e.Code, e.Message)
+	// A single mistake is often the message itself (inputs.x: ...): said once.
+	if len(e.Details) == 1 && strings.TrimSpace(e.detailLines()) == e.Message {
+		return b.String()
+	}
 	b.WriteString(e.detailLines())
 	return b.String()
 }

@@ -68,6 +68,11 @@ func TestDispatchCommands(t *testing.T) {
 		!strings.Contains(got.stderr, "inputs.greting: this pipeline declares no such input") {
 		t.Errorf("dispatch with bad inputs: exit %d, want 1 and each bad input\n%s", got.code, got.stderr)
 	}
+	// One bad input is said once: the answer's message is that detail.
+	got = runCLI(t, invocation{args: append([]string{"dispatch", "app", "--input", "greeting=hi", "--input", "loud=maybe"}, srv...)})
+	if got.code != exitFailure || strings.Count(got.stderr, "inputs.loud: expected true or false") != 1 {
+		t.Errorf("dispatch with one bad input: exit %d, want 1 and the input said once\n%s", got.code, got.stderr)
+	}
 	if got := runCLI(t, invocation{args: append([]string{"dispatch", "app", "--ref", "nope"}, srv...)}); got.code != exitFailure ||
 		!strings.Contains(got.stderr, "ref_not_found") {
 		t.Errorf("dispatch of an unknown ref: exit %d\n%s", got.code, got.stderr)
