@@ -26,7 +26,7 @@ func (s *Server) outboxRoutes() {
 type outboxJSON struct {
 	ID            string          `json:"id"`
 	Topic         string          `json:"topic"`
-	State         string          `json:"state"` // pending, failed, dead or delivered
+	State         string          `json:"state"` // pending, failed, dead, delivered or superseded
 	Attempts      int             `json:"attempts"`
 	LastError     string          `json:"last_error,omitempty"`
 	NextAttemptAt string          `json:"next_attempt_at,omitempty"`
@@ -41,6 +41,8 @@ func newOutboxJSON(m *store.OutboxMessage) outboxJSON {
 		CreatedAt: formatTime(m.CreatedAt), DeliveredAt: formatTime(m.DeliveredAt), DeadAt: formatTime(m.DeadAt),
 		Payload: json.RawMessage(m.Payload)}
 	switch {
+	case !m.DeliveredAt.IsZero() && m.LastError == store.OutboxSupersededNote:
+		out.State = string(store.OutboxSuperseded)
 	case !m.DeliveredAt.IsZero():
 		out.State = string(store.OutboxDelivered)
 	case !m.DeadAt.IsZero():
@@ -58,13 +60,13 @@ func newOutboxJSON(m *store.OutboxMessage) outboxJSON {
 	return out
 }
 
-var outboxStates = []store.OutboxState{store.OutboxPending, store.OutboxFailed, store.OutboxDead, store.OutboxDelivered}
+var outboxStates = []store.OutboxState{store.OutboxPending, store.OutboxFailed, store.OutboxDead, store.OutboxDelivered, store.OutboxSuperseded}
 
 func (s *Server) listOutbox(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	p := store.ListOutboxParams{State: store.OutboxState(q.Get("state")), Topic: q.Get("topic")}
 	if p.State != "" && !slices.Contains(outboxStates, p.State) {
-		writeError(w, http.StatusBadRequest, codeBadRequest, "state "+strconv.Quote(string(p.State))+" is not pending, failed, dead or delivered", nil)
+		writeError(w, http.StatusBadRequest, codeBadRequest, "state "+strconv.Quote(string(p.State))+" is not pending, failed, dead, delivered or superseded", nil)
 		return
 	}
 	if v := q.Get("limit"); v != "" {

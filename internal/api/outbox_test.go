@@ -219,6 +219,22 @@ func TestOutboxAPI(t *testing.T) {
 	}
 	expectError(t, b.do(t, http.MethodGet, "/api/v1/outbox", "", "", writer), http.StatusForbidden, "forbidden")
 	expectError(t, b.do(t, http.MethodGet, "/api/v1/outbox?state=lost", "", "", admin), http.StatusBadRequest, "bad_request")
+	// A status the dispatcher did not send, its job having moved on, reads superseded.
+	claimed, err := b.store.ClaimOutbox(t.Context(), 1, time.Minute)
+	if err != nil || len(claimed) != 1 {
+		t.Fatalf("ClaimOutbox: %v, %d", err, len(claimed))
+	}
+	if err := b.store.SupersedeOutbox(t.Context(), claimed[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	if sup := list("?state=superseded"); len(sup) != 1 || sup[0].State != "superseded" || sup[0].ID != claimed[0].ID.String() {
+		t.Errorf("superseded messages: %+v", sup)
+	}
+	for _, m := range list("") {
+		if m.ID == claimed[0].ID.String() && m.State != "superseded" {
+			t.Errorf("the superseded message is listed as %s", m.State)
+		}
+	}
 
 	// Dead-letter one, as the dispatcher would, and redeliver it.
 	ms, err := b.store.ClaimOutbox(t.Context(), 1, time.Minute)

@@ -74,16 +74,16 @@ func (a *app) outboxCommand() *cobra.Command {
 	}
 	var list outboxConfig
 	listCmd := &cobra.Command{
-		Use:   "list [--state pending|failed|dead|delivered]",
+		Use:   "list [--state pending|failed|dead|delivered|superseded]",
 		Short: "List outbox messages, newest first",
 		Example: "  gantry outbox list --state dead\n" +
 			"  gantry outbox list --state failed --topic webhook --json",
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			switch list.State {
-			case "", "pending", "failed", "dead", "delivered":
+			case "", "pending", "failed", "dead", "delivered", "superseded":
 			default:
-				return usagef("--state %q: want pending, failed, dead or delivered", list.State)
+				return usagef("--state %q: want pending, failed, dead, delivered or superseded", list.State)
 			}
 			if list.Limit < 1 || list.Limit > 500 {
 				return usagef("--limit %d: want 1 to 500", list.Limit)
@@ -118,7 +118,7 @@ func (a *app) outboxCommand() *cobra.Command {
 		},
 	}
 	a.clientFlags(listCmd, &list.clientConfig)
-	listCmd.Flags().StringVar(&list.State, "state", "", "pending (failed included), failed, dead or delivered (default: all)")
+	listCmd.Flags().StringVar(&list.State, "state", "", "pending (failed included), failed, dead, delivered or superseded (default: all)")
 	listCmd.Flags().StringVar(&list.Topic, "topic", "", "status or webhook (default: both)")
 	listCmd.Flags().IntVar(&list.Limit, "limit", 50, "most messages to list (1 to 500)")
 

@@ -134,6 +134,7 @@ const (
 	opListJobAttempts
 	opListWaitingApproval
 	opGetRunByNumber
+	opSupersedeOutbox
 	numOps
 )
 
@@ -163,6 +164,7 @@ var opNames = [numOps]string{
 	"CountRuns", "DigestRuns",
 	"Rerun", "ListJobAttempts", "ListWaitingApproval",
 	"GetRunByNumber",
+	"SupersedeOutbox",
 }
 
 // instrumented is a store.Store that times every call of the store it wraps. The
@@ -539,6 +541,13 @@ func (s *instrumented) MarkDelivered(ctx context.Context, id uuid.UUID) error {
 	t := time.Now()
 	err := s.Store.MarkDelivered(ctx, id)
 	s.done(opMarkDelivered, t, err)
+	return err
+}
+
+func (s *instrumented) SupersedeOutbox(ctx context.Context, id uuid.UUID) error {
+	t := time.Now()
+	err := s.Store.SupersedeOutbox(ctx, id)
+	s.done(opSupersedeOutbox, t, err)
 	return err
 }
 

@@ -54,6 +54,7 @@ const (
 type Store interface {
 	ClaimOutbox(ctx context.Context, max int, retryIn time.Duration) ([]*store.OutboxMessage, error)
 	MarkDelivered(ctx context.Context, id uuid.UUID) error
+	SupersedeOutbox(ctx context.Context, id uuid.UUID) error
 	FailOutbox(ctx context.Context, p store.FailOutboxParams) error
 	GetProjectByName(ctx context.Context, name string) (*store.Project, error)
 	GetWebhook(ctx context.Context, id uuid.UUID) (*store.Webhook, error)
@@ -173,6 +174,12 @@ func (d *Dispatcher) attempt(ctx context.Context, m *store.OutboxMessage) error 
 		// receiver.
 		return nil
 	}
+	if errors.Is(err, errSuperseded) {
+		if err := d.cfg.Store.SupersedeOutbox(ctx, m.ID); err != nil {
+			return fmt.Errorf("mark message %s superseded: %w", m.ID, err)
+		}
+		return nil
+	}
 	if err == nil {
 		if err := d.cfg.Store.MarkDelivered(ctx, m.ID); err != nil {
 			return fmt.Errorf("mark message %s delivered: %w", m.ID, err)
@@ -256,6 +263,10 @@ func (d *Dispatcher) deliver(ctx context.Context, m *store.OutboxMessage) error 
 
 func (d *Dispatcher) runURL(path string) string { return d.cfg.PublicURL + path }
 
+// errSuperseded says a status was not sent because its run or job is in another state
+// by now: the message is done, and recorded as superseded rather than delivered.
+var errSuperseded = errors.New("superseded")
+
 func (d *Dispatcher) deliverStatus(ctx context.Context, m *store.OutboxMessage) error {
 	var s store.StatusMessage
 	if err := json.Unmarshal(m.Payload, &s); err != nil {
@@ -275,7 +286,7 @@ func (d *Dispatcher) deliverStatus(ctx context.Context, m *store.OutboxMessage) 
 		}
 		if now, _ := job.Status.CommitState(); now != s.State {
 			d.log.Debug("status superseded; not sent", "job", s.JobID, "state", s.State, "now", now)
-			return nil
+			return errSuperseded
 		}
 	} else {
 		run, err := d.cfg.Store.GetRun(ctx, s.RunID)
@@ -287,7 +298,7 @@ func (d *Dispatcher) deliverStatus(ctx context.Context, m *store.OutboxMessage) 
 		}
 		if now := forgeState(run.Status); now != s.State {
 			d.log.Debug("status superseded; not sent", "run", s.RunID, "state", s.State, "now", now)
-			return nil
+			return errSuperseded
 		}
 	}
 	p, err := d.cfg.Store.GetProjectByName(ctx, s.Project)

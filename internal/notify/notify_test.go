@@ -188,6 +188,10 @@ func TestStatusRetriedUntilAccepted(t *testing.T) {
 	if got := len(b.outbox(store.OutboxFailed)); got != 1 {
 		t.Fatalf("%d failed messages after the 500, want 1", got)
 	}
+	// Those not sent are superseded, not delivered.
+	if sup, del := len(b.outbox(store.OutboxSuperseded)), len(b.outbox(store.OutboxDelivered)); sup != 2 || del != 0 {
+		t.Fatalf("%d superseded and %d delivered messages after the first pass, want 2 and 0", sup, del)
+	}
 	// The first retry waits the whole first backoff (1 s), not less.
 	b.clk.Advance(999 * time.Millisecond)
 	if n := b.deliver(); n != 0 {
@@ -234,8 +238,9 @@ func TestStatusRetriedUntilAccepted(t *testing.T) {
 		}
 	}
 	delivered := b.outbox(store.OutboxDelivered)
-	if len(delivered) != 3 || len(b.outbox(store.OutboxPending)) != 0 {
-		t.Fatalf("%d delivered and %d pending messages, want 3 and 0", len(delivered), len(b.outbox(store.OutboxPending)))
+	if len(delivered) != 1 || len(b.outbox(store.OutboxSuperseded)) != 2 || len(b.outbox(store.OutboxPending)) != 0 {
+		t.Fatalf("%d delivered, %d superseded and %d pending messages, want 1, 2 and 0", len(delivered),
+			len(b.outbox(store.OutboxSuperseded)), len(b.outbox(store.OutboxPending)))
 	}
 	for _, m := range delivered {
 		if m.Topic == store.TopicStatus && strings.Contains(string(m.Payload), `"state":"success"`) && m.Attempts != 3 {

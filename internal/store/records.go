@@ -606,7 +606,13 @@ const (
 	OutboxFailed    OutboxState = "failed"
 	OutboxDead      OutboxState = "dead"
 	OutboxDelivered OutboxState = "delivered"
+	// OutboxSuperseded messages were not sent: what they reported had changed by then
+	// (SupersedeOutbox). They are done, and not counted as delivered.
+	OutboxSuperseded OutboxState = "superseded"
 )
+
+// OutboxSupersededNote is the LastError of a superseded message: done, not sent.
+const OutboxSupersededNote = "superseded: not sent, the state it reported had changed"
 
 // StatusMessage is the payload of a TopicStatus message: one run state to report as a
 // commit status. The provider settings are read from the project at delivery, so a

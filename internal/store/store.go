@@ -396,6 +396,10 @@ type Outbox interface {
 	// next attempt back by retryIn, so concurrent deliverers do not take the same one.
 	ClaimOutbox(ctx context.Context, max int, retryIn time.Duration) ([]*OutboxMessage, error)
 	MarkDelivered(ctx context.Context, id uuid.UUID) error
+	// SupersedeOutbox ends a claimed message without sending it: what it reports changed
+	// before it was sent (a status a newer one replaces). It is done, as a delivered one
+	// is, and listed as superseded (LastError OutboxSupersededNote).
+	SupersedeOutbox(ctx context.Context, id uuid.UUID) error
 	// FailOutbox records a failed attempt of a claimed message: its error, and either when
 	// to try again or, with Dead, that it is dead-lettered and never claimed again.
 	// ErrNotFound when id names no message.

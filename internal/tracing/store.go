@@ -374,6 +374,13 @@ func (s *traced) ClaimOutbox(ctx context.Context, max int, retryIn time.Duration
 	return ms, err
 }
 
+func (s *traced) SupersedeOutbox(ctx context.Context, id uuid.UUID) error {
+	ctx, span := s.start(ctx, "SupersedeOutbox")
+	err := s.Store.SupersedeOutbox(ctx, id)
+	end(span, err)
+	return err
+}
+
 func (s *traced) MarkDelivered(ctx context.Context, id uuid.UUID) error {
 	ctx, span := s.start(ctx, "MarkDelivered")
 	err := s.Store.MarkDelivered(ctx, id)

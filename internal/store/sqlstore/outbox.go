@@ -110,6 +110,20 @@ func (e *Engine) MarkDelivered(ctx context.Context, id uuid.UUID) error {
 	})
 }
 
+// SupersedeOutbox implements store.Outbox.
+func (e *Engine) SupersedeOutbox(ctx context.Context, id uuid.UUID) error {
+	return e.write(ctx, func(t *tx) error {
+		res, err := t.exec(`UPDATE outbox SET delivered_at = ?, last_error = ? WHERE id = ?`, us(e.clock.Now()), store.OutboxSupersededNote, id)
+		if err != nil {
+			return fmt.Errorf("mark message %s superseded: %w", id, err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return fmt.Errorf("message %s: %w", id, store.ErrNotFound)
+		}
+		return nil
+	})
+}
+
 // FailOutbox implements store.Outbox.
 func (e *Engine) FailOutbox(ctx context.Context, p store.FailOutboxParams) error {
 	return e.write(ctx, func(t *tx) error {
@@ -159,9 +173,13 @@ func (e *Engine) ListOutbox(ctx context.Context, p store.ListOutboxParams) ([]*s
 	case store.OutboxDead:
 		where = append(where, `dead_at <> 0`)
 	case store.OutboxDelivered:
-		where = append(where, `delivered_at <> 0`)
+		where = append(where, `delivered_at <> 0 AND last_error <> ?`)
+		args = append(args, store.OutboxSupersededNote)
+	case store.OutboxSuperseded:
+		where = append(where, `delivered_at <> 0 AND last_error = ?`)
+		args = append(args, store.OutboxSupersededNote)
 	default:
-		return nil, fmt.Errorf("list outbox: state %q is not pending, failed, dead or delivered: %w", p.State, store.ErrInvalid)
+		return nil, fmt.Errorf("list outbox: state %q is not pending, failed, dead, delivered or superseded: %w", p.State, store.ErrInvalid)
 	}
 	if p.Topic != "" {
 		where = append(where, `topic = ?`)

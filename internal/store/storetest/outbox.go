@@ -546,6 +546,24 @@ func testOutboxFailDead(t *testing.T, h Harness) {
 		t.Error("a delivered message is not listed as delivered only")
 	}
 	claim(0)
+
+	// A message superseded before it was sent is done, listed as superseded only.
+	if err := b.s.EnqueueOutbox(b.ctx, "status", []byte(`{"n":2}`)); err != nil {
+		t.Fatalf("EnqueueOutbox: %v", err)
+	}
+	s := claim(1)[0]
+	if err := b.s.SupersedeOutbox(b.ctx, s.ID); err != nil {
+		t.Fatalf("SupersedeOutbox: %v", err)
+	}
+	if got, err := b.s.GetOutbox(b.ctx, s.ID); err != nil || got.DeliveredAt.IsZero() || got.LastError != store.OutboxSupersededNote {
+		t.Errorf("superseded message = %+v, %v", got, err)
+	}
+	if list(store.OutboxSuperseded) != 1 || list(store.OutboxDelivered) != 1 || list(store.OutboxPending) != 0 {
+		t.Errorf("superseded %d, delivered %d, pending %d; want 1, 1 (the other message), 0",
+			list(store.OutboxSuperseded), list(store.OutboxDelivered), list(store.OutboxPending))
+	}
+	claim(0)
+	wantErr(t, "SupersedeOutbox of an unknown id", b.s.SupersedeOutbox(b.ctx, store.NewID()), store.ErrNotFound)
 	_, err = b.s.ListOutbox(b.ctx, store.ListOutboxParams{State: "lost"})
 	wantErr(t, "ListOutbox of an unknown state", err, store.ErrInvalid)
 	wantErr(t, "FailOutbox of an unknown id", b.s.FailOutbox(b.ctx, store.FailOutboxParams{ID: store.NewID()}), store.ErrNotFound)
