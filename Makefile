@@ -50,7 +50,7 @@ test: depcheck fmtcheck
 # test-short is the inner loop: no -race, and -short skips the slow suites (the container
 # cluster, the chaos kills, the browser tests); everything else runs. Not what CI runs.
 test-short:
-	$(GO) test -short $(TEST_GCFLAGS) ./...
+	$(GO) test -short ./...
 
 # example-images builds, from this machine alone (no registry), the images
 # examples/containers.yml runs in: gantry-test/go:1.25, gantry-test/go:1.26 and
