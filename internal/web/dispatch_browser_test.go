@@ -67,6 +67,14 @@ func TestDashboardDispatches(t *testing.T) {
 		document.querySelector("#dispatch-errors").innerText.includes("inputs.target") &&
 		document.querySelector("#dispatch-errors").innerText.includes("inputs.colour")`)
 	b.screenshot("dispatch-refused")
+	// One wrong input is said once.
+	b.do("give one wrong input", chromedp.SetValue(chromedp.ID("dispatch-inputs-text"), "target=qa"),
+		chromedp.Click(chromedp.ID("dispatch-run")))
+	b.waitJS("the one refused input", `!document.querySelector("#dispatch-errors").hidden &&
+		!document.querySelector("#dispatch-errors").innerText.includes("inputs.colour")`)
+	if got := b.eval(`String(document.querySelector("#dispatch-errors").innerText.split("inputs.target").length - 1)`); got != "1" {
+		t.Errorf("one wrong input is said %s times: %q", got, b.eval(`document.querySelector("#dispatch-errors").innerText`))
+	}
 	b.do("dispatch main", chromedp.SetValue(chromedp.ID("dispatch-ref"), "main"),
 		chromedp.SetValue(chromedp.ID("dispatch-inputs-text"), "target=staging"),
 		chromedp.Click(chromedp.ID("dispatch-run")), chromedp.WaitVisible(chromedp.CSS(`svg.dag`)))

@@ -133,7 +133,9 @@ export async function dispatchPage(main, _params, ctx) {
       } catch (e) {
         if (e.name === "AbortError") return;
         errors.replaceChildren(h("p", {}, "The run was not started: " + e.message));
-        if (e.details && e.details.length) {
+        // One mistake is the message itself: said once, not again in a list.
+        const one = e.details && e.details.length === 1 && (e.details[0].path ? e.details[0].path + ": " : "") + e.details[0].message === e.message;
+        if (e.details && e.details.length && !one) {
           errors.append(h("ul", {}, e.details.map((d) => h("li", {}, d.path ? d.path + ": " : "", d.message))));
         }
         errors.hidden = false;
