@@ -470,23 +470,23 @@ func startLocal(ctx context.Context, cfg upConfig, log *slog.Logger) (*local, er
 			return fail(fmt.Errorf("--docker on: %w", err))
 		case err != nil:
 			noDocker = err.Error()
-			log.Info("no docker worker: no Docker Engine answers", "err", err)
+			log.Info("no Docker Engine answers: jobs with an image wait for a docker worker", "err", err)
 		}
 	}
 	// --workers N is N jobs at a time on this machine: with an engine, each local worker
 	// also runs the jobs with an image, in containers, rather than a docker worker
 	// beside them taking jobs of its own.
-	exec, labels := contained.Executor, cfg.labels()
+	run, labels := contained.Executor, cfg.labels()
 	var registered func(context.Context, string)
 	if engine != nil {
-		exec, labels = dockerExecutor{host: contained.Executor, engine: engine}, cfg.dockerLabels()
+		run, labels = dockerExecutor{host: contained.Executor, engine: engine}, cfg.dockerLabels()
 		registered = dockerSweeper(engine, dockerStateDir(workDir), log)
 	}
 	for i := range cfg.Workers {
 		name := host + "/local-" + strconv.Itoa(i+1)
 		// worker_name, not worker: the agent logs its registered id as worker.
 		ac := agent.Config{Server: coord.base, Token: token, Name: name, MaxJobs: 1, Labels: labels, WorkDir: workDir,
-			Mirrors: cfg.mirrors(), Logger: log.With("worker_name", name), Executor: exec, Registered: registered}
+			Mirrors: cfg.mirrors(), Logger: log.With("worker_name", name), Executor: run, Registered: registered}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
