@@ -143,8 +143,8 @@ func requestPath(u string) string {
 
 // TestDocsCurlExamples: every curl command in the docs that sends a body says its
 // Content-Type, JSON or YAML, and none is answered 415 when replayed against a
-// coordinator; the environment example is answered 200. A refused example names the
-// header to add.
+// coordinator; the environment example is answered 200, and so is the approve example
+// on a job that waits for that environment. A refused example names the header to add.
 func TestDocsCurlExamples(t *testing.T) {
 	t.Parallel()
 	files, _ := filepath.Glob(filepath.Join("..", "..", "docs", "*.md"))
@@ -157,21 +157,12 @@ func TestDocsCurlExamples(t *testing.T) {
 		t.Fatalf("found %d curl examples in the docs; the parser lost them", len(examples))
 	}
 	b := setup(t)
-	writes, environment := 0, false
-	for _, ex := range examples {
-		if !ex.hasBody {
-			continue
-		}
-		writes++
-		path := requestPath(ex.url)
-		hooks := strings.HasPrefix(path, "/api/v1/hooks/")
-		if ct := ex.headers.Get("Content-Type"); !hooks && !strings.Contains(ct, "json") && !strings.Contains(ct, "yaml") {
-			t.Errorf("%s: curl %s %s sends a body without -H 'Content-Type: application/json': %q", ex.where, ex.method, ex.url, ex.headers)
-		}
+	replay := func(ex curlExample, path string) int {
+		t.Helper()
 		req, err := http.NewRequestWithContext(t.Context(), ex.method, b.url+path, strings.NewReader(ex.body))
 		if err != nil {
 			t.Errorf("%s: %v", ex.where, err)
-			continue
+			return 0
 		}
 		for k, v := range ex.headers {
 			if k != "Authorization" {
@@ -190,19 +181,51 @@ func TestDocsCurlExamples(t *testing.T) {
 		if res.StatusCode == http.StatusUnsupportedMediaType {
 			t.Errorf("%s: curl %s %s is answered 415", ex.where, ex.method, ex.url)
 		}
+		return res.StatusCode
+	}
+	writes, environment := 0, false
+	var approve *curlExample
+	for _, ex := range examples {
+		if !ex.hasBody {
+			continue
+		}
+		writes++
+		path := requestPath(ex.url)
+		hooks := strings.HasPrefix(path, "/api/v1/hooks/")
+		if ct := ex.headers.Get("Content-Type"); !hooks && !strings.Contains(ct, "json") && !strings.Contains(ct, "yaml") {
+			t.Errorf("%s: curl %s %s sends a body without -H 'Content-Type: application/json': %q", ex.where, ex.method, ex.url, ex.headers)
+		}
+		code := replay(ex, path)
 		if path == "/api/v1/projects/shop/environments/production" {
 			environment = true
-			if res.StatusCode != http.StatusOK {
-				t.Errorf("%s: the environment example is answered %d, want 200", ex.where, res.StatusCode)
+			if code != http.StatusOK {
+				t.Errorf("%s: the environment example is answered %d, want 200", ex.where, code)
 			}
 		}
+		if strings.HasSuffix(path, "/approve") {
+			approve = &ex
+		}
+	}
+	// The approve example, on a job that waits for the environment made above.
+	if approve == nil {
+		t.Fatal("no approve example found in the docs")
+	}
+	r := b.do(t, http.MethodPost, "/api/v1/runs", "application/json",
+		`{"pipeline": "jobs:\n  deploy: {environment: production, steps: [{run: ./deploy}]}\n", "project": "shop", "ref": "refs/heads/main"}`, nil)
+	var run struct{ Jobs []struct{ ID, Status string } }
+	r.decode(t, &run)
+	if r.status != http.StatusAccepted || len(run.Jobs) != 1 || run.Jobs[0].Status != "waiting_approval" {
+		t.Fatalf("a run waiting for approval: %d %s", r.status, r.body)
+	}
+	if code := replay(*approve, "/api/v1/jobs/"+run.Jobs[0].ID+"/approve"); code != http.StatusOK {
+		t.Errorf("%s: the approve example is answered %d, want 200", approve.where, code)
 	}
 	if writes < 20 || !environment {
 		t.Errorf("replayed %d examples with a body (the environment's: %t); the parser lost some", writes, environment)
 	}
 
 	// What curl -d alone gets: a 415 that names the header to add.
-	r := b.do(t, http.MethodPost, "/api/v1/projects", "application/x-www-form-urlencoded", `{"name": "web"}`, nil)
+	r = b.do(t, http.MethodPost, "/api/v1/projects", "application/x-www-form-urlencoded", `{"name": "web"}`, nil)
 	if r.status != http.StatusUnsupportedMediaType || !strings.Contains(string(r.body), `\"Content-Type: application/json\"`) ||
 		!strings.Contains(string(r.body), "curl -d") {
 		t.Errorf("a form-encoded body: %d %s", r.status, r.body)
