@@ -47,6 +47,21 @@ type runDetails struct {
 	Errors []serverDetail `json:"errors"`
 	// Failure says why the run failed; nil when it did not.
 	Failure *failureView `json:"failure"`
+	// State is, in a list, what the run does: its status, or waiting_approval, queued or
+	// retrying while it waits.
+	State string `json:"state"`
+}
+
+// listStatus is the STATUS of a run in gantry runs: what it waits for while no job runs,
+// else its status.
+func listStatus(r runDetails) string {
+	switch r.State {
+	case "waiting_approval":
+		return "approval"
+	case "queued", "retrying":
+		return r.State
+	}
+	return string(r.Status)
 }
 
 // jobView is a job of a run as the API shows it.
@@ -220,7 +235,7 @@ func (a *app) runsList(ctx context.Context, cfg runsListConfig) error {
 }
 
 // writeRunList prints runs as a table of width columns: each run's PROJECT#NUMBER, name,
-// status, branch or tag, short commit, event, actor, duration and age. Names and refs
+// status (or what it waits for: approval, queued, retrying), branch or tag, short commit, event, actor, duration and age. Names and refs
 // share what the other columns leave and are elided to fit.
 func writeRunList(w io.Writer, runs []runDetails, width int, now time.Time) {
 	const statusW, shaW, durW, ageW, gaps = 9, 7, 8, 4, 2 * 8
@@ -246,7 +261,7 @@ func writeRunList(w io.Writer, runs []runDetails, width int, now time.Time) {
 	for i, r := range runs {
 		rw := rows[i]
 		line := fmt.Sprintf("%s  %s  %-*s  %s  %-*s  %s  %s  %*s  %*s", pad(rw.run, runW), pad(elide(rw.name, nameW), nameW), statusW,
-			r.Status, pad(elide(rw.ref, refW), refW), shaW, rw.sha, pad(elide(rw.event, eventW), eventW), pad(elide(rw.actor, actorW), actorW),
+			listStatus(r), pad(elide(rw.ref, refW), refW), shaW, rw.sha, pad(elide(rw.event, eventW), eventW), pad(elide(rw.actor, actorW), actorW),
 			durW, formatDuration(elapsed(r.StartedAt, r.FinishedAt, now)), ageW, formatAge(now.Sub(r.CreatedAt)))
 		b.WriteString(line)
 		b.WriteByte('\n')

@@ -102,6 +102,16 @@ func TestRunCommands(t *testing.T) {
 	if r.Jobs[1].Attempt != 3 {
 		t.Errorf("after two retries job b is on attempt %d, want 3", r.Jobs[1].Attempt)
 	}
+
+	// A run whose job no worker can take says it is queued, not running.
+	waiting := submitRun(t, base, "name: nowhere\njobs:\n  a:\n    runs_on: [no-such-label]\n    steps:\n      - run: echo a\n")
+	list = runCLI(t, invocation{args: append([]string{"runs", "--limit", "1"}, srv...)})
+	if rows := strings.Split(list.stdout, "\n"); len(rows) < 2 || !strings.HasPrefix(strings.Join(strings.Fields(rows[1]), " "), "default#3 nowhere queued ") {
+		t.Errorf("runs with a run no worker takes: exit %d\n%s%s", list.code, list.stdout, list.stderr)
+	}
+	if r := runCLI(t, invocation{args: append([]string{"cancel", waiting.ID}, srv...)}); r.code != exitOK {
+		t.Errorf("cancel the waiting run: exit %d: %s", r.code, r.stderr)
+	}
 }
 
 // TestSubmitRejected: a pipeline the server rejects is shown mistake by mistake with its
