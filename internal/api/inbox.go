@@ -18,6 +18,7 @@ type inboxItemJSON struct {
 	Job         jobJSON `json:"job"`
 	RunID       string  `json:"run_id"`
 	RunName     string  `json:"run_name"`
+	RunNumber   int     `json:"run_number"`
 	Project     string  `json:"project"`
 	Ref         string  `json:"ref,omitempty"`
 	Author      string  `json:"author,omitempty"`
@@ -106,7 +107,7 @@ func (s *Server) listInbox(w http.ResponseWriter, r *http.Request) {
 			}
 			runs[j.RunID] = run
 		}
-		item := inboxItemJSON{Job: newJobJSON(j), RunID: run.ID.String(), RunName: run.Name, Project: run.Project,
+		item := inboxItemJSON{Job: newJobJSON(j), RunID: run.ID.String(), RunName: run.Name, RunNumber: run.Number, Project: run.Project,
 			Ref: run.Trigger.Ref, Author: run.Trigger.Author(), Environment: k.name, Required: 1, Approved: approved,
 			SelfReview: env.SelfReview(store.Approved, who, run.Trigger)}
 		if env != nil {

@@ -231,7 +231,7 @@ jobs:
 	item := func(job string) string { return `document.querySelector('.inbox-item[data-job="` + job + `"]')` }
 	b.waitJS("both waiting, counted in the header", item(jobs1["deploy"])+` && `+item(jobs2["deploy"])+` &&
 		document.querySelector("#approvals-count").textContent === "2" && `+inViewport("#approvals-count")+` &&
-		`+item(jobs1["deploy"])+`.innerText.includes("production")`)
+		`+item(jobs1["deploy"])+`.innerText.includes("production") && /#\d+ in /.test(`+item(jobs1["deploy"])+`.innerText)`)
 	b.screenshot("approvals-inbox")
 
 	b.do("open the first run", chromedp.Navigate(c.url+"/runs/"+run1), chromedp.WaitVisible(chromedp.CSS(`svg.dag`)))

@@ -172,7 +172,7 @@ export async function approvalsPage(main, _params, ctx) {
       return h("li", { class: "inbox-item", dataset: { job: it.job.id } },
         h("div", {}, h("a", { href: "/jobs/" + it.job.id, class: "inbox-job" }, name), " ",
           h("span", { class: "muted" }, "to ", h("strong", {}, it.environment), ` \u00b7 ${it.approved} of ${it.required} approvals`)),
-        h("div", { class: "muted small" }, h("a", { href: "/runs/" + it.run_id }, it.run_name || "run", " ", h("span", { class: "mono" }, shortID(it.run_id))), " in ", it.project,
+        h("div", { class: "muted small" }, h("a", { href: "/runs/" + it.run_id }, it.run_name || "run", " ", it.run_number ? "#" + it.run_number : h("span", { class: "mono" }, shortID(it.run_id))), " in ", it.project,
           it.ref ? " \u00b7 " + it.ref : "", it.author ? " \u00b7 by " + it.author : "",
           it.job.queued_at ? [" \u00b7 waiting since ", when(it.job.queued_at)] : null),
         it.self_review ? h("p", { class: "muted small" }, "You started this run and the environment prevents self-review: you may reject it only.") : null,

@@ -119,7 +119,9 @@ function renderRows(tbody, runs) {
       h("td", { class: "run-cell" },
         h("a", { href: "/runs/" + r.id, dataset: { focusKey: r.id } },
           r.number ? h("span", { class: "run-number" }, "#" + r.number + " ") : null, r.name || "(unnamed)"),
-        " ", h("span", { class: "muted mono" }, shortID(r.id)),
+        // The id's start only for a run the server did not number: ids made in the same
+        // second start alike.
+        r.number ? null : [" ", h("span", { class: "muted mono" }, shortID(r.id))],
         subject ? h("div", { class: "run-commit", title: t.message }, subject,
           t.author_name ? h("span", { class: "muted" }, " \u2014 " + t.author_name) : null) : null,
         f ? h("div", { class: "run-reason", title: f.reason },
