@@ -372,11 +372,13 @@ func firstLineStamp(t *testing.T, c *coordinator, job string) string {
 }
 
 func checkOpensAtError(t *testing.T, b *browser, c *coordinator, annotated, plain string) {
-	// The first error annotation's line, marked, with its step open and the others shut.
+	// The first error annotation's line, marked, in the log's box and in the window, with
+	// its step open and the others shut.
 	b.do("open the annotated job", chromedp.Navigate(c.url+"/jobs/"+annotated))
 	b.waitJS("the error in view", seen(`(() => {
 		const l = document.querySelector("#log .line.target");
-		return inView(l) && l.innerText.includes("BOOM-ANNOTATED");
+		const r = l && l.getBoundingClientRect();
+		return inView(l) && l.innerText.includes("BOOM-ANNOTATED") && r.top >= 0 && r.bottom <= innerHeight;
 	})()`))
 	b.screenshot("opens-at-annotation")
 	b.do("scroll to the top", chromedp.Evaluate[chromedp.Void](`document.querySelector("#log").scrollTop = 0`))
@@ -393,7 +395,8 @@ func checkOpensAtError(t *testing.T, b *browser, c *coordinator, annotated, plai
 	b.do("open the plain job", chromedp.Navigate(c.url+"/jobs/"+plain))
 	b.waitJS("the failed step's last lines in view", seen(`(() => {
 		const rows = visibleRows();
-		return rows.some((r) => r.innerText.includes("LAST-OF-FAILED")) && rows.some((r) => r.innerText.includes("second line 5000")) &&
+		const last = rows.find((r) => r.innerText.includes("LAST-OF-FAILED")), b = last && last.getBoundingClientRect();
+		return last && b.top >= 0 && b.bottom <= innerHeight && rows.some((r) => r.innerText.includes("second line 5000")) &&
 			!rows.some((r) => r.innerText.includes("first line"));
 	})()`))
 	b.screenshot("opens-at-failed-step")

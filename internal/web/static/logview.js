@@ -473,14 +473,14 @@ export function logView({ rawPath }) {
   }
 
   // tryFocus opens a failed attempt at its error: the first error annotation's line, else
-  // the last lines of the failed step, once they are here. A line link or the reader's
-  // own scrolling comes first.
+  // the last lines of the failed step, once they are here, with the log brought into the
+  // window. A line link or the reader's own scrolling comes first.
   function tryFocus() {
     if (!focus || focus.done) return;
     if (moved || /^#L\d+$/.test(location.hash)) { focus.done = true; return; }
     if (focus.seq && indexOf(focus.seq) >= 0) {
       focus.done = true;
-      goTo(focus.seq, { mark: true });
+      goTo(focus.seq, { mark: true, page: true });
       return;
     }
     if (!ended) return;
@@ -488,7 +488,7 @@ export function logView({ rawPath }) {
     let last = all.length - 1;
     const s = sections.findIndex((x) => x.step === failedStep && failedStep >= 0);
     if (s >= 0 && s + 1 < sections.length) last = sections[s + 1].at - 1;
-    if (last >= 0) goTo(all[last].seq, { mark: false, at: "bottom" });
+    if (last >= 0) goTo(all[last].seq, { mark: false, at: "bottom", page: true });
   }
 
   // -- search --
