@@ -46,11 +46,13 @@ jobs:
 	})()`)
 	b.screenshot("job-commands-shut")
 
-	b.do("open the fold", chromedp.Click(chromedp.CSS(`#log .fold-toggle`)))
+	// Clicked in the page in one step: the log viewer redraws its rows as the page
+	// scrolls, so a node found first and clicked after (chromedp.Click) may be gone.
+	b.eval(`(document.querySelector("#log .fold-toggle").click(), "opened")`)
 	b.waitJS("the fold open", `document.querySelector("#log .line.fold-start").getAttribute("aria-expanded") === "true" &&
 		document.querySelector("#log").innerText.includes("FOLDED-LINE one") &&
 		[...document.querySelectorAll("#log .line.level-error")].some(l => !l.hidden && l.innerText.includes("Error: stale go.sum"))`)
-	b.do("shut it again", chromedp.Click(chromedp.CSS(`#log .fold-toggle`)))
+	b.eval(`(document.querySelector("#log .fold-toggle").click(), "shut")`)
 	b.waitJS("the fold shut", `!document.querySelector("#log").innerText.includes("FOLDED-LINE")`)
 
 	b.do("search the log", chromedp.SendKeys(chromedp.ID("log-search"), "folded-line"))
