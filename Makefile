@@ -11,7 +11,7 @@ LDFLAGS := -X github.com/gantry-ci/gantry/internal/cli.version=$(VERSION)
 GOBIN_DIR := $(shell $(GO) env GOPATH)/bin
 STATICCHECK := $(GOBIN_DIR)/staticcheck
 
-.PHONY: build run deps depcheck test test-short example-images fuzz lint fmtcheck bench bench-go chaos chaos-cluster clean
+.PHONY: build run deps depcheck test test-short k8s-up k8s-down example-images fuzz lint fmtcheck bench bench-go chaos chaos-cluster clean
 
 build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o bin/gantry ./cmd/gantry
@@ -32,7 +32,7 @@ depcheck:
 # The slowest test packages come first: go test starts packages in the order listed (two
 # at a time on two cores), so a slow one started last would run alone at the end. The
 # cluster fault suite spends most of its minutes waiting on its containers.
-SLOW_TEST_PKGS := ./internal/chaos/cluster ./internal/cli ./internal/store/sqlite ./internal/api ./internal/agent \
+SLOW_TEST_PKGS := ./internal/chaos/cluster ./internal/executor/kubernetes ./internal/cli ./internal/store/sqlite ./internal/api ./internal/agent \
 	./internal/store/postgres ./internal/logs
 # -race implies checkptr, which instruments every unsafe.Pointer conversion; modernc's
 # SQLite, transpiled C, makes one at nearly every memory access, and checking them took
@@ -40,17 +40,28 @@ SLOW_TEST_PKGS := ./internal/chaos/cluster ./internal/cli ./internal/store/sqlit
 TEST_GCFLAGS := -gcflags='modernc.org/...=-d=checkptr=0'
 
 # test is the full suite, what CI runs. Measured on 2 cores: ~6 min warm (363 s), ~15 min
-# for a cold .ci/run (a fresh machine: deps, module download, first build).
+# for a cold .ci/run (a fresh machine: deps, module download, first build), plus the
+# Kubernetes cluster's first compile. The suite runs inside `scripts/k8s.sh run`, which
+# starts a real single-node cluster for the kubernetes executor's tests (compiling it the
+# first time, about 1,100 CPU-seconds) and always stops it afterwards.
 test: depcheck fmtcheck
 	@echo "make test: the full suite CI runs, ~6 min with a warm build cache, ~15 min cold; make test-short is the inner loop"
 	$(GO) vet ./...
-	$(GO) test -race $(TEST_GCFLAGS) -count=1 -timeout=20m $(SLOW_TEST_PKGS) ./...
+	bash scripts/k8s.sh run -- $(GO) test -race $(TEST_GCFLAGS) -count=1 -timeout=20m $(SLOW_TEST_PKGS) ./...
 	$(GO) test -run='^$$' -fuzz='^FuzzCompile$$' -fuzztime=10s -fuzzminimizetime=0 ./internal/pipeline
 
 # test-short is the inner loop: no -race, and -short skips the slow suites (the container
 # cluster, the chaos kills, the browser tests); everything else runs. Not what CI runs.
 test-short:
 	$(GO) test -short ./...
+
+# k8s-up starts the single-node Kubernetes cluster the kubernetes executor's tests run
+# against (scripts/k8s.sh; compiled from the Go module proxy the first time) and prints
+# the variables to export for `go test`; k8s-down stops it.
+k8s-up:
+	bash scripts/k8s.sh up
+k8s-down:
+	bash scripts/k8s.sh down
 
 # example-images builds, from this machine alone (no registry), the images
 # examples/containers.yml runs in: gantry-test/go:1.25, gantry-test/go:1.26 and

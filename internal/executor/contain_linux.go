@@ -897,3 +897,13 @@ func listProcs() map[int]procStat {
 func dieWithWorker(attr *syscall.SysProcAttr) {
 	attr.Pdeathsig = syscall.SIGKILL
 }
+
+// MarkEnv is the environment entry that marks a process, and everything it starts that
+// keeps its environment, as one step's: KillMarked(mark) then finds them even after they
+// left the step's process group (setsid) and lost their parent. `gantry pod-exec` marks
+// the steps it runs in a pod this way.
+func MarkEnv(mark string) string { return markVar + "=" + mark }
+
+// KillMarked kills every process this process can see that carries MarkEnv(mark), until
+// none is left.
+func KillMarked(mark string) { killMarked([]string{mark}, -1) }

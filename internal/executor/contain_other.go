@@ -44,3 +44,9 @@ func startLeader(cmd *exec.Cmd) error { return cmd.Start() }
 func leaderReaped(int)                {}
 
 func termSandbox(pgid int) { _ = syscall.Kill(-pgid, syscall.SIGTERM) }
+
+// MarkEnv is the environment entry that marks a step's processes.
+func MarkEnv(mark string) string { return "GANTRY_STEP_MARK=" + mark }
+
+// KillMarked does nothing off Linux: a step is contained by its process group.
+func KillMarked(string) {}

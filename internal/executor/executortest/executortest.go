@@ -29,6 +29,7 @@ func Run(t *testing.T, newExecutor func(t *testing.T) executor.Executor) {
 		{"ExitCodes", testExitCodes},
 		{"Env", testEnv},
 		{"Output", testOutput},
+		{"Stdin", testStdin},
 		{"CancelGrace", testCancelGrace},
 		{"CancelKillsAfterGrace", testCancelKill},
 		{"Timeout", testTimeout},
@@ -141,12 +142,25 @@ func runStep(t *testing.T, ex executor.Executor, s executor.Step) outcome {
 	return outcome{}
 }
 
+// WorkspaceReader is an executor whose steps' workspace is not the worker's directory
+// (the kubernetes executor's pods have a copy of their own): the suite reads what a
+// step wrote there through it.
+type WorkspaceReader interface {
+	ReadWorkspaceFile(ctx context.Context, ws, name string) ([]byte, error)
+}
+
 // waitFile waits until the step has written name in its workspace ws.
-func waitFile(t *testing.T, ws, name string, done <-chan outcome) {
+func waitFile(t *testing.T, ex executor.Executor, ws, name string, done <-chan outcome) {
 	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
+	read := func() ([]byte, error) { return os.ReadFile(filepath.Join(ws, name)) }
+	poll := 10 * time.Millisecond
+	if r, ok := ex.(WorkspaceReader); ok {
+		read = func() ([]byte, error) { return r.ReadWorkspaceFile(t.Context(), ws, name) }
+		poll = 100 * time.Millisecond
+	}
 	for {
-		if b, err := os.ReadFile(filepath.Join(ws, name)); err == nil && len(b) > 0 && bytes.HasSuffix(b, []byte("\n")) {
+		if b, err := read(); err == nil && len(b) > 0 && bytes.HasSuffix(b, []byte("\n")) {
 			return
 		}
 		if time.Now().After(deadline) {
@@ -155,7 +169,7 @@ func waitFile(t *testing.T, ws, name string, done <-chan outcome) {
 		select {
 		case o := <-done:
 			t.Fatalf("the step ended before writing %s: %+v %v, output %q", name, o.res, o.err, o.out)
-		case <-time.After(10 * time.Millisecond):
+		case <-time.After(poll):
 		}
 	}
 }
@@ -210,6 +224,15 @@ func testOutput(t *testing.T, ex executor.Executor) {
 	}
 }
 
+// testStdin: a step's stdin is empty (what the executor uses to talk to the step, if
+// anything, is not it): a step that reads it gets end of file at once.
+func testStdin(t *testing.T, ex executor.Executor) {
+	o := runStep(t, ex, executor.Step{Script: `if read -r line; then echo "read: $line"; else echo "eof"; fi; cat; echo done`})
+	if o.res.ExitCode != 0 || o.out != "eof\ndone" {
+		t.Errorf("a step reading stdin: exit %d, output %q; want end of file at once", o.res.ExitCode, o.out)
+	}
+}
+
 // testTemplatedShell: a shell with {0} runs the script from a file whose path takes the
 // place of {0}, with the command's exit code; a program the environment lacks fails the
 // step with 127, naming it.
@@ -231,7 +254,7 @@ func testTemplatedShellCancelGrace(t *testing.T, ex executor.Executor) {
 	defer cancel()
 	ws, done := start(ctx, t, ex, executor.Step{Grace: 10 * time.Second, Shell: "sh -e {0}",
 		Script: "trap 'echo cleaning up; exit 7' TERM\necho go > ready\nwhile :; do sleep 0.05 || :; done"})
-	waitFile(t, ws, "ready", done)
+	waitFile(t, ex, ws, "ready", done)
 	cancel()
 	o := wait(t, done, 8*time.Second)
 	if !o.res.Cancelled || o.res.ExitCode != 7 || !strings.Contains(o.out, "cleaning up") {
@@ -248,7 +271,7 @@ func testCancelGrace(t *testing.T, ex executor.Executor) {
 		// "|| :": under sh -e, a sleep that dies of the SIGTERM too would otherwise end
 		// the script before its trap runs.
 		Script: "trap 'echo cleaning up; exit 7' TERM\necho go > ready\nwhile :; do sleep 0.05 || :; done"})
-	waitFile(t, ws, "ready", done)
+	waitFile(t, ex, ws, "ready", done)
 	cancel()
 	o := wait(t, done, 8*time.Second)
 	if !o.res.Cancelled || o.res.TimedOut || o.res.ExitCode != 7 || !strings.Contains(o.out, "cleaning up") {
@@ -262,7 +285,7 @@ func testCancelKill(t *testing.T, ex executor.Executor) {
 	defer cancel()
 	ws, done := start(ctx, t, ex, executor.Step{Grace: 300 * time.Millisecond,
 		Script: "trap '' TERM\necho go > ready\nwhile :; do sleep 0.05; done"})
-	waitFile(t, ws, "ready", done)
+	waitFile(t, ex, ws, "ready", done)
 	cancel()
 	o := wait(t, done, 8*time.Second)
 	if !o.res.Cancelled || o.res.ExitCode == 0 {
@@ -309,13 +332,14 @@ echo go > ready
 				s.Script += "while :; do sleep 0.05; done\n"
 			case "timed out":
 				s.Script += "while :; do sleep 0.05; done\n"
-				s.Timeout = 2 * time.Second
+				// Long enough for an executor whose workspace is read through an exec (pods).
+				s.Timeout = 5 * time.Second
 			}
 			ctx, cancel := context.WithCancel(t.Context())
 			defer cancel()
 			ws, done := start(ctx, t, ex, s)
 			if end != "exits" {
-				waitFile(t, ws, "ready", done)
+				waitFile(t, ex, ws, "ready", done)
 				if n := len(Processes(token)); n < 2 {
 					t.Fatalf("%d processes carry the token while the step runs, want 2 or more", n)
 				}

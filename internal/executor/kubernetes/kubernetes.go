@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"path"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"time"
@@ -362,7 +363,11 @@ func (s *session) Run(ctx context.Context, st executor.Step) (executor.Result, e
 	if err != nil {
 		return executor.Result{}, err
 	}
-	req := ExecRequest{Shell: st.Shell, Script: st.Script, Env: s.containerEnv(st.Env), Dir: dir}
+	req := ExecRequest{Shell: st.Shell, Script: st.Script, Env: s.containerEnv(st.Env), Dir: dir, Output: OutputFramed}
+	stdout, stderr := orDiscard(st.Stdout), orDiscard(st.Stderr)
+	if sameWriter(stdout, stderr) {
+		req.Output = OutputMerged
+	}
 	if err := req.check(); err != nil {
 		return executor.Result{}, err
 	}
@@ -381,8 +386,25 @@ func (s *session) Run(ctx context.Context, st executor.Step) (executor.Result, e
 	}
 	finished := make(chan done, 1)
 	go func() {
+		out := stdout
+		var unframed chan error
+		if req.Output == OutputFramed {
+			pr, pw := io.Pipe()
+			out, unframed = pw, make(chan error, 1)
+			go func() {
+				err := Unframe(pr, stdout, stderr)
+				pr.CloseWithError(errors.New("the step's output could not be read"))
+				unframed <- err
+			}()
+		}
 		code, err := s.e.cfg.Execer.Exec(execCtx, s.e.cfg.Namespace, s.pod, jobContainer,
-			[]string{ToolsBinary, "pod-exec"}, ctl, orDiscard(st.Stdout), orDiscard(st.Stderr))
+			[]string{ToolsBinary, "pod-exec"}, ctl, out, stderr)
+		if unframed != nil {
+			out.(*io.PipeWriter).Close()
+			if uerr := <-unframed; uerr != nil && err == nil {
+				err = uerr
+			}
+		}
 		finished <- done{code, err}
 	}()
 	var timeout <-chan time.Time
@@ -662,6 +684,13 @@ func (e *Executor) deleteSecret(ctx context.Context, name string) error {
 		return fmt.Errorf("delete image pull secret %s/%s: %w", e.cfg.Namespace, name, err)
 	}
 	return nil
+}
+
+// sameWriter reports whether a and b are one writer (a step whose stdout and stderr go to
+// one place).
+func sameWriter(a, b io.Writer) bool {
+	ta := reflect.TypeOf(a)
+	return ta == reflect.TypeOf(b) && ta.Comparable() && a == b
 }
 
 func orDiscard(w io.Writer) io.Writer {

@@ -84,6 +84,14 @@ func (s *scriptedExecer) Exec(ctx context.Context, ns, pod, container string, cm
 	s.mu.Lock()
 	s.calls = append(s.calls, c)
 	s.mu.Unlock()
+	// What the step writes comes back as pod-exec sends it.
+	switch c.Req.Output {
+	case OutputMerged:
+		stderr = stdout
+	case OutputFramed:
+		fw := &frameWriter{w: stdout}
+		stdout, stderr = frameStream{fw, 1}, frameStream{fw, 2}
+	}
 	return s.fn(c, br, stdout, stderr)
 }
 

@@ -4,6 +4,9 @@ import (
 	"archive/tar"
 	"bufio"
 	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -35,6 +38,70 @@ type ExecRequest struct {
 	Script string   `json:"script"`
 	Env    []string `json:"env,omitempty"`
 	Dir    string   `json:"dir,omitempty"`
+	// Output is how the step's stdout and stderr come back: OutputMerged (one stream,
+	// the step's stdout, for a worker that writes both to one place), OutputFramed (both
+	// on stdout in frames, so that their order survives the exec's separate streams), or
+	// "" (stdout and stderr as the exec's own).
+	Output string `json:"output,omitempty"`
+}
+
+// The ExecRequest.Output modes.
+const (
+	OutputMerged = "merged"
+	OutputFramed = "framed"
+)
+
+// A frame of OutputFramed is a header, the stream (1 stdout, 2 stderr) and the length
+// of the data as a big-endian uint32, then the data.
+const frameHeader = 5
+
+// frameWriter writes the frames of one or the other stream to w, one whole frame at a
+// time.
+type frameWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+type frameStream struct {
+	fw     *frameWriter
+	stream byte
+}
+
+func (f frameStream) Write(p []byte) (int, error) {
+	f.fw.mu.Lock()
+	defer f.fw.mu.Unlock()
+	var h [frameHeader]byte
+	h[0] = f.stream
+	binary.BigEndian.PutUint32(h[1:], uint32(len(p)))
+	if _, err := f.fw.w.Write(append(h[:], p...)); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// Unframe copies the frames read from r to stdout and stderr, until r ends.
+func Unframe(r io.Reader, stdout, stderr io.Writer) error {
+	br := bufio.NewReaderSize(r, 64<<10)
+	var h [frameHeader]byte
+	for {
+		if _, err := io.ReadFull(br, h[:]); err != nil {
+			if err == io.EOF {
+				return nil
+			}
+			return fmt.Errorf("read the step's output: %w", err)
+		}
+		w := stdout
+		switch h[0] {
+		case 1:
+		case 2:
+			w = stderr
+		default:
+			return fmt.Errorf("read the step's output: a frame of stream %d", h[0])
+		}
+		if _, err := io.CopyN(w, br, int64(binary.BigEndian.Uint32(h[1:]))); err != nil {
+			return fmt.Errorf("read the step's output: %w", err)
+		}
+	}
 }
 
 // args is the step's command line, as every executor makes it (executor.ShellArgs).
@@ -68,10 +135,27 @@ func PodExec(stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "gantry pod-exec: %v\n", err)
 		return 125
 	}
+	// The step is marked, and this process is made the subreaper of what it starts, so
+	// that what left its process group (setsid, a double fork) is still found and
+	// killed when the step ends: nothing a step started outlives it.
+	var markb [12]byte
+	_, _ = rand.Read(markb[:])
+	mark := hex.EncodeToString(markb[:])
+	_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 	cmd := exec.Command(args[0], args[1:]...)
-	cmd.Env = mergeEnv(os.Environ(), req.Env)
+	cmd.Env = append(mergeEnv(os.Environ(), req.Env), executor.MarkEnv(mark))
 	cmd.Dir = req.Dir
-	cmd.Stdout, cmd.Stderr = stdout, stderr
+	switch req.Output {
+	case OutputMerged:
+		// One writer for both: os/exec gives the step one pipe (or the file itself), so
+		// the order of its lines is the order it wrote them.
+		cmd.Stdout, cmd.Stderr = stdout, stdout
+	case OutputFramed:
+		fw := &frameWriter{w: stdout}
+		cmd.Stdout, cmd.Stderr = frameStream{fw, 1}, frameStream{fw, 2}
+	default:
+		cmd.Stdout, cmd.Stderr = stdout, stderr
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		fmt.Fprintf(stderr, "gantry pod-exec: start %s: %v\n", args[0], err)
@@ -86,14 +170,19 @@ func PodExec(stdin io.Reader, stdout, stderr io.Writer) int {
 				_ = unix.Kill(-pgid, unix.SIGTERM)
 			case "kill":
 				_ = unix.Kill(-pgid, unix.SIGKILL)
+				executor.KillMarked(mark)
 			}
 		}
 		// The worker is gone or done with the step: nothing of it may go on.
 		_ = unix.Kill(-pgid, unix.SIGKILL)
+		executor.KillMarked(mark)
 	}()
 	err = cmd.Wait()
-	// Whatever the step left in its group goes with it.
+	// Whatever the step left, in its group or out of it, goes with it; the orphans
+	// this process adopted are reaped.
 	_ = unix.Kill(-pgid, unix.SIGKILL)
+	executor.KillMarked(mark)
+	reapChildren()
 	var ee *exec.ExitError
 	switch {
 	case err == nil:
@@ -106,6 +195,18 @@ func PodExec(stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stderr, "gantry pod-exec: %v\n", err)
 	return 125
+}
+
+// reapChildren waits for the children this process has, without blocking: as the
+// subreaper of a step, it adopts the step's orphans, and they must not stay zombies.
+func reapChildren() {
+	for {
+		var ws unix.WaitStatus
+		pid, err := unix.Wait4(-1, &ws, unix.WNOHANG, nil)
+		if pid <= 0 || err != nil {
+			return
+		}
+	}
 }
 
 // mergeEnv puts step on top of base (the image's environment). The worker sends a step
