@@ -11,7 +11,7 @@ LDFLAGS := -X github.com/gantry-ci/gantry/internal/cli.version=$(VERSION)
 GOBIN_DIR := $(shell $(GO) env GOPATH)/bin
 STATICCHECK := $(GOBIN_DIR)/staticcheck
 
-.PHONY: build run deps depcheck test test-short k8s-up k8s-down example-images fuzz lint fmtcheck bench bench-go chaos chaos-cluster clean
+.PHONY: build run deps depcheck test test-short k8s-up k8s-down bench-k8s example-images fuzz lint fmtcheck bench bench-go chaos chaos-cluster clean
 
 build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o bin/gantry ./cmd/gantry
@@ -62,6 +62,11 @@ k8s-up:
 	bash scripts/k8s.sh up
 k8s-down:
 	bash scripts/k8s.sh down
+
+# bench-k8s measures the kubernetes executor on that cluster (BENCHMARKS.md "The kubernetes
+# executor on a real cluster"): a job's pod against the shell executor, and 50 jobs at once.
+bench-k8s:
+	bash scripts/k8s.sh run -- $(GO) test -count=1 -run '^$$' -bench '^BenchmarkCluster' -benchtime 5x ./internal/executor/kubernetes
 
 # example-images builds, from this machine alone (no registry), the images
 # examples/containers.yml runs in: gantry-test/go:1.25, gantry-test/go:1.26 and

@@ -80,8 +80,8 @@ if ((${#missing[@]} > 0)); then
 		sudo=(sudo -n)
 	fi
 	export DEBIAN_FRONTEND=noninteractive
-	"${sudo[@]}" apt-get update </dev/null
-	"${sudo[@]}" apt-get install -y --no-install-recommends "${missing[@]}" </dev/null
+	"${sudo[@]}" apt-get -o DPkg::Lock::Timeout=600 update </dev/null
+	"${sudo[@]}" apt-get -o DPkg::Lock::Timeout=600 install -y --no-install-recommends "${missing[@]}" </dev/null
 else
 	echo "deps: Debian packages already installed"
 fi

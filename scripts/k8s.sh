@@ -424,7 +424,7 @@ env_lines() {
 
 [ "$(id -u)" = 0 ] || { echo "k8s.sh: runs as root (it starts a kubelet and a containerd, and changes the network)" >&2; exit 1; }
 case "${1:-up}" in
-  build) trap fail_step ERR; packages; build ;;
+  build) trap fail_step ERR; build ;;
   up) trap fail_step ERR; UP_STARTED=$SECONDS; up; env_lines ;;
   down) down ;;
   env) env_lines ;;

@@ -3,6 +3,8 @@ package kubernetes_test
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"strings"
 	"sync"
@@ -31,10 +33,10 @@ type env struct {
 
 // newEnv makes an executor for the test in a namespace of its own; when the test ends
 // the namespace must hold none of Gantry's pods or secrets.
-func newEnv(t *testing.T, tweak ...func(*kubernetes.Config)) *env {
+func newEnv(t testing.TB, tweak ...func(*kubernetes.Config)) *env {
 	t.Helper()
 	c := k8stest.Get(t)
-	en := &env{c: c, ns: c.Namespace(t), owner: "test-" + executortest.Token(t)[4:]}
+	en := &env{c: c, ns: c.Namespace(t), owner: "test-" + token()}
 	en.image = c.Image(t, dockertest.Spec{Name: dockertest.Busybox})
 	en.init = c.GantryImage(t)
 	cfg := kubernetes.Config{
@@ -58,8 +60,15 @@ func newEnv(t *testing.T, tweak ...func(*kubernetes.Config)) *env {
 	return en
 }
 
-func (en *env) job(t *testing.T, name string) executor.Job {
-	return executor.Job{ID: "job-" + executortest.Token(t)[4:] + name, Attempt: 1, WorkerID: en.owner,
+// token is a fresh random name part.
+func token() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func (en *env) job(t testing.TB, name string) executor.Job {
+	return executor.Job{ID: "job-" + token() + name, Attempt: 1, WorkerID: en.owner,
 		Workspace: t.TempDir(), Image: en.image, Grace: 2 * time.Second}
 }
 
@@ -134,4 +143,77 @@ func TestClusterConformance(t *testing.T) {
 		t.Cleanup(p.end)
 		return p
 	})
+}
+
+// TestClusterPullSecretAndSweep: a job with registry credentials gets an image pull
+// secret of its own, which goes with its pod when the job ends; a worker that died
+// without ending its job (its pod and secret left running) is swept by the next worker
+// of its name: both the pod and the secret go, and another owner's pod is left alone.
+func TestClusterPullSecretAndSweep(t *testing.T) {
+	t.Parallel()
+	en := newEnv(t)
+	ctx := t.Context()
+	creds := map[string]executor.RegistryCredential{"registry.example:5000": {Username: "ci", Password: "s3cret"}}
+
+	j := en.job(t, "ended")
+	j.RegistryAuth = creds
+	s, err := en.e.Begin(ctx, j)
+	if err != nil {
+		t.Fatal(err)
+	}
+	left, err := en.c.Leftovers(ctx, en.ns)
+	if err != nil || len(left) != 2 {
+		t.Fatalf("while the job runs: %v %v, want its pod and its pull secret", left, err)
+	}
+	if err := s.End(ctx); err != nil {
+		t.Fatal(err)
+	}
+	en.c.NoLeftovers(t, en.ns, 30*time.Second)
+
+	// A worker that dies leaves its job's pod and secret; so does another worker.
+	orphan := en.job(t, "orphan")
+	orphan.RegistryAuth = creds
+	if _, err := en.e.Begin(ctx, orphan); err != nil {
+		t.Fatal(err)
+	}
+	other := newEnvIn(t, en, "other-"+token())
+	otherS, err := other.e.Begin(ctx, other.job(t, "other"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	next, err := kubernetes.New(kubernetes.Config{Client: en.c.Client, Namespace: en.ns,
+		Execer: kubernetes.RemoteExecer{Client: en.c.Client, Config: en.c.Config}, InitImage: en.init, Owner: en.owner})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := next.Sweep(ctx)
+	if err != nil || n != 1 {
+		t.Fatalf("Sweep: %d pods, %v; want the one its predecessor left", n, err)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		left, err := en.c.Leftovers(ctx, en.ns)
+		if err == nil && len(left) == 1 && strings.HasPrefix(left[0], "pod gantry-job-") && strings.Contains(left[0], "other") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the sweep: %v %v; want only the other worker's pod", left, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if err := otherS.End(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// newEnvIn is an executor of another owner in en's namespace.
+func newEnvIn(t *testing.T, en *env, owner string) *env {
+	t.Helper()
+	e, err := kubernetes.New(kubernetes.Config{Client: en.c.Client, Namespace: en.ns,
+		Execer: kubernetes.RemoteExecer{Client: en.c.Client, Config: en.c.Config}, InitImage: en.init, Owner: owner,
+		CheckInterval: time.Second, CheckStep: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &env{c: en.c, ns: en.ns, owner: owner, image: en.image, init: en.init, e: e}
 }

@@ -123,8 +123,12 @@ func (e *Executor) podSpec(j executor.Job, name, fetch string) (*corev1.Pod, err
 			{Name: workspaceVol, MountPath: executor.WorkspacePath},
 			{Name: toolsVol, MountPath: ToolsPath},
 		},
+		// A pod's request is the larger of its init containers' and the sum of its
+		// containers': what the init container asks for is held for the job's whole
+		// life, so it asks for little. (100m let a 2-core node hold only 19 jobs that
+		// ask for nothing themselves; 50 measured in BENCHMARKS.md.)
 		Resources: corev1.ResourceRequirements{
-			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("32Mi")},
 			Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")},
 		},
 	}
