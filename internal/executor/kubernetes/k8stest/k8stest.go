@@ -292,5 +292,3 @@ var GantryBinary = sync.OnceValues(func() (string, error) {
 	return out, nil
 })
 
-// PidDir is where scripts/k8s.sh keeps the pid files of the cluster's processes.
-func (c *Cluster) PidDir() string { return filepath.Join(filepath.Dir(c.Kubeconfig), "pids") }
