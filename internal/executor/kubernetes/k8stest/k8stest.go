@@ -291,4 +291,3 @@ var GantryBinary = sync.OnceValues(func() (string, error) {
 	}
 	return out, nil
 })
-
