@@ -56,7 +56,7 @@ func newEnv(t testing.TB, tweak ...func(*kubernetes.Config)) *env {
 		t.Fatal(err)
 	}
 	en.e = e
-	t.Cleanup(func() { c.NoLeftovers(t, en.ns, 30*time.Second) })
+	t.Cleanup(func() { c.NoLeftovers(t, en.ns, 90*time.Second) })
 	return en
 }
 
@@ -168,7 +168,7 @@ func TestClusterPullSecretAndSweep(t *testing.T) {
 	if err := s.End(ctx); err != nil {
 		t.Fatal(err)
 	}
-	en.c.NoLeftovers(t, en.ns, 30*time.Second)
+	en.c.NoLeftovers(t, en.ns, 90*time.Second)
 
 	// A worker that dies leaves its job's pod and secret; so does another worker.
 	orphan := en.job(t, "orphan")
