@@ -12,12 +12,15 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -277,17 +280,45 @@ func (c *Cluster) GantryImage(t testing.TB) string {
 }
 
 // GantryBinary builds a static gantry binary of this source tree once per test process
-// and returns its path.
+// and returns its path: one path for every test process (the go build cache makes the
+// later builds quick), replaced atomically, so that /tmp does not fill with copies.
 var GantryBinary = sync.OnceValues(func() (string, error) {
-	dir, err := os.MkdirTemp("", "gantry-k8stest-")
+	dir := filepath.Join(os.TempDir(), "gantry-k8stest")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	f, err := os.CreateTemp(dir, "build-*")
 	if err != nil {
 		return "", err
 	}
-	out := filepath.Join(dir, "gantry")
-	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", out, "github.com/gantry-ci/gantry/cmd/gantry")
+	tmp := f.Name()
+	f.Close()
+	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", tmp, "github.com/gantry-ci/gantry/cmd/gantry")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if msg, err := cmd.CombinedOutput(); err != nil {
+		os.Remove(tmp)
 		return "", fmt.Errorf("build a static gantry: %v\n%s", err, msg)
 	}
+	// Each process has a file of its own: another process's rename does not change the
+	// binary this one runs.
+	out := filepath.Join(dir, fmt.Sprintf("gantry-%d", os.Getpid()))
+	if err := os.Rename(tmp, out); err != nil {
+		return "", err
+	}
+	removeStale(dir)
 	return out, nil
 })
+
+// removeStale removes the binaries of test processes that are gone.
+func removeStale(dir string) {
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		pid, err := strconv.Atoi(strings.TrimPrefix(e.Name(), "gantry-"))
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+			os.Remove(filepath.Join(dir, e.Name()))
+		}
+	}
+}
