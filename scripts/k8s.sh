@@ -42,6 +42,9 @@ BR=k8sbr0
 # The API server listens on the pod bridge's gateway: the host and the pods both reach it there.
 API_IP=10.244.0.1
 API_DNAT="-i $BR -d 10.96.0.1 -p tcp --dport 443 -j DNAT --to-destination $API_IP:6443"
+# Pod to pod: with br_netfilter, bridged packets go through FORWARD, whose policy Docker
+# sets to DROP; Kubernetes' network model wants every pod to reach every other.
+POD_FORWARD="-i $BR -o $BR -j ACCEPT"
 export PATH=$BIN:$PATH
 
 log() { echo "[$(date -u +%T)] k8s: $*" >&2; }
@@ -95,6 +98,7 @@ down() {
   ip link delete $BR 2>/dev/null
   ip route del blackhole $SVC_CIDR 2>/dev/null
   while iptables -w -t nat -D PREROUTING $API_DNAT 2>/dev/null; do :; done
+  while iptables -w -D FORWARD $POD_FORWARD 2>/dev/null; do :; done
   # cgroups the kubelet created (cgroup v1: one tree per controller)
   for c in /sys/fs/cgroup/*/kubepods*; do
     [ -d "$c" ] && find "$c" -depth -type d -exec rmdir {} \; 2>/dev/null
@@ -297,9 +301,13 @@ mkdir -p /run/k8s-containerd
 start containerd containerd --config $R/containerd.toml
 wait_for containerd 30 ctr -a $CTRD_SOCK version
 # no kube-proxy: make the service range go nowhere instead of out of the default route,
-# except the API server's service address, which pods (a worker's in-cluster config) use
+# except the API server's service address, DNATed to the API server as kube-proxy would.
+# The pods have no route to the service range, though (the CNI config gives them none):
+# a worker in a pod reaches the API server with KUBERNETES_SERVICE_HOST=$API_IP and
+# KUBERNETES_SERVICE_PORT=6443 (internal/deploytest does so).
 ip route replace blackhole $SVC_CIDR
 iptables -w -t nat -C PREROUTING $API_DNAT 2>/dev/null || iptables -w -t nat -A PREROUTING $API_DNAT
+iptables -w -C FORWARD $POD_FORWARD 2>/dev/null || iptables -w -I FORWARD 1 $POD_FORWARD
 
 # ---------------------------------------------------------------- 5. images (built locally, no registry)
 build_images() {
