@@ -114,7 +114,11 @@ func (a *app) workerCommand() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				if err := ke.start(cmd.Context(), ac.Logger); err != nil {
+				// The workspace server stops when the worker returns, its jobs done,
+				// not at the signal that drains it.
+				serve, stopServe := context.WithCancel(context.WithoutCancel(cmd.Context()))
+				defer stopServe()
+				if err := ke.start(cmd.Context(), serve, ac.Logger); err != nil {
 					return err
 				}
 				ac.Executor = ke.exec

@@ -202,9 +202,10 @@ func (c *workerKubeConfig) newKubeExecutor(name string, log *slog.Logger) (*kube
 	return ke, nil
 }
 
-// start removes what the worker's predecessor left and serves workspaces until ctx
-// ends.
-func (ke *kubeExecutor) start(ctx context.Context, log *slog.Logger) error {
+// start removes what the worker's predecessor left (under ctx) and serves workspaces
+// until serve ends. serve outlives the worker's first signal: a draining worker's
+// running jobs still start pods, whose init containers fetch their workspaces here.
+func (ke *kubeExecutor) start(ctx, serve context.Context, log *slog.Logger) error {
 	sctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	n, err := ke.exec.Sweep(sctx)
@@ -219,9 +220,10 @@ func (ke *kubeExecutor) start(ctx context.Context, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("--pod-workspace-addr: %w", err)
 	}
+	ke.addr = ln.Addr().String()
 	srv := &http.Server{Handler: ke.workspaces, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
-		<-ctx.Done()
+		<-serve.Done()
 		_ = srv.Close()
 	}()
 	go func() {

@@ -2,12 +2,18 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"log/slog"
+	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/gantry-ci/gantry/internal/executor/kubernetes"
 )
 
 func TestWorkerKubePlacement(t *testing.T) {
@@ -88,5 +94,46 @@ func TestWorkerKubeUsage(t *testing.T) {
 		if code := Run(t.Context(), tt.args, strings.NewReader(""), &stdout, &stderr); code != exitUsage || !strings.Contains(stderr.String(), tt.want) {
 			t.Errorf("%q: exit %d, stderr %q; want %d naming %s", tt.args, code, stderr.String(), exitUsage, tt.want)
 		}
+	}
+}
+
+// TestWorkerKubeWorkspacesOutliveDrain: the first signal (the command's context) drains
+// the worker, but its running jobs' pods still fetch their workspaces: the workspace
+// server stops only with serve.
+func TestWorkerKubeWorkspacesOutliveDrain(t *testing.T) {
+	t.Parallel()
+	client := fake.NewClientset()
+	ws := kubernetes.NewWorkspaceServer("http://127.0.0.1:1")
+	ex, err := kubernetes.New(kubernetes.Config{Client: client, Execer: kubernetes.RemoteExecer{Client: client}, Namespace: "ns",
+		InitImage: "gantry", Owner: "w", Workspaces: ws})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ke := &kubeExecutor{exec: ex, workspaces: ws, addr: "127.0.0.1:0"}
+	ctx, drain := context.WithCancel(context.Background())
+	serve, stop := context.WithCancel(context.Background())
+	defer stop()
+	if err := ke.start(ctx, serve, slog.New(slog.DiscardHandler)); err != nil {
+		t.Fatal(err)
+	}
+	get := func() error {
+		c := http.Client{Timeout: 5 * time.Second}
+		resp, err := c.Get("http://" + ke.addr + "/no-such-workspace")
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err
+	}
+	drain()
+	if err := get(); err != nil {
+		t.Fatalf("the workspace server stopped with the drain: %v", err)
+	}
+	stop()
+	deadline := time.Now().Add(10 * time.Second)
+	for get() == nil {
+		if time.Now().After(deadline) {
+			t.Fatal("the workspace server still answers 10s after serve ended")
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
