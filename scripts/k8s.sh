@@ -291,7 +291,8 @@ cat > $R/cni/net.d/10-k8s-bridge.conflist <<EOF
     {
       "type": "bridge", "bridge": "$BR", "isGateway": true, "isDefaultGateway": false,
       "ipMasq": false, "hairpinMode": true,
-      "ipam": {"type": "host-local", "dataDir": "$R/cni/ipam", "ranges": [[{"subnet": "$POD_CIDR"}]]}
+      "ipam": {"type": "host-local", "dataDir": "$R/cni/ipam", "ranges": [[{"subnet": "$POD_CIDR"}]],
+               "routes": [{"dst": "$SVC_CIDR", "gw": "$API_IP"}]}
     }
   ]
 }
@@ -301,10 +302,9 @@ mkdir -p /run/k8s-containerd
 start containerd containerd --config $R/containerd.toml
 wait_for containerd 30 ctr -a $CTRD_SOCK version
 # no kube-proxy: make the service range go nowhere instead of out of the default route,
-# except the API server's service address, DNATed to the API server as kube-proxy would.
-# The pods have no route to the service range, though (the CNI config gives them none):
-# a worker in a pod reaches the API server with KUBERNETES_SERVICE_HOST=$API_IP and
-# KUBERNETES_SERVICE_PORT=6443 (internal/deploytest does so).
+# except the API server's service address, DNATed to the API server as kube-proxy would:
+# the pods' one route (the CNI config's) sends the service range to the bridge's gateway,
+# so a worker in a pod finds the API server through its in-cluster configuration.
 ip route replace blackhole $SVC_CIDR
 iptables -w -t nat -C PREROUTING $API_DNAT 2>/dev/null || iptables -w -t nat -A PREROUTING $API_DNAT
 iptables -w -C FORWARD $POD_FORWARD 2>/dev/null || iptables -w -I FORWARD 1 $POD_FORWARD

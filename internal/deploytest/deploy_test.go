@@ -194,11 +194,6 @@ func (d *deployment) overlay(t *testing.T, o options) string {
 		patch(obj("apps/v1", "Deployment", "gantry-worker", map[string]any{"spec": map[string]any{"template": map[string]any{"spec": map[string]any{
 			"containers": []any{map[string]any{"name": "worker", "resources": requests, "env": []corev1.EnvVar{
 				{Name: "GANTRY_POD_IMAGE", Value: d.image},
-				// The pods have no route to the service range, so the in-cluster
-				// config's 10.96.0.1:443 is unreachable: the worker reaches the API
-				// server where it listens, on the bridge's gateway.
-				{Name: "KUBERNETES_SERVICE_HOST", Value: hostIP},
-				{Name: "KUBERNETES_SERVICE_PORT", Value: "6443"},
 			}}}}}}})),
 		patch(obj("apps/v1", "Deployment", "gantry-coordinator", map[string]any{"spec": map[string]any{"template": map[string]any{"spec": map[string]any{
 			"containers": []any{map[string]any{"name": "coordinator", "resources": requests}}}}}})),
