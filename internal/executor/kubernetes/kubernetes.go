@@ -428,6 +428,14 @@ func (s *session) Run(ctx context.Context, st executor.Step) (executor.Result, e
 				}
 				return res, fmt.Errorf("run step in pod %s: %w", s.pod, d.err)
 			}
+			if d.code != 0 && !res.Cancelled && !res.TimedOut {
+				// A pod deleted or evicted under a step kills it, and its exec ends
+				// with the kill's exit code (137) rather than an error: a step
+				// that failed is only the step's failure if its pod is still there.
+				if v, gone := s.lost(); gone && errors.Is(v.Err, executor.ErrEnvironmentLost) {
+					return res, fmt.Errorf("step in pod %s exited with code %d: %s: %w", s.pod, d.code, v.Message, executor.ErrEnvironmentLost)
+				}
+			}
 			res.ExitCode = d.code
 			if (res.Cancelled || res.TimedOut) && d.code > 128 {
 				res.ExitCode = -1

@@ -832,6 +832,64 @@ func TestRunPodLost(t *testing.T) {
 	}
 }
 
+// TestRunPodKilled: a pod deleted or evicted under a step kills it, and the exec ends
+// with the kill's exit code, not an error: that is ErrEnvironmentLost too. A step that
+// exits non-zero in a pod that is still there (even one whose service crash-loops) is
+// the step's own failure.
+func TestRunPodKilled(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name string
+		pod  func(b *bundle, pod string) // what happens to the pod while the step runs
+		lost bool
+	}{
+		{"deleted", func(b *bundle, pod string) {
+			if err := b.cs.Tracker().Delete(corev1.SchemeGroupVersion.WithResource("pods"), "ci", pod); err != nil {
+				panic(err)
+			}
+		}, true},
+		{"being deleted", func(b *bundle, pod string) {
+			p, err := b.cs.CoreV1().Pods("ci").Get(context.Background(), pod, metav1.GetOptions{})
+			if err != nil {
+				panic(err)
+			}
+			p.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+			if err := b.cs.Tracker().Update(corev1.SchemeGroupVersion.WithResource("pods"), p, "ci"); err != nil {
+				panic(err)
+			}
+		}, true},
+		{"still there", func(*bundle, string) {}, false},
+		{"service crash-looping", func(b *bundle, pod string) {
+			p, err := b.cs.CoreV1().Pods("ci").Get(context.Background(), pod, metav1.GetOptions{})
+			if err != nil {
+				panic(err)
+			}
+			p.Spec.InitContainers = append(p.Spec.InitContainers, corev1.Container{Name: "svc-db", RestartPolicy: new(corev1.ContainerRestartPolicyAlways)})
+			setStatus(p, corev1.PodRunning, nil, []corev1.ContainerStatus{initDone, waiting("svc-db", "CrashLoopBackOff", "back-off")}, []corev1.ContainerStatus{runningC(jobContainer, true)})
+			if err := b.cs.Tracker().Update(corev1.SchemeGroupVersion.WithResource("pods"), p, "ci"); err != nil {
+				panic(err)
+			}
+		}, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			e, b := setup(t, nil)
+			s := readySession(t, e, b)
+			b.exec.fn = func(c execCall, _ *bufio.Reader, _, _ io.Writer) (int, error) {
+				tt.pod(b, c.Pod)
+				return 137, nil
+			}
+			res, err := s.Run(context.Background(), executor.Step{Script: "sleep 100"})
+			switch {
+			case tt.lost && (!errors.Is(err, executor.ErrEnvironmentLost) || !strings.Contains(err.Error(), "exited with code 137")):
+				t.Fatalf("Run = %+v, %v; want ErrEnvironmentLost naming the exit code", res, err)
+			case !tt.lost && (err != nil || res.ExitCode != 137):
+				t.Fatalf("Run = %+v, %v; want exit code 137 and no error", res, err)
+			}
+		})
+	}
+}
+
 // TestEndGrace: End deletes the pod with the job's grace, or none for ErrKillNow, and
 // also when the caller's context is already spent.
 func TestEndGrace(t *testing.T) {
