@@ -527,7 +527,7 @@ func TestPodShape(t *testing.T) {
 		return false, nil, nil
 	})
 	scriptStatus(b, func(_ time.Duration, pod *corev1.Pod) {
-		setStatus(pod, corev1.PodRunning, nil, nil, []corev1.ContainerStatus{runningC(jobContainer, true), runningC("svc-db", true)})
+		setStatus(pod, corev1.PodRunning, nil, []corev1.ContainerStatus{initDone, runningC("svc-db", true)}, []corev1.ContainerStatus{runningC(jobContainer, true)})
 	})
 	r := await(t, begin(e, j))
 	if r.err != nil {
@@ -580,8 +580,8 @@ func TestPodShape(t *testing.T) {
 	if !vols[workspaceVol] || !vols[toolsVol] || len(vols) != 2 {
 		t.Errorf("volumes %+v", p.Spec.Volumes)
 	}
-	// The init container: the worker's image running gantry pod-init.
-	if len(p.Spec.InitContainers) != 1 {
+	// The init container: the worker's image running gantry pod-init; then the service.
+	if len(p.Spec.InitContainers) != 2 {
 		t.Fatalf("init containers %+v", p.Spec.InitContainers)
 	}
 	ic := p.Spec.InitContainers[0]
@@ -594,7 +594,7 @@ func TestPodShape(t *testing.T) {
 		t.Errorf("init container mounts %+v", ic.VolumeMounts)
 	}
 	// The job's container.
-	if len(p.Spec.Containers) != 2 {
+	if len(p.Spec.Containers) != 1 {
 		t.Fatalf("containers %+v", p.Spec.Containers)
 	}
 	jc := p.Spec.Containers[0]
@@ -614,10 +614,11 @@ func TestPodShape(t *testing.T) {
 	if sc := jc.SecurityContext; sc == nil || sc.RunAsUser == nil || *sc.RunAsUser != 1000 || sc.Privileged != nil {
 		t.Errorf("security context %+v", sc)
 	}
-	// The service: a sidecar reachable by its name.
-	sc := p.Spec.Containers[1]
+	// The service: a native sidecar (an init container that restarts), reachable by its
+	// name.
+	sc := p.Spec.InitContainers[1]
 	if sc.Name != "svc-db" || sc.Image != "postgres:18" || len(sc.Env) != 1 || sc.Env[0].Name != "POSTGRES_PASSWORD" ||
-		len(sc.Ports) != 1 || sc.Ports[0].ContainerPort != 5432 {
+		len(sc.Ports) != 1 || sc.Ports[0].ContainerPort != 5432 || sc.RestartPolicy == nil || *sc.RestartPolicy != corev1.ContainerRestartPolicyAlways {
 		t.Errorf("service container %+v", sc)
 	}
 	if pr := sc.ReadinessProbe; pr == nil || !slices.Equal(pr.Exec.Command, []string{"pg_isready"}) || pr.PeriodSeconds != 2 || pr.FailureThreshold != 5 {

@@ -132,7 +132,12 @@ func (e *Executor) podSpec(j executor.Job, name, fetch string) (*corev1.Pod, err
 			Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")},
 		},
 	}
-	containers := []corev1.Container{main}
+	// Services are native sidecars: init containers that run for the pod's life
+	// (restartPolicy Always, Kubernetes 1.29+), after gantry-init and before the job's
+	// container. The kubelet restarts one that exits, so a service that keeps crashing
+	// shows as CrashLoopBackOff, which Verify fails on, where a regular container of a
+	// pod that restarts nothing would just have ended.
+	inits := []corev1.Container{initC}
 	var aliases []string
 	for _, s := range j.Services {
 		cname := servicePrefix + s.Name
@@ -144,6 +149,7 @@ func (e *Executor) podSpec(j executor.Job, name, fetch string) (*corev1.Pod, err
 			Image:           s.Image,
 			ImagePullPolicy: pull,
 			Env:             envVars(s.Env),
+			RestartPolicy:   new(corev1.ContainerRestartPolicyAlways),
 		}
 		if len(s.Command) > 0 {
 			c.Args = s.Command
@@ -163,7 +169,7 @@ func (e *Executor) podSpec(j executor.Job, name, fetch string) (*corev1.Pod, err
 				FailureThreshold: int32(max(h.Retries, 3)),
 			}
 		}
-		containers = append(containers, c)
+		inits = append(inits, c)
 		aliases = append(aliases, s.Name)
 	}
 	placement := e.placement(j.Labels)
@@ -177,8 +183,8 @@ func (e *Executor) podSpec(j executor.Job, name, fetch string) (*corev1.Pod, err
 		},
 		Spec: corev1.PodSpec{
 			RestartPolicy:                 corev1.RestartPolicyNever,
-			InitContainers:                []corev1.Container{initC},
-			Containers:                    containers,
+			InitContainers:                inits,
+			Containers:                    []corev1.Container{main},
 			NodeSelector:                  placement.NodeSelector,
 			Tolerations:                   placement.Tolerations,
 			ServiceAccountName:            e.cfg.ServiceAccount,

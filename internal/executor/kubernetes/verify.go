@@ -2,6 +2,7 @@ package kubernetes
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -61,6 +62,11 @@ const (
 	ReasonUnknown               = "Unknown"
 	// A container waiting for one of the fail-fast reasons has that reason
 	// (ErrImagePull, ImagePullBackOff, CrashLoopBackOff, ...).
+
+	// ReasonCrashLoop is the kubelet's name for a container it restarts with a
+	// growing back-off because it keeps exiting: a service (sidecar) that exited
+	// again after a restart.
+	ReasonCrashLoop = "CrashLoopBackOff"
 )
 
 // Verdict is what Verify makes of a pod.
@@ -162,6 +168,12 @@ func containerFailure(pod *corev1.Pod, scheduled bool) (Verdict, bool) {
 	}
 	check := func(st corev1.ContainerStatus, init bool) (Verdict, bool) {
 		what := containerWhat(pod, st.Name, init)
+		// A sidecar (a service) is restarted by the kubelet whatever the pod's restart
+		// policy: one that exited once is not a failure yet, one that keeps exiting
+		// is. (The kubelet reports a sidecar in its restart back-off as terminated,
+		// with its restart count, not as waiting in CrashLoopBackOff as it does a
+		// container: seen on 1.34.)
+		restarts := init && sidecar(pod, st.Name)
 		if w := st.State.Waiting; w != nil {
 			switch {
 			case imageReasons[w.Reason]:
@@ -172,14 +184,22 @@ func containerFailure(pod *corev1.Pod, scheduled bool) (Verdict, bool) {
 						return fail(ReasonOOMKilled, fmt.Sprintf("%s ran out of memory (OOMKilled) and keeps restarting", what), executor.ErrEnvironment)
 					}
 				}
-				return fail(w.Reason, fmt.Sprintf("%s cannot run (%s): %s", what, w.Reason, orDash(w.Message)), executor.ErrEnvironment)
+				last := ""
+				if t := st.LastTerminationState.Terminated; t != nil {
+					last = fmt.Sprintf("; it last exited with code %d%s", t.ExitCode, detail(t.Reason, t.Message))
+				}
+				return fail(w.Reason, fmt.Sprintf("%s cannot run (%s): %s%s", what, w.Reason, orDash(w.Message), last), executor.ErrEnvironment)
 			}
 		}
 		if t := st.State.Terminated; t != nil {
 			if t.Reason == "OOMKilled" {
 				return fail(ReasonOOMKilled, fmt.Sprintf("%s ran out of memory (OOMKilled)", what), executor.ErrEnvironment)
 			}
-			if init && t.ExitCode == 0 {
+			if restarts && st.RestartCount > 0 {
+				return fail(ReasonCrashLoop, fmt.Sprintf("%s keeps exiting (%s): it exited with code %d%s after %d restart(s)",
+					what, ReasonCrashLoop, t.ExitCode, detail(t.Reason, t.Message), st.RestartCount), executor.ErrEnvironment)
+			}
+			if restarts || init && t.ExitCode == 0 {
 				return Verdict{}, false
 			}
 			if init {
@@ -230,6 +250,11 @@ func pending(pod *corev1.Pod, scheduled bool) Verdict {
 	initDone := podCondition(pod, corev1.PodInitialized) == corev1.ConditionTrue
 	if !initDone && len(pod.Spec.InitContainers) > 0 {
 		for _, st := range pod.Status.InitContainerStatuses {
+			if sidecar(pod, st.Name) {
+				// Started after the init containers that run to completion, and
+				// waited for in the last message below.
+				continue
+			}
 			if st.State.Running != nil {
 				return Verdict{Stage: Initializing, Reason: ReasonInitializing, Scheduled: true,
 					Message: fmt.Sprintf("pod initializing%s: %s is running", on, containerWhat(pod, st.Name, true))}
@@ -253,8 +278,19 @@ func running(pod *corev1.Pod) Verdict {
 	for _, st := range pod.Status.ContainerStatuses {
 		statuses[st.Name] = st
 	}
+	containers := slices.Clone(pod.Spec.Containers)
+	for _, c := range pod.Spec.InitContainers {
+		if isSidecar(c) {
+			containers = append(containers, c)
+		}
+	}
+	for _, st := range pod.Status.InitContainerStatuses {
+		if sidecar(pod, st.Name) {
+			statuses[st.Name] = st
+		}
+	}
 	var starting, unhealthy []string
-	for _, c := range pod.Spec.Containers {
+	for _, c := range containers {
 		st, ok := statuses[c.Name]
 		switch {
 		case !ok || st.State.Running == nil:
@@ -278,7 +314,13 @@ func running(pod *corev1.Pod) Verdict {
 // ContainerCreating, svc-db: ContainerCreating)".
 func waitingList(pod *corev1.Pod) string {
 	var parts []string
-	for _, st := range pod.Status.ContainerStatuses {
+	statuses := slices.Clone(pod.Status.ContainerStatuses)
+	for _, st := range pod.Status.InitContainerStatuses {
+		if sidecar(pod, st.Name) {
+			statuses = append(statuses, st)
+		}
+	}
+	for _, st := range statuses {
 		if w := st.State.Waiting; w != nil && w.Reason != "" {
 			parts = append(parts, st.Name+": "+w.Reason)
 		}
@@ -298,18 +340,34 @@ func podCondition(pod *corev1.Pod, t corev1.PodConditionType) corev1.ConditionSt
 	return corev1.ConditionUnknown
 }
 
+// sidecar reports whether the init container name of pod is a sidecar (restartPolicy
+// Always: it runs beside the containers, as services do), not one that runs to
+// completion before them.
+func sidecar(pod *corev1.Pod, name string) bool {
+	for _, c := range pod.Spec.InitContainers {
+		if c.Name == name {
+			return isSidecar(c)
+		}
+	}
+	return false
+}
+
+func isSidecar(c corev1.Container) bool {
+	return c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways
+}
+
 // containerWhat names a container as the user knows it: the job's container, a
-// service, or the workspace init container.
+// service (a sidecar), or the workspace init container.
 func containerWhat(pod *corev1.Pod, name string, init bool) string {
 	switch {
 	case init && name == initContainer:
 		return "the workspace init container"
+	case strings.HasPrefix(name, servicePrefix) && (!init || sidecar(pod, name)):
+		return "service " + strings.TrimPrefix(name, servicePrefix)
 	case init:
 		return "init container " + name
 	case name == jobContainer:
 		return "the job container"
-	case strings.HasPrefix(name, servicePrefix):
-		return "service " + strings.TrimPrefix(name, servicePrefix)
 	}
 	return "container " + name
 }

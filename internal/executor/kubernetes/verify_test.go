@@ -11,18 +11,18 @@ import (
 	"github.com/gantry-ci/gantry/internal/executor"
 )
 
-// testPod is a job pod as podSpec makes it (init container, job container, one
-// service with a health check), with the status set by the caller.
+// testPod is a job pod as podSpec makes it (init container, one service with a health
+// check as a sidecar, job container), with the status set by the caller.
 func testPod(status corev1.PodStatus, nodeName string) *corev1.Pod {
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "gantry-job-1-abc", Namespace: "ci"},
 		Spec: corev1.PodSpec{
-			NodeName:       nodeName,
-			InitContainers: []corev1.Container{{Name: initContainer, Image: "gantry:dev"}},
-			Containers: []corev1.Container{
-				{Name: jobContainer, Image: "golang:1.26"},
-				{Name: servicePrefix + "db", Image: "postgres:18", ReadinessProbe: &corev1.Probe{}},
+			NodeName: nodeName,
+			InitContainers: []corev1.Container{
+				{Name: initContainer, Image: "gantry:dev"},
+				{Name: servicePrefix + "db", Image: "postgres:18", ReadinessProbe: &corev1.Probe{}, RestartPolicy: new(corev1.ContainerRestartPolicyAlways)},
 			},
+			Containers: []corev1.Container{{Name: jobContainer, Image: "golang:1.26"}},
 		},
 		Status: status,
 	}
@@ -58,6 +58,10 @@ func TestVerify(t *testing.T) {
 	crashOOM.LastTerminationState.Terminated = &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "OOMKilled"}
 	restartedOOM := runningC(servicePrefix+"db", true)
 	restartedOOM.LastTerminationState.Terminated = &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "OOMKilled"}
+	restartedExit := terminated(servicePrefix+"db", 3, "Error")
+	restartedExit.RestartCount = 2
+	crashLoop := waiting(servicePrefix+"db", "CrashLoopBackOff", "back-off 10s")
+	crashLoop.LastTerminationState.Terminated = &corev1.ContainerStateTerminated{ExitCode: 3, Reason: "Error"}
 
 	tests := []struct {
 		name      string
@@ -95,16 +99,16 @@ func TestVerify(t *testing.T) {
 			stage: Initializing, reason: ReasonInitializing, message: "the workspace init container is running", scheduled: true},
 		{name: "job image pulling", pod: testPod(corev1.PodStatus{Phase: corev1.PodPending,
 			Conditions:            []corev1.PodCondition{scheduledCond, cond(corev1.PodInitialized, corev1.ConditionTrue, "", "")},
-			InitContainerStatuses: []corev1.ContainerStatus{initDone},
-			ContainerStatuses:     []corev1.ContainerStatus{waiting(jobContainer, "ContainerCreating", ""), waiting(servicePrefix+"db", "ContainerCreating", "")}}, "node-1"),
-			stage: Waiting, reason: ReasonImagePulling, message: "pulling images and creating containers (job: ContainerCreating, svc-db: ContainerCreating)", scheduled: true},
+			InitContainerStatuses: []corev1.ContainerStatus{initDone, waiting(servicePrefix+"db", "ContainerCreating", "")},
+			ContainerStatuses:     []corev1.ContainerStatus{waiting(jobContainer, "PodInitializing", "")}}, "node-1"),
+			stage: Waiting, reason: ReasonImagePulling, message: "pulling images and creating containers (job: PodInitializing, svc-db: ContainerCreating)", scheduled: true},
 		{name: "ErrImagePull", pod: testPod(corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{scheduledCond},
 			InitContainerStatuses: []corev1.ContainerStatus{initDone},
 			ContainerStatuses:     []corev1.ContainerStatus{waiting(jobContainer, "ErrImagePull", "rpc error: golang:1.99: not found")}}, "node-1"),
 			stage: Failed, reason: "ErrImagePull", message: "image pull failed: golang:1.26 (ErrImagePull): rpc error: golang:1.99: not found", kind: executor.ErrImage, scheduled: true},
 		{name: "ImagePullBackOff of a service", pod: testPod(corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{scheduledCond},
-			InitContainerStatuses: []corev1.ContainerStatus{initDone},
-			ContainerStatuses:     []corev1.ContainerStatus{runningC(jobContainer, true), waiting(servicePrefix+"db", "ImagePullBackOff", "Back-off pulling image")}}, "node-1"),
+			InitContainerStatuses: []corev1.ContainerStatus{initDone, waiting(servicePrefix+"db", "ImagePullBackOff", "Back-off pulling image")},
+			ContainerStatuses:     []corev1.ContainerStatus{waiting(jobContainer, "PodInitializing", "")}}, "node-1"),
 			stage: Failed, reason: "ImagePullBackOff", message: "image pull failed: postgres:18 (ImagePullBackOff)", kind: executor.ErrImage, scheduled: true},
 		{name: "InvalidImageName", pod: testPod(corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{scheduledCond},
 			ContainerStatuses: []corev1.ContainerStatus{waiting(jobContainer, "InvalidImageName", "couldn't parse image name")}}, "node-1"),
@@ -116,16 +120,19 @@ func TestVerify(t *testing.T) {
 			ContainerStatuses: []corev1.ContainerStatus{waiting(jobContainer, "CreateContainerConfigError", `secret "x" not found`)}}, "node-1"),
 			stage: Failed, reason: "CreateContainerConfigError", message: `the job container cannot run (CreateContainerConfigError): secret "x" not found`, kind: executor.ErrEnvironment, scheduled: true},
 		{name: "CrashLoopBackOff", pod: testPod(corev1.PodStatus{Phase: corev1.PodRunning,
-			ContainerStatuses: []corev1.ContainerStatus{runningC(jobContainer, true), waiting(servicePrefix+"db", "CrashLoopBackOff", "back-off 10s")}}, "node-1"),
-			stage: Failed, reason: "CrashLoopBackOff", message: "service db cannot run (CrashLoopBackOff): back-off 10s", kind: executor.ErrEnvironment, scheduled: true},
+			InitContainerStatuses: []corev1.ContainerStatus{initDone, crashLoop},
+			ContainerStatuses:     []corev1.ContainerStatus{runningC(jobContainer, true)}}, "node-1"),
+			stage: Failed, reason: "CrashLoopBackOff", message: "service db cannot run (CrashLoopBackOff): back-off 10s; it last exited with code 3 (Error)", kind: executor.ErrEnvironment, scheduled: true},
 		{name: "CrashLoopBackOff after OOMKilled", pod: testPod(corev1.PodStatus{Phase: corev1.PodRunning,
 			ContainerStatuses: []corev1.ContainerStatus{crashOOM}}, "node-1"),
 			stage: Failed, reason: ReasonOOMKilled, message: "the job container ran out of memory (OOMKilled) and keeps restarting", kind: executor.ErrEnvironment, scheduled: true},
 		{name: "OOMKilled", pod: testPod(corev1.PodStatus{Phase: corev1.PodRunning,
-			ContainerStatuses: []corev1.ContainerStatus{terminated(jobContainer, 137, "OOMKilled"), runningC(servicePrefix+"db", true)}}, "node-1"),
+			InitContainerStatuses: []corev1.ContainerStatus{initDone, runningC(servicePrefix+"db", true)},
+			ContainerStatuses:     []corev1.ContainerStatus{terminated(jobContainer, 137, "OOMKilled")}}, "node-1"),
 			stage: Failed, reason: ReasonOOMKilled, message: "the job container ran out of memory (OOMKilled)", kind: executor.ErrEnvironment, scheduled: true},
 		{name: "restarted after OOMKilled", pod: testPod(corev1.PodStatus{Phase: corev1.PodRunning,
-			ContainerStatuses: []corev1.ContainerStatus{runningC(jobContainer, true), restartedOOM}}, "node-1"),
+			InitContainerStatuses: []corev1.ContainerStatus{initDone, restartedOOM},
+			ContainerStatuses:     []corev1.ContainerStatus{runningC(jobContainer, true)}}, "node-1"),
 			stage: Failed, reason: ReasonOOMKilled, message: "service db ran out of memory (OOMKilled) and was restarted", kind: executor.ErrEnvironment, scheduled: true},
 		{name: "init OOMKilled", pod: testPod(corev1.PodStatus{Phase: corev1.PodPending,
 			InitContainerStatuses: []corev1.ContainerStatus{terminated(initContainer, 137, "OOMKilled")}}, "node-1"),
@@ -134,16 +141,31 @@ func TestVerify(t *testing.T) {
 			InitContainerStatuses: []corev1.ContainerStatus{terminated(initContainer, 1, "Error")}}, "node-1"),
 			stage: Failed, reason: ReasonInitFailed, message: "the workspace init container failed with exit code 1 (Error)", kind: executor.ErrEnvironment, scheduled: true},
 		{name: "container exited", pod: testPod(corev1.PodStatus{Phase: corev1.PodRunning,
-			ContainerStatuses: []corev1.ContainerStatus{runningC(jobContainer, true), terminated(servicePrefix+"db", 2, "Error")}}, "node-1"),
-			stage: Failed, reason: ReasonContainerExited, message: "service db exited with code 2 (Error)", kind: executor.ErrEnvironment, scheduled: true},
+			InitContainerStatuses: []corev1.ContainerStatus{initDone, runningC(servicePrefix+"db", true)},
+			ContainerStatuses:     []corev1.ContainerStatus{terminated(jobContainer, 2, "Error")}}, "node-1"),
+			stage: Failed, reason: ReasonContainerExited, message: "the job container exited with code 2 (Error)", kind: executor.ErrEnvironment, scheduled: true},
+		{name: "service exited, to be restarted", pod: testPod(corev1.PodStatus{Phase: corev1.PodRunning,
+			InitContainerStatuses: []corev1.ContainerStatus{initDone, terminated(servicePrefix+"db", 2, "Error")},
+			ContainerStatuses:     []corev1.ContainerStatus{runningC(jobContainer, true)}}, "node-1"),
+			stage: Waiting, reason: ReasonContainersStarting, message: "containers still starting: svc-db", scheduled: true},
+		{name: "service keeps exiting", pod: testPod(corev1.PodStatus{Phase: corev1.PodRunning,
+			InitContainerStatuses: []corev1.ContainerStatus{initDone, restartedExit},
+			ContainerStatuses:     []corev1.ContainerStatus{runningC(jobContainer, true)}}, "node-1"),
+			stage: Failed, reason: ReasonCrashLoop, message: "service db keeps exiting (CrashLoopBackOff): it exited with code 3 (Error) after 2 restart(s)", kind: executor.ErrEnvironment, scheduled: true},
+		{name: "initializing, service waiting for it", pod: testPod(corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{scheduledCond},
+			InitContainerStatuses: []corev1.ContainerStatus{runningC(initContainer, false), waiting(servicePrefix+"db", "PodInitializing", "")}}, "node-1"),
+			stage: Initializing, reason: ReasonInitializing, message: "the workspace init container is running", scheduled: true},
 		{name: "running, service starting", pod: testPod(corev1.PodStatus{Phase: corev1.PodRunning,
-			ContainerStatuses: []corev1.ContainerStatus{runningC(jobContainer, true), waiting(servicePrefix+"db", "ContainerCreating", "")}}, "node-1"),
+			InitContainerStatuses: []corev1.ContainerStatus{initDone, waiting(servicePrefix+"db", "ContainerCreating", "")},
+			ContainerStatuses:     []corev1.ContainerStatus{runningC(jobContainer, true)}}, "node-1"),
 			stage: Waiting, reason: ReasonContainersStarting, message: "containers still starting: svc-db", scheduled: true},
 		{name: "running, service not healthy", pod: testPod(corev1.PodStatus{Phase: corev1.PodRunning,
-			ContainerStatuses: []corev1.ContainerStatus{runningC(jobContainer, false), runningC(servicePrefix+"db", false)}}, "node-1"),
+			InitContainerStatuses: []corev1.ContainerStatus{initDone, runningC(servicePrefix+"db", false)},
+			ContainerStatuses:     []corev1.ContainerStatus{runningC(jobContainer, false)}}, "node-1"),
 			stage: Waiting, reason: ReasonServiceNotReady, message: "waiting for the health check of svc-db", scheduled: true},
 		{name: "ready", pod: testPod(corev1.PodStatus{Phase: corev1.PodRunning,
-			ContainerStatuses: []corev1.ContainerStatus{runningC(jobContainer, false), runningC(servicePrefix+"db", true)}}, "node-1"),
+			InitContainerStatuses: []corev1.ContainerStatus{initDone, runningC(servicePrefix+"db", true)},
+			ContainerStatuses:     []corev1.ContainerStatus{runningC(jobContainer, false)}}, "node-1"),
 			stage: Ready, reason: ReasonRunning, message: "pod running on node node-1", scheduled: true},
 		{name: "unknown phase", pod: testPod(corev1.PodStatus{Phase: corev1.PodUnknown}, "node-1"),
 			stage: Waiting, reason: ReasonUnknown, message: "its node does not report", scheduled: true},
