@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"path"
 	"path/filepath"
-	"reflect"
 	"strings"
 	"sync"
 	"time"
@@ -363,11 +362,10 @@ func (s *session) Run(ctx context.Context, st executor.Step) (executor.Result, e
 	if err != nil {
 		return executor.Result{}, err
 	}
+	// Framed even when stdout and stderr are one writer: the end frame is how a step
+	// that ran to its end is told from a stream cut short.
 	req := ExecRequest{Shell: st.Shell, Script: st.Script, Env: s.containerEnv(st.Env), Dir: dir, Output: OutputFramed}
 	stdout, stderr := orDiscard(st.Stdout), orDiscard(st.Stderr)
-	if sameWriter(stdout, stderr) {
-		req.Output = OutputMerged
-	}
 	if err := req.check(); err != nil {
 		return executor.Result{}, err
 	}
@@ -401,7 +399,16 @@ func (s *session) Run(ctx context.Context, st executor.Step) (executor.Result, e
 			[]string{ToolsBinary, "pod-exec"}, ctl, out, stderr)
 		if unframed != nil {
 			out.(*io.PipeWriter).Close()
-			if uerr := <-unframed; uerr != nil && err == nil {
+			uerr := <-unframed
+			switch {
+			case errors.Is(uerr, errNoEnd):
+				// pod-exec did not say the step ended: an exec that reports success
+				// (a stream the kubelet's death cut) did not run the step to its end.
+				// One that failed before the step started (125, 127) has its code.
+				if err == nil && code == 0 {
+					err = uerr
+				}
+			case uerr != nil && err == nil:
 				err = uerr
 			}
 		}
@@ -692,13 +699,6 @@ func (e *Executor) deleteSecret(ctx context.Context, name string) error {
 		return fmt.Errorf("delete image pull secret %s/%s: %w", e.cfg.Namespace, name, err)
 	}
 	return nil
-}
-
-// sameWriter reports whether a and b are one writer (a step whose stdout and stderr go to
-// one place).
-func sameWriter(a, b io.Writer) bool {
-	ta := reflect.TypeOf(a)
-	return ta == reflect.TypeOf(b) && ta.Comparable() && a == b
 }
 
 func orDiscard(w io.Writer) io.Writer {

@@ -2,6 +2,7 @@ package kubernetes
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -59,6 +60,8 @@ type scriptedExecer struct {
 	mu    sync.Mutex
 	calls []execCall
 	fn    func(c execCall, ctl *bufio.Reader, stdout, stderr io.Writer) (int, error)
+	// cut leaves out pod-exec's end frame, as a stream cut short does.
+	cut bool
 }
 
 type execCall struct {
@@ -84,15 +87,20 @@ func (s *scriptedExecer) Exec(ctx context.Context, ns, pod, container string, cm
 	s.mu.Lock()
 	s.calls = append(s.calls, c)
 	s.mu.Unlock()
-	// What the step writes comes back as pod-exec sends it.
+	// What the step writes comes back as pod-exec sends it, with its end frame.
+	var fw *frameWriter
 	switch c.Req.Output {
 	case OutputMerged:
 		stderr = stdout
 	case OutputFramed:
-		fw := &frameWriter{w: stdout}
+		fw = &frameWriter{w: stdout}
 		stdout, stderr = frameStream{fw, 1}, frameStream{fw, 2}
 	}
-	return s.fn(c, br, stdout, stderr)
+	code, err := s.fn(c, br, stdout, stderr)
+	if fw != nil && err == nil && !s.cut {
+		fw.end(code)
+	}
+	return code, err
 }
 
 type bundle struct {
@@ -888,6 +896,36 @@ func TestRunPodKilled(t *testing.T) {
 				t.Fatalf("Run = %+v, %v; want exit code 137 and no error", res, err)
 			}
 		})
+	}
+}
+
+// TestRunStreamCut: an exec that ends as if the step exited 0 but without pod-exec's
+// end frame (what a killed kubelet does to the stream) is an error, not a success; one
+// that reports a failure before the step ran (pod-exec's 125) keeps its code.
+func TestRunStreamCut(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		code    int
+		wantErr bool
+	}{{0, true}, {125, false}} {
+		e, b := setup(t, nil)
+		s := readySession(t, e, b)
+		b.exec.cut = true
+		b.exec.fn = func(_ execCall, _ *bufio.Reader, stdout, _ io.Writer) (int, error) {
+			_, _ = io.WriteString(stdout, "started\n")
+			return tt.code, nil
+		}
+		var out bytes.Buffer
+		res, err := s.Run(context.Background(), executor.Step{Script: "sleep 100", Stdout: &out})
+		switch {
+		case tt.wantErr && (err == nil || !strings.Contains(err.Error(), "exec stream was cut")):
+			t.Errorf("exit %d without the end frame: Run = %+v, %v; want the cut named", tt.code, res, err)
+		case !tt.wantErr && (err != nil || res.ExitCode != tt.code):
+			t.Errorf("exit %d without the end frame: Run = %+v, %v; want exit code %d", tt.code, res, err, tt.code)
+		}
+		if out.String() != "started\n" {
+			t.Errorf("output %q", out.String())
+		}
 	}
 }
 

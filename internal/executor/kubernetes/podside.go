@@ -79,14 +79,39 @@ func (f frameStream) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// Unframe copies the frames read from r to stdout and stderr, until r ends.
+// frameEnd is the stream of the last frame PodExec writes, once the step has ended:
+// its 4 bytes are the exit code. An exec stream cut short (its node's kubelet killed)
+// can end as if the command had exited 0; without this frame the worker would take
+// that for the step's success.
+const frameEnd = 3
+
+// end writes the end frame.
+func (fw *frameWriter) end(code int) {
+	fw.mu.Lock()
+	defer fw.mu.Unlock()
+	var f [frameHeader + 4]byte
+	f[0] = frameEnd
+	binary.BigEndian.PutUint32(f[1:], 4)
+	binary.BigEndian.PutUint32(f[frameHeader:], uint32(int32(code)))
+	_, _ = fw.w.Write(f[:])
+}
+
+// errNoEnd is Unframe's error for frames that stopped before the end frame.
+var errNoEnd = errors.New("the step's output stopped before the step ended: the exec stream was cut")
+
+// Unframe copies the frames read from r to stdout and stderr, until r ends; frames that
+// end before PodExec's end frame are errNoEnd.
 func Unframe(r io.Reader, stdout, stderr io.Writer) error {
 	br := bufio.NewReaderSize(r, 64<<10)
 	var h [frameHeader]byte
+	ended := false
 	for {
 		if _, err := io.ReadFull(br, h[:]); err != nil {
-			if err == io.EOF {
+			switch {
+			case err == io.EOF && ended:
 				return nil
+			case err == io.EOF:
+				return errNoEnd
 			}
 			return fmt.Errorf("read the step's output: %w", err)
 		}
@@ -95,6 +120,9 @@ func Unframe(r io.Reader, stdout, stderr io.Writer) error {
 		case 1:
 		case 2:
 			w = stderr
+		case frameEnd:
+			ended = true
+			w = io.Discard
 		default:
 			return fmt.Errorf("read the step's output: a frame of stream %d", h[0])
 		}
@@ -145,13 +173,14 @@ func PodExec(stdin io.Reader, stdout, stderr io.Writer) int {
 	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Env = append(mergeEnv(os.Environ(), req.Env), executor.MarkEnv(mark))
 	cmd.Dir = req.Dir
+	var fw *frameWriter
 	switch req.Output {
 	case OutputMerged:
 		// One writer for both: os/exec gives the step one pipe (or the file itself), so
 		// the order of its lines is the order it wrote them.
 		cmd.Stdout, cmd.Stderr = stdout, stdout
 	case OutputFramed:
-		fw := &frameWriter{w: stdout}
+		fw = &frameWriter{w: stdout}
 		cmd.Stdout, cmd.Stderr = frameStream{fw, 1}, frameStream{fw, 2}
 	default:
 		cmd.Stdout, cmd.Stderr = stdout, stderr
@@ -161,6 +190,16 @@ func PodExec(stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "gantry pod-exec: start %s: %v\n", args[0], err)
 		return 127
 	}
+	code := podWait(cmd, br, mark, stderr)
+	if fw != nil {
+		fw.end(code)
+	}
+	return code
+}
+
+// podWait waits for the step PodExec started, passing on the worker's term and kill,
+// and returns its exit code.
+func podWait(cmd *exec.Cmd, br *bufio.Reader, mark string, stderr io.Writer) int {
 	pgid := cmd.Process.Pid
 	go func() {
 		sc := bufio.NewScanner(br)
@@ -177,7 +216,7 @@ func PodExec(stdin io.Reader, stdout, stderr io.Writer) int {
 		_ = unix.Kill(-pgid, unix.SIGKILL)
 		executor.KillMarked(mark)
 	}()
-	err = cmd.Wait()
+	err := cmd.Wait()
 	// Whatever the step left, in its group or out of it, goes with it; the orphans
 	// this process adopted are reaped.
 	_ = unix.Kill(-pgid, unix.SIGKILL)

@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -44,6 +45,34 @@ func TestPodExec(t *testing.T) {
 	}
 	if code := PodExec(strings.NewReader("not json\n"), io.Discard, io.Discard); code != 125 {
 		t.Errorf("bad request: exit %d, want 125", code)
+	}
+}
+
+// TestPodExecFramed: framed output carries both streams in order and ends with the end
+// frame, which Unframe requires: frames cut before it (a stream the kubelet's death cut,
+// which the exec reports as a success) are errNoEnd.
+func TestPodExecFramed(t *testing.T) {
+	t.Parallel()
+	ctl := newControl(ExecRequest{Script: "echo one; echo two >&2; exit 3", Dir: t.TempDir(), Output: OutputFramed})
+	var framed bytes.Buffer
+	code := PodExec(ctl, &framed, io.Discard)
+	ctl.close()
+	if code != 3 {
+		t.Fatalf("exit code %d, want 3", code)
+	}
+	var out, errb bytes.Buffer
+	if err := Unframe(bytes.NewReader(framed.Bytes()), &out, &errb); err != nil {
+		t.Fatalf("Unframe: %v", err)
+	}
+	if out.String() != "one\n" || errb.String() != "two\n" {
+		t.Errorf("stdout %q, stderr %q", out.String(), errb.String())
+	}
+	cut := framed.Bytes()[:framed.Len()-(frameHeader+4)]
+	if err := Unframe(bytes.NewReader(cut), io.Discard, io.Discard); !errors.Is(err, errNoEnd) {
+		t.Errorf("Unframe of frames without the end frame: %v, want errNoEnd", err)
+	}
+	if err := Unframe(bytes.NewReader(nil), io.Discard, io.Discard); !errors.Is(err, errNoEnd) {
+		t.Errorf("Unframe of nothing: %v, want errNoEnd", err)
 	}
 }
 
