@@ -227,9 +227,14 @@ EOF
 kcfg admin kubernetes-admin; kcfg controller-manager system:kube-controller-manager
 kcfg scheduler system:kube-scheduler; kcfg kubelet "system:node:$NODE"
 
+running() { # name: its process is alive (a killed one whose parent has not reaped it yet is a zombie, which kill -0 still finds)
+  local pid
+  pid=$(cat $R/pids/$1 2>/dev/null) || return 1
+  kill -0 "$pid" 2>/dev/null && [ "$(ps -o stat= -p "$pid" | cut -c1)" != Z ]
+}
 start() { # name cmd...
   local n=$1; shift
-  if [ -f $R/pids/$n ] && kill -0 "$(cat $R/pids/$n)" 2>/dev/null; then return; fi
+  if running $n; then return; fi
   STEP_LOG=$R/logs/$n.log
   setsid "$@" >$R/logs/$n.log 2>&1 < /dev/null &
   echo $! > $R/pids/$n
