@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"path"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"time"
@@ -362,10 +363,13 @@ func (s *session) Run(ctx context.Context, st executor.Step) (executor.Result, e
 	if err != nil {
 		return executor.Result{}, err
 	}
-	// Framed even when stdout and stderr are one writer: the end frame is how a step
-	// that ran to its end is told from a stream cut short.
+	// Both modes are framed: the end frame is how a step that ran to its end is told
+	// from a stream cut short.
 	req := ExecRequest{Shell: st.Shell, Script: st.Script, Env: s.containerEnv(st.Env), Dir: dir, Output: OutputFramed}
 	stdout, stderr := orDiscard(st.Stdout), orDiscard(st.Stderr)
+	if sameWriter(stdout, stderr) {
+		req.Output = OutputMerged
+	}
 	if err := req.check(); err != nil {
 		return executor.Result{}, err
 	}
@@ -386,7 +390,7 @@ func (s *session) Run(ctx context.Context, st executor.Step) (executor.Result, e
 	go func() {
 		out := stdout
 		var unframed chan error
-		if req.Output == OutputFramed {
+		if req.Output == OutputFramed || req.Output == OutputMerged {
 			pr, pw := io.Pipe()
 			out, unframed = pw, make(chan error, 1)
 			go func() {
@@ -699,6 +703,13 @@ func (e *Executor) deleteSecret(ctx context.Context, name string) error {
 		return fmt.Errorf("delete image pull secret %s/%s: %w", e.cfg.Namespace, name, err)
 	}
 	return nil
+}
+
+// sameWriter reports whether a and b are one writer (a step whose stdout and stderr go to
+// one place).
+func sameWriter(a, b io.Writer) bool {
+	ta := reflect.TypeOf(a)
+	return ta == reflect.TypeOf(b) && ta.Comparable() && a == b
 }
 
 func orDiscard(w io.Writer) io.Writer {

@@ -91,7 +91,8 @@ func (s *scriptedExecer) Exec(ctx context.Context, ns, pod, container string, cm
 	var fw *frameWriter
 	switch c.Req.Output {
 	case OutputMerged:
-		stderr = stdout
+		fw = &frameWriter{w: stdout}
+		stdout, stderr = frameStream{fw, 1}, frameStream{fw, 1}
 	case OutputFramed:
 		fw = &frameWriter{w: stdout}
 		stdout, stderr = frameStream{fw, 1}, frameStream{fw, 2}

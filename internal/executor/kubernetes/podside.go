@@ -38,10 +38,11 @@ type ExecRequest struct {
 	Script string   `json:"script"`
 	Env    []string `json:"env,omitempty"`
 	Dir    string   `json:"dir,omitempty"`
-	// Output is how the step's stdout and stderr come back: OutputMerged (one stream,
-	// the step's stdout, for a worker that writes both to one place), OutputFramed (both
-	// on stdout in frames, so that their order survives the exec's separate streams), or
-	// "" (stdout and stderr as the exec's own).
+	// Output is how the step's stdout and stderr come back: OutputMerged (both as
+	// frames of stream 1 on stdout, through one pipe so in the order written, for a
+	// worker that writes both to one place), OutputFramed (both on stdout in frames, so
+	// that their order survives the exec's separate streams), or "" (stdout and stderr
+	// as the exec's own). Both framed modes end with the end frame.
 	Output string `json:"output,omitempty"`
 }
 
@@ -176,9 +177,10 @@ func PodExec(stdin io.Reader, stdout, stderr io.Writer) int {
 	var fw *frameWriter
 	switch req.Output {
 	case OutputMerged:
-		// One writer for both: os/exec gives the step one pipe (or the file itself), so
-		// the order of its lines is the order it wrote them.
-		cmd.Stdout, cmd.Stderr = stdout, stdout
+		// One writer for both: os/exec gives the step one pipe, so the order of its
+		// lines is the order it wrote them.
+		fw = &frameWriter{w: stdout}
+		cmd.Stdout, cmd.Stderr = frameStream{fw, 1}, frameStream{fw, 1}
 	case OutputFramed:
 		fw = &frameWriter{w: stdout}
 		cmd.Stdout, cmd.Stderr = frameStream{fw, 1}, frameStream{fw, 2}
@@ -186,6 +188,9 @@ func PodExec(stdin io.Reader, stdout, stderr io.Writer) int {
 		cmd.Stdout, cmd.Stderr = stdout, stderr
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// What the step started and left holds its output pipe open; Wait does not wait
+	// for it past this (it is killed just after).
+	cmd.WaitDelay = time.Second
 	if err := cmd.Start(); err != nil {
 		fmt.Fprintf(stderr, "gantry pod-exec: start %s: %v\n", args[0], err)
 		return 127
@@ -222,15 +227,13 @@ func podWait(cmd *exec.Cmd, br *bufio.Reader, mark string, stderr io.Writer) int
 	_ = unix.Kill(-pgid, unix.SIGKILL)
 	executor.KillMarked(mark)
 	reapChildren()
-	var ee *exec.ExitError
-	switch {
-	case err == nil:
-		return 0
-	case errors.As(err, &ee):
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+	// The step's own exit, also when Wait gave up on the output of what it left
+	// (exec.ErrWaitDelay).
+	if st := cmd.ProcessState; st != nil {
+		if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 			return 128 + int(ws.Signal())
 		}
-		return ee.ExitCode()
+		return st.ExitCode()
 	}
 	fmt.Fprintf(stderr, "gantry pod-exec: %v\n", err)
 	return 125
