@@ -368,11 +368,6 @@ func TestClusterVerifySlowInit(t *testing.T) {
 	}
 }
 
-// kubeletLock is the file TestClusterVerifyKubeletKilled holds (exclusively) while the
-// kubelet is down. A cluster test of another process that cannot bear a dead kubelet
-// takes it shared (flock -s /tmp/gantry-k8s-kubelet.lock) around its work.
-const kubeletLock = "/tmp/gantry-k8s-kubelet.lock"
-
 // TestClusterVerifyKubeletKilled: the kubelet dies while a step runs. The step's exec
 // stream goes through the kubelet, so Run returns an error at once rather than hang;
 // the kubelet is started again (scripts/k8s.sh up) and the node is Ready again before
@@ -389,15 +384,9 @@ func TestClusterVerifyKubeletKilled(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(root, "scripts", "k8s.sh")); err != nil {
 		t.Fatalf("no scripts/k8s.sh to restart the kubelet with: %v", err)
 	}
-	lock, err := os.OpenFile(kubeletLock, os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lock.Close()
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
-		t.Fatalf("lock %s: %v", kubeletLock, err)
-	}
-	defer func() { _ = syscall.Flock(int(lock.Fd()), syscall.LOCK_UN) }()
+	// No cluster test of another process runs while the kubelet is down; the lock is
+	// given back once it runs again (restart, below or at cleanup).
+	release := c.KubeletDown(t)
 
 	_, pod, done := startLong(t, en, en.job(t, "kubelet"))
 	b, err := os.ReadFile(pidFile)
@@ -421,6 +410,7 @@ func TestClusterVerifyKubeletKilled(t *testing.T) {
 			t.Errorf("scripts/k8s.sh up: %v\n%s", err, out)
 		}
 		waitNodeReady(t, c, since, 3*time.Minute)
+		release()
 	}
 	// Registered before the kill: whatever fails below, the kubelet runs again.
 	t.Cleanup(restart)

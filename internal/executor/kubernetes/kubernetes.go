@@ -370,6 +370,12 @@ func (s *session) Run(ctx context.Context, st executor.Step) (executor.Result, e
 	if sameWriter(stdout, stderr) {
 		req.Output = OutputMerged
 	}
+	// The step's stderr frames and pod-exec's own stderr (the exec's stderr stream)
+	// arrive on two goroutines: one writer at a time.
+	stderr = &lockedWriter{w: stderr}
+	if req.Output == OutputMerged {
+		stdout = stderr
+	}
 	if err := req.check(); err != nil {
 		return executor.Result{}, err
 	}
@@ -703,6 +709,18 @@ func (e *Executor) deleteSecret(ctx context.Context, name string) error {
 		return fmt.Errorf("delete image pull secret %s/%s: %w", e.cfg.Namespace, name, err)
 	}
 	return nil
+}
+
+// lockedWriter serialises the writes to w.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
 
 // sameWriter reports whether a and b are one writer (a step whose stdout and stderr go to

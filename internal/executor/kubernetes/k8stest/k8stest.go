@@ -60,7 +60,16 @@ var (
 	clusterOnce sync.Once
 	cluster     *Cluster
 	clusterErr  error
+	// kubeletHold is this process's hold on KubeletLock: shared from its first Get on,
+	// exclusive while a test of it has the kubelet down.
+	kubeletHold *os.File
 )
+
+// KubeletLock is the lock file of the cluster's kubelet. Every test process holds it
+// shared from its first Get; a test that stops the kubelet holds it exclusively
+// (KubeletDown), so that no cluster test of another process (the packages of `go test
+// ./...` run at once) starts a pod meanwhile.
+const KubeletLock = "/tmp/gantry-k8s-kubelet.lock"
 
 // Get returns the cluster, failing the test when there is none.
 func Get(t testing.TB) *Cluster {
@@ -75,6 +84,16 @@ func Get(t testing.TB) *Cluster {
 			"(or scripts/k8s.sh up, then export what scripts/k8s.sh env prints)", EnvKubeconfig)
 	}
 	clusterOnce.Do(func() {
+		f, err := os.OpenFile(KubeletLock, os.O_CREATE|os.O_RDWR, 0o666)
+		if err != nil {
+			clusterErr = fmt.Errorf("open %s: %w", KubeletLock, err)
+			return
+		}
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH); err != nil {
+			clusterErr = fmt.Errorf("lock %s shared: %w", KubeletLock, err)
+			return
+		}
+		kubeletHold = f
 		cfg, err := clientcmd.BuildConfigFromFlags("", kc)
 		if err != nil {
 			clusterErr = fmt.Errorf("kubeconfig %s: %w", kc, err)
@@ -108,6 +127,22 @@ func Get(t testing.TB) *Cluster {
 		t.Fatal(clusterErr)
 	}
 	return cluster
+}
+
+// KubeletDown holds KubeletLock exclusively until release is called, which takes it
+// back shared: a test that stops the kubelet calls it first, and waits meanwhile for the
+// other test processes that use the cluster to end. Tests of this process that run at
+// once must not need the kubelet either (such a test is not parallel).
+func (c *Cluster) KubeletDown(t testing.TB) (release func()) {
+	t.Helper()
+	if err := syscall.Flock(int(kubeletHold.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatalf("lock %s: %v", KubeletLock, err)
+	}
+	return func() {
+		if err := syscall.Flock(int(kubeletHold.Fd()), syscall.LOCK_SH); err != nil {
+			t.Errorf("lock %s shared again: %v", KubeletLock, err)
+		}
+	}
 }
 
 // Namespace makes a namespace for the test (gantry-test-NNNN) and deletes it when the
