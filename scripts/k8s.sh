@@ -362,7 +362,9 @@ fi
 # ---------------------------------------------------------------- 6. control plane
 step "pod bridge $BR ($API_IP)"
 ip link show $BR >/dev/null 2>&1 || ip link add $BR type bridge
-ip addr show dev $BR | grep -q "inet $API_IP/" || ip addr add $API_IP/24 dev $BR
+# grep reads all of ip's output (no -q): with pipefail, an ip killed by SIGPIPE when
+# grep stopped early would make an address that is there look missing.
+ip addr show dev $BR | grep "inet $API_IP/" >/dev/null || ip addr add $API_IP/24 dev $BR
 ip link set $BR up
 step kube-apiserver
 start kube-apiserver kube-apiserver \

@@ -404,10 +404,17 @@ func TestClusterVerifyKubeletKilled(t *testing.T) {
 		}
 		restarted = true
 		since := time.Now().Truncate(time.Second)
-		cmd := exec.Command("bash", "scripts/k8s.sh", "up")
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Errorf("scripts/k8s.sh up: %v\n%s", err, out)
+		// Tried again when it fails: a node left without its kubelet would fail every
+		// cluster test after this one.
+		for try := 1; try <= 3; try++ {
+			cmd := exec.Command("bash", "scripts/k8s.sh", "up")
+			cmd.Dir = root
+			out, err := cmd.CombinedOutput()
+			if err == nil {
+				break
+			}
+			t.Errorf("scripts/k8s.sh up (try %d): %v\n%s", try, err, out)
+			time.Sleep(2 * time.Second)
 		}
 		waitNodeReady(t, c, since, 3*time.Minute)
 		release()
