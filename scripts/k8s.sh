@@ -72,7 +72,8 @@ down() {
   set +e
   log "teardown"
   if [ -f $R/admin.kubeconfig ] && [ -f $R/pids/kube-apiserver ] && kill -0 "$(cat $R/pids/kube-apiserver)" 2>/dev/null; then
-    timeout 60 kubectl --kubeconfig $R/admin.kubeconfig delete pods --all -A --grace-period=1 --wait=true >/dev/null 2>&1
+    # the kubelet gets 20 s to stop the pods itself (mounts, netns); what is left then is killed below
+    timeout 20 kubectl --kubeconfig $R/admin.kubeconfig delete pods --all -A --grace-period=1 --wait=true >/dev/null 2>&1
   fi
   for p in kubelet kube-scheduler kube-controller-manager kube-apiserver; do
     [ -f $R/pids/$p ] && kill "$(cat $R/pids/$p)" 2>/dev/null
