@@ -433,6 +433,14 @@ i=0; while [ $i -lt %d ]; do wget -q -O /dev/null "http://%s/beat/$(hostname)" |
 echo "attempt done"`, 2*n, l.addr)
 }
 
+// beat reports whether the pod has beat to the ledger.
+func (l *ledger) beat(pod string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	_, ok := l.beats[pod]
+	return ok
+}
+
 // pods returns the pods that beat, and fails the test when two of them beat over
 // overlapping spans of time: the job ran twice at once.
 func (l *ledger) check(t *testing.T) []string {
@@ -454,17 +462,33 @@ func (l *ledger) check(t *testing.T) []string {
 	return pods
 }
 
-// runningPod waits until a pod of the stack's namespace has begun the job's step
-// (the job's log says so) and returns its name.
-func (s *stack) runningPod(t *testing.T, id, job string) string {
+// submitBeating submits a one-job pipeline (retried on lost) whose step beats to the
+// ledger for the given seconds, and waits until a pod has begun the step and its first
+// beat has reached the ledger: the pod is known to run the step before a test cuts it
+// off. It returns the run's id and the pod's name.
+func (s *stack) submitBeating(t *testing.T, l *ledger, name string, seconds int) (id, pod string) {
 	t.Helper()
+	id = s.submit(t, fmt.Sprintf(`name: %[1]s
+jobs:
+  work:
+    runs_on: [kubernetes]
+    image: %[2]s
+    retry: { max_attempts: 3, on: [lost] }
+    steps:
+      - run: |
+%[3]s
+`, name, s.image, indent(l.script(seconds), 10)))
+	started := regexp.MustCompile(`attempt started in (gantry-[a-z0-9-]+)`)
 	deadline := time.Now().Add(3 * time.Minute)
 	for {
-		if m := regexp.MustCompile(`attempt started in (gantry-[a-z0-9-]+)`).FindAllStringSubmatch(s.logs(t, id, job), -1); len(m) > 0 {
-			return m[len(m)-1][1]
+		if m := started.FindAllStringSubmatch(s.logs(t, id, "work"), -1); len(m) > 0 {
+			pod = m[len(m)-1][1]
+			if l.beat(pod) {
+				return id, pod
+			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no pod began the step of %s", job)
+			t.Fatalf("no pod began the step of %s and beat to the ledger (pod %q)", name, pod)
 		}
 		time.Sleep(300 * time.Millisecond)
 	}
@@ -479,17 +503,7 @@ func TestClusterWorkerKilled(t *testing.T) {
 	t.Parallel()
 	s := newStack(t)
 	l := newLedger(t)
-	id := s.submit(t, fmt.Sprintf(`name: k8s-kill
-jobs:
-  work:
-    runs_on: [kubernetes]
-    image: %[1]s
-    retry: { max_attempts: 3, on: [lost] }
-    steps:
-      - run: |
-%[2]s
-`, s.image, indent(l.script(10), 10)))
-	pod := s.runningPod(t, id, "work")
+	id, pod := s.submitBeating(t, l, "k8s-kill", 10)
 	ctx := t.Context()
 	s.worker.kill(t)
 	// The orphaned pod is still there: nothing but the worker would remove it.
@@ -514,17 +528,7 @@ func TestClusterWorkerPodDeleted(t *testing.T) {
 	t.Parallel()
 	s := newStack(t)
 	l := newLedger(t)
-	id := s.submit(t, fmt.Sprintf(`name: k8s-deleted
-jobs:
-  work:
-    runs_on: [kubernetes]
-    image: %[1]s
-    retry: { max_attempts: 3, on: [lost] }
-    steps:
-      - run: |
-%[2]s
-`, s.image, indent(l.script(6), 10)))
-	pod := s.runningPod(t, id, "work")
+	id, pod := s.submitBeating(t, l, "k8s-deleted", 6)
 	if err := s.c.Client.CoreV1().Pods(s.ns).Delete(t.Context(), pod, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
