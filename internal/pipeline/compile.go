@@ -552,6 +552,9 @@ func (d *decoder) buildJob(s *spec, j *jobSpec, in, padded instance, needNames [
 		}
 		job.Artifacts = a
 	}
+	if j.reports != nil {
+		job.Reports = d.compileReports(j.reports, in, env)
+	}
 	caches := def.caches
 	if own.cachesSet {
 		caches = own.caches

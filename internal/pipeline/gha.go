@@ -69,7 +69,7 @@ func isWorkflow(root *yaml.Node) bool {
 
 // gantryOnlyJobKeys are keys of a job in Gantry's language that no GitHub workflow's job
 // has.
-var gantryOnlyJobKeys = []string{"runs_on", "checkout", "timeout", "fail_fast", "continue_on_error", "artifacts", "cache"}
+var gantryOnlyJobKeys = []string{"runs_on", "checkout", "timeout", "fail_fast", "continue_on_error", "artifacts", "cache", "reports"}
 
 // IsWorkflow reports whether Compile reads src, given as the file at path, as a GitHub
 // Actions workflow rather than as a definition in Gantry's language.

@@ -77,6 +77,8 @@ type Job struct {
 	// environment of that name decides whether the job may run and who must approve it.
 	Environment *Environment `json:"environment,omitempty"`
 	Artifacts   *Artifacts   `json:"artifacts,omitempty"`
+	// Reports are the test reports the worker reads after the steps; nil when none.
+	Reports *Reports `json:"reports,omitempty"`
 	// Caches are restored before the first step and saved after the steps.
 	Caches          []Cache `json:"cache,omitempty"`
 	ContinueOnError bool    `json:"continue_on_error,omitempty"`
@@ -198,6 +200,42 @@ type Artifacts struct {
 	// When says after which outcome of the steps they are kept: ArtifactsOnSuccess
 	// ("" too), ArtifactsOnFailure or ArtifactsAlways.
 	When string `json:"when,omitempty"`
+}
+
+// Reports are a job's test report files by format: paths or globs in its workspace, as
+// artifacts' paths are.
+type Reports struct {
+	JUnit      []string `json:"junit,omitempty"`
+	GoTestJSON []string `json:"go-test-json,omitempty"`
+	TAP        []string `json:"tap,omitempty"`
+}
+
+// Formats of test reports, as a job's reports: key names them.
+const (
+	ReportJUnit      = "junit"
+	ReportGoTestJSON = "go-test-json"
+	ReportTAP        = "tap"
+)
+
+// ByFormat gives the paths of each format that has any, in the order junit,
+// go-test-json, tap.
+func (r *Reports) ByFormat() []ReportPaths {
+	if r == nil {
+		return nil
+	}
+	var out []ReportPaths
+	for _, f := range []ReportPaths{{ReportJUnit, r.JUnit}, {ReportGoTestJSON, r.GoTestJSON}, {ReportTAP, r.TAP}} {
+		if len(f.Paths) > 0 {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// ReportPaths are the paths of a job's reports of one format.
+type ReportPaths struct {
+	Format string
+	Paths  []string
 }
 
 // Values of Artifacts.When.

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"path"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -81,6 +82,7 @@ type jobSpec struct {
 	concurrency     *concurrencySpec
 	environment     *environmentSpec
 	artifacts       *artifactSpec
+	reports         *reportSpec
 	continueOnError bool
 	network         bool
 	services        []serviceSpec
@@ -124,6 +126,11 @@ type artifactSpec struct {
 	when     string
 }
 
+// reportSpec is a job's test reports: per format, the paths or globs of its files.
+type reportSpec struct {
+	paths [3][]text // by the index of the format in reportFormats
+}
+
 type matrixSpec struct {
 	node             *yaml.Node
 	path             string
@@ -157,7 +164,7 @@ var (
 var (
 	topKeys         = []string{"name", "on", "env", "stages", "defaults", "jobs"}
 	defaultsKeys    = []string{"timeout", "retry", "priority", "runs_on", "resources", "env", "shell", "cancel_grace", "checkout", "cache", "image", "container"}
-	jobKeys         = []string{"stage", "needs", "if", "matrix", "runs_on", "resources", "steps", "env", "timeout", "retry", "priority", "concurrency", "artifacts", "continue_on_error", "cancel_grace", "network", "shell", "checkout", "environment", "cache", "image", "services", "container", "name", "outputs", "fail_fast"}
+	jobKeys         = []string{"stage", "needs", "if", "matrix", "runs_on", "resources", "steps", "env", "timeout", "retry", "priority", "concurrency", "artifacts", "continue_on_error", "cancel_grace", "network", "shell", "checkout", "environment", "cache", "image", "services", "container", "name", "outputs", "fail_fast", "reports"}
 	stepKeys        = []string{"name", "id", "if", "run", "uses", "with", "shell", "env", "once", "continue_on_error", "timeout"}
 	retryKeys       = []string{"max_attempts", "backoff", "max_backoff", "on"}
 	resourceKeys    = []string{"cpu", "memory"}
@@ -165,6 +172,7 @@ var (
 	environmentKeys = []string{"name", "url"}
 	artifactKeys    = []string{"name", "paths", "expire_in", "when"}
 	artifactWhens   = []string{ArtifactsOnSuccess, ArtifactsOnFailure, ArtifactsAlways}
+	reportFormats   = []string{ReportJUnit, ReportGoTestJSON, ReportTAP}
 	checkoutKeys    = []string{"depth", "submodules", "lfs", "path"}
 	shells          = []string{"sh", "bash", "python3", "pwsh", "powershell", "cmd"}
 	priorities      = []string{string(PriorityCritical), string(PriorityHigh), string(PriorityNormal), string(PriorityLow)}
@@ -287,6 +295,8 @@ func (d *decoder) job(jf field) *jobSpec {
 			j.environment = d.environment(f.val, f.path)
 		case "artifacts":
 			j.artifacts = d.artifacts(f.val, f.path)
+		case "reports":
+			j.reports = d.reports(f.val, f.path)
 		case "continue_on_error":
 			j.continueOnError, _ = d.boolean(f.val, f.path)
 		case "network":
@@ -800,7 +810,7 @@ func (d *decoder) artifacts(n *yaml.Node, p string) *artifactSpec {
 	a := &artifactSpec{}
 	pathsAt := p
 	if r.Kind == yaml.SequenceNode {
-		a.paths = d.artifactPaths(r, p)
+		a.paths = d.workspacePaths(r, p, "artifact")
 	} else {
 		pathsAt = p + ".paths"
 		d.object(r, p, "artifacts", artifactKeys, func(f field) {
@@ -810,7 +820,7 @@ func (d *decoder) artifacts(n *yaml.Node, p string) *artifactSpec {
 					a.name = text{v: v, node: f.val, path: f.path}
 				}
 			case "paths":
-				a.paths = d.artifactPaths(f.val, f.path)
+				a.paths = d.workspacePaths(f.val, f.path, "artifact")
 			case "expire_in":
 				a.expireIn, _ = d.duration(f.val, f.path, true)
 			case "when":
@@ -827,7 +837,33 @@ func (d *decoder) artifacts(n *yaml.Node, p string) *artifactSpec {
 	return a
 }
 
-func (d *decoder) artifactPaths(n *yaml.Node, p string) []text {
+// reports decodes a job's reports: a mapping of format to the paths or globs of its
+// files, each a list or one string.
+func (d *decoder) reports(n *yaml.Node, p string) *reportSpec {
+	r := d.resolve(n)
+	if r == nil {
+		return nil
+	}
+	rs := &reportSpec{}
+	some := false
+	d.object(r, p, "reports", reportFormats, func(f field) {
+		i := slices.Index(reportFormats, f.key)
+		rs.paths[i] = d.workspacePaths(f.val, f.path, "report")
+		some = some || len(rs.paths[i]) > 0
+	})
+	if !some {
+		// A mapping with keys has had its mistakes told already.
+		if r.Kind == yaml.MappingNode && len(r.Content) == 0 {
+			d.add(ErrRequired, r, p, "reports need at least one path of a format: %s", strings.Join(reportFormats, ", "))
+		}
+		return nil
+	}
+	return rs
+}
+
+// workspacePaths decodes a list of paths or globs of files in the job's workspace (one
+// string is a list of one); what names the files in errors.
+func (d *decoder) workspacePaths(n *yaml.Node, p, what string) []text {
 	var out []text
 	for i, item := range d.items(n, p, "a list of paths", true) {
 		ip := indexPath(p, i)
@@ -836,7 +872,7 @@ func (d *decoder) artifactPaths(n *yaml.Node, p string) []text {
 			continue
 		}
 		if msg := checkArtifactPath(v); msg != "" {
-			d.add(ErrInvalid, item, ip, "artifact path %q %s", v, msg)
+			d.add(ErrInvalid, item, ip, "%s path %q %s", what, v, msg)
 			continue
 		}
 		out = append(out, text{v: v, node: d.resolve(item), path: ip})
