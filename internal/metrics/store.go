@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/gantry-ci/gantry/internal/store"
+	"github.com/gantry-ci/gantry/internal/testreport"
 )
 
 // Store operations, the op label of the store metrics: one per store method that does
@@ -135,6 +136,13 @@ const (
 	opListWaitingApproval
 	opGetRunByNumber
 	opSupersedeOutbox
+	opAddTestResults
+	opListTestResults
+	opCountTestResults
+	opTestHistory
+	opTestEvidence
+	opFlakyTests
+	opDeleteTestResultsBefore
 	numOps
 )
 
@@ -165,6 +173,7 @@ var opNames = [numOps]string{
 	"Rerun", "ListJobAttempts", "ListWaitingApproval",
 	"GetRunByNumber",
 	"SupersedeOutbox",
+	"AddTestResults", "ListTestResults", "CountTestResults", "TestHistory", "TestEvidence", "FlakyTests", "DeleteTestResultsBefore",
 }
 
 // instrumented is a store.Store that times every call of the store it wraps. The
@@ -1063,4 +1072,53 @@ func (s *instrumented) DeleteVariable(ctx context.Context, k store.VariableKey) 
 	err := s.Store.DeleteVariable(ctx, k)
 	s.done(opDeleteVariable, t, err)
 	return err
+}
+
+func (s *instrumented) AddTestResults(ctx context.Context, p store.AddTestResultsParams) (int, error) {
+	t := time.Now()
+	r0, err := s.Store.AddTestResults(ctx, p)
+	s.done(opAddTestResults, t, err)
+	return r0, err
+}
+
+func (s *instrumented) ListTestResults(ctx context.Context, p store.ListTestResultsParams) ([]*store.TestResult, error) {
+	t := time.Now()
+	r0, err := s.Store.ListTestResults(ctx, p)
+	s.done(opListTestResults, t, err)
+	return r0, err
+}
+
+func (s *instrumented) CountTestResults(ctx context.Context, p store.ListTestResultsParams) (map[testreport.Status]int, error) {
+	t := time.Now()
+	r0, err := s.Store.CountTestResults(ctx, p)
+	s.done(opCountTestResults, t, err)
+	return r0, err
+}
+
+func (s *instrumented) TestHistory(ctx context.Context, p store.TestHistoryParams) ([]*store.TestResult, error) {
+	t := time.Now()
+	r0, err := s.Store.TestHistory(ctx, p)
+	s.done(opTestHistory, t, err)
+	return r0, err
+}
+
+func (s *instrumented) TestEvidence(ctx context.Context, p store.TestEvidenceParams) (map[testreport.TestID]*store.TestEvidence, error) {
+	t := time.Now()
+	r0, err := s.Store.TestEvidence(ctx, p)
+	s.done(opTestEvidence, t, err)
+	return r0, err
+}
+
+func (s *instrumented) FlakyTests(ctx context.Context, p store.FlakyTestsParams) ([]*store.FlakyTest, error) {
+	t := time.Now()
+	r0, err := s.Store.FlakyTests(ctx, p)
+	s.done(opFlakyTests, t, err)
+	return r0, err
+}
+
+func (s *instrumented) DeleteTestResultsBefore(ctx context.Context, before time.Time) (int, error) {
+	t := time.Now()
+	r0, err := s.Store.DeleteTestResultsBefore(ctx, before)
+	s.done(opDeleteTestResultsBefore, t, err)
+	return r0, err
 }

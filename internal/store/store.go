@@ -33,6 +33,7 @@ type Store interface {
 	Members
 	Annotations
 	Summaries
+	TestResults
 	Reruns
 	ApprovalInbox
 	// CancelRequested lists the jobs a worker holds that were asked to cancel.

@@ -82,3 +82,16 @@ func (w Warning) String() string {
 	}
 	return fmt.Sprintf("%s: %s", w.File, w.Message)
 }
+
+// TestID is a test's identity across attempts and runs.
+type TestID struct {
+	Suite string
+	Name  string
+}
+
+func (id TestID) String() string {
+	if id.Suite == "" {
+		return id.Name
+	}
+	return id.Suite + "." + id.Name
+}

@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/gantry-ci/gantry/internal/store"
+	"github.com/gantry-ci/gantry/internal/testreport"
 )
 
 // traced is a store.Store that records a span per call of the store it wraps, as a child
@@ -900,4 +901,53 @@ func (s *traced) DeleteVariable(ctx context.Context, k store.VariableKey) error 
 	err := s.Store.DeleteVariable(ctx, k)
 	end(span, err)
 	return err
+}
+
+func (s *traced) AddTestResults(ctx context.Context, p store.AddTestResultsParams) (int, error) {
+	ctx, span := s.start(ctx, "AddTestResults")
+	r0, err := s.Store.AddTestResults(ctx, p)
+	end(span, err)
+	return r0, err
+}
+
+func (s *traced) ListTestResults(ctx context.Context, p store.ListTestResultsParams) ([]*store.TestResult, error) {
+	ctx, span := s.start(ctx, "ListTestResults")
+	r0, err := s.Store.ListTestResults(ctx, p)
+	end(span, err)
+	return r0, err
+}
+
+func (s *traced) CountTestResults(ctx context.Context, p store.ListTestResultsParams) (map[testreport.Status]int, error) {
+	ctx, span := s.start(ctx, "CountTestResults")
+	r0, err := s.Store.CountTestResults(ctx, p)
+	end(span, err)
+	return r0, err
+}
+
+func (s *traced) TestHistory(ctx context.Context, p store.TestHistoryParams) ([]*store.TestResult, error) {
+	ctx, span := s.start(ctx, "TestHistory")
+	r0, err := s.Store.TestHistory(ctx, p)
+	end(span, err)
+	return r0, err
+}
+
+func (s *traced) TestEvidence(ctx context.Context, p store.TestEvidenceParams) (map[testreport.TestID]*store.TestEvidence, error) {
+	ctx, span := s.start(ctx, "TestEvidence")
+	r0, err := s.Store.TestEvidence(ctx, p)
+	end(span, err)
+	return r0, err
+}
+
+func (s *traced) FlakyTests(ctx context.Context, p store.FlakyTestsParams) ([]*store.FlakyTest, error) {
+	ctx, span := s.start(ctx, "FlakyTests")
+	r0, err := s.Store.FlakyTests(ctx, p)
+	end(span, err)
+	return r0, err
+}
+
+func (s *traced) DeleteTestResultsBefore(ctx context.Context, before time.Time) (int, error) {
+	ctx, span := s.start(ctx, "DeleteTestResultsBefore")
+	r0, err := s.Store.DeleteTestResultsBefore(ctx, before)
+	end(span, err)
+	return r0, err
 }

@@ -105,6 +105,7 @@ var groups = []struct {
 	{"Members", memberTests},
 	{"Annotations", annotationTests},
 	{"Summaries", summaryTests},
+	{"TestResults", testResultTests},
 	{"Rerun", rerunTests},
 }
 

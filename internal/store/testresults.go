@@ -1,0 +1,149 @@
+package store
+
+import (
+	"context"
+	"time"
+
+	"github.com/gantry-ci/gantry/internal/testreport"
+	"github.com/google/uuid"
+)
+
+// TestResults keeps the per-test results of job attempts, read by the worker from the
+// test reports the job's steps left (pipeline.Reports), with the run's project, branch
+// and commit beside each: what a test's history and the flaky, new and known-broken
+// verdicts are read from.
+type TestResults interface {
+	// AddTestResults records results of the attempt that holds the lease p.LeaseRef.
+	// Each result has its index in the attempt (p.First, p.First+1, ...); a result whose
+	// index is kept already is not added again, so a re-sent batch adds nothing twice.
+	// ErrLeaseLost (ErrNotFound for a job that does not exist) when p.Token is not the
+	// lease of an assigned or running job; ErrInvalid for an index below 0 or at or past
+	// MaxTestResults, a status that is not one of testreport's, an empty name, or text
+	// over testreport's bounds, not UTF-8 or holding NUL. It returns how many were added.
+	AddTestResults(ctx context.Context, p AddTestResultsParams) (added int, err error)
+	// ListTestResults lists results in the order a reader wants them: failing first
+	// (errored and failed), then skipped, then passed; within a status in job plan order,
+	// then suite and name. Those of p.JobID's attempt p.Attempt when JobID is set
+	// (Attempt 0: the job's current one), or those of the current attempt of every job of
+	// p.RunID. ErrNotFound for a job that does not exist; ErrInvalid when neither is set.
+	ListTestResults(ctx context.Context, p ListTestResultsParams) ([]*TestResult, error)
+	// CountTestResults counts by status what ListTestResults would list with p's run or
+	// job (its status filter and paging ignored).
+	CountTestResults(ctx context.Context, p ListTestResultsParams) (map[testreport.Status]int, error)
+	// TestHistory lists one test's results in a project, newest first: on p.Branch when
+	// it is set, before p.Before when it is set, at most p.Limit (MaxTestHistory when 0
+	// or more).
+	TestHistory(ctx context.Context, p TestHistoryParams) ([]*TestResult, error)
+	// TestEvidence reads, for each test named (at most MaxEvidenceTests), what its verdict
+	// is decided from: its results on p.SHA in any run of the project, and its latest
+	// result before p.Before on p.Branch and on p.DefaultBranch (each "" to skip). Tests
+	// with no result anywhere are left out.
+	TestEvidence(ctx context.Context, p TestEvidenceParams) (map[testreport.TestID]*TestEvidence, error)
+	// FlakyTests lists the tests of a project that failed and passed on one commit since
+	// p.Since, with those results: the evidence of each, newest first, at most p.Limit
+	// tests.
+	FlakyTests(ctx context.Context, p FlakyTestsParams) ([]*FlakyTest, error)
+	// DeleteTestResultsBefore deletes the results added before t and returns how many
+	// (retention, with the logs').
+	DeleteTestResultsBefore(ctx context.Context, t time.Time) (int, error)
+}
+
+// Bounds of the test result queries.
+const (
+	// MaxTestResults is the most results one job attempt keeps.
+	MaxTestResults = testreport.MaxTestsPerJob
+	// MaxTestHistory is the most results one TestHistory call reads.
+	MaxTestHistory = 1000
+	// MaxEvidenceTests is the most tests one TestEvidence call reads.
+	MaxEvidenceTests = 1000
+)
+
+// TestResult is one test's result in one job attempt.
+type TestResult struct {
+	JobID   uuid.UUID
+	Attempt int
+	// Index is the result's place in its attempt, from 0, as the worker numbered it.
+	Index int
+	testreport.Result
+	// Filled in by the store from the job's run.
+	RunID     uuid.UUID
+	RunNumber int
+	Project   string
+	Branch    string
+	SHA       string
+	Job       string // the job's key
+	CreatedAt time.Time
+}
+
+// ID is the test's identity: its suite and name.
+func (r *TestResult) ID() testreport.TestID {
+	return testreport.TestID{Suite: r.Suite, Name: r.Name}
+}
+
+// AddTestResultsParams are results from the worker holding the job's lease.
+type AddTestResultsParams struct {
+	LeaseRef
+	// First is the index of Results[0] in the attempt.
+	First   int
+	Results []testreport.Result
+}
+
+// ListTestResultsParams select the results of one job (and attempt), or of a run.
+type ListTestResultsParams struct {
+	RunID   uuid.UUID
+	JobID   uuid.UUID
+	Attempt int
+	// Statuses keeps only results of these statuses; all when empty.
+	Statuses []testreport.Status
+	// Offset and Limit page the list; Limit 0 is no bound.
+	Offset, Limit int
+}
+
+// TestHistoryParams select one test's results in a project.
+type TestHistoryParams struct {
+	Project string
+	Test    testreport.TestID
+	Branch  string
+	Before  time.Time
+	Limit   int
+}
+
+// TestEvidenceParams say which tests' evidence to read, and against what.
+type TestEvidenceParams struct {
+	Project       string
+	Tests         []testreport.TestID
+	SHA           string
+	Branch        string
+	DefaultBranch string
+	// Before bounds the latest results read on the branches: those of runs created
+	// before the run being judged.
+	Before time.Time
+}
+
+// TestEvidence is what one test's verdict is decided from.
+type TestEvidence struct {
+	// OnCommit are its results on the commit judged, in any run and attempt.
+	OnCommit []*TestResult
+	// LastOnBranch and LastOnDefault are its latest results on the branch and on the
+	// default branch before the run judged; nil when there is none.
+	LastOnBranch, LastOnDefault *TestResult
+}
+
+// FlakyTestsParams select a project's flaky tests.
+type FlakyTestsParams struct {
+	Project string
+	Since   time.Time
+	Limit   int
+}
+
+// FlakyTest is a test that failed and passed on one commit, with those results.
+type FlakyTest struct {
+	Test testreport.TestID
+	// Evidence are its results on the commits where it both failed and passed, newest
+	// first.
+	Evidence []*TestResult
+	// Commits is how many commits it flipped on.
+	Commits int
+	// LastSeen is when its latest such result was added.
+	LastSeen time.Time
+}
