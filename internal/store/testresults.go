@@ -147,3 +147,27 @@ type FlakyTest struct {
 	// LastSeen is when its latest such result was added.
 	LastSeen time.Time
 }
+
+// Observation is the result as a point of a test's history.
+func (r *TestResult) Observation() testreport.Observation {
+	return testreport.Observation{Status: r.Status, Run: r.RunNumber, Job: r.Job, Attempt: r.Attempt, Branch: r.Branch,
+		SHA: r.SHA, At: r.CreatedAt}
+}
+
+// Judged is the evidence as testreport.Judge reads it.
+func (e *TestEvidence) Judged() testreport.Evidence {
+	var out testreport.Evidence
+	for _, r := range e.OnCommit {
+		out.OnCommit = append(out.OnCommit, r.Observation())
+	}
+	for _, p := range []struct {
+		from *TestResult
+		to   **testreport.Observation
+	}{{e.LastOnBranch, &out.LastOnBranch}, {e.LastOnDefault, &out.LastOnDefault}} {
+		if p.from != nil {
+			o := p.from.Observation()
+			*p.to = &o
+		}
+	}
+	return out
+}
