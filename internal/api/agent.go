@@ -142,12 +142,13 @@ type registerResponse struct {
 	// carried by a completion; "claim.start", claims that start their jobs;
 	// "complete.claim", a completion that carries the worker's next claim;
 	// "logs.commands", log lines with group, level and annotation (workflow commands);
-	// "summaries", step summaries (POST /api/v1/agent/jobs/{id}/summary).
+	// "summaries", step summaries (POST /api/v1/agent/jobs/{id}/summary); "tests", test
+	// results (POST /api/v1/agent/jobs/{id}/tests).
 	Features []string `json:"features"`
 }
 
 // agentFeatures is the register answer's features.
-var agentFeatures = []string{"complete.steps", "claim.start", "complete.claim", "logs.commands", "summaries"}
+var agentFeatures = []string{"complete.steps", "claim.start", "complete.claim", "logs.commands", "summaries", "tests"}
 
 func (s *Server) registerWorker(w http.ResponseWriter, r *http.Request) {
 	var req registerRequest

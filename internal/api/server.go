@@ -290,6 +290,7 @@ func (s *Server) routes(cfg Config) {
 	s.logRoutes()
 	s.annotationRoutes()
 	s.summaryRoutes()
+	s.testRoutes()
 	s.wsRoutes()
 	s.artifactRoutes()
 	s.projectRoutes()
