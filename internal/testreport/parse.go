@@ -50,6 +50,8 @@ func Parse(format, file string, r io.Reader, room int) ([]Result, []Warning, err
 	switch format {
 	case FormatJUnit:
 		parse = parseJUnit
+	case FormatGoTestJSON:
+		parse = parseGoTestJSON
 	default:
 		return nil, nil, fmt.Errorf("read %s: unknown report format %q", file, format)
 	}

@@ -27,6 +27,12 @@ var fiveTests = map[string]string{
 	FormatJUnit: `<testsuite name="s">
 <testcase name="t1"/><testcase name="t2"/><testcase name="t3"><failure message="m"/></testcase>
 <testcase name="t4"/><testcase name="t5"/></testsuite>`,
+	FormatGoTestJSON: `{"Action":"pass","Package":"p","Test":"t1"}
+{"Action":"pass","Package":"p","Test":"t2"}
+{"Action":"fail","Package":"p","Test":"t3"}
+{"Action":"pass","Package":"p","Test":"t4"}
+{"Action":"pass","Package":"p","Test":"t5"}
+{"Action":"fail","Package":"p"}`,
 }
 
 func TestParseRoom(t *testing.T) {
@@ -76,6 +82,10 @@ func TestParseBounds(t *testing.T) {
 	inputs := map[string]string{
 		FormatJUnit: `<testsuite name="s"><testcase name="` + longName + `"><failure message="` + longMsg +
 			`"/><system-out>` + longOut + `</system-out></testcase></testsuite>`,
+		FormatGoTestJSON: `{"Action":"run","Package":"p","Test":"` + longName + `"}
+{"Action":"output","Package":"p","Test":"` + longName + `","Output":"    x_test.go:1: ` + longMsg + `\n"}
+{"Action":"output","Package":"p","Test":"` + longName + `","Output":"` + longOut + `\u0000\n"}
+{"Action":"fail","Package":"p","Test":"` + longName + `"}`,
 	}
 	for _, format := range slices.Sorted(maps.Keys(inputs)) {
 		t.Run(format, func(t *testing.T) {
