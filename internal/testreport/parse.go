@@ -52,6 +52,8 @@ func Parse(format, file string, r io.Reader, room int) ([]Result, []Warning, err
 		parse = parseJUnit
 	case FormatGoTestJSON:
 		parse = parseGoTestJSON
+	case FormatTAP:
+		parse = parseTAP
 	default:
 		return nil, nil, fmt.Errorf("read %s: unknown report format %q", file, format)
 	}

@@ -33,6 +33,7 @@ var fiveTests = map[string]string{
 {"Action":"pass","Package":"p","Test":"t4"}
 {"Action":"pass","Package":"p","Test":"t5"}
 {"Action":"fail","Package":"p"}`,
+	FormatTAP: "1..5\nok 1 t1\nok 2 t2\nnot ok 3 t3\nok 4 t4\nok 5 t5\n",
 }
 
 func TestParseRoom(t *testing.T) {
@@ -86,6 +87,7 @@ func TestParseBounds(t *testing.T) {
 {"Action":"output","Package":"p","Test":"` + longName + `","Output":"    x_test.go:1: ` + longMsg + `\n"}
 {"Action":"output","Package":"p","Test":"` + longName + `","Output":"` + longOut + `\u0000\n"}
 {"Action":"fail","Package":"p","Test":"` + longName + `"}`,
+		FormatTAP: "not ok 1 - " + longName + "\x00\xff\n  ---\n  message: " + longMsg + "\n  ...\n# " + longOut + "\n1..1\n",
 	}
 	for _, format := range slices.Sorted(maps.Keys(inputs)) {
 		t.Run(format, func(t *testing.T) {
