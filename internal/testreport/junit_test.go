@@ -232,7 +232,8 @@ line six</failure></testcase><testcase name="b"><failure type="AssertionError"/>
 		{
 			name: "times and lines not understood",
 			in: `<testsuite name="s"><testcase name="a" time="1,5"/><testcase name="b" time="-1"/><testcase name="c" time="NaN"/>
-				<testcase name="d" time="1e-3"/><testcase name="e" time=" 2.5 "/><testcase name="f" line="x12"/><testcase name="g" time="1e300"/></testsuite>`,
+				<testcase name="d" time="1e-3"/><testcase name="e" time=" 2.5 "/><testcase name="f" line="x12"/><testcase name="g" time="1e300"/>
+				<testcase name="h" line="99999999999" time="9000000"/></testsuite>`,
 			want: []Result{
 				{Suite: "s", Name: "a", Status: Passed},
 				{Suite: "s", Name: "b", Status: Passed},
@@ -241,8 +242,10 @@ line six</failure></testcase><testcase name="b"><failure type="AssertionError"/>
 				{Suite: "s", Name: "e", Status: Passed, Duration: sec(2.5)},
 				{Suite: "s", Name: "f", Status: Passed},
 				{Suite: "s", Name: "g", Status: Passed},
+				{Suite: "s", Name: "h", Status: Passed},
 			},
-			warnings: []string{`time "1,5" is not a number of seconds`, "duration -1 seconds", `time "NaN"`, `line "x12" is not a line number`, "duration 1e+300 seconds"},
+			warnings: []string{`time "1,5" is not a number of seconds`, "duration -1 seconds", `time "NaN"`, `line "x12" is not a line number`, "duration 1e+300 seconds",
+				`test "h": line 99999999999 is out of range`, `test "h": duration 2500h0m0s is out of range`},
 		},
 		{
 			name:     "a testcase without a name",

@@ -98,13 +98,15 @@ func (p *parser) add(r Result) int {
 		r.Name = "(no name)"
 	}
 	r.File = p.name("file", r.File)
-	if r.Line < 0 {
+	if r.Line < 0 || r.Line > MaxLine {
+		p.warnf(0, "test %q: line %d is out of range: taken as 0", cut(r.Name, 200), r.Line)
 		r.Line = 0
 	}
 	if !r.Status.Valid() {
 		r.Status = Errored
 	}
-	if r.Duration < 0 {
+	if r.Duration < 0 || r.Duration > MaxDuration {
+		p.warnf(0, "test %q: duration %v is out of range: taken as 0", cut(r.Name, 200), r.Duration)
 		r.Duration = 0
 	}
 	r.Message = cut(clean(r.Message), MaxMessageBytes)

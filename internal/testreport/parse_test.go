@@ -216,7 +216,7 @@ func checkResults(t *testing.T, file string, results []Result, warnings []Warnin
 		if r.Output != "" && !r.Status.Failing() {
 			t.Fatalf("result %d: %s with output", i, r.Status)
 		}
-		if r.Line < 0 || r.Duration < 0 || r.FailedAttempts < 0 {
+		if r.Line < 0 || r.Line > MaxLine || r.Duration < 0 || r.Duration > MaxDuration || r.FailedAttempts < 0 {
 			t.Fatalf("result %d: line %d, duration %v, failed attempts %d", i, r.Line, r.Duration, r.FailedAttempts)
 		}
 	}

@@ -77,6 +77,14 @@ const (
 	MaxReportBytes  = 256 << 20
 )
 
+// Bounds a result's numbers keep, as the store and the API take them: a line is a
+// 32-bit integer column, and the API refuses a duration past 100 days. A report's number
+// beyond them is taken as 0, with a warning.
+const (
+	MaxLine     = 1<<31 - 1
+	MaxDuration = 100 * 24 * time.Hour
+)
+
 // Warning is something a report held that was not kept or not understood; the worker
 // shows it as a warning on the job. The job itself never fails for a report.
 type Warning struct {
