@@ -48,8 +48,10 @@ type testResultIn struct {
 	Line       int     `json:"line"`
 	Status     string  `json:"status"`
 	DurationMS float64 `json:"duration_ms"`
-	Message    string  `json:"message"`
-	Output     string  `json:"output"`
+	// FailedAttempts are the reruns the test tool made within its report before a pass.
+	FailedAttempts int    `json:"failed_attempts"`
+	Message        string `json:"message"`
+	Output         string `json:"output"`
 }
 
 type testsRequest struct {
@@ -86,12 +88,12 @@ func (s *Server) addTests(w http.ResponseWriter, r *http.Request) {
 	}
 	results := make([]testreport.Result, len(req.Results))
 	for i, in := range req.Results {
-		if in.DurationMS < 0 || in.DurationMS > float64((100*24*time.Hour)/time.Millisecond) {
+		if in.DurationMS < 0 || in.DurationMS > float64(testreport.MaxDuration/time.Millisecond) {
 			writeError(w, http.StatusBadRequest, codeBadRequest, "result "+strconv.Itoa(*req.First+i)+": duration_ms out of range", nil)
 			return
 		}
 		res := testreport.Result{Suite: in.Suite, Name: in.Name, File: in.File, Line: in.Line, Status: testreport.Status(in.Status),
-			Duration: time.Duration(in.DurationMS * float64(time.Millisecond))}
+			Duration: time.Duration(in.DurationMS * float64(time.Millisecond)), FailedAttempts: in.FailedAttempts}
 		// Masked here too, as a log batch is: the worker masks what it sends, and the
 		// coordinator does not count on it.
 		for _, f := range []struct{ from, to *string }{{&in.Message, &res.Message}, {&in.Output, &res.Output}} {
@@ -116,23 +118,25 @@ func (s *Server) addTests(w http.ResponseWriter, r *http.Request) {
 // testResultJSON is a test's result as the API shows it. Message and output are kept for
 // tests that did not pass; run, branch and commit in a test's history.
 type testResultJSON struct {
-	JobID      uuid.UUID    `json:"job_id"`
-	Job        string       `json:"job"`
-	Attempt    int          `json:"attempt"`
-	Suite      string       `json:"suite"`
-	Name       string       `json:"name"`
-	File       string       `json:"file,omitempty"`
-	Line       int          `json:"line,omitempty"`
-	Status     string       `json:"status"`
-	DurationMS float64      `json:"duration_ms"`
-	Message    string       `json:"message,omitempty"`
-	Output     string       `json:"output,omitempty"`
-	Run        int          `json:"run,omitempty"`
-	RunID      *uuid.UUID   `json:"run_id,omitempty"`
-	Branch     string       `json:"branch,omitempty"`
-	SHA        string       `json:"sha,omitempty"`
-	CreatedAt  string       `json:"created_at"`
-	Verdict    *verdictJSON `json:"verdict,omitempty"`
+	JobID      uuid.UUID `json:"job_id"`
+	Job        string    `json:"job"`
+	Attempt    int       `json:"attempt"`
+	Suite      string    `json:"suite"`
+	Name       string    `json:"name"`
+	File       string    `json:"file,omitempty"`
+	Line       int       `json:"line,omitempty"`
+	Status     string    `json:"status"`
+	DurationMS float64   `json:"duration_ms"`
+	// FailedAttempts are the reruns the test tool made within its report before a pass.
+	FailedAttempts int          `json:"failed_attempts,omitempty"`
+	Message        string       `json:"message,omitempty"`
+	Output         string       `json:"output,omitempty"`
+	Run            int          `json:"run,omitempty"`
+	RunID          *uuid.UUID   `json:"run_id,omitempty"`
+	Branch         string       `json:"branch,omitempty"`
+	SHA            string       `json:"sha,omitempty"`
+	CreatedAt      string       `json:"created_at"`
+	Verdict        *verdictJSON `json:"verdict,omitempty"`
 }
 
 type verdictJSON struct {
@@ -153,8 +157,8 @@ type observationJSON struct {
 
 func toTestResultJSON(t *store.TestResult, where bool) testResultJSON {
 	out := testResultJSON{JobID: t.JobID, Job: t.Job, Attempt: t.Attempt, Suite: t.Suite, Name: t.Name, File: t.File, Line: t.Line,
-		Status: string(t.Status), DurationMS: float64(t.Duration.Microseconds()) / 1000, Message: t.Message, Output: t.Output,
-		CreatedAt: formatTime(t.CreatedAt)}
+		Status: string(t.Status), DurationMS: float64(t.Duration.Microseconds()) / 1000, FailedAttempts: t.FailedAttempts,
+		Message: t.Message, Output: t.Output, CreatedAt: formatTime(t.CreatedAt)}
 	if where {
 		id := t.RunID
 		out.Run, out.RunID, out.Branch, out.SHA = t.RunNumber, &id, t.Branch, t.SHA

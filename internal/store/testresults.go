@@ -40,7 +40,7 @@ type TestResults interface {
 	// with no result anywhere are left out.
 	TestEvidence(ctx context.Context, p TestEvidenceParams) (map[testreport.TestID]*TestEvidence, error)
 	// FlakyTests lists the tests of a project that failed and passed on one commit since
-	// p.Since, with those results: the evidence of each, newest first, at most p.Limit
+	// p.Since (a pass after failed reruns within one report is both), with those results: the evidence of each, newest first, at most p.Limit
 	// tests.
 	FlakyTests(ctx context.Context, p FlakyTestsParams) ([]*FlakyTest, error)
 	// DeleteTestResultsBefore deletes the results added before t and returns how many
@@ -150,8 +150,8 @@ type FlakyTest struct {
 
 // Observation is the result as a point of a test's history.
 func (r *TestResult) Observation() testreport.Observation {
-	return testreport.Observation{Status: r.Status, Run: r.RunNumber, Job: r.Job, Attempt: r.Attempt, Branch: r.Branch,
-		SHA: r.SHA, At: r.CreatedAt}
+	return testreport.Observation{Status: r.Status, FailedAttempts: r.FailedAttempts, Run: r.RunNumber, Job: r.Job,
+		Attempt: r.Attempt, Branch: r.Branch, SHA: r.SHA, At: r.CreatedAt}
 }
 
 // Judged is the evidence as testreport.Judge reads it.

@@ -26,7 +26,9 @@ const (
 
 // Observation is one result of a test in its history: where and when it was seen.
 type Observation struct {
-	Status  Status
+	Status Status
+	// FailedAttempts are the reruns the test tool made within its report before a pass.
+	FailedAttempts int
 	Run     int // the run's number in its project
 	Job     string
 	Attempt int
@@ -40,7 +42,15 @@ func (o Observation) String() string {
 	if len(sha) > 12 {
 		sha = sha[:12]
 	}
-	return fmt.Sprintf("%s in run %d (%s attempt %d) on %s at %s", o.Status, o.Run, o.Job, o.Attempt, o.Branch, sha)
+	status := string(o.Status)
+	if o.Status == Passed && o.FailedAttempts > 0 {
+		reruns := "reruns"
+		if o.FailedAttempts == 1 {
+			reruns = "rerun"
+		}
+		status = fmt.Sprintf("passed after %d failed %s", o.FailedAttempts, reruns)
+	}
+	return fmt.Sprintf("%s in run %d (%s attempt %d) on %s at %s", status, o.Run, o.Job, o.Attempt, o.Branch, sha)
 }
 
 // Evidence is what a failing test's verdict is decided from.
@@ -61,7 +71,8 @@ type Verdict struct {
 }
 
 // Judge decides what a failing test's failure is. The rules, in order:
-//   - flaky when it both failed and passed on the commit judged;
+//   - flaky when it both failed and passed on the commit judged (a pass after failed
+//     reruns within one report is both);
 //   - known when its latest result on the default branch before the run failed;
 //   - still when its latest result on the run's branch before the run failed;
 //   - new otherwise, citing the passes before it when there are any.
@@ -72,6 +83,10 @@ func Judge(ev Evidence) Verdict {
 	var fail, pass *Observation
 	for i := range ev.OnCommit {
 		o := &ev.OnCommit[i]
+		if o.Status == Passed && o.FailedAttempts > 0 {
+			// The test tool saw it fail and pass in one report: flaky by itself.
+			return Verdict{Kind: KindFlaky, Why: "failed and passed on the same commit: " + o.String(), Evidence: []Observation{*o}}
+		}
 		switch {
 		case o.Status.Failing() && fail == nil:
 			fail = o

@@ -19,7 +19,7 @@ import (
 const testInsertRows = 256
 
 const testResultCols = `job_id, attempt, idx, run_id, project_id, branch, sha, suite, name, file, line, status,
-	duration_us, message, output, created_at`
+	duration_us, failed_attempts, message, output, created_at`
 
 // checkTestResult says what is wrong with a result the store is asked to keep.
 func checkTestResult(r *testreport.Result) string {
@@ -34,8 +34,8 @@ func checkTestResult(r *testreport.Result) string {
 		return fmt.Sprintf("the message is longer than %d bytes", testreport.MaxMessageBytes)
 	case len(r.Output) > testreport.MaxOutputBytes:
 		return fmt.Sprintf("the output is longer than %d bytes", testreport.MaxOutputBytes)
-	case r.Line < 0 || r.Duration < 0:
-		return "a negative line or duration"
+	case r.Line < 0 || r.Line > testreport.MaxLine || r.Duration < 0 || r.Duration > testreport.MaxDuration || r.FailedAttempts < 0:
+		return "a line, duration or count of failed attempts out of range"
 	}
 	for _, s := range []string{r.Suite, r.Name, r.File, r.Message, r.Output} {
 		// PostgreSQL's text holds neither; SQLite is held to the same rule.
@@ -88,18 +88,18 @@ func (e *Engine) AddTestResults(ctx context.Context, p store.AddTestResultsParam
 			}
 			var b strings.Builder
 			b.WriteString(`INSERT INTO test_results (` + testResultCols + `) VALUES `)
-			args := make([]any, 0, 16*n)
+			args := make([]any, 0, 17*n)
 			for i, r := range rest[:n] {
 				if i > 0 {
 					b.WriteString(", ")
 				}
-				b.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+				b.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
 				msg, out := r.Message, r.Output
-				if r.Status == testreport.Passed {
+				if r.Status == testreport.Passed && r.FailedAttempts == 0 {
 					msg, out = "", ""
 				}
 				args = append(args, p.JobID, attempt, at+i, runID, projectID, branch, sha, r.Suite, r.Name, r.File, r.Line,
-					string(r.Status), r.Duration.Microseconds(), msg, out, now)
+					string(r.Status), r.Duration.Microseconds(), r.FailedAttempts, msg, out, now)
 			}
 			b.WriteString(` ON CONFLICT (job_id, attempt, idx) DO NOTHING`)
 			res, err := t.exec(b.String(), args...)
@@ -120,7 +120,7 @@ func (e *Engine) AddTestResults(ctx context.Context, p store.AddTestResultsParam
 
 // testResultSelect reads a result with its run's number and its job's key.
 const testResultSelect = `SELECT t.job_id, t.attempt, t.idx, t.run_id, r.number, p.name, t.branch, t.sha, j.key, t.suite, t.name,
-	t.file, t.line, t.status, t.duration_us, t.message, t.output, t.created_at
+	t.file, t.line, t.status, t.duration_us, t.failed_attempts, t.message, t.output, t.created_at
 	FROM test_results t JOIN jobs j ON j.id = t.job_id JOIN runs r ON r.id = t.run_id JOIN projects p ON p.id = t.project_id`
 
 func scanTestResult(s scanner) (*store.TestResult, error) {
@@ -131,7 +131,7 @@ func scanTestResult(s scanner) (*store.TestResult, error) {
 		created  int64
 	)
 	if err := s.Scan(&r.JobID, &r.Attempt, &r.Index, &r.RunID, &r.RunNumber, &r.Project, &r.Branch, &r.SHA, &r.Job,
-		&r.Suite, &r.Name, &r.File, &r.Line, &status, &duration, &r.Message, &r.Output, &created); err != nil {
+		&r.Suite, &r.Name, &r.File, &r.Line, &status, &duration, &r.FailedAttempts, &r.Message, &r.Output, &created); err != nil {
 		return nil, err
 	}
 	r.Status = testreport.Status(status)
@@ -333,10 +333,12 @@ func (e *Engine) FlakyTests(ctx context.Context, p store.FlakyTestsParams) ([]*s
 	if limit <= 0 || limit > store.MaxTestHistory {
 		limit = store.MaxTestHistory
 	}
-	// The failures since p.Since (a partial index holds only those) that have a pass of
-	// the same test on the same commit.
+	// The failures since p.Since (a partial index holds only those, and the passes after
+	// failed reruns) that have a pass of the same test on the same commit: a pass after
+	// reruns is both by itself.
 	rows, err := e.readRows(ctx, `SELECT t.suite, t.name, t.sha, MAX(t.created_at) FROM test_results t
-		WHERE t.project_id = ? AND t.created_at >= ? AND t.status IN ('failed', 'errored') AND t.sha <> ''
+		WHERE t.project_id = ? AND t.created_at >= ? AND (t.status IN ('failed', 'errored') OR t.failed_attempts > 0)
+		AND t.sha <> ''
 		AND EXISTS (SELECT 1 FROM test_results o WHERE o.project_id = t.project_id AND o.sha = t.sha
 			AND o.name = t.name AND o.suite = t.suite AND o.status = 'passed')
 		GROUP BY t.suite, t.name, t.sha ORDER BY MAX(t.created_at) DESC`, pid, us(p.Since))

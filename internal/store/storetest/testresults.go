@@ -19,6 +19,7 @@ var testResultTests = []test{
 	{"ManyInOneBatch", testResultsMany},
 	{"History", testResultsHistory},
 	{"EvidenceAndFlaky", testResultsEvidence},
+	{"FlakyWithinOneReport", testResultsRerunInReport},
 	{"Retention", testResultsRetention},
 }
 
@@ -320,6 +321,28 @@ func testResultsEvidence(t *testing.T, h Harness) {
 	}
 	if e := ev[ids[2]]; e == nil || e.LastOnDefault != nil || len(e.OnCommit) != 2 {
 		t.Errorf("TestNew's evidence %+v: want its two failures on c2 and nothing on main", e)
+	}
+}
+
+// testResultsRerunInReport: a test its tool re-ran within one report until it passed is
+// flaky by that one result, which keeps the failed attempts' message.
+func testResultsRerunInReport(t *testing.T, h Harness) {
+	_, b := setup(t, h)
+	b.createRun(`jobs: {a: {steps: [{run: "true"}]}}`, onCommit("main", "c1"))
+	c := b.claimOne()
+	rerun := tr("p", "TestRerun", testreport.Passed)
+	rerun.FailedAttempts, rerun.Message = 2, "first try: timeout"
+	b.addTests(c, 0, rerun, tr("p", "TestSteady", testreport.Passed))
+	rs := b.listTests(store.ListTestResultsParams{JobID: c.Job.ID})
+	if len(rs) != 2 || rs[0].Name != "TestRerun" || rs[0].FailedAttempts != 2 || rs[0].Message != "first try: timeout" {
+		t.Fatalf("results %+v: want TestRerun with its 2 failed attempts and their message", rs)
+	}
+	flaky, err := b.s.FlakyTests(b.ctx, store.FlakyTestsParams{Project: "web", Since: epoch})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(flaky) != 1 || flaky[0].Test.Name != "TestRerun" || len(flaky[0].Evidence) != 1 {
+		t.Fatalf("flaky tests %+v, want TestRerun alone, by its one result", flaky)
 	}
 }
 
