@@ -29,12 +29,12 @@ type Observation struct {
 	Status Status
 	// FailedAttempts are the reruns the test tool made within its report before a pass.
 	FailedAttempts int
-	Run     int // the run's number in its project
-	Job     string
-	Attempt int
-	Branch  string
-	SHA     string
-	At      time.Time
+	Run            int // the run's number in its project
+	Job            string
+	Attempt        int
+	Branch         string
+	SHA            string
+	At             time.Time
 }
 
 func (o Observation) String() string {
