@@ -91,6 +91,8 @@ type Agent struct {
 	logCommands bool
 	// keepSummaries says the coordinator keeps step summaries (featureSummaries).
 	keepSummaries bool
+	// keepTests says the coordinator keeps test results (featureTests).
+	keepTests bool
 	// drain ends when the worker is to claim no more.
 	drain context.Context
 
@@ -325,6 +327,7 @@ func (a *Agent) register(ctx context.Context) error {
 	a.completeClaim = slices.Contains(ans.Features, featureCompleteClaim)
 	a.logCommands = slices.Contains(ans.Features, featureLogCommands)
 	a.keepSummaries = slices.Contains(ans.Features, featureSummaries)
+	a.keepTests = slices.Contains(ans.Features, featureTests)
 	if ans.Credential != "" {
 		a.c.token = ans.Credential
 	}
@@ -726,7 +729,7 @@ func (a *Agent) runJob(parent context.Context, j claimedJob, later func(func()))
 	stepsOver.Store(true)
 	// With artifacts to keep, the steps' ends are told at once rather than after the
 	// upload.
-	ending.Store(a.completeSteps && spec.Artifacts == nil && len(caches) == 0)
+	ending.Store(a.completeSteps && spec.Artifacts == nil && spec.Reports == nil && len(caches) == 0)
 	close(steps)
 	<-stepsSent
 	if cause := context.Cause(ctx); len(caches) > 0 && !closed(lost) {
@@ -746,6 +749,15 @@ func (a *Agent) runJob(parent context.Context, j claimedJob, later func(func()))
 		if err := a.keepArtifacts(actx, log, j, ws, jl.rec); err != nil && !errors.Is(err, errLeaseLost) {
 			log.Error("keep artifacts", "err", err)
 			jl.rec.System("artifacts: not kept: " + err.Error())
+		}
+		stop()
+	}
+	if !closed(lost) {
+		// Whatever the steps' outcome: a failed or timed-out job's reports say what broke.
+		tctx, stop := context.WithTimeout(context.WithoutCancel(ctx), reportFor)
+		if err := a.keepTestReports(tctx, log, j, ws, jl.rec); err != nil && !errors.Is(err, errLeaseLost) {
+			log.Error("keep test reports", "err", err)
+			jl.rec.System("test reports: not kept: " + err.Error())
 		}
 		stop()
 	}

@@ -73,11 +73,38 @@ func (a *Agent) baseURL() (*url.URL, error) {
 // following a symlink out of the workspace, and hashes them. Paths that match nothing and
 // files it will not keep are told in the job's log.
 func collectArtifacts(ws string, spec *pipeline.Artifacts, rec *logs.Recorder) ([]keptFile, error) {
+	files, err := findFiles(ws, spec.Paths, "artifacts", rec)
+	if err != nil {
+		return nil, err
+	}
+	for i := range files {
+		f := &files[i]
+		if msg := pipeline.CheckArtifactName(f.Name); msg != "" {
+			return nil, fmt.Errorf("artifact %q %s", f.Name, msg)
+		}
+		sum, size, mode, err := hashFile(f.path)
+		if err != nil {
+			return nil, err
+		}
+		f.SHA256, f.Size, f.Mode = sum, size, uint32(mode.Perm())
+		f.MediaType = mime.TypeByExtension(path.Ext(f.Name))
+		if f.MediaType == "" {
+			f.MediaType = "application/octet-stream"
+		}
+	}
+	return files, nil
+}
+
+// findFiles finds the workspace files that paths (artifact paths: globs, "**", a
+// directory for all below it) match, without following a symlink out of the
+// workspace. Paths that match nothing and files it will not keep are told in the job's
+// log, after what ("artifacts: ...").
+func findFiles(ws string, paths []string, what string, rec *logs.Recorder) ([]keptFile, error) {
 	root, err := filepath.EvalSymlinks(ws)
 	if err != nil {
 		return nil, err
 	}
-	matched := make([]bool, len(spec.Paths))
+	matched := make([]bool, len(paths))
 	var files []keptFile
 	var keptDirs []string // matched directories: everything below them is kept
 	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
@@ -100,7 +127,7 @@ func collectArtifacts(ws string, spec *pipeline.Artifacts, rec *logs.Recorder) (
 			}
 		}
 		hit := below
-		for i, pat := range spec.Paths {
+		for i, pat := range paths {
 			if pipeline.MatchArtifactPath(strings.TrimSuffix(pat, "/"), name) {
 				matched[i], hit = true, true
 			}
@@ -117,47 +144,32 @@ func collectArtifacts(ws string, spec *pipeline.Artifacts, rec *logs.Recorder) (
 		case d.Type()&fs.ModeSymlink != 0:
 			target, err := filepath.EvalSymlinks(p)
 			if err != nil {
-				rec.System(fmt.Sprintf("artifacts: %s is a broken symlink; not kept", name))
+				rec.System(fmt.Sprintf("%s: %s is a broken symlink; not kept", what, name))
 				return nil
 			}
 			if target != root && !strings.HasPrefix(target, root+string(filepath.Separator)) {
-				rec.System(fmt.Sprintf("artifacts: %s is a symlink leading out of the workspace; not kept", name))
+				rec.System(fmt.Sprintf("%s: %s is a symlink leading out of the workspace; not kept", what, name))
 				return nil
 			}
 			st, err := os.Stat(target)
 			if err != nil || !st.Mode().IsRegular() {
-				rec.System(fmt.Sprintf("artifacts: %s is a symlink to something other than a file; not kept", name))
+				rec.System(fmt.Sprintf("%s: %s is a symlink to something other than a file; not kept", what, name))
 				return nil
 			}
 			files = append(files, keptFile{Name: name, path: target})
 		case d.Type().IsRegular():
 			files = append(files, keptFile{Name: name, path: p})
 		default:
-			rec.System(fmt.Sprintf("artifacts: %s is not a regular file; not kept", name))
+			rec.System(fmt.Sprintf("%s: %s is not a regular file; not kept", what, name))
 		}
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("find artifact files: %w", err)
+		return nil, fmt.Errorf("find %s files: %w", what, err)
 	}
 	for i, ok := range matched {
 		if !ok {
-			rec.System(fmt.Sprintf("artifacts: no file matches %q", spec.Paths[i]))
-		}
-	}
-	for i := range files {
-		f := &files[i]
-		if msg := pipeline.CheckArtifactName(f.Name); msg != "" {
-			return nil, fmt.Errorf("artifact %q %s", f.Name, msg)
-		}
-		sum, size, mode, err := hashFile(f.path)
-		if err != nil {
-			return nil, err
-		}
-		f.SHA256, f.Size, f.Mode = sum, size, uint32(mode.Perm())
-		f.MediaType = mime.TypeByExtension(path.Ext(f.Name))
-		if f.MediaType == "" {
-			f.MediaType = "application/octet-stream"
+			rec.System(fmt.Sprintf("%s: no file matches %q", what, paths[i]))
 		}
 	}
 	return files, nil

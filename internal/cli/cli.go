@@ -195,6 +195,7 @@ func (a *app) rootCommand() *cobra.Command {
 		a.serverCommand(),
 		a.submitCommand(),
 		a.summaryCommand(),
+		a.testsCommand(),
 		a.tokenCommand(),
 		a.upCommand(),
 		a.variableCommand(),

@@ -10,10 +10,11 @@ import (
 	"github.com/gantry-ci/gantry/internal/pipeline"
 	"github.com/gantry-ci/gantry/internal/store"
 	"github.com/gantry-ci/gantry/internal/store/sqlite"
+	"github.com/gantry-ci/gantry/internal/testreport"
 )
 
-// TestPurgeSummaries: the log retention deletes the step summaries put before its cut
-// with the logs, and keeps the later ones.
+// TestPurgeSummaries: the log retention deletes the step summaries and test results kept
+// before its cut with the logs, and keeps the later ones.
 func TestPurgeSummaries(t *testing.T) {
 	t.Parallel()
 	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "gantry.db"), sqlite.Options{})
@@ -36,6 +37,17 @@ func TestPurgeSummaries(t *testing.T) {
 	if err := st.PutSummary(t.Context(), store.PutSummaryParams{LeaseRef: ref, Step: 0, Markdown: "old"}); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := st.AddTestResults(t.Context(), store.AddTestResultsParams{LeaseRef: ref,
+		Results: []testreport.Result{{Name: "TestOld", Status: testreport.Passed}}}); err != nil {
+		t.Fatal(err)
+	}
+	tests := func() int {
+		rs, err := st.ListTestResults(t.Context(), store.ListTestResultsParams{JobID: ref.JobID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(rs)
+	}
 	svc := logs.NewService(logs.Config{Storage: logs.NewChunkStorage(st)})
 	t.Cleanup(svc.Close)
 	log := slog.New(slog.NewTextHandler(t.Output(), nil))
@@ -43,8 +55,14 @@ func TestPurgeSummaries(t *testing.T) {
 	if ps, _ := st.ListSummaries(t.Context(), store.ListSummariesParams{JobID: ref.JobID}); len(ps) != 1 {
 		t.Fatalf("a summary newer than the cut: %d parts left, want 1", len(ps))
 	}
+	if n := tests(); n != 1 {
+		t.Fatalf("a test result newer than the cut: %d left, want 1", n)
+	}
 	purgeBefore(t.Context(), svc, st, time.Now().Add(time.Second), log)
 	if ps, _ := st.ListSummaries(t.Context(), store.ListSummariesParams{JobID: ref.JobID}); len(ps) != 0 {
 		t.Errorf("a summary older than the cut: %d parts left, want none", len(ps))
+	}
+	if n := tests(); n != 0 {
+		t.Errorf("a test result older than the cut: %d left, want none", n)
 	}
 }

@@ -712,8 +712,8 @@ func collectArtifacts(ctx context.Context, st store.Store, bs blob.Store, policy
 	}
 }
 
-// purgeLogs deletes logs, and the step summaries that go with them, older than
-// retention, now and then every hour.
+// purgeLogs deletes logs, and the step summaries and test results that go with them,
+// older than retention, now and then every hour.
 func purgeLogs(ctx context.Context, svc *logs.Service, summaries summaryPurger, retention time.Duration, log *slog.Logger) {
 	t := time.NewTicker(time.Hour)
 	defer t.Stop()
@@ -727,7 +727,7 @@ func purgeLogs(ctx context.Context, svc *logs.Service, summaries summaryPurger, 
 	}
 }
 
-// purgeBefore deletes the logs and step summaries older than cut.
+// purgeBefore deletes the logs, step summaries and test results older than cut.
 func purgeBefore(ctx context.Context, svc *logs.Service, summaries summaryPurger, cut time.Time, log *slog.Logger) {
 	n, err := svc.Purge(ctx, cut)
 	if err != nil {
@@ -740,11 +740,18 @@ func purgeBefore(ctx context.Context, svc *logs.Service, summaries summaryPurger
 	} else if n > 0 {
 		log.Info("purged old step summaries", "count", n, "before", cut)
 	}
+	if n, err := summaries.DeleteTestResultsBefore(ctx, cut); err != nil {
+		log.Error("purge old test results", "err", err)
+	} else if n > 0 {
+		log.Info("purged old test results", "count", n, "before", cut)
+	}
 }
 
-// summaryPurger deletes step summaries put before a time (store.Summaries).
+// summaryPurger deletes step summaries and test results kept before a time
+// (store.Summaries, store.TestResults).
 type summaryPurger interface {
 	DeleteSummariesBefore(ctx context.Context, before time.Time) (int, error)
+	DeleteTestResultsBefore(ctx context.Context, before time.Time) (int, error)
 }
 
 // redactURL hides a password in a database URL before it is logged.

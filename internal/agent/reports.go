@@ -1,0 +1,201 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/gantry-ci/gantry/internal/logs"
+	"github.com/gantry-ci/gantry/internal/testreport"
+)
+
+// featureTests is the coordinator's feature of test results,
+// POST /api/v1/agent/jobs/{id}/tests.
+const featureTests = "tests"
+
+// Bounds of what the worker sends of a job's test results.
+const (
+	// testBatch is the most results one report carries (the coordinator's bound).
+	testBatch = 1000
+	// testBatchBytes cuts a report sooner when its results' texts add up to this.
+	testBatchBytes = 4 << 20
+	// testAnnotations is how many failing tests are raised as error annotations, and
+	// how many report warnings as warning annotations.
+	testAnnotations = 10
+)
+
+// testsTitle is the title of the annotations about a job's test reports.
+const testsTitle = "Test reports"
+
+// testResultOut is a result as the coordinator takes it.
+type testResultOut struct {
+	Suite      string  `json:"suite,omitempty"`
+	Name       string  `json:"name"`
+	File       string  `json:"file,omitempty"`
+	Line       int     `json:"line,omitempty"`
+	Status     string  `json:"status"`
+	DurationMS float64 `json:"duration_ms"`
+	// FailedAttempts are the reruns the test tool made within its report before a pass.
+	FailedAttempts int    `json:"failed_attempts,omitempty"`
+	Message        string `json:"message,omitempty"`
+	Output         string `json:"output,omitempty"`
+}
+
+// keepTestReports reads the test reports the job's reports: names after its steps,
+// whatever their outcome (a failed job's reports are the ones that matter), and sends
+// their results to the coordinator in batches. A report that cannot be read, or holds
+// more than the bounds, is a warning on the job; the job's status never depends on its
+// reports. The log says what was read; the first failing tests are raised as error
+// annotations so that the job's page says what broke.
+func (a *Agent) keepTestReports(ctx context.Context, log *slog.Logger, j claimedJob, ws string, rec *logs.Recorder) error {
+	formats := j.Spec.Reports.ByFormat()
+	if len(formats) == 0 {
+		return nil
+	}
+	if !a.keepTests {
+		rec.System("test reports: not read: the coordinator is of a version that does not keep test results")
+		return nil
+	}
+	var (
+		results  []testreport.Result
+		warnings []testreport.Warning
+		files    int
+	)
+	for _, f := range formats {
+		found, err := findFiles(ws, f.Paths, "test reports", rec)
+		if err != nil {
+			return err
+		}
+		for _, file := range found {
+			files++
+			rs, ws := parseReport(f.Format, file, testreport.MaxTestsPerJob-len(results))
+			warnings = append(warnings, ws...)
+			results = append(results, rs...)
+		}
+	}
+	for i, w := range warnings {
+		if i == testAnnotations {
+			rec.Annotate(-1, logs.LevelWarning, testsTitle, fmt.Sprintf("and %d more warnings about the test reports", len(warnings)-i))
+			break
+		}
+		rec.Annotate(-1, logs.LevelWarning, testsTitle, w.String())
+	}
+	rec.System("test reports: " + describeResults(results, files))
+	raised := 0
+	for _, r := range results {
+		if !r.Status.Failing() {
+			continue
+		}
+		if raised == testAnnotations {
+			rec.Annotate(-1, logs.LevelError, testsTitle, "more tests failed: the run's tests list them all (gantry tests RUN)")
+			break
+		}
+		raised++
+		// The log shows an annotation's message alone: it names the test.
+		msg, _, _ := strings.Cut(strings.TrimSpace(r.Message), "\n")
+		id := testreport.TestID{Suite: r.Suite, Name: r.Name}.String()
+		if msg == "" {
+			msg = id + " " + string(r.Status)
+		} else {
+			msg = id + ": " + msg
+		}
+		rec.Annotate(-1, logs.LevelError, "Test "+string(r.Status), msg)
+	}
+	return a.sendTestResults(ctx, log, j, results, rec)
+}
+
+// parseReport reads one report file of format, at most room results of it. What keeps
+// the file from being read at all is one more warning, and no results.
+func parseReport(format string, file keptFile, room int) ([]testreport.Result, []testreport.Warning) {
+	notRead := func(line int, why string) []testreport.Warning {
+		return []testreport.Warning{{File: file.Name, Line: line, Message: "not read as " + format + ": " + why}}
+	}
+	f, err := os.Open(file.path)
+	if err != nil {
+		return nil, notRead(0, err.Error())
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, notRead(0, err.Error())
+	}
+	if st.Size() > testreport.MaxReportBytes {
+		return nil, notRead(0, fmt.Sprintf("%d bytes, more than the %d a report may have", st.Size(), testreport.MaxReportBytes))
+	}
+	rs, ws, err := testreport.Parse(format, file.Name, f, room)
+	var fe *testreport.FormatError
+	switch {
+	case errors.As(err, &fe):
+		return nil, append(ws, notRead(fe.Line, fe.Reason)...)
+	case err != nil:
+		return nil, append(ws, notRead(0, err.Error())...)
+	}
+	return rs, ws
+}
+
+// describeResults says what reports held: "1,204 tests from 2 files: 3 failed, 1
+// skipped, 1,200 passed".
+func describeResults(rs []testreport.Result, files int) string {
+	counts := map[testreport.Status]int{}
+	for _, r := range rs {
+		counts[r.Status]++
+	}
+	out := fmt.Sprintf("%d %s from %d %s", len(rs), plural(len(rs), "test", "tests"), files, plural(files, "file", "files"))
+	var parts []string
+	for _, s := range []testreport.Status{testreport.Failed, testreport.Errored, testreport.Skipped, testreport.Passed} {
+		if counts[s] > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", counts[s], s))
+		}
+	}
+	if len(parts) > 0 {
+		out += ": " + strings.Join(parts, ", ")
+	}
+	return out
+}
+
+// sendTestResults sends results in batches, each numbered from where the one before it
+// ended so that a batch sent again is kept once. Texts are masked as the log is.
+func (a *Agent) sendTestResults(ctx context.Context, log *slog.Logger, j claimedJob, results []testreport.Result, rec *logs.Recorder) error {
+	for first := 0; first < len(results); {
+		var (
+			batch []testResultOut
+			bytes int
+		)
+		for _, r := range results[first:] {
+			if len(batch) == testBatch || len(batch) > 0 && bytes+len(r.Message)+len(r.Output) > testBatchBytes {
+				break
+			}
+			out := testResultOut{Suite: r.Suite, Name: r.Name, File: r.File, Line: r.Line, Status: string(r.Status),
+				DurationMS: float64(r.Duration.Microseconds()) / 1000, FailedAttempts: r.FailedAttempts}
+			if r.Status != testreport.Passed || r.FailedAttempts > 0 {
+				out.Message, out.Output = cutText(rec.MaskText(r.Message), testreport.MaxMessageBytes), cutText(rec.MaskText(r.Output), testreport.MaxOutputBytes)
+			}
+			bytes += len(out.Message) + len(out.Output)
+			batch = append(batch, out)
+		}
+		body := map[string]any{"token": j.Lease.Token, "first": first, "results": batch}
+		if err := a.retryPost(ctx, "/api/v1/agent/jobs/"+j.ID+"/tests", body, nil); err != nil {
+			if errors.Is(err, errLeaseLost) {
+				return err
+			}
+			log.Warn("the coordinator refused test results", "first", first, "err", err)
+			rec.Annotate(-1, logs.LevelWarning, testsTitle, fmt.Sprintf("the coordinator did not keep test results %d to %d of %d: %v",
+				first+1, first+len(batch), len(results), err))
+			return nil
+		}
+		first += len(batch)
+	}
+	return nil
+}
+
+// cutText bounds a masked text, which masking may have made longer; a rune the cut
+// split is dropped.
+func cutText(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	return strings.ToValidUTF8(s[:max], "")
+}
