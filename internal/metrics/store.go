@@ -143,6 +143,9 @@ const (
 	opTestEvidence
 	opFlakyTests
 	opDeleteTestResultsBefore
+	opPutQuarantine
+	opListQuarantines
+	opDeleteQuarantine
 	numOps
 )
 
@@ -174,6 +177,7 @@ var opNames = [numOps]string{
 	"GetRunByNumber",
 	"SupersedeOutbox",
 	"AddTestResults", "ListTestResults", "CountTestResults", "TestHistory", "TestEvidence", "FlakyTests", "DeleteTestResultsBefore",
+	"PutQuarantine", "ListQuarantines", "DeleteQuarantine",
 }
 
 // instrumented is a store.Store that times every call of the store it wraps. The
@@ -1121,4 +1125,25 @@ func (s *instrumented) DeleteTestResultsBefore(ctx context.Context, before time.
 	r0, err := s.Store.DeleteTestResultsBefore(ctx, before)
 	s.done(opDeleteTestResultsBefore, t, err)
 	return r0, err
+}
+
+func (s *instrumented) PutQuarantine(ctx context.Context, p store.PutQuarantineParams) (*store.Quarantine, error) {
+	t := time.Now()
+	r0, err := s.Store.PutQuarantine(ctx, p)
+	s.done(opPutQuarantine, t, err)
+	return r0, err
+}
+
+func (s *instrumented) ListQuarantines(ctx context.Context, p store.ListQuarantinesParams) ([]*store.Quarantine, error) {
+	t := time.Now()
+	r0, err := s.Store.ListQuarantines(ctx, p)
+	s.done(opListQuarantines, t, err)
+	return r0, err
+}
+
+func (s *instrumented) DeleteQuarantine(ctx context.Context, project string, test testreport.TestID) error {
+	t := time.Now()
+	err := s.Store.DeleteQuarantine(ctx, project, test)
+	s.done(opDeleteQuarantine, t, err)
+	return err
 }

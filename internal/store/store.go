@@ -34,6 +34,7 @@ type Store interface {
 	Annotations
 	Summaries
 	TestResults
+	Quarantines
 	Reruns
 	ApprovalInbox
 	// CancelRequested lists the jobs a worker holds that were asked to cancel.

@@ -171,3 +171,58 @@ func (e *TestEvidence) Judged() testreport.Evidence {
 	}
 	return out
 }
+
+// Quarantines keeps the tests a project has quarantined: while a quarantine lasts, the
+// test's failures are still kept, counted and shown, but do not fail its job. A
+// quarantine ends by itself at its expiry.
+type Quarantines interface {
+	// PutQuarantine quarantines p.Test in p.Project until p.ExpiresAt, replacing the
+	// quarantine it has. ErrNotFound for no such project; ErrInvalid for an empty test
+	// name or owner, an expiry not after now or more than MaxQuarantine ahead, or text
+	// over the bounds; ErrConflict when the project has MaxQuarantines others in force.
+	PutQuarantine(ctx context.Context, p PutQuarantineParams) (*Quarantine, error)
+	// ListQuarantines lists the project's quarantines in force at p.At (now when zero),
+	// by suite and name; p.Expired lists those that ended too.
+	ListQuarantines(ctx context.Context, p ListQuarantinesParams) ([]*Quarantine, error)
+	// DeleteQuarantine ends a test's quarantine; ErrNotFound when it has none.
+	DeleteQuarantine(ctx context.Context, project string, test testreport.TestID) error
+}
+
+// Bounds of quarantines.
+const (
+	// MaxQuarantine is the longest a quarantine may last: a test left quarantined for
+	// good is a test deleted without saying so.
+	MaxQuarantine = 90 * 24 * time.Hour
+	// MaxQuarantines is the most quarantines in force in one project.
+	MaxQuarantines = 1000
+	// MaxQuarantineText bounds an owner and a reason.
+	MaxQuarantineText = 1 << 10
+)
+
+// Quarantine is a test's quarantine in a project.
+type Quarantine struct {
+	Project   string
+	Test      testreport.TestID
+	Owner     string // who is to fix the test
+	Reason    string
+	CreatedBy string // who quarantined it ("" with authentication off)
+	CreatedAt time.Time
+	ExpiresAt time.Time
+}
+
+// PutQuarantineParams quarantine one test.
+type PutQuarantineParams struct {
+	Project   string
+	Test      testreport.TestID
+	Owner     string
+	Reason    string
+	CreatedBy string
+	ExpiresAt time.Time
+}
+
+// ListQuarantinesParams select a project's quarantines.
+type ListQuarantinesParams struct {
+	Project string
+	At      time.Time
+	Expired bool
+}

@@ -951,3 +951,24 @@ func (s *traced) DeleteTestResultsBefore(ctx context.Context, before time.Time) 
 	end(span, err)
 	return r0, err
 }
+
+func (s *traced) PutQuarantine(ctx context.Context, p store.PutQuarantineParams) (*store.Quarantine, error) {
+	ctx, span := s.start(ctx, "PutQuarantine")
+	r0, err := s.Store.PutQuarantine(ctx, p)
+	end(span, err)
+	return r0, err
+}
+
+func (s *traced) ListQuarantines(ctx context.Context, p store.ListQuarantinesParams) ([]*store.Quarantine, error) {
+	ctx, span := s.start(ctx, "ListQuarantines")
+	r0, err := s.Store.ListQuarantines(ctx, p)
+	end(span, err)
+	return r0, err
+}
+
+func (s *traced) DeleteQuarantine(ctx context.Context, project string, test testreport.TestID) error {
+	ctx, span := s.start(ctx, "DeleteQuarantine")
+	err := s.Store.DeleteQuarantine(ctx, project, test)
+	end(span, err)
+	return err
+}

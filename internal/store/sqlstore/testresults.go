@@ -403,3 +403,109 @@ func (e *Engine) DeleteTestResultsBefore(ctx context.Context, before time.Time) 
 	})
 	return int(n), err
 }
+
+const quarantineCols = `q.suite, q.name, q.owner, q.reason, q.created_by, q.created_at, q.expires_at`
+
+// PutQuarantine implements store.Quarantines.
+func (e *Engine) PutQuarantine(ctx context.Context, p store.PutQuarantineParams) (*store.Quarantine, error) {
+	now := e.clock.Now()
+	check := testreport.Result{Suite: p.Test.Suite, Name: p.Test.Name, Status: testreport.Passed, Message: p.Reason}
+	switch {
+	case checkTestResult(&check) != "":
+		return nil, fmt.Errorf("quarantine %s: %s: %w", p.Test, checkTestResult(&check), store.ErrInvalid)
+	case strings.TrimSpace(p.Owner) == "":
+		return nil, fmt.Errorf("quarantine %s: an owner is required: who is to fix the test: %w", p.Test, store.ErrInvalid)
+	case len(p.Owner) > store.MaxQuarantineText || len(p.Reason) > store.MaxQuarantineText || !utf8.ValidString(p.Owner) || strings.IndexByte(p.Owner, 0) >= 0:
+		return nil, fmt.Errorf("quarantine %s: an owner or reason that is not text of at most %d bytes: %w", p.Test, store.MaxQuarantineText, store.ErrInvalid)
+	case !p.ExpiresAt.After(now) || p.ExpiresAt.After(now.Add(store.MaxQuarantine)):
+		return nil, fmt.Errorf("quarantine %s: it must end after now and within %s: %w", p.Test, store.MaxQuarantine, store.ErrInvalid)
+	}
+	q := &store.Quarantine{Project: p.Project, Test: p.Test, Owner: p.Owner, Reason: p.Reason, CreatedBy: p.CreatedBy,
+		CreatedAt: fromUS(us(now)), ExpiresAt: fromUS(us(p.ExpiresAt))}
+	err := e.write(ctx, func(t *tx) error {
+		var pid uuid.UUID
+		err := t.row(`SELECT id FROM projects WHERE name = ?`+e.d.ForUpdate, p.Project).Scan(&pid)
+		if isNoRows(err) {
+			return fmt.Errorf("project %q: %w", p.Project, store.ErrNotFound)
+		}
+		if err != nil {
+			return err
+		}
+		var others int
+		if err := t.row(`SELECT COUNT(*) FROM test_quarantine WHERE project_id = ? AND expires_at > ? AND NOT (suite = ? AND name = ?)`,
+			pid, us(now), p.Test.Suite, p.Test.Name).Scan(&others); err != nil {
+			return err
+		}
+		if others >= store.MaxQuarantines {
+			return fmt.Errorf("project %s has %d tests quarantined, the most it may: %w", p.Project, others, store.ErrConflict)
+		}
+		_, err = t.exec(`INSERT INTO test_quarantine (project_id, suite, name, owner, reason, created_by, created_at, expires_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (project_id, suite, name) DO UPDATE SET owner = excluded.owner, reason = excluded.reason,
+				created_by = excluded.created_by, created_at = excluded.created_at, expires_at = excluded.expires_at`,
+			pid, p.Test.Suite, p.Test.Name, p.Owner, p.Reason, p.CreatedBy, us(q.CreatedAt), us(q.ExpiresAt))
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("quarantine %s: %w", p.Test, err)
+	}
+	return q, nil
+}
+
+// ListQuarantines implements store.Quarantines.
+func (e *Engine) ListQuarantines(ctx context.Context, p store.ListQuarantinesParams) ([]*store.Quarantine, error) {
+	pid, err := e.projectIDOf(ctx, p.Project)
+	if err != nil {
+		return nil, fmt.Errorf("list quarantines: %w", err)
+	}
+	at := p.At
+	if at.IsZero() {
+		at = e.clock.Now()
+	}
+	q := `SELECT ` + quarantineCols + ` FROM test_quarantine q WHERE q.project_id = ?`
+	args := []any{pid}
+	if !p.Expired {
+		q += ` AND q.expires_at > ?`
+		args = append(args, us(at))
+	}
+	rows, err := e.readRows(ctx, q+` ORDER BY q.suite, q.name`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list quarantines: %w", err)
+	}
+	defer rows.Close()
+	var out []*store.Quarantine
+	for rows.Next() {
+		var (
+			x                store.Quarantine
+			created, expires int64
+		)
+		if err := rows.Scan(&x.Test.Suite, &x.Test.Name, &x.Owner, &x.Reason, &x.CreatedBy, &created, &expires); err != nil {
+			return nil, fmt.Errorf("list quarantines: %w", err)
+		}
+		x.Project, x.CreatedAt, x.ExpiresAt = p.Project, fromUS(created), fromUS(expires)
+		out = append(out, &x)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list quarantines: %w", err)
+	}
+	return out, nil
+}
+
+// DeleteQuarantine implements store.Quarantines.
+func (e *Engine) DeleteQuarantine(ctx context.Context, project string, test testreport.TestID) error {
+	err := e.write(ctx, func(t *tx) error {
+		res, err := t.exec(`DELETE FROM test_quarantine WHERE project_id = (SELECT id FROM projects WHERE name = ?) AND suite = ? AND name = ?`,
+			project, test.Suite, test.Name)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return fmt.Errorf("%s is not quarantined in project %q: %w", test, project, store.ErrNotFound)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("release %s from quarantine: %w", test, err)
+	}
+	return nil
+}

@@ -21,6 +21,7 @@ var testResultTests = []test{
 	{"EvidenceAndFlaky", testResultsEvidence},
 	{"FlakyWithinOneReport", testResultsRerunInReport},
 	{"Retention", testResultsRetention},
+	{"Quarantine", testQuarantine},
 }
 
 // onCommit is a run of project web on branch at sha, as a webhook would start it.
@@ -361,4 +362,83 @@ func testResultsRetention(t *testing.T, h Harness) {
 	if got := testNames(b.listTests(store.ListTestResultsParams{JobID: c.Job.ID})); got != "s.new:passed" {
 		t.Errorf("after retention: %q", got)
 	}
+}
+
+// testQuarantine: a quarantine is listed while in force and ends by itself at its
+// expiry; putting it again replaces it; it can be ended early; what is not a
+// quarantine is refused.
+func testQuarantine(t *testing.T, h Harness) {
+	_, b := setup(t, h)
+	b.createRun(`jobs: {a: {steps: [{run: "true"}]}}`, onCommit("main", "c1"))
+	flaky := testreport.TestID{Suite: "p", Name: "TestFlaky"}
+	put := func(p store.PutQuarantineParams) (*store.Quarantine, error) {
+		p.Project = "web"
+		if p.Test == (testreport.TestID{}) {
+			p.Test = flaky
+		}
+		return b.s.PutQuarantine(b.ctx, p)
+	}
+	list := func(p store.ListQuarantinesParams) string {
+		t.Helper()
+		p.Project = "web"
+		qs, err := b.s.ListQuarantines(b.ctx, p)
+		if err != nil {
+			t.Fatalf("ListQuarantines: %v", err)
+		}
+		var out []string
+		for _, q := range qs {
+			out = append(out, fmt.Sprintf("%s:%s:%s", q.Test, q.Owner, q.ExpiresAt.Sub(epoch)))
+		}
+		return strings.Join(out, " ")
+	}
+	q, err := put(store.PutQuarantineParams{Owner: "alice", Reason: "races on CI", CreatedBy: "bob", ExpiresAt: epoch.Add(48 * time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q.Test != flaky || q.Owner != "alice" || q.Reason != "races on CI" || q.CreatedBy != "bob" || !q.CreatedAt.Equal(epoch) {
+		t.Errorf("quarantine %+v", *q)
+	}
+	if _, err := put(store.PutQuarantineParams{Test: testreport.TestID{Suite: "p", Name: "TestOther"}, Owner: "carol",
+		ExpiresAt: epoch.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	if got := list(store.ListQuarantinesParams{}); got != "p.TestFlaky:alice:48h0m0s p.TestOther:carol:1h0m0s" {
+		t.Errorf("in force: %q", got)
+	}
+	b.clk.Advance(2 * time.Hour)
+	if got := list(store.ListQuarantinesParams{}); got != "p.TestFlaky:alice:48h0m0s" {
+		t.Errorf("in force two hours on: %q, want TestOther's ended by itself", got)
+	}
+	if got := list(store.ListQuarantinesParams{Expired: true}); got != "p.TestFlaky:alice:48h0m0s p.TestOther:carol:1h0m0s" {
+		t.Errorf("with the ended ones: %q", got)
+	}
+	if _, err := put(store.PutQuarantineParams{Owner: "dave", ExpiresAt: epoch.Add(72 * time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	if got := list(store.ListQuarantinesParams{}); got != "p.TestFlaky:dave:72h0m0s" {
+		t.Errorf("put again: %q, want it replaced", got)
+	}
+	if err := b.s.DeleteQuarantine(b.ctx, "web", flaky); err != nil {
+		t.Fatal(err)
+	}
+	if got := list(store.ListQuarantinesParams{}); got != "" {
+		t.Errorf("after its release: %q", got)
+	}
+	wantErr(t, "release again", b.s.DeleteQuarantine(b.ctx, "web", flaky), store.ErrNotFound)
+	now := b.clk.Now()
+	for _, tc := range []struct {
+		name string
+		p    store.PutQuarantineParams
+	}{
+		{"no owner", store.PutQuarantineParams{ExpiresAt: now.Add(time.Hour)}},
+		{"no name", store.PutQuarantineParams{Test: testreport.TestID{Suite: "p"}, Owner: "a", ExpiresAt: now.Add(time.Hour)}},
+		{"ended already", store.PutQuarantineParams{Owner: "a", ExpiresAt: now}},
+		{"too long", store.PutQuarantineParams{Owner: "a", ExpiresAt: now.Add(store.MaxQuarantine + time.Hour)}},
+		{"NUL in the owner", store.PutQuarantineParams{Owner: "a\x00", ExpiresAt: now.Add(time.Hour)}},
+	} {
+		_, err := put(tc.p)
+		wantErr(t, tc.name, err, store.ErrInvalid)
+	}
+	_, err = b.s.PutQuarantine(b.ctx, store.PutQuarantineParams{Project: "nope", Test: flaky, Owner: "a", ExpiresAt: now.Add(time.Hour)})
+	wantErr(t, "an unknown project", err, store.ErrNotFound)
 }
