@@ -696,6 +696,9 @@ func (a *Agent) runJob(parent context.Context, j claimedJob, later func(func()))
 		exit         *int
 		caches       []*jobCache
 		outputs      map[string]string
+		// failedSteps counts the steps that failed, continue_on_error's too: a job
+		// whose only failures are quarantined tests must have failed in one step.
+		failedSteps int
 	)
 	if j.SecretsError != "" {
 		// Before the checkout, so nothing of the job ran without what it needs.
@@ -723,6 +726,9 @@ func (a *Agent) runJob(parent context.Context, j claimedJob, later func(func()))
 			}
 		}
 		status, kind, exit, outputs = a.runSteps(ctx, log, jl.rec, j, ws, caches, lease, func(step int, body map[string]any) {
+			if body["status"] == "failed" {
+				failedSteps++
+			}
 			steps <- stepReport{path: "/steps/" + strconv.Itoa(step), step: step, body: body}
 		}, summary, later)
 	}
@@ -732,6 +738,21 @@ func (a *Agent) runJob(parent context.Context, j claimedJob, later func(func()))
 	ending.Store(a.completeSteps && spec.Artifacts == nil && spec.Reports == nil && len(caches) == 0)
 	close(steps)
 	<-stepsSent
+	if !closed(lost) {
+		// Whatever the steps' outcome: a failed or timed-out job's reports say what broke.
+		// Before the caches and artifacts, which go by the job's outcome: a job whose
+		// only failures are quarantined tests succeeds.
+		tctx, stop := context.WithTimeout(context.WithoutCancel(ctx), reportFor)
+		failing, err := a.keepTestReports(tctx, log, j, ws, jl.rec)
+		if err != nil && !errors.Is(err, errLeaseLost) {
+			log.Error("keep test reports", "err", err)
+			jl.rec.System("test reports: not kept: " + err.Error())
+		}
+		if err == nil && status == "failed" && kind == "failure" && failedSteps == 1 && a.quarantinedOnly(tctx, log, j, failing, jl.rec) {
+			status, kind, exit = "success", "", nil
+		}
+		stop()
+	}
 	if cause := context.Cause(ctx); len(caches) > 0 && !closed(lost) {
 		// A cancelled or timed-out job saves nothing: its files may be half written.
 		outcome := status
@@ -749,15 +770,6 @@ func (a *Agent) runJob(parent context.Context, j claimedJob, later func(func()))
 		if err := a.keepArtifacts(actx, log, j, ws, jl.rec); err != nil && !errors.Is(err, errLeaseLost) {
 			log.Error("keep artifacts", "err", err)
 			jl.rec.System("artifacts: not kept: " + err.Error())
-		}
-		stop()
-	}
-	if !closed(lost) {
-		// Whatever the steps' outcome: a failed or timed-out job's reports say what broke.
-		tctx, stop := context.WithTimeout(context.WithoutCancel(ctx), reportFor)
-		if err := a.keepTestReports(tctx, log, j, ws, jl.rec); err != nil && !errors.Is(err, errLeaseLost) {
-			log.Error("keep test reports", "err", err)
-			jl.rec.System("test reports: not kept: " + err.Error())
 		}
 		stop()
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/gantry-ci/gantry/internal/logs"
@@ -49,15 +50,15 @@ type testResultOut struct {
 // their results to the coordinator in batches. A report that cannot be read, or holds
 // more than the bounds, is a warning on the job; the job's status never depends on its
 // reports. The log says what was read; the first failing tests are raised as error
-// annotations so that the job's page says what broke.
-func (a *Agent) keepTestReports(ctx context.Context, log *slog.Logger, j claimedJob, ws string, rec *logs.Recorder) error {
+// annotations so that the job's page says what broke. It returns the failing tests.
+func (a *Agent) keepTestReports(ctx context.Context, log *slog.Logger, j claimedJob, ws string, rec *logs.Recorder) ([]testreport.TestID, error) {
 	formats := j.Spec.Reports.ByFormat()
 	if len(formats) == 0 {
-		return nil
+		return nil, nil
 	}
 	if !a.keepTests {
 		rec.System("test reports: not read: the coordinator is of a version that does not keep test results")
-		return nil
+		return nil, nil
 	}
 	var (
 		results  []testreport.Result
@@ -67,7 +68,7 @@ func (a *Agent) keepTestReports(ctx context.Context, log *slog.Logger, j claimed
 	for _, f := range formats {
 		found, err := findFiles(ws, f.Paths, "test reports", rec)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		for _, file := range found {
 			files++
@@ -84,16 +85,19 @@ func (a *Agent) keepTestReports(ctx context.Context, log *slog.Logger, j claimed
 		rec.Annotate(-1, logs.LevelWarning, testsTitle, w.String())
 	}
 	rec.System("test reports: " + describeResults(results, files))
-	raised := 0
+	var failing []testreport.TestID
 	for _, r := range results {
 		if !r.Status.Failing() {
 			continue
 		}
-		if raised == testAnnotations {
-			rec.Annotate(-1, logs.LevelError, testsTitle, "more tests failed: the run's tests list them all (gantry tests RUN)")
-			break
+		failing = append(failing, testreport.TestID{Suite: r.Suite, Name: r.Name})
+		if len(failing) > testAnnotations {
+			continue
 		}
-		raised++
+		if len(failing) == testAnnotations+1 {
+			rec.Annotate(-1, logs.LevelError, testsTitle, "more tests failed: the run's tests list them all (gantry tests RUN)")
+			continue
+		}
 		// The log shows an annotation's message alone: it names the test.
 		msg, _, _ := strings.Cut(strings.TrimSpace(r.Message), "\n")
 		id := testreport.TestID{Suite: r.Suite, Name: r.Name}.String()
@@ -104,7 +108,52 @@ func (a *Agent) keepTestReports(ctx context.Context, log *slog.Logger, j claimed
 		}
 		rec.Annotate(-1, logs.LevelError, "Test "+string(r.Status), msg)
 	}
-	return a.sendTestResults(ctx, log, j, results, rec)
+	return failing, a.sendTestResults(ctx, log, j, results, rec)
+}
+
+// quarantinedOnly reports whether every failing test is one the job's project has
+// quarantined, asking the coordinator; when so, the log and a warning annotation say
+// the job succeeds for it. Without failing tests, or when the coordinator cannot say,
+// it is false: the job keeps its failure.
+func (a *Agent) quarantinedOnly(ctx context.Context, log *slog.Logger, j claimedJob, failing []testreport.TestID, rec *logs.Recorder) bool {
+	if len(failing) == 0 {
+		return false
+	}
+	var ans struct {
+		Tests []struct {
+			Suite string `json:"suite"`
+			Name  string `json:"name"`
+		} `json:"tests"`
+	}
+	if err := a.retryPost(ctx, "/api/v1/agent/jobs/"+j.ID+"/quarantine", map[string]any{"token": j.Lease.Token}, &ans); err != nil {
+		log.Warn("ask for the project's quarantined tests", "err", err)
+		return false
+	}
+	in := map[testreport.TestID]bool{}
+	for _, t := range ans.Tests {
+		in[testreport.TestID{Suite: t.Suite, Name: t.Name}] = true
+	}
+	names := map[testreport.TestID]bool{}
+	for _, id := range failing {
+		if !in[id] {
+			return false
+		}
+		names[id] = true
+	}
+	var list []string
+	for id := range names {
+		list = append(list, id.String())
+	}
+	slices.Sort(list)
+	n := len(list)
+	if n > testAnnotations {
+		list = append(list[:testAnnotations], fmt.Sprintf("and %d more", n-testAnnotations))
+	}
+	msg := fmt.Sprintf("the job's only failures are %d quarantined %s (%s): the job succeeds; the failures are kept and shown",
+		n, plural(n, "test", "tests"), strings.Join(list, ", "))
+	rec.System(msg)
+	rec.Annotate(-1, logs.LevelWarning, testsTitle, msg)
+	return true
 }
 
 // parseReport reads one report file of format, at most room results of it. What keeps

@@ -291,6 +291,7 @@ func (s *Server) routes(cfg Config) {
 	s.annotationRoutes()
 	s.summaryRoutes()
 	s.testRoutes()
+	s.quarantineRoutes()
 	s.wsRoutes()
 	s.artifactRoutes()
 	s.projectRoutes()

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -128,15 +129,18 @@ type testResultJSON struct {
 	Status     string    `json:"status"`
 	DurationMS float64   `json:"duration_ms"`
 	// FailedAttempts are the reruns the test tool made within its report before a pass.
-	FailedAttempts int          `json:"failed_attempts,omitempty"`
-	Message        string       `json:"message,omitempty"`
-	Output         string       `json:"output,omitempty"`
-	Run            int          `json:"run,omitempty"`
-	RunID          *uuid.UUID   `json:"run_id,omitempty"`
-	Branch         string       `json:"branch,omitempty"`
-	SHA            string       `json:"sha,omitempty"`
-	CreatedAt      string       `json:"created_at"`
-	Verdict        *verdictJSON `json:"verdict,omitempty"`
+	FailedAttempts int    `json:"failed_attempts,omitempty"`
+	Message        string `json:"message,omitempty"`
+	Output         string `json:"output,omitempty"`
+	// Quarantined marks a failing test its project has quarantined now: its failure
+	// does not fail its job.
+	Quarantined bool         `json:"quarantined,omitempty"`
+	Run         int          `json:"run,omitempty"`
+	RunID       *uuid.UUID   `json:"run_id,omitempty"`
+	Branch      string       `json:"branch,omitempty"`
+	SHA         string       `json:"sha,omitempty"`
+	CreatedAt   string       `json:"created_at"`
+	Verdict     *verdictJSON `json:"verdict,omitempty"`
 }
 
 type verdictJSON struct {
@@ -184,9 +188,11 @@ type runTestsJSON struct {
 	// Headline says the verdicts as a person would: "1 new failure, 2 known flaky".
 	Headline string `json:"headline"`
 	// Judged is how many failing tests the verdicts are of: at most maxJudged.
-	Judged     int              `json:"judged"`
-	Tests      []testResultJSON `json:"tests"`
-	NextOffset *int             `json:"next_offset,omitempty"`
+	Judged int `json:"judged"`
+	// Quarantined is how many of those the project has quarantined now.
+	Quarantined int              `json:"quarantined"`
+	Tests       []testResultJSON `json:"tests"`
+	NextOffset  *int             `json:"next_offset,omitempty"`
 }
 
 // testPage reads ?status=, ?limit= and ?offset= of a list of tests.
@@ -271,18 +277,36 @@ func (s *Server) runTests(w http.ResponseWriter, r *http.Request) {
 		s.storeError(w, r, "read the failing tests' history", err)
 		return
 	}
+	quarantined := map[testreport.TestID]bool{}
+	if len(judge) > 0 {
+		qs, err := s.store.ListQuarantines(r.Context(), store.ListQuarantinesParams{Project: run.Project})
+		if err != nil {
+			s.storeError(w, r, "list quarantines", err)
+			return
+		}
+		for _, q := range qs {
+			quarantined[q.Test] = true
+		}
+	}
 	tally := testreport.Tally{}
 	for _, t := range failing {
 		tally[verdicts[t.ID()].Kind]++
+		if quarantined[t.ID()] {
+			out.Quarantined++
+		}
 	}
 	for k, n := range tally {
 		out.Verdicts[string(k)] = n
 	}
 	out.Headline, out.Judged = tally.String(), len(failing)
+	if out.Quarantined > 0 {
+		out.Headline += fmt.Sprintf(" (%d quarantined)", out.Quarantined)
+	}
 	for _, t := range tests {
 		j := toTestResultJSON(t, false)
 		if v, ok := verdicts[t.ID()]; ok && t.Status.Failing() {
 			j.Verdict = toVerdictJSON(v)
+			j.Quarantined = quarantined[t.ID()]
 		}
 		out.Tests = append(out.Tests, j)
 	}

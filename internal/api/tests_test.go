@@ -235,3 +235,44 @@ func TestTestResultRefusals(t *testing.T) {
 		t.Errorf("history without a test: %d, want 400", r.status)
 	}
 }
+
+// TestQuarantineRefusals: a quarantine without an owner, a length, or within the
+// bounds is refused with a reason, and a release of a test not quarantined is 404.
+func TestQuarantineRefusals(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.leasedJob(t)
+	path := "/api/v1/projects/default/tests/quarantine"
+	for _, tc := range []struct {
+		name, body string
+		status     int
+		says       string
+	}{
+		{"no owner", `{"suite": "s", "name": "T", "for": "7d"}`, http.StatusBadRequest, "an owner is required"},
+		{"no length", `{"suite": "s", "name": "T", "owner": "a"}`, http.StatusBadRequest, "say how long the quarantine lasts"},
+		{"both lengths", `{"suite": "s", "name": "T", "owner": "a", "for": "7d", "expires_at": "2099-01-01T00:00:00Z"}`, http.StatusBadRequest, "one of them"},
+		{"not a duration", `{"suite": "s", "name": "T", "owner": "a", "for": "a week"}`, http.StatusBadRequest, "is not a duration"},
+		{"too long", `{"suite": "s", "name": "T", "owner": "a", "for": "91d"}`, http.StatusBadRequest, "within 90 days"},
+		{"no name", `{"suite": "s", "owner": "a", "for": "7d"}`, http.StatusBadRequest, "the test has no name"},
+	} {
+		if r := b.do(t, http.MethodPut, path, "application/json", tc.body, nil); r.status != tc.status || !strings.Contains(string(r.body), tc.says) {
+			t.Errorf("%s: %d %s, want %d with a message", tc.name, r.status, r.body, tc.status)
+		}
+	}
+	if r := b.do(t, http.MethodPut, path, "application/json", `{"suite": "s", "name": "T", "owner": "a", "for": "7d"}`, nil); r.status != http.StatusOK {
+		t.Fatalf("a quarantine: %d %s", r.status, r.body)
+	}
+	var qs []struct {
+		Name, Owner string
+	}
+	b.get(t, path).decode(t, &qs)
+	if len(qs) != 1 || qs[0].Name != "T" || qs[0].Owner != "a" {
+		t.Errorf("quarantines %+v", qs)
+	}
+	if r := b.do(t, http.MethodDelete, path+"?suite=s&name=Other", "", "", nil); r.status != http.StatusNotFound {
+		t.Errorf("release of a test not quarantined: %d, want 404", r.status)
+	}
+	if r := b.do(t, http.MethodDelete, path+"?suite=s&name=T", "", "", nil); r.status != http.StatusNoContent {
+		t.Errorf("release: %d, want 204", r.status)
+	}
+}

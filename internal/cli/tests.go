@@ -101,7 +101,7 @@ func (a *app) testsCommand() *cobra.Command {
 	a.clientFlags(cmd, &cfg.clientConfig)
 	cmd.Flags().BoolVar(&cfg.All, "all", false, "list skipped and passed tests too, not only the failing ones")
 	cmd.Flags().IntVar(&cfg.Limit, "limit", 200, "list at most this many tests (1 to 1000)")
-	cmd.AddCommand(a.testHistoryCommand(), a.flakyTestsCommand())
+	cmd.AddCommand(a.testHistoryCommand(), a.flakyTestsCommand(), a.quarantineCommand(), a.releaseCommand())
 	return cmd
 }
 
@@ -336,5 +336,164 @@ func (a *app) flakyTestsCommand() *cobra.Command {
 	a.clientFlags(cmd, &cfg.clientConfig)
 	cmd.Flags().StringVar(&cfg.Project, "project", "", "the project (required)")
 	cmd.Flags().IntVar(&cfg.Days, "days", 14, "look this many days back (1 to 365)")
+	return cmd
+}
+
+// quarantineView is a quarantine as the API shows it.
+type quarantineView struct {
+	Suite     string `json:"suite"`
+	Name      string `json:"name"`
+	Owner     string `json:"owner"`
+	Reason    string `json:"reason"`
+	CreatedBy string `json:"created_by"`
+	CreatedAt string `json:"created_at"`
+	ExpiresAt string `json:"expires_at"`
+}
+
+// quarantineConfig is everything `gantry tests quarantine` and `release` act on.
+type quarantineConfig struct {
+	clientConfig
+	Project string
+	Suite   string
+	Owner   string
+	Reason  string
+	For     string
+}
+
+// resolveTest finds the suite and name TEST names in the project's results ("SUITE.NAME"
+// or a name alone), unless suite is given: then TEST is the name.
+func resolveTest(ctx context.Context, c *apiClient, project, test, suite string) (testView, error) {
+	if suite != "" {
+		return testView{Suite: suite, Name: test}, nil
+	}
+	var rs []testView
+	q := url.Values{"test": {test}, "limit": {"1"}}
+	if err := c.getJSON(ctx, "/api/v1/projects/"+url.PathEscape(project)+"/tests/history?"+q.Encode(), &rs); err != nil {
+		return testView{}, testsError(err)
+	}
+	if len(rs) == 0 {
+		return testView{}, fmt.Errorf("project %s has no results of %s: give its suite with --suite and its name", project, test)
+	}
+	return rs[0], nil
+}
+
+func (a *app) quarantineCommand() *cobra.Command {
+	var cfg quarantineConfig
+	cmd := &cobra.Command{
+		Use:   "quarantine [TEST] --project P [--owner O --for 14d] [--reason R]",
+		Short: "Quarantine a test: its failures are still shown but do not fail its job",
+		Long: "Quarantine puts TEST (SUITE.NAME as gantry tests prints it) in quarantine in a\n" +
+			"project until --for has passed (at most 90d): while it lasts, a job whose only\n" +
+			"failures are quarantined tests (in one failed step) succeeds, and the failures\n" +
+			"are still kept, counted and shown. --owner says who is to fix it. Without TEST\n" +
+			"it lists the project's quarantines in force. Quarantining needs a maintainer of\n" +
+			"the project; gantry tests release ends one early.\n\n" + configHelp,
+		Example: "  gantry tests quarantine example.com/web/auth.TestLogin --project web --owner alice --for 14d --reason 'races on CI'\n" +
+			"  gantry tests quarantine --project web",
+		Args: rangeArgs(0, 1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if cfg.Project == "" {
+				return usagef("--project is required")
+			}
+			c, err := cfg.client()
+			if err != nil {
+				return err
+			}
+			path := "/api/v1/projects/" + url.PathEscape(cfg.Project) + "/tests/quarantine"
+			if len(args) == 0 {
+				if cfg.Owner != "" || cfg.For != "" || cfg.Reason != "" {
+					return usagef("--owner, --for and --reason quarantine a TEST: name it")
+				}
+				return a.listQuarantines(cmd.Context(), c, cfg, path)
+			}
+			if cfg.Owner == "" || cfg.For == "" {
+				return usagef("--owner and --for are required: who is to fix the test, and how long the quarantine lasts")
+			}
+			t, err := resolveTest(cmd.Context(), c, cfg.Project, args[0], cfg.Suite)
+			if err != nil {
+				return err
+			}
+			var q quarantineView
+			body, err := json.Marshal(map[string]string{"suite": t.Suite, "name": t.Name, "owner": cfg.Owner, "reason": cfg.Reason, "for": cfg.For})
+			if err != nil {
+				return err
+			}
+			raw, err := c.callJSON(cmd.Context(), http.MethodPut, path, body)
+			if err != nil {
+				return testsError(err)
+			}
+			if cfg.JSON {
+				return writeRaw(a.stdout, raw)
+			}
+			if err := json.Unmarshal(raw, &q); err != nil {
+				return fmt.Errorf("decode the quarantine: %w", err)
+			}
+			_, err = fmt.Fprintf(a.stdout, "%s quarantined in project %s until %s (owner %s)\n", t.id(), cfg.Project, q.ExpiresAt, q.Owner)
+			return err
+		},
+	}
+	a.clientFlags(cmd, &cfg.clientConfig)
+	f := cmd.Flags()
+	f.StringVar(&cfg.Project, "project", "", "the project (required)")
+	f.StringVar(&cfg.Suite, "suite", "", "the test's suite, when TEST is its name alone")
+	f.StringVar(&cfg.Owner, "owner", "", "who is to fix the test")
+	f.StringVar(&cfg.For, "for", "", "how long the quarantine lasts (14d, 36h; at most 90d)")
+	f.StringVar(&cfg.Reason, "reason", "", "why the test is quarantined")
+	return cmd
+}
+
+func (a *app) listQuarantines(ctx context.Context, c *apiClient, cfg quarantineConfig, path string) error {
+	raw, err := c.call(ctx, http.MethodGet, path, nil, nil)
+	if err != nil {
+		return testsError(err)
+	}
+	if cfg.JSON {
+		return writeRaw(a.stdout, raw)
+	}
+	var qs []quarantineView
+	if err := json.Unmarshal(raw, &qs); err != nil {
+		return fmt.Errorf("decode the quarantines: %w", err)
+	}
+	if len(qs) == 0 {
+		_, err := fmt.Fprintf(a.stdout, "project %s has no tests in quarantine\n", cfg.Project)
+		return err
+	}
+	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TEST\tOWNER\tUNTIL\tBY\tREASON")
+	for _, q := range qs {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", testView{Suite: q.Suite, Name: q.Name}.id(), q.Owner, q.ExpiresAt, q.CreatedBy, q.Reason)
+	}
+	return tw.Flush()
+}
+
+func (a *app) releaseCommand() *cobra.Command {
+	var cfg quarantineConfig
+	cmd := &cobra.Command{
+		Use:   "release TEST --project P",
+		Short: "End a test's quarantine before its expiry",
+		Args:  exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if cfg.Project == "" {
+				return usagef("--project is required")
+			}
+			c, err := cfg.client()
+			if err != nil {
+				return err
+			}
+			t, err := resolveTest(cmd.Context(), c, cfg.Project, args[0], cfg.Suite)
+			if err != nil {
+				return err
+			}
+			q := url.Values{"suite": {t.Suite}, "name": {t.Name}}
+			if _, err := c.call(cmd.Context(), http.MethodDelete, "/api/v1/projects/"+url.PathEscape(cfg.Project)+"/tests/quarantine?"+q.Encode(), nil, nil); err != nil {
+				return testsError(err)
+			}
+			_, err = fmt.Fprintf(a.stdout, "%s released from quarantine in project %s\n", t.id(), cfg.Project)
+			return err
+		},
+	}
+	a.clientFlags(cmd, &cfg.clientConfig)
+	cmd.Flags().StringVar(&cfg.Project, "project", "", "the project (required)")
+	cmd.Flags().StringVar(&cfg.Suite, "suite", "", "the test's suite, when TEST is its name alone")
 	return cmd
 }

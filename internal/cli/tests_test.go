@@ -128,4 +128,54 @@ func TestTestsEndToEnd(t *testing.T) {
 	if got.code != exitUsage || !strings.Contains(got.stderr, "--project is required") {
 		t.Errorf("gantry tests history without --project: exit %d, %s", got.code, got.stderr)
 	}
+
+	// Quarantined, two of the three failing tests leave the job failed; all three let
+	// it succeed, with the failures still kept and shown.
+	quarantine := func(test string) {
+		t.Helper()
+		got := runCLI(t, invocation{args: append([]string{"tests", "quarantine", test, "--project", "default", "--owner", "alice",
+			"--for", "7d", "--reason", "flaky on CI"}, server...)})
+		if got.code != exitOK || !strings.Contains(got.stdout, test+" quarantined in project default until ") {
+			t.Fatalf("gantry tests quarantine %s: exit %d\n%s%s", test, got.code, got.stdout, got.stderr)
+		}
+	}
+	quarantine("tests.test_auth.test_login")
+	quarantine("example.com/web/api.TestRoutes/health")
+	again := waitRun(t, srv.base, submitRun(t, srv.base, reportsPipeline).ID, func(r runDetails) bool { return runTerminal(r.Status) })
+	if again.Status != "failed" {
+		t.Errorf("with one failing test not quarantined: run %s, want failed", again.Status)
+	}
+	quarantine("example.com/web/api.TestRoutes")
+	list := runCLI(t, invocation{args: append([]string{"tests", "quarantine", "--project", "default"}, server...)})
+	if list.code != exitOK || strings.Count(list.stdout, "alice") != 3 || !strings.Contains(list.stdout, "tests.test_auth.test_login") {
+		t.Errorf("gantry tests quarantine --project: exit %d\n%s%s", list.code, list.stdout, list.stderr)
+	}
+	forgiven := waitRun(t, srv.base, submitRun(t, srv.base, reportsPipeline).ID, func(r runDetails) bool { return runTerminal(r.Status) })
+	if forgiven.Status != "success" {
+		t.Fatalf("with every failing test quarantined: run %s, want success", forgiven.Status)
+	}
+	logs = runCLI(t, invocation{args: append([]string{"logs", forgiven.Jobs[0].ID}, server...)})
+	if !strings.Contains(logs.stdout, "the job's only failures are 3 quarantined tests (example.com/web/api.TestRoutes, ") {
+		t.Errorf("the forgiven job's log does not say why:\n%s", logs.stdout)
+	}
+	got = runCLI(t, invocation{args: append([]string{"tests", forgiven.ID}, server...)})
+	if got.code != exitOK || !strings.Contains(got.stdout, "3 failed, 1 skipped, 2 passed\n") || !strings.Contains(got.stdout, "(3 quarantined)") {
+		t.Errorf("gantry tests of the forgiven run: exit %d\n%s", got.code, got.stdout)
+	}
+	got = runCLI(t, invocation{args: append([]string{"tests", "release", "example.com/web/api.TestRoutes", "--project", "default"}, server...)})
+	if got.code != exitOK || got.stdout != "example.com/web/api.TestRoutes released from quarantine in project default\n" {
+		t.Errorf("gantry tests release: exit %d\n%s%s", got.code, got.stdout, got.stderr)
+	}
+	list = runCLI(t, invocation{args: append([]string{"tests", "quarantine", "--project", "default"}, server...)})
+	if strings.Count(list.stdout, "alice") != 2 {
+		t.Errorf("after a release: %s", list.stdout)
+	}
+	got = runCLI(t, invocation{args: append([]string{"tests", "quarantine", "nosuch.Test", "--project", "default", "--owner", "a", "--for", "1d"}, server...)})
+	if got.code != exitFailure || !strings.Contains(got.stderr, "has no results of nosuch.Test: give its suite with --suite") {
+		t.Errorf("quarantine of an unknown test: exit %d, %s", got.code, got.stderr)
+	}
+	got = runCLI(t, invocation{args: append([]string{"tests", "quarantine", "x", "--project", "default", "--owner", "a"}, server...)})
+	if got.code != exitUsage {
+		t.Errorf("quarantine without --for: exit %d, want %d", got.code, exitUsage)
+	}
 }

@@ -418,7 +418,7 @@ func (e *Engine) PutQuarantine(ctx context.Context, p store.PutQuarantineParams)
 	case len(p.Owner) > store.MaxQuarantineText || len(p.Reason) > store.MaxQuarantineText || !utf8.ValidString(p.Owner) || strings.IndexByte(p.Owner, 0) >= 0:
 		return nil, fmt.Errorf("quarantine %s: an owner or reason that is not text of at most %d bytes: %w", p.Test, store.MaxQuarantineText, store.ErrInvalid)
 	case !p.ExpiresAt.After(now) || p.ExpiresAt.After(now.Add(store.MaxQuarantine)):
-		return nil, fmt.Errorf("quarantine %s: it must end after now and within %s: %w", p.Test, store.MaxQuarantine, store.ErrInvalid)
+		return nil, fmt.Errorf("quarantine %s: it must end after now and within %d days: %w", p.Test, int(store.MaxQuarantine.Hours()/24), store.ErrInvalid)
 	}
 	q := &store.Quarantine{Project: p.Project, Test: p.Test, Owner: p.Owner, Reason: p.Reason, CreatedBy: p.CreatedBy,
 		CreatedAt: fromUS(us(now)), ExpiresAt: fromUS(us(p.ExpiresAt))}
