@@ -748,8 +748,13 @@ func (a *Agent) runJob(parent context.Context, j claimedJob, later func(func()))
 			log.Error("keep test reports", "err", err)
 			jl.rec.System("test reports: not kept: " + err.Error())
 		}
-		if err == nil && status == "failed" && kind == "failure" && failedSteps == 1 && a.quarantinedOnly(tctx, log, j, failing, jl.rec) {
-			status, kind, exit = "success", "", nil
+		if err == nil && status == "failed" && kind == "failure" && failedSteps == 1 {
+			switch a.knownFailures(tctx, log, j, failing, jl.rec) {
+			case "success":
+				status, kind, exit = "success", "", nil
+			case string(pipeline.FailureFlaky):
+				kind = string(pipeline.FailureFlaky)
+			}
 		}
 		stop()
 	}

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/gantry-ci/gantry/internal/logs"
+	"github.com/gantry-ci/gantry/internal/pipeline"
 	"github.com/gantry-ci/gantry/internal/testreport"
 )
 
@@ -111,49 +112,74 @@ func (a *Agent) keepTestReports(ctx context.Context, log *slog.Logger, j claimed
 	return failing, a.sendTestResults(ctx, log, j, results, rec)
 }
 
-// quarantinedOnly reports whether every failing test is one the job's project has
-// quarantined, asking the coordinator; when so, the log and a warning annotation say
-// the job succeeds for it. Without failing tests, or when the coordinator cannot say,
-// it is false: the job keeps its failure.
-func (a *Agent) quarantinedOnly(ctx context.Context, log *slog.Logger, j claimedJob, failing []testreport.TestID, rec *logs.Recorder) bool {
+// knownFailures decides what a job's test failures say about it, from what its project
+// knows of its tests (the coordinator's answer): "success" when every failing test is
+// quarantined, "flaky" when every one is flaky or quarantined and one at least flaky,
+// "" otherwise (or when the coordinator cannot say). The log and a warning annotation say
+// which and why.
+func (a *Agent) knownFailures(ctx context.Context, log *slog.Logger, j claimedJob, failing []testreport.TestID, rec *logs.Recorder) string {
 	if len(failing) == 0 {
-		return false
+		return ""
+	}
+	type testJSON struct {
+		Suite string `json:"suite"`
+		Name  string `json:"name"`
 	}
 	var ans struct {
-		Tests []struct {
-			Suite string `json:"suite"`
-			Name  string `json:"name"`
-		} `json:"tests"`
+		Quarantined []testJSON `json:"quarantined"`
+		Flaky       []testJSON `json:"flaky"`
 	}
-	if err := a.retryPost(ctx, "/api/v1/agent/jobs/"+j.ID+"/quarantine", map[string]any{"token": j.Lease.Token}, &ans); err != nil {
-		log.Warn("ask for the project's quarantined tests", "err", err)
-		return false
+	if err := a.retryPost(ctx, "/api/v1/agent/jobs/"+j.ID+"/known-tests", map[string]any{"token": j.Lease.Token}, &ans); err != nil {
+		log.Warn("ask what the project knows of the failing tests", "err", err)
+		return ""
 	}
-	in := map[testreport.TestID]bool{}
-	for _, t := range ans.Tests {
-		in[testreport.TestID{Suite: t.Suite, Name: t.Name}] = true
-	}
-	names := map[testreport.TestID]bool{}
-	for _, id := range failing {
-		if !in[id] {
-			return false
+	set := func(ts []testJSON) map[testreport.TestID]bool {
+		m := map[testreport.TestID]bool{}
+		for _, t := range ts {
+			m[testreport.TestID{Suite: t.Suite, Name: t.Name}] = true
 		}
-		names[id] = true
+		return m
 	}
-	var list []string
-	for id := range names {
-		list = append(list, id.String())
+	quarantined, flaky := set(ans.Quarantined), set(ans.Flaky)
+	var q, f []string
+	seen := map[testreport.TestID]bool{}
+	for _, id := range failing {
+		switch {
+		case seen[id]:
+		case quarantined[id]:
+			q = append(q, id.String())
+		case flaky[id]:
+			f = append(f, id.String())
+		default:
+			return ""
+		}
+		seen[id] = true
 	}
-	slices.Sort(list)
-	n := len(list)
-	if n > testAnnotations {
-		list = append(list[:testAnnotations], fmt.Sprintf("and %d more", n-testAnnotations))
+	var msg, outcome string
+	if len(f) == 0 {
+		outcome = "success"
+		msg = fmt.Sprintf("the job's only failures are %s: the job succeeds; the failures are kept and shown", namedTests(q, "quarantined"))
+	} else {
+		outcome = string(pipeline.FailureFlaky)
+		msg = fmt.Sprintf("the job's only failures are %s", namedTests(f, "flaky"))
+		if len(q) > 0 {
+			msg += " and " + namedTests(q, "quarantined")
+		}
+		msg += ": it failed as flaky (retry: {on: [flaky]} runs it again)"
 	}
-	msg := fmt.Sprintf("the job's only failures are %d quarantined %s (%s): the job succeeds; the failures are kept and shown",
-		n, plural(n, "test", "tests"), strings.Join(list, ", "))
 	rec.System(msg)
 	rec.Annotate(-1, logs.LevelWarning, testsTitle, msg)
-	return true
+	return outcome
+}
+
+// namedTests says "3 quarantined tests (a, b, c)", naming the first few.
+func namedTests(ids []string, what string) string {
+	slices.Sort(ids)
+	n := len(ids)
+	if n > testAnnotations {
+		ids = append(ids[:testAnnotations:testAnnotations], fmt.Sprintf("and %d more", n-testAnnotations))
+	}
+	return fmt.Sprintf("%d %s %s (%s)", n, what, plural(n, "test", "tests"), strings.Join(ids, ", "))
 }
 
 // parseReport reads one report file of format, at most room results of it. What keeps

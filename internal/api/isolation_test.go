@@ -224,7 +224,7 @@ var notPerProject = map[string]string{
 	"POST /api/v1/agent/jobs/{id}/logs":           "worker protocol: agent credentials only, fenced by the job's lease",
 	"POST /api/v1/agent/jobs/{id}/summary":        "worker protocol: agent credentials only, fenced by the job's lease",
 	"POST /api/v1/agent/jobs/{id}/tests":          "worker protocol: agent credentials only, fenced by the job's lease",
-	"POST /api/v1/agent/jobs/{id}/quarantine":     "worker protocol: agent credentials only, fenced by the job's lease",
+	"POST /api/v1/agent/jobs/{id}/known-tests":    "worker protocol: agent credentials only, fenced by the job's lease",
 	"POST /api/v1/agent/artifacts/{id}/stored":    "worker protocol: agent credentials only, fenced by the artifact's job's lease",
 	"POST /api/v1/agent/jobs/{id}/caches/restore": "worker protocol: agent credentials only, fenced by the job's lease",
 	"POST /api/v1/agent/jobs/{id}/caches/save":    "worker protocol: agent credentials only, fenced by the job's lease",

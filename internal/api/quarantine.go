@@ -19,7 +19,7 @@ func (s *Server) quarantineRoutes() {
 	s.handle("GET /api/v1/projects/{name}/tests/quarantine", on(thingProject, store.RoleViewer), s.listQuarantines)
 	s.handle("PUT /api/v1/projects/{name}/tests/quarantine", on(thingProject, store.RoleMaintainer), s.putQuarantine)
 	s.handle("DELETE /api/v1/projects/{name}/tests/quarantine", on(thingProject, store.RoleMaintainer), s.deleteQuarantine)
-	s.handle("POST /api/v1/agent/jobs/{id}/quarantine", agentAccess, s.jobQuarantines)
+	s.handle("POST /api/v1/agent/jobs/{id}/known-tests", agentAccess, s.knownTests)
 }
 
 type quarantineJSON struct {
@@ -125,9 +125,11 @@ func (s *Server) deleteQuarantine(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// jobQuarantines answers the worker holding a job's lease with the tests its project
-// has quarantined now.
-func (s *Server) jobQuarantines(w http.ResponseWriter, r *http.Request) {
+// knownTests answers the worker holding a job's lease with what its project knows of
+// tests now: those quarantined, and those flaky (failed and passed on one commit) in
+// the last flakyDays days. The worker decides from them whether a job whose tests
+// failed succeeds (all quarantined) or failed as flaky (all flaky or quarantined).
+func (s *Server) knownTests(w http.ResponseWriter, r *http.Request) {
 	var req tokenRequest
 	ref, ok := s.leaseRequest(w, r, &req)
 	if !ok {
@@ -148,13 +150,29 @@ func (s *Server) jobQuarantines(w http.ResponseWriter, r *http.Request) {
 		s.agentError(w, r, "list quarantines", err)
 		return
 	}
+	fs, err := s.store.FlakyTests(r.Context(), store.FlakyTestsParams{Project: run.Project,
+		Since: s.clock.Now().Add(-flakyDays * 24 * time.Hour), Limit: store.MaxTestHistory})
+	if err != nil {
+		s.agentError(w, r, "list flaky tests", err)
+		return
+	}
 	type testJSON struct {
 		Suite string `json:"suite"`
 		Name  string `json:"name"`
 	}
-	out := make([]testJSON, len(qs))
+	out := struct {
+		Quarantined []testJSON `json:"quarantined"`
+		Flaky       []testJSON `json:"flaky"`
+	}{Quarantined: make([]testJSON, len(qs)), Flaky: make([]testJSON, len(fs))}
 	for i, q := range qs {
-		out[i] = testJSON{Suite: q.Test.Suite, Name: q.Test.Name}
+		out.Quarantined[i] = testJSON{Suite: q.Test.Suite, Name: q.Test.Name}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"tests": out})
+	for i, f := range fs {
+		out.Flaky[i] = testJSON{Suite: f.Test.Suite, Name: f.Test.Name}
+	}
+	writeJSON(w, http.StatusOK, out)
 }
+
+// flakyDays is how far back a test that failed and passed on one commit counts as
+// flaky: for the project's list unless asked, and for a worker's retry on: [flaky].
+const flakyDays = 14

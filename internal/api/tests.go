@@ -470,7 +470,7 @@ type flakyTestJSON struct {
 // flakyTests lists a project's tests that failed and passed on one commit in the last
 // ?days= (14 unless asked), most recently seen first.
 func (s *Server) flakyTests(w http.ResponseWriter, r *http.Request) {
-	days, limit := 14, 100
+	days, limit := flakyDays, 100
 	q := r.URL.Query()
 	for _, f := range []struct {
 		name string

@@ -121,8 +121,8 @@ func NewCoordinator() *Coordinator {
 	m.finished = map[finishKey]prometheus.Counter{}
 	for _, k := range []finishKey{
 		{store.JobSuccess, store.FailureNone},
-		{store.JobFailed, store.FailureExit}, {store.JobFailed, store.FailureTimeout},
-		{store.JobRetrying, store.FailureExit}, {store.JobRetrying, store.FailureTimeout},
+		{store.JobFailed, store.FailureExit}, {store.JobFailed, store.FailureTimeout}, {store.JobFailed, store.FailureFlaky},
+		{store.JobRetrying, store.FailureExit}, {store.JobRetrying, store.FailureTimeout}, {store.JobRetrying, store.FailureFlaky},
 		{store.JobCancelled, store.FailureCancelled},
 	} {
 		m.finished[k] = m.jobsFinished.WithLabelValues(string(k.status), string(k.kind))

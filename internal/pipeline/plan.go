@@ -268,6 +268,10 @@ const (
 	FailureExit    FailureKind = "failure" // a step exited non-zero
 	FailureLost    FailureKind = "lost"    // the worker stopped renewing its lease
 	FailureTimeout FailureKind = "timeout" // the job ran past its timeout
+	// FailureFlaky is a failure whose only failing tests (in its one failed step) are
+	// known flaky: a kind of FailureExit, which a policy that retries failures retries
+	// too, while on: [flaky] retries it alone.
+	FailureFlaky FailureKind = "flaky"
 )
 
 // RetryPolicy says how often and when a failed attempt is tried again.
@@ -279,10 +283,11 @@ type RetryPolicy struct {
 	On          []FailureKind `json:"on"`
 }
 
-// Retries reports whether the policy retries a failure of this kind.
+// Retries reports whether the policy retries a failure of this kind. A flaky failure is
+// a failure too.
 func (r RetryPolicy) Retries(kind FailureKind) bool {
 	for _, k := range r.On {
-		if k == kind {
+		if k == kind || kind == FailureFlaky && k == FailureExit {
 			return true
 		}
 	}

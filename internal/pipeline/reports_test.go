@@ -68,3 +68,23 @@ func TestReportsMakeGantrysLanguage(t *testing.T) {
 		t.Fatalf("reports %+v, want the tap path", p.Jobs[0].Reports)
 	}
 }
+
+// TestRetriesFlaky: on: [flaky] retries a flaky failure and no other; on: [failure]
+// retries a flaky failure too, which is a failure.
+func TestRetriesFlaky(t *testing.T) {
+	t.Parallel()
+	p := mustCompile(t, "jobs:\n  a: {steps: [{run: x}], retry: {max_attempts: 2, on: [flaky]}}\n  b: {steps: [{run: x}], retry: {max_attempts: 2, on: [failure]}}\n")
+	a, b := p.Jobs[0].Retry, p.Jobs[1].Retry
+	for _, tc := range []struct {
+		r    RetryPolicy
+		kind FailureKind
+		want bool
+	}{
+		{a, FailureFlaky, true}, {a, FailureExit, false}, {a, FailureTimeout, false},
+		{b, FailureFlaky, true}, {b, FailureExit, true}, {b, FailureLost, false},
+	} {
+		if got := tc.r.Retries(tc.kind); got != tc.want {
+			t.Errorf("on %v retries %s: %v, want %v", tc.r.On, tc.kind, got, tc.want)
+		}
+	}
+}

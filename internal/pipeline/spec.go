@@ -176,7 +176,7 @@ var (
 	checkoutKeys    = []string{"depth", "submodules", "lfs", "path"}
 	shells          = []string{"sh", "bash", "python3", "pwsh", "powershell", "cmd"}
 	priorities      = []string{string(PriorityCritical), string(PriorityHigh), string(PriorityNormal), string(PriorityLow)}
-	failureKinds    = []string{string(FailureExit), string(FailureLost), string(FailureTimeout)}
+	failureKinds    = []string{string(FailureExit), string(FailureLost), string(FailureTimeout), string(FailureFlaky)}
 )
 
 // decodeSpec walks the document root into a spec, collecting every error.

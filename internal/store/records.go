@@ -111,6 +111,7 @@ const (
 	FailureExit      FailureKind = FailureKind(pipeline.FailureExit) // a step failed
 	FailureLost      FailureKind = FailureKind(pipeline.FailureLost) // the lease expired, or the job's environment went
 	FailureTimeout   FailureKind = FailureKind(pipeline.FailureTimeout)
+	FailureFlaky     FailureKind = FailureKind(pipeline.FailureFlaky) // a failure of known flaky tests only
 	FailureCancelled FailureKind = "cancelled"
 	// FailureMatrix: the job's matrix, computed from its needs' outputs, could not be
 	// made (Job.Reason says why); the job never ran.

@@ -294,7 +294,8 @@ type StepUpdate struct {
 }
 
 // CompleteParams end a job attempt. Status is JobSuccess, JobFailed or JobCancelled; for
-// JobFailed, FailureKind is FailureExit (default) or FailureTimeout.
+// JobFailed, FailureKind is FailureExit (default), FailureTimeout, FailureLost or
+// FailureFlaky.
 //
 // Steps are step updates the worker had not sent yet when the job ended; they are
 // applied, in order, in the same transaction, before the attempt ends, exactly as

@@ -793,7 +793,8 @@ func (e *Engine) CompleteJob(ctx context.Context, p store.CompleteParams) (*stor
 			p.FailureKind = store.FailureExit
 		}
 		// Lost is a worker's too: the environment of the job (its pod) went under it.
-		if p.FailureKind != store.FailureExit && p.FailureKind != store.FailureTimeout && p.FailureKind != store.FailureLost {
+		if p.FailureKind != store.FailureExit && p.FailureKind != store.FailureTimeout && p.FailureKind != store.FailureLost &&
+			p.FailureKind != store.FailureFlaky {
 			return nil, fmt.Errorf("complete job: failure kind %q: %w", p.FailureKind, store.ErrInvalid)
 		}
 	case store.JobCancelled:

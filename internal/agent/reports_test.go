@@ -1,0 +1,117 @@
+package agent
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gantry-ci/gantry/internal/pipeline"
+	"github.com/gantry-ci/gantry/internal/store"
+	"github.com/gantry-ci/gantry/internal/testreport"
+	"github.com/google/uuid"
+)
+
+// junitStep is a step that writes a JUnit report of the given testcases (XML bodies)
+// and exits with code.
+func junitStep(code int, cases ...string) string {
+	return fmt.Sprintf(`      - run: |
+          cat > junit.xml <<'EOF'
+          <testsuite name="pkg">%s</testsuite>
+          EOF
+          exit %d
+`, strings.Join(cases, ""), code)
+}
+
+const (
+	passes        = `<testcase classname="pkg" name="TestSteady"/>`
+	flakyRerun    = `<testcase classname="pkg" name="TestFlaky"><flakyFailure message="timed out"/></testcase>`
+	flakyFails    = `<testcase classname="pkg" name="TestFlaky"><failure message="timed out"/></testcase>`
+	realFails     = `<testcase classname="pkg" name="TestReal"><failure message="want 1, got 2"/></testcase>`
+	quarantinedOf = `<testcase classname="pkg" name="TestQuarantined"><failure message="races"/></testcase>`
+)
+
+// submitOn creates a run of yaml in project web on a verified commit of main.
+func (b *bundle) submitOn(t *testing.T, sha, yaml string) uuid.UUID {
+	t.Helper()
+	p, err := pipeline.Compile([]byte(yaml), pipeline.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, _, _, err := b.st.CreateRun(t.Context(), store.CreateRunParams{Project: "web", Plan: p,
+		Trigger: store.Trigger{Ref: "refs/heads/main", Branch: "main", SHA: sha, Event: "push", Verified: store.RefFromWebhook}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return run.ID
+}
+
+// TestKnownTestFailures: a real worker against a real coordinator decides what a job's
+// test failures say from what the project knows of its tests. A failure of a test known
+// flaky (it passed after a failed rerun on another commit) is failure kind flaky, which
+// retry on: [flaky] retries; a real failure is not retried by it; a failure of
+// quarantined tests alone succeeds, but not when another step failed too.
+func TestKnownTestFailures(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.start(t, 1)
+	job := func(retry string, steps ...string) string {
+		return "jobs:\n  unit:\n" + retry + "    reports: {junit: [junit.xml]}\n    steps:\n" + strings.Join(steps, "")
+	}
+	const onFlaky = "    retry: {max_attempts: 2, backoff: 0s, on: [flaky]}\n"
+
+	// On c1 TestFlaky passes only after a rerun: the project knows it flaky from then on.
+	b.wantSuccess(t, b.submitOn(t, "c1", job("", junitStep(0, passes, flakyRerun))))
+
+	// only waits for the run's one job to end, promoting its retries as the
+	// coordinator's scheduler would (this harness runs the API alone).
+	only := func(run uuid.UUID) *store.Job {
+		t.Helper()
+		deadline := time.Now().Add(time.Minute)
+		for {
+			if _, err := b.st.PromoteRetries(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			jobs, err := b.st.ListJobs(t.Context(), run)
+			if err != nil || len(jobs) != 1 {
+				t.Fatalf("jobs %v, %v", jobs, err)
+			}
+			if jobs[0].Status.Terminal() {
+				return jobs[0]
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("job %s still %s after a minute", jobs[0].Key, jobs[0].Status)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	flaky := only(b.submitOn(t, "c2", job(onFlaky, junitStep(1, passes, flakyFails))))
+	if flaky.Status != store.JobFailed || flaky.FailureKind != store.FailureFlaky || flaky.Attempt != 2 {
+		t.Errorf("a failure of a flaky test: %s (%s) after %d attempts, want failed as flaky after 2", flaky.Status, flaky.FailureKind, flaky.Attempt)
+	}
+	if log := b.jobLog(t, flaky.RunID, "unit"); !strings.Contains(log, "the job's only failures are 1 flaky test (pkg.TestFlaky): it failed as flaky") {
+		t.Errorf("the flaky job's log does not say why:\n%s", log)
+	}
+
+	real := only(b.submitOn(t, "c3", job(onFlaky, junitStep(1, flakyFails, realFails))))
+	if real.Status != store.JobFailed || real.FailureKind != store.FailureExit || real.Attempt != 1 {
+		t.Errorf("a real failure beside a flaky one: %s (%s) after %d attempts, want failed once", real.Status, real.FailureKind, real.Attempt)
+	}
+
+	if _, err := b.st.PutQuarantine(t.Context(), store.PutQuarantineParams{Project: "web", Owner: "alice",
+		Test: testreport.TestID{Suite: "pkg", Name: "TestQuarantined"}, ExpiresAt: time.Now().Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	forgiven := only(b.submitOn(t, "c4", job("", junitStep(1, passes, quarantinedOf))))
+	if forgiven.Status != store.JobSuccess {
+		t.Errorf("a failure of a quarantined test alone: %s (%s), want success", forgiven.Status, forgiven.FailureKind)
+	}
+	twoSteps := only(b.submitOn(t, "c5", job("", junitStep(1, quarantinedOf), "      - if: always()\n        run: exit 3\n")))
+	if twoSteps.Status != store.JobFailed || twoSteps.FailureKind != store.FailureExit {
+		t.Errorf("quarantined tests failed and another step too: %s (%s), want failed", twoSteps.Status, twoSteps.FailureKind)
+	}
+	rs, err := b.st.ListTestResults(t.Context(), store.ListTestResultsParams{JobID: forgiven.ID})
+	if err != nil || len(rs) != 2 || rs[0].Name != "TestQuarantined" || rs[0].Status != testreport.Failed || rs[0].Message != "races" {
+		t.Errorf("the forgiven job's results %+v, %v: want its failure kept", rs, err)
+	}
+}
