@@ -123,16 +123,9 @@ func (a *app) tests(ctx context.Context, cfg testsConfig) error {
 	if !cfg.All {
 		q.Set("status", "failed,errored")
 	}
-	raw, err := c.call(ctx, http.MethodGet, "/api/v1/runs/"+cfg.Run+"/tests?"+q.Encode(), nil, nil)
-	if err != nil {
-		return testsError(err)
-	}
-	if cfg.JSON {
-		return writeRaw(a.stdout, raw)
-	}
 	var v runTestsView
-	if err := json.Unmarshal(raw, &v); err != nil {
-		return fmt.Errorf("decode the run's tests: %w", err)
+	if done, err := a.getTests(ctx, c, cfg.clientConfig, "/api/v1/runs/"+cfg.Run+"/tests?"+q.Encode(), "the run's tests", &v); done || err != nil {
+		return err
 	}
 	var b strings.Builder
 	if v.Total == 0 {
@@ -205,6 +198,22 @@ func firstLines(s string, n int) []string {
 	return out
 }
 
+// getTests reads path into out, what naming it in errors; with --json it prints the
+// answer as it came instead and says it is done.
+func (a *app) getTests(ctx context.Context, c *apiClient, cfg clientConfig, path, what string, out any) (done bool, err error) {
+	raw, err := c.call(ctx, http.MethodGet, path, nil, nil)
+	if err != nil {
+		return false, testsError(err)
+	}
+	if cfg.JSON {
+		return true, writeRaw(a.stdout, raw)
+	}
+	if err := json.Unmarshal(raw, out); err != nil {
+		return false, fmt.Errorf("decode %s: %w", what, err)
+	}
+	return false, nil
+}
+
 func testsError(err error) error {
 	var se *serverError
 	if errors.As(err, &se) && se.Status == http.StatusNotFound && se.Code == "" {
@@ -238,16 +247,10 @@ func (a *app) testHistoryCommand() *cobra.Command {
 			if cfg.Branch != "" {
 				q.Set("branch", cfg.Branch)
 			}
-			raw, err := c.call(cmd.Context(), http.MethodGet, "/api/v1/projects/"+url.PathEscape(cfg.Project)+"/tests/history?"+q.Encode(), nil, nil)
-			if err != nil {
-				return testsError(err)
-			}
-			if cfg.JSON {
-				return writeRaw(a.stdout, raw)
-			}
 			var rs []testView
-			if err := json.Unmarshal(raw, &rs); err != nil {
-				return fmt.Errorf("decode the test's history: %w", err)
+			path := "/api/v1/projects/" + url.PathEscape(cfg.Project) + "/tests/history?" + q.Encode()
+			if done, err := a.getTests(cmd.Context(), c, cfg.clientConfig, path, "the test's history", &rs); done || err != nil {
+				return err
 			}
 			if len(rs) == 0 {
 				_, err := fmt.Fprintf(a.stdout, "project %s has no results of %s\n", cfg.Project, args[0])
@@ -306,16 +309,10 @@ func (a *app) flakyTestsCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			raw, err := c.call(cmd.Context(), http.MethodGet, "/api/v1/projects/"+url.PathEscape(cfg.Project)+"/tests/flaky?days="+strconv.Itoa(cfg.Days), nil, nil)
-			if err != nil {
-				return testsError(err)
-			}
-			if cfg.JSON {
-				return writeRaw(a.stdout, raw)
-			}
 			var fs []flakyView
-			if err := json.Unmarshal(raw, &fs); err != nil {
-				return fmt.Errorf("decode the flaky tests: %w", err)
+			path := "/api/v1/projects/" + url.PathEscape(cfg.Project) + "/tests/flaky?days=" + strconv.Itoa(cfg.Days)
+			if done, err := a.getTests(cmd.Context(), c, cfg.clientConfig, path, "the flaky tests", &fs); done || err != nil {
+				return err
 			}
 			if len(fs) == 0 {
 				_, err := fmt.Fprintf(a.stdout, "project %s has no flaky tests in the last %d days\n", cfg.Project, cfg.Days)
@@ -443,16 +440,9 @@ func (a *app) quarantineCommand() *cobra.Command {
 }
 
 func (a *app) listQuarantines(ctx context.Context, c *apiClient, cfg quarantineConfig, path string) error {
-	raw, err := c.call(ctx, http.MethodGet, path, nil, nil)
-	if err != nil {
-		return testsError(err)
-	}
-	if cfg.JSON {
-		return writeRaw(a.stdout, raw)
-	}
 	var qs []quarantineView
-	if err := json.Unmarshal(raw, &qs); err != nil {
-		return fmt.Errorf("decode the quarantines: %w", err)
+	if done, err := a.getTests(ctx, c, cfg.clientConfig, path, "the quarantines", &qs); done || err != nil {
+		return err
 	}
 	if len(qs) == 0 {
 		_, err := fmt.Fprintf(a.stdout, "project %s has no tests in quarantine\n", cfg.Project)

@@ -109,6 +109,14 @@ func TestTestsEndToEnd(t *testing.T) {
 	if strings.Contains(out, "test_signup") || strings.Contains(out, "SKIPPED") {
 		t.Errorf("gantry tests without --all lists passed or skipped tests:\n%s", out)
 	}
+	got = runCLI(t, invocation{args: append([]string{"tests", "--json", run.ID}, server...)})
+	var asJSON struct {
+		Headline string `json:"headline"`
+		Total    int    `json:"total"`
+	}
+	if err := json.Unmarshal([]byte(got.stdout), &asJSON); err != nil || asJSON.Headline != "3 new failures" || asJSON.Total != 6 {
+		t.Errorf("gantry tests --json: %v: %s", err, got.stdout)
+	}
 	got = runCLI(t, invocation{args: append([]string{"tests", "--all", run.ID}, server...)})
 	if i, j := strings.Index(got.stdout, "SKIPPED  tests.test_auth.test_logout"), strings.Index(got.stdout, "PASSED   "); got.code != exitOK ||
 		i < 0 || j < i || !strings.Contains(got.stdout, "needs a browser") {
