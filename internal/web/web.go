@@ -27,7 +27,7 @@ const versionPlaceholder = "%ASSETS%"
 
 // clientRoutes are the paths the app draws itself; each gets index.html so that deep
 // links and reloads work.
-var clientRoutes = regexp.MustCompile(`^/(|runs|runs/[^/]+|jobs/[^/]+|workers|stats|signin|dispatch|projects|projects/[^/]+|approvals)$`)
+var clientRoutes = regexp.MustCompile(`^/(|runs|runs/[^/]+|jobs/[^/]+|workers|stats|signin|dispatch|projects|projects/[^/]+|projects/[^/]+/tests|projects/[^/]+/runs/[0-9]+|approvals)$`)
 
 type asset struct {
 	body  []byte

@@ -36,6 +36,10 @@ func TestHandlerRoutes(t *testing.T) {
 		{"/workers", http.StatusOK},
 		{"/stats", http.StatusOK},
 		{"/signin", http.StatusOK},
+		{"/projects/web/tests", http.StatusOK},
+		{"/projects/web/runs/42", http.StatusOK},
+		{"/projects/web/runs/x", http.StatusNotFound},
+		{"/projects/web/settings", http.StatusNotFound},
 		{"/nowhere", http.StatusNotFound},
 		{"/runs/a/b", http.StatusNotFound},
 	}

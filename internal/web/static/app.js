@@ -3,7 +3,7 @@ import { clear, h } from "./dom.js";
 import { clearToken, getToken, live, setUnauthorizedHandler } from "./api.js";
 import { tick } from "./format.js";
 import { runsPage } from "./runs.js";
-import { runPage } from "./run.js";
+import { runByNumberPage, runPage } from "./run.js";
 import { jobPage } from "./job.js";
 import { workersPage } from "./workers.js";
 import { statsPage } from "./stats.js";
@@ -12,6 +12,7 @@ import { submitPage } from "./submit.js";
 import { dispatchPage } from "./dispatch.js";
 import { projectsPage } from "./projects.js";
 import { projectPage } from "./project.js";
+import { projectTestsPage } from "./tests.js";
 import { approvalsPage, refreshInboxCount } from "./actions.js";
 
 const routes = [
@@ -23,6 +24,8 @@ const routes = [
   [/^\/approvals$/, approvalsPage, "approvals"],
   [/^\/projects$/, projectsPage, "projects"],
   [/^\/projects\/([^/]+)$/, projectPage, "projects"],
+  [/^\/projects\/([^/]+)\/tests$/, projectTestsPage, "projects"],
+  [/^\/projects\/([^/]+)\/runs\/([0-9]+)$/, runByNumberPage, "runs"],
   [/^\/workers$/, workersPage, "workers"],
   [/^\/stats$/, statsPage, "stats"],
   [/^\/signin$/, signinPage, ""],
@@ -37,6 +40,18 @@ export function navigate(path, { replace = false } = {}) {
   if (replace) history.replaceState(null, "", path);
   else history.pushState(null, "", path);
   render();
+}
+
+/**
+ * setQuery puts search ("" or "?...") in the URL for a page that has shown it itself (a
+ * tab, a form's question): pushed, or in place with replace. The page is not made again;
+ * going back to another query makes it from that URL.
+ */
+export function setQuery(search, { replace = false } = {}) {
+  const path = location.pathname + search;
+  if (replace) history.replaceState(null, "", path);
+  else history.pushState(null, "", path);
+  shown = path;
 }
 
 /** announce tells screen readers something that changed without a page change. */

@@ -5,6 +5,7 @@ const SYMBOLS = {
   success: "\u2713", failed: "\u2717", cancelled: "\u2298", skipped: "\u21b7",
   running: "\u25b6", assigned: "\u25b7", queued: "\u2026", pending: "\u2026", retrying: "\u21bb",
   waiting_approval: "\u2016",
+  passed: "\u2713", errored: "\u26a0", // a test's statuses
   idle: "\u25cb", busy: "\u25cf", draining: "\u25d0", offline: "\u2715",
 };
 

@@ -1,6 +1,7 @@
 // One project: its settings (never its webhook secret), the URL to give its forge, its
-// badge, its secrets' names, its environments and its outbound webhooks. Secrets and
-// webhooks are an admin's to read; a smaller token gets a note in their place.
+// badge, its secrets' names, its environments and its outbound webhooks; its tests are a
+// page of their own (tests.js). Secrets and webhooks are an admin's to read; a smaller
+// token gets a note in their place.
 import { h } from "./dom.js";
 import { api, raw } from "./api.js";
 import { when } from "./format.js";
@@ -108,6 +109,7 @@ export async function projectPage(main, [name], ctx) {
     h("p", { class: "crumbs" }, h("a", { href: "/projects" }, "Projects"), " / ", name),
     h("h1", { tabindex: "-1" }, name),
     h("div", { class: "actions" }, h("a", { href: runsLink(name), class: "button secondary", id: "project-runs" }, "Runs"),
+      h("a", { href: "/projects/" + encodeURIComponent(name) + "/tests", class: "button secondary", id: "project-tests" }, "Tests"),
       p.repo_url ? h("a", { href: "/dispatch?project=" + encodeURIComponent(name), class: "button secondary" }, "Dispatch") : null),
     h("section", { "aria-labelledby": "settings-h" }, h("h2", { id: "settings-h" }, "Settings"), settings),
     hook, badge, secrets.el, envs.el, hooks.el);

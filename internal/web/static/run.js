@@ -1,12 +1,14 @@
 // A run: why it failed (a box at the top: the job, the step, how it ended and its first
 // error lines, linked into the job's log), its DAG (coloured live from the WebSocket's run topic), its jobs, a timeline of
 // when each job ran, the annotations its jobs' steps raised (::error:: and kin), the
-// summaries they wrote ($GITHUB_STEP_SUMMARY), and cancel and retry.
+// summaries they wrote ($GITHUB_STEP_SUMMARY), and cancel and retry. A run with test
+// results has a second tab, Tests (tests.js), with its failing tests first.
 import { clear, fill, h } from "./dom.js";
 import { api, live, post, postJSON } from "./api.js";
 import { draw } from "./dag.js";
 import { TERMINAL, liveDuration, parseTime, runLabel, setDuration, shortID, statusBadge, when } from "./format.js";
-import { announce, showError } from "./app.js";
+import { announce, navigate, setQuery, showError } from "./app.js";
+import { count, runTests } from "./tests.js";
 import { annotationItem } from "./job.js";
 import { summaryContent } from "./summary.js";
 import { confirmCancel, decideButtons } from "./actions.js";
@@ -54,11 +56,7 @@ export async function runPage(main, [id], ctx) {
   const summariesBox = h("section", { class: "summaries", id: "summaries", "aria-labelledby": "summaries-h", hidden: true });
   const failureBox = h("section", { class: "failure", id: "failure", "aria-labelledby": "failure-h", hidden: true });
 
-  main.append(
-    h("div", { class: "page-head" }, badge, liveState),
-    failureBox,
-    meta,
-    h("div", { class: "actions" }, cancelBtn, retryBtn, rerunAllBtn), message,
+  const overview = h("div", { id: "panel-overview", class: "tab-panel" },
     annotationsBox,
     h("section", { "aria-labelledby": "graph-h" }, h("h2", { id: "graph-h" }, "Graph"),
       graph.el),
@@ -69,7 +67,44 @@ export async function runPage(main, [id], ctx) {
     h("section", { "aria-labelledby": "timeline-h" }, h("h2", { id: "timeline-h" }, "Timeline"), timeline),
     summariesBox);
 
-  let jobs = run.jobs, current = run, lastStatus = run.status, annotationsAt = "", summariesAt = "", failureAt = "";
+  const tests = runTests(run, ctx, {
+    jobName: (jobID, key) => {
+      const j = jobs.find((x) => x.id === jobID);
+      return (j && j.display_name) || key;
+    },
+    onCounts: (v) => setTestCounts(v),
+    finished: () => TERMINAL.has(current.status),
+  });
+  const tabs = runTabs(overview, h("div", { id: "panel-tests", class: "tab-panel" }, h("h2", { class: "visually-hidden" }, "Tests"), tests.el));
+
+  main.append(
+    h("div", { class: "page-head" }, badge, liveState),
+    failureBox,
+    meta,
+    h("div", { class: "actions" }, cancelBtn, retryBtn, rerunAllBtn), message,
+    tabs.el);
+
+  let jobs = run.jobs, current = run, lastStatus = run.status, annotationsAt = "", summariesAt = "", failureAt = "", testsAt = "";
+
+  // The Tests tab shows once the run has test results (or when asked for by its URL),
+  // labelled with how many failed.
+  function setTestCounts(v) {
+    const failing = (v.counts.failed || 0) + (v.counts.errored || 0);
+    tabs.setTests(v.total > 0, failing ? count(failing) + " failed" : count(v.total), failing > 0);
+  }
+
+  // The tests are read again whenever a job ends or starts again: the worker sends a
+  // job's results before it ends.
+  async function loadTests(r) {
+    const at = `${r.status}/${r.jobs_finished}/${jobs.map((j) => j.attempt).join(",")}`;
+    if (at === testsAt) return;
+    testsAt = at;
+    try {
+      await tests.load();
+    } catch (e) {
+      if (e.name !== "AbortError") testsAt = ""; // try again on the next notice
+    }
+  }
 
   // Why the run failed: in the run's own answer, read again when the run ends (the live
   // feed's runs do not carry it).
@@ -165,6 +200,7 @@ export async function runPage(main, [id], ctx) {
     loadAnnotations(r);
     loadSummaries(r);
     loadFailure(r);
+    loadTests(r);
   }
 
   function renderJobs() {
@@ -225,6 +261,87 @@ export async function runPage(main, [id], ctx) {
   ctx.onCleanup(live.onState((st) => {
     liveState.textContent = st === "open" ? "\u25cf live" : st === "connecting" ? "connecting\u2026" : "reconnecting\u2026";
   }));
+}
+
+/**
+ * runTabs puts the run's overview and its tests in two tabs. The tab bar shows only once
+ * the run has tests (setTests), or when the URL asks for them (?tab=tests), which the
+ * chosen tab is kept in.
+ */
+function runTabs(overview, testsPanel) {
+  const label = h("span", { class: "tab-count", id: "tests-tab-count" });
+  const tabs = {
+    overview: { btn: h("button", { type: "button", role: "tab", id: "tab-overview", "aria-controls": "panel-overview" }, "Overview"), panel: overview },
+    tests: { btn: h("button", { type: "button", role: "tab", id: "tab-tests", "aria-controls": "panel-tests" }, "Tests", " ", label), panel: testsPanel },
+  };
+  const bar = h("div", { role: "tablist", class: "tabs", "aria-label": "Run views", hidden: true }, tabs.overview.btn, tabs.tests.btn);
+  let selected = new URLSearchParams(location.search).get("tab") === "tests" ? "tests" : "overview";
+  let hasTests = false;
+
+  function select(name, { focus = false, keep = true } = {}) {
+    selected = name;
+    for (const [n, t] of Object.entries(tabs)) {
+      const on = n === name;
+      t.btn.setAttribute("aria-selected", String(on));
+      t.btn.tabIndex = on ? 0 : -1;
+      t.panel.hidden = !on;
+    }
+    if (focus) tabs[name].btn.focus();
+    if (keep) {
+      const q = new URLSearchParams(location.search);
+      if (name === "tests") q.set("tab", "tests");
+      else q.delete("tab");
+      setQuery(q.toString() ? "?" + q : "", { replace: true });
+    }
+    showBar();
+  }
+  function showBar() {
+    const on = hasTests || selected === "tests";
+    bar.hidden = !on;
+    // Without the bar the overview is the page itself, not a panel of a hidden tab.
+    for (const [n, t] of Object.entries(tabs)) {
+      if (on) {
+        t.panel.setAttribute("role", "tabpanel");
+        t.panel.setAttribute("aria-labelledby", "tab-" + n);
+      } else {
+        t.panel.removeAttribute("role");
+        t.panel.removeAttribute("aria-labelledby");
+      }
+    }
+  }
+  for (const [n, t] of Object.entries(tabs)) t.btn.addEventListener("click", () => select(n));
+  // The arrow keys, Home and End move between the tabs, as a tab bar's do.
+  bar.addEventListener("keydown", (ev) => {
+    const names = Object.keys(tabs);
+    const i = names.indexOf(selected);
+    const to = { ArrowRight: names[(i + 1) % names.length], ArrowLeft: names[(i + names.length - 1) % names.length],
+      Home: names[0], End: names[names.length - 1] }[ev.key];
+    if (!to) return;
+    ev.preventDefault();
+    select(to, { focus: true });
+  });
+  select(selected, { keep: false });
+  return {
+    el: h("div", { class: "run-views" }, bar, overview, testsPanel),
+    setTests(has, text, failing) {
+      hasTests = has;
+      label.textContent = has ? text : "";
+      label.classList.toggle("failing", failing);
+      showBar();
+    },
+  };
+}
+
+/**
+ * runByNumberPage finds a project's run by its number (/projects/NAME/runs/42, as a
+ * test's verdict names the runs it cites) and shows it at its own address.
+ */
+export async function runByNumberPage(main, [name, number], ctx) {
+  ctx.title(`${name} #${number}`);
+  main.append(h("p", { class: "crumbs" }, h("a", { href: "/" }, "Runs"), " / ", `${name} #${number}`),
+    h("h1", { tabindex: "-1" }, `${name} #${number}`));
+  const run = await api(`/api/v1/projects/${encodeURIComponent(name)}/runs/${encodeURIComponent(number)}`, { signal: ctx.signal });
+  navigate("/runs/" + encodeURIComponent(run.id) + location.hash, { replace: true });
 }
 
 // renderFailure fills box with why the run failed: the reason, the job (linked to its log

@@ -1,0 +1,511 @@
+// Test results, from the API's tests routes (docs/tests.md): a run's Tests tab (its
+// counts, the verdicts' headline, its failing tests first, each with why it failed and
+// its latest results, then the others a page at a time) and a project's Tests page (its
+// flaky tests with their evidence, and one test's history). Every read is bounded: a
+// run of 50,000 tests costs a page of them, and each failing test shown one read of its
+// last 20 results, 4 reads at a time.
+import { clear, fill, h } from "./dom.js";
+import { api } from "./api.js";
+import { duration, statusBadge, when } from "./format.js";
+import { setQuery } from "./app.js";
+
+// FAILING_PAGE is the failing tests read at once; OTHERS_PAGE the skipped and passed ones.
+const FAILING_PAGE = 50;
+const OTHERS_PAGE = 100;
+// SPARK is the results a failing test's sparkline shows; HISTORY_PAGE a history table's.
+const SPARK = 20;
+const HISTORY_PAGE = 100;
+// HISTORY_READS is how many history reads a page makes at once.
+const HISTORY_READS = 4;
+
+/** VERDICTS are the verdicts' kinds in words, as gantry tests prints them. */
+export const VERDICTS = { new: "new failure", still: "still failing", known: "known broken", flaky: "flaky" };
+
+const numbers = new Intl.NumberFormat("en-US");
+
+/** count writes n as the CLI does: 1,204. */
+export function count(n) {
+  return numbers.format(n || 0);
+}
+
+function plural(n, one, many) {
+  return count(n) + " " + (n === 1 ? one : many);
+}
+
+/** testID names a test as the CLI and the history route do: SUITE.NAME, or NAME alone. */
+export function testID(t) {
+  return t.suite ? t.suite + "." + t.name : t.name;
+}
+
+const failing = (status) => status === "failed" || status === "errored";
+
+/** countsLine says a run's counts: "1,204 tests: 2 failed, 1 errored, 10 skipped, 1,191 passed". */
+export function countsLine(v) {
+  const parts = ["failed", "errored", "skipped", "passed"].filter((s) => v.counts[s] > 0).map((s) => count(v.counts[s]) + " " + s);
+  return plural(v.total, "test", "tests") + (parts.length ? ": " + parts.join(", ") : "");
+}
+
+/** historyLink is the project's Tests page showing one test's history. */
+export function historyLink(project, t) {
+  return "/projects/" + encodeURIComponent(project) + "/tests?" + new URLSearchParams({ suite: t.suite || "", name: t.name });
+}
+
+/** runByNumber is the page of a project's run #number (a verdict's evidence names runs so). */
+export function runByNumber(project, number) {
+  return "/projects/" + encodeURIComponent(project) + "/runs/" + number;
+}
+
+function shortSHA(sha) {
+  return sha ? h("span", { class: "mono", title: sha }, sha.slice(0, 12)) : null;
+}
+
+function reruns(n) {
+  return n > 0 ? h("span", { class: "tag rerun-tag", title: "The test tool ran it again within its report before it passed: flaky by itself" },
+    `passed after ${n} failed ${n === 1 ? "rerun" : "reruns"}`) : null;
+}
+
+/**
+ * historyReader reads tests' latest results, each test once per page, at most
+ * HISTORY_READS at a time: a page of 50 failing tests makes 50 small reads, not 50 at once.
+ */
+function historyReader(projectBase, signal) {
+  const cache = new Map();
+  const queue = [];
+  let active = 0;
+  const pump = () => {
+    while (active < HISTORY_READS && queue.length) {
+      const read = queue.shift();
+      active++;
+      read().finally(() => { active--; pump(); });
+    }
+  };
+  return (t) => {
+    const key = t.suite + "\u0000" + t.name;
+    if (!cache.has(key)) {
+      const p = new Promise((resolve, reject) => {
+        const q = new URLSearchParams({ suite: t.suite || "", name: t.name, limit: String(SPARK) });
+        queue.push(() => api(projectBase + "/tests/history?" + q, { signal }).then(resolve, reject));
+        pump();
+      });
+      p.catch(() => cache.delete(key)); // read again next time
+      cache.set(key, p);
+    }
+    return cache.get(key);
+  };
+}
+
+/**
+ * sparkline draws a test's results (newest first, as the API gives them) as coloured
+ * cells, oldest left and newest right, the run at hand outlined. Each cell's title says
+ * its run, branch, commit and status; the whole says the counts in words.
+ */
+export function sparkline(results, thisRun) {
+  const rs = results.slice(0, SPARK).reverse();
+  const by = {};
+  for (const r of rs) by[r.status] = (by[r.status] || 0) + 1;
+  const words = ["failed", "errored", "skipped", "passed"].filter((s) => by[s]).map((s) => by[s] + " " + s).join(", ");
+  const label = rs.length
+    ? `Last ${plural(rs.length, "result", "results")}, oldest first: ${words}; the latest ${rs[rs.length - 1].status}`
+    : "No results";
+  return h("span", { class: "spark", role: "img", "aria-label": label, title: label },
+    rs.map((r) => h("span", {
+      class: ["spark-cell", "sp-" + r.status, thisRun && r.run_id === thisRun ? "this-run" : null],
+      dataset: { status: r.status },
+      title: `${r.run ? "#" + r.run + " " : ""}${r.branch || ""}${r.sha ? " " + r.sha.slice(0, 8) : ""}: ${r.status}`,
+    })));
+}
+
+/**
+ * runTests is a run's Tests tab. load() reads its failing tests again (the run page calls
+ * it when a job ends); onCounts(v) hears the run's counts, for the tab's label; jobName
+ * names a job by its id and key; finished says whether the run has ended.
+ */
+export function runTests(run, ctx, { jobName, onCounts, finished }) {
+  const signal = ctx.signal;
+  const base = "/api/v1/runs/" + encodeURIComponent(run.id) + "/tests";
+  const history = historyReader("/api/v1/projects/" + encodeURIComponent(run.project), signal);
+  // What the user opened (outputs, verdicts), by test, kept when the list is drawn again.
+  const opened = new Set();
+  let shown = []; // the failing tests drawn
+  let next = null; // next_offset of the failing tests
+  let drawn = ""; // the answer drawn, to skip a redraw that changes nothing
+  let otherCounts = "";
+  let serial = 0;
+  let reads = 0; // loads started: an answer older than the latest started is not drawn
+
+  const summary = h("div", { class: "tests-summary", id: "tests-summary" });
+  const failingList = h("ol", { class: "plain test-list", id: "failing-tests", "aria-label": "Failing tests" });
+  const failingMore = h("div", { class: "pager" });
+  const others = h("section", { class: "other-tests", id: "other-tests", "aria-labelledby": "other-tests-h", hidden: true });
+  const state = h("p", { class: "muted", role: "status" }, "Loading the tests\u2026");
+  const el = h("div", { class: "run-tests" }, state, summary, failingList, failingMore, others);
+
+  const testKey = (t) => t.job_id + "\u0000" + t.suite + "\u0000" + t.name;
+
+  async function load() {
+    // Read as many failing tests as are shown, so that a reload keeps "Show more".
+    const limit = Math.min(1000, Math.max(FAILING_PAGE, Math.ceil(shown.length / FAILING_PAGE) * FAILING_PAGE));
+    const read = ++reads;
+    let v;
+    try {
+      v = await api(`${base}?status=failed,errored&limit=${limit}`, { signal });
+    } catch (e) {
+      if (e.name === "AbortError" || signal.aborted || e.status === 401) return;
+      state.textContent = "Could not load the tests: " + e.message;
+      state.classList.add("error");
+      throw e;
+    }
+    if (read !== reads) return;
+    onCounts(v);
+    const key = JSON.stringify(v);
+    if (key === drawn) return;
+    drawn = key;
+    state.textContent = "";
+    state.classList.remove("error");
+    shown = v.tests;
+    next = v.next_offset ?? null;
+    renderSummary(v);
+    clear(failingList);
+    appendFailing(v.tests);
+    renderMore();
+    renderOthers(v);
+  }
+
+  function renderSummary(v) {
+    if (!v.total) {
+      fill(summary, h("p", { class: "muted", id: "tests-none" }, "No test results in this run",
+        finished() ? "" : " yet",
+        ". A job names the reports its steps write with ", h("code", {}, "reports:"), "."));
+      return;
+    }
+    const nFailing = (v.counts.failed || 0) + (v.counts.errored || 0);
+    fill(summary,
+      h("p", { class: "tests-headline", id: "tests-headline" }, v.headline || (nFailing ? "" : "No failing tests.")),
+      h("p", { class: "tests-counts", id: "tests-counts" }, countsLine(v)),
+      v.judged < nFailing ? h("p", { class: "muted small" }, `Verdicts of the first ${count(v.judged)} failing tests.`) : null,
+      nFailing ? null : h("p", { class: "muted small" }, "Every test that ran passed or was skipped."));
+  }
+
+  function renderMore() {
+    clear(failingMore);
+    if (next === null) return;
+    const btn = h("button", { type: "button", class: "secondary", id: "more-failing" }, "Show more failing tests");
+    btn.addEventListener("click", async () => {
+      btn.disabled = true;
+      try {
+        const v = await api(`${base}?status=failed,errored&limit=${FAILING_PAGE}&offset=${next}`, { signal });
+        shown = shown.concat(v.tests);
+        next = v.next_offset ?? null;
+        appendFailing(v.tests);
+        renderMore();
+      } catch (e) {
+        if (e.name === "AbortError") return;
+        btn.disabled = false;
+        failingMore.append(h("span", { class: "error" }, " Could not load them: " + e.message));
+      }
+    });
+    failingMore.append(btn);
+  }
+
+  function appendFailing(tests) {
+    for (const t of tests) failingList.append(failingItem(t));
+  }
+
+  // toggled keeps a details element's or a verdict's open state in opened.
+  function remember(key, open) {
+    if (open) opened.add(key);
+    else opened.delete(key);
+  }
+
+  function failingItem(t) {
+    const key = testKey(t);
+    const id = "test-" + ++serial;
+    const v = t.verdict;
+    let verdictBtn = null, verdictBox = null;
+    if (v) {
+      const isOpen = opened.has("v" + key);
+      verdictBox = h("div", { class: "verdict-detail", id: id + "-why", hidden: !isOpen },
+        h("p", { class: "verdict-why" }, v.why),
+        v.evidence && v.evidence.length ? h("ul", { class: "plain evidence" }, v.evidence.map((o) => observation(run, o))) : null);
+      verdictBtn = h("button", {
+        type: "button", class: ["verdict", "v-" + v.kind], "aria-expanded": String(isOpen), "aria-controls": id + "-why",
+        title: v.why, dataset: { verdict: v.kind },
+      }, VERDICTS[v.kind] || v.kind, h("span", { "aria-hidden": "true" }, isOpen ? " \u25be" : " \u25b8"));
+      verdictBtn.addEventListener("click", () => {
+        const open = verdictBox.hidden;
+        verdictBox.hidden = !open;
+        verdictBtn.setAttribute("aria-expanded", String(open));
+        verdictBtn.lastChild.textContent = open ? " \u25be" : " \u25b8";
+        remember("v" + key, open);
+      });
+    }
+    const where = t.file ? t.file + (t.line ? ":" + t.line : "") : "";
+    const spark = h("span", { class: "spark-slot" });
+    const output = t.output ? h("details", { class: "test-output", open: opened.has("o" + key) },
+      h("summary", {}, "Output", h("span", { class: "muted" }, ` (${plural(t.output.split("\n").filter(Boolean).length, "line", "lines")})`)),
+      h("pre", {}, t.output)) : null;
+    if (output) output.addEventListener("toggle", () => remember("o" + key, output.open));
+    const item = h("li", { class: "test-item", id, dataset: { status: t.status, verdict: v ? v.kind : "", test: testID(t) } },
+      h("div", { class: "test-head" }, statusBadge(t.status), " ", h("span", { class: "test-name mono" }, testID(t)), " ", verdictBtn),
+      h("div", { class: "test-meta muted" },
+        h("span", {}, jobName(t.job_id, t.job), t.attempt > 1 ? ", attempt " + t.attempt : ""),
+        h("span", {}, duration(t.duration_ms)),
+        where ? h("span", { class: "mono test-where" }, where) : null,
+        spark,
+        h("a", { href: historyLink(run.project, t), class: "test-history" }, "History"),
+        h("a", { href: "/jobs/" + t.job_id, class: "test-log" }, "Log")),
+      t.message ? h("pre", { class: "test-message" }, t.message) : null,
+      verdictBox,
+      output);
+    history(t).then((rs) => {
+      if (rs.length) fill(spark, sparkline(rs, run.id));
+    }).catch(() => {});
+    return item;
+  }
+
+  // renderOthers offers the skipped and passed tests, a page at a time, read only when
+  // asked for: most of a run's tests are those.
+  function renderOthers(v) {
+    const n = (v.counts.skipped || 0) + (v.counts.passed || 0);
+    const key = `${v.counts.skipped || 0}/${v.counts.passed || 0}`;
+    others.hidden = n === 0;
+    if (key === otherCounts) return;
+    otherCounts = key;
+    const parts = ["skipped", "passed"].filter((s) => v.counts[s]).map((s) => count(v.counts[s]) + " " + s);
+    const tbody = h("tbody");
+    const table = h("div", { class: "table-wrap", hidden: true }, h("table", { class: "tests" },
+      h("caption", { class: "visually-hidden" }, "Skipped and passed tests"),
+      h("thead", {}, h("tr", {}, ["Status", "Test", "Job", "Duration"].map((c) => h("th", { scope: "col" }, c)))),
+      tbody));
+    const progress = h("p", { class: "muted small", id: "other-tests-shown", role: "status" });
+    const more = h("button", { type: "button", class: "secondary", id: "show-other-tests" }, "Show them");
+    let offset = 0, done = 0;
+    more.addEventListener("click", async () => {
+      more.disabled = true;
+      let page;
+      try {
+        page = await api(`${base}?status=skipped,passed&limit=${OTHERS_PAGE}&offset=${offset}`, { signal });
+      } catch (e) {
+        if (e.name === "AbortError") return;
+        more.disabled = false;
+        progress.textContent = "Could not load them: " + e.message;
+        return;
+      }
+      table.hidden = false;
+      for (const t of page.tests) {
+        tbody.append(h("tr", { dataset: { status: t.status, test: testID(t) } },
+          h("td", {}, statusBadge(t.status)),
+          h("td", {}, h("span", { class: "mono test-name" }, testID(t)), " ", reruns(t.failed_attempts),
+            t.message ? h("div", { class: "muted small test-skip-message" }, t.message) : null),
+          h("td", {}, h("a", { href: "/jobs/" + t.job_id }, jobName(t.job_id, t.job))),
+          h("td", {}, duration(t.duration_ms))));
+      }
+      done += page.tests.length;
+      offset = page.next_offset ?? offset + page.tests.length;
+      progress.textContent = `${count(done)} of ${count(n)} shown.`;
+      more.textContent = "Show more";
+      more.disabled = false;
+      more.hidden = page.next_offset == null;
+    });
+    fill(others, h("h3", { id: "other-tests-h" }, "Other tests"),
+      h("p", {}, parts.join(", "), ". ", more), table, progress);
+  }
+
+  return { el, load };
+}
+
+/** observation is one result a verdict of run cites: its status, run, job, branch and commit. */
+function observation(run, o) {
+  return h("li", { dataset: { status: o.status, run: String(o.run || "") } },
+    statusBadge(o.status), " in ",
+    o.run ? h("a", { href: runByNumber(run.project, o.run), class: "evidence-run" }, "run #" + o.run) : "a run",
+    ` (${o.run && o.run === run.number ? "this run, " : ""}${o.job}${o.attempt ? ", attempt " + o.attempt : ""})`,
+    o.branch ? [" on ", h("span", { class: "mono" }, o.branch)] : null,
+    o.sha ? [" at ", shortSHA(o.sha)] : null,
+    " ", when(o.at));
+}
+
+/**
+ * projectTestsPage is a project's tests: the ones that were flaky lately, with the
+ * results that show it, and a box that reads one test's history (?test=SUITE.NAME, or
+ * ?suite= and ?name= from a link, with ?branch=).
+ */
+export async function projectTestsPage(main, [name], ctx) {
+  ctx.title("Tests \u00b7 " + name);
+  const signal = ctx.signal;
+  const base = "/api/v1/projects/" + encodeURIComponent(name);
+  main.append(
+    h("p", { class: "crumbs" }, h("a", { href: "/projects" }, "Projects"), " / ",
+      h("a", { href: "/projects/" + encodeURIComponent(name) }, name), " / Tests"),
+    h("h1", { tabindex: "-1" }, "Tests of ", name));
+  await api(base, { signal }); // a project that does not exist is Not found, not an empty page
+  const params = new URLSearchParams(location.search);
+
+  // Flaky tests.
+  const days = h("select", { id: "flaky-days" }, [7, 14, 30, 90].map((d) =>
+    h("option", { value: String(d), selected: String(d) === (params.get("days") || "14") }, `the last ${d} days`)));
+  const flakyBody = h("div", { id: "flaky-body" });
+  async function loadFlaky() {
+    fill(flakyBody, h("p", { class: "muted" }, "Loading\u2026"));
+    let list;
+    try {
+      list = await api(`${base}/tests/flaky?days=${days.value}&limit=100`, { signal });
+    } catch (e) {
+      if (e.name === "AbortError" || signal.aborted || e.status === 401) return;
+      fill(flakyBody, h("p", { class: "error", role: "alert" }, "Could not load the flaky tests: " + e.message));
+      return;
+    }
+    if (!list.length) {
+      fill(flakyBody, h("p", { class: "muted", id: "no-flaky" }, `No test failed and passed on one commit in the last ${days.value} days.`));
+      return;
+    }
+    fill(flakyBody, h("ol", { class: "plain test-list", id: "flaky-tests" }, list.map((f) => flakyItem(name, f))));
+  }
+  days.addEventListener("change", () => {
+    setQuery(withParam("days", days.value === "14" ? "" : days.value), { replace: true });
+    loadFlaky();
+  });
+
+  // One test's history.
+  const initial = params.get("name") ? testID({ suite: params.get("suite") || "", name: params.get("name") }) : params.get("test") || "";
+  const testInput = h("input", { type: "text", id: "test-query", name: "test", value: initial, autocomplete: "off",
+    spellcheck: "false", placeholder: "SUITE.NAME", "aria-describedby": "test-query-help" });
+  const branchInput = h("input", { type: "text", id: "test-branch", name: "branch", value: params.get("branch") || "", autocomplete: "off",
+    placeholder: "any branch" });
+  const historyBody = h("div", { id: "history-body", "aria-live": "polite" });
+  const form = h("form", { class: "filters", role: "search", "aria-label": "A test's history" },
+    h("div", { class: "field grow" }, h("label", { for: "test-query" }, "Test"), testInput),
+    h("div", { class: "field" }, h("label", { for: "test-branch" }, "Branch"), branchInput),
+    h("div", { class: "field actions" }, h("button", { type: "submit", id: "show-history" }, "Show history")));
+  // An exact suite and name, from a link: the box's SUITE.NAME is split by the server at
+  // the dot that names a test, which a name holding dots could make ambiguous.
+  let exact = params.get("name") ? { suite: params.get("suite") || "", name: params.get("name") } : null;
+  form.addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    const test = testInput.value.trim();
+    if (exact && test !== testID(exact)) exact = null;
+    const q = new URLSearchParams();
+    if (exact) {
+      q.set("suite", exact.suite);
+      q.set("name", exact.name);
+    } else if (test) {
+      q.set("test", test);
+    }
+    if (branchInput.value.trim()) q.set("branch", branchInput.value.trim());
+    if (days.value !== "14") q.set("days", days.value);
+    setQuery(q.toString() ? "?" + q : "");
+    loadHistory();
+  });
+
+  async function loadHistory() {
+    const test = testInput.value.trim();
+    if (!test) {
+      fill(historyBody);
+      return;
+    }
+    const q = new URLSearchParams(exact ? { suite: exact.suite, name: exact.name } : { test });
+    const branch = branchInput.value.trim();
+    if (branch) q.set("branch", branch);
+    q.set("limit", String(HISTORY_PAGE));
+    fill(historyBody, h("p", { class: "muted" }, "Loading\u2026"));
+    let rs;
+    try {
+      rs = await api(`${base}/tests/history?${q}`, { signal });
+    } catch (e) {
+      if (e.name === "AbortError" || signal.aborted || e.status === 401) return;
+      fill(historyBody, h("p", { class: "error", role: "alert" }, "Could not load the history: " + e.message));
+      return;
+    }
+    if (!rs.length) {
+      fill(historyBody, h("p", { class: "muted", id: "history-none" }, "No results of ", h("span", { class: "mono" }, test),
+        branch ? [" on ", h("span", { class: "mono" }, branch)] : null, " in ", name,
+        ". A test is named SUITE.NAME, as a run's Tests tab shows it."));
+      return;
+    }
+    const tbody = h("tbody");
+    const table = h("div", { class: "table-wrap" }, h("table", { class: "tests", id: "history-table" },
+      h("caption", { class: "visually-hidden" }, "Results of " + test + ", newest first"),
+      h("thead", {}, h("tr", {}, ["Run", "Status", "Branch", "Commit", "Job", "Duration", "When"].map((c) => h("th", { scope: "col" }, c)))),
+      tbody));
+    const fails = (list) => list.filter((r) => failing(r.status)).length;
+    let all = rs;
+    const said = h("p", { id: "history-count" });
+    const more = h("button", { type: "button", class: "secondary", id: "older-history" }, "Show older results");
+    const add = (list) => {
+      for (const r of list) tbody.append(historyRow(r));
+      said.textContent = `${plural(all.length, "result", "results")}, ${count(fails(all))} failing, newest first.`;
+      more.hidden = list.length < HISTORY_PAGE;
+    };
+    more.addEventListener("click", async () => {
+      more.disabled = true;
+      q.set("before", all[all.length - 1].created_at);
+      try {
+        const older = await api(`${base}/tests/history?${q}`, { signal });
+        all = all.concat(older);
+        add(older);
+      } catch (e) {
+        if (e.name === "AbortError") return;
+        said.textContent = "Could not load older results: " + e.message;
+      }
+      more.disabled = false;
+    });
+    const first = rs[0];
+    fill(historyBody,
+      h("h3", { id: "history-test", class: "mono break" }, testID(first)),
+      h("p", {}, sparkline(rs), " ", h("span", { class: "muted small" }, "latest ", plural(Math.min(rs.length, SPARK), "result", "results"), ", newest right")),
+      said, table, h("div", { class: "pager" }, more));
+    add(rs);
+  }
+
+  main.append(
+    h("section", { id: "flaky", "aria-labelledby": "flaky-h" },
+      h("h2", { id: "flaky-h" }, "Flaky tests"),
+      h("div", { class: "filters" }, h("div", { class: "field" }, h("label", { for: "flaky-days" }, "Failed and passed on one commit in"), days)),
+      flakyBody),
+    h("section", { id: "history", "aria-labelledby": "history-h" },
+      h("h2", { id: "history-h" }, "A test's history"),
+      h("p", { class: "muted small", id: "test-query-help" }, "A test's results in this project's runs, newest first. Name it ",
+        h("code", {}, "SUITE.NAME"), " as a run's Tests tab shows it: ", h("code", {}, "example.com/web/auth.TestLogin"), ", ",
+        h("code", {}, "tests.test_auth.test_login"), "."),
+      form, historyBody));
+  loadFlaky();
+  loadHistory();
+}
+
+function withParam(key, value) {
+  const q = new URLSearchParams(location.search);
+  if (value) q.set(key, value);
+  else q.delete(key);
+  return q.toString() ? "?" + q : "";
+}
+
+function historyRow(r) {
+  return h("tr", { dataset: { status: r.status, run: String(r.run || "") } },
+    h("td", {}, r.run_id ? h("a", { href: "/runs/" + r.run_id }, r.run ? "#" + r.run : "run") : (r.run ? "#" + r.run : "")),
+    h("td", {}, statusBadge(r.status), " ", reruns(r.failed_attempts),
+      r.message ? h("div", { class: "muted small test-skip-message" }, r.message.split("\n")[0]) : null),
+    h("td", {}, r.branch ? h("span", { class: "mono" }, r.branch) : h("span", { class: "muted" }, "\u2014")),
+    h("td", {}, shortSHA(r.sha) || h("span", { class: "muted", title: "The run's commit was not verified" }, "\u2014")),
+    h("td", {}, h("a", { href: "/jobs/" + r.job_id }, r.job), r.attempt > 1 ? h("span", { class: "muted" }, " attempt " + r.attempt) : null),
+    h("td", {}, duration(r.duration_ms)),
+    h("td", {}, when(r.created_at)));
+}
+
+/** flakyItem is one flaky test: how often it flipped, and its results on those commits. */
+function flakyItem(project, f) {
+  const byCommit = new Map();
+  for (const e of f.evidence) {
+    if (!byCommit.has(e.sha)) byCommit.set(e.sha, []);
+    byCommit.get(e.sha).push(e);
+  }
+  return h("li", { class: "test-item flaky-item", dataset: { test: testID(f) } },
+    h("div", { class: "test-head" }, h("a", { href: historyLink(project, f), class: "test-name mono" }, testID(f))),
+    h("div", { class: "test-meta muted" },
+      h("span", {}, "flipped on ", plural(f.commits, "commit", "commits")),
+      h("span", {}, "last seen ", when(f.last_seen))),
+    h("ul", { class: "plain evidence" }, [...byCommit].map(([sha, rs]) => h("li", { dataset: { sha } },
+      "On ", shortSHA(sha), rs[0].branch ? [" (", h("span", { class: "mono" }, rs[0].branch), ")"] : null, ": ",
+      rs.map((r, i) => [i ? "; " : "", statusBadge(r.status), " ", reruns(r.failed_attempts), " in ",
+        r.run_id ? h("a", { href: "/runs/" + r.run_id, class: "evidence-run" }, r.run ? "run #" + r.run : "a run") : "a run",
+        ` (${r.job}${r.attempt > 1 ? ", attempt " + r.attempt : ""})`])))));
+}
