@@ -3,6 +3,7 @@ package web_test
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -52,7 +53,9 @@ type runTestsAnswer struct {
 		Status  string `json:"status"`
 		Message string `json:"message"`
 		Output  string `json:"output"`
-		Verdict *struct {
+		// Quarantined marks a failing test its project has quarantined.
+		Quarantined bool `json:"quarantined"`
+		Verdict     *struct {
 			Kind string `json:"kind"`
 			Why  string `json:"why"`
 		} `json:"verdict"`
@@ -106,17 +109,37 @@ func TestDashboardShowsTests(t *testing.T) {
 		`<testcase classname="tests.web" name="test_skip"><skipped message="needs a browser"/></testcase>`,
 		`<testcase classname="tests.web" name="test_retried" time="0.2"><flakyFailure message="connection reset"/></testcase>`))
 	r4 := push("feature", c2, junitPipeline(0, false, passedCase("test_flaky")))
+	// test_broken is quarantined now: its failure is still shown, and marked so.
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPut, c.url+"/api/v1/projects/web/tests/quarantine",
+		strings.NewReader(`{"suite": "tests.web", "name": "test_broken", "owner": "alice", "reason": "the fixture server races", "for": "14d"}`))
+	req.Header.Set("Content-Type", "application/json")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("quarantine test_broken: %s", res.Status)
+	}
 
 	var v runTestsAnswer
 	c.getJSON(t, "/api/v1/runs/"+r3+"/tests?status=failed,errored", &v)
 	if v.Total != 256 || v.Counts["failed"] != 3 || v.Counts["errored"] != 1 || v.Counts["skipped"] != 1 || v.Counts["passed"] != 251 ||
-		v.Headline != "1 new failure, 1 still failing, 1 known broken, 1 known flaky" || len(v.Tests) != 4 {
+		v.Headline != "1 new failure, 1 still failing, 1 known broken, 1 known flaky (1 quarantined)" || len(v.Tests) != 4 {
 		t.Fatalf("the run's tests are not what the test needs: %d %v %q, %d failing", v.Total, v.Counts, v.Headline, len(v.Tests))
 	}
-	type want struct{ Test, Status, Message, Kind, Why string }
+	type want struct {
+		Test, Status, Message, Kind, Why string
+		Quarantined                      bool
+	}
 	var failing []want
 	for _, tv := range v.Tests {
-		failing = append(failing, want{tv.Suite + "." + tv.Name, tv.Status, tv.Message, tv.Verdict.Kind, tv.Verdict.Why})
+		failing = append(failing, want{tv.Suite + "." + tv.Name, tv.Status, tv.Message, tv.Verdict.Kind, tv.Verdict.Why, tv.Quarantined})
+	}
+	for _, w := range failing {
+		if w.Quarantined != (w.Test == "tests.web.test_broken") {
+			t.Fatalf("the API marks %s quarantined: %v", w.Test, w.Quarantined)
+		}
 	}
 	wantJSON, _ := json.Marshal(failing)
 
@@ -144,9 +167,9 @@ func TestDashboardShowsTests(t *testing.T) {
 			const li = items[i], btn = li.querySelector("button.verdict");
 			const got = {test: li.querySelector(".test-name").textContent, status: li.querySelector(".badge").dataset.status,
 				message: li.querySelector(".test-message").textContent, kind: btn.dataset.verdict, why: btn.title,
-				word: btn.firstChild.textContent};
+				word: btn.firstChild.textContent, quarantined: !!li.querySelector(".quarantine-tag")};
 			if (got.test !== w.Test || got.status !== w.Status || got.message !== w.Message || got.kind !== w.Kind ||
-				got.why !== w.Why || got.word !== words[w.Kind]) bad.push(JSON.stringify({want: w, got}));
+				got.why !== w.Why || got.word !== words[w.Kind] || got.quarantined !== w.Quarantined) bad.push(JSON.stringify({want: w, got}));
 		});
 		return bad.join("\n");
 	})()`); got != "" {
@@ -248,6 +271,11 @@ func TestDashboardShowsTests(t *testing.T) {
 	})()`); got != "true|"+c2+"|run #4=/runs/"+r4+" run #3=/runs/"+r3+"|/projects/web/tests?suite=tests.web&name=test_flaky" {
 		t.Errorf("the flaky test's evidence: %s", got)
 	}
+	b.waitJS("the quarantined test, with its owner and reason", `(() => {
+		const rows = [...document.querySelectorAll("#quarantine-table tbody tr")];
+		return rows.length === 1 && rows[0].dataset.test === "tests.web.test_broken" &&
+			[...rows[0].cells].slice(0, 3).map((c) => c.textContent).join("|") === "tests.web.test_broken|alice|the fixture server races";
+	})()`)
 	b.screenshot("project-tests")
 
 	// The history box: a test typed as SUITE.NAME, its results as the API has them.

@@ -1,7 +1,7 @@
 // Test results, from the API's tests routes (docs/tests.md): a run's Tests tab (its
 // counts, the verdicts' headline, its failing tests first, each with why it failed and
 // its latest results, then the others a page at a time) and a project's Tests page (its
-// flaky tests with their evidence, and one test's history). Every read is bounded: a
+// flaky tests with their evidence, its quarantined tests, and one test's history). Every read is bounded: a
 // run of 50,000 tests costs a page of them, and each failing test shown one read of its
 // last 20 results, 4 reads at a time.
 import { clear, fill, h } from "./dom.js";
@@ -246,7 +246,9 @@ export function runTests(run, ctx, { jobName, onCounts, finished }) {
       h("pre", {}, t.output)) : null;
     if (output) output.addEventListener("toggle", () => remember("o" + key, output.open));
     const item = h("li", { class: "test-item", id, dataset: { status: t.status, verdict: v ? v.kind : "", test: testID(t) } },
-      h("div", { class: "test-head" }, statusBadge(t.status), " ", h("span", { class: "test-name mono" }, testID(t)), " ", verdictBtn),
+      h("div", { class: "test-head" }, statusBadge(t.status), " ", h("span", { class: "test-name mono" }, testID(t)), " ", verdictBtn,
+        t.quarantined ? h("span", { class: "tag quarantine-tag", title: "Quarantined in this project: while the quarantine lasts, its failures alone do not fail its job" },
+          "quarantined") : null),
       h("div", { class: "test-meta muted" },
         h("span", {}, jobName(t.job_id, t.job), t.attempt > 1 ? ", attempt " + t.attempt : ""),
         h("span", {}, duration(t.duration_ms)),
@@ -327,7 +329,7 @@ function observation(run, o) {
 
 /**
  * projectTestsPage is a project's tests: the ones that were flaky lately, with the
- * results that show it, and a box that reads one test's history (?test=SUITE.NAME, or
+ * results that show it, the ones quarantined, and a box that reads one test's history (?test=SUITE.NAME, or
  * ?suite= and ?name= from a link, with ?branch=).
  */
 export async function projectTestsPage(main, [name], ctx) {
@@ -365,6 +367,33 @@ export async function projectTestsPage(main, [name], ctx) {
     setQuery(withParam("days", days.value === "14" ? "" : days.value), { replace: true });
     loadFlaky();
   });
+
+  // Quarantined tests: those in force, from the newest.
+  const quarantineBody = h("div", { id: "quarantine-body" }, h("p", { class: "muted" }, "Loading\u2026"));
+  async function loadQuarantine() {
+    let list;
+    try {
+      list = await api(`${base}/tests/quarantine`, { signal });
+    } catch (e) {
+      if (e.name === "AbortError" || signal.aborted || e.status === 401) return;
+      fill(quarantineBody, h("p", { class: "error", role: "alert" }, "Could not load the quarantined tests: " + e.message));
+      return;
+    }
+    if (!list.length) {
+      fill(quarantineBody, h("p", { class: "muted", id: "no-quarantine" }, "No test is quarantined. A maintainer quarantines one, with an owner and an expiry, with ",
+        h("code", {}, "gantry tests quarantine"), "."));
+      return;
+    }
+    fill(quarantineBody, h("div", { class: "table-wrap" }, h("table", { class: "tests", id: "quarantine-table" },
+      h("caption", { class: "visually-hidden" }, "Quarantined tests of " + name),
+      h("thead", {}, h("tr", {}, ["Test", "Owner", "Reason", "Since", "Until"].map((c) => h("th", { scope: "col" }, c)))),
+      h("tbody", {}, list.map((q) => h("tr", { dataset: { test: testID(q) } },
+        h("td", {}, h("a", { href: historyLink(name, q), class: "mono test-name" }, testID(q))),
+        h("td", {}, q.owner),
+        h("td", {}, q.reason || h("span", { class: "muted" }, "\u2014")),
+        h("td", {}, when(q.created_at), q.created_by ? h("span", { class: "muted" }, " by " + q.created_by) : null),
+        h("td", {}, when(q.expires_at))))))));
+  }
 
   // One test's history.
   const initial = params.get("name") ? testID({ suite: params.get("suite") || "", name: params.get("name") }) : params.get("test") || "";
@@ -462,6 +491,10 @@ export async function projectTestsPage(main, [name], ctx) {
       h("h2", { id: "flaky-h" }, "Flaky tests"),
       h("div", { class: "filters" }, h("div", { class: "field" }, h("label", { for: "flaky-days" }, "Failed and passed on one commit in"), days)),
       flakyBody),
+    h("section", { id: "quarantine", "aria-labelledby": "quarantine-h" },
+      h("h2", { id: "quarantine-h" }, "Quarantined tests"),
+      h("p", { class: "muted small" }, "While its quarantine lasts, a test's failures are kept and shown, but a job whose only failures are quarantined tests succeeds."),
+      quarantineBody),
     h("section", { id: "history", "aria-labelledby": "history-h" },
       h("h2", { id: "history-h" }, "A test's history"),
       h("p", { class: "muted small", id: "test-query-help" }, "A test's results in this project's runs, newest first. Name it ",
@@ -469,6 +502,7 @@ export async function projectTestsPage(main, [name], ctx) {
         h("code", {}, "tests.test_auth.test_login"), "."),
       form, historyBody));
   loadFlaky();
+  loadQuarantine();
   loadHistory();
 }
 
