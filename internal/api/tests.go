@@ -337,7 +337,8 @@ func (s *Server) judge(ctx context.Context, run *store.Run, failing []*store.Tes
 	var ids []testreport.TestID
 	seen := map[testreport.TestID]bool{}
 	for _, t := range failing {
-		if !seen[t.ID()] {
+		if !seen[t.ID()] && len(ids) < store.MaxEvidenceTests {
+			// Past the bound a test is shown without a verdict.
 			seen[t.ID()] = true
 			ids = append(ids, t.ID())
 		}
