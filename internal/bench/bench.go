@@ -148,6 +148,8 @@ func Scenarios() []Scenario {
 		concurrencyScenario(),
 		backlogScenario(),
 		historyScenario(),
+		testReportsScenario(),
+		testHistoryScenario(),
 		intakeScenario(),
 		logLatencyScenario("logs-latency-1", "1 job printing 10,000 lines/s for 5 s", 1, 10_000, 100*time.Millisecond),
 		logLatencyScenario("logs-latency-100", "100 jobs printing 100 lines/s each for 5 s", 100, 100, 200*time.Millisecond),
