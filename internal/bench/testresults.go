@@ -174,8 +174,9 @@ func testReportsScenario() Scenario {
 						"each POST /api/v1/agent/jobs/{id}/tests under the job's lease after the one before it was answered, "+
 						"until the last was acknowledged (nothing to mask: the job has no secrets)",
 					"worker CPU: the bench process's, which plays the worker; coordinator CPU: the gantry server process's, "+
-						"over the store; on PostgreSQL the database's own processes are counted apart (the server's "+
-						"processes on this machine, /proc), when it runs here",
+						"over the store; PostgreSQL CPU: the server's backends connected to the scenario's database "+
+						"(from /proc, when the server runs on this machine), without its background processes "+
+						"(WAL writer, checkpointer, autovacuum)",
 					"run's tests, first page: GET /api/v1/runs/{id}/tests (200 tests, failing first, the first 200 failing "+
 						"judged from the project's history), 10 reads one after another once the job completed")
 				return nil
@@ -409,10 +410,16 @@ func leaseOne(ctx context.Context, cl *client, def, project, branch string) (str
 	return run.ID, lease{job: ans.Jobs[0].ID, token: ans.Jobs[0].Lease.Token}, nil
 }
 
-// pgMeter reads the CPU time of a PostgreSQL server running on this machine: its
-// postmaster's and its children's, live and exited. The coordinator's store work on
-// PostgreSQL is mostly done there, not in the coordinator.
-type pgMeter struct{ postmaster int }
+// pgMeter reads the CPU time of the PostgreSQL backends that serve one database, when
+// the server runs on this machine: the coordinator's store work on PostgreSQL is mostly
+// done there, not in the coordinator. The server's background processes (WAL writer,
+// checkpointer, autovacuum) are left out: their work comes later and is the whole
+// server's, not one request's. The coordinator keeps its connections open (five minutes
+// idle), so its backends live through a scenario.
+type pgMeter struct {
+	postmaster int
+	db         string
+}
 
 // postgresMeter finds the postmaster of the server behind dbURL when store is PostgreSQL
 // and the server runs here; otherwise its readings are zero and ok is false.
@@ -425,8 +432,11 @@ func postgresMeter(ctx context.Context, store, dbURL string) (*pgMeter, error) {
 		return nil, fmt.Errorf("connect to the scenario's database: %w", err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	var backend int
-	if err := conn.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&backend); err != nil {
+	var (
+		backend int
+		db      string
+	)
+	if err := conn.QueryRow(ctx, `SELECT pg_backend_pid(), current_database()`).Scan(&backend, &db); err != nil {
 		return nil, fmt.Errorf("ask for the backend's pid: %w", err)
 	}
 	st, err := readStat(backend)
@@ -434,26 +444,22 @@ func postgresMeter(ctx context.Context, store, dbURL string) (*pgMeter, error) {
 		// A server elsewhere (or in another pid namespace): its CPU is not to be read here.
 		return &pgMeter{}, nil
 	}
-	return &pgMeter{postmaster: st.ppid}, nil
+	return &pgMeter{postmaster: st.ppid, db: db}, nil
 }
 
 func (m *pgMeter) ok() bool { return m.postmaster > 0 }
 
-// cpu is the server's CPU time so far: the postmaster's own and its reaped children's,
-// and each live child's.
+// cpu is the CPU time so far of the server's live backends connected to m.db, which
+// name it in their process title ("postgres: USER DB HOST(PORT) STATE").
 func (m *pgMeter) cpu() (time.Duration, error) {
 	if !m.ok() {
 		return 0, nil
 	}
-	root, err := readStat(m.postmaster)
-	if err != nil {
-		return 0, fmt.Errorf("read the PostgreSQL server's CPU: %w", err)
-	}
-	total := root.cpu + root.children
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		return 0, err
 	}
+	var total time.Duration
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
@@ -463,6 +469,10 @@ func (m *pgMeter) cpu() (time.Duration, error) {
 		if err != nil || st.ppid != m.postmaster {
 			continue // gone since the listing, or not the server's
 		}
+		title, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if err != nil || !strings.Contains(string(title), " "+m.db+" ") {
+			continue
+		}
 		total += st.cpu
 	}
 	return total, nil
@@ -470,9 +480,8 @@ func (m *pgMeter) cpu() (time.Duration, error) {
 
 // procStat is what the bench reads of /proc/PID/stat.
 type procStat struct {
-	ppid     int
-	cpu      time.Duration // user and system
-	children time.Duration // of its children that ended and were waited for
+	ppid int
+	cpu  time.Duration // user and system
 }
 
 func readStat(pid int) (procStat, error) {
@@ -486,18 +495,17 @@ func readStat(pid int) (procStat, error) {
 		return st, errors.New("unreadable /proc stat")
 	}
 	f := strings.Fields(string(raw[i+1:]))
-	if len(f) < 15 {
+	if len(f) < 13 {
 		return st, errors.New("short /proc stat")
 	}
-	var n [5]int64
-	for k, idx := range []int{1, 11, 12, 13, 14} { // ppid, utime, stime, cutime, cstime
+	var n [3]int64
+	for k, idx := range []int{1, 11, 12} { // ppid, utime, stime
 		if n[k], err = strconv.ParseInt(f[idx], 10, 64); err != nil {
 			return st, fmt.Errorf("parse /proc/%d/stat: %w", pid, err)
 		}
 	}
 	st.ppid = int(n[0])
 	st.cpu = time.Duration(n[1]+n[2]) * clockTick
-	st.children = time.Duration(n[3]+n[4]) * clockTick
 	return st, nil
 }
 
