@@ -87,7 +87,13 @@ func (e *Engine) AddTestResults(ctx context.Context, p store.AddTestResultsParam
 				n /= 2
 			}
 			var b strings.Builder
-			b.WriteString(`INSERT INTO test_results (` + testResultCols + `) VALUES `)
+			conflict := ` ON CONFLICT (job_id, attempt, idx) DO NOTHING`
+			if e.d.InsertOrIgnore {
+				b.WriteString(`INSERT OR IGNORE INTO test_results (` + testResultCols + `) VALUES `)
+				conflict = ""
+			} else {
+				b.WriteString(`INSERT INTO test_results (` + testResultCols + `) VALUES `)
+			}
 			args := make([]any, 0, 17*n)
 			for i, r := range rest[:n] {
 				if i > 0 {
@@ -101,7 +107,7 @@ func (e *Engine) AddTestResults(ctx context.Context, p store.AddTestResultsParam
 				args = append(args, p.JobID, attempt, at+i, runID, projectID, branch, sha, r.Suite, r.Name, r.File, r.Line,
 					string(r.Status), r.Duration.Microseconds(), r.FailedAttempts, msg, out, now)
 			}
-			b.WriteString(` ON CONFLICT (job_id, attempt, idx) DO NOTHING`)
+			b.WriteString(conflict)
 			res, err := t.exec(b.String(), args...)
 			if err != nil {
 				return err

@@ -25,6 +25,7 @@ CREATE TABLE test_results (
     created_at  BIGINT NOT NULL,
     PRIMARY KEY (job_id, attempt, idx)
 );
+CREATE INDEX test_results_by_run ON test_results (run_id, attempt);
 CREATE INDEX test_results_history ON test_results (project_id, name, suite, created_at);
 CREATE INDEX test_results_by_commit ON test_results (project_id, sha, name, suite);
 CREATE INDEX test_results_failing ON test_results (project_id, created_at)
