@@ -186,7 +186,7 @@ func TestHelpListsOnlyWorkingCommands(t *testing.T) {
 					inCommands = false
 				}
 			}
-			want := []string{"approvals", "approve", "artifacts", "audit", "bench", "cache", "cancel", "convert", "dispatch", "environment", "jobs", "logs", "outbox", "plan", "project", "reject", "retry", "run", "runs", "secret", "server", "submit", "summary", "token", "up", "validate", "var", "version", "worker", "workers", "workflow"}
+			want := []string{"approvals", "approve", "artifacts", "audit", "bench", "cache", "cancel", "convert", "dispatch", "environment", "jobs", "logs", "outbox", "plan", "project", "reject", "retry", "run", "runs", "secret", "server", "submit", "summary", "tests", "token", "up", "validate", "var", "version", "worker", "workers", "workflow"}
 			if strings.Join(listed, " ") != strings.Join(want, " ") {
 				t.Errorf("help lists commands %q, want %q; help:\n%s", listed, want, got.stdout)
 			}

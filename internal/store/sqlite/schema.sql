@@ -378,6 +378,43 @@ CREATE INDEX runs_by_branch ON runs (branch, id);
 CREATE INDEX runs_by_event ON runs (event, id);
 CREATE INDEX runs_by_actor ON runs (actor, id);
 CREATE INDEX audit_target ON audit (target, id);
+CREATE TABLE test_results (
+    job_id      TEXT NOT NULL,
+    attempt     INTEGER NOT NULL,
+    idx         INTEGER NOT NULL,
+    run_id      TEXT NOT NULL,
+    project_id  TEXT NOT NULL,
+    branch      TEXT NOT NULL DEFAULT '',
+    sha         TEXT NOT NULL DEFAULT '',
+    suite       TEXT NOT NULL,
+    name        TEXT NOT NULL,
+    file        TEXT NOT NULL DEFAULT '',
+    line        INTEGER NOT NULL DEFAULT 0,
+    status      TEXT NOT NULL,
+    duration_us BIGINT NOT NULL DEFAULT 0,
+    failed_attempts INTEGER NOT NULL DEFAULT 0,
+    message     TEXT NOT NULL DEFAULT '',
+    output      TEXT NOT NULL DEFAULT '',
+    created_at  BIGINT NOT NULL,
+    PRIMARY KEY (job_id, attempt, idx)
+);
+CREATE INDEX test_results_by_run ON test_results (run_id, attempt);
+CREATE INDEX test_results_history ON test_results (project_id, name, suite, created_at);
+CREATE INDEX test_results_by_commit ON test_results (project_id, sha, name, suite);
+CREATE INDEX test_results_failing ON test_results (project_id, created_at)
+    WHERE status IN ('failed', 'errored') OR failed_attempts > 0;
+CREATE INDEX test_results_by_created ON test_results (created_at);
+CREATE TABLE test_quarantine (
+    project_id TEXT NOT NULL,
+    suite      TEXT NOT NULL,
+    name       TEXT NOT NULL,
+    owner      TEXT NOT NULL,
+    reason     TEXT NOT NULL DEFAULT '',
+    created_by TEXT NOT NULL DEFAULT '',
+    created_at BIGINT NOT NULL,
+    expires_at BIGINT NOT NULL,
+    PRIMARY KEY (project_id, suite, name)
+);
 INSERT INTO schema_migrations (version, name, applied_at) VALUES (1, '0001_init.sql', 0);
 INSERT INTO schema_migrations (version, name, applied_at) VALUES (2, '0002_tokens.sql', 0);
 INSERT INTO schema_migrations (version, name, applied_at) VALUES (3, '0003_group_cancels.sql', 0);
@@ -413,3 +450,5 @@ INSERT INTO schema_migrations (version, name, applied_at) VALUES (34, '0034_step
 INSERT INTO schema_migrations (version, name, applied_at) VALUES (35, '0035_run_numbers.sql', 0);
 INSERT INTO schema_migrations (version, name, applied_at) VALUES (36, '0036_job_attempts.sql', 0);
 INSERT INTO schema_migrations (version, name, applied_at) VALUES (37, '0037_run_filters.sql', 0);
+INSERT INTO schema_migrations (version, name, applied_at) VALUES (38, '0038_test_results.sql', 0);
+INSERT INTO schema_migrations (version, name, applied_at) VALUES (39, '0039_test_quarantine.sql', 0);
