@@ -305,6 +305,16 @@ cat > $R/cni/net.d/10-k8s-bridge.conflist <<EOF
 EOF
 step containerd
 mkdir -p /run/k8s-containerd
+# The pods' network namespaces are mounts on files in /run/netns. `ip netns` (the chaos
+# partition test runs it) makes /run/netns a shared bind mount of itself the first time
+# it finds it is none; made while pods' namespaces are mounted there, that bind hides
+# their mounts, containerd can no longer remove them (unlinkat: EBUSY), and their pods
+# never finish terminating. Made here, before the first pod, it is what ip netns wants.
+mkdir -p /run/netns
+if ! awk '$5 == "/run/netns" && / shared:/ {found = 1} END {exit !found}' /proc/self/mountinfo; then
+  mount --bind /run/netns /run/netns
+  mount --make-shared /run/netns
+fi
 start containerd containerd --config $R/containerd.toml
 wait_for containerd 30 ctr -a $CTRD_SOCK version
 # no kube-proxy: make the service range go nowhere instead of out of the default route,
