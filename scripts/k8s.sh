@@ -93,6 +93,9 @@ down() {
   for p in kubelet kube-scheduler kube-controller-manager kube-apiserver containerd etcd; do
     if [ -f $R/pids/$p ]; then kill -0 "$(cat $R/pids/$p)" 2>/dev/null && kill -9 "$(cat $R/pids/$p)" 2>/dev/null; rm -f $R/pids/$p; fi
   done
+  # a bind of /run/netns made over pods' namespaces (see up) hides their mounts: drop it
+  # first, so that they can be unmounted and deleted below
+  if [ -n "$(awk '$5 ~ /^\/run\/netns\/cni-/' /proc/self/mountinfo)" ]; then umount -l /run/netns 2>/dev/null || true; fi
   # mounts left by kubelet (secret/projected tmpfs) and containerd (rootfs, shm, netns)
   grep -E " ($R|/run/k8s-containerd|/var/lib/k8s-containerd|/run/netns/cni-)" /proc/mounts | awk '{print $2}' | sort -r | while read -r m; do umount -l "$m" 2>/dev/null; done
   for n in $(ip netns list 2>/dev/null | awk '/^cni-/{print $1}'); do ip netns delete "$n" 2>/dev/null; done
