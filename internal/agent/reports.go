@@ -18,33 +18,12 @@ import (
 // POST /api/v1/agent/jobs/{id}/tests.
 const featureTests = "tests"
 
-// Bounds of what the worker sends of a job's test results.
-const (
-	// testBatch is the most results one report carries (the coordinator's bound).
-	testBatch = 1000
-	// testBatchBytes cuts a report sooner when its results' texts add up to this.
-	testBatchBytes = 4 << 20
-	// testAnnotations is how many failing tests are raised as error annotations, and
-	// how many report warnings as warning annotations.
-	testAnnotations = 10
-)
+// testAnnotations is how many failing tests are raised as error annotations, and how
+// many report warnings as warning annotations.
+const testAnnotations = 10
 
 // testsTitle is the title of the annotations about a job's test reports.
 const testsTitle = "Test reports"
-
-// testResultOut is a result as the coordinator takes it.
-type testResultOut struct {
-	Suite      string  `json:"suite,omitempty"`
-	Name       string  `json:"name"`
-	File       string  `json:"file,omitempty"`
-	Line       int     `json:"line,omitempty"`
-	Status     string  `json:"status"`
-	DurationMS float64 `json:"duration_ms"`
-	// FailedAttempts are the reruns the test tool made within its report before a pass.
-	FailedAttempts int    `json:"failed_attempts,omitempty"`
-	Message        string `json:"message,omitempty"`
-	Output         string `json:"output,omitempty"`
-}
 
 // keepTestReports reads the test reports the job's reports: names after its steps,
 // whatever their outcome (a failed job's reports are the ones that matter), and sends
@@ -231,26 +210,12 @@ func describeResults(rs []testreport.Result, files int) string {
 	return out
 }
 
-// sendTestResults sends results in batches, each numbered from where the one before it
-// ended so that a batch sent again is kept once. Texts are masked as the log is.
+// sendTestResults sends results in the worker's batches (testreport.Batches), each
+// numbered from where the one before it ended so that a batch sent again is kept once.
+// Texts are masked as the log is.
 func (a *Agent) sendTestResults(ctx context.Context, log *slog.Logger, j claimedJob, results []testreport.Result, rec *logs.Recorder) error {
-	for first := 0; first < len(results); {
-		var (
-			batch []testResultOut
-			bytes int
-		)
-		for _, r := range results[first:] {
-			if len(batch) == testBatch || len(batch) > 0 && bytes+len(r.Message)+len(r.Output) > testBatchBytes {
-				break
-			}
-			out := testResultOut{Suite: r.Suite, Name: r.Name, File: r.File, Line: r.Line, Status: string(r.Status),
-				DurationMS: float64(r.Duration.Microseconds()) / 1000, FailedAttempts: r.FailedAttempts}
-			if r.Status != testreport.Passed || r.FailedAttempts > 0 {
-				out.Message, out.Output = cutText(rec.MaskText(r.Message), testreport.MaxMessageBytes), cutText(rec.MaskText(r.Output), testreport.MaxOutputBytes)
-			}
-			bytes += len(out.Message) + len(out.Output)
-			batch = append(batch, out)
-		}
+	first := 0
+	for _, batch := range testreport.Batches(results, rec.MaskText) {
 		body := map[string]any{"token": j.Lease.Token, "first": first, "results": batch}
 		if err := a.retryPost(ctx, "/api/v1/agent/jobs/"+j.ID+"/tests", body, nil); err != nil {
 			if errors.Is(err, errLeaseLost) {
@@ -264,13 +229,4 @@ func (a *Agent) sendTestResults(ctx context.Context, log *slog.Logger, j claimed
 		first += len(batch)
 	}
 	return nil
-}
-
-// cutText bounds a masked text, which masking may have made longer; a rune the cut
-// split is dropped.
-func cutText(s string, max int) string {
-	if len(s) <= max {
-		return s
-	}
-	return strings.ToValidUTF8(s[:max], "")
 }

@@ -31,7 +31,7 @@ func (s *Server) testRoutes() {
 // Bounds of the test result routes.
 const (
 	// maxTestBatch is the most results one report from a worker carries.
-	maxTestBatch = 1000
+	maxTestBatch = testreport.BatchResults
 	// maxTestBody bounds such a report: the worker cuts its batches at 4 MiB of text
 	// (agent.maxTestBatchBytes), which JSON makes at most six times larger.
 	maxTestBody = 32 << 20
@@ -42,23 +42,10 @@ const (
 	defaultTestPage = 200
 )
 
-type testResultIn struct {
-	Suite      string  `json:"suite"`
-	Name       string  `json:"name"`
-	File       string  `json:"file"`
-	Line       int     `json:"line"`
-	Status     string  `json:"status"`
-	DurationMS float64 `json:"duration_ms"`
-	// FailedAttempts are the reruns the test tool made within its report before a pass.
-	FailedAttempts int    `json:"failed_attempts"`
-	Message        string `json:"message"`
-	Output         string `json:"output"`
-}
-
 type testsRequest struct {
-	Token   string         `json:"token"`
-	First   *int           `json:"first"`
-	Results []testResultIn `json:"results"`
+	Token   string            `json:"token"`
+	First   *int              `json:"first"`
+	Results []testreport.Wire `json:"results"`
 }
 
 // addTests keeps a batch of a job attempt's test results; a batch sent again adds
@@ -93,15 +80,14 @@ func (s *Server) addTests(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusBadRequest, codeBadRequest, "result "+strconv.Itoa(*req.First+i)+": duration_ms out of range", nil)
 			return
 		}
-		res := testreport.Result{Suite: in.Suite, Name: in.Name, File: in.File, Line: in.Line, Status: testreport.Status(in.Status),
-			Duration: time.Duration(in.DurationMS * float64(time.Millisecond)), FailedAttempts: in.FailedAttempts}
+		res := in.Result()
 		// Masked here too, as a log batch is: the worker masks what it sends, and the
 		// coordinator does not count on it.
-		for _, f := range []struct{ from, to *string }{{&in.Message, &res.Message}, {&in.Output, &res.Output}} {
-			if *f.from == "" {
+		for _, f := range []*string{&res.Message, &res.Output} {
+			if *f == "" {
 				continue
 			}
-			if *f.to, err = s.logs.MaskText(r.Context(), logs.Key{Job: ref.JobID, Attempt: attempt}, *f.from); err != nil {
+			if *f, err = s.logs.MaskText(r.Context(), logs.Key{Job: ref.JobID, Attempt: attempt}, *f); err != nil {
 				s.storeError(w, r, "mask test results", err)
 				return
 			}

@@ -30,13 +30,6 @@ const (
 	historyTarget = 50 * time.Millisecond
 )
 
-// Batch bounds of the worker's test results (agent.testBatch, agent.testBatchBytes),
-// which the bench sends as the worker does.
-const (
-	testBatch      = 1000
-	testBatchBytes = 4 << 20
-)
-
 // testReportsScenario times what a job with a large JUnit report costs: the worker's
 // parse of the file, then its results sent in the worker's batches under the job's
 // lease until the coordinator has kept the last, and then the run's first page of tests
@@ -344,41 +337,12 @@ func parseReportFile(path string) ([]testreport.Result, []testreport.Warning, er
 	return rs, ws, nil
 }
 
-// testResultOut is a result as the worker sends it.
-type testResultOut struct {
-	Suite          string  `json:"suite,omitempty"`
-	Name           string  `json:"name"`
-	File           string  `json:"file,omitempty"`
-	Line           int     `json:"line,omitempty"`
-	Status         string  `json:"status"`
-	DurationMS     float64 `json:"duration_ms"`
-	FailedAttempts int     `json:"failed_attempts,omitempty"`
-	Message        string  `json:"message,omitempty"`
-	Output         string  `json:"output,omitempty"`
-}
-
 // sendTestResults sends results under l's lease in the worker's batches, each after the
 // one before it was answered, and returns how many batches it took. Every result must
 // have been kept once.
 func sendTestResults(ctx context.Context, cl *client, l lease, results []testreport.Result) (int, error) {
-	batches, added := 0, 0
-	for first := 0; first < len(results); {
-		var (
-			batch []testResultOut
-			bytes int
-		)
-		for _, r := range results[first:] {
-			if len(batch) == testBatch || len(batch) > 0 && bytes+len(r.Message)+len(r.Output) > testBatchBytes {
-				break
-			}
-			out := testResultOut{Suite: r.Suite, Name: r.Name, File: r.File, Line: r.Line, Status: string(r.Status),
-				DurationMS: float64(r.Duration.Microseconds()) / 1000, FailedAttempts: r.FailedAttempts}
-			if r.Status != testreport.Passed || r.FailedAttempts > 0 {
-				out.Message, out.Output = r.Message, r.Output
-			}
-			bytes += len(out.Message) + len(out.Output)
-			batch = append(batch, out)
-		}
+	batches, added, first := 0, 0, 0
+	for _, batch := range testreport.Batches(results, nil) {
 		var ans struct {
 			Added int `json:"added"`
 		}
