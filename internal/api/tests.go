@@ -1,8 +1,6 @@
 package api
 
 import (
-	"context"
-	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -10,6 +8,7 @@ import (
 
 	"github.com/gantry-ci/gantry/internal/logs"
 	"github.com/gantry-ci/gantry/internal/store"
+	"github.com/gantry-ci/gantry/internal/testjudge"
 	"github.com/gantry-ci/gantry/internal/testreport"
 	"github.com/google/uuid"
 )
@@ -35,9 +34,6 @@ const (
 	// maxTestBody bounds such a report: the worker cuts its batches at 4 MiB of text
 	// (agent.maxTestBatchBytes), which JSON makes at most six times larger.
 	maxTestBody = 32 << 20
-	// maxJudged is how many of a run's failing tests are judged for its headline; a
-	// page's failing tests past it are judged as the page is read.
-	maxJudged = 200
 	// defaultTestPage is a page of a run's tests when no limit is asked.
 	defaultTestPage = 200
 )
@@ -173,7 +169,7 @@ type runTestsJSON struct {
 	Verdicts map[string]int `json:"verdicts"`
 	// Headline says the verdicts as a person would: "1 new failure, 2 known flaky".
 	Headline string `json:"headline"`
-	// Judged is how many failing tests the verdicts are of: at most maxJudged.
+	// Judged is how many failing tests the verdicts are of: at most testjudge.MaxJudged.
 	Judged int `json:"judged"`
 	// Quarantined is how many of those the project has quarantined now.
 	Quarantined int              `json:"quarantined"`
@@ -240,59 +236,26 @@ func (s *Server) runTests(w http.ResponseWriter, r *http.Request) {
 		out.Counts[string(st)] = n
 		out.Total += n
 	}
-	failing, err := s.store.ListTestResults(r.Context(), store.ListTestResultsParams{RunID: id,
-		Statuses: []testreport.Status{testreport.Failed, testreport.Errored}, Limit: maxJudged})
-	if err != nil {
-		s.storeError(w, r, "list failing tests", err)
-		return
-	}
 	tests, err := s.store.ListTestResults(r.Context(), page)
 	if err != nil {
 		s.storeError(w, r, "list test results", err)
 		return
 	}
-	// The failing tests of the page past the first maxJudged are judged too.
-	judge := failing
-	for _, t := range tests {
-		if t.Status.Failing() && !containsTest(failing, t) {
-			judge = append(judge, t)
-		}
-	}
-	verdicts, err := s.judge(r.Context(), run, judge)
+	// The failing tests of the page past the first testjudge.MaxJudged are judged too.
+	sum, err := testjudge.Summarize(r.Context(), s.store, run, tests)
 	if err != nil {
-		s.storeError(w, r, "read the failing tests' history", err)
+		s.storeError(w, r, "judge the failing tests", err)
 		return
 	}
-	quarantined := map[testreport.TestID]bool{}
-	if len(judge) > 0 {
-		qs, err := s.store.ListQuarantines(r.Context(), store.ListQuarantinesParams{Project: run.Project})
-		if err != nil {
-			s.storeError(w, r, "list quarantines", err)
-			return
-		}
-		for _, q := range qs {
-			quarantined[q.Test] = true
-		}
-	}
-	tally := testreport.Tally{}
-	for _, t := range failing {
-		tally[verdicts[t.ID()].Kind]++
-		if quarantined[t.ID()] {
-			out.Quarantined++
-		}
-	}
-	for k, n := range tally {
+	for k, n := range sum.Tally {
 		out.Verdicts[string(k)] = n
 	}
-	out.Headline, out.Judged = tally.String(), len(failing)
-	if out.Quarantined > 0 {
-		out.Headline += fmt.Sprintf(" (%d quarantined)", out.Quarantined)
-	}
+	out.Headline, out.Judged, out.Quarantined = sum.Headline(), len(sum.Failing), sum.QuarantinedFailing
 	for _, t := range tests {
 		j := toTestResultJSON(t, false)
-		if v, ok := verdicts[t.ID()]; ok && t.Status.Failing() {
+		if v, ok := sum.Verdicts[t.ID()]; ok && t.Status.Failing() {
 			j.Verdict = toVerdictJSON(v)
-			j.Quarantined = quarantined[t.ID()]
+			j.Quarantined = sum.Quarantined[t.ID()]
 		}
 		out.Tests = append(out.Tests, j)
 	}
@@ -301,51 +264,6 @@ func (s *Server) runTests(w http.ResponseWriter, r *http.Request) {
 		out.NextOffset = &next
 	}
 	writeJSON(w, http.StatusOK, out)
-}
-
-func containsTest(ts []*store.TestResult, t *store.TestResult) bool {
-	for _, o := range ts {
-		if o.JobID == t.JobID && o.Attempt == t.Attempt && o.Index == t.Index {
-			return true
-		}
-	}
-	return false
-}
-
-// judge decides the verdict of each failing test of a run from its history in the run's
-// project: on the run's commit, and before the run on its branch and the project's
-// default branch.
-func (s *Server) judge(ctx context.Context, run *store.Run, failing []*store.TestResult) (map[testreport.TestID]testreport.Verdict, error) {
-	out := map[testreport.TestID]testreport.Verdict{}
-	if len(failing) == 0 {
-		return out, nil
-	}
-	var ids []testreport.TestID
-	seen := map[testreport.TestID]bool{}
-	for _, t := range failing {
-		if !seen[t.ID()] && len(ids) < store.MaxEvidenceTests {
-			// Past the bound a test is shown without a verdict.
-			seen[t.ID()] = true
-			ids = append(ids, t.ID())
-		}
-	}
-	defaultBranch := ""
-	if p, err := s.store.GetProjectByName(ctx, run.Project); err == nil {
-		defaultBranch = p.DefaultBranch
-	}
-	ev, err := s.store.TestEvidence(ctx, store.TestEvidenceParams{Project: run.Project, Tests: ids, SHA: run.Trigger.StatusSHA(),
-		Branch: run.Trigger.Branch, DefaultBranch: defaultBranch, Before: run.CreatedAt})
-	if err != nil {
-		return nil, err
-	}
-	for _, id := range ids {
-		var judged testreport.Evidence
-		if e := ev[id]; e != nil {
-			judged = e.Judged()
-		}
-		out[id] = testreport.Judge(judged)
-	}
-	return out, nil
 }
 
 // jobTests lists a job attempt's tests (?attempt=N; its current one unless asked),

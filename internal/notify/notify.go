@@ -27,6 +27,7 @@ import (
 	"github.com/gantry-ci/gantry/internal/outbound"
 	"github.com/gantry-ci/gantry/internal/secret"
 	"github.com/gantry-ci/gantry/internal/store"
+	"github.com/gantry-ci/gantry/internal/testjudge"
 	"github.com/google/uuid"
 )
 
@@ -60,6 +61,8 @@ type Store interface {
 	GetWebhook(ctx context.Context, id uuid.UUID) (*store.Webhook, error)
 	GetRun(ctx context.Context, id uuid.UUID) (*store.Run, error)
 	GetJob(ctx context.Context, id uuid.UUID) (*store.Job, error)
+	// The test results and quarantines a finished run's status is judged from.
+	testjudge.Store
 }
 
 // Config configures a Dispatcher. Zero fields take the defaults.
@@ -300,6 +303,7 @@ func (d *Dispatcher) deliverStatus(ctx context.Context, m *store.OutboxMessage) 
 			d.log.Debug("status superseded; not sent", "run", s.RunID, "state", s.State, "now", now)
 			return errSuperseded
 		}
+		s.Description = d.withTests(ctx, run, s.Description)
 	}
 	p, err := d.cfg.Store.GetProjectByName(ctx, s.Project)
 	if errors.Is(err, store.ErrNotFound) {
@@ -333,6 +337,27 @@ func (d *Dispatcher) deliverStatus(ctx context.Context, m *store.OutboxMessage) 
 		return &permanentError{err}
 	}
 	return err
+}
+
+// withTests adds to a finished run's status description what its failing tests are,
+// judged as the run page judges them: "Run #42: Failed — 1 new failure, 2 known flaky".
+// The verdicts are read when the status is sent, not when the run finished, so they
+// include every result its workers reported. A run with no failing test, or whose
+// tests cannot be read now, keeps its description as it is: the status matters more
+// than the detail.
+func (d *Dispatcher) withTests(ctx context.Context, run *store.Run, desc string) string {
+	if !run.Status.Terminal() {
+		return desc
+	}
+	sum, err := testjudge.Summarize(ctx, d.cfg.Store, run, nil)
+	if err != nil {
+		d.log.Warn("status sent without its tests' verdicts", "run", run.ID, "err", err)
+		return desc
+	}
+	if h := sum.Headline(); h != "" {
+		return desc + " — " + h
+	}
+	return desc
 }
 
 // forgeState is a run status in the words of store.StatusMessage.State.
