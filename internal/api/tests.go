@@ -1,12 +1,15 @@
 package api
 
 import (
+	"context"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/gantry-ci/gantry/internal/logs"
+	"github.com/gantry-ci/gantry/internal/source"
 	"github.com/gantry-ci/gantry/internal/store"
 	"github.com/gantry-ci/gantry/internal/testjudge"
 	"github.com/gantry-ci/gantry/internal/testreport"
@@ -177,6 +180,25 @@ type runTestsJSON struct {
 	NextOffset  *int             `json:"next_offset,omitempty"`
 }
 
+// ChangedPaths lists the paths that differ between two commits of the project's
+// repository, read through the coordinator's mirror of it (a commit it lacks is
+// fetched): what the flip rule of the test verdicts reads (testjudge.Changes).
+func (s *Server) ChangedPaths(ctx context.Context, proj *store.Project, before, after string) ([]string, error) {
+	if proj.RepoURL == "" {
+		return nil, fmt.Errorf("project %q has no repository", proj.Name)
+	}
+	creds, err := s.repoCredentials(ctx, proj)
+	if err != nil {
+		return nil, fmt.Errorf("project %q: %w", proj.Name, err)
+	}
+	m, err := source.Open(ctx, source.Config{Dir: s.hooks.mirrors, URL: proj.RepoURL, Credentials: creds, Logger: s.log})
+	if err != nil {
+		return nil, err
+	}
+	defer m.Close()
+	return m.ChangedPaths(ctx, before, after)
+}
+
 // testPage reads ?status=, ?limit= and ?offset= of a list of tests.
 func testPage(r *http.Request) (store.ListTestResultsParams, *requestError) {
 	var p store.ListTestResultsParams
@@ -242,7 +264,7 @@ func (s *Server) runTests(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// The failing tests of the page past the first testjudge.MaxJudged are judged too.
-	sum, err := testjudge.Summarize(r.Context(), s.store, run, tests)
+	sum, err := testjudge.Summarize(r.Context(), s.store, run, tests, testjudge.Options{Changes: s.ChangedPaths, Log: s.log})
 	if err != nil {
 		s.storeError(w, r, "judge the failing tests", err)
 		return

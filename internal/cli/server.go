@@ -503,14 +503,15 @@ func startCoordinator(ctx context.Context, cfg serverConfig, log *slog.Logger) (
 	plainHTTP, _ := cfg.plainHTTPHosts()                       // validated
 	actionsSource, _ := actions.ParseSource(cfg.ActionsSource) // validated
 	resolver := &actions.Resolver{Source: actionsSource, MirrorsDir: cfg.mirrorsDir(), Logger: log}
+	apiSrv := api.New(api.Config{Store: st, Logger: log, LeaseTTL: cfg.LeaseTTL, HeartbeatEvery: cfg.HeartbeatEvery, ReapGrace: cfg.ReapGrace,
+		CancelGrace: cfg.CancelGrace, Auth: cfg.authOn(), Logs: logSvc,
+		Blobs: blobs, ArtifactTTL: cfg.ArtifactsExpireIn, UI: cfg.UI, Metrics: m, DataDirs: cfg.dataDirs(),
+		AllowedOrigins: origins, AllowedHosts: hosts, MirrorsDir: cfg.mirrorsDir(), PublicBadges: cfg.PublicBadges,
+		Secrets: keys, Outbound: allow, AllowPlainHTTP: plainHTTP, Actions: resolver})
 	var fresh newConns
 	srv := &http.Server{
-		ConnState: fresh.track,
-		Handler: api.New(api.Config{Store: st, Logger: log, LeaseTTL: cfg.LeaseTTL, HeartbeatEvery: cfg.HeartbeatEvery, ReapGrace: cfg.ReapGrace,
-			CancelGrace: cfg.CancelGrace, Auth: cfg.authOn(), Logs: logSvc,
-			Blobs: blobs, ArtifactTTL: cfg.ArtifactsExpireIn, UI: cfg.UI, Metrics: m, DataDirs: cfg.dataDirs(),
-			AllowedOrigins: origins, AllowedHosts: hosts, MirrorsDir: cfg.mirrorsDir(), PublicBadges: cfg.PublicBadges,
-			Secrets: keys, Outbound: allow, AllowPlainHTTP: plainHTTP, Actions: resolver}).Handler(),
+		ConnState:         fresh.track,
+		Handler:           apiSrv.Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       time.Minute,
 		IdleTimeout:       2 * time.Minute,
@@ -548,7 +549,8 @@ func startCoordinator(ctx context.Context, cfg serverConfig, log *slog.Logger) (
 	// Statuses and webhooks the store enqueued with each change; a message this process
 	// was sending when it stopped is retried after OutboxHold, here or on a replica.
 	outbox := notify.New(notify.Config{Store: st, Logger: log, PublicURL: cmp.Or(cfg.PublicURL, "http://"+ln.Addr().String()),
-		MaxAttempts: cfg.OutboxMaxAttempts, Backoff: cfg.OutboxBackoff, Hold: cfg.OutboxHold, Secrets: keys, Outbound: allow})
+		MaxAttempts: cfg.OutboxMaxAttempts, Backoff: cfg.OutboxBackoff, Hold: cfg.OutboxHold, Secrets: keys, Outbound: allow,
+		Changes: apiSrv.ChangedPaths})
 	background.Go(func() { outbox.Run(loopCtx) })
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()

@@ -92,6 +92,9 @@ type Config struct {
 	// Secrets opens webhook subscriptions' sealed secrets; nil when the coordinator has
 	// no secrets key, which can sign only with secrets stored in plain text.
 	Secrets *secret.Keyring
+	// Changes reads the project's repository for the flip rule of the test verdicts a
+	// finished run's status says (testjudge.Options); nil leaves that rule out.
+	Changes testjudge.Changes
 	// Jitter draws a wait in [0, max); nil draws uniformly. Tests pin it.
 	Jitter func(max time.Duration) time.Duration
 }
@@ -349,7 +352,7 @@ func (d *Dispatcher) withTests(ctx context.Context, run *store.Run, desc string)
 	if !run.Status.Terminal() {
 		return desc
 	}
-	sum, err := testjudge.Summarize(ctx, d.cfg.Store, run, nil)
+	sum, err := testjudge.Summarize(ctx, d.cfg.Store, run, nil, testjudge.Options{Changes: d.cfg.Changes, Log: d.log})
 	if err != nil {
 		d.log.Warn("status sent without its tests' verdicts", "run", run.ID, "err", err)
 		return desc

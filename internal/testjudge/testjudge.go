@@ -8,9 +8,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"time"
 
+	"github.com/gantry-ci/gantry/internal/pipeline"
 	"github.com/gantry-ci/gantry/internal/store"
 	"github.com/gantry-ci/gantry/internal/testreport"
+	"github.com/gantry-ci/gantry/internal/trigger"
 )
 
 // Store is what judging needs of the store.
@@ -25,11 +29,33 @@ type Store interface {
 // first in the order the store lists them (job plan order, then suite and name).
 const MaxJudged = 200
 
+// Bounds of the flip rule's reads of the repository, per judgement: the earlier commits
+// whose change to the commit judged is listed, and the time all of that may take. Tests
+// whose earlier commit is past them are judged without the rule.
+const (
+	maxFlipDiffs = 4
+	flipTimeout  = 5 * time.Second
+)
+
+// Changes lists the paths that differ between two commits of a project's repository.
+type Changes func(ctx context.Context, project *store.Project, before, after string) ([]string, error)
+
+// Options are what judging may read besides the store.
+type Options struct {
+	// Changes reads the repository for the flip rule: a test that passed on the
+	// branch's commit before and fails now, though nothing that matters changed between
+	// the two, is flaky. Nil leaves the rule out.
+	Changes Changes
+	// Log takes what could not be read for the flip rule; nil discards it.
+	Log *slog.Logger
+}
+
 // Verdicts decides the verdict of each failing test named in failing (each test once, at
 // most store.MaxEvidenceTests; past the bound a test has no verdict) from its history in
-// the run's project: on the run's commit, and before the run on its branch and on the
-// project's default branch.
-func Verdicts(ctx context.Context, st Store, run *store.Run, failing []*store.TestResult) (map[testreport.TestID]testreport.Verdict, error) {
+// the run's project: on the run's commit, before the run on its branch and on the
+// project's default branch, and, with o.Changes, what changed since the branch's commit
+// before.
+func Verdicts(ctx context.Context, st Store, run *store.Run, failing []*store.TestResult, o Options) (map[testreport.TestID]testreport.Verdict, error) {
 	out := map[testreport.TestID]testreport.Verdict{}
 	if len(failing) == 0 {
 		return out, nil
@@ -50,19 +76,75 @@ func Verdicts(ctx context.Context, st Store, run *store.Run, failing []*store.Te
 	case !errors.Is(err, store.ErrNotFound):
 		return nil, fmt.Errorf("read project %q: %w", run.Project, err)
 	}
-	ev, err := st.TestEvidence(ctx, store.TestEvidenceParams{Project: run.Project, Tests: ids, SHA: run.Trigger.StatusSHA(),
+	sha := run.Trigger.StatusSHA()
+	ev, err := st.TestEvidence(ctx, store.TestEvidenceParams{Project: run.Project, Tests: ids, SHA: sha,
 		Branch: run.Trigger.Branch, DefaultBranch: defaultBranch, Before: run.CreatedAt})
 	if err != nil {
 		return nil, fmt.Errorf("read the failing tests' history: %w", err)
+	}
+	var unchanged map[string]string
+	if o.Changes != nil && p != nil && sha != "" {
+		unchanged = unchangedSince(ctx, p, run, sha, ev, o)
 	}
 	for _, id := range ids {
 		var judged testreport.Evidence
 		if e := ev[id]; e != nil {
 			judged = e.Judged()
+			if b := e.LastOnBranch; b != nil {
+				judged.Unchanged = unchanged[b.SHA]
+			}
 		}
 		out[id] = testreport.Judge(judged)
 	}
 	return out, nil
+}
+
+// unchangedSince reads, for the earlier commits of the run's branch the failing tests
+// last passed on, whether anything that matters to the run's jobs changed from each to
+// the commit judged, by the path filters of the run's pipeline. It maps each commit
+// where nothing did to why; the others, and those it could not read, are left out.
+func unchangedSince(ctx context.Context, p *store.Project, run *store.Run, sha string, ev map[testreport.TestID]*store.TestEvidence, o Options) map[string]string {
+	var before []string
+	seen := map[string]bool{}
+	for _, e := range ev {
+		b := e.LastOnBranch
+		if b == nil || b.Status != testreport.Passed || b.SHA == "" || b.SHA == sha || seen[b.SHA] {
+			continue
+		}
+		seen[b.SHA] = true
+		if len(before) < maxFlipDiffs {
+			before = append(before, b.SHA)
+		}
+	}
+	if len(before) == 0 {
+		return nil
+	}
+	var on *pipeline.Triggers
+	// The run's own definition says which paths its jobs read; one that no longer
+	// compiles (a newer Gantry's rules) has no path filter: any change then matters.
+	if plan, err := pipeline.Compile(run.Definition, pipeline.Options{Workflows: pipeline.SkipWorkflows}); err == nil {
+		on = plan.On
+	}
+	kind := trigger.KindPush
+	if run.Trigger.Event == string(trigger.KindPullRequest) {
+		kind = trigger.KindPullRequest
+	}
+	ctx, cancel := context.WithTimeout(ctx, flipTimeout)
+	defer cancel()
+	out := map[string]string{}
+	for _, b := range before {
+		changed, err := o.Changes(ctx, p, b, sha)
+		if err != nil {
+			if o.Log != nil {
+				o.Log.Warn("tests judged without the flip rule: list the paths changed", "project", p.Name, "before", b, "after", sha, "err", err)
+			}
+			continue
+		}
+		if matters, why := trigger.PathsMatter(on, kind, changed); !matters {
+			out[b] = why
+		}
+	}
+	return out
 }
 
 // Summary is a run's failing tests judged.
@@ -92,7 +174,7 @@ func (s *Summary) Headline() string {
 
 // Summarize judges the run's first MaxJudged failing tests, and the failing ones of
 // extra (a page of the run's tests past them), and reads which are quarantined.
-func Summarize(ctx context.Context, st Store, run *store.Run, extra []*store.TestResult) (*Summary, error) {
+func Summarize(ctx context.Context, st Store, run *store.Run, extra []*store.TestResult, o Options) (*Summary, error) {
 	failing, err := st.ListTestResults(ctx, store.ListTestResultsParams{RunID: run.ID,
 		Statuses: []testreport.Status{testreport.Failed, testreport.Errored}, Limit: MaxJudged})
 	if err != nil {
@@ -104,7 +186,7 @@ func Summarize(ctx context.Context, st Store, run *store.Run, extra []*store.Tes
 			judge = append(judge, t)
 		}
 	}
-	verdicts, err := Verdicts(ctx, st, run, judge)
+	verdicts, err := Verdicts(ctx, st, run, judge, o)
 	if err != nil {
 		return nil, err
 	}

@@ -11,7 +11,9 @@ type Kind string
 // The kinds of failure, in the order they are decided: the first that holds wins.
 const (
 	// KindFlaky: the test failed and passed on the same commit (a retry of its job or a
-	// rerun of the run): the failure says nothing about the change.
+	// rerun of the run), or it passed on the branch's commit before and fails now though
+	// nothing that matters changed between the two: the failure says nothing about the
+	// change.
 	KindFlaky Kind = "flaky"
 	// KindKnown: the test's latest result on the default branch before this run is a
 	// failure: it was broken before this change.
@@ -61,6 +63,11 @@ type Evidence struct {
 	// LastOnBranch and LastOnDefault are its latest results on the run's branch and on
 	// the project's default branch before the run judged; nil when there is none.
 	LastOnBranch, LastOnDefault *Observation
+	// Unchanged, when set, says LastOnBranch is a pass on another commit and why nothing
+	// that matters to the test changed between that commit and the one judged ("no file
+	// changed between them", or what the pipeline's path filters leave out). Set by the
+	// caller, which can read the repository.
+	Unchanged string
 }
 
 // Verdict is a failing test's kind of failure, why, and the observations that show it.
@@ -73,6 +80,8 @@ type Verdict struct {
 // Judge decides what a failing test's failure is. The rules, in order:
 //   - flaky when it both failed and passed on the commit judged (a pass after failed
 //     reruns within one report is both);
+//   - flaky when it passed on the branch's commit before and nothing that matters
+//     changed since (Evidence.Unchanged);
 //   - known when its latest result on the default branch before the run failed;
 //   - still when its latest result on the run's branch before the run failed;
 //   - new otherwise, citing the passes before it when there are any.
@@ -101,6 +110,14 @@ func Judge(ev Evidence) Verdict {
 		}
 		return Verdict{Kind: KindFlaky, Why: fmt.Sprintf("failed and passed on the same commit: %s; %s", first, second),
 			Evidence: []Observation{first, second}}
+	}
+	if b := ev.LastOnBranch; b != nil && ev.Unchanged != "" && b.Status == Passed {
+		v := Verdict{Kind: KindFlaky, Evidence: []Observation{*b}}
+		if fail != nil {
+			v.Evidence = append(v.Evidence, *fail)
+		}
+		v.Why = fmt.Sprintf("passed on the commit before and fails now, though %s: %s", ev.Unchanged, b)
+		return v
 	}
 	if d := ev.LastOnDefault; d != nil && d.Status.Failing() {
 		return Verdict{Kind: KindKnown, Why: "already failing on the default branch: " + d.String(), Evidence: []Observation{*d}}

@@ -34,6 +34,11 @@ func TestJudge(t *testing.T) {
 			LastOnBranch: ptr(obs(Errored, 8, 1, "feature", "c8", 5))}, KindStill, 1, "failing on this branch since an earlier commit: errored in run 8"},
 		{"new after passes", Evidence{OnCommit: []Observation{this}, LastOnBranch: ptr(obs(Passed, 8, 1, "feature", "c8", 5)),
 			LastOnDefault: ptr(obs(Passed, 7, 1, "main", "c7", 1))}, KindNew, 2, "first seen failing on this commit; before it: passed in run 8"},
+		{"flipped with nothing changed", Evidence{OnCommit: []Observation{this}, LastOnBranch: ptr(obs(Passed, 8, 1, "feature", "c8", 5)),
+			LastOnDefault: ptr(obs(Failed, 7, 1, "main", "c7", 1)), Unchanged: "no file changed between them"}, KindFlaky, 2,
+			"passed on the commit before and fails now, though no file changed between them: passed in run 8 (unit attempt 1) on feature at c8"},
+		{"unchanged but failing before", Evidence{OnCommit: []Observation{this}, LastOnBranch: ptr(obs(Failed, 8, 1, "feature", "c8", 5)),
+			Unchanged: "no file changed between them"}, KindStill, 1, "failing on this branch since an earlier commit"},
 		{"never seen before", Evidence{OnCommit: []Observation{this}}, KindNew, 0, "no earlier failure: first seen failing on this commit"},
 		{"no commit at all", Evidence{}, KindNew, 0, "no earlier failure"},
 	} {

@@ -289,3 +289,32 @@ func contains(list []string, s string) bool {
 	}
 	return false
 }
+
+// PathsMatter says whether a change of the paths changed between two commits could
+// change what the plan's jobs see, by the path filters its on: sets for events of kind
+// (a pull request's filters for KindPullRequest, a push's otherwise), and why. A change
+// of no path never matters (the two commits hold the same files); without a path filter
+// any other change does. What the test verdicts read: a test that passed on one commit
+// and fails on the next though nothing that matters changed between them is flaky.
+func PathsMatter(on *pipeline.Triggers, kind Kind, changed []string) (bool, string) {
+	if len(changed) == 0 {
+		return false, "no file changed between them"
+	}
+	var include, ignore []string
+	switch {
+	case on == nil:
+	case kind == KindPullRequest && on.PullRequest != nil:
+		include, ignore = on.PullRequest.Paths, on.PullRequest.PathsIgnore
+	case kind != KindPullRequest && on.Push != nil:
+		include, ignore = on.Push.Paths, on.Push.PathsIgnore
+	}
+	files := "1 file"
+	if len(changed) != 1 {
+		files = fmt.Sprintf("%d files", len(changed))
+	}
+	if len(include) == 0 && len(ignore) == 0 {
+		return true, files + " changed between them, and the pipeline has no path filter"
+	}
+	ok, reason := pathFilter(include, ignore, Event{ChangedPaths: changed})
+	return ok, files + " changed between them: " + reason
+}

@@ -159,3 +159,37 @@ func TestMatchHandBuiltTriggers(t *testing.T) {
 		})
 	}
 }
+
+// TestPathsMatter: a change matters unless it changed no file or the plan's path filters
+// for the event's kind leave out every changed file.
+func TestPathsMatter(t *testing.T) {
+	t.Parallel()
+	filtered := &pipeline.Triggers{
+		Push:        &pipeline.PushTrigger{PathsIgnore: []string{"docs/**", "*.md"}},
+		PullRequest: &pipeline.PullRequestTrigger{Paths: []string{"src/**"}},
+	}
+	for _, c := range []struct {
+		name    string
+		on      *pipeline.Triggers
+		kind    Kind
+		changed []string
+		want    bool
+		why     string
+	}{
+		{"nothing changed", nil, KindPush, nil, false, "no file changed between them"},
+		{"nothing changed, filters", filtered, KindPush, []string{}, false, "no file changed between them"},
+		{"no filter", nil, KindPush, []string{"README.md"}, true, "1 file changed between them, and the pipeline has no path filter"},
+		{"no filter on this kind", &pipeline.Triggers{PullRequest: filtered.PullRequest}, KindPush, []string{"a", "b"}, true,
+			"2 files changed between them, and the pipeline has no path filter"},
+		{"all ignored", filtered, KindPush, []string{"docs/a.md", "NOTES.md"}, false, "2 files changed between them: every changed path is ignored (docs/**, *.md)"},
+		{"one not ignored", filtered, KindPush, []string{"docs/a.md", "main.go"}, true, "2 files changed between them: changed path main.go is not in paths_ignore [docs/**, *.md]"},
+		{"schedule reads push filters", filtered, KindSchedule, []string{"docs/a.md"}, false, "1 file changed between them: every changed path is ignored (docs/**, *.md)"},
+		{"pull request, outside paths", filtered, KindPullRequest, []string{"docs/a.md"}, false, "1 file changed between them: no changed path is in paths [src/**]"},
+		{"pull request, inside paths", filtered, KindPullRequest, []string{"src/x.go"}, true, "1 file changed between them: changed path src/x.go is in paths [src/**]"},
+	} {
+		got, why := PathsMatter(c.on, c.kind, c.changed)
+		if got != c.want || why != c.why {
+			t.Errorf("%s: PathsMatter = %v, %q; want %v, %q", c.name, got, why, c.want, c.why)
+		}
+	}
+}
