@@ -184,9 +184,6 @@ type runTestsJSON struct {
 // repository, read through the coordinator's mirror of it (a commit it lacks is
 // fetched): what the flip rule of the test verdicts reads (testjudge.Changes).
 func (s *Server) ChangedPaths(ctx context.Context, proj *store.Project, before, after string) ([]string, error) {
-	if proj.RepoURL == "" {
-		return nil, fmt.Errorf("project %q has no repository", proj.Name)
-	}
 	creds, err := s.repoCredentials(ctx, proj)
 	if err != nil {
 		return nil, fmt.Errorf("project %q: %w", proj.Name, err)

@@ -83,7 +83,7 @@ func Verdicts(ctx context.Context, st Store, run *store.Run, failing []*store.Te
 		return nil, fmt.Errorf("read the failing tests' history: %w", err)
 	}
 	var unchanged map[string]string
-	if o.Changes != nil && p != nil && sha != "" {
+	if o.Changes != nil && p != nil && p.RepoURL != "" && sha != "" {
 		unchanged = unchangedSince(ctx, p, run, sha, ev, o)
 	}
 	for _, id := range ids {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/gantry-ci/gantry/internal/pipeline"
 	"github.com/gantry-ci/gantry/internal/store"
+	"github.com/gantry-ci/gantry/internal/testreport"
 	"github.com/google/uuid"
 )
 
@@ -40,6 +41,47 @@ func Run(b *testing.B, open Open) {
 	b.Run("RunsPageFiltered", func(b *testing.B) {
 		benchRunsPage(b, open, store.ListRunsParams{Branch: "dev", Event: "push", Status: store.RunFailed})
 	})
+	b.Run("AddTestResults", func(b *testing.B) { benchAddTestResults(b, open) })
+}
+
+// benchAddTestResults measures what keeping a large test report costs the store: batches
+// of testreport.BatchResults results (one in ten failing, with a message and output, as
+// the test-reports scenario of gantry bench sends) added to one job attempt, as a
+// worker sends them. It reports the cost per result.
+func benchAddTestResults(b *testing.B, open Open) {
+	s := open(b)
+	ctx := context.Background()
+	if _, _, _, err := s.CreateRun(ctx, store.CreateRunParams{Project: "web", Plan: plan(b, "jobs: {unit: {steps: [{run: 'true'}]}}"),
+		Trigger: store.Trigger{Branch: "main", SHA: strings.Repeat("a", 40), Event: "push"}}); err != nil {
+		b.Fatal(err)
+	}
+	cs, err := s.Claim(ctx, store.ClaimParams{WorkerID: "w", Max: 1, LeaseTTL: time.Hour})
+	if err != nil || len(cs) != 1 {
+		b.Fatalf("claim: %v (%d jobs)", err, len(cs))
+	}
+	ref := store.LeaseRef{JobID: cs[0].Job.ID, Token: cs[0].Lease.Token}
+	batch := make([]testreport.Result, testreport.BatchResults)
+	const perBatch = testreport.BatchResults
+	if b.N*perBatch > store.MaxTestResults {
+		b.N = store.MaxTestResults / perBatch
+	}
+	b.ResetTimer()
+	for i := range b.N {
+		for k := range batch {
+			n := i*perBatch + k
+			r := testreport.Result{Suite: fmt.Sprintf("example.com/app/pkg%03d", n/500), Name: fmt.Sprintf("TestCase%06d", n),
+				File: fmt.Sprintf("pkg%03d/case_test.go", n/500), Line: n % 900, Status: testreport.Passed, Duration: time.Millisecond}
+			if n%10 == 0 {
+				r.Status, r.Message = testreport.Failed, "expected 1, got 2"
+				r.Output = strings.Repeat("=== RUN TestCase\n    case_test.go:12: expected 1, got 2\n", 8)
+			}
+			batch[k] = r
+		}
+		if _, err := s.AddTestResults(ctx, store.AddTestResultsParams{LeaseRef: ref, First: i * perBatch, Results: batch}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N*perBatch), "µs/result")
 }
 
 // benchRunsPage measures what the dashboard's runs list reads every 2 s: a page of 25
