@@ -164,8 +164,8 @@ func toVerdictJSON(v testreport.Verdict) *verdictJSON {
 	return out
 }
 
-// runTestsJSON is a run's tests: counts by status, the verdicts of its failing tests
-// with the headline they make, and a page of its tests.
+// runTestsJSON is a run's tests, or a job attempt's: counts by status, the verdicts of
+// the failing tests with the headline they make, and a page of the tests.
 type runTestsJSON struct {
 	Counts   map[string]int `json:"counts"`
 	Total    int            `json:"total"`
@@ -245,6 +245,12 @@ func (s *Server) runTests(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	page.RunID = id
+	s.writeTests(w, r, run, page)
+}
+
+// writeTests answers the tests page selects (run's, or one job attempt's when it names
+// a job) with their counts, and the failing ones judged in run.
+func (s *Server) writeTests(w http.ResponseWriter, r *http.Request, run *store.Run, page store.ListTestResultsParams) {
 	counts, err := s.store.CountTestResults(r.Context(), page)
 	if err != nil {
 		s.storeError(w, r, "count test results", err)
@@ -261,7 +267,13 @@ func (s *Server) runTests(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// The failing tests of the page past the first testjudge.MaxJudged are judged too.
-	sum, err := testjudge.Summarize(r.Context(), s.store, run, tests, testjudge.Options{Changes: s.ChangedPaths, Log: s.log})
+	o := testjudge.Options{Changes: s.ChangedPaths, Log: s.log}
+	var sum *testjudge.Summary
+	if page.JobID != uuid.Nil {
+		sum, err = testjudge.SummarizeAttempt(r.Context(), s.store, run, page.JobID, page.Attempt, tests, o)
+	} else {
+		sum, err = testjudge.Summarize(r.Context(), s.store, run, tests, o)
+	}
 	if err != nil {
 		s.storeError(w, r, "judge the failing tests", err)
 		return
@@ -286,7 +298,8 @@ func (s *Server) runTests(w http.ResponseWriter, r *http.Request) {
 }
 
 // jobTests lists a job attempt's tests (?attempt=N; its current one unless asked),
-// failing first.
+// failing first, as runTests lists a run's: with their counts, and each failing one
+// judged in its run.
 func (s *Server) jobTests(w http.ResponseWriter, r *http.Request) {
 	id, rerr := pathID(r)
 	if rerr != nil {
@@ -307,16 +320,17 @@ func (s *Server) jobTests(w http.ResponseWriter, r *http.Request) {
 		}
 		page.Attempt = n
 	}
-	tests, err := s.store.ListTestResults(r.Context(), page)
+	job, err := s.store.GetJob(r.Context(), id)
 	if err != nil {
-		s.storeError(w, r, "list test results", err)
+		s.storeError(w, r, "get job", err)
 		return
 	}
-	out := make([]testResultJSON, len(tests))
-	for i, t := range tests {
-		out[i] = toTestResultJSON(t, false)
+	run, err := s.store.GetRun(r.Context(), job.RunID)
+	if err != nil {
+		s.storeError(w, r, "get run", err)
+		return
 	}
-	writeJSON(w, http.StatusOK, out)
+	s.writeTests(w, r, run, page)
 }
 
 // testHistory answers one test's results in a project, newest first: the test is

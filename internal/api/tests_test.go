@@ -168,6 +168,25 @@ func TestTestResults(t *testing.T) {
 			t.Errorf("a page of skipped and passed: %+v", page)
 		}
 
+		// The job's own tests read as the run's do, with counts and verdicts; an attempt
+		// it never had has none.
+		var jv runTestsView
+		b.get(t, "/api/v1/jobs/"+job+"/tests?status=failed,errored&limit=2").decode(t, &jv)
+		if jv.Total != 5 || jv.Counts["failed"] != 2 || jv.Counts["errored"] != 1 || jv.Headline != v.Headline || jv.Judged != 3 ||
+			len(jv.Tests) != 2 || jv.Tests[0].Name != "TestBroken" || jv.Tests[0].Verdict == nil || jv.Tests[0].Verdict.Kind != "known" ||
+			jv.Tests[1].Name != "TestFlaky" || jv.Tests[1].Message != "TestFlaky failed: want 1, got 2" ||
+			jv.NextOffset == nil || *jv.NextOffset != 2 {
+			t.Errorf("the job's failing tests: %+v", jv)
+		}
+		jv = runTestsView{}
+		b.get(t, "/api/v1/jobs/"+job+"/tests?attempt=2").decode(t, &jv)
+		if jv.Total != 0 || len(jv.Tests) != 0 || jv.Headline != "" || jv.NextOffset != nil {
+			t.Errorf("attempt 2, which the job never had: %+v", jv)
+		}
+		if r := b.get(t, "/api/v1/jobs/"+job+"/tests?attempt=0"); r.status != http.StatusBadRequest {
+			t.Errorf("attempt=0: %d %s, want 400", r.status, r.body)
+		}
+
 		var hist []testView
 		b.get(t, "/api/v1/projects/web/tests/history?test=example.com/web/pkg.TestFlaky").decode(t, &hist)
 		if len(hist) != 3 || hist[0].Status != "passed" || hist[1].Status != "failed" || hist[1].Branch != "feature" ||

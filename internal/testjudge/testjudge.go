@@ -15,6 +15,7 @@ import (
 	"github.com/gantry-ci/gantry/internal/store"
 	"github.com/gantry-ci/gantry/internal/testreport"
 	"github.com/gantry-ci/gantry/internal/trigger"
+	"github.com/google/uuid"
 )
 
 // Store is what judging needs of the store.
@@ -147,10 +148,10 @@ func unchangedSince(ctx context.Context, p *store.Project, run *store.Run, sha s
 	return out
 }
 
-// Summary is a run's failing tests judged.
+// Summary is a run's failing tests judged, or a job attempt's.
 type Summary struct {
-	// Failing are the run's first MaxJudged failing tests (failed or errored), of the
-	// current attempt of each job.
+	// Failing are the first MaxJudged failing tests (failed or errored) of the run, of
+	// the current attempt of each job; or of the job attempt summarized.
 	Failing []*store.TestResult
 	// Verdicts are those tests' verdicts, and those of the extra tests Summarize was given.
 	Verdicts map[testreport.TestID]testreport.Verdict
@@ -175,8 +176,20 @@ func (s *Summary) Headline() string {
 // Summarize judges the run's first MaxJudged failing tests, and the failing ones of
 // extra (a page of the run's tests past them), and reads which are quarantined.
 func Summarize(ctx context.Context, st Store, run *store.Run, extra []*store.TestResult, o Options) (*Summary, error) {
-	failing, err := st.ListTestResults(ctx, store.ListTestResultsParams{RunID: run.ID,
-		Statuses: []testreport.Status{testreport.Failed, testreport.Errored}, Limit: MaxJudged})
+	return summarize(ctx, st, run, store.ListTestResultsParams{RunID: run.ID}, extra, o)
+}
+
+// SummarizeAttempt is Summarize for attempt of job, a job of run (its current attempt
+// when attempt is 0): its failing tests judged in the run, as the job's page shows them.
+func SummarizeAttempt(ctx context.Context, st Store, run *store.Run, job uuid.UUID, attempt int, extra []*store.TestResult, o Options) (*Summary, error) {
+	return summarize(ctx, st, run, store.ListTestResultsParams{JobID: job, Attempt: attempt}, extra, o)
+}
+
+// summarize judges the failing tests of scope (a run's, or a job attempt's) and those of
+// extra.
+func summarize(ctx context.Context, st Store, run *store.Run, scope store.ListTestResultsParams, extra []*store.TestResult, o Options) (*Summary, error) {
+	scope.Statuses, scope.Limit = []testreport.Status{testreport.Failed, testreport.Errored}, MaxJudged
+	failing, err := st.ListTestResults(ctx, scope)
 	if err != nil {
 		return nil, fmt.Errorf("list the failing tests of run %s: %w", run.ID, err)
 	}
