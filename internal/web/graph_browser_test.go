@@ -86,14 +86,18 @@ type apiJob struct {
 	Status string `json:"status"`
 }
 
-// waitRunJobs polls the run through the API until ok says its jobs are where the test
-// wants them.
+// waitRunJobs polls the run through the API (with the coordinator's token, when auth is
+// on) until ok says its jobs are where the test wants them.
 func waitRunJobs(t *testing.T, c *coordinator, runID string, within time.Duration, ok func(map[string]apiJob) bool) map[string]apiJob {
 	t.Helper()
 	deadline := time.Now().Add(within)
 	var last map[string]apiJob
 	for time.Now().Before(deadline) {
-		res, err := http.Get(c.url + "/api/v1/runs/" + runID)
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, c.url+"/api/v1/runs/"+runID, nil)
+		if c.token != "" {
+			req.Header.Set("Authorization", "Bearer "+c.token)
+		}
+		res, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}

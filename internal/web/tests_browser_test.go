@@ -43,6 +43,19 @@ func failedCase(name, message, output string) string {
 		message + `">` + output + `</failure></testcase>`
 }
 
+// push makes a run of project web from yaml as a signed webhook would, so its commit
+// counts, and waits for its job unit to end: a verdict reads what was kept before its run.
+// It returns the run's id and its jobs' ids by key.
+func (c *coordinator) push(t *testing.T, branch, sha, yaml string) (string, map[string]string) {
+	t.Helper()
+	id, jobs := c.createRun(t, yaml, store.Trigger{Ref: "refs/heads/" + branch, Branch: branch, SHA: sha, Event: "push",
+		Verified: store.RefFromWebhook})
+	waitRunJobs(t, c, id, 60*time.Second, func(js map[string]apiJob) bool {
+		return js["unit"].Status == "success" || js["unit"].Status == "failed"
+	})
+	return id, jobs
+}
+
 type runTestsAnswer struct {
 	Counts   map[string]int `json:"counts"`
 	Total    int            `json:"total"`
@@ -79,15 +92,9 @@ func TestDashboardShowsTests(t *testing.T) {
 	if err := c.st.CreateProject(t.Context(), &store.Project{Name: "web", DefaultBranch: "main"}); err != nil {
 		t.Fatal(err)
 	}
-	// push makes a run of yaml as a signed webhook would, so its commit counts, and waits
-	// for it to end: a verdict reads what was kept before its run.
 	push := func(branch, sha, yaml string) string {
 		t.Helper()
-		id, _ := c.createRun(t, yaml, store.Trigger{Ref: "refs/heads/" + branch, Branch: branch, SHA: sha, Event: "push",
-			Verified: store.RefFromWebhook})
-		waitRunJobs(t, c, id, 60*time.Second, func(js map[string]apiJob) bool {
-			return js["unit"].Status == "success" || js["unit"].Status == "failed"
-		})
+		id, _ := c.push(t, branch, sha, yaml)
 		return id
 	}
 	const (
@@ -274,7 +281,8 @@ func TestDashboardShowsTests(t *testing.T) {
 	b.waitJS("the quarantined test, with its owner and reason", `(() => {
 		const rows = [...document.querySelectorAll("#quarantine-table tbody tr")];
 		return rows.length === 1 && rows[0].dataset.test === "tests.web.test_broken" &&
-			[...rows[0].cells].slice(0, 3).map((c) => c.textContent).join("|") === "tests.web.test_broken|alice|the fixture server races";
+			[rows[0].cells[0].querySelector(".test-name"), rows[0].cells[1], rows[0].cells[2]].map((c) => c.textContent).join("|") ===
+				"tests.web.test_broken|alice|the fixture server races";
 	})()`)
 	b.screenshot("project-tests")
 

@@ -1,10 +1,33 @@
 // Actions on runs and jobs that ask before they act or that the run and job pages share:
-// a confirmation dialog (cancel, reject), approve and reject of a job waiting for
-// approval, a job's attempts (who started each, how it ended), and the approvals inbox:
-// its page and the count beside its link in the header.
+// modal dialogs (a form's, as quarantine.js's) and the confirmation made with one (cancel,
+// reject, a test's release), approve and reject of a job waiting for approval, a job's
+// attempts (who started each, how it ended), and the approvals inbox: its page and the
+// count beside its link in the header.
 import { clear, fill, h } from "./dom.js";
 import { anonymousWorks, api, getToken, postJSON } from "./api.js";
 import { shortID, statusBadge, when } from "./format.js";
+
+/**
+ * modal shows dialog as a modal dialog and returns close(value), which takes it away and
+ * calls onClose(value) once. Escape, the dialog's own closing and signal's abort (the page
+ * was left) close it with undefined. The focus goes back where it was when it opened.
+ */
+export function modal(dialog, onClose, signal) {
+  let closed = false;
+  const close = (v) => {
+    if (closed) return;
+    closed = true;
+    if (dialog.open) dialog.close();
+    dialog.remove();
+    onClose(v);
+  };
+  dialog.addEventListener("cancel", (ev) => { ev.preventDefault(); close(undefined); }); // Escape
+  dialog.addEventListener("close", () => close(undefined));
+  if (signal) signal.addEventListener("abort", () => close(undefined), { once: true });
+  document.body.append(dialog);
+  dialog.showModal();
+  return close;
+}
 
 /**
  * confirmDialog asks a question in a modal dialog and resolves true when the user
@@ -17,20 +40,9 @@ export function confirmDialog({ title, text, confirm, keep }) {
     const no = h("button", { type: "button", class: "secondary", id: "confirm-no" }, keep);
     const dialog = h("dialog", { class: "confirm", id: "confirm-dialog", "aria-labelledby": "confirm-h", "aria-describedby": "confirm-text" },
       h("h2", { id: "confirm-h" }, title), h("p", { id: "confirm-text" }, text), h("div", { class: "actions" }, no, yes));
-    let answered = false;
-    const answer = (v) => {
-      if (answered) return;
-      answered = true;
-      if (dialog.open) dialog.close();
-      dialog.remove();
-      resolve(v);
-    };
-    yes.addEventListener("click", () => answer(true));
-    no.addEventListener("click", () => answer(false));
-    dialog.addEventListener("cancel", (ev) => { ev.preventDefault(); answer(false); }); // Escape
-    dialog.addEventListener("close", () => answer(false));
-    document.body.append(dialog);
-    dialog.showModal();
+    const close = modal(dialog, (v) => resolve(v === true));
+    yes.addEventListener("click", () => close(true));
+    no.addEventListener("click", () => close(false));
     no.focus();
   });
 }

@@ -84,7 +84,12 @@ export function post(path, signal) {
 
 /** postJSON posts body as JSON and returns the decoded answer. */
 export function postJSON(path, body, signal) {
-  return api(path, { method: "POST", signal, headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
+  return sendJSON("POST", path, body, signal);
+}
+
+/** sendJSON sends body as JSON with method (PUT, PATCH, POST) and returns the decoded answer. */
+export function sendJSON(method, path, body, signal) {
+  return api(path, { method, signal, headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
 }
 
 /**

@@ -1,4 +1,4 @@
-// Formatting of statuses, times, durations and sizes.
+// Formatting of statuses, times, durations, sizes and names.
 import { h } from "./dom.js";
 
 const SYMBOLS = {
@@ -80,6 +80,11 @@ export function bytes(n) {
   let i = 0;
   while (n >= 1024 && i < units.length - 1) { n /= 1024; i++; }
   return (i === 0 ? n : n.toFixed(1)) + " " + units[i];
+}
+
+/** testID names a test as the CLI and the history route do: SUITE.NAME, or NAME alone. */
+export function testID(t) {
+  return t.suite ? t.suite + "." + t.name : t.name;
 }
 
 export function shortID(id) {

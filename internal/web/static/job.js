@@ -2,7 +2,8 @@
 // attempt live over the WebSocket, and draws only what is in view of a long one; its
 // ::error::, ::warning:: and ::notice:: lines are listed above it as the attempt's
 // annotations, each linking to its line, and a failed attempt opens at its error. Below
-// the log, the attempt's summary ($GITHUB_STEP_SUMMARY), rendered (summary.js).
+// the log, the attempt's tests, as a run's Tests tab shows them (tests.js), and its
+// summary ($GITHUB_STEP_SUMMARY), rendered (summary.js).
 import { clear, fill, h } from "./dom.js";
 import { api, download, getToken, live, post, postJSON } from "./api.js";
 import { LEVELS, logView } from "./logview.js";
@@ -10,6 +11,7 @@ import { TERMINAL, bytes, liveDuration, shortID, statusBadge, when } from "./for
 import { announce } from "./app.js";
 import { summaryContent } from "./summary.js";
 import { confirmCancel, renderAttempts as listAttempts, stepsOf } from "./actions.js";
+import { count, jobTests } from "./tests.js";
 
 const REFRESH_MS = 2000;
 
@@ -43,6 +45,11 @@ export async function jobPage(main, [id], ctx) {
   const artifactsList = h("div");
   const annotationsBox = h("section", { class: "annotations", id: "annotations", "aria-labelledby": "annotations-h", hidden: true });
   const summaryBox = h("section", { class: "summaries", id: "job-summary", "aria-labelledby": "summary-h", hidden: true });
+  // The attempt's tests, below the log (a failed job opens at its error in the log), and
+  // how many failed among the facts at the top, linking down to them.
+  const testsBox = h("section", { class: "job-tests", id: "job-tests", "aria-labelledby": "job-tests-h", hidden: true });
+  const testsLink = h("a", { href: "#job-tests", id: "job-tests-count" });
+  const testsItem = h("div", { hidden: true }, h("dt", {}, "Tests"), h("dd", {}, testsLink));
 
   // The log.
   const log = logView({ rawPath: (n) => `${jobPath}/logs?attempt=${n}&download=true` });
@@ -63,6 +70,7 @@ export async function jobPage(main, [id], ctx) {
       h("section", { "aria-labelledby": "log-h", class: "log-section" },
         h("h2", { id: "log-h" }, "Log"),
         log.tools, logState, log.box)),
+    testsBox,
     summaryBox);
 
   let viewed = job.attempt || 1; // the attempt whose log and artifacts are shown
@@ -146,7 +154,8 @@ export async function jobPage(main, [id], ctx) {
       j.started_at ? item("Started", when(j.started_at)) : null,
       item("Duration", liveDuration(j.started_at, j.finished_at)),
       j.needs ? item("Needs", j.needs.join(", ")) : null,
-      j.environment ? item("Environment", h("span", { id: "job-environment" }, j.environment.name)) : null);
+      j.environment ? item("Environment", h("span", { id: "job-environment" }, j.environment.name)) : null,
+      testsItem);
     renderApproval(j);
     cancelBtn.disabled = TERMINAL.has(j.status);
     retryBtn.disabled = !TERMINAL.has(j.status);
@@ -254,6 +263,31 @@ export async function jobPage(main, [id], ctx) {
       s.bytes ? h("article", { class: "summary" }, summaryContent(s.html || "")) : null);
   }
 
+  // The tests of the attempt shown: a view of its own for each attempt, read again when
+  // the attempt ends (the worker sends them before it does).
+  let tests = null;
+  function loadTests() {
+    const n = viewed;
+    if (!tests || tests.attempt !== n) {
+      testsBox.hidden = testsItem.hidden = true;
+      const view = jobTests(job, n, ctx, {
+        onCounts: (v) => { if (tests === view) showTestCounts(v); },
+        finished: () => n !== job.attempt || TERMINAL.has(job.status),
+      });
+      tests = Object.assign(view, { attempt: n });
+      fill(testsBox, h("h2", { id: "job-tests-h" }, "Tests"), view.el);
+    }
+    // A coordinator without test results, or a passing error: tried again when the attempt ends.
+    tests.load().catch(() => {});
+  }
+
+  function showTestCounts(v) {
+    const failing = (v.counts.failed || 0) + (v.counts.errored || 0);
+    testsBox.hidden = testsItem.hidden = v.total === 0;
+    testsLink.textContent = failing ? `${count(failing)} failed of ${count(v.total)}` : `${count(v.total)}, none failed`;
+    testsLink.classList.toggle("error", failing > 0);
+  }
+
   // Log state of the attempt being shown. openAtError: it had failed when it was opened.
   // followingLatest: it is the latest attempt, running.
   let ended = false, unsubscribe = () => {}, openAtError = false, followingLatest = false;
@@ -272,6 +306,7 @@ export async function jobPage(main, [id], ctx) {
     renderArtifacts();
     loadAnnotations();
     loadSummary();
+    loadTests();
     if (!job.attempt) {
       logState.textContent = "The job has not started: no log yet.";
       unsubscribe = () => {};
@@ -302,6 +337,7 @@ export async function jobPage(main, [id], ctx) {
       loadArtifacts();
       loadAnnotations();
       loadSummary();
+      loadTests();
     } else if (msg.type === "error") {
       logState.textContent = "Log unavailable: " + msg.message;
     }

@@ -1,13 +1,16 @@
-// Test results, from the API's tests routes (docs/tests.md): a run's Tests tab (its
-// counts, the verdicts' headline, its failing tests first, each with why it failed and
-// its latest results, then the others a page at a time) and a project's Tests page (its
-// flaky tests with their evidence, its quarantined tests, and one test's history). Every read is bounded: a
-// run of 50,000 tests costs a page of them, and each failing test shown one read of its
-// last 20 results, 4 reads at a time.
+// Test results, from the API's tests routes (docs/tests.md): a run's Tests tab and a
+// job's tests (one view of either: the counts, the verdicts' headline, the failing tests
+// first, each with why it failed and its latest results, then the others a page at a
+// time) and a project's Tests page (its flaky tests with their evidence, its quarantined
+// tests, and one test's history). A failing or flaky test can be quarantined, and a
+// quarantined one released, where it shows (quarantine.js). Every read is bounded: a run
+// of 50,000 tests costs a page of them, and each failing test shown one read of its last
+// 20 results, 4 reads at a time.
 import { clear, fill, h } from "./dom.js";
 import { api } from "./api.js";
-import { duration, statusBadge, when } from "./format.js";
+import { duration, statusBadge, testID, when } from "./format.js";
 import { setQuery } from "./app.js";
+import { quarantineButton, quarantinedUntil, releaseButton } from "./quarantine.js";
 
 // FAILING_PAGE is the failing tests read at once; OTHERS_PAGE the skipped and passed ones.
 const FAILING_PAGE = 50;
@@ -30,11 +33,6 @@ export function count(n) {
 
 function plural(n, one, many) {
   return count(n) + " " + (n === 1 ? one : many);
-}
-
-/** testID names a test as the CLI and the history route do: SUITE.NAME, or NAME alone. */
-export function testID(t) {
-  return t.suite ? t.suite + "." + t.name : t.name;
 }
 
 const failing = (status) => status === "failed" || status === "errored";
@@ -121,8 +119,29 @@ export function sparkline(results, thisRun) {
  * names a job by its id and key; finished says whether the run has ended.
  */
 export function runTests(run, ctx, { jobName, onCounts, finished }) {
+  return testsView(run, ctx, { base: "/api/v1/runs/" + encodeURIComponent(run.id) + "/tests", query: {}, what: "run",
+    jobName, onCounts, finished });
+}
+
+/**
+ * jobTests is the tests of a job's attempt n, on the job's page, drawn as a run's Tests
+ * tab draws them. load() reads them again (when the attempt ends); onCounts(v) hears
+ * their counts; finished says whether the attempt has ended.
+ */
+export function jobTests(job, n, ctx, { onCounts, finished }) {
+  const run = { id: job.run_id, project: job.project, number: job.run_number };
+  return testsView(run, ctx, { base: "/api/v1/jobs/" + encodeURIComponent(job.id) + "/tests", query: { attempt: String(n) },
+    what: "attempt", onCounts, finished });
+}
+
+/**
+ * testsView shows the tests the API's route base lists (with query), a run's or a job
+ * attempt's: what names the one or the other in words; jobName, when given, names each
+ * test's job (a run's tests are of many), which links to its log.
+ */
+function testsView(run, ctx, { base, query, what, jobName, onCounts, finished }) {
   const signal = ctx.signal;
-  const base = "/api/v1/runs/" + encodeURIComponent(run.id) + "/tests";
+  const url = (params) => base + "?" + new URLSearchParams({ ...query, ...params });
   const history = historyReader("/api/v1/projects/" + encodeURIComponent(run.project), signal);
   // What the user opened (outputs, verdicts), by test, kept when the list is drawn again.
   const opened = new Set();
@@ -138,7 +157,20 @@ export function runTests(run, ctx, { jobName, onCounts, finished }) {
   const failingMore = h("div", { class: "pager" });
   const others = h("section", { class: "other-tests", id: "other-tests", "aria-labelledby": "other-tests-h", hidden: true });
   const state = h("p", { class: "muted", role: "status" }, "Loading the tests\u2026");
-  const el = h("div", { class: "run-tests" }, state, summary, failingList, failingMore, others);
+  // What a quarantine or a release did, or why it could not; it takes the focus after one,
+  // since the list it was started from is drawn again.
+  const message = h("p", { class: "action-message", id: "tests-message", role: "status", tabindex: "-1" });
+  const say = (text, failed = false) => {
+    message.textContent = text;
+    message.classList.toggle("error", failed);
+  };
+  const changed = async () => {
+    try {
+      await load();
+    } catch { /* said in the state line */ }
+    message.focus();
+  };
+  const el = h("div", { class: "run-tests" }, state, summary, message, failingList, failingMore, others);
 
   const testKey = (t) => t.job_id + "\u0000" + t.suite + "\u0000" + t.name;
 
@@ -148,7 +180,7 @@ export function runTests(run, ctx, { jobName, onCounts, finished }) {
     const read = ++reads;
     let v;
     try {
-      v = await api(`${base}?status=failed,errored&limit=${limit}`, { signal });
+      v = await api(url({ status: "failed,errored", limit: String(limit) }), { signal });
     } catch (e) {
       if (e.name === "AbortError" || signal.aborted || e.status === 401) return;
       state.textContent = "Could not load the tests: " + e.message;
@@ -173,7 +205,7 @@ export function runTests(run, ctx, { jobName, onCounts, finished }) {
 
   function renderSummary(v) {
     if (!v.total) {
-      fill(summary, h("p", { class: "muted", id: "tests-none" }, "No test results in this run",
+      fill(summary, h("p", { class: "muted", id: "tests-none" }, "No test results in this " + what,
         finished() ? "" : " yet",
         ". A job names the reports its steps write with ", h("code", {}, "reports:"), "."));
       return;
@@ -193,7 +225,7 @@ export function runTests(run, ctx, { jobName, onCounts, finished }) {
     btn.addEventListener("click", async () => {
       btn.disabled = true;
       try {
-        const v = await api(`${base}?status=failed,errored&limit=${FAILING_PAGE}&offset=${next}`, { signal });
+        const v = await api(url({ status: "failed,errored", limit: String(FAILING_PAGE), offset: String(next) }), { signal });
         shown = shown.concat(v.tests);
         next = v.next_offset ?? null;
         appendFailing(v.tests);
@@ -248,14 +280,17 @@ export function runTests(run, ctx, { jobName, onCounts, finished }) {
     const item = h("li", { class: "test-item", id, dataset: { status: t.status, verdict: v ? v.kind : "", test: testID(t) } },
       h("div", { class: "test-head" }, statusBadge(t.status), " ", h("span", { class: "test-name mono" }, testID(t)), " ", verdictBtn,
         t.quarantined ? h("span", { class: "tag quarantine-tag", title: "Quarantined in this project: while the quarantine lasts, its failures alone do not fail its job" },
-          "quarantined") : null),
+          "quarantined") : null,
+        t.quarantined
+          ? releaseButton(run.project, t, { signal, say, done: changed })
+          : quarantineButton(run.project, t, { signal, done: (q) => { say(quarantinedUntil(q)); changed(); } })),
       h("div", { class: "test-meta muted" },
-        h("span", {}, jobName(t.job_id, t.job), t.attempt > 1 ? ", attempt " + t.attempt : ""),
+        jobName ? h("span", {}, jobName(t.job_id, t.job), t.attempt > 1 ? ", attempt " + t.attempt : "") : null,
         h("span", {}, duration(t.duration_ms)),
         where ? h("span", { class: "mono test-where" }, where) : null,
         spark,
         h("a", { href: historyLink(run.project, t), class: "test-history" }, "History"),
-        h("a", { href: "/jobs/" + t.job_id, class: "test-log" }, "Log")),
+        jobName ? h("a", { href: "/jobs/" + t.job_id, class: "test-log" }, "Log") : null),
       t.message ? h("pre", { class: "test-message" }, t.message) : null,
       verdictBox,
       output);
@@ -277,7 +312,7 @@ export function runTests(run, ctx, { jobName, onCounts, finished }) {
     const tbody = h("tbody");
     const table = h("div", { class: "table-wrap", hidden: true }, h("table", { class: "tests" },
       h("caption", { class: "visually-hidden" }, "Skipped and passed tests"),
-      h("thead", {}, h("tr", {}, ["Status", "Test", "Job", "Duration"].map((c) => h("th", { scope: "col" }, c)))),
+      h("thead", {}, h("tr", {}, ["Status", "Test", jobName ? "Job" : null, "Duration"].filter(Boolean).map((c) => h("th", { scope: "col" }, c)))),
       tbody));
     const progress = h("p", { class: "muted small", id: "other-tests-shown", role: "status" });
     const more = h("button", { type: "button", class: "secondary", id: "show-other-tests" }, "Show them");
@@ -286,7 +321,7 @@ export function runTests(run, ctx, { jobName, onCounts, finished }) {
       more.disabled = true;
       let page;
       try {
-        page = await api(`${base}?status=skipped,passed&limit=${OTHERS_PAGE}&offset=${offset}`, { signal });
+        page = await api(url({ status: "skipped,passed", limit: String(OTHERS_PAGE), offset: String(offset) }), { signal });
       } catch (e) {
         if (e.name === "AbortError") return;
         more.disabled = false;
@@ -299,7 +334,7 @@ export function runTests(run, ctx, { jobName, onCounts, finished }) {
           h("td", {}, statusBadge(t.status)),
           h("td", {}, h("span", { class: "mono test-name" }, testID(t)), " ", reruns(t.failed_attempts),
             t.message ? h("div", { class: "muted small test-skip-message" }, t.message) : null),
-          h("td", {}, h("a", { href: "/jobs/" + t.job_id }, jobName(t.job_id, t.job))),
+          jobName ? h("td", {}, h("a", { href: "/jobs/" + t.job_id }, jobName(t.job_id, t.job))) : null,
           h("td", {}, duration(t.duration_ms))));
       }
       done += page.tests.length;
@@ -329,8 +364,9 @@ function observation(run, o) {
 
 /**
  * projectTestsPage is a project's tests: the ones that were flaky lately, with the
- * results that show it, the ones quarantined, and a box that reads one test's history (?test=SUITE.NAME, or
- * ?suite= and ?name= from a link, with ?branch=).
+ * results that show it and Quarantine; the ones quarantined, with Release; and a box that
+ * reads one test's history (?test=SUITE.NAME, or ?suite= and ?name= from a link, with
+ * ?branch=).
  */
 export async function projectTestsPage(main, [name], ctx) {
   ctx.title("Tests \u00b7 " + name);
@@ -343,56 +379,87 @@ export async function projectTestsPage(main, [name], ctx) {
   await api(base, { signal }); // a project that does not exist is Not found, not an empty page
   const params = new URLSearchParams(location.search);
 
+  // What a quarantine or a release did, or why it could not; it takes the focus after one,
+  // since the list it was started from is drawn again.
+  const message = h("p", { class: "action-message", id: "quarantine-message", role: "status", tabindex: "-1" });
+  const say = (text, failed = false) => {
+    message.textContent = text;
+    message.classList.toggle("error", failed);
+  };
+  const changed = async () => {
+    await loadLists({ quiet: true });
+    message.focus();
+  };
+  const actions = { signal, say, changed };
+
+  // The quarantines in force, by test, as last read: the flaky tests say which are.
+  let inForce = Promise.resolve(new Map());
+  // loadLists reads the quarantines and the flaky tests again; quiet keeps them shown meanwhile.
+  function loadLists({ quiet = false } = {}) {
+    inForce = loadQuarantine();
+    return Promise.all([inForce, loadFlaky({ quiet })]);
+  }
+
   // Flaky tests.
   const days = h("select", { id: "flaky-days" }, [7, 14, 30, 90].map((d) =>
     h("option", { value: String(d), selected: String(d) === (params.get("days") || "14") }, `the last ${d} days`)));
   const flakyBody = h("div", { id: "flaky-body" });
-  async function loadFlaky() {
-    fill(flakyBody, h("p", { class: "muted" }, "Loading\u2026"));
+  let flakyReads = 0; // an answer older than the latest read asked is not drawn
+  async function loadFlaky({ quiet = false } = {}) {
+    const read = ++flakyReads;
+    if (!quiet) fill(flakyBody, h("p", { class: "muted" }, "Loading\u2026"));
     let list;
     try {
       list = await api(`${base}/tests/flaky?days=${days.value}&limit=100`, { signal });
     } catch (e) {
-      if (e.name === "AbortError" || signal.aborted || e.status === 401) return;
+      if (e.name === "AbortError" || signal.aborted || e.status === 401 || read !== flakyReads) return;
       fill(flakyBody, h("p", { class: "error", role: "alert" }, "Could not load the flaky tests: " + e.message));
       return;
     }
+    const quarantines = await inForce;
+    if (read !== flakyReads) return;
     if (!list.length) {
       fill(flakyBody, h("p", { class: "muted", id: "no-flaky" }, `No test failed and passed on one commit in the last ${days.value} days.`));
       return;
     }
-    fill(flakyBody, h("ol", { class: "plain test-list", id: "flaky-tests" }, list.map((f) => flakyItem(name, f))));
+    fill(flakyBody, h("ol", { class: "plain test-list", id: "flaky-tests" },
+      list.map((f) => flakyItem(name, f, quarantines.get(suiteAndName(f)), actions))));
   }
   days.addEventListener("change", () => {
     setQuery(withParam("days", days.value === "14" ? "" : days.value), { replace: true });
     loadFlaky();
   });
 
-  // Quarantined tests: those in force, from the newest.
+  // Quarantined tests: those in force, by name. loadQuarantine resolves with them by test
+  // (none when they could not be read).
   const quarantineBody = h("div", { id: "quarantine-body" }, h("p", { class: "muted" }, "Loading\u2026"));
   async function loadQuarantine() {
     let list;
     try {
       list = await api(`${base}/tests/quarantine`, { signal });
     } catch (e) {
-      if (e.name === "AbortError" || signal.aborted || e.status === 401) return;
+      if (e.name === "AbortError" || signal.aborted || e.status === 401) return new Map();
       fill(quarantineBody, h("p", { class: "error", role: "alert" }, "Could not load the quarantined tests: " + e.message));
-      return;
+      return new Map();
     }
     if (!list.length) {
-      fill(quarantineBody, h("p", { class: "muted", id: "no-quarantine" }, "No test is quarantined. A maintainer quarantines one, with an owner and an expiry, with ",
+      fill(quarantineBody, h("p", { class: "muted", id: "no-quarantine" },
+        "No test is quarantined. A maintainer quarantines one, with an owner and an expiry, from the flaky tests above, a failing test on a run's Tests tab, or with ",
         h("code", {}, "gantry tests quarantine"), "."));
-      return;
+      return new Map();
     }
     fill(quarantineBody, h("div", { class: "table-wrap" }, h("table", { class: "tests", id: "quarantine-table" },
       h("caption", { class: "visually-hidden" }, "Quarantined tests of " + name),
       h("thead", {}, h("tr", {}, ["Test", "Owner", "Reason", "Since", "Until"].map((c) => h("th", { scope: "col" }, c)))),
       h("tbody", {}, list.map((q) => h("tr", { dataset: { test: testID(q) } },
-        h("td", {}, h("a", { href: historyLink(name, q), class: "mono test-name" }, testID(q))),
+        // Release is beside the name, so that a phone shows it without scrolling the table.
+        h("td", {}, h("a", { href: historyLink(name, q), class: "mono test-name" }, testID(q)), " ",
+          releaseButton(name, q, { signal, say, done: changed })),
         h("td", {}, q.owner),
         h("td", {}, q.reason || h("span", { class: "muted" }, "\u2014")),
         h("td", {}, when(q.created_at), q.created_by ? h("span", { class: "muted" }, " by " + q.created_by) : null),
         h("td", {}, when(q.expires_at))))))));
+    return new Map(list.map((q) => [suiteAndName(q), q]));
   }
 
   // One test's history.
@@ -494,6 +561,7 @@ export async function projectTestsPage(main, [name], ctx) {
     h("section", { id: "quarantine", "aria-labelledby": "quarantine-h" },
       h("h2", { id: "quarantine-h" }, "Quarantined tests"),
       h("p", { class: "muted small" }, "While its quarantine lasts, a test's failures are kept and shown, but a job whose only failures are quarantined tests succeeds."),
+      message,
       quarantineBody),
     h("section", { id: "history", "aria-labelledby": "history-h" },
       h("h2", { id: "history-h" }, "A test's history"),
@@ -501,9 +569,13 @@ export async function projectTestsPage(main, [name], ctx) {
         h("code", {}, "SUITE.NAME"), " as a run's Tests tab shows it: ", h("code", {}, "example.com/web/auth.TestLogin"), ", ",
         h("code", {}, "tests.test_auth.test_login"), "."),
       form, historyBody));
-  loadFlaky();
-  loadQuarantine();
+  loadLists();
   loadHistory();
+}
+
+/** suiteAndName keys a test of a project by its suite and name. */
+function suiteAndName(t) {
+  return (t.suite || "") + "\u0000" + t.name;
 }
 
 function withParam(key, value) {
@@ -525,15 +597,20 @@ function historyRow(r) {
     h("td", {}, when(r.created_at)));
 }
 
-/** flakyItem is one flaky test: how often it flipped, and its results on those commits. */
-function flakyItem(project, f) {
+/**
+ * flakyItem is one flaky test: how often it flipped, and its results on those commits;
+ * Quarantine, or a mark that q quarantines it already.
+ */
+function flakyItem(project, f, q, { signal, say, changed }) {
   const byCommit = new Map();
   for (const e of f.evidence) {
     if (!byCommit.has(e.sha)) byCommit.set(e.sha, []);
     byCommit.get(e.sha).push(e);
   }
   return h("li", { class: "test-item flaky-item", dataset: { test: testID(f) } },
-    h("div", { class: "test-head" }, h("a", { href: historyLink(project, f), class: "test-name mono" }, testID(f))),
+    h("div", { class: "test-head" }, h("a", { href: historyLink(project, f), class: "test-name mono" }, testID(f)),
+      q ? h("span", { class: "tag quarantine-tag", title: quarantinedUntil(q) }, "quarantined")
+        : quarantineButton(project, f, { signal, done: (made) => { say(quarantinedUntil(made)); changed(); } })),
     h("div", { class: "test-meta muted" },
       h("span", {}, "flipped on ", plural(f.commits, "commit", "commits")),
       h("span", {}, "last seen ", when(f.last_seen))),
