@@ -265,16 +265,17 @@ export async function jobPage(main, [id], ctx) {
 
   // The tests of the attempt shown: a view of its own for each attempt, read again when
   // the attempt ends (the worker sends them before it does).
-  let tests = null;
+  let tests = null, testsAttempt = 0;
   function loadTests() {
     const n = viewed;
-    if (!tests || tests.attempt !== n) {
+    if (!tests || testsAttempt !== n) {
       testsBox.hidden = testsItem.hidden = true;
       const view = jobTests(job, n, ctx, {
         onCounts: (v) => { if (tests === view) showTestCounts(v); },
         finished: () => n !== job.attempt || TERMINAL.has(job.status),
       });
-      tests = Object.assign(view, { attempt: n });
+      tests = view;
+      testsAttempt = n;
       fill(testsBox, h("h2", { id: "job-tests-h" }, "Tests"), view.el);
     }
     // A coordinator without test results, or a passing error: tried again when the attempt ends.

@@ -76,7 +76,7 @@ function quarantineDialog(project, t, signal) {
         error.hidden = false;
         submit.disabled = false;
         submit.textContent = "Quarantine";
-        if (!dialog.contains(document.activeElement) || document.activeElement === document.body) submit.focus();
+        if (!dialog.contains(document.activeElement)) submit.focus(); // it was on the button, disabled meanwhile
         return;
       }
       close(q);
