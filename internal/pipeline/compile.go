@@ -363,6 +363,11 @@ func (d *decoder) stepConditions(j *jobSpec, keys, needNames []string, on *Trigg
 	out := make([]*Condition, len(j.steps))
 	ids := []string{}
 	for i, st := range j.steps {
+		if st.testReport {
+			// It says what it named whatever happened before it (testReportStep refuses
+			// an if:).
+			out[i], _ = compileCondition("always()", &condScope{})
+		}
 		if st.cond.node != nil {
 			src := strings.TrimSpace(st.cond.v)
 			if src == "" {
@@ -590,7 +595,9 @@ func (d *decoder) buildJob(s *spec, j *jobSpec, in, padded instance, needNames [
 		step.Name = d.substituteRun(st.name, in, stepEnv)
 		if st.uses.node != nil {
 			step.Uses = d.substitute(st.uses, in, stepEnv)
-			if len(st.with) > 0 {
+			if st.testReport {
+				d.compileTestReportStep(job, &step, st, in, stepEnv)
+			} else if len(st.with) > 0 {
 				step.With = make(map[string]string, len(st.with))
 				for _, v := range st.with {
 					step.With[v.name] = d.substituteEnv(v.value, in, stepEnv)

@@ -112,6 +112,8 @@ type stepSpec struct {
 	once            bool
 	continueOnError bool
 	timeout         time.Duration
+	// testReport: the step uses gantry/test-report (testReportStep).
+	testReport bool
 }
 
 type concurrencySpec struct {
@@ -717,6 +719,7 @@ func (d *decoder) step(n *yaml.Node, p string) (stepSpec, bool) {
 		if st.shell != "" {
 			d.add(ErrInvalid, st.uses.node, p+".shell", "shell: belongs to a run step; an action says how it runs")
 		}
+		d.testReportStep(&st)
 		return st, true
 	}
 	if st.with != nil {

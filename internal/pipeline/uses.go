@@ -142,15 +142,21 @@ const (
 	NativeSetupGo      = "setup-go"
 	NativeSetupNode    = "setup-node"
 	NativeSetupPython  = "setup-python"
+	// NativeTestReport is Gantry's own gantry/test-report (TestReportAction), which
+	// names test reports of its job.
+	NativeTestReport = TestReportAction
 )
 
 // NativeAction names what the worker does itself for the action, or "" when it runs the
 // action's own code: actions/checkout (another ref or repository, a second checkout),
 // actions/cache with its restore and save, actions/upload-artifact and
-// download-artifact, where a
-// workflow's step needs them at its place rather than as settings of the job; and
-// actions/setup-go, setup-node and setup-python, which find a toolchain installed.
+// download-artifact, where a workflow's step needs them at its place rather than as
+// settings of the job; actions/setup-go, setup-node and setup-python, which find a
+// toolchain installed; and Gantry's own gantry/test-report, which no repository holds.
 func (u Uses) NativeAction() string {
+	if u.IsTestReport() {
+		return NativeTestReport
+	}
 	if u.Kind != UsesRepository || !strings.EqualFold(u.Owner, "actions") {
 		return ""
 	}
