@@ -141,6 +141,10 @@ type ghaTranslator struct {
 	// step, for gantry convert (gha_settings.go).
 	evaluatedShells map[string]map[int][]ghaShell
 	pendingSettings []ghaSettingExpr
+	// pendingRenames are renames of the step being translated, each a path below the
+	// step's in the translation and the workflow's path it was written at, made once
+	// the step's index is known.
+	pendingRenames [][2]string
 	// objectAxes are the axes of mappings of each job's matrix, whose values are indexes
 	// (gha_matrix.go), by id.
 	objectAxes map[string][]string
@@ -1114,10 +1118,14 @@ func (t *ghaTranslator) steps(j *ghaJob, f field) *yaml.Node {
 	items := d.items(f.val, f.path, "a list of steps", false)
 	for i, item := range items {
 		p := indexPath(f.path, i)
-		t.pendingSettings = nil
+		t.pendingSettings, t.pendingRenames = nil, nil
 		if st := t.step(j, item, p); st != nil {
 			t.placeSettings(j, len(out.Content))
-			t.rename(indexPath(j.path+".steps", len(out.Content)), p)
+			at := indexPath(j.path+".steps", len(out.Content))
+			t.rename(at, p)
+			for _, r := range t.pendingRenames {
+				t.rename(at+r[0], r[1])
+			}
 			out.Content = append(out.Content, st)
 		}
 	}

@@ -55,6 +55,8 @@ func (t *ghaTranslator) uses(j *ghaJob, st *ghaStep, r *yaml.Node, u field, with
 	case "actions/download-artifact":
 		t.download(j, u, args)
 		return t.action(j, st, r, u, v, with, name, cond)
+	case TestReportAction:
+		return t.testReport(j, st, r, u, v, with, name, cond)
 	case "actions/setup-go", "actions/setup-node", "actions/setup-python":
 		return t.setup(j, st, r, u, action, args, name, cond)
 	case "actions/cache", "actions/cache/restore", "actions/cache/save":
@@ -69,6 +71,9 @@ func (t *ghaTranslator) uses(j *ghaJob, st *ghaStep, r *yaml.Node, u field, with
 			}
 		}
 		return t.action(j, st, r, u, v, with, name, cond)
+	}
+	if out := t.reporter(j, st, r, u, v, args, name, cond); out != nil {
+		return out
 	}
 	return t.action(j, st, r, u, v, with, name, cond)
 }
@@ -123,6 +128,12 @@ func (t *ghaTranslator) jobCache(j *ghaJob, st *ghaStep, r *yaml.Node, u field, 
 // the worker fetches the action (pinned when the run is created) and runs it as GitHub's
 // runner does.
 func (t *ghaTranslator) action(j *ghaJob, st *ghaStep, r *yaml.Node, u field, v string, with, name, cond *field) *yaml.Node {
+	return t.actionAs(j, st, r, u, v, with, name, cond, ghaEnvValue)
+}
+
+// actionAs is action with the with: values read as text of kind: ghaEnvValue, read by
+// the worker when the step runs, for an action's inputs.
+func (t *ghaTranslator) actionAs(j *ghaJob, st *ghaStep, r *yaml.Node, u field, v string, with, name, cond *field, kind ghaTextKind) *yaml.Node {
 	d := t.d
 	if err := CheckUses(v); err != nil {
 		d.add(ErrInvalid, u.val, u.path, "%v", err)
@@ -148,7 +159,7 @@ func (t *ghaTranslator) action(j *ghaJob, st *ghaStep, r *yaml.Node, u field, v 
 				continue
 			}
 			if s, ok := d.str(f.val, f.path, "a value"); ok {
-				put(w, f.key, f.keyNode, gStr(t.text(s, val, f.path, j, st, ghaEnvValue), val))
+				put(w, f.key, f.keyNode, gStr(t.text(s, val, f.path, j, st, kind), val))
 			}
 		}
 		put(out, "with", with.keyNode, w)
