@@ -318,6 +318,9 @@ func (r *actionRunner) invoke(ctx context.Context, st pipeline.Step, uses, id st
 		return stepRun{err: fmt.Errorf("action %s: composite actions nest more than %d deep", uses, actions.MaxDepth)}
 	}
 	if u, err := pipeline.ParseUses(uses); err == nil && u.NativeStep() {
+		if u.IsTestReport() {
+			return r.testReportStep(ctx, with, depth, jobStatus)
+		}
 		if tool, ok := toolchain.ForAction(u.Repository()); ok && u.Dir == "" {
 			return r.setupStep(ctx, st, tool, with, env)
 		}

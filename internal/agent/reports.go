@@ -230,3 +230,70 @@ func (a *Agent) sendTestResults(ctx context.Context, log *slog.Logger, j claimed
 	}
 	return nil
 }
+
+// testReportStep is a gantry/test-report step where it stands. The paths it names are
+// the job's reports (the plan holds them in the job's Reports), read after all its steps
+// by keepTestReports; here the step says so in the log and, with fail-on-failure or
+// fail-on-empty, checks the reports as they are now, while the job has not failed
+// (a step that failed with continue_on_error does not count): a job that failed
+// already is not failed again by its reports, which would make two failed steps of one.
+// depth is how deep in composite actions the step is: a composite action's step cannot
+// name its job's reports, which the plan knows before any action is fetched.
+func (r *actionRunner) testReportStep(ctx context.Context, with map[string]string, depth int, jobStatus func() string) stepRun {
+	const what = pipeline.TestReportAction
+	if depth > 0 {
+		return r.nativeFailed(what, errors.New("a composite action's step cannot name the job's test reports: use gantry/test-report in the job's own steps"))
+	}
+	formats := pipeline.TestReportPaths(with)
+	for _, f := range formats {
+		r.rec.System(fmt.Sprintf("test reports: %s %s, read after the job's steps whatever their outcome", f.Format, strings.Join(f.Paths, ", ")))
+	}
+	failOnFailure, failOnEmpty := inputBool(with[pipeline.TestReportFailOnFailure]), inputBool(with[pipeline.TestReportFailOnEmpty])
+	if !failOnFailure && !failOnEmpty {
+		return stepRun{}
+	}
+	if jobStatus() != "success" {
+		r.rec.System("test reports: not checked now: the job has failed already")
+		return stepRun{}
+	}
+	if r.collector != nil {
+		if err := r.collector.Collect(ctx); err != nil {
+			return r.nativeFailed(what, fmt.Errorf("copy the workspace back from the job's environment: %w", err))
+		}
+	}
+	var (
+		results []testreport.Result
+		files   int
+	)
+	for _, f := range formats {
+		found, err := findFiles(r.ws, f.Paths, "test reports", r.rec)
+		if err != nil {
+			return r.nativeFailed(what, err)
+		}
+		files += len(found)
+		if !failOnFailure {
+			continue
+		}
+		for _, file := range found {
+			// Warnings are the job's once its reports are read after the steps.
+			rs, _ := parseReport(f.Format, file, testreport.MaxTestsPerJob-len(results))
+			results = append(results, rs...)
+		}
+	}
+	if failOnEmpty && files == 0 {
+		return r.nativeFailed(what, errors.New("no file matches the report paths (fail-on-empty)"))
+	}
+	failing := 0
+	for _, res := range results {
+		if res.Status.Failing() {
+			failing++
+		}
+	}
+	if failing > 0 {
+		return r.nativeFailed(what, fmt.Errorf("%d of %d %s failed (fail-on-failure)", failing, len(results), plural(len(results), "test", "tests")))
+	}
+	if failOnFailure {
+		r.rec.System("test reports, checked: " + describeResults(results, files))
+	}
+	return stepRun{}
+}

@@ -115,3 +115,118 @@ func TestKnownTestFailures(t *testing.T) {
 		t.Errorf("the forgiven job's results %+v, %v: want its failure kept", rs, err)
 	}
 }
+
+// reportSteps is a workflow whose jobs name their reports with gantry/test-report and
+// with reporter actions read as reports (none is fetched: the bundle has no actions
+// source).
+const reportSteps = `on: push
+jobs:
+  named:
+    runs-on: ubuntu-latest
+    steps:
+      - run: |
+          cat > junit.xml <<'EOF'
+          <testsuite name="pkg"><testcase classname="pkg" name="TestA"/><testcase classname="pkg" name="TestB"><failure message="want 1"/></testcase></testsuite>
+          EOF
+          mkdir -p web/reports
+          printf '%s\n' '{"Action":"run","Package":"example.com/x","Test":"TestGo"}' '{"Action":"pass","Package":"example.com/x","Test":"TestGo"}' > web/reports/go.json
+          exit 1
+      - uses: gantry/test-report@v1
+        with:
+          junit: junit.xml
+          fail-on-failure: true
+      - uses: dorny/test-reporter@v2
+        if: ${{ !cancelled() }}
+        with: {name: go, path: reports/go.json, reporter: golang-json, working-directory: web}
+  gate:
+    runs-on: ubuntu-latest
+    steps:
+      - run: |
+          echo '<testsuite name="pkg"><testcase classname="pkg" name="TestC"><failure message="boom"/></testcase><testcase classname="pkg" name="TestD"/></testsuite>' > out.xml
+          exit 1
+        continue-on-error: true
+      - uses: dorny/test-reporter@v2
+        with: {name: unit, path: out.xml, reporter: java-junit}
+      - run: echo after
+  empty:
+    runs-on: ubuntu-latest
+    steps:
+      - run: "true"
+      - uses: dorny/test-reporter@v2
+        with: {name: unit, path: missing.xml, reporter: java-junit, fail-on-error: false}
+  fine:
+    runs-on: ubuntu-latest
+    steps:
+      - run: echo '<testsuite name="ok"><testcase classname="ok" name="TestE"/></testsuite>' > TEST-ok.xml
+      - uses: EnricoMi/publish-unit-test-result-action/linux@v2
+        if: always()
+        with: {files: "TEST-*.xml", action_fail: true, check_name: Unit}
+      - uses: mikepenz/action-junit-report@v5
+        if: success() || failure()
+        with: {report_paths: "TEST-*.xml", fail_on_failure: true}
+`
+
+// TestTestReportSteps: a real worker runs gantry/test-report and the reporter actions it
+// does itself. Their reports are kept whatever the outcome of the steps; each step says
+// in the log what it named; their fail-on-failure and fail-on-empty fail the step where
+// it stands while the job is doing well (the action's job failed by the reporter, its
+// later steps skipped), and not a job that failed already.
+func TestTestReportSteps(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.start(t, 2)
+	run := b.submitOn(t, "c1", reportSteps)
+	if r := b.waitRun(t, run); r.Status != store.RunFailed {
+		t.Fatalf("run %s, want failed", r.Status)
+	}
+	type want struct {
+		status  store.JobStatus
+		steps   []store.StepStatus
+		tests   []string // suite.name status, failing first
+		logHas  []string
+		logLack string
+	}
+	for key, w := range map[string]want{
+		"named": {store.JobFailed, []store.StepStatus{store.StepFailed, store.StepSuccess, store.StepSuccess},
+			[]string{"pkg.TestB failed", "example.com/x.TestGo passed", "pkg.TestA passed"},
+			[]string{"test reports: junit junit.xml, read after the job's steps whatever their outcome",
+				"test reports: not checked now: the job has failed already",
+				"test reports: go-test-json web/reports/go.json, read after",
+				"test reports: 3 tests from 2 files: 1 failed, 2 passed"}, "fail-on-failure"},
+		"gate": {store.JobFailed, []store.StepStatus{store.StepFailed, store.StepFailed, store.StepSkipped},
+			[]string{"pkg.TestC failed", "pkg.TestD passed"},
+			[]string{"gantry/test-report: 1 of 2 tests failed (fail-on-failure)"}, ""},
+		"empty": {store.JobFailed, []store.StepStatus{store.StepSuccess, store.StepFailed},
+			nil, []string{`test reports: no file matches "missing.xml"`, "gantry/test-report: no file matches the report paths (fail-on-empty)"}, ""},
+		"fine": {store.JobSuccess, []store.StepStatus{store.StepSuccess, store.StepSuccess, store.StepSuccess},
+			[]string{"ok.TestE passed"}, []string{"test reports, checked: 1 test from 1 file: 1 passed"}, ""},
+	} {
+		job, steps := b.jobByKey(t, run, key)
+		if job.Status != w.status {
+			t.Errorf("%s: %s, want %s\n%s", key, job.Status, w.status, b.jobLog(t, run, key))
+		}
+		var got []store.StepStatus
+		for _, s := range steps {
+			got = append(got, s.Status)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(w.steps) {
+			t.Errorf("%s: steps %v, want %v", key, got, w.steps)
+		}
+		rs, err := b.st.ListTestResults(t.Context(), store.ListTestResultsParams{JobID: job.ID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var tests []string
+		for _, r := range rs {
+			tests = append(tests, r.Suite+"."+r.Name+" "+string(r.Status))
+		}
+		if fmt.Sprint(tests) != fmt.Sprint(w.tests) {
+			t.Errorf("%s: results %v, want %v", key, tests, w.tests)
+		}
+		log := b.jobLog(t, run, key)
+		wantLog(t, log, w.logHas...)
+		if w.logLack != "" && strings.Contains(log, w.logLack) {
+			t.Errorf("%s: the log says %q:\n%s", key, w.logLack, log)
+		}
+	}
+}
