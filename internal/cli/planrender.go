@@ -163,8 +163,9 @@ func summarizeNeeds(needs []string, jobs map[string]*pipeline.Job) string {
 	return strings.Join(parts, ", ")
 }
 
-// annotations are the facts about a job that change when or where it runs and that differ
-// from the defaults; defaults are left out so unusual jobs stand out.
+// annotations are the facts about a job that change when or where it runs, and the test
+// reports it keeps, where they differ from the defaults; defaults are left out so
+// unusual jobs stand out.
 func annotations(j *pipeline.Job) []string {
 	var notes []string
 	if j.If != nil && j.If.Source != "" {
@@ -195,6 +196,13 @@ func annotations(j *pipeline.Job) []string {
 	}
 	if j.ContinueOnError {
 		notes = append(notes, "continue_on_error")
+	}
+	if formats := j.Reports.ByFormat(); len(formats) > 0 {
+		parts := make([]string, len(formats))
+		for i, f := range formats {
+			parts[i] = f.Format + " " + strings.Join(f.Paths, ", ")
+		}
+		notes = append(notes, "reports: "+strings.Join(parts, "; "))
 	}
 	return notes
 }
