@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -185,5 +186,86 @@ func TestTestsEndToEnd(t *testing.T) {
 	got = runCLI(t, invocation{args: append([]string{"tests", "quarantine", "x", "--project", "default", "--owner", "a"}, server...)})
 	if got.code != exitUsage {
 		t.Errorf("quarantine without --for: exit %d, want %d", got.code, exitUsage)
+	}
+}
+
+// reportsWorkflow is a GitHub workflow whose test step writes a JUnit report and a go
+// test -json one and fails; gantry/test-report names the first, dorny/test-reporter (done
+// by Gantry itself) the second.
+const reportsWorkflow = `name: reports
+on: push
+jobs:
+  unit:
+    runs-on: ubuntu-latest
+    steps:
+      - run: |
+          mkdir -p out
+          cat > out/junit.xml <<'EOF'
+          <testsuite name="tests.test_auth">
+            <testcase classname="tests.test_auth" name="test_login"><failure message="want 200, got 500"/></testcase>
+            <testcase classname="tests.test_auth" name="test_signup"/>
+          </testsuite>
+          EOF
+          printf '%s\n' \
+            '{"Action":"run","Package":"example.com/web/api","Test":"TestRoutes"}' \
+            '{"Action":"pass","Package":"example.com/web/api","Test":"TestRoutes","Elapsed":0.02}' > test.json
+          exit 1
+      - uses: gantry/test-report@v1
+        with:
+          junit: out/*.xml
+      - name: Publish Go results
+        uses: dorny/test-reporter@v2
+        if: success() || failure()
+        with: {name: Go, path: test.json, reporter: golang-json}
+`
+
+// TestWorkflowTestReportsEndToEnd: a workflow posted to a coordinator, run by a worker,
+// each a process of its own, keeps the reports its gantry/test-report and reporter steps
+// name, readable through the API. The server's actions source is an empty directory: an
+// action it had to fetch would refuse the run.
+func TestWorkflowTestReportsEndToEnd(t *testing.T) {
+	t.Parallel()
+	srv := startServerProcess(t, "sqlite://"+filepath.Join(t.TempDir(), "gantry.db"), "--actions-source", t.TempDir())
+	startChild(t, []string{"worker", "--server", srv.base, "--work-dir", t.TempDir()})
+	run := submitRun(t, srv.base, reportsWorkflow)
+	run = waitRun(t, srv.base, run.ID, func(r runDetails) bool { return runTerminal(r.Status) })
+	if run.Status != "failed" || len(run.Jobs) != 1 {
+		t.Fatalf("run %s, want failed (its test step exits 1): %+v", run.Status, run.Jobs)
+	}
+	job := run.Jobs[0]
+
+	var tests struct {
+		Total int `json:"total"`
+		Tests []struct {
+			Suite  string `json:"suite"`
+			Name   string `json:"name"`
+			Status string `json:"status"`
+		} `json:"tests"`
+	}
+	ans := call(t, http.MethodGet, srv.base+"/api/v1/runs/"+run.ID+"/tests", "")
+	if err := json.Unmarshal([]byte(ans.body), &tests); err != nil {
+		t.Fatalf("tests: %v: %s", err, ans.body)
+	}
+	var got []string
+	for _, r := range tests.Tests {
+		got = append(got, r.Suite+"."+r.Name+" "+r.Status)
+	}
+	want := "[tests.test_auth.test_login failed example.com/web/api.TestRoutes passed tests.test_auth.test_signup passed]"
+	if tests.Total != 3 || fmt.Sprint(got) != want {
+		t.Errorf("the run's tests: %d %v, want 3 %s", tests.Total, got, want)
+	}
+
+	logs := runCLI(t, invocation{args: []string{"logs", job.ID, "--server", srv.base}})
+	for _, want := range []string{
+		"step Run gantry/test-report@v1\n",
+		"test reports: junit out/*.xml, read after the job's steps whatever their outcome",
+		"step Publish Go results\n",
+		"test reports: go-test-json test.json, read after the job's steps whatever their outcome",
+		"test reports: not checked now: the job has failed already",
+		"test reports: 3 tests from 2 files: 1 failed, 2 passed",
+	} {
+		if !strings.Contains(logs.stdout, want) {
+			t.Errorf("the job's log lacks %q:\n%s", want, logs.stdout)
+		}
 	}
 }
