@@ -236,24 +236,16 @@ func (a reporterArgs) flag(key string, def, fold bool) (bool, bool) {
 	return v == "true", true
 }
 
-// known reports whether every input given is one of these: an input Gantry does not
-// know (a later version's) may change what the action does.
-func (a reporterArgs) known(inputs ...[]string) bool {
+// known reports whether every input given is one the action ignores (in Gantry's
+// eyes) or one that reads: an input Gantry does not know (a later version's) may change
+// what the action does.
+func (a reporterArgs) known(ignored, read []string) bool {
 	for k := range a.args {
-		if !slicesContain(inputs, k) {
+		if !contains(ignored, k) && !contains(read, k) {
 			return false
 		}
 	}
 	return true
-}
-
-func slicesContain(lists [][]string, k string) bool {
-	for _, l := range lists {
-		if contains(l, k) {
-			return true
-		}
-	}
-	return false
 }
 
 // paths splits an input into paths at sep, with the input they came from.
@@ -341,6 +333,12 @@ func dornyReports(args map[string]field, d *decoder) (reporterReports, bool) {
 	paths, ok := a.paths("path", ",")
 	if !ok || len(paths) == 0 {
 		return reporterReports{}, false
+	}
+	for _, p := range paths {
+		if strings.Contains(p.v, "\n") {
+			// The action splits at commas only: a line break is part of a glob.
+			return reporterReports{}, false
+		}
 	}
 	backslashes, ok := a.flag("path-replace-backslashes", false, false)
 	if !ok {

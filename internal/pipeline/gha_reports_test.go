@@ -37,6 +37,7 @@ func TestWorkflowReporters(t *testing.T) {
 			map[string]string{"junit": "web/reports/jest-*.xml\nweb/reports/other.xml", "fail-on-failure": "true", "fail-on-empty": "true"}},
 		{"dorny go test", "uses: dorny/test-reporter@v1\nwith: {name: go, path: test.json, reporter: golang-json, fail-on-error: 'false', fail-on-empty: 'false'}",
 			map[string]string{"go-test-json": "test.json"}},
+		{"dorny with paths a line", "uses: dorny/test-reporter@v2\nwith: {name: x, path: \"a.xml\\nb.xml\", reporter: java-junit}", nil},
 		{"dorny mocha", "uses: dorny/test-reporter@v2\nwith: {name: m, path: m.json, reporter: mocha-json}", nil},
 		{"dorny without a name", "uses: dorny/test-reporter@v2\nwith: {path: x.xml, reporter: java-junit}", nil},
 		{"dorny from an artifact", "uses: dorny/test-reporter@v2\nwith: {name: x, artifact: test-results, path: '*.xml', reporter: java-junit}", nil},
