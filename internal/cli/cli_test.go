@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"os/exec"
 	"runtime"
 	"strings"
 	"testing"
@@ -17,6 +18,9 @@ type invocation struct {
 	// compile replaces pipeline.Compile where a test is about output or exit codes rather
 	// than about what the compiler finds; nil uses the real compiler.
 	compile func([]byte, pipeline.Options) (*pipeline.Plan, error)
+	// gantry makes the command that runs `gantry <args>` as a process of its own; nil
+	// re-executes the test binary as gantry.
+	gantry func(args ...string) *exec.Cmd
 }
 
 type outcome struct {
@@ -37,7 +41,10 @@ func runCLI(t *testing.T, inv invocation) outcome {
 		},
 		compile: inv.compile,
 		maxRead: defaultMaxRead,
-		gantry:  childCommand,
+		gantry:  inv.gantry,
+	}
+	if a.gantry == nil {
+		a.gantry = childCommand
 	}
 	if a.compile == nil {
 		a.compile = pipeline.Compile

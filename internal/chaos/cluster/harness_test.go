@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -28,6 +27,7 @@ import (
 
 	"github.com/gantry-ci/gantry/internal/blob/blobtest"
 	"github.com/gantry-ci/gantry/internal/executor/docker/dockertest"
+	"github.com/gantry-ci/gantry/internal/testbin"
 )
 
 // The suite's images. Gantry's: FROM scratch, the gantry binary (static) and busybox,
@@ -86,25 +86,14 @@ type config struct {
 	keep                   bool
 }
 
-// gantryBinary builds the gantry binary once per test process, statically linked (no
-// cgo) and stripped, so that it runs in an image that holds nothing else but busybox.
+// gantryBinary is the bytes of testbin.Gantry's binary: statically linked (no cgo) and
+// stripped, so that it runs in an image that holds nothing else but busybox.
 var gantryBinary = sync.OnceValues(func() ([]byte, error) {
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		return nil, fmt.Errorf("build gantry: no go on PATH: %w", err)
-	}
-	dir, err := os.MkdirTemp("", "gantry-cluster-build-")
+	bin, err := testbin.Gantry()
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(dir)
-	out := filepath.Join(dir, "gantry")
-	cmd := exec.Command(goBin, "build", "-trimpath", "-ldflags=-s -w", "-o", out, "github.com/gantry-ci/gantry/cmd/gantry")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if msg, err := cmd.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("build a static gantry (%s): %v\n%s", strings.Join(cmd.Args, " "), err, msg)
-	}
-	return os.ReadFile(out)
+	return os.ReadFile(bin)
 })
 
 // buildImages makes the suite's two images, rebuilding Gantry's only when the binary

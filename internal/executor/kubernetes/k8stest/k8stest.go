@@ -12,12 +12,9 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -31,6 +28,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/gantry-ci/gantry/internal/executor/docker/dockertest"
+	"github.com/gantry-ci/gantry/internal/testbin"
 )
 
 // The variables scripts/k8s.sh sets for the tests it runs (`scripts/k8s.sh env` prints
@@ -314,46 +312,6 @@ func (c *Cluster) GantryImage(t testing.TB) string {
 		Files: map[string]string{"gantry": string(b), "usr/local/bin/gantry": string(b)}})
 }
 
-// GantryBinary builds a static gantry binary of this source tree once per test process
-// and returns its path: one path for every test process (the go build cache makes the
-// later builds quick), replaced atomically, so that /tmp does not fill with copies.
-var GantryBinary = sync.OnceValues(func() (string, error) {
-	dir := filepath.Join(os.TempDir(), "gantry-k8stest")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", err
-	}
-	f, err := os.CreateTemp(dir, "build-*")
-	if err != nil {
-		return "", err
-	}
-	tmp := f.Name()
-	f.Close()
-	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", tmp, "github.com/gantry-ci/gantry/cmd/gantry")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if msg, err := cmd.CombinedOutput(); err != nil {
-		os.Remove(tmp)
-		return "", fmt.Errorf("build a static gantry: %v\n%s", err, msg)
-	}
-	// Each process has a file of its own: another process's rename does not change the
-	// binary this one runs.
-	out := filepath.Join(dir, fmt.Sprintf("gantry-%d", os.Getpid()))
-	if err := os.Rename(tmp, out); err != nil {
-		return "", err
-	}
-	removeStale(dir)
-	return out, nil
-})
-
-// removeStale removes the binaries of test processes that are gone.
-func removeStale(dir string) {
-	entries, _ := os.ReadDir(dir)
-	for _, e := range entries {
-		pid, err := strconv.Atoi(strings.TrimPrefix(e.Name(), "gantry-"))
-		if err != nil || pid == os.Getpid() {
-			continue
-		}
-		if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
-			os.Remove(filepath.Join(dir, e.Name()))
-		}
-	}
-}
+// GantryBinary is testbin.Gantry: a static gantry binary of this source tree, built once
+// per test process.
+var GantryBinary = testbin.Gantry
