@@ -146,6 +146,10 @@ const (
 	opPutQuarantine
 	opListQuarantines
 	opDeleteQuarantine
+	opAddQuarantine
+	opPutQuarantineRule
+	opGetQuarantineRule
+	opDeleteQuarantineRule
 	numOps
 )
 
@@ -177,7 +181,8 @@ var opNames = [numOps]string{
 	"GetRunByNumber",
 	"SupersedeOutbox",
 	"AddTestResults", "ListTestResults", "CountTestResults", "TestHistory", "TestEvidence", "FlakyTests", "DeleteTestResultsBefore",
-	"PutQuarantine", "ListQuarantines", "DeleteQuarantine",
+	"PutQuarantine", "ListQuarantines", "DeleteQuarantine", "AddQuarantine",
+	"PutQuarantineRule", "GetQuarantineRule", "DeleteQuarantineRule",
 }
 
 // instrumented is a store.Store that times every call of the store it wraps. The
@@ -1145,5 +1150,33 @@ func (s *instrumented) DeleteQuarantine(ctx context.Context, project string, tes
 	t := time.Now()
 	err := s.Store.DeleteQuarantine(ctx, project, test)
 	s.done(opDeleteQuarantine, t, err)
+	return err
+}
+
+func (s *instrumented) AddQuarantine(ctx context.Context, p store.PutQuarantineParams) (*store.Quarantine, bool, error) {
+	t := time.Now()
+	r0, r1, err := s.Store.AddQuarantine(ctx, p)
+	s.done(opAddQuarantine, t, err)
+	return r0, r1, err
+}
+
+func (s *instrumented) PutQuarantineRule(ctx context.Context, r *store.QuarantineRule) error {
+	t := time.Now()
+	err := s.Store.PutQuarantineRule(ctx, r)
+	s.done(opPutQuarantineRule, t, err)
+	return err
+}
+
+func (s *instrumented) GetQuarantineRule(ctx context.Context, project string) (*store.QuarantineRule, error) {
+	t := time.Now()
+	r0, err := s.Store.GetQuarantineRule(ctx, project)
+	s.done(opGetQuarantineRule, t, err)
+	return r0, err
+}
+
+func (s *instrumented) DeleteQuarantineRule(ctx context.Context, project string) error {
+	t := time.Now()
+	err := s.Store.DeleteQuarantineRule(ctx, project)
+	s.done(opDeleteQuarantineRule, t, err)
 	return err
 }

@@ -35,6 +35,7 @@ type Store interface {
 	Summaries
 	TestResults
 	Quarantines
+	QuarantineRules
 	Reruns
 	ApprovalInbox
 	// CancelRequested lists the jobs a worker holds that were asked to cancel.

@@ -2,7 +2,11 @@ package store
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/gantry-ci/gantry/internal/testreport"
 	"github.com/google/uuid"
@@ -134,6 +138,8 @@ type FlakyTestsParams struct {
 	Project string
 	Since   time.Time
 	Limit   int
+	// Test, when its Name is set, lists that test alone.
+	Test testreport.TestID
 }
 
 // FlakyTest is a test that failed and passed on one commit, with those results.
@@ -181,10 +187,18 @@ type Quarantines interface {
 	// name or owner, an expiry not after now or more than MaxQuarantine ahead, or text
 	// over the bounds; ErrConflict when the project has MaxQuarantines others in force.
 	PutQuarantine(ctx context.Context, p PutQuarantineParams) (*Quarantine, error)
+	// AddQuarantine quarantines p.Test as PutQuarantine does, but only when it has no
+	// quarantine in force: one in force, however long, is kept as it is and returned
+	// with added false. The audit entry ctx carries (WithAudit) is recorded in the same
+	// transaction, and only when the quarantine was added, so that two replicas adding
+	// one test's quarantine at once add and audit it once. Its errors are PutQuarantine's.
+	AddQuarantine(ctx context.Context, p PutQuarantineParams) (q *Quarantine, added bool, err error)
 	// ListQuarantines lists the project's quarantines in force at p.At (now when zero),
 	// by suite and name; p.Expired lists those that ended too.
 	ListQuarantines(ctx context.Context, p ListQuarantinesParams) ([]*Quarantine, error)
-	// DeleteQuarantine ends a test's quarantine; ErrNotFound when it has none.
+	// DeleteQuarantine ends a test's quarantine now: it is kept as one that ended, so
+	// that ListQuarantines with Expired lists it and a quarantine rule counts only what
+	// the test did after it. ErrNotFound when it has none in force.
 	DeleteQuarantine(ctx context.Context, project string, test testreport.TestID) error
 }
 
@@ -225,4 +239,100 @@ type ListQuarantinesParams struct {
 	Project string
 	At      time.Time
 	Expired bool
+}
+
+// QuarantineRules keeps each project's quarantine rule: a test flaky on at least
+// FlakyCommits commits within Within is quarantined For, by the coordinator, when a job
+// of the project that reported test results completes. A project has at most one rule,
+// and none until one is set.
+type QuarantineRules interface {
+	// PutQuarantineRule sets r.Project's rule, replacing the one it has, and fills in
+	// r.UpdatedAt. The audit entry ctx carries (WithAudit) is recorded in the same
+	// transaction. ErrNotFound for no such project; ErrInvalid for a rule out of the
+	// bounds (CheckQuarantineRule).
+	PutQuarantineRule(ctx context.Context, r *QuarantineRule) error
+	// GetQuarantineRule returns the project's rule, or nil and no error when it has
+	// none; ErrNotFound for no such project.
+	GetQuarantineRule(ctx context.Context, project string) (*QuarantineRule, error)
+	// DeleteQuarantineRule removes the project's rule; the quarantines it made last
+	// until their expiry. The audit entry ctx carries is recorded in the same
+	// transaction. ErrNotFound when the project has no rule, or there is no such project.
+	DeleteQuarantineRule(ctx context.Context, project string) error
+}
+
+// Bounds of a quarantine rule.
+const (
+	// MaxRuleCommits is the most commits a rule may ask a test to be flaky on.
+	MaxRuleCommits = 100
+	// MinRuleSpan is the shortest window and quarantine a rule may have: a rule is about
+	// a test's habit, not one bad minute.
+	MinRuleSpan = time.Hour
+	// MaxRuleWindow is the longest window a rule may look back over.
+	MaxRuleWindow = 90 * 24 * time.Hour
+	// DefaultRuleQuarantine is how long a rule quarantines a test unless it says.
+	DefaultRuleQuarantine = 14 * 24 * time.Hour
+	// ActorRule is the actor of what a project's quarantine rule does, the creator of
+	// the quarantines it makes, and their owner unless the rule names one.
+	ActorRule = "rule"
+)
+
+// QuarantineRule is a project's rule for quarantining flaky tests.
+type QuarantineRule struct {
+	Project string
+	// FlakyCommits is how many commits (FlakyTest.Commits) a test must have failed and
+	// passed on, within Within, to be quarantined: 1 to MaxRuleCommits.
+	FlakyCommits int
+	// Within is how far back the rule looks: MinRuleSpan to MaxRuleWindow.
+	Within time.Duration
+	// For is how long the rule quarantines a test: MinRuleSpan to MaxQuarantine.
+	For time.Duration
+	// Owner is the owner of the quarantines the rule makes: who is to fix the tests.
+	Owner string
+	// UpdatedBy is who set the rule ("" with authentication off); UpdatedAt when.
+	UpdatedBy string
+	UpdatedAt time.Time
+}
+
+// CheckQuarantineRule says what is wrong with r, or "" when nothing is.
+func CheckQuarantineRule(r *QuarantineRule) string {
+	switch {
+	case r.FlakyCommits < 1 || r.FlakyCommits > MaxRuleCommits:
+		return fmt.Sprintf("flaky on %d commits: want 1 to %d", r.FlakyCommits, MaxRuleCommits)
+	case r.Within < MinRuleSpan || r.Within > MaxRuleWindow:
+		return fmt.Sprintf("a window of %s: want %s to %s", FormatSpan(r.Within), FormatSpan(MinRuleSpan), FormatSpan(MaxRuleWindow))
+	case r.For < MinRuleSpan || r.For > MaxQuarantine:
+		return fmt.Sprintf("a quarantine of %s: want %s to %s", FormatSpan(r.For), FormatSpan(MinRuleSpan), FormatSpan(MaxQuarantine))
+	case strings.TrimSpace(r.Owner) == "":
+		return "an owner is required: who is to fix the tests the rule quarantines"
+	case len(r.Owner) > MaxQuarantineText || !utf8.ValidString(r.Owner) || strings.ContainsFunc(r.Owner, unicode.IsControl):
+		return fmt.Sprintf("the owner is not text of at most %d bytes on one line", MaxQuarantineText)
+	}
+	return ""
+}
+
+// String says what the rule does: "flaky on 3 commits within 7d: quarantined for 14d".
+func (r *QuarantineRule) String() string {
+	return fmt.Sprintf("flaky on %d %s within %s: quarantined for %s", r.FlakyCommits, plural(r.FlakyCommits, "commit", "commits"),
+		FormatSpan(r.Within), FormatSpan(r.For))
+}
+
+// FormatSpan writes d as the durations of a rule are written: whole days as "7d", whole
+// hours as "36h", else as time.Duration does without its trailing zeros ("1h30m").
+func FormatSpan(d time.Duration) string {
+	switch {
+	case d != 0 && d%(24*time.Hour) == 0:
+		return fmt.Sprintf("%dd", d/(24*time.Hour))
+	case d != 0 && d%time.Hour == 0:
+		return fmt.Sprintf("%dh", d/time.Hour)
+	case d > 0 && d%time.Minute == 0:
+		return strings.TrimSuffix(d.String(), "0s")
+	}
+	return d.String()
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }

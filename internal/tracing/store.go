@@ -972,3 +972,31 @@ func (s *traced) DeleteQuarantine(ctx context.Context, project string, test test
 	end(span, err)
 	return err
 }
+
+func (s *traced) AddQuarantine(ctx context.Context, p store.PutQuarantineParams) (*store.Quarantine, bool, error) {
+	ctx, span := s.start(ctx, "AddQuarantine")
+	r0, r1, err := s.Store.AddQuarantine(ctx, p)
+	end(span, err)
+	return r0, r1, err
+}
+
+func (s *traced) PutQuarantineRule(ctx context.Context, r *store.QuarantineRule) error {
+	ctx, span := s.start(ctx, "PutQuarantineRule")
+	err := s.Store.PutQuarantineRule(ctx, r)
+	end(span, err)
+	return err
+}
+
+func (s *traced) GetQuarantineRule(ctx context.Context, project string) (*store.QuarantineRule, error) {
+	ctx, span := s.start(ctx, "GetQuarantineRule")
+	r0, err := s.Store.GetQuarantineRule(ctx, project)
+	end(span, err)
+	return r0, err
+}
+
+func (s *traced) DeleteQuarantineRule(ctx context.Context, project string) error {
+	ctx, span := s.start(ctx, "DeleteQuarantineRule")
+	err := s.Store.DeleteQuarantineRule(ctx, project)
+	end(span, err)
+	return err
+}

@@ -415,6 +415,15 @@ CREATE TABLE test_quarantine (
     expires_at BIGINT NOT NULL,
     PRIMARY KEY (project_id, suite, name)
 );
+CREATE TABLE test_quarantine_rules (
+    project_id    TEXT PRIMARY KEY REFERENCES projects (id) ON DELETE CASCADE,
+    flaky_commits INTEGER NOT NULL,
+    within_s      BIGINT NOT NULL,
+    for_s         BIGINT NOT NULL,
+    owner         TEXT NOT NULL,
+    updated_by    TEXT NOT NULL DEFAULT '',
+    updated_at    BIGINT NOT NULL
+);
 INSERT INTO schema_migrations (version, name, applied_at) VALUES (1, '0001_init.sql', 0);
 INSERT INTO schema_migrations (version, name, applied_at) VALUES (2, '0002_tokens.sql', 0);
 INSERT INTO schema_migrations (version, name, applied_at) VALUES (3, '0003_group_cancels.sql', 0);
@@ -452,3 +461,4 @@ INSERT INTO schema_migrations (version, name, applied_at) VALUES (36, '0036_job_
 INSERT INTO schema_migrations (version, name, applied_at) VALUES (37, '0037_run_filters.sql', 0);
 INSERT INTO schema_migrations (version, name, applied_at) VALUES (38, '0038_test_results.sql', 0);
 INSERT INTO schema_migrations (version, name, applied_at) VALUES (39, '0039_test_quarantine.sql', 0);
+INSERT INTO schema_migrations (version, name, applied_at) VALUES (40, '0040_test_quarantine_rules.sql', 0);

@@ -298,6 +298,12 @@ func (e *Engine) DeleteProject(ctx context.Context, name string) error {
 		if _, err := t.exec(`DELETE FROM run_numbers WHERE project_id = ?`, id); err != nil {
 			return fmt.Errorf("delete project %q: run numbers: %w", name, err)
 		}
+		if _, err := t.exec(`DELETE FROM test_quarantine_rules WHERE project_id = ?`, id); err != nil {
+			return fmt.Errorf("delete project %q: quarantine rule: %w", name, err)
+		}
+		if _, err := t.exec(`DELETE FROM test_quarantine WHERE project_id = ?`, id); err != nil {
+			return fmt.Errorf("delete project %q: quarantines: %w", name, err)
+		}
 		if _, err := t.exec(`DELETE FROM projects WHERE id = ?`, id); err != nil {
 			return fmt.Errorf("delete project %q: %w", name, err)
 		}

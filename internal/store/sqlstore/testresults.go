@@ -342,12 +342,16 @@ func (e *Engine) FlakyTests(ctx context.Context, p store.FlakyTestsParams) ([]*s
 	// The failures since p.Since (a partial index holds only those, and the passes after
 	// failed reruns) that have a pass of the same test on the same commit: a pass after
 	// reruns is both by itself.
+	one, args := "", []any{pid, us(p.Since)}
+	if p.Test.Name != "" {
+		one, args = ` AND t.name = ? AND t.suite = ?`, append(args, p.Test.Name, p.Test.Suite)
+	}
 	rows, err := e.readRows(ctx, `SELECT t.suite, t.name, t.sha, MAX(t.created_at) FROM test_results t
 		WHERE t.project_id = ? AND t.created_at >= ? AND (t.status IN ('failed', 'errored') OR t.failed_attempts > 0)
-		AND t.sha <> ''
+		AND t.sha <> ''`+one+`
 		AND EXISTS (SELECT 1 FROM test_results o WHERE o.project_id = t.project_id AND o.sha = t.sha
 			AND o.name = t.name AND o.suite = t.suite AND o.status = 'passed')
-		GROUP BY t.suite, t.name, t.sha ORDER BY MAX(t.created_at) DESC`, pid, us(p.Since))
+		GROUP BY t.suite, t.name, t.sha ORDER BY MAX(t.created_at) DESC`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("flaky tests: %w", err)
 	}
@@ -414,21 +418,47 @@ const quarantineCols = `q.suite, q.name, q.owner, q.reason, q.created_by, q.crea
 
 // PutQuarantine implements store.Quarantines.
 func (e *Engine) PutQuarantine(ctx context.Context, p store.PutQuarantineParams) (*store.Quarantine, error) {
+	q, _, err := e.putQuarantine(ctx, p, false)
+	return q, err
+}
+
+// AddQuarantine implements store.Quarantines.
+func (e *Engine) AddQuarantine(ctx context.Context, p store.PutQuarantineParams) (*store.Quarantine, bool, error) {
+	return e.putQuarantine(ctx, p, true)
+}
+
+// putQuarantine quarantines p.Test; keep leaves a quarantine in force as it is, and
+// records the audit entry ctx carries when it adds one.
+func (e *Engine) putQuarantine(ctx context.Context, p store.PutQuarantineParams, keep bool) (*store.Quarantine, bool, error) {
 	now := e.clock.Now()
 	check := testreport.Result{Suite: p.Test.Suite, Name: p.Test.Name, Status: testreport.Passed, Message: p.Reason}
 	switch {
 	case checkTestResult(&check) != "":
-		return nil, fmt.Errorf("quarantine %s: %s: %w", p.Test, checkTestResult(&check), store.ErrInvalid)
+		return nil, false, fmt.Errorf("quarantine %s: %s: %w", p.Test, checkTestResult(&check), store.ErrInvalid)
 	case strings.TrimSpace(p.Owner) == "":
-		return nil, fmt.Errorf("quarantine %s: an owner is required: who is to fix the test: %w", p.Test, store.ErrInvalid)
+		return nil, false, fmt.Errorf("quarantine %s: an owner is required: who is to fix the test: %w", p.Test, store.ErrInvalid)
 	case len(p.Owner) > store.MaxQuarantineText || len(p.Reason) > store.MaxQuarantineText || !utf8.ValidString(p.Owner) || strings.IndexByte(p.Owner, 0) >= 0:
-		return nil, fmt.Errorf("quarantine %s: an owner or reason that is not text of at most %d bytes: %w", p.Test, store.MaxQuarantineText, store.ErrInvalid)
+		return nil, false, fmt.Errorf("quarantine %s: an owner or reason that is not text of at most %d bytes: %w", p.Test, store.MaxQuarantineText, store.ErrInvalid)
 	case !p.ExpiresAt.After(now) || p.ExpiresAt.After(now.Add(store.MaxQuarantine)):
-		return nil, fmt.Errorf("quarantine %s: it must end after now and within %d days: %w", p.Test, int(store.MaxQuarantine.Hours()/24), store.ErrInvalid)
+		return nil, false, fmt.Errorf("quarantine %s: it must end after now and within %d days: %w", p.Test, int(store.MaxQuarantine.Hours()/24), store.ErrInvalid)
 	}
-	q := &store.Quarantine{Project: p.Project, Test: p.Test, Owner: p.Owner, Reason: p.Reason, CreatedBy: p.CreatedBy,
+	var audit *store.AuditEntry
+	if keep {
+		var err error
+		if audit, err = auditOf(ctx); err != nil {
+			return nil, false, fmt.Errorf("quarantine %s: %w", p.Test, err)
+		}
+	}
+	made := &store.Quarantine{Project: p.Project, Test: p.Test, Owner: p.Owner, Reason: p.Reason, CreatedBy: p.CreatedBy,
 		CreatedAt: fromUS(us(now)), ExpiresAt: fromUS(us(p.ExpiresAt))}
+	var (
+		q     *store.Quarantine
+		added bool
+	)
 	err := e.write(ctx, func(t *tx) error {
+		q, added = made, false // an operation may run twice, the first run rolled back
+		// The project's row is locked so that two puts at once can pass neither the
+		// bound on quarantines nor, with keep, the check for one in force together.
 		var pid uuid.UUID
 		err := t.row(`SELECT id FROM projects WHERE name = ?`+e.d.ForUpdate, p.Project).Scan(&pid)
 		if isNoRows(err) {
@@ -436,6 +466,23 @@ func (e *Engine) PutQuarantine(ctx context.Context, p store.PutQuarantineParams)
 		}
 		if err != nil {
 			return err
+		}
+		if keep {
+			var (
+				x                store.Quarantine
+				created, expires int64
+			)
+			err := t.row(`SELECT `+quarantineCols+` FROM test_quarantine q
+				WHERE q.project_id = ? AND q.suite = ? AND q.name = ? AND q.expires_at > ?`,
+				pid, p.Test.Suite, p.Test.Name, us(now)).Scan(&x.Test.Suite, &x.Test.Name, &x.Owner, &x.Reason, &x.CreatedBy, &created, &expires)
+			switch {
+			case err == nil:
+				x.Project, x.CreatedAt, x.ExpiresAt = p.Project, fromUS(created), fromUS(expires)
+				q = &x
+				return nil
+			case !isNoRows(err):
+				return err
+			}
 		}
 		var others int
 		if err := t.row(`SELECT COUNT(*) FROM test_quarantine WHERE project_id = ? AND expires_at > ? AND NOT (suite = ? AND name = ?)`,
@@ -449,13 +496,17 @@ func (e *Engine) PutQuarantine(ctx context.Context, p store.PutQuarantineParams)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (project_id, suite, name) DO UPDATE SET owner = excluded.owner, reason = excluded.reason,
 				created_by = excluded.created_by, created_at = excluded.created_at, expires_at = excluded.expires_at`,
-			pid, p.Test.Suite, p.Test.Name, p.Owner, p.Reason, p.CreatedBy, us(q.CreatedAt), us(q.ExpiresAt))
-		return err
+			pid, p.Test.Suite, p.Test.Name, p.Owner, p.Reason, p.CreatedBy, us(made.CreatedAt), us(made.ExpiresAt))
+		if err != nil {
+			return err
+		}
+		added = true
+		return t.appendAudit(audit)
 	})
 	if err != nil {
-		return nil, fmt.Errorf("quarantine %s: %w", p.Test, err)
+		return nil, false, fmt.Errorf("quarantine %s: %w", p.Test, err)
 	}
-	return q, nil
+	return q, added, nil
 }
 
 // ListQuarantines implements store.Quarantines.
@@ -499,9 +550,11 @@ func (e *Engine) ListQuarantines(ctx context.Context, p store.ListQuarantinesPar
 
 // DeleteQuarantine implements store.Quarantines.
 func (e *Engine) DeleteQuarantine(ctx context.Context, project string, test testreport.TestID) error {
+	now := us(e.clock.Now())
 	err := e.write(ctx, func(t *tx) error {
-		res, err := t.exec(`DELETE FROM test_quarantine WHERE project_id = (SELECT id FROM projects WHERE name = ?) AND suite = ? AND name = ?`,
-			project, test.Suite, test.Name)
+		res, err := t.exec(`UPDATE test_quarantine SET expires_at = ?
+			WHERE project_id = (SELECT id FROM projects WHERE name = ?) AND suite = ? AND name = ? AND expires_at > ?`,
+			now, project, test.Suite, test.Name, now)
 		if err != nil {
 			return err
 		}

@@ -106,6 +106,7 @@ var groups = []struct {
 	{"Annotations", annotationTests},
 	{"Summaries", summaryTests},
 	{"TestResults", testResultTests},
+	{"QuarantineRules", quarantineRuleTests},
 	{"Rerun", rerunTests},
 }
 
