@@ -687,6 +687,7 @@ func (s *Server) completeJob(w http.ResponseWriter, r *http.Request) {
 	}
 	s.metrics.JobFinished(job, s.clock.Now())
 	s.endLog(r.Context(), job.ID, job.Attempt)
+	s.rules.completed(job)
 	done := completeResponse{ID: job.ID.String(), Status: string(job.Status), Attempt: job.Attempt,
 		FailureKind: string(job.FailureKind), RetryAfter: formatTime(job.RetryAfter)}
 	if req.Claim == nil {

@@ -20,6 +20,7 @@ func (s *Server) quarantineRoutes() {
 	s.handle("PUT /api/v1/projects/{name}/tests/quarantine", on(thingProject, store.RoleMaintainer), s.putQuarantine)
 	s.handle("DELETE /api/v1/projects/{name}/tests/quarantine", on(thingProject, store.RoleMaintainer), s.deleteQuarantine)
 	s.handle("POST /api/v1/agent/jobs/{id}/known-tests", agentAccess, s.knownTests)
+	s.quarantineRuleRoutes()
 }
 
 type quarantineJSON struct {

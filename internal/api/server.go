@@ -157,6 +157,9 @@ type Server struct {
 	// conns tracks the WebSocket connections, which outlive their requests (the HTTP
 	// server does not wait for a hijacked connection): Close ends them and waits.
 	conns connTracker
+	// rules applies projects' quarantine rules after their jobs complete, outliving
+	// the completions' requests: Close stops it and waits.
+	rules *ruleRunner
 }
 
 // connTracker counts long-lived connections and ends them on close.
@@ -259,6 +262,7 @@ func New(cfg Config) *Server {
 	if s.maxBody <= 0 {
 		s.maxBody = DefaultMaxBodyBytes
 	}
+	s.rules = newRuleRunner(s)
 	s.routes(cfg)
 	return s
 }
@@ -316,9 +320,11 @@ func (s *Server) routes(cfg Config) {
 	}
 }
 
-// Close stops what the server started itself (the default log service) and ends the open
-// WebSocket connections, waiting for them, so that none reads the store after it returns.
+// Close stops what the server started itself (the default log service and the
+// evaluations of quarantine rules) and ends the open WebSocket connections, waiting for
+// them, so that none reads the store after it returns.
 func (s *Server) Close() {
+	s.rules.close()
 	s.conns.close()
 	if s.ownLogs {
 		s.logs.Close()

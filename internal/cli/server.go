@@ -563,6 +563,9 @@ func startCoordinator(ctx context.Context, cfg serverConfig, log *slog.Logger) (
 		shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
 		err := fresh.shutdown(shutdownCtx, srv)
 		cancel()
+		// What the API started beyond its requests (WebSockets, rule evaluations) ends
+		// before the store it reads is closed.
+		apiSrv.Close()
 		stopLoops()
 		<-loopsDone
 		<-cronDone

@@ -1,0 +1,122 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gantry-ci/gantry/internal/clock"
+	"github.com/gantry-ci/gantry/internal/pipeline"
+	"github.com/gantry-ci/gantry/internal/store"
+	"github.com/gantry-ci/gantry/internal/store/sqlite"
+	"github.com/gantry-ci/gantry/internal/store/sqlite/sqlitetest"
+	"github.com/gantry-ci/gantry/internal/testreport"
+)
+
+// lockedBuffer is a log that tests read while the server writes it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// fullStore is a store whose projects have as many tests quarantined as they may while
+// full is set: store.MaxQuarantines quarantines cost seconds to make with -race.
+type fullStore struct {
+	store.Store
+	full *atomic.Bool
+}
+
+func (s fullStore) AddQuarantine(ctx context.Context, p store.PutQuarantineParams) (*store.Quarantine, bool, error) {
+	if s.full.Load() {
+		return nil, false, fmt.Errorf("quarantine %s: project %s has %d tests quarantined, the most it may: %w", p.Test, p.Project,
+			store.MaxQuarantines, store.ErrConflict)
+	}
+	return s.Store.AddQuarantine(ctx, p)
+}
+
+// TestQuarantineRuleAtTheBound: a project with store.MaxQuarantines tests quarantined
+// gets none more from its rule: the evaluation says so in the log and fails nothing.
+// Once the server is closed, a completion starts no evaluation.
+func TestQuarantineRuleAtTheBound(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	clk := clock.NewFake(time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC))
+	st, err := sqlite.Open(ctx, sqlitetest.Path(t), sqlite.Options{Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	var (
+		log  lockedBuffer
+		full atomic.Bool
+	)
+	s := New(Config{Store: fullStore{Store: st, full: &full}, Clock: clk, Logger: slog.New(slog.NewTextHandler(&log, nil))})
+
+	plan, err := pipeline.Compile([]byte("jobs:\n  unit: {steps: [{run: go test}]}\n"), pipeline.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, err := st.CreateRun(ctx, store.CreateRunParams{Project: "web", Plan: plan,
+		Trigger: store.Trigger{Ref: "refs/heads/main", Branch: "main", SHA: "c1", Event: "push", Verified: store.RefFromWebhook}}); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := st.Claim(ctx, store.ClaimParams{WorkerID: "w", LeaseTTL: time.Minute, TimeoutGrace: time.Minute})
+	if err != nil || len(cs) != 1 {
+		t.Fatalf("claim: %v, %v", cs, err)
+	}
+	ref := store.LeaseRef{JobID: cs[0].Job.ID, Token: cs[0].Lease.Token}
+	if _, err := st.AddTestResults(ctx, store.AddTestResultsParams{LeaseRef: ref, Results: []testreport.Result{
+		{Suite: "p", Name: "TestFlaky", Status: testreport.Passed, FailedAttempts: 1, Message: "first try failed"}}}); err != nil {
+		t.Fatal(err)
+	}
+	job, err := st.CompleteJob(ctx, store.CompleteParams{LeaseRef: ref, Status: store.JobSuccess})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	rule := &store.QuarantineRule{Project: "web", FlakyCommits: 1, Within: 7 * 24 * time.Hour, For: 14 * 24 * time.Hour, Owner: "rule"}
+	full.Store(true)
+	n, err := s.applyQuarantineRule(ctx, rule)
+	if err != nil || n != 0 {
+		t.Fatalf("applyQuarantineRule at the bound = %d, %v; want none quarantined and no error", n, err)
+	}
+	if !strings.Contains(log.String(), "the project has as many tests quarantined as it may") {
+		t.Errorf("the log does not say the project is at the bound:\n%s", log.String())
+	}
+	if qs, err := st.ListQuarantines(ctx, store.ListQuarantinesParams{Project: "web"}); err != nil || len(qs) != 0 {
+		t.Fatalf("quarantines at the bound: %+v, %v; want none added", qs, err)
+	}
+
+	// Below the bound, the rule quarantines TestFlaky.
+	full.Store(false)
+	if n, err := s.applyQuarantineRule(ctx, rule); err != nil || n != 1 {
+		t.Errorf("applyQuarantineRule below the bound = %d, %v; want 1", n, err)
+	}
+
+	s.Close()
+	s.rules.completed(job)
+	s.rules.mu.Lock()
+	waiting := len(s.rules.waiting)
+	s.rules.mu.Unlock()
+	if waiting != 0 {
+		t.Errorf("a completion after Close left %d projects waiting", waiting)
+	}
+}
