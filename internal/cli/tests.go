@@ -101,7 +101,7 @@ func (a *app) testsCommand() *cobra.Command {
 	a.clientFlags(cmd, &cfg.clientConfig)
 	cmd.Flags().BoolVar(&cfg.All, "all", false, "list skipped and passed tests too, not only the failing ones")
 	cmd.Flags().IntVar(&cfg.Limit, "limit", 200, "list at most this many tests (1 to 1000)")
-	cmd.AddCommand(a.testHistoryCommand(), a.flakyTestsCommand(), a.quarantineCommand(), a.releaseCommand())
+	cmd.AddCommand(a.testHistoryCommand(), a.flakyTestsCommand(), a.quarantineCommand(), a.releaseCommand(), a.quarantineRuleCommand())
 	return cmd
 }
 
