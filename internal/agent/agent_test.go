@@ -46,9 +46,11 @@ func setup(t *testing.T) *bundle {
 // setupWith starts a real coordinator API on st, keeping artifacts in bs.
 func setupWith(t *testing.T, st store.Store, bs blob.Store) *bundle {
 	t.Helper()
-	srv := httptest.NewServer(api.New(api.Config{Store: st, HeartbeatEvery: 200 * time.Millisecond, LeaseTTL: 5 * time.Second, Blobs: bs}).Handler())
+	coordinator := api.New(api.Config{Store: st, HeartbeatEvery: 200 * time.Millisecond, LeaseTTL: 5 * time.Second, Blobs: bs})
+	srv := httptest.NewServer(coordinator.Handler())
 	t.Cleanup(func() {
 		srv.Close()
+		coordinator.Close()
 		_ = st.Close()
 	})
 	return &bundle{st: st, url: srv.URL}

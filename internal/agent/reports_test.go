@@ -230,3 +230,64 @@ func TestTestReportSteps(t *testing.T) {
 		}
 	}
 }
+
+// TestQuarantineRuleEndToEnd: a real worker runs jobs whose JUnit report has TestFlaky
+// pass only after a rerun on three commits and TestTwice on two; with the project's
+// rule of 3 commits in 7 days the coordinator quarantines TestFlaky after the third
+// job completes, owned by the rule, and not TestTwice; then a job whose only failure is
+// TestFlaky succeeds.
+func TestQuarantineRuleEndToEnd(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.start(t, 1)
+	ctx := t.Context()
+	if err := b.st.CreateProject(ctx, &store.Project{Name: "web"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.st.PutQuarantineRule(ctx, &store.QuarantineRule{Project: "web", FlakyCommits: 3, Within: 7 * 24 * time.Hour,
+		For: store.DefaultRuleQuarantine, Owner: store.ActorRule}); err != nil {
+		t.Fatal(err)
+	}
+	job := func(steps ...string) string {
+		return "jobs:\n  unit:\n    reports: {junit: [junit.xml]}\n    steps:\n" + strings.Join(steps, "")
+	}
+	const twiceRerun = `<testcase classname="pkg" name="TestTwice"><flakyFailure message="timed out"/></testcase>`
+	const twicePasses = `<testcase classname="pkg" name="TestTwice"/>`
+	quarantined := func() map[string]*store.Quarantine {
+		t.Helper()
+		qs, err := b.st.ListQuarantines(ctx, store.ListQuarantinesParams{Project: "web"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]*store.Quarantine{}
+		for _, q := range qs {
+			out[q.Test.Name] = q
+		}
+		return out
+	}
+
+	b.wantSuccess(t, b.submitOn(t, "c1", job(junitStep(0, passes, flakyRerun, twiceRerun))))
+	b.wantSuccess(t, b.submitOn(t, "c2", job(junitStep(0, passes, flakyRerun, twiceRerun))))
+	if qs := quarantined(); len(qs) != 0 {
+		t.Errorf("quarantined after two commits: %v", qs)
+	}
+	b.wantSuccess(t, b.submitOn(t, "c3", job(junitStep(0, passes, flakyRerun, twicePasses))))
+	deadline := time.Now().Add(30 * time.Second)
+	qs := quarantined()
+	for qs["TestFlaky"] == nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("TestFlaky not quarantined by the rule 30s after its third flaky commit; quarantined: %v", qs)
+		}
+		time.Sleep(20 * time.Millisecond)
+		qs = quarantined()
+	}
+	if q := qs["TestFlaky"]; q.Owner != store.ActorRule || q.CreatedBy != store.ActorRule ||
+		!strings.HasPrefix(q.Reason, "flaky on 3 commits in 7d (quarantine rule: at least 3 in 7d): c3 (run #3), c2 (run #2), c1 (run #1)") {
+		t.Errorf("the rule's quarantine: %+v", q)
+	}
+	if qs["TestTwice"] != nil || qs["TestSteady"] != nil {
+		t.Errorf("a test flaky on two commits, or none, was quarantined: %v", qs)
+	}
+
+	b.wantSuccess(t, b.submitOn(t, "c4", job(junitStep(1, passes, flakyFails))))
+}
