@@ -40,7 +40,20 @@ var (
 	shared     *cluster
 	startErr   error // a failed start is not retried: every later test fails the same way
 	skipReason string
+
+	// templates are the template databases PostgresFrom made in this process, by key;
+	// Main drops them (on a throwaway cluster they go with it).
+	templatesMu sync.Mutex
+	templates   = map[string]*template{}
 )
+
+// template is a database prepared once, that PostgresFrom copies for each test.
+type template struct {
+	once  sync.Once
+	name  string
+	admin *url.URL
+	err   error
+}
 
 // Main runs the tests, then stops the throwaway PostgreSQL cluster if a test started one,
 // and exits with the tests' exit code. A package that calls Postgres calls it from
@@ -50,6 +63,15 @@ var (
 func Main(m *testing.M) {
 	mainCalled.Store(true)
 	code := m.Run()
+	templatesMu.Lock()
+	for _, tm := range templates {
+		if tm.err == nil && tm.name != "" {
+			if err := execAdmin(tm.admin, "DROP DATABASE IF EXISTS "+pgx.Identifier{tm.name}.Sanitize()+" WITH (FORCE)"); err != nil {
+				fmt.Fprintf(os.Stderr, "testdb: drop template: %v\n", err)
+			}
+		}
+	}
+	templatesMu.Unlock()
 	mu.Lock()
 	c := shared
 	shared = nil
@@ -91,6 +113,56 @@ func Postgres(t testing.TB) string {
 
 	u := withDatabase(admin, name)
 	t.Logf("testdb: created database %s on %s", name, u.Host)
+	return u.String()
+}
+
+// PostgresFrom is Postgres with the database a copy of a template: the first call of the
+// process with key creates the template and runs prepare on it (a store's migrations,
+// say), and every call copies it with CREATE DATABASE ... TEMPLATE, which is much faster
+// than preparing each test's database again. prepare must leave no connection open to
+// the template. A failed prepare fails every test that asks for key.
+func PostgresFrom(t testing.TB, key string, prepare func(ctx context.Context, url string) error) string {
+	t.Helper()
+	if !mainCalled.Load() {
+		t.Fatal("testdb: call testdb.Main from TestMain (func TestMain(m *testing.M) { testdb.Main(m) }) so the throwaway cluster is stopped after the tests")
+	}
+	admin := adminURL(t)
+	templatesMu.Lock()
+	tm := templates[key]
+	if tm == nil {
+		tm = &template{}
+		templates[key] = tm
+	}
+	templatesMu.Unlock()
+	tm.once.Do(func() {
+		name := dbPrefix + "template_" + randomHex(8)
+		if err := execAdmin(admin, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+			tm.err = fmt.Errorf("create template database %s: %w", name, err)
+			return
+		}
+		tm.name, tm.admin = name, admin
+		ctx, cancel := context.WithTimeout(context.Background(), 2*sqlTimeout)
+		defer cancel()
+		if err := prepare(ctx, withDatabase(admin, name).String()); err != nil {
+			tm.err = fmt.Errorf("prepare template database %s (%s): %w", name, key, err)
+		}
+	})
+	if tm.err != nil {
+		t.Fatalf("testdb: %v", tm.err)
+	}
+	name := dbPrefix + randomHex(8)
+	stmt := "CREATE DATABASE " + pgx.Identifier{name}.Sanitize() + " TEMPLATE " + pgx.Identifier{tm.name}.Sanitize()
+	if err := execAdmin(admin, stmt); err != nil {
+		t.Fatalf("testdb: create database %s from %s: %v", name, tm.name, err)
+	}
+	t.Cleanup(func() {
+		stmt := "DROP DATABASE IF EXISTS " + pgx.Identifier{name}.Sanitize() + " WITH (FORCE)"
+		if err := execAdmin(admin, stmt); err != nil {
+			t.Errorf("testdb: drop database %s: %v", name, err)
+		}
+	})
+	u := withDatabase(admin, name)
+	t.Logf("testdb: created database %s from %s on %s", name, key, u.Host)
 	return u.String()
 }
 
