@@ -54,15 +54,21 @@ func readAt(ctx context.Context, m *source.Mirror, sha, file string) ([]byte, er
 // through a mirror since closed.
 func (s *Server) repoFiles(ctx context.Context, proj *store.Project, sha string) func(file string) ([]byte, error) {
 	return func(file string) ([]byte, error) {
-		creds, err := s.repoCredentials(ctx, proj)
-		if err != nil {
-			return nil, fmt.Errorf("project %q: %w", proj.Name, err)
-		}
-		m, err := source.Open(ctx, source.Config{Dir: s.hooks.mirrors, URL: proj.RepoURL, Credentials: creds, Logger: s.log})
+		m, err := s.openMirror(ctx, proj)
 		if err != nil {
 			return nil, err
 		}
 		defer m.Close()
 		return readAt(ctx, m, sha, file)
 	}
+}
+
+// openMirror opens the coordinator's mirror of the project's repository with the
+// project's credentials; the caller closes it.
+func (s *Server) openMirror(ctx context.Context, proj *store.Project) (*source.Mirror, error) {
+	creds, err := s.repoCredentials(ctx, proj)
+	if err != nil {
+		return nil, fmt.Errorf("project %q: %w", proj.Name, err)
+	}
+	return source.Open(ctx, source.Config{Dir: s.hooks.mirrors, URL: proj.RepoURL, Credentials: creds, Logger: s.log})
 }

@@ -2,14 +2,12 @@ package api
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/gantry-ci/gantry/internal/logs"
-	"github.com/gantry-ci/gantry/internal/source"
 	"github.com/gantry-ci/gantry/internal/store"
 	"github.com/gantry-ci/gantry/internal/testjudge"
 	"github.com/gantry-ci/gantry/internal/testreport"
@@ -184,11 +182,7 @@ type runTestsJSON struct {
 // repository, read through the coordinator's mirror of it (a commit it lacks is
 // fetched): what the flip rule of the test verdicts reads (testjudge.Changes).
 func (s *Server) ChangedPaths(ctx context.Context, proj *store.Project, before, after string) ([]string, error) {
-	creds, err := s.repoCredentials(ctx, proj)
-	if err != nil {
-		return nil, fmt.Errorf("project %q: %w", proj.Name, err)
-	}
-	m, err := source.Open(ctx, source.Config{Dir: s.hooks.mirrors, URL: proj.RepoURL, Credentials: creds, Logger: s.log})
+	m, err := s.openMirror(ctx, proj)
 	if err != nil {
 		return nil, err
 	}
