@@ -27,7 +27,8 @@ type TestResults interface {
 	AddTestResults(ctx context.Context, p AddTestResultsParams) (added int, err error)
 	// ListTestResults lists results in the order a reader wants them: failing first
 	// (errored and failed), then skipped, then passed; within a status in job plan order,
-	// then suite and name. Those of p.JobID's attempt p.Attempt when JobID is set
+	// then suite and name. With p.BySlowest, the longest first, then by suite and name
+	// (then job plan order). Those of p.JobID's attempt p.Attempt when JobID is set
 	// (Attempt 0: the job's current one), or those of the current attempt of every job of
 	// p.RunID. ErrNotFound for a job that does not exist; ErrInvalid when neither is set.
 	ListTestResults(ctx context.Context, p ListTestResultsParams) ([]*TestResult, error)
@@ -99,6 +100,9 @@ type ListTestResultsParams struct {
 	Attempt int
 	// Statuses keeps only results of these statuses; all when empty.
 	Statuses []testreport.Status
+	// BySlowest lists the results longest first, whatever their status, rather than
+	// failing first.
+	BySlowest bool
 	// Offset and Limit page the list; Limit 0 is no bound.
 	Offset, Limit int
 }

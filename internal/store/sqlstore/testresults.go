@@ -199,7 +199,11 @@ func (e *Engine) ListTestResults(ctx context.Context, p store.ListTestResultsPar
 			args = append(args, string(s))
 		}
 	}
-	q := testResultSelect + ` WHERE ` + where + ` ORDER BY ` + testStatusOrder + `, j.seq, t.suite, t.name, t.idx`
+	order := testStatusOrder + `, j.seq, t.suite, t.name, t.idx`
+	if p.BySlowest {
+		order = `t.duration_us DESC, t.suite, t.name, j.seq, t.idx`
+	}
+	q := testResultSelect + ` WHERE ` + where + ` ORDER BY ` + order
 	if p.Limit > 0 {
 		q += ` LIMIT ? OFFSET ?`
 		args = append(args, p.Limit, max(p.Offset, 0))

@@ -13,6 +13,7 @@ import (
 
 var testResultTests = []test{
 	{"AddAndListed", testResultsAddAndListed},
+	{"BySlowest", testResultsBySlowest},
 	{"ResentAddsNothing", testResultsResent},
 	{"Fenced", testResultsFenced},
 	{"Invalid", testResultsInvalid},
@@ -120,6 +121,62 @@ func testResultsAddAndListed(t *testing.T, h Harness) {
 	wantErr(t, "an unknown job", err, store.ErrNotFound)
 	_, err = b.s.ListTestResults(b.ctx, store.ListTestResultsParams{})
 	wantErr(t, "neither run nor job", err, store.ErrInvalid)
+}
+
+// testResultsBySlowest: BySlowest lists a run's results (the current attempt of each
+// job) longest first whatever their status, ties by suite and name then job, paged and
+// filtered as the default order is; a job's alone when asked.
+func testResultsBySlowest(t *testing.T, h Harness) {
+	_, b := setup(t, h)
+	const def = "jobs:\n  unit:\n    retry: { max_attempts: 2, on: [lost] }\n    steps: [{run: \"true\"}]\n" +
+		"  e2e:\n    retry: { max_attempts: 2, on: [lost] }\n    steps: [{run: \"true\"}]\n"
+	run, _ := b.createRun(def, onCommit("main", "c1"))
+	took := func(suite, name string, s testreport.Status, d time.Duration) testreport.Result {
+		r := tr(suite, name, s)
+		r.Duration = d
+		return r
+	}
+	byKey := map[string]*store.Claim{}
+	for _, c := range b.claimAll() {
+		byKey[c.Job.Key] = c
+	}
+	// Attempt 1 of unit holds the slowest result of all; it is lost (and e2e's first with
+	// it), so it is not the run's.
+	b.addTests(byKey["unit"], 0, took("u", "TestLost", testreport.Passed, time.Hour))
+	b.clk.Advance(leaseTTL + time.Second)
+	if n := b.reap(); n != 2 {
+		t.Fatalf("reaped %d jobs, want 2", n)
+	}
+	for _, c := range b.claimAll() {
+		byKey[c.Job.Key] = c
+	}
+	b.addTests(byKey["unit"], 0, took("u", "TestFast", testreport.Passed, time.Millisecond), took("u", "TestSlow", testreport.Failed, 9*time.Second),
+		took("u", "TestB", testreport.Passed, 2*time.Second), took("u", "TestSkip", testreport.Skipped, 0))
+	b.addTests(byKey["e2e"], 0, took("e", "TestLogin", testreport.Passed, 30*time.Second), took("u", "TestB", testreport.Passed, 2*time.Second),
+		took("e", "TestA", testreport.Errored, 2*time.Second))
+	slow := func(p store.ListTestResultsParams) string {
+		t.Helper()
+		p.BySlowest = true
+		var out []string
+		for _, r := range b.listTests(p) {
+			out = append(out, fmt.Sprintf("%s/%s:%s", r.Job, r.ID(), r.Duration))
+		}
+		return strings.Join(out, " ")
+	}
+	if got, want := slow(store.ListTestResultsParams{RunID: run.ID}),
+		"e2e/e.TestLogin:30s unit/u.TestSlow:9s e2e/e.TestA:2s unit/u.TestB:2s e2e/u.TestB:2s unit/u.TestFast:1ms unit/u.TestSkip:0s"; got != want {
+		t.Errorf("the run's results, slowest first:\n got %s\nwant %s", got, want)
+	}
+	if got, want := slow(store.ListTestResultsParams{RunID: run.ID, Limit: 2, Offset: 1}), "unit/u.TestSlow:9s e2e/e.TestA:2s"; got != want {
+		t.Errorf("a page of them: %s, want %s", got, want)
+	}
+	if got, want := slow(store.ListTestResultsParams{RunID: run.ID, Statuses: []testreport.Status{testreport.Passed}, Limit: 2}),
+		"e2e/e.TestLogin:30s unit/u.TestB:2s"; got != want {
+		t.Errorf("the slowest passed: %s, want %s", got, want)
+	}
+	if got, want := slow(store.ListTestResultsParams{JobID: byKey["unit"].Job.ID, Attempt: 1}), "unit/u.TestLost:1h0m0s"; got != want {
+		t.Errorf("unit's lost attempt: %s, want %s", got, want)
+	}
 }
 
 // testResultsResent: a batch sent again adds nothing; one that overlaps adds the new.
