@@ -160,6 +160,7 @@ var isolationCalls = map[string]struct{ path, body string }{
 	"GET /api/v1/jobs/{id}/tests":                          {"/api/v1/jobs/$job/tests", ""},
 	"GET /api/v1/projects/{name}/tests/history":            {"/api/v1/projects/$project/tests/history?test=pkg.TestX", ""},
 	"GET /api/v1/projects/{name}/tests/flaky":              {"/api/v1/projects/$project/tests/flaky", ""},
+	"GET /api/v1/projects/{name}/tests/summary":            {"/api/v1/projects/$project/tests/summary", ""},
 	"GET /api/v1/projects/{name}/tests/quarantine":         {"/api/v1/projects/$project/tests/quarantine", ""},
 	"PUT /api/v1/projects/{name}/tests/quarantine":         {"/api/v1/projects/$project/tests/quarantine", `{"suite": "pkg", "name": "TestX", "owner": "alice", "for": "7d"}`},
 	"DELETE /api/v1/projects/{name}/tests/quarantine":      {"/api/v1/projects/$project/tests/quarantine?suite=pkg&name=TestX", ""},

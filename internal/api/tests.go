@@ -26,6 +26,7 @@ func (s *Server) testRoutes() {
 	s.handle("GET /api/v1/jobs/{id}/tests", on(thingJob, store.RoleViewer), s.jobTests)
 	s.handle("GET /api/v1/projects/{name}/tests/history", on(thingProject, store.RoleViewer), s.testHistory)
 	s.handle("GET /api/v1/projects/{name}/tests/flaky", on(thingProject, store.RoleViewer), s.flakyTests)
+	s.handle("GET /api/v1/projects/{name}/tests/summary", on(thingProject, store.RoleViewer), s.testSummary)
 }
 
 // Bounds of the test result routes.
