@@ -87,7 +87,8 @@ func (a *app) testsCommand() *cobra.Command {
 			"passed on the same commit). --all lists the skipped and passed tests too.\n" +
 			"The exit status is 0 whatever the tests' results.\n\n" +
 			"  gantry tests history TEST --project P   one test's results, newest first\n" +
-			"  gantry tests flaky --project P          the project's flaky tests\n\n" + runRefHelp + configHelp,
+			"  gantry tests flaky --project P          the project's flaky tests\n" +
+			"  gantry tests summary --project P        a branch's failing and slowest tests\n\n" + runRefHelp + configHelp,
 		Example: "  gantry tests web#42\n" +
 			"  gantry tests --all --limit 500 web#42\n" +
 			"  gantry tests history example.com/web/pkg.TestLogin --project web --branch main\n" +
@@ -101,7 +102,8 @@ func (a *app) testsCommand() *cobra.Command {
 	a.clientFlags(cmd, &cfg.clientConfig)
 	cmd.Flags().BoolVar(&cfg.All, "all", false, "list skipped and passed tests too, not only the failing ones")
 	cmd.Flags().IntVar(&cfg.Limit, "limit", 200, "list at most this many tests (1 to 1000)")
-	cmd.AddCommand(a.testHistoryCommand(), a.flakyTestsCommand(), a.quarantineCommand(), a.releaseCommand(), a.quarantineRuleCommand())
+	cmd.AddCommand(a.testHistoryCommand(), a.flakyTestsCommand(), a.testSummaryCommand(), a.quarantineCommand(), a.releaseCommand(),
+		a.quarantineRuleCommand())
 	return cmd
 }
 
