@@ -43,6 +43,25 @@ func failedCase(name, message, output string) string {
 		message + `">` + output + `</failure></testcase>`
 }
 
+// waitRunEnded waits until run id has ended: a branch's summary is of its latest
+// finished run.
+func waitRunEnded(t *testing.T, c *coordinator, id string) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		var run struct {
+			Status string `json:"status"`
+		}
+		c.getJSON(t, "/api/v1/runs/"+id, &run)
+		if run.Status == "success" || run.Status == "failed" || run.Status == "cancelled" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("run %s is %s after 30s, want it ended", id, run.Status)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // push makes a run of project web from yaml as a signed webhook would, so its commit
 // counts, and waits for its job unit to end: a verdict reads what was kept before its run.
 // It returns the run's id and its jobs' ids by key.
@@ -84,8 +103,12 @@ type runTestsAnswer struct {
 // this run outlined, a test named <script> with a message of markup is text and runs
 // nothing, its output opens as text, the skipped and passed tests page in 100 at a time
 // to the last, and a 400 px window does not scroll sideways. The project's Tests page
-// lists its flaky tests with their evidence, and its history box shows a test's results
-// newest first, as a failing test's History link does.
+// lists main's failing tests (of run 5, its latest) newest failure first, each with the
+// run and commit it began failing in, the run it last passed in, its verdict (opened
+// with the keyboard) and its job, and main's slowest tests; another branch when asked,
+// and what to do for a branch with no run; its flaky tests with their evidence; and its
+// history box shows a test's results newest first, as a failing test's History link
+// does.
 func TestDashboardShowsTests(t *testing.T) {
 	t.Parallel()
 	c := startCoordinator(t, false)
@@ -101,12 +124,13 @@ func TestDashboardShowsTests(t *testing.T) {
 		c1 = "c1c1c1c1c1c1c1c1c1c1c1c1c1c1c1c1c1c1c1c1"
 		m1 = "a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1"
 		c2 = "c2c2c2c2c2c2c2c2c2c2c2c2c2c2c2c2c2c2c2c2"
+		m2 = "a2a2a2a2a2a2a2a2a2a2a2a2a2a2a2a2a2a2a2a2"
 	)
 	const hostile = "<script>window.pwned=1</script>"
 	push("feature", c1, junitPipeline(0, true, failedCase("test_still", "want 1, got 2", "still broken"),
 		passedCase("test_flaky"), passedCase("test_broken")))
-	push("main", m1, junitPipeline(0, true, failedCase("test_broken", "boom on main", "broken on main"),
-		passedCase("test_flaky"), passedCase("test_still")))
+	r2 := push("main", m1, junitPipeline(0, true, failedCase("test_broken", "boom on main", "broken on main"),
+		passedCase("test_flaky"), passedCase("test_still"), passedCase("test_login")))
 	r3 := push("feature", c2, junitPipeline(250, true,
 		failedCase("test_broken", "boom again", "broken"),
 		failedCase("test_still", "want 1, got 3", "still"),
@@ -259,6 +283,36 @@ func TestDashboardShowsTests(t *testing.T) {
 			rows.map((r) => r.dataset.run + ":" + r.dataset.status).join(" ") === "4:passed 3:failed 2:passed 1:passed";
 	})()`)
 
+	// Run 5 on main, at m2: test_login fails for the first time (it passed in run 2),
+	// test_broken fails again (it has failed on main since run 2), test_slow takes 3.5 s.
+	r5 := push("main", m2, junitPipeline(0, true, failedCase("test_login", "login refused", "401"),
+		failedCase("test_broken", "boom on main again", "broken"), `<testcase classname="tests.web" name="test_slow" time="3.5"/>`,
+		passedCase("test_fast")))
+	waitRunEnded(t, c, r5)
+	var sum struct {
+		Run *struct {
+			Number int `json:"number"`
+		} `json:"run"`
+		Failing []struct {
+			Name  string `json:"name"`
+			Since struct {
+				Run int `json:"run"`
+			} `json:"since"`
+			LastPass *struct {
+				Run int `json:"run"`
+			} `json:"last_pass"`
+			Verdict struct {
+				Kind string `json:"kind"`
+			} `json:"verdict"`
+		} `json:"failing"`
+	}
+	c.getJSON(t, "/api/v1/projects/web/tests/summary", &sum)
+	if sum.Run == nil || sum.Run.Number != 5 || len(sum.Failing) != 2 || sum.Failing[0].Name != "test_login" || sum.Failing[0].Since.Run != 5 ||
+		sum.Failing[0].LastPass == nil || sum.Failing[0].LastPass.Run != 2 || sum.Failing[0].Verdict.Kind != "new" ||
+		sum.Failing[1].Name != "test_broken" || sum.Failing[1].Since.Run != 2 || sum.Failing[1].LastPass != nil || sum.Failing[1].Verdict.Kind != "known" {
+		t.Fatalf("the API's summary of main is not what the test needs: %+v", sum)
+	}
+
 	// The project's Tests page, from the project's page, in a browser of its own (the
 	// first one's time is spent).
 	b = newBrowser(t, nil)
@@ -284,7 +338,49 @@ func TestDashboardShowsTests(t *testing.T) {
 			[rows[0].cells[0].querySelector(".test-name"), rows[0].cells[1], rows[0].cells[2]].map((c) => c.textContent).join("|") ===
 				"tests.web.test_broken|alice|the fixture server races";
 	})()`)
+	// Main's failing tests, newest failure first, each since its run and commit, with
+	// the run it last passed in, its verdict and job; main's slowest tests.
+	b.waitJS("main's failing tests", `(() => {
+		const items = [...document.querySelectorAll("#branch-failing > li")];
+		const link = (li, sel) => { const a = li.querySelector(sel); return a ? a.textContent + "=" + a.getAttribute("href") : "none"; };
+		return document.querySelector("#failing-on-h").textContent === "Failing on main" &&
+			document.querySelector("#summary-run-link").getAttribute("href") === "/runs/`+r5+`" &&
+			document.querySelector("#summary-run").textContent.includes("4 tests, 2 failing.") &&
+			items.map((li) => [li.dataset.test, li.dataset.status, li.dataset.verdict, li.querySelector("button.verdict").firstChild.textContent,
+				link(li, "a.since-run"), link(li, "a.last-pass-run"), li.querySelector(".last-pass").textContent.startsWith("never passed on main"),
+				li.querySelector(".failing-since .mono").title, !!li.querySelector(".quarantine-tag"), li.querySelector("a.test-log").textContent].join("|")).join("\n") ===
+			`+js(strings.Join([]string{
+		"tests.web.test_login|failed|new|new failure|run #5=/runs/" + r5 + "|run #2=/runs/" + r2 + "|false|" + m2 + "|false|unit",
+		"tests.web.test_broken|failed|known|known broken|run #2=/runs/" + r2 + "|none|true|" + m1 + "|true|unit",
+	}, "\n"))+`;
+	})()`)
+	b.waitJS("main's slowest tests", `[...document.querySelectorAll("#slowest-table tbody tr")].map((r) =>
+		[...r.cells].map((c) => c.textContent.trim()).join(" ")).join(", ") === `+js("3.5s tests.web.test_slow unit ✓ passed, "+
+		"1.3s tests.web.test_broken unit ✗ failed, 1.3s tests.web.test_login unit ✗ failed, 10ms tests.web.test_fast unit ✓ passed")+` &&
+		document.querySelector("#slowest-on-h").textContent === "Slowest on main"`)
+	b.do("open a verdict with the keyboard", chromedp.Focus(chromedp.CSS(`#branch-failing li[data-test="tests.web.test_login"] button.verdict`)),
+		chromedp.KeyEvent("\r"))
+	b.waitJS("why it is a new failure", `(() => {
+		const btn = document.querySelector('#branch-failing li[data-test="tests.web.test_login"] button.verdict');
+		const why = document.getElementById(btn.getAttribute("aria-controls"));
+		return btn.getAttribute("aria-expanded") === "true" && !why.hidden && why.textContent === btn.title && why.textContent !== "";
+	})()`)
 	b.screenshot("project-tests")
+	b.do("narrow the window", chromedp.EmulateViewport(400, 800))
+	b.waitJS("main's failing and slowest tests fit 400 px", `document.documentElement.scrollWidth <= 400 &&
+		document.querySelector("#branch-failing").getBoundingClientRect().right <= 400`)
+	b.screenshot("project-tests-narrow")
+	b.do("widen the window", chromedp.EmulateViewport(1280, 800))
+	b.do("ask for branch feature", chromedp.SendKeys(chromedp.ID("summary-branch"), "feature"), chromedp.KeyEvent("\r"))
+	b.waitJS("feature's latest run: no failure, its one test", `location.search === "?summary_branch=feature" &&
+		document.querySelector("#failing-on-h").textContent === "Failing on feature" &&
+		document.querySelector("#summary-run-link").getAttribute("href") === "/runs/`+r4+`" &&
+		document.querySelector("#no-failing-on").textContent.startsWith("No test failed in run #4.") &&
+		[...document.querySelectorAll("#slowest-table tbody tr")].map((r) => r.dataset.test).join(" ") === "tests.web.test_flaky"`)
+	b.do("ask for a branch with no run", chromedp.SetValue(chromedp.ID("summary-branch"), "gone"), chromedp.Click(chromedp.ID("show-summary")))
+	b.waitJS("what to do", `document.querySelector("#failing-on-h").textContent === "Failing on gone" &&
+		document.querySelector("#summary-none").textContent.includes("A job names the test reports its steps write with reports:") &&
+		!document.querySelector("#slowest-table") && document.querySelector("#summary-run").textContent === ""`)
 
 	// The history box: a test typed as SUITE.NAME, its results as the API has them.
 	var hist []struct {

@@ -1,8 +1,9 @@
 // Test results, from the API's tests routes (docs/tests.md): a run's Tests tab and a
 // job's tests (one view of either: the counts, the verdicts' headline, the failing tests
 // first, each with why it failed and its latest results, then the others a page at a
-// time) and a project's Tests page (its flaky tests with their evidence, its quarantined
-// tests, and one test's history). A failing or flaky test can be quarantined, and a
+// time) and a project's Tests page (a branch's failing tests with since when each fails
+// and its slowest tests, its flaky tests with their evidence, its quarantined tests, and
+// one test's history). A failing or flaky test can be quarantined, and a
 // quarantined one released, where it shows (quarantine.js). Every read is bounded: a run
 // of 50,000 tests costs a page of them, and each failing test shown one read of its last
 // 20 results, 4 reads at a time.
@@ -362,10 +363,25 @@ function observation(run, o) {
     " ", when(o.at));
 }
 
+const relative = new Intl.RelativeTimeFormat("en-US", { numeric: "auto" });
+const AGO = [["year", 365 * 86400], ["month", 30 * 86400], ["week", 7 * 86400], ["day", 86400], ["hour", 3600], ["minute", 60]];
+
+/** ago says how long ago the time s was, "3 days ago", with the exact time as its title. */
+function ago(s) {
+  const t = Date.parse(s);
+  if (!Number.isFinite(t)) return "";
+  const sec = (t - Date.now()) / 1000;
+  const unit = AGO.find(([, n]) => Math.abs(sec) >= n);
+  return h("time", { datetime: s, title: new Date(t).toLocaleString() },
+    unit ? relative.format(Math.round(sec / unit[1]), unit[0]) : "just now");
+}
+
 /**
- * projectTestsPage is a project's tests: the ones that were flaky lately, with the
- * results that show it and Quarantine; the ones quarantined, with Release; and a box that
- * reads one test's history (?test=SUITE.NAME, or ?suite= and ?name= from a link, with
+ * projectTestsPage is a project's tests: on a branch (its default one unless
+ * ?summary_branch=), the failing tests of its latest finished run with since when each
+ * fails, and that run's slowest tests; the ones that were flaky lately, with the results
+ * that show it and Quarantine; the ones quarantined, with Release; and a box that reads
+ * one test's history (?test=SUITE.NAME, or ?suite= and ?name= from a link, with
  * ?branch=).
  */
 export async function projectTestsPage(main, [name], ctx) {
@@ -376,7 +392,7 @@ export async function projectTestsPage(main, [name], ctx) {
     h("p", { class: "crumbs" }, h("a", { href: "/projects" }, "Projects"), " / ",
       h("a", { href: "/projects/" + encodeURIComponent(name) }, name), " / Tests"),
     h("h1", { tabindex: "-1" }, "Tests of ", name));
-  await api(base, { signal }); // a project that does not exist is Not found, not an empty page
+  const project = await api(base, { signal }); // a project that does not exist is Not found, not an empty page
   const params = new URLSearchParams(location.search);
 
   // What a quarantine or a release did, or why it could not; it takes the focus after one,
@@ -387,10 +403,84 @@ export async function projectTestsPage(main, [name], ctx) {
     message.classList.toggle("error", failed);
   };
   const changed = async () => {
-    await loadLists({ quiet: true });
+    await Promise.all([loadLists({ quiet: true }), loadSummary({ quiet: true })]);
     message.focus();
   };
   const actions = { signal, say, changed };
+
+  // A branch's failing and slowest tests, of its latest finished run with test results.
+  const summaryInput = h("input", { type: "text", id: "summary-branch", name: "summary_branch", value: params.get("summary_branch") || "",
+    autocomplete: "off", spellcheck: "false", placeholder: project.default_branch || "a branch", "aria-describedby": "summary-help" });
+  const summaryForm = h("form", { class: "filters", "aria-label": "The branch whose tests are shown" },
+    h("div", { class: "field" }, h("label", { for: "summary-branch" }, "Branch"), summaryInput),
+    h("div", { class: "field actions" }, h("button", { type: "submit", id: "show-summary", class: "secondary" }, "Show")));
+  const summaryRun = h("p", { id: "summary-run", "aria-live": "polite" });
+  const failingH = h("h2", { id: "failing-on-h" }, "Failing");
+  const failingBody = h("div", { id: "failing-on-body" }, h("p", { class: "muted" }, "Loading\u2026"));
+  const slowestH = h("h2", { id: "slowest-on-h" }, "Slowest");
+  const slowestBody = h("div", { id: "slowest-on-body" }, h("p", { class: "muted" }, "Loading\u2026"));
+  summaryForm.addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    setQuery(withParam("summary_branch", summaryInput.value.trim()), { replace: true });
+    loadSummary();
+  });
+  let summaryReads = 0; // an answer older than the latest read asked is not drawn
+  async function loadSummary({ quiet = false } = {}) {
+    const read = ++summaryReads;
+    const asked = summaryInput.value.trim();
+    if (!quiet) {
+      for (const body of [failingBody, slowestBody]) fill(body, h("p", { class: "muted" }, "Loading\u2026"));
+    }
+    let v;
+    try {
+      v = await api(`${base}/tests/summary` + (asked ? "?" + new URLSearchParams({ branch: asked }) : ""), { signal });
+    } catch (e) {
+      if (e.name === "AbortError" || signal.aborted || e.status === 401 || read !== summaryReads) return;
+      fill(summaryRun);
+      fill(failingBody, h("p", { class: "error", role: "alert" }, "Could not load the branch's tests: " + e.message));
+      fill(slowestBody);
+      return;
+    }
+    if (read !== summaryReads) return;
+    const on = () => v.branch ? [" on ", h("span", { class: "mono" }, v.branch)] : null;
+    fill(failingH, "Failing", on());
+    fill(slowestH, "Slowest", on());
+    if (!v.branch) {
+      fill(summaryRun);
+      const none = h("p", { class: "muted", id: "summary-none" }, "This project has no default branch: name a branch above to see its failing and slowest tests.");
+      fill(failingBody, none);
+      fill(slowestBody);
+      return;
+    }
+    if (!v.run) {
+      fill(summaryRun);
+      fill(failingBody, h("p", { class: "muted", id: "summary-none" }, "No finished run of ", h("span", { class: "mono" }, v.branch),
+        " kept test results among its latest 20 runs. A job names the test reports its steps write with ", h("code", {}, "reports:"),
+        "; a run is shown here once it has ended."));
+      fill(slowestBody, h("p", { class: "muted", id: "slowest-none" }, "The slowest tests are those of the same run."));
+      return;
+    }
+    const run = v.run;
+    fill(summaryRun, "From ", h("a", { href: "/runs/" + run.id, id: "summary-run-link" }, "run #" + run.number),
+      run.sha ? [" at ", shortSHA(run.sha)] : null, ", ", ago(run.created_at), ": ",
+      plural(v.total, "test", "tests"), ", ", count(v.failing_total), " failing.");
+    if (!v.failing.length) {
+      fill(failingBody, h("p", { class: "muted", id: "no-failing-on" }, "No test failed in run #" + run.number + ". Failures of the next run of ",
+        h("span", { class: "mono" }, v.branch), " show here, newest first."));
+    } else {
+      fill(failingBody, h("ol", { class: "plain test-list", id: "branch-failing", "aria-label": "Failing tests, newest failures first" },
+        v.failing.map((t) => branchFailingItem(name, v.branch, t))),
+      v.failing.length < v.failing_total ? h("p", { class: "muted small" }, `The first ${count(v.failing.length)} of ${count(v.failing_total)} failing tests.`) : null);
+    }
+    fill(slowestBody, h("div", { class: "table-wrap" }, h("table", { class: "tests", id: "slowest-table" },
+      h("caption", { class: "visually-hidden" }, `The slowest tests of run #${run.number} of ${v.branch}, slowest first`),
+      h("thead", {}, h("tr", {}, ["Duration", "Test", "Job", "Status"].map((c) => h("th", { scope: "col" }, c)))),
+      h("tbody", {}, v.slowest.map((t) => h("tr", { dataset: { test: testID(t) } },
+        h("td", { class: "test-duration" }, duration(t.duration_ms)),
+        h("td", {}, h("a", { href: historyLink(name, t), class: "mono test-name" }, testID(t))),
+        h("td", {}, h("a", { href: "/jobs/" + t.job_id }, t.job), t.attempt > 1 ? h("span", { class: "muted" }, " attempt " + t.attempt) : null),
+        h("td", {}, statusBadge(t.status))))))));
+  }
 
   // The quarantines in force, by test, as last read: the flaky tests say which are.
   let inForce = Promise.resolve(new Map());
@@ -554,6 +644,12 @@ export async function projectTestsPage(main, [name], ctx) {
   }
 
   main.append(
+    h("div", { id: "branch-tests" },
+      h("p", { class: "muted small", id: "summary-help" },
+        "The latest finished run of a branch with test results: its failing tests, newest failures first, and its slowest tests."),
+      summaryForm, summaryRun,
+      h("section", { id: "failing-on", "aria-labelledby": "failing-on-h" }, failingH, failingBody),
+      h("section", { id: "slowest-on", "aria-labelledby": "slowest-on-h" }, slowestH, slowestBody)),
     h("section", { id: "flaky", "aria-labelledby": "flaky-h" },
       h("h2", { id: "flaky-h" }, "Flaky tests"),
       h("div", { class: "filters" }, h("div", { class: "field" }, h("label", { for: "flaky-days" }, "Failed and passed on one commit in"), days)),
@@ -569,8 +665,47 @@ export async function projectTestsPage(main, [name], ctx) {
         h("code", {}, "SUITE.NAME"), " as a run's Tests tab shows it: ", h("code", {}, "example.com/web/auth.TestLogin"), ", ",
         h("code", {}, "tests.test_auth.test_login"), "."),
       form, historyBody));
+  loadSummary();
   loadLists();
   loadHistory();
+}
+
+// failingSerial numbers the failing tests drawn, for their elements' ids.
+let failingSerial = 0;
+
+/**
+ * branchFailingItem is one failing test of a branch's latest run: since which run and
+ * commit it fails on the branch and when that was, the run it last passed in, its
+ * verdict (a button that opens why), and its job.
+ */
+function branchFailingItem(project, branch, t) {
+  const id = "failing-on-" + ++failingSerial;
+  const v = t.verdict;
+  let verdictBtn = null, why = null;
+  if (v) {
+    why = h("p", { class: "verdict-why verdict-detail", id: id + "-why", hidden: true }, v.why);
+    verdictBtn = h("button", { type: "button", class: ["verdict", "v-" + v.kind], "aria-expanded": "false", "aria-controls": id + "-why",
+      title: v.why, dataset: { verdict: v.kind } }, VERDICTS[v.kind] || v.kind, h("span", { "aria-hidden": "true" }, " \u25b8"));
+    verdictBtn.addEventListener("click", () => {
+      const open = why.hidden;
+      why.hidden = !open;
+      verdictBtn.setAttribute("aria-expanded", String(open));
+      verdictBtn.lastChild.textContent = open ? " \u25be" : " \u25b8";
+    });
+  }
+  const point = (p, cls) => [h("a", { href: "/runs/" + p.run_id, class: cls }, "run #" + p.run), p.sha ? [" at ", shortSHA(p.sha)] : null, ", ", ago(p.at)];
+  return h("li", { class: "test-item", id, dataset: { test: testID(t), status: t.status, verdict: v ? v.kind : "", since: String(t.since.run) } },
+    h("div", { class: "test-head" }, statusBadge(t.status), " ",
+      h("a", { href: historyLink(project, t), class: "test-name mono" }, testID(t)), " ", verdictBtn,
+      t.quarantined ? h("span", { class: "tag quarantine-tag", title: "Quarantined in this project: while the quarantine lasts, its failures alone do not fail its job" },
+        "quarantined") : null),
+    h("div", { class: "test-meta muted" },
+      h("span", { class: "failing-since" }, t.streak_cut ? "failing since at least " : "failing since ", point(t.since, "since-run")),
+      t.last_pass ? h("span", { class: "last-pass" }, "last passed in ", point(t.last_pass, "last-pass-run"))
+        : t.streak_cut ? null : h("span", { class: "last-pass" }, "never passed on ", h("span", { class: "mono" }, branch)),
+      h("span", {}, "job ", h("a", { href: "/jobs/" + t.job_id, class: "test-log" }, t.job))),
+    t.message ? h("div", { class: "muted small test-skip-message" }, t.message.split("\n")[0]) : null,
+    why);
 }
 
 /** suiteAndName keys a test of a project by its suite and name. */
