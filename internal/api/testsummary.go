@@ -185,11 +185,25 @@ func (s *Server) summaryRun(ctx context.Context, project, branch string) (*store
 // failingSince lists the run's first summaryFailing failing tests with their verdicts
 // and since when each has been failing on the run's branch, newest streak first.
 func (s *Server) failingSince(ctx context.Context, run *store.Run) ([]failingTestJSON, error) {
-	sum, err := testjudge.Summarize(ctx, s.store, run, nil, testjudge.Options{Changes: s.ChangedPaths, Log: s.log})
+	failing, err := s.store.ListTestResults(ctx, store.ListTestResultsParams{RunID: run.ID,
+		Statuses: []testreport.Status{testreport.Failed, testreport.Errored}, Limit: summaryFailing})
+	if err != nil {
+		return nil, fmt.Errorf("list the failing tests of run %s: %w", run.ID, err)
+	}
+	// Judged as the run's Tests tab judges them, these only: the run's headline is not
+	// asked for here.
+	verdicts, err := testjudge.Verdicts(ctx, s.store, run, failing, testjudge.Options{Changes: s.ChangedPaths, Log: s.log})
 	if err != nil {
 		return nil, err
 	}
-	failing := sum.Failing[:min(len(sum.Failing), summaryFailing)]
+	qs, err := s.store.ListQuarantines(ctx, store.ListQuarantinesParams{Project: run.Project})
+	if err != nil {
+		return nil, fmt.Errorf("list the quarantines of project %q: %w", run.Project, err)
+	}
+	quarantined := map[testreport.TestID]bool{}
+	for _, q := range qs {
+		quarantined[q.Test] = true
+	}
 	type streak struct {
 		since, lastPass *store.TestResult
 		cut             bool
@@ -223,12 +237,12 @@ func (s *Server) failingSince(ctx context.Context, run *store.Run) ([]failingTes
 			first = t
 		}
 		f := failingTestJSON{Suite: t.Suite, Name: t.Name, Job: t.Job, JobID: t.JobID, Status: string(t.Status), Message: t.Message,
-			Since: toStreakPoint(first), StreakCut: st.cut, Quarantined: sum.Quarantined[t.ID()]}
+			Since: toStreakPoint(first), StreakCut: st.cut, Quarantined: quarantined[t.ID()]}
 		if st.lastPass != nil {
 			p := toStreakPoint(st.lastPass)
 			f.LastPass = &p
 		}
-		if v, ok := sum.Verdicts[t.ID()]; ok {
+		if v, ok := verdicts[t.ID()]; ok {
 			f.Verdict = toVerdictJSON(v)
 		}
 		items = append(items, item{f, first})
