@@ -80,6 +80,8 @@ export function logView({ rawPath }) {
   let lh = 20, cols = 80, layout = 1, width = -1;
   let wFirst = -1, wLast = -1, redraw = true, drawn = new Map(), scheduled = false;
   let focus = null, moved = false, pendingSeq = 0, ended = false, attempt = 1;
+  // pendingFind is the text a #find= link asks for, found once every line is here.
+  let pendingFind = "";
 
   // -- entries --
 
@@ -465,6 +467,13 @@ export function logView({ rawPath }) {
   }
 
   function fromHash() {
+    const f = /^#find=(.+)$/.exec(location.hash);
+    if (f) {
+      try { pendingFind = decodeURIComponent(f[1]); } catch { pendingFind = f[1]; }
+      moved = true; // the link wins over the opening at the error
+      tryFind();
+      return;
+    }
     const m = /^#L(\d+)$/.exec(location.hash);
     if (!m) return;
     const seq = Number(m[1]);
@@ -472,12 +481,29 @@ export function logView({ rawPath }) {
     if (!goTo(seq, { mark: true, page: true })) pendingSeq = seq;
   }
 
+  // tryFind answers a #find=TEXT link (a test's "Log" on the Tests pages) once the whole
+  // log is here: every line shown, the ones holding TEXT marked, at the last that the
+  // job's steps printed (where test tools print a test's failure, after its start), not
+  // at Gantry's own lines about the reports after them; at the last line when only
+  // Gantry's hold it.
+  function tryFind() {
+    if (!pendingFind || !ended) return;
+    search.value = pendingFind;
+    pendingFind = "";
+    mode.value = "all";
+    setSearch();
+    let k = hits.length - 1;
+    while (k > 0 && all[hits[k]].stream === "system") k--;
+    if (k >= 0 && all[hits[k]].stream === "system") k = hits.length - 1;
+    if (k > 0) step(k);
+  }
+
   // tryFocus opens a failed attempt at its error: the first error annotation's line, else
   // the last lines of the failed step, once they are here, with the log brought into the
   // window. A line link or the reader's own scrolling comes first.
   function tryFocus() {
     if (!focus || focus.done) return;
-    if (moved || /^#L\d+$/.test(location.hash)) { focus.done = true; return; }
+    if (moved || /^#(L\d+|find=.+)$/.test(location.hash)) { focus.done = true; return; }
     if (focus.seq && indexOf(focus.seq) >= 0) {
       focus.done = true;
       goTo(focus.seq, { mark: true, page: true });
@@ -613,7 +639,7 @@ export function logView({ rawPath }) {
   function setLive(v) {
     live = v;
     followField.hidden = !v;
-    follow.checked = v && !/^#L\d+$/.test(location.hash);
+    follow.checked = v && !/^#(L\d+|find=.+)$/.test(location.hash);
   }
 
   /** reset empties the view for attempt n; isLive says whether it may still grow. */
@@ -626,7 +652,7 @@ export function logView({ rawPath }) {
     failedStep = -1;
     if (failed) steps.forEach((st, k) => { if (st.status === "failed") failedStep = k; });
     failedView = failedStep >= 0;
-    focus = null; moved = false; ended = false; pendingSeq = 0;
+    focus = null; moved = false; ended = false; pendingSeq = 0; pendingFind = "";
     drawn.clear(); redraw = true;
     win.replaceChildren();
     box.scrollTop = 0;
@@ -650,6 +676,7 @@ export function logView({ rawPath }) {
     /** end says every line of the attempt is here. */
     end() {
       ended = true;
+      tryFind();
       tryFocus();
     },
     /** focusError arms the opening at the error: seq is the first error annotation's line, or 0. */

@@ -49,6 +49,14 @@ export function historyLink(project, t) {
   return "/projects/" + encodeURIComponent(project) + "/tests?" + new URLSearchParams({ suite: t.suite || "", name: t.name });
 }
 
+/**
+ * logLink is the job's page with its log searched for the test's name and opened at the
+ * last line that names it (logview's #find=), where test tools print a failure.
+ */
+export function logLink(t) {
+  return "/jobs/" + t.job_id + "#find=" + encodeURIComponent(t.name);
+}
+
 /** runByNumber is the page of a project's run #number (a verdict's evidence names runs so). */
 export function runByNumber(project, number) {
   return "/projects/" + encodeURIComponent(project) + "/runs/" + number;
@@ -291,7 +299,7 @@ function testsView(run, ctx, { base, query, what, jobName, onCounts, finished })
         where ? h("span", { class: "mono test-where" }, where) : null,
         spark,
         h("a", { href: historyLink(run.project, t), class: "test-history" }, "History"),
-        jobName ? h("a", { href: "/jobs/" + t.job_id, class: "test-log" }, "Log") : null),
+        jobName ? h("a", { href: logLink(t), class: "test-log", title: "The job's log at the last line that names this test" }, "Log") : null),
       t.message ? h("pre", { class: "test-message" }, t.message) : null,
       verdictBox,
       output);
