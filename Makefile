@@ -39,13 +39,13 @@ SLOW_TEST_PKGS := ./internal/chaos/cluster ./internal/executor/kubernetes ./inte
 # about 40% of the CPU of the SQLite store's tests. Gantry's own code stays checked.
 TEST_GCFLAGS := -gcflags='modernc.org/...=-d=checkptr=0'
 
-# test is the full suite, what CI runs. Measured on 2 cores: ~21 min for a warm clean-clone
-# .ci/run at e9ab909 (load 6-9); a cold .ci/run (a fresh machine: deps, module download,
+# test is the full suite, what CI runs. Measured on 2 cores: 13.6 min for a warm clean-clone
+# .ci/run at 8489177 on a quiet machine (~21 min at e9ab909 at load 6-9); a cold .ci/run (a fresh machine: deps, module download,
 # first build) adds the Kubernetes cluster's first compile. The suite runs inside `scripts/k8s.sh run`, which
 # starts a real single-node cluster for the kubernetes executor's tests (compiling it the
 # first time, about 1,100 CPU-seconds) and always stops it afterwards.
 test: depcheck fmtcheck
-	@echo "make test: the full suite CI runs, with a real Kubernetes cluster: ~20 min with a warm build cache; make test-short is the inner loop"
+	@echo "make test: the full suite CI runs, with a real Kubernetes cluster: ~14-21 min with a warm build cache (the load decides); make test-short is the inner loop"
 	$(GO) vet ./...
 	bash scripts/k8s.sh run -- $(GO) test -race $(TEST_GCFLAGS) -count=1 -timeout=20m $(SLOW_TEST_PKGS) ./...
 	$(GO) test -run='^$$' -fuzz='^FuzzCompile$$' -fuzztime=10s -fuzzminimizetime=0 ./internal/pipeline
