@@ -59,32 +59,35 @@ func containerOverheadScenario() Scenario {
 			if o.Scale < 1 {
 				times = 1
 			}
-			median := func(file string) (time.Duration, error) {
-				var walls []time.Duration
+			median := func(file string) (wall, cpu time.Duration, err error) {
+				var runs []runTime
 				for range times {
-					d, err := timeRun(ctx, o, file, "--docker", "on")
+					t, err := timeRun(ctx, o, file, "--docker", "on")
 					if err != nil {
-						return 0, err
+						return 0, 0, err
 					}
-					walls = append(walls, d)
+					runs = append(runs, t)
 				}
-				slices.Sort(walls)
-				return walls[len(walls)/2], nil
+				wall, cpu, _ = medianRun(runs)
+				return wall, cpu, nil
 			}
-			onHost, err := median(shell)
+			onHost, hostCPU, err := median(shell)
 			if err != nil {
 				return nil, err
 			}
-			inContainers, err := median(image)
+			inContainers, containerCPU, err := median(image)
 			if err != nil {
 				return nil, err
 			}
 			r := &Result{Params: map[string]any{"jobs": n, "runs": times, "image": benchImage}}
+			r.addMillis("gantry run's CPU per job on the host", hostCPU/time.Duration(n), nil)
+			r.addMillis("gantry run's CPU per job in containers", containerCPU/time.Duration(n), nil)
 			r.addMillis("wall on the host", onHost, nil)
 			r.addMillis("wall in containers", inContainers, nil)
 			r.addMillis("overhead per job", max(0, inContainers-onHost)/time.Duration(n), atMost(float64(containerOverheadTarget.Milliseconds())))
 			r.Notes = append(r.Notes, "overhead per job: (wall in containers - wall on the host) / jobs, medians of `gantry run` of the same chain; "+
-				"a container job starts its network and container, runs its step with exec and removes them, the image already local (pull: never)")
+				"a container job starts its network and container, runs its step with exec and removes them, the image already local (pull: never)",
+				"gantry run's CPU: of `gantry run` and every process it reaped, the Docker client's work included; the Engine's and the containers' own CPU is not in it")
 			return r, nil
 		},
 	}

@@ -301,6 +301,10 @@ func fanDAG(n int) string {
 	return b.String()
 }
 
+// dagCPUPerJob is the most CPU a job of dag-independent and dag-chain may cost `gantry
+// run`, its in-process coordinator and workers and the job's step included.
+const dagCPUPerJob = 5 * time.Millisecond
+
 // dagTargets are the wall-time targets of the DAG scenarios.
 var dagTargets = map[string]time.Duration{
 	"dag-independent": 400 * time.Millisecond,
@@ -332,17 +336,20 @@ func linearScenario() Scenario {
 			}
 			defer cleanup()
 			small, large := o.scaled(linearJobs), o.scaled(big)
-			var walls [2]time.Duration
+			var runs [2]runTime
 			for i, n := range []int{small, large} {
 				file := filepath.Join(dir, fmt.Sprintf("independent-%d.yml", n))
 				if err := os.WriteFile(file, []byte(independentDAG(n)), 0o644); err != nil {
 					return nil, err
 				}
-				if walls[i], err = timeRun(ctx, o, file); err != nil {
+				if runs[i], err = timeRun(ctx, o, file); err != nil {
 					return nil, err
 				}
 			}
+			walls := [2]time.Duration{runs[0].wall, runs[1].wall}
 			r := &Result{Params: map[string]any{"small": small, "large": large}}
+			r.addMillis(fmt.Sprintf("CPU per job of %d jobs", small), runs[0].cpu()/time.Duration(small), nil)
+			r.addMillis(fmt.Sprintf("CPU per job of %d jobs", large), runs[1].cpu()/time.Duration(large), nil)
 			r.addMillis(fmt.Sprintf("wall of %d jobs", small), walls[0], nil)
 			r.addMillis(fmt.Sprintf("wall of %d jobs", large), walls[1], nil)
 			var t *Target
@@ -352,7 +359,7 @@ func linearScenario() Scenario {
 			ratio := float64(walls[1]) / (float64(walls[0]) * float64(large) / float64(small))
 			r.add("large / (small scaled up)", ratio, "x", t)
 			r.Notes = append(r.Notes, "wall: `gantry run FILE` from exec to exit, each run once, the smaller first; "+
-				"1.0x is linear in jobs")
+				"1.0x is linear in jobs; CPU: of `gantry run` and every process it reaped")
 			return r, nil
 		},
 	}
@@ -414,53 +421,94 @@ func dagRunScenario(name, about string, n int, pipeline func(int) string, image 
 			if o.Scale < 1 {
 				times = 1
 			}
-			var walls []time.Duration
+			var runs []runTime
 			for range times {
-				d, err := timeRun(ctx, o, file, args...)
+				t, err := timeRun(ctx, o, file, args...)
 				if err != nil {
 					return nil, err
 				}
-				walls = append(walls, d)
+				runs = append(runs, t)
 			}
 			base, err := timeRun(ctx, o, one, args...)
 			if err != nil {
 				return nil, err
 			}
-			slices.Sort(walls)
-			median := walls[len(walls)/2]
+			median, cpu, sys := medianRun(runs)
 			r.Params["runs"] = times
-			var target *Target
+			var target, cpuTarget *Target
 			if t, ok := dagTargets[name]; ok {
 				target = atMost(float64(t.Milliseconds()))
 			}
+			if !image && (name == "dag-independent" || name == "dag-chain") {
+				cpuTarget = atMost(float64(dagCPUPerJob.Microseconds()) / 1000)
+			}
+			perJob := func(d time.Duration) time.Duration { return d / time.Duration(max(1, jobs)) }
+			r.addMillis("CPU per job", perJob(cpu), cpuTarget)
+			r.addMillis("system CPU per job", perJob(sys), nil)
+			r.addMillis("CPU per job past the first", max(0, cpu-base.cpu())/time.Duration(max(1, jobs-1)), nil)
+			r.addMillis("one-job pipeline's CPU", base.cpu(), nil)
+			walls := make([]time.Duration, len(runs))
+			for i, t := range runs {
+				walls[i] = t.wall
+			}
 			r.addMillis("wall median", median, target)
-			r.addMillis("wall min", walls[0], nil)
-			r.addMillis("wall max", walls[len(walls)-1], nil)
-			r.addMillis("one-job pipeline", base, nil)
-			r.addMillis("per job", (median-base)/time.Duration(max(1, jobs-1)), nil)
-			r.Notes = append(r.Notes, "wall: `gantry run FILE` from exec to exit, including its start-up; "+
+			r.addMillis("wall min", slices.Min(walls), nil)
+			r.addMillis("wall max", slices.Max(walls), nil)
+			r.addMillis("one-job pipeline", base.wall, nil)
+			r.addMillis("per job", (median-base.wall)/time.Duration(max(1, jobs-1)), nil)
+			r.Notes = append(r.Notes, "CPU: user and system CPU of `gantry run` and every process it reaped (its in-process "+
+				"coordinator and workers, and the steps' shells), the median of the runs, per job of the pipeline; past the first: "+
+				"(CPU - a one-job pipeline's CPU) / (jobs - 1)", "wall: `gantry run FILE` from exec to exit, including its start-up; "+
 				"per job: (wall median - a one-job pipeline's wall) / (jobs - 1)")
+			if image {
+				r.Notes = append(r.Notes, "the containers' own processes run under the Docker Engine, not under `gantry run`: their CPU is not counted")
+			}
 			return r, nil
 		},
 	}
 }
 
+// runTime is what one `gantry run` took: its wall time from exec to exit, and the CPU
+// of its whole process tree, its own and that of every step process it reaped (wait4's
+// rusage counts the children a process waited for). Processes it does not reap, such as
+// a container's under the Docker Engine, are not in it.
+type runTime struct {
+	wall, user, sys time.Duration
+}
+
+// cpu is the process tree's user and system CPU.
+func (t runTime) cpu() time.Duration { return t.user + t.sys }
+
 // timeRun times one `gantry run [ARGS] FILE`.
-func timeRun(ctx context.Context, o *Options, file string, args ...string) (time.Duration, error) {
+func timeRun(ctx context.Context, o *Options, file string, args ...string) (runTime, error) {
 	cmd := o.Command(append(append([]string{"run", "--log-level", "error"}, args...), file)...)
 	out := &tailBuffer{max: 64 << 10}
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.Dir = filepath.Dir(file)
 	began := time.Now()
 	if err := cmd.Start(); err != nil {
-		return 0, err
+		return runTime{}, err
 	}
 	stop := context.AfterFunc(ctx, func() { _ = cmd.Process.Kill() })
 	defer stop()
 	err := cmd.Wait()
-	d := time.Since(began)
+	t := runTime{wall: time.Since(began)}
 	if err != nil {
-		return 0, fmt.Errorf("gantry run %s: %w; output ends:\n%s", filepath.Base(file), err, out.last(4<<10))
+		return runTime{}, fmt.Errorf("gantry run %s: %w; output ends:\n%s", filepath.Base(file), err, out.last(4<<10))
 	}
-	return d, nil
+	t.user, t.sys = cmd.ProcessState.UserTime(), cmd.ProcessState.SystemTime()
+	return t, nil
+}
+
+// medianRun is the run of median wall time, with the median CPU of the runs beside it
+// (the two medians may be of different runs).
+func medianRun(runs []runTime) (wall, cpu, sys time.Duration) {
+	walls, cpus, syss := make([]time.Duration, len(runs)), make([]time.Duration, len(runs)), make([]time.Duration, len(runs))
+	for i, r := range runs {
+		walls[i], cpus[i], syss[i] = r.wall, r.cpu(), r.sys
+	}
+	for _, ds := range [][]time.Duration{walls, cpus, syss} {
+		slices.Sort(ds)
+	}
+	return walls[len(runs)/2], cpus[len(runs)/2], syss[len(runs)/2]
 }
