@@ -528,6 +528,26 @@ export async function projectTestsPage(main, [name], ctx) {
     loadFlaky();
   });
 
+  // The project's quarantine rule, if it has one: said in words, with who set it.
+  const ruleLine = h("p", { id: "quarantine-rule", class: "small" });
+  async function loadRule() {
+    let rule;
+    try {
+      rule = await api(`${base}/tests/quarantine-rule`, { signal });
+    } catch (e) {
+      if (e.name === "AbortError" || signal.aborted || e.status === 401) return;
+      fill(ruleLine, h("span", { class: "error" }, "Could not load the quarantine rule: " + e.message));
+      return;
+    }
+    if (!rule.enabled) {
+      fill(ruleLine, h("span", { class: "muted" }, "No quarantine rule: a maintainer may have flaky tests quarantined by themselves (",
+        h("code", {}, "gantry tests quarantine-rule --flaky 3 --within 7d"), ")."));
+      return;
+    }
+    fill(ruleLine, "Quarantine rule: ", h("strong", {}, rule.rule), ", owned by ", rule.owner,
+      rule.updated_by ? h("span", { class: "muted" }, " (set by " + rule.updated_by + " ", when(rule.updated_at), ")") : null, ".");
+  }
+
   // Quarantined tests: those in force, by name. loadQuarantine resolves with them by test
   // (none when they could not be read).
   const quarantineBody = h("div", { id: "quarantine-body" }, h("p", { class: "muted" }, "Loading\u2026"));
@@ -665,6 +685,7 @@ export async function projectTestsPage(main, [name], ctx) {
     h("section", { id: "quarantine", "aria-labelledby": "quarantine-h" },
       h("h2", { id: "quarantine-h" }, "Quarantined tests"),
       h("p", { class: "muted small" }, "While its quarantine lasts, a test's failures are kept and shown, but a job whose only failures are quarantined tests succeeds."),
+      ruleLine,
       message,
       quarantineBody),
     h("section", { id: "history", "aria-labelledby": "history-h" },
@@ -675,6 +696,7 @@ export async function projectTestsPage(main, [name], ctx) {
       form, historyBody));
   loadSummary();
   loadLists();
+  loadRule();
   loadHistory();
 }
 
