@@ -42,7 +42,8 @@ var (
 	skipReason string
 
 	// templates are the template databases PostgresFrom made in this process, by key;
-	// Main drops them (on a throwaway cluster they go with it).
+	// Main drops them, those whose preparation failed too (on a throwaway cluster they go
+	// with it).
 	templatesMu sync.Mutex
 	templates   = map[string]*template{}
 )
@@ -65,7 +66,7 @@ func Main(m *testing.M) {
 	code := m.Run()
 	templatesMu.Lock()
 	for _, tm := range templates {
-		if tm.err == nil && tm.name != "" {
+		if tm.name != "" {
 			if err := execAdmin(tm.admin, "DROP DATABASE IF EXISTS "+pgx.Identifier{tm.name}.Sanitize()+" WITH (FORCE)"); err != nil {
 				fmt.Fprintf(os.Stderr, "testdb: drop template: %v\n", err)
 			}
