@@ -1,41 +1,22 @@
 package api
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/gantry-ci/gantry/internal/clock"
+	"github.com/gantry-ci/gantry/internal/executor/executortest"
 	"github.com/gantry-ci/gantry/internal/pipeline"
 	"github.com/gantry-ci/gantry/internal/store"
 	"github.com/gantry-ci/gantry/internal/store/sqlite"
 	"github.com/gantry-ci/gantry/internal/store/sqlite/sqlitetest"
 	"github.com/gantry-ci/gantry/internal/testreport"
 )
-
-// lockedBuffer is a log that tests read while the server writes it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // fullStore is a store whose projects have as many tests quarantined as they may while
 // full is set: store.MaxQuarantines quarantines cost seconds to make with -race.
@@ -65,7 +46,7 @@ func TestQuarantineRuleAtTheBound(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = st.Close() })
 	var (
-		log  lockedBuffer
+		log  executortest.SyncBuffer
 		full atomic.Bool
 	)
 	s := New(Config{Store: fullStore{Store: st, full: &full}, Clock: clk, Logger: slog.New(slog.NewTextHandler(&log, nil))})
