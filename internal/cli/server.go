@@ -56,8 +56,11 @@ type serverConfig struct {
 	AllowedOrigins string
 	// LogsDir holds job logs as files; empty keeps them in the database (PostgreSQL) or
 	// next to the SQLite file.
-	LogsDir      string
-	LogMaxSize   string
+	LogsDir    string
+	LogMaxSize string
+	// Throwaway says the data directory is deleted when the process ends (gantry run):
+	// nothing in it is synced to disk, which would outlive nothing.
+	Throwaway    bool
 	LogRetention time.Duration
 	// Blobs is the blob store's URL; empty keeps blobs next to the SQLite file (and turns
 	// artifacts off with PostgreSQL).
@@ -587,7 +590,11 @@ func openLogs(cfg serverConfig, st store.Store, blobs blob.Store, log *slog.Logg
 	}
 	var storage logs.Storage = logs.NewChunkStorage(st).WithBlobs(blobs)
 	if dir != "" {
-		fs, err := logs.OpenFileStorage(dir, 0, log)
+		var syncEvery time.Duration
+		if cfg.Throwaway {
+			syncEvery = logs.NeverSync
+		}
+		fs, err := logs.OpenFileStorage(dir, syncEvery, log)
 		if err != nil {
 			return nil, nil, err
 		}

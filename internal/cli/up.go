@@ -235,6 +235,7 @@ func (c *upConfig) server() serverConfig {
 		// With authentication off, whoever can set a webhook can reach this machine's
 		// loopback directly anyway: receivers there may be tried out.
 		OutboundLoopbackWithoutAuth: true,
+		Throwaway:                   c.Throwaway,
 	}
 }
 

@@ -27,7 +27,9 @@ import (
 // losing the machine itself can cost at most that long of acknowledged lines.
 type FileStorage struct {
 	dir string
-	log *slog.Logger
+	// noSync: the files are never fsynced (NeverSync).
+	noSync bool
+	log    *slog.Logger
 	// mu guards the maps only; it is never held across file I/O, which can stall for
 	// long on a busy disk and would stall every log with it.
 	mu   sync.Mutex
@@ -77,20 +79,25 @@ type mark struct {
 
 var _ Storage = (*FileStorage)(nil)
 
+// NeverSync, as OpenFileStorage's syncEvery, never fsyncs the files: for a directory
+// deleted when its process ends (gantry run), which no crash of the machine could leave.
+const NeverSync time.Duration = -1
+
 // OpenFileStorage keeps logs under dir, creating it, and syncs written files every
-// syncEvery (1 s when zero).
+// syncEvery (1 s when zero; never with NeverSync).
 func OpenFileStorage(dir string, syncEvery time.Duration, log *slog.Logger) (*FileStorage, error) {
 	// Logs may hold whatever a step printed: readable by the coordinator's user only.
 	if err := mkdirPrivate(dir); err != nil {
 		return nil, fmt.Errorf("open log storage: %w", err)
 	}
+	noSync := syncEvery == NeverSync
 	if syncEvery <= 0 {
-		syncEvery = time.Second
+		syncEvery = time.Second // still the pace of closing idle files
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &FileStorage{dir: dir, log: log, open: map[Key]*logFile{}, openers: map[Key]*opener{},
+	s := &FileStorage{dir: dir, noSync: noSync, log: log, open: map[Key]*logFile{}, openers: map[Key]*opener{},
 		stop: make(chan struct{}), done: make(chan struct{})}
 	go s.syncLoop(syncEvery)
 	return s, nil
@@ -278,7 +285,7 @@ func (s *FileStorage) Append(ctx context.Context, k Key, lines []Line) (State, e
 	}
 	lf.size += int64(len(b))
 	lf.next = lines[len(lines)-1].Seq + 1
-	lf.dirty = true
+	lf.dirty = !s.noSync // what is never synced is never waiting for it
 	lf.used = time.Now()
 	return lf.state(), nil
 }

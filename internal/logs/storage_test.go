@@ -42,6 +42,16 @@ var storageBackends = []struct {
 			return fs
 		}
 	}},
+	{"files-never-synced", func(t *testing.T) func() logs.Storage {
+		dir := t.TempDir()
+		return func() logs.Storage {
+			fs, err := logs.OpenFileStorage(dir, logs.NeverSync, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return fs
+		}
+	}},
 	{"chunks-sqlite", func(t *testing.T) func() logs.Storage {
 		st, err := sqlite.Open(context.Background(), sqlitetest.Path(t), sqlite.Options{})
 		if err != nil {
