@@ -1026,6 +1026,9 @@ const runnerDirInWorkspace = ".gantry-runner"
 // has: actions read the pull request, the ref and the repository from it. RUNNER_TEMP is
 // made in it. stepWS is the workspace as the steps see it.
 func makeRunnerDir(files *stepFiles, workDir, ws, stepWS string, inContainer bool, j claimedJob) error {
+	if files.runner != "" {
+		return writeEvent(files, j) // a finished job's, kept for this one (jobdirs.go)
+	}
 	if inContainer {
 		files.runner = filepath.Join(ws, runnerDirInWorkspace)
 		files.runnerStep = path.Join(stepWS, runnerDirInWorkspace)

@@ -103,6 +103,8 @@ type Agent struct {
 	cpu      int64
 	mem      int64
 	draining bool
+	// spares are finished jobs' directories kept for the next (jobdirs.go).
+	spares []spareDirs
 
 	// uploads counts artifact uploads retrying in the background after their job ended;
 	// they stop when uploadCtx ends (the worker is killed) and Run waits for them.
@@ -212,6 +214,7 @@ func (a *Agent) Run(drain, kill context.Context) error {
 		return err
 	}
 	a.log.Info("worker registered", "worker", a.workerID, "server", a.c.base(), "servers", len(a.cfg.Servers), "max_jobs", a.cfg.MaxJobs)
+	defer a.dropSpares() // last: after the jobs that might leave some
 	jobsCtx, stopJobs := context.WithCancelCause(context.WithoutCancel(kill))
 	defer stopJobs(nil)
 	if a.cfg.Registered != nil {
@@ -910,13 +913,20 @@ func (a *Agent) runSteps(ctx context.Context, log *slog.Logger, rec *logs.Record
 	var homeCopier executor.HomeCopier
 	home := ""
 	job, inContainer := a.containerJob(j, ws, grace)
-	files, err := newStepFiles(a.cfg.WorkDir, ws, inContainer)
+	files, err := a.newStepFiles(ws, inContainer)
 	if err != nil {
 		log.Error("make the step files", "err", err)
 		return skipAll("the worker could not make the step files: " + err.Error())
 	}
 	later(func() {
-		if err := files.remove(); err != nil {
+		var err error
+		if inContainer {
+			// In the workspace, which goes with them.
+			err = errors.Join(files.remove(), os.RemoveAll(files.runner))
+		} else {
+			err = a.releaseDirs(files)
+		}
+		if err != nil {
 			log.Warn("remove the step files", "err", err)
 		}
 	})
@@ -965,11 +975,6 @@ func (a *Agent) runSteps(ctx context.Context, log *slog.Logger, rec *logs.Record
 		log.Error("make the runner files", "err", err)
 		return skipAll("the worker could not make the step files: " + err.Error())
 	}
-	later(func() {
-		if err := os.RemoveAll(files.runner); err != nil {
-			log.Warn("remove the runner files", "err", err)
-		}
-	})
 	acts := newActionRunner(a, j, log, rec, run, files, ws, stepWS, host, grace)
 	acts.collector = collector
 	sums := newSummaries(files, rec, summary)

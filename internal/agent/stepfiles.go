@@ -44,6 +44,19 @@ type stepFiles struct {
 // only its workspace of the worker's disk: a directory of the workspace.
 const stepFilesInWorkspace = ".gantry-files"
 
+// newStepFiles gives a job its step files: a finished job's, empty again, on a worker
+// that keeps them (jobdirs.go), or new ones.
+func (a *Agent) newStepFiles(ws string, inContainer bool) (*stepFiles, error) {
+	if !inContainer && a.reuses() {
+		if s, ok := a.takeSpare(); ok {
+			f := stepFilesIn(s.files, ws)
+			f.runner, f.runnerStep = s.runner, s.runner
+			return f, nil
+		}
+	}
+	return newStepFiles(a.cfg.WorkDir, ws, inContainer)
+}
+
 // newStepFiles makes the files, empty, in a directory of their own in workDir beside the
 // job's workspace ws: not in it, where they would show in git status and artifacts. The
 // executor binds the directory for the steps (executor.Step.Binds). A job in a container
@@ -65,14 +78,19 @@ func newStepFiles(workDir, ws string, inWorkspace bool) (*stepFiles, error) {
 	if err := os.Chmod(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("make the directory of the step files: %w", err)
 	}
-	f := &stepFiles{dir: dir, stepDir: dir, output: filepath.Join(dir, "output"), env: filepath.Join(dir, "env"), path: filepath.Join(dir, "path"),
-		summary: filepath.Join(dir, "summary"), addEnv: map[string]string{}, ws: ws}
+	f := stepFilesIn(dir, ws)
 	for _, p := range []string{f.output, f.env, f.path, f.summary} {
 		if err := makeStepFile(p); err != nil {
 			return nil, err
 		}
 	}
 	return f, nil
+}
+
+// stepFilesIn are the step files of directory dir, for the job of workspace ws.
+func stepFilesIn(dir, ws string) *stepFiles {
+	return &stepFiles{dir: dir, stepDir: dir, output: filepath.Join(dir, "output"), env: filepath.Join(dir, "env"), path: filepath.Join(dir, "path"),
+		summary: filepath.Join(dir, "summary"), addEnv: map[string]string{}, ws: ws}
 }
 
 // makeStepFile makes an empty step file that any user may write.

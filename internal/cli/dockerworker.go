@@ -44,6 +44,12 @@ func (x dockerExecutor) Begin(ctx context.Context, j executor.Job) (executor.Ses
 	return x.engine.Begin(ctx, j)
 }
 
+// Contained says whether the host executor ends every process of a step with it.
+func (x dockerExecutor) Contained() bool {
+	c, ok := x.host.(interface{ Contained() bool })
+	return ok && c.Contained()
+}
+
 // PrepareWorkspace readies a host job's workspace as the host executor would.
 func (x dockerExecutor) PrepareWorkspace(dir string) error {
 	if p, ok := x.host.(interface{ PrepareWorkspace(string) error }); ok {

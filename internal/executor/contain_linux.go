@@ -112,6 +112,11 @@ func NewContainment(cfg ContainmentConfig) (*Containment, error) {
 	return c, nil
 }
 
+// EndsAll says whether every process a step starts ends with it, whatever it does to
+// escape: the cgroup path only (on the subreaper path an orphan that drops its mark
+// is lost). Nil ends nothing.
+func (c *Containment) EndsAll() bool { return c != nil && c.cgroup != "" }
+
 // Mode names how steps are contained: "cgroup" or "subreaper".
 func (c *Containment) Mode() string {
 	if c.cgroup != "" {

@@ -24,6 +24,9 @@ func NewContainment(ContainmentConfig) (*Containment, error) { return &Containme
 // Mode names how steps are contained.
 func (*Containment) Mode() string { return "process group" }
 
+// EndsAll is false off Linux: a process that leaves its step's process group outlives it.
+func (*Containment) EndsAll() bool { return false }
+
 // Reclaimed is always zero off Linux.
 func (*Containment) Reclaimed() int { return 0 }
 

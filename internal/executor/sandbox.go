@@ -26,6 +26,9 @@ type Sandbox struct {
 	User        *User
 }
 
+// Contained is as for Shell.
+func (s Sandbox) Contained() bool { return s.Containment.EndsAll() }
+
 // DefaultSandboxUser is the account a root worker's sandbox steps run as when it names
 // none (User, --step-user). Root, even without capabilities, owns the files only root
 // may read (0600 and 0700, owner root) and reads them through the read-only binds:

@@ -66,6 +66,10 @@ type Shell struct {
 
 var _ Executor = Shell{}
 
+// Contained says whether every process a step starts ends with the step
+// (Containment.EndsAll).
+func (s Shell) Contained() bool { return s.Containment.EndsAll() }
+
 // ErrUnknownShell is returned for a Step.Shell that is none of those Step.Shell names.
 var ErrUnknownShell = errors.New("unknown shell")
 
