@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -130,7 +131,17 @@ func isRunID(arg string) bool {
 	return errors.Is(err, fs.ErrNotExist)
 }
 
+// runGCPercent is the garbage collector's GOGC in gantry run, unless GOGC says otherwise:
+// the process lives as long as its run, and a heap let grow to five times what is live
+// (tens of MB) costs less than collecting it four times as often. Measured interleaved
+// on 200 independent jobs: 0.86x the CPU per job of the default 100, for 1.25x the
+// peak RSS (86 against 69 MB).
+const runGCPercent = 400
+
 func (a *app) runLocal(ctx context.Context, cfg runConfig) error {
+	if _, set := os.LookupEnv("GOGC"); !set { // the runtime reads it from the process, as here
+		defer debug.SetGCPercent(debug.SetGCPercent(runGCPercent))
+	}
 	srcs, err := a.readSources([]string{cfg.File})
 	if err != nil {
 		return err
