@@ -438,12 +438,16 @@ func (r *actionRunner) nodeFile(ctx context.Context, st pipeline.Step, loc *acti
 	}
 	_ = os.Chmod(statePath, 0o666)
 	env["GITHUB_STATE"] = r.stepView(statePath)
+	preload, err := r.passEnvNames(env)
+	if err != nil {
+		return stepRun{err: err}
+	}
 	script := fmt.Sprintf(`if ! command -v node >/dev/null 2>&1; then
   printf 'gantry: %%s is a JavaScript action (runs.using: %%s) and needs Node.js, but no node is on the step'"'"'s PATH (%%s). Install Node.js 20 or later on the worker (or in the job'"'"'s image), or set it up in a step before this one.\n' %[1]s %[2]s "$PATH" >&2
   exit %[4]d
 fi
-exec node %[3]s
-`, shellWord(loc.uses), shellWord(loc.meta.Runs.Using), shellWord(path.Join(loc.stepDir, file)), exitNoNode)
+exec node %[5]s%[3]s
+`, shellWord(loc.uses), shellWord(loc.meta.Runs.Using), shellWord(path.Join(loc.stepDir, file)), exitNoNode, preload)
 	res, err := r.runProcess(ctx, st, executor.Step{Shell: "sh", Script: script, Env: envList(env), Dir: r.ws})
 	out := stepRun{res: res, err: err}
 	if err != nil || res.Cancelled {
@@ -457,6 +461,48 @@ exec node %[3]s
 		maps.Copy(state, saved)
 	}
 	return r.collect(out, "step "+st.Name)
+}
+
+// envNamesPrefix starts the names under which the variables whose names sh cannot pass
+// on reach a JavaScript action's node (passEnvNames): the hex of the name follows.
+const envNamesPrefix = "GANTRY_ENV_NAMED_"
+
+// envNamesJS is the script node requires before a JavaScript action's file: it puts the
+// variables passEnvNames renamed back under their own names.
+const envNamesJS = `const prefix = '` + envNamesPrefix + `';
+for (const k of Object.keys(process.env)) {
+  if (k.startsWith(prefix)) {
+    process.env[Buffer.from(k.slice(prefix.length), 'hex').toString()] = process.env[k];
+    delete process.env[k];
+  }
+}
+`
+
+// passEnvNames renames in env the variables whose names sh, which starts the action's
+// node, would drop (an input's INPUT_WHO-TO-GREET keeps its '-', as on GitHub, where
+// core.getInput reads it so), and returns the node arguments that put them back: a
+// script, written once per job, to require first; "" when no name needs it.
+func (r *actionRunner) passEnvNames(env map[string]string) (string, error) {
+	var odd []string
+	for k := range env {
+		if !envLineName.MatchString(k) {
+			odd = append(odd, k)
+		}
+	}
+	if len(odd) == 0 {
+		return "", nil
+	}
+	for _, k := range odd {
+		env[envNamesPrefix+hex.EncodeToString([]byte(k))] = env[k]
+		delete(env, k)
+	}
+	file := filepath.Join(r.files.runner, "env-names.js")
+	if _, err := os.Stat(file); err != nil {
+		if err := os.WriteFile(file, []byte(envNamesJS), 0o644); err != nil {
+			return "", fmt.Errorf("write the script that passes the action's variables: %w", err)
+		}
+	}
+	return "--require " + shellWord(r.stepView(file)) + " ", nil
 }
 
 // composite runs a composite action's steps, each with its if:, env, and inputs.X and

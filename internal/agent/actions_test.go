@@ -72,6 +72,7 @@ jobs:
         uses: acme/greet@v1
         with:
           who: world
+          sign-off: yours
       - run: test "${{ steps.hi.outputs.message }}" = "Hello, world from acme/app"
       - id: sh
         uses: acme/tools/shout@v1
@@ -131,6 +132,7 @@ func TestActions(t *testing.T) {
 	log := b.jobLog(t, uuidOf(t, run), "t")
 	for _, want := range []string{
 		"Hello, world from acme/app",
+		"signed off: yours",
 		"action acme/greet@v1 in ",
 		"Hello, quiet from acme/app",
 		"post of greet: greeted world",

@@ -83,7 +83,7 @@ func TestValidateActions(t *testing.T) {
 			wantCode: exitOK,
 			wantStdout: []string{
 				"unknown.yml: ok (1 job)",
-				"unknown.yml:6:15: warning: " + step + `unexpected input "whom"; valid inputs are 'who', 'greeting', 'repo', 'fail'`,
+				"unknown.yml:6:15: warning: " + step + `unexpected input "whom"; valid inputs are 'who', 'greeting', 'repo', 'fail', 'sign-off'`,
 			},
 		},
 		{
@@ -212,7 +212,7 @@ func TestValidateActionsJSON(t *testing.T) {
 		File: paths["missing.yml"], Valid: false, Jobs: 1,
 		Errors: []validateError{{Code: "action", Line: 6, Column: 15,
 			Message: `job build, step Run acme/greet@v1: acme/greet@v1: input "who" is required`}},
-		Warnings: []string{`job build, step Run acme/greet@v1: acme/greet@v1: unexpected input "whom"; valid inputs are 'who', 'greeting', 'repo', 'fail'`},
+		Warnings: []string{`job build, step Run acme/greet@v1: acme/greet@v1: unexpected input "whom"; valid inputs are 'who', 'greeting', 'repo', 'fail', 'sign-off'`},
 	}
 	if len(report.Files) != 1 {
 		t.Fatalf("report = %+v, want one file", report)

@@ -89,7 +89,8 @@ func git(t testing.TB, dir string, args ...string) string {
 
 // Greet is a JavaScript action with no dependencies: it says hello to its input who,
 // writes the message as its output, saves state its post reads, and fails with exit
-// code 3 when its input fail is true. Its default repo input reads github.repository.
+// code 3 when its input fail is true, and says its input sign-off (INPUT_SIGN-OFF, a
+// name sh cannot hold) when given. Its default repo input reads github.repository.
 var Greet = map[string]string{
 	"action.yml": `name: greet
 description: says hello
@@ -103,6 +104,8 @@ inputs:
     default: ${{ github.repository }}
   fail:
     default: 'false'
+  sign-off:
+    default: ''
 outputs:
   message:
     description: what was said
@@ -120,6 +123,7 @@ fs.appendFileSync(process.env.GITHUB_OUTPUT, 'message=' + msg + '\n');
 fs.appendFileSync(process.env.GITHUB_STATE, 'greeted=' + input('who') + '\n');
 if (!fs.existsSync(process.env.GITHUB_ACTION_PATH + '/action.yml')) { console.log('no action.yml at GITHUB_ACTION_PATH'); process.exit(4); }
 if (input('fail') === 'true') { console.log('failing as asked'); process.exit(3); }
+if (input('sign-off')) { console.log('signed off: ' + input('sign-off')); }
 `,
 	"dist/post.js": "console.log('post of greet: greeted ' + process.env.STATE_greeted);\n",
 }
