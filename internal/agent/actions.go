@@ -32,8 +32,9 @@ import (
 )
 
 // actionRunner runs the steps of one job that use actions, as GitHub's runner does: a
-// JavaScript action's main (and pre, and post at the job's end) with node, a composite
-// action's steps one by one, an action of the workspace (./dir) like one of a repository.
+// JavaScript action's main with node (its pre at the job's start, its post at the job's
+// end), a composite action's steps one by one, an action of the workspace (./dir) like
+// one of a repository.
 // The runtime contract actions rely on is kept: INPUT_*, GITHUB_ACTION, GITHUB_ACTION_PATH,
 // GITHUB_ACTION_REPOSITORY, $GITHUB_STATE and STATE_*, and the step files.
 type actionRunner struct {
@@ -50,12 +51,36 @@ type actionRunner struct {
 	// fetched maps a pinned repository and commit to its tree on the worker's disk.
 	fetched map[string]string
 	posts   []postStep
+	// pres are the uses of actions whose pre the job's start ran or skipped (preStep),
+	// by use (useKey).
+	pres    map[string]*preRun
 	scripts int
 	// collector, when set, brings the workspace back from where the steps run: the
 	// worker's copy is stale until it did (kubernetes).
 	collector executor.Collector
-	// postEnded, when set, is called after each post that ran, whatever its outcome.
-	postEnded func(postStep)
+	// phaseEnded, when set, is called after each pre and post that ran, whatever its
+	// outcome: st is the job's step whose action it is, name what the log calls it.
+	phaseEnded func(st pipeline.Step, name string)
+}
+
+// preRun is what the job's start did of the pre of one use of an action.
+type preRun struct {
+	// state is what the pre saved with $GITHUB_STATE: its main and post read it, and
+	// what the main saves joins it.
+	state map[string]string
+	// ran is whether the pre ran (its pre-if held); post is the index in posts of the
+	// post it registered, -1 for none.
+	ran  bool
+	post int
+}
+
+// useKey names one use of an action in a job: the job step's index, and for an action a
+// composite action's step uses, that step's index after a slash (3/1, 3/1/0).
+func useKey(parent string, i int) string {
+	if parent == "" {
+		return strconv.Itoa(i)
+	}
+	return parent + "/" + strconv.Itoa(i)
 }
 
 // postStep is a JavaScript action's post:, run when the job's steps are done.
@@ -92,7 +117,7 @@ type stepRun struct {
 func newActionRunner(a *Agent, j claimedJob, log *slog.Logger, rec *logs.Recorder, run func(context.Context, executor.Step) (executor.Result, error),
 	files *stepFiles, ws, stepWS string, host bool, grace time.Duration) *actionRunner {
 	return &actionRunner{a: a, j: j, log: log, rec: rec, run: run, files: files, ws: ws, stepWS: stepWS, host: host, grace: grace,
-		fetched: map[string]string{}}
+		fetched: map[string]string{}, pres: map[string]*preRun{}}
 }
 
 // stepView is where a path of the runner's directory or of the workspace is as steps
@@ -296,7 +321,7 @@ func (r *actionRunner) runStep(ctx context.Context, st pipeline.Step, steps map[
 	for k, v := range st.With {
 		with[k] = pipeline.ResolveSteps(pipeline.ExpandSecrets(v, r.j.Secrets), steps)
 	}
-	out := r.invoke(ctx, st, st.Uses, st.ID, with, base, st.Actions, 0, jobStatus)
+	out := r.invoke(ctx, st, useKey("", st.Index), st.Uses, st.ID, with, base, st.Actions, 0, jobStatus)
 	if errors.Is(context.Cause(ctx), errStepTimeout) {
 		// The executor saw its context end: for the step that is its timeout, not a
 		// cancel of the job.
@@ -311,8 +336,8 @@ func (r *actionRunner) runStep(ctx context.Context, st pipeline.Step, steps map[
 var errStepTimeout = errors.New("the step's timeout")
 
 // invoke runs one action with its inputs given (with), in env: the job step's own, or
-// one of a composite action's. id is GITHUB_ACTION.
-func (r *actionRunner) invoke(ctx context.Context, st pipeline.Step, uses, id string, with, env map[string]string,
+// one of a composite action's. key names this use of it (useKey), id is GITHUB_ACTION.
+func (r *actionRunner) invoke(ctx context.Context, st pipeline.Step, key, uses, id string, with, env map[string]string,
 	pins map[string]pipeline.ActionPin, depth int, jobStatus func() string) stepRun {
 	if depth >= actions.MaxDepth {
 		return stepRun{err: fmt.Errorf("action %s: composite actions nest more than %d deep", uses, actions.MaxDepth)}
@@ -337,8 +362,23 @@ func (r *actionRunner) invoke(ctx context.Context, st pipeline.Step, uses, id st
 	if err != nil {
 		return stepRun{err: err}
 	}
+	inputs, env := r.actionEnv(loc, id, with, env, jobStatus)
+	runs := loc.meta.Runs
+	switch {
+	case runs.IsNode():
+		return r.node(ctx, st, key, loc, env)
+	case runs.IsComposite():
+		return r.composite(ctx, st, key, loc, inputs, env, pins, depth, jobStatus)
+	}
+	return r.dockerAction(ctx, st, key, loc, inputs, env)
+}
+
+// actionEnv is the inputs of the action loc, given with, and the env its processes have:
+// env with INPUT_* and GITHUB_ACTION (id, or one made of the action's name) and the
+// action's other variables.
+func (r *actionRunner) actionEnv(loc *actionLoc, id string, with, env map[string]string, jobStatus func() string) (map[string]string, map[string]string) {
 	if id == "" {
-		id = "__" + strings.NewReplacer("/", "_", "@", "_", ".", "_").Replace(strings.TrimPrefix(uses, "./"))
+		id = "__" + strings.NewReplacer("/", "_", "@", "_", ".", "_").Replace(strings.TrimPrefix(loc.uses, "./"))
 	}
 	ectx := r.exprContext(env, nil, nil, jobStatus)
 	inputs := r.inputs(loc, with, ectx)
@@ -350,14 +390,7 @@ func (r *actionRunner) invoke(ctx context.Context, st pipeline.Step, uses, id st
 	env["GITHUB_ACTION_PATH"] = loc.stepDir
 	env["GITHUB_ACTION_REPOSITORY"] = loc.repository
 	env["GITHUB_ACTION_REF"] = loc.ref
-	runs := loc.meta.Runs
-	switch {
-	case runs.IsNode():
-		return r.node(ctx, st, loc, env, jobStatus)
-	case runs.IsComposite():
-		return r.composite(ctx, st, loc, inputs, env, pins, depth, jobStatus)
-	}
-	return r.dockerAction(ctx, st, loc, inputs, env)
+	return inputs, env
 }
 
 // inputs are an action's inputs: what the step gives, else the action's default with its
@@ -395,29 +428,44 @@ func (r *actionRunner) inputs(loc *actionLoc, with map[string]string, ectx *ghae
 	return out
 }
 
-// node runs a JavaScript action: its pre and main now, its post when the job's steps are
-// done (post-if, always() by default, decides then).
-func (r *actionRunner) node(ctx context.Context, st pipeline.Step, loc *actionLoc, env map[string]string, jobStatus func() string) stepRun {
+// node runs a JavaScript action's main, with the state its pre saved at the job's start,
+// and registers its post for when the job's steps are done (post-if, always() by default,
+// decides then), unless its pre did.
+func (r *actionRunner) node(ctx context.Context, st pipeline.Step, key string, loc *actionLoc, env map[string]string) stepRun {
 	runs := loc.meta.Runs
-	state := map[string]string{}
-	if runs.Pre != "" {
-		ok, err := ghaexpr.Condition(cmp.Or(runs.PreIf, "always()"), r.exprContext(env, nil, nil, jobStatus))
-		switch {
-		case err != nil:
-			r.rec.System(fmt.Sprintf("action %s: pre-if: %v; its pre does not run", loc.uses, err))
-		case ok:
-			r.rec.System(fmt.Sprintf("action %s: pre", loc.uses))
-			out := r.nodeFile(ctx, st, loc, runs.Pre, env, state)
-			if out.err != nil || out.res.ExitCode != 0 || out.res.Cancelled || out.res.TimedOut {
-				return out
-			}
-		}
-	}
+	state := r.preState(key, loc, runs.Pre != "")
 	out := r.nodeFile(ctx, st, loc, runs.Main, env, state)
 	if runs.Post != "" && out.err == nil && out.res.ExitCode != exitNoNode {
-		r.posts = append(r.posts, postStep{step: st, name: "Post " + st.Name, loc: loc, env: env, state: maps.Clone(state), cond: runs.PostIf})
+		r.registerPost(key, postStep{step: st, name: "Post " + st.Name, loc: loc, env: env, state: state, cond: runs.PostIf})
 	}
 	return out
+}
+
+// preState is the state the main of the use key of loc starts with: what its pre saved
+// at the job's start. hasPre says the action has a pre; when the job's start did not
+// see to it (a local action, or one a local composite action uses, whose files are not
+// there before the steps run), the log says it is not run, as GitHub's runner does not
+// run it either.
+func (r *actionRunner) preState(key string, loc *actionLoc, hasPre bool) map[string]string {
+	if pre := r.pres[key]; pre != nil {
+		return pre.state
+	}
+	if hasPre {
+		r.rec.System(fmt.Sprintf("action %s: its pre is not run: a pre runs at the job's start, only for an action of a repository "+
+			"(not a local one, ./path, nor one a local composite action uses), as on GitHub", loc.uses))
+	}
+	return map[string]string{}
+}
+
+// registerPost registers the post of the use key of an action, when its main ran: in
+// the place the post its pre registered has, if it did, as GitHub registers a post once,
+// when the action's pre or main runs first, and runs the posts the last registered first.
+func (r *actionRunner) registerPost(key string, p postStep) {
+	if pre := r.pres[key]; pre != nil && pre.post >= 0 {
+		r.posts[pre.post] = p
+		return
+	}
+	r.posts = append(r.posts, p)
 }
 
 // exitNoNode is the exit code of an action step that found no node: the shell's for a
@@ -507,7 +555,7 @@ func (r *actionRunner) passEnvNames(env map[string]string) (string, error) {
 
 // composite runs a composite action's steps, each with its if:, env, and inputs.X and
 // steps.X (its own steps) to read; its outputs are what its outputs: say.
-func (r *actionRunner) composite(ctx context.Context, st pipeline.Step, loc *actionLoc, inputs, env map[string]string,
+func (r *actionRunner) composite(ctx context.Context, st pipeline.Step, key string, loc *actionLoc, inputs, env map[string]string,
 	pins map[string]pipeline.ActionPin, depth int, jobStatus func() string) stepRun {
 	inputsCtx := map[string]any{}
 	for k, v := range inputs {
@@ -573,7 +621,7 @@ func (r *actionRunner) composite(ctx context.Context, st pipeline.Step, loc *act
 				// ./ in a composite action is the workspace's, as on GitHub.
 				uses = "./" + pu.Local
 			}
-			out = r.invoke(ctx, st, uses, cs.ID, with, stepEnv, pins, depth+1, jobStatus)
+			out = r.invoke(ctx, st, useKey(key, i), uses, cs.ID, with, stepEnv, pins, depth+1, jobStatus)
 		} else {
 			out = r.script(ctx, st, loc, cs, ectx, stepEnv)
 		}
@@ -724,8 +772,8 @@ func (r *actionRunner) runPosts(ctx context.Context, jobStatus func() string) bo
 		} else {
 			out = r.nodeFile(ctx, p.step, p.loc, p.loc.meta.Runs.Post, p.env, p.state)
 		}
-		if r.postEnded != nil {
-			r.postEnded(p)
+		if r.phaseEnded != nil {
+			r.phaseEnded(p.step, p.name)
 		}
 		switch {
 		case out.err != nil:

@@ -42,11 +42,40 @@ const (
 )
 
 // dockerAction runs a docker action (runs.using: docker): its image, or the image its
-// Dockerfile builds, with the workspace and the step files mounted as GitHub mounts them.
-// Its pre-entrypoint runs first, in a container of its own, when its pre-if holds.
-func (r *actionRunner) dockerAction(ctx context.Context, st pipeline.Step, loc *actionLoc, inputs, env map[string]string) stepRun {
+// Dockerfile builds, with the workspace and the step files mounted as GitHub mounts them,
+// with the state its pre-entrypoint saved at the job's start (preStep).
+func (r *actionRunner) dockerAction(ctx context.Context, st pipeline.Step, key string, loc *actionLoc, inputs, env map[string]string) stepRun {
+	d, err := r.dockerPlan(loc, inputs, env)
+	if err != nil {
+		return stepRun{err: err}
+	}
+	runs := loc.meta.Runs
+	state := r.preState(key, loc, runs.PreEntrypoint != "")
+	var entrypoint []string
+	if runs.Entrypoint != "" {
+		entrypoint = []string{runs.Entrypoint}
+	}
+	out := r.dockerRun(ctx, "action "+loc.uses, d.image, d.build, entrypoint, d.args, d.env, state)
+	if runs.PostEntrypoint != "" && out.err == nil {
+		r.registerPost(key, r.dockerPost(st, loc, d, state))
+	}
+	return out
+}
+
+// dockerRuns is how a docker action's containers run: the image, its build, the
+// arguments and the env, the action's runs.env put in.
+type dockerRuns struct {
+	image string
+	build *docker.ActionBuild
+	args  []string
+	env   map[string]string
+}
+
+// dockerPlan is how the containers of the docker action loc run, given its inputs, in
+// env.
+func (r *actionRunner) dockerPlan(loc *actionLoc, inputs, env map[string]string) (*dockerRuns, error) {
 	if _, ok := r.a.cfg.Executor.(actionEngine); !ok {
-		return stepRun{err: fmt.Errorf("action %s: %w", loc.uses, errNoEngine)}
+		return nil, fmt.Errorf("action %s: %w", loc.uses, errNoEngine)
 	}
 	runs := loc.meta.Runs
 	inputsCtx := make(map[string]any, len(inputs))
@@ -56,52 +85,36 @@ func (r *actionRunner) dockerAction(ctx context.Context, st pipeline.Step, loc *
 	// The step runs only while the job succeeds, or when its if: says otherwise; what
 	// the action's expressions read of job.status is that it runs.
 	ectx := r.exprContext(env, inputsCtx, nil, func() string { return "success" })
-	env = maps.Clone(env)
+	d := &dockerRuns{env: maps.Clone(env)}
 	for _, k := range runs.EnvNames {
 		v, err := ghaexpr.Interpolate(runs.Env[k], ectx)
 		if err != nil {
-			return stepRun{err: fmt.Errorf("action %s: runs.env.%s: %w", loc.uses, k, err)}
+			return nil, fmt.Errorf("action %s: runs.env.%s: %w", loc.uses, k, err)
 		}
-		env[k] = v
+		d.env[k] = v
 	}
-	var args []string
 	for i, a := range runs.Args {
 		v, err := ghaexpr.Interpolate(a, ectx)
 		if err != nil {
-			return stepRun{err: fmt.Errorf("action %s: runs.args[%d]: %w", loc.uses, i, err)}
+			return nil, fmt.Errorf("action %s: runs.args[%d]: %w", loc.uses, i, err)
 		}
-		args = append(args, v)
+		d.args = append(d.args, v)
 	}
-	image, build, err := r.actionImage(loc)
-	if err != nil {
-		return stepRun{err: err}
+	var err error
+	if d.image, d.build, err = r.actionImage(loc); err != nil {
+		return nil, err
 	}
-	state := map[string]string{}
-	if runs.PreEntrypoint != "" {
-		ok, err := ghaexpr.Condition(cmp.Or(runs.PreIf, "always()"), ectx)
-		switch {
-		case err != nil:
-			r.rec.System(fmt.Sprintf("action %s: pre-if: %v; its pre-entrypoint does not run", loc.uses, err))
-		case ok:
-			r.rec.System(fmt.Sprintf("action %s: pre-entrypoint", loc.uses))
-			out := r.dockerRun(ctx, "action "+loc.uses, image, build, []string{runs.PreEntrypoint}, args, env, state)
-			if out.err != nil || out.res.ExitCode != 0 || out.res.Cancelled || out.res.TimedOut {
-				return out
-			}
-		}
-	}
-	var entrypoint []string
-	if runs.Entrypoint != "" {
-		entrypoint = []string{runs.Entrypoint}
-	}
-	out := r.dockerRun(ctx, "action "+loc.uses, image, build, entrypoint, args, env, state)
-	if runs.PostEntrypoint != "" && out.err == nil {
-		r.posts = append(r.posts, postStep{step: st, name: "Post " + st.Name, loc: loc, env: env, cond: cmp.Or(runs.PostIf, "always()"),
-			run: func(ctx context.Context) stepRun {
-				return r.dockerRun(ctx, "action "+loc.uses, image, build, []string{runs.PostEntrypoint}, args, env, maps.Clone(state))
-			}})
-	}
-	return out
+	return d, nil
+}
+
+// dockerPost is the post-entrypoint of the docker action loc the job's step st uses,
+// run as d says, with the state the action saved.
+func (r *actionRunner) dockerPost(st pipeline.Step, loc *actionLoc, d *dockerRuns, state map[string]string) postStep {
+	runs := loc.meta.Runs
+	return postStep{step: st, name: "Post " + st.Name, loc: loc, env: d.env, cond: cmp.Or(runs.PostIf, "always()"),
+		run: func(ctx context.Context) stepRun {
+			return r.dockerRun(ctx, "action "+loc.uses, d.image, d.build, []string{runs.PostEntrypoint}, d.args, d.env, maps.Clone(state))
+		}}
 }
 
 // dockerStep runs a docker://image step: the image's entrypoint with the step's with:

@@ -52,7 +52,7 @@ func (b *bundle) startDockerWorker(t *testing.T, cfg docker.Config) {
 }
 
 // dockerAction is a Dockerfile action FROM the test image: its pre-entrypoint says its
-// first argument and saves state; its entrypoint says its
+// first argument, saves state and writes pre-ran in the workspace; its entrypoint says its
 // arguments and input x, checks the workspace and the files GitHub mounts, writes an
 // output, a variable and a file of the workspace, and fails with exit code 7 when x is
 // "fail".
@@ -76,6 +76,7 @@ runs:
 		"pre.sh": `#!/bin/sh
 echo "pre says $1"
 echo "phase=pre" >> "$GITHUB_STATE"
+echo pre > /github/workspace/pre-ran
 `,
 		"entrypoint.sh": `#!/bin/sh
 echo "args: $1 / $2 ($#), state $STATE_phase"
@@ -97,7 +98,8 @@ if [ "$INPUT_X" = fail ]; then echo "failing as asked" >&2; exit 7; fi
 
 // TestDockerActions runs a Dockerfile action of a repository, built on the worker's
 // engine, and a docker://image step, on a docker worker, in a job on the host and in a
-// job in a container on a network of its own: the workspace, inputs, args and env reach
+// job in a container on a network of its own: the action's pre-entrypoint runs at the
+// job's start, before the first step; the workspace, inputs, args and env reach
 // the containers, their outputs and $GITHUB_ENV reach later steps, their output is in
 // the log, and no container is left.
 func TestDockerActions(t *testing.T) {
@@ -110,6 +112,7 @@ func TestDockerActions(t *testing.T) {
 	b.startDockerWorker(t, docker.Config{NetworkPerJob: true})
 
 	steps := `
+      - run: test "$(cat pre-ran)" = pre
       - run: echo from-the-workspace > marker; hostname -i > job-ip 2>/dev/null || true
       - id: d
         uses: acme/dock@v1

@@ -978,13 +978,14 @@ func (a *Agent) runSteps(ctx context.Context, log *slog.Logger, rec *logs.Record
 	acts := newActionRunner(a, j, log, rec, run, files, ws, stepWS, host, grace)
 	acts.collector = collector
 	sums := newSummaries(files, rec, summary)
-	// The posts' summaries are parts after the last step's.
+	// The summaries of the actions' pres and posts are parts after the last step's, in
+	// the order they ran.
 	nextPart := 0
 	for _, st := range spec.Steps {
 		nextPart = max(nextPart, st.Index+1)
 	}
-	acts.postEnded = func(p postStep) {
-		sums.take(nextPart, p.step.Index, p.name)
+	acts.phaseEnded = func(st pipeline.Step, name string) {
+		sums.take(nextPart, st.Index, name)
 		nextPart++
 	}
 	record := func(st pipeline.Step, outcome string, outputs map[string]string) {
@@ -996,6 +997,23 @@ func (a *Agent) runSteps(ctx context.Context, log *slog.Logger, rec *logs.Record
 			conclusion = pipeline.ResultSuccess
 		}
 		in.Steps[st.ID] = pipeline.StepState{Outcome: outcome, Conclusion: conclusion, Outputs: outputs}
+	}
+	// The pres of the actions the steps use run first, in the order of the steps, as on
+	// GitHub: what their with:, env and name read of steps.* is empty then.
+	for _, st := range spec.Steps {
+		if st.Uses == "" || once[st.Index] || ctx.Err() != nil {
+			continue
+		}
+		st.Name = pipeline.ResolveSteps(st.Name, in.Steps)
+		env, err := a.stepEnvMap(j, st, stepWS, host, files, in.Steps)
+		if err == nil {
+			st, err = a.expandStep(j, st, ws, stepWS, env, in.Steps, jobStatus)
+		}
+		if err != nil {
+			// The step fails saying so when it runs.
+			continue
+		}
+		acts.preStep(ctx, st, env, jobStatus, fail)
 	}
 	for _, st := range spec.Steps {
 		span := startStepSpan(ctx, st)

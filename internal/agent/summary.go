@@ -38,8 +38,9 @@ func newSummaries(files *stepFiles, rec *logs.Recorder, send func(part, step int
 }
 
 // take reads what a step wrote to its summary file, empties the file for the next step,
-// and sends the summary as the job's part: the step's index, or for the post of an
-// action, which runs after the job's steps, one after the last (see store.SummaryPart).
+// and sends the summary as the job's part: the step's index, or for the pre or post of
+// an action, which run before and after the job's steps, one after the last (see
+// store.SummaryPart).
 // step is the step the warnings are about, name what the log calls it. The text sent is
 // masked as the log is, and made UTF-8 without NUL; an empty or blank one is no summary.
 func (s *summaries) take(part, step int, name string) {

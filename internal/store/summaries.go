@@ -42,8 +42,9 @@ type SummaryPart struct {
 	JobID   uuid.UUID
 	RunID   uuid.UUID // filled in by the store
 	Attempt int
-	// Step is the step's index; the post of an action a step used (run after the job's
-	// steps) counts on after the last step, in the order the posts ran.
+	// Step is the step's index; the pre and the post of an action a step used (run
+	// before and after the job's steps) count on after the last step, in the order they
+	// ran.
 	Step      int
 	Markdown  string
 	Bytes     int

@@ -155,3 +155,54 @@ runs:
       run: echo "never, nothing failed"
 `,
 }
+
+// Prep is a JavaScript action with no dependencies and a pre, a main and a post. Its pre
+// (under pre-if: runner.os is Linux and the step's env SKIP_PRE is not true) writes the
+// file its input marker names in the workspace, says what its input late reads, saves
+// its marker as state from_pre, and fails with exit code 5 when its input fail-pre is
+// true; its main and post say the state they read (from_pre, and from_main, which the
+// main saves).
+var Prep = map[string]string{
+	"action.yml": `name: prep
+description: prepares at the job's start
+inputs:
+  marker: {required: true}
+  late: {default: ''}
+  fail-pre: {default: 'false'}
+runs:
+  using: node20
+  pre: dist/pre.js
+  pre-if: runner.os == 'Linux' && env.SKIP_PRE != 'true'
+  main: dist/main.js
+  post: dist/post.js
+`,
+	"dist/pre.js": `const fs = require('fs');
+const input = (n) => (process.env['INPUT_' + n.toUpperCase()] || '').trim();
+fs.writeFileSync(input('marker'), 'made by the pre\n');
+console.log('pre of prep: ' + input('marker') + ', late=[' + input('late') + ']');
+fs.appendFileSync(process.env.GITHUB_STATE, 'from_pre=' + input('marker') + '\n');
+if (input('fail-pre') === 'true') { console.log('pre failing as asked'); process.exit(5); }
+`,
+	"dist/main.js": `const fs = require('fs');
+const input = (n) => (process.env['INPUT_' + n.toUpperCase()] || '').trim();
+console.log('main of prep: ' + input('marker') + ', late=[' + input('late') + '], from_pre=' + (process.env.STATE_from_pre || '-'));
+fs.appendFileSync(process.env.GITHUB_STATE, 'from_main=' + input('marker') + '\n');
+`,
+	"dist/post.js": `console.log('post of prep: from_pre=' + (process.env.STATE_from_pre || '-') + ', from_main=' + (process.env.STATE_from_main || '-'));
+`,
+}
+
+// Wrap is a composite action (in the directory wrap of its repository) whose one step
+// uses Prep with its own input marker.
+var Wrap = map[string]string{
+	"wrap/action.yml": `name: wrap
+inputs:
+  marker: {required: true}
+runs:
+  using: composite
+  steps:
+    - uses: acme/prep@v1
+      with:
+        marker: nested-${{ inputs.marker }}
+`,
+}
