@@ -750,13 +750,14 @@ func (r *actionRunner) collect(out stepRun, who string) stepRun {
 }
 
 // runPosts runs the post: of the JavaScript actions the job ran, the last one first,
-// each when its post-if holds for how the job did. It returns false when one failed.
+// each when its post-if holds for how the job did (read as it is: actionCondition). It
+// returns false when one failed.
 func (r *actionRunner) runPosts(ctx context.Context, jobStatus func() string) bool {
 	ok := true
 	for i := len(r.posts) - 1; i >= 0; i-- {
 		p := r.posts[i]
 		ectx := r.exprContext(p.env, nil, nil, jobStatus)
-		run, err := ghaexpr.Condition(p.cond, ectx)
+		run, err := actionCondition(p.cond, ectx)
 		if err != nil {
 			r.rec.System(fmt.Sprintf("%s: post-if: %v; its post does not run", p.name, err))
 			continue

@@ -102,7 +102,8 @@ jobs:
 // TestActionPreFails: a pre that fails fails the job with its exit code, before any step
 // runs: the steps that run only while the job succeeds are skipped, a later pre whose
 // pre-if holds after a failure still runs, an if: always() step runs, and the post of
-// the action whose pre failed runs at the job's end.
+// the action whose pre failed runs at the job's end (its post-if, which calls no status
+// function, holds after a failure, as on GitHub).
 func TestActionPreFails(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()

@@ -161,7 +161,7 @@ runs:
 // file its input marker names in the workspace, says what its input late reads, saves
 // its marker as state from_pre, and fails with exit code 5 when its input fail-pre is
 // true; its main and post say the state they read (from_pre, and from_main, which the
-// main saves).
+// main saves). Its post-if, runner.os is Linux, calls no status function.
 var Prep = map[string]string{
 	"action.yml": `name: prep
 description: prepares at the job's start
@@ -175,6 +175,7 @@ runs:
   pre-if: runner.os == 'Linux' && env.SKIP_PRE != 'true'
   main: dist/main.js
   post: dist/post.js
+  post-if: runner.os == 'Linux'
 `,
 	"dist/pre.js": `const fs = require('fs');
 const input = (n) => (process.env['INPUT_' + n.toUpperCase()] || '').trim();
