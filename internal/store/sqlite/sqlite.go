@@ -90,7 +90,8 @@ func Open(ctx context.Context, path string, opts Options) (*sqlstore.Engine, err
 	return sqlstore.New(write, read, d, opts, write, read), nil
 }
 
-// createSchema gives an empty database the latest schema in one transaction, which
+// createSchema puts the database in WAL mode and gives an empty one the latest schema
+// in one transaction, which
 // records every migration applied; a database that holds anything is left to the
 // migrations. The write lock is taken first (BEGIN IMMEDIATE), so two processes opening
 // the same new file do not both create it. Where several open a new file at once, one
@@ -118,6 +119,17 @@ func createSchemaOnce(ctx context.Context, db *sql.DB) (err error) {
 		return fmt.Errorf("create schema: %w", err)
 	}
 	defer conn.Close()
+	// WAL is the database's own setting, kept in its file: set here once, on the writer,
+	// rather than by every connection's DSN, whose pragmas the driver applies in
+	// alphabetical order, journal_mode before synchronous, so that a new database's
+	// switch to WAL was synced at SQLite's default even with synchronous=off.
+	var mode string
+	if err := conn.QueryRowContext(ctx, "PRAGMA journal_mode=WAL").Scan(&mode); err != nil {
+		return fmt.Errorf("create schema: journal mode: %w", err)
+	}
+	if !strings.EqualFold(mode, "wal") && !strings.EqualFold(mode, "memory") { // memory: an in-memory database's only
+		return fmt.Errorf("create schema: journal mode is %s, not wal", mode)
+	}
 	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
 		return fmt.Errorf("create schema: begin: %w", err)
 	}
@@ -210,7 +222,6 @@ func dsn(path, sync string, readOnly bool) string {
 	}
 	q := url.Values{}
 	q.Add("_pragma", "busy_timeout(10000)")
-	q.Add("_pragma", "journal_mode(WAL)")
 	q.Add("_pragma", "synchronous("+sync+")")
 	q.Add("_pragma", "temp_store(MEMORY)")
 	q.Add("_pragma", "cache_size(-65536)")
