@@ -341,14 +341,18 @@ func (a *app) rotateKey(ctx context.Context, cfg secretConfig) error {
 }
 
 // secretsKeyring loads the server's secrets keys: --secrets-key-file (made first when
-// CreateSecretsKey, as gantry up and gantry run do in their data dir), else
+// CreateSecretsKey, as gantry up does in its data dir; gantry run's throwaway one gets
+// a key in memory), else
 // GANTRY_SECRETS_KEY; nil when neither is set, which leaves secrets off.
 func (c *serverConfig) secretsKeyring(log *slog.Logger) (*secret.Keyring, error) {
 	var key []byte
 	var err error
-	if c.SecretsKeyFile != "" && c.CreateSecretsKey {
+	switch {
+	case c.CreateSecretsKey && c.Throwaway:
+		key, err = throwawayKey(*c, secret.KeySize)
+	case c.SecretsKeyFile != "" && c.CreateSecretsKey:
 		key, err = secret.EnsureKeyFile(c.SecretsKeyFile)
-	} else {
+	default:
 		key, err = secret.LoadKey(c.SecretsKeyFile)
 	}
 	if errors.Is(err, secret.ErrNoKey) {

@@ -3,6 +3,7 @@ package cli
 import (
 	"cmp"
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"github.com/gantry-ci/gantry/internal/actions"
@@ -630,7 +631,10 @@ func openBlobs(cfg serverConfig, log *slog.Logger) (blob.Store, error) {
 		if err := mkdirPrivate(dir); err != nil {
 			return nil, fmt.Errorf("blob store: %w", err)
 		}
-		key, err := blob.LoadOrCreateKey(filepath.Join(dir, "signing.key"))
+		key, err := throwawayKey(cfg, blob.KeySize)
+		if key == nil && err == nil {
+			key, err = blob.LoadOrCreateKey(filepath.Join(dir, "signing.key"))
+		}
 		if err != nil {
 			return nil, fmt.Errorf("blob store: %w", err)
 		}
@@ -641,6 +645,19 @@ func openBlobs(cfg serverConfig, log *slog.Logger) (blob.Store, error) {
 		return nil, fmt.Errorf("blob store: %w", err)
 	}
 	return bs, nil
+}
+
+// throwawayKey is a new random key of size bytes for a throwaway data directory, whose
+// keys need outlive nothing and so need no file, written and synced; nil otherwise.
+func throwawayKey(cfg serverConfig, size int) ([]byte, error) {
+	if !cfg.Throwaway {
+		return nil, nil
+	}
+	key := make([]byte, size)
+	if _, err := rand.Read(key); err != nil {
+		return nil, fmt.Errorf("make a key: %w", err)
+	}
+	return key, nil
 }
 
 // mirrorsDir is where the coordinator keeps its git mirrors: --mirrors, else a mirrors
