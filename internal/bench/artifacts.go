@@ -23,6 +23,7 @@ func artifactsScenario() Scenario {
 			return withRig(ctx, o, name, store, func(g *rig, r *Result) error {
 				size := max(8<<20, int64(o.Scale*(1<<30)))
 				r.Params["size"] = fmt.Sprintf("%d MiB", size>>20)
+				r.countJobs(2, "the run's two jobs (the first writes the artifact from /dev/urandom: its step's CPU is in it)")
 				worker, err := g.startWorker(1)
 				if err != nil {
 					return err

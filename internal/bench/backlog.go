@@ -20,6 +20,7 @@ func backlogScenario() Scenario {
 				runs := o.scaled(1000)
 				claims := min(o.scaled(5000), runs*perRun)
 				r.Params["runs"], r.Params["jobs per run"], r.Params["workers"], r.Params["claimed"] = runs, perRun, workers, claims
+				r.countJobs(runs*perRun, "the jobs queued, of which the claimed ones were completed")
 				m, err := meter(c.pid)
 				if err != nil {
 					return err

@@ -66,6 +66,9 @@ type Result struct {
 	// Notes say what the numbers mean where the name does not.
 	Notes   []string      `json:"notes,omitempty"`
 	Elapsed time.Duration `json:"elapsed_ns"`
+
+	// cpu is what the scenario's processes spent, for its CPU per job metrics.
+	cpu cpuUse
 }
 
 // Metric is one measured value, with its target when the project has one.

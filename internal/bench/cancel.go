@@ -76,6 +76,7 @@ func cancelScenario() Scenario {
 				}
 				n := o.scaled(200)
 				r.Params["cancels"] = n
+				r.countJobs(n, "the jobs run and cancelled")
 				files := filepath.Join(g.dir, "cancel")
 				if err := os.MkdirAll(files, 0o755); err != nil {
 					return fmt.Errorf("make the directory of the steps' files: %w", err)

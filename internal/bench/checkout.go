@@ -59,6 +59,7 @@ func checkoutScenario() Scenario {
 				if err != nil {
 					return err
 				}
+				r.countJobs(n+1, "the jobs run, each one checkout, the cold one's included")
 				r.addLatency("checkout", onDisk, 300*time.Millisecond)
 				r.addMillis("first checkout, cold mirror", cold, nil)
 				r.Notes = append(r.Notes, fmt.Sprintf("checkout: what the worker reports in the job's log (ms): opening "+
@@ -75,6 +76,7 @@ func checkoutScenario() Scenario {
 				if err != nil {
 					return err
 				}
+				r.countJobs(2*(n+1), "the jobs run, each one checkout, the cold ones' included")
 				r.addLatency("checkout on tmpfs", onTmpfs, 300*time.Millisecond)
 				r.Notes = append(r.Notes, "checkout on tmpfs: the same, by a second worker whose workspaces are under "+
 					shm+" (tmpfs), the mirror still on the disk: git's part without the disk's cost of creating files")
@@ -200,6 +202,7 @@ func (g *rig) startWorkerAt(work, mirrors string) (*process, error) {
 		return nil, err
 	}
 	g.workers = append(g.workers, p)
+	g.started = append(g.started, p)
 	return p, nil
 }
 

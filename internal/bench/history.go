@@ -28,6 +28,7 @@ func historyScenario() Scenario {
 				runs := max(1, o.scaled(2000)/perRun)
 				history := o.scaled(1_000_000)
 				r.Params["probe jobs"], r.Params["finished rows"], r.Params["workers"] = runs*perRun, history, workers
+				r.countJobs(2*runs*perRun, "the jobs of both probes (the finished rows written by SQL are not jobs it ran)")
 				probe := func() ([]time.Duration, error) {
 					sub := &submitter{c: newClient(c.base, 4)}
 					if err := sub.closedLoop(ctx, manyJobs(perRun), runs, 4); err != nil {
@@ -47,7 +48,11 @@ func historyScenario() Scenario {
 					return fmt.Errorf("claims before the history: %w", err)
 				}
 				began := time.Now()
-				rows, err := seedHistory(ctx, c, store, history)
+				var rows int
+				err = r.setup(func() (err error) {
+					rows, err = seedHistory(ctx, c, store, history)
+					return err
+				})
 				if err != nil {
 					return fmt.Errorf("write %d finished jobs: %w", history, err)
 				}

@@ -87,10 +87,13 @@ func compileC(ctx context.Context, dir, name, src string) (string, error) {
 // rig is a coordinator with real `gantry worker` processes, whose jobs run real steps,
 // in a scenario directory of its own.
 type rig struct {
-	o       *Options
-	dir     string
-	c       *coordinator
+	o   *Options
+	dir string
+	c   *coordinator
+	// workers are the live workers, which waits give up on when one exits; started is
+	// every worker the rig started, for their CPU.
 	workers []*process
+	started []*process
 }
 
 // withRig runs fn against a fresh coordinator on store in a directory of the scenario's
@@ -99,8 +102,14 @@ func withRig(ctx context.Context, o *Options, name, store string, fn func(g *rig
 	return withCoordinator(ctx, o, name, store, func(c *coordinator, r *Result) error {
 		g := &rig{o: o, dir: c.dir, c: c}
 		defer g.stopWorkers()
+		r.cpu.workers = realWorkers
 		err := fn(g, r)
 		if err == nil {
+			// Stopped before they are read, so that their CPU is their whole lives'.
+			g.stopWorkers()
+			for _, p := range g.started {
+				r.cpu.workerCPU += p.cpu()
+			}
 			return nil
 		}
 		// What the processes said explains a failure better than what the scenario saw:
@@ -134,12 +143,13 @@ func (g *rig) startWorker(maxJobs int) (*process, error) {
 		return nil, err
 	}
 	g.workers = append(g.workers, p)
+	g.started = append(g.started, p)
 	return p, nil
 }
 
 func (g *rig) stopWorkers() {
 	var wg sync.WaitGroup
-	for _, p := range g.workers {
+	for _, p := range g.started {
 		wg.Go(func() { p.stop(10 * time.Second) })
 	}
 	wg.Wait()
@@ -231,6 +241,7 @@ func logLatencyScenario(name, about string, jobs, rate int, p99 time.Duration) S
 				const perWorker = 50
 				workers := (n + perWorker - 1) / perWorker
 				r.Params["jobs"], r.Params["lines/s per job"], r.Params["emitting"], r.Params["workers"] = n, rate, emitFor.String(), workers
+				r.countJobs(n, "the jobs run")
 				for range workers {
 					if _, err := g.startWorker(min(n, perWorker)); err != nil {
 						return err
@@ -390,6 +401,9 @@ func logIngestScenario() Scenario {
 					return err
 				}
 				r.add("lines/s", float64(stored.Load())/elapsed.Seconds(), "lines/s", atLeast(100_000))
+				// The window is fixed, so lines, not jobs, measure the work: the bench
+				// process's clients play the workers' log shippers.
+				r.countUnits(float64(stored.Load())/1000, "1,000 lines", "the thousands of lines stored")
 				r.addLatency("append", latency.take(), 0)
 				r.Notes = append(r.Notes, "lines/s: lines the coordinator acknowledged as stored (file log storage) "+
 					"over the sending window, each client posting its next batch of 500 lines of 79 bytes to "+

@@ -22,11 +22,12 @@ import (
 
 // process is a gantry process the bench started, in its own process group.
 type process struct {
-	name   string
-	pid    int
-	out    *tailBuffer
-	exited chan struct{}
-	state  *os.ProcessState
+	name     string
+	pid      int
+	out      *tailBuffer
+	exited   chan struct{}
+	state    *os.ProcessState
+	stopOnce sync.Once
 }
 
 // startProcess starts `gantry <args>` with its output kept (the last part of it) for
@@ -50,17 +51,37 @@ func startProcess(o *Options, name string, env []string, args ...string) (*proce
 }
 
 // stop sends SIGTERM to the process group and waits for the process, sending SIGKILL
-// after grace.
+// after grace. Only the first call signals: the group's id is free for reuse after it.
 func (p *process) stop(grace time.Duration) {
-	_ = syscall.Kill(-p.pid, syscall.SIGTERM)
+	p.stopOnce.Do(func() {
+		_ = syscall.Kill(-p.pid, syscall.SIGTERM)
+		select {
+		case <-p.exited:
+		case <-time.After(grace):
+			_ = syscall.Kill(-p.pid, syscall.SIGKILL)
+			<-p.exited
+		}
+		// Whatever the process started and left behind goes too.
+		_ = syscall.Kill(-p.pid, syscall.SIGKILL)
+	})
+}
+
+// cpu is the process's user and system CPU: once it has exited, over its whole life
+// with that of the processes it reaped (wait4's rusage); before, its own so far (/proc).
+func (p *process) cpu() time.Duration {
 	select {
 	case <-p.exited:
-	case <-time.After(grace):
-		_ = syscall.Kill(-p.pid, syscall.SIGKILL)
-		<-p.exited
+		if p.state == nil {
+			return 0
+		}
+		return p.state.UserTime() + p.state.SystemTime()
+	default:
 	}
-	// Whatever the process started and left behind goes too.
-	_ = syscall.Kill(-p.pid, syscall.SIGKILL)
+	u, err := readUsage(p.pid)
+	if err != nil {
+		return 0
+	}
+	return u.CPU
 }
 
 // failure describes a process that did not do what it should, with its last output.
@@ -132,6 +153,8 @@ type coordinator struct {
 	db   string
 	dir  string // the scenario's directory, which holds its data
 	drop func() // removes the scenario's database
+
+	dropOnce sync.Once
 }
 
 var listening = regexp.MustCompile(`"msg":"gantry server listening","addr":"([^"]+)"`)
@@ -176,10 +199,10 @@ func startCoordinator(ctx context.Context, o *Options, store, dir string, extra 
 	return c, nil
 }
 
-// close stops the coordinator and drops its database.
+// close stops the coordinator and drops its database; calls after the first do nothing.
 func (c *coordinator) close() {
 	c.stop(10 * time.Second)
-	c.drop()
+	c.dropOnce.Do(c.drop)
 }
 
 // createDatabase makes a database of its own on the server at base and returns its URL

@@ -26,7 +26,10 @@ func withCoordinator(ctx context.Context, o *Options, name, store string, fn fun
 	}
 	defer c.close()
 	r := &Result{Params: map[string]any{}}
-	if err := fn(c, r); err != nil {
+	began := selfCPU()
+	err = fn(c, r)
+	bench := selfCPU() - began
+	if err != nil {
 		select {
 		case <-c.exited:
 			return nil, errors.Join(err, c.failure("exited"))
@@ -34,6 +37,9 @@ func withCoordinator(ctx context.Context, o *Options, name, store string, fn fun
 		}
 		return nil, err
 	}
+	// Stopped before it is read, so that its CPU is its whole life's.
+	c.close()
+	r.addCPU(c.cpu(), bench)
 	return r, nil
 }
 
@@ -50,6 +56,7 @@ func throughputScenario(workers int) Scenario {
 				n := o.scaled(10000)
 				const submitters = 16
 				r.Params["runs"], r.Params["workers"], r.Params["submitters"] = n, workers, submitters
+				r.countJobs(n, "the single-job runs submitted")
 				stats := &simStats{}
 				stop := startPool(ctx, c.base, "sim", workers, 1, nil, 0, nil, stats)
 				defer stop()
@@ -104,6 +111,7 @@ func dispatchScenario() Scenario {
 				const rate, workers = 500.0, 64
 				n := o.scaled(10000)
 				r.Params["runs"], r.Params["rate"], r.Params["workers"] = n, rate, workers
+				r.countJobs(n, "the single-job runs submitted")
 				stats := &simStats{}
 				stop := startPool(ctx, c.base, "sim", workers, 1, nil, 0, nil, stats)
 				defer stop()
@@ -149,6 +157,7 @@ func concurrencyScenario() Scenario {
 				workers := (n + slots - 1) / slots
 				r.Params["jobs"], r.Params["held"], r.Params["workers"], r.Params["slots"] = n, hold.String(), workers, slots
 				r.Params["heartbeat"] = every.String()
+				r.countJobs(n, "the jobs submitted, each held for the window")
 				stats := &simStats{}
 				release := make(chan struct{})
 				stop := startPool(ctx, c.base, "sim", workers, slots, nil, 0, release, stats)
@@ -223,6 +232,7 @@ func intakeScenario() Scenario {
 				const slots, workers = 100, 64
 				holders := (held + slots - 1) / slots
 				r.Params["running"], r.Params["runs"], r.Params["within"], r.Params["workers"] = held, n, window.String(), workers
+				r.countJobs(held+n, "the jobs submitted, the running ones and the single-job runs")
 				heldStats, stats := &simStats{}, &simStats{}
 				release := make(chan struct{})
 				defer func() {

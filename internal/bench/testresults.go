@@ -44,12 +44,17 @@ func testReportsScenario() Scenario {
 			return withCoordinator(ctx, o, name, store, func(c *coordinator, r *Result) error {
 				n := o.scaled(50_000)
 				file := filepath.Join(c.dir, "report.xml")
-				rep, err := writeJUnit(file, n, 33)
+				var rep junitReport
+				err := r.setup(func() (err error) {
+					rep, err = writeJUnit(file, n, 33)
+					return err
+				})
 				if err != nil {
 					return fmt.Errorf("write the JUnit report: %w", err)
 				}
 				r.Params["tests"], r.Params["report MiB"] = n, fmt.Sprintf("%.1f", float64(rep.bytes)/mib)
 				r.Params["failing"], r.Params["skipped"] = rep.failing, rep.skipped
+				r.countJobs(1, "its one job, whose report holds every test (the worker's part is played by the bench process: the parse, the sending, and the reads)")
 				cl := c.client()
 				const def = "name: bench-reports\njobs:\n  unit:\n    steps: [{run: \"true\"}]\n    reports:\n      junit: report.xml\n"
 				run, l, err := leaseOne(ctx, cl, def, "bench-reports", "main")
@@ -519,6 +524,10 @@ func testHistoryScenario() Scenario {
 				runs, reads := o.scaled(10_000), max(20, o.scaled(200))
 				r.Params["runs"], r.Params["tests per run"], r.Params["result rows"] = runs, len(historyTests), runs*len(historyTests)
 				r.Params["reads"], r.Params["limit"] = reads, limit
+				// Reads, not jobs, are this scenario's work; the bench process reads, as a
+				// client, and its one job is the template's.
+				r.countUnits(float64(2*reads+max(10, reads/10)), "read", "the reads, of the history and of a run's tests")
+				r.cpu.workers = noWorkers
 				cl := c.client()
 				// The template: a run of the project with one job, finished by a simulated
 				// worker as any job is.

@@ -122,6 +122,14 @@ func testBench(t *testing.T, store string, scenarios []string) {
 				t.Errorf("%s: %s = %v (present %v), want a positive measurement", name, m, v, ok)
 			}
 		}
+		// Every scenario reports its CPU per job (or per its unit of work) beside its
+		// wall times (issue 34).
+		i := slices.IndexFunc(r.Metrics, func(m bench.Metric) bool {
+			return strings.HasPrefix(m.Name, "CPU per ") || strings.Contains(m.Name, "CPU per job")
+		})
+		if i < 0 || r.Metrics[i].Value <= 0 {
+			t.Errorf("%s: no CPU per job measured: %+v", name, r.Metrics)
+		}
 	}
 	if len(scenarios) == 0 {
 		// Issue 17's measurements: webhook to running, webhooks/s, checkout from a warm mirror.
