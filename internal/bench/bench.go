@@ -36,6 +36,47 @@ type Options struct {
 	// Noise, when above zero, runs `gantry bench-burn` with that many busy loops beside
 	// each scenario, so that it is measured while another process wants every core.
 	Noise int
+	// Helper makes the command of the bench's own helper processes (the noise burner);
+	// nil uses Command. A comparison of builds runs Command as the other build's binary
+	// and keeps the load beside it this build's.
+	Helper func(args ...string) *exec.Cmd
+	// Repeat, when above zero, is how many times a scenario that repeats its measurement
+	// (the `gantry run` ones) repeats it; 0 its own count. A comparison of builds sets 1
+	// and alternates the builds' rounds instead.
+	Repeat int
+}
+
+// repeats is how many times a scenario that measures n times at full scale (and once
+// below it) measures.
+func (o *Options) repeats(n int) int {
+	switch {
+	case o.Repeat > 0:
+		return o.Repeat
+	case o.Scale < 1:
+		return 1
+	}
+	return n
+}
+
+// helper makes the command of a helper process of the bench's own.
+func (o *Options) helper(args ...string) *exec.Cmd {
+	if o.Helper != nil {
+		return o.Helper(args...)
+	}
+	return o.Command(args...)
+}
+
+// defaults fills what was left unset.
+func (o *Options) defaults() {
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if o.Scale <= 0 {
+		o.Scale = 1
+	}
+	if o.Dir == "" {
+		o.Dir = os.TempDir()
+	}
 }
 
 func (o *Options) scaled(n int) int {
@@ -53,7 +94,11 @@ type Scenario struct {
 	About string
 	// Stores lists the stores the scenario runs on by default.
 	Stores []string
-	Run    func(ctx context.Context, o *Options, store string) (*Result, error)
+	// Repeats is how many times the scenario repeats its measurement at full scale (0:
+	// it measures once): a comparison of builds runs that many rounds of each build by
+	// default, alternately.
+	Repeats int
+	Run     func(ctx context.Context, o *Options, store string) (*Result, error)
 }
 
 // Result is what one scenario measured on one store.
@@ -190,50 +235,21 @@ func Select(names []string) ([]Scenario, error) {
 // stores is empty), calling report after each, and returns every result. A scenario that
 // fails is reported as an error and the others still run.
 func RunAll(ctx context.Context, o *Options, scenarios []Scenario, stores []string, report func(*Result)) ([]*Result, error) {
-	if o.Log == nil {
-		o.Log = slog.New(slog.DiscardHandler)
-	}
-	if o.Scale <= 0 {
-		o.Scale = 1
-	}
-	if o.Dir == "" {
-		o.Dir = os.TempDir()
-	}
+	o.defaults()
 	var (
 		results []*Result
 		errs    []error
 	)
 	for _, s := range scenarios {
-		on := s.Stores
-		if len(stores) > 0 {
-			on = nil
-			for _, st := range stores {
-				if slices.Contains(s.Stores, st) {
-					on = append(on, st)
-				}
-			}
-		}
-		for _, st := range on {
+		for _, st := range storesOf(s, stores) {
 			if ctx.Err() != nil {
 				return results, errors.Join(append(errs, ctx.Err())...)
 			}
 			o.Log.Info("scenario", "name", s.Name, "store", st)
-			began := time.Now()
-			r, err := runNoisy(ctx, o, s, st)
+			r, err := runScenario(ctx, o, s, st)
 			if err != nil {
 				errs = append(errs, fmt.Errorf("%s on %s: %w", s.Name, st, err))
 				continue
-			}
-			r.Scenario, r.Store, r.Elapsed = s.Name, st, time.Since(began)
-			if o.Noise > 0 {
-				r.Params["noise"] = o.Noise
-				r.Notes = append(r.Notes, fmt.Sprintf("measured while a second process ran %d busy loops (gantry bench --noise)", o.Noise))
-			}
-			if o.Scale != 1 {
-				// The targets hold at the sizes the scenarios name, not at others.
-				for i := range r.Metrics {
-					r.Metrics[i].Target = nil
-				}
 			}
 			results = append(results, r)
 			if report != nil {
@@ -244,12 +260,48 @@ func RunAll(ctx context.Context, o *Options, scenarios []Scenario, stores []stri
 	return results, errors.Join(errs...)
 }
 
+// storesOf is the stores s runs on: those of stores it supports, or its defaults when
+// stores is empty.
+func storesOf(s Scenario, stores []string) []string {
+	if len(stores) == 0 {
+		return s.Stores
+	}
+	var on []string
+	for _, st := range stores {
+		if slices.Contains(s.Stores, st) {
+			on = append(on, st)
+		}
+	}
+	return on
+}
+
+// runScenario runs s once on store and names the result.
+func runScenario(ctx context.Context, o *Options, s Scenario, store string) (*Result, error) {
+	began := time.Now()
+	r, err := runNoisy(ctx, o, s, store)
+	if err != nil {
+		return nil, err
+	}
+	r.Scenario, r.Store, r.Elapsed = s.Name, store, time.Since(began)
+	if o.Noise > 0 {
+		r.Params["noise"] = o.Noise
+		r.Notes = append(r.Notes, fmt.Sprintf("measured while a second process ran %d busy loops (gantry bench --noise)", o.Noise))
+	}
+	if o.Scale != 1 {
+		// The targets hold at the sizes the scenarios name, not at others.
+		for i := range r.Metrics {
+			r.Metrics[i].Target = nil
+		}
+	}
+	return r, nil
+}
+
 // runNoisy runs the scenario, beside a CPU burner process when o.Noise asks for one.
 func runNoisy(ctx context.Context, o *Options, s Scenario, store string) (*Result, error) {
 	if o.Noise <= 0 {
 		return s.Run(ctx, o, store)
 	}
-	burner, err := startProcess(o, "burner", nil, "bench-burn", "--loops", fmt.Sprint(o.Noise))
+	burner, err := startProcess(o.helper, "burner", nil, "bench-burn", "--loops", fmt.Sprint(o.Noise))
 	if err != nil {
 		return nil, err
 	}

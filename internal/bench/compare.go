@@ -98,8 +98,14 @@ func Compare(old, cur *Report) []Change {
 func WriteComparison(w io.Writer, old, cur *Report, changes []Change) error {
 	fmt.Fprintf(w, "against %s (commit %s) -> %s (commit %s):\n",
 		old.Date.UTC().Format("2006-01-02 15:04 MST"), old.Commit, cur.Date.UTC().Format("2006-01-02 15:04 MST"), cur.Commit)
+	return writeChanges(w, "old", "new", "new/old", "", changes)
+}
+
+// writeChanges prints changes as an aligned table under the headings given for the old
+// and new values and their ratio, the verdicts better and worse prefixed with who.
+func writeChanges(w io.Writer, oldHead, newHead, ratioHead, who string, changes []Change) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "scenario\tstore\tmetric\told\tnew\tnew/old\t\n")
+	fmt.Fprintf(tw, "scenario\tstore\tmetric\t%s\t%s\t%s\t\n", oldHead, newHead, ratioHead)
 	for _, c := range changes {
 		oldText, newText := "-", "-"
 		if c.HasOld {
@@ -113,9 +119,9 @@ func WriteComparison(w io.Writer, old, cur *Report, changes []Change) error {
 		case ok:
 			ratio = formatRatio(r)
 			if better, ok := c.Better(); ok && better {
-				ratio += " better"
+				ratio += " " + who + "better"
 			} else if ok {
-				ratio += " worse"
+				ratio += " " + who + "worse"
 			}
 		case !c.HasOld:
 			ratio = "new metric"

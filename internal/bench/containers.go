@@ -32,11 +32,12 @@ const containerOverheadTarget = 300 * time.Millisecond
 // difference per job is what a container job costs over a shell one. A chain, so that
 // the jobs run one after another and the difference adds up job by job.
 func containerOverheadScenario() Scenario {
-	const name, jobs = "container-overhead", 20
+	const name, jobs, repeats = "container-overhead", 20, 3
 	return Scenario{
-		Name:   name,
-		About:  "a chain of 20 jobs of `true`, on the host and then each in a container of a local image, through `gantry run` (`--docker on`)",
-		Stores: []string{SQLite},
+		Name:    name,
+		About:   "a chain of 20 jobs of `true`, on the host and then each in a container of a local image, through `gantry run` (`--docker on`)",
+		Stores:  []string{SQLite},
+		Repeats: repeats,
 		Run: func(ctx context.Context, o *Options, store string) (*Result, error) {
 			if err := importBenchImage(ctx); err != nil {
 				return nil, err
@@ -55,10 +56,7 @@ func containerOverheadScenario() Scenario {
 			if err := os.WriteFile(image, []byte(inImage(chainDAG(n))), 0o644); err != nil {
 				return nil, err
 			}
-			times := 3
-			if o.Scale < 1 {
-				times = 1
-			}
+			times := o.repeats(repeats)
 			median := func(file string) (wall, cpu time.Duration, err error) {
 				var runs []runTime
 				for range times {

@@ -137,7 +137,7 @@ func (g *rig) startWorker(maxJobs int) (*process, error) {
 	if err := os.MkdirAll(work, 0o755); err != nil {
 		return nil, fmt.Errorf("make the work dir of worker %d: %w", i, err)
 	}
-	p, err := startProcess(g.o, fmt.Sprintf("gantry worker %d", i), nil, "worker", "--server", g.c.base,
+	p, err := startProcess(g.o.Command, fmt.Sprintf("gantry worker %d", i), nil, "worker", "--server", g.c.base,
 		"--name", fmt.Sprintf("bench-%d", i), "--max-jobs", strconv.Itoa(maxJobs), "--work-dir", work, "--log-format", "json")
 	if err != nil {
 		return nil, err

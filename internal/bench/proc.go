@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -30,10 +31,10 @@ type process struct {
 	stopOnce sync.Once
 }
 
-// startProcess starts `gantry <args>` with its output kept (the last part of it) for
-// error messages.
-func startProcess(o *Options, name string, env []string, args ...string) (*process, error) {
-	cmd := o.Command(args...)
+// startProcess starts `gantry <args>`, made by command, with its output kept (the last
+// part of it) for error messages.
+func startProcess(command func(args ...string) *exec.Cmd, name string, env []string, args ...string) (*process, error) {
+	cmd := command(args...)
 	cmd.Env = append(cmd.Environ(), env...)
 	p := &process{name: name, out: &tailBuffer{max: 256 << 10}, exited: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.out, p.out
@@ -184,7 +185,7 @@ func startCoordinator(ctx context.Context, o *Options, store, dir string, extra 
 	if pdir := os.Getenv("GANTRY_BENCH_SERVER_PROFILE"); pdir != "" {
 		env = append(env, "GANTRY_CPU_PROFILE="+filepath.Join(pdir, filepath.Base(dir)+"-"+store+".pprof"))
 	}
-	p, err := startProcess(o, "gantry server", env, args...)
+	p, err := startProcess(o.Command, "gantry server", env, args...)
 	if err != nil {
 		c.drop()
 		return nil, err

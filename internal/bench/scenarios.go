@@ -389,10 +389,17 @@ func dagImageScenario(name, about string, n int, pipeline func(int) string) Scen
 }
 
 func dagRunScenario(name, about string, n int, pipeline func(int) string, image bool) Scenario {
+	// A container job costs a few hundred ms where a shell one costs a few: fewer runs
+	// keep the image variants within minutes.
+	repeats := 5
+	if image {
+		repeats = 3
+	}
 	return Scenario{
-		Name:   name,
-		About:  about,
-		Stores: []string{SQLite},
+		Name:    name,
+		About:   about,
+		Stores:  []string{SQLite},
+		Repeats: repeats,
 		Run: func(ctx context.Context, o *Options, store string) (*Result, error) {
 			var args []string
 			if image {
@@ -421,16 +428,10 @@ func dagRunScenario(name, about string, n int, pipeline func(int) string, image 
 			}
 			jobs := strings.Count(def, "steps:")
 			r := &Result{Params: map[string]any{"jobs": jobs}}
-			// A container job costs a few hundred ms where a shell one costs a few: fewer
-			// runs keep the image variants within minutes.
-			times := 5
 			if image {
-				times = 3
 				r.Params["image"] = benchImage
 			}
-			if o.Scale < 1 {
-				times = 1
-			}
+			times := o.repeats(repeats)
 			var runs []runTime
 			for range times {
 				t, err := timeRun(ctx, o, file, args...)

@@ -2,10 +2,12 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"strconv"
@@ -30,6 +32,10 @@ type benchConfig struct {
 	Report string
 	// Compare is an earlier JSON report to print this run's ratio against, per metric.
 	Compare string
+	// CompareBuild is another gantry binary whose runs alternate with this build's,
+	// Rounds rounds of each (0: each scenario's own repetitions, else 3).
+	CompareBuild string
+	Rounds       int
 	// Noise is how many busy loops a second process runs beside each scenario; 0 none.
 	Noise    int
 	Dir      string
@@ -46,12 +52,15 @@ func (a *app) benchCommand() *cobra.Command {
 			"that speak the real protocol over HTTP: simulated ones where the scenario\n" +
 			"measures orchestration, real `gantry run` with shell steps where it measures a\n" +
 			"pipeline end to end. It prints a table as each scenario ends, and can write every\n" +
-			"result as JSON and as the generated section of BENCHMARKS.md.\n\n" +
+			"result as JSON and as the generated section of BENCHMARKS.md. With --compare-build\n" +
+			"OTHER it runs each scenario with this build and with the gantry binary OTHER,\n" +
+			"alternately, and prints both builds' values and B/A per metric.\n\n" +
 			"Exit status: 0 every scenario ran (whether or not it met its target), 1 a\n" +
 			"scenario failed to run, 2 usage error.",
 		Example: "  gantry bench --list\n" +
 			"  gantry bench throughput-64 dispatch --store sqlite\n" +
-			"  gantry bench --postgres postgres://postgres@127.0.0.1/postgres --json bench.json --markdown BENCHMARKS.md",
+			"  gantry bench --postgres postgres://postgres@127.0.0.1/postgres --json bench.json --markdown BENCHMARKS.md\n" +
+			"  gantry bench --compare-build /tmp/gantry-main dag-chain throughput-64 --store sqlite",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg.Scenarios = args
 			if err := cfg.validate(); err != nil {
@@ -69,6 +78,9 @@ func (a *app) benchCommand() *cobra.Command {
 	f.BoolVar(&cfg.List, "list", false, "list the scenarios and exit")
 	f.StringVar(&cfg.Report, "report", "", "print (and with --markdown write) the results in this JSON file from an earlier --json, running nothing")
 	f.StringVar(&cfg.Compare, "compare", "", "after the run (or --report), print each metric's ratio against this earlier --json report")
+	f.StringVar(&cfg.CompareBuild, "compare-build", "", "run each scenario with this build (A) and with this other gantry binary (B), alternately, "+
+		"and print both and B/A per metric")
+	f.IntVar(&cfg.Rounds, "rounds", 0, "with --compare-build: rounds of each build per scenario (default: the scenario's own repetitions, else 3)")
 	f.IntVar(&cfg.Noise, "noise", 0, "run a CPU burner process beside each scenario with this many busy loops (0: none; give the machine's core count to load it all)")
 	f.Lookup("noise").NoOptDefVal = strconv.Itoa(runtime.NumCPU())
 	f.StringVar(&cfg.Dir, "dir", "", "where the scenarios' data directories go (default: the temp dir)")
@@ -85,6 +97,28 @@ func (c *benchConfig) validate() error {
 	}
 	if c.Scale <= 0 || c.Scale > 10 {
 		return &usageError{fmt.Errorf("--scale %g: want a number above 0, at most 10", c.Scale)}
+	}
+	if c.Rounds < 0 || c.Rounds > 100 {
+		return &usageError{fmt.Errorf("--rounds %d: want from 1 to 100 (0: the scenario's own)", c.Rounds)}
+	}
+	if c.Rounds > 0 && c.CompareBuild == "" {
+		return &usageError{errors.New("--rounds: only with --compare-build")}
+	}
+	if c.CompareBuild != "" {
+		for _, f := range []struct {
+			flag string
+			set  bool
+		}{{"--compare", c.Compare != ""}, {"--report", c.Report != ""}, {"--markdown", c.Markdown != ""}} {
+			if f.set {
+				return &usageError{fmt.Errorf("--compare-build with %s: a comparison of builds neither reads a report nor writes BENCHMARKS.md; "+
+					"run them apart", f.flag)}
+			}
+		}
+		path, err := gantryBinary(c.CompareBuild)
+		if err != nil {
+			return &usageError{fmt.Errorf("--compare-build: %w", err)}
+		}
+		c.CompareBuild = path
 	}
 	for _, s := range c.stores() {
 		if s != bench.SQLite && s != bench.Postgres {
@@ -140,6 +174,9 @@ func (a *app) bench(ctx context.Context, cfg benchConfig, command string) error 
 	o := &bench.Options{Command: gantry, Postgres: cfg.Postgres, Scale: cfg.Scale, Dir: cfg.Dir,
 		Log: newLogger(a.stderr, cfg.LogLevel, "text"), Noise: cfg.Noise}
 	rep := &bench.Report{Date: time.Now(), Commit: benchCommit(), Command: command, Machine: bench.ThisMachine(), Scale: cfg.Scale}
+	if cfg.CompareBuild != "" {
+		return a.benchBuilds(ctx, cfg, o, rep, scenarios)
+	}
 	results, runErr := bench.RunAll(ctx, o, scenarios, cfg.stores(), func(r *bench.Result) {
 		_ = bench.WriteTable(a.stdout, r)
 	})
@@ -166,6 +203,73 @@ func (a *app) bench(ctx context.Context, cfg benchConfig, command string) error 
 		}
 	}
 	return errors.Join(append([]error{runErr}, errs...)...)
+}
+
+// benchBuilds runs the scenarios with this build (A) and the binary at
+// cfg.CompareBuild (B) alternately, printing each scenario's comparison as it ends and
+// B/A of every scenario's CPU per job and wall time at the end.
+func (a *app) benchBuilds(ctx context.Context, cfg benchConfig, o *bench.Options, repA *bench.Report, scenarios []bench.Scenario) error {
+	other := cfg.CompareBuild
+	otherVersion, err := binaryVersion(ctx, other)
+	if err != nil {
+		return &usageError{fmt.Errorf("--compare-build: %w", err)}
+	}
+	repB := *repA
+	repB.Commit, repB.Command = otherVersion, other
+	fmt.Fprintf(a.stdout, "A: this build (%s)\nB: %s (%s)\n\n", repA.Commit, other, otherVersion)
+	as, bs, runErr := bench.CompareBuilds(ctx, o, o.Command, func(args ...string) *exec.Cmd { return exec.Command(other, args...) },
+		scenarios, cfg.stores(), cfg.Rounds, func(ra, rb *bench.Result) {
+			_ = bench.WriteBuildComparison(a.stdout, ra, rb)
+			fmt.Fprintln(a.stdout)
+		})
+	repA.Results, repB.Results = as, bs
+	var errs []error
+	if len(as) > 0 {
+		if err := bench.WriteBuildSummary(a.stdout, as, bs); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if cfg.JSON != "" {
+		f, err := os.Create(cfg.JSON)
+		if err == nil {
+			enc := json.NewEncoder(f)
+			enc.SetIndent("", "  ")
+			err = errors.Join(enc.Encode(bench.BuildComparison{A: repA, B: &repB}), f.Close())
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("write %s: %w", cfg.JSON, err))
+		}
+	}
+	return errors.Join(append([]error{runErr}, errs...)...)
+}
+
+// gantryBinary checks that path names an executable file and returns it absolute: the
+// scenarios run it from directories of their own.
+func gantryBinary(path string) (string, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", err
+	}
+	st, err := os.Stat(abs)
+	if err != nil {
+		return "", err
+	}
+	if !st.Mode().IsRegular() || st.Mode().Perm()&0o111 == 0 {
+		return "", fmt.Errorf("%s is not an executable file", path)
+	}
+	return abs, nil
+}
+
+// binaryVersion is the first line `PATH version` prints: what build the binary is.
+func binaryVersion(ctx context.Context, path string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, path, "version").Output()
+	if err != nil {
+		return "", fmt.Errorf("%s version: %w (is it a gantry binary?)", path, err)
+	}
+	line, _, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
+	return line, nil
 }
 
 // benchReport prints a saved report's results and, with --markdown, writes them there.

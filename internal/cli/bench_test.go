@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -189,6 +190,13 @@ func TestBenchUsage(t *testing.T) {
 		{[]string{"bench", "--compare", "/nonexistent/bench.json", "nosuch-never-run"}, `no scenario "nosuch-never-run"`},
 		{[]string{"bench", "--compare", "/nonexistent/bench.json", "--list"}, "--compare"},
 		{[]string{"bench", "--noise=-1"}, "--noise -1"},
+		{[]string{"bench", "--rounds", "3"}, "--rounds: only with --compare-build"},
+		{[]string{"bench", "--compare-build", "/nonexistent/gantry"}, "--compare-build: stat /nonexistent/gantry"},
+		{[]string{"bench", "--compare-build", "/dev/null"}, "--compare-build: /dev/null is not an executable file"},
+		{[]string{"bench", "--compare-build", "/bin/sh", "--rounds", "-1"}, "--rounds -1"},
+		{[]string{"bench", "--compare-build", "/bin/sh", "--markdown", "BENCHMARKS.md"}, "--compare-build with --markdown"},
+		{[]string{"bench", "--compare-build", "/bin/sh", "--compare", "old.json"}, "--compare-build with --compare"},
+		{[]string{"bench", "--compare-build", "/bin/false", "dag-chain"}, "/bin/false version: exit status 1 (is it a gantry binary?)"},
 		{[]string{"bench-burn", "--loops", "0"}, "--loops 0"},
 	} {
 		out := runCLI(t, invocation{args: tc.args})
@@ -203,6 +211,57 @@ func TestBenchUsage(t *testing.T) {
 	for _, s := range bench.Scenarios() {
 		if !slices.ContainsFunc(strings.Split(out.stdout, "\n"), func(l string) bool { return strings.HasPrefix(l, s.Name+" ") }) {
 			t.Errorf("bench --list does not list %s:\n%s", s.Name, out.stdout)
+		}
+	}
+}
+
+// TestBenchCompareBuild runs a scenario with this build and another binary (the same
+// gantry behind a script), and checks what a user reads: both builds' values and B/A per
+// metric, the summary, and the JSON of both.
+func TestBenchCompareBuild(t *testing.T) {
+	t.Parallel()
+	bin, err := testbin.Gantry()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	other := filepath.Join(dir, "gantry-other")
+	if err := os.WriteFile(other, []byte("#!/bin/sh\nexec '"+bin+"' \"$@\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	jsonPath := filepath.Join(dir, "builds.json")
+	out := runCLI(t, invocation{args: []string{"bench", "--compare-build", other, "--rounds", "2", "--scale", "0.1", "--store", "sqlite",
+		"--dir", dir, "--json", jsonPath, "--log-level", "warn", "dag-chain"},
+		gantry: func(args ...string) *exec.Cmd { return exec.Command(bin, args...) }})
+	if out.code != exitOK {
+		t.Fatalf("gantry bench --compare-build exited %d\nstdout:\n%s\nstderr:\n%s", out.code, out.stdout, out.stderr)
+	}
+	for _, want := range []string{"A: this build (", "B: " + other + " (gantry ", "dag-chain on sqlite: 2 rounds of A and of B, alternately",
+		"scenario   store   metric", "B/A", "dag-chain  sqlite  CPU per job  ", "dag-chain  sqlite  wall median  ",
+		"B/A (below 1.00x B spends less):"} {
+		if !strings.Contains(out.stdout, want) {
+			t.Errorf("the output lacks %q:\n%s", want, out.stdout)
+		}
+	}
+	// Every metric of the scenario has a unit that says which way is good: each row's
+	// verdict says whose it is.
+	if !regexp.MustCompile(`(?m)^dag-chain  sqlite  wall median .*x B (better|worse) *$`).MatchString(out.stdout) {
+		t.Errorf("wall median's row does not say whether B is better or worse:\n%s", out.stdout)
+	}
+	raw, err := os.ReadFile(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cmp bench.BuildComparison
+	if err := json.Unmarshal(raw, &cmp); err != nil {
+		t.Fatalf("JSON: %v\n%s", err, raw)
+	}
+	if cmp.A == nil || cmp.B == nil || len(cmp.A.Results) != 1 || len(cmp.B.Results) != 1 || cmp.B.Command != other {
+		t.Fatalf("JSON of the comparison: %s", raw)
+	}
+	for _, r := range []*bench.Result{cmp.A.Results[0], cmp.B.Results[0]} {
+		if v, ok := r.Metric("CPU per job"); !ok || v <= 0 {
+			t.Errorf("JSON: CPU per job %v (present %v)", v, ok)
 		}
 	}
 }
