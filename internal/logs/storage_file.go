@@ -125,14 +125,19 @@ func (s *FileStorage) file(k Key, create bool) (*logFile, error) {
 		return lf, nil // opened while this waited
 	}
 	p := s.path(k)
-	flags := os.O_RDWR
+	var f *os.File
+	var err error
+	made := false // a new, empty file: nothing to rebuild
 	if create {
 		if err := mkdirPrivate(filepath.Dir(p)); err != nil {
 			return nil, fmt.Errorf("open log %s: %w", k, err)
 		}
-		flags |= os.O_CREATE
+		f, err = os.OpenFile(p, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+		made = err == nil
 	}
-	f, err := os.OpenFile(p, flags, 0o600)
+	if !made {
+		f, err = os.OpenFile(p, os.O_RDWR, 0o600)
+	}
 	if errors.Is(err, fs.ErrNotExist) && !create {
 		return nil, nil
 	}
@@ -146,9 +151,11 @@ func (s *FileStorage) file(k Key, create bool) (*logFile, error) {
 		return nil, fmt.Errorf("open log %s: %w", k, err)
 	}
 	lf = &logFile{f: f, next: 1, used: time.Now()}
-	if err := lf.rebuild(); err != nil {
-		_ = f.Close()
-		return nil, fmt.Errorf("open log %s: %w", k, err)
+	if !made { // a new file has nothing to read back
+		if err := lf.rebuild(); err != nil {
+			_ = f.Close()
+			return nil, fmt.Errorf("open log %s: %w", k, err)
+		}
 	}
 	s.mu.Lock()
 	s.open[k] = lf
@@ -159,15 +166,19 @@ func (s *FileStorage) file(k Key, create bool) (*logFile, error) {
 // mkdirPrivate creates dir and its missing parents with mode 0700, whatever the umask.
 // Directories that exist already keep their mode.
 func mkdirPrivate(dir string) error {
-	if _, err := os.Stat(dir); err == nil {
-		return nil
-	}
-	if parent := filepath.Dir(dir); parent != dir {
-		if err := mkdirPrivate(parent); err != nil {
-			return err
+	err := os.Mkdir(dir, 0o700)
+	if errors.Is(err, fs.ErrNotExist) {
+		if parent := filepath.Dir(dir); parent != dir {
+			if err := mkdirPrivate(parent); err != nil {
+				return err
+			}
 		}
+		err = os.Mkdir(dir, 0o700)
 	}
-	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+	switch {
+	case errors.Is(err, fs.ErrExist):
+		return nil
+	case err != nil:
 		return err
 	}
 	return os.Chmod(dir, 0o700)
