@@ -692,8 +692,10 @@ func (a *Agent) runJob(parent context.Context, j claimedJob, later func(func()))
 		failEarly()
 		return nil
 	}
-	// Where a container job's caches under ~ stand on the worker's disk, if they do.
-	defer later(func() { _ = os.RemoveAll(ws + cacheHomeSuffix) })
+	if a.inContainer(j) {
+		// Where a container job's caches under ~ stand on the worker's disk, if they do.
+		defer later(func() { _ = os.RemoveAll(ws + cacheHomeSuffix) })
+	}
 	var (
 		status, kind string
 		exit         *int
