@@ -322,17 +322,20 @@ var dagTargets = map[string]time.Duration{
 	"dag-fan":         500 * time.Millisecond,
 }
 
-// linearJobs is the smaller run of dag-independent-5000, whose other run is linearTimes
-// as large; linearMax is the most its wall may cost against linearTimes smaller runs'.
+// linearJobs is the smaller run of dag-independent-10000, whose other run is linearTimes
+// as large; linearMax is the most the larger's wall, and its CPU per job, may be against
+// the smaller's scaled up; linearSmallWall the most the smaller run's wall may take.
 const (
-	linearJobs  = 1000
-	linearTimes = 5
-	linearMax   = 1.2
+	linearJobs      = 1000
+	linearTimes     = 10
+	linearMax       = 1.2
+	linearSmallWall = 3 * time.Second
 )
 
-// linearScenario times `gantry run` of 1,000 and of 5,000 independent jobs, back to back,
-// and holds the larger to linearMax times five of the smaller: what a run costs must grow
-// with its jobs, not with their square (a follower re-reading every job on every poll).
+// linearScenario times `gantry run` of 1,000 and of 10,000 independent jobs, back to
+// back, and holds the larger's wall and CPU per job to linearMax times the smaller's
+// scaled up: what a run costs must grow with its jobs, not with their square (a follower
+// re-reading every job on every poll). The smaller is held to linearSmallWall.
 func linearScenario() Scenario {
 	big := linearJobs * linearTimes
 	return Scenario{
@@ -358,14 +361,16 @@ func linearScenario() Scenario {
 			}
 			walls := [2]time.Duration{runs[0].wall, runs[1].wall}
 			r := &Result{Params: map[string]any{"small": small, "large": large}}
-			r.addMillis(fmt.Sprintf("CPU per job of %d jobs", small), runs[0].cpu()/time.Duration(small), nil)
-			r.addMillis(fmt.Sprintf("CPU per job of %d jobs", large), runs[1].cpu()/time.Duration(large), nil)
-			r.addMillis(fmt.Sprintf("wall of %d jobs", small), walls[0], nil)
-			r.addMillis(fmt.Sprintf("wall of %d jobs", large), walls[1], nil)
-			var t *Target
+			var t, smallWall *Target
 			if o.Scale >= 1 {
-				t = atMost(linearMax)
+				t, smallWall = atMost(linearMax), atMost(float64(linearSmallWall.Milliseconds()))
 			}
+			cpuSmall, cpuLarge := runs[0].cpu()/time.Duration(small), runs[1].cpu()/time.Duration(large)
+			r.addMillis(fmt.Sprintf("CPU per job of %d jobs", small), cpuSmall, nil)
+			r.addMillis(fmt.Sprintf("CPU per job of %d jobs", large), cpuLarge, nil)
+			r.add("CPU per job, large / small", float64(cpuLarge)/float64(cpuSmall), "x", t)
+			r.addMillis(fmt.Sprintf("wall of %d jobs", small), walls[0], smallWall)
+			r.addMillis(fmt.Sprintf("wall of %d jobs", large), walls[1], nil)
 			ratio := float64(walls[1]) / (float64(walls[0]) * float64(large) / float64(small))
 			r.add("large / (small scaled up)", ratio, "x", t)
 			r.Notes = append(r.Notes, "wall: `gantry run FILE` from exec to exit, each run once, the smaller first; "+

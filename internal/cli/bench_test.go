@@ -99,7 +99,7 @@ func testBench(t *testing.T, store string, scenarios []string) {
 		"dag-independent":       {"wall median", "one-job pipeline"},
 		"dag-chain":             {"wall median", "one-job pipeline"},
 		"dag-fan":               {"wall median", "one-job pipeline"},
-		"dag-independent-5000":  {"wall of 20 jobs", "wall of 100 jobs", "large / (small scaled up)"},
+		"dag-independent-10000": {"wall of 20 jobs", "wall of 200 jobs", "large / (small scaled up)", "CPU per job, large / small"},
 		"dag-independent-image": {"wall median", "one-job pipeline"},
 		"dag-chain-image":       {"wall median", "one-job pipeline"},
 		"dag-fan-image":         {"wall median", "one-job pipeline"},
