@@ -543,7 +543,11 @@ func (d *decoder) buildJob(s *spec, j *jobSpec, in, padded instance, needNames [
 		job.Concurrency = &Concurrency{Group: d.concurrencyGroup(j.concurrency.group, in, env), CancelInProgress: j.concurrency.cancel}
 	}
 	if j.environment != nil {
+		// Its url may read the job's steps, as its outputs do: it is evaluated when they
+		// are done.
+		scope.steps = stepIDs(j.steps)
 		job.Environment = d.compileEnvironment(j.environment, in, env)
+		scope.steps = nil
 	}
 	if j.artifacts != nil {
 		a := &Artifacts{Name: d.substitute(j.artifacts.name, in, env), ExpireIn: Duration(j.artifacts.expireIn), When: j.artifacts.when}
@@ -622,7 +626,11 @@ func (d *decoder) buildJob(s *spec, j *jobSpec, in, padded instance, needNames [
 	}
 	if j.displayName.node != nil {
 		scope.steps = nil
-		job.DisplayName = strings.TrimSpace(d.substitute(j.displayName, in, env))
+		name, atClaim := d.jobName(j.displayName, in, env)
+		job.DisplayName = name
+		if atClaim {
+			job.NameTemplate, job.DisplayName = name, readableName(name)
+		}
 	}
 	if j.outputs != nil {
 		scope.steps = stepIDs(j.steps)

@@ -686,6 +686,10 @@ func (t *ghaTranslator) job(jf field) *yaml.Node {
 			d.add(ErrInvalid, f.keyNode, f.path, "%s: belongs to a job that calls a reusable workflow (with uses:)", f.key)
 		case "name":
 			if v, ok := d.str(f.val, f.path, "a job name"); ok {
+				if name, atClaim := t.claimName(v, d.resolve(f.val), f.path, j); atClaim {
+					put(j.out, "name", f.keyNode, gStr(name, d.resolve(f.val)))
+					break
+				}
 				if evaluate, ok := t.jobNameEvaluated(v, d.resolve(f.val), f.path); evaluate {
 					// Evaluated for each instance once the matrix is known (nameByExpressions).
 					if ok {
@@ -1029,7 +1033,13 @@ func (t *ghaTranslator) environment(j *ghaJob, f field) {
 	out := gMap(r)
 	d.object(f.val, f.path, "environment", ghaEnvKeys, func(g field) {
 		if v, ok := d.str(g.val, g.path, "a "+g.key); ok {
-			put(out, g.key, g.keyNode, gStr(t.text(v, d.resolve(g.val), g.path, j, nil, ghaPlanTime), d.resolve(g.val)))
+			kind := ghaPlanTime
+			if g.key == "url" {
+				// Evaluated when the job's steps are done, as its outputs are: it may read
+				// them (the GitHub Pages deployment's page_url).
+				kind = ghaOutputValue
+			}
+			put(out, g.key, g.keyNode, gStr(t.text(v, d.resolve(g.val), g.path, j, nil, kind), d.resolve(g.val)))
 		}
 	})
 	put(j.out, "environment", f.keyNode, out)

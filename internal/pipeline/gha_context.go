@@ -268,7 +268,7 @@ func (t *ghaTranslator) refText(r *ghaRef, j *ghaJob, st *ghaStep, kind ghaTextK
 	case "needs":
 		if len(r.path) == 3 && r.path[0] != "*" && r.path[1] == "outputs" {
 			if kind == ghaPlanTime || kind == ghaCacheKey || kind == ghaRunCreation {
-				return "", &ghaExprError{r.at, full + " is known only when the job is claimed; it may stand in a step's run and name, env values and outputs"}
+				return "", &ghaExprError{r.at, full + " is known only when the job is claimed; it may stand in the job's name, a step's run and name, env values, outputs and an environment's url"}
 			}
 			return "${{ " + full + " }}", nil
 		}
@@ -278,7 +278,7 @@ func (t *ghaTranslator) refText(r *ghaRef, j *ghaJob, st *ghaStep, kind ghaTextK
 		}
 		if (len(r.path) == 3 && r.path[1] == "outputs") || (len(r.path) == 2 && (r.path[1] == "outcome" || r.path[1] == "conclusion")) {
 			if kind == ghaPlanTime || kind == ghaCacheKey || kind == ghaRunCreation {
-				return "", &ghaExprError{r.at, full + " is known only when the step runs; it may stand in a later step's run, name and env and in the job's outputs"}
+				return "", &ghaExprError{r.at, full + " is known only when the step runs; it may stand in a later step's run, name and env and in the job's outputs and environment url"}
 			}
 			if len(r.path) == 2 {
 				// GitHub's words for a step's result (failure, not Gantry's failed):

@@ -49,6 +49,11 @@ type Job struct {
 	// Instances whose names come out alike are told apart by their matrix values, so no
 	// two jobs of a plan show the same name.
 	DisplayName string `json:"display_name,omitempty"`
+	// NameTemplate is the job's name: when it reads what its needs left
+	// (${{ needs.JOB.outputs.NAME }}, or a GitHub expression reading needs): known only
+	// when the job is claimed, which evaluates it (ClaimedName). DisplayName shows it as
+	// written until then. "" for every other name.
+	NameTemplate string `json:"name_template,omitempty"`
 	// FailFast cancels the other instances of a matrix job when one of them fails.
 	FailFast bool          `json:"fail_fast,omitempty"`
 	Matrix   []MatrixValue `json:"matrix,omitempty"`
@@ -188,8 +193,14 @@ type Concurrency struct {
 // Environment is a job's deployment target.
 type Environment struct {
 	Name string `json:"name"`
-	// URL is where the deployment can be seen, for people; "" when none was given.
+	// URL is where the deployment can be seen, for people; "" when none was given or
+	// when it is known only when the job ends (URLTemplate).
 	URL string `json:"url,omitempty"`
+	// URLTemplate is a url that reads what the job's steps leave
+	// (${{ steps.ID.outputs.NAME }}, or a GitHub expression kept for the worker): the
+	// worker evaluates it when the job's steps are done, as it does the job's outputs,
+	// and reports the URL with the job's end. "" when the url is known before.
+	URLTemplate string `json:"url_template,omitempty"`
 }
 
 // Artifacts lists the files a job keeps after its steps.

@@ -199,7 +199,7 @@ func (d *decoder) jobRef(t text, offset int, inner string, runValues bool) (stri
 	if m := needsRefPattern.FindStringSubmatch(inner); m != nil {
 		switch {
 		case !runValues || scope == nil:
-			d.addAt(ErrUnknownReference, t, offset, "${{ %s }} is known only when the job starts and may stand only in a step's run and name, in env values and in outputs", inner)
+			d.addAt(ErrUnknownReference, t, offset, "${{ %s }} is known only when the job starts and may stand only in the job's name, a step's run and name, env values, outputs and an environment's url", inner)
 		case !contains(scope.needs, m[1]):
 			msg := fmt.Sprintf("this job does not need %q, so it cannot read its outputs", m[1])
 			if len(scope.needs) > 0 {
@@ -214,7 +214,7 @@ func (d *decoder) jobRef(t text, offset int, inner string, runValues bool) (stri
 	if m := stepsRefPattern.FindStringSubmatch(inner); m != nil {
 		switch {
 		case !runValues || scope == nil || scope.steps == nil:
-			d.addAt(ErrUnknownReference, t, offset, "${{ %s }} may stand only in a step's run, name and env and in the job's outputs", inner)
+			d.addAt(ErrUnknownReference, t, offset, "${{ %s }} may stand only in a step's run, name and env and in the job's outputs and environment url", inner)
 		case !contains(scope.steps, m[1]):
 			msg := fmt.Sprintf("no step before this one has id %q", m[1])
 			if len(scope.steps) > 0 {
@@ -289,9 +289,9 @@ func (j *Job) WithRunValues(in ConditionInput) (*Job, error) {
 		st.With = resolveMap(st.With, resolve)
 		out.Steps[i] = st
 	}
-	if j.Environment != nil && j.Environment.URL != "" {
+	if j.Environment != nil && (j.Environment.URL != "" || j.Environment.URLTemplate != "") {
 		e := *j.Environment
-		e.URL = resolve(e.URL)
+		e.URL, e.URLTemplate = resolve(e.URL), resolve(e.URLTemplate)
 		out.Environment = &e
 	}
 	if j.Concurrency != nil && strings.Contains(j.Concurrency.Group, "${{") {
@@ -338,7 +338,7 @@ func (j *Job) hasRunRefs() bool {
 			return true
 		}
 	}
-	if j.Environment != nil && has(j.Environment.URL) {
+	if j.Environment != nil && (has(j.Environment.URL) || has(j.Environment.URLTemplate)) {
 		return true
 	}
 	if j.Concurrency != nil && strings.Contains(j.Concurrency.Group, "${{") {
@@ -484,8 +484,9 @@ func CheckOutputs(outputs map[string]string) error {
 }
 
 // WithNeeds gives the job with ${{ needs.JOB.outputs.NAME }} put in from outputs (by
-// need name; a name a need did not set is ""), in its env, its steps' run, name and env
-// and its outputs. The job is copied only when it reads any.
+// need name; a name a need did not set is ""), in its env, its steps' run, name and env,
+// its outputs and its environment's url template. The job is copied only when it reads
+// any. (Its name: is ClaimedName's.)
 func (j *Job) WithNeeds(outputs map[string]map[string]string) *Job {
 	if !j.ReadsNeeds {
 		return j
@@ -508,6 +509,11 @@ func (j *Job) WithNeeds(outputs map[string]map[string]string) *Job {
 		st.Env = resolveMap(st.Env, resolve)
 		st.With = resolveMap(st.With, resolve)
 		out.Steps[i] = st
+	}
+	if j.Environment != nil && j.Environment.URLTemplate != "" {
+		e := *j.Environment
+		e.URLTemplate = resolve(e.URLTemplate)
+		out.Environment = &e
 	}
 	return &out
 }
