@@ -150,6 +150,7 @@ const (
 	opPutQuarantineRule
 	opGetQuarantineRule
 	opDeleteQuarantineRule
+	opSetJobName
 	numOps
 )
 
@@ -183,6 +184,7 @@ var opNames = [numOps]string{
 	"AddTestResults", "ListTestResults", "CountTestResults", "TestHistory", "TestEvidence", "FlakyTests", "DeleteTestResultsBefore",
 	"PutQuarantine", "ListQuarantines", "DeleteQuarantine", "AddQuarantine",
 	"PutQuarantineRule", "GetQuarantineRule", "DeleteQuarantineRule",
+	"SetJobName",
 }
 
 // instrumented is a store.Store that times every call of the store it wraps. The
@@ -363,6 +365,13 @@ func (s *instrumented) StartJob(ctx context.Context, l store.LeaseRef) error {
 	t := time.Now()
 	err := s.Store.StartJob(ctx, l)
 	s.done(opStartJob, t, err)
+	return err
+}
+
+func (s *instrumented) SetJobName(ctx context.Context, l store.LeaseRef, name string) error {
+	t := time.Now()
+	err := s.Store.SetJobName(ctx, l, name)
+	s.done(opSetJobName, t, err)
 	return err
 }
 

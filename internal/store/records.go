@@ -483,6 +483,15 @@ type Job struct {
 	QueuedAt   time.Time
 	StartedAt  time.Time
 	FinishedAt time.Time
+	// EvaluatedName is the job's name: as its latest claim evaluated it, for a name that
+	// reads what its needs left (Spec.NameTemplate, SetJobName); "" until then, and for
+	// every other job, whose name is Spec.DisplayName.
+	EvaluatedName string
+	// EnvironmentURL is its environment's url as the end of its latest attempt that
+	// ended the job gave it, for a url that reads what its steps left
+	// (Spec.Environment.URLTemplate); "" until then, and for every other job, whose url
+	// is Spec.Environment.URL.
+	EnvironmentURL string
 }
 
 // Step is the state of one step of a job, for the job's current attempt.

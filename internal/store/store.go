@@ -199,6 +199,11 @@ type Queue interface {
 	Claim(ctx context.Context, p ClaimParams) ([]*Claim, error)
 	// StartJob moves an assigned job to running.
 	StartJob(ctx context.Context, l LeaseRef) error
+	// SetJobName keeps what the job's name: came out as when it was claimed
+	// (Job.EvaluatedName), for a name that reads what its needs left; the lease must be
+	// current. ErrInvalid for a name that is empty, not UTF-8 or longer than
+	// pipeline.MaxJobNameBytes.
+	SetJobName(ctx context.Context, l LeaseRef, name string) error
 	// LeaseAttempt returns the attempt a current lease is for, or ErrLeaseLost: the cheap
 	// check of a worker's write that the store does not otherwise fence (a log batch).
 	LeaseAttempt(ctx context.Context, l LeaseRef) (int, error)
@@ -311,6 +316,10 @@ type CompleteParams struct {
 	// pass, else ErrInvalid). They are kept when the attempt ends the job, replacing an
 	// earlier attempt's; an attempt that will be retried keeps none.
 	Outputs map[string]string
+	// EnvironmentURL, when not nil, is the job's environment url as its steps left it
+	// (Job.EnvironmentURL; pipeline.CheckEnvironmentURL must pass, else ErrInvalid; ""
+	// is none). It is kept as the outputs are; nil leaves what is kept as it is.
+	EnvironmentURL *string
 }
 
 // Maintenance is what the scheduler loops call. Each call is safe to run from several

@@ -186,6 +186,13 @@ func (s *traced) StartJob(ctx context.Context, l store.LeaseRef) error {
 	return err
 }
 
+func (s *traced) SetJobName(ctx context.Context, l store.LeaseRef, name string) error {
+	ctx, span := s.start(ctx, "SetJobName")
+	err := s.Store.SetJobName(ctx, l, name)
+	end(span, err)
+	return err
+}
+
 func (s *traced) LeaseAttempt(ctx context.Context, l store.LeaseRef) (int, error) {
 	ctx, span := s.start(ctx, "LeaseAttempt")
 	n, err := s.Store.LeaseAttempt(ctx, l)

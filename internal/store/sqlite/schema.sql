@@ -69,7 +69,7 @@ CREATE TABLE jobs (
     queued_at         INTEGER NOT NULL DEFAULT 0,
     started_at        INTEGER NOT NULL DEFAULT 0,
     finished_at       INTEGER NOT NULL DEFAULT 0
-, group_cancels INTEGER NOT NULL DEFAULT 0, reason TEXT NOT NULL DEFAULT '', approval_deadline BIGINT NOT NULL DEFAULT 0, change_seq INTEGER NOT NULL DEFAULT 1);
+, group_cancels INTEGER NOT NULL DEFAULT 0, reason TEXT NOT NULL DEFAULT '', approval_deadline BIGINT NOT NULL DEFAULT 0, change_seq INTEGER NOT NULL DEFAULT 1, evaluated_name TEXT NOT NULL DEFAULT '', environment_url TEXT NOT NULL DEFAULT '');
 CREATE INDEX jobs_queue ON jobs (label_set, lane, vtime, queued_at, id) WHERE status = 'queued';
 CREATE INDEX jobs_queue_vtime ON jobs (lane, vtime) WHERE status = 'queued';
 CREATE INDEX jobs_queue_project ON jobs (project_id, lane, vtime) WHERE status = 'queued';
@@ -265,19 +265,6 @@ CREATE TABLE job_outputs (
     outputs TEXT NOT NULL
 );
 CREATE INDEX jobs_run_change ON jobs (run_id, change_seq);
-CREATE TRIGGER jobs_change_seq AFTER UPDATE ON jobs
-WHEN NEW.change_seq IS OLD.change_seq AND (
-    NEW.status IS NOT OLD.status OR NEW.attempt IS NOT OLD.attempt
-    OR NEW.max_attempts IS NOT OLD.max_attempts OR NEW.failure_kind IS NOT OLD.failure_kind
-    OR NEW.exit_code IS NOT OLD.exit_code OR NEW.reason IS NOT OLD.reason
-    OR NEW.lane IS NOT OLD.lane OR NEW.worker_id IS NOT OLD.worker_id
-    OR NEW.queued_at IS NOT OLD.queued_at OR NEW.started_at IS NOT OLD.started_at
-    OR NEW.finished_at IS NOT OLD.finished_at OR NEW.cancel_requested IS NOT OLD.cancel_requested
-    OR NEW.retry_after IS NOT OLD.retry_after)
-BEGIN
-    UPDATE runs SET job_seq = job_seq + 1 WHERE id = NEW.run_id;
-    UPDATE jobs SET change_seq = (SELECT job_seq FROM runs WHERE id = NEW.run_id) WHERE id = NEW.id;
-END;
 CREATE INDEX jobs_by_worker ON jobs (worker_id) WHERE status IN ('assigned', 'running');
 CREATE TABLE blob_owners (
     project_id TEXT NOT NULL REFERENCES projects (id) ON DELETE CASCADE,
@@ -424,6 +411,20 @@ CREATE TABLE test_quarantine_rules (
     updated_by    TEXT NOT NULL DEFAULT '',
     updated_at    BIGINT NOT NULL
 );
+CREATE TRIGGER jobs_change_seq AFTER UPDATE ON jobs
+WHEN NEW.change_seq IS OLD.change_seq AND (
+    NEW.status IS NOT OLD.status OR NEW.attempt IS NOT OLD.attempt
+    OR NEW.max_attempts IS NOT OLD.max_attempts OR NEW.failure_kind IS NOT OLD.failure_kind
+    OR NEW.exit_code IS NOT OLD.exit_code OR NEW.reason IS NOT OLD.reason
+    OR NEW.lane IS NOT OLD.lane OR NEW.worker_id IS NOT OLD.worker_id
+    OR NEW.queued_at IS NOT OLD.queued_at OR NEW.started_at IS NOT OLD.started_at
+    OR NEW.finished_at IS NOT OLD.finished_at OR NEW.cancel_requested IS NOT OLD.cancel_requested
+    OR NEW.retry_after IS NOT OLD.retry_after
+    OR NEW.evaluated_name IS NOT OLD.evaluated_name OR NEW.environment_url IS NOT OLD.environment_url)
+BEGIN
+    UPDATE runs SET job_seq = job_seq + 1 WHERE id = NEW.run_id;
+    UPDATE jobs SET change_seq = (SELECT job_seq FROM runs WHERE id = NEW.run_id) WHERE id = NEW.id;
+END;
 INSERT INTO schema_migrations (version, name, applied_at) VALUES (1, '0001_init.sql', 0);
 INSERT INTO schema_migrations (version, name, applied_at) VALUES (2, '0002_tokens.sql', 0);
 INSERT INTO schema_migrations (version, name, applied_at) VALUES (3, '0003_group_cancels.sql', 0);
@@ -462,3 +463,4 @@ INSERT INTO schema_migrations (version, name, applied_at) VALUES (37, '0037_run_
 INSERT INTO schema_migrations (version, name, applied_at) VALUES (38, '0038_test_results.sql', 0);
 INSERT INTO schema_migrations (version, name, applied_at) VALUES (39, '0039_test_quarantine.sql', 0);
 INSERT INTO schema_migrations (version, name, applied_at) VALUES (40, '0040_test_quarantine_rules.sql', 0);
+INSERT INTO schema_migrations (version, name, applied_at) VALUES (41, '0041_job_evaluated_values.sql', 0);

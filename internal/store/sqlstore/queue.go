@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gantry-ci/gantry/internal/pipeline"
 	"github.com/gantry-ci/gantry/internal/store"
@@ -634,6 +635,24 @@ func (e *Engine) StartJob(ctx context.Context, l store.LeaseRef) error {
 	})
 }
 
+// SetJobName implements store.Queue.
+func (e *Engine) SetJobName(ctx context.Context, l store.LeaseRef, name string) error {
+	if name == "" || len(name) > pipeline.MaxJobNameBytes || !utf8.ValidString(name) {
+		return fmt.Errorf("set name of job %s: a name of 1 to %d bytes of UTF-8: %w", l.JobID, pipeline.MaxJobNameBytes, store.ErrInvalid)
+	}
+	return e.write(ctx, func(t *tx) error {
+		res, err := t.exec(`UPDATE jobs SET evaluated_name = ?
+			WHERE id = ? AND lease_token = ? AND lease_token <> '' AND status IN ('assigned', 'running')`, name, l.JobID, l.Token)
+		if err != nil {
+			return fmt.Errorf("set name of job %s: %w", l.JobID, err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return t.leaseError(l.JobID)
+		}
+		return nil
+	})
+}
+
 // Heartbeat implements store.Queue.
 func (e *Engine) Heartbeat(ctx context.Context, p store.HeartbeatParams) (store.HeartbeatResult, error) {
 	if p.TTL <= 0 {
@@ -810,6 +829,11 @@ func (e *Engine) CompleteJob(ctx context.Context, p store.CompleteParams) (*stor
 	if err := pipeline.CheckOutputs(p.Outputs); err != nil {
 		return nil, fmt.Errorf("complete job %s: %w: %w", p.JobID, err, store.ErrInvalid)
 	}
+	if p.EnvironmentURL != nil {
+		if err := pipeline.CheckEnvironmentURL(*p.EnvironmentURL); err != nil {
+			return nil, fmt.Errorf("complete job %s: %w: %w", p.JobID, err, store.ErrInvalid)
+		}
+	}
 	var exit any
 	if p.ExitCode != nil {
 		exit = *p.ExitCode
@@ -855,6 +879,11 @@ func (e *Engine) CompleteJob(ctx context.Context, p store.CompleteParams) (*stor
 		if err := t.setOutputs(p.JobID, j.attempt, p.Outputs); err != nil {
 			return err
 		}
+		if p.EnvironmentURL != nil {
+			if err := t.setEnvironmentURL(p.JobID, *p.EnvironmentURL); err != nil {
+				return err
+			}
+		}
 		job, err = t.end(j, p.Status, p.FailureKind, exit, now)
 		return err
 	})
@@ -885,6 +914,12 @@ func (t *tx) succeed(p store.CompleteParams, exit any, now time.Time) (*store.Jo
 	}
 	if err := t.setOutputs(p.JobID, job.Attempt, p.Outputs); err != nil {
 		return nil, err
+	}
+	if p.EnvironmentURL != nil {
+		if err := t.setEnvironmentURL(p.JobID, *p.EnvironmentURL); err != nil {
+			return nil, err
+		}
+		job.EnvironmentURL = *p.EnvironmentURL
 	}
 	// The job was leased (the statement says so), which is what quotaFreed asks.
 	t.quotaFreed(&jobState{status: store.JobRunning, projectID: job.ProjectID})
@@ -985,6 +1020,14 @@ func (e *Engine) ReleaseClaims(ctx context.Context, leases []store.LeaseRef) (in
 		return 0, fmt.Errorf("release %d claims: %w", len(leases), err)
 	}
 	return released, nil
+}
+
+// setEnvironmentURL keeps the url a job's end gave its environment.
+func (t *tx) setEnvironmentURL(id uuid.UUID, url string) error {
+	if _, err := t.exec(`UPDATE jobs SET environment_url = ? WHERE id = ?`, url, id); err != nil {
+		return fmt.Errorf("keep the environment url of job %s: %w", id, err)
+	}
+	return nil
 }
 
 // setOutputs keeps a job's outputs, replacing an earlier attempt's; none removes them.

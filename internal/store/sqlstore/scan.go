@@ -49,7 +49,7 @@ func splitLabels(key string) []string {
 const jobCols = `id, run_id, project_id, key, name, status, lane, label_set, milli_cpu, memory,
 	attempt, max_attempts, redeliveries, retry_after, lease_token, worker_id, lease_expires_at,
 	deadline, concurrency_group, exit_code, failure_kind, cancel_requested, created_at,
-	queued_at, started_at, finished_at, reason`
+	queued_at, started_at, finished_at, reason, evaluated_name, environment_url`
 
 // jobWithSpec selects a job row and its spec; scanJob reads it.
 const jobWithSpec = `SELECT ` + jobCols + `, s.spec FROM jobs JOIN job_specs s ON s.job_id = jobs.id `
@@ -78,7 +78,7 @@ func scanJobRow(s scanner, spec *string) (*store.Job, error) {
 	dest := []any{&j.ID, &j.RunID, &j.ProjectID, &j.Key, &j.Name, &status, &lane, &labels, &j.MilliCPU, &j.Memory,
 		&j.Attempt, &j.MaxAttempts, &j.Redeliveries, &retryAfter, &j.LeaseToken, &j.WorkerID, &leaseExp,
 		&deadline, &j.ConcurrencyGroup, &exit, &kind, &j.CancelRequested, &created,
-		&queued, &st, &fin, &j.Reason}
+		&queued, &st, &fin, &j.Reason, &j.EvaluatedName, &j.EnvironmentURL}
 	if spec != nil {
 		dest = append(dest, spec)
 	}

@@ -101,6 +101,7 @@ var groups = []struct {
 	{"Caches", cacheTests},
 	{"Quotas", quotaTests},
 	{"Outputs", outputTests},
+	{"EvaluatedValues", evaluatedTests},
 	{"ComputedMatrix", matrixTests},
 	{"Members", memberTests},
 	{"Annotations", annotationTests},
