@@ -700,7 +700,7 @@ func (a *Agent) runJob(parent context.Context, j claimedJob, later func(func()))
 		status, kind string
 		exit         *int
 		caches       []*jobCache
-		outputs      map[string]string
+		ended        stepsEnd
 		// failedSteps counts the steps that failed, continue_on_error's too: a job
 		// whose only failures are quarantined tests must have failed in one step.
 		failedSteps int
@@ -730,7 +730,7 @@ func (a *Agent) runJob(parent context.Context, j claimedJob, later func(func()))
 					}}
 			}
 		}
-		status, kind, exit, outputs = a.runSteps(ctx, log, jl.rec, j, ws, caches, lease, func(step int, body map[string]any) {
+		status, kind, exit, ended = a.runSteps(ctx, log, jl.rec, j, ws, caches, lease, func(step int, body map[string]any) {
 			if body["status"] == "failed" {
 				failedSteps++
 			}
@@ -814,8 +814,11 @@ func (a *Agent) runJob(parent context.Context, j claimedJob, later func(func()))
 	if len(carried) > 0 {
 		body["steps"] = carried
 	}
-	if len(outputs) > 0 && status != "cancelled" {
-		body["outputs"] = outputs
+	if len(ended.outputs) > 0 && status != "cancelled" {
+		body["outputs"] = ended.outputs
+	}
+	if ended.environmentURL != nil && status != "cancelled" {
+		body["environment_url"] = *ended.environmentURL
 	}
 	if kind != "" {
 		body["failure_kind"] = kind
@@ -880,8 +883,8 @@ func (a *Agent) retrying(ctx context.Context, call func(context.Context) error) 
 }
 
 // runSteps runs the steps in order and returns the job's status, failure kind, the
-// exit code of the step that decided it, and the job's outputs. lease is the job's
-// fence, whose deadlines a session that fences itself is told.
+// exit code of the step that decided it, and the job's outputs and environment url.
+// lease is the job's fence, whose deadlines a session that fences itself is told.
 //
 // A step without an if: runs only while every step before it succeeded; one with an
 // if: runs when it holds (always() and failure() run after a failure). A cancel or the
@@ -892,19 +895,19 @@ func (a *Agent) retrying(ctx context.Context, call func(context.Context) error) 
 //
 // The step files are removed by what is given to later, after the job is reported.
 func (a *Agent) runSteps(ctx context.Context, log *slog.Logger, rec *logs.Recorder, j claimedJob, ws string, caches []*jobCache,
-	lease *fence, report func(step int, body map[string]any), summary func(part, step int, markdown string), later func(func())) (string, string, *int, map[string]string) {
+	lease *fence, report func(step int, body map[string]any), summary func(part, step int, markdown string), later func(func())) (string, string, *int, stepsEnd) {
 	spec := j.Spec
 	once := map[int]bool{}
 	for _, i := range j.OnceDone {
 		once[i] = true
 	}
 	grace := duration(j.Lease.CancelGrace, 10*time.Second)
-	skipAll := func(msg string) (string, string, *int, map[string]string) {
+	skipAll := func(msg string) (string, string, *int, stepsEnd) {
 		rec.System(msg)
 		for _, st := range spec.Steps {
 			report(st.Index, map[string]any{"status": "skipped"})
 		}
-		return "failed", "failure", nil, nil
+		return "failed", "failure", nil, stepsEnd{}
 	}
 	run, host, stepWS := a.cfg.Executor.Run, true, ws
 	// collector is the session of an environment whose workspace is a copy of ws, to be
@@ -936,8 +939,8 @@ func (a *Agent) runSteps(ctx context.Context, log *slog.Logger, rec *logs.Record
 		sess, end, err := a.beginContainer(ctx, log, rec, job)
 		if err != nil {
 			log.Error("start the job's container", "image", job.Image, "err", err)
-			status, _, code, outputs := skipAll("the job's container could not start: " + err.Error())
-			return status, beginFailureKind(err), code, outputs
+			status, _, code, end := skipAll("the job's container could not start: " + err.Error())
+			return status, beginFailureKind(err), code, end
 		}
 		defer end()
 		if f, ok := sess.(executor.Fenced); ok {
@@ -1106,12 +1109,12 @@ func (a *Agent) runSteps(ctx context.Context, log *slog.Logger, rec *logs.Record
 			// The job's timeout stopped the step: the step failed for it too.
 			report(st.Index, map[string]any{"status": "failed", "exit_code": code, "failure_kind": "timeout"})
 			endStepSpan(span, "failed", &code)
-			return "failed", "timeout", &code, nil
+			return "failed", "timeout", &code, stepsEnd{}
 		case res.Cancelled:
 			rec.System(fmt.Sprintf("step %s: cancelled", st.Name))
 			report(st.Index, map[string]any{"status": "cancelled", "exit_code": code})
 			endStepSpan(span, "cancelled", &code)
-			return "cancelled", "", &code, nil
+			return "cancelled", "", &code, stepsEnd{}
 		case res.TimedOut:
 			report(st.Index, map[string]any{"status": "failed", "exit_code": code, "failure_kind": "timeout"})
 			endStepSpan(span, "failed", &code)
@@ -1142,7 +1145,7 @@ func (a *Agent) runSteps(ctx context.Context, log *slog.Logger, rec *logs.Record
 		fail("failure", nil)
 	}
 	if ctx.Err() != nil && status == "success" {
-		return "cancelled", "", nil, nil
+		return "cancelled", "", nil, stepsEnd{}
 	}
 	if collector != nil && ctx.Err() == nil && (spec.Artifacts != nil || len(spec.Caches) > 0) {
 		if err := collector.Collect(ctx); err != nil {
@@ -1169,7 +1172,7 @@ func (a *Agent) runSteps(ctx context.Context, log *slog.Logger, rec *logs.Record
 		fail("failure", nil)
 		outputs = nil
 	}
-	return status, kind, exit, outputs
+	return status, kind, exit, stepsEnd{outputs: outputs, environmentURL: a.environmentURL(rec, j, ws, stepWS, files, in.Steps, jobStatus)}
 }
 
 // stepShouldRun decides whether a step runs, and when not says why.

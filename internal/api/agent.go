@@ -484,10 +484,10 @@ func jobTrigger(tr store.Trigger, spec *pipeline.Job) store.Trigger {
 }
 
 // deliverNeeds puts what a claimed job's needs left into its spec and answer, for a
-// job that reads it. When it cannot be read the worker fails the job before its first
-// step, saying so.
+// job that reads it, and evaluates its name: when that reads them. When they cannot be
+// read the worker fails the job before its first step, saying so.
 func (s *Server) deliverNeeds(r *http.Request, c *store.Claim, out *claimedJSON) {
-	if c.Job.Spec == nil || !c.Job.Spec.ReadsNeeds {
+	if c.Job.Spec == nil || (!c.Job.Spec.ReadsNeeds && c.Job.Spec.NameTemplate == "") {
 		return
 	}
 	needs, err := s.store.NeedsOf(r.Context(), c.Job.ID)
@@ -496,13 +496,35 @@ func (s *Server) deliverNeeds(r *http.Request, c *store.Claim, out *claimedJSON)
 		out.SecretsError = "the coordinator could not read the outputs of the jobs this one needs; retry the job"
 		return
 	}
+	results := make(map[string]string, len(needs))
 	outputs := make(map[string]map[string]string, len(needs))
 	out.Needs = make(map[string]needJSON, len(needs))
 	for name, n := range needs {
-		outputs[name] = n.Outputs
+		results[name], outputs[name] = n.Result, n.Outputs
 		out.Needs[name] = needJSON{Result: n.Result, Outputs: n.Outputs}
 	}
 	out.Spec = c.Job.Spec.WithNeeds(outputs)
+	s.nameClaimed(r, c, out, results, outputs)
+}
+
+// nameClaimed evaluates the name: of a claimed job that reads what its needs left, as
+// GitHub does when the job starts, and keeps it, so that the run shows it from now on.
+// A name that cannot be evaluated fails the job before its first step, as on GitHub; one
+// that cannot be kept leaves the name shown as written.
+func (s *Server) nameClaimed(r *http.Request, c *store.Claim, out *claimedJSON, results map[string]string, outputs map[string]map[string]string) {
+	name, err := c.Job.Spec.ClaimedName(results, outputs)
+	if err != nil {
+		out.SecretsError = "the job's name: could not be evaluated: " + err.Error()
+		return
+	}
+	if name == "" {
+		return
+	}
+	if err := s.store.SetJobName(r.Context(), store.LeaseRef{JobID: c.Job.ID, Token: c.Lease.Token}, name); err != nil {
+		s.log.WarnContext(r.Context(), "keep a claimed job's name; it stays shown as written", "job", c.Job.ID, "err", err)
+		return
+	}
+	c.Job.EvaluatedName = name
 }
 
 type tokenRequest struct {
@@ -620,6 +642,10 @@ type completeRequest struct {
 	Steps []completeStep `json:"steps"`
 	// Outputs are what the job leaves the jobs that need it (pipeline.CheckOutputs).
 	Outputs map[string]string `json:"outputs"`
+	// EnvironmentURL is the job's environment url as its steps left it, for a url that
+	// reads them (pipeline.Environment.URLTemplate; pipeline.CheckEnvironmentURL); absent
+	// for any other job.
+	EnvironmentURL *string `json:"environment_url"`
 	// Claim, when set, is a claim the worker makes with the slot the job frees (feature
 	// complete.claim): once the job is complete the request goes on as the claim would,
 	// and the answer is two lines, the completion's and the claim's.
@@ -661,6 +687,12 @@ func (s *Server) completeJob(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, codeBadRequest, "outputs: "+err.Error(), nil)
 		return
 	}
+	if req.EnvironmentURL != nil {
+		if err := pipeline.CheckEnvironmentURL(*req.EnvironmentURL); err != nil {
+			writeError(w, http.StatusBadRequest, codeBadRequest, "environment_url: "+err.Error(), nil)
+			return
+		}
+	}
 	// A claim carried by the completion is checked before anything changes: a bad one
 	// refuses the whole request.
 	var (
@@ -680,7 +712,8 @@ func (s *Server) completeJob(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	job, err := s.store.CompleteJob(r.Context(), store.CompleteParams{LeaseRef: ref, Status: store.JobStatus(req.Status),
-		FailureKind: store.FailureKind(req.FailureKind), ExitCode: req.ExitCode, Steps: steps, Outputs: req.Outputs})
+		FailureKind: store.FailureKind(req.FailureKind), ExitCode: req.ExitCode, Steps: steps, Outputs: req.Outputs,
+		EnvironmentURL: req.EnvironmentURL})
 	if err != nil {
 		s.agentError(w, r, "complete job", err)
 		return

@@ -532,7 +532,10 @@ func (s *Server) deliverSecrets(r *http.Request, c *store.Claim, out *claimedJSO
 		js = jobSecrets{failure: "the coordinator could not read this job's secrets; retry the job"}
 	}
 	s.addRepoCredentials(ctx, c, &js, out)
-	out.SecretsError = js.failure
+	if js.failure != "" {
+		// After deliverNeeds, whose reason to fail the job stands too.
+		out.SecretsError = js.failure
+	}
 	out.Notices = append(out.Notices, js.notices...)
 	if len(js.values) > 0 {
 		out.Secrets = js.values

@@ -1,9 +1,9 @@
 package api
 
 import (
+	"cmp"
 	"time"
 
-	"github.com/gantry-ci/gantry/internal/pipeline"
 	"github.com/gantry-ci/gantry/internal/store"
 )
 
@@ -92,8 +92,9 @@ type jobJSON struct {
 	ID   string `json:"id"`
 	Name string `json:"name"`
 	Key  string `json:"key"`
-	// DisplayName is the job's name: template with its matrix values; absent when the
-	// definition gives none.
+	// DisplayName is the job's name: template with its matrix values, and, for a name
+	// that reads what the job's needs left, as written until the job is claimed and as
+	// evaluated then; absent when the definition gives none.
 	DisplayName string       `json:"display_name,omitempty"`
 	Status      string       `json:"status"`
 	Attempt     int          `json:"attempt"`
@@ -108,8 +109,9 @@ type jobJSON struct {
 	FinishedAt  string       `json:"finished_at,omitempty"`
 	Matrix      []matrixJSON `json:"matrix,omitempty"`
 	Needs       []string     `json:"needs,omitempty"`
-	// Environment is where the job deploys; absent when it names none.
-	Environment *pipeline.Environment `json:"environment,omitempty"`
+	// Environment is where the job deploys; absent when it names none. A url that reads
+	// what the job's steps left is shown once the job ended.
+	Environment *environmentRefJSON `json:"environment,omitempty"`
 	// Waiting says why a job no worker holds has not started; absent otherwise.
 	Waiting *waitingJSON `json:"waiting,omitempty"`
 }
@@ -136,10 +138,19 @@ func newJobJSON(j *store.Job) jobJSON {
 			out.Matrix = append(out.Matrix, matrixJSON{Name: m.Name, Value: m.Value})
 		}
 		out.Needs = j.Spec.Needs
-		out.Environment = j.Spec.Environment
-		out.DisplayName = j.Spec.DisplayName
+		if e := j.Spec.Environment; e != nil {
+			out.Environment = &environmentRefJSON{Name: e.Name, URL: cmp.Or(j.EnvironmentURL, e.URL)}
+		}
+		out.DisplayName = cmp.Or(j.EvaluatedName, j.Spec.DisplayName)
 	}
 	return out
+}
+
+// environmentRefJSON is the environment a job deploys to.
+type environmentRefJSON struct {
+	Name string `json:"name"`
+	// URL is where the deployment can be seen; absent when none is known (yet).
+	URL string `json:"url,omitempty"`
 }
 
 // jobDetailJSON is a job on its own: the run's view of it plus its run and steps.
