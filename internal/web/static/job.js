@@ -22,12 +22,19 @@ export async function jobPage(main, [id], ctx) {
   main.append(crumbs, h1);
   const jobPath = "/api/v1/jobs/" + encodeURIComponent(id);
   let job = await api(jobPath, { signal: ctx.signal });
-  // A job's name: template, when the definition gives one, else its key.
-  const name = job.display_name || job.key;
-  ctx.title(name);
-  fill(crumbs, h("a", { href: "/" }, "Runs"), " / ",
-    h("a", { href: "/runs/" + job.run_id }, job.run_number ? `${job.project} #${job.run_number}` : "run " + shortID(job.run_id)), " / ", name);
-  fill(h1, name);
+  // A job's name: template, when the definition gives one, else its key. A name that
+  // reads what the job's needs left changes when the job is claimed.
+  let shownName = "";
+  function showName(j) {
+    const name = j.display_name || j.key;
+    if (name === shownName) return;
+    shownName = name;
+    ctx.title(name);
+    fill(crumbs, h("a", { href: "/" }, "Runs"), " / ",
+      h("a", { href: "/runs/" + j.run_id }, j.run_number ? `${j.project} #${j.run_number}` : "run " + shortID(j.run_id)), " / ", name);
+    fill(h1, name);
+  }
+  showName(job);
 
   const badge = h("span", { role: "status", "aria-label": "Job status", id: "job-status" });
   const meta = h("dl", { class: "meta" });
@@ -140,6 +147,7 @@ export async function jobPage(main, [id], ctx) {
     const before = job;
     job = j;
     if (before.status !== j.status) announce("Job " + j.status);
+    showName(j);
     fill(badge, statusBadge(j.status));
     fill(meta, 
       // A retry from the user goes past max_attempts, which bounds automatic retries.
@@ -154,7 +162,10 @@ export async function jobPage(main, [id], ctx) {
       j.started_at ? item("Started", when(j.started_at)) : null,
       item("Duration", liveDuration(j.started_at, j.finished_at)),
       j.needs ? item("Needs", j.needs.join(", ")) : null,
-      j.environment ? item("Environment", h("span", { id: "job-environment" }, j.environment.name)) : null,
+      // The url, when the environment has one: a url that reads what the steps left is
+      // known once the job ended.
+      j.environment ? item("Environment", h("span", { id: "job-environment" }, j.environment.name,
+        j.environment.url ? [" (", h("a", { href: j.environment.url, rel: "noopener", id: "job-environment-url" }, j.environment.url), ")"] : null)) : null,
       testsItem);
     renderApproval(j);
     cancelBtn.disabled = TERMINAL.has(j.status);
