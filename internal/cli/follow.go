@@ -237,9 +237,9 @@ func followRunWith(ctx context.Context, c *apiClient, id string, out io.Writer, 
 	defer poll.Stop()
 	for {
 		caughtUp := true
-		if len(states) < len(run.Jobs) {
-			f.add(run.Jobs) // a computed matrix's instances, or the first read
-		}
+		// The first read, a computed matrix's instances, and a job whose name: reads its
+		// needs, evaluated when it is claimed.
+		f.add(run.Jobs)
 		for len(states) < len(run.Jobs) {
 			states = append(states, jobState{next: 1})
 		}
@@ -365,7 +365,8 @@ func newRunPrinter(out io.Writer, tty bool, jobs []jobView) *runPrinter {
 }
 
 // add gives the jobs a prefix, those that have none and those whose title changed (a
-// placeholder that became the first instance of its matrix), as wide as the first jobs'.
+// placeholder that became the first instance of its matrix, a name: evaluated when its
+// job was claimed), as wide as the first jobs'.
 func (p *runPrinter) add(jobs []jobView) {
 	if p.titles == nil {
 		p.titles = make(map[string]string, len(jobs))
