@@ -53,7 +53,9 @@ func (a *Agent) reuses() bool {
 // they are as they were made, empty, and the worker reuses them and has room for them;
 // otherwise it removes them.
 func (a *Agent) releaseDirs(files *stepFiles) error {
-	if a.reuses() && files.dir != "" && files.runner != "" && pristineFiles(files.dir) && pristineRunner(files.runner) {
+	if a.reuses() && files.dir != "" && files.runner != "" && pristineFiles(files.dir) && pristineRunner(files.runner) &&
+		// The last job's event goes; pristineRunner saw a file, not a link to follow.
+		os.Truncate(filepath.Join(files.runner, "event.json"), 0) == nil {
 		a.mu.Lock()
 		keep := len(a.spares) < a.cfg.MaxJobs
 		if keep {
@@ -111,7 +113,7 @@ func pristineFiles(dir string) bool {
 }
 
 // pristineRunner says whether dir holds the event file and an empty RUNNER_TEMP alone,
-// as makeRunnerDir makes them; the next job writes its own event file over this one.
+// as makeRunnerDir makes them; the event is emptied, and the next job writes its own.
 func pristineRunner(dir string) bool {
 	if !hasMode(dir, fs.ModeDir|0o755) {
 		return false

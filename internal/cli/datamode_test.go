@@ -14,7 +14,10 @@ import (
 // TestUpDataModes: everything gantry up keeps in its data directory — the database and
 // its -wal and -shm files, logs, artifact blobs, the URL-signing key, the lock and the
 // workers' work directory — is its owner's only (directories 0700, files 0600), whatever
-// the umask. Not parallel: the umask belongs to the whole process.
+// the umask. The one exception is a finished job's step-file and runner directories that
+// a worker keeps for its next job (agent's jobdirs.go): made for the steps to write, they
+// hold nothing but empty files, inside the owner's work directory, and are gone once up
+// has stopped. Not parallel: the umask belongs to the whole process.
 func TestUpDataModes(t *testing.T) {
 	old := syscall.Umask(0)
 	t.Cleanup(func() { syscall.Umask(old) })
@@ -35,7 +38,7 @@ func TestUpDataModes(t *testing.T) {
 			t.Fatal(err)
 		}
 		left := slices.ContainsFunc(entries, func(e fs.DirEntry) bool {
-			return strings.HasPrefix(e.Name(), "gantry-job-") || strings.HasPrefix(e.Name(), "gantry-files-")
+			return strings.HasPrefix(e.Name(), "gantry-job-")
 		})
 		if !left {
 			break
@@ -45,7 +48,7 @@ func TestUpDataModes(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	check := func(when string) map[string]bool {
+	check := func(when string, stopped bool) map[string]bool {
 		t.Helper()
 		seen := map[string]bool{}
 		err := filepath.WalkDir(data, func(p string, d fs.DirEntry, err error) error {
@@ -58,6 +61,15 @@ func TestUpDataModes(t *testing.T) {
 			}
 			rel, _ := filepath.Rel(data, p)
 			seen[rel] = true
+			if spare := strings.HasPrefix(rel, "work/gantry-files-") || strings.HasPrefix(rel, "work/gantry-runner-"); spare {
+				switch {
+				case stopped:
+					t.Errorf("%s: %s left after up stopped", when, rel)
+				case !d.IsDir() && fi.Size() != 0:
+					t.Errorf("%s: %s kept for the next job holds %d bytes", when, rel, fi.Size())
+				}
+				return nil
+			}
 			want := fs.FileMode(0o600)
 			if d.IsDir() {
 				want = 0o700
@@ -72,7 +84,7 @@ func TestUpDataModes(t *testing.T) {
 		}
 		return seen
 	}
-	seen := check("while up")
+	seen := check("while up", false)
 	for _, p := range []string{".", "gantry.db", "gantry.db-wal", "gantry.db-shm", "gantry.lock", "logs", "blobs", "blobs/signing.key", "work"} {
 		if !seen[p] {
 			t.Errorf("no %s in the data directory", p)
@@ -93,5 +105,5 @@ func TestUpDataModes(t *testing.T) {
 	if code := stop(); code != exitOK {
 		t.Fatalf("up exited %d", code)
 	}
-	check("after up stopped")
+	check("after up stopped", true)
 }
