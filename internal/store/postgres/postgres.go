@@ -51,6 +51,7 @@ var dialect = sqlstore.Dialect{
 	NumberedParams: true,
 	SkipLocked:     " FOR UPDATE SKIP LOCKED",
 	ForUpdate:      " FOR UPDATE",
+	ForNoKeyUpdate: " FOR NO KEY UPDATE",
 	Retryable:      retryable,
 	Full:           full,
 	BeforeCommit: func(ctx context.Context, tx *sql.Tx, s sqlstore.Signals) error {

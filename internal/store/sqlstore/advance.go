@@ -383,7 +383,7 @@ func (t *tx) countEnded(runIDs []uuid.UUID, finished, failed, cancelled int, now
 			ELSE 'success' END,
 		finished_at = CASE WHEN jobs_finished + ? < jobs_total THEN finished_at ELSE ? END,
 		jobs_finished = jobs_finished + ?, jobs_failed = jobs_failed + ?, jobs_cancelled = jobs_cancelled + ?
-		WHERE id IN (`+inList(len(ids))+`) RETURNING id, notify, jobs_finished, jobs_total`, args...)
+		WHERE id IN (`+t.e.runsInOrder(len(ids), "")+`) RETURNING id, notify, jobs_finished, jobs_total`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("count ended jobs of %d runs: %w", len(runIDs), err)
 	}

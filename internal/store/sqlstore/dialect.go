@@ -17,6 +17,11 @@ type Dialect struct {
 	SkipLocked string
 	// ForUpdate is appended to a SELECT of a row the transaction is about to change.
 	ForUpdate string
+	// ForNoKeyUpdate is appended to a SELECT that locks rows ahead of an UPDATE that
+	// changes none of their keys, taking the lock that UPDATE takes and no stronger
+	// (PostgreSQL's FOR NO KEY UPDATE; "" where one writer serialises all). ForUpdate
+	// there would also block the foreign key checks of rows that reference them.
+	ForNoKeyUpdate string
 	// Retryable reports errors after which the whole transaction may be run again
 	// (deadlocks, serialization failures, a busy database).
 	Retryable func(error) bool

@@ -323,6 +323,30 @@ func padded(args []any) []any {
 	return out
 }
 
+// runsInOrder is what an UPDATE of runs puts in "WHERE id IN (...)" for n run ids that
+// also meet cond (SQL on runs' columns, "" for none): the ids, or where writers run at
+// once (ForNoKeyUpdate), a subquery that locks those runs in id order first. The UPDATE
+// alone takes rows in the order its plan meets them, which for a bitmap scan is where
+// they lie on disk: two writers that meet the same runs in different orders, or after
+// runs of lower ids, deadlock.
+//
+// The subquery takes the lock the UPDATE would take (it changes no key of runs), not
+// FOR UPDATE: FOR UPDATE also conflicts with the FOR KEY SHARE lock that the foreign key
+// check of jobs.run_id takes on the run, which PostgreSQL runs when a transaction updates
+// a job row it has already written (a dependent's needs_left, then its status). Two
+// completion batches that had each done so for the same run then waited for each other
+// on the run's row: a deadlock every deadlock_timeout, writers stalled, heartbeats late
+// and live workers' leases reaped (59409f6, taken back in 568ff27).
+func (e *Engine) runsInOrder(n int, cond string) string {
+	if e.d.ForNoKeyUpdate == "" {
+		return inList(n)
+	}
+	if cond != "" {
+		cond = " AND " + cond
+	}
+	return `SELECT id FROM runs WHERE id IN (` + inList(n) + `)` + cond + ` ORDER BY id` + e.d.ForNoKeyUpdate
+}
+
 // inList returns "?, ?, ?" for n placeholders.
 func inList(n int) string {
 	if n <= 0 {

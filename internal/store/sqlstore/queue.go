@@ -362,8 +362,8 @@ func (t *tx) claimFor(g *claimGroup) error {
 	}
 	nowUS := us(now)
 	runArgs = padded(runArgs)
-	runRows, err := t.query(`UPDATE runs SET status = 'running', started_at = ? WHERE id IN (`+inList(len(runArgs))+`) AND status = 'pending'
-		RETURNING id, notify`, append([]any{nowUS}, runArgs...)...)
+	runRows, err := t.query(`UPDATE runs SET status = 'running', started_at = ? WHERE id IN (`+e.runsInOrder(len(runArgs), "status = 'pending'")+`)
+		AND status = 'pending' RETURNING id, notify`, append([]any{nowUS}, runArgs...)...)
 	if err != nil {
 		return fmt.Errorf("start runs: %w", err)
 	}
