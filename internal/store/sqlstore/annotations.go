@@ -45,7 +45,7 @@ func (e *Engine) AddAnnotations(ctx context.Context, p store.AddAnnotationsParam
 		// The job's row is locked so that concurrent adds (a batch re-sent to another
 		// replica) count each other's rows: the bounds hold exactly.
 		var runID uuid.UUID
-		err := t.row(`SELECT run_id FROM jobs WHERE id = ?`+e.d.ForUpdate, p.JobID).Scan(&runID)
+		err := t.row(`SELECT run_id FROM jobs WHERE id = ?`+e.d.ForNoKeyUpdate, p.JobID).Scan(&runID)
 		if isNoRows(err) {
 			return fmt.Errorf("job %s: %w", p.JobID, store.ErrNotFound)
 		}

@@ -136,10 +136,12 @@ func (e *Engine) CancelRequested(ctx context.Context, workerID string) ([]uuid.U
 	return out, rows.Err()
 }
 
-// lockRun reads a run's status for update.
+// lockRun reads a run's status for an update of it, with the lock that update takes
+// (FOR NO KEY UPDATE on PostgreSQL): FOR UPDATE would also wait for, and hold back, every
+// transaction that checks a foreign key to the run (writing one of its jobs).
 func (t *tx) lockRun(id uuid.UUID) (store.RunStatus, error) {
 	var status string
-	err := t.row(`SELECT status FROM runs WHERE id = ?`+t.e.d.ForUpdate, id).Scan(&status)
+	err := t.row(`SELECT status FROM runs WHERE id = ?`+t.e.d.ForNoKeyUpdate, id).Scan(&status)
 	if isNoRows(err) {
 		return "", fmt.Errorf("run %s: %w", id, store.ErrNotFound)
 	}

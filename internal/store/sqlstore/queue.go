@@ -937,9 +937,10 @@ type scanAlso struct {
 
 func (s scanAlso) Scan(dest ...any) error { return s.s.Scan(append(dest, s.also...)...) }
 
-// lockJob reads a job's state for update.
+// lockJob reads a job's state for an update of it, with the lock that update takes, as
+// lockRun does.
 func (t *tx) lockJob(id uuid.UUID) (*jobState, error) {
-	j, err := scanState(t.row(`SELECT `+stateCols+` FROM jobs WHERE id = ?`+t.e.d.ForUpdate, id))
+	j, err := scanState(t.row(`SELECT `+stateCols+` FROM jobs WHERE id = ?`+t.e.d.ForNoKeyUpdate, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("job %s: %w", id, store.ErrNotFound)
 	}

@@ -33,7 +33,7 @@ func (e *Engine) PutSummary(ctx context.Context, p store.PutSummaryParams) error
 			attempt int
 		)
 		err := t.row(`SELECT run_id, attempt FROM jobs WHERE id = ? AND lease_token = ? AND lease_token <> ''
-			AND status IN ('assigned', 'running')`+e.d.ForUpdate, p.JobID, p.Token).Scan(&runID, &attempt)
+			AND status IN ('assigned', 'running')`+e.d.ForNoKeyUpdate, p.JobID, p.Token).Scan(&runID, &attempt)
 		if isNoRows(err) {
 			return t.leaseError(p.JobID)
 		}
