@@ -317,9 +317,10 @@ func (r *actionRunner) runStep(ctx context.Context, st pipeline.Step, steps map[
 		ctx, cancel = context.WithTimeoutCause(ctx, time.Duration(st.Timeout), errStepTimeout)
 		defer cancel()
 	}
-	with := make(map[string]string, len(st.With))
-	for k, v := range st.With {
-		with[k] = pipeline.ResolveSteps(pipeline.ExpandSecrets(v, r.j.Secrets), steps)
+	// expandStep has put in what with: reads.
+	with := maps.Clone(st.With)
+	if with == nil {
+		with = map[string]string{}
 	}
 	out := r.invoke(ctx, st, useKey("", st.Index), st.Uses, st.ID, with, base, st.Actions, 0, jobStatus)
 	if errors.Is(context.Cause(ctx), errStepTimeout) {
@@ -908,42 +909,46 @@ func stepsContext(steps map[string]pipeline.StepState) map[string]any {
 	return out
 }
 
-// expandExprs puts in the expressions text keeps for the worker (pipeline.WorkerExpr).
-func expandExprs(s string, ctx *ghaexpr.Context) (string, error) {
-	return pipeline.ExpandWorkerExprs(s, func(expr string) (string, error) {
-		v, err := ghaexpr.EvalString(expr, ctx)
+// runValues are what a step's text reads when it runs (pipeline.RunValues): the steps
+// so far, secrets when given, and the expressions kept for the worker, evaluated in the
+// context ctx makes when one is first needed.
+func runValues(steps map[string]pipeline.StepState, secrets map[string]string, ctx func() *ghaexpr.Context) pipeline.RunValues {
+	var c *ghaexpr.Context
+	return pipeline.RunValues{Steps: steps, Secrets: secrets, Eval: func(expr string) (string, error) {
+		if c == nil {
+			c = ctx()
+		}
+		v, err := ghaexpr.EvalString(expr, c)
 		if err != nil {
 			return "", fmt.Errorf("${{ %s }}: %w", expr, err)
 		}
 		return ghaexpr.ToString(v), nil
-	})
+	}}
 }
 
-// expandStep puts in the expressions a step's run, name and with: keep for the worker,
-// with env as the step has it.
+// expandStep puts in what a step's run, name and with: read when it runs: the steps
+// before it and the expressions kept for the worker, with env as the step has it, and
+// the secrets with: values name. Each text is expanded in one pass, so no value put in
+// is read again (pipeline.RunValues.Expand).
 func (a *Agent) expandStep(j claimedJob, st pipeline.Step, ws, stepWS string, env map[string]string, steps map[string]pipeline.StepState,
 	jobStatus func() string) (pipeline.Step, error) {
-	has := pipeline.HasWorkerExprs(st.Run) || pipeline.HasWorkerExprs(st.Name)
-	for _, v := range st.With {
-		has = has || pipeline.HasWorkerExprs(v)
-	}
-	if !has {
-		return st, nil
-	}
-	ctx := a.exprContext(j, ws, stepWS, env, nil, stepsContext(steps), jobStatus)
+	mkctx := func() *ghaexpr.Context { return a.exprContext(j, ws, stepWS, env, nil, stepsContext(steps), jobStatus) }
+	text := runValues(steps, nil, mkctx)
 	var errs []error
-	expand := func(s string) string {
-		v, err := expandExprs(s, ctx)
+	expand := func(vals pipeline.RunValues, s string) string {
+		v, err := vals.Expand(s)
 		if err != nil {
 			errs = append(errs, err)
 		}
 		return v
 	}
-	st.Run, st.Name = expand(st.Run), expand(st.Name)
+	st.Run, st.Name = expand(text, st.Run), expand(text, st.Name)
 	if len(st.With) > 0 {
+		withVals := text
+		withVals.Secrets = j.Secrets
 		with := make(map[string]string, len(st.With))
 		for k, v := range st.With {
-			with[k] = expand(v)
+			with[k] = expand(withVals, v)
 		}
 		st.With = with
 	}
@@ -1195,21 +1200,27 @@ func writeEventFile(files *stepFiles, b []byte) error {
 	return os.Chmod(tmp, 0o777|os.ModeSticky)
 }
 
-// expandOutputs puts in the expressions the job's outputs keep for the worker.
+// endValues are what the job's outputs and its environment's url read when the job ends
+// (pipeline.RunValues): the steps' values and the expressions kept for the worker.
+func (a *Agent) endValues(j claimedJob, ws, stepWS string, files *stepFiles, steps map[string]pipeline.StepState, jobStatus func() string) pipeline.RunValues {
+	return runValues(steps, nil, func() *ghaexpr.Context {
+		env := map[string]string{}
+		maps.Copy(env, a.githubEnv(j, stepWS, files))
+		maps.Copy(env, j.Spec.Env)
+		return a.exprContext(j, ws, stepWS, env, nil, stepsContext(steps), jobStatus)
+	})
+}
+
+// expandOutputs puts in what the job's declared outputs read (endValues), each in one
+// pass. Outputs a job that declares none passes on as its steps wrote them: text.
 func (a *Agent) expandOutputs(j claimedJob, ws, stepWS string, files *stepFiles, outputs map[string]string, steps map[string]pipeline.StepState, jobStatus func() string) error {
-	var ctx *ghaexpr.Context
+	if j.Spec.Outputs == nil {
+		return nil
+	}
+	vals := a.endValues(j, ws, stepWS, files, steps, jobStatus)
 	var errs []error
 	for k, v := range outputs {
-		if !pipeline.HasWorkerExprs(v) {
-			continue
-		}
-		if ctx == nil {
-			env := map[string]string{}
-			maps.Copy(env, a.githubEnv(j, stepWS, files))
-			maps.Copy(env, j.Spec.Env)
-			ctx = a.exprContext(j, ws, stepWS, env, nil, stepsContext(steps), jobStatus)
-		}
-		out, err := expandExprs(v, ctx)
+		out, err := vals.Expand(v)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("output %s: %w", k, err))
 		}

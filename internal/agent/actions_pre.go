@@ -45,9 +45,10 @@ func (r *actionRunner) preStep(ctx context.Context, st pipeline.Step, env map[st
 		ctx, cancel = context.WithTimeoutCause(ctx, time.Duration(st.Timeout), errStepTimeout)
 		defer cancel()
 	}
-	with := make(map[string]string, len(st.With))
-	for k, v := range st.With {
-		with[k] = pipeline.ResolveSteps(pipeline.ExpandSecrets(v, r.j.Secrets), nil)
+	// expandStep has put in what with: reads.
+	with := maps.Clone(st.With)
+	if with == nil {
+		with = map[string]string{}
 	}
 	c := &preCall{st: st, name: "Pre " + st.Name, jobStatus: jobStatus, fail: fail}
 	r.pre(ctx, c, useKey("", st.Index), st.Uses, st.ID, with, env, st.Actions, 0)

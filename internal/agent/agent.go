@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/gantry-ci/gantry/internal/executor"
+	"github.com/gantry-ci/gantry/internal/ghaexpr"
 	"github.com/gantry-ci/gantry/internal/logs"
 	"github.com/gantry-ci/gantry/internal/metrics"
 	"github.com/gantry-ci/gantry/internal/pipeline"
@@ -1009,7 +1010,6 @@ func (a *Agent) runSteps(ctx context.Context, log *slog.Logger, rec *logs.Record
 		if st.Uses == "" || once[st.Index] || ctx.Err() != nil {
 			continue
 		}
-		st.Name = pipeline.ResolveSteps(st.Name, in.Steps)
 		env, err := a.stepEnvMap(j, st, stepWS, host, files, in.Steps)
 		if err == nil {
 			st, err = a.expandStep(j, st, ws, stepWS, env, in.Steps, jobStatus)
@@ -1043,7 +1043,6 @@ func (a *Agent) runSteps(ctx context.Context, log *slog.Logger, rec *logs.Record
 			record(st, pipeline.ResultSkipped, nil)
 			continue
 		}
-		st.Run, st.Name = pipeline.ResolveSteps(st.Run, in.Steps), pipeline.ResolveSteps(st.Name, in.Steps)
 		env, exprErr := a.stepEnvMap(j, st, stepWS, host, files, in.Steps)
 		st, err = a.expandStep(j, st, ws, stepWS, env, in.Steps, jobStatus)
 		exprErr = errors.Join(exprErr, err)
@@ -1161,7 +1160,7 @@ func (a *Agent) runSteps(ctx context.Context, log *slog.Logger, rec *logs.Record
 	if homeCopier != nil && ctx.Err() == nil {
 		a.copyHomeOut(ctx, log, rec, homeCopier, home, caches, status)
 	}
-	outputs := jobOutputs(spec, in.Steps, written)
+	outputs := jobOutputs(spec, written)
 	if err := a.expandOutputs(j, ws, stepWS, files, outputs, in.Steps, jobStatus); err != nil {
 		rec.System("the job's outputs: " + err.Error())
 		fail("failure", nil)
@@ -1363,17 +1362,27 @@ func (a *Agent) stepEnvMap(j claimedJob, st pipeline.Step, ws string, host bool,
 		}
 	}
 	maps.Copy(vars, a.githubEnv(j, ws, files))
+	// written are the values the pipeline's text gives (the job's and the step's env),
+	// which are expanded; any other value (what a step wrote to $GANTRY_ENV, the run's
+	// env, Gantry's own) is text, never read for references.
+	written := map[string]string{}
 	for k, v := range j.Spec.Env {
-		vars[k] = pipeline.ExpandSecrets(v, j.Secrets)
+		vars[k], written[k] = v, v
 	}
 	if files != nil {
-		maps.Copy(vars, files.addEnv)
+		for k, v := range files.addEnv {
+			vars[k] = v
+			delete(written, k)
+		}
 	}
 	for k, v := range st.Env {
-		vars[k] = pipeline.ResolveSteps(pipeline.ExpandSecrets(v, j.Secrets), steps)
+		vars[k], written[k] = v, v
 	}
 	// The run's env (gantry submit --env) overrides the file's.
-	maps.Copy(vars, j.RunEnv)
+	for k, v := range j.RunEnv {
+		vars[k] = v
+		delete(written, k)
+	}
 	if files != nil {
 		if len(files.addPath) > 0 {
 			// Setting PATH replaces the one the step would have had: in a container,
@@ -1399,15 +1408,23 @@ func (a *Agent) stepEnvMap(j claimedJob, st pipeline.Step, ws string, host bool,
 	vars["GANTRY_WORKSPACE"] = ws
 	vars["GANTRY_IDEMPOTENCY_KEY"] = hex.EncodeToString(key[:16])
 	maps.Copy(vars, triggerEnv(j.Trigger))
-	return vars, a.expandEnv(j, vars, files, steps)
+	for k := range written {
+		if _, ok := vars[k]; !ok || vars[k] != written[k] {
+			// Gantry's own value won.
+			delete(written, k)
+		}
+	}
+	return vars, a.expandEnv(j, vars, written, files, steps)
 }
 
-// expandEnv puts in the expressions env values keep for the worker, each read with the
-// env as it is before them.
-func (a *Agent) expandEnv(j claimedJob, vars map[string]string, files *stepFiles, steps map[string]pipeline.StepState) error {
+// expandEnv puts in what the env values the pipeline's text gives read (written): the
+// job's secrets, the steps so far and the expressions kept for the worker, each value in
+// one pass (pipeline.RunValues.Expand) and its expressions read with the env as it is
+// before them.
+func (a *Agent) expandEnv(j claimedJob, vars, written map[string]string, files *stepFiles, steps map[string]pipeline.StepState) error {
 	var names []string
-	for k, v := range vars {
-		if pipeline.HasWorkerExprs(v) {
+	for k, v := range written {
+		if strings.Contains(v, "${{") {
 			names = append(names, k)
 		}
 	}
@@ -1419,10 +1436,19 @@ func (a *Agent) expandEnv(j claimedJob, vars map[string]string, files *stepFiles
 	if files != nil {
 		ws = files.ws
 	}
-	ctx := a.exprContext(j, ws, stepWS, vars, nil, stepsContext(steps), func() string { return "success" })
+	// What an expression reads of env: the values with secrets and steps put in but no
+	// expression evaluated, as before. A value read there is a value, never text to scan.
+	env := maps.Clone(vars)
+	plain := pipeline.RunValues{Steps: steps, Secrets: j.Secrets}
+	for _, k := range names {
+		env[k], _ = plain.Expand(written[k])
+	}
+	vals := runValues(steps, j.Secrets, func() *ghaexpr.Context {
+		return a.exprContext(j, ws, stepWS, env, nil, stepsContext(steps), func() string { return "success" })
+	})
 	var errs []error
 	for _, k := range names {
-		v, err := expandExprs(vars[k], ctx)
+		v, err := vals.Expand(written[k])
 		if err != nil {
 			errs = append(errs, fmt.Errorf("env %s: %w", k, err))
 		}

@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"maps"
 	"strings"
 
 	"github.com/gantry-ci/gantry/internal/logs"
@@ -19,8 +18,8 @@ type stepsEnd struct {
 
 // environmentURL evaluates the url of the job's environment when it reads what the
 // steps left, as GitHub does when the job ends; nil for any other job. The expressions
-// kept for the worker are evaluated first and the steps' outputs put in after, so that
-// no output is read as an expression. A url that cannot be evaluated, is not an
+// kept for the worker and the steps' outputs are put in in one pass, so that no output
+// is read as an expression. A url that cannot be evaluated, is not an
 // absolute http or https URL or holds a secret is told in the log, and the job keeps
 // none: as on GitHub, it does not fail the job.
 func (a *Agent) environmentURL(rec *logs.Recorder, j claimedJob, ws, stepWS string, files *stepFiles,
@@ -29,19 +28,12 @@ func (a *Agent) environmentURL(rec *logs.Recorder, j claimedJob, ws, stepWS stri
 	if e == nil || e.URLTemplate == "" {
 		return nil
 	}
-	url := e.URLTemplate
-	if pipeline.HasWorkerExprs(url) {
-		env := map[string]string{}
-		maps.Copy(env, a.githubEnv(j, stepWS, files))
-		maps.Copy(env, j.Spec.Env)
-		v, err := expandExprs(url, a.exprContext(j, ws, stepWS, env, nil, stepsContext(steps), jobStatus))
-		if err != nil {
-			rec.System("environment " + e.Name + ": its url could not be evaluated, so the job keeps none: " + err.Error())
-			return new(string)
-		}
-		url = v
+	url, err := a.endValues(j, ws, stepWS, files, steps, jobStatus).Expand(e.URLTemplate)
+	if err != nil {
+		rec.System("environment " + e.Name + ": its url could not be evaluated, so the job keeps none: " + err.Error())
+		return new(string)
 	}
-	url = strings.TrimSpace(pipeline.ResolveSteps(url, steps))
+	url = strings.TrimSpace(url)
 	switch err := pipeline.CheckEnvironmentURL(url); {
 	case rec.HoldsSecret(url):
 		rec.System("environment " + e.Name + ": its url withheld: it holds a secret value")

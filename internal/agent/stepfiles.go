@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
@@ -134,7 +135,7 @@ func (f *stepFiles) collect() (map[string]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("$GANTRY_OUTPUT: %w", err)
 	}
-	if err := pipeline.CheckOutputs(outputs); err != nil {
+	if err := pipeline.CheckStepOutputs(outputs); err != nil {
 		return nil, fmt.Errorf("$GANTRY_OUTPUT: %w", err)
 	}
 	env, err := parseCommandFile(envText)
@@ -329,15 +330,13 @@ func truncate(s string, n int) string {
 	return s
 }
 
-// jobOutputs are the outputs a job sends with its completion: its declared outputs with
-// the steps' values put in, or, when it declares none, every output its steps wrote (a
-// later step's value winning).
-func jobOutputs(spec *pipeline.Job, steps map[string]pipeline.StepState, written []map[string]string) map[string]string {
+// jobOutputs are the outputs a job sends with its completion: its declared outputs as
+// written, for expandOutputs to put the steps' values in, or, when it declares none,
+// every output its steps wrote (a later step's value winning).
+func jobOutputs(spec *pipeline.Job, written []map[string]string) map[string]string {
 	out := map[string]string{}
 	if spec.Outputs != nil {
-		for name, v := range spec.Outputs {
-			out[name] = pipeline.ResolveSteps(v, steps)
-		}
+		maps.Copy(out, spec.Outputs)
 		return out
 	}
 	for _, w := range written {

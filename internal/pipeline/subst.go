@@ -461,6 +461,17 @@ const (
 // a name ${{ needs.JOB.outputs.NAME }} could not read, or a value holding ${{, which
 // would be read as a reference (to a secret, at worst) where it is put in.
 func CheckOutputs(outputs map[string]string) error {
+	return checkOutputs(outputs, true)
+}
+
+// CheckStepOutputs is CheckOutputs for what a step leaves the steps after it: a value may
+// hold ${{ there, as on GitHub, because the worker puts it in as text
+// (RunValues.Expand). Passed on as the job's, it is refused then.
+func CheckStepOutputs(outputs map[string]string) error {
+	return checkOutputs(outputs, false)
+}
+
+func checkOutputs(outputs map[string]string, refuseRefs bool) error {
 	if len(outputs) > MaxOutputs {
 		return fmt.Errorf("%d outputs, more than the limit of %d", len(outputs), MaxOutputs)
 	}
@@ -471,7 +482,7 @@ func CheckOutputs(outputs map[string]string) error {
 		switch {
 		case !outputNamePattern.MatchString(name):
 			return fmt.Errorf("output name %q: use letters, digits, '-' and '_', not starting with a digit or '-' (at most 100)", name)
-		case strings.Contains(v, "${{"):
+		case refuseRefs && strings.Contains(v, "${{"):
 			return fmt.Errorf("output %s holds ${{, which Gantry would read as a reference where it is put in", name)
 		case !utf8.ValidString(v):
 			return fmt.Errorf("output %s is not UTF-8 text", name)
@@ -516,23 +527,4 @@ func (j *Job) WithNeeds(outputs map[string]map[string]string) *Job {
 		out.Environment = &e
 	}
 	return &out
-}
-
-// ResolveSteps puts in ${{ steps.ID.outputs.NAME }}, .outcome and .conclusion from the
-// steps that ran before; a step that did not run or set no such output gives "".
-func ResolveSteps(s string, steps map[string]StepState) string {
-	if !strings.Contains(s, "${{ steps.") {
-		return s
-	}
-	return stepsRefs.ReplaceAllStringFunc(s, func(ref string) string {
-		m := stepsRefs.FindStringSubmatch(ref)
-		st := steps[m[1]]
-		switch m[2] {
-		case "outcome":
-			return st.Outcome
-		case "conclusion":
-			return st.Conclusion
-		}
-		return st.Outputs[strings.TrimPrefix(m[2], "outputs.")]
-	})
 }

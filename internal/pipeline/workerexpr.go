@@ -58,6 +58,69 @@ func ExpandWorkerExprs(s string, eval func(expr string) (string, error)) (string
 	return out, first
 }
 
+// runTimeRefs finds, in one pattern, every reference the worker puts in when a step runs:
+// an expression kept for it (1), steps.ID (2) .outputs.NAME, .outcome or .conclusion (3),
+// and secrets.NAME as SecretRef writes it (4).
+var runTimeRefs = regexp.MustCompile(`\$\{\{ (?:gha:([A-Za-z0-9_-]*)|steps\.([A-Za-z_][A-Za-z0-9_-]*)\.(outputs\.[A-Za-z_][A-Za-z0-9_-]*|outcome|conclusion)|secrets\.([A-Z_][A-Z0-9_]*)) \}\}`)
+
+// RunValues are what the worker puts into a step's text (its run, name, env and with:
+// values) and the job's outputs and environment url when the step runs or the job ends.
+type RunValues struct {
+	// Steps are the steps that ran before: ${{ steps.ID.outputs.NAME }}, .outcome and
+	// .conclusion read them; a step that did not run or set no such output gives "".
+	Steps map[string]StepState
+	// Secrets are the job's secrets, for ${{ secrets.NAME }} as SecretRef writes it;
+	// nil leaves those as they are.
+	Secrets map[string]string
+	// Eval evaluates an expression kept for the worker (WorkerExpr); nil leaves those as
+	// they are.
+	Eval func(expr string) (string, error)
+}
+
+// Expand puts every reference s holds in, in one pass: each is replaced by its value as
+// text, and nothing a value holds is read again. A step's output, a line a step wrote to
+// $GITHUB_ENV, a secret or an event's text that reads like ${{ gha:... }} or ${{ steps.x
+// }} stays that text, as on GitHub, where an expression's value is never evaluated
+// again; evaluating the kept expressions and putting in the steps' values in two passes
+// would let the first pass's values be read by the second (a step output crafted as a
+// kept expression could read the job's secrets). The first error is returned, with the
+// text as far as it got.
+func (v RunValues) Expand(s string) (string, error) {
+	if !strings.Contains(s, "${{") {
+		return s, nil
+	}
+	var first error
+	out := runTimeRefs.ReplaceAllStringFunc(s, func(ref string) string {
+		m := runTimeRefs.FindStringSubmatch(ref)
+		switch {
+		case m[2] != "":
+			st := v.Steps[m[2]]
+			switch m[3] {
+			case "outcome":
+				return st.Outcome
+			case "conclusion":
+				return st.Conclusion
+			}
+			return st.Outputs[strings.TrimPrefix(m[3], "outputs.")]
+		case m[4] != "":
+			if v.Secrets == nil {
+				return ref
+			}
+			return v.Secrets[m[4]]
+		}
+		expr, ok := decodeWorkerExpr(workerExprPrefix + m[1])
+		if !ok || v.Eval == nil {
+			return ref
+		}
+		val, err := v.Eval(expr)
+		if err != nil && first == nil {
+			first = err
+		}
+		return val
+	})
+	return out, first
+}
+
 // secretsInExpr finds secrets.NAME (and secrets['NAME']) in an expression's text, and
 // github.token, which is the secret GITHUB_TOKEN.
 var secretsInExpr = regexp.MustCompile(`(?i)\bsecrets\s*(?:\.\s*([A-Za-z_][A-Za-z0-9_]*)|\[\s*'([A-Za-z_][A-Za-z0-9_]*)'\s*\])|\bgithub\s*\.\s*token\b`)

@@ -88,3 +88,68 @@ jobs:
 		t.Errorf("ExpandWorkerExprs = %q, %v", got, err)
 	}
 }
+
+// TestRunValuesExpandOnce: what RunValues.Expand puts in is text: a step's output, a
+// secret or an expression's value that reads like a reference, or makes one with the
+// text around it, is never read again.
+func TestRunValuesExpandOnce(t *testing.T) {
+	t.Parallel()
+	marker := WorkerExpr("secrets.TOKEN")
+	evalled := 0
+	vals := RunValues{
+		Steps: map[string]StepState{"one": {Outcome: ResultSuccess, Conclusion: ResultSuccess, Outputs: map[string]string{
+			"v": marker, "tail": marker[1:], "steps": "${{ steps.one.outputs.v }}", "secret": SecretRef("TOKEN"),
+		}}},
+		Secrets: map[string]string{"TOKEN": "s3cret", "SELF": marker},
+		Eval: func(expr string) (string, error) {
+			evalled++
+			switch expr {
+			case "secrets.TOKEN":
+				return "s3cret", nil
+			case "github.event.title":
+				return "${{ steps.one.outputs.secret }} " + SecretRef("TOKEN") + " " + WorkerExpr("secrets.TOKEN"), nil
+			}
+			return "<" + expr + ">", nil
+		},
+	}
+	for in, want := range map[string]string{
+		"a ${{ steps.one.outputs.v }} b":          "a " + marker + " b",
+		"$${{ steps.one.outputs.tail }}":          "$" + marker[1:],
+		"${{ steps.one.outputs.steps }}":          "${{ steps.one.outputs.v }}",
+		"${{ steps.one.outputs.secret }}":         SecretRef("TOKEN"),
+		SecretRef("SELF"):                         marker,
+		WorkerExpr("github.event.title"):          "${{ steps.one.outputs.secret }} " + SecretRef("TOKEN") + " " + marker,
+		"${{ steps.one.outcome }}/" + marker:      "success/s3cret",
+		"${{ steps.none.outputs.v }}":             "",
+		"no refs: ${{ matrix.os }} ${{ gha:!! }}": "no refs: ${{ matrix.os }} ${{ gha:!! }}",
+	} {
+		got, err := vals.Expand(in)
+		if err != nil || got != want {
+			t.Errorf("Expand(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	if evalled != 2 {
+		t.Errorf("%d expressions evaluated, want 2 (only those the text itself kept)", evalled)
+	}
+	// Without secrets or an evaluator, their references stay as written.
+	got, err := RunValues{}.Expand(SecretRef("TOKEN") + marker + "${{ steps.one.outputs.v }}")
+	if want := SecretRef("TOKEN") + marker; err != nil || got != want {
+		t.Errorf("RunValues{}.Expand = %q, %v; want %q", got, err, want)
+	}
+}
+
+// TestCheckStepOutputs: a step's output may hold ${{ (it is put in as text); a job's may
+// not (its dependants' text is filled in before anything else reads it).
+func TestCheckStepOutputs(t *testing.T) {
+	t.Parallel()
+	outs := map[string]string{"v": WorkerExpr("secrets.TOKEN")}
+	if err := CheckStepOutputs(outs); err != nil {
+		t.Errorf("CheckStepOutputs: %v", err)
+	}
+	if err := CheckOutputs(outs); err == nil {
+		t.Error("CheckOutputs accepts an output holding ${{")
+	}
+	if err := CheckStepOutputs(map[string]string{"1bad": "x"}); err == nil {
+		t.Error("CheckStepOutputs accepts a bad name")
+	}
+}
