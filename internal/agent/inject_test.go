@@ -150,3 +150,41 @@ jobs:
 		t.Errorf("c: %s with outputs %q, want failed with none (its output holds ${{)", cj.Status, cj.Outputs)
 	}
 }
+
+// TestNeedsOutputsMakeNoReference: a need's output that makes the kept-expression form
+// with the text it is put after ($${{ needs.a.outputs.v }} with v = {{ gha:... }}, which
+// the check of the output alone lets through) fails the job before its first step,
+// saying why, rather than being evaluated by the worker.
+func TestNeedsOutputsMakeNoReference(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.start(t, 1)
+	tail := strings.TrimPrefix(pipeline.WorkerExpr("format('leak:{0}', 'x')"), "$")
+	run := b.submit(t, `
+jobs:
+  a:
+    outputs: { v: "${{ steps.one.outputs.v }}" }
+    steps:
+      - id: one
+        run: echo 'v=`+tail+`' >> "$GANTRY_OUTPUT"
+  b:
+    needs: [a]
+    steps:
+      - run: echo "got $${{ needs.a.outputs.v }}"
+`)
+	b.waitRun(t, run)
+	if a, _ := b.jobByKey(t, run, "a"); a.Status != store.JobSuccess || a.Outputs["v"] != tail {
+		t.Fatalf("a: %s, outputs %q", a.Status, a.Outputs)
+	}
+	j, steps := b.jobByKey(t, run, "b")
+	log := b.jobLog(t, run, "b")
+	if j.Status != store.JobFailed || strings.Contains(log, "leak:") {
+		t.Errorf("b: %s, want failed before its step; log:\n%s", j.Status, log)
+	}
+	wantLog(t, log, "makes ${{ with the text around it")
+	for _, st := range steps {
+		if st.Status == store.StepSuccess {
+			t.Errorf("b: step %d ran", st.Index)
+		}
+	}
+}

@@ -503,7 +503,13 @@ func (s *Server) deliverNeeds(r *http.Request, c *store.Claim, out *claimedJSON)
 		results[name], outputs[name] = n.Result, n.Outputs
 		out.Needs[name] = needJSON{Result: n.Result, Outputs: n.Outputs}
 	}
-	out.Spec = c.Job.Spec.WithNeeds(outputs)
+	spec, err := c.Job.Spec.WithNeeds(outputs)
+	if err != nil {
+		// The worker fails the job before its first step, saying why.
+		out.SecretsError = "what the jobs this one needs left cannot be put in: " + err.Error()
+		return
+	}
+	out.Spec = spec
 	s.nameClaimed(r, c, out, results, outputs)
 }
 

@@ -224,7 +224,10 @@ jobs:
 	if err != nil {
 		t.Fatal(err)
 	}
-	claimed := withRun.WithNeeds(map[string]map[string]string{"a": {"path": "v1"}})
+	claimed, err := withRun.WithNeeds(map[string]map[string]string{"a": {"path": "v1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if got := claimed.Environment.URLTemplate; !strings.HasPrefix(got, "https://main.example.org/v1/${{ gha:") {
 		t.Errorf("docs url once the run was created and the job claimed: %q", got)
 	}

@@ -258,9 +258,9 @@ func (d *decoder) checkRunRef(m []string) string {
 // substituteRun): ref, branch, tag, sha,
 // event and repository as the trigger has them, inputs.NAME as the dispatch gave it (""
 // when not given), pr.number ("" outside a pull request) and pr.fork (true or false). The
-// job is copied only when it holds such a reference. A value that itself holds ${{ is an
-// error: put in, it would be read as a reference (to a secret, at worst) by what reads the
-// text next.
+// job is copied only when it holds such a reference. A value that holds ${{, or makes it
+// with the text around it, is an error: put in, it would be read as a reference (to a
+// secret, at worst) by what reads the text next (insertText).
 func (j *Job) WithRunValues(in ConditionInput) (*Job, error) {
 	if !j.hasRunRefs() {
 		return j, nil
@@ -270,14 +270,16 @@ func (j *Job) WithRunValues(in ConditionInput) (*Job, error) {
 		if !strings.Contains(s, "${{") {
 			return s
 		}
-		return runRefPattern.ReplaceAllStringFunc(s, func(ref string) string {
+		var names []string
+		out, ok := insertText(s, runRefPattern, func(ref string) string {
 			name := strings.TrimSuffix(strings.TrimPrefix(ref, "${{ "), " }}")
-			v := in.runValue(name)
-			if strings.Contains(v, "${{") && bad == nil {
-				bad = fmt.Errorf("job %s: the value of %s holds ${{, which Gantry would read as a reference; read it in the step from its GANTRY_ variable instead", j.Key, name)
-			}
-			return v
+			names = append(names, name)
+			return in.runValue(name)
 		})
+		if !ok && bad == nil {
+			bad = fmt.Errorf("job %s: the value of %s holds ${{, or makes it with the text around it, which Gantry would read as a reference; read it in the step from its GANTRY_ variable instead", j.Key, strings.Join(names, ", "))
+		}
+		return out
 	}
 	out := *j
 	out.Env = resolveMap(j.Env, resolve)
@@ -494,22 +496,45 @@ func checkOutputs(outputs map[string]string, refuseRefs bool) error {
 	return nil
 }
 
+// insertText replaces each match of refs in s by value's text for it, and says whether
+// the result holds ${{ only where s does outside those refs. The text is read for
+// references again after this (the worker's expressions, a step's outputs, secrets), so
+// a value that holds ${{, or makes it with the text around it ($ before a value that
+// starts {{, or one value after another), would be read as one: to a secret, at worst.
+func insertText(s string, refs *regexp.Regexp, value func(ref string) string) (string, bool) {
+	n := 0
+	out := refs.ReplaceAllStringFunc(s, func(ref string) string {
+		n++
+		return value(ref)
+	})
+	return out, strings.Count(out, "${{") == strings.Count(s, "${{")-n
+}
+
 // WithNeeds gives the job with ${{ needs.JOB.outputs.NAME }} put in from outputs (by
 // need name; a name a need did not set is ""), in its env, its steps' run, name and env,
 // its outputs and its environment's url template. The job is copied only when it reads
-// any. (Its name: is ClaimedName's.)
-func (j *Job) WithNeeds(outputs map[string]map[string]string) *Job {
+// any. (Its name: is ClaimedName's.) Outputs that make ${{ with the text around them
+// where they are put in are an error (insertText); CheckOutputs refused any that holds
+// it when its job ended.
+func (j *Job) WithNeeds(outputs map[string]map[string]string) (*Job, error) {
 	if !j.ReadsNeeds {
-		return j
+		return j, nil
 	}
+	var bad error
 	resolve := func(s string) string {
 		if !strings.Contains(s, "${{ needs.") {
 			return s
 		}
-		return needsRefs.ReplaceAllStringFunc(s, func(ref string) string {
+		var names []string
+		out, ok := insertText(s, needsRefs, func(ref string) string {
 			m := needsRefs.FindStringSubmatch(ref)
+			names = append(names, m[1]+".outputs."+m[2])
 			return outputs[m[1]][m[2]]
 		})
+		if !ok && bad == nil {
+			bad = fmt.Errorf("needs.%s: put in where the job reads it, it makes ${{ with the text around it, which Gantry would read as a reference; set an env value to it alone and read that variable in the step instead", strings.Join(names, ", needs."))
+		}
+		return out
 	}
 	out := *j
 	out.Env = resolveMap(j.Env, resolve)
@@ -526,5 +551,8 @@ func (j *Job) WithNeeds(outputs map[string]map[string]string) *Job {
 		e.URLTemplate = resolve(e.URLTemplate)
 		out.Environment = &e
 	}
-	return &out
+	if bad != nil {
+		return nil, fmt.Errorf("job %s: %w", j.Key, bad)
+	}
+	return &out, nil
 }

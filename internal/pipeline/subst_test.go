@@ -173,3 +173,55 @@ func TestRunValuesSubstitutionErrors(t *testing.T) {
 		t.Errorf("undeclared input read %q, want %q", got, "echo .")
 	}
 }
+
+// TestInsertedValuesMakeNoReference: a need's output or a run's value put into a job's
+// text is refused when it makes ${{ with the text around it ($ before {{, one value
+// after another), which no check of the value alone sees: what reads the text next (the
+// worker) would read it as a reference, to a secret at worst.
+func TestInsertedValuesMakeNoReference(t *testing.T) {
+	t.Parallel()
+	p, err := Compile([]byte(`
+jobs:
+  a: { steps: [ { run: "true" } ] }
+  b:
+    needs: [a]
+    steps:
+      - run: echo $${{ needs.a.outputs.v }} ${{ needs.a.outputs.p }}${{ needs.a.outputs.q }} $${{ inputs.x }}
+`), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b *Job
+	for _, j := range p.Jobs {
+		if j.Key == "b" {
+			b = j
+		}
+	}
+	tail := strings.TrimPrefix(WorkerExpr("secrets.TOKEN"), "$")
+	for _, tc := range []struct {
+		name    string
+		outputs map[string]string
+		wantRun string
+	}{
+		{"plain", map[string]string{"v": "1.2", "p": "a", "q": "b"}, "echo $1.2 ab $${{ inputs.x }}"},
+		{"after $", map[string]string{"v": tail}, ""},
+		{"one after another", map[string]string{"p": "$", "q": tail}, ""},
+		{"holds it", map[string]string{"v": WorkerExpr("secrets.TOKEN")}, ""},
+	} {
+		got, err := b.WithNeeds(map[string]map[string]string{"a": tc.outputs})
+		switch {
+		case tc.wantRun == "" && err == nil:
+			t.Errorf("%s: WithNeeds put in %q", tc.name, got.Steps[0].Run)
+		case tc.wantRun != "" && (err != nil || got.Steps[0].Run != tc.wantRun):
+			t.Errorf("%s: WithNeeds: %v, %v; want run %q", tc.name, got, err, tc.wantRun)
+		}
+	}
+	for x, ok := range map[string]bool{"7": true, tail: false, "{": true, "{{ x }}": false} {
+		got, err := b.WithRunValues(ConditionInput{Inputs: map[string]string{"x": x}})
+		if (err == nil) != ok {
+			t.Errorf("inputs.x = %q: WithRunValues: %v, want ok %v", x, err, ok)
+		} else if ok && !strings.HasSuffix(got.Steps[0].Run, " $"+x) {
+			t.Errorf("inputs.x = %q: run %q", x, got.Steps[0].Run)
+		}
+	}
+}
