@@ -265,6 +265,9 @@ func setMatrixValue(n *yaml.Node, key string, v any, order map[string][]string) 
 	if err := checkMatrixValue(key, v); err != nil {
 		return err
 	}
+	if err := checkMatrixText(v); err != nil {
+		return err
+	}
 	*n = *jsonNode(v, n, order)
 	return nil
 }
@@ -311,6 +314,35 @@ func keySignature(keys []string) string {
 	s := slices.Clone(keys)
 	slices.Sort(s)
 	return strings.Join(s, "\x00")
+}
+
+// checkMatrixText refuses a computed matrix value (or key) that holds ${{ or {{, or ends
+// with $: put into a step's text when the plan is made, it would be read as a reference by
+// the worker (to a secret, at worst), alone or with the text around it ($${{ matrix.x
+// }}). A need's output cannot hold ${{ (CheckOutputs), but its JSON can say \u0024{{.
+func checkMatrixText(v any) error {
+	switch v := v.(type) {
+	case string:
+		if strings.Contains(v, "{{") || strings.HasSuffix(v, "$") {
+			return fmt.Errorf("the matrix value %q holds {{ or ends with $, which Gantry would read as a reference where it is put in", clip(v, 80))
+		}
+	case []any:
+		for _, e := range v {
+			if err := checkMatrixText(e); err != nil {
+				return err
+			}
+		}
+	case map[string]any:
+		for k, e := range v {
+			if err := checkMatrixText(k); err != nil {
+				return err
+			}
+			if err := checkMatrixText(e); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 func checkMatrixValue(key string, v any) error {

@@ -284,3 +284,25 @@ jobs:
 		t.Fatalf("plan: %s", planJSON(t, p))
 	}
 }
+
+// TestExpandMatrixRefusesReferences: a computed matrix value that makes a reference where
+// it is put in (its JSON may spell $ as \u0024, which no check of the output sees) is
+// refused: the worker would read it, and a kept expression can read the job's secrets.
+func TestExpandMatrixRefusesReferences(t *testing.T) {
+	t.Parallel()
+	_, j := placeholderOf(t, dynWorkflow, "test")
+	marker := WorkerExpr("secrets.TOKEN")
+	for _, v := range []string{`"\u0024` + marker[1:] + `"`, `"` + marker[1:] + `"`, `"a$"`, `{"k":"\u0024` + marker[1:] + `"}`} {
+		outs := map[string]string{"matrix": `[` + v + `]`}
+		if err := CheckOutputs(outs); err != nil {
+			t.Fatalf("%s: %v", v, err)
+		}
+		got, err := j.ExpandMatrix([]byte(dynWorkflow), needsOutputs("setup", outs))
+		if err == nil || !strings.Contains(err.Error(), "would read as a reference") {
+			t.Errorf("matrix [%s]: %v, want refused", v, err)
+			for _, inst := range got {
+				t.Logf("run %q", inst.Steps[1].Run)
+			}
+		}
+	}
+}
