@@ -235,48 +235,55 @@ func followRunWith(ctx context.Context, c *apiClient, id string, out io.Writer, 
 	wait := fast
 	poll := time.NewTimer(wait)
 	defer poll.Stop()
+	// scan says the jobs are looked at this time round: after every read of the run,
+	// and once no stream is left. Not after each stream's end, which changes nothing of
+	// the run's jobs: looking at all of them then made following a run cost the square
+	// of its jobs.
+	scan := true
 	for {
-		caughtUp := true
-		// The first read, a computed matrix's instances, and a job whose name: reads its
-		// needs, evaluated when it is claimed.
-		f.add(run.Jobs)
-		for len(states) < len(run.Jobs) {
-			states = append(states, jobState{next: 1})
-		}
-		for i, j := range run.Jobs {
-			st := &states[i]
-			if st.streaming || st.next > j.Attempt {
-				continue
+		caughtUp := scan
+		if scan {
+			// The first read, a computed matrix's instances, and a job whose name: reads its
+			// needs, evaluated when it is claimed.
+			f.add(run.Jobs)
+			for len(states) < len(run.Jobs) {
+				states = append(states, jobState{next: 1})
 			}
-			caughtUp = false
-			st.streaming = true
-			streaming++
-			attempt, job, at := st.next, j, i
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				if attempt > 1 {
-					f.note(job.ID, fmt.Sprintf("attempt %d of %d", attempt, max(job.MaxAttempts, attempt)))
+			for i, j := range run.Jobs {
+				st := &states[i]
+				if st.streaming || st.next > j.Attempt {
+					continue
 				}
-				_, err := c.streamLog(ctx, job.ID, attempt, 0, func(l logLine) { f.line(job.ID, l) })
-				select {
-				case done <- attemptDone{job: at, attempt: attempt, err: err}:
-				case <-ctx.Done():
-				}
-			}()
-		}
-		tell, noWorker := notes.observe(run, time.Now())
-		for _, j := range tell {
-			f.note(j.ID, j.Waiting.Message)
-		}
-		if opts.noWorker != nil {
-			for _, j := range noWorker {
-				if err := opts.noWorker(j); err != nil {
-					return "", err
+				caughtUp = false
+				st.streaming = true
+				streaming++
+				attempt, job, at := st.next, j, i
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					if attempt > 1 {
+						f.note(job.ID, fmt.Sprintf("attempt %d of %d", attempt, max(job.MaxAttempts, attempt)))
+					}
+					_, err := c.streamLog(ctx, job.ID, attempt, 0, func(l logLine) { f.line(job.ID, l) })
+					select {
+					case done <- attemptDone{job: at, attempt: attempt, err: err}:
+					case <-ctx.Done():
+					}
+				}()
+			}
+			tell, noWorker := notes.observe(run, time.Now())
+			for _, j := range tell {
+				f.note(j.ID, j.Waiting.Message)
+			}
+			if opts.noWorker != nil {
+				for _, j := range noWorker {
+					if err := opts.noWorker(j); err != nil {
+						return "", err
+					}
 				}
 			}
+			f.status(run)
 		}
-		f.status(run)
 		if runTerminal(run.Status) && streaming == 0 && caughtUp {
 			f.summary(run)
 			return run.Status, nil
@@ -292,12 +299,14 @@ func followRunWith(ctx context.Context, c *apiClient, id string, out io.Writer, 
 			st := &states[d.job]
 			st.streaming = false
 			st.next = d.attempt + 1
+			scan = streaming == 0
 			// The job's end likely changed the run: read it soon.
 			wait = fast
 			poll.Reset(wait)
 			continue
 		case <-poll.C:
 		}
+		scan = true
 		moved, err := feed.read(ctx)
 		if err != nil {
 			// A coordinator restarting is not the end of the run; a wrong id or a revoked
