@@ -13,8 +13,8 @@ func BenchmarkCompile(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	// 5,000 jobs: a 50 x 100 matrix plus fan-in, the largest run the default limits allow.
-	large := "jobs:\n  t:\n    matrix: {a: [" + seq(50) + "], b: [" + seq(99) + "]}\n" +
+	// 10,000 jobs: a 100 x 100 matrix plus fan-in, the largest run the default limits allow.
+	large := "jobs:\n  t:\n    matrix: {a: [" + seq(100) + "], b: [" + seq(99) + "]}\n" +
 		"    steps: [{run: \"go test -run ${{ matrix.a }} -shard ${{ matrix.b }}\"}]\n" +
 		"  after:\n    needs: [t]\n    steps: [{run: x}]\n"
 	// 500 distinct jobs in a chain of 10 waves.

@@ -10,7 +10,7 @@ import (
 // Limits protect a server from definitions that are too large or built to be expensive.
 type Limits struct {
 	MaxBytes int // size of the document; default 1 MiB
-	MaxJobs  int // jobs after matrix expansion; default 5,000
+	MaxJobs  int // jobs after matrix expansion; default 10,000
 	MaxDepth int // nesting of YAML collections; default 64
 	// MaxNodes bounds the nodes visited while decoding, each alias expansion counted
 	// again, which defeats alias bombs; default 1,000,000.
@@ -18,7 +18,7 @@ type Limits struct {
 }
 
 // DefaultLimits are the limits used for zero fields of Options.Limits.
-var DefaultLimits = Limits{MaxBytes: 1 << 20, MaxJobs: 5000, MaxDepth: 64, MaxNodes: 1_000_000}
+var DefaultLimits = Limits{MaxBytes: 1 << 20, MaxJobs: 10_000, MaxDepth: 64, MaxNodes: 1_000_000}
 
 func (l Limits) withDefaults() Limits {
 	if l.MaxBytes <= 0 {

@@ -730,7 +730,7 @@ func TestCallExpansionBounded(t *testing.T) {
 		wf.local[fmt.Sprintf(".github/workflows/w%d.yml", i)] = b.String()
 	}
 	es := callErrors(t, "on: push\njobs:\n  top:\n    uses: ./.github/workflows/w1.yml\n", wf)
-	if len(es) != 1 || es[0].Kind != ErrLimit || !strings.Contains(es[0].Message, "past the limit of 5000 jobs") {
+	if len(es) != 1 || es[0].Kind != ErrLimit || !strings.Contains(es[0].Message, "past the limit of 10000 jobs") {
 		t.Errorf("errors = %v", es)
 	}
 }

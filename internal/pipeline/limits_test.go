@@ -9,7 +9,7 @@ import (
 
 func TestLimits(t *testing.T) {
 	t.Parallel()
-	bigMatrix := "jobs:\n  t:\n    matrix: {a: [" + seq(100) + "], b: [" + seq(100) + "]}\n    steps: [{run: x}]\n"
+	bigMatrix := "jobs:\n  t:\n    matrix: {a: [" + seq(101) + "], b: [" + seq(100) + "]}\n    steps: [{run: x}]\n"
 	var many strings.Builder
 	many.WriteString("jobs:\n")
 	for i := 0; i < 3; i++ {
@@ -34,7 +34,7 @@ func TestLimits(t *testing.T) {
 	}{
 		{"document size", "name: " + strings.Repeat("x", 200) + "\njobs: {a: {steps: [{run: x}]}}", Limits{MaxBytes: 100}, "", "the limit is 100 bytes"},
 		{"default document size", "name: x\njobs: {a: {steps: [{run: x}]}}\n" + strings.Repeat("# padding\n", 110_000), Limits{}, "", "the limit is 1 MiB"},
-		{"matrix over the job limit", bigMatrix, Limits{}, "jobs.t.matrix", "limit of 5000 jobs"},
+		{"matrix over the job limit", bigMatrix, Limits{}, "jobs.t.matrix", "limit of 10000 jobs"},
 		{"jobs over the limit across matrices", many.String(), Limits{MaxJobs: 12}, "jobs.j2.matrix", "limit of 12 jobs"},
 		{"nesting", deep, Limits{}, "", "deeper than 64 levels"},
 		{"merge key expansion", merge.String(), Limits{}, "", "more than 1000000 nodes"},
