@@ -310,18 +310,29 @@ func copyTreeFile(src, dst string, mode fs.FileMode) error {
 	return err
 }
 
-// runStep runs a job's step that uses an action. steps are the job's steps so far.
-func (r *actionRunner) runStep(ctx context.Context, st pipeline.Step, steps map[string]pipeline.StepState, base map[string]string, jobStatus func() string) stepRun {
+// stepContext is ctx ended by the step's timeout-minutes, if it has one.
+func stepContext(ctx context.Context, st pipeline.Step) (context.Context, context.CancelFunc) {
 	if st.Timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeoutCause(ctx, time.Duration(st.Timeout), errStepTimeout)
-		defer cancel()
+		return context.WithTimeoutCause(ctx, time.Duration(st.Timeout), errStepTimeout)
 	}
-	// expandStep has put in what with: reads.
+	return ctx, func() {}
+}
+
+// stepWith is a copy of the step's with: inputs, in which expandStep has put what they
+// read.
+func stepWith(st pipeline.Step) map[string]string {
 	with := maps.Clone(st.With)
 	if with == nil {
 		with = map[string]string{}
 	}
+	return with
+}
+
+// runStep runs a job's step that uses an action. steps are the job's steps so far.
+func (r *actionRunner) runStep(ctx context.Context, st pipeline.Step, steps map[string]pipeline.StepState, base map[string]string, jobStatus func() string) stepRun {
+	ctx, cancel := stepContext(ctx, st)
+	defer cancel()
+	with := stepWith(st)
 	out := r.invoke(ctx, st, useKey("", st.Index), st.Uses, st.ID, with, base, st.Actions, 0, jobStatus)
 	if errors.Is(context.Cause(ctx), errStepTimeout) {
 		// The executor saw its context end: for the step that is its timeout, not a

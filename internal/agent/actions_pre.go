@@ -40,16 +40,9 @@ type preCall struct {
 // uses: their files are not there before the steps run, and GitHub runs neither. An
 // action that cannot be found is left to its step, which fails saying so.
 func (r *actionRunner) preStep(ctx context.Context, st pipeline.Step, env map[string]string, jobStatus func() string, fail func(kind string, code *int)) {
-	if st.Timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeoutCause(ctx, time.Duration(st.Timeout), errStepTimeout)
-		defer cancel()
-	}
-	// expandStep has put in what with: reads.
-	with := maps.Clone(st.With)
-	if with == nil {
-		with = map[string]string{}
-	}
+	ctx, cancel := stepContext(ctx, st)
+	defer cancel()
+	with := stepWith(st)
 	c := &preCall{st: st, name: "Pre " + st.Name, jobStatus: jobStatus, fail: fail}
 	r.pre(ctx, c, useKey("", st.Index), st.Uses, st.ID, with, env, st.Actions, 0)
 }
