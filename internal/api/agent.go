@@ -652,6 +652,10 @@ type completeRequest struct {
 	// reads them (pipeline.Environment.URLTemplate; pipeline.CheckEnvironmentURL); absent
 	// for any other job.
 	EnvironmentURL *string `json:"environment_url"`
+	// NoTests says the worker read no test reports for the job (its spec names none): its
+	// project's quarantine rule has nothing new to count, and is not evaluated. Older
+	// workers leave it out, and their completions are evaluated as before.
+	NoTests bool `json:"no_tests"`
 	// Claim, when set, is a claim the worker makes with the slot the job frees (feature
 	// complete.claim): once the job is complete the request goes on as the claim would,
 	// and the answer is two lines, the completion's and the claim's.
@@ -726,7 +730,9 @@ func (s *Server) completeJob(w http.ResponseWriter, r *http.Request) {
 	}
 	s.metrics.JobFinished(job, s.clock.Now())
 	s.endLog(r.Context(), job.ID, job.Attempt)
-	s.rules.completed(job)
+	if !req.NoTests {
+		s.rules.completed(job)
+	}
 	done := completeResponse{ID: job.ID.String(), Status: string(job.Status), Attempt: job.Attempt,
 		FailureKind: string(job.FailureKind), RetryAfter: formatTime(job.RetryAfter)}
 	if req.Claim == nil {

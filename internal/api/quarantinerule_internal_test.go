@@ -4,10 +4,16 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/gantry-ci/gantry/internal/clock"
 	"github.com/gantry-ci/gantry/internal/executor/executortest"
@@ -99,5 +105,88 @@ func TestQuarantineRuleAtTheBound(t *testing.T) {
 	s.rules.mu.Unlock()
 	if waiting != 0 {
 		t.Errorf("a completion after Close left %d projects waiting", waiting)
+	}
+}
+
+// seenStore records the jobs whose test results the quarantine rule looked at.
+type seenStore struct {
+	store.Store
+	mu   sync.Mutex
+	jobs []uuid.UUID
+}
+
+func (s *seenStore) ListTestResults(ctx context.Context, p store.ListTestResultsParams) ([]*store.TestResult, error) {
+	s.mu.Lock()
+	s.jobs = append(s.jobs, p.JobID)
+	s.mu.Unlock()
+	return s.Store.ListTestResults(ctx, p)
+}
+
+func (s *seenStore) seen() []uuid.UUID {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.jobs)
+}
+
+// TestQuarantineRuleSkipsJobsWithoutTests: a completion whose worker says the job named no
+// test reports (no_tests) is not counted by the project's quarantine rule; one that does
+// not say so, an older worker's, is.
+func TestQuarantineRuleSkipsJobsWithoutTests(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, sqlitetest.Path(t), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	seen := &seenStore{Store: st}
+	s := New(Config{Store: seen})
+	srv := httptest.NewServer(s.Handler())
+	t.Cleanup(func() { srv.Close(); s.Close() })
+	if err := st.CreateProject(ctx, &store.Project{Name: "web", DefaultBranch: "main"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.PutQuarantineRule(ctx, &store.QuarantineRule{Project: "web", FlakyCommits: 3, Within: 7 * 24 * time.Hour,
+		For: 14 * 24 * time.Hour, Owner: "qa"}); err != nil {
+		t.Fatal(err)
+	}
+	plan, err := pipeline.Compile([]byte("jobs:\n  a: {steps: [{run: 'true'}]}\n  b: {steps: [{run: 'true'}]}\n"), pipeline.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, err := st.CreateRun(ctx, store.CreateRunParams{Project: "web", Plan: plan,
+		Trigger: store.Trigger{Ref: "refs/heads/main", Branch: "main", SHA: "c1", Event: "push"}}); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := st.Claim(ctx, store.ClaimParams{WorkerID: "w", Max: 2, LeaseTTL: time.Minute, TimeoutGrace: time.Minute})
+	if err != nil || len(cs) != 2 {
+		t.Fatalf("claim: %v, %v", cs, err)
+	}
+	complete := func(c *store.Claim, extra string) {
+		t.Helper()
+		body := fmt.Sprintf(`{"token": %q, "status": "success", "exit_code": 0%s}`, c.Lease.Token, extra)
+		res, err := http.Post(srv.URL+"/api/v1/agent/jobs/"+c.Job.ID.String()+"/complete", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != http.StatusOK {
+			t.Fatalf("complete %s: %d", c.Job.Key, res.StatusCode)
+		}
+	}
+	without, older := cs[0], cs[1]
+	complete(without, `, "no_tests": true`)
+	complete(older, "")
+	// The rule looks at each waiting completion's results in the order they came: once
+	// it has looked at the older worker's, it would have looked at the other before.
+	deadline := time.Now().Add(30 * time.Second)
+	for !slices.Contains(seen.seen(), older.Job.ID) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the rule did not look at the results of a completion without no_tests in 30s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if slices.Contains(seen.seen(), without.Job.ID) {
+		t.Errorf("the rule looked at the results of a job whose worker said it had no tests")
 	}
 }
