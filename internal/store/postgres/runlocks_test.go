@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -46,14 +47,7 @@ func TestRunLocksLetForeignKeyChecksBe(t *testing.T) {
 			b = j.ID
 		}
 	}
-	connect := func() *pgx.Conn {
-		conn, err := pgx.Connect(ctx, dsn)
-		if err != nil {
-			t.Fatalf("connect: %v", err)
-		}
-		t.Cleanup(func() { _ = conn.Close(context.Background()) })
-		return conn
-	}
+	connect := func() *pgx.Conn { return connectPG(t, dsn) }
 
 	holder, err := connect().Begin(ctx)
 	if err != nil {
@@ -67,34 +61,8 @@ func TestRunLocksLetForeignKeyChecksBe(t *testing.T) {
 	}
 	// The holder's second update ran the foreign key check: a FOR UPDATE of the run now
 	// fails at once. Were the check gone, this test would prove nothing.
-	probe, err := connect().Begin(ctx)
-	if err != nil {
-		t.Fatalf("begin: %v", err)
-	}
-	_, err = probe.Exec(ctx, `SELECT id FROM runs WHERE id = $1 FOR UPDATE NOWAIT`, run.ID)
-	var pgErr *pgconn.PgError
-	if !errors.As(err, &pgErr) || pgErr.Code != "55P03" {
-		t.Fatalf("FOR UPDATE NOWAIT of the run beside the holder: err = %v, want lock_not_available (55P03)", err)
-	}
-	_ = probe.Rollback(ctx)
-
-	// Each store call must end while the holder is open; past the deadline the holder
-	// rolls back, which frees a call that waited for it, and the test fails.
-	within := func(what string, call func(context.Context) error) {
-		t.Helper()
-		done := make(chan error, 1)
-		go func() { done <- call(ctx) }()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Fatalf("%s: %v", what, err)
-			}
-		case <-time.After(20 * time.Second):
-			_ = holder.Rollback(context.Background())
-			<-done
-			t.Fatalf("%s waited for a transaction that holds only a foreign key check's lock on the run", what)
-		}
-	}
+	wantKeyShared(t, dsn, run.ID)
+	within := func(what string, call func(context.Context) error) { t.Helper(); withinHeld(t, holder, what, call) }
 	var claim *store.Claim
 	within("claim that starts the run", func(ctx context.Context) error {
 		claims, err := s.Claim(ctx, store.ClaimParams{WorkerID: "w", LeaseTTL: time.Hour, TimeoutGrace: time.Minute, Start: true})
@@ -122,5 +90,105 @@ func TestRunLocksLetForeignKeyChecksBe(t *testing.T) {
 	}
 	if r.Status != store.RunRunning || r.JobsFinished != 1 {
 		t.Errorf("run is %s with %d jobs finished, want running with 1", r.Status, r.JobsFinished)
+	}
+}
+
+// TestCancelLetsForeignKeyChecksBe: cancelling a run reads it locked for its update, and
+// must not wait for a transaction that holds only a foreign key check's lock on it (one
+// writing a job of the run): FOR UPDATE would, FOR NO KEY UPDATE does not.
+func TestCancelLetsForeignKeyChecksBe(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	dsn := testdb.Postgres(t)
+	s, err := open(ctx, dsn, clock.Real{})
+	if err != nil {
+		t.Fatalf("open store: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	plan, err := pipeline.Compile([]byte("jobs:\n  a: {steps: [{run: 'true'}]}\n"), pipeline.Options{})
+	if err != nil {
+		t.Fatalf("compile: %v", err)
+	}
+	run, jobs, _, err := s.CreateRun(ctx, store.CreateRunParams{Plan: plan, Definition: []byte("x")})
+	if err != nil {
+		t.Fatalf("CreateRun: %v", err)
+	}
+	holder, err := connectPG(t, dsn).Begin(ctx)
+	if err != nil {
+		t.Fatalf("begin: %v", err)
+	}
+	defer func() { _ = holder.Rollback(context.Background()) }()
+	// A new job of the run, written and not committed: its foreign key check holds the
+	// run FOR KEY SHARE, and the cancel does not see the job itself.
+	for _, q := range []string{
+		`CREATE TEMP TABLE held ON COMMIT DROP AS SELECT * FROM jobs WHERE id = $1`,
+		`UPDATE held SET id = gen_random_uuid(), key = 'held'`,
+		`INSERT INTO jobs SELECT * FROM held`,
+	} {
+		args := []any{}
+		if strings.Contains(q, "$1") {
+			args = append(args, jobs[0].ID)
+		}
+		if _, err := holder.Exec(ctx, q, args...); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	wantKeyShared(t, dsn, run.ID)
+	withinHeld(t, holder, "cancel of the run", func(ctx context.Context) error { return s.CancelRun(ctx, run.ID) })
+	if err := holder.Rollback(ctx); err != nil {
+		t.Fatalf("roll back holder: %v", err)
+	}
+	r, err := s.GetRun(ctx, run.ID)
+	if err != nil {
+		t.Fatalf("GetRun: %v", err)
+	}
+	if r.Status != store.RunCancelled {
+		t.Errorf("run is %s after its cancel, want cancelled", r.Status)
+	}
+}
+
+// connectPG opens a connection of its own to dsn, closed when the test ends.
+func connectPG(t *testing.T, dsn string) *pgx.Conn {
+	t.Helper()
+	conn, err := pgx.Connect(t.Context(), dsn)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	t.Cleanup(func() { _ = conn.Close(context.Background()) })
+	return conn
+}
+
+// wantKeyShared fails the test unless another transaction holds run so that a FOR UPDATE
+// of it fails at once: the foreign key check's lock the test needs, without which it
+// would prove nothing.
+func wantKeyShared(t *testing.T, dsn string, run any) {
+	t.Helper()
+	probe, err := connectPG(t, dsn).Begin(t.Context())
+	if err != nil {
+		t.Fatalf("begin: %v", err)
+	}
+	defer func() { _ = probe.Rollback(context.Background()) }()
+	_, err = probe.Exec(t.Context(), `SELECT id FROM runs WHERE id = $1 FOR UPDATE NOWAIT`, run)
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != "55P03" {
+		t.Fatalf("FOR UPDATE NOWAIT of the run beside the holder: err = %v, want lock_not_available (55P03)", err)
+	}
+}
+
+// withinHeld runs call, which must end while holder is open; past the deadline the holder
+// rolls back, which frees a call that waited for it, and the test fails.
+func withinHeld(t *testing.T, holder pgx.Tx, what string, call func(context.Context) error) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- call(t.Context()) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	case <-time.After(20 * time.Second):
+		_ = holder.Rollback(context.Background())
+		<-done
+		t.Fatalf("%s waited for a transaction that holds only a foreign key check's lock on the run", what)
 	}
 }
