@@ -390,6 +390,20 @@ func TestStepReportsWithCompletion(t *testing.T) {
 	}
 }
 
+// stopWorker drains a worker with stop and waits for its Run to return on done.
+func stopWorker(t *testing.T, stop func(), done <-chan error) {
+	t.Helper()
+	stop()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("worker: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the worker did not stop")
+	}
+}
+
 // TestJobFilesRemovedOnceReported: a job's workspace and step files are removed after its
 // slot is free (a next job does not wait for the file system), and by the time the worker
 // stops, none of its jobs' files is left; a failed job's are removed too.
@@ -408,15 +422,7 @@ func TestJobFilesRemovedOnceReported(t *testing.T) {
 	if r := b.waitRun(t, failed); r.Status != store.RunFailed {
 		t.Fatalf("run %s, want failed", r.Status)
 	}
-	stop()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("worker: %v", err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("the worker did not stop")
-	}
+	stopWorker(t, stop, done)
 	entries, err := os.ReadDir(work)
 	if err != nil {
 		t.Fatal(err)

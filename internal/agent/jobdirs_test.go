@@ -8,7 +8,6 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/gantry-ci/gantry/internal/executor"
 	"github.com/gantry-ci/gantry/internal/pipeline"
@@ -93,15 +92,7 @@ func TestHostJobDirsReused(t *testing.T) {
 			same("step files", files, "b", "c", false)
 			same("step files", files, "c", "d", false) // c left a file beside them
 			same("runner directory", runner, "c", "d", false)
-			stop()
-			select {
-			case err := <-done:
-				if err != nil {
-					t.Fatalf("worker: %v", err)
-				}
-			case <-time.After(20 * time.Second):
-				t.Fatal("the worker did not stop")
-			}
+			stopWorker(t, stop, done)
 			entries, err := os.ReadDir(work)
 			if err != nil {
 				t.Fatal(err)

@@ -113,12 +113,18 @@ type seenStore struct {
 	store.Store
 	mu   sync.Mutex
 	jobs []uuid.UUID
+	// looked has a value each time the rule looks at a job's results.
+	looked chan struct{}
 }
 
 func (s *seenStore) ListTestResults(ctx context.Context, p store.ListTestResultsParams) ([]*store.TestResult, error) {
 	s.mu.Lock()
 	s.jobs = append(s.jobs, p.JobID)
 	s.mu.Unlock()
+	select {
+	case s.looked <- struct{}{}:
+	default:
+	}
 	return s.Store.ListTestResults(ctx, p)
 }
 
@@ -139,7 +145,7 @@ func TestQuarantineRuleSkipsJobsWithoutTests(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = st.Close() })
-	seen := &seenStore{Store: st}
+	seen := &seenStore{Store: st, looked: make(chan struct{}, 1)}
 	s := New(Config{Store: seen})
 	srv := httptest.NewServer(s.Handler())
 	t.Cleanup(func() { srv.Close(); s.Close() })
@@ -179,12 +185,13 @@ func TestQuarantineRuleSkipsJobsWithoutTests(t *testing.T) {
 	complete(older, "")
 	// The rule looks at each waiting completion's results in the order they came: once
 	// it has looked at the older worker's, it would have looked at the other before.
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.After(30 * time.Second)
 	for !slices.Contains(seen.seen(), older.Job.ID) {
-		if time.Now().After(deadline) {
+		select {
+		case <-seen.looked:
+		case <-deadline:
 			t.Fatalf("the rule did not look at the results of a completion without no_tests in 30s")
 		}
-		time.Sleep(20 * time.Millisecond)
 	}
 	if slices.Contains(seen.seen(), without.Job.ID) {
 		t.Errorf("the rule looked at the results of a job whose worker said it had no tests")

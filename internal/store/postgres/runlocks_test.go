@@ -27,20 +27,7 @@ import (
 func TestRunLocksLetForeignKeyChecksBe(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	dsn := testdb.Postgres(t)
-	s, err := open(ctx, dsn, clock.Real{})
-	if err != nil {
-		t.Fatalf("open store: %v", err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	plan, err := pipeline.Compile([]byte("jobs:\n  a: {steps: [{run: 'true'}]}\n  b: {steps: [{run: 'true'}]}\n"), pipeline.Options{})
-	if err != nil {
-		t.Fatalf("compile: %v", err)
-	}
-	run, jobs, _, err := s.CreateRun(ctx, store.CreateRunParams{Plan: plan, Definition: []byte("x")})
-	if err != nil {
-		t.Fatalf("CreateRun: %v", err)
-	}
+	s, dsn, run, jobs := runOnPostgres(t, "jobs:\n  a: {steps: [{run: 'true'}]}\n  b: {steps: [{run: 'true'}]}\n")
 	var b any
 	for _, j := range jobs {
 		if j.Key == "b" {
@@ -99,20 +86,7 @@ func TestRunLocksLetForeignKeyChecksBe(t *testing.T) {
 func TestCancelLetsForeignKeyChecksBe(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	dsn := testdb.Postgres(t)
-	s, err := open(ctx, dsn, clock.Real{})
-	if err != nil {
-		t.Fatalf("open store: %v", err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	plan, err := pipeline.Compile([]byte("jobs:\n  a: {steps: [{run: 'true'}]}\n"), pipeline.Options{})
-	if err != nil {
-		t.Fatalf("compile: %v", err)
-	}
-	run, jobs, _, err := s.CreateRun(ctx, store.CreateRunParams{Plan: plan, Definition: []byte("x")})
-	if err != nil {
-		t.Fatalf("CreateRun: %v", err)
-	}
+	s, dsn, run, jobs := runOnPostgres(t, "jobs:\n  a: {steps: [{run: 'true'}]}\n")
 	holder, err := connectPG(t, dsn).Begin(ctx)
 	if err != nil {
 		t.Fatalf("begin: %v", err)
@@ -145,6 +119,27 @@ func TestCancelLetsForeignKeyChecksBe(t *testing.T) {
 	if r.Status != store.RunCancelled {
 		t.Errorf("run is %s after its cancel, want cancelled", r.Status)
 	}
+}
+
+// runOnPostgres opens a store on a database of its own and creates a run of definition in
+// it, returning the store, the database and the run with its jobs.
+func runOnPostgres(t *testing.T, definition string) (store.Store, string, *store.Run, []*store.Job) {
+	t.Helper()
+	dsn := testdb.Postgres(t)
+	s, err := open(t.Context(), dsn, clock.Real{})
+	if err != nil {
+		t.Fatalf("open store: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	plan, err := pipeline.Compile([]byte(definition), pipeline.Options{})
+	if err != nil {
+		t.Fatalf("compile: %v", err)
+	}
+	run, jobs, _, err := s.CreateRun(t.Context(), store.CreateRunParams{Plan: plan, Definition: []byte("x")})
+	if err != nil {
+		t.Fatalf("CreateRun: %v", err)
+	}
+	return s, dsn, run, jobs
 }
 
 // connectPG opens a connection of its own to dsn, closed when the test ends.
