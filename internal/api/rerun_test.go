@@ -121,16 +121,20 @@ func TestRerunOverREST(t *testing.T) {
 	expectError(t, post("dev", "/api/v1/runs/"+run.ID+"/rerun", ""), http.StatusBadRequest, "bad_request")
 	r = post("dev", "/api/v1/runs/"+run.ID+"/rerun", `{"jobs": "failed"}`)
 	var after struct {
-		Status string         `json:"status"`
-		Jobs   []rerunJobView `json:"jobs"`
+		Status   string         `json:"status"`
+		Jobs     []rerunJobView `json:"jobs"`
+		Reopened []string       `json:"reopened_jobs"`
 	}
 	r.decode(t, &after)
-	if r.status != http.StatusAccepted || after.Status != "running" || after.Jobs[0].Status != "success" || after.Jobs[1].Status != "queued" {
+	if r.status != http.StatusAccepted || after.Status != "running" || after.Jobs[0].Status != "success" || after.Jobs[1].Status != "queued" ||
+		len(after.Reopened) != 1 || after.Reopened[0] != after.Jobs[1].ID {
 		t.Fatalf("re-run failed: %d %s", r.status, r.body)
 	}
 	b.finishAll(t, nil)
 	expectError(t, post("dev", "/api/v1/runs/"+run.ID+"/retry", ""), http.StatusConflict, "conflict")
-	if r := post("dev", "/api/v1/runs/"+run.ID+"/rerun", `{"jobs": "all"}`); r.status != http.StatusAccepted {
+	r = post("dev", "/api/v1/runs/"+run.ID+"/rerun", `{"jobs": "all"}`)
+	r.decode(t, &after)
+	if r.status != http.StatusAccepted || len(after.Reopened) != 2 {
 		t.Fatalf("re-run all: %d %s", r.status, r.body)
 	}
 

@@ -52,7 +52,17 @@ func (s *Server) rerun(w http.ResponseWriter, r *http.Request, which store.Rerun
 		return
 	}
 	s.auditRerun(r, "run.rerun", id, id, ids, map[string]any{"jobs": string(which)})
-	s.writeRun(w, r, id, http.StatusAccepted)
+	out, ok := s.runView(w, r, id, -1)
+	if !ok {
+		return
+	}
+	// The reopened jobs, said apart from the run as it now is: a worker may have run
+	// them to the end already.
+	out.Reopened = make([]string, len(ids))
+	for i, j := range ids {
+		out.Reopened[i] = j.String()
+	}
+	writeJSON(w, http.StatusAccepted, out)
 }
 
 // retryJob and rerunJob re-run a finished job (a success too) and every job downstream

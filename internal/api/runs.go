@@ -475,10 +475,18 @@ func (s *Server) writeRun(w http.ResponseWriter, r *http.Request, id uuid.UUID, 
 // all of them when since is negative. The run is read first, so its seq, the cursor of
 // the next call, is never past a change the answer lacks.
 func (s *Server) writeRunSince(w http.ResponseWriter, r *http.Request, id uuid.UUID, status int, since int64) {
+	if out, ok := s.runView(w, r, id, since); ok {
+		writeJSON(w, status, out)
+	}
+}
+
+// runView reads the run and its jobs changed after since (all when since is negative) for
+// an answer; on a store error it answers the request and reports false.
+func (s *Server) runView(w http.ResponseWriter, r *http.Request, id uuid.UUID, since int64) (runJSON, bool) {
 	run, err := s.store.GetRun(r.Context(), id)
 	if err != nil {
 		s.storeError(w, r, "get run", err)
-		return
+		return runJSON{}, false
 	}
 	var jobs, runJobs []*store.Job
 	if since < 0 {
@@ -490,7 +498,7 @@ func (s *Server) writeRunSince(w http.ResponseWriter, r *http.Request, id uuid.U
 	}
 	if err != nil {
 		s.storeError(w, r, "list jobs", err)
-		return
+		return runJSON{}, false
 	}
 	out := newRunJSON(run, nonNilJobs(jobs))
 	for i, wt := range s.waiting(r.Context(), jobs, runJobs) {
@@ -499,7 +507,7 @@ func (s *Server) writeRunSince(w http.ResponseWriter, r *http.Request, id uuid.U
 	if f := s.explainFailure(r.Context(), run, runJobs); f != nil {
 		out.Failure = f
 	}
-	writeJSON(w, status, out)
+	return out, true
 }
 
 func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request) {

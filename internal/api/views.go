@@ -54,6 +54,8 @@ type runJSON struct {
 	// Failure says why the run failed: a *failure.Failure on a run read alone, a
 	// *failure.Summary in a list; absent when it did not fail.
 	Failure any `json:"failure,omitempty"`
+	// Reopened lists, in a run re-run's answer only, the ids of the jobs it reopened.
+	Reopened []string `json:"reopened_jobs,omitempty"`
 }
 
 func newRunJSON(r *store.Run, jobs []*store.Job) runJSON {

@@ -65,13 +65,7 @@ func (a *app) runAction(ctx context.Context, cfg clientConfig, arg, action strin
 	}
 	switch {
 	case action == "retry":
-		again := 0
-		for _, j := range run.Jobs {
-			if !jobTerminal(j.Status) {
-				again++
-			}
-		}
-		fmt.Fprintf(a.stdout, "run %s: %s again\n", runLabel(run), countOf(again, "job runs", "jobs run"))
+		fmt.Fprintf(a.stdout, "run %s: %s again\n", runLabel(run), countOf(reopenedCount(run), "job runs", "jobs run"))
 	case runTerminal(run.Status):
 		fmt.Fprintf(a.stdout, "run %s: %s\n", runLabel(run), run.Status)
 	default:

@@ -62,13 +62,7 @@ func (a *app) rerunRun(ctx context.Context, cfg clientConfig, arg, which string)
 	if err := json.Unmarshal(raw, &run); err != nil {
 		return fmt.Errorf("read the server's answer: %w", err)
 	}
-	again := 0
-	for _, j := range run.Jobs {
-		if !jobTerminal(j.Status) {
-			again++
-		}
-	}
-	fmt.Fprintf(a.stdout, "run %s: %s again\n", run.ID, countOf(again, "job runs", "jobs run"))
+	fmt.Fprintf(a.stdout, "run %s: %s again\n", run.ID, countOf(reopenedCount(run), "job runs", "jobs run"))
 	return nil
 }
 

@@ -50,6 +50,24 @@ type runDetails struct {
 	// State is, in a list, what the run does: its status, or waiting_approval, queued or
 	// retrying while it waits.
 	State string `json:"state"`
+	// Reopened lists, in a re-run's answer, the jobs it reopened; nil from a server older
+	// than that field.
+	Reopened []string `json:"reopened_jobs"`
+}
+
+// reopenedCount is how many jobs a re-run reopened: as its answer lists them, or, from an
+// older server, the jobs not finished in the run as it answered.
+func reopenedCount(run runDetails) int {
+	if run.Reopened != nil {
+		return len(run.Reopened)
+	}
+	n := 0
+	for _, j := range run.Jobs {
+		if !jobTerminal(j.Status) {
+			n++
+		}
+	}
+	return n
 }
 
 // listStatus is the STATUS of a run in gantry runs: what it waits for while no job runs,
