@@ -33,10 +33,12 @@ import (
 // These tests drive the real dashboard in headless Chromium against a real coordinator
 // (SQLite, a blob dir, the scheduler loops) and a real worker running real processes.
 
-// waitFor bounds every wait in the page; the whole browser session has browserTimeout.
+// waitFor bounds every action and every wait in the page; the whole browser session has
+// browserTimeout, a bound for a test that hangs, not for a slow one (a busy machine
+// stretches a session of many steps).
 const (
 	waitFor        = 20 * time.Second
-	browserTimeout = 50 * time.Second
+	browserTimeout = 3 * time.Minute
 )
 
 type coordinator struct {
@@ -224,7 +226,9 @@ func screenshotDir(t *testing.T) string {
 
 func (b *browser) do(what string, actions ...chromedp.Action[chromedp.Void]) {
 	b.t.Helper()
-	if err := chromedp.Do(b.ctx, actions...); err != nil {
+	ctx, cancel := context.WithTimeout(b.ctx, waitFor)
+	defer cancel()
+	if err := chromedp.Do(ctx, actions...); err != nil {
 		b.t.Fatalf("%s: %v", what, err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 	"github.com/gantry-ci/gantry/internal/store"
@@ -39,6 +40,30 @@ func (c *coordinator) getJSON(t *testing.T, path string, v any) {
 	}
 }
 
+// waitRunOver polls the run through the API until it has ended, for at most 30 s.
+func (c *coordinator) waitRunOver(t *testing.T, runID string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var r struct {
+			Status string `json:"status"`
+		}
+		c.getJSON(t, "/api/v1/runs/"+runID, &r)
+		switch r.Status {
+		case "success", "failed", "cancelled":
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("run %s still %s after 30s", runID, r.Status)
+		}
+		select {
+		case <-time.After(20 * time.Millisecond):
+		case <-t.Context().Done():
+			t.Fatal(t.Context().Err())
+		}
+	}
+}
+
 // TestDashboardRerunsASucceededJob: Re-run job on a job that succeeded starts attempt 2
 // (and its dependent again); the job page lists both attempts with who started them,
 // and attempt 1's log and steps open from the list; at a phone's width too.
@@ -62,6 +87,8 @@ jobs:
 		document.querySelector("#log").innerText.includes("built by attempt 1")`)
 	b.waitJS("re-run offered for a success", `!document.querySelector("#retry-job").disabled &&
 		document.querySelector("#retry-job").textContent === "Re-run job" && !document.querySelector("#attempts")`)
+	// A job is re-run once its dependents have finished (409 before): the run must be over.
+	c.waitRunOver(t, runID)
 
 	b.do("re-run", chromedp.Click(chromedp.ID("retry-job")))
 	b.waitJS("attempt 2 ran and is followed", `document.querySelector("#job-status [data-status]").dataset.status === "success" &&
