@@ -24,7 +24,7 @@ import (
 	"github.com/gantry-ci/gantry/internal/executor"
 	"github.com/gantry-ci/gantry/internal/ghaexpr"
 	"github.com/gantry-ci/gantry/internal/logs"
-	"github.com/gantry-ci/gantry/internal/metrics"
+	"github.com/gantry-ci/gantry/internal/metrics/workermetrics"
 	"github.com/gantry-ci/gantry/internal/pipeline"
 )
 
@@ -63,7 +63,7 @@ type Config struct {
 	Logger       *slog.Logger
 	HTTPClient   *http.Client
 	// Metrics counts what the worker does; nil counts nothing.
-	Metrics *metrics.Worker
+	Metrics *workermetrics.Worker
 	// Registered, when set, is called with the worker's id once it has registered and
 	// before it claims a job (the docker worker sweeps what its dead predecessors left);
 	// its context ends once the worker has stopped and its jobs with it.

@@ -8,6 +8,7 @@ import (
 	"github.com/gantry-ci/gantry/internal/api"
 	"github.com/gantry-ci/gantry/internal/metrics"
 	"github.com/gantry-ci/gantry/internal/metrics/metricstest"
+	"github.com/gantry-ci/gantry/internal/metrics/workermetrics"
 	"github.com/gantry-ci/gantry/internal/store"
 	"github.com/gantry-ci/gantry/internal/store/sqlite"
 	"github.com/gantry-ci/gantry/internal/store/sqlite/sqlitetest"
@@ -31,7 +32,7 @@ func TestWorkerMetrics(t *testing.T) {
 	})
 	b := &bundle{st: st, url: srv.URL}
 
-	wm := metrics.NewWorker()
+	wm := workermetrics.New()
 	wsrv := httptest.NewServer(wm.Handler())
 	t.Cleanup(wsrv.Close)
 	b.startWith(t, Config{Name: "metered", MaxJobs: 2, Metrics: wm})

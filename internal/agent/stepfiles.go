@@ -14,7 +14,7 @@ import (
 	"syscall"
 
 	"github.com/gantry-ci/gantry/internal/pipeline"
-	"github.com/gantry-ci/gantry/internal/store"
+	"github.com/gantry-ci/gantry/internal/stepsummary"
 )
 
 // maxStepFile bounds what the worker reads of one such file after a step.
@@ -170,15 +170,15 @@ func (f *stepFiles) collect() (map[string]string, error) {
 	return outputs, nil
 }
 
-// errSummaryTooLarge is a step summary over store.MaxSummaryBytes; size is the file's.
+// errSummaryTooLarge is a step summary over stepsummary.MaxBytes; size is the file's.
 type errSummaryTooLarge struct{ size int64 }
 
 func (e *errSummaryTooLarge) Error() string {
-	return fmt.Sprintf("it is %s, more than the %s a step's summary may be", byteSize(e.size), byteSize(store.MaxSummaryBytes))
+	return fmt.Sprintf("it is %s, more than the %s a step's summary may be", byteSize(e.size), byteSize(stepsummary.MaxBytes))
 }
 
 // takeSummary reads what a step wrote to $GANTRY_STEP_SUMMARY and leaves the file empty
-// for the next step, as GitHub gives each step a fresh one. Over store.MaxSummaryBytes
+// for the next step, as GitHub gives each step a fresh one. Over stepsummary.MaxBytes
 // it is *errSummaryTooLarge and nothing of it is taken. A file the step removed, or
 // replaced with a symlink or anything but a file (refused, never followed, as
 // readAndEmpty does), is made again for the next step.
@@ -200,14 +200,14 @@ func (f *stepFiles) takeSummary() (string, error) {
 	if !fi.Mode().IsRegular() {
 		return "", errors.Join(fmt.Errorf("it is a %s, not the file the step was given", fi.Mode().Type()), f.remakeSummary())
 	}
-	b, err := io.ReadAll(io.LimitReader(fh, store.MaxSummaryBytes+1))
+	b, err := io.ReadAll(io.LimitReader(fh, stepsummary.MaxBytes+1))
 	if err != nil {
 		return "", err
 	}
 	if err := fh.Truncate(0); err != nil {
 		return "", fmt.Errorf("empty it for the next step: %w", err)
 	}
-	if len(b) > store.MaxSummaryBytes {
+	if len(b) > stepsummary.MaxBytes {
 		return "", &errSummaryTooLarge{size: max(fi.Size(), int64(len(b)))}
 	}
 	return string(b), nil

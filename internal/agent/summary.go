@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/gantry-ci/gantry/internal/logs"
-	"github.com/gantry-ci/gantry/internal/store"
+	"github.com/gantry-ci/gantry/internal/stepsummary"
 )
 
 // featureSummaries is the coordinator's feature (api: the register answer's features)
@@ -57,7 +57,7 @@ func (s *summaries) take(part, step int, name string) {
 		return
 	}
 	text = strings.ReplaceAll(strings.ToValidUTF8(s.rec.MaskText(text), "\uFFFD"), "\x00", "\uFFFD")
-	if len(text) > store.MaxSummaryBytes {
+	if len(text) > stepsummary.MaxBytes {
 		// Made longer by the replacement of bytes that are not UTF-8.
 		s.warn(step, fmt.Sprintf("step %s: the step summary is not kept: %v", name, &errSummaryTooLarge{size: int64(len(text))}))
 		return
@@ -69,9 +69,9 @@ func (s *summaries) take(part, step int, name string) {
 		}
 		return
 	}
-	if !s.kept[part] && len(s.kept) >= store.MaxSummarySteps {
+	if !s.kept[part] && len(s.kept) >= stepsummary.MaxSteps {
 		s.warn(step, fmt.Sprintf("step %s: the step summary is not kept: a job keeps the summaries of %d steps, and the steps before it used them all",
-			name, store.MaxSummarySteps))
+			name, stepsummary.MaxSteps))
 		return
 	}
 	s.kept[part] = true

@@ -19,6 +19,7 @@ import (
 	"github.com/gantry-ci/gantry/internal/secret"
 	"github.com/gantry-ci/gantry/internal/store"
 	"github.com/gantry-ci/gantry/internal/tracing"
+	"github.com/gantry-ci/gantry/internal/tracing/tracestore"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -244,7 +245,7 @@ func New(cfg Config) *Server {
 	if s.metrics == nil {
 		s.metrics = metrics.NewCoordinator()
 	}
-	s.store = tracing.InstrumentStore(metrics.InstrumentStore(cfg.Store, s.metrics))
+	s.store = tracestore.Instrument(metrics.InstrumentStore(cfg.Store, s.metrics))
 	if s.logs == nil {
 		s.logs = logs.NewService(logs.Config{Storage: logs.NewChunkStorage(s.store).WithBlobs(cfg.Blobs), Notifier: s.store,
 			Logger: cfg.Logger, Stored: s.metrics.LogsStored})

@@ -5,8 +5,8 @@ import (
 	"net"
 	"testing"
 
-	"github.com/gantry-ci/gantry/internal/metrics"
 	"github.com/gantry-ci/gantry/internal/metrics/metricstest"
+	"github.com/gantry-ci/gantry/internal/metrics/workermetrics"
 )
 
 // TestWorkerMetricsAddr: --metrics-addr turns the worker's metrics on and must be
@@ -37,7 +37,7 @@ func TestWorkerMetricsAddr(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	_ = ln.Close()
-	m := metrics.NewWorker()
+	m := workermetrics.New()
 	m.ClaimFailed()
 	stop, err := serveMetrics(addr, m.Handler(), slog.New(slog.DiscardHandler))
 	if err != nil {

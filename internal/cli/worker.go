@@ -23,7 +23,7 @@ import (
 	"github.com/gantry-ci/gantry/internal/agent"
 	"github.com/gantry-ci/gantry/internal/executor"
 	"github.com/gantry-ci/gantry/internal/executor/docker"
-	"github.com/gantry-ci/gantry/internal/metrics"
+	"github.com/gantry-ci/gantry/internal/metrics/workermetrics"
 	"github.com/gantry-ci/gantry/internal/pipeline"
 )
 
@@ -267,7 +267,7 @@ func (c *workerConfig) agentConfig() (agent.Config, error) {
 		if _, _, err := net.SplitHostPort(c.MetricsAddr); err != nil {
 			return ac, usagef("--metrics-addr %q: want host:port", c.MetricsAddr)
 		}
-		ac.Metrics = metrics.NewWorker()
+		ac.Metrics = workermetrics.New()
 	}
 	for _, l := range strings.Split(c.Labels, ",") {
 		if l = strings.TrimSpace(l); l != "" {

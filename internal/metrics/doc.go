@@ -1,4 +1,4 @@
-// Package metrics defines Gantry's Prometheus metrics: the coordinator's and the worker's
-// collectors, each on its own registry, and a store decorator that times every call.
+// Package metrics defines the coordinator's Prometheus metrics, on a registry of their own,
+// and a store decorator that times every call; the worker's are in workermetrics.
 // It only counts and reads: it never changes what it observes.
 package metrics

@@ -16,7 +16,7 @@ import (
 	"github.com/robfig/cron/v3"
 	"go.yaml.in/yaml/v3"
 
-	"github.com/gantry-ci/gantry/internal/trigger/glob"
+	"github.com/gantry-ci/gantry/internal/glob"
 )
 
 // Triggers is a pipeline's compiled `on:`: the events that start a run of it. A plan

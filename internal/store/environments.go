@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gantry-ci/gantry/internal/trigger/glob"
+	"github.com/gantry-ci/gantry/internal/glob"
 	"github.com/google/uuid"
 )
 

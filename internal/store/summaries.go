@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/gantry-ci/gantry/internal/stepsummary"
 )
 
 // Summaries keeps what a job attempt's steps wrote to their summary files
@@ -33,8 +35,8 @@ type Summaries interface {
 // Bounds of PutSummary, GitHub's: a step's summary is at most 1 MiB, and a job shows the
 // summaries of at most 20 steps.
 const (
-	MaxSummaryBytes = 1 << 20
-	MaxSummarySteps = 20
+	MaxSummaryBytes = stepsummary.MaxBytes
+	MaxSummarySteps = stepsummary.MaxSteps
 )
 
 // SummaryPart is what one step of a job attempt wrote to its summary file.

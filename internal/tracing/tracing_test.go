@@ -2,16 +2,10 @@ package tracing
 
 import (
 	"context"
-	"errors"
-	"path/filepath"
 	"testing"
 
 	"github.com/google/uuid"
-	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
-
-	"github.com/gantry-ci/gantry/internal/store"
-	"github.com/gantry-ci/gantry/internal/store/sqlite"
 )
 
 // TestSetupOffByDefault: without the OTEL_* variables that ask for traces, Setup installs
@@ -63,35 +57,5 @@ func TestRunIDs(t *testing.T) {
 	if len(ss) != 1 || ss[0].SpanContext.TraceID() != RunTraceID(id) || ss[0].SpanContext.SpanID() != RunSpanID(id) ||
 		ss[0].Parent.IsValid() {
 		t.Fatalf("run span %+v, want root %s/%s", ss, RunTraceID(id), RunSpanID(id))
-	}
-}
-
-// TestStoreSpans: store calls under a recorded span make a child span each, in error when
-// the call failed; calls outside a trace make none.
-func TestStoreSpans(t *testing.T) {
-	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "gantry.db"), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
-	traced := InstrumentStore(st)
-	exp, restore := UseInMemory()
-	defer restore()
-
-	if _, err := traced.GetRun(t.Context(), uuid.New()); !errors.Is(err, store.ErrNotFound) {
-		t.Fatalf("GetRun outside a trace: %v", err)
-	}
-	if n := len(exp.GetSpans()); n != 0 {
-		t.Fatalf("%d spans outside a trace, want none", n)
-	}
-	ctx, parent := Tracer().Start(t.Context(), "request")
-	if _, err := traced.GetRun(ctx, uuid.New()); !errors.Is(err, store.ErrNotFound) {
-		t.Fatalf("GetRun: %v", err)
-	}
-	parent.End()
-	ss := exp.GetSpans()
-	if len(ss) != 2 || ss[0].Name != "store GetRun" || ss[0].Parent.SpanID() != ss[1].SpanContext.SpanID() ||
-		ss[0].Status.Code != codes.Error {
-		t.Fatalf("spans %+v, want store GetRun in error under request", ss)
 	}
 }

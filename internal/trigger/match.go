@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/gantry-ci/gantry/internal/glob"
 	"github.com/gantry-ci/gantry/internal/pipeline"
-	"github.com/gantry-ci/gantry/internal/trigger/glob"
 )
 
 // Kind is what happened.

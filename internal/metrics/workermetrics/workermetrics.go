@@ -1,4 +1,7 @@
-package metrics
+// Package workermetrics holds a worker's Prometheus collectors, on a registry of their
+// own. It links nothing of the coordinator's (the store, its records): a worker counts
+// only what it does.
+package workermetrics
 
 import (
 	"net/http"
@@ -8,7 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// Worker holds a worker agent's collectors. Make one with NewWorker. Every method is a
+// Worker holds a worker agent's collectors. Make one with New. Every method is a
 // no-op on a nil *Worker, so an agent without metrics calls them all the same.
 type Worker struct {
 	reg *prometheus.Registry
@@ -31,9 +34,12 @@ var workerResults = []string{"success", "failed", "cancelled", "lost"}
 // Step results, the result label of gantry_worker_step_duration_seconds.
 var stepResults = []string{"success", "failed", "cancelled"}
 
-// NewWorker makes a worker's collectors and registers them, with the Go runtime and
+// durationBuckets cover steps, as the coordinator's cover jobs: a second to two hours.
+var durationBuckets = []float64{0.1, 0.5, 1, 5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200}
+
+// New makes a worker's collectors and registers them, with the Go runtime and
 // process collectors, on a registry of their own.
-func NewWorker() *Worker {
+func New() *Worker {
 	m := &Worker{
 		reg: prometheus.NewRegistry(),
 		jobs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gantry_worker_jobs_total",

@@ -1,4 +1,7 @@
-package tracing
+// Package tracestore is the store decorator of Gantry's tracing: a span per store call
+// made under a recorded trace. It is the coordinator's; the tracing package itself links
+// no store, so a worker links none through it.
+package tracestore
 
 import (
 	"context"
@@ -10,6 +13,7 @@ import (
 
 	"github.com/gantry-ci/gantry/internal/store"
 	"github.com/gantry-ci/gantry/internal/testreport"
+	"github.com/gantry-ci/gantry/internal/tracing"
 )
 
 // traced is a store.Store that records a span per call of the store it wraps, as a child
@@ -19,11 +23,11 @@ type traced struct {
 	store.Store
 }
 
-// InstrumentStore returns st recording a span, "store <Method>", for every method that
+// Instrument returns st recording a span, "store <Method>", for every method that
 // does I/O, but only under a span being recorded (an API request's): calls outside a
 // trace, such as the scheduler's periodic passes, cost one context lookup and make no
 // span.
-func InstrumentStore(st store.Store) store.Store {
+func Instrument(st store.Store) store.Store {
 	if _, ok := st.(*traced); ok {
 		return st
 	}
@@ -38,7 +42,7 @@ func (s *traced) start(ctx context.Context, method string) (context.Context, tra
 	}
 	// The tracer is looked up per span, not kept: the global provider may change after
 	// the store is wrapped (a test installing one).
-	return Tracer().Start(ctx, "store "+method, trace.WithSpanKind(trace.SpanKindClient))
+	return tracing.Tracer().Start(ctx, "store "+method, trace.WithSpanKind(trace.SpanKindClient))
 }
 
 // end ends a call's span, marking an error. A span not recording (no trace) is left alone.
