@@ -10,6 +10,7 @@ import (
 	"github.com/gantry-ci/gantry/internal/api"
 	"github.com/gantry-ci/gantry/internal/clock"
 	"github.com/gantry-ci/gantry/internal/logs"
+	"github.com/gantry-ci/gantry/internal/logs/logchunks"
 	"github.com/gantry-ci/gantry/internal/store/postgres"
 	"github.com/gantry-ci/gantry/internal/testdb"
 )
@@ -28,7 +29,7 @@ func TestLogReplicas(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = st.Close() })
-		svc := logs.NewService(logs.Config{Storage: logs.NewChunkStorage(st), Notifier: st})
+		svc := logs.NewService(logs.Config{Storage: logchunks.New(st), Notifier: st})
 		t.Cleanup(svc.Close)
 		// No timer may stand in for the notices: the streams neither recheck the store
 		// nor send keep-alives during the test, so lines reach B only because A's append

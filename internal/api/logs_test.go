@@ -13,6 +13,7 @@ import (
 
 	"github.com/gantry-ci/gantry/internal/api"
 	"github.com/gantry-ci/gantry/internal/logs"
+	"github.com/gantry-ci/gantry/internal/logs/logchunks"
 )
 
 // logStorages are the log storages every log test runs on: files (embedded mode) and
@@ -27,7 +28,7 @@ var logStorages = map[string]func(t *testing.T, cfg *api.Config) logs.Storage{
 		t.Cleanup(func() { _ = fs.Close() })
 		return fs
 	},
-	"chunks": func(t *testing.T, cfg *api.Config) logs.Storage { return logs.NewChunkStorage(cfg.Store) },
+	"chunks": func(t *testing.T, cfg *api.Config) logs.Storage { return logchunks.New(cfg.Store) },
 }
 
 // setupLogs starts a server whose log service uses the named storage.

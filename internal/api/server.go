@@ -13,6 +13,7 @@ import (
 	"github.com/gantry-ci/gantry/internal/blob"
 	"github.com/gantry-ci/gantry/internal/clock"
 	"github.com/gantry-ci/gantry/internal/logs"
+	"github.com/gantry-ci/gantry/internal/logs/logchunks"
 	"github.com/gantry-ci/gantry/internal/metrics"
 	"github.com/gantry-ci/gantry/internal/outbound"
 	"github.com/gantry-ci/gantry/internal/pipeline"
@@ -247,7 +248,7 @@ func New(cfg Config) *Server {
 	}
 	s.store = tracestore.Instrument(metrics.InstrumentStore(cfg.Store, s.metrics))
 	if s.logs == nil {
-		s.logs = logs.NewService(logs.Config{Storage: logs.NewChunkStorage(s.store).WithBlobs(cfg.Blobs), Notifier: s.store,
+		s.logs = logs.NewService(logs.Config{Storage: logchunks.New(s.store).WithBlobs(cfg.Blobs), Notifier: s.store,
 			Logger: cfg.Logger, Stored: s.metrics.LogsStored})
 		s.ownLogs = true
 	}

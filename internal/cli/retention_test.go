@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gantry-ci/gantry/internal/logs"
+	"github.com/gantry-ci/gantry/internal/logs/logchunks"
 	"github.com/gantry-ci/gantry/internal/pipeline"
 	"github.com/gantry-ci/gantry/internal/store"
 	"github.com/gantry-ci/gantry/internal/store/sqlite"
@@ -48,7 +49,7 @@ func TestPurgeSummaries(t *testing.T) {
 		}
 		return len(rs)
 	}
-	svc := logs.NewService(logs.Config{Storage: logs.NewChunkStorage(st)})
+	svc := logs.NewService(logs.Config{Storage: logchunks.New(st)})
 	t.Cleanup(svc.Close)
 	log := slog.New(slog.NewTextHandler(t.Output(), nil))
 	purgeBefore(t.Context(), svc, st, time.Now().Add(-time.Hour), log)

@@ -24,6 +24,7 @@ import (
 	"github.com/gantry-ci/gantry/internal/blob"
 	"github.com/gantry-ci/gantry/internal/clock"
 	"github.com/gantry-ci/gantry/internal/logs"
+	"github.com/gantry-ci/gantry/internal/logs/logchunks"
 	"github.com/gantry-ci/gantry/internal/metrics"
 	"github.com/gantry-ci/gantry/internal/notify"
 	"github.com/gantry-ci/gantry/internal/outbound"
@@ -589,7 +590,7 @@ func openLogs(cfg serverConfig, st store.Store, blobs blob.Store, log *slog.Logg
 	if path, ok := strings.CutPrefix(cfg.DB, "sqlite://"); ok && dir == "" {
 		dir = filepath.Join(filepath.Dir(path), "logs")
 	}
-	var storage logs.Storage = logs.NewChunkStorage(st).WithBlobs(blobs)
+	var storage logs.Storage = logchunks.New(st).WithBlobs(blobs)
 	if dir != "" {
 		var syncEvery time.Duration
 		if cfg.Throwaway {

@@ -9,7 +9,7 @@ import (
 // not the shape encode writes is left to the full decoder.
 func TestLeadingSeq(t *testing.T) {
 	t.Parallel()
-	enc := encode([]Line{{Seq: 123456789, TS: 5, Stream: Stdout, Text: `{"seq":1}`}})
+	enc := Encode([]Line{{Seq: 123456789, TS: 5, Stream: Stdout, Text: `{"seq":1}`}})
 	if seq, ok := leadingSeq(enc); !ok || seq != 123456789 {
 		t.Errorf("leadingSeq(%s) = %d, %v", enc, seq, ok)
 	}
@@ -19,8 +19,8 @@ func TestLeadingSeq(t *testing.T) {
 		}
 	}
 	// decode skips on it and still keeps what follows.
-	data := encode([]Line{{Seq: 1, Text: "a"}, {Seq: 2, Text: "b"}, {Seq: 3, Text: "c"}})
-	got, err := decode(bytes.NewReader(data), 1, 10, nil)
+	data := Encode([]Line{{Seq: 1, Text: "a"}, {Seq: 2, Text: "b"}, {Seq: 3, Text: "c"}})
+	got, err := Decode(bytes.NewReader(data), 1, 10, nil)
 	if err != nil || len(got) != 2 || got[0].Text != "b" || got[1].Text != "c" {
 		t.Errorf("decode after 1: %+v, %v", got, err)
 	}

@@ -12,7 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/gantry-ci/gantry/internal/store"
+	"github.com/gantry-ci/gantry/internal/store/storeerr"
 	"github.com/google/uuid"
 )
 
@@ -36,7 +36,7 @@ type Config struct {
 	Storage Storage
 	// Notifier carries "new lines" and "ended" notices between coordinator replicas; nil
 	// for a single coordinator.
-	Notifier store.Notifier
+	Notifier Notifier
 	// MaxBytes caps what one job attempt stores (DefaultMaxBytes when zero); past it the
 	// rest is dropped and a system line says so.
 	MaxBytes int64
@@ -48,6 +48,15 @@ type Config struct {
 
 // Service is the coordinator's side of the log pipeline: it stores what workers send,
 // once per seq, and serves readers from the live hub and from storage.
+// Notifier carries notices between coordinator replicas; the store is one (store.Notifier
+// says how they are delivered).
+type Notifier interface {
+	// Publish sends a notice on topic to its subscribers on every replica.
+	Publish(ctx context.Context, topic, payload string) error
+	// Subscribe returns a channel of topic's notices and a function to stop listening.
+	Subscribe(topic string) (<-chan string, func())
+}
+
 type Service struct {
 	cfg    Config
 	hub    *Hub
@@ -124,10 +133,10 @@ func (s *Service) attempt(k Key) *attemptState {
 func (s *Service) Append(ctx context.Context, k Key, lines []Line) (next int64, truncated bool, err error) {
 	for i := range lines {
 		if err := lines[i].Valid(); err != nil {
-			return 0, false, fmt.Errorf("%w: %v", store.ErrInvalid, err)
+			return 0, false, fmt.Errorf("%w: %v", storeerr.ErrInvalid, err)
 		}
 		if i > 0 && lines[i].Seq != lines[i-1].Seq+1 {
-			return 0, false, fmt.Errorf("%w: seq %d follows %d; a batch must be dense", store.ErrInvalid, lines[i].Seq, lines[i-1].Seq)
+			return 0, false, fmt.Errorf("%w: seq %d follows %d; a batch must be dense", storeerr.ErrInvalid, lines[i].Seq, lines[i-1].Seq)
 		}
 		cut(&lines[i])
 	}
@@ -154,7 +163,7 @@ func (s *Service) Append(ctx context.Context, k Key, lines []Line) (next int64, 
 		if a.truncated {
 			return end, true, nil
 		}
-		todo, err = trim(lines, st.Next)
+		todo, err = Trim(lines, st.Next)
 		if err == nil && len(todo) > 0 {
 			break
 		}
@@ -350,7 +359,7 @@ func NewMatcher(q string, regex, ignoreCase bool) (Matcher, error) {
 		}
 		re, err := regexp.Compile(q)
 		if err != nil {
-			return nil, fmt.Errorf("%w: regular expression: %v", store.ErrInvalid, err)
+			return nil, fmt.Errorf("%w: regular expression: %v", storeerr.ErrInvalid, err)
 		}
 		return re.MatchString, nil
 	}

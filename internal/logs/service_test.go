@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gantry-ci/gantry/internal/logs"
+	"github.com/gantry-ci/gantry/internal/logs/logchunks"
 	"github.com/gantry-ci/gantry/internal/store"
 	"github.com/gantry-ci/gantry/internal/store/sqlite"
 	"github.com/gantry-ci/gantry/internal/store/sqlite/sqlitetest"
@@ -230,8 +231,8 @@ func TestServiceEndReadsStorage(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = st.Close() })
-	a := logs.NewService(logs.Config{Storage: logs.NewChunkStorage(st)})
-	b := logs.NewService(logs.Config{Storage: logs.NewChunkStorage(st)})
+	a := logs.NewService(logs.Config{Storage: logchunks.New(st)})
+	b := logs.NewService(logs.Config{Storage: logchunks.New(st)})
 	t.Cleanup(a.Close)
 	t.Cleanup(b.Close)
 	ctx := t.Context()

@@ -44,9 +44,9 @@ type Storage interface {
 	Close() error
 }
 
-// trim drops the lines of a batch that are already stored and checks that the rest
+// Trim drops the lines of a batch that are already stored and checks that the rest
 // continue the log at next without gaps.
-func trim(lines []Line, next int64) ([]Line, error) {
+func Trim(lines []Line, next int64) ([]Line, error) {
 	i := 0
 	for i < len(lines) && lines[i].Seq < next {
 		i++
@@ -63,8 +63,8 @@ func trim(lines []Line, next int64) ([]Line, error) {
 	return lines, nil
 }
 
-// encode returns lines as NDJSON.
-func encode(lines []Line) []byte {
+// Encode returns lines as NDJSON.
+func Encode(lines []Line) []byte {
 	var b []byte
 	for i := range lines {
 		b = appendJSON(b, &lines[i])
@@ -90,8 +90,8 @@ func leadingSeq(b []byte) (seq int64, ok bool) {
 	return seq, true
 }
 
-// decode reads NDJSON lines from r, keeping up to max of those after afterSeq.
-func decode(r io.Reader, afterSeq int64, max int, out []Line) ([]Line, error) {
+// Decode reads NDJSON lines from r, keeping up to max of those after afterSeq.
+func Decode(r io.Reader, afterSeq int64, max int, out []Line) ([]Line, error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
 	for sc.Scan() {

@@ -271,7 +271,7 @@ func (s *FileStorage) Append(ctx context.Context, k Key, lines []Line) (State, e
 	if lf.removed {
 		return State{}, fmt.Errorf("append to log %s: it was purged", k)
 	}
-	lines, err := trim(lines, lf.next)
+	lines, err := Trim(lines, lf.next)
 	if err != nil {
 		return lf.state(), err
 	}
@@ -341,7 +341,7 @@ func (s *FileStorage) Read(ctx context.Context, k Key, afterSeq int64, max int) 
 		return nil, fmt.Errorf("read log %s: %w", k, err)
 	}
 	defer f.Close()
-	out, err := decode(io.NewSectionReader(f, from, size-from), afterSeq, max, make([]Line, 0, min(max, 1024)))
+	out, err := Decode(io.NewSectionReader(f, from, size-from), afterSeq, max, make([]Line, 0, min(max, 1024)))
 	if err != nil {
 		return out, fmt.Errorf("read log %s: %w", k, err)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/gantry-ci/gantry/internal/blob"
 	"github.com/gantry-ci/gantry/internal/logs"
+	"github.com/gantry-ci/gantry/internal/logs/logchunks"
 	"github.com/gantry-ci/gantry/internal/store"
 	"github.com/gantry-ci/gantry/internal/store/postgres"
 	"github.com/gantry-ci/gantry/internal/store/sqlite"
@@ -58,7 +59,7 @@ var storageBackends = []struct {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = st.Close() })
-		return func() logs.Storage { return logs.NewChunkStorage(st) }
+		return func() logs.Storage { return logchunks.New(st) }
 	}},
 	{"chunks-postgres", func(t *testing.T) func() logs.Storage {
 		st, err := postgres.Open(context.Background(), testdb.Postgres(t), postgres.Options{})
@@ -66,7 +67,7 @@ var storageBackends = []struct {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = st.Close() })
-		return func() logs.Storage { return logs.NewChunkStorage(st) }
+		return func() logs.Storage { return logchunks.New(st) }
 	}},
 	{"chunks-postgres-blobs", func(t *testing.T) func() logs.Storage {
 		st, err := postgres.Open(context.Background(), testdb.Postgres(t), postgres.Options{})
@@ -75,7 +76,7 @@ var storageBackends = []struct {
 		}
 		t.Cleanup(func() { _ = st.Close() })
 		bs := testBlobs(t)
-		return func() logs.Storage { return logs.NewChunkStorage(st).WithBlobs(bs) }
+		return func() logs.Storage { return logchunks.New(st).WithBlobs(bs) }
 	}},
 }
 
@@ -99,7 +100,7 @@ func TestFinishedLogsMoveToBlobs(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = st.Close() })
 	bs := testBlobs(t)
-	ls := logs.NewChunkStorage(st).WithBlobs(bs)
+	ls := logchunks.New(st).WithBlobs(bs)
 	ctx := t.Context()
 	k := logs.Key{Job: store.NewID(), Attempt: 1}
 	const n = 3000

@@ -1,4 +1,7 @@
-package logs
+// Package logchunks is the logs.Storage of the scale-out mode: log lines as chunk rows in
+// the database (store.LogIndex), finished logs in the blob store. It is the coordinator's;
+// the logs package links no store.
+package logchunks
 
 import (
 	"bytes"
@@ -13,34 +16,35 @@ import (
 	"time"
 
 	"github.com/gantry-ci/gantry/internal/blob"
+	"github.com/gantry-ci/gantry/internal/logs"
 	"github.com/gantry-ci/gantry/internal/store"
 )
 
-// ChunkStorage keeps log lines as chunk rows in the database, so that every coordinator
+// Storage keeps log lines as chunk rows in the database, so that every coordinator
 // replica reads what any replica stored: the storage of the scale-out mode. Each append
 // is one row; when the attempt ends its rows are compacted into rows of about
 // compactBytes, whose lines move to the blob store when there is one.
-type ChunkStorage struct {
+type Storage struct {
 	idx   store.LogIndex
 	blobs blob.Store // where finished logs go; nil keeps them in the rows
 
 	mu    sync.Mutex
-	state map[Key]State // last known end per attempt; another replica may have moved it
+	state map[logs.Key]logs.State // last known end per attempt; another replica may have moved it
 }
 
 // compactBytes is the size compaction aims for per row.
 const compactBytes = 1 << 20
 
-var _ Storage = (*ChunkStorage)(nil)
+var _ logs.Storage = (*Storage)(nil)
 
-// NewChunkStorage stores logs through idx.
-func NewChunkStorage(idx store.LogIndex) *ChunkStorage {
-	return &ChunkStorage{idx: idx, state: map[Key]State{}}
+// New stores logs through idx.
+func New(idx store.LogIndex) *Storage {
+	return &Storage{idx: idx, state: map[logs.Key]logs.State{}}
 }
 
 // WithBlobs makes finished logs move out of the database into bs, a row naming each
 // blob, and returns s.
-func (s *ChunkStorage) WithBlobs(bs blob.Store) *ChunkStorage {
+func (s *Storage) WithBlobs(bs blob.Store) *Storage {
 	s.blobs = bs
 	return s
 }
@@ -48,14 +52,14 @@ func (s *ChunkStorage) WithBlobs(bs blob.Store) *ChunkStorage {
 // Append implements Storage. When another replica appended meanwhile, the chunk is
 // refused by the database, or looks like a gap here; the end is read again and the
 // batch trimmed to it.
-func (s *ChunkStorage) Append(ctx context.Context, k Key, lines []Line) (State, error) {
+func (s *Storage) Append(ctx context.Context, k logs.Key, lines []logs.Line) (logs.State, error) {
 	for try := 0; ; try++ {
 		st, err := s.State(ctx, k)
 		if err != nil {
 			return st, err
 		}
-		todo, err := trim(lines, st.Next)
-		if errors.Is(err, ErrGap) && try == 0 {
+		todo, err := logs.Trim(lines, st.Next)
+		if errors.Is(err, logs.ErrGap) && try == 0 {
 			// The end known here may be stale: another replica may have stored the
 			// lines in between. Ask the database before calling it a gap.
 			s.forget(k)
@@ -64,7 +68,7 @@ func (s *ChunkStorage) Append(ctx context.Context, k Key, lines []Line) (State, 
 		if err != nil || len(todo) == 0 {
 			return st, err
 		}
-		data := encode(todo)
+		data := logs.Encode(todo)
 		c := &store.LogChunk{JobID: k.Job, Attempt: k.Attempt, FirstSeq: todo[0].Seq, LastSeq: todo[len(todo)-1].Seq,
 			Bytes: int64(len(data)), Data: data}
 		err = s.idx.AppendLogChunk(ctx, c)
@@ -76,7 +80,7 @@ func (s *ChunkStorage) Append(ctx context.Context, k Key, lines []Line) (State, 
 			s.forget(k)
 			return st, fmt.Errorf("append to log %s: %w", k, err)
 		}
-		st = State{Next: c.LastSeq + 1, Bytes: st.Bytes + c.Bytes}
+		st = logs.State{Next: c.LastSeq + 1, Bytes: st.Bytes + c.Bytes}
 		s.mu.Lock()
 		s.state[k] = st
 		s.mu.Unlock()
@@ -84,14 +88,14 @@ func (s *ChunkStorage) Append(ctx context.Context, k Key, lines []Line) (State, 
 	}
 }
 
-func (s *ChunkStorage) forget(k Key) {
+func (s *Storage) forget(k logs.Key) {
 	s.mu.Lock()
 	delete(s.state, k)
 	s.mu.Unlock()
 }
 
 // State implements Storage.
-func (s *ChunkStorage) State(ctx context.Context, k Key) (State, error) {
+func (s *Storage) State(ctx context.Context, k logs.Key) (logs.State, error) {
 	s.mu.Lock()
 	st, ok := s.state[k]
 	s.mu.Unlock()
@@ -100,9 +104,9 @@ func (s *ChunkStorage) State(ctx context.Context, k Key) (State, error) {
 	}
 	last, n, err := s.idx.LastLogSeq(ctx, k.Job, k.Attempt)
 	if err != nil {
-		return State{}, fmt.Errorf("log %s: %w", k, err)
+		return logs.State{}, fmt.Errorf("log %s: %w", k, err)
 	}
-	st = State{Next: last + 1, Bytes: n}
+	st = logs.State{Next: last + 1, Bytes: n}
 	s.mu.Lock()
 	s.state[k] = st
 	s.mu.Unlock()
@@ -110,14 +114,14 @@ func (s *ChunkStorage) State(ctx context.Context, k Key) (State, error) {
 }
 
 // Refresh implements Storage.
-func (s *ChunkStorage) Refresh(ctx context.Context, k Key) (State, error) {
+func (s *Storage) Refresh(ctx context.Context, k logs.Key) (logs.State, error) {
 	s.forget(k)
 	return s.State(ctx, k)
 }
 
 // Read implements Storage.
-func (s *ChunkStorage) Read(ctx context.Context, k Key, afterSeq int64, max int) ([]Line, error) {
-	var out []Line
+func (s *Storage) Read(ctx context.Context, k logs.Key, afterSeq int64, max int) ([]logs.Line, error) {
+	var out []logs.Line
 	for len(out) < max {
 		cs, err := s.idx.ListLogChunks(ctx, k.Job, k.Attempt, afterSeq, 16)
 		if err != nil {
@@ -131,7 +135,7 @@ func (s *ChunkStorage) Read(ctx context.Context, k Key, afterSeq int64, max int)
 			if err != nil {
 				return out, fmt.Errorf("read log %s: %w", k, err)
 			}
-			if out, err = decode(bytes.NewReader(data), afterSeq, max, out); err != nil {
+			if out, err = logs.Decode(bytes.NewReader(data), afterSeq, max, out); err != nil {
 				return out, fmt.Errorf("read log %s: %w", k, err)
 			}
 			if len(out) >= max {
@@ -147,7 +151,7 @@ func (s *ChunkStorage) Read(ctx context.Context, k Key, afterSeq int64, max int)
 }
 
 // chunkData returns a chunk's lines, from the blob store when the chunk names a blob.
-func (s *ChunkStorage) chunkData(ctx context.Context, c *store.LogChunk) ([]byte, error) {
+func (s *Storage) chunkData(ctx context.Context, c *store.LogChunk) ([]byte, error) {
 	digest, ok := strings.CutPrefix(c.Location, store.LogBlobLocation(""))
 	if c.Location == "" || !ok {
 		if c.Location != "" {
@@ -176,7 +180,7 @@ func (s *ChunkStorage) chunkData(ctx context.Context, c *store.LogChunk) ([]byte
 // Finish implements Storage: the attempt's rows are merged into rows of about
 // compactBytes, and with a blob store their lines move there. Run again, it finds the
 // work done.
-func (s *ChunkStorage) Finish(ctx context.Context, k Key) error {
+func (s *Storage) Finish(ctx context.Context, k logs.Key) error {
 	defer s.forget(k)
 	var all []*store.LogChunk
 	var after int64
@@ -228,7 +232,7 @@ func (s *ChunkStorage) Finish(ctx context.Context, k Key) error {
 }
 
 // Purge implements Storage.
-func (s *ChunkStorage) Purge(ctx context.Context, before time.Time) (int, error) {
+func (s *Storage) Purge(ctx context.Context, before time.Time) (int, error) {
 	n, err := s.idx.DeleteLogChunksBefore(ctx, before)
 	if err != nil {
 		return n, fmt.Errorf("purge logs: %w", err)
@@ -240,4 +244,4 @@ func (s *ChunkStorage) Purge(ctx context.Context, before time.Time) (int, error)
 }
 
 // Close implements Storage; the store is closed by its owner.
-func (s *ChunkStorage) Close() error { return nil }
+func (s *Storage) Close() error { return nil }
