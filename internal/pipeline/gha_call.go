@@ -546,6 +546,9 @@ func (t *ghaTranslator) calledJob(c *callerJob, cl *ghaCallee, rw *ghaCallRewrit
 				}
 				put(out, "uses", f.keyNode, t.callCopy(f.val, rw, f.path, false))
 			default:
+				if rw.planTimeNeeds(f) {
+					continue
+				}
 				put(out, f.key, f.keyNode, t.callCopy(f.val, rw, f.path, f.key == "steps"))
 			}
 		}
@@ -695,6 +698,9 @@ func (t *ghaTranslator) callStep(n *yaml.Node, rw *ghaCallRewrite, p string) *ya
 			cond.Anchor = ""
 			cond.Value = rw.condition(v.Value, v, f.path)
 			c.Content = append(c.Content, f.keyNode, &cond)
+			continue
+		}
+		if (f.key == "timeout-minutes" || f.key == "continue-on-error") && rw.planTimeNeeds(f) {
 			continue
 		}
 		if x := t.callCopy(f.val, rw, f.path, false); x != nil {

@@ -680,9 +680,11 @@ jobs:
 	}
 }
 
-// TestCallNameReadsInputs: a called job's name reads the caller's inputs; one known only
-// when the jobs run (needs.X.outputs) shows as the caller's expression, since Gantry
-// names jobs when it plans.
+// TestCallNameReadsInputs: a called job's name reads the caller's inputs. One the caller
+// fills from what a job it needs left is evaluated when the called job is claimed, as a
+// job's own name reading needs is (GitHub evaluates a job's name when it starts); one
+// known only when the jobs run that a claim cannot read (github.run_id) shows as the
+// caller's expression.
 func TestCallNameReadsInputs(t *testing.T) {
 	t.Parallel()
 	wf := &fakeWorkflows{local: map[string]string{".github/workflows/n.yml": `on:
@@ -690,9 +692,10 @@ func TestCallNameReadsInputs(t *testing.T) {
     inputs:
       os: {type: string, required: true}
       version: {type: string, required: true}
+      tag: {type: string, default: ""}
 jobs:
   build:
-    name: Build ${{ inputs.os }} v${{ inputs.version }}
+    name: Build ${{ inputs.os }} v${{ inputs.version }}${{ inputs.tag }}
     runs-on: x
     steps: [{run: echo}]
 `}}
@@ -706,9 +709,88 @@ jobs:
     needs: v
     uses: ./.github/workflows/n.yml
     with: {os: linux, version: "${{ needs.v.outputs.v }}"}
+  c:
+    needs: v
+    uses: ./.github/workflows/n.yml
+    with: {os: linux, version: "${{ needs.v.outputs.v || 'dev' }}", tag: "${{ github.run_id }}"}
 `, wf)
-	if got := p.Job("b-build").DisplayName; got != "b / Build linux vneeds.v.outputs.v" {
-		t.Errorf("name = %q", got)
+	b := p.Job("b-build")
+	if b.DisplayName != "b / Build linux v${{ needs.v.outputs.v }}" || b.NameTemplate == "" {
+		t.Fatalf("b-build: name %q, template %q; want the need's output kept for the claim", b.DisplayName, b.NameTemplate)
+	}
+	got, err := b.ClaimedName(map[string]string{"v": "success"}, map[string]map[string]string{"v": {"v": "1.2.3"}})
+	if err != nil || got != "b / Build linux v1.2.3" {
+		t.Errorf("b-build's claimed name = %q, %v; want b / Build linux v1.2.3", got, err)
+	}
+	c := p.Job("c-build")
+	got, err = c.ClaimedName(map[string]string{"v": "success"}, map[string]map[string]string{"v": {}})
+	if err != nil || got != "c / Build linux vdevgithub.run_id" {
+		t.Errorf("c-build's claimed name = %q, %v; want the need's output evaluated and github.run_id as written", got, err)
+	}
+}
+
+// TestCallPlanTimeNeeds: a setting of a called job that Gantry decides before the job is
+// claimed and that reads an input the caller fills from a need is refused at the input,
+// naming what the caller gave and when Gantry decides the setting; its if: and its
+// environment's url, decided later, may read it.
+func TestCallPlanTimeNeeds(t *testing.T) {
+	t.Parallel()
+	wf := &fakeWorkflows{local: map[string]string{".github/workflows/n.yml": `on:
+  workflow_call:
+    inputs:
+      who: {type: string, required: true}
+      n: {type: number, default: 5}
+jobs:
+  ro:
+    runs-on: [self-hosted, "${{ inputs.who }}"]
+    steps: [{run: echo}]
+  tm:
+    timeout-minutes: ${{ inputs.n }}
+    continue-on-error: ${{ inputs.who == 'x' }}
+    runs-on: x
+    steps:
+      - run: echo
+        timeout-minutes: ${{ inputs.n }}
+  env:
+    environment: {name: "${{ inputs.who }}", url: "https://example.org/${{ inputs.who }}"}
+    concurrency: {group: "g-${{ inputs.who }}"}
+    container: {image: "alpine:${{ inputs.who }}"}
+    if: inputs.who == 'x'
+    runs-on: x
+    steps: [{run: echo}]
+  fine:
+    if: inputs.who == 'x'
+    environment: {name: prod, url: "https://example.org/${{ inputs.who }}"}
+    runs-on: x
+    steps: [{run: echo}]
+`}}
+	es := callErrors(t, `on: push
+jobs:
+  v:
+    runs-on: x
+    outputs: {v: "${{ steps.v.outputs.v }}"}
+    steps: [{id: v, run: echo}]
+  b:
+    needs: v
+    uses: ./.github/workflows/n.yml
+    with: {who: "${{ needs.v.outputs.v }}", n: "${{ fromJSON(needs.v.outputs.v) }}"}
+`, wf)
+	want := []string{
+		".github/workflows/n.yml:8:33: jobs.ro.runs-on[1]: runs-on reads inputs.who, which job b gives as ${{ needs.v.outputs.v }}: what a job it needs left is known only when the job is claimed, but Gantry decides runs-on when it plans the run",
+		".github/workflows/n.yml:11:26: jobs.tm.timeout-minutes: timeout-minutes reads inputs.n, which job b gives as ${{ fromJSON(needs.v.outputs.v) }}",
+		".github/workflows/n.yml:12:28: jobs.tm.continue-on-error: continue-on-error reads inputs.who",
+		".github/workflows/n.yml:16:30: jobs.tm.steps[0].timeout-minutes: timeout-minutes reads inputs.n",
+		".github/workflows/n.yml:18:30: jobs.env.environment.name: environment's name reads inputs.who",
+		".github/workflows/n.yml:19:33: jobs.env.concurrency.group: concurrency's group reads inputs.who, which job b gives as ${{ needs.v.outputs.v }}: what a job it needs left is known only when the job is claimed, but Gantry decides concurrency's group when it creates the run",
+		".github/workflows/n.yml:20:36: jobs.env.container.image: the container's image reads inputs.who",
+	}
+	if len(es) != len(want) {
+		t.Fatalf("%d errors, want %d:\n%v", len(es), len(want), es)
+	}
+	for i, w := range want {
+		if !strings.Contains(es[i].Error(), w) {
+			t.Errorf("error %d = %q\nwant it to hold %q", i, es[i].Error(), w)
+		}
 	}
 }
 

@@ -350,7 +350,7 @@ func (t *ghaTranslator) checkCallerSide(c *callerJob, cj *ghaJob) {
 func (t *ghaTranslator) callRewrite(c *callerJob, cj *ghaJob, cl *ghaCallee, uses string) *ghaCallRewrite {
 	d := t.d
 	rw := &ghaCallRewrite{t: t, prefix: c.id + "-", jobs: map[string]string{}, inputs: map[string]string{}, secrets: map[string]string{},
-		file: cl.file.name}
+		file: cl.file.name, caller: c.id}
 	if cl.file.owner != "" {
 		rw.remote = cl.file
 	}

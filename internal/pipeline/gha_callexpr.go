@@ -338,6 +338,8 @@ type ghaCallRewrite struct {
 	callerCond      string
 	callerRewritten string
 	file            string
+	// caller is the id of the calling job, for messages.
+	caller string
 	// remote is the called workflow's repository and commit, for its own calls of ./.
 	remote *ghaWorkflowFile
 }
@@ -345,9 +347,10 @@ type ghaCallRewrite struct {
 // expr rewrites an expression of the called workflow.
 func (rw *ghaCallRewrite) expr(outputs bool) exprRewrite { return rw.rewriter(outputs, false) }
 
-// rewriter rewrites an expression of the called workflow; for a label (a job's name,
-// which Gantry decides when it plans), an input known only when the jobs run reads as
-// the text of the caller's expression.
+// rewriter rewrites an expression of the called workflow; for a label (a job's name), an
+// input the caller fills from its needs stays an expression, which the job's claim
+// evaluates, and any other input known only when the jobs run reads as the text of the
+// caller's expression.
 func (rw *ghaCallRewrite) rewriter(outputs, label bool) exprRewrite {
 	return exprRewrite{ref: func(head string, p []string) (string, bool, string) {
 		switch head {
@@ -362,7 +365,10 @@ func (rw *ghaCallRewrite) rewriter(outputs, label bool) exprRewrite {
 			if len(p) > 1 {
 				return "", false, fmt.Sprintf("inputs.%s is a %s, which has no properties", p[0], "value")
 			}
-			if _, known := foldConst(v); label && !known {
+			if _, known := foldConst(v); label && !known && !claimReadable(v) {
+				// What a need left is put in when the job is claimed, where a job's
+				// name reading needs is evaluated (claimName); anything else known only
+				// when the jobs run shows as the caller's expression.
 				v = quoteGHA(strings.TrimSuffix(strings.TrimPrefix(v, "("), ")"))
 			}
 			if !simpleExpr(v) {
