@@ -64,6 +64,9 @@ func (c *actionsCheck) resolver(log *slog.Logger) (*actions.Resolver, error) {
 type validateWarning struct {
 	line, column int
 	message      string
+	// file is the reusable workflow it is in, as a pipeline.Error names it; "" for the
+	// file validated.
+	file string
 }
 
 // checkActions resolves the action of each step of plan that uses one and returns what

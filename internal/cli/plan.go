@@ -81,7 +81,7 @@ func (a *app) plan(ctx context.Context, cfg planConfig) error {
 	if err != nil {
 		return err
 	}
-	r := a.compileSource(srcs[0], a.workflowsOf(ctx, srcs[0], nil))
+	r := a.compileSource(srcs[0], a.workflowsOf(ctx, srcs[0], nil), true)
 	if len(r.errs) > 0 {
 		// The same report as validate, so one habit reads both.
 		if err := writeValidateText(a.stdout, []fileResult{r}); err != nil {
@@ -95,6 +95,9 @@ func (a *app) plan(ctx context.Context, cfg planConfig) error {
 		return err
 	}
 	// On stderr, so that --format json and dot stay what they are.
+	for _, w := range r.warnings {
+		writeWarning(a.stderr, r, w)
+	}
 	for _, w := range warnings {
 		for _, line := range w {
 			fmt.Fprintf(a.stderr, "%s: warning: %s\n", r.src.name, line)

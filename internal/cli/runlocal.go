@@ -160,7 +160,7 @@ func (a *app) runLocal(ctx context.Context, cfg runConfig) error {
 		return usagef("--actions-source: %v", err)
 	}
 	resolver := &actions.Resolver{Source: actionsSrc, MirrorsDir: cfg.mirrors(), Logger: newLogger(a.stderr, cfg.LogLevel, cfg.LogFormat)}
-	res := a.compileSource(src, a.workflowsOf(ctx, src, resolver))
+	res := a.compileSource(src, a.workflowsOf(ctx, src, resolver), false)
 	if len(res.errs) > 0 {
 		writeErrors(a.stderr, res)
 		writeSummary(a.stderr, len(res.errs), 1)

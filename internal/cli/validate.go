@@ -87,7 +87,7 @@ func (a *app) validate(ctx context.Context, cfg validateConfig) error {
 	for i, src := range srcs {
 		// Other repositories' reusable workflows are read from the actions source as
 		// the actions are, when asked to; otherwise only their callers are checked.
-		results[i] = a.compileSource(src, a.workflowsOf(ctx, src, resolver))
+		results[i] = a.compileSource(src, a.workflowsOf(ctx, src, resolver), true)
 		results[i].warnings = append(results[i].warnings, results[i].workflows.skippedWarnings("give --resolve-actions to read it from the actions source")...)
 		plans[i] = results[i].plan
 	}
@@ -134,8 +134,11 @@ func (a *app) validate(ctx context.Context, cfg validateConfig) error {
 
 // compileSource compiles one definition with the default limits, the ones a server uses
 // unless configured otherwise, reading the reusable workflows it calls through w.
-func (a *app) compileSource(src source, w *fileWorkflows) fileResult {
-	opts := pipeline.Options{Path: src.name}
+// reusable checks a reusable workflow as a workflow calling it would
+// (pipeline.Options.CheckReusable), for a plan that is shown, not run: what it leaves
+// to the call is in the result's warnings.
+func (a *app) compileSource(src source, w *fileWorkflows, reusable bool) fileResult {
+	opts := pipeline.Options{Path: src.name, CheckReusable: reusable}
 	if w != nil {
 		opts.Workflows = w
 	}
@@ -146,7 +149,15 @@ func (a *app) compileSource(src source, w *fileWorkflows) fileResult {
 	case plan == nil:
 		return fileResult{src: src, errs: []*pipeline.Error{{Kind: "internal", Message: "compiler returned no plan and no error"}}, workflows: w}
 	default:
-		return fileResult{src: src, plan: plan, workflows: w}
+		r := fileResult{src: src, plan: plan, workflows: w}
+		for _, e := range plan.Warnings {
+			msg := e.Message
+			if e.Path != "" {
+				msg = e.Path + ": " + msg
+			}
+			r.warnings = append(r.warnings, validateWarning{line: e.Line, column: e.Column, message: msg, file: e.File})
+		}
+		return r
 	}
 }
 
@@ -161,7 +172,7 @@ func writeValidateText(w io.Writer, results []fileResult) error {
 			writeErrors(ew, r)
 		}
 		for _, w := range r.warnings {
-			writeDiagnostic(ew, r.src, &pipeline.Error{Line: w.line, Column: w.column, Message: "warning: " + w.message})
+			writeWarning(ew, r, w)
 		}
 	}
 	errs, files := 0, 0
@@ -175,6 +186,13 @@ func writeValidateText(w io.Writer, results []fileResult) error {
 		writeSummary(ew, errs, files)
 	}
 	return ew.err
+}
+
+// writeWarning prints a warning of r as writeDiagnostic prints an error, at its line of
+// the file it is in.
+func writeWarning(w io.Writer, r fileResult, warn validateWarning) {
+	e := &pipeline.Error{File: warn.file, Line: warn.line, Column: warn.column, Message: "warning: " + warn.message}
+	writeDiagnostic(w, r.workflows.sourceOf(r.src, e), e)
 }
 
 // writeErrors prints every error of one source in the compiler style of writeDiagnostic,
@@ -196,7 +214,8 @@ type (
 		Valid  bool            `json:"valid"`
 		Jobs   int             `json:"jobs"`
 		Errors []validateError `json:"errors"`
-		// Warnings are given with --project, --resolve-actions or --actions-source only.
+		// Warnings are given with --project, --resolve-actions or --actions-source, and
+		// for a reusable workflow the settings decided when a workflow calls it.
 		Warnings []string `json:"warnings,omitempty"`
 	}
 	validateError struct {

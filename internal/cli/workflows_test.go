@@ -198,3 +198,47 @@ jobs:
 		t.Errorf("an unknown remote workflow: exit %d\n%s%s", got.code, got.stdout, got.stderr)
 	}
 }
+
+// TestValidateReusableOnItsOwn: a reusable workflow validated on its own is checked as a
+// workflow calling it would have it checked: a runs-on reading its inputs is valid, with
+// a warning at its line naming what is decided when it is called (in the text report,
+// the JSON report and gantry plan's); gantry run, which runs it on its own with a
+// dispatch's inputs, refuses it and says why.
+func TestValidateReusableOnItsOwn(t *testing.T) {
+	t.Parallel()
+	repo := writeRepo(t, map[string]string{".github/workflows/build.yml": `on:
+  workflow_call:
+    inputs:
+      goos: {type: string, required: true}
+      runson: {type: string, required: true}
+jobs:
+  build:
+    runs-on: ${{ inputs.runson }}
+    name: Build ${{ inputs.goos }}
+    steps:
+      - run: GOOS=${{ inputs.goos }} go build ./...
+`})
+	file := filepath.Join(repo, ".github/workflows/build.yml")
+	got := runCLI(t, invocation{args: []string{"validate", file}})
+	want := file + ": ok (1 job)\n" +
+		file + ":8:14: warning: jobs.build.runs-on: runs-on reads inputs.runson, known only when a workflow calls this one; what it comes to is checked then\n" +
+		"    runs-on: ${{ inputs.runson }}\n             ^\n"
+	if got.code != exitOK || got.stdout != want {
+		t.Errorf("validate: exit %d\n%s%s\nwant exit 0 and\n%s", got.code, got.stdout, got.stderr, want)
+	}
+	got = runCLI(t, invocation{args: []string{"validate", "--json", file}})
+	var report validateReport
+	if err := json.Unmarshal([]byte(got.stdout), &report); err != nil || got.code != exitOK || len(report.Files) != 1 || !report.Files[0].Valid ||
+		len(report.Files[0].Warnings) != 1 || !strings.HasPrefix(report.Files[0].Warnings[0], "jobs.build.runs-on: runs-on reads inputs.runson") {
+		t.Errorf("validate --json: exit %d, %v\n%s", got.code, err, got.stdout)
+	}
+	got = runCLI(t, invocation{args: []string{"plan", file}})
+	if got.code != exitOK || !strings.Contains(got.stderr, "warning: jobs.build.runs-on: runs-on reads inputs.runson") || !strings.Contains(got.stdout, "build") {
+		t.Errorf("plan: exit %d\n%s%s", got.code, got.stdout, got.stderr)
+	}
+	got = runCLI(t, invocation{args: []string{"run", "--force", "--no-checkout", "--mirrors", t.TempDir(), file}})
+	if got.code != exitFailure || !strings.Contains(got.stderr, "8:14: jobs.build.runs-on: ${{ inputs.runson }} is known only when a run is created") ||
+		!strings.Contains(got.stderr, "run on its own this reusable workflow (on: workflow_call) has a dispatch's inputs") {
+		t.Errorf("run: exit %d, want 1 and why\n%s%s", got.code, got.stdout, got.stderr)
+	}
+}

@@ -46,6 +46,12 @@ type Options struct {
 	// Workflows reads the reusable workflows a workflow's jobs call (jobs.<id>.uses);
 	// without it, a call is an error saying that there is no repository to read from.
 	Workflows WorkflowLoader
+	// CheckReusable checks a reusable workflow (on: workflow_call and no event of its own)
+	// as GitHub checks one on its own: a setting Gantry decides when it plans that reads
+	// the workflow's inputs is decided when a workflow calls it, and is named in
+	// Plan.Warnings instead of refused (see docs/github-actions.md). Such a plan is for
+	// showing, not running. gantry validate and gantry plan set it.
+	CheckReusable bool
 }
 
 // Defaults for settings a definition leaves out.
@@ -71,7 +77,7 @@ var DefaultRetry = RetryPolicy{
 // the definition has mistakes it returns a nil plan and Errors listing every one of them,
 // ordered by position.
 func Compile(src []byte, opts Options) (*Plan, error) {
-	d := &decoder{limits: opts.Limits.withDefaults(), workflows: opts.Workflows, path: opts.Path}
+	d := &decoder{limits: opts.Limits.withDefaults(), workflows: opts.Workflows, path: opts.Path, checkReusable: opts.CheckReusable}
 	p := d.compile(src, opts.Path)
 	if len(d.errs) > 0 {
 		return nil, sortErrors(d.errs)
@@ -330,7 +336,7 @@ func (d *decoder) condition(j *jobSpec, ins []instance, needNames []string, on *
 	}
 	// A matrix value that some instances lack (an include entry's own key) reads as ""
 	// in those, as on GitHub.
-	scope := &condScope{needs: needNames, matrix: matrixKeys(ins)}
+	scope := &condScope{needs: needNames, matrix: matrixKeys(ins), inputsFrom: d.inputsDeclarer()}
 	if on != nil && on.Dispatch != nil && len(on.Dispatch.Inputs) > 0 {
 		scope.inputs = on.Dispatch
 	}
@@ -373,7 +379,7 @@ func (d *decoder) stepConditions(j *jobSpec, keys, needNames []string, on *Trigg
 			if src == "" {
 				d.add(ErrRequired, st.cond.node, st.cond.path, "if: is empty")
 			} else {
-				scope := &condScope{needs: needNames, matrix: keys, steps: append([]string{}, ids...)}
+				scope := &condScope{needs: needNames, matrix: keys, steps: append([]string{}, ids...), inputsFrom: d.inputsDeclarer()}
 				if on != nil && on.Dispatch != nil && len(on.Dispatch.Inputs) > 0 {
 					scope.inputs = on.Dispatch
 				}

@@ -176,6 +176,8 @@ type condScope struct {
 	// then inputs.X is not checked (a run can be dispatched with a definition that has
 	// no on:, and a name nobody gave reads as "").
 	inputs *DispatchTrigger
+	// inputsFrom names what declares them (decoder.inputsDeclarer).
+	inputsFrom string
 	// steps are the ids of the steps before the one whose if: this is; nil in a job's
 	// if:, where steps cannot be read.
 	steps []string
@@ -564,7 +566,7 @@ func (r *refChecker) member(n *ast.MemberNode) {
 		if r.scope.inputs == nil {
 			return
 		}
-		have, what = make([]string, len(r.scope.inputs.Inputs)), "on: dispatch declares no input %q"
+		have, what = make([]string, len(r.scope.inputs.Inputs)), r.scope.inputsFrom+" declares no input %q"
 		for i, in := range r.scope.inputs.Inputs {
 			have[i] = in.Name
 		}

@@ -33,6 +33,18 @@ type decoder struct {
 	// path is where the definition was read from (Options.Path).
 	workflows WorkflowLoader
 	path      string
+	// checkReusable is Options.CheckReusable, and inputsFrom what declares the inputs
+	// ${{ inputs.NAME }} is checked against, for messages ("" for on: dispatch).
+	checkReusable bool
+	inputsFrom    string
+}
+
+// inputsDeclarer names what declares the inputs of the definition being compiled.
+func (d *decoder) inputsDeclarer() string {
+	if d.inputsFrom != "" {
+		return d.inputsFrom
+	}
+	return "on: dispatch"
 }
 
 func (d *decoder) add(kind ErrorKind, n *yaml.Node, path, format string, args ...any) {

@@ -155,6 +155,10 @@ type ghaTranslator struct {
 	// calls is what expanding calls of reusable workflows keeps (gha_call.go); nil for a
 	// workflow that makes none.
 	calls *callState
+	// reusable is set for a workflow whose on: has workflow_call (gha_reusable.go), and
+	// warnings are what checking it as called leaves for the plan.
+	reusable *ghaReusable
+	warnings []*Error
 }
 
 // gNode makes a node of the translated definition at the position of at.
@@ -242,6 +246,7 @@ func (d *decoder) workflow(root *yaml.Node) (*yaml.Node, *ghaTranslator) {
 		return nil, t
 	}
 	if on != nil {
+		t.reusable = t.readReusable(on)
 		if n := t.on(on, "on"); n != nil {
 			put(out, "on", onKey, n)
 		}
@@ -512,7 +517,18 @@ func (t *ghaTranslator) on(n *yaml.Node, p string) *yaml.Node {
 			put(out, f.key, f.keyNode, val)
 		}
 		if len(out.Content) == 0 {
-			put(out, "dispatch", r, gNode(yaml.ScalarNode, "!!null", "", r))
+			dispatch := gNode(yaml.ScalarNode, "!!null", "", r)
+			if rs := t.reusable; rs != nil && rs.checked && len(rs.declared) > 0 {
+				// Checked as called: ${{ inputs.NAME }} is checked against what
+				// workflow_call declares, and if: reads a boolean input as one.
+				dispatch = gMap(r)
+				put(dispatch, "inputs", r, rs.dispatchInputs(r))
+				t.d.inputsFrom = "on.workflow_call.inputs"
+				for _, name := range rs.declared {
+					t.inputs[name] = rs.inputs[strings.ToLower(name)].typ
+				}
+			}
+			put(out, "dispatch", r, dispatch)
 		}
 		return out
 	}
@@ -605,6 +621,45 @@ func actionName(uses string) string {
 	return strings.ToLower(strings.TrimSpace(uses))
 }
 
+// jobSetting translates a setting of a job that a reusable workflow checked on its own
+// may take as decided when it is called (decidedWhenCalled); services are translated
+// after the rest.
+func (t *ghaTranslator) jobSetting(j *ghaJob, f field) {
+	switch f.key {
+	case "name":
+		t.jobName(j, f)
+	case "runs-on":
+		t.runsOn(j, f)
+	case "timeout-minutes", "continue-on-error":
+		t.settingExpr(j, f.key, f.val, f.path, false)
+	case "environment":
+		t.environment(j, f)
+	case "container":
+		t.container(j, f)
+	}
+}
+
+// jobName translates a job's name:.
+func (t *ghaTranslator) jobName(j *ghaJob, f field) {
+	d := t.d
+	v, ok := d.str(f.val, f.path, "a job name")
+	if !ok {
+		return
+	}
+	if name, atClaim := t.claimName(v, d.resolve(f.val), f.path, j); atClaim {
+		put(j.out, "name", f.keyNode, gStr(name, d.resolve(f.val)))
+		return
+	}
+	if evaluate, ok := t.jobNameEvaluated(v, d.resolve(f.val), f.path); evaluate {
+		// Evaluated for each instance once the matrix is known (nameByExpressions).
+		if ok {
+			t.exprNames[j.id] = ghaLabelExpr{src: v, node: d.resolve(f.val), path: f.path}
+		}
+		return
+	}
+	put(j.out, "name", f.keyNode, gStr(t.text(v, d.resolve(f.val), f.path, j, nil, ghaPlanTime), d.resolve(f.val)))
+}
+
 // ghaJob is what translating one job collects besides its node.
 type ghaJob struct {
 	id       string
@@ -677,6 +732,9 @@ func (t *ghaTranslator) job(jf field) *yaml.Node {
 		if d.abort {
 			return nil
 		}
+		if t.reusable != nil && f.key != "services" && t.decidedWhenCalled(j, f, t.jobSetting) {
+			continue
+		}
 		switch f.key {
 		case "permissions", "env", "defaults":
 			// permissions: there is no GitHub token to scope.
@@ -685,20 +743,7 @@ func (t *ghaTranslator) job(jf field) *yaml.Node {
 			// (expandCalls); one left here is a mistake with no uses:.
 			d.add(ErrInvalid, f.keyNode, f.path, "%s: belongs to a job that calls a reusable workflow (with uses:)", f.key)
 		case "name":
-			if v, ok := d.str(f.val, f.path, "a job name"); ok {
-				if name, atClaim := t.claimName(v, d.resolve(f.val), f.path, j); atClaim {
-					put(j.out, "name", f.keyNode, gStr(name, d.resolve(f.val)))
-					break
-				}
-				if evaluate, ok := t.jobNameEvaluated(v, d.resolve(f.val), f.path); evaluate {
-					// Evaluated for each instance once the matrix is known (nameByExpressions).
-					if ok {
-						t.exprNames[j.id] = ghaLabelExpr{src: v, node: d.resolve(f.val), path: f.path}
-					}
-					break
-				}
-				put(j.out, "name", f.keyNode, gStr(t.text(v, d.resolve(f.val), f.path, j, nil, ghaPlanTime), d.resolve(f.val)))
-			}
+			t.jobName(j, f)
 		case "outputs":
 			out := gMap(d.resolve(f.val))
 			for _, g := range d.fields(f.val, f.path, "a mapping of output names to values") {
@@ -745,7 +790,7 @@ func (t *ghaTranslator) job(jf field) *yaml.Node {
 		}
 	}
 	for _, f := range fs {
-		if f.key == "services" && !d.abort {
+		if f.key == "services" && !d.abort && (t.reusable == nil || !t.decidedWhenCalled(j, f, t.services)) {
 			t.services(j, f) // after container:, which they need
 		}
 	}
@@ -1251,6 +1296,12 @@ func (t *ghaTranslator) step(j *ghaJob, n *yaml.Node, p string) *yaml.Node {
 	return out
 }
 
+// stepSetting translates a step's timeout-minutes or continue-on-error written as an
+// expression (see decidedWhenCalled).
+func (t *ghaTranslator) stepSetting(j *ghaJob, f field) {
+	t.settingExpr(j, f.key, f.val, f.path, true)
+}
+
 // stepSettings translates what run steps and action steps share: id, timeout-minutes,
 // continue-on-error and env (with the secrets the step's text reads).
 func (t *ghaTranslator) stepSettings(j *ghaJob, st *ghaStep, r, out *yaml.Node, fs []field, p string) {
@@ -1265,7 +1316,7 @@ func (t *ghaTranslator) stepSettings(j *ghaJob, st *ghaStep, r, out *yaml.Node, 
 				put(out, "id", f.keyNode, gStr(v, d.resolve(f.val)))
 			}
 		case "timeout-minutes":
-			if t.settingExpr(j, f.key, f.val, f.path, true) {
+			if t.reusable != nil && t.decidedWhenCalled(j, f, t.stepSetting) || t.settingExpr(j, f.key, f.val, f.path, true) {
 				break
 			}
 			if v, ok := t.minutes(f.val, f.path); ok {
@@ -1273,7 +1324,7 @@ func (t *ghaTranslator) stepSettings(j *ghaJob, st *ghaStep, r, out *yaml.Node, 
 				t.rename(p+".timeout", f.path)
 			}
 		case "continue-on-error":
-			if t.settingExpr(j, f.key, f.val, f.path, true) {
+			if t.reusable != nil && t.decidedWhenCalled(j, f, t.stepSetting) || t.settingExpr(j, f.key, f.val, f.path, true) {
 				break
 			}
 			if v, ok := t.boolean(f.val, f.path); ok {
@@ -1359,6 +1410,7 @@ func (d *decoder) compileWorkflow(root *yaml.Node) (*Plan, *yaml.Node) {
 func (d *decoder) translateAndPlan(root *yaml.Node) (*Plan, *yaml.Node, *ghaTranslator, [][]string) {
 	out, t := d.workflow(root)
 	if out == nil || d.abort {
+		t.hintReusable(d.errs)
 		t.placeCallErrors(d.errs)
 		return nil, nil, t, nil
 	}
@@ -1389,7 +1441,12 @@ func (d *decoder) translateAndPlan(root *yaml.Node) (*Plan, *yaml.Node, *ghaTran
 	for _, e := range d.errs[before:] {
 		e.Path = t.originalPath(e.Path)
 	}
+	t.hintReusable(d.errs)
 	t.placeCallErrors(d.errs)
+	if p != nil && len(t.warnings) > 0 {
+		t.placeCallErrors(t.warnings)
+		p.Warnings = sortErrors(t.warnings)
+	}
 	return p, out, t, raw
 }
 

@@ -24,6 +24,8 @@ import (
 type exprRewrite struct {
 	ref    func(head string, path []string) (text string, ok bool, problem string)
 	status func(name string) (string, bool)
+	// written, when set, is asked instead of ref, with the reference as written.
+	written func(src, head string, path []string) (text string, ok bool, problem string)
 }
 
 // rewriteExpr rewrites the references of src, a GitHub expression without ${{ }}.
@@ -78,7 +80,13 @@ func rewriteExpr(src string, rw exprRewrite) (string, *ghaExprError) {
 				break chain
 			}
 		}
-		v, ok, problem := rw.ref(strings.ToLower(t.val), path)
+		var v, problem string
+		var ok bool
+		if rw.written != nil {
+			v, ok, problem = rw.written(src[t.at:end], strings.ToLower(t.val), path)
+		} else {
+			v, ok, problem = rw.ref(strings.ToLower(t.val), path)
+		}
 		if problem != "" {
 			return "", &ghaExprError{t.at, problem}
 		}

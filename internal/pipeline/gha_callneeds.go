@@ -55,16 +55,51 @@ func plannedWhen(key string) string {
 
 // planTimeNeeds reports, and refuses, a setting of a called job (its key written in the
 // called workflow at f) that reads an input the caller fills from a need: see the top of
-// this file. The setting's texts that Gantry decides early are checked: all of runs-on,
-// timeout-minutes and continue-on-error; environment's name (its url is evaluated when
-// the job ends and may read needs); concurrency's group; the image of the container and
-// of each service.
+// this file.
 func (rw *ghaCallRewrite) planTimeNeeds(f field) bool {
 	when := plannedWhen(f.key)
 	if when == "" {
 		return false
 	}
-	d := rw.t.d
+	refused := false
+	for _, tx := range settingTexts(rw.t.d, f) {
+		segs, ok := exprSegments(tx.val.Value)
+		if !ok {
+			continue // the translation reports it
+		}
+		for _, seg := range segs {
+			n, err := ghaexpr.Parse(seg.inner)
+			if err != nil {
+				continue
+			}
+			for _, ref := range ghaexpr.Refs(n) {
+				if !strings.EqualFold(ref.Context, "inputs") || len(ref.Path) == 0 {
+					continue
+				}
+				given, ok := rw.inputs[strings.ToLower(ref.Path[0])]
+				if !ok || !readsNeeds(given) {
+					continue
+				}
+				given = strings.TrimSpace(given)
+				if strings.HasPrefix(given, "(") && strings.HasSuffix(given, ")") {
+					given = strings.TrimSpace(given[1 : len(given)-1])
+				}
+				rw.t.textError(tx.val.Value, tx.val, tx.path, seg.start+3+ref.At, fmt.Sprintf(
+					"%s reads inputs.%s, which job %s gives as ${{ %s }}: what a job it needs left is known only when the job is claimed, but Gantry decides %s %s, before any job has run (GitHub decides it when the job starts); give the input a value written out or from the caller's matrix",
+					tx.key, ref.Path[0], rw.caller, given, tx.key, when))
+				refused = true
+			}
+		}
+	}
+	return refused
+}
+
+// settingTexts are the texts of a setting (key f.key, written at f) that Gantry decides
+// before the job is claimed, each with what it is called in messages (key): all of
+// runs-on, a job's name, timeout-minutes and continue-on-error; environment's name (its
+// url is evaluated when the job ends); concurrency's group; the image of the container
+// and of each service.
+func settingTexts(d *decoder, f field) []field {
 	var texts []field
 	r := d.resolve(f.val)
 	switch {
@@ -98,7 +133,7 @@ func (rw *ghaCallRewrite) planTimeNeeds(f field) bool {
 		}
 	case r.Kind == yaml.MappingNode:
 		sub := map[string]string{"environment": "name", "concurrency": "group", "container": "image"}[f.key]
-		if v := d.resolve(mappingValue(r, sub)); v != nil {
+		if v := d.resolve(mappingValue(r, sub)); sub != "" && v != nil {
 			what := f.key + "'s " + sub
 			if f.key == "container" {
 				what = "the container's image"
@@ -106,38 +141,7 @@ func (rw *ghaCallRewrite) planTimeNeeds(f field) bool {
 			texts = append(texts, field{key: what, val: v, path: f.path + "." + sub})
 		}
 	}
-	refused := false
-	for _, tx := range texts {
-		if tx.val.Kind != yaml.ScalarNode || !strings.Contains(tx.val.Value, "${{") {
-			continue
-		}
-		segs, ok := exprSegments(tx.val.Value)
-		if !ok {
-			continue // the translation reports it
-		}
-		for _, seg := range segs {
-			n, err := ghaexpr.Parse(seg.inner)
-			if err != nil {
-				continue
-			}
-			for _, ref := range ghaexpr.Refs(n) {
-				if !strings.EqualFold(ref.Context, "inputs") || len(ref.Path) == 0 {
-					continue
-				}
-				given, ok := rw.inputs[strings.ToLower(ref.Path[0])]
-				if !ok || !readsNeeds(given) {
-					continue
-				}
-				given = strings.TrimSpace(given)
-				if strings.HasPrefix(given, "(") && strings.HasSuffix(given, ")") {
-					given = strings.TrimSpace(given[1 : len(given)-1])
-				}
-				rw.t.textError(tx.val.Value, tx.val, tx.path, seg.start+3+ref.At, fmt.Sprintf(
-					"%s reads inputs.%s, which job %s gives as ${{ %s }}: what a job it needs left is known only when the job is claimed, but Gantry decides %s %s, before any job has run (GitHub decides it when the job starts); give the input a value written out or from the caller's matrix",
-					tx.key, ref.Path[0], rw.caller, given, tx.key, when))
-				refused = true
-			}
-		}
-	}
-	return refused
+	return slices.DeleteFunc(texts, func(tx field) bool {
+		return tx.val.Kind != yaml.ScalarNode || !strings.Contains(tx.val.Value, "${{")
+	})
 }

@@ -146,21 +146,41 @@ func (t *ghaTranslator) findDynamicMatrices(fields []field) {
 				ok = false
 				continue
 			}
-			readsNeeds := false
+			readsNeeds, readsInputs := false, false
+			var reads []string
 			for _, r := range ghaexpr.Refs(n) {
 				constant = false
 				switch strings.ToLower(r.Context) {
+				case "inputs":
+					readsInputs = true
+					if rs := t.reusable; rs != nil && rs.checked && len(r.Path) > 0 && r.Path[0] != "*" {
+						if rs.inputs[strings.ToLower(r.Path[0])].name == "" {
+							d.add(ErrUnknownReference, e.node, e.path, "the matrix reads inputs.%s, which is not an input of this workflow (on.workflow_call.inputs: %s)%s", r.Path[0], strings.Join(rs.declared, ", "), suggest(r.Path[0], rs.declared))
+							ok = false
+						} else if name := "inputs." + r.Path[0]; !slices.Contains(reads, name) {
+							reads = append(reads, name)
+						}
+					}
 				case "needs":
 					readsNeeds = true
 					if len(r.Path) > 0 && !slices.Contains(needs, r.Path[0]) {
 						d.add(ErrUnknownReference, e.node, e.path, "the matrix reads needs.%s, but job %s does not need %s%s", r.Path[0], jf.key, r.Path[0], suggest(r.Path[0], needs))
 						ok = false
 					}
-				case "github", "inputs", "vars":
+				case "github", "vars":
 				default:
 					d.add(ErrExpression, e.node, e.path, "a matrix computed by an expression may read needs, github, inputs and vars, not %s", r.Context)
 					ok = false
 				}
+			}
+			if rs := t.reusable; !readsNeeds && readsInputs && rs != nil && rs.checked {
+				// Made when a workflow calls this one, with its inputs: planned as a
+				// job whose matrix is computed, for showing.
+				if len(reads) > 0 {
+					t.warnings = append(t.warnings, &Error{Kind: WarnDecidedWhenCalled, Path: e.path, Line: e.node.Line, Column: e.node.Column,
+						Message: fmt.Sprintf("the matrix reads %s, known only when a workflow calls this one; it is made and checked then", strings.Join(reads, ", "))})
+				}
+				continue
 			}
 			if !readsNeeds && len(needs) == 0 && !constant {
 				d.add(ErrInvalid, e.node, e.path, "Gantry computes a matrix from an expression when the job's needs are done, and job %s needs none; read the outputs of a job it needs", jf.key)

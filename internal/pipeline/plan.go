@@ -17,6 +17,10 @@ type Plan struct {
 	// Waves groups job keys by depth in the DAG: wave 0 needs nothing, wave n needs at least
 	// one job of wave n-1 and none of a later wave.
 	Waves [][]string `json:"waves"`
+	// Warnings are what a valid definition leaves to be checked later: the settings of a
+	// reusable workflow checked on its own that are decided when a workflow calls it
+	// (Options.CheckReusable, WarnDecidedWhenCalled).
+	Warnings []*Error `json:"warnings,omitempty"`
 }
 
 // Title is what the job is shown as: its display name, else its key.

@@ -250,7 +250,7 @@ func (d *decoder) checkRunRef(m []string) string {
 	for i, in := range d.dispatch.Inputs {
 		names[i] = in.Name
 	}
-	return fmt.Sprintf("on: dispatch declares no input %q (has: %s)%s", m[2], strings.Join(names, ", "), suggest(m[2], names))
+	return fmt.Sprintf("%s declares no input %q (has: %s)%s", d.inputsDeclarer(), m[2], strings.Join(names, ", "), suggest(m[2], names))
 }
 
 // WithRunValues gives the job with the run's own values put in for the references its
