@@ -31,6 +31,12 @@ type Job struct {
 	// Services start before the first step and are reachable from the job's container by
 	// their names.
 	Services []Service
+	// HostServices says that the job was written to run on the worker's host, its steps
+	// reaching its Services on localhost at the ports they publish (Service.Ports),
+	// and that it runs in Image only because the worker runs every job in an image of
+	// its own. An executor whose job containers do not share localhost with their
+	// services refuses such a job; one whose do (a pod's) runs it.
+	HostServices bool
 	// RegistryAuth holds credentials for pulling images, by registry host.
 	RegistryAuth map[string]RegistryCredential
 	// Grace is the SIGTERM-to-SIGKILL grace for stopping the job's containers.
@@ -61,7 +67,10 @@ type Service struct {
 	Image   string   // NAME[:TAG|@sha256:DIGEST]
 	Env     []string // KEY=VALUE
 	Command []string // overrides the image's command when not empty
-	Ports   []string // container ports, e.g. "5432" or "8080/tcp"
+	// Ports are the service's container ports ("5432", "8080/tcp"). For steps on the
+	// worker's host (ServiceStarter, Job.HostServices) each is published there, and may
+	// name the host port: "15432:5432"; a bare one gets a free port.
+	Ports []string
 	// Healthcheck, when set, must pass before the first step starts.
 	Healthcheck *Healthcheck
 }
@@ -72,6 +81,49 @@ type Healthcheck struct {
 	Interval time.Duration
 	Timeout  time.Duration
 	Retries  int
+}
+
+// RunningService is a service as the job's steps reach it: what GitHub's
+// job.services.<id> context tells.
+type RunningService struct {
+	Name string
+	// ID and Network are its container's and its network's ids; "" where the executor
+	// has none to tell.
+	ID, Network string
+	// Ports maps each of its container ports, as a number ("5432"), to the port the
+	// steps reach it at: a port of the worker's 127.0.0.1 for steps on the worker's
+	// host, the same port on the service's name for steps in a container.
+	Ports map[string]string
+	// Host is where the steps reach it: "127.0.0.1", or its name.
+	Host string
+}
+
+// ServiceStarter is an executor that can start a job's services for steps that run on
+// the worker's host, as GitHub starts them for a job without a container: each
+// service's ports published on the worker's loopback, where the steps reach them.
+type ServiceStarter interface {
+	// BeginServices starts j.Services (j.Image is ""), waits for their health checks,
+	// and returns them running. An error is the job's failure before its first step;
+	// whatever was started is removed again first.
+	BeginServices(ctx context.Context, j Job) (Services, error)
+}
+
+// Services is a job's running services (ServiceStarter).
+type Services interface {
+	ServiceLister
+	// End stops and removes them. It is called once, whatever happened to the steps.
+	End(ctx context.Context) error
+}
+
+// ServiceLister is a Session or Services that tells how its services run.
+type ServiceLister interface {
+	Running() []RunningService
+}
+
+// ContainerLister is a Session that tells the ids of the job's container and network
+// (GitHub's job.container).
+type ContainerLister interface {
+	JobContainer() (id, network string)
 }
 
 // RegistryCredential is a user name and password (or token) for an image registry.

@@ -231,6 +231,13 @@ func TestService(t *testing.T) {
 	if res.ExitCode != 0 || out != "hello from web" {
 		t.Errorf("exit %d, output %q; want the service's page", res.ExitCode, out)
 	}
+	// What GitHub's job.services and job.container tell.
+	running := s.(executor.ServiceLister).Running()
+	id, network := s.(executor.ContainerLister).JobContainer()
+	if len(running) != 1 || running[0].Name != "web" || running[0].Host != "web" || running[0].Ports["8080"] != "8080" ||
+		running[0].ID == "" || running[0].Network != network || id == "" || network == "" {
+		t.Errorf("services %+v, job container %q on network %q; want web reached by name at 8080, on the job's network", running, id, network)
+	}
 }
 
 func TestServiceUnhealthy(t *testing.T) {

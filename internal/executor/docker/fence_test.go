@@ -42,6 +42,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(fenceChildEnv) == "1" {
 		os.Exit(fenceChild())
 	}
+	if os.Getenv(servicesChildEnv) == "1" {
+		os.Exit(servicesChild())
+	}
 	os.Exit(m.Run())
 }
 

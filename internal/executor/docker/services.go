@@ -3,6 +3,7 @@ package docker
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -24,8 +25,9 @@ const (
 )
 
 // startService starts one service on the job's network, reachable by its name, and
-// waits for its healthcheck to pass.
-func (s *session) startService(ctx context.Context, net string, svc executor.Service, img image.InspectResponse) error {
+// waits for its healthcheck to pass. publish publishes its ports on the worker's
+// 127.0.0.1 (publishedPort), for steps on the worker's host.
+func (s *session) startService(ctx context.Context, net string, svc executor.Service, img image.InspectResponse, publish bool) error {
 	d, j := s.d, s.job
 	name := objectName(net, "svc", svc.Name)
 	vm, err := s.imageVolumes(ctx, name, img)
@@ -41,20 +43,30 @@ func (s *session) startService(ctx context.Context, net string, svc executor.Ser
 	if len(svc.Command) > 0 {
 		cfg.Cmd = append([]string{}, svc.Command...)
 	}
+	host := &container.HostConfig{NetworkMode: container.NetworkMode(net), Mounts: vm}
 	if len(svc.Ports) > 0 {
 		cfg.ExposedPorts = network.PortSet{}
 		for _, p := range svc.Ports {
-			port, err := network.ParsePort(p)
+			hostPort, port, err := publishedPort(p)
+			if err == nil && hostPort != "" && !publish {
+				err = errors.New("a job in a container reaches its services' ports by their names; HOST:CONTAINER is for a job on the worker's host")
+			}
 			if err != nil {
 				return fmt.Errorf("service %s: port %q: %w", svc.Name, p, err)
 			}
 			cfg.ExposedPorts[port] = struct{}{}
+			if publish {
+				if host.PortBindings == nil {
+					host.PortBindings = network.PortMap{}
+				}
+				host.PortBindings[port] = append(host.PortBindings[port], network.PortBinding{HostIP: loopback, HostPort: hostPort})
+			}
 		}
 	}
 	c, err := d.cli.ContainerCreate(ctx, client.ContainerCreateOptions{
 		Name:             name,
 		Config:           cfg,
-		HostConfig:       &container.HostConfig{NetworkMode: container.NetworkMode(net), Mounts: vm},
+		HostConfig:       host,
 		NetworkingConfig: networkEndpoint(net, svc.Name),
 	})
 	if err != nil {

@@ -43,6 +43,7 @@ type session struct {
 	d         *Docker
 	job       executor.Job
 	network   string   // the network's name; "" until created
+	networkID string   // and its id
 	home      string   // the HOME the steps get when the image's is not usable; "" for the image's
 	path      string   // the PATH of the image's config; "" when it sets none
 	container string   // the job container's id; "" until created
@@ -101,15 +102,15 @@ func (d *Docker) begin(ctx context.Context, j executor.Job, ownNetwork, warm boo
 	case j.ID == "" || j.WorkerID == "":
 		return nil, errors.New("docker: a job needs an ID and a WorkerID to label its objects")
 	}
-	seen := map[string]bool{}
-	for _, s := range j.Services {
-		if s.Name == "" || s.Image == "" {
-			return nil, fmt.Errorf("docker: job %s: a service needs a name and an image", j.ID)
-		}
-		if seen[s.Name] {
-			return nil, fmt.Errorf("docker: job %s: two services named %q", j.ID, s.Name)
-		}
-		seen[s.Name] = true
+	if err := checkServices(j); err != nil {
+		return nil, err
+	}
+	if j.HostServices && len(j.Services) > 0 {
+		// Its steps reach the services on localhost, which in a container is the
+		// container's own.
+		return nil, fmt.Errorf("docker: job %s runs on the worker's host, its steps reaching its services on localhost, "+
+			"and this worker runs such jobs in its default image (--default-image), where localhost is the job's container: "+
+			"run it on a docker worker without --default-image, or give the job an image and reach its services by their names", j.ID)
 	}
 
 	if j.Privileged && !d.cfg.AllowPrivileged {
@@ -195,18 +196,14 @@ func (s *session) begin(ctx context.Context, ownNetwork bool) error {
 	base := objectName("gantry", j.ID, fmt.Sprint(j.Attempt), randomHex(3))
 	netMode := container.NetworkMode("bridge")
 	if ownNetwork {
-		if _, err := d.cli.NetworkCreate(ctx, base, client.NetworkCreateOptions{
-			Driver: "bridge",
-			Labels: d.labels(j, "network"),
-		}); err != nil {
-			return fmt.Errorf("create the job's network: %w", err)
+		if err := s.createNetwork(ctx, base); err != nil {
+			return err
 		}
-		s.network = base
 		netMode = container.NetworkMode(base)
 	}
 
 	for _, svc := range j.Services {
-		if err := s.startService(ctx, base, svc, imgs[svc.Image]); err != nil {
+		if err := s.startService(ctx, base, svc, imgs[svc.Image], false); err != nil {
 			return err
 		}
 	}
@@ -280,6 +277,55 @@ func (s *session) begin(ctx context.Context, ownNetwork bool) error {
 		return s.prepareHome(ctx)
 	}
 	return nil
+}
+
+// checkServices checks that j's services have names and images, each name once.
+func checkServices(j executor.Job) error {
+	seen := map[string]bool{}
+	for _, s := range j.Services {
+		if s.Name == "" || s.Image == "" {
+			return fmt.Errorf("docker: job %s: a service needs a name and an image", j.ID)
+		}
+		if seen[s.Name] {
+			return fmt.Errorf("docker: job %s: two services named %q", j.ID, s.Name)
+		}
+		seen[s.Name] = true
+	}
+	return nil
+}
+
+// createNetwork creates the job's bridge network, named name.
+func (s *session) createNetwork(ctx context.Context, name string) error {
+	n, err := s.d.cli.NetworkCreate(ctx, name, client.NetworkCreateOptions{
+		Driver: "bridge",
+		Labels: s.d.labels(s.job, "network"),
+	})
+	if err != nil {
+		return fmt.Errorf("create the job's network: %w", err)
+	}
+	s.network, s.networkID = name, n.ID
+	return nil
+}
+
+// JobContainer is the ids of the job's container and of its network ("" on the
+// engine's default bridge).
+func (s *session) JobContainer() (id, network string) { return s.container, s.networkID }
+
+// Running is the job's services as its steps reach them: by their names, at their
+// own ports.
+func (s *session) Running() []executor.RunningService {
+	out := make([]executor.RunningService, 0, len(s.services))
+	for i, id := range s.services {
+		svc := s.job.Services[i]
+		ports := map[string]string{}
+		for _, p := range svc.Ports {
+			if port, err := network.ParsePort(p); err == nil {
+				ports[port.Port()] = port.Port()
+			}
+		}
+		out = append(out, executor.RunningService{Name: svc.Name, ID: id, Network: s.networkID, Ports: ports, Host: svc.Name})
+	}
+	return out
 }
 
 // ImagePath is the PATH the job's image gives its steps ("" when its config sets none,

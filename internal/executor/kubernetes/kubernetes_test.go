@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -667,6 +668,38 @@ func TestBeginRefuses(t *testing.T) {
 	}
 	if n := podCount(t, b); n != 0 {
 		t.Errorf("%d pods created", n)
+	}
+}
+
+// TestHostServicesPorts: a job written for the worker's host (in the worker's default
+// image here) reaches its services on the pod's localhost, at their own ports: a
+// HOST:CONTAINER that names the same port is that port, one that names another is
+// refused, saying what to write.
+func TestHostServicesPorts(t *testing.T) {
+	t.Parallel()
+	e, b := setup(t, nil)
+	for _, tt := range []struct {
+		port, want string // want: the container port, or what the error says
+		ok         bool
+	}{
+		{"5432", "5432", true},
+		{"5432:5432", "5432", true},
+		{"6379:6379/tcp", "6379", true},
+		{"15432:5432", "write 5432 (and reach it at localhost:5432)", false},
+	} {
+		j := testJob(b)
+		j.HostServices = true
+		j.Services = []executor.Service{{Name: "db", Image: "postgres:18", Ports: []string{tt.port}}}
+		pod, err := e.podSpec(j, "pod", "")
+		switch {
+		case tt.ok && err != nil:
+			t.Errorf("port %s: %v", tt.port, err)
+		case tt.ok && (len(pod.Spec.InitContainers) != 2 || len(pod.Spec.InitContainers[1].Ports) != 1 ||
+			strconv.Itoa(int(pod.Spec.InitContainers[1].Ports[0].ContainerPort)) != tt.want):
+			t.Errorf("port %s: service container %+v, want port %s", tt.port, pod.Spec.InitContainers, tt.want)
+		case !tt.ok && (err == nil || !strings.Contains(err.Error(), tt.want)):
+			t.Errorf("port %s: %v; want an error saying %q", tt.port, err, tt.want)
+		}
 	}
 }
 

@@ -156,6 +156,15 @@ func (e *Executor) podSpec(j executor.Job, name, fetch string) (*corev1.Pod, err
 		}
 		for _, p := range s.Ports {
 			port, err := containerPort(p)
+			if hostPort, c, ok := strings.Cut(p, ":"); ok && j.HostServices {
+				// A job written for the worker's host reaches the service on
+				// localhost, which in a pod is the service's own: at its container
+				// port, which nothing maps to another.
+				if port, err = containerPort(c); err == nil && hostPort != strconv.Itoa(int(port.ContainerPort)) {
+					err = fmt.Errorf("port %q: in a pod a service listens on localhost at its own port, which cannot be published at another; write %s (and reach it at localhost:%s)",
+						p, c, strconv.Itoa(int(port.ContainerPort)))
+				}
+			}
 			if err != nil {
 				return nil, fmt.Errorf("service %q: %w", s.Name, err)
 			}

@@ -10,6 +10,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -66,6 +67,8 @@ type Spec struct {
 	// Path is the image's ENV PATH; "" is the usual one
 	// (/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin).
 	Path string
+	// Cmd is the image's CMD; nil is ["sh"].
+	Cmd []string
 }
 
 var (
@@ -120,7 +123,18 @@ func Build(t testing.TB, spec Spec) string {
 	if spec.Path != "" {
 		fmt.Fprintf(h, "PATH=%q", spec.Path) // only then, so that other images keep their hash
 	}
+	if spec.Cmd != nil {
+		fmt.Fprintf(h, "CMD=%q", spec.Cmd) // likewise
+	}
 	path := cmp.Or(spec.Path, "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
+	cmd := `["sh"]`
+	if spec.Cmd != nil {
+		b, err := json.Marshal(spec.Cmd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd = string(b)
+	}
 	sum := hex.EncodeToString(h.Sum(nil))[:16]
 
 	buildMu.Lock()
@@ -150,7 +164,7 @@ func Build(t testing.TB, spec Spec) string {
 	}
 	changes := []string{
 		"ENV PATH=" + path,
-		`CMD ["sh"]`,
+		"CMD " + cmd,
 		"LABEL " + labelContent + "=" + sum,
 	}
 	for _, v := range vols {
