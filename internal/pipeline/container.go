@@ -41,14 +41,19 @@ type RegistryCredentials struct {
 	Password string `json:"password"`
 }
 
-// Service is a container started beside a job's own, reachable from it by Name.
+// Service is a container started for a job before its first step: beside the job's own
+// container, reachable from it by Name, or, for a job without an image, with its Ports
+// published on the worker's loopback.
 type Service struct {
 	Name  string `json:"name"`
 	Image string `json:"image"`
 	// Env may hold ${{ secrets.NAME }}, as a job's env may.
 	Env map[string]string `json:"env,omitempty"`
 	// Command replaces the image's command when not empty.
-	Command     []string     `json:"command,omitempty"`
+	Command []string `json:"command,omitempty"`
+	// Ports are container ports ("5432", "53/udp"); for a job without an image each
+	// may name the port of the worker's 127.0.0.1 it is published at ("15432:5432"),
+	// and one that does not is published at a free port.
 	Ports       []string     `json:"ports,omitempty"`
 	Healthcheck *Healthcheck `json:"healthcheck,omitempty"`
 }
@@ -131,7 +136,7 @@ var (
 		`[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*` +
 		`(?::[\w][\w.-]{0,127})?` +
 		`(?:@sha256:[a-f0-9]{64})?$`)
-	portPattern = regexp.MustCompile(`^([0-9]{1,5})(?:/(tcp|udp|sctp))?$`)
+	portPattern = regexp.MustCompile(`^(?:([0-9]{1,5}):)?([0-9]{1,5})(?:/(tcp|udp|sctp))?$`)
 )
 
 // CheckImageRef says what is wrong with an image reference, or "" when it is one.
@@ -298,11 +303,17 @@ func (d *decoder) services(n *yaml.Node, p string) []serviceSpec {
 					}
 					m := portPattern.FindStringSubmatch(v)
 					if m == nil {
-						d.add(ErrInvalid, item, ip, "port %q: expected a container port such as 5432 or 53/udp", v)
+						d.add(ErrInvalid, item, ip, "port %q: expected a container port such as 5432 or 53/udp, or HOST:CONTAINER such as 15432:5432", v)
 						continue
 					}
-					if n, _ := strconv.Atoi(m[1]); n < 1 || n > 65535 {
-						d.add(ErrInvalid, item, ip, "port %s is not between 1 and 65535", m[1])
+					bad := ""
+					for _, n := range m[1:3] {
+						if k, _ := strconv.Atoi(n); n != "" && (k < 1 || k > 65535) {
+							bad = n
+						}
+					}
+					if bad != "" {
+						d.add(ErrInvalid, item, ip, "port %s is not between 1 and 65535", bad)
 						continue
 					}
 					s.ports = append(s.ports, text{v: v, node: d.resolve(item), path: ip})
@@ -412,16 +423,16 @@ func (d *decoder) buildContainer(job *Job, def, own settings, j *jobSpec, in []M
 		if own.container.set {
 			d.add(ErrInvalid, own.container.node, own.container.path, "container: sets how the job's image runs, and job %q has no image", j.name)
 		}
-		if len(j.services) > 0 {
-			d.add(ErrInvalid, j.services[0].key, j.servicesPath, "services run beside the job's own container; give job %q an image (image:)", j.name)
-		}
+		d.buildServices(job, j, in, env)
 		return
 	}
 	job.Image = d.substitute(*img, in, env)
-	if strings.TrimSpace(job.Image) == "" && strings.Contains(img.v, "${{") && len(j.services) == 0 {
+	if strings.TrimSpace(job.Image) == "" && strings.Contains(img.v, "${{") {
 		// A matrix or env value that leaves the image empty runs this instance without
-		// a container, as GitHub runs a job whose container: is "".
+		// a container, as GitHub runs a job whose container: is "": its services
+		// published on the worker's loopback.
 		job.Image = ""
+		d.buildServices(job, j, in, env)
 		return
 	}
 	if msg := CheckImageRef(job.Image); msg != "" && strings.Contains(img.v, "${{") {
@@ -456,6 +467,18 @@ func (d *decoder) buildContainer(job *Job, def, own settings, j *jobSpec, in []M
 	if c != (Container{}) {
 		job.Container = &c
 	}
+	d.buildServices(job, j, in, env)
+	if c.Privileged && !contains(job.RunsOn, PrivilegedLabel) {
+		job.RunsOn = append(job.RunsOn, PrivilegedLabel)
+	}
+}
+
+// buildServices resolves a job's services: for one instance. The services of a job
+// with an image are reached by their names, at their container ports; those of a job
+// without one on the worker's loopback, each port published there (HOST:CONTAINER at
+// HOST, a bare one at a free port). Either way the job needs a worker with a Docker
+// Engine: the docker executor's label.
+func (d *decoder) buildServices(job *Job, j *jobSpec, in []MatrixValue, env map[string]string) {
 	for _, s := range j.services {
 		svc := Service{Name: s.name, Image: d.substitute(s.image, in, env)}
 		if msg := CheckImageRef(svc.Image); msg != "" && strings.Contains(s.image.v, "${{") {
@@ -471,7 +494,12 @@ func (d *decoder) buildContainer(job *Job, def, own settings, j *jobSpec, in []M
 			svc.Command = append(svc.Command, d.substitute(a, in, env))
 		}
 		for _, pt := range s.ports {
-			svc.Ports = append(svc.Ports, pt.v)
+			p := pt.v
+			if job.Image != "" {
+				// The steps reach it by its name, at its own port.
+				p = ContainerPort(p)
+			}
+			svc.Ports = append(svc.Ports, p)
 		}
 		if h := s.healthcheck; h != nil {
 			hc := &Healthcheck{Interval: Duration(DefaultHealthInterval), Timeout: Duration(DefaultHealthTimeout), Retries: DefaultHealthRetries}
@@ -491,10 +519,16 @@ func (d *decoder) buildContainer(job *Job, def, own settings, j *jobSpec, in []M
 		}
 		job.Services = append(job.Services, svc)
 	}
-	if !contains(job.RunsOn, DockerLabel) {
+	if (job.Image != "" || len(job.Services) > 0) && !contains(job.RunsOn, DockerLabel) {
 		job.RunsOn = append(job.RunsOn, DockerLabel)
 	}
-	if c.Privileged && !contains(job.RunsOn, PrivilegedLabel) {
-		job.RunsOn = append(job.RunsOn, PrivilegedLabel)
+}
+
+// ContainerPort is the container's port of a service's port as written: CONTAINER of
+// HOST:CONTAINER ("5432/tcp" of "15432:5432/tcp").
+func ContainerPort(p string) string {
+	if _, c, ok := strings.Cut(p, ":"); ok {
+		return c
 	}
+	return p
 }

@@ -120,7 +120,6 @@ func TestContainerErrors(t *testing.T) {
 		{"credentials without password", job("    image: go\n    container: {credentials: {username: u}}\n"), ErrRequired, "jobs.a.container.credentials", 4, 30, "username and a password"},
 		{"bad registry", job("    image: go\n    container: {credentials: {registry: \"a/b\", username: u, password: \"${{ secrets.P }}\"}}\n"), ErrInvalid, "jobs.a.container.credentials.registry", 4, 41, "registry host"},
 		{"container without image", job("    container: {user: x}\n"), ErrInvalid, "jobs.a.container", 3, 16, "has no image"},
-		{"services without image", job("    services: {db: {image: postgres}}\n"), ErrInvalid, "jobs.a.services", 3, 16, "give job \"a\" an image"},
 		{"service name not a host name", job("    image: go\n    services: {Db_1: {image: postgres}}\n"), ErrInvalid, "jobs.a.services.Db_1", 4, 16, "host name"},
 		{"service name ends in a dash", job("    image: go\n    services: {db-: {image: postgres}}\n"), ErrInvalid, "jobs.a.services.db-", 4, 16, "host name"},
 		{"service without image", job("    image: go\n    services: {db: {ports: [1]}}\n"), ErrRequired, "jobs.a.services.db.image", 4, 16, "needs an image"},
@@ -128,6 +127,8 @@ func TestContainerErrors(t *testing.T) {
 		{"bad service image", job("    image: go\n    services: {db: {image: \"Postgres\"}}\n"), ErrInvalid, "jobs.a.services.db.image", 4, 28, "lower case"},
 		{"port out of range", job("    image: go\n    services: {db: {image: postgres, ports: [0]}}\n"), ErrInvalid, "jobs.a.services.db.ports[0]", 4, 46, "between 1 and 65535"},
 		{"port not a port", job("    image: go\n    services: {db: {image: postgres, ports: [\"80/icmp\"]}}\n"), ErrInvalid, "jobs.a.services.db.ports[0]", 4, 46, "container port"},
+		{"host port out of range", job("    services: {db: {image: postgres, ports: [\"70000:5432\"]}}\n"), ErrInvalid, "jobs.a.services.db.ports[0]", 3, 46, "port 70000 is not between 1 and 65535"},
+		{"host IP in a port", job("    services: {db: {image: postgres, ports: [\"127.0.0.1:5432:5432\"]}}\n"), ErrInvalid, "jobs.a.services.db.ports[0]", 3, 46, "HOST:CONTAINER"},
 		{"empty command", job("    image: go\n    services: {db: {image: postgres, command: []}}\n"), ErrRequired, "jobs.a.services.db.command", 4, 47, "command is empty"},
 		{"healthcheck without command", job("    image: go\n    services: {db: {image: postgres, healthcheck: {retries: 3}}}\n"), ErrRequired, "jobs.a.services.db.healthcheck.command", 4, 51, "needs a command"},
 		{"healthcheck interval without unit", job("    image: go\n    services: {db: {image: postgres, healthcheck: {command: x, interval: 5}}}\n"), ErrInvalid, "jobs.a.services.db.healthcheck.interval", 4, 74, "no unit"},
@@ -196,8 +197,49 @@ func TestMatrixEmptyImage(t *testing.T) {
 	if with.Image != "alpine:3" || without.Image != "" || slices.Contains(without.RunsOn, DockerLabel) || !slices.Contains(with.RunsOn, DockerLabel) {
 		t.Errorf("images %q, %q; runs_on %v, %v: want the empty one on the host", with.Image, without.Image, with.RunsOn, without.RunsOn)
 	}
-	_, err = Compile([]byte("jobs:\n  a:\n    matrix: {img: [\"\"]}\n    image: \"${{ matrix.img }}\"\n    services: {db: {image: postgres}}\n    steps: [{run: x}]\n"), Options{})
-	if err == nil || !strings.Contains(err.Error(), "is empty") {
-		t.Errorf("an empty image with services: %v, want refused", err)
+	// With services, the instance on the host has them published on the worker's
+	// loopback (HOST:CONTAINER kept), the one in a container reaches them by name (the
+	// container's port alone); both need the docker executor's worker.
+	p, err = Compile([]byte("jobs:\n  a:\n    matrix: {img: [\"alpine:3\", \"\"]}\n    image: \"${{ matrix.img }}\"\n"+
+		"    services: {db: {image: postgres, ports: [\"15432:5432\", 6379]}}\n    steps: [{run: x}]\n"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	with, without = p.Job("a (img=alpine:3)"), p.Job("a (img=)")
+	if without.Image != "" || len(without.Services) != 1 || !slices.Equal(without.Services[0].Ports, []string{"15432:5432", "6379"}) ||
+		!slices.Contains(without.RunsOn, DockerLabel) {
+		t.Errorf("the instance without an image: %+v, want its services with their ports as written and the docker label", without)
+	}
+	if len(with.Services) != 1 || !slices.Equal(with.Services[0].Ports, []string{"5432", "6379"}) {
+		t.Errorf("the instance with an image: services %+v, want the container ports alone", with.Services)
+	}
+}
+
+// TestHostServicesPlan: a job without an image may have services, started on the
+// worker's Docker Engine: it asks for the docker executor's label, and keeps each port as
+// written, HOST:CONTAINER or a bare container port.
+func TestHostServicesPlan(t *testing.T) {
+	t.Parallel()
+	p, err := Compile([]byte(`jobs:
+  a:
+    runs_on: [linux]
+    services:
+      db:
+        image: postgres:17
+        env: {POSTGRES_PASSWORD: "${{ secrets.DB }}"}
+        ports: ["5432:5432", 8080, "9000:9000/udp"]
+        healthcheck: {command: pg_isready}
+    steps: [{run: x}]
+`), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := p.Job("a")
+	if j.Image != "" || j.Container != nil || !slices.Equal(j.RunsOn, []string{"linux", DockerLabel}) {
+		t.Errorf("job = %+v, want no image and runs_on [linux docker]", j)
+	}
+	if len(j.Services) != 1 || !slices.Equal(j.Services[0].Ports, []string{"5432:5432", "8080", "9000:9000/udp"}) ||
+		j.Services[0].Env["POSTGRES_PASSWORD"] != SecretRef("DB") || j.Services[0].Healthcheck == nil {
+		t.Errorf("services = %+v", j.Services)
 	}
 }

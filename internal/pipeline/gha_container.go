@@ -112,14 +112,10 @@ func (t *ghaTranslator) containerOptions(c *yaml.Node, g field) {
 }
 
 // services translates services: {NAME: {image, env, ports, options}}. Gantry starts them
-// beside the job's container, reached by their names; a job that GitHub runs on the
-// runner itself reaches its services on localhost, which has no counterpart.
+// beside the job's container, reached by their names, or, for a job on the runner
+// itself, with their ports published on the worker's loopback, as GitHub does.
 func (t *ghaTranslator) services(j *ghaJob, f field) {
 	d := t.d
-	if !j.image {
-		d.add(ErrInvalid, f.keyNode, f.path, "services: Gantry starts services beside the job's own container and reaches them by name; give the job a container: (a job on the runner reaching them on localhost is not supported)")
-		return
-	}
 	out := gMap(d.resolve(f.val))
 	for _, s := range d.fields(f.val, f.path, "a mapping of service names to services") {
 		svc := gMap(d.resolve(s.val))
@@ -136,14 +132,15 @@ func (t *ghaTranslator) services(j *ghaJob, f field) {
 			case "ports":
 				ports := gSeq(d.resolve(g.val))
 				for i, item := range d.items(g.val, g.path, "a list of ports", true) {
-					v, ok := d.str(item, indexPath(g.path, i), "a port")
+					ip := indexPath(g.path, i)
+					v, ok := d.str(item, ip, "a port")
 					if !ok {
 						continue
 					}
-					// host:container publishes a port on the runner; Gantry's steps
-					// reach the service's own port by its name.
-					if k := strings.LastIndexByte(v, ':'); k >= 0 {
-						v = v[k+1:]
+					v, msg := ghaServicePort(strings.TrimSpace(v))
+					if msg != "" {
+						d.add(ErrInvalid, d.resolve(item), ip, "port %s", msg)
+						continue
 					}
 					ports.Content = append(ports.Content, gStr(v, d.resolve(item)))
 				}
@@ -283,4 +280,35 @@ func (t *ghaTranslator) cache(j *ghaJob, st *ghaStep, u field, args map[string]f
 	}
 	t.rename(fmt.Sprintf("%s.cache[%d]", j.path, len(j.caches)), u.path)
 	j.caches = append(j.caches, c)
+}
+
+// ghaServicePort translates a service's port as docker run -p takes it,
+// [[IP:]HOST:]CONTAINER[/PROTO], into Gantry's [HOST:]CONTAINER[/PROTO] (for a job in
+// a container, the plan keeps CONTAINER alone: its steps reach the service by name). An
+// IP other than the loopback or every address is refused: Gantry publishes on
+// 127.0.0.1 alone.
+func ghaServicePort(v string) (string, string) {
+	parts := strings.Split(v, ":")
+	if len(parts) > 3 {
+		return "", fmt.Sprintf("%q: expected [HOST:]CONTAINER[/PROTOCOL]", v)
+	}
+	if len(parts) == 3 {
+		switch parts[0] {
+		case "", "127.0.0.1", "0.0.0.0", "localhost":
+		default:
+			return "", fmt.Sprintf("%q: Gantry publishes services' ports on the worker's 127.0.0.1 only, not on %s", v, parts[0])
+		}
+		parts = parts[1:]
+	}
+	c := parts[len(parts)-1]
+	if !portPattern.MatchString(c) || strings.Contains(c, ":") {
+		return "", fmt.Sprintf("%q: expected a port number such as 5432 or 53/udp (ranges are not supported)", v)
+	}
+	if len(parts) == 1 || parts[0] == "" {
+		return c, ""
+	}
+	if !portPattern.MatchString(parts[0]) || strings.Contains(parts[0], "/") {
+		return "", fmt.Sprintf("%q: host port %q: expected a port number (ranges are not supported)", v, parts[0])
+	}
+	return parts[0] + ":" + c, ""
 }

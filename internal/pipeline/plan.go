@@ -103,7 +103,9 @@ type Job struct {
 	// Container tunes the job's container; nil is the defaults (the image's user,
 	// unprivileged, pulled when not present). Set only with Image.
 	Container *Container `json:"container,omitempty"`
-	// Services start beside the job's container, reachable from it by their names.
+	// Services start beside the job's container, reachable from it by their names; for
+	// a job without an image, on the worker's Docker Engine with their ports published
+	// on its loopback. A job with services runs only on a worker with DockerLabel.
 	Services []Service         `json:"services,omitempty"`
 	Env      map[string]string `json:"env,omitempty"`
 	Steps    []Step            `json:"steps"`
