@@ -842,12 +842,15 @@ func (a *Agent) exprContext(j claimedJob, ws, stepWS string, env map[string]stri
 	for k, v := range j.Secrets {
 		secrets[k] = v
 	}
+	job := map[string]any{}
+	maps.Copy(job, j.jobContext)
+	job["status"] = githubResult(jobStatus())
 	vals := map[string]any{
 		"github":   gh,
 		"vars":     anyMap(j.Trigger.Vars),
 		"env":      anyMap(env),
 		"runner":   anyMap(runnerContext(env)),
-		"job":      map[string]any{"status": githubResult(jobStatus())},
+		"job":      job,
 		"matrix":   matrix,
 		"needs":    needs,
 		"secrets":  secrets,

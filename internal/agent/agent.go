@@ -964,11 +964,26 @@ func (a *Agent) runSteps(ctx context.Context, log *slog.Logger, rec *logs.Record
 			files.imagePath = p.ImagePath()
 		}
 		files.stepDir = path.Join(stepWS, stepFilesInWorkspace)
-	} else if p, ok := a.cfg.Executor.(workspacePreparer); ok {
-		// Steps that run as another user must be able to write their workspace.
-		if err := p.PrepareWorkspace(ws); err != nil {
-			log.Error("prepare the workspace", "err", err)
-			return skipAll("the worker could not prepare the workspace: " + err.Error())
+		j.services = runningServices(spec, sess)
+		j.jobContext = jobContext(sess, j.services)
+	} else {
+		if p, ok := a.cfg.Executor.(workspacePreparer); ok {
+			// Steps that run as another user must be able to write their workspace.
+			if err := p.PrepareWorkspace(ws); err != nil {
+				log.Error("prepare the workspace", "err", err)
+				return skipAll("the worker could not prepare the workspace: " + err.Error())
+			}
+		}
+		if len(spec.Services) > 0 {
+			svcs, end, err := a.beginHostServices(ctx, log, rec, job)
+			if err != nil {
+				log.Error("start the job's services", "err", err)
+				status, _, code, end := skipAll("the job's services could not start: " + err.Error())
+				return status, beginFailureKind(err), code, end
+			}
+			defer end()
+			j.services = svcs.Running()
+			j.jobContext = jobContext(svcs, j.services)
 		}
 	}
 	in := stepConditionInput(j)
@@ -1413,6 +1428,7 @@ func (a *Agent) stepEnvMap(j claimedJob, st pipeline.Step, ws string, host bool,
 	vars["GANTRY_WORKSPACE"] = ws
 	vars["GANTRY_IDEMPOTENCY_KEY"] = hex.EncodeToString(key[:16])
 	maps.Copy(vars, triggerEnv(j.Trigger))
+	maps.Copy(vars, serviceEnv(j.services))
 	for k := range written {
 		if _, ok := vars[k]; !ok || vars[k] != written[k] {
 			// Gantry's own value won.

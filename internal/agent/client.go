@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gantry-ci/gantry/internal/executor"
 	"github.com/gantry-ci/gantry/internal/pipeline"
 
 	"go.opentelemetry.io/otel"
@@ -289,6 +290,11 @@ type claimedJob struct {
 	Needs map[string]claimedNeed `json:"needs"`
 	// Notices are what the coordinator tells the job's log first, as system lines.
 	Notices []string `json:"notices"`
+	// services are how the steps reach the job's services, once started (GANTRY_SERVICE_*
+	// variables); jobContext is GitHub's job context beside job.status (job.services,
+	// job.container). Neither comes from the coordinator.
+	services   []executor.RunningService
+	jobContext map[string]any
 	// sent is when the claim that handed out the job was sent, by the worker's
 	// monotonic clock: the lease's TTLMillis counts from no earlier.
 	sent time.Time

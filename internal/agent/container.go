@@ -1,11 +1,13 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -22,23 +24,22 @@ import (
 // and removing containers, a network and volumes through the engine.
 const endFor = time.Minute
 
-// containerJob is the environment a job's steps run in when it has one: the job's image,
-// or the worker's default image for a job without one. ok is false for a job that runs on
-// the worker's host.
+// containerJob is the environment a job's steps run in: the job's image, or the
+// worker's default image for a job without one. ok is false for a job that runs on the
+// worker's host, whose Job has no image and is what its services (if any) start with.
 func (a *Agent) containerJob(j claimedJob, ws string, grace time.Duration) (executor.Job, bool) {
 	spec := j.Spec
 	image := spec.Image
 	if image == "" {
 		image = a.cfg.DefaultImage
 	}
-	if image == "" {
-		return executor.Job{}, false
-	}
 	job := executor.Job{
 		ID: j.ID, Attempt: j.Attempt, WorkerID: a.workerID,
 		Workspace: ws, Image: image,
 		MilliCPU: spec.Resources.MilliCPU, Memory: spec.Resources.MemoryBytes,
 		Grace: grace, Labels: spec.RunsOn,
+		// A job written without an image reaches its services on localhost.
+		HostServices: spec.Image == "" && len(spec.Services) > 0,
 	}
 	if c := spec.Container; c != nil && spec.Image != "" {
 		job.Pull, job.User, job.Privileged = c.Pull, c.User, c.Privileged
@@ -55,6 +56,14 @@ func (a *Agent) containerJob(j claimedJob, ws string, grace time.Duration) (exec
 	}
 	for _, s := range spec.Services {
 		svc := executor.Service{Name: s.Name, Image: s.Image, Command: s.Command, Ports: s.Ports}
+		if !job.HostServices {
+			// A job in its own container reaches a service's ports by its name: what
+			// a port of the host would be published at means nothing to it.
+			svc.Ports = make([]string, len(s.Ports))
+			for i, p := range s.Ports {
+				svc.Ports[i] = pipeline.ContainerPort(p)
+			}
+		}
 		for k, v := range s.Env {
 			svc.Env = append(svc.Env, k+"="+pipeline.ExpandSecrets(v, j.Secrets))
 		}
@@ -65,7 +74,7 @@ func (a *Agent) containerJob(j claimedJob, ws string, grace time.Duration) (exec
 		}
 		job.Services = append(job.Services, svc)
 	}
-	return job, true
+	return job, image != ""
 }
 
 // inContainer says whether the job's steps run in a container rather than on the host.
@@ -122,6 +131,121 @@ func (a *Agent) beginContainer(ctx context.Context, log *slog.Logger, rec *logs.
 		}
 	}
 	return sess, end, nil
+}
+
+// beginHostServices starts the services of a job whose steps run on the worker's host,
+// with the worker's ServiceStarter, their ports published on its loopback. The returned
+// end stops and removes them; it is to be called once, whatever happened to the steps.
+// A worker that cannot start them fails the job, saying what it lacks.
+func (a *Agent) beginHostServices(ctx context.Context, log *slog.Logger, rec *logs.Recorder, job executor.Job) (executor.Services, func(), error) {
+	starter, ok := a.cfg.Executor.(executor.ServiceStarter)
+	if !ok {
+		return nil, nil, errors.New("this worker runs steps on its host and has no Docker Engine to start services with; " +
+			"a job on the worker's host with services needs a worker with the docker executor (gantry worker --executor docker)")
+	}
+	names := make([]string, len(job.Services))
+	for i, s := range job.Services {
+		names[i] = s.Name + " (" + s.Image + ")"
+	}
+	rec.System("services: " + strings.Join(names, ", ") + ", published on 127.0.0.1")
+	job.Events = rec.System
+	began := time.Now()
+	svcs, err := starter.BeginServices(ctx, job)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, s := range svcs.Running() {
+		if len(s.Ports) == 0 {
+			continue
+		}
+		ports := make([]string, 0, len(s.Ports))
+		for _, c := range slices.Sorted(maps.Keys(s.Ports)) {
+			ports = append(ports, c+" at "+s.Host+":"+s.Ports[c])
+		}
+		rec.System("service " + s.Name + ": port " + strings.Join(ports, ", port "))
+	}
+	log.Info("job services started", "services", len(job.Services), "took", time.Since(began).Round(time.Millisecond).String())
+	end := func() {
+		// As a job container's end: on a context of its own, without a grace when the
+		// lease is gone (the engine removes services at once anyway).
+		ectx, stop := context.WithTimeout(context.WithoutCancel(ctx), job.Grace+endFor)
+		defer stop()
+		if err := svcs.End(ectx); err != nil {
+			log.Warn("remove the job's services", "err", err)
+			rec.System("the worker could not remove the job's services; its sweeper will: " + err.Error())
+		}
+	}
+	return svcs, end, nil
+}
+
+// runningServices is how a job's steps reach its services: what the executor's session
+// tells (sess: a Session or Services), else what the job says of them (each reached by
+// its name at its own ports).
+func runningServices(spec *pipeline.Job, sess any) []executor.RunningService {
+	if l, ok := sess.(executor.ServiceLister); ok {
+		return l.Running()
+	}
+	var running []executor.RunningService
+	for _, s := range spec.Services {
+		ports := map[string]string{}
+		for _, p := range s.Ports {
+			c, _, _ := strings.Cut(pipeline.ContainerPort(p), "/")
+			ports[c] = c
+		}
+		running = append(running, executor.RunningService{Name: s.Name, Ports: ports, Host: s.Name})
+	}
+	return running
+}
+
+// jobContext is GitHub's job.services and job.container for a job's steps (beside
+// job.status): the ids of its container and network where the session tells them, and
+// for each service its id, network and ports (container port to where the steps reach
+// it).
+func jobContext(sess any, running []executor.RunningService) map[string]any {
+	out := map[string]any{}
+	if c, ok := sess.(executor.ContainerLister); ok {
+		id, network := c.JobContainer()
+		out["container"] = map[string]any{"id": id, "network": network}
+	}
+	if len(running) == 0 {
+		return out
+	}
+	services := map[string]any{}
+	network := ""
+	for _, s := range running {
+		ports := map[string]any{}
+		for k, v := range s.Ports {
+			ports[k] = v
+		}
+		services[s.Name] = map[string]any{"id": s.ID, "network": s.Network, "ports": ports}
+		network = cmp.Or(network, s.Network)
+	}
+	out["services"] = services
+	if _, ok := out["container"]; !ok {
+		// A job on the host has no container; its network is its services'.
+		out["container"] = map[string]any{"id": "", "network": network}
+	}
+	return out
+}
+
+// serviceEnv is the variables that say where a job's steps reach its services:
+// GANTRY_SERVICE_<NAME>_HOST (127.0.0.1 for a job on the worker's host, else the
+// service's name) and GANTRY_SERVICE_<NAME>_PORT_<PORT> for each container port.
+func serviceEnv(running []executor.RunningService) map[string]string {
+	env := map[string]string{}
+	for _, s := range running {
+		prefix := "GANTRY_SERVICE_" + envNamePart(s.Name) + "_"
+		env[prefix+"HOST"] = s.Host
+		for c, p := range s.Ports {
+			env[prefix+"PORT_"+c] = p
+		}
+	}
+	return env
+}
+
+// envNamePart is a service name as part of a variable's name: capitals, '-' as '_'.
+func envNamePart(name string) string {
+	return strings.ReplaceAll(strings.ToUpper(name), "-", "_")
 }
 
 // shareWorkspace lets the user a job's container runs its steps as write the workspace,

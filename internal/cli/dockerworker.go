@@ -22,13 +22,17 @@ const dockerSweepEvery = 5 * time.Minute
 
 // dockerExecutor is the docker worker's executor: a job with an image (or any job, with
 // a default image) runs in containers on the engine; a job without one runs on the
-// host, contained like a shell worker's.
+// host, contained like a shell worker's, its services (if any) in containers on the
+// engine.
 type dockerExecutor struct {
 	host   agent.Executor
 	engine *docker.Docker
 }
 
-var _ executor.JobExecutor = dockerExecutor{}
+var (
+	_ executor.JobExecutor    = dockerExecutor{}
+	_ executor.ServiceStarter = dockerExecutor{}
+)
 
 // RunAction runs a docker action's container on the engine (the agent runs docker
 // actions and docker:// steps through it).
@@ -42,6 +46,12 @@ func (x dockerExecutor) Run(ctx context.Context, s executor.Step) (executor.Resu
 
 func (x dockerExecutor) Begin(ctx context.Context, j executor.Job) (executor.Session, error) {
 	return x.engine.Begin(ctx, j)
+}
+
+// BeginServices starts the services of a job on the host on the engine, their ports
+// published on the worker's loopback, where its steps reach them.
+func (x dockerExecutor) BeginServices(ctx context.Context, j executor.Job) (executor.Services, error) {
+	return x.engine.BeginServices(ctx, j)
 }
 
 // Contained says whether the host executor ends every process of a step with it.

@@ -100,7 +100,7 @@ func (a *app) runCommand() *cobra.Command {
 	f.IntVar(&cfg.Workers, "workers", cfg.Workers, "workers, each running one job at a time")
 	f.StringVar(&cfg.Executor, "executor", cfg.Executor, "shell, or sandbox (bubblewrap: no network unless the job sets network: true)")
 	f.StringVar(&cfg.Labels, "labels", "", "comma-separated labels for the workers, besides "+runtime.GOOS+" and "+runtime.GOARCH)
-	f.StringVar(&cfg.Docker, "docker", cfg.Docker, dockerUsage+" (auto starts it only for a pipeline with an image)")
+	f.StringVar(&cfg.Docker, "docker", cfg.Docker, dockerUsage+" (auto starts it only for a pipeline with an image or services)")
 	f.BoolVar(&cfg.DockerAllowPrivileged, "docker-allow-privileged", false, "the docker worker: "+dockerAllowPrivilegedUsage)
 	f.StringVar(&cfg.ActionsSource, "actions-source", "", actionsSourceUsage)
 	f.StringVar(&cfg.Mirrors, "mirrors", "", "git mirror cache of the actions steps use and of checkouts (default: gantry/mirrors in the user's cache directory, kept between runs)")
@@ -191,7 +191,10 @@ func (a *app) runLocal(ctx context.Context, cfg runConfig) error {
 		cfg.Data, cfg.Throwaway = dir, true
 	}
 	cfg.Addr = "127.0.0.1:0"
-	if cfg.Docker == "auto" && !slices.ContainsFunc(res.plan.Jobs, func(j *pipeline.Job) bool { return j.Image != "" }) {
+	if cfg.Docker == "auto" && !slices.ContainsFunc(res.plan.Jobs, func(j *pipeline.Job) bool {
+		// An image, services, a docker action: what only a docker worker runs.
+		return j.Image != "" || slices.Contains(j.RunsOn, pipeline.DockerLabel)
+	}) {
 		cfg.Docker = "off" // nothing to run in a container: no engine to reach
 	}
 	// The coordinator and workers log from their own goroutines to the stderr the run's
@@ -316,7 +319,7 @@ func (e *cannotRunError) Error() string {
 	msg := fmt.Sprintf("job %s cannot run here: %s", e.job, strings.TrimPrefix(e.waiting.Message, "waiting: "))
 	labels := slices.DeleteFunc(slices.Clone(e.waiting.Labels), func(l string) bool { return l == pipeline.DockerLabel })
 	if len(labels) < len(e.waiting.Labels) {
-		msg += "; gantry run starts a docker worker for a pipeline with an image when a Docker Engine answers at DOCKER_HOST or the default socket (--docker)"
+		msg += "; gantry run starts a docker worker for a pipeline with an image or services when a Docker Engine answers at DOCKER_HOST or the default socket (--docker)"
 	}
 	if i := slices.Index(labels, pipeline.PrivilegedLabel); i >= 0 {
 		labels = slices.Delete(labels, i, i+1)
