@@ -137,7 +137,7 @@ func (t *ghaTranslator) services(j *ghaJob, f field) {
 					if !ok {
 						continue
 					}
-					v, msg := ghaServicePort(strings.TrimSpace(v))
+					v, msg := ghaServicePort(strings.TrimSpace(v), j.image)
 					if msg != "" {
 						d.add(ErrInvalid, d.resolve(item), ip, "port %s", msg)
 						continue
@@ -284,10 +284,10 @@ func (t *ghaTranslator) cache(j *ghaJob, st *ghaStep, u field, args map[string]f
 
 // ghaServicePort translates a service's port as docker run -p takes it,
 // [[IP:]HOST:]CONTAINER[/PROTO], into Gantry's [HOST:]CONTAINER[/PROTO] (for a job in
-// a container, the plan keeps CONTAINER alone: its steps reach the service by name). An
-// IP other than the loopback or every address is refused: Gantry publishes on
-// 127.0.0.1 alone.
-func ghaServicePort(v string) (string, string) {
+// a container, the plan keeps CONTAINER alone: its steps reach the service by name). For
+// a job on the runner an IP other than the loopback or every address is refused: Gantry
+// publishes on 127.0.0.1 alone.
+func ghaServicePort(v string, inContainer bool) (string, string) {
 	parts := strings.Split(v, ":")
 	if len(parts) > 3 {
 		return "", fmt.Sprintf("%q: expected [HOST:]CONTAINER[/PROTOCOL]", v)
@@ -296,6 +296,9 @@ func ghaServicePort(v string) (string, string) {
 		switch parts[0] {
 		case "", "127.0.0.1", "0.0.0.0", "localhost":
 		default:
+			if inContainer {
+				break
+			}
 			return "", fmt.Sprintf("%q: Gantry publishes services' ports on the worker's 127.0.0.1 only, not on %s", v, parts[0])
 		}
 		parts = parts[1:]

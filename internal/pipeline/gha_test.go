@@ -643,3 +643,31 @@ jobs:
 		t.Fatalf("the converted definition plans otherwise: %v\n%s", err, out)
 	}
 }
+
+// TestWorkflowServicePorts: a service's ports as docker run -p takes them. A job on the
+// runner keeps HOST:CONTAINER (published at HOST on the worker's 127.0.0.1) and a bare
+// port (published at a free one); the loopback or every address before them is
+// 127.0.0.1 all the same. A job in a container reaches the service's own port by name:
+// only CONTAINER is kept, whatever address the port was to be published on.
+func TestWorkflowServicePorts(t *testing.T) {
+	t.Parallel()
+	ports := []string{"'5432:5432'", "'6379'", "'127.0.0.1:9000:9000/tcp'", "'0.0.0.0:9001:9001'", "':9002:9002'"}
+	for _, tt := range []struct {
+		name, container string
+		extra           []string
+		want            []string
+	}{
+		{"on the runner", "", nil, []string{"5432:5432", "6379", "9000:9000/tcp", "9001:9001", "9002:9002"}},
+		{"in a container", "    container: node:20\n", []string{"'10.0.0.1:9003:9003'"}, []string{"5432", "6379", "9000/tcp", "9001", "9002", "9003"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			p := compileWorkflow(t, "on: push\njobs:\n  a:\n    runs-on: ubuntu-latest\n"+tt.container+
+				"    services:\n      db:\n        image: postgres\n        ports: ["+strings.Join(append(ports, tt.extra...), ", ")+"]\n    steps: [{run: x}]\n")
+			j := p.Job("a")
+			if len(j.Services) != 1 || !slices.Equal(j.Services[0].Ports, tt.want) || !slices.Contains(j.RunsOn, DockerLabel) {
+				t.Errorf("services %+v, runs_on %v; want ports %v and the docker label", j.Services, j.RunsOn, tt.want)
+			}
+		})
+	}
+}
