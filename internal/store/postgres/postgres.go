@@ -110,7 +110,7 @@ func Open(ctx context.Context, url string, opts Options) (*sqlstore.Engine, erro
 	if err != nil {
 		return nil, fmt.Errorf("open postgres store: %w", err)
 	}
-	db := sql.OpenDB(unavailableConnector{stdlib.GetConnector(*cfg)})
+	db := sql.OpenDB(unavailableConnector{stdlib.GetConnector(*cfg, stdlib.OptionAfterConnect(registerUUID))})
 	db.SetMaxOpenConns(writers + 12)
 	db.SetMaxIdleConns(writers + 12)
 	db.SetConnMaxIdleTime(5 * time.Minute)
