@@ -247,7 +247,7 @@ func (s *Server) createRun(w http.ResponseWriter, r *http.Request) {
 	// A definition sent on its own has no repository: only other repositories' reusable
 	// workflows can be read for it.
 	gitCtx, cancel := context.WithTimeout(r.Context(), s.hooks.fetchTimeout)
-	plan, err := pipeline.Compile(def, pipeline.Options{Limits: s.limits, Workflows: s.workflows(gitCtx, nil)})
+	plan, err := s.compileSubmitted(def, s.workflows(gitCtx, nil))
 	cancel()
 	if err != nil {
 		details := pipelineDetails(err)

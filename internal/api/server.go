@@ -162,6 +162,8 @@ type Server struct {
 	// rules applies projects' quarantine rules after their jobs complete, outliving
 	// the completions' requests: Close stops it and waits.
 	rules *ruleRunner
+	// compiled keeps the plans of definitions submitted lately.
+	compiled compileCache
 }
 
 // connTracker counts long-lived connections and ends them on close.
