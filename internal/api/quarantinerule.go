@@ -165,6 +165,10 @@ type ruleRunner struct {
 	mu      sync.Mutex
 	closed  bool
 	waiting map[uuid.UUID]*ruleWait // by project id
+	// names holds the names of the projects evaluated lately, by id: a project's name
+	// never changes, and reading it through one of its runs was two thirds of an
+	// evaluation's reads.
+	names map[uuid.UUID]string
 }
 
 // ruleWait is what a project's next evaluation looks at: the attempts that completed
@@ -175,8 +179,8 @@ type ruleWait struct {
 }
 
 type completedAttempt struct {
-	job, run uuid.UUID
-	attempt  int
+	job, run, project uuid.UUID
+	attempt           int
 }
 
 func newRuleRunner(s *Server) *ruleRunner {
@@ -204,7 +208,7 @@ func (rr *ruleRunner) completed(job *store.Job) {
 		go rr.run(job.ProjectID, w)
 	}
 	if len(w.jobs) < maxRuleJobs {
-		w.jobs = append(w.jobs, completedAttempt{job: job.ID, run: job.RunID, attempt: job.Attempt})
+		w.jobs = append(w.jobs, completedAttempt{job: job.ID, run: job.RunID, project: job.ProjectID, attempt: job.Attempt})
 	} else {
 		w.many = true
 	}
@@ -228,11 +232,33 @@ func (rr *ruleRunner) run(project uuid.UUID, w *ruleWait) {
 		case <-rr.ctx.Done():
 			continue
 		}
-		if err := rr.s.evaluateQuarantineRule(rr.ctx, jobs, many); err != nil && rr.ctx.Err() == nil {
+		if err := rr.s.evaluateQuarantineRule(rr.ctx, rr.projectName, jobs, many); err != nil && rr.ctx.Err() == nil {
 			rr.s.log.Error("quarantine rule: evaluation failed", "project_id", project, "err", err)
 		}
 		<-rr.slots
 	}
+}
+
+// projectName returns the name of the project of the run of job, from the names seen
+// before or else read with the run.
+func (rr *ruleRunner) projectName(ctx context.Context, job completedAttempt) (string, error) {
+	rr.mu.Lock()
+	name, ok := rr.names[job.project]
+	rr.mu.Unlock()
+	if ok {
+		return name, nil
+	}
+	run, err := rr.s.store.GetRun(ctx, job.run)
+	if err != nil {
+		return "", fmt.Errorf("get run %s: %w", job.run, err)
+	}
+	rr.mu.Lock()
+	defer rr.mu.Unlock()
+	if rr.names == nil || len(rr.names) >= maxRuleProjects {
+		rr.names = map[uuid.UUID]string{}
+	}
+	rr.names[run.ProjectID] = run.Project
+	return run.Project, nil
 }
 
 // close stops the evaluations and waits for them: none reads the store once it returns.
@@ -246,14 +272,16 @@ func (rr *ruleRunner) close() {
 
 // evaluateQuarantineRule applies the rule of the project of jobs, if it has one and one
 // of jobs reported test results (any does when many).
-func (s *Server) evaluateQuarantineRule(ctx context.Context, jobs []completedAttempt, many bool) error {
+// projectName names the project of a completed job's run.
+func (s *Server) evaluateQuarantineRule(ctx context.Context, projectName func(context.Context, completedAttempt) (string, error),
+	jobs []completedAttempt, many bool) error {
 	ctx, cancel := context.WithTimeout(ctx, ruleTimeout)
 	defer cancel()
-	run, err := s.store.GetRun(ctx, jobs[0].run)
+	project, err := projectName(ctx, jobs[0])
 	if err != nil {
-		return fmt.Errorf("get run %s: %w", jobs[0].run, err)
+		return err
 	}
-	rule, err := s.store.GetQuarantineRule(ctx, run.Project)
+	rule, err := s.store.GetQuarantineRule(ctx, project)
 	if err != nil || rule == nil {
 		return err
 	}
