@@ -26,6 +26,14 @@ type request struct {
 	alone bool
 }
 
+// The lanes of write operations.
+const (
+	laneAny = iota
+	// laneNumbered is for operations that take a project's next run number, which
+	// holds the project's counter row until the transaction ends (nextRunNumber).
+	laneNumbered
+)
+
 // committer runs write operations in batches: each writer takes every operation waiting
 // for it, runs them in one transaction and commits once. While a commit waits for its
 // fsync the next batch gathers, so throughput is not one fsync per operation.
@@ -36,9 +44,18 @@ type request struct {
 // batch and each of its operations runs again in a transaction of its own. Operations
 // therefore reset their outputs when they start: they may run twice, the first run rolled
 // back.
+//
+// Where several writers run (PostgreSQL), operations that take a project's next run
+// number have a writer of their own (laneNumbered): each such operation holds the
+// project's counter row until its transaction commits, so two writers each with a run
+// creation of one project take turns, the second waiting for the first one's whole batch
+// and commit, with the claims and completions of its own batch held up behind it. In
+// throughput-64 on PostgreSQL that wait was 21 ms a run creation on average. One writer
+// for them makes the creations of a moment one batch that takes the row once.
 type committer struct {
 	e        *Engine
 	reqs     chan *request
+	numbered chan *request // laneNumbered, when writers > 1; else reqs
 	maxBatch int
 	stop     chan struct{}
 	wg       sync.WaitGroup
@@ -47,9 +64,16 @@ type committer struct {
 
 func newCommitter(e *Engine, writers, maxBatch int) *committer {
 	c := &committer{e: e, reqs: make(chan *request), maxBatch: maxBatch, stop: make(chan struct{})}
+	c.numbered = c.reqs
+	if writers > 1 {
+		c.numbered = make(chan *request)
+		writers--
+		c.wg.Add(1)
+		go c.loop(c.numbered)
+	}
 	for range writers {
 		c.wg.Add(1)
-		go c.loop()
+		go c.loop(c.reqs)
 	}
 	return c
 }
@@ -58,18 +82,24 @@ func newCommitter(e *Engine, writers, maxBatch int) *committer {
 // committed (or failed). An operation whose context ends before its batch starts is not
 // run.
 func (c *committer) do(ctx context.Context, fn func(*tx) error) error {
-	return c.submit(&request{ctx: ctx, fn: fn, done: make(chan error, 1)})
+	return c.submit(c.reqs, &request{ctx: ctx, fn: fn, done: make(chan error, 1)})
+}
+
+// doNumbered is do for an operation that takes a project's next run number
+// (laneNumbered).
+func (c *committer) doNumbered(ctx context.Context, fn func(*tx) error) error {
+	return c.submit(c.numbered, &request{ctx: ctx, fn: fn, done: make(chan error, 1)})
 }
 
 // doAlone is do for an operation that must not share its transaction (request.alone).
 func (c *committer) doAlone(ctx context.Context, fn func(*tx) error) error {
-	return c.submit(&request{ctx: ctx, fn: fn, done: make(chan error, 1), alone: true})
+	return c.submit(c.reqs, &request{ctx: ctx, fn: fn, done: make(chan error, 1), alone: true})
 }
 
-func (c *committer) submit(r *request) error {
+func (c *committer) submit(lane chan<- *request, r *request) error {
 	ctx := r.ctx
 	select {
-	case c.reqs <- r:
+	case lane <- r:
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-c.stop:
@@ -85,12 +115,12 @@ func (c *committer) close() {
 	c.wg.Wait()
 }
 
-func (c *committer) loop() {
+func (c *committer) loop(reqs <-chan *request) {
 	defer c.wg.Done()
 	for {
 		var first *request
 		select {
-		case first = <-c.reqs:
+		case first = <-reqs:
 		case <-c.stop:
 			return
 		}
@@ -98,7 +128,7 @@ func (c *committer) loop() {
 	gather:
 		for len(batch) < c.maxBatch {
 			select {
-			case r := <-c.reqs:
+			case r := <-reqs:
 				batch = append(batch, r)
 			default:
 				break gather

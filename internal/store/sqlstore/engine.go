@@ -154,6 +154,12 @@ func (e *Engine) write(ctx context.Context, fn func(*tx) error) error {
 	return e.full(e.com.do(ctx, fn))
 }
 
+// writeNumbered runs fn, which takes a project's next run number, in a batched write
+// transaction (committer.doNumbered).
+func (e *Engine) writeNumbered(ctx context.Context, fn func(*tx) error) error {
+	return e.full(e.com.doNumbered(ctx, fn))
+}
+
 // writeAlone runs fn in a write transaction of its own (committer.doAlone).
 func (e *Engine) writeAlone(ctx context.Context, fn func(*tx) error) error {
 	return e.full(e.com.doAlone(ctx, fn))

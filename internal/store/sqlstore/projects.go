@@ -432,7 +432,7 @@ func (e *Engine) CreateFailedRun(ctx context.Context, p store.CreateFailedRunPar
 		idem = p.IdempotencyKey
 	}
 	existing := uuid.Nil
-	err := e.write(ctx, func(t *tx) error {
+	err := e.writeNumbered(ctx, func(t *tx) error {
 		existing = uuid.Nil
 		now := us(e.clock.Now())
 		projectID, err := t.project(p.Project, now)

@@ -120,7 +120,7 @@ func (e *Engine) CreateRun(ctx context.Context, p store.CreateRunParams) (*store
 	var projectID uuid.UUID
 	var now int64
 	var number int
-	err = e.write(ctx, func(t *tx) error {
+	err = e.writeNumbered(ctx, func(t *tx) error {
 		existing, number = uuid.Nil, 0
 		now = us(e.clock.Now())
 		var err error
