@@ -26,14 +26,6 @@ type request struct {
 	alone bool
 }
 
-// The lanes of write operations.
-const (
-	laneAny = iota
-	// laneNumbered is for operations that take a project's next run number, which
-	// holds the project's counter row until the transaction ends (nextRunNumber).
-	laneNumbered
-)
-
 // committer runs write operations in batches: each writer takes every operation waiting
 // for it, runs them in one transaction and commits once. While a commit waits for its
 // fsync the next batch gathers, so throughput is not one fsync per operation.
@@ -46,16 +38,17 @@ const (
 // back.
 //
 // Where several writers run (PostgreSQL), operations that take a project's next run
-// number have a writer of their own (laneNumbered): each such operation holds the
+// number (nextRunNumber) have a writer of their own, the numbered lane: each such operation holds the
 // project's counter row until its transaction commits, so two writers each with a run
 // creation of one project take turns, the second waiting for the first one's whole batch
 // and commit, with the claims and completions of its own batch held up behind it. In
 // throughput-64 on PostgreSQL that wait was 21 ms a run creation on average. One writer
-// for them makes the creations of a moment one batch that takes the row once.
+// for them makes the creations of a moment one batch that takes the row once; that writer
+// takes other operations too.
 type committer struct {
 	e        *Engine
 	reqs     chan *request
-	numbered chan *request // laneNumbered, when writers > 1; else reqs
+	numbered chan *request // the numbered lane, when writers > 1; else reqs
 	maxBatch int
 	stop     chan struct{}
 	wg       sync.WaitGroup
@@ -66,14 +59,17 @@ func newCommitter(e *Engine, writers, maxBatch int) *committer {
 	c := &committer{e: e, reqs: make(chan *request), maxBatch: maxBatch, stop: make(chan struct{})}
 	c.numbered = c.reqs
 	if writers > 1 {
+		// The first writer takes the numbered lane's operations and any others, so
+		// that a batch of creations also carries the claims and completions waiting
+		// then (fewer transactions); the rest take only the others.
 		c.numbered = make(chan *request)
 		writers--
 		c.wg.Add(1)
-		go c.loop(c.numbered)
+		go c.loop(c.numbered, c.reqs)
 	}
 	for range writers {
 		c.wg.Add(1)
-		go c.loop(c.reqs)
+		go c.loop(c.reqs, nil)
 	}
 	return c
 }
@@ -85,8 +81,8 @@ func (c *committer) do(ctx context.Context, fn func(*tx) error) error {
 	return c.submit(c.reqs, &request{ctx: ctx, fn: fn, done: make(chan error, 1)})
 }
 
-// doNumbered is do for an operation that takes a project's next run number
-// (laneNumbered).
+// doNumbered is do for an operation that takes a project's next run number: it goes
+// to the numbered lane.
 func (c *committer) doNumbered(ctx context.Context, fn func(*tx) error) error {
 	return c.submit(c.numbered, &request{ctx: ctx, fn: fn, done: make(chan error, 1)})
 }
@@ -115,12 +111,14 @@ func (c *committer) close() {
 	c.wg.Wait()
 }
 
-func (c *committer) loop(reqs <-chan *request) {
+// loop runs batches of the operations of reqs and of also (nil for none).
+func (c *committer) loop(reqs, also <-chan *request) {
 	defer c.wg.Done()
 	for {
 		var first *request
 		select {
 		case first = <-reqs:
+		case first = <-also:
 		case <-c.stop:
 			return
 		}
@@ -129,6 +127,8 @@ func (c *committer) loop(reqs <-chan *request) {
 		for len(batch) < c.maxBatch {
 			select {
 			case r := <-reqs:
+				batch = append(batch, r)
+			case r := <-also:
 				batch = append(batch, r)
 			default:
 				break gather
