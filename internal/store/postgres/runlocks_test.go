@@ -184,6 +184,6 @@ func withinHeld(t *testing.T, holder pgx.Tx, what string, call func(context.Cont
 	case <-time.After(20 * time.Second):
 		_ = holder.Rollback(context.Background())
 		<-done
-		t.Fatalf("%s waited for a transaction that holds only a foreign key check's lock on the run", what)
+		t.Fatalf("%s waited for the holder's transaction, whose lock it must not wait for", what)
 	}
 }
