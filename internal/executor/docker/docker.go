@@ -3,6 +3,7 @@ package docker
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
@@ -10,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -48,6 +50,9 @@ const (
 	PullIfNotPresent = "if-not-present"
 	PullNever        = "never"
 )
+
+// idleConns is how many idle connections to the engine the client keeps.
+const idleConns = 16
 
 // pullTimeout bounds one pull, which runs on after a job that asked for it gave up, so
 // that the next job finds the image.
@@ -130,7 +135,15 @@ var _ executor.JobExecutor = (*Docker)(nil)
 // New connects to the engine and checks that it answers. The API version is negotiated
 // with the engine (20.10, API 1.41, and later).
 func New(ctx context.Context, cfg Config) (*Docker, error) {
-	opts := []client.Opt{client.FromEnv}
+	// The client's own transport keeps two idle connections: a job's calls, the warm
+	// pool's and the removals of ended jobs run at once, and each call past two dialled
+	// the engine anew. The options after it apply the host and TLS settings to this
+	// transport. (An empty TLSNextProto keeps HTTP/2 from being set up on it, which would
+	// give it a TLS config and the client an https:// scheme for a plain socket.)
+	opts := []client.Opt{client.WithHTTPClient(&http.Client{CheckRedirect: client.CheckRedirect, Transport: &http.Transport{
+		MaxIdleConns: idleConns, MaxIdleConnsPerHost: idleConns, IdleConnTimeout: 30 * time.Second,
+		TLSNextProto: map[string]func(string, *tls.Conn) http.RoundTripper{},
+	}}), client.WithHost(client.DefaultDockerHost), client.FromEnv}
 	if cfg.Host != "" {
 		opts = append(opts, client.WithHost(cfg.Host))
 	}
