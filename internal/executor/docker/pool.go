@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/moby/moby/api/types/image"
+
 	"github.com/gantry-ci/gantry/internal/executor"
 )
 
@@ -94,10 +96,11 @@ func (p *pool) keyOf(j executor.Job, ownNetwork bool) (poolKey, bool) {
 		parent: filepath.Dir(j.Workspace)}, true
 }
 
-// take returns a pooled container for job j, made of imageID, or nil when none is there
-// or being made (or its image is no longer the one j's name stands for). Either way, the
-// pool of j's kind is topped up in the background.
-func (p *pool) take(ctx context.Context, key poolKey, imageID string) *warm {
+// take returns a pooled container for job j, made of img (the image j's name stands for,
+// as j's executor just inspected it), or nil when none is there or being made (or its
+// image is no longer img). Either way, the pool of j's kind is topped up in the
+// background, with containers of img.
+func (p *pool) take(ctx context.Context, key poolKey, img image.InspectResponse) *warm {
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
@@ -124,7 +127,7 @@ func (p *pool) take(ctx context.Context, key poolKey, imageID string) *warm {
 		w.taken = true
 		k.warms = removeWarm(k.warms, w)
 	}
-	p.topUp(k)
+	p.topUp(k, img)
 	p.mu.Unlock()
 	if w == nil {
 		return nil
@@ -147,7 +150,7 @@ func (p *pool) take(ctx context.Context, key poolKey, imageID string) *warm {
 	if w.sess == nil {
 		return nil
 	}
-	if w.sess.imageID != imageID {
+	if w.sess.imageID != img.ID {
 		// The image's name stands for another image now.
 		p.discard(w)
 		return nil
@@ -179,21 +182,21 @@ func (p *pool) kind(key poolKey) *poolKind {
 	return k
 }
 
-// topUp starts making containers for k until it has p.size made or being made. p.mu
-// is held.
-func (p *pool) topUp(k *poolKind) {
+// topUp starts making containers of img for k until it has p.size made or being made.
+// p.mu is held.
+func (p *pool) topUp(k *poolKind, img image.InspectResponse) {
 	for len(k.warms) < p.size {
 		w := &warm{done: make(chan struct{})}
 		k.warms = append(k.warms, w)
 		p.fills.Add(1)
-		go p.fill(k, w)
+		go p.fill(k, w, img)
 	}
 }
 
-// fill makes w: its workspace directory and its container.
-func (p *pool) fill(k *poolKind, w *warm) {
+// fill makes w of img: its workspace directory and its container.
+func (p *pool) fill(k *poolKind, w *warm, img image.InspectResponse) {
 	defer p.fills.Done()
-	sess, dir, err := p.make(k.key)
+	sess, dir, err := p.make(k.key, img)
 	p.mu.Lock()
 	w.sess, w.dir, w.err = sess, dir, err
 	if err == nil {
@@ -213,9 +216,9 @@ func (p *pool) fill(k *poolKind, w *warm) {
 	}
 }
 
-// make creates and starts a container of key's kind, with a workspace directory of its
-// own in key.parent.
-func (p *pool) make(key poolKey) (*session, string, error) {
+// make creates and starts a container of key's kind, of img (key.image as inspected
+// last), with a workspace directory of its own in key.parent.
+func (p *pool) make(key poolKey, img image.InspectResponse) (*session, string, error) {
 	dir, err := os.MkdirTemp(key.parent, poolDirPrefix)
 	if err != nil {
 		return nil, "", fmt.Errorf("make a warm container's workspace: %w", err)
@@ -225,7 +228,7 @@ func (p *pool) make(key poolKey) (*session, string, error) {
 	s := &session{d: p.d, job: j, role: "pool", poolDir: dir}
 	ctx, cancel := context.WithTimeout(p.ctx, makeTimeout)
 	defer cancel()
-	if err := s.begin(ctx, false); err != nil {
+	if err := s.begin(ctx, false, &img); err != nil {
 		s.ended = true
 		if rerr := s.remove(context.WithoutCancel(p.ctx)); rerr != nil {
 			err = errors.Join(err, rerr)

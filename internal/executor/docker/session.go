@@ -126,7 +126,7 @@ func (d *Docker) begin(ctx context.Context, j executor.Job, ownNetwork, warm boo
 		}
 	}
 	s := &session{d: d, job: j}
-	if err := s.begin(ctx, ownNetwork || len(j.Services) > 0); err != nil {
+	if err := s.begin(ctx, ownNetwork || len(j.Services) > 0, nil); err != nil {
 		s.ended = true
 		// Nothing of the job ran yet, and nothing is owed a grace; the caller learns
 		// of the failure once what was made is gone.
@@ -144,7 +144,7 @@ func (d *Docker) beginWarm(ctx context.Context, j executor.Job, key poolKey) (*s
 	if err != nil {
 		return nil, err
 	}
-	w := d.pool.take(ctx, key, img.ID)
+	w := d.pool.take(ctx, key, img)
 	if w == nil {
 		return nil, nil
 	}
@@ -164,12 +164,18 @@ func (d *Docker) beginWarm(ctx context.Context, j executor.Job, key poolKey) (*s
 	return s, nil
 }
 
-func (s *session) begin(ctx context.Context, ownNetwork bool) error {
+// begin creates and starts the job's objects. known, when not nil, is the job's image as
+// its caller just inspected it (the warm pool's, from the job that asked for a
+// container), which is not inspected again.
+func (s *session) begin(ctx context.Context, ownNetwork bool, known *image.InspectResponse) error {
 	d, j := s.d, s.job
 	s.owner = endedKey(j.ID, j.Attempt)
 	role := cmp.Or(s.role, "job")
 	// Images first: a missing image fails the job before anything is created.
 	imgs := map[string]image.InspectResponse{}
+	if known != nil {
+		imgs[j.Image] = *known
+	}
 	for _, ref := range append([]string{j.Image}, serviceImages(j.Services)...) {
 		if _, ok := imgs[ref]; ok {
 			continue
@@ -265,13 +271,18 @@ func (s *session) begin(ctx context.Context, ownNetwork bool) error {
 	}
 	s.lease.start()
 	// Process 1 is the image's sh; an image without one cannot run steps, and says so
-	// best now, not as a failed exec at the first step.
-	r, err := d.cli.ContainerInspect(ctx, c.ID, client.ContainerInspectOptions{})
-	if err != nil {
-		return fmt.Errorf("inspect the job's container of %s: %w", j.Image, err)
-	}
-	if st := r.Container.State; st != nil && !st.Running {
-		return s.exitedError(ctx, st.ExitCode)
+	// best now, not as a failed exec at the first step. A warm container is not looked
+	// at: one whose process 1 exited has its lease's attach ended, and the job that
+	// takes it starts cold instead (beginWarm), or, when it exits later still, learns
+	// why at its first step's exec (Run), as a cold job would.
+	if s.role != "pool" {
+		r, err := d.cli.ContainerInspect(ctx, c.ID, client.ContainerInspectOptions{})
+		if err != nil {
+			return fmt.Errorf("inspect the job's container of %s: %w", j.Image, err)
+		}
+		if st := r.Container.State; st != nil && !st.Running {
+			return s.exitedError(ctx, st.ExitCode)
+		}
 	}
 	if j.User != "" {
 		return s.prepareHome(ctx)
@@ -561,14 +572,31 @@ type execExit struct {
 }
 
 // waitExec waits for the exec's process to exit. The end of its output stream is the
-// usual sign; a background process that holds the stream open is why it also polls,
-// at first often and then every second at most.
+// usual sign, and the engine is asked only then (an inspect right after it nearly always
+// finds the exit recorded); a process that holds the stream open (one of another user,
+// which the step's wrapper cannot end) is why it also polls, from 200 ms on and then
+// every second at most.
 func (s *session) waitExec(ctx context.Context, id string, streamed, stop <-chan struct{}) execExit {
-	poll := 50 * time.Millisecond
+	poll := 200 * time.Millisecond
 	timer := time.NewTimer(poll)
 	defer timer.Stop()
 	var ended time.Time // when the stream ended
 	for {
+		select {
+		case <-streamed:
+			// The stream has ended, so has the process: the engine records the
+			// exit a moment later.
+			streamed = nil
+			ended = time.Now()
+			poll = time.Millisecond
+		case <-timer.C:
+			if !ended.IsZero() {
+				break
+			}
+			poll = min(2*poll, time.Second)
+		case <-stop:
+			return execExit{err: errors.New("stopped waiting for the step's exec")}
+		}
 		r, err := s.d.cli.ExecInspect(ctx, id, client.ExecInspectOptions{})
 		if err != nil {
 			return execExit{err: fmt.Errorf("inspect the step's exec: %w", err)}
@@ -586,19 +614,6 @@ func (s *session) waitExec(ctx context.Context, id string, streamed, stop <-chan
 			return execExit{err: errors.New("the step's exec ended its output without the engine starting it")}
 		}
 		timer.Reset(poll)
-		select {
-		case <-streamed:
-			// The stream has ended, so has the process: the engine records the
-			// exit a moment later.
-			streamed = nil
-			ended = time.Now()
-			poll = time.Millisecond
-			continue
-		case <-timer.C:
-			poll = min(2*poll, time.Second)
-		case <-stop:
-			return execExit{err: errors.New("stopped waiting for the step's exec")}
-		}
 	}
 }
 
