@@ -77,18 +77,68 @@ func containerOverheadScenario() Scenario {
 			if err != nil {
 				return nil, err
 			}
+			workerCPU, err := dockerWorkerCPU(ctx, o, name, store, inImage(chainDAG(n)), n, times)
+			if err != nil {
+				return nil, err
+			}
 			r := &Result{Params: map[string]any{"jobs": n, "runs": times, "image": benchImage}}
 			r.addMillis("gantry run's CPU per job on the host", hostCPU/time.Duration(n), nil)
 			r.addMillis("gantry run's CPU per job in containers", containerCPU/time.Duration(n), nil)
+			r.addMillis("docker worker's CPU per job", workerCPU, nil)
 			r.addMillis("wall on the host", onHost, nil)
 			r.addMillis("wall in containers", inContainers, nil)
 			r.addMillis("overhead per job", max(0, inContainers-onHost)/time.Duration(n), atMost(float64(containerOverheadTarget.Milliseconds())))
 			r.Notes = append(r.Notes, "overhead per job: (wall in containers - wall on the host) / jobs, medians of `gantry run` of the same chain; "+
 				"a container job starts its network and container, runs its step with exec and removes them, the image already local (pull: never)",
-				"gantry run's CPU: of `gantry run` and every process it reaped, the Docker client's work included; the Engine's and the containers' own CPU is not in it")
+				"gantry run's CPU: of `gantry run` and every process it reaped, the Docker client's work included; the Engine's and the containers' own CPU is not in it",
+				"docker worker's CPU per job: of a `gantry worker --executor docker` process (warm pool of 2, one job at a time) that ran the same chain in containers, "+
+					"submitted to a `gantry server` as many times as gantry run ran it, over the worker's whole life (start-up and shutdown included; wait4's rusage) "+
+					"divided by the jobs; GANTRY_BENCH_WORKER_PROFILE=DIR has it write its CPU profile there")
 			return r, nil
 		},
 	}
+}
+
+// dockerWorkerCPU runs the pipeline def, of n jobs in containers, times times through
+// a `gantry server` and one `gantry worker --executor docker` of one slot, and returns
+// the worker's CPU per job over its whole life.
+func dockerWorkerCPU(ctx context.Context, o *Options, name, store, def string, n, times int) (time.Duration, error) {
+	var cpu time.Duration
+	_, err := withRig(ctx, o, name+"-worker", store, func(g *rig, r *Result) error {
+		work := filepath.Join(g.dir, "docker-worker")
+		if err := os.MkdirAll(work, 0o755); err != nil {
+			return err
+		}
+		var env []string
+		if pdir := os.Getenv("GANTRY_BENCH_WORKER_PROFILE"); pdir != "" {
+			env = append(env, "GANTRY_CPU_PROFILE="+filepath.Join(pdir, filepath.Base(g.dir)+"-docker-worker.pprof"))
+		}
+		p, err := startProcess(g.o.Command, "gantry worker (docker)", env, "worker", "--server", g.c.base, "--executor", "docker",
+			"--name", "bench-docker", "--max-jobs", "1", "--work-dir", work, "--log-format", "json")
+		if err != nil {
+			return err
+		}
+		g.workers = append(g.workers, p)
+		g.started = append(g.started, p)
+		cl := g.c.client()
+		for range times {
+			run, err := cl.submit(ctx, []byte(def))
+			if err != nil {
+				return err
+			}
+			end, err := g.waitRun(ctx, cl, run.ID, time.Duration(n)*30*time.Second)
+			if err != nil {
+				return err
+			}
+			if end.Status != "success" {
+				return fmt.Errorf("run %s is %s, want success; the worker's output ends:\n%s", run.ID, end.Status, p.out.last(4<<10))
+			}
+		}
+		g.stopWorkers()
+		cpu = p.cpu() / time.Duration(n*times)
+		return nil
+	})
+	return cpu, err
 }
 
 // inImage gives every job of a DAG pipeline (and singleJob's) the bench image.

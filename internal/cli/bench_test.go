@@ -103,7 +103,7 @@ func testBench(t *testing.T, store string, scenarios []string) {
 		"dag-independent-image": {"wall median", "one-job pipeline"},
 		"dag-chain-image":       {"wall median", "one-job pipeline"},
 		"dag-fan-image":         {"wall median", "one-job pipeline"},
-		"container-overhead":    {"wall on the host", "wall in containers"},
+		"container-overhead":    {"wall on the host", "wall in containers", "docker worker's CPU per job"},
 		"backlog":               {"claim p99", "coordinator RSS", "time to queue every job"},
 		"history":               {"claim (no history) p99", "claim (with history) p99", "finished job rows"},
 		"concurrency":           {"coordinator RSS", "heartbeats", "heartbeat p99", "time to start every job"},
