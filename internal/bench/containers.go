@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -92,16 +93,19 @@ func containerOverheadScenario() Scenario {
 				"a container job starts its network and container, runs its step with exec and removes them, the image already local (pull: never)",
 				"gantry run's CPU: of `gantry run` and every process it reaped, the Docker client's work included; the Engine's and the containers' own CPU is not in it",
 				"docker worker's CPU per job: of a `gantry worker --executor docker` process (warm pool of 2, one job at a time) that ran the same chain in containers, "+
-					"submitted to a `gantry server` as many times as gantry run ran it, over the worker's whole life (start-up and shutdown included; wait4's rusage) "+
-					"divided by the jobs; GANTRY_BENCH_WORKER_PROFILE=DIR has it write its CPU profile there")
+					"submitted to a `gantry server` as many times as gantry run ran it, from its registration to the end of the last run (/proc; its start-up and "+
+					"shutdown left out) divided by the jobs; GANTRY_BENCH_WORKER_PROFILE=DIR has it write its CPU profile there")
 			return r, nil
 		},
 	}
 }
 
+// workerRegistered is the line a `gantry worker` logs once it has registered.
+var workerRegistered = regexp.MustCompile(`"msg":"worker (registered)"`)
+
 // dockerWorkerCPU runs the pipeline def, of n jobs in containers, times times through
 // a `gantry server` and one `gantry worker --executor docker` of one slot, and returns
-// the worker's CPU per job over its whole life.
+// the worker's CPU per job: from its registration to the end of the last run (/proc).
 func dockerWorkerCPU(ctx context.Context, o *Options, name, store, def string, n, times int) (time.Duration, error) {
 	var cpu time.Duration
 	_, err := withRig(ctx, o, name+"-worker", store, func(g *rig, r *Result) error {
@@ -120,6 +124,12 @@ func dockerWorkerCPU(ctx context.Context, o *Options, name, store, def string, n
 		}
 		g.workers = append(g.workers, p)
 		g.started = append(g.started, p)
+		// Its start-up (and, below, its shutdown, which removes the warm containers) is
+		// once a worker, not a job's.
+		if _, err := p.waitOutput(ctx, workerRegistered, time.Minute); err != nil {
+			return err
+		}
+		idle := p.cpu()
 		cl := g.c.client()
 		for range times {
 			run, err := cl.submit(ctx, []byte(def))
@@ -134,8 +144,7 @@ func dockerWorkerCPU(ctx context.Context, o *Options, name, store, def string, n
 				return fmt.Errorf("run %s is %s, want success; the worker's output ends:\n%s", run.ID, end.Status, p.out.last(4<<10))
 			}
 		}
-		g.stopWorkers()
-		cpu = p.cpu() / time.Duration(n*times)
+		cpu = (p.cpu() - idle) / time.Duration(n*times)
 		return nil
 	})
 	return cpu, err
