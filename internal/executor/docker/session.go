@@ -572,8 +572,8 @@ type execExit struct {
 }
 
 // waitExec waits for the exec's process to exit. The end of its output stream is the
-// usual sign, and the engine is asked only then (an inspect right after it nearly always
-// finds the exit recorded); a process that holds the stream open (one of another user,
+// usual sign, and the engine is asked only then (an inspect right after it mostly finds
+// the exit recorded, else one a few milliseconds later); a process that holds the stream open (one of another user,
 // which the step's wrapper cannot end) is why it also polls, from 200 ms on and then
 // every second at most.
 func (s *session) waitExec(ctx context.Context, id string, streamed, stop <-chan struct{}) execExit {
@@ -591,6 +591,9 @@ func (s *session) waitExec(ctx context.Context, id string, streamed, stop <-chan
 			poll = time.Millisecond
 		case <-timer.C:
 			if !ended.IsZero() {
+				// The engine is late to record the exit (a busy machine): a
+				// millisecond, then two, four..., not a call every millisecond.
+				poll = min(2*poll, 100*time.Millisecond)
 				break
 			}
 			poll = min(2*poll, time.Second)
