@@ -572,10 +572,10 @@ type execExit struct {
 }
 
 // waitExec waits for the exec's process to exit. The end of its output stream is the
-// usual sign, and the engine is asked only then (an inspect right after it mostly finds
-// the exit recorded, else one a few milliseconds later); a process that holds the stream open (one of another user,
-// which the step's wrapper cannot end) is why it also polls, from 200 ms on and then
-// every second at most.
+// usual sign, and the engine is asked only then: an inspect right after it mostly finds
+// the exit recorded, else one a millisecond later, then two, four... A process that
+// holds the stream open (one of another user, which the step's wrapper cannot end) is
+// why it also polls, from 200 ms on; the wait between polls doubles up to a second.
 func (s *session) waitExec(ctx context.Context, id string, streamed, stop <-chan struct{}) execExit {
 	poll := 200 * time.Millisecond
 	timer := time.NewTimer(poll)
@@ -584,18 +584,12 @@ func (s *session) waitExec(ctx context.Context, id string, streamed, stop <-chan
 	for {
 		select {
 		case <-streamed:
-			// The stream has ended, so has the process: the engine records the
-			// exit a moment later.
+			// The stream has ended, and mostly so has the process: the engine
+			// records the exit a moment later.
 			streamed = nil
 			ended = time.Now()
 			poll = time.Millisecond
 		case <-timer.C:
-			if !ended.IsZero() {
-				// The engine is late to record the exit (a busy machine): a
-				// millisecond, then two, four..., not a call every millisecond.
-				poll = min(2*poll, 100*time.Millisecond)
-				break
-			}
 			poll = min(2*poll, time.Second)
 		case <-stop:
 			return execExit{err: errors.New("stopped waiting for the step's exec")}
