@@ -2,6 +2,8 @@ package bench
 
 import (
 	"context"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 )
@@ -34,5 +36,29 @@ func TestImageScenariosWithoutEngine(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "need a Docker Engine (DOCKER_HOST or the default socket)") {
 			t.Errorf("%s without an engine: %v", s.Name, err)
 		}
+	}
+}
+
+// TestThreadsCPU: a live process's CPU from its threads' schedstat grows with the work
+// it does, and a process that is gone is an error, not zero.
+func TestThreadsCPU(t *testing.T) {
+	before, err := threadsCPU(os.Getpid())
+	if err != nil || before <= 0 {
+		t.Fatalf("this process's CPU: %v, %v; want a positive time", before, err)
+	}
+	sum := 0
+	for i := range 50_000_000 {
+		sum += i % 7
+	}
+	after, err := threadsCPU(os.Getpid())
+	if err != nil || after <= before {
+		t.Errorf("after a busy loop (%d): %v, then %v, %v; want more", sum, before, after, err)
+	}
+	done := exec.Command("true")
+	if err := done.Run(); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := threadsCPU(done.Process.Pid); err == nil {
+		t.Errorf("a process that exited: %v, no error", got)
 	}
 }
