@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -166,14 +167,14 @@ jobs:
 		m, _ := filepath.Glob(filepath.Join(work, "gantry-containers-*", "gantry-job-*", "started"))
 		return len(m) > 0
 	})
-	if n := jobObjects(t, cli, jobID); n < 3 {
+	if n := jobObjects(t, cli, jobID, 0); n < 3 {
 		t.Fatalf("the running job has %d containers and networks labelled with it, want its container, service and network", n)
 	}
 	worker.kill(t)
-	t.Logf("after SIGKILL %d of the job's objects are left", jobObjects(t, cli, jobID))
+	t.Logf("after SIGKILL %d of the job's objects are left", jobObjects(t, cli, jobID, 0))
 	next := startChild(t, args) // its log is shown if the test fails
 	waitFor(t, "the next worker to sweep the dead one's containers", 60*time.Second, func() bool {
-		return jobObjects(t, cli, jobID) == 0
+		return jobObjects(t, cli, jobID, 0) == 0
 	})
 	// The dead worker's workspaces directory, a nosuid,nodev mount of its own, was taken
 	// down by the sweep (its job's workspace stays in it, disarmed); the next worker's
@@ -190,12 +191,16 @@ jobs:
 	}
 }
 
-// jobObjects counts the containers and networks labelled with a job.
-func jobObjects(t *testing.T, cli *client.Client, jobID string) int {
+// jobObjects counts the containers and networks labelled with a job, with its attempt
+// attempt unless that is 0.
+func jobObjects(t *testing.T, cli *client.Client, jobID string, attempt int) int {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	f := client.Filters{}.Add("label", docker.LabelJob+"="+jobID)
+	if attempt != 0 {
+		f = f.Add("label", docker.LabelAttempt+"="+strconv.Itoa(attempt))
+	}
 	cs, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
 	if err != nil {
 		t.Fatalf("list containers: %v", err)

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"context"
 	"net"
 	"net/http"
 	"os"
@@ -14,7 +13,6 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/client"
 
-	"github.com/gantry-ci/gantry/internal/executor/docker"
 	"github.com/gantry-ci/gantry/internal/executor/docker/dockertest"
 	"github.com/gantry-ci/gantry/internal/testdb"
 )
@@ -127,7 +125,7 @@ jobs:
 		}
 	}
 	for _, j := range r.Jobs {
-		if n := jobObjects(t, cli, j.ID); n != 0 {
+		if n := jobObjects(t, cli, j.ID, 0); n != 0 {
 			t.Errorf("%d containers and networks of job %s are left after the run ended", n, j.Key)
 		}
 	}
@@ -168,7 +166,7 @@ jobs:
 		t.Fatalf("cancel: %v", err)
 	}
 	r := waitRunWithin(t, base, cancelled.ID, time.Minute, func(r runDetails) bool { return r.Status == "cancelled" })
-	waitFor(t, "the cancelled job's service and network to go", 30*time.Second, func() bool { return jobObjects(t, cli, r.Jobs[0].ID) == 0 })
+	waitFor(t, "the cancelled job's service and network to go", 30*time.Second, func() bool { return jobObjects(t, cli, r.Jobs[0].ID, 0) == 0 })
 
 	killed := submitRun(t, base, job("killed"))
 	id = readID(t, filepath.Join(dir, "killed.id"))
@@ -183,7 +181,7 @@ jobs:
 	// The job's next attempt may start meanwhile, on the next worker: its objects are
 	// not the killed one's.
 	waitFor(t, "the next worker to remove the killed one's service and network", 60*time.Second, func() bool {
-		return attemptObjects(t, cli, killed.Jobs[0].ID, 1) == 0
+		return jobObjects(t, cli, killed.Jobs[0].ID, 1) == 0
 	})
 	if !gone(t, cli, id) {
 		t.Errorf("the killed worker's service %s is still there", id)
@@ -216,21 +214,4 @@ jobs:
 	if got.code != exitOK || !strings.Contains(got.stdout, "web says hello") || !strings.Contains(got.stdout, "service web: port 8080 at 127.0.0.1:") {
 		t.Errorf("gantry run: exit %d\n%s%s", got.code, got.stdout, got.stderr)
 	}
-}
-
-// attemptObjects counts the containers and networks labelled with an attempt of a job.
-func attemptObjects(t *testing.T, cli *client.Client, jobID string, attempt int) int {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	f := client.Filters{}.Add("label", docker.LabelJob+"="+jobID).Add("label", docker.LabelAttempt+"="+strconv.Itoa(attempt))
-	cs, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
-	if err != nil {
-		t.Fatalf("list containers: %v", err)
-	}
-	ns, err := cli.NetworkList(ctx, client.NetworkListOptions{Filters: f})
-	if err != nil {
-		t.Fatalf("list networks: %v", err)
-	}
-	return len(cs.Items) + len(ns.Items)
 }

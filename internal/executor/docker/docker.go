@@ -243,6 +243,22 @@ func (d *Docker) Run(ctx context.Context, s executor.Step) (executor.Result, err
 	return res, err
 }
 
+// ensureImages makes each of refs present under the pull policy, with auth, and
+// puts what it inspected into imgs, skipping a ref imgs already holds.
+func (d *Docker) ensureImages(ctx context.Context, imgs map[string]image.InspectResponse, refs []string, policy string, auth map[string]executor.RegistryCredential) error {
+	for _, ref := range refs {
+		if _, ok := imgs[ref]; ok {
+			continue
+		}
+		img, err := d.ensureImage(ctx, ref, policy, auth)
+		if err != nil {
+			return err
+		}
+		imgs[ref] = img
+	}
+	return nil
+}
+
 // ensureImage makes the image present per the pull policy and returns it.
 func (d *Docker) ensureImage(ctx context.Context, ref, policy string, auth map[string]executor.RegistryCredential) (image.InspectResponse, error) {
 	switch policy {

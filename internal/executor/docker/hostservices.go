@@ -81,15 +81,8 @@ func (d *Docker) BeginServices(ctx context.Context, j executor.Job) (executor.Se
 func (h *hostServices) begin(ctx context.Context) error {
 	s, d, j := h.s, h.s.d, h.s.job
 	imgs := map[string]image.InspectResponse{}
-	for _, ref := range serviceImages(j.Services) {
-		if _, ok := imgs[ref]; ok {
-			continue
-		}
-		img, err := d.ensureImage(ctx, ref, j.Pull, j.RegistryAuth)
-		if err != nil {
-			return err
-		}
-		imgs[ref] = img
+	if err := d.ensureImages(ctx, imgs, serviceImages(j.Services), j.Pull, j.RegistryAuth); err != nil {
+		return err
 	}
 	base := objectName("gantry", j.ID, strconv.Itoa(j.Attempt), randomHex(3))
 	if err := s.createNetwork(ctx, base); err != nil {

@@ -176,15 +176,8 @@ func (s *session) begin(ctx context.Context, ownNetwork bool, known *image.Inspe
 	if known != nil {
 		imgs[j.Image] = *known
 	}
-	for _, ref := range append([]string{j.Image}, serviceImages(j.Services)...) {
-		if _, ok := imgs[ref]; ok {
-			continue
-		}
-		img, err := d.ensureImage(ctx, ref, j.Pull, j.RegistryAuth)
-		if err != nil {
-			return err
-		}
-		imgs[ref] = img
+	if err := d.ensureImages(ctx, imgs, append([]string{j.Image}, serviceImages(j.Services)...), j.Pull, j.RegistryAuth); err != nil {
+		return err
 	}
 	s.imageID = imgs[j.Image].ID
 	s.user = j.User
