@@ -109,8 +109,9 @@ var (
 	ghaConcKeys     = []string{"group", "cancel-in-progress"}
 	ghaEnvKeys      = []string{"name", "url"}
 	// ghaEvents are the events of on: that Gantry receives (workflow_dispatch is its
-	// dispatch); the rest need GitHub and are dropped.
-	ghaEvents = []string{"push", "pull_request", "schedule", "workflow_dispatch", "dispatch"}
+	// dispatch; workflow_run its runs of the project's pipelines ending); the rest need
+	// GitHub and are dropped.
+	ghaEvents = []string{"push", "pull_request", "schedule", "workflow_dispatch", "dispatch", "workflow_run"}
 )
 
 // ghaTranslator holds what translating one workflow needs across jobs.

@@ -242,15 +242,25 @@ func (t *ghaTranslator) checkout(j *ghaJob, u field, args map[string]field) {
 }
 
 // download checks a download-artifact step, which the worker does where it stands
-// (agent: downloadStep): the run's own artifacts only, and a name written out must be
-// one that a job this one needs uploads.
+// (agent: downloadStep): the run's own artifacts, or with run-id those of another run of
+// the project (the coordinator checks which); a name written out for the run's own must
+// be one that a job this one needs uploads. repository, with run-id, must name the
+// project's repository, which the coordinator checks too.
 func (t *ghaTranslator) download(j *ghaJob, u field, args map[string]field) {
 	d := t.d
-	if f, ok := args["run-id"]; ok {
-		d.add(ErrInvalid, f.keyNode, f.path, "actions/download-artifact: run-id (another run's artifacts) is not supported; a step gets the artifacts of its own run")
-		delete(args, "run-id")
+	t.unsupportedInputs("actions/download-artifact", args, []string{"name", "path", "pattern", "merge-multiple", "artifact-ids", "run-id", "repository"}, []string{"github-token"})
+	if f, ok := args["repository"]; ok {
+		if _, ok := args["run-id"]; !ok {
+			d.add(ErrInvalid, f.keyNode, f.path, "actions/download-artifact: repository is read with run-id; without it a step gets the artifacts of its own run")
+		}
 	}
-	t.unsupportedInputs("actions/download-artifact", args, []string{"name", "path", "pattern", "merge-multiple", "artifact-ids"}, []string{"github-token"})
+	if f, ok := args["run-id"]; ok {
+		if v, ok := d.str(f.val, f.path, "a run id"); ok && strings.TrimSpace(v) == "" {
+			d.add(ErrInvalid, f.val, f.path, "actions/download-artifact: run-id is empty; leave it out for the artifacts of this run")
+		}
+		// Another run's artifacts: which names it kept is known when the step runs.
+		return
+	}
 	f, ok := args["name"]
 	if !ok {
 		return

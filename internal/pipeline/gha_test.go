@@ -250,7 +250,9 @@ func TestWorkflowErrors(t *testing.T) {
 		{"service option", head + "    container: node:20\n    services: {db: {image: postgres, options: --shm-size 1g}}\n    steps: [{run: x}]\n", ErrInvalid, "jobs.a.services.db.options", 6, 47, "service option --shm-size is not supported"},
 		{"container volumes", head + "    container: {image: node:20, volumes: [/x:/x]}\n    steps: [{run: x}]\n", ErrInvalid, "jobs.a.container.volumes", 5, 33, "volumes are not supported"},
 		{"bad image at the workflow's path", head + "    container: {image: 'Node:20'}\n    steps: [{run: x}]\n", ErrInvalid, "jobs.a.container.image", 5, 24, "image \"Node:20\""},
-		{"another run's artifacts", head + "    steps:\n      - uses: actions/download-artifact@v4\n        with: {name: x, run-id: 7}\n", ErrInvalid, "jobs.a.steps[0].with.run-id", 7, 25, "run-id (another run's artifacts) is not supported"},
+		{"repository without run-id", head + "    steps:\n      - uses: actions/download-artifact@v4\n        with: {name: x, repository: o/r}\n", ErrInvalid, "jobs.a.steps[0].with.repository", 7, 25, "repository is read with run-id"},
+		{"empty run-id", head + "    steps:\n      - uses: actions/download-artifact@v4\n        with: {name: x, run-id: ''}\n", ErrInvalid, "jobs.a.steps[0].with.run-id", 7, 33, "run-id is empty"},
+		{"run's own artifact not kept by a need", head + "    steps:\n      - uses: actions/download-artifact@v4\n        with: {name: x}\n", ErrUnknownReference, "jobs.a.steps[0].with.name", 7, 22, "add the job that uploads it to needs"},
 		{"step output of a later step", head + "    steps:\n      - run: echo ${{ steps.x.outputs.y }}\n      - {id: x, run: make}\n", ErrUnknownReference, "jobs.a.steps[0].run", 6, 19, `no step before this one has id "x"`},
 		{"step output where the run decides", head + "    concurrency: ${{ needs.b.outputs.y }}\n    steps: [{run: x}]\n", ErrExpression, "jobs.a.concurrency", 5, 22, "needs is not known when a run is created"},
 		{"cache path outside", head + "    steps:\n      - uses: actions/cache@v4\n        with: {path: ../x, key: k}\n", ErrInvalid, "jobs.a.steps[0].with.path[0]", 7, 22, "cache path"},
@@ -669,5 +671,35 @@ func TestWorkflowServicePorts(t *testing.T) {
 				t.Errorf("services %+v, runs_on %v; want ports %v and the docker label", j.Services, j.RunsOn, tt.want)
 			}
 		})
+	}
+}
+
+// TestWorkflowRunTrigger: on: workflow_run is kept with its filters (an event Gantry
+// sends itself when a run of the project is requested, starts or ends), and a
+// download-artifact step with run-id reads another run's artifacts, so a name it asks
+// for need not be one a needed job keeps.
+func TestWorkflowRunTrigger(t *testing.T) {
+	t.Parallel()
+	p := compileWorkflow(t, `
+name: Deploy
+on:
+  release:
+  workflow_run:
+    workflows: [Build Docs]
+    branches-ignore: [wip/**]
+jobs:
+  deploy:
+    runs-on: ubuntu-latest
+    steps:
+      - uses: actions/download-artifact@v4
+        with: {name: site, run-id: "${{ github.event.workflow_run.id }}", github-token: x}
+`)
+	want := &WorkflowRunTrigger{Workflows: []string{"Build Docs"}, Types: WorkflowRunTypes, BranchesIgnore: []string{"wip/**"}}
+	if p.On == nil || !reflect.DeepEqual(p.On.WorkflowRun, want) || p.On.Push != nil || p.On.Dispatch != nil {
+		t.Fatalf("on: = %s, want workflow_run %+v alone (release needs GitHub)", planJSON(t, p), want)
+	}
+	st := p.Job("deploy").Steps[0]
+	if st.With["run-id"] == "" || st.With["name"] != "site" {
+		t.Errorf("the download step keeps run-id for the worker: with = %v", st.With)
 	}
 }

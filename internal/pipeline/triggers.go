@@ -27,6 +27,7 @@ type Triggers struct {
 	PullRequest *PullRequestTrigger `json:"pull_request,omitempty"`
 	Schedule    []Schedule          `json:"schedule,omitempty"`
 	Dispatch    *DispatchTrigger    `json:"dispatch,omitempty"`
+	WorkflowRun *WorkflowRunTrigger `json:"workflow_run,omitempty"`
 }
 
 // PushTrigger filters pushes. Every list holds patterns of package trigger/glob. Without
@@ -153,6 +154,35 @@ func loadZone(name string) (*time.Location, error) {
 	return loc, nil
 }
 
+// WorkflowRunTrigger starts a run when a run of another pipeline of the same project (or
+// of this one) is requested, starts or ends: GitHub's workflow_run. Workflows are the
+// names (a definition's name:) whose runs count; Branches and BranchesIgnore match the
+// branch the triggering run was for (patterns of package trigger/glob).
+type WorkflowRunTrigger struct {
+	Workflows []string `json:"workflows"`
+	// Types lists the activity types that match; never empty (every one of
+	// WorkflowRunTypes when the definition names none, as on GitHub).
+	Types          []string `json:"types"`
+	Branches       []string `json:"branches,omitempty"`
+	BranchesIgnore []string `json:"branches_ignore,omitempty"`
+}
+
+// The activity types of workflow_run `types:` may name.
+const (
+	WorkflowRunRequested  = "requested"   // the run was created
+	WorkflowRunInProgress = "in_progress" // its first job started
+	WorkflowRunCompleted  = "completed"   // it ended: success, failed or cancelled
+)
+
+// WorkflowRunTypes are the activity types of workflow_run, which are also what it reacts
+// to when it names none (GitHub's default).
+var WorkflowRunTypes = []string{WorkflowRunRequested, WorkflowRunInProgress, WorkflowRunCompleted}
+
+// MaxWorkflowRunDepth is how many runs of workflow_run may follow one another from a run
+// that was not itself started by one: a run that far down the chain starts none, as on
+// GitHub, so definitions that name each other (or themselves) cannot run forever.
+const MaxWorkflowRunDepth = 3
+
 // DispatchTrigger allows starting a run by hand (`gantry dispatch`, REST, the dashboard).
 type DispatchTrigger struct {
 	// Inputs in the order the definition declares them, which is the order a form shows.
@@ -227,7 +257,7 @@ func (in Input) Parse(v string) (string, error) {
 // The event names `on:` understands, and the other spellings accepted for them (GitHub's,
 // so that a workflow file reads the same).
 var (
-	onEvents     = []string{"push", "pull_request", "schedule", "dispatch"}
+	onEvents     = []string{"push", "pull_request", "schedule", "dispatch", "workflow_run"}
 	onEventAlias = map[string]string{"workflow_dispatch": "dispatch"}
 	onCandidates = append(append([]string(nil), onEvents...), "workflow_dispatch")
 
@@ -235,6 +265,7 @@ var (
 	pullRequestKeys = []string{"types", "branches", "branches_ignore", "paths", "paths_ignore", "branches-ignore", "paths-ignore"}
 	scheduleKeys    = []string{"cron", "timezone", "missed"}
 	dispatchKeys    = []string{"inputs"}
+	workflowRunKeys = []string{"workflows", "types", "branches", "branches_ignore", "branches-ignore"}
 	inputKeys       = []string{"type", "description", "required", "default", "options"}
 	missedPolicies  = []string{string(MissedSkip), string(MissedRunOnce)}
 
@@ -355,7 +386,109 @@ func (d *decoder) onEvent(t *Triggers, ev string, at, val *yaml.Node, p string) 
 				t.Dispatch.Inputs = d.inputs(f.val, f.path)
 			})
 		}
+	case "workflow_run":
+		t.WorkflowRun = d.workflowRun(at, val, p)
 	}
+}
+
+// workflowRun decodes on: workflow_run. It must name the workflows whose runs start this
+// one: GitHub refuses it without, and a run of every pipeline of the project is never
+// what is meant.
+func (d *decoder) workflowRun(at, val *yaml.Node, p string) *WorkflowRunTrigger {
+	const need = "workflow_run needs the workflows whose runs start this one, such as workflow_run: {workflows: [build]}"
+	if val == nil {
+		d.add(ErrRequired, at, p, need)
+		return nil
+	}
+	w := &WorkflowRunTrigger{Types: append([]string(nil), WorkflowRunTypes...)}
+	var named bool
+	keyAt := map[string]*yaml.Node{}
+	d.object(val, p, "on.workflow_run", workflowRunKeys, func(f field) {
+		k := filterKey(f.key)
+		if first, dup := keyAt[k]; dup {
+			d.add(ErrDuplicateKey, f.keyNode, f.path, "%s is given twice (first on line %d, as %s)", k, first.Line, first.Value)
+			return
+		}
+		keyAt[k] = f.keyNode
+		switch k {
+		case "workflows":
+			named = true
+			w.Workflows = d.workflowNames(f.val, f.path)
+		case "types":
+			if types := d.workflowRunTypes(f.val, f.path); types != nil {
+				w.Types = types
+			}
+		case "branches":
+			w.Branches, _ = d.patterns(f.val, f.path, k)
+		case "branches_ignore":
+			w.BranchesIgnore, _ = d.patterns(f.val, f.path, k)
+		}
+	})
+	if pos, neg := keyAt["branches"], keyAt["branches_ignore"]; pos != nil && neg != nil {
+		later := neg
+		if pos.Line > neg.Line || (pos.Line == neg.Line && pos.Column > neg.Column) {
+			later = pos
+		}
+		d.add(ErrInvalid, later, joinPath(p, later.Value), "branches and branches_ignore cannot filter one event together; to exclude some branches, add patterns starting with ! to branches")
+	}
+	if r := d.resolve(val); !named && r != nil && r.Kind == yaml.MappingNode && !d.abort {
+		d.add(ErrRequired, val, p+".workflows", need)
+	}
+	return w
+}
+
+// workflowNames decodes the names of workflow_run's workflows: a pipeline's name: as
+// written, compared exactly.
+func (d *decoder) workflowNames(n *yaml.Node, p string) []string {
+	items := d.items(n, p, "a list of workflow names", true)
+	if items == nil {
+		if r := d.resolve(n); r != nil && r.Kind == yaml.SequenceNode {
+			d.add(ErrRequired, n, p, "workflows is empty; name the workflows whose runs start this one")
+		}
+		return nil
+	}
+	var out []string
+	for i, item := range items {
+		ip := indexPath(p, i)
+		v, ok := d.str(item, ip, "a workflow name")
+		if !ok {
+			continue
+		}
+		if strings.TrimSpace(v) == "" {
+			d.add(ErrInvalid, item, ip, "a workflow name is empty")
+			continue
+		}
+		if contains(out, v) {
+			d.add(ErrInvalid, item, ip, "%q is listed twice", v)
+			continue
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+func (d *decoder) workflowRunTypes(n *yaml.Node, p string) []string {
+	items := d.items(n, p, "a list of workflow_run activity types", true)
+	if items == nil {
+		if r := d.resolve(n); r != nil && r.Kind == yaml.SequenceNode {
+			d.add(ErrRequired, n, p, "types is empty; leave it out for %s", strings.Join(WorkflowRunTypes, ", "))
+		}
+		return nil
+	}
+	var out []string
+	for i, item := range items {
+		ip := indexPath(p, i)
+		v, ok := d.enum(item, ip, "a workflow_run activity type", WorkflowRunTypes)
+		if !ok {
+			continue
+		}
+		if contains(out, v) {
+			d.add(ErrInvalid, item, ip, "%q is listed twice", v)
+			continue
+		}
+		out = append(out, v)
+	}
+	return out
 }
 
 // filters decodes an event's filter lists, keyed by Gantry's name of each filter (types

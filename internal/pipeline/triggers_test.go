@@ -104,6 +104,15 @@ func TestCompileOn(t *testing.T) {
 			{Name: "note", Type: InputString},
 			{Name: "count", Type: InputString, Default: ptr("3")},
 		}}}},
+		{"workflow_run with every filter", `on:
+  workflow_run:
+    workflows: [Build Docs, test]
+    types: [completed]
+    branches: [main, 'release/**']`, &Triggers{WorkflowRun: &WorkflowRunTrigger{Workflows: []string{"Build Docs", "test"},
+			Types: []string{"completed"}, Branches: []string{"main", "release/**"}}}},
+		{"workflow_run types default to all, one name as a string", "on:\n  workflow_run: {workflows: build, branches-ignore: [dev]}",
+			&Triggers{WorkflowRun: &WorkflowRunTrigger{Workflows: []string{"build"}, Types: []string{"requested", "in_progress", "completed"},
+				BranchesIgnore: []string{"dev"}}}},
 		{"json", `{"on": {"push": {"branches": ["main"]}, "schedule": [{"cron": "*/5 * * * *"}]}, "jobs": {"a": {"steps": [{"run": "x"}]}}}`,
 			&Triggers{Push: &PushTrigger{Branches: []string{"main"}}, Schedule: []Schedule{{Cron: "*/5 * * * *", Missed: MissedSkip}}}},
 		{"merge keys", "x-filters: &f {branches: [main]}\non:\n  push: {<<: *f, tags: [v*]}", &Triggers{Push: &PushTrigger{Branches: []string{"main"}, Tags: []string{"v*"}}}},
@@ -152,10 +161,10 @@ func TestCompileOnErrors(t *testing.T) {
 		line, col  int
 		msgContain string
 	}{
-		{"unknown event in a mapping", "on:\n  pusj: {}", ErrUnknownKey, "on.pusj", 2, 3, `unknown event "pusj" in on; expected one of push, pull_request, schedule, dispatch; did you mean "push"?`},
+		{"unknown event in a mapping", "on:\n  pusj: {}", ErrUnknownKey, "on.pusj", 2, 3, `unknown event "pusj" in on; expected one of push, pull_request, schedule, dispatch, workflow_run; did you mean "push"?`},
 		{"unknown event as a string", "on: pull-request", ErrInvalid, "on", 1, 5, `did you mean "pull_request"?`},
 		{"unknown event in a list", "on: [push, wokflow_dispatch]", ErrInvalid, "on[1]", 1, 12, `did you mean "workflow_dispatch"?`},
-		{"unknown event far from any", "on: [release]", ErrInvalid, "on[0]", 1, 6, `unknown event "release"; expected one of push, pull_request, schedule, dispatch`},
+		{"unknown event far from any", "on: [release]", ErrInvalid, "on[0]", 1, 6, `unknown event "release"; expected one of push, pull_request, schedule, dispatch, workflow_run`},
 		{"event listed twice", "on: [push, push]", ErrDuplicateKey, "on[1]", 1, 12, "event push is given twice"},
 		{"dispatch under two names", "on:\n  dispatch:\n  workflow_dispatch:", ErrDuplicateKey, "on.workflow_dispatch", 3, 3, "first on line 2"},
 		{"empty list", "on: []", ErrRequired, "on", 1, 5, "names no event"},
@@ -212,6 +221,15 @@ func TestCompileOnErrors(t *testing.T) {
 		{"options on a string", "on:\n  dispatch:\n    inputs:\n      env: {options: [a]}", ErrInvalid, "on.dispatch.inputs.env.options", 4, 13, "only for inputs of type choice; this one is string"},
 		{"option twice", "on:\n  dispatch:\n    inputs:\n      env: {type: choice, options: [a, a]}", ErrInvalid, "on.dispatch.inputs.env.options[1]", 4, 40, `option "a" is listed twice`},
 		{"required not a boolean", "on:\n  dispatch:\n    inputs:\n      env: {required: 'yes'}", ErrType, "on.dispatch.inputs.env.required", 4, 23, "expected true or false"},
+		{"workflow_run short form", "on: [push, workflow_run]", ErrRequired, "on[1]", 1, 12, "workflow_run needs the workflows whose runs start this one"},
+		{"workflow_run without workflows", "on:\n  workflow_run:\n    types: [completed]", ErrRequired, "on.workflow_run.workflows", 3, 5, "needs the workflows"},
+		{"workflow_run empty workflows", "on:\n  workflow_run: {workflows: []}", ErrRequired, "on.workflow_run.workflows", 2, 29, "workflows is empty"},
+		{"workflow_run workflow twice", "on:\n  workflow_run: {workflows: [a, a]}", ErrInvalid, "on.workflow_run.workflows[1]", 2, 33, `"a" is listed twice`},
+		{"workflow_run empty name", "on:\n  workflow_run: {workflows: ['']}", ErrInvalid, "on.workflow_run.workflows[0]", 2, 30, "a workflow name is empty"},
+		{"workflow_run unknown type", "on:\n  workflow_run: {workflows: [a], types: [complete]}", ErrInvalid, "on.workflow_run.types[0]", 2, 42, `did you mean "completed"?`},
+		{"workflow_run unknown key", "on:\n  workflow_run: {workflows: [a], paths: [x]}", ErrUnknownKey, "on.workflow_run.paths", 2, 34, `unknown key "paths" in on.workflow_run`},
+		{"workflow_run branches and ignore", "on:\n  workflow_run:\n    workflows: [a]\n    branches: [main]\n    branches-ignore: [dev]", ErrInvalid, "on.workflow_run.branches-ignore", 5, 5, "branches and branches_ignore cannot filter one event together"},
+		{"workflow_run bad branch pattern", "on:\n  workflow_run: {workflows: [a], branches: ['[x']}", ErrInvalid, "on.workflow_run.branches[0]", 2, 46, "bad pattern"},
 		{"null default", "on:\n  dispatch:\n    inputs:\n      env: {default: }", ErrType, "on.dispatch.inputs.env.default", 4, 22, "expected a default value"},
 	}
 	for _, tt := range tests {

@@ -1,6 +1,7 @@
 package trigger
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 
@@ -18,6 +19,9 @@ const (
 	KindPullRequest Kind = "pull_request" // a pull (merge) request was opened, updated, ...
 	KindSchedule    Kind = "schedule"     // a schedule's tick came due
 	KindDispatch    Kind = "dispatch"     // someone started the pipeline by hand
+	// KindWorkflowRun: a run of a pipeline of the same project was requested, started
+	// or ended (GitHub's workflow_run).
+	KindWorkflowRun Kind = "workflow_run"
 )
 
 // Event is what Match needs to know about an event. It is deliberately independent of
@@ -31,8 +35,12 @@ type Event struct {
 	Tag string
 	// BaseBranch is the branch a pull request would merge into (KindPullRequest).
 	BaseBranch string
-	// Action is what happened to a pull request: opened, synchronize, reopened, closed.
+	// Action is what happened to a pull request: opened, synchronize, reopened, closed;
+	// or to a run (KindWorkflowRun): requested, in_progress, completed.
 	Action string
+	// Workflow is the name of the pipeline whose run it was (KindWorkflowRun); Branch is
+	// then the branch that run was for ("" when it had none).
+	Workflow string
 	// ChangedPaths are the repository paths the push or pull request changed.
 	ChangedPaths []string
 	// ChangedPathsIncomplete says ChangedPaths may be missing some (the forge lists a
@@ -60,6 +68,12 @@ func (ev Event) describe() string {
 		return "schedule"
 	case KindDispatch:
 		return "dispatch"
+	case KindWorkflowRun:
+		d := fmt.Sprintf("workflow_run %s of %q", cmp.Or(ev.Action, "event"), ev.Workflow)
+		if ev.Branch != "" {
+			d += " on " + ev.Branch
+		}
+		return d
 	}
 	return fmt.Sprintf("event %q", string(ev.Kind))
 }
@@ -113,6 +127,14 @@ func Match(t *pipeline.Triggers, ev Event) (bool, string) {
 			return no("on: has no dispatch (%s); add dispatch to start it by hand", listEvents(t))
 		}
 		return true, desc + ": on: has dispatch"
+	case KindWorkflowRun:
+		if t == nil {
+			return no("a pipeline without on: runs only on pushes")
+		}
+		if t.WorkflowRun == nil {
+			return no("on: has no workflow_run (%s)", listEvents(t))
+		}
+		return matchWorkflowRun(t.WorkflowRun, ev, desc)
 	}
 	return no("Gantry does not know this kind of event")
 }
@@ -131,6 +153,9 @@ func listEvents(t *pipeline.Triggers) string {
 	}
 	if t.Dispatch != nil {
 		evs = append(evs, "dispatch")
+	}
+	if t.WorkflowRun != nil {
+		evs = append(evs, "workflow_run")
 	}
 	if len(evs) == 0 {
 		return "it lists no event"
@@ -187,6 +212,31 @@ func matchPullRequest(p *pipeline.PullRequestTrigger, ev Event, desc string) (bo
 		why = append(why, reason)
 	}
 	return ok, desc + ": " + strings.Join(why, "; ")
+}
+
+// matchWorkflowRun matches a run's activity against workflow_run: the run's pipeline must
+// be one of workflows (by name, exactly), the activity one of types, and the branch the
+// run was for pass the branch filters. A run for no branch (a tag, a commit) passes no
+// branches list, as on GitHub, where head_branch is then null.
+func matchWorkflowRun(w *pipeline.WorkflowRunTrigger, ev Event, desc string) (bool, string) {
+	if !contains(w.Workflows, ev.Workflow) {
+		return false, fmt.Sprintf("%s: %q is not in workflows %s", desc, ev.Workflow, list(w.Workflows))
+	}
+	types := w.Types
+	if len(types) == 0 {
+		types = pipeline.WorkflowRunTypes
+	}
+	if !contains(types, ev.Action) {
+		return false, fmt.Sprintf("%s: type %s is not in types %s", desc, ev.Action, list(types))
+	}
+	if ev.Branch == "" && len(w.Branches) > 0 {
+		return false, fmt.Sprintf("%s: the run was for no branch, and on.workflow_run filters branches %s", desc, list(w.Branches))
+	}
+	if ev.Branch == "" && len(w.BranchesIgnore) > 0 {
+		return true, fmt.Sprintf("%s: the run was for no branch, which branches_ignore %s does not exclude", desc, list(w.BranchesIgnore))
+	}
+	ok, reason := refFilter("workflow_run", "branch", ev.Branch, "branches", w.Branches, w.BranchesIgnore)
+	return ok, desc + ": " + reason
 }
 
 // refFilter applies a positive list or an ignore list (a definition has at most one of

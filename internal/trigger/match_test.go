@@ -31,6 +31,10 @@ func pr(action, base string, paths ...string) Event {
 	return Event{Kind: KindPullRequest, Action: action, BaseBranch: base, ChangedPaths: paths}
 }
 
+func wfRun(workflow, action, branch string) Event {
+	return Event{Kind: KindWorkflowRun, Workflow: workflow, Action: action, Branch: branch}
+}
+
 func TestMatch(t *testing.T) {
 	t.Parallel()
 	incomplete := func(ev Event) Event { ev.ChangedPathsIncomplete = true; return ev }
@@ -60,6 +64,19 @@ func TestMatch(t *testing.T) {
 		{"schedule listed", "  schedule: [{cron: '@daily'}]", Event{Kind: KindSchedule}, true, "schedule: on: has a schedule"},
 		{"dispatch listed", "  workflow_dispatch:", Event{Kind: KindDispatch}, true, "dispatch: on: has dispatch"},
 		{"deletion with push listed", "  push:", deleted(push("main")), false, "~a deletion never runs"},
+
+		// workflow_run.
+		{"no on: workflow_run", "", wfRun("build", "completed", "main"), false, `workflow_run completed of "build" on main: a pipeline without on: runs only on pushes`},
+		{"workflow_run not listed", "  push:", wfRun("build", "completed", "main"), false, `workflow_run completed of "build" on main: on: has no workflow_run (it lists push)`},
+		{"workflow_run listed", "  workflow_run: {workflows: [build]}", wfRun("build", "completed", "main"), true, `workflow_run completed of "build" on main: on.workflow_run has no branches filter`},
+		{"workflow_run of another workflow", "  workflow_run: {workflows: [build, Docs]}", wfRun("docs", "completed", "main"), false, `workflow_run completed of "docs" on main: "docs" is not in workflows [build, Docs]`},
+		{"workflow_run types default to all", "  workflow_run: {workflows: [build]}", wfRun("build", "requested", ""), true, "~has no branches filter"},
+		{"workflow_run type not listed", "  workflow_run: {workflows: [build], types: [completed]}", wfRun("build", "in_progress", "main"), false, `workflow_run in_progress of "build" on main: type in_progress is not in types [completed]`},
+		{"workflow_run branch in branches", "  workflow_run: {workflows: [build], branches: ['release/**']}", wfRun("build", "completed", "release/1"), true, "~branch release/1 is in branches [release/**]"},
+		{"workflow_run branch not in branches", "  workflow_run: {workflows: [build], branches: [main]}", wfRun("build", "completed", "dev"), false, "~branch dev is not in branches [main]"},
+		{"workflow_run branch ignored", "  workflow_run: {workflows: [build], branches-ignore: [dev]}", wfRun("build", "completed", "dev"), false, "~branch dev is in branches_ignore [dev]"},
+		{"workflow_run of no branch with branches", "  workflow_run: {workflows: [build], branches: [main]}", wfRun("build", "completed", ""), false, "~the run was for no branch, and on.workflow_run filters branches [main]"},
+		{"workflow_run of no branch with branches_ignore", "  workflow_run: {workflows: [build], branches_ignore: [dev]}", wfRun("build", "completed", ""), true, "~does not exclude"},
 
 		// Branch and tag filters.
 		{"plain push runs on a branch", "  push:", push("anything/at/all"), true, "push to refs/heads/anything/at/all: on.push has no branches filter"},
