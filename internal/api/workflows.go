@@ -43,8 +43,11 @@ type workflowJSON struct {
 	Inputs []pipeline.Input `json:"inputs"`
 	// Schedules are the definition's on: schedule entries.
 	Schedules []pipeline.Schedule `json:"schedules"`
-	CreatedAt string              `json:"created_at"`
-	UpdatedAt string              `json:"updated_at"`
+	// WorkflowRun is the definition's on: workflow_run: the runs of the project whose
+	// activity starts one of it.
+	WorkflowRun *pipeline.WorkflowRunTrigger `json:"workflow_run,omitempty"`
+	CreatedAt   string                       `json:"created_at"`
+	UpdatedAt   string                       `json:"updated_at"`
 }
 
 func (s *Server) newWorkflowJSON(w *store.Workflow, withDefinition bool) workflowJSON {
@@ -63,6 +66,7 @@ func (s *Server) newWorkflowJSON(w *store.Workflow, withDefinition bool) workflo
 			out.Inputs = append(out.Inputs, plan.On.Dispatch.Inputs...)
 		}
 		out.Schedules = append(out.Schedules, plan.On.Schedule...)
+		out.WorkflowRun = plan.On.WorkflowRun
 	}
 	return out
 }
@@ -202,6 +206,7 @@ func (s *Server) createWorkflow(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	wf.Definition = []byte(def)
+	wf.Listens = store.WorkflowRunListens(plan.On)
 	if !s.mayOnName(w, r, wf.Project, store.RoleDeveloper) {
 		return
 	}
@@ -310,11 +315,13 @@ func (s *Server) updateWorkflow(w http.ResponseWriter, r *http.Request) {
 	p := store.UpdateWorkflowParams{ID: wf.ID, Enabled: req.Enabled, IfVersion: req.Version}
 	def := wf.Definition
 	if req.Definition != nil {
-		if _, aerr := s.compileDefinition(r.Context(), *req.Definition); aerr != nil {
+		plan, aerr := s.compileDefinition(r.Context(), *req.Definition)
+		if aerr != nil {
 			aerr.write(w)
 			return
 		}
 		p.Definition = []byte(*req.Definition)
+		p.Listens = store.WorkflowRunListens(plan.On)
 		def = p.Definition
 	}
 	enabled := wf.Enabled

@@ -151,6 +151,7 @@ const (
 	opGetQuarantineRule
 	opDeleteQuarantineRule
 	opSetJobName
+	opSetWorkflowRunListeners
 	numOps
 )
 
@@ -185,6 +186,7 @@ var opNames = [numOps]string{
 	"PutQuarantine", "ListQuarantines", "DeleteQuarantine", "AddQuarantine",
 	"PutQuarantineRule", "GetQuarantineRule", "DeleteQuarantineRule",
 	"SetJobName",
+	"SetWorkflowRunListeners",
 }
 
 // instrumented is a store.Store that times every call of the store it wraps. The
@@ -1033,6 +1035,13 @@ func (s *instrumented) SetSecretsForForks(ctx context.Context, project string, a
 	t := time.Now()
 	err := s.Store.SetSecretsForForks(ctx, project, allow)
 	s.done(opSetSecretsForForks, t, err)
+	return err
+}
+
+func (s *instrumented) SetWorkflowRunListeners(ctx context.Context, p store.SetWorkflowRunListenersParams) error {
+	t := time.Now()
+	err := s.Store.SetWorkflowRunListeners(ctx, p)
+	s.done(opSetWorkflowRunListeners, t, err)
 	return err
 }
 

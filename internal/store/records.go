@@ -188,6 +188,35 @@ type Trigger struct {
 	// unknown. Shown in the runs list; nothing decides on them.
 	Message    string `json:"message,omitempty"`
 	AuthorName string `json:"author_name,omitempty"`
+	// WorkflowRun says which run's activity started the run (event workflow_run); nil
+	// for other runs. A pointer, as Inputs.
+	WorkflowRun *WorkflowRunCause `json:"workflow_run,omitempty"`
+}
+
+// WorkflowRunCause is the run whose activity started a run of event workflow_run.
+type WorkflowRunCause struct {
+	// RunID, Name and Number are that run's id, pipeline name and number in the project.
+	RunID  uuid.UUID `json:"run_id"`
+	Name   string    `json:"name"`
+	Number int       `json:"number,omitempty"`
+	// Action is what happened to it: requested, in_progress or completed (the
+	// pipeline.WorkflowRun* types); Conclusion, when it completed, how it ended in
+	// GitHub's words: success, failure, cancelled or skipped.
+	Action     string `json:"action"`
+	Conclusion string `json:"conclusion,omitempty"`
+	// Depth counts the runs of workflow_run from the first run that was not one to this
+	// one: 1 for a run started by such a run. A run of depth
+	// pipeline.MaxWorkflowRunDepth starts none.
+	Depth int `json:"depth"`
+}
+
+// WorkflowRunDepth is how far down a chain of workflow_run the run is: 0 unless a run's
+// activity started it.
+func (t Trigger) WorkflowRunDepth() int {
+	if t.WorkflowRun == nil {
+		return 0
+	}
+	return t.WorkflowRun.Depth
 }
 
 // MaxCommitMessage bounds the commit message a run keeps (Trigger.Message), in bytes.
@@ -604,6 +633,10 @@ const (
 	// TopicWebhook is an event for one outbound webhook subscription (payload
 	// WebhookMessage).
 	TopicWebhook = "webhook"
+	// TopicWorkflowRun is a run's activity (requested, started, ended) that a definition
+	// of its project listens for with on: workflow_run (payload WorkflowRunMessage).
+	// Delivering it starts their runs.
+	TopicWorkflowRun = "workflow_run"
 )
 
 // OutboxState selects outbox messages by how their delivery stands.
@@ -678,6 +711,26 @@ type WebhookJob struct {
 	Key    string    `json:"key"`
 	Name   string    `json:"name"`
 	Status JobStatus `json:"status"`
+}
+
+// WorkflowRunMessage is the payload of a TopicWorkflowRun message: what happened to a
+// run, as it was in the transaction that made the change. What does not change (its
+// trigger, number and name) is read from the run when the message is delivered.
+type WorkflowRunMessage struct {
+	RunID     uuid.UUID `json:"run_id"`
+	ProjectID uuid.UUID `json:"project_id"`
+	Project   string    `json:"project"`
+	// Workflow is the run's pipeline name, which on: workflow_run's workflows match.
+	Workflow string `json:"workflow"`
+	// Action is requested, in_progress or completed (the pipeline.WorkflowRun* types).
+	Action string `json:"action"`
+	// Conclusion is, for completed, how the run ended in GitHub's words: success,
+	// failure, cancelled, or skipped when every job of it was skipped.
+	Conclusion string `json:"conclusion,omitempty"`
+	// Attempt is the highest attempt of the run's jobs then (1 before any was retried),
+	// as github.run_attempt reads it in the run's steps.
+	Attempt int       `json:"attempt"`
+	At      time.Time `json:"at"`
 }
 
 // Outbound webhook events.

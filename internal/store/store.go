@@ -24,6 +24,7 @@ type Store interface {
 	Tokens
 	Projects
 	Workflows
+	WorkflowRunListeners
 	Schedules
 	Secrets
 	ProjectVariables

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/gantry-ci/gantry/internal/pipeline"
 )
 
 // Workflow is a registered workflow: a named pipeline definition kept in a project and
@@ -23,6 +25,11 @@ type Workflow struct {
 	Enabled   bool
 	CreatedAt time.Time
 	UpdatedAt time.Time
+	// Listens is what the definition's on: workflow_run listens for, given with a new
+	// definition by whoever compiled it (WorkflowRunListens): the store keeps it with
+	// the project's listeners, which decide what a run's activities put in the outbox,
+	// and does not compile definitions itself. Reads leave it nil.
+	Listens []WorkflowRunListen
 }
 
 // Workflows keeps registered workflows.
@@ -58,6 +65,59 @@ type ListWorkflowsParams struct {
 type UpdateWorkflowParams struct {
 	ID         uuid.UUID
 	Definition []byte
-	Enabled    *bool
-	IfVersion  int
+	// Listens replaces what the workflow listens for with on: workflow_run; it is read
+	// only with a Definition, of which it is part.
+	Listens   []WorkflowRunListen
+	Enabled   *bool
+	IfVersion int
 }
+
+// WorkflowRunListen is one pipeline name and activity type that a definition of a
+// project listens for with on: workflow_run: a run of the project with that name, when it
+// is requested, starts or ends (Type), is to be told to the definition.
+type WorkflowRunListen struct {
+	Workflow string
+	Type     string // pipeline.WorkflowRunRequested, WorkflowRunInProgress or WorkflowRunCompleted
+}
+
+// WorkflowRunListens lists what a compiled on: listens for with workflow_run: each of its
+// workflows with each of its types; nil when it has no workflow_run.
+func WorkflowRunListens(on *pipeline.Triggers) []WorkflowRunListen {
+	if on == nil || on.WorkflowRun == nil {
+		return nil
+	}
+	var out []WorkflowRunListen
+	for _, w := range on.WorkflowRun.Workflows {
+		for _, ty := range on.WorkflowRun.Types {
+			out = append(out, WorkflowRunListen{Workflow: w, Type: ty})
+		}
+	}
+	return out
+}
+
+// WorkflowRunListeners keeps, by project, which runs' activities its definitions listen
+// for with on: workflow_run. A run reads them when it is created: what its project's
+// definitions listen for then is what its requests, starts and ends put in the outbox
+// (TopicWorkflowRun), in the transactions that make them, so none is lost to a crash.
+// Registered workflows keep theirs with their definition (Workflow.Listens); the
+// project's pipeline file is read on its default branch by the schedule loop, which
+// sets its listeners here.
+type WorkflowRunListeners interface {
+	// SetWorkflowRunListeners replaces what the definition named source (ListenerFile
+	// for the project's pipeline file) of the project listens for.
+	SetWorkflowRunListeners(ctx context.Context, p SetWorkflowRunListenersParams) error
+}
+
+// SetWorkflowRunListenersParams name a definition of a project and what it listens for.
+type SetWorkflowRunListenersParams struct {
+	ProjectID uuid.UUID
+	Source    string
+	Listens   []WorkflowRunListen
+}
+
+// ListenerFile is the source of the listeners of a project's pipeline file, as its
+// default branch holds it; a registered workflow's are WorkflowListenerSource's.
+const ListenerFile = "file"
+
+// WorkflowListenerSource is the source of a registered workflow's listeners.
+func WorkflowListenerSource(id uuid.UUID) string { return "workflow:" + id.String() }

@@ -425,6 +425,13 @@ BEGIN
     UPDATE runs SET job_seq = job_seq + 1 WHERE id = NEW.run_id;
     UPDATE jobs SET change_seq = (SELECT job_seq FROM runs WHERE id = NEW.run_id) WHERE id = NEW.id;
 END;
+CREATE TABLE workflow_run_listeners (
+    project_id TEXT NOT NULL REFERENCES projects (id) ON DELETE CASCADE,
+    workflow   TEXT NOT NULL,
+    type       TEXT NOT NULL,
+    source     TEXT NOT NULL,
+    PRIMARY KEY (project_id, workflow, type, source)
+);
 INSERT INTO schema_migrations (version, name, applied_at) VALUES (1, '0001_init.sql', 0);
 INSERT INTO schema_migrations (version, name, applied_at) VALUES (2, '0002_tokens.sql', 0);
 INSERT INTO schema_migrations (version, name, applied_at) VALUES (3, '0003_group_cancels.sql', 0);
@@ -464,3 +471,4 @@ INSERT INTO schema_migrations (version, name, applied_at) VALUES (38, '0038_test
 INSERT INTO schema_migrations (version, name, applied_at) VALUES (39, '0039_test_quarantine.sql', 0);
 INSERT INTO schema_migrations (version, name, applied_at) VALUES (40, '0040_test_quarantine_rules.sql', 0);
 INSERT INTO schema_migrations (version, name, applied_at) VALUES (41, '0041_job_evaluated_values.sql', 0);
+INSERT INTO schema_migrations (version, name, applied_at) VALUES (42, '0042_workflow_run_listeners.sql', 0);

@@ -398,7 +398,7 @@ func (t *tx) countEnded(runIDs []uuid.UUID, finished, failed, cancelled int, now
 			return nil, fmt.Errorf("count ended jobs of %d runs: %w", len(runIDs), err)
 		}
 		if done < total {
-			notify &^= notifyStatus | notifyRunHook
+			notify &^= notifyStatus | notifyRunHook | notifyWorkflowRunCompleted
 		}
 		out[id] = notify
 	}

@@ -59,19 +59,19 @@ func (c *fairClocks) start() (start, step int64) {
 
 // runStart reads, in one statement, what a new run of the project reports (notifyFlags)
 // and the fair-queue start and step of its first queued jobs, in lane (fairStart).
-func (t *tx) runStart(projectID uuid.UUID, sha string, jobs, lane int) (notify int, start, step int64, err error) {
+func (t *tx) runStart(projectID uuid.UUID, name string, tr store.Trigger, jobs, lane int) (notify int, start, step int64, err error) {
 	var r projectReports
 	var c fairClocks
 	err = t.row(`SELECT `+projectReportsCols+`,
 		(SELECT vtime FROM jobs WHERE status = 'queued' AND lane = ? ORDER BY vtime LIMIT 1),
 		(SELECT vtime FROM jobs WHERE status = 'queued' AND project_id = ? AND lane = ? ORDER BY vtime DESC LIMIT 1),
 		p.fair_weight
-		FROM projects p WHERE p.id = ?`, lane, projectID, lane, projectID).Scan(append(r.dest(), c.dest()...)...)
+		FROM projects p WHERE p.id = ?`, name, lane, projectID, lane, projectID).Scan(append(r.dest(), c.dest()...)...)
 	if err != nil {
 		return 0, 0, 0, fmt.Errorf("read what project %s reports and its fair-queue clocks: %w", projectID, err)
 	}
 	start, step = c.start()
-	return r.flags(sha, jobs), start, step, nil
+	return r.flags(tr, jobs), start, step, nil
 }
 
 // vtimeStep is the virtual time one job of a project of weight w takes.

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gantry-ci/gantry/internal/pipeline"
 	"github.com/gantry-ci/gantry/internal/store"
 	"github.com/google/uuid"
 )
@@ -351,33 +352,40 @@ func (e *Engine) SealWebhookSubscriptionSecret(ctx context.Context, p store.Seal
 }
 
 // notifyFlags decides what a new run of the project reports: statuses when the project
-// is connected to a forge and the run has a commit, webhooks when it has subscriptions.
+// is connected to a forge and the run has a commit, webhooks when it has subscriptions,
+// its activities when a definition listens for runs of its name with on: workflow_run.
 // One read by primary key, once per run.
-func (t *tx) notifyFlags(projectID uuid.UUID, sha string, jobs int) (int, error) {
+func (t *tx) notifyFlags(projectID uuid.UUID, name string, tr store.Trigger, jobs int) (int, error) {
 	var r projectReports
-	err := t.row(`SELECT `+projectReportsCols+` FROM projects p WHERE p.id = ?`, projectID).Scan(r.dest()...)
+	err := t.row(`SELECT `+projectReportsCols+` FROM projects p WHERE p.id = ?`, name, projectID).Scan(r.dest()...)
 	if err != nil {
 		return 0, fmt.Errorf("read what project %s reports: %w", projectID, err)
 	}
-	return r.flags(sha, jobs), nil
+	return r.flags(tr, jobs), nil
 }
 
-// projectReportsCols is what notifyFlags reads of a project p.
+// projectReportsCols is what notifyFlags reads of a project p. Its one parameter is the
+// new run's name.
 const projectReportsCols = `p.provider, p.commit_statuses,
 	EXISTS (SELECT 1 FROM project_webhooks w WHERE w.project_id = p.id AND w.on_run_finished),
-	EXISTS (SELECT 1 FROM project_webhooks w WHERE w.project_id = p.id AND w.on_job_finished)`
+	EXISTS (SELECT 1 FROM project_webhooks w WHERE w.project_id = p.id AND w.on_job_finished),
+	` + workflowRunBits
 
 // projectReports is what a project's runs report, as projectReportsCols reads it.
 type projectReports struct {
 	provider, statuses string
 	onRun, onJob       bool
+	workflowRuns       int // the notify bits of what its definitions listen for
 }
 
-func (r *projectReports) dest() []any { return []any{&r.provider, &r.statuses, &r.onRun, &r.onJob} }
+func (r *projectReports) dest() []any {
+	return []any{&r.provider, &r.statuses, &r.onRun, &r.onJob, &r.workflowRuns}
+}
 
-// flags are the notify flags of a new run of jobs jobs with commit sha.
-func (r *projectReports) flags(sha string, jobs int) int {
-	flags := 0
+// flags are the notify flags of a new run of jobs jobs with trigger tr.
+func (r *projectReports) flags(tr store.Trigger, jobs int) int {
+	sha := tr.StatusSHA()
+	flags := workflowRunNotify(r.workflowRuns, tr)
 	if r.provider != "" && sha != "" {
 		flags |= notifyStatus
 		if r.statuses != store.CommitStatusesRun && jobs > 0 && jobs <= store.MaxJobStatuses {
@@ -448,9 +456,10 @@ func statusWords(s store.RunStatus) (state, description string) {
 }
 
 // reportRun enqueues what the run's new status calls for: a commit status (notify bit
-// 1) and, once it finished, run.finished to each subscription (bit 2).
+// 1) and, once it finished, run.finished to each subscription (bit 2) and its completion
+// to the definitions listening for it (notifyWorkflowRunCompleted).
 func (t *tx) reportRun(runID uuid.UUID, notify int, nowUS int64) error {
-	if notify&(notifyStatus|notifyRunHook) == 0 {
+	if notify&(notifyStatus|notifyRunHook|notifyWorkflowRunCompleted) == 0 {
 		return nil
 	}
 	r, err := t.readRunReport(runID)
@@ -476,6 +485,11 @@ func (t *tx) reportRun(runID uuid.UUID, notify int, nowUS int64) error {
 	}
 	if notify&notifyRunHook != 0 && r.status.Terminal() {
 		if err := t.enqueueHooks(r, store.WebhookRunFinished, nil, nowUS); err != nil {
+			return err
+		}
+	}
+	if notify&notifyWorkflowRunCompleted != 0 && r.status.Terminal() {
+		if err := t.reportWorkflowRun(runID, pipeline.WorkflowRunCompleted, nowUS); err != nil {
 			return err
 		}
 	}

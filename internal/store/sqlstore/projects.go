@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/gantry-ci/gantry/internal/pipeline"
 	"github.com/gantry-ci/gantry/internal/store"
 	"github.com/google/uuid"
 )
@@ -277,6 +278,9 @@ func (e *Engine) DeleteProject(ctx context.Context, name string) error {
 		if _, err := t.exec(`DELETE FROM schedule_ticks WHERE project_id = ?`, id); err != nil {
 			return fmt.Errorf("delete project %q: schedule ticks: %w", name, err)
 		}
+		if _, err := t.exec(`DELETE FROM workflow_run_listeners WHERE project_id = ?`, id); err != nil {
+			return fmt.Errorf("delete project %q: workflow_run listeners: %w", name, err)
+		}
 		if _, err := t.exec(`DELETE FROM workflows WHERE project_id = ?`, id); err != nil {
 			return fmt.Errorf("delete project %q: workflows: %w", name, err)
 		}
@@ -461,9 +465,14 @@ func (e *Engine) CreateFailedRun(ctx context.Context, p store.CreateFailedRunPar
 			return fmt.Errorf("insert run: %w", err)
 		}
 		// The forge and the subscriptions hear of it like of any run that failed.
-		notify, err := t.notifyFlags(projectID, p.Trigger.StatusSHA(), 0)
+		notify, err := t.notifyFlags(projectID, p.Name, p.Trigger, 0)
 		if err != nil {
 			return err
+		}
+		if notify&notifyWorkflowRunRequested != 0 {
+			if err := t.reportWorkflowRun(runID, pipeline.WorkflowRunRequested, now); err != nil {
+				return err
+			}
 		}
 		if err := t.reportRun(runID, notify, now); err != nil {
 			return err

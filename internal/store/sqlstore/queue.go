@@ -367,7 +367,7 @@ func (t *tx) claimFor(g *claimGroup) error {
 	if err != nil {
 		return fmt.Errorf("start runs: %w", err)
 	}
-	var reported []uuid.UUID
+	var reported, inProgress []uuid.UUID
 	runNotify := map[uuid.UUID]int{} // what the runs that started report
 	for runRows.Next() {
 		var id uuid.UUID
@@ -380,6 +380,9 @@ func (t *tx) claimFor(g *claimGroup) error {
 		if notify&notifyStatus != 0 {
 			reported = append(reported, id)
 		}
+		if notify&notifyWorkflowRunInProgress != 0 {
+			inProgress = append(inProgress, id)
+		}
 	}
 	runRows.Close()
 	if err := runRows.Err(); err != nil {
@@ -388,6 +391,11 @@ func (t *tx) claimFor(g *claimGroup) error {
 	// A run that started reports running with the claim that started it.
 	for _, id := range reported {
 		if err := t.reportRun(id, notifyStatus, nowUS); err != nil {
+			return err
+		}
+	}
+	for _, id := range inProgress {
+		if err := t.reportWorkflowRun(id, pipeline.WorkflowRunInProgress, nowUS); err != nil {
 			return err
 		}
 	}

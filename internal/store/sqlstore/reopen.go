@@ -230,18 +230,31 @@ func (t *tx) reopen(runID uuid.UUID, ids []uuid.UUID, by string) error {
 	}
 	// Recount the run from its jobs: a retry is rare, and the counters must be exact.
 	var notify int
+	var status string
 	err := t.row(`UPDATE runs SET cancel_requested = FALSE, finished_at = 0,
 		status = CASE WHEN started_at = 0 THEN 'pending' ELSE 'running' END,
 		jobs_finished = (SELECT COUNT(*) FROM jobs WHERE run_id = ? AND status IN ('success', 'failed', 'cancelled', 'skipped')),
 		jobs_failed = (SELECT COUNT(*) FROM jobs WHERE run_id = ? AND status = 'failed' AND continue_on_error = FALSE),
 		jobs_cancelled = (SELECT COUNT(*) FROM jobs WHERE run_id = ? AND status = 'cancelled')
-		WHERE id = ? RETURNING notify`, runID, runID, runID, runID).Scan(&notify)
+		WHERE id = ? RETURNING notify, status`, runID, runID, runID, runID).Scan(&notify, &status)
 	if err != nil {
 		return fmt.Errorf("reopen run %s: %w", runID, err)
 	}
 	// The forge's status goes back from the old result to pending or running.
 	if err := t.reportRun(runID, notify&notifyStatus, now); err != nil {
 		return err
+	}
+	// Listeners hear of the new attempt as of a new run: requested, and in progress at
+	// once when the run had started (its start does not come again).
+	if notify&notifyWorkflowRunRequested != 0 {
+		if err := t.reportWorkflowRun(runID, pipeline.WorkflowRunRequested, now); err != nil {
+			return err
+		}
+	}
+	if notify&notifyWorkflowRunInProgress != 0 && store.RunStatus(status) == store.RunRunning {
+		if err := t.reportWorkflowRun(runID, pipeline.WorkflowRunInProgress, now); err != nil {
+			return err
+		}
 	}
 	// Placeholders are decided and expanded after the recount too: instances they add
 	// are counted by the expansion, and one that fails is counted as it ends.

@@ -153,7 +153,7 @@ func (e *Engine) CreateRun(ctx context.Context, p store.CreateRunParams) (*store
 			}
 			var start, s int64
 			if notify < 0 {
-				notify, start, s, err = t.runStart(projectID, p.Trigger.StatusSHA(), len(jobs), j.lane)
+				notify, start, s, err = t.runStart(projectID, p.Plan.Name, p.Trigger, len(jobs), j.lane)
 			} else {
 				start, s, err = t.fairStart(projectID, j.lane)
 			}
@@ -163,7 +163,7 @@ func (e *Engine) CreateRun(ctx context.Context, p store.CreateRunParams) (*store
 			next[j.lane], step = start, s
 		}
 		if notify < 0 {
-			if notify, err = t.notifyFlags(projectID, p.Trigger.StatusSHA(), len(jobs)); err != nil {
+			if notify, err = t.notifyFlags(projectID, p.Plan.Name, p.Trigger, len(jobs)); err != nil {
 				return err
 			}
 		}
@@ -236,6 +236,11 @@ func (e *Engine) CreateRun(ctx context.Context, p store.CreateRunParams) (*store
 		// this batch too, and its final status follows this one.
 		if err := t.reportRun(runID, notify&notifyStatus, now); err != nil {
 			return err
+		}
+		if notify&notifyWorkflowRunRequested != 0 {
+			if err := t.reportWorkflowRun(runID, pipeline.WorkflowRunRequested, now); err != nil {
+				return err
+			}
 		}
 		for _, h := range cancelHolders {
 			if err := t.cancelGroupHolders(projectID, h[1].(string), h[0].(uuid.UUID)); err != nil {

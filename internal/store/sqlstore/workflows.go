@@ -35,6 +35,11 @@ func (e *Engine) CreateWorkflow(ctx context.Context, w *store.Workflow) error {
 	if w.Project == "" {
 		w.Project = "default"
 	}
+	for _, l := range w.Listens {
+		if err := checkListen(l); err != nil {
+			return fmt.Errorf("create workflow %q: %w", w.Name, err)
+		}
+	}
 	id := store.NewID()
 	var projectID uuid.UUID
 	var now int64
@@ -54,7 +59,7 @@ func (e *Engine) CreateWorkflow(ctx context.Context, w *store.Workflow) error {
 		if n, _ := res.RowsAffected(); n == 0 {
 			return fmt.Errorf("project %q already has a workflow named %q: %w", w.Project, w.Name, store.ErrConflict)
 		}
-		return nil
+		return t.setListeners(projectID, store.WorkflowListenerSource(id), w.Listens)
 	})
 	if err != nil {
 		return fmt.Errorf("create workflow %q: %w", w.Name, err)
@@ -112,6 +117,11 @@ func (e *Engine) UpdateWorkflow(ctx context.Context, p store.UpdateWorkflowParam
 	if p.Definition != nil && len(p.Definition) == 0 {
 		return nil, fmt.Errorf("update workflow %s: the definition is empty: %w", p.ID, store.ErrInvalid)
 	}
+	for _, l := range p.Listens {
+		if err := checkListen(l); err != nil {
+			return nil, fmt.Errorf("update workflow %s: %w", p.ID, err)
+		}
+	}
 	var out *store.Workflow
 	err := e.write(ctx, func(t *tx) error {
 		out = nil
@@ -142,6 +152,11 @@ func (e *Engine) UpdateWorkflow(ctx context.Context, p store.UpdateWorkflowParam
 		if n, _ := res.RowsAffected(); n == 0 {
 			return fmt.Errorf("workflow %s changed meanwhile: %w", p.ID, store.ErrConflict)
 		}
+		if p.Definition != nil {
+			if err := t.setListeners(w.ProjectID, store.WorkflowListenerSource(w.ID), p.Listens); err != nil {
+				return err
+			}
+		}
 		w.Version, w.Definition, w.Enabled, w.UpdatedAt = version, def, enabled, fromUS(now)
 		out = w
 		return nil
@@ -155,12 +170,16 @@ func (e *Engine) UpdateWorkflow(ctx context.Context, p store.UpdateWorkflowParam
 // DeleteWorkflow implements store.Workflows.
 func (e *Engine) DeleteWorkflow(ctx context.Context, id uuid.UUID) error {
 	return e.write(ctx, func(t *tx) error {
-		res, err := t.exec(`DELETE FROM workflows WHERE id = ?`, id)
+		var projectID uuid.UUID
+		err := t.row(`DELETE FROM workflows WHERE id = ? RETURNING project_id`, id).Scan(&projectID)
+		if isNoRows(err) {
+			return fmt.Errorf("delete workflow %s: %w", id, store.ErrNotFound)
+		}
 		if err != nil {
 			return fmt.Errorf("delete workflow %s: %w", id, err)
 		}
-		if n, _ := res.RowsAffected(); n == 0 {
-			return fmt.Errorf("delete workflow %s: %w", id, store.ErrNotFound)
+		if err := t.setListeners(projectID, store.WorkflowListenerSource(id), nil); err != nil {
+			return fmt.Errorf("delete workflow %s: %w", id, err)
 		}
 		return nil
 	})

@@ -93,6 +93,7 @@ var groups = []struct {
 	{"ConcurrencyCancel", groupCancelTests},
 	{"Projects", projectTests},
 	{"Workflows", workflowTests},
+	{"WorkflowRun", workflowRunTests},
 	{"Schedules", scheduleTests},
 	{"Secrets", secretTests},
 	{"Variables", variableTests},

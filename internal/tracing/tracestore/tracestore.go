@@ -858,6 +858,13 @@ func (s *traced) SetSecretsForForks(ctx context.Context, project string, allow b
 	return err
 }
 
+func (s *traced) SetWorkflowRunListeners(ctx context.Context, p store.SetWorkflowRunListenersParams) error {
+	ctx, span := s.start(ctx, "SetWorkflowRunListeners")
+	err := s.Store.SetWorkflowRunListeners(ctx, p)
+	end(span, err)
+	return err
+}
+
 func (s *traced) SkipTick(ctx context.Context, projectID uuid.UUID, tick store.ScheduleTick) (bool, error) {
 	ctx, span := s.start(ctx, "SkipTick")
 	r0, err := s.Store.SkipTick(ctx, projectID, tick)
