@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -39,8 +40,18 @@ func (m outboxView) summary() string {
 		Job *struct {
 			Key string `json:"key"`
 		} `json:"job"`
+		Workflow   string `json:"workflow"`
+		Action     string `json:"action"`
+		Conclusion string `json:"conclusion"`
 	}
 	_ = json.Unmarshal(m.Payload, &p)
+	if p.Action != "" {
+		s := "workflow_run " + p.Action
+		if p.Conclusion != "" {
+			s += " " + p.Conclusion
+		}
+		return s + " of " + strconv.Quote(p.Workflow) + " run " + p.RunID
+	}
 	if p.Event != "" {
 		s := p.Event + " run " + p.Run.ID
 		if p.Job != nil {
@@ -119,7 +130,7 @@ func (a *app) outboxCommand() *cobra.Command {
 	}
 	a.clientFlags(listCmd, &list.clientConfig)
 	listCmd.Flags().StringVar(&list.State, "state", "", "pending (failed included), failed, dead, delivered or superseded (default: all)")
-	listCmd.Flags().StringVar(&list.Topic, "topic", "", "status or webhook (default: both)")
+	listCmd.Flags().StringVar(&list.Topic, "topic", "", "status, webhook or workflow_run (default: every one)")
 	listCmd.Flags().IntVar(&list.Limit, "limit", 50, "most messages to list (1 to 500)")
 
 	var redeliver clientConfig

@@ -530,7 +530,9 @@ func startCoordinator(ctx context.Context, cfg serverConfig, log *slog.Logger) (
 		loops.Run(loopCtx)
 	}()
 	// Every replica fires schedules; the store lets exactly one take each tick.
+	publicURL := cmp.Or(cfg.PublicURL, "http://"+ln.Addr().String())
 	cron := scheduler.NewCron(scheduler.CronConfig{Store: st, Logger: log, Every: cfg.ScheduleEvery, MirrorsDir: cfg.mirrorsDir(), Pin: resolver.Pin, Workflows: resolver.Workflows,
+		PublicURL: publicURL,
 		Credentials: func(ctx context.Context, p *store.Project) (gitsource.Credentials, error) {
 			c, err := secret.RepoCredentials(ctx, st.GetSecret, keys, p)
 			c.AllowPlainHTTP = gitsource.PlainHTTPAllowed(p.RepoURL, plainHTTP)
@@ -553,9 +555,11 @@ func startCoordinator(ctx context.Context, cfg serverConfig, log *slog.Logger) (
 	}
 	// Statuses and webhooks the store enqueued with each change; a message this process
 	// was sending when it stopped is retried after OutboxHold, here or on a replica.
-	outbox := notify.New(notify.Config{Store: st, Logger: log, PublicURL: cmp.Or(cfg.PublicURL, "http://"+ln.Addr().String()),
+	// Runs of on: workflow_run too: the schedule loop's reading of the projects' files
+	// starts them.
+	outbox := notify.New(notify.Config{Store: st, Logger: log, PublicURL: publicURL,
 		MaxAttempts: cfg.OutboxMaxAttempts, Backoff: cfg.OutboxBackoff, Hold: cfg.OutboxHold, Secrets: keys, Outbound: allow,
-		Changes: apiSrv.ChangedPaths})
+		Changes: apiSrv.ChangedPaths, WorkflowRuns: cron})
 	background.Go(func() { outbox.Run(loopCtx) })
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()

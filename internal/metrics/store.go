@@ -152,6 +152,7 @@ const (
 	opDeleteQuarantineRule
 	opSetJobName
 	opSetWorkflowRunListeners
+	opListWorkflowRunListeners
 	numOps
 )
 
@@ -186,7 +187,7 @@ var opNames = [numOps]string{
 	"PutQuarantine", "ListQuarantines", "DeleteQuarantine", "AddQuarantine",
 	"PutQuarantineRule", "GetQuarantineRule", "DeleteQuarantineRule",
 	"SetJobName",
-	"SetWorkflowRunListeners",
+	"SetWorkflowRunListeners", "ListWorkflowRunListeners",
 }
 
 // instrumented is a store.Store that times every call of the store it wraps. The
@@ -1043,6 +1044,13 @@ func (s *instrumented) SetWorkflowRunListeners(ctx context.Context, p store.SetW
 	err := s.Store.SetWorkflowRunListeners(ctx, p)
 	s.done(opSetWorkflowRunListeners, t, err)
 	return err
+}
+
+func (s *instrumented) ListWorkflowRunListeners(ctx context.Context, projectID uuid.UUID, source string) ([]store.WorkflowRunListen, error) {
+	t := time.Now()
+	r0, err := s.Store.ListWorkflowRunListeners(ctx, projectID, source)
+	s.done(opListWorkflowRunListeners, t, err)
+	return r0, err
 }
 
 func (s *instrumented) SkipTick(ctx context.Context, projectID uuid.UUID, tick store.ScheduleTick) (bool, error) {

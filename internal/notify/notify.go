@@ -97,6 +97,17 @@ type Config struct {
 	Changes testjudge.Changes
 	// Jitter draws a wait in [0, max); nil draws uniformly. Tests pin it.
 	Jitter func(max time.Duration) time.Duration
+	// WorkflowRuns starts the runs of on: workflow_run that a run's activity calls for
+	// (TopicWorkflowRun); nil leaves such messages to be retried by a dispatcher that has
+	// it.
+	WorkflowRuns WorkflowRuns
+}
+
+// WorkflowRuns starts the runs a run's activity calls for (scheduler.Cron). It must be
+// safe to call again for one message: a delivery whose outcome was not recorded (the
+// coordinator died) is made again.
+type WorkflowRuns interface {
+	StartWorkflowRuns(ctx context.Context, id uuid.UUID, m store.WorkflowRunMessage) error
 }
 
 // Dispatcher delivers outbox messages. Any number may run against one store: a claim
@@ -263,8 +274,22 @@ func (d *Dispatcher) deliver(ctx context.Context, m *store.OutboxMessage) error 
 		return d.deliverStatus(ctx, m)
 	case store.TopicWebhook:
 		return d.deliverWebhook(ctx, m)
+	case store.TopicWorkflowRun:
+		return d.deliverWorkflowRun(ctx, m)
 	}
 	return permanent("unknown outbox topic %q", m.Topic)
+}
+
+// deliverWorkflowRun starts the runs of on: workflow_run that a run's activity calls for.
+func (d *Dispatcher) deliverWorkflowRun(ctx context.Context, m *store.OutboxMessage) error {
+	var w store.WorkflowRunMessage
+	if err := json.Unmarshal(m.Payload, &w); err != nil {
+		return permanent("decode workflow_run message: %w", err)
+	}
+	if d.cfg.WorkflowRuns == nil {
+		return errors.New("this coordinator does not start runs of workflow_run")
+	}
+	return d.cfg.WorkflowRuns.StartWorkflowRuns(ctx, m.ID, w)
 }
 
 func (d *Dispatcher) runURL(path string) string { return d.cfg.PublicURL + path }

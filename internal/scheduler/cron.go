@@ -24,6 +24,11 @@ type CronStore interface {
 	ScheduleTicks(ctx context.Context, projectID uuid.UUID) (map[string]time.Time, error)
 	SkipTick(ctx context.Context, projectID uuid.UUID, tick store.ScheduleTick) (bool, error)
 	CreateRun(ctx context.Context, p store.CreateRunParams) (*store.Run, []*store.Job, bool, error)
+	// What workflow_run needs besides: the run whose activity it tells, its project, and
+	// the record of what the project's pipeline file listens for.
+	GetRun(ctx context.Context, id uuid.UUID) (*store.Run, error)
+	GetProjectByName(ctx context.Context, name string) (*store.Project, error)
+	store.WorkflowRunListeners
 }
 
 // Defaults for CronConfig.
@@ -63,6 +68,9 @@ type CronConfig struct {
 	// Passed, when set, is told the outcome of each pass of Run once it is over (tests
 	// wait on it; it must not block).
 	Passed func(PassResult)
+	// PublicURL is where people reach the dashboard (http://host:port): a run's
+	// github.event.workflow_run.html_url starts with it.
+	PublicURL string
 }
 
 // PassResult is what one pass over the schedules did.
@@ -116,6 +124,7 @@ func NewCron(cfg CronConfig) *Cron {
 	if cfg.FetchTimeout <= 0 {
 		cfg.FetchTimeout = DefaultCronFetchTimeout
 	}
+	cfg.PublicURL = strings.TrimRight(cfg.PublicURL, "/")
 	return &Cron{cfg: cfg, files: map[uuid.UUID]*cachedFile{}, flows: map[uuid.UUID]*cachedFile{},
 		seen: map[uuid.UUID]map[string]map[string]time.Time{}}
 }
@@ -227,6 +236,11 @@ func (c *Cron) passProject(ctx context.Context, p *store.Project, flows []*store
 			fail(err)
 		default:
 			tip, repoOK, tipFile = ref, true, f
+			if err := c.syncFileListeners(ctx, p, f, log); err != nil {
+				// The record stays as it was until a pass can write it.
+				log.Warn("schedules: cannot record what the pipeline file listens for with workflow_run", "err", err)
+				fail(err)
+			}
 			src := scheduleSource{key: "file:" + pipelinePath(p), file: f}
 			read[src.key] = nil
 			if f != nil {

@@ -106,6 +106,9 @@ type WorkflowRunListeners interface {
 	// SetWorkflowRunListeners replaces what the definition named source (ListenerFile
 	// for the project's pipeline file) of the project listens for.
 	SetWorkflowRunListeners(ctx context.Context, p SetWorkflowRunListenersParams) error
+	// ListWorkflowRunListeners lists what the definition named source of the project
+	// listens for, by workflow then type.
+	ListWorkflowRunListeners(ctx context.Context, projectID uuid.UUID, source string) ([]WorkflowRunListen, error)
 }
 
 // SetWorkflowRunListenersParams name a definition of a project and what it listens for.

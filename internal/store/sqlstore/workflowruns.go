@@ -44,6 +44,28 @@ func (e *Engine) SetWorkflowRunListeners(ctx context.Context, p store.SetWorkflo
 	return nil
 }
 
+// ListWorkflowRunListeners implements store.WorkflowRunListeners.
+func (e *Engine) ListWorkflowRunListeners(ctx context.Context, projectID uuid.UUID, source string) ([]store.WorkflowRunListen, error) {
+	rows, err := e.readRows(ctx, `SELECT workflow, type FROM workflow_run_listeners WHERE project_id = ? AND source = ?
+		ORDER BY workflow, type`, projectID, source)
+	if err != nil {
+		return nil, fmt.Errorf("list workflow_run listeners of %s: %w", source, err)
+	}
+	defer rows.Close()
+	var out []store.WorkflowRunListen
+	for rows.Next() {
+		var l store.WorkflowRunListen
+		if err := rows.Scan(&l.Workflow, &l.Type); err != nil {
+			return nil, fmt.Errorf("list workflow_run listeners of %s: %w", source, err)
+		}
+		out = append(out, l)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list workflow_run listeners of %s: %w", source, err)
+	}
+	return out, nil
+}
+
 func checkListen(l store.WorkflowRunListen) error {
 	switch l.Type {
 	case pipeline.WorkflowRunRequested, pipeline.WorkflowRunInProgress, pipeline.WorkflowRunCompleted:

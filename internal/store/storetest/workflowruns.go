@@ -279,6 +279,15 @@ func testWorkflowRunInvalidListeners(t *testing.T, h Harness) {
 		Source: store.ListenerFile, Listens: listen("", pipeline.WorkflowRunCompleted)}), store.ErrInvalid)
 	wantErr(t, "CreateWorkflow with an unknown type", b.s.CreateWorkflow(b.ctx, &store.Workflow{Name: "w", Definition: []byte("x"),
 		Listens: listen("a", "finished")}), store.ErrInvalid)
-	// The same listener twice is one.
-	b.setListeners(p.ID, store.ListenerFile, append(listen("a", pipeline.WorkflowRunCompleted), listen("a", pipeline.WorkflowRunCompleted)...)...)
+	// The same listener twice is one; they are listed by workflow, then type.
+	b.setListeners(p.ID, store.ListenerFile, append(listen("b", pipeline.WorkflowRunCompleted, pipeline.WorkflowRunRequested),
+		listen("a", pipeline.WorkflowRunCompleted, pipeline.WorkflowRunCompleted)...)...)
+	got, err := b.s.ListWorkflowRunListeners(b.ctx, p.ID, store.ListenerFile)
+	want := append(listen("a", pipeline.WorkflowRunCompleted), listen("b", pipeline.WorkflowRunCompleted, pipeline.WorkflowRunRequested)...)
+	if err != nil || !slices.Equal(got, want) {
+		t.Errorf("ListWorkflowRunListeners = %v, %v; want %v", got, err, want)
+	}
+	if got, err := b.s.ListWorkflowRunListeners(b.ctx, p.ID, "workflow:"+store.NewID().String()); err != nil || len(got) != 0 {
+		t.Errorf("ListWorkflowRunListeners of a source with none = %v, %v", got, err)
+	}
 }

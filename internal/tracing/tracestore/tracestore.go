@@ -865,6 +865,13 @@ func (s *traced) SetWorkflowRunListeners(ctx context.Context, p store.SetWorkflo
 	return err
 }
 
+func (s *traced) ListWorkflowRunListeners(ctx context.Context, projectID uuid.UUID, source string) ([]store.WorkflowRunListen, error) {
+	ctx, span := s.start(ctx, "ListWorkflowRunListeners")
+	r0, err := s.Store.ListWorkflowRunListeners(ctx, projectID, source)
+	end(span, err)
+	return r0, err
+}
+
 func (s *traced) SkipTick(ctx context.Context, projectID uuid.UUID, tick store.ScheduleTick) (bool, error) {
 	ctx, span := s.start(ctx, "SkipTick")
 	r0, err := s.Store.SkipTick(ctx, projectID, tick)
