@@ -410,11 +410,20 @@ func (r *actionRunner) downloadStep(ctx context.Context, with map[string]string)
 		Missing []string `json:"missing"`
 	}
 	body := map[string]any{"token": r.j.Lease.Token, "names": names, "pattern": pattern}
+	// Another run's artifacts (run-id), which the coordinator gives only of a run of the
+	// job's own project; repository, with it, must name the project's repository.
+	theRun := "this run"
+	if id := strings.TrimSpace(with["run-id"]); id != "" {
+		body["run_id"], theRun = id, "run "+id
+	}
+	if repo := strings.TrimSpace(with["repository"]); repo != "" {
+		body["repository"] = repo
+	}
 	if err := r.a.retryPost(ctx, "/api/v1/agent/jobs/"+r.j.ID+"/artifact-sets", body, &ans); err != nil {
-		return r.nativeFailed(what, fmt.Errorf("list the run's artifacts: %w", err))
+		return r.nativeFailed(what, fmt.Errorf("list the artifacts of %s: %w", theRun, err))
 	}
 	if len(ans.Missing) > 0 {
-		return r.nativeFailed(what, fmt.Errorf("no job of this run kept an artifact named %s", strings.Join(ans.Missing, ", ")))
+		return r.nativeFailed(what, fmt.Errorf("no job of %s kept an artifact named %s", theRun, strings.Join(ans.Missing, ", ")))
 	}
 	base, err := r.a.baseURL()
 	if err != nil {
@@ -446,9 +455,9 @@ func (r *actionRunner) downloadStep(ctx context.Context, with map[string]string)
 		r.rec.System(fmt.Sprintf("%s: artifact %s of job %s: %d %s into %s", what, set.Name, set.Job, len(set.Files), plural(len(set.Files), "file", "files"), pathOrRoot(dir)))
 	}
 	if len(ans.Sets) == 0 && pattern != "" {
-		r.rec.System(fmt.Sprintf("%s: the run has no artifacts matching %s", what, pattern))
+		r.rec.System(fmt.Sprintf("%s: %s has no artifacts matching %s", what, theRun, pattern))
 	} else if len(ans.Sets) == 0 {
-		r.rec.System(what + ": the run has no artifacts to download")
+		r.rec.System(fmt.Sprintf("%s: %s has no artifacts to download", what, theRun))
 	}
 	return stepRun{outputs: map[string]string{"download-path": path.Join(r.stepWS, dest)}}
 }

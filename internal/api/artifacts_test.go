@@ -324,3 +324,102 @@ func TestArtifactSets(t *testing.T) {
 	expectError(t, b.post(t, sets, fmt.Sprintf(`{"token": %q, "names": ["a/b"]}`, j.Lease.Token)), http.StatusBadRequest, "bad_request")
 	expectError(t, b.post(t, sets, `{"token": "stolen"}`), http.StatusConflict, "lease_lost")
 }
+
+// TestArtifactSetsOfAnotherRun: a job reads the sets another run of its project kept
+// (download-artifact's run-id, with the project's repository named or not); another
+// project's run, a run that does not exist and a repository that is not the project's
+// are refused alike, with no file and no download URL; a run id that is not one says so.
+func TestArtifactSetsOfAnotherRun(t *testing.T) {
+	t.Parallel()
+	b, _ := withBlobs(t)
+	b.createProject(t, map[string]any{"name": "web", "repo_url": "https://git.example.com/acme/web.git", "default_branch": "main"})
+	one := func(project string) string {
+		return fmt.Sprintf(`{"pipeline": "name: one\njobs:\n  a: {steps: [{run: 'true'}]}\n", "project": %q}`, project)
+	}
+	var first runView
+	b.post(t, "/api/v1/runs", one("web")).decode(t, &first)
+	j := b.claim(t, `{"worker_id": "w", "wait": "0s"}`).Jobs[0]
+	r := b.post(t, "/api/v1/agent/jobs/"+j.ID+"/artifacts", fmt.Sprintf(`{"token": %q, "set": "coverage-html", "artifacts": [
+		{"name": "htmlcov/index.html", "set_path": "index.html", "sha256": %q, "size": 4}]}`, j.Lease.Token, digest("100%")))
+	var v registerView
+	r.decode(t, &v)
+	if r.status != http.StatusOK || b.put(t, v.Artifacts[0].Upload.URL, "100%", v.Artifacts[0].Upload.Header)/100 != 2 {
+		t.Fatalf("register and upload: %d %s", r.status, r.body)
+	}
+	if r := b.post(t, "/api/v1/agent/artifacts/"+v.Artifacts[0].ID+"/stored", `{}`); r.status != http.StatusOK {
+		t.Fatalf("stored: %d %s", r.status, r.body)
+	}
+	if r := b.post(t, "/api/v1/agent/jobs/"+j.ID+"/complete", fmt.Sprintf(`{"token": %q, "status": "success"}`, j.Lease.Token)); r.status != http.StatusOK {
+		t.Fatalf("complete: %d %s", r.status, r.body)
+	}
+
+	// A later run of web, and a run of another project, each with a job holding a lease.
+	b.post(t, "/api/v1/runs", one("web"))
+	b.post(t, "/api/v1/runs", one("other"))
+	c := b.claim(t, `{"worker_id": "w", "wait": "0s", "max": 2}`)
+	if len(c.Jobs) != 2 {
+		t.Fatalf("claimed %d jobs, want 2", len(c.Jobs))
+	}
+	var same, other string
+	var sameTok, otherTok string
+	for _, cj := range c.Jobs {
+		var run runView
+		b.get(t, "/api/v1/runs/"+cj.RunID).decode(t, &run)
+		if run.Project == "web" {
+			same, sameTok = cj.ID, cj.Lease.Token
+		} else {
+			other, otherTok = cj.ID, cj.Lease.Token
+		}
+	}
+	sets := func(job, token, extra string) response {
+		return b.post(t, "/api/v1/agent/jobs/"+job+"/artifact-sets", fmt.Sprintf(`{"token": %q, "names": ["coverage-html"]%s}`, token, extra))
+	}
+	var ans struct {
+		Sets []struct {
+			Name, Job string
+			Files     []struct {
+				Path     string
+				Download *struct{ URL string }
+			}
+		}
+		Missing []string
+	}
+	for _, extra := range []string{fmt.Sprintf(`, "run_id": %q`, first.ID), fmt.Sprintf(`, "run_id": %q, "repository": "ACME/web"`, first.ID),
+		fmt.Sprintf(`, "run_id": " %s ", "repository": "https://git.example.com/acme/web"`, first.ID)} {
+		ans.Sets, ans.Missing = nil, nil
+		r := sets(same, sameTok, extra)
+		r.decode(t, &ans)
+		if r.status != http.StatusOK || len(ans.Sets) != 1 || ans.Sets[0].Name != "coverage-html" || ans.Sets[0].Job != "a" ||
+			len(ans.Sets[0].Files) != 1 || ans.Sets[0].Files[0].Path != "index.html" || ans.Sets[0].Files[0].Download == nil || len(ans.Missing) != 0 {
+			t.Fatalf("web's later run, %s: %d %s", extra, r.status, r.body)
+		}
+		if d := b.get(t, ans.Sets[0].Files[0].Download.URL); d.status != http.StatusOK || string(d.body) != "100%" {
+			t.Errorf("download: %d %q", d.status, d.body)
+		}
+	}
+	// Without run_id the job's own run, which kept nothing.
+	ans.Sets, ans.Missing = nil, nil
+	sets(same, sameTok, "").decode(t, &ans)
+	if len(ans.Sets) != 0 || len(ans.Missing) != 1 {
+		t.Errorf("the job's own run: %+v", ans)
+	}
+
+	refused := []struct{ name, job, token, extra, msg string }{
+		{"another project's run", other, otherTok, fmt.Sprintf(`, "run_id": %q`, first.ID), "is not a run of project other"},
+		{"a run that does not exist", same, sameTok, `, "run_id": "01a20ce3-30a3-7190-8e9e-9a211ee2bae6"`, "is not a run of project web"},
+		{"another repository", same, sameTok, fmt.Sprintf(`, "run_id": %q, "repository": "acme/api"`, first.ID), `repository "acme/api" is not the repository of project web`},
+		{"a repository for a project without one", other, otherTok, `, "repository": "acme/web"`, "is not the repository of project other"},
+	}
+	for _, tc := range refused {
+		r := sets(tc.job, tc.token, tc.extra)
+		e := expectError(t, r, http.StatusNotFound, "not_found")
+		if !strings.Contains(e.Error.Message, tc.msg) || !strings.Contains(e.Error.Message, "its own project only") ||
+			strings.Contains(string(r.body), "index.html") || strings.Contains(string(r.body), `"sets"`) || strings.Contains(string(r.body), "/blobs/") {
+			t.Errorf("%s: %s", tc.name, r.body)
+		}
+	}
+	e := expectError(t, sets(same, sameTok, `, "run_id": "7"`), http.StatusBadRequest, "bad_request")
+	if !strings.Contains(e.Error.Message, `run-id "7" is not a Gantry run id`) {
+		t.Errorf("a run id that is not one: %s", e.Error.Message)
+	}
+}

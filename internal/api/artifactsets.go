@@ -1,10 +1,17 @@
 package api
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"net/http"
+	"net/url"
 	"path"
 	"slices"
 	"sort"
+	"strings"
+
+	"github.com/google/uuid"
 
 	"github.com/gantry-ci/gantry/internal/blob"
 	"github.com/gantry-ci/gantry/internal/store"
@@ -16,6 +23,10 @@ type artifactSetsRequest struct {
 	Token   string   `json:"token"`
 	Names   []string `json:"names"`
 	Pattern string   `json:"pattern"`
+	// RunID, when set, asks for the sets of another run of the job's project
+	// (download-artifact's run-id); Repository, when set, must be the project's.
+	RunID      string `json:"run_id"`
+	Repository string `json:"repository"`
 }
 
 func (r *artifactSetsRequest) token() string { return r.Token }
@@ -77,12 +88,25 @@ func (s *Server) artifactSets(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusConflict, codeLeaseLost, "lease lost: the job's lease token is not this one", nil)
 		return
 	}
+	runID := job.RunID
+	if req.RunID != "" || req.Repository != "" {
+		var err error
+		if runID, err = s.otherRun(r.Context(), job, req.RunID, req.Repository); err != nil {
+			var aerr *apiError
+			if errors.As(err, &aerr) {
+				aerr.write(w)
+			} else {
+				s.storeError(w, r, "read the run whose artifacts are asked for", err)
+			}
+			return
+		}
+	}
 	sets, missing := []artifactSet{}, []string{}
 	if s.blobs == nil {
 		writeJSON(w, http.StatusOK, map[string]any{"sets": sets, "missing": append(missing, req.Names...)})
 		return
 	}
-	jobs, err := s.store.ListJobs(r.Context(), job.RunID)
+	jobs, err := s.store.ListJobs(r.Context(), runID)
 	if err != nil {
 		s.storeError(w, r, "list the run's jobs", err)
 		return
@@ -91,7 +115,7 @@ func (s *Server) artifactSets(w http.ResponseWriter, r *http.Request) {
 	for _, j := range jobs {
 		keys[j.ID.String()] = j.Key
 	}
-	as, err := s.store.ListRunArtifacts(r.Context(), job.RunID)
+	as, err := s.store.ListRunArtifacts(r.Context(), runID)
 	if err != nil {
 		s.storeError(w, r, "list artifacts", err)
 		return
@@ -150,4 +174,63 @@ func (s *Server) artifactSets(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"sets": sets, "missing": missing})
+}
+
+// otherRun checks a download of another run's artifacts (download-artifact's run-id and
+// repository) by a job and returns the run to read: only a run of the job's own project,
+// since a project's artifacts are its own (docs/security.md). A run of another project
+// is answered as one that does not exist, so a job cannot learn which runs others have.
+// An empty runID is the job's own run. The error is an *apiError, or the store's.
+func (s *Server) otherRun(ctx context.Context, job *store.Job, runID, repository string) (uuid.UUID, error) {
+	notHere := func(format string, args ...any) *apiError {
+		return &apiError{status: http.StatusNotFound, code: codeNotFound, msg: fmt.Sprintf(format, args...) +
+			"; a step downloads the artifacts of runs of its own project only"}
+	}
+	own, err := s.store.GetRun(ctx, job.RunID)
+	if err != nil {
+		return uuid.Nil, fmt.Errorf("read run %s: %w", job.RunID, err)
+	}
+	proj, err := s.store.GetProjectByName(ctx, own.Project)
+	if err != nil {
+		return uuid.Nil, fmt.Errorf("read project %q: %w", own.Project, err)
+	}
+	if repository != "" && !sameRepository(repository, own.Trigger.Repository, proj.RepoURL) {
+		return uuid.Nil, notHere("repository %q is not the repository of project %s", repository, proj.Name)
+	}
+	if runID == "" {
+		return job.RunID, nil
+	}
+	id, err := uuid.Parse(strings.TrimSpace(runID))
+	if err != nil {
+		return uuid.Nil, &apiError{status: http.StatusBadRequest, code: codeBadRequest,
+			msg: fmt.Sprintf("run-id %q is not a Gantry run id (a UUID, as github.event.workflow_run.id and GANTRY_RUN_ID give)", runID)}
+	}
+	run, err := s.store.GetRun(ctx, id)
+	switch {
+	case errors.Is(err, store.ErrNotFound), err == nil && run.ProjectID != job.ProjectID:
+		return uuid.Nil, notHere("run %s is not a run of project %s", id, proj.Name)
+	case err != nil:
+		return uuid.Nil, fmt.Errorf("read run %s: %w", id, err)
+	}
+	return id, nil
+}
+
+// sameRepository says whether a repository a step names (owner/name, or a URL) is the
+// project's: the one its run's trigger names, or the one its remote URL names. Forges
+// compare these without regard to case.
+func sameRepository(named, runRepo, remote string) bool {
+	norm := func(s string) string {
+		s = strings.TrimSpace(s)
+		if u, err := url.Parse(s); err == nil && u.Host != "" {
+			s = u.Path
+		} else if _, after, ok := strings.Cut(s, ":"); ok && !strings.Contains(s, "://") {
+			s = after
+		}
+		return strings.ToLower(strings.TrimSuffix(strings.Trim(s, "/"), ".git"))
+	}
+	n := norm(named)
+	if n == "" {
+		return false
+	}
+	return n == norm(runRepo) || n == norm(remote)
 }
