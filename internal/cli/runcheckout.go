@@ -3,22 +3,27 @@ package cli
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/gantry-ci/gantry/internal/pipeline"
+	"github.com/gantry-ci/gantry/internal/scheduler"
 	"github.com/gantry-ci/gantry/internal/store"
 	"github.com/gantry-ci/gantry/internal/trigger"
 )
 
 // runEvents are the events --event may name: those a pipeline's on: and if: know.
-var runEvents = []string{"push", "tag", "pull_request", "schedule", "dispatch"}
+var runEvents = []string{"push", "tag", "pull_request", "schedule", "dispatch", "workflow_run"}
 
 // localRun is what `gantry run` starts its run with: the trigger a push would give it and
 // the run's env (dispatch inputs), and a line saying what is checked out.
@@ -136,6 +141,17 @@ func localTrigger(ctx context.Context, cfg runConfig, plan *pipeline.Plan) (loca
 			tr.BaseRef = b
 		}
 	}
+	if tr.Event == string(trigger.KindWorkflowRun) {
+		note := localWorkflowRun(&tr, plan)
+		if lr.env == nil {
+			lr.env = map[string]string{}
+		}
+		maps.Copy(lr.env, scheduler.WorkflowRunEnv(tr.WorkflowRun, tr))
+		if lr.note != "" {
+			lr.note += "\ngantry: " // one line each, as the note is printed
+		}
+		lr.note += note
+	}
 	lr.trigger = tr
 	return lr, nil
 }
@@ -236,4 +252,39 @@ func (g gitCmd) run(ctx context.Context, args ...string) (string, error) {
 		return "", fmt.Errorf("git %s: %w", args[0], err)
 	}
 	return strings.TrimSpace(out.String()), nil
+}
+
+// localWorkflowRun makes tr the trigger of a run of workflow_run as gantry run simulates
+// one: started by the successful end of a run of the first workflow the pipeline's
+// on.workflow_run names, for the branch and commit being run. That run is not one of the
+// local coordinator's: github.event.workflow_run.id names no run, and a download of its
+// artifacts finds none. It returns the line that says so.
+func localWorkflowRun(tr *store.Trigger, plan *pipeline.Plan) string {
+	name := ""
+	if plan.On != nil && plan.On.WorkflowRun != nil && len(plan.On.WorkflowRun.Workflows) > 0 {
+		name = plan.On.WorkflowRun.Workflows[0]
+	}
+	src := &store.Run{ID: store.NewID(), Name: name, Trigger: *tr}
+	src.Trigger.Event = string(trigger.KindPush)
+	src.CreatedAt = time.Now()
+	m := store.WorkflowRunMessage{RunID: src.ID, Workflow: name, Action: pipeline.WorkflowRunCompleted, Conclusion: "success",
+		Attempt: 1, At: src.CreatedAt}
+	tr.WorkflowRun = &store.WorkflowRunCause{RunID: src.ID, Name: name, Action: m.Action, Conclusion: m.Conclusion, Depth: 1}
+	if b, err := json.Marshal(scheduler.WorkflowRunEvent(src, m, tr.Repository, "")); err == nil {
+		raw := json.RawMessage(b)
+		tr.Payload = &raw
+	}
+	at := "with no commit"
+	if tr.SHA != "" {
+		at = "at " + shortSHA(tr.SHA)
+		if tr.Branch != "" {
+			at = "on " + tr.Branch + " " + at
+		}
+	}
+	of := "a run of " + strconv.Quote(name)
+	if name == "" {
+		of = "a run (on: names no workflow_run)"
+	}
+	return fmt.Sprintf("--event workflow_run: run as started by the successful end of %s %s; that run is not one of this "+
+		"machine's, so github.event.workflow_run.id names no run and a download-artifact step with run-id finds nothing", of, at)
 }

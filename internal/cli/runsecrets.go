@@ -270,6 +270,9 @@ func secretPath(name string) string {
 // how to run it all the same. Paths are not known, so path filters never refuse.
 func checkWorkflowOn(plan *pipeline.Plan, tr store.Trigger) error {
 	ev := trigger.Event{Kind: trigger.Kind(tr.Event), Branch: tr.Branch, Tag: tr.Tag, ChangedPathsIncomplete: true}
+	if w := tr.WorkflowRun; w != nil {
+		ev.Workflow, ev.Action = w.Name, w.Action
+	}
 	if ev.Kind == trigger.KindPullRequest {
 		// A pull request is taken to be opened into the branch of --ref (the branch
 		// checked out by default: localTrigger's BaseRef).

@@ -324,3 +324,50 @@ func testWorkflowRunCrash(t *testing.T, db string) {
 		t.Errorf("the run started after the restart: %s %+v (sha %s, want %s)", pub.Name, pub.Trigger, pub.Trigger.SHA, tip)
 	}
 }
+
+// TestRunLocalWorkflowRun: gantry run --event workflow_run runs a workflow as started by
+// the successful end of a run of the first workflow it names, and says that that run is
+// not one of this machine's; a workflow whose on: would not take that is refused with
+// the reason, as for any other event.
+func TestRunLocalWorkflowRun(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	file := filepath.Join(dir, ".github", "workflows", "after.yml")
+	write := func(content string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(file, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(`name: after
+on:
+  workflow_run: {workflows: [build, docs], types: [completed]}
+jobs:
+  a:
+    runs-on: ubuntu-latest
+    if: github.event.workflow_run.conclusion == 'success'
+    steps:
+      - run: echo "event=${{ github.event_name }} of=${{ github.event.workflow_run.name }} env=$GANTRY_WORKFLOW_RUN_NAME/$GANTRY_WORKFLOW_RUN_CONCLUSION"
+`)
+	got := runCLI(t, invocation{args: []string{"run", "--workers", "1", "--no-checkout", "--event", "workflow_run", file}})
+	if got.code != exitOK || !strings.Contains(got.stdout, "event=workflow_run of=build env=build/success") {
+		t.Fatalf("gantry run --event workflow_run: exit %d\n%s%s", got.code, got.stdout, got.stderr)
+	}
+	if !strings.Contains(got.stderr, `gantry: --event workflow_run: run as started by the successful end of a run of "build"`) ||
+		!strings.Contains(got.stderr, "a download-artifact step with run-id finds nothing") {
+		t.Errorf("gantry run does not say what it simulates:\n%s", got.stderr)
+	}
+	// The default event, push, is not one the workflow takes.
+	got = runCLI(t, invocation{args: []string{"run", "--workers", "1", "--no-checkout", file}})
+	if got.code == exitOK || !strings.Contains(got.stderr, "on: has no push (it lists workflow_run)") {
+		t.Errorf("gantry run of a workflow_run workflow as a push: exit %d\n%s", got.code, got.stderr)
+	}
+	write("name: after\non:\n  workflow_run: {workflows: [build], types: [requested]}\njobs:\n  a: {runs-on: x, steps: [{run: 'true'}]}\n")
+	got = runCLI(t, invocation{args: []string{"run", "--workers", "1", "--no-checkout", "--event", "workflow_run", file}})
+	if got.code == exitOK || !strings.Contains(got.stderr, "type completed is not in types [requested]") || !strings.Contains(got.stderr, "--force") {
+		t.Errorf("gantry run of a workflow that takes requested only: exit %d\n%s", got.code, got.stderr)
+	}
+}

@@ -92,7 +92,7 @@ func (c *Cron) startWorkflowRuns(ctx context.Context, id uuid.UUID, m store.Work
 	cause := &store.WorkflowRunCause{RunID: src.ID, Name: src.Name, Number: src.Number, Action: m.Action,
 		Conclusion: m.Conclusion, Depth: depth + 1}
 	repo := cmp.Or(src.Trigger.Repository, repoFullName(p.RepoURL))
-	payload, err := json.Marshal(c.workflowRunEvent(src, m, repo))
+	payload, err := json.Marshal(WorkflowRunEvent(src, m, repo, c.cfg.PublicURL))
 	if err != nil {
 		return nil, fmt.Errorf("encode the workflow_run event of run %s: %w", src.ID, err)
 	}
@@ -118,7 +118,7 @@ func (c *Cron) startWorkflowRuns(ctx context.Context, id uuid.UUID, m store.Work
 			plan = pinned
 		}
 		params := store.CreateRunParams{
-			Project: p.Name, Definition: l.file.def, Plan: plan, Env: workflowRunEnv(cause, src),
+			Project: p.Name, Definition: l.file.def, Plan: plan, Env: WorkflowRunEnv(cause, src.Trigger),
 			// One run per message and definition, however often the message is delivered.
 			IdempotencyKey: "workflow_run:" + id.String() + ":" + l.key,
 			Trigger: store.Trigger{Event: string(trigger.KindWorkflowRun), Actor: src.Trigger.RunActor(), Repository: repo,
@@ -172,17 +172,20 @@ const (
 	EnvWorkflowRunSHA        = "GANTRY_WORKFLOW_RUN_SHA"
 )
 
-func workflowRunEnv(cause *store.WorkflowRunCause, src *store.Run) map[string]string {
+// WorkflowRunEnv is the run's env of a run of workflow_run: the variables its steps and
+// conditions read of the run that started it (cause), whose trigger was src.
+func WorkflowRunEnv(cause *store.WorkflowRunCause, src store.Trigger) map[string]string {
 	return map[string]string{
 		EnvWorkflowRunID: cause.RunID.String(), EnvWorkflowRunName: cause.Name, EnvWorkflowRunNumber: strconv.Itoa(cause.Number),
 		EnvWorkflowRunAction: cause.Action, EnvWorkflowRunConclusion: cause.Conclusion,
-		EnvWorkflowRunBranch: src.Trigger.Branch, EnvWorkflowRunSHA: src.Trigger.SHA,
+		EnvWorkflowRunBranch: src.Branch, EnvWorkflowRunSHA: src.SHA,
 	}
 }
 
-// workflowRunEvent is github.event of a run that m started: GitHub's workflow_run
-// payload, with what Gantry knows of the run.
-func (c *Cron) workflowRunEvent(src *store.Run, m store.WorkflowRunMessage, repo string) map[string]any {
+// WorkflowRunEvent is github.event of a run that m, an activity of the run src, started:
+// GitHub's workflow_run payload, with what Gantry knows of src. repo is the project's
+// repository (owner/name), publicURL where the dashboard is.
+func WorkflowRunEvent(src *store.Run, m store.WorkflowRunMessage, repo, publicURL string) map[string]any {
 	repository := repoObject(repo)
 	head := repository
 	if src.Trigger.Fork {
@@ -206,7 +209,7 @@ func (c *Cron) workflowRunEvent(src *store.Run, m store.WorkflowRunMessage, repo
 			"head": map[string]any{"ref": src.Trigger.HeadRef, "sha": src.Trigger.SHA}, "base": map[string]any{"ref": src.Trigger.BaseRef}})
 	}
 	actor := map[string]any{"login": src.Trigger.RunActor()}
-	htmlURL := c.cfg.PublicURL + "/runs/" + src.ID.String()
+	htmlURL := strings.TrimRight(publicURL, "/") + "/runs/" + src.ID.String()
 	started := src.StartedAt
 	if started.IsZero() {
 		started = src.CreatedAt
