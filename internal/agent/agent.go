@@ -1224,6 +1224,10 @@ func stepConditionInput(j claimedJob) pipeline.ConditionInput {
 	for name, n := range j.Needs {
 		in.Needs[name], in.NeedOutputs[name] = n.Result, n.Outputs
 	}
+	if w := tr.WorkflowRun; w != nil {
+		in.WorkflowRun = pipeline.WorkflowRunValues{ID: w.RunID, Name: w.Name, Number: w.Number, Action: w.Action,
+			Conclusion: w.Conclusion, Branch: w.Branch, SHA: w.SHA}
+	}
 	return in
 }
 

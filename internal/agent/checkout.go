@@ -46,6 +46,17 @@ type jobTrigger struct {
 	// github.head_ref).
 	BaseRef string `json:"base_ref"`
 	HeadRef string `json:"head_ref"`
+	// WorkflowRun is the run that started this one (event workflow_run), which a step's
+	// if: reads as workflow_run.X; nil for other runs.
+	WorkflowRun *struct {
+		RunID      string `json:"run_id"`
+		Name       string `json:"name"`
+		Number     int    `json:"number"`
+		Action     string `json:"action"`
+		Conclusion string `json:"conclusion"`
+		Branch     string `json:"branch"`
+		SHA        string `json:"sha"`
+	} `json:"workflow_run"`
 }
 
 // repoCredentials is the credential of the run's private repository, as the claim answer

@@ -146,7 +146,7 @@ func localTrigger(ctx context.Context, cfg runConfig, plan *pipeline.Plan) (loca
 		if lr.env == nil {
 			lr.env = map[string]string{}
 		}
-		maps.Copy(lr.env, scheduler.WorkflowRunEnv(tr.WorkflowRun, tr))
+		maps.Copy(lr.env, scheduler.WorkflowRunEnv(tr.WorkflowRun))
 		if lr.note != "" {
 			lr.note += "\ngantry: " // one line each, as the note is printed
 		}
@@ -269,7 +269,8 @@ func localWorkflowRun(tr *store.Trigger, plan *pipeline.Plan) string {
 	src.CreatedAt = time.Now()
 	m := store.WorkflowRunMessage{RunID: src.ID, Workflow: name, Action: pipeline.WorkflowRunCompleted, Conclusion: "success",
 		Attempt: 1, At: src.CreatedAt}
-	tr.WorkflowRun = &store.WorkflowRunCause{RunID: src.ID, Name: name, Action: m.Action, Conclusion: m.Conclusion, Depth: 1}
+	tr.WorkflowRun = &store.WorkflowRunCause{RunID: src.ID, Name: name, Action: m.Action, Conclusion: m.Conclusion,
+		Branch: tr.Branch, SHA: tr.SHA, Depth: 1}
 	if b, err := json.Marshal(scheduler.WorkflowRunEvent(src, m, tr.Repository, "")); err == nil {
 		raw := json.RawMessage(b)
 		tr.Payload = &raw

@@ -307,7 +307,7 @@ func (d *decoder) substituteCacheKey(t text, in instance, env map[string]string)
 		}
 		m := refPattern.FindStringSubmatch(inner)
 		switch {
-		case contains(runNames, inner) || (m != nil && (m[1] == "inputs" || m[1] == "pr")):
+		case contains(runNames, inner) || (m != nil && (m[1] == "inputs" || m[1] == "pr" || m[1] == "workflow_run")):
 			if msg := d.checkRunRef(m); msg != "" {
 				d.addAt(ErrUnknownReference, t, offset, "%s", msg)
 			}

@@ -107,6 +107,48 @@ type ConditionInput struct {
 	// RunNumber is the run's number in its project (github.run_number), where it is
 	// known: on the worker, for a step's if:.
 	RunNumber int
+	// WorkflowRun is the run whose activity started this one (event workflow_run); the
+	// zero value for other runs.
+	WorkflowRun WorkflowRunValues
+}
+
+// WorkflowRunValues are what a run of workflow_run knows of the run that started it:
+// workflow_run.X in Gantry's language (in if: and as ${{ workflow_run.X }}).
+type WorkflowRunValues struct {
+	ID         string `expr:"id"`
+	Name       string `expr:"name"`
+	Number     int    `expr:"number"`
+	Action     string `expr:"action"`     // requested, in_progress, completed
+	Conclusion string `expr:"conclusion"` // success, failure, cancelled, skipped; "" until completed
+	Branch     string `expr:"branch"`     // the branch it was for
+	SHA        string `expr:"sha"`
+}
+
+// workflowRunFields are the names workflow_run has.
+var workflowRunFields = []string{"id", "name", "number", "action", "conclusion", "branch", "sha"}
+
+// value is the field's text, as ${{ workflow_run.FIELD }} puts it in.
+func (w WorkflowRunValues) value(field string) string {
+	switch field {
+	case "id":
+		return w.ID
+	case "name":
+		return w.Name
+	case "number":
+		if w.Number == 0 {
+			return ""
+		}
+		return strconv.Itoa(w.Number)
+	case "action":
+		return w.Action
+	case "conclusion":
+		return w.Conclusion
+	case "branch":
+		return w.Branch
+	case "sha":
+		return w.SHA
+	}
+	return ""
 }
 
 // StepState is what steps.<id> shows of a step that came before.
@@ -120,22 +162,23 @@ type StepState struct {
 }
 
 type exprEnv struct {
-	Ref        string               `expr:"ref"`
-	Branch     string               `expr:"branch"`
-	Tag        string               `expr:"tag"`
-	Event      string               `expr:"event"`
-	SHA        string               `expr:"sha"`
-	Repository string               `expr:"repository"`
-	Inputs     map[string]any       `expr:"inputs"`
-	PR         prEntry              `expr:"pr"`
-	Env        map[string]string    `expr:"env"`
-	Matrix     map[string]string    `expr:"matrix"`
-	Needs      map[string]needEntry `expr:"needs"`
-	Steps      map[string]stepEntry `expr:"steps"`
-	Success    func() bool          `expr:"success"`
-	Failure    func() bool          `expr:"failure"`
-	Always     func() bool          `expr:"always"`
-	Cancelled  func() bool          `expr:"cancelled"`
+	Ref         string               `expr:"ref"`
+	Branch      string               `expr:"branch"`
+	Tag         string               `expr:"tag"`
+	Event       string               `expr:"event"`
+	SHA         string               `expr:"sha"`
+	Repository  string               `expr:"repository"`
+	Inputs      map[string]any       `expr:"inputs"`
+	PR          prEntry              `expr:"pr"`
+	WorkflowRun WorkflowRunValues    `expr:"workflow_run"`
+	Env         map[string]string    `expr:"env"`
+	Matrix      map[string]string    `expr:"matrix"`
+	Needs       map[string]needEntry `expr:"needs"`
+	Steps       map[string]stepEntry `expr:"steps"`
+	Success     func() bool          `expr:"success"`
+	Failure     func() bool          `expr:"failure"`
+	Always      func() bool          `expr:"always"`
+	Cancelled   func() bool          `expr:"cancelled"`
 }
 
 type needEntry struct {
@@ -160,7 +203,7 @@ var prFields = []string{"number", "fork"}
 
 // exprNames are the top-level names an expression may read or call besides expr-lang's
 // builtins: the fields of exprEnv and the GitHub-style functions.
-var exprNames = []string{"ref", "branch", "tag", "event", "sha", "repository", "inputs", "pr", "env", "matrix", "needs",
+var exprNames = []string{"ref", "branch", "tag", "event", "sha", "repository", "inputs", "pr", "workflow_run", "env", "matrix", "needs",
 	"success", "failure", "always", "cancelled", "startsWith", "endsWith", "contains"}
 
 // stepExprNames are exprNames with steps, which only a step's if: may read.
@@ -543,7 +586,7 @@ func (r *refChecker) member(n *ast.MemberNode) {
 	}
 	prop, ok := n.Property.(*ast.StringNode)
 	if !ok {
-		if id.Value == "needs" || id.Value == "matrix" || id.Value == "inputs" || id.Value == "pr" || id.Value == "steps" {
+		if id.Value == "needs" || id.Value == "matrix" || id.Value == "inputs" || id.Value == "pr" || id.Value == "workflow_run" || id.Value == "steps" {
 			r.fail(ErrExpression, n.Property, "%s must be indexed by a name written out, as in %s.name", id.Value, id.Value)
 		}
 		return
@@ -557,6 +600,8 @@ func (r *refChecker) member(n *ast.MemberNode) {
 		have, what = r.scope.matrix, "this job has no matrix value %q"
 	case "pr":
 		have, what = prFields, "pr has no field %q"
+	case "workflow_run":
+		have, what = workflowRunFields, "workflow_run has no field %q"
 	case "steps":
 		if r.scope.steps == nil {
 			return
@@ -640,15 +685,16 @@ func (c *Condition) eval(in ConditionInput, env map[string]string, matrix []Matr
 	}
 	e := exprEnv{
 		Ref: in.Ref, Branch: in.Branch, Tag: in.Tag, Event: in.Event, SHA: in.SHA, Repository: in.Repository,
-		Inputs:    typedInputs(in.Inputs, types, c.inputsRead),
-		PR:        prEntry{Number: in.PRNumber, Fork: in.Fork},
-		Env:       mergeEnv(env, in.Env),
-		Matrix:    make(map[string]string, len(matrix)),
-		Needs:     make(map[string]needEntry, len(in.Needs)),
-		Success:   success,
-		Failure:   func() bool { return in.UpstreamFailed },
-		Always:    func() bool { return true },
-		Cancelled: func() bool { return in.Cancelled },
+		Inputs:      typedInputs(in.Inputs, types, c.inputsRead),
+		PR:          prEntry{Number: in.PRNumber, Fork: in.Fork},
+		WorkflowRun: in.WorkflowRun,
+		Env:         mergeEnv(env, in.Env),
+		Matrix:      make(map[string]string, len(matrix)),
+		Needs:       make(map[string]needEntry, len(in.Needs)),
+		Success:     success,
+		Failure:     func() bool { return in.UpstreamFailed },
+		Always:      func() bool { return true },
+		Cancelled:   func() bool { return in.Cancelled },
 	}
 	for _, name := range c.matrixRead {
 		e.Matrix[name] = ""

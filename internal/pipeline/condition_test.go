@@ -226,6 +226,8 @@ jobs:
 	branch := ConditionInput{Ref: "refs/heads/main", Branch: "main", Event: "push", SHA: "abc123"}
 	pr := ConditionInput{Ref: "refs/pull/7/head", Branch: "feature", Event: "pull_request", PRNumber: 7, Fork: true}
 	dispatch := ConditionInput{Event: "dispatch", Inputs: map[string]string{"deploy": "true", "count": "3", "target": "Prod-EU"}}
+	wfRun := ConditionInput{Event: "workflow_run", WorkflowRun: WorkflowRunValues{ID: "01a2", Name: "build", Number: 42, Action: "completed",
+		Conclusion: "success", Branch: "main", SHA: "abc"}}
 	tests := []struct {
 		cond string
 		in   ConditionInput
@@ -254,6 +256,9 @@ jobs:
 		{`!startsWith(ref, 'refs/tags/') && (contains(ref, 'main'))`, branch, true},
 		{`pr.number == 7 && pr.fork`, pr, true},
 		{`pr.number == 0 && !pr.fork`, branch, true},
+		{`event == "workflow_run" && workflow_run.conclusion == "success" && workflow_run.name == "build"`, wfRun, true},
+		{`workflow_run.number == 42 && workflow_run.branch == "main" && workflow_run.action == "completed"`, wfRun, true},
+		{`workflow_run.conclusion == "success"`, branch, false},
 		{`inputs.deploy == true`, dispatch, true},
 		{`inputs.deploy == true`, ConditionInput{Event: "dispatch", Inputs: map[string]string{"deploy": "false"}}, false},
 		// A boolean nobody gave is false; a string nobody gave is "".
@@ -303,6 +308,7 @@ func TestConditionCompileErrors(t *testing.T) {
 		{"unknown function suggests", plain, `"startWith(ref, 'v')"`, ErrExpression, []string{"unknown name startWith", `did you mean "startsWith"`}},
 		{"undeclared input", withInputs, `"inputs.deplyo == true"`, ErrUnknownReference, []string{`declares no input "deplyo"`, "deploy, target", `did you mean "deploy"`}},
 		{"pr field", plain, `"pr.numbr == 1"`, ErrUnknownReference, []string{`pr has no field "numbr"`, `did you mean "number"`}},
+		{"workflow_run field", plain, `"workflow_run.conclsion == 'success'"`, ErrUnknownReference, []string{`workflow_run has no field "conclsion"`, `did you mean "conclusion"`}},
 		{"too few arguments", plain, `"startsWith(ref)"`, ErrExpression, []string{"startsWith"}},
 		{"input by expression", withInputs, `"inputs[ref]"`, ErrExpression, []string{"inputs must be indexed by a name"}},
 	}

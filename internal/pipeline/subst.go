@@ -13,14 +13,14 @@ import (
 	"github.com/gantry-ci/gantry/internal/ghaexpr"
 )
 
-var refPattern = regexp.MustCompile(`^(matrix|env|secrets|inputs|pr)\.([A-Za-z_][A-Za-z0-9_-]*)$`)
+var refPattern = regexp.MustCompile(`^(matrix|env|secrets|inputs|pr|workflow_run)\.([A-Za-z_][A-Za-z0-9_-]*)$`)
 
 // runNames are the run's own values that ${{ }} may name bare, besides inputs.X and pr.X:
 // they are known only when a run is created (see Job.WithRunValues).
 var runNames = []string{"ref", "branch", "tag", "sha", "event", "repository"}
 
 // runRefPattern finds the canonical run-time references a plan keeps (what runRef writes).
-var runRefPattern = regexp.MustCompile(`\$\{\{ (ref|branch|tag|sha|event|repository|inputs\.[A-Za-z_][A-Za-z0-9_-]*|pr\.(?:number|fork)) \}\}`)
+var runRefPattern = regexp.MustCompile(`\$\{\{ (ref|branch|tag|sha|event|repository|inputs\.[A-Za-z_][A-Za-z0-9_-]*|pr\.(?:number|fork)|workflow_run\.(?:id|name|number|action|conclusion|branch|sha)) \}\}`)
 
 func runRef(name string) string { return "${{ " + name + " }}" }
 
@@ -127,7 +127,7 @@ func (d *decoder) substituteRefs(t text, matrix []MatrixValue, env map[string]st
 			return kept
 		}
 		switch {
-		case contains(runNames, inner) || (m != nil && (m[1] == "inputs" || m[1] == "pr")):
+		case contains(runNames, inner) || (m != nil && (m[1] == "inputs" || m[1] == "pr" || m[1] == "workflow_run")):
 			if !runValues {
 				d.addAt(ErrUnknownReference, t, offset, "${{ %s }} is known only when a run is created and may stand only in a step's run and name and in env values", inner)
 			} else if msg := d.checkRunRef(m); msg != "" {
@@ -135,7 +135,7 @@ func (d *decoder) substituteRefs(t text, matrix []MatrixValue, env map[string]st
 			}
 			b.WriteString(runRef(inner))
 		case m == nil:
-			d.addAt(ErrUnknownReference, t, offset, "${{ %s }} is not a reference Gantry can resolve; use ${{ matrix.<axis> }}, ${{ env.<NAME> }}, ${{ inputs.<name> }}, ${{ pr.number }}, ${{ pr.fork }} or one of ${{ %s }}%s",
+			d.addAt(ErrUnknownReference, t, offset, "${{ %s }} is not a reference Gantry can resolve; use ${{ matrix.<axis> }}, ${{ env.<NAME> }}, ${{ inputs.<name> }}, ${{ pr.number }}, ${{ pr.fork }}, ${{ workflow_run.<field> }} or one of ${{ %s }}%s",
 				inner, strings.Join(runNames, " }}, ${{ "), suggest(inner, append(append([]string(nil), runNames...), "pr.number", "pr.fork")))
 		case m[1] == "matrix":
 			v, ok := lookupMatrix(matrix, m[2])
@@ -237,6 +237,12 @@ func (d *decoder) checkRunRef(m []string) string {
 	if m[1] == "pr" {
 		if !contains(prFields, m[2]) {
 			return fmt.Sprintf("pr has no field %q (has: %s)%s", m[2], strings.Join(prFields, ", "), suggest(m[2], prFields))
+		}
+		return ""
+	}
+	if m[1] == "workflow_run" {
+		if !contains(workflowRunFields, m[2]) {
+			return fmt.Sprintf("workflow_run has no field %q (has: %s)%s", m[2], strings.Join(workflowRunFields, ", "), suggest(m[2], workflowRunFields))
 		}
 		return ""
 	}
@@ -402,6 +408,9 @@ func (in ConditionInput) runValue(name string) string {
 		return strconv.Itoa(in.PRNumber)
 	case "pr.fork":
 		return strconv.FormatBool(in.Fork)
+	}
+	if field, ok := strings.CutPrefix(name, "workflow_run."); ok {
+		return in.WorkflowRun.value(field)
 	}
 	return in.Inputs[strings.TrimPrefix(name, "inputs.")]
 }

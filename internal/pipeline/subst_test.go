@@ -74,6 +74,38 @@ jobs:
 	}
 }
 
+// What a run of workflow_run knows of the run that started it is put in when it is
+// created, as the run's own values are; a field workflow_run does not have is an error.
+func TestWorkflowRunValuesSubstitution(t *testing.T) {
+	t.Parallel()
+	job := mustCompile(t, `
+on:
+  workflow_run: {workflows: [build]}
+jobs:
+  publish:
+    timeout: 5m
+    steps:
+      - uses: actions/download-artifact@v4
+        with: {name: report, run-id: "${{ workflow_run.id }}"}
+      - run: echo ${{ workflow_run.name }} ${{ workflow_run.number }} ${{ workflow_run.conclusion }} ${{ workflow_run.branch }}@${{ workflow_run.sha }}
+`).Job("publish")
+	got, err := job.WithRunValues(ConditionInput{Event: "workflow_run", WorkflowRun: WorkflowRunValues{ID: "01a2-x", Name: "build", Number: 7,
+		Action: "completed", Conclusion: "failure", Branch: "main", SHA: "abc"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := got.Steps[0].With["run-id"]; w != "01a2-x" {
+		t.Errorf("download's run-id = %q", w)
+	}
+	if r := got.Steps[1].Run; r != "echo build 7 failure main@abc" {
+		t.Errorf("run = %q", r)
+	}
+	errs := compileErrs(t, "jobs:\n  a:\n    steps: [{run: 'echo ${{ workflow_run.head_sha }}'}]\n")
+	if len(errs) != 1 || !strings.Contains(errs[0].Message, `workflow_run has no field "head_sha"`) {
+		t.Errorf("an unknown field: %v", errs)
+	}
+}
+
 // An environment's url may name the run's own values, put in when the run is created.
 func TestEnvironmentURLRunValues(t *testing.T) {
 	t.Parallel()

@@ -90,7 +90,7 @@ func (c *Cron) startWorkflowRuns(ctx context.Context, id uuid.UUID, m store.Work
 	}
 	ev := trigger.Event{Kind: trigger.KindWorkflowRun, Workflow: m.Workflow, Action: m.Action, Branch: src.Trigger.Branch}
 	cause := &store.WorkflowRunCause{RunID: src.ID, Name: src.Name, Number: src.Number, Action: m.Action,
-		Conclusion: m.Conclusion, Depth: depth + 1}
+		Conclusion: m.Conclusion, Branch: src.Trigger.Branch, SHA: src.Trigger.SHA, Depth: depth + 1}
 	repo := cmp.Or(src.Trigger.Repository, repoFullName(p.RepoURL))
 	payload, err := json.Marshal(WorkflowRunEvent(src, m, repo, c.cfg.PublicURL))
 	if err != nil {
@@ -118,7 +118,7 @@ func (c *Cron) startWorkflowRuns(ctx context.Context, id uuid.UUID, m store.Work
 			plan = pinned
 		}
 		params := store.CreateRunParams{
-			Project: p.Name, Definition: l.file.def, Plan: plan, Env: WorkflowRunEnv(cause, src.Trigger),
+			Project: p.Name, Definition: l.file.def, Plan: plan, Env: WorkflowRunEnv(cause),
 			// One run per message and definition, however often the message is delivered.
 			IdempotencyKey: "workflow_run:" + id.String() + ":" + l.key,
 			Trigger: store.Trigger{Event: string(trigger.KindWorkflowRun), Actor: src.Trigger.RunActor(), Repository: repo,
@@ -172,13 +172,13 @@ const (
 	EnvWorkflowRunSHA        = "GANTRY_WORKFLOW_RUN_SHA"
 )
 
-// WorkflowRunEnv is the run's env of a run of workflow_run: the variables its steps and
-// conditions read of the run that started it (cause), whose trigger was src.
-func WorkflowRunEnv(cause *store.WorkflowRunCause, src store.Trigger) map[string]string {
+// WorkflowRunEnv is the run's env of a run of workflow_run: the variables its steps read
+// of the run that started it (cause).
+func WorkflowRunEnv(cause *store.WorkflowRunCause) map[string]string {
 	return map[string]string{
 		EnvWorkflowRunID: cause.RunID.String(), EnvWorkflowRunName: cause.Name, EnvWorkflowRunNumber: strconv.Itoa(cause.Number),
 		EnvWorkflowRunAction: cause.Action, EnvWorkflowRunConclusion: cause.Conclusion,
-		EnvWorkflowRunBranch: src.Branch, EnvWorkflowRunSHA: src.SHA,
+		EnvWorkflowRunBranch: cause.Branch, EnvWorkflowRunSHA: cause.SHA,
 	}
 }
 

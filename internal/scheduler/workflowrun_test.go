@@ -27,8 +27,9 @@ on:
     branches: [main, feature]
 jobs:
   publish:
-    if: env.GANTRY_WORKFLOW_RUN_CONCLUSION == "success"
-    steps: [ { run: ./publish } ]
+    if: workflow_run.conclusion == "success" && env.GANTRY_WORKFLOW_RUN_CONCLUSION == "success"
+    steps:
+      - run: ./publish --from ${{ workflow_run.id }}
 `
 	deployFlow = `on:
   workflow_run: { workflows: [build], types: [completed] }
@@ -184,6 +185,14 @@ func TestWorkflowRunStartsListeners(t *testing.T) {
 		case "publish":
 			if tr.Verified != store.RefFromRepository || tr.WorkflowID != "" {
 				t.Errorf("the file's run: verified %q, workflow %q; want read from the repository", tr.Verified, tr.WorkflowID)
+			}
+			jobs, err := st.ListJobs(t.Context(), run.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if j := jobs[0]; j.Status != store.JobQueued || j.Spec.Steps[0].Run != "./publish --from "+src.ID.String() {
+				t.Errorf("publish's job: %s, run %q; want queued (its if: read workflow_run.conclusion), reading workflow_run.id",
+					j.Status, j.Spec.Steps[0].Run)
 			}
 		case "deploy":
 			if tr.Verified != "" || tr.WorkflowID != deploy.ID.String() {

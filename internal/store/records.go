@@ -204,10 +204,24 @@ type WorkflowRunCause struct {
 	// GitHub's words: success, failure, cancelled or skipped.
 	Action     string `json:"action"`
 	Conclusion string `json:"conclusion,omitempty"`
+	// Branch and SHA are the branch and commit that run was for ("" when it had none).
+	Branch string `json:"branch,omitempty"`
+	SHA    string `json:"sha,omitempty"`
 	// Depth counts the runs of workflow_run from the first run that was not one to this
 	// one: 1 for a run started by such a run. A run of depth
 	// pipeline.MaxWorkflowRunDepth starts none.
 	Depth int `json:"depth"`
+}
+
+// WorkflowRunValues is what the run's conditions and ${{ workflow_run.X }} read of the run that
+// started it; the zero value for a run no workflow_run started.
+func (t Trigger) WorkflowRunValues() pipeline.WorkflowRunValues {
+	w := t.WorkflowRun
+	if w == nil {
+		return pipeline.WorkflowRunValues{}
+	}
+	return pipeline.WorkflowRunValues{ID: w.RunID.String(), Name: w.Name, Number: w.Number, Action: w.Action,
+		Conclusion: w.Conclusion, Branch: w.Branch, SHA: w.SHA}
 }
 
 // WorkflowRunDepth is how far down a chain of workflow_run the run is: 0 unless a run's

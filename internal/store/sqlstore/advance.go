@@ -299,6 +299,7 @@ func conditionInput(tr store.Trigger, env map[string]string) pipeline.ConditionI
 	in := pipeline.ConditionInput{
 		Ref: tr.Ref, Branch: tr.Branch, Tag: tr.Tag, SHA: tr.SHA, Event: tr.Event, Repository: tr.Repository,
 		PRNumber: tr.PRNumber, Fork: tr.Fork, Env: env, Actor: tr.Actor, BaseRef: tr.BaseRef, HeadRef: tr.HeadRef,
+		WorkflowRun: tr.WorkflowRunValues(),
 	}
 	if tr.Inputs != nil {
 		in.Inputs = *tr.Inputs
