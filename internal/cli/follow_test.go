@@ -199,6 +199,21 @@ wave 3
 			t.Errorf("ref_verified %v: second line %q; want it to end %q", tt.verified, line, tt.want)
 		}
 	}
+
+	// A run of workflow_run says which run started it.
+	run.RefVerified = nil
+	run.Trigger.Event, run.Trigger.Actor = "workflow_run", "lin"
+	run.Trigger.WorkflowRun = &struct {
+		Name       string `json:"name"`
+		Number     int    `json:"number"`
+		Action     string `json:"action"`
+		Conclusion string `json:"conclusion"`
+	}{Name: "build", Number: 12, Action: "completed", Conclusion: "success"}
+	b.Reset()
+	printRunTree(&b, run, 120)
+	if line := strings.SplitN(b.String(), "\n", 3)[1]; !strings.HasSuffix(line, " · workflow_run of build #12 completed success by lin") {
+		t.Errorf("a run of workflow_run: second line %q", line)
+	}
 }
 
 // TestSubmitFollowInterrupted: Ctrl-C stops the following, not the run.

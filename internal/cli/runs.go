@@ -31,6 +31,13 @@ type runDetails struct {
 		SHA    string `json:"sha"`
 		Event  string `json:"event"`
 		Actor  string `json:"actor"`
+		// WorkflowRun is the run whose activity started this one (event workflow_run).
+		WorkflowRun *struct {
+			Name       string `json:"name"`
+			Number     int    `json:"number"`
+			Action     string `json:"action"`
+			Conclusion string `json:"conclusion"`
+		} `json:"workflow_run"`
 	} `json:"trigger"`
 	// RefVerified is nil from a server that does not say.
 	RefVerified     *bool     `json:"ref_verified"`
@@ -403,6 +410,14 @@ func printRunTree(w io.Writer, run runDetails, width int) {
 	}
 	if e := run.Trigger.Event; e != "" {
 		ev := e
+		if w := run.Trigger.WorkflowRun; w != nil {
+			// What started it: "workflow_run of build #12 completed success".
+			ev += " of " + w.Name
+			if w.Number > 0 {
+				ev += " #" + strconv.Itoa(w.Number)
+			}
+			ev += " " + strings.TrimSpace(w.Action+" "+w.Conclusion)
+		}
 		if run.Trigger.Actor != "" {
 			ev += " by " + run.Trigger.Actor
 		}
