@@ -116,6 +116,10 @@ func writeTriggers(w io.Writer, t *pipeline.Triggers) {
 		}
 		line("dispatch", filter("inputs", inputs))
 	}
+	if wr := t.WorkflowRun; wr != nil {
+		line("workflow_run", filter("workflows", wr.Workflows), filter("types", wr.Types),
+			filter("branches", wr.Branches), filter("branches_ignore", wr.BranchesIgnore))
+	}
 }
 
 func planName(p *pipeline.Plan) string {

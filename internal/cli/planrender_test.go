@@ -123,6 +123,8 @@ wave 4:
 						{Cron: "0 3 * * 1-5", Timezone: "Europe/Berlin", Missed: pipeline.MissedRunOnce},
 					},
 					Dispatch: &pipeline.DispatchTrigger{Inputs: []pipeline.Input{{Name: "env", Type: pipeline.InputChoice, Required: true}, {Name: "n", Type: pipeline.InputNumber}}},
+					WorkflowRun: &pipeline.WorkflowRunTrigger{Workflows: []string{"build", "Build Docs"}, Types: []string{"completed"},
+						BranchesIgnore: []string{"wip/**"}},
 				},
 				Jobs:  []*pipeline.Job{{Key: "only", Name: "only"}},
 				Waves: [][]string{{"only"}},
@@ -134,6 +136,7 @@ on:
   schedule  [cron: @daily]
   schedule  [cron: 0 3 * * 1-5]  [timezone: Europe/Berlin]  [missed: run_once]
   dispatch  [inputs: env (choice, required), n (number)]
+  workflow_run  [workflows: build, Build Docs]  [types: completed]  [branches_ignore: wip/**]
 wave 1:
   only
 `,
