@@ -102,7 +102,8 @@ func TestExamplesDetails(t *testing.T) {
 		!reflect.DeepEqual(on.Push.PathsIgnore, []string{"docs/**", "**.md"}) ||
 		on.PullRequest == nil || !reflect.DeepEqual(on.PullRequest.Branches, []string{"main"}) ||
 		len(on.Schedule) != 1 || on.Schedule[0].Missed != MissedRunOnce || on.Schedule[0].Timezone != "Europe/Berlin" ||
-		on.Dispatch == nil || len(on.Dispatch.Inputs) != 2 || *on.Dispatch.Inputs[0].Default != "staging" || *on.Dispatch.Inputs[1].Default != "true" {
+		on.Dispatch == nil || len(on.Dispatch.Inputs) != 2 || *on.Dispatch.Inputs[0].Default != "staging" || *on.Dispatch.Inputs[1].Default != "true" ||
+		on.WorkflowRun == nil || !reflect.DeepEqual(on.WorkflowRun.Workflows, []string{"nightly-e2e"}) || !reflect.DeepEqual(on.WorkflowRun.Types, []string{"completed"}) {
 		t.Errorf("on-push triggers = %+v", on)
 	}
 }
