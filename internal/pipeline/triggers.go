@@ -468,27 +468,7 @@ func (d *decoder) workflowNames(n *yaml.Node, p string) []string {
 }
 
 func (d *decoder) workflowRunTypes(n *yaml.Node, p string) []string {
-	items := d.items(n, p, "a list of workflow_run activity types", true)
-	if items == nil {
-		if r := d.resolve(n); r != nil && r.Kind == yaml.SequenceNode {
-			d.add(ErrRequired, n, p, "types is empty; leave it out for %s", strings.Join(WorkflowRunTypes, ", "))
-		}
-		return nil
-	}
-	var out []string
-	for i, item := range items {
-		ip := indexPath(p, i)
-		v, ok := d.enum(item, ip, "a workflow_run activity type", WorkflowRunTypes)
-		if !ok {
-			continue
-		}
-		if contains(out, v) {
-			d.add(ErrInvalid, item, ip, "%q is listed twice", v)
-			continue
-		}
-		out = append(out, v)
-	}
-	return out
+	return d.activityTypes(n, p, "a workflow_run activity type", WorkflowRunTypes, WorkflowRunTypes)
 }
 
 // filters decodes an event's filter lists, keyed by Gantry's name of each filter (types
@@ -570,17 +550,23 @@ func (d *decoder) patterns(n *yaml.Node, p, key string) ([]string, bool) {
 }
 
 func (d *decoder) prTypes(n *yaml.Node, p string) []string {
-	items := d.items(n, p, "a list of pull request actions", true)
+	return d.activityTypes(n, p, "a pull request action", pullRequestTypes, DefaultPullRequestTypes)
+}
+
+// activityTypes decodes an event's types: each one of known, none twice; an empty list is
+// refused, naming the defaults that leaving it out gives.
+func (d *decoder) activityTypes(n *yaml.Node, p, what string, known, defaults []string) []string {
+	items := d.items(n, p, "a list of "+what+"s", true)
 	if items == nil {
 		if r := d.resolve(n); r != nil && r.Kind == yaml.SequenceNode {
-			d.add(ErrRequired, n, p, "types is empty; leave it out for %s", strings.Join(DefaultPullRequestTypes, ", "))
+			d.add(ErrRequired, n, p, "types is empty; leave it out for %s", strings.Join(defaults, ", "))
 		}
 		return nil
 	}
 	var out []string
 	for i, item := range items {
 		ip := indexPath(p, i)
-		v, ok := d.enum(item, ip, "a pull request action", pullRequestTypes)
+		v, ok := d.enum(item, ip, what, known)
 		if !ok {
 			continue
 		}

@@ -356,26 +356,7 @@ func (c *Cron) passProject(ctx context.Context, p *store.Project, flows []*store
 				Project: p.Name, Tick: &store.ScheduleTick{Key: src.key, At: d.Tick}, Definition: src.file.def, Plan: plan,
 				Trigger: store.Trigger{Event: string(trigger.KindSchedule)},
 			}
-			if repoOK {
-				params.Trigger.Ref, params.Trigger.SHA, params.Trigger.CloneURL = tip.Name, tip.SHA, p.RepoURL
-				params.Trigger.Branch = strings.TrimPrefix(tip.Name, "refs/heads/")
-				if tipFile != nil {
-					params.Trigger.SetCommit(tipFile.message, tipFile.author)
-				}
-				if src.workflow == nil {
-					// The file was read at the branch's tip in the mirror. A registered
-					// workflow's steps are whoever registered it's, not the branch's.
-					params.Trigger.Verified = store.RefFromRepository
-				}
-			}
-			if wf := src.workflow; wf != nil {
-				params.Trigger.WorkflowID, params.Trigger.WorkflowVersion = wf.ID.String(), wf.Version
-				if params.Plan.Name == "" {
-					plan := *params.Plan
-					plan.Name = wf.Name
-					params.Plan = &plan
-				}
-			}
+			atTip(&params, repoOK, tip, tipFile, p.RepoURL, src.workflow)
 			run, _, _, err := c.cfg.Store.CreateRun(ctx, params)
 			switch {
 			case errors.Is(err, store.ErrConflict):
@@ -585,4 +566,29 @@ func (r *readFailures) RemoteWorkflow(owner, repo, file, ref string) ([]byte, st
 func failedToRead(w pipeline.WorkflowLoader) bool {
 	r, ok := w.(*readFailures)
 	return ok && r.failed
+}
+
+// atTip makes params a run of the default branch's tip (when the project has a repository,
+// hasRepo) and of wf when the definition is a registered workflow. A run of the project's
+// file read at the tip in the mirror counts as the branch's; a registered workflow's steps
+// are whoever registered it's, not the branch's.
+func atTip(params *store.CreateRunParams, hasRepo bool, tip source.Ref, tipFile *cachedFile, cloneURL string, wf *store.Workflow) {
+	if hasRepo {
+		params.Trigger.Ref, params.Trigger.SHA, params.Trigger.CloneURL = tip.Name, tip.SHA, cloneURL
+		params.Trigger.Branch = strings.TrimPrefix(tip.Name, "refs/heads/")
+		if tipFile != nil {
+			params.Trigger.SetCommit(tipFile.message, tipFile.author)
+		}
+		if wf == nil {
+			params.Trigger.Verified = store.RefFromRepository
+		}
+	}
+	if wf != nil {
+		params.Trigger.WorkflowID, params.Trigger.WorkflowVersion = wf.ID.String(), wf.Version
+		if params.Plan.Name == "" {
+			named := *params.Plan
+			named.Name = wf.Name
+			params.Plan = &named
+		}
+	}
 }

@@ -124,25 +124,7 @@ func (c *Cron) startWorkflowRuns(ctx context.Context, id uuid.UUID, m store.Work
 			Trigger: store.Trigger{Event: string(trigger.KindWorkflowRun), Actor: src.Trigger.RunActor(), Repository: repo,
 				WorkflowRun: cause, Payload: &raw},
 		}
-		if hasRepo {
-			params.Trigger.Ref, params.Trigger.SHA, params.Trigger.CloneURL = tip.Name, tip.SHA, p.RepoURL
-			params.Trigger.Branch = strings.TrimPrefix(tip.Name, "refs/heads/")
-			if tipFile != nil {
-				params.Trigger.SetCommit(tipFile.message, tipFile.author)
-			}
-			if l.workflow == nil {
-				// Read at the branch's tip in the mirror, as a schedule's run is.
-				params.Trigger.Verified = store.RefFromRepository
-			}
-		}
-		if wf := l.workflow; wf != nil {
-			params.Trigger.WorkflowID, params.Trigger.WorkflowVersion = wf.ID.String(), wf.Version
-			if params.Plan.Name == "" {
-				named := *params.Plan
-				named.Name = wf.Name
-				params.Plan = &named
-			}
-		}
+		atTip(&params, hasRepo, tip, tipFile, p.RepoURL, l.workflow)
 		run, _, created, err := c.cfg.Store.CreateRun(ctx, params)
 		switch {
 		case errors.Is(err, store.ErrInvalid):
