@@ -468,7 +468,7 @@ func (d *decoder) workflowNames(n *yaml.Node, p string) []string {
 }
 
 func (d *decoder) workflowRunTypes(n *yaml.Node, p string) []string {
-	return d.activityTypes(n, p, "a workflow_run activity type", WorkflowRunTypes, WorkflowRunTypes)
+	return d.activityTypes(n, p, "workflow_run activity type", WorkflowRunTypes, WorkflowRunTypes)
 }
 
 // filters decodes an event's filter lists, keyed by Gantry's name of each filter (types
@@ -550,10 +550,10 @@ func (d *decoder) patterns(n *yaml.Node, p, key string) ([]string, bool) {
 }
 
 func (d *decoder) prTypes(n *yaml.Node, p string) []string {
-	return d.activityTypes(n, p, "a pull request action", pullRequestTypes, DefaultPullRequestTypes)
+	return d.activityTypes(n, p, "pull request action", pullRequestTypes, DefaultPullRequestTypes)
 }
 
-// activityTypes decodes an event's types: each one of known, none twice; an empty list is
+// activityTypes decodes an event's types, each a what (a noun): each one of known, none twice; an empty list is
 // refused, naming the defaults that leaving it out gives.
 func (d *decoder) activityTypes(n *yaml.Node, p, what string, known, defaults []string) []string {
 	items := d.items(n, p, "a list of "+what+"s", true)
@@ -566,7 +566,7 @@ func (d *decoder) activityTypes(n *yaml.Node, p, what string, known, defaults []
 	var out []string
 	for i, item := range items {
 		ip := indexPath(p, i)
-		v, ok := d.enum(item, ip, what, known)
+		v, ok := d.enum(item, ip, "a "+what, known)
 		if !ok {
 			continue
 		}
