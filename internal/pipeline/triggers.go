@@ -553,8 +553,8 @@ func (d *decoder) prTypes(n *yaml.Node, p string) []string {
 	return d.activityTypes(n, p, "pull request action", pullRequestTypes, DefaultPullRequestTypes)
 }
 
-// activityTypes decodes an event's types, each a what (a noun): each one of known, none twice; an empty list is
-// refused, naming the defaults that leaving it out gives.
+// activityTypes decodes an event's types, each a what (a noun): each one of known, none
+// twice; an empty list is refused, naming the defaults that leaving it out gives.
 func (d *decoder) activityTypes(n *yaml.Node, p, what string, known, defaults []string) []string {
 	items := d.items(n, p, "a list of "+what+"s", true)
 	if items == nil {
