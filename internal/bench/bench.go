@@ -275,6 +275,11 @@ func storesOf(s Scenario, stores []string) []string {
 	return on
 }
 
+// OnStore says whether any of scenarios runs on store when run on stores.
+func OnStore(scenarios []Scenario, stores []string, store string) bool {
+	return slices.ContainsFunc(scenarios, func(s Scenario) bool { return slices.Contains(storesOf(s, stores), store) })
+}
+
 // runScenario runs s once on store and names the result.
 func runScenario(ctx context.Context, o *Options, s Scenario, store string) (*Result, error) {
 	began := time.Now()

@@ -206,6 +206,20 @@ func (c *coordinator) close() {
 	c.dropOnce.Do(c.drop)
 }
 
+// PostgresVersion is the version of the PostgreSQL server at url, as it says it.
+func PostgresVersion(ctx context.Context, url string) (string, error) {
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return "", fmt.Errorf("connect to PostgreSQL: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var v string
+	if err := conn.QueryRow(ctx, "SHOW server_version").Scan(&v); err != nil {
+		return "", fmt.Errorf("read PostgreSQL's version: %w", err)
+	}
+	return v, nil
+}
+
 // createDatabase makes a database of its own on the server at base and returns its URL
 // and a function that drops it.
 func createDatabase(ctx context.Context, base string) (string, func(), error) {

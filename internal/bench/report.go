@@ -23,7 +23,9 @@ type Report struct {
 	Command string    `json:"command"`
 	Machine Machine   `json:"machine"`
 	Scale   float64   `json:"scale"`
-	Results []*Result `json:"results"`
+	// Postgres says what PostgreSQL server the scenarios on PostgreSQL used, when any did.
+	Postgres string    `json:"postgres,omitempty"`
+	Results  []*Result `json:"results"`
 }
 
 // Machine describes where the numbers were measured.
@@ -138,6 +140,9 @@ func Markdown(rep *Report) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Measured %s at commit %s with `%s`.\n\n", rep.Date.UTC().Format("2006-01-02 15:04 MST"), rep.Commit, rep.Command)
 	fmt.Fprintf(&b, "Machine: %d CPUs (%s), %s, %s, %s.\n", rep.Machine.CPUs, rep.Machine.CPU, rep.Machine.Memory, rep.Machine.OS, rep.Machine.Go)
+	if rep.Postgres != "" {
+		fmt.Fprintf(&b, "\nPostgreSQL: %s.\n", rep.Postgres)
+	}
 	if rep.Scale != 1 {
 		fmt.Fprintf(&b, "\n**Scale %g**: every count and duration is scaled down from the sizes the scenarios name.\n", rep.Scale)
 	}

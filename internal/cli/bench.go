@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gantry-ci/gantry/internal/bench"
+	"github.com/gantry-ci/gantry/internal/pgcluster"
 )
 
 // benchConfig is everything `gantry bench` acts on.
@@ -71,7 +73,8 @@ func (a *app) benchCommand() *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVar(&cfg.Stores, "store", cfg.Stores, "comma-separated stores to run on: sqlite, postgres")
-	f.StringVar(&cfg.Postgres, "postgres", "", "PostgreSQL server whose user may CREATE DATABASE; each scenario makes its own database there")
+	f.StringVar(&cfg.Postgres, "postgres", "", "PostgreSQL server whose user may CREATE DATABASE; each scenario makes its own database there "+
+		"(default: a throwaway cluster started with this machine's initdb, PostgreSQL's defaults but max_connections, removed at the end)")
 	f.StringVar(&cfg.JSON, "json", "", "write every result to this file as JSON")
 	f.StringVar(&cfg.Markdown, "markdown", "", "rewrite the generated section of this Markdown file (BENCHMARKS.md)")
 	f.Float64Var(&cfg.Scale, "scale", cfg.Scale, "multiply every count and duration (0.1 for a quick look)")
@@ -171,9 +174,16 @@ func (a *app) bench(ctx context.Context, cfg benchConfig, command string) error 
 		}
 		gantry = func(args ...string) *exec.Cmd { return exec.Command(exe, args...) }
 	}
-	o := &bench.Options{Command: gantry, Postgres: cfg.Postgres, Scale: cfg.Scale, Dir: cfg.Dir,
-		Log: newLogger(a.stderr, cfg.LogLevel, "text"), Noise: cfg.Noise}
+	log := newLogger(a.stderr, cfg.LogLevel, "text")
+	o := &bench.Options{Command: gantry, Postgres: cfg.Postgres, Scale: cfg.Scale, Dir: cfg.Dir, Log: log, Noise: cfg.Noise}
 	rep := &bench.Report{Date: time.Now(), Commit: benchCommit(), Command: command, Machine: bench.ThisMachine(), Scale: cfg.Scale}
+	if bench.OnStore(scenarios, cfg.stores(), bench.Postgres) {
+		stop, err := benchPostgres(ctx, o, rep, log)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	if cfg.CompareBuild != "" {
 		return a.benchBuilds(ctx, cfg, o, rep, scenarios)
 	}
@@ -203,6 +213,42 @@ func (a *app) bench(ctx context.Context, cfg benchConfig, command string) error 
 		}
 	}
 	return errors.Join(append([]error{runErr}, errs...)...)
+}
+
+// benchPostgresConf is what a cluster the bench starts changes of PostgreSQL's defaults:
+// room for the pools of a scenario's coordinators and of the bench's own connections.
+const benchPostgresConf = "max_connections = 200"
+
+// benchPostgres points o at the PostgreSQL server the scenarios make their databases on,
+// and writes in rep what server that is: the one at --postgres, else a throwaway cluster
+// it starts here (stop stops it).
+func benchPostgres(ctx context.Context, o *bench.Options, rep *bench.Report, log *slog.Logger) (stop func(), err error) {
+	stop = func() {}
+	what := "the server at --postgres"
+	if o.Postgres == "" {
+		log.Info("no --postgres: starting a throwaway PostgreSQL cluster")
+		c, err := pgcluster.Start(pgcluster.Options{Conf: benchPostgresConf, Logf: func(format string, args ...any) {
+			log.Info(fmt.Sprintf(format, args...))
+		}})
+		if err != nil {
+			return nil, fmt.Errorf("no --postgres, and a throwaway cluster did not start: %w (install PostgreSQL with make deps, "+
+				"or pass --postgres URL or --store sqlite)", err)
+		}
+		stop = func() {
+			if err := c.Stop(); err != nil {
+				log.Error("stop the throwaway PostgreSQL cluster", "err", err)
+			}
+		}
+		o.Postgres = c.URL().String()
+		what = "a throwaway cluster the bench started with initdb, PostgreSQL's defaults but " + benchPostgresConf
+	}
+	version, err := bench.PostgresVersion(ctx, o.Postgres)
+	if err != nil {
+		stop()
+		return nil, err
+	}
+	rep.Postgres = fmt.Sprintf("PostgreSQL %s, %s", version, what)
+	return stop, nil
 }
 
 // benchBuilds runs the scenarios with this build (A) and the binary at

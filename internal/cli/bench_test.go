@@ -12,7 +12,6 @@ import (
 
 	"github.com/gantry-ci/gantry/internal/bench"
 	"github.com/gantry-ci/gantry/internal/testbin"
-	"github.com/gantry-ci/gantry/internal/testdb"
 )
 
 // TestBench runs every scenario of gantry bench, scaled down, against real coordinator
@@ -25,6 +24,8 @@ func TestBench(t *testing.T) {
 		t.Parallel()
 		testBench(t, bench.SQLite, nil)
 	})
+	// With no --postgres, as `make bench` runs it, the bench starts a PostgreSQL
+	// cluster of its own.
 	t.Run("postgres", func(t *testing.T) {
 		t.Parallel()
 		testBench(t, bench.Postgres, []string{"throughput-8", "concurrency", "intake"})
@@ -39,9 +40,6 @@ func testBench(t *testing.T, store string, scenarios []string) {
 	}
 	args := []string{"bench", "--scale", "0.02", "--store", store,
 		"--json", jsonPath, "--markdown", mdPath, "--dir", dir, "--log-level", "warn"}
-	if store == bench.Postgres {
-		args = append(args, "--postgres", testdb.Postgres(t))
-	}
 	// The coordinators and workers the scenarios start are a gantry binary built without
 	// the race detector, as `gantry bench` runs: under it they took five times as long, and
 	// what this test checks is what the bench reports, not the server's races, which
@@ -64,6 +62,14 @@ func testBench(t *testing.T, store string, scenarios []string) {
 	}
 	if rep.Scale != 0.02 || rep.Machine.CPUs == 0 || rep.Commit == "" {
 		t.Errorf("report header: scale %v, machine %+v, commit %q", rep.Scale, rep.Machine, rep.Commit)
+	}
+	wantServer := regexp.MustCompile(`^$`)
+	if store == bench.Postgres {
+		wantServer = regexp.MustCompile(`^PostgreSQL [0-9][^,]*, a throwaway cluster the bench started with initdb, ` +
+			`PostgreSQL's defaults but max_connections = 200$`)
+	}
+	if !wantServer.MatchString(rep.Postgres) {
+		t.Errorf("report says the PostgreSQL server was %q, want %s", rep.Postgres, wantServer)
 	}
 	got := map[string]*bench.Result{}
 	for _, r := range rep.Results {
@@ -165,6 +171,9 @@ func testBench(t *testing.T, store string, scenarios []string) {
 	}
 	if rendered, err := os.ReadFile(again); err != nil || !strings.Contains(string(md), string(rendered[:len(rendered)/2])) {
 		t.Errorf("bench --report wrote %q (%v), not the section the run wrote", rendered, err)
+	}
+	if rep.Postgres != "" && !strings.Contains(string(md), "\nPostgreSQL: "+rep.Postgres+".\n") {
+		t.Errorf("the Markdown does not say what PostgreSQL server the scenarios ran on:\n%s", md)
 	}
 	if !strings.HasPrefix(string(md), "# Benchmarks\n\nText the team wrote.\n") {
 		t.Errorf("the Markdown lost the text around the generated section:\n%s", md)

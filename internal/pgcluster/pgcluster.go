@@ -1,4 +1,8 @@
-package testdb
+// Package pgcluster starts a throwaway PostgreSQL server in a temp directory, on a free
+// port of 127.0.0.1, from the PostgreSQL programs installed on the machine, and removes it
+// again: the database of the PostgreSQL store's tests (internal/testdb) and of
+// `gantry bench` when no server is named.
+package pgcluster
 
 import (
 	"context"
@@ -21,9 +25,9 @@ import (
 
 const (
 	// dirPrefix names the temp directory of every throwaway cluster, so that a later
-	// test process can find and remove the clusters of processes that died.
-	dirPrefix = "gantry-testdb-"
-	// ownerFile in that directory holds the PID of the test process that owns it.
+	// process can find and remove the clusters of processes that died.
+	dirPrefix = "gantry-pgcluster-"
+	// ownerFile in that directory holds the PID of the process that owns it.
 	ownerFile = "owner.pid"
 	// libGlob is where Debian and Ubuntu install each PostgreSQL version's programs,
 	// off PATH.
@@ -35,32 +39,33 @@ const (
 	startTries   = 3
 )
 
-var errNoPostgres = errors.New("no PostgreSQL programs (initdb and pg_ctl) on PATH or in " + libGlob)
+// ErrNoPostgres says PostgreSQL is not installed: Start found no initdb and pg_ctl.
+var ErrNoPostgres = errors.New("no PostgreSQL programs (initdb and pg_ctl) on PATH or in " + libGlob)
 
-// serverConf is appended to the cluster's postgresql.conf. The data is thrown away, so
-// durability buys nothing, and without it CREATE DATABASE and commits are fast.
-// max_connections leaves room for many parallel tests, each with a pool.
-const serverConf = `
-# Added by Gantry's internal/testdb for a throwaway test cluster.
-listen_addresses = '127.0.0.1'
-fsync = off
-synchronous_commit = off
-full_page_writes = off
-max_connections = 300
-`
+// Options say how to start a cluster.
+type Options struct {
+	// Conf is appended to the cluster's postgresql.conf, after listen_addresses =
+	// '127.0.0.1' and the socket directory: settings as postgresql.conf lines.
+	Conf string
+	// Logf, when set, is told what Start did (and what stale clusters it removed).
+	Logf func(format string, args ...any)
+}
 
-// cluster is a throwaway PostgreSQL server owned by this test process.
-type cluster struct {
+// Cluster is a throwaway PostgreSQL server owned by this process.
+type Cluster struct {
 	dir  string              // temp dir: data/, the Unix socket, postgres.log, owner.pid
 	bin  string              // directory holding initdb, pg_ctl and postgres
 	cred *syscall.Credential // when running as root: the postgres user, since initdb refuses root
 	port int
+	conf string
 }
 
-func (c *cluster) dataDir() string { return filepath.Join(c.dir, "data") }
-func (c *cluster) logFile() string { return filepath.Join(c.dir, "postgres.log") }
+func (c *Cluster) dataDir() string { return filepath.Join(c.dir, "data") }
+func (c *Cluster) logFile() string { return filepath.Join(c.dir, "postgres.log") }
 
-func (c *cluster) adminURL() *url.URL {
+// URL is the cluster's postgres database, as its superuser postgres (trusted, no
+// password), over TCP.
+func (c *Cluster) URL() *url.URL {
 	return &url.URL{
 		Scheme:   "postgres",
 		User:     url.User("postgres"),
@@ -70,9 +75,14 @@ func (c *cluster) adminURL() *url.URL {
 	}
 }
 
-// startCluster creates and starts a cluster in a new temp dir, or returns an error
-// wrapping errNoPostgres when PostgreSQL is not installed.
-func startCluster(logf func(format string, args ...any)) (*cluster, error) {
+// Start creates and starts a cluster in a new temp dir, or returns an error wrapping
+// ErrNoPostgres when PostgreSQL is not installed. Stop stops and removes it; a cluster
+// whose process died without Stop is removed by the next Start of any process.
+func Start(o Options) (*Cluster, error) {
+	logf := o.Logf
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
 	begin := time.Now()
 	bin, err := findBinDir(exec.LookPath, libGlob)
 	if err != nil {
@@ -88,7 +98,7 @@ func startCluster(logf func(format string, args ...any)) (*cluster, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create cluster directory: %w", err)
 	}
-	c := &cluster{dir: dir, bin: bin, cred: cred}
+	c := &Cluster{dir: dir, bin: bin, cred: cred, conf: o.Conf}
 	if err := c.create(); err != nil {
 		return nil, errors.Join(err, os.RemoveAll(dir))
 	}
@@ -100,17 +110,17 @@ func startCluster(logf func(format string, args ...any)) (*cluster, error) {
 			break
 		}
 		if try == startTries {
-			return nil, errors.Join(err, c.stop())
+			return nil, errors.Join(err, c.Stop())
 		}
-		logf("testdb: start PostgreSQL (try %d of %d): %v", try, startTries, err)
+		logf("pgcluster: start PostgreSQL (try %d of %d): %v", try, startTries, err)
 	}
-	logf("testdb: started a throwaway PostgreSQL cluster (%s) in %s on 127.0.0.1:%d in %v",
+	logf("pgcluster: started a throwaway PostgreSQL cluster (%s) in %s on 127.0.0.1:%d in %v",
 		bin, dir, c.port, time.Since(begin).Round(time.Millisecond))
 	return c, nil
 }
 
 // create runs initdb and writes the server configuration, all but the port.
-func (c *cluster) create() error {
+func (c *Cluster) create() error {
 	owner := []byte(strconv.Itoa(os.Getpid()) + "\n")
 	if err := os.WriteFile(filepath.Join(c.dir, ownerFile), owner, 0o644); err != nil {
 		return fmt.Errorf("write cluster owner: %w", err)
@@ -134,7 +144,7 @@ func (c *cluster) create() error {
 		return fmt.Errorf("initdb in %s%s: %w\n%s", c.dir, hint, err, out)
 	}
 
-	conf := serverConf + "unix_socket_directories = " + quoteConf(c.dir) + "\n"
+	conf := "\n# Added by Gantry's internal/pgcluster for a throwaway cluster.\nlisten_addresses = '127.0.0.1'\nunix_socket_directories = " + quoteConf(c.dir) + "\n" + c.conf + "\n"
 	f, err := os.OpenFile(filepath.Join(c.dataDir(), "postgresql.conf"), os.O_APPEND|os.O_WRONLY, 0)
 	if err != nil {
 		return fmt.Errorf("open postgresql.conf: %w", err)
@@ -151,7 +161,7 @@ func (c *cluster) create() error {
 
 // start starts the server on a free port and waits, at most startTimeout, until it
 // accepts connections.
-func (c *cluster) start() error {
+func (c *Cluster) start() error {
 	port, err := freePort()
 	if err != nil {
 		return err
@@ -172,10 +182,10 @@ func (c *cluster) start() error {
 }
 
 // waitReady polls until a connection to the admin database succeeds or ctx ends.
-func (c *cluster) waitReady(ctx context.Context) error {
+func (c *Cluster) waitReady(ctx context.Context) error {
 	backoff := 5 * time.Millisecond
 	for {
-		conn, err := pgx.Connect(ctx, c.adminURL().String())
+		conn, err := pgx.Connect(ctx, c.URL().String())
 		if err == nil {
 			err = conn.Ping(ctx)
 			conn.Close(ctx)
@@ -194,9 +204,9 @@ func (c *cluster) waitReady(ctx context.Context) error {
 	}
 }
 
-// stop stops the server, if it is running, without a checkpoint, and removes the
+// Stop stops the server, if it is running, without a checkpoint, and removes the
 // cluster's directory.
-func (c *cluster) stop() error {
+func (c *Cluster) Stop() error {
 	var stopErr error
 	if _, err := os.Stat(filepath.Join(c.dataDir(), "postmaster.pid")); err == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), stopTimeout)
@@ -219,7 +229,7 @@ func (c *cluster) stop() error {
 // command prepares one of the PostgreSQL programs: in its own process group, killed
 // with the group when ctx ends, without the caller's PG* variables (which would point
 // it elsewhere), and as the postgres user when running as root.
-func (c *cluster) command(ctx context.Context, name string, args ...string) *exec.Cmd {
+func (c *Cluster) command(ctx context.Context, name string, args ...string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, filepath.Join(c.bin, name), args...)
 	cmd.Dir = c.dir // the tools chdir-check their working directory, so it must be theirs
 	cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "PG") })
@@ -236,7 +246,7 @@ func (c *cluster) command(ctx context.Context, name string, args ...string) *exe
 }
 
 // logTail returns the end of the server log, to explain a failed start.
-func (c *cluster) logTail() string {
+func (c *Cluster) logTail() string {
 	b, err := os.ReadFile(c.logFile())
 	if err != nil || len(b) == 0 {
 		return ""
@@ -291,7 +301,7 @@ func findBinDir(lookPath func(string) (string, error), libGlob string) (string, 
 			return dir, nil
 		}
 	}
-	return "", errNoPostgres
+	return "", ErrNoPostgres
 }
 
 // versionOf reads the version from a .../<version>/bin path: "9.6" is [9 6], "16" is
@@ -328,8 +338,8 @@ func quoteConf(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", "''") + "'"
 }
 
-// reapStale stops and removes clusters whose test process died without going through
-// Main: killed by -timeout, a signal or a crash. It is best effort; what it cannot remove
+// reapStale stops and removes clusters whose process died without stopping them: killed
+// by a test's -timeout, a signal or a crash. It is best effort; what it cannot remove
 // it reports and leaves.
 func reapStale(bin string, cred *syscall.Credential, logf func(format string, args ...any)) {
 	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), dirPrefix+"*"))
@@ -342,12 +352,12 @@ func reapStale(bin string, cred *syscall.Credential, logf func(format string, ar
 		if err != nil || pid == os.Getpid() || alive(pid) {
 			continue
 		}
-		stale := &cluster{dir: dir, bin: bin, cred: cred}
-		if err := stale.stop(); err != nil {
-			logf("testdb: remove the cluster left by exited test process %d: %v", pid, err)
+		stale := &Cluster{dir: dir, bin: bin, cred: cred}
+		if err := stale.Stop(); err != nil {
+			logf("pgcluster: remove the cluster left by exited process %d: %v", pid, err)
 			continue
 		}
-		logf("testdb: removed the cluster in %s left by exited test process %d", dir, pid)
+		logf("pgcluster: removed the cluster in %s left by exited process %d", dir, pid)
 	}
 }
 
