@@ -61,6 +61,14 @@ var storageBackends = []struct {
 		t.Cleanup(func() { _ = st.Close() })
 		return func() logs.Storage { return logchunks.New(st) }
 	}},
+	{"chunks-sqlite-uncompacted", func(t *testing.T) func() logs.Storage {
+		st, err := sqlite.Open(context.Background(), sqlitetest.Path(t), sqlite.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = st.Close() })
+		return func() logs.Storage { return logchunks.New(st).WithoutCompaction() }
+	}},
 	{"chunks-postgres", func(t *testing.T) func() logs.Storage {
 		st, err := postgres.Open(context.Background(), testdb.Postgres(t), postgres.Options{})
 		if err != nil {
@@ -152,6 +160,50 @@ func TestFinishedLogsMoveToBlobs(t *testing.T) {
 	for i, l := range got {
 		if l.Seq != int64(i+1) || l.Text != textOf(l.Seq) {
 			t.Fatalf("line %d: seq %d text %.40q", i+1, l.Seq, l.Text)
+		}
+	}
+}
+
+// TestFinishWithoutCompaction: a finished attempt's rows are merged into fewer, unless
+// the storage is WithoutCompaction (gantry run's), which leaves one row per append; the
+// lines read back whole either way.
+func TestFinishWithoutCompaction(t *testing.T) {
+	t.Parallel()
+	for _, keep := range []bool{false, true} {
+		st, err := sqlite.Open(context.Background(), sqlitetest.Path(t), sqlite.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = st.Close() })
+		ls := logchunks.New(st)
+		if keep {
+			ls = ls.WithoutCompaction()
+		}
+		ctx := t.Context()
+		k := logs.Key{Job: store.NewID(), Attempt: 1}
+		const appends, per = 30, 100
+		for first := int64(1); first <= appends*per; first += per {
+			var batch []logs.Line
+			for seq := first; seq < first+per; seq++ {
+				batch = append(batch, logs.Line{Seq: seq, TS: seq, Stream: logs.Stdout, Text: textOf(seq)})
+			}
+			if _, err := ls.Append(ctx, k, batch); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := ls.Finish(ctx, k); err != nil {
+			t.Fatalf("Finish: %v", err)
+		}
+		cs, err := st.ListLogChunks(ctx, k.Job, k.Attempt, 0, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if keep && len(cs) != appends || !keep && (len(cs) == 0 || len(cs) >= appends/3) {
+			t.Errorf("without compaction %v: %d rows after Finish of %d appends of %d lines each", keep, len(cs), appends, per)
+		}
+		got, err := ls.Read(ctx, k, 0, appends*per+1)
+		if err != nil || len(got) != appends*per || got[len(got)-1].Text != textOf(appends*per) {
+			t.Errorf("without compaction %v: read %d lines back (%v), want %d", keep, len(got), err, appends*per)
 		}
 	}
 }

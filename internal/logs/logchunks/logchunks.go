@@ -27,6 +27,8 @@ import (
 type Storage struct {
 	idx   store.LogIndex
 	blobs blob.Store // where finished logs go; nil keeps them in the rows
+	// keep leaves a finished attempt's rows as they were appended (WithoutCompaction).
+	keep bool
 
 	mu    sync.Mutex
 	state map[logs.Key]logs.State // last known end per attempt; another replica may have moved it
@@ -46,6 +48,14 @@ func New(idx store.LogIndex) *Storage {
 // blob, and returns s.
 func (s *Storage) WithBlobs(bs blob.Store) *Storage {
 	s.blobs = bs
+	return s
+}
+
+// WithoutCompaction leaves a finished attempt's rows as they were appended, and returns
+// s: for a database deleted with its process (gantry run), where compacting would cost a
+// write, and the memory of the whole log at once, for rows nothing reads twice.
+func (s *Storage) WithoutCompaction() *Storage {
+	s.keep = true
 	return s
 }
 
@@ -179,9 +189,12 @@ func (s *Storage) chunkData(ctx context.Context, c *store.LogChunk) ([]byte, err
 
 // Finish implements Storage: the attempt's rows are merged into rows of about
 // compactBytes, and with a blob store their lines move there. Run again, it finds the
-// work done.
+// work done. WithoutCompaction, it leaves them.
 func (s *Storage) Finish(ctx context.Context, k logs.Key) error {
 	defer s.forget(k)
+	if s.keep {
+		return nil
+	}
 	var all []*store.LogChunk
 	var after int64
 	for {
