@@ -97,7 +97,7 @@ fmtcheck:
 BENCH_POSTGRES ?=
 BENCH_FLAGS ?=
 bench: build
-	bin/gantry bench --postgres '$(BENCH_POSTGRES)' --json bench.json --markdown BENCHMARKS.md $(BENCH_FLAGS)
+	bin/gantry bench $(if $(BENCH_POSTGRES),--postgres '$(BENCH_POSTGRES)') --json bench.json --markdown BENCHMARKS.md $(BENCH_FLAGS)
 
 # Go benchmarks of the planner and of the store drivers alone. The store's run a fixed
 # number of jobs: their setup (100,000 queued jobs for the claim-latency case) is too slow
