@@ -8,6 +8,8 @@ import (
 	"unicode"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/gantry-ci/gantry/internal/lazyre"
 )
 
 // Cache is one of a job's caches, after defaults: directories restored before the job's
@@ -64,8 +66,8 @@ var (
 	cacheKeys  = []string{"key", "restore_keys", "paths", "when"}
 	cacheWhens = []string{string(CacheOnSuccess), string(CacheOnFailure), string(CacheAlways)}
 	// hashFilesCall is the canonical form a plan keeps of a hashFiles call.
-	hashFilesCall = regexp.MustCompile(`\$\{\{ hashFiles\(((?:'(?:[^']|'')*'(?:, )?)+)\) \}\}`)
-	hashFilesArg  = regexp.MustCompile(`'((?:[^']|'')*)'`)
+	hashFilesCall = lazyre.New(`\$\{\{ hashFiles\(((?:'(?:[^']|'')*'(?:, )?)+)\) \}\}`)
+	hashFilesArg  = lazyre.New(`'((?:[^']|'')*)'`)
 )
 
 // cacheSpec is one entry of cache: as written.

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
 	"strconv"
 	"strings"
 
@@ -16,6 +15,8 @@ import (
 	"github.com/expr-lang/expr/parser"
 	"github.com/expr-lang/expr/parser/lexer"
 	"github.com/expr-lang/expr/vm"
+
+	"github.com/gantry-ci/gantry/internal/lazyre"
 )
 
 // Job results as an if: expression sees them in needs.<job>.result. They are the job
@@ -426,9 +427,9 @@ func fromExprErr(err error) *exprError {
 // (unexpected token Operator("&&"), expected bool, but got map[string]string), and what
 // exprMessage says instead, in the words the rest of Gantry's errors use.
 var (
-	unexpectedToken = regexp.MustCompile(`unexpected token (EOF|(Operator|Bracket|String|Identifier|Number|Bytes)\("((?:[^"\\]|\\.)*)"\))`)
-	goTypeWords     = regexp.MustCompile(`\b(map\[[^\]]*\][\w{}. ]+|\[\][\w{}. ]+|interface \{\}|string|bool|float64|int|int64|func\([^)]*\)[ \w]*)`)
-	unrecognized    = regexp.MustCompile(`unrecognized character: U\+[0-9A-F]+ '(.+)'`)
+	unexpectedToken = lazyre.New(`unexpected token (EOF|(Operator|Bracket|String|Identifier|Number|Bytes)\("((?:[^"\\]|\\.)*)"\))`)
+	goTypeWords     = lazyre.New(`\b(map\[[^\]]*\][\w{}. ]+|\[\][\w{}. ]+|interface \{\}|string|bool|float64|int|int64|func\([^)]*\)[ \w]*)`)
+	unrecognized    = lazyre.New(`unrecognized character: U\+[0-9A-F]+ '(.+)'`)
 )
 
 // exprMessage rewrites an expr-lang message in Gantry's words: `unexpected "&&"`, `the

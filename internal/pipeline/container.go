@@ -1,12 +1,13 @@
 package pipeline
 
 import (
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/gantry-ci/gantry/internal/lazyre"
 )
 
 // DockerLabel is the capability a worker with the docker executor carries as a label. A
@@ -125,18 +126,18 @@ type healthcheckSpec struct {
 }
 
 // serviceNamePattern is a host name label: the name the job's steps reach a service by.
-var serviceNamePattern = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+var serviceNamePattern = lazyre.New(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
 
 // Image references, as the Docker Engine and registries read them: an optional registry
 // host (it holds a '.' or a ':', or is localhost), path components of lower-case letters
 // and digits joined by '.', '_', '__' or dashes, then a tag and/or a sha256 digest.
 var (
-	registryPattern = regexp.MustCompile(`^(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])(?:\.(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9]))*(?::[0-9]+)?$`)
-	imageRefPattern = regexp.MustCompile(`^` +
+	registryPattern = lazyre.New(`^(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])(?:\.(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9]))*(?::[0-9]+)?$`)
+	imageRefPattern = lazyre.New(`^` +
 		`[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*` +
 		`(?::[\w][\w.-]{0,127})?` +
 		`(?:@sha256:[a-f0-9]{64})?$`)
-	portPattern = regexp.MustCompile(`^(?:([0-9]{1,5}):)?([0-9]{1,5})(?:/(tcp|udp|sctp))?$`)
+	portPattern = lazyre.New(`^(?:([0-9]{1,5}):)?([0-9]{1,5})(?:/(tcp|udp|sctp))?$`)
 )
 
 // CheckImageRef says what is wrong with an image reference, or "" when it is one.

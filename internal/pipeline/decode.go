@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -13,6 +12,8 @@ import (
 	goccyyaml "github.com/goccy/go-yaml"
 	goccyparser "github.com/goccy/go-yaml/parser"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/gantry-ci/gantry/internal/lazyre"
 )
 
 // decoder walks a yaml.Node tree by hand instead of unmarshalling into structs, so that
@@ -58,7 +59,7 @@ func (d *decoder) add(kind ErrorKind, n *yaml.Node, path, format string, args ..
 // yamlLine extracts the line number from a go.yaml.in/yaml/v3 syntax error. The library
 // reports syntax errors only as text ("yaml: line 7: ..."), so this is the one place that
 // reads an error message; it only recovers the position and never decides behaviour.
-var yamlLine = regexp.MustCompile(`^yaml: line (\d+): `)
+var yamlLine = lazyre.New(`^yaml: line (\d+): `)
 
 // parseDocument parses src into a single YAML document node.
 func (d *decoder) parseDocument(src []byte) (doc *yaml.Node) {

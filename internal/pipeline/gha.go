@@ -9,8 +9,9 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/gantry-ci/gantry/internal/ghaexpr"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/gantry-ci/gantry/internal/ghaexpr"
 )
 
 // The GitHub Actions front end. A workflow is translated, node by node, into a definition

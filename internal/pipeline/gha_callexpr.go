@@ -6,8 +6,9 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/gantry-ci/gantry/internal/ghaexpr"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/gantry-ci/gantry/internal/ghaexpr"
 )
 
 // The expressions of a called workflow are rewritten before its jobs are translated:

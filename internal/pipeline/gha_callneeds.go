@@ -5,8 +5,9 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/gantry-ci/gantry/internal/ghaexpr"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/gantry-ci/gantry/internal/ghaexpr"
 )
 
 // An input a caller fills from what a job it needs left (with: {who: ${{

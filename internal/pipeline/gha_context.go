@@ -5,9 +5,10 @@ import (
 	"slices"
 
 	"fmt"
-	"github.com/gantry-ci/gantry/internal/ghaexpr"
 	"strconv"
 	"strings"
+
+	"github.com/gantry-ci/gantry/internal/ghaexpr"
 
 	"go.yaml.in/yaml/v3"
 )

@@ -9,8 +9,9 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/gantry-ci/gantry/internal/ghaexpr"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/gantry-ci/gantry/internal/ghaexpr"
 )
 
 // A matrix computed from what a job's needs left (strategy.matrix: ${{ fromJSON(

@@ -5,8 +5,9 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/gantry-ci/gantry/internal/ghaexpr"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/gantry-ci/gantry/internal/ghaexpr"
 )
 
 // A job's name: with an operator or a function (${{ matrix.name || matrix.os }}) cannot be

@@ -2,12 +2,12 @@ package pipeline
 
 import (
 	"path"
-	"regexp"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
 
 	"github.com/gantry-ci/gantry/internal/ghaexpr"
+	"github.com/gantry-ci/gantry/internal/lazyre"
 )
 
 // Test reports in workflows. A step of gantry/test-report names its job's reports
@@ -149,14 +149,14 @@ func (t *ghaTranslator) reporterStep(j *ghaJob, st *ghaStep, r *yaml.Node, u fie
 
 // workspacePrefix is ${{ github.workspace }}/ at the start of a path: the workspace,
 // which Gantry's report paths are relative to.
-var workspacePrefix = regexp.MustCompile(`^\$\{\{\s*github\.workspace\s*\}\}/+`)
+var workspacePrefix = lazyre.New(`^\$\{\{\s*github\.workspace\s*\}\}/+`)
 
 // extglob matches the parts of a glob that the reporters' glob libraries read and
 // Gantry's paths would take as plain text: braces, extended globs and negation.
-var extglob = regexp.MustCompile(`[{}]|[?*+@!]\(|^!`)
+var extglob = lazyre.New(`[{}]|[?*+@!]\(|^!`)
 
 // exprText matches the ${{ }} in a text.
-var exprText = regexp.MustCompile(`\$\{\{.*?\}\}`)
+var exprText = lazyre.New(`\$\{\{.*?\}\}`)
 
 // reporterPathText is a reporter's path as a report path of Gantry's, before its
 // expressions are translated; false when Gantry would read it otherwise than the action.

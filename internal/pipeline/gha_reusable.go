@@ -5,8 +5,9 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/gantry-ci/gantry/internal/ghaexpr"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/gantry-ci/gantry/internal/ghaexpr"
 )
 
 // A reusable workflow (on: workflow_call) runs when a workflow calls it, with the inputs

@@ -8,8 +8,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gantry-ci/gantry/internal/ghaexpr"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/gantry-ci/gantry/internal/ghaexpr"
 )
 
 // timeout-minutes and continue-on-error written as expressions (${{ matrix.slow && 30 ||

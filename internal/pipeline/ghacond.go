@@ -4,11 +4,11 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"regexp"
 	"strconv"
 	"strings"
 
 	"github.com/gantry-ci/gantry/internal/ghaexpr"
+	"github.com/gantry-ci/gantry/internal/lazyre"
 )
 
 // A workflow's if: that Gantry's expression language cannot say (github.event.*,
@@ -39,7 +39,7 @@ func compileGitHubCondition(src string) (*Condition, *exprError) {
 }
 
 // statusCall finds a call of a status function, as GitHub does before it adds success().
-var statusCall = regexp.MustCompile(`(?i)\b(success|failure|always|cancelled)\s*\(`)
+var statusCall = lazyre.New(`(?i)\b(success|failure|always|cancelled)\s*\(`)
 
 // Text is the condition as its author wrote it, for messages.
 func (c *Condition) Text() string {

@@ -2,13 +2,13 @@ package pipeline
 
 import (
 	"fmt"
-	"regexp"
 	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
 
 	"github.com/gantry-ci/gantry/internal/ghaexpr"
+	"github.com/gantry-ci/gantry/internal/lazyre"
 )
 
 // A job's name: may read what the jobs it needs left (${{ needs.JOB.outputs.NAME }}, or
@@ -81,7 +81,7 @@ func claimNameMessage(context string) string {
 
 // claimNameRefs finds what ClaimedName puts in: needs.JOB.outputs.NAME (1, 2) and
 // expressions kept for the worker (3).
-var claimNameRefs = regexp.MustCompile(`\$\{\{ (?:needs\.([A-Za-z0-9_][A-Za-z0-9_-]*)\.outputs\.([A-Za-z_][A-Za-z0-9_-]*)|gha:([A-Za-z0-9_-]*)) \}\}`)
+var claimNameRefs = lazyre.New(`\$\{\{ (?:needs\.([A-Za-z0-9_][A-Za-z0-9_-]*)\.outputs\.([A-Za-z_][A-Za-z0-9_-]*)|gha:([A-Za-z0-9_-]*)) \}\}`)
 
 // readableName is a name as it is written: the expressions kept for the worker as
 // ${{ expression }} again.

@@ -1,15 +1,16 @@
 package pipeline
 
 import (
-	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/gantry-ci/gantry/internal/lazyre"
 )
 
 // secretNamePattern is what a secret's name looks like: an environment variable's name
 // in upper case. Names are case-sensitive, and lower case is refused rather than folded,
 // so that one secret has one spelling everywhere.
-var secretNamePattern = regexp.MustCompile(`^[A-Z_][A-Z0-9_]*$`)
+var secretNamePattern = lazyre.New(`^[A-Z_][A-Z0-9_]*$`)
 
 // MaxSecretNameLen bounds a secret's name.
 const MaxSecretNameLen = 128
@@ -23,7 +24,7 @@ func ValidSecretName(name string) bool {
 func SecretRef(name string) string { return "${{ secrets." + name + " }}" }
 
 // secretRefPattern finds canonical references (what SecretRef writes).
-var secretRefPattern = regexp.MustCompile(`\$\{\{ secrets\.([A-Z_][A-Z0-9_]*) \}\}`)
+var secretRefPattern = lazyre.New(`\$\{\{ secrets\.([A-Z_][A-Z0-9_]*) \}\}`)
 
 // SecretRefs lists the secrets s refers to, each once, in order of first use.
 func SecretRefs(s string) []string {

@@ -2,12 +2,13 @@ package pipeline
 
 import (
 	"path"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/gantry-ci/gantry/internal/lazyre"
 )
 
 // text is a string from the definition together with where it was written, so that later
@@ -153,14 +154,14 @@ type combo struct {
 }
 
 var (
-	jobNamePattern   = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_-]{0,99}$`)
-	stageNamePattern = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_-]{0,99}$`)
-	envNamePattern   = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_-]*$`)
-	axisNamePattern  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_-]{0,63}$`)
-	labelPattern     = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:/=-]{0,127}$`)
+	jobNamePattern   = lazyre.New(`^[A-Za-z0-9_][A-Za-z0-9_-]{0,99}$`)
+	stageNamePattern = lazyre.New(`^[A-Za-z0-9_][A-Za-z0-9_-]{0,99}$`)
+	envNamePattern   = lazyre.New(`^[A-Za-z_][A-Za-z0-9_-]*$`)
+	axisNamePattern  = lazyre.New(`^[A-Za-z_][A-Za-z0-9_-]{0,63}$`)
+	labelPattern     = lazyre.New(`^[A-Za-z0-9][A-Za-z0-9._:/=-]{0,127}$`)
 	// outputNamePattern is an output's name and a step's id: what ${{ steps.ID.outputs.NAME }}
 	// and needs.JOB.outputs.NAME may name.
-	outputNamePattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_-]{0,99}$`)
+	outputNamePattern = lazyre.New(`^[A-Za-z_][A-Za-z0-9_-]{0,99}$`)
 )
 
 var (
@@ -635,7 +636,7 @@ func (d *decoder) actionInputs(n *yaml.Node, p string) []envVar {
 }
 
 // actionInputPattern is what an action's input may be called.
-var actionInputPattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_-]*$`)
+var actionInputPattern = lazyre.New(`^[A-Za-z_][A-Za-z0-9_-]*$`)
 
 func (d *decoder) env(n *yaml.Node, p string) []envVar {
 	var out []envVar

@@ -2,7 +2,6 @@ package pipeline
 
 import (
 	"fmt"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -11,16 +10,17 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/gantry-ci/gantry/internal/ghaexpr"
+	"github.com/gantry-ci/gantry/internal/lazyre"
 )
 
-var refPattern = regexp.MustCompile(`^(matrix|env|secrets|inputs|pr|workflow_run)\.([A-Za-z_][A-Za-z0-9_-]*)$`)
+var refPattern = lazyre.New(`^(matrix|env|secrets|inputs|pr|workflow_run)\.([A-Za-z_][A-Za-z0-9_-]*)$`)
 
 // runNames are the run's own values that ${{ }} may name bare, besides inputs.X and pr.X:
 // they are known only when a run is created (see Job.WithRunValues).
 var runNames = []string{"ref", "branch", "tag", "sha", "event", "repository"}
 
 // runRefPattern finds the canonical run-time references a plan keeps (what runRef writes).
-var runRefPattern = regexp.MustCompile(`\$\{\{ (ref|branch|tag|sha|event|repository|inputs\.[A-Za-z_][A-Za-z0-9_-]*|pr\.(?:number|fork)|workflow_run\.(?:id|name|number|action|conclusion|branch|sha)) \}\}`)
+var runRefPattern = lazyre.New(`\$\{\{ (ref|branch|tag|sha|event|repository|inputs\.[A-Za-z_][A-Za-z0-9_-]*|pr\.(?:number|fork)|workflow_run\.(?:id|name|number|action|conclusion|branch|sha)) \}\}`)
 
 func runRef(name string) string { return "${{ " + name + " }}" }
 
@@ -28,11 +28,11 @@ func runRef(name string) string { return "${{ " + name + " }}" }
 // of its earlier steps: kept in the plan, written canonically, and put in when the job
 // is claimed (needs, WithNeeds) or when the step runs (steps, on the worker).
 var (
-	needsRefPattern = regexp.MustCompile(`^needs\.([A-Za-z0-9_][A-Za-z0-9_-]*)\.outputs\.([A-Za-z_][A-Za-z0-9_-]*)$`)
-	stepsRefPattern = regexp.MustCompile(`^steps\.([A-Za-z_][A-Za-z0-9_-]*)\.(outputs\.([A-Za-z_][A-Za-z0-9_-]*)|outcome|conclusion)$`)
+	needsRefPattern = lazyre.New(`^needs\.([A-Za-z0-9_][A-Za-z0-9_-]*)\.outputs\.([A-Za-z_][A-Za-z0-9_-]*)$`)
+	stepsRefPattern = lazyre.New(`^steps\.([A-Za-z_][A-Za-z0-9_-]*)\.(outputs\.([A-Za-z_][A-Za-z0-9_-]*)|outcome|conclusion)$`)
 	// NeedsRefs and StepsRefs find those references as the plan keeps them.
-	needsRefs = regexp.MustCompile(`\$\{\{ needs\.([A-Za-z0-9_][A-Za-z0-9_-]*)\.outputs\.([A-Za-z_][A-Za-z0-9_-]*) \}\}`)
-	stepsRefs = regexp.MustCompile(`\$\{\{ steps\.([A-Za-z_][A-Za-z0-9_-]*)\.(outputs\.[A-Za-z_][A-Za-z0-9_-]*|outcome|conclusion) \}\}`)
+	needsRefs = lazyre.New(`\$\{\{ needs\.([A-Za-z0-9_][A-Za-z0-9_-]*)\.outputs\.([A-Za-z_][A-Za-z0-9_-]*) \}\}`)
+	stepsRefs = lazyre.New(`\$\{\{ steps\.([A-Za-z_][A-Za-z0-9_-]*)\.(outputs\.[A-Za-z_][A-Za-z0-9_-]*|outcome|conclusion) \}\}`)
 )
 
 // refScope is what ${{ needs.X.outputs.Y }} and ${{ steps.X... }} may name where text is
@@ -510,7 +510,7 @@ func checkOutputs(outputs map[string]string, refuseRefs bool) error {
 // references again after this (the worker's expressions, a step's outputs, secrets), so
 // a value that holds ${{, or makes it with the text around it ($ before a value that
 // starts {{, or one value after another), would be read as one: to a secret, at worst.
-func insertText(s string, refs *regexp.Regexp, value func(ref string) string) (string, bool) {
+func insertText(s string, refs *lazyre.Regexp, value func(ref string) string) (string, bool) {
 	n := 0
 	out := refs.ReplaceAllStringFunc(s, func(ref string) string {
 		n++

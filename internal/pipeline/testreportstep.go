@@ -1,8 +1,9 @@
 package pipeline
 
 import (
-	"regexp"
 	"strings"
+
+	"github.com/gantry-ci/gantry/internal/lazyre"
 )
 
 // TestReportAction is Gantry's own action for naming a job's test reports from a step,
@@ -33,7 +34,7 @@ var testReportInputs = []string{ReportJUnit, ReportGoTestJSON, ReportTAP, TestRe
 // testReportRef matches the refs gantry/test-report is known by: its inputs are a
 // contract of Gantry's, versioned v1 (v1.2 and v1.2.3 name the same), and a later
 // version may change them, so no other ref is taken for this one.
-var testReportRef = regexp.MustCompile(`^v1(\.[0-9]+){0,2}$`)
+var testReportRef = lazyre.New(`^v1(\.[0-9]+){0,2}$`)
 
 // IsTestReport reports whether u names gantry/test-report, at any ref (the compiler
 // refuses refs other than v1's). Names are case-insensitive, as GitHub's are.

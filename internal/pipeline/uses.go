@@ -3,8 +3,9 @@ package pipeline
 import (
 	"fmt"
 	"path"
-	"regexp"
 	"strings"
+
+	"github.com/gantry-ci/gantry/internal/lazyre"
 )
 
 // UsesKind says where a step's action comes from.
@@ -56,8 +57,8 @@ func (u Uses) String() string {
 }
 
 var (
-	usesOwner = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`)
-	usesRef   = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_./+-]*$`)
+	usesOwner = lazyre.New(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`)
+	usesRef   = lazyre.New(`^[A-Za-z0-9_][A-Za-z0-9_./+-]*$`)
 )
 
 // ParseUses reads a step's uses: text as GitHub does: owner/repo@ref,

@@ -4,10 +4,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/gantry-ci/gantry/internal/lazyre"
 )
 
 // Duration is a time.Duration that reads and writes as text such as "30m" in JSON.
@@ -35,7 +36,7 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 // String formats like time.Duration.
 func (d Duration) String() string { return time.Duration(d).String() }
 
-var durationPart = regexp.MustCompile(`^(\d+(?:\.\d+)?)(ms|s|m|h|d|w)`)
+var durationPart = lazyre.New(`^(\d+(?:\.\d+)?)(ms|s|m|h|d|w)`)
 
 // ParseDuration reads a duration such as "30m", "1h30m", "90s", "500ms", "7d" or "2w".
 // Days and weeks are 24 and 168 hours. Negative durations are not accepted.
@@ -67,7 +68,7 @@ func ParseDuration(s string) (time.Duration, error) {
 	return time.Duration(total), nil
 }
 
-var sizePattern = regexp.MustCompile(`^(\d+(?:\.\d+)?)\s*(Ki|Mi|Gi|Ti|Pi|k|K|M|G|T|P|B)?$`)
+var sizePattern = lazyre.New(`^(\d+(?:\.\d+)?)\s*(Ki|Mi|Gi|Ti|Pi|k|K|M|G|T|P|B)?$`)
 
 // ParseSize reads a byte size: a plain number of bytes, or a number with a binary suffix
 // (Ki, Mi, Gi, Ti, Pi) or a decimal one (k, M, G, T, P), as in "4Gi" or "512M".
@@ -92,7 +93,7 @@ func ParseSize(s string) (int64, error) {
 	return int64(b), nil
 }
 
-var cpuPattern = regexp.MustCompile(`^(\d+(?:\.\d+)?)(m?)$`)
+var cpuPattern = lazyre.New(`^(\d+(?:\.\d+)?)(m?)$`)
 
 // ParseCPU reads a CPU amount as cores ("2", "0.5") or millicores ("500m") and returns
 // millicores.

@@ -1,13 +1,14 @@
 package pipeline
 
 import (
-	"regexp"
 	"strings"
+
+	"github.com/gantry-ci/gantry/internal/lazyre"
 )
 
 // variableNamePattern is what a configuration variable's name looks like on GitHub:
 // letters, digits and _, not starting with a digit.
-var variableNamePattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+var variableNamePattern = lazyre.New(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // MaxVariableNameLen bounds a configuration variable's name.
 const MaxVariableNameLen = 128

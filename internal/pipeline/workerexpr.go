@@ -3,11 +3,11 @@ package pipeline
 import (
 	"encoding/base64"
 	"fmt"
-	"regexp"
 	"slices"
 	"strings"
 
 	"github.com/gantry-ci/gantry/internal/ghaexpr"
+	"github.com/gantry-ci/gantry/internal/lazyre"
 )
 
 // A workflow's ${{ }} that Gantry's references cannot say (an operator, a function,
@@ -24,7 +24,7 @@ func WorkerExpr(src string) string {
 	return "${{ " + workerExprPrefix + base64.RawURLEncoding.EncodeToString([]byte(src)) + " }}"
 }
 
-var workerExprPattern = regexp.MustCompile(`\$\{\{ gha:([A-Za-z0-9_-]*) \}\}`)
+var workerExprPattern = lazyre.New(`\$\{\{ gha:([A-Za-z0-9_-]*) \}\}`)
 
 // decodeWorkerExpr reads the expression of a kept reference's inner text (gha:BASE64).
 func decodeWorkerExpr(inner string) (string, bool) {
@@ -61,7 +61,7 @@ func ExpandWorkerExprs(s string, eval func(expr string) (string, error)) (string
 // runTimeRefs finds, in one pattern, every reference the worker puts in when a step runs:
 // an expression kept for it (1), steps.ID (2) .outputs.NAME, .outcome or .conclusion (3),
 // and secrets.NAME as SecretRef writes it (4).
-var runTimeRefs = regexp.MustCompile(`\$\{\{ (?:gha:([A-Za-z0-9_-]*)|steps\.([A-Za-z_][A-Za-z0-9_-]*)\.(outputs\.[A-Za-z_][A-Za-z0-9_-]*|outcome|conclusion)|secrets\.([A-Z_][A-Z0-9_]*)) \}\}`)
+var runTimeRefs = lazyre.New(`\$\{\{ (?:gha:([A-Za-z0-9_-]*)|steps\.([A-Za-z_][A-Za-z0-9_-]*)\.(outputs\.[A-Za-z_][A-Za-z0-9_-]*|outcome|conclusion)|secrets\.([A-Z_][A-Z0-9_]*)) \}\}`)
 
 // RunValues are what the worker puts into a step's text (its run, name, env and with:
 // values) and the job's outputs and environment url when the step runs or the job ends.
@@ -123,7 +123,7 @@ func (v RunValues) Expand(s string) (string, error) {
 
 // secretsInExpr finds secrets.NAME (and secrets['NAME']) in an expression's text, and
 // github.token, which is the secret GITHUB_TOKEN.
-var secretsInExpr = regexp.MustCompile(`(?i)\bsecrets\s*(?:\.\s*([A-Za-z_][A-Za-z0-9_]*)|\[\s*'([A-Za-z_][A-Za-z0-9_]*)'\s*\])|\bgithub\s*\.\s*token\b`)
+var secretsInExpr = lazyre.New(`(?i)\bsecrets\s*(?:\.\s*([A-Za-z_][A-Za-z0-9_]*)|\[\s*'([A-Za-z_][A-Za-z0-9_]*)'\s*\])|\bgithub\s*\.\s*token\b`)
 
 // workerExprSecrets lists the secrets the expressions s keeps for the worker read.
 func workerExprSecrets(s string) []string {
