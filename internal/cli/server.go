@@ -600,9 +600,9 @@ func openLogs(cfg serverConfig, st store.Store, blobs blob.Store, log *slog.Logg
 	if cfg.Throwaway && cfg.LogsDir == "" {
 		// A data directory deleted when its process ends (gantry run) keeps its logs as
 		// rows of its database, as appended: nothing reads them after the process, and a
-		// row costs less than the file and directory each job attempt would get (0.93x
-		// the CPU per job of a chain of 50, 0.88x of 200 independent jobs, measured
-		// alternately).
+		// row costs less than the file and directory each job attempt would get (0.86x
+		// the CPU per job of a chain of 50, 0.83x of 200 independent jobs, measured
+		// alternately; BENCHMARKS.md).
 		storage, dir = logchunks.New(st).WithoutCompaction(), ""
 	}
 	if dir != "" {
