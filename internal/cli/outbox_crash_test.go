@@ -70,6 +70,12 @@ func waitFor(t *testing.T, what string, within time.Duration, cond func() bool) 
 // same store delivers it once the forge is back, exactly once.
 func TestOutboxSurvivesCoordinatorCrash(t *testing.T) {
 	t.Parallel()
+	onBothStores(t, testOutboxCrash)
+}
+
+// onBothStores runs test in parallel subtests, on a fresh SQLite file and on a fresh
+// PostgreSQL database, each given as the --db URL of a coordinator process.
+func onBothStores(t *testing.T, test func(t *testing.T, db string)) {
 	for _, tc := range []struct {
 		name string
 		db   func(t *testing.T) string
@@ -79,7 +85,7 @@ func TestOutboxSurvivesCoordinatorCrash(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			testOutboxCrash(t, tc.db(t))
+			test(t, tc.db(t))
 		})
 	}
 }

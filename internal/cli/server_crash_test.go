@@ -363,151 +363,141 @@ func getJSON(t testing.TB, client *http.Client, url string, out any) {
 // completion was lost, and that jobs whose leases died with the server ran again.
 func TestServerCrashRestart(t *testing.T) {
 	t.Parallel()
-	for _, tc := range []struct {
-		name string
-		db   func(t *testing.T) string
-	}{
-		{"sqlite", func(t *testing.T) string { return "sqlite://" + testdb.SQLitePath(t) }},
-		{"postgres", func(t *testing.T) string { return testdb.Postgres(t) }},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			const runs, jobsPerRun, killAfter = 10, 3, 10
-			db := tc.db(t)
-			client := &http.Client{Timeout: 10 * time.Second}
+	onBothStores(t, func(t *testing.T, db string) {
+		const runs, jobsPerRun, killAfter = 10, 3, 10
+		client := &http.Client{Timeout: 10 * time.Second}
 
-			first := startServerProcess(t, db)
-			runIDs := make([]string, 0, runs)
-			for range runs {
-				resp, err := client.Post(first.base+"/api/v1/runs", "application/yaml", strings.NewReader(crashChain))
-				if err != nil {
-					t.Fatal(err)
-				}
-				var created crashRunView
-				err = json.NewDecoder(resp.Body).Decode(&created)
-				resp.Body.Close()
-				if err != nil || resp.StatusCode != http.StatusAccepted || created.JobsTotal != jobsPerRun {
-					t.Fatalf("POST /api/v1/runs = %d, %+v, %v", resp.StatusCode, created, err)
-				}
-				runIDs = append(runIDs, created.ID)
+		first := startServerProcess(t, db)
+		runIDs := make([]string, 0, runs)
+		for range runs {
+			resp, err := client.Post(first.base+"/api/v1/runs", "application/yaml", strings.NewReader(crashChain))
+			if err != nil {
+				t.Fatal(err)
 			}
+			var created crashRunView
+			err = json.NewDecoder(resp.Body).Decode(&created)
+			resp.Body.Close()
+			if err != nil || resp.StatusCode != http.StatusAccepted || created.JobsTotal != jobsPerRun {
+				t.Fatalf("POST /api/v1/runs = %d, %+v, %v", resp.StatusCode, created, err)
+			}
+			runIDs = append(runIDs, created.ID)
+		}
 
-			var base atomic.Pointer[string]
-			base.Store(&first.base)
-			w := &crashWorker{base: &base, client: client, claims: map[string]int{},
-				ackTarget: killAfter, reached: make(chan struct{}), resume: make(chan struct{})}
-			ctx, stopWorker := context.WithCancel(t.Context())
-			var workerErr error // set before workerDone is closed
-			workerDone := make(chan struct{})
-			go func() {
-				workerErr = w.run(ctx)
-				close(workerDone)
-			}()
-			t.Cleanup(func() {
-				stopWorker()
-				<-workerDone
-			})
-
-			select {
-			case <-w.reached:
-			case <-workerDone:
-				t.Fatalf("worker stopped before %d completions: %v", killAfter, workerErr)
-			case <-time.After(20 * time.Second):
-				t.Fatalf("worker did not complete %d jobs in time; acked %d", killAfter, len(w.ackedSoFar()))
-			}
-			// A second worker that dies with the server: what it claims only comes back by
-			// the reaper expiring its leases on the new server.
-			var doomed struct {
-				WorkerID string `json:"worker_id"`
-				Jobs     []struct {
-					ID string `json:"id"`
-				} `json:"jobs"`
-			}
-			if code, err := postJSON(t.Context(), client, first.base, "/api/v1/agent/register",
-				map[string]any{"name": "doomed"}, &doomed); err != nil || code != http.StatusOK {
-				t.Fatalf("register doomed worker: %d, %v", code, err)
-			}
-			if code, err := postJSON(t.Context(), client, first.base, "/api/v1/agent/claim",
-				map[string]any{"worker_id": doomed.WorkerID, "max": 2, "wait": "0s"}, &doomed); err != nil || code != http.StatusOK {
-				t.Fatalf("claim for doomed worker: %d, %v", code, err)
-			}
-			first.kill(t)
-			close(w.resume)
-			// Everything acknowledged so far was acknowledged by the dead server.
-			ackedBeforeKill := w.ackedSoFar()
-			t.Logf("killed server after %d acknowledged completions, with %d jobs in the worker's hands and %d abandoned",
-				len(ackedBeforeKill), w.inFlight.Load(), len(doomed.Jobs))
-
-			second := startServerProcess(t, db)
-			base.Store(&second.base)
-			for _, id := range ackedBeforeKill {
-				var job struct {
-					Status string `json:"status"`
-				}
-				getJSON(t, client, second.base+"/api/v1/jobs/"+id, &job)
-				if job.Status != "success" {
-					t.Errorf("job %s acknowledged before the crash is %q after restart, want success", id, job.Status)
-				}
-			}
-
-			deadline := time.After(60 * time.Second)
-			views := make([]crashRunView, len(runIDs))
-			for i, id := range runIDs {
-				for {
-					getJSON(t, client, second.base+"/api/v1/runs/"+id, &views[i])
-					if s := views[i].Status; s == "success" || s == "failed" || s == "cancelled" {
-						break
-					}
-					select {
-					case <-workerDone:
-						t.Fatalf("worker stopped while run %s is %s: %v", id, views[i].Status, workerErr)
-					case <-deadline:
-						t.Fatalf("run %s still %s after 60s: %+v", id, views[i].Status, views[i])
-					case <-time.After(100 * time.Millisecond):
-					}
-				}
-			}
+		var base atomic.Pointer[string]
+		base.Store(&first.base)
+		w := &crashWorker{base: &base, client: client, claims: map[string]int{},
+			ackTarget: killAfter, reached: make(chan struct{}), resume: make(chan struct{})}
+		ctx, stopWorker := context.WithCancel(t.Context())
+		var workerErr error // set before workerDone is closed
+		workerDone := make(chan struct{})
+		go func() {
+			workerErr = w.run(ctx)
+			close(workerDone)
+		}()
+		t.Cleanup(func() {
 			stopWorker()
 			<-workerDone
-			if workerErr != nil {
-				t.Errorf("worker: %v", workerErr)
-			}
-
-			reattempted := 0
-			for _, v := range views {
-				if v.Status != "success" || v.JobsFinished != jobsPerRun || v.JobsTotal != jobsPerRun {
-					t.Errorf("run %s: status %s, %d of %d jobs finished; want success, %d of %d",
-						v.ID, v.Status, v.JobsFinished, v.JobsTotal, jobsPerRun, jobsPerRun)
-				}
-				for _, j := range v.Jobs {
-					if j.Status != "success" {
-						t.Errorf("run %s job %s (%s) is %s, want success", v.ID, j.Key, j.ID, j.Status)
-					}
-					if j.Attempt > 1 {
-						reattempted++
-					}
-				}
-			}
-			w.mu.Lock()
-			claims := make(map[string]int, len(w.claims))
-			for id, n := range w.claims {
-				claims[id] = n
-			}
-			w.mu.Unlock()
-			for _, j := range doomed.Jobs {
-				if claims[j.ID] == 0 {
-					t.Errorf("job %s, abandoned when the server died, was never claimed again", j.ID)
-				}
-				claims[j.ID]++
-			}
-			twice := 0
-			for _, n := range claims {
-				if n > 1 {
-					twice++
-				}
-			}
-			t.Logf("%d jobs ran twice (%d with attempt > 1); %d completions acknowledged in all",
-				twice, reattempted, len(w.ackedSoFar()))
 		})
-	}
+
+		select {
+		case <-w.reached:
+		case <-workerDone:
+			t.Fatalf("worker stopped before %d completions: %v", killAfter, workerErr)
+		case <-time.After(20 * time.Second):
+			t.Fatalf("worker did not complete %d jobs in time; acked %d", killAfter, len(w.ackedSoFar()))
+		}
+		// A second worker that dies with the server: what it claims only comes back by
+		// the reaper expiring its leases on the new server.
+		var doomed struct {
+			WorkerID string `json:"worker_id"`
+			Jobs     []struct {
+				ID string `json:"id"`
+			} `json:"jobs"`
+		}
+		if code, err := postJSON(t.Context(), client, first.base, "/api/v1/agent/register",
+			map[string]any{"name": "doomed"}, &doomed); err != nil || code != http.StatusOK {
+			t.Fatalf("register doomed worker: %d, %v", code, err)
+		}
+		if code, err := postJSON(t.Context(), client, first.base, "/api/v1/agent/claim",
+			map[string]any{"worker_id": doomed.WorkerID, "max": 2, "wait": "0s"}, &doomed); err != nil || code != http.StatusOK {
+			t.Fatalf("claim for doomed worker: %d, %v", code, err)
+		}
+		first.kill(t)
+		close(w.resume)
+		// Everything acknowledged so far was acknowledged by the dead server.
+		ackedBeforeKill := w.ackedSoFar()
+		t.Logf("killed server after %d acknowledged completions, with %d jobs in the worker's hands and %d abandoned",
+			len(ackedBeforeKill), w.inFlight.Load(), len(doomed.Jobs))
+
+		second := startServerProcess(t, db)
+		base.Store(&second.base)
+		for _, id := range ackedBeforeKill {
+			var job struct {
+				Status string `json:"status"`
+			}
+			getJSON(t, client, second.base+"/api/v1/jobs/"+id, &job)
+			if job.Status != "success" {
+				t.Errorf("job %s acknowledged before the crash is %q after restart, want success", id, job.Status)
+			}
+		}
+
+		deadline := time.After(60 * time.Second)
+		views := make([]crashRunView, len(runIDs))
+		for i, id := range runIDs {
+			for {
+				getJSON(t, client, second.base+"/api/v1/runs/"+id, &views[i])
+				if s := views[i].Status; s == "success" || s == "failed" || s == "cancelled" {
+					break
+				}
+				select {
+				case <-workerDone:
+					t.Fatalf("worker stopped while run %s is %s: %v", id, views[i].Status, workerErr)
+				case <-deadline:
+					t.Fatalf("run %s still %s after 60s: %+v", id, views[i].Status, views[i])
+				case <-time.After(100 * time.Millisecond):
+				}
+			}
+		}
+		stopWorker()
+		<-workerDone
+		if workerErr != nil {
+			t.Errorf("worker: %v", workerErr)
+		}
+
+		reattempted := 0
+		for _, v := range views {
+			if v.Status != "success" || v.JobsFinished != jobsPerRun || v.JobsTotal != jobsPerRun {
+				t.Errorf("run %s: status %s, %d of %d jobs finished; want success, %d of %d",
+					v.ID, v.Status, v.JobsFinished, v.JobsTotal, jobsPerRun, jobsPerRun)
+			}
+			for _, j := range v.Jobs {
+				if j.Status != "success" {
+					t.Errorf("run %s job %s (%s) is %s, want success", v.ID, j.Key, j.ID, j.Status)
+				}
+				if j.Attempt > 1 {
+					reattempted++
+				}
+			}
+		}
+		w.mu.Lock()
+		claims := make(map[string]int, len(w.claims))
+		for id, n := range w.claims {
+			claims[id] = n
+		}
+		w.mu.Unlock()
+		for _, j := range doomed.Jobs {
+			if claims[j.ID] == 0 {
+				t.Errorf("job %s, abandoned when the server died, was never claimed again", j.ID)
+			}
+			claims[j.ID]++
+		}
+		twice := 0
+		for _, n := range claims {
+			if n > 1 {
+				twice++
+			}
+		}
+		t.Logf("%d jobs ran twice (%d with attempt > 1); %d completions acknowledged in all",
+			twice, reattempted, len(w.ackedSoFar()))
+	})
 }

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/gantry-ci/gantry/internal/source/sourcetest"
-	"github.com/gantry-ci/gantry/internal/testdb"
 )
 
 // send makes a JSON request and decodes the answer into out, failing the test unless the
@@ -254,18 +253,7 @@ jobs:
 // same store starts that run once the repository is back, exactly once.
 func TestWorkflowRunSurvivesCoordinatorCrash(t *testing.T) {
 	t.Parallel()
-	for _, tc := range []struct {
-		name string
-		db   func(t *testing.T) string
-	}{
-		{"sqlite", func(t *testing.T) string { return "sqlite://" + testdb.SQLitePath(t) }},
-		{"postgres", func(t *testing.T) string { return testdb.Postgres(t) }},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			testWorkflowRunCrash(t, tc.db(t))
-		})
-	}
+	onBothStores(t, testWorkflowRunCrash)
 }
 
 func testWorkflowRunCrash(t *testing.T, db string) {
