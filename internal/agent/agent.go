@@ -44,6 +44,10 @@ type Config struct {
 	Name    string
 	Labels  []string
 	MaxJobs int
+	// ReportLinger is how long a job's log line or step report waits for more before it
+	// goes out, and so for the job's end, whose completion then carries it (features
+	// complete.logs and complete.steps); 0 means logs.DefaultLinger.
+	ReportLinger time.Duration
 	// MilliCPU and Memory are the capacity shared by the jobs running at once; zero means
 	// unlimited.
 	MilliCPU int64
@@ -82,8 +86,9 @@ type Agent struct {
 	leaseTTL time.Duration
 	// completeSteps says the coordinator takes step reports with a job's completion;
 	// claimStart that a claim can start the jobs it hands out, so none needs a start
-	// report; completeClaim that a completion can carry the next claim.
-	completeSteps, claimStart, completeClaim bool
+	// report; completeClaim that a completion can carry the next claim; completeLogs
+	// that it can carry the attempt's last log lines.
+	completeSteps, claimStart, completeClaim, completeLogs bool
 	// toolCacheDir is RUNNER_TOOL_CACHE, found once (toolCache).
 	toolCacheOnce sync.Once
 	toolCacheDir  string
@@ -164,6 +169,9 @@ func New(cfg Config) *Agent {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.ReportLinger <= 0 {
+		cfg.ReportLinger = logs.DefaultLinger
 	}
 	if len(cfg.Servers) == 0 {
 		cfg.Servers = []string{cfg.Server}
@@ -329,6 +337,7 @@ func (a *Agent) register(ctx context.Context) error {
 	a.completeSteps = slices.Contains(ans.Features, featureCompleteSteps)
 	a.claimStart = slices.Contains(ans.Features, featureClaimStart)
 	a.completeClaim = slices.Contains(ans.Features, featureCompleteClaim)
+	a.completeLogs = slices.Contains(ans.Features, featureCompleteLogs)
 	a.logCommands = slices.Contains(ans.Features, featureLogCommands)
 	a.keepSummaries = slices.Contains(ans.Features, featureSummaries)
 	a.keepTests = slices.Contains(ans.Features, featureTests)
@@ -627,28 +636,91 @@ func (a *Agent) runJob(parent context.Context, j claimedJob, later func(func()))
 	)
 	go func() {
 		defer close(stepsSent)
-		for r := range steps {
-			select {
-			case <-lost:
-				continue // nothing more of a lost attempt is reported
-			default:
-			}
-			if r.step >= 0 && !r.own && ending.Load() {
-				u := maps.Clone(r.body)
-				u["index"] = r.step
-				carried = append(carried, u)
-				continue
-			}
+		// held are step reports waiting, ReportLinger at most from the first, for the
+		// job to end and carry them: a quick job's steps cost no request of their own,
+		// and a step shows running no later than its first log lines. A report of its
+		// own (a summary) goes after them, in order.
+		var (
+			held []stepReport
+			due  <-chan time.Time
+		)
+		send := func(r stepReport) bool {
 			err := report(r.path, r.body)
 			if errors.Is(err, errLeaseLost) || (r.path == "/start" && err != nil) {
 				log.Warn("the coordinator refused a report; stopping the job", "report", r.path, "err", err)
 				loseLease(errLeaseGone)
 				for range steps {
 				}
-				return
+				return false
 			}
 			if err != nil && r.refused != nil {
 				r.refused(err)
+			}
+			return true
+		}
+		flush := func() bool {
+			due = nil
+			for len(held) > 0 {
+				r := held[0]
+				held = held[1:]
+				if closed(lost) {
+					continue
+				}
+				if !send(r) {
+					return false
+				}
+			}
+			return true
+		}
+		carry := func(r stepReport) {
+			u := maps.Clone(r.body)
+			u["index"] = r.step
+			carried = append(carried, u)
+		}
+		for {
+			var (
+				r  stepReport
+				ok bool
+			)
+			select {
+			case r, ok = <-steps:
+			case <-due:
+				if !flush() {
+					return
+				}
+				continue
+			}
+			if !ok {
+				// The job ended: ending says whether the completion follows at once.
+				if ending.Load() && !closed(lost) {
+					for _, h := range held {
+						carry(h)
+					}
+					return
+				}
+				flush()
+				return
+			}
+			if closed(lost) {
+				held = nil // nothing more of a lost attempt is reported
+				continue
+			}
+			switch {
+			case r.step >= 0 && !r.own && ending.Load():
+				for _, h := range held {
+					carry(h)
+				}
+				held, due = nil, nil
+				carry(r)
+			case r.step >= 0 && !r.own && a.completeSteps:
+				held = append(held, r)
+				if due == nil {
+					due = time.After(a.cfg.ReportLinger)
+				}
+			default:
+				if !flush() || !send(r) {
+					return
+				}
 			}
 		}
 	}()
@@ -808,10 +880,22 @@ func (a *Agent) runJob(parent context.Context, j claimedJob, later func(func()))
 	default:
 	}
 	// Every line is stored before the job is reported complete, so that a reader who
-	// sees the job end has seen all of its log.
-	jl.close(parent, log)
+	// sees the job end has seen all of its log: the lines not sent yet go with the
+	// completion when the coordinator takes them there and they are few, else before it.
+	var lastLines []logs.Line
+	if a.completeLogs {
+		lastLines = jl.finish(parent, log)
+	} else {
+		jl.close(parent, log)
+	}
 	a.countLog(jl)
 	body := map[string]any{"status": status}
+	if len(lastLines) > 0 {
+		if !a.logCommands {
+			lastLines = plainLines(lastLines)
+		}
+		body["log"] = map[string]any{"lines": lastLines}
+	}
 	if spec.Reports == nil {
 		// Nothing for the project's quarantine rule to count (keepTestReports reads only
 		// the reports the spec names).
@@ -1282,12 +1366,17 @@ func (a *Agent) countLog(jl *jobLog) {
 
 // Features of the coordinator (api: the register answer's features) the worker uses:
 // a completion may carry the step reports not yet sent; a claim may start its jobs; a
-// completion may carry the next claim.
+// completion may carry the next claim, and the log lines not yet sent.
 const (
 	featureCompleteSteps = "complete.steps"
 	featureClaimStart    = "claim.start"
 	featureCompleteClaim = "complete.claim"
+	featureCompleteLogs  = "complete.logs"
 )
+
+// maxCarriedLog is the most log lines, in bytes as NDJSON, a completion carries; more
+// are sent before it, in batches of the logs endpoint.
+const maxCarriedLog = logs.DefaultMaxBatchBytes
 
 // stepReport is a step's status on its way to the coordinator; step is -1 for the start.
 type stepReport struct {
@@ -1331,11 +1420,23 @@ func (a *Agent) openLog(j claimedJob, log *slog.Logger) (*jobLog, error) {
 		}
 		return ans.NextSeq, ans.Truncated, nil
 	}
-	ship, err := logs.NewShipper(send, logs.ShipperOptions{Dir: a.cfg.WorkDir, Logger: log})
+	ship, err := logs.NewShipper(send, logs.ShipperOptions{Dir: a.cfg.WorkDir, Logger: log, Linger: a.cfg.ReportLinger})
 	if err != nil {
 		return nil, err
 	}
 	return &jobLog{rec: logs.NewRecorder(ship.Add, recorderOptions(j)), ship: ship}, nil
+}
+
+// finish is close for a completion that carries the log's last lines: it returns the
+// lines not yet sent when they fit in maxCarriedLog, and sends them otherwise.
+func (l *jobLog) finish(parent context.Context, log *slog.Logger) []logs.Line {
+	ctx, stop := context.WithTimeout(context.WithoutCancel(parent), reportFor)
+	defer stop()
+	lines, err := l.ship.Finish(ctx, maxCarriedLog)
+	if err != nil && !errors.Is(err, logs.ErrStop) {
+		log.Warn("not every log line reached the coordinator", "err", err)
+	}
+	return lines
 }
 
 // close waits until every line is stored, for as long as a report would.

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gantry-ci/gantry/internal/logs"
 	"github.com/gantry-ci/gantry/internal/pipeline"
 	"github.com/gantry-ci/gantry/internal/store"
 	"github.com/gantry-ci/gantry/internal/tracing"
@@ -141,6 +142,7 @@ type registerResponse struct {
 	// worker uses it only where it is understood: "complete.steps", step reports
 	// carried by a completion; "claim.start", claims that start their jobs;
 	// "complete.claim", a completion that carries the worker's next claim;
+	// "complete.logs", a completion that carries the attempt's last log lines;
 	// "logs.commands", log lines with group, level and annotation (workflow commands);
 	// "summaries", step summaries (POST /api/v1/agent/jobs/{id}/summary); "tests", test
 	// results (POST /api/v1/agent/jobs/{id}/tests).
@@ -148,7 +150,7 @@ type registerResponse struct {
 }
 
 // agentFeatures is the register answer's features.
-var agentFeatures = []string{"complete.steps", "claim.start", "complete.claim", "logs.commands", "summaries", "tests"}
+var agentFeatures = []string{"complete.steps", "claim.start", "complete.claim", "complete.logs", "logs.commands", "summaries", "tests"}
 
 func (s *Server) registerWorker(w http.ResponseWriter, r *http.Request) {
 	var req registerRequest
@@ -656,10 +658,18 @@ type completeRequest struct {
 	// project's quarantine rule has nothing new to count, and is not evaluated. Older
 	// workers leave it out, and their completions are evaluated as before.
 	NoTests bool `json:"no_tests"`
+	// Log is the attempt's last log lines, which the worker had not sent when the job
+	// ended (feature complete.logs): stored as the logs endpoint stores a batch, before
+	// the job is complete, so that a quick job's lines cost no request of their own.
+	Log *completeLog `json:"log"`
 	// Claim, when set, is a claim the worker makes with the slot the job frees (feature
 	// complete.claim): once the job is complete the request goes on as the claim would,
 	// and the answer is two lines, the completion's and the claim's.
 	Claim *claimRequest `json:"claim"`
+}
+
+type completeLog struct {
+	Lines []logs.Line `json:"lines"`
 }
 
 type completeStep struct {
@@ -718,6 +728,13 @@ func (s *Server) completeJob(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if params, wait, ok = s.claimParams(w, r, req.Claim); !ok {
+			return
+		}
+	}
+	if req.Log != nil && len(req.Log.Lines) > 0 {
+		// Stored first, as a batch of the logs endpoint: a reader who sees the job end
+		// has seen its lines. A completion sent again skips the lines already stored.
+		if _, _, ok := s.appendLeaseLog(w, r, ref, req.Log.Lines, "complete job"); !ok {
 			return
 		}
 	}

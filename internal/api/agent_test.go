@@ -2,11 +2,13 @@ package api_test
 
 import (
 	"fmt"
-	"github.com/gantry-ci/gantry/internal/api"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gantry-ci/gantry/internal/api"
 )
 
 type claimView struct {
@@ -161,6 +163,59 @@ func TestCompleteCarriesSteps(t *testing.T) {
 		if st.Status != "success" || st.ExitCode == nil || *st.ExitCode != 0 {
 			t.Errorf("step %d after complete: %+v", i, st)
 		}
+	}
+}
+
+// TestCompleteCarriesLog sends a job's last log lines with its completion: they are
+// stored before the job ends, after the lines a batch of their own stored, each once
+// when a completion is sent again; a completion whose lease is gone stores none.
+func TestCompleteCarriesLog(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var reg struct {
+		Features []string `json:"features"`
+	}
+	b.post(t, "/api/v1/agent/register", `{"name": "w", "labels": ["linux"]}`).decode(t, &reg)
+	if !slices.Contains(reg.Features, "complete.logs") {
+		t.Fatalf("features %v: no complete.logs", reg.Features)
+	}
+	b.post(t, "/api/v1/runs", `{"pipeline": "name: s\njobs:\n  a: {steps: [{run: echo a}]}\n  b: {steps: [{run: echo b}]}\n"}`)
+	jobs := b.claim(t, `{"worker_id": "w", "max": 2, "wait": "0s"}`).Jobs
+	line := func(seq int) string {
+		return fmt.Sprintf(`{"seq": %d, "ts": 1700000000000, "stream": "stdout", "text": "line %d"}`, seq, seq)
+	}
+	j := jobs[0]
+	path := "/api/v1/agent/jobs/" + j.ID
+	if r := b.post(t, path+"/logs", fmt.Sprintf(`{"token": %q, "lines": [%s, %s]}`, j.Lease.Token, line(1), line(2))); r.status != http.StatusOK {
+		t.Fatalf("logs: %d %s", r.status, r.body)
+	}
+	// The completion starts again at 2, as after a batch whose answer was lost.
+	complete := fmt.Sprintf(`{"token": %q, "status": "success", "log": {"lines": [%s, %s, %s]}}`, j.Lease.Token, line(2), line(3), line(4))
+	if r := b.post(t, path+"/complete", complete); r.status != http.StatusOK {
+		t.Fatalf("complete with lines: %d %s", r.status, r.body)
+	}
+	// Sent again, as by a worker that did not get the answer: the lease is gone.
+	expectError(t, b.post(t, path+"/complete", complete), http.StatusConflict, "lease_lost")
+	if r := b.get(t, "/api/v1/jobs/"+j.ID+"/logs"); string(r.body) != "line 1\nline 2\nline 3\nline 4\n" {
+		t.Errorf("log after the completion: %q", r.body)
+	}
+
+	// A completion with another job's token stores nothing of its lines.
+	other := "/api/v1/agent/jobs/" + jobs[1].ID
+	expectError(t, b.post(t, other+"/complete", fmt.Sprintf(`{"token": %q, "status": "success", "log": {"lines": [%s]}}`, j.Lease.Token, line(1))),
+		http.StatusConflict, "lease_lost")
+	if r := b.get(t, "/api/v1/jobs/"+jobs[1].ID+"/logs"); len(r.body) != 0 {
+		t.Errorf("log of a job whose completion was refused: %q", r.body)
+	}
+	// Lines that are not lines refuse the completion, and it changes nothing.
+	expectError(t, b.post(t, other+"/complete", fmt.Sprintf(`{"token": %q, "status": "success", "log": {"lines": [{"seq": "x"}]}}`, jobs[1].Lease.Token)),
+		http.StatusBadRequest, "bad_request")
+	var job struct {
+		Status string `json:"status"`
+	}
+	b.get(t, "/api/v1/jobs/"+jobs[1].ID).decode(t, &job)
+	if job.Status == "success" {
+		t.Errorf("a completion refused for its lines completed the job")
 	}
 }
 

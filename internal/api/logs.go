@@ -64,19 +64,30 @@ func (s *Server) appendLogs(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	next, truncated, ok := s.appendLeaseLog(w, r, ref, req.Lines, "append logs")
+	if !ok {
+		return
+	}
+	writeJSON(w, http.StatusOK, appendLogsResponse{NextSeq: next, Truncated: truncated})
+}
+
+// appendLeaseLog stores lines of the attempt the lease ref holds, skipping those
+// already stored, and returns the seq the log expects next and whether it reached its
+// limit; on an error it has answered and returns false.
+func (s *Server) appendLeaseLog(w http.ResponseWriter, r *http.Request, ref store.LeaseRef, lines []logs.Line, action string) (int64, bool, bool) {
 	// One indexed row, checked on every batch: only the store knows of a lease lost to the
 	// reaper, a timeout or a cancel.
 	attempt, err := s.store.LeaseAttempt(r.Context(), ref)
 	if err != nil {
-		s.agentError(w, r, "append logs", err)
-		return
+		s.agentError(w, r, action, err)
+		return 0, false, false
 	}
-	next, truncated, err := s.logs.Append(r.Context(), logs.Key{Job: ref.JobID, Attempt: attempt}, req.Lines)
+	next, truncated, err := s.logs.Append(r.Context(), logs.Key{Job: ref.JobID, Attempt: attempt}, lines)
 	if err != nil && !errors.Is(err, logs.ErrGap) {
-		s.storeError(w, r, "append logs", err)
-		return
+		s.storeError(w, r, action, err)
+		return 0, false, false
 	}
-	writeJSON(w, http.StatusOK, appendLogsResponse{NextSeq: next, Truncated: truncated})
+	return next, truncated, true
 }
 
 // logQuery is what the log readers take from the query string.

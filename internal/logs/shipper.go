@@ -110,6 +110,10 @@ type Shipper struct {
 	memPos   spoolPos
 	memBytes int
 	memOK    bool
+	// handMax is the most bytes of lines (as NDJSON) Finish takes over instead of their
+	// being sent, 0 for Close; handed are the lines the sender gave it.
+	handMax int
+	handed  []Line
 }
 
 // memRecord is a spooled line and the size of its record in the spool file.
@@ -282,6 +286,43 @@ func (s *Shipper) Close(ctx context.Context) error {
 	}
 }
 
+// Finish is Close for a caller that can deliver the last lines itself, with the report
+// that ends the job. Once nothing is in flight, if every line not yet acknowledged is
+// held in memory and they take at most max bytes as NDJSON, the sender stops without
+// sending them and Finish returns them, in seq order; otherwise it sends them as Close
+// does and returns none. The lines it returns count as acknowledged in Stats: they are
+// the caller's to deliver. max above the batch size (MaxBatchBytes) is taken as the
+// batch size.
+func (s *Shipper) Finish(ctx context.Context, max int) ([]Line, error) {
+	s.mu.Lock()
+	s.handMax = min(max, s.maxBatch)
+	s.mu.Unlock()
+	err := s.Close(ctx)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.handed, err
+}
+
+// handOff takes the lines not yet acknowledged for Finish's caller, when Finish was
+// called and they are few enough and all in memory. Only the sender calls it, between
+// sends.
+func (s *Shipper) handOff() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	start := s.ack
+	if s.handMax <= 0 || !s.memOK || s.sp.size-start.off > int64(s.handMax) ||
+		start.idx < s.memPos.idx || start.idx-s.memPos.idx > int64(len(s.mem)) {
+		return false
+	}
+	lines, _, end := s.memBatch(start, s.ackSeq)
+	if end.off != s.sp.size {
+		return false
+	}
+	s.handed = lines
+	s.ack = end
+	return true
+}
+
 // Abort stops the sender at once, drops every line and removes the spool.
 func (s *Shipper) Abort() {
 	s.cancel()
@@ -333,6 +374,10 @@ func (s *Shipper) run() {
 			if wait := s.linger - s.clock.Now().Sub(firstAt); wait > 0 && !s.waitLinger(wait) {
 				return
 			}
+			closing = isClosed(s.closing)
+		}
+		if closing && s.handOff() {
+			return
 		}
 
 		lines, start, end, err := s.takeBatch()

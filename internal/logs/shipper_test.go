@@ -623,3 +623,109 @@ func TestShipperSpoolFileOnlyForBacklog(t *testing.T) {
 		t.Error("NewShipper with a missing directory succeeded")
 	}
 }
+
+// TestShipperFinish hands the lines not yet sent to Finish's caller when they fit, and
+// sends them as Close does when they do not, or when they were written to the spool
+// file; a send in flight when Finish starts is acknowledged first, and what Finish
+// returns starts where the coordinator's next does.
+func TestShipperFinish(t *testing.T) {
+	t.Parallel()
+	finish := func(t *testing.T, s *Shipper, max int) []Line {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		lines, err := s.Finish(ctx, max)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return lines
+	}
+	t.Run("fits", func(t *testing.T) {
+		t.Parallel()
+		c := &fakeCoordinator{t: t}
+		s, b := setupShipper(t, c.send, ShipperOptions{Linger: time.Hour})
+		s.Add(makeLines(1, 5))
+		got := finish(t, s, 1<<20)
+		if c.batchCount() != 0 {
+			t.Errorf("%d batches sent; the lines should have been handed over", c.batchCount())
+		}
+		if len(got) != 5 || got[0] != makeLine(1) || got[4] != makeLine(5) {
+			t.Fatalf("handed %+v, want lines 1 to 5", got)
+		}
+		if st := s.Stats(); st.Acked != 5 || st.Dropped != 0 {
+			t.Errorf("stats %+v: want the handed lines counted acknowledged, none dropped", st)
+		}
+		if files := b.spoolFiles(t); len(files) != 0 {
+			t.Errorf("spool files left after Finish: %v", files)
+		}
+		s.Add(makeLines(6, 1))
+		if st := s.Stats(); st.Dropped != 1 {
+			t.Errorf("a line added after Finish: stats %+v, want it dropped", st)
+		}
+	})
+	t.Run("after a send", func(t *testing.T) {
+		t.Parallel()
+		c := &fakeCoordinator{t: t}
+		release := make(chan struct{})
+		var once sync.Once
+		inFlight := make(chan struct{})
+		send := func(ctx context.Context, lines []Line) (int64, bool, error) {
+			once.Do(func() {
+				close(inFlight)
+				<-release
+			})
+			return c.send(ctx, lines)
+		}
+		s, _ := setupShipper(t, send, ShipperOptions{Linger: time.Millisecond})
+		s.Add(makeLines(1, 3))
+		<-inFlight
+		s.Add(makeLines(4, 2))
+		done := make(chan []Line)
+		go func() { done <- finish(t, s, 1<<20) }()
+		close(release)
+		got := <-done
+		c.checkStored(t, 3)
+		if len(got) != 2 || got[0] != makeLine(4) || got[1] != makeLine(5) {
+			t.Fatalf("handed %+v, want lines 4 and 5", got)
+		}
+	})
+	t.Run("too large", func(t *testing.T) {
+		t.Parallel()
+		c := &fakeCoordinator{t: t}
+		s, _ := setupShipper(t, c.send, ShipperOptions{Linger: time.Hour})
+		s.Add(makeLines(1, 50))
+		if got := finish(t, s, 100); len(got) != 0 {
+			t.Fatalf("handed %d lines over 100 bytes", len(got))
+		}
+		c.checkStored(t, 50)
+	})
+	t.Run("spooled to the file", func(t *testing.T) {
+		t.Parallel()
+		c := &fakeCoordinator{t: t}
+		var mu sync.Mutex
+		down := true
+		send := func(ctx context.Context, lines []Line) (int64, bool, error) {
+			mu.Lock()
+			isDown := down
+			mu.Unlock()
+			if isDown {
+				return 0, false, errors.New("connection refused")
+			}
+			return c.send(ctx, lines)
+		}
+		s, b := setupShipper(t, send, ShipperOptions{MaxBatchBytes: 256, MaxBackoff: 5 * time.Millisecond})
+		for seq := int64(1); seq <= 200; seq += 10 {
+			s.Add(makeLines(seq, 10))
+		}
+		if len(b.spoolFiles(t)) != 1 {
+			t.Fatal("the backlog was not written to the spool file")
+		}
+		mu.Lock()
+		down = false
+		mu.Unlock()
+		if got := finish(t, s, 1<<20); len(got) != 0 {
+			t.Fatalf("handed %d lines of a backlog in the spool file; they should have been sent", len(got))
+		}
+		c.checkStored(t, 200)
+	})
+}
