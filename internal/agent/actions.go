@@ -1141,7 +1141,8 @@ const runnerDirInWorkspace = ".gantry-runner"
 // made in it. stepWS is the workspace as the steps see it.
 func makeRunnerDir(files *stepFiles, workDir, ws, stepWS string, inContainer bool, j claimedJob) error {
 	if files.runner != "" {
-		return writeEvent(files, j) // a finished job's, kept for this one (jobdirs.go)
+		// A finished job's, kept for this one (jobdirs.go): its RUNNER_TEMP is there, empty.
+		return writeEvent(files, j, false)
 	}
 	if inContainer {
 		files.runner = filepath.Join(ws, runnerDirInWorkspace)
@@ -1159,10 +1160,12 @@ func makeRunnerDir(files *stepFiles, workDir, ws, stepWS string, inContainer boo
 	if err := os.Chmod(files.runner, 0o755); err != nil {
 		return fmt.Errorf("make the runner directory: %w", err)
 	}
-	return writeEvent(files, j)
+	return writeEvent(files, j, true)
 }
 
-func writeEvent(files *stepFiles, j claimedJob) error {
+// writeEvent writes the job's event file and, in a new runner directory, makes
+// RUNNER_TEMP.
+func writeEvent(files *stepFiles, j claimedJob, fresh bool) error {
 	tr := j.Trigger
 	if len(tr.Payload) > 0 && json.Valid(tr.Payload) {
 		// The forge's own payload, laid out as GitHub gives it to the steps.
@@ -1170,7 +1173,7 @@ func writeEvent(files *stepFiles, j claimedJob) error {
 		if err := json.Indent(&b, tr.Payload, "", "  "); err != nil {
 			return fmt.Errorf("write the event file: %w", err)
 		}
-		return writeEventFile(files, b.Bytes())
+		return writeEventFile(files, b.Bytes(), fresh)
 	}
 	owner, name, _ := strings.Cut(tr.Repository, "/")
 	repo := map[string]any{"full_name": tr.Repository, "name": name, "owner": map[string]any{"login": owner, "name": owner}}
@@ -1198,13 +1201,16 @@ func writeEvent(files *stepFiles, j claimedJob) error {
 	if err != nil {
 		return err
 	}
-	return writeEventFile(files, b)
+	return writeEventFile(files, b, fresh)
 }
 
-// writeEventFile writes the event file and makes RUNNER_TEMP beside it.
-func writeEventFile(files *stepFiles, b []byte) error {
+// writeEventFile writes the event file and, when fresh, makes RUNNER_TEMP beside it.
+func writeEventFile(files *stepFiles, b []byte, fresh bool) error {
 	if err := os.WriteFile(filepath.Join(files.runner, "event.json"), b, 0o644); err != nil {
 		return fmt.Errorf("write the event file: %w", err)
+	}
+	if !fresh {
+		return nil
 	}
 	tmp := filepath.Join(files.runner, "tmp")
 	if err := os.Mkdir(tmp, 0o777); err != nil && !errors.Is(err, os.ErrExist) {
