@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net/http"
 	"strings"
 	"sync"
 	"time"
@@ -117,7 +118,8 @@ func wholeEvery(run runDetails) time.Duration {
 //
 // Each job attempt's log is followed on its own stream from its first line as soon as the
 // run shows the attempt was claimed, so a job that finished before its stream opened
-// still shows every line, each once. With tty, prefixes are coloured per job and a live
+// still shows every line, each once; an attempt the run already shows ended is read
+// whole instead, with no stream. With tty, prefixes are coloured per job and a live
 // status line stays at the bottom; without, the output is plain `key | line` lines and
 // one final summary.
 func followRun(ctx context.Context, c *apiClient, id string, out io.Writer, tty bool) (string, error) {
@@ -258,13 +260,28 @@ func followRunWith(ctx context.Context, c *apiClient, id string, out io.Writer, 
 				st.streaming = true
 				streaming++
 				attempt, job, at := st.next, j, i
+				// An attempt that already ended has stored every line (a worker stores
+				// them before it reports the end): one read of them, not a stream.
+				ended := j.Attempt > attempt || jobTerminal(j.Status)
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
 					if attempt > 1 {
 						f.note(job.ID, fmt.Sprintf("attempt %d of %d", attempt, max(job.MaxAttempts, attempt)))
 					}
-					_, err := c.streamLog(ctx, job.ID, attempt, 0, func(l logLine) { f.line(job.ID, l) })
+					var after int64
+					show := func(l logLine) {
+						f.line(job.ID, l)
+						after = l.Seq
+					}
+					var err error
+					if ended {
+						err = readLog(ctx, c, job.ID, attempt, 0, show)
+					}
+					if !ended || retriable(err) {
+						// The stream retries what one read does not: a coordinator away.
+						_, err = c.streamLog(ctx, job.ID, attempt, after, show)
+					}
 					select {
 					case done <- attemptDone{job: at, attempt: attempt, err: err}:
 					case <-ctx.Done():
@@ -326,6 +343,13 @@ func followRunWith(ctx context.Context, c *apiClient, id string, out io.Writer, 
 		poll.Reset(wait)
 		run, lastOK = feed.run, time.Now()
 	}
+}
+
+// retriable says whether a read that failed with err may succeed if made again: the
+// coordinator did not refuse it (4xx) and it was not cancelled.
+func retriable(err error) bool {
+	var se *serverError
+	return err != nil && !errors.Is(err, context.Canceled) && !(errors.As(err, &se) && se.Status < 500 && se.Status != http.StatusTooManyRequests)
 }
 
 // changed says whether the run or any of its jobs moved between two reads.

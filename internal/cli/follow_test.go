@@ -4,8 +4,12 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -105,6 +109,62 @@ func TestSubmitFollow(t *testing.T) {
 			t.Errorf("exit %d\nstdout:\n%s\nstderr:\n%s", got.code, got.stdout, got.stderr)
 		}
 	})
+}
+
+// TestFollowEndedRun follows a run whose jobs all ended before it started: each
+// attempt's log is read whole, with no stream, and every line of both attempts of a
+// retried job shows once. A read the coordinator fails (503) is taken up by a stream
+// from where it stopped.
+func TestFollowEndedRun(t *testing.T) {
+	t.Parallel()
+	base := startCluster(t)
+	flaky := filepath.Join(t.TempDir(), "flaky")
+	run := submitRun(t, base, "jobs:\n  a:\n    steps:\n      - run: seq 1 300 | sed 's/^/a /'\n"+
+		"  b:\n    retry: { max_attempts: 2, backoff: 10ms, on: [failure] }\n    steps:\n"+
+		"      - run: if [ -f "+flaky+" ]; then echo second; else touch "+flaky+"; echo first; exit 1; fi\n")
+	waitRun(t, base, run.ID, func(r runDetails) bool { return runTerminal(r.Status) })
+	target, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, failFirst := range []bool{false, true} {
+		t.Run(fmt.Sprint("read fails ", failFirst), func(t *testing.T) {
+			t.Parallel()
+			var streams, reads atomic.Int64
+			proxy := httputil.NewSingleHostReverseProxy(target)
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				switch {
+				case strings.HasSuffix(r.URL.Path, "/logs/stream"):
+					streams.Add(1)
+				case strings.HasSuffix(r.URL.Path, "/logs"):
+					if reads.Add(1) == 1 && failFirst {
+						http.Error(w, `{"error": {"code": "unavailable", "message": "try again"}}`, http.StatusServiceUnavailable)
+						return
+					}
+				}
+				proxy.ServeHTTP(w, r)
+			}))
+			t.Cleanup(srv.Close)
+			c, err := (&clientConfig{Server: srv.URL}).client()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out syncBuffer
+			status, err := followRun(t.Context(), c, run.ID, &out, false)
+			if err != nil || status != "success" {
+				t.Fatalf("followRun = %q, %v", status, err)
+			}
+			got := out.String()
+			for _, l := range append(seqLines("a | a %d", 1, 300), "b | first", "b | --- attempt 2 of 2 ---", "b | second") {
+				if n := countLines(got, l); n != 1 {
+					t.Errorf("line %q shows %d times, want once", l, n)
+				}
+			}
+			if want := map[bool]int64{false: 0, true: 1}[failFirst]; streams.Load() != want || reads.Load() != 3 {
+				t.Errorf("%d streams and %d reads of the three attempts' logs, want %d and 3", streams.Load(), reads.Load(), want)
+			}
+		})
+	}
 }
 
 func seqLines(format string, from, to int) []string {
