@@ -918,18 +918,28 @@ func (a *Agent) runJob(parent context.Context, j claimedJob, later func(func()))
 	}
 	endHeartbeats()
 	var next *carriedClaim
-	if a.carriesClaim() {
+	complete := func() error {
+		if !a.carriesClaim() {
+			return report("/complete", body)
+		}
 		// The claim for this slot goes with the completion: one request fewer per job.
 		body["claim"] = a.claimBody(1, 0, 0)
 		body["token"] = j.Lease.Token
 		rctx, stop := context.WithTimeout(reportCtx, reportFor)
-		err = a.retrying(rctx, func(ctx context.Context) (err error) {
+		defer stop()
+		return a.retrying(rctx, func(ctx context.Context) (err error) {
 			next, err = a.c.completeAndClaim(ctx, "/api/v1/agent/jobs/"+j.ID+"/complete", body)
 			return err
 		})
-		stop()
-	} else {
-		err = report("/complete", body)
+	}
+	err = complete()
+	var ae *apiError
+	if _, carries := body["log"]; carries && errors.As(err, &ae) && ae.Status == http.StatusBadRequest {
+		// The job's result must not hang on its lines: as a refused batch of them would
+		// be, they are dropped.
+		log.Error("the coordinator refused the log lines the completion carried; the job is reported without them", "err", err)
+		delete(body, "log")
+		err = complete()
 	}
 	if err != nil {
 		log.Error("report completion", "err", err)
