@@ -257,6 +257,9 @@ func followRunWith(ctx context.Context, c *apiClient, id string, out io.Writer, 
 					continue
 				}
 				caughtUp = false
+				if namedLater(j, st.next) {
+					continue
+				}
 				st.streaming = true
 				streaming++
 				attempt, job, at := st.next, j, i
@@ -343,6 +346,15 @@ func followRunWith(ctx context.Context, c *apiClient, id string, out io.Writer, 
 		poll.Reset(wait)
 		run, lastOK = feed.run, time.Now()
 	}
+}
+
+// namedLater says whether attempt of job j waits for its name before its lines are
+// followed: a job whose name: reads what its needs left is named by the coordinator
+// just after it is claimed, so a read of the run can show it claimed under its name
+// unevaluated. Its lines wait for the read that shows the name, or for the attempt's
+// end (a name that could not be evaluated fails the job), so that they show under it.
+func namedLater(j jobView, attempt int) bool {
+	return strings.Contains(j.title(), "${{") && j.Attempt == attempt && !jobTerminal(j.Status)
 }
 
 // retriable says whether a read that failed with err may succeed if made again: the

@@ -311,3 +311,59 @@ func TestSubmitFollowInterrupted(t *testing.T) {
 		t.Errorf("the run is %s after Ctrl-C, want it still running", r.Status)
 	}
 }
+
+// TestFollowWaitsForClaimedName: a read of the run can show a job claimed before the
+// coordinator named it (its name: reads its needs); its lines, here already stored, show
+// under the name the next read gives, not under the name unevaluated.
+func TestFollowWaitsForClaimedName(t *testing.T) {
+	t.Parallel()
+	const runID, jobID = "01a24fe8-9285-752c-878f-3f3d602977c5", "01a24fe8-9285-7542-9c47-0bb055398396"
+	job := func(name, status string) string {
+		return fmt.Sprintf(`{"id": %q, "key": "publish", "display_name": %q, "status": %q, "attempt": 1, "max_attempts": 1}`, jobID, name, status)
+	}
+	var reads atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/api/v1/runs/" + runID:
+			w.Header().Set("Content-Type", "application/json")
+			if reads.Add(1) <= 2 {
+				fmt.Fprintf(w, `{"id": %q, "status": "running", "seq": 1, "jobs": [%s]}`, runID, job("Publish ${{ needs.prepare.outputs.version }}", "running"))
+				return
+			}
+			fmt.Fprintf(w, `{"id": %q, "status": "success", "seq": 2, "jobs": [%s]}`, runID, job("Publish 1.2.3", "success"))
+		case "/api/v1/jobs/" + jobID + "/logs/stream":
+			w.Header().Set("Content-Type", "text/event-stream")
+			w.Header().Set("X-Gantry-Attempt", "1")
+			fmt.Fprint(w, "id: 1\nevent: line\ndata: {\"seq\": 1, \"ts\": 1, \"stream\": \"stdout\", \"text\": \"publishing now\"}\n\n"+
+				"event: end\ndata: {\"attempt\": 1, \"status\": \"success\", \"latest_attempt\": 1}\n\n")
+		case "/api/v1/jobs/" + jobID + "/logs":
+			w.Header().Set("Content-Type", "application/x-ndjson")
+			w.Header().Set("X-Gantry-Attempt", "1")
+			fmt.Fprint(w, "{\"seq\": 1, \"ts\": 1, \"stream\": \"stdout\", \"text\": \"publishing now\"}\n")
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	c, err := (&clientConfig{Server: srv.URL}).client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out syncBuffer
+	status, err := followRun(t.Context(), c, runID, &out, false)
+	if err != nil || status != "success" {
+		t.Fatalf("followRun = %q, %v", status, err)
+	}
+	n := 0
+	for l := range strings.SplitSeq(out.String(), "\n") {
+		if strings.HasSuffix(l, " | publishing now") {
+			n++
+			if !strings.HasPrefix(l, "Publish 1.2.3 ") {
+				t.Errorf("the line shows as %q, want it under the name as evaluated", l)
+			}
+		}
+	}
+	if n != 1 {
+		t.Errorf("the line shows %d times, want once:\n%s", n, out.String())
+	}
+}
