@@ -35,6 +35,10 @@ type countingAPI struct {
 	// without are features the register answer leaves out, as an older coordinator's
 	// would.
 	without []string
+	// refuseLines, when set, refuses with 400 each completion that carries log lines,
+	// counted in refused.
+	refuseLines atomic.Bool
+	refused     atomic.Int64
 }
 
 func setupCounting(t *testing.T, leaseTTL time.Duration, without ...string) *countingAPI {
@@ -63,6 +67,13 @@ func setupCounting(t *testing.T, leaseTTL time.Duration, without ...string) *cou
 			}
 			if bytes.Contains(raw, []byte(`"log":`)) {
 				c.linesAlong.Add(1)
+				if c.refuseLines.Load() {
+					c.refused.Add(1)
+					w.Header().Set("Content-Type", "application/json")
+					w.WriteHeader(http.StatusBadRequest)
+					_, _ = io.WriteString(w, `{"error": {"code": "bad_request", "message": "decode request: unknown field", "details": []}}`)
+					return
+				}
 			}
 		case r.URL.Path == "/api/v1/agent/register" && len(c.without) > 0:
 			rec := httptest.NewRecorder()
@@ -216,34 +227,11 @@ func TestQuickJobOneRequest(t *testing.T) {
 // (400) still gets the job's result, in a completion sent again without them.
 func TestCompletionLinesRefused(t *testing.T) {
 	t.Parallel()
-	st, err := sqlite.Open(t.Context(), sqlitetest.Path(t), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := api.New(api.Config{Store: st, HeartbeatEvery: 200 * time.Millisecond, LeaseTTL: 5 * time.Second}).Handler()
-	var refused atomic.Int64
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if strings.HasSuffix(r.URL.Path, "/complete") {
-			raw, _ := io.ReadAll(r.Body)
-			r.Body = io.NopCloser(bytes.NewReader(raw))
-			if bytes.Contains(raw, []byte(`"log":`)) {
-				refused.Add(1)
-				w.Header().Set("Content-Type", "application/json")
-				w.WriteHeader(http.StatusBadRequest)
-				_, _ = io.WriteString(w, `{"error": {"code": "bad_request", "message": "decode request: unknown field", "details": []}}`)
-				return
-			}
-		}
-		h.ServeHTTP(w, r)
-	}))
-	t.Cleanup(func() {
-		srv.Close()
-		_ = st.Close()
-	})
-	b := &bundle{st: st, url: srv.URL}
-	b.startWith(t, Config{Name: "test", Labels: []string{"linux"}, MaxJobs: 1, ReportLinger: time.Second})
-	b.wantSuccess(t, b.submit(t, "jobs:\n  a: {steps: [{run: 'echo refused'}]}\n"))
-	if refused.Load() != 1 {
-		t.Errorf("%d completions refused for their lines, want 1", refused.Load())
+	c := setupCounting(t, 5*time.Second)
+	c.refuseLines.Store(true)
+	c.startWith(t, Config{Name: "test", Labels: []string{"linux"}, MaxJobs: 1, ReportLinger: time.Second})
+	c.wantSuccess(t, c.submit(t, "jobs:\n  a: {steps: [{run: 'echo refused'}]}\n"))
+	if c.refused.Load() != 1 {
+		t.Errorf("%d completions refused for their lines, want 1", c.refused.Load())
 	}
 }

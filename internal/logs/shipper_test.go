@@ -72,6 +72,38 @@ func (c *fakeCoordinator) checkStored(t *testing.T, n int) {
 	}
 }
 
+// outage is a fakeCoordinator that can be down: its sends then fail as a refused
+// connection would.
+type outage struct {
+	c        *fakeCoordinator
+	mu       sync.Mutex
+	down     bool
+	attempts int
+}
+
+func (o *outage) send(ctx context.Context, lines []Line) (int64, bool, error) {
+	o.mu.Lock()
+	isDown := o.down
+	o.attempts++
+	o.mu.Unlock()
+	if isDown {
+		return 0, false, errors.New("connection refused")
+	}
+	return o.c.send(ctx, lines)
+}
+
+func (o *outage) setDown(v bool) {
+	o.mu.Lock()
+	o.down = v
+	o.mu.Unlock()
+}
+
+func (o *outage) sends() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.attempts
+}
+
 func (c *fakeCoordinator) batchCount() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -356,26 +388,11 @@ func TestShipperAddNeverBlocks(t *testing.T) {
 func TestShipperOutage(t *testing.T) {
 	t.Parallel()
 	c := &fakeCoordinator{t: t}
-	var mu sync.Mutex
-	down, attempts := true, 0
-	send := func(ctx context.Context, lines []Line) (int64, bool, error) {
-		mu.Lock()
-		isDown := down
-		attempts++
-		mu.Unlock()
-		if isDown {
-			return 0, false, errors.New("connection refused")
-		}
-		return c.send(ctx, lines)
-	}
-	s, b := setupShipper(t, send, ShipperOptions{MaxBatchBytes: 4096, MaxBackoff: 5 * time.Millisecond})
+	o := &outage{c: c, down: true}
+	s, b := setupShipper(t, o.send, ShipperOptions{MaxBatchBytes: 4096, MaxBackoff: 5 * time.Millisecond})
 	const n = 3000
 	s.Add(makeLines(1, 1000))
-	waitFor(t, "failed send attempts", func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return attempts >= 3
-	})
+	waitFor(t, "failed send attempts", func() bool { return o.sends() >= 3 })
 	size1 := s.Stats().SpoolBytes
 	s.Add(makeLines(1001, 2000))
 	size2 := s.Stats().SpoolBytes
@@ -393,9 +410,7 @@ func TestShipperOutage(t *testing.T) {
 		t.Errorf("acked %d during the outage", st.Acked)
 	}
 
-	mu.Lock()
-	down = false
-	mu.Unlock()
+	o.setDown(false)
 	if err := closeShipper(t, s); err != nil {
 		t.Fatal(err)
 	}
@@ -410,30 +425,15 @@ func TestShipperOutage(t *testing.T) {
 func TestShipperMemoryAndSpool(t *testing.T) {
 	t.Parallel()
 	c := &fakeCoordinator{t: t}
-	var mu sync.Mutex
-	down := false
-	send := func(ctx context.Context, lines []Line) (int64, bool, error) {
-		mu.Lock()
-		isDown := down
-		mu.Unlock()
-		if isDown {
-			return 0, false, errors.New("connection refused")
-		}
-		return c.send(ctx, lines)
-	}
-	s, _ := setupShipper(t, send, ShipperOptions{MaxBatchBytes: 1024, MaxBackoff: 5 * time.Millisecond})
-	setDown := func(v bool) {
-		mu.Lock()
-		down = v
-		mu.Unlock()
-	}
+	o := &outage{c: c}
+	s, _ := setupShipper(t, o.send, ShipperOptions{MaxBatchBytes: 1024, MaxBackoff: 5 * time.Millisecond})
 	s.Add(makeLines(1, 10))
 	waitFor(t, "the first lines", func() bool { return s.Stats().Acked == 10 })
-	setDown(true)
+	o.setDown(true)
 	for seq := int64(11); seq <= 1000; seq += 10 {
 		s.Add(makeLines(seq, 10))
 	}
-	setDown(false)
+	o.setDown(false)
 	waitFor(t, "the lines of the outage", func() bool { return s.Stats().Acked == 1000 })
 	for seq := int64(1001); seq <= 1100; seq++ {
 		s.Add(makeLines(seq, 1))
@@ -702,27 +702,15 @@ func TestShipperFinish(t *testing.T) {
 	t.Run("spooled to the file", func(t *testing.T) {
 		t.Parallel()
 		c := &fakeCoordinator{t: t}
-		var mu sync.Mutex
-		down := true
-		send := func(ctx context.Context, lines []Line) (int64, bool, error) {
-			mu.Lock()
-			isDown := down
-			mu.Unlock()
-			if isDown {
-				return 0, false, errors.New("connection refused")
-			}
-			return c.send(ctx, lines)
-		}
-		s, b := setupShipper(t, send, ShipperOptions{MaxBatchBytes: 256, MaxBackoff: 5 * time.Millisecond})
+		o := &outage{c: c, down: true}
+		s, b := setupShipper(t, o.send, ShipperOptions{MaxBatchBytes: 256, MaxBackoff: 5 * time.Millisecond})
 		for seq := int64(1); seq <= 200; seq += 10 {
 			s.Add(makeLines(seq, 10))
 		}
 		if len(b.spoolFiles(t)) != 1 {
 			t.Fatal("the backlog was not written to the spool file")
 		}
-		mu.Lock()
-		down = false
-		mu.Unlock()
+		o.setDown(false)
 		if got := finish(t, s, 1<<20); len(got) != 0 {
 			t.Fatalf("handed %d lines of a backlog in the spool file; they should have been sent", len(got))
 		}
