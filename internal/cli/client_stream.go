@@ -70,8 +70,7 @@ func (c *apiClient) streamLog(ctx context.Context, job string, attempt int, afte
 		if ctx.Err() != nil {
 			return logEnd{}, ctx.Err()
 		}
-		var se *serverError
-		if errors.As(err, &se) && se.Status >= 400 && se.Status < 500 && se.Status != http.StatusTooManyRequests {
+		if refused(err) {
 			return logEnd{}, fmt.Errorf("follow the log of job %s: %w", job, err)
 		}
 		if n > 0 {
@@ -87,6 +86,13 @@ func (c *apiClient) streamLog(ctx context.Context, job string, attempt int, afte
 		}
 		wait = min(2*wait, 5*time.Second)
 	}
+}
+
+// refused says whether the coordinator answered err's request with a refusal (4xx,
+// but 429) that asking again cannot change.
+func refused(err error) bool {
+	var se *serverError
+	return errors.As(err, &se) && se.Status >= 400 && se.Status < 500 && se.Status != http.StatusTooManyRequests
 }
 
 // errStreamCut says a stream closed before its end event.

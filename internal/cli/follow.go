@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"net/http"
 	"strings"
 	"sync"
 	"time"
@@ -357,11 +356,10 @@ func namedLater(j jobView, attempt int) bool {
 	return strings.Contains(j.title(), "${{") && j.Attempt == attempt && !jobTerminal(j.Status)
 }
 
-// retriable says whether a read that failed with err may succeed if made again: the
-// coordinator did not refuse it (4xx) and it was not cancelled.
+// retriable says whether a read that failed with err may succeed if made again: it was
+// not cancelled, and the coordinator did not refuse it.
 func retriable(err error) bool {
-	var se *serverError
-	return err != nil && !errors.Is(err, context.Canceled) && !(errors.As(err, &se) && se.Status < 500 && se.Status != http.StatusTooManyRequests)
+	return err != nil && !errors.Is(err, context.Canceled) && !refused(err)
 }
 
 // changed says whether the run or any of its jobs moved between two reads.

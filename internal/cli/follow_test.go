@@ -145,15 +145,7 @@ func TestFollowEndedRun(t *testing.T) {
 				proxy.ServeHTTP(w, r)
 			}))
 			t.Cleanup(srv.Close)
-			c, err := (&clientConfig{Server: srv.URL}).client()
-			if err != nil {
-				t.Fatal(err)
-			}
-			var out syncBuffer
-			status, err := followRun(t.Context(), c, run.ID, &out, false)
-			if err != nil || status != "success" {
-				t.Fatalf("followRun = %q, %v", status, err)
-			}
+			out := followSuccess(t, srv.URL, run.ID, false)
 			got := out.String()
 			for _, l := range append(seqLines("a | a %d", 1, 300), "b | first", "b | --- attempt 2 of 2 ---", "b | second") {
 				if n := countLines(got, l); n != 1 {
@@ -165,6 +157,22 @@ func TestFollowEndedRun(t *testing.T) {
 			}
 		})
 	}
+}
+
+// followSuccess follows run id on the coordinator at base until it ends, which must be
+// in success, and returns what following printed.
+func followSuccess(t *testing.T, base, id string, tty bool) *syncBuffer {
+	t.Helper()
+	c, err := (&clientConfig{Server: base}).client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out syncBuffer
+	status, err := followRun(t.Context(), c, id, &out, tty)
+	if err != nil || status != "success" {
+		t.Fatalf("followRun = %q, %v", status, err)
+	}
+	return &out
 }
 
 func seqLines(format string, from, to int) []string {
@@ -181,15 +189,7 @@ func TestFollowRunTerminal(t *testing.T) {
 	t.Parallel()
 	base := startCluster(t)
 	run := submitRun(t, base, "jobs:\n  a:\n    steps:\n      - run: echo one\n  b:\n    needs: [a]\n    steps:\n      - run: echo two\n")
-	c, err := (&clientConfig{Server: base}).client()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out syncBuffer
-	status, err := followRun(t.Context(), c, run.ID, &out, true)
-	if err != nil || status != "success" {
-		t.Fatalf("followRun = %q, %v", status, err)
-	}
+	out := followSuccess(t, base, run.ID, true)
 	s := out.String()
 	for _, want := range []string{jobColours[0] + "a" + ansiReset + " | one\n", jobColours[1] + "b" + ansiReset + " | two\n",
 		ansiClearLine + "run " + run.ID + " " + ansiGreen + "success" + ansiReset + " in "} {
@@ -345,15 +345,7 @@ func TestFollowWaitsForClaimedName(t *testing.T) {
 		}
 	}))
 	t.Cleanup(srv.Close)
-	c, err := (&clientConfig{Server: srv.URL}).client()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out syncBuffer
-	status, err := followRun(t.Context(), c, runID, &out, false)
-	if err != nil || status != "success" {
-		t.Fatalf("followRun = %q, %v", status, err)
-	}
+	out := followSuccess(t, srv.URL, runID, false)
 	n := 0
 	for l := range strings.SplitSeq(out.String(), "\n") {
 		if strings.HasSuffix(l, " | publishing now") {
