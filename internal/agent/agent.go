@@ -672,10 +672,14 @@ func (a *Agent) runJob(parent context.Context, j claimedJob, later func(func()))
 			}
 			return true
 		}
-		carry := func(r stepReport) {
-			u := maps.Clone(r.body)
-			u["index"] = r.step
-			carried = append(carried, u)
+		// carry puts the held reports, then r if given, in the completion.
+		carry := func(r ...stepReport) {
+			for _, h := range append(held, r...) {
+				u := maps.Clone(h.body)
+				u["index"] = h.step
+				carried = append(carried, u)
+			}
+			held, due = nil, nil
 		}
 		for {
 			var (
@@ -693,9 +697,7 @@ func (a *Agent) runJob(parent context.Context, j claimedJob, later func(func()))
 			if !ok {
 				// The job ended: ending says whether the completion follows at once.
 				if ending.Load() && !closed(lost) {
-					for _, h := range held {
-						carry(h)
-					}
+					carry()
 					return
 				}
 				flush()
@@ -707,10 +709,6 @@ func (a *Agent) runJob(parent context.Context, j claimedJob, later func(func()))
 			}
 			switch {
 			case r.step >= 0 && !r.own && ending.Load():
-				for _, h := range held {
-					carry(h)
-				}
-				held, due = nil, nil
 				carry(r)
 			case r.step >= 0 && !r.own && a.completeSteps:
 				held = append(held, r)
