@@ -1142,7 +1142,7 @@ const runnerDirInWorkspace = ".gantry-runner"
 func makeRunnerDir(files *stepFiles, workDir, ws, stepWS string, inContainer bool, j claimedJob) error {
 	if files.runner != "" {
 		// A finished job's, kept for this one (jobdirs.go): its RUNNER_TEMP is there, empty.
-		return writeEvent(files, j, false)
+		return writeEvent(files, j)
 	}
 	if inContainer {
 		files.runner = filepath.Join(ws, runnerDirInWorkspace)
@@ -1160,12 +1160,19 @@ func makeRunnerDir(files *stepFiles, workDir, ws, stepWS string, inContainer boo
 	if err := os.Chmod(files.runner, 0o755); err != nil {
 		return fmt.Errorf("make the runner directory: %w", err)
 	}
-	return writeEvent(files, j, true)
+	tmp := filepath.Join(files.runner, "tmp")
+	if err := os.Mkdir(tmp, 0o777); err != nil && !errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("make RUNNER_TEMP: %w", err)
+	}
+	// The steps may run as another user, who must write it.
+	if err := os.Chmod(tmp, 0o777|os.ModeSticky); err != nil {
+		return fmt.Errorf("make RUNNER_TEMP: %w", err)
+	}
+	return writeEvent(files, j)
 }
 
-// writeEvent writes the job's event file and, in a new runner directory, makes
-// RUNNER_TEMP.
-func writeEvent(files *stepFiles, j claimedJob, fresh bool) error {
+// writeEvent writes the job's event file in its runner directory.
+func writeEvent(files *stepFiles, j claimedJob) error {
 	tr := j.Trigger
 	if len(tr.Payload) > 0 && json.Valid(tr.Payload) {
 		// The forge's own payload, laid out as GitHub gives it to the steps.
@@ -1173,7 +1180,7 @@ func writeEvent(files *stepFiles, j claimedJob, fresh bool) error {
 		if err := json.Indent(&b, tr.Payload, "", "  "); err != nil {
 			return fmt.Errorf("write the event file: %w", err)
 		}
-		return writeEventFile(files, b.Bytes(), fresh)
+		return writeEventFile(files, b.Bytes())
 	}
 	owner, name, _ := strings.Cut(tr.Repository, "/")
 	repo := map[string]any{"full_name": tr.Repository, "name": name, "owner": map[string]any{"login": owner, "name": owner}}
@@ -1201,23 +1208,15 @@ func writeEvent(files *stepFiles, j claimedJob, fresh bool) error {
 	if err != nil {
 		return err
 	}
-	return writeEventFile(files, b, fresh)
+	return writeEventFile(files, b)
 }
 
-// writeEventFile writes the event file and, when fresh, makes RUNNER_TEMP beside it.
-func writeEventFile(files *stepFiles, b []byte, fresh bool) error {
+// writeEventFile writes b as the event file.
+func writeEventFile(files *stepFiles, b []byte) error {
 	if err := os.WriteFile(filepath.Join(files.runner, "event.json"), b, 0o644); err != nil {
 		return fmt.Errorf("write the event file: %w", err)
 	}
-	if !fresh {
-		return nil
-	}
-	tmp := filepath.Join(files.runner, "tmp")
-	if err := os.Mkdir(tmp, 0o777); err != nil && !errors.Is(err, os.ErrExist) {
-		return fmt.Errorf("make RUNNER_TEMP: %w", err)
-	}
-	// The steps may run as another user, who must write it.
-	return os.Chmod(tmp, 0o777|os.ModeSticky)
+	return nil
 }
 
 // endValues are what the job's outputs and its environment's url read when the job ends
