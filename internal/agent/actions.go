@@ -545,7 +545,7 @@ for (const k of Object.keys(process.env)) {
 func (r *actionRunner) passEnvNames(env map[string]string) (string, error) {
 	var odd []string
 	for k := range env {
-		if !envLineName.MatchString(k) {
+		if !envLineName.Regexp().MatchString(k) {
 			odd = append(odd, k)
 		}
 	}

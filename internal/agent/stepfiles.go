@@ -9,10 +9,10 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"syscall"
 
+	"github.com/gantry-ci/gantry/internal/lazyre"
 	"github.com/gantry-ci/gantry/internal/pipeline"
 	"github.com/gantry-ci/gantry/internal/stepsummary"
 )
@@ -20,7 +20,7 @@ import (
 // maxStepFile bounds what the worker reads of one such file after a step.
 const maxStepFile = pipeline.MaxOutputBytes
 
-var envLineName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+var envLineName = lazyre.New(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // stepFiles are one job's $GANTRY_OUTPUT, $GANTRY_ENV, $GANTRY_PATH and
 // $GANTRY_STEP_SUMMARY, emptied after each step is read, and what the steps so far left
@@ -144,7 +144,7 @@ func (f *stepFiles) collect() (map[string]string, error) {
 	}
 	for name := range env {
 		switch {
-		case !envLineName.MatchString(name):
+		case !envLineName.Regexp().MatchString(name):
 			return nil, fmt.Errorf("$GANTRY_ENV: variable name %q: use letters, digits and '_', not starting with a digit", name)
 		case strings.HasPrefix(strings.ToUpper(name), "GANTRY_"):
 			return nil, fmt.Errorf("$GANTRY_ENV: %s: variable names starting with GANTRY_ are reserved for Gantry", name)

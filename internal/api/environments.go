@@ -62,7 +62,7 @@ type putEnvironmentRequest struct {
 // environmentInPath reads the project (loaded) and the environment's name from the path.
 func (s *Server) environmentInPath(w http.ResponseWriter, r *http.Request) (*store.Project, string, bool) {
 	name := r.PathValue("env")
-	if !pipeline.EnvironmentNamePattern.MatchString(name) {
+	if !pipeline.EnvironmentNamePattern.Regexp().MatchString(name) {
 		writeRequestError(w, badRequest("environment name %q: use letters, digits and _ . - (at most 100, starting with a letter or digit)", name))
 		return nil, "", false
 	}
@@ -139,7 +139,7 @@ func (s *Server) putEnvironment(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	name := r.PathValue("env")
-	if !pipeline.EnvironmentNamePattern.MatchString(name) {
+	if !pipeline.EnvironmentNamePattern.Regexp().MatchString(name) {
 		writeRequestError(w, badRequest("environment name %q: use letters, digits and _ . - (at most 100, starting with a letter or digit)", name))
 		return
 	}

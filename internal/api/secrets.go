@@ -8,15 +8,16 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
-	"regexp"
 	"slices"
 	"strings"
 
+	"github.com/google/uuid"
+
+	"github.com/gantry-ci/gantry/internal/lazyre"
 	"github.com/gantry-ci/gantry/internal/logs"
 	"github.com/gantry-ci/gantry/internal/pipeline"
 	"github.com/gantry-ci/gantry/internal/secret"
 	"github.com/gantry-ci/gantry/internal/store"
-	"github.com/google/uuid"
 )
 
 // MaxSecretBytes bounds a secret's value.
@@ -80,7 +81,7 @@ func checkEnvironmentName(env string) string {
 	if env == "" {
 		return ""
 	}
-	if !pipeline.EnvironmentNamePattern.MatchString(env) {
+	if !pipeline.EnvironmentNamePattern.Regexp().MatchString(env) {
 		return fmt.Sprintf("%q: use letters, digits, _ . and -, at most 100 bytes", env)
 	}
 	return ""
@@ -276,7 +277,7 @@ func (s *Server) ensureProject(ctx context.Context, project string) *requestErro
 
 // secretEnvPattern is the reference a run's env keeps for a value given as secret env:
 // the value itself is sealed in the secrets table under scope "env:<id>".
-var secretEnvPattern = regexp.MustCompile(`^\$\{\{ secret_env\.([0-9a-f-]{36}) \}\}$`)
+var secretEnvPattern = lazyre.New(`^\$\{\{ secret_env\.([0-9a-f-]{36}) \}\}$`)
 
 func secretEnvScope(id string) string { return "env:" + id }
 
@@ -396,7 +397,7 @@ func (s *Server) resolveSecrets(ctx context.Context, run *store.Run, job *store.
 	names, optional := spec.Secrets(), spec.OptionalSecrets()
 	envRefs := map[string]string{}
 	for k, v := range run.Env {
-		if m := secretEnvPattern.FindStringSubmatch(v); m != nil {
+		if m := secretEnvPattern.Regexp().FindStringSubmatch(v); m != nil {
 			envRefs[k] = m[1]
 		}
 	}

@@ -172,7 +172,7 @@ func (c *environmentConfig) check(name string) error {
 	if c.Project == "" {
 		return usagef("--project is required")
 	}
-	if name != "" && !pipeline.EnvironmentNamePattern.MatchString(name) {
+	if name != "" && !pipeline.EnvironmentNamePattern.Regexp().MatchString(name) {
 		return usagef("environment name %q: use letters, digits and _ . - (at most 100, starting with a letter or digit)", name)
 	}
 	return nil

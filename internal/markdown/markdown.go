@@ -4,30 +4,35 @@ import (
 	"bytes"
 	"html"
 	"io"
-	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/yuin/goldmark"
 	"github.com/yuin/goldmark/ast"
 	"github.com/yuin/goldmark/extension"
 	"github.com/yuin/goldmark/renderer"
 	"github.com/yuin/goldmark/util"
+
+	"github.com/gantry-ci/gantry/internal/lazyre"
 )
 
 // md is GitHub's flavour as its summaries use it: tables (alignment as the align
 // attribute, since a page's CSP may forbid style attributes), task lists,
 // strikethrough, bare URLs as links. Raw HTML is never written as it is (goldmark
 // without WithUnsafe); rawHTML decides what of it shows. Headings get no id, so a
-// summary cannot take an id the page holding it uses.
-var md = goldmark.New(
-	goldmark.WithExtensions(
-		extension.NewTable(extension.WithTableCellAlignMethod(extension.TableCellAlignAttribute)),
-		extension.Strikethrough,
-		extension.TaskList,
-		extension.Linkify,
-	),
-	goldmark.WithRendererOptions(renderer.WithNodeRenderers(util.Prioritized(rawHTML{}, 100))),
-)
+// summary cannot take an id the page holding it uses. It is made when first used, not
+// when every gantry process starts.
+var md = sync.OnceValue(func() goldmark.Markdown {
+	return goldmark.New(
+		goldmark.WithExtensions(
+			extension.NewTable(extension.WithTableCellAlignMethod(extension.TableCellAlignAttribute)),
+			extension.Strikethrough,
+			extension.TaskList,
+			extension.Linkify,
+		),
+		goldmark.WithRendererOptions(renderer.WithNodeRenderers(util.Prioritized(rawHTML{}, 100))),
+	)
+})
 
 // Render writes src rendered as an HTML fragment to w.
 //
@@ -39,7 +44,7 @@ var md = goldmark.New(
 // <details><summary>Logs</summary> folds as on GitHub. The fragment may hold tags that
 // do not balance (a </details> without its start): parse it as a fragment of its own.
 func Render(w io.Writer, src []byte) error {
-	return md.Convert(src, w)
+	return md().Convert(src, w)
 }
 
 // HTML is src rendered, as Render writes it.
@@ -118,14 +123,14 @@ func renderRawHTML(w util.BufWriter, source []byte, node ast.Node, entering bool
 
 // htmlPiece finds, in raw HTML, a comment or a tag of the form an allowed one may have:
 // a name alone (or details with open), opening, closing or self-closing.
-var htmlPiece = regexp.MustCompile(`(?s)<!--.*?-->|</?([A-Za-z][A-Za-z0-9]*)(\s+open)?\s*/?>`)
+var htmlPiece = lazyre.New(`(?s)<!--.*?-->|</?([A-Za-z][A-Za-z0-9]*)(\s+open)?\s*/?>`)
 
 // safeHTML is raw HTML as a summary shows it: comments left out, allowed tags written
 // anew from their name alone, and everything else escaped, to show as text.
 func safeHTML(raw string) string {
 	var b strings.Builder
 	last := 0
-	for _, m := range htmlPiece.FindAllStringSubmatchIndex(raw, -1) {
+	for _, m := range htmlPiece.Regexp().FindAllStringSubmatchIndex(raw, -1) {
 		piece := raw[m[0]:m[1]]
 		if strings.HasPrefix(piece, "<!--") {
 			b.WriteString(html.EscapeString(raw[last:m[0]]))

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/expr-lang/expr"
 	"github.com/expr-lang/expr/ast"
@@ -769,7 +770,7 @@ func mergeEnv(base, top map[string]string) map[string]string {
 func (j *Job) ShouldRun(in ConditionInput) (bool, error) {
 	c := j.If
 	if c == nil {
-		c = defaultCondition
+		c = defaultCondition()
 	}
 	return c.Eval(in, j.Env, j.Matrix, j.InputTypes)
 }
@@ -792,7 +793,7 @@ type Decision struct {
 func (j *Job) Decide(in ConditionInput) Decision {
 	c := j.If
 	if c == nil {
-		c = defaultCondition
+		c = defaultCondition()
 	}
 	if in.Cancelled {
 		// Nothing new starts in a run being cancelled, whatever its condition says.
@@ -854,7 +855,9 @@ func (in ConditionInput) upstreamReason() string {
 	return "its needs did not succeed"
 }
 
-var defaultCondition = mustCondition("success()")
+// defaultCondition is success(), a job's condition when it has none. It is compiled when
+// first asked for, not when every gantry process starts (an expr-lang compile).
+var defaultCondition = sync.OnceValue(func() *Condition { return mustCondition("success()") })
 
 func mustCondition(src string) *Condition {
 	c, err := compileCondition(src, nil)

@@ -12,6 +12,8 @@ import (
 
 	"github.com/BurntSushi/toml"
 	"github.com/Masterminds/semver/v3"
+
+	"github.com/gantry-ci/gantry/internal/lazyre"
 )
 
 // ErrNotInstalled is Choose's error when no toolchain found matches the version asked
@@ -78,7 +80,7 @@ func foundList(found []Installed) string {
 	return " (found: " + strings.Join(parts, ", ") + ")"
 }
 
-var goPre = regexp.MustCompile(`^v?(\d+)\.(\d+)(?:\.(\d+))?(alpha|beta|rc)(\d+)$`)
+var goPre = lazyre.New(`^v?(\d+)\.(\d+)(?:\.(\d+))?(alpha|beta|rc)(\d+)$`)
 
 // matcher turns a spec into a test of one toolchain.
 func (t Tool) matcher(spec string, allowPre bool, found []Installed) (func(Installed) bool, error) {
@@ -118,14 +120,14 @@ func (t Tool) matcher(spec string, allowPre bool, found []Installed) (func(Insta
 			return nil, fmt.Errorf("%s %s: free-threaded builds are %w", t.Label, spec, ErrUnsupported)
 		}
 		spec = pep440ToSemver(spec)
-		if v, ok := strings.CutSuffix(spec, "-dev"); ok && majorMinor.MatchString(v) {
+		if v, ok := strings.CutSuffix(spec, "-dev"); ok && majorMinor.Regexp().MatchString(v) {
 			spec, allowPre = "~"+v+".0-0", true
-		} else if allowPre && majorMinor.MatchString(spec) {
+		} else if allowPre && majorMinor.Regexp().MatchString(spec) {
 			spec = "~" + spec + ".0-0"
 		}
 	}
 	if t.Action == Go.Action {
-		if m := goPre.FindStringSubmatch(spec); m != nil {
+		if m := goPre.Regexp().FindStringSubmatch(spec); m != nil {
 			spec = goSemver(m)
 		}
 	}
@@ -136,7 +138,7 @@ func (t Tool) matcher(spec string, allowPre bool, found []Installed) (func(Insta
 	return func(i Installed) bool { return c.Check(i.Version) }, nil
 }
 
-var majorMinor = regexp.MustCompile(`^\d+\.\d+$`)
+var majorMinor = lazyre.New(`^\d+\.\d+$`)
 
 func newestRelease(found []Installed, release func(Installed) bool) *semver.Version {
 	var best *semver.Version
@@ -204,15 +206,15 @@ func pep440ToSemver(spec string) string {
 		case strings.HasPrefix(part, "=="):
 			part = "=" + strings.TrimSpace(part[2:])
 		}
-		out = append(out, pythonPre.ReplaceAllStringFunc(part, func(s string) string {
-			m := pythonPre.FindStringSubmatch(s)
+		out = append(out, pythonPre.Regexp().ReplaceAllStringFunc(part, func(s string) string {
+			m := pythonPre.Regexp().FindStringSubmatch(s)
 			return m[1] + "-" + map[string]string{"a": "alpha", "b": "beta", "rc": "rc"}[m[2]] + "." + m[3]
 		}))
 	}
 	return strings.Join(out, " ")
 }
 
-var pythonPre = regexp.MustCompile(`(\d+\.\d+(?:\.\d+)?)(a|b|rc)(\d+)`)
+var pythonPre = lazyre.New(`(\d+\.\d+(?:\.\d+)?)(a|b|rc)(\d+)`)
 
 // goSemver is a Go pre-release as a semantic version: 1.27rc1 is 1.27.0-rc.1.
 func goSemver(m []string) string {
@@ -231,7 +233,7 @@ func parseGoVersion(out string) (*semver.Version, string, error) {
 		return nil, "", fmt.Errorf("not a Go release (devel or unknown build)")
 	}
 	s := strings.TrimPrefix(f[0], "go")
-	if m := goPre.FindStringSubmatch(s); m != nil {
+	if m := goPre.Regexp().FindStringSubmatch(s); m != nil {
 		s = goSemver(m)
 	}
 	v, err := semver.StrictNewVersion(padVersion(s))

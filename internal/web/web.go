@@ -9,9 +9,10 @@ import (
 	"mime"
 	"net/http"
 	"path"
-	"regexp"
 	"sort"
 	"strings"
+
+	"github.com/gantry-ci/gantry/internal/lazyre"
 )
 
 //go:embed static
@@ -27,7 +28,7 @@ const versionPlaceholder = "%ASSETS%"
 
 // clientRoutes are the paths the app draws itself; each gets index.html so that deep
 // links and reloads work.
-var clientRoutes = regexp.MustCompile(`^/(|runs|runs/[^/]+|jobs/[^/]+|workers|stats|signin|dispatch|projects|projects/[^/]+|projects/[^/]+/tests|projects/[^/]+/runs/[0-9]+|approvals)$`)
+var clientRoutes = lazyre.New(`^/(|runs|runs/[^/]+|jobs/[^/]+|workers|stats|signin|dispatch|projects|projects/[^/]+|projects/[^/]+/tests|projects/[^/]+/runs/[0-9]+|approvals)$`)
 
 type asset struct {
 	body  []byte
@@ -113,7 +114,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	status := http.StatusOK
-	if !clientRoutes.MatchString(r.URL.Path) {
+	if !clientRoutes.Regexp().MatchString(r.URL.Path) {
 		// The app tells the user the page does not exist; the status tells machines.
 		status = http.StatusNotFound
 	}

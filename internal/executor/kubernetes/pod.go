@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/gantry-ci/gantry/internal/executor"
+	"github.com/gantry-ci/gantry/internal/lazyre"
 )
 
 // Names inside a job's pod.
@@ -349,12 +349,12 @@ func seconds(d interface{ Seconds() float64 }, def int32) int32 {
 	return s
 }
 
-var labelUnsafe = regexp.MustCompile(`[^A-Za-z0-9._-]`)
+var labelUnsafe = lazyre.New(`[^A-Za-z0-9._-]`)
 
 // labelValue makes s a valid label value: unsafe characters become '-', at most 63
 // characters, alphanumeric at both ends.
 func labelValue(s string) string {
-	s = labelUnsafe.ReplaceAllString(s, "-")
+	s = labelUnsafe.Regexp().ReplaceAllString(s, "-")
 	if len(s) > validation.LabelValueMaxLength {
 		s = s[:validation.LabelValueMaxLength]
 	}
@@ -368,7 +368,7 @@ func podName(j executor.Job) string {
 	var b [3]byte
 	_, _ = rand.Read(b[:])
 	suffix := fmt.Sprintf("-%d-%s", j.Attempt, hex.EncodeToString(b[:]))
-	id := strings.ToLower(labelUnsafe.ReplaceAllString(j.ID, "-"))
+	id := strings.ToLower(labelUnsafe.Regexp().ReplaceAllString(j.ID, "-"))
 	id = strings.NewReplacer("_", "-", ".", "-").Replace(id)
 	if limit := validation.DNS1123LabelMaxLength - len("gantry-") - len(suffix); len(id) > limit {
 		id = id[len(id)-limit:]

@@ -5,9 +5,10 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/gantry-ci/gantry/internal/pipeline"
 	"github.com/gantry-ci/gantry/internal/store"
-	"github.com/google/uuid"
 )
 
 const envCols = `project_id, name, branches, tags, required_approvals, approvers, approval_timeout_us, prevent_self_review,
@@ -46,7 +47,7 @@ func nonNil(s []string) []string {
 
 // PutEnvironment implements store.Environments.
 func (e *Engine) PutEnvironment(ctx context.Context, env *store.Environment) error {
-	if env == nil || env.ProjectID == uuid.Nil || !pipeline.EnvironmentNamePattern.MatchString(env.Name) {
+	if env == nil || env.ProjectID == uuid.Nil || !pipeline.EnvironmentNamePattern.Regexp().MatchString(env.Name) {
 		return fmt.Errorf("put environment: a project and a name of letters, digits and _ . - are required: %w", store.ErrInvalid)
 	}
 	if err := env.Validate(); err != nil {
