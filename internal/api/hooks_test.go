@@ -166,9 +166,12 @@ func TestHookGitHubPush(t *testing.T) {
 	if run.Trigger != want {
 		t.Errorf("trigger = %+v\nwant %+v", run.Trigger, want)
 	}
+	if def, err := b.store.RunDefinition(t.Context(), mustUUID(t, h.Runs[0])); err != nil || string(def) != pipelineNamed("first") {
+		t.Errorf("definition = %q, %v; want the older file", def, err)
+	}
 	stored, err := b.store.GetRun(t.Context(), mustUUID(t, h.Runs[0]))
-	if err != nil || string(stored.Definition) != pipelineNamed("first") {
-		t.Errorf("definition = %q, %v; want the older file", stored.Definition, err)
+	if err != nil {
+		t.Fatal(err)
 	}
 	// The run keeps the delivery's payload for github.event (the API view leaves it out,
 	// as compared above); a payload over store.MaxEventPayload is not kept (below).

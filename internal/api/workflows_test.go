@@ -238,8 +238,9 @@ func TestWorkflowDispatch(t *testing.T) {
 		t.Fatalf("dispatch of version 2: %d %s", r.status, r.body)
 	}
 	r.decode(t, &run)
-	if st := b.storedRun(t, run.ID); st.Trigger.WorkflowVersion != 2 || !strings.Contains(string(st.Definition), "--v2") {
-		t.Errorf("run of version %d with definition %q; want version 2's", st.Trigger.WorkflowVersion, st.Definition)
+	def, err := b.store.RunDefinition(t.Context(), mustUUID(t, run.ID))
+	if st := b.storedRun(t, run.ID); err != nil || st.Trigger.WorkflowVersion != 2 || !strings.Contains(string(def), "--v2") {
+		t.Errorf("run of version %d with definition %q (%v); want version 2's", st.Trigger.WorkflowVersion, def, err)
 	}
 	expectError(t, b.dispatch(t, "/api/v1/workflows/"+store.NewID().String()+"/dispatches", nil), http.StatusNotFound, "not_found")
 }

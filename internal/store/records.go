@@ -469,7 +469,6 @@ type Run struct {
 	Status          RunStatus
 	Trigger         Trigger
 	IdempotencyKey  string // empty when none was given
-	Definition      []byte // the definition as submitted
 	Env             map[string]string
 	CancelRequested bool
 	JobsTotal       int

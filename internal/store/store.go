@@ -52,6 +52,10 @@ type Runs interface {
 	// returns that run, its jobs and created=false, and changes nothing.
 	CreateRun(ctx context.Context, p CreateRunParams) (run *Run, jobs []*Job, created bool, err error)
 	GetRun(ctx context.Context, id uuid.UUID) (*Run, error)
+	// RunDefinition returns the definition run id was created from, as submitted (nil
+	// when none was given); ErrNotFound when there is no such run. A Run does not carry
+	// it: it is as large as the pipeline file, and read only where it is needed.
+	RunDefinition(ctx context.Context, id uuid.UUID) ([]byte, error)
 	// GetRunByNumber returns the named project's run of that number (Run.Number);
 	// ErrNotFound when the project has none so numbered, or there is no such project.
 	GetRunByNumber(ctx context.Context, project string, number int) (*Run, error)

@@ -24,6 +24,7 @@ type Store interface {
 	ListTestResults(ctx context.Context, p store.ListTestResultsParams) ([]*store.TestResult, error)
 	TestEvidence(ctx context.Context, p store.TestEvidenceParams) (map[testreport.TestID]*store.TestEvidence, error)
 	ListQuarantines(ctx context.Context, p store.ListQuarantinesParams) ([]*store.Quarantine, error)
+	RunDefinition(ctx context.Context, id uuid.UUID) ([]byte, error)
 }
 
 // MaxJudged is how many of a run's failing tests its headline is decided from: the
@@ -85,7 +86,7 @@ func Verdicts(ctx context.Context, st Store, run *store.Run, failing []*store.Te
 	}
 	var unchanged map[string]string
 	if o.Changes != nil && p != nil && p.RepoURL != "" && sha != "" {
-		unchanged = unchangedSince(ctx, p, run, sha, ev, o)
+		unchanged = unchangedSince(ctx, st, p, run, sha, ev, o)
 	}
 	for _, id := range ids {
 		var judged testreport.Evidence
@@ -104,7 +105,7 @@ func Verdicts(ctx context.Context, st Store, run *store.Run, failing []*store.Te
 // last passed on, whether anything that matters to the run's jobs changed from each to
 // the commit judged, by the path filters of the run's pipeline. It maps each commit
 // where nothing did to why; the others, and those it could not read, are left out.
-func unchangedSince(ctx context.Context, p *store.Project, run *store.Run, sha string, ev map[testreport.TestID]*store.TestEvidence, o Options) map[string]string {
+func unchangedSince(ctx context.Context, st Store, p *store.Project, run *store.Run, sha string, ev map[testreport.TestID]*store.TestEvidence, o Options) map[string]string {
 	var before []string
 	seen := map[string]bool{}
 	for _, e := range ev {
@@ -121,9 +122,14 @@ func unchangedSince(ctx context.Context, p *store.Project, run *store.Run, sha s
 		return nil
 	}
 	var on *pipeline.Triggers
-	// The run's own definition says which paths its jobs read; one that no longer
-	// compiles (a newer Gantry's rules) has no path filter: any change then matters.
-	if plan, err := pipeline.Compile(run.Definition, pipeline.Options{Workflows: pipeline.SkipWorkflows}); err == nil {
+	// The run's own definition says which paths its jobs read; one that cannot be read or
+	// no longer compiles (a newer Gantry's rules) has no path filter: any change then
+	// matters.
+	def, err := st.RunDefinition(ctx, run.ID)
+	if err != nil && o.Log != nil {
+		o.Log.Warn("tests judged with no path filter: read the run's definition", "run", run.ID, "err", err)
+	}
+	if plan, err := pipeline.Compile(def, pipeline.Options{Workflows: pipeline.SkipWorkflows}); err == nil {
 		on = plan.On
 	}
 	kind := trigger.KindPush

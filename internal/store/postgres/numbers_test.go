@@ -24,25 +24,8 @@ func TestRunNumbersMigration(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	sub, err := fs.Sub(migrations, "migrations")
-	if err != nil {
-		t.Fatal(err)
-	}
-	before := fstest.MapFS{}
-	names, err := fs.Glob(sub, "*.sql")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, name := range names {
-		if name >= "0035" {
-			continue
-		}
-		body, err := fs.ReadFile(sub, name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		before[name] = &fstest.MapFile{Data: body}
-	}
+	sub := migrationsFS(t)
+	before := migrationsBefore(t, sub, "0035")
 	d := dialect
 	if err := sqlstore.Migrate(t.Context(), db, &d, before); err != nil {
 		t.Fatalf("migrate to 0034: %v", err)
@@ -95,4 +78,36 @@ func TestRunNumbersMigration(t *testing.T) {
 			t.Errorf("%s's next run: number %d, want %d", project, run.Number, want)
 		}
 	}
+}
+
+// migrationsFS is the store's migrations.
+func migrationsFS(t *testing.T) fs.FS {
+	t.Helper()
+	sub, err := fs.Sub(migrations, "migrations")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sub
+}
+
+// migrationsBefore is the migrations of sub numbered below first: what a database made
+// before first was added had applied.
+func migrationsBefore(t *testing.T, sub fs.FS, first string) fstest.MapFS {
+	t.Helper()
+	before := fstest.MapFS{}
+	names, err := fs.Glob(sub, "*.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range names {
+		if name >= first {
+			continue
+		}
+		body, err := fs.ReadFile(sub, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		before[name] = &fstest.MapFile{Data: body}
+	}
+	return before
 }

@@ -14,7 +14,6 @@ CREATE TABLE runs (
     trigger          TEXT NOT NULL,
     ref              TEXT NOT NULL DEFAULT '',
     idempotency_key  TEXT,
-    definition       BLOB,
     env              TEXT NOT NULL DEFAULT '{}',
     cancel_requested INTEGER NOT NULL DEFAULT 0,
     jobs_total       INTEGER NOT NULL,
@@ -432,6 +431,10 @@ CREATE TABLE workflow_run_listeners (
     source     TEXT NOT NULL,
     PRIMARY KEY (project_id, workflow, type, source)
 );
+CREATE TABLE run_definitions (
+    run_id     TEXT PRIMARY KEY REFERENCES runs (id),
+    definition BLOB
+);
 INSERT INTO schema_migrations (version, name, applied_at) VALUES (1, '0001_init.sql', 0);
 INSERT INTO schema_migrations (version, name, applied_at) VALUES (2, '0002_tokens.sql', 0);
 INSERT INTO schema_migrations (version, name, applied_at) VALUES (3, '0003_group_cancels.sql', 0);
@@ -472,3 +475,4 @@ INSERT INTO schema_migrations (version, name, applied_at) VALUES (39, '0039_test
 INSERT INTO schema_migrations (version, name, applied_at) VALUES (40, '0040_test_quarantine_rules.sql', 0);
 INSERT INTO schema_migrations (version, name, applied_at) VALUES (41, '0041_job_evaluated_values.sql', 0);
 INSERT INTO schema_migrations (version, name, applied_at) VALUES (42, '0042_workflow_run_listeners.sql', 0);
+INSERT INTO schema_migrations (version, name, applied_at) VALUES (43, '0043_run_definitions.sql', 0);

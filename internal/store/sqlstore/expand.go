@@ -36,7 +36,7 @@ import (
 // wait for approval.
 func (t *tx) expandMatrix(q queuedJob, runID uuid.UUID, spec *pipeline.Job, run *runState, in pipeline.ConditionInput, nowUS int64) ([]ended, error) {
 	if run.definition == nil {
-		if err := t.row(`SELECT definition FROM runs WHERE id = ?`, runID).Scan(&run.definition); err != nil {
+		if err := t.row(`SELECT definition FROM run_definitions WHERE run_id = ?`, runID).Scan(&run.definition); err != nil {
 			return nil, fmt.Errorf("read definition of run %s: %w", runID, err)
 		}
 	}

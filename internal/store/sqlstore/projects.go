@@ -457,11 +457,14 @@ func (e *Engine) CreateFailedRun(ctx context.Context, p store.CreateFailedRunPar
 			return err
 		}
 		// Failed and finished at once, with no jobs: nothing will ever claim or advance it.
-		if _, err := t.exec(`INSERT INTO runs (id, project_id, name, status, trigger, ref, idempotency_key, definition, env,
+		if _, err := t.exec(`INSERT INTO runs (id, project_id, name, status, trigger, ref, idempotency_key, env,
 			jobs_total, created_at, finished_at, errors, branch, event, actor, number)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, '{}', 0, ?, ?, ?, ?, ?, ?, ?)`,
-			runID, projectID, p.Name, string(store.RunFailed), trigger, p.Trigger.Ref, idem, p.Definition, now, now, errs,
+			VALUES (?, ?, ?, ?, ?, ?, ?, '{}', 0, ?, ?, ?, ?, ?, ?, ?)`,
+			runID, projectID, p.Name, string(store.RunFailed), trigger, p.Trigger.Ref, idem, now, now, errs,
 			p.Trigger.Branch, p.Trigger.Event, p.Trigger.RunActor(), number); err != nil {
+			return fmt.Errorf("insert run: %w", err)
+		}
+		if _, err := t.exec(`INSERT INTO run_definitions (run_id, definition) VALUES (?, ?)`, runID, p.Definition); err != nil {
 			return fmt.Errorf("insert run: %w", err)
 		}
 		// The forge and the subscriptions hear of it like of any run that failed.

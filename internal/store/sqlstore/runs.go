@@ -218,10 +218,11 @@ func (e *Engine) CreateRun(ctx context.Context, p store.CreateRunParams) (*store
 			return err
 		}
 		if err := t.insertAll(t.queued,
-			insertSet{`INSERT INTO runs (id, project_id, name, status, trigger, ref, idempotency_key, definition, env,
-				jobs_total, created_at, notify, branch, event, actor, number) VALUES `, 16, [][]any{{runID, projectID, p.Plan.Name,
-				string(store.RunPending), trigger, p.Trigger.Ref, idem, p.Definition, env, len(jobs), now, notify,
+			insertSet{`INSERT INTO runs (id, project_id, name, status, trigger, ref, idempotency_key, env,
+				jobs_total, created_at, notify, branch, event, actor, number) VALUES `, 15, [][]any{{runID, projectID, p.Plan.Name,
+				string(store.RunPending), trigger, p.Trigger.Ref, idem, env, len(jobs), now, notify,
 				p.Trigger.Branch, p.Trigger.Event, p.Trigger.RunActor(), number}}},
+			insertSet{`INSERT INTO run_definitions (run_id, definition) VALUES `, 2, [][]any{{runID, p.Definition}}},
 			insertSet{`INSERT INTO jobs (id, run_id, project_id, seq, key, name, status, lane, label_set,
 				milli_cpu, memory, timeout_us, max_attempts, retry_on, backoff_us, max_backoff_us, concurrency_group,
 				group_cancels, needs_left, continue_on_error, has_dependents, vtime, created_at, queued_at, finished_at,
@@ -304,7 +305,7 @@ func (e *Engine) CreateRun(ctx context.Context, p store.CreateRunParams) (*store
 	// Everything the new rows hold is known here; reading them back would only cost time.
 	run := &store.Run{
 		ID: runID, ProjectID: projectID, Project: p.Project, Number: number, Name: p.Plan.Name, Status: store.RunPending,
-		Trigger: p.Trigger, IdempotencyKey: p.IdempotencyKey, Definition: p.Definition, Env: p.Env,
+		Trigger: p.Trigger, IdempotencyKey: p.IdempotencyKey, Env: p.Env,
 		JobsTotal: len(jobs), CreatedAt: fromUS(now),
 	}
 	list := make([]*store.Job, len(jobs))
@@ -491,6 +492,19 @@ func (e *Engine) GetRun(ctx context.Context, id uuid.UUID) (*store.Run, error) {
 		return nil, fmt.Errorf("get run %s: %w", id, err)
 	}
 	return r, nil
+}
+
+// RunDefinition implements store.Runs.
+func (e *Engine) RunDefinition(ctx context.Context, id uuid.UUID) ([]byte, error) {
+	var def []byte
+	err := e.readRow(ctx, `SELECT definition FROM run_definitions WHERE run_id = ?`, id).Scan(&def)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("definition of run %s: %w", id, store.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read definition of run %s: %w", id, err)
+	}
+	return def, nil
 }
 
 // GetRunByNumber implements store.Runs.

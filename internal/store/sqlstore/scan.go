@@ -116,7 +116,7 @@ func runColumns(d *Dialect) string {
 	return runColsBase + cursor
 }
 
-const runColsBase = `r.id, r.project_id, p.name, r.name, r.status, r.trigger, r.idempotency_key, r.definition, r.env,
+const runColsBase = `r.id, r.project_id, p.name, r.name, r.status, r.trigger, r.idempotency_key, r.env,
 	r.cancel_requested, r.jobs_total, r.jobs_finished, r.created_at, r.started_at, r.finished_at, r.errors, r.number, `
 
 const runFrom = ` FROM runs r JOIN projects p ON p.id = r.project_id `
@@ -128,7 +128,7 @@ func scanRun(s scanner) (*store.Run, error) {
 		idem                       sql.NullString
 		created, started, finished int64
 	)
-	err := s.Scan(&r.ID, &r.ProjectID, &r.Project, &r.Name, &status, &trigger, &idem, &r.Definition, &env,
+	err := s.Scan(&r.ID, &r.ProjectID, &r.Project, &r.Name, &status, &trigger, &idem, &env,
 		&r.CancelRequested, &r.JobsTotal, &r.JobsFinished, &created, &started, &finished, &errs, &r.Number, &r.JobSeq)
 	if err != nil {
 		return nil, err

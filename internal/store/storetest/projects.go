@@ -502,8 +502,11 @@ func testFailedRun(t *testing.T, h Harness) {
 	if run.Status != store.RunFailed || run.JobsTotal != 0 || run.Project != "web" || run.Name != ".gantry.yml" {
 		t.Errorf("failed run = %+v", run)
 	}
-	if !slices.Equal(run.Errors, errs) || run.Trigger != tr || string(run.Definition) != "jobs: [" {
-		t.Errorf("failed run errors %+v trigger %+v definition %q", run.Errors, run.Trigger, run.Definition)
+	if !slices.Equal(run.Errors, errs) || run.Trigger != tr {
+		t.Errorf("failed run errors %+v trigger %+v", run.Errors, run.Trigger)
+	}
+	if def, err := b.s.RunDefinition(b.ctx, run.ID); err != nil || string(def) != "jobs: [" {
+		t.Errorf("RunDefinition of the failed run = %q, %v; want the file as submitted", def, err)
 	}
 	wantTime(t, "FinishedAt", run.FinishedAt, b.clk.Now())
 	got := b.getRun(run.ID)

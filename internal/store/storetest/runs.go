@@ -90,8 +90,8 @@ func testCreateRunStores(t *testing.T, h Harness) {
 		if !maps.Equal(r.Env, env) {
 			t.Errorf("%s: env %v, want %v", what, r.Env, env)
 		}
-		if !bytes.Equal(r.Definition, []byte(diamondYAML)) {
-			t.Errorf("%s: definition not kept as submitted", what)
+		if def, err := b.s.RunDefinition(b.ctx, r.ID); err != nil || !bytes.Equal(def, []byte(diamondYAML)) {
+			t.Errorf("%s: RunDefinition = %q, %v; want the definition as submitted", what, def, err)
 		}
 		if r.JobsTotal != 4 || r.JobsFinished != 0 || r.CancelRequested {
 			t.Errorf("%s: JobsTotal %d JobsFinished %d CancelRequested %v, want 4, 0, false", what, r.JobsTotal, r.JobsFinished, r.CancelRequested)
