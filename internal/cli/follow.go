@@ -36,6 +36,16 @@ type runFeed struct {
 	run   runDetails
 	at    map[string]int // job id -> its index in run.Jobs
 	whole time.Time      // when the run was last read whole
+	// changed are the indexes in run.Jobs of the jobs reads brought since the follower
+	// last took them (every job after a whole read): those whose title may have changed.
+	changed []int
+}
+
+// takeChanged returns the indexes of the jobs read since it was last called.
+func (f *runFeed) takeChanged() []int {
+	c := f.changed
+	f.changed = nil
+	return c
 }
 
 // read brings the run up to date and says whether it or any of its jobs moved.
@@ -70,8 +80,10 @@ func (f *runFeed) read(ctx context.Context) (bool, error) {
 		}
 		f.run, f.whole = r, time.Now()
 		f.at = make(map[string]int, len(r.Jobs))
+		f.changed = f.changed[:0]
 		for i, j := range r.Jobs {
 			f.at[j.ID] = i
+			f.changed = append(f.changed, i)
 		}
 		return moved, nil
 	}
@@ -85,10 +97,12 @@ func (f *runFeed) read(ctx context.Context) (bool, error) {
 		i, ok := f.at[j.ID]
 		if !ok {
 			f.at[j.ID] = len(jobs)
+			f.changed = append(f.changed, len(jobs))
 			jobs = append(jobs, j)
 			moved = true
 			continue
 		}
+		f.changed = append(f.changed, i)
 		if jobs[i].Status != j.Status || jobs[i].Attempt != j.Attempt {
 			moved = true
 		}
@@ -145,11 +159,17 @@ const waitGrace = 2 * time.Second
 
 // waitNotes decides when following tells why a job waits: once a job has waited
 // waitGrace for one reason, once per reason. Waiting for needs or for a turn in the queue
-// is how every run goes, and shows in the status line only.
+// is how every run goes, and shows in the status line only. It keeps each job by its
+// index in the run's jobs, which a job keeps from one read to the next: observe looks at
+// every job on every read of a run, and a map lookup per job was most of its cost.
 type waitNotes struct {
-	since map[string]time.Time // job id -> when its current reason was first seen
-	key   map[string]string    // job id -> its current reason
-	shown map[string]string    // job id -> the reason last printed
+	notes []waitNote
+}
+
+type waitNote struct {
+	since time.Time // when the current reason was first seen
+	key   string    // the current reason, "" when none
+	shown string    // the reason last printed
 }
 
 // noteKey is what must change for a job's reason to be told again; "" is never told.
@@ -172,24 +192,24 @@ func noteKey(j jobView) string {
 // to be told now, and the jobs that have waited waitGrace with no worker able to take
 // them.
 func (n *waitNotes) observe(run runDetails, now time.Time) (tell, noWorker []jobView) {
-	if n.since == nil {
-		n.since, n.key, n.shown = map[string]time.Time{}, map[string]string{}, map[string]string{}
+	if len(n.notes) < len(run.Jobs) {
+		n.notes = append(n.notes, make([]waitNote, len(run.Jobs)-len(n.notes))...)
 	}
-	for _, j := range run.Jobs {
+	for i, j := range run.Jobs {
+		note := &n.notes[i]
 		k := noteKey(j)
 		if k == "" {
-			delete(n.since, j.ID)
-			delete(n.key, j.ID)
+			note.key = ""
 			continue
 		}
-		if n.key[j.ID] != k {
-			n.key[j.ID], n.since[j.ID] = k, now
+		if note.key != k {
+			note.key, note.since = k, now
 		}
-		if now.Sub(n.since[j.ID]) < waitGrace {
+		if now.Sub(note.since) < waitGrace {
 			continue
 		}
-		if n.shown[j.ID] != k {
-			n.shown[j.ID] = k
+		if note.shown != k {
+			note.shown = k
 			tell = append(tell, j)
 		}
 		if j.Waiting.Code == "no_worker" {
@@ -244,9 +264,12 @@ func followRunWith(ctx context.Context, c *apiClient, id string, out io.Writer, 
 	for {
 		caughtUp := scan
 		if scan {
-			// The first read, a computed matrix's instances, and a job whose name: reads its
-			// needs, evaluated when it is claimed.
-			f.add(run.Jobs)
+			// The jobs the reads since the last look brought: the first read's, a computed
+			// matrix's instances, and a job whose name: reads its needs, evaluated when it is
+			// claimed.
+			for _, i := range feed.takeChanged() {
+				f.add(run.Jobs, i)
+			}
 			for len(states) < len(run.Jobs) {
 				states = append(states, jobState{next: 1})
 			}
@@ -386,9 +409,9 @@ type runPrinter struct {
 	prefix  map[string]string // job id -> the prefix and separator, padded and coloured; under mu
 	current string            // the status line on screen, "" when none
 	// w is the width of a job's title in its prefix, titles the title each job's prefix
-	// was made for (used by add, on the follower's goroutine only).
+	// was made for, by the job's index (used by add, on the follower's goroutine only).
 	w      int
-	titles map[string]string
+	titles []string
 }
 
 // maxPrefix is the most columns a job key takes in front of its lines.
@@ -403,30 +426,33 @@ func newRunPrinter(out io.Writer, tty bool, jobs []jobView) *runPrinter {
 	}
 	w = distinctWidth(jobTitles(jobs), min(w, maxPrefix))
 	p.w = w
-	p.add(jobs)
+	for i := range jobs {
+		p.add(jobs, i)
+	}
 	return p
 }
 
-// add gives the jobs a prefix, those that have none and those whose title changed (a
-// placeholder that became the first instance of its matrix, a name: evaluated when its
-// job was claimed), as wide as the first jobs'.
-func (p *runPrinter) add(jobs []jobView) {
-	if p.titles == nil {
-		p.titles = make(map[string]string, len(jobs))
+// add gives job i of jobs a prefix if it has none or its title changed (a placeholder
+// that became the first instance of its matrix, a name: evaluated when its job was
+// claimed), as wide as the first jobs'. A job keeps its index in jobs from one read of
+// the run to the next.
+func (p *runPrinter) add(jobs []jobView, i int) {
+	if i >= len(p.titles) {
+		p.titles = append(p.titles, make([]string, i+1-len(p.titles))...)
 	}
-	for i, j := range jobs {
-		if p.titles[j.ID] == j.title() {
-			continue
-		}
-		p.titles[j.ID] = j.title()
-		key := pad(elide(j.title(), p.w), p.w)
-		if p.tty {
-			key = jobColours[i%len(jobColours)] + key + ansiReset
-		}
-		p.mu.Lock()
-		p.prefix[j.ID] = key + " | "
-		p.mu.Unlock()
+	j := jobs[i]
+	title := j.title()
+	if title != "" && p.titles[i] == title {
+		return // "" is a job not seen yet: a key is never empty
 	}
+	p.titles[i] = title
+	key := pad(elide(title, p.w), p.w)
+	if p.tty {
+		key = jobColours[i%len(jobColours)] + key + ansiReset
+	}
+	p.mu.Lock()
+	p.prefix[j.ID] = key + " | "
+	p.mu.Unlock()
 }
 
 // line prints one log line of job.
