@@ -153,6 +153,7 @@ const (
 	opSetJobName
 	opSetWorkflowRunListeners
 	opListWorkflowRunListeners
+	opRunDefinition
 	numOps
 )
 
@@ -188,6 +189,7 @@ var opNames = [numOps]string{
 	"PutQuarantineRule", "GetQuarantineRule", "DeleteQuarantineRule",
 	"SetJobName",
 	"SetWorkflowRunListeners", "ListWorkflowRunListeners",
+	"RunDefinition",
 }
 
 // instrumented is a store.Store that times every call of the store it wraps. The
@@ -250,6 +252,13 @@ func (s *instrumented) GetRun(ctx context.Context, id uuid.UUID) (*store.Run, er
 	r, err := s.Store.GetRun(ctx, id)
 	s.done(opGetRun, t, err)
 	return r, err
+}
+
+func (s *instrumented) RunDefinition(ctx context.Context, id uuid.UUID) ([]byte, error) {
+	t := time.Now()
+	def, err := s.Store.RunDefinition(ctx, id)
+	s.done(opRunDefinition, t, err)
+	return def, err
 }
 
 func (s *instrumented) GetRunByNumber(ctx context.Context, project string, number int) (*store.Run, error) {

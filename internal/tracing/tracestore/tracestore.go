@@ -71,6 +71,13 @@ func (s *traced) GetRun(ctx context.Context, id uuid.UUID) (*store.Run, error) {
 	return r, err
 }
 
+func (s *traced) RunDefinition(ctx context.Context, id uuid.UUID) ([]byte, error) {
+	ctx, span := s.start(ctx, "RunDefinition")
+	def, err := s.Store.RunDefinition(ctx, id)
+	end(span, err)
+	return def, err
+}
+
 func (s *traced) GetRunByNumber(ctx context.Context, project string, number int) (*store.Run, error) {
 	ctx, span := s.start(ctx, "GetRunByNumber")
 	r, err := s.Store.GetRunByNumber(ctx, project, number)
