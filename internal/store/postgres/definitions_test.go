@@ -25,7 +25,7 @@ func TestRunDefinitionsMigration(t *testing.T) {
 	defer db.Close()
 	sub := migrationsFS(t)
 	d := dialect
-	if err := sqlstore.Migrate(t.Context(), db, &d, migrationsBefore(t, sub, "0043")); err != nil {
+	if err := sqlstore.Migrate(t.Context(), db, &d, storetest.MigrationsBefore(t, sub, "0043")); err != nil {
 		t.Fatalf("migrate to 0042: %v", err)
 	}
 	project := store.NewID()

@@ -20,7 +20,7 @@ func TestRunDefinitionsMigration(t *testing.T) {
 	db := rawDB(t, path)
 	sub := migrationsFS(t)
 	d := &sqlstore.Dialect{Name: "sqlite"}
-	if err := sqlstore.Migrate(t.Context(), db, d, migrationsBefore(t, sub, "0043")); err != nil {
+	if err := sqlstore.Migrate(t.Context(), db, d, storetest.MigrationsBefore(t, sub, "0043")); err != nil {
 		t.Fatalf("migrate to 0042: %v", err)
 	}
 	project := store.NewID()

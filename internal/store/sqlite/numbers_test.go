@@ -4,11 +4,11 @@ import (
 	"io/fs"
 	"path/filepath"
 	"testing"
-	"testing/fstest"
 
 	"github.com/gantry-ci/gantry/internal/pipeline"
 	"github.com/gantry-ci/gantry/internal/store"
 	"github.com/gantry-ci/gantry/internal/store/sqlstore"
+	"github.com/gantry-ci/gantry/internal/store/storetest"
 )
 
 // TestRunNumbersMigration migrates a database that holds runs made before runs were
@@ -19,7 +19,7 @@ func TestRunNumbersMigration(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "gantry.db")
 	db := rawDB(t, path)
 	sub := migrationsFS(t)
-	before := migrationsBefore(t, sub, "0035")
+	before := storetest.MigrationsBefore(t, sub, "0035")
 	d := &sqlstore.Dialect{Name: "sqlite"}
 	if err := sqlstore.Migrate(t.Context(), db, d, before); err != nil {
 		t.Fatalf("migrate to 0034: %v", err)
@@ -85,26 +85,4 @@ func migrationsFS(t *testing.T) fs.FS {
 		t.Fatal(err)
 	}
 	return sub
-}
-
-// migrationsBefore is the migrations of sub numbered below first: what a database made
-// before first was added had applied.
-func migrationsBefore(t *testing.T, sub fs.FS, first string) fstest.MapFS {
-	t.Helper()
-	before := fstest.MapFS{}
-	names, err := fs.Glob(sub, "*.sql")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, name := range names {
-		if name >= first {
-			continue
-		}
-		body, err := fs.ReadFile(sub, name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		before[name] = &fstest.MapFile{Data: body}
-	}
-	return before
 }

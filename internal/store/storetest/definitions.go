@@ -3,7 +3,9 @@ package storetest
 import (
 	"bytes"
 	"errors"
+	"io/fs"
 	"testing"
+	"testing/fstest"
 
 	"github.com/google/uuid"
 
@@ -43,4 +45,26 @@ func DefinitionsMoved(t *testing.T, st store.Store, ids map[string]uuid.UUID, de
 	if def, err := st.RunDefinition(ctx, run.ID); err != nil || !bytes.Equal(def, yaml) {
 		t.Errorf("a new run's RunDefinition = %q, %v; want its definition", def, err)
 	}
+}
+
+// MigrationsBefore is the migrations of sub numbered below first: what a database made
+// before first was added had applied.
+func MigrationsBefore(t *testing.T, sub fs.FS, first string) fstest.MapFS {
+	t.Helper()
+	before := fstest.MapFS{}
+	names, err := fs.Glob(sub, "*.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range names {
+		if name >= first {
+			continue
+		}
+		body, err := fs.ReadFile(sub, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		before[name] = &fstest.MapFile{Data: body}
+	}
+	return before
 }
