@@ -227,6 +227,7 @@ func followRunWith(ctx context.Context, c *apiClient, id string, out io.Writer, 
 	}
 	run := feed.run
 	f := newRunPrinter(out, tty, run.Jobs)
+	feed.takeChanged() // the printer has every job of the first read
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	defer func() {

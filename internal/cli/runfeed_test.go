@@ -43,7 +43,8 @@ func TestRunFeed(t *testing.T) {
 	for i, want := range []struct {
 		moved    bool
 		statuses string
-	}{{true, "running pending"}, {true, "success queued"}, {false, "success queued"}} {
+		changed  string // the indexes of the jobs the read brought
+	}{{true, "running pending", "[0 1]"}, {true, "success queued", "[0 1]"}, {false, "success queued", "[0]"}} {
 		moved, err := f.read(t.Context())
 		if err != nil {
 			t.Fatalf("read %d: %v", i, err)
@@ -54,6 +55,9 @@ func TestRunFeed(t *testing.T) {
 		}
 		if moved != want.moved || got != " "+want.statuses || len(f.run.Jobs) != 2 {
 			t.Errorf("read %d: moved %v, jobs%s; want moved %v, jobs %s", i, moved, got, want.moved, want.statuses)
+		}
+		if changed := fmt.Sprint(f.takeChanged()); changed != want.changed {
+			t.Errorf("read %d: changed %s, want %s", i, changed, want.changed)
 		}
 	}
 	mu.Lock()
