@@ -14,7 +14,7 @@ import (
 func TestEveryStoreCallTimed(t *testing.T) {
 	t.Parallel()
 	// The calls that do no I/O: the wake-up channels and Close.
-	noIO := map[string]bool{"Close": true, "Subscribe": true, "WaitForCancels": true, "WaitForJobs": true}
+	noIO := map[string]bool{"Close": true, "Subscribe": true, "WaitForCancels": true, "WaitForJobs": true, "WaitForWrites": true}
 	ops := map[string]bool{}
 	for _, name := range opNames {
 		if name == "" || ops[name] {

@@ -483,6 +483,11 @@ type Notifier interface {
 	// WaitForCancels is the same for leased jobs being asked to cancel (CancelRun,
 	// CancelJob, a concurrency group cancelling its holder).
 	WaitForCancels() (<-chan struct{}, func())
+	// WaitForWrites is the same for any write this replica committed (a job's change
+	// among them), and for the notices of queued jobs and cancels from other replicas:
+	// what reads a run again when it may have changed waits on it. Other replicas'
+	// writes are otherwise not told, so such a reader reads again now and then as well.
+	WaitForWrites() (<-chan struct{}, func())
 	// Publish sends a notice on topic to its subscribers on every replica. Notices are
 	// hints that something changed: a subscriber may see one twice, and one that falls
 	// behind loses notices rather than slowing the sender.

@@ -42,6 +42,7 @@ type Engine struct {
 	com   *committer
 	hub   *broadcaster // jobs queued
 	kills *broadcaster // leased jobs asked to cancel
+	wrote *broadcaster // a write committed
 	subs  topics       // published notices
 
 	rebound     sync.Map // query -> query with the dialect's placeholders
@@ -87,7 +88,7 @@ func New(write, read *sql.DB, d *Dialect, opts Options, closers ...io.Closer) *E
 	e := &Engine{
 		db: write, read: read, d: d,
 		clock: opts.Clock, log: opts.Logger, rand: opts.Rand, free: opts.FreeRedeliveries,
-		hub: newBroadcaster(), kills: newBroadcaster(), closeDB: closers,
+		hub: newBroadcaster(), kills: newBroadcaster(), wrote: newBroadcaster(), closeDB: closers,
 	}
 	e.labels.sets = map[string]struct{}{}
 	e.runCols = runColumns(d)
@@ -115,7 +116,9 @@ func (e *Engine) Close() error {
 // Notify wakes local waiters; a driver calls it when another replica's commit says so.
 func (e *Engine) Notify(s Signals) { e.signal(s) }
 
+// signal wakes the waiters a committed write (or another replica's notice) concerns.
 func (e *Engine) signal(s Signals) {
+	e.wrote.broadcast()
 	if s.Queued {
 		e.hub.broadcast()
 	}
@@ -129,6 +132,9 @@ func (e *Engine) WaitForJobs() (<-chan struct{}, func()) { return e.hub.subscrib
 
 // WaitForCancels implements store.Notifier.
 func (e *Engine) WaitForCancels() (<-chan struct{}, func()) { return e.kills.subscribe() }
+
+// WaitForWrites implements store.Notifier.
+func (e *Engine) WaitForWrites() (<-chan struct{}, func()) { return e.wrote.subscribe() }
 
 // Publish implements store.Notifier: it delivers the notice here and, when the dialect
 // has a way to, to the other replicas, whose drivers hand it to Deliver.

@@ -38,6 +38,7 @@ var outboxTests = []test{
 
 var notifierTests = []test{
 	{"WakesWaiters", testNotifier},
+	{"WakesWriteWaiters", testWriteNotifier},
 	{"Publish", testPublish},
 }
 
@@ -710,6 +711,24 @@ func testOutboxConcurrent(t *testing.T, h Harness) {
 			t.Errorf("message %s claimed %d times within retryIn", id, n)
 		}
 	}
+}
+
+// testWriteNotifier: a write that queues nothing and cancels nothing (a claim, a job's
+// end that leaves nothing to run) still wakes whoever waits for writes, as one that
+// queues a job does.
+func testWriteNotifier(t *testing.T, h Harness) {
+	s, b := setup(t, h)
+	wake, stop := s.WaitForWrites()
+	defer stop()
+	drain(wake)
+	b.create(singleJob)
+	waitSignal(t, "CreateRun", wake)
+	drain(wake)
+	c := b.claimOne()
+	waitSignal(t, "a claim", wake)
+	drain(wake)
+	b.complete(c, store.JobSuccess)
+	waitSignal(t, "the job's end", wake)
 }
 
 func testNotifier(t *testing.T, h Harness) {

@@ -540,7 +540,7 @@ func waitSignal(t testing.TB, what string, ch <-chan struct{}) {
 	select {
 	case <-ch:
 	case <-time.After(signalWait):
-		t.Fatalf("%s: no wake-up on WaitForJobs within %v", what, signalWait)
+		t.Fatalf("%s: no wake-up within %v", what, signalWait)
 	}
 }
 
