@@ -52,7 +52,7 @@ func (s *Server) rerun(w http.ResponseWriter, r *http.Request, which store.Rerun
 		return
 	}
 	s.auditRerun(r, "run.rerun", id, id, ids, map[string]any{"jobs": string(which)})
-	out, ok := s.runView(w, r, id, -1)
+	out, ok := s.runView(w, r, id, runFeed{since: -1})
 	if !ok {
 		return
 	}

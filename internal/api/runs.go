@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -424,16 +425,46 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {
 		writeRequestError(w, rerr)
 		return
 	}
-	since := int64(-1)
-	if v := r.URL.Query().Get("since"); v != "" {
+	feed, rerr := parseRunFeed(r)
+	if rerr != nil {
+		writeRequestError(w, rerr)
+		return
+	}
+	s.writeRunFeed(w, r, id, feed)
+}
+
+// maxRunWait is the longest a read of a run's changes waits for one (?wait=).
+const maxRunWait = time.Minute
+
+// runFeed is what a read of a run asks of its change feed: the jobs changed after since
+// (every job when since is negative), waiting up to wait for one to change.
+type runFeed struct {
+	since int64
+	wait  time.Duration
+}
+
+// parseRunFeed reads ?since=SEQ and ?wait=DURATION; wait needs since.
+func parseRunFeed(r *http.Request) (runFeed, *requestError) {
+	q := r.URL.Query()
+	feed := runFeed{since: -1}
+	if v := q.Get("since"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 0 {
-			writeRequestError(w, badRequest("since must be a whole number, a run's seq, not %q", v))
-			return
+			return feed, badRequest("since must be a whole number, a run's seq, not %q", v)
 		}
-		since = n
+		feed.since = n
 	}
-	s.writeRunSince(w, r, id, http.StatusOK, since)
+	if v := q.Get("wait"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 || d > maxRunWait {
+			return feed, badRequest("wait must be a duration from 0s to %s, not %q", maxRunWait, v)
+		}
+		if feed.since < 0 {
+			return feed, badRequest("wait needs since: it waits for a change after a seq")
+		}
+		feed.wait = d
+	}
+	return feed, nil
 }
 
 // getRunByNumber answers as getRun does for the project's run of that number (#42).
@@ -449,56 +480,50 @@ func (s *Server) getRunByNumber(w http.ResponseWriter, r *http.Request) {
 		writeRequestError(w, badRequest("a run number is a whole number from 1, as in #42, not %q", v))
 		return
 	}
-	since := int64(-1)
-	if v := r.URL.Query().Get("since"); v != "" {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n < 0 {
-			writeRequestError(w, badRequest("since must be a whole number, a run's seq, not %q", v))
-			return
-		}
-		since = n
+	feed, rerr := parseRunFeed(r)
+	if rerr != nil {
+		writeRequestError(w, rerr)
+		return
 	}
 	run, err := s.store.GetRunByNumber(r.Context(), name, number)
 	if err != nil {
 		s.storeError(w, r, "get run", err)
 		return
 	}
-	s.writeRunSince(w, r, run.ID, http.StatusOK, since)
+	s.writeRunFeed(w, r, run.ID, feed)
 }
 
 // writeRun answers with the run and all its jobs.
 func (s *Server) writeRun(w http.ResponseWriter, r *http.Request, id uuid.UUID, status int) {
-	s.writeRunSince(w, r, id, status, -1)
-}
-
-// writeRunSince answers with the run and its jobs that changed after its seq was since;
-// all of them when since is negative. The run is read first, so its seq, the cursor of
-// the next call, is never past a change the answer lacks.
-func (s *Server) writeRunSince(w http.ResponseWriter, r *http.Request, id uuid.UUID, status int, since int64) {
-	if out, ok := s.runView(w, r, id, since); ok {
+	if out, ok := s.runView(w, r, id, runFeed{since: -1}); ok {
 		writeJSON(w, status, out)
 	}
 }
 
-// runView reads the run and its jobs changed after since (all when since is negative) for
-// an answer; on a store error it answers the request and reports false.
-func (s *Server) runView(w http.ResponseWriter, r *http.Request, id uuid.UUID, since int64) (runJSON, bool) {
-	run, err := s.store.GetRun(r.Context(), id)
+// writeRunFeed answers with the run and its jobs that changed after its seq was
+// feed.since; all of them when since is negative. The run is read first, so its seq,
+// the cursor of the next call, is never past a change the answer lacks.
+func (s *Server) writeRunFeed(w http.ResponseWriter, r *http.Request, id uuid.UUID, feed runFeed) {
+	if out, ok := s.runView(w, r, id, feed); ok {
+		writeJSON(w, http.StatusOK, out)
+	}
+}
+
+// runView reads the run and its jobs for an answer (runChanges); on a store error it
+// answers the request and reports false.
+func (s *Server) runView(w http.ResponseWriter, r *http.Request, id uuid.UUID, feed runFeed) (runJSON, bool) {
+	run, jobs, err := s.runChanges(r.Context(), id, feed)
 	if err != nil {
-		s.storeError(w, r, "get run", err)
+		if r.Context().Err() == nil {
+			s.storeError(w, r, "get run", err)
+		}
 		return runJSON{}, false
 	}
-	var jobs, runJobs []*store.Job
-	if since < 0 {
-		jobs, err = s.store.ListJobs(r.Context(), id)
+	var runJobs []*store.Job
+	if feed.since < 0 {
+		// Why a pending job waits needs the whole run; waiting reads it only when this
+		// is not it.
 		runJobs = jobs
-	} else {
-		// Why a pending job waits needs the whole run; waiting reads it only then.
-		jobs, err = s.store.ListJobsChanged(r.Context(), id, since)
-	}
-	if err != nil {
-		s.storeError(w, r, "list jobs", err)
-		return runJSON{}, false
 	}
 	out := newRunJSON(run, nonNilJobs(jobs))
 	for i, wt := range s.waiting(r.Context(), jobs, runJobs) {
@@ -508,6 +533,82 @@ func (s *Server) runView(w http.ResponseWriter, r *http.Request, id uuid.UUID, s
 		out.Failure = f
 	}
 	return out, true
+}
+
+// Reads of a run that wait for a change (?wait=).
+const (
+	// runWaitRecheck is how often such a read looks again with no wake-up: the writes
+	// of another replica wake nobody here.
+	runWaitRecheck = 250 * time.Millisecond
+	// runWaitGap is the least time between two of its looks: a busy store's every
+	// write is a wake-up, and a waiting reader looks at most this often.
+	runWaitGap = 5 * time.Millisecond
+)
+
+// runChanges reads the run and its jobs changed after feed.since, every job when since
+// is negative. With feed.wait it looks again whenever this replica commits a write, and
+// every runWaitRecheck, until a job changed, the run ended or the wait is over.
+//
+// A look that finds no job changed moves since up to the run's seq of that look, which
+// was read before the jobs: no job changed in between, so the jobs changed after the
+// later seq are those changed after the first, and the answer's seq, as ever, is never
+// past a change it lacks.
+func (s *Server) runChanges(ctx context.Context, id uuid.UUID, feed runFeed) (*store.Run, []*store.Job, error) {
+	var wake <-chan struct{}
+	if feed.wait > 0 {
+		w, stop := s.store.WaitForWrites()
+		defer stop()
+		wake = w
+	}
+	deadline := time.Now().Add(feed.wait)
+	since := feed.since
+	for {
+		looked := time.Now()
+		run, err := s.store.GetRun(ctx, id)
+		if err != nil {
+			return nil, nil, err
+		}
+		var jobs []*store.Job
+		if since < 0 {
+			jobs, err = s.store.ListJobs(ctx, id)
+		} else {
+			jobs, err = s.store.ListJobsChanged(ctx, id, since)
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("list jobs: %w", err)
+		}
+		left := time.Until(deadline)
+		if len(jobs) > 0 || since < 0 || run.Status.Terminal() || left <= 0 {
+			return run, jobs, nil
+		}
+		since = max(since, run.JobSeq)
+		if err := s.awaitWrite(ctx, wake, looked, min(left, runWaitRecheck)); err != nil {
+			return nil, nil, err
+		}
+	}
+}
+
+// awaitWrite returns once wake receives (but not before runWaitGap after the last look)
+// or d passed, whichever is first, or ctx's error when it ends first.
+func (s *Server) awaitWrite(ctx context.Context, wake <-chan struct{}, looked time.Time, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	case <-wake:
+	}
+	if gap := runWaitGap - time.Since(looked); gap > 0 && gap < d {
+		t.Reset(gap)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+	return nil
 }
 
 func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request) {
