@@ -25,6 +25,10 @@ const (
 	// reason that comes up (the last worker able to take a job went) shows in time.
 	followWhole     = waitGrace / 2
 	followWholeIdle = 5 * waitGrace
+	// followWait is the longest a read of the run's changes waits on the coordinator for
+	// one (?wait=), and followWaitTTY on a terminal, whose status line shows the time.
+	followWait    = 10 * time.Second
+	followWaitTTY = time.Second
 )
 
 // runFeed is a run as its follower knows it: read whole once, then by its change feed
@@ -39,6 +43,11 @@ type runFeed struct {
 	// changed are the indexes in run.Jobs of the jobs reads brought since the follower
 	// last took them (every job after a whole read): those whose title may have changed.
 	changed []int
+	// maxWait is the longest a read of changes waits for one on the coordinator, 0 for
+	// not at all; waited says the last read waited all it asked, with no change to show:
+	// a coordinator that does not wait answers at once.
+	maxWait time.Duration
+	waited  bool
 }
 
 // takeChanged returns the indexes of the jobs read since it was last called.
@@ -50,7 +59,9 @@ func (f *runFeed) takeChanged() []int {
 
 // read brings the run up to date and says whether it or any of its jobs moved.
 func (f *runFeed) read(ctx context.Context) (bool, error) {
-	if f.at == nil || time.Since(f.whole) >= wholeEvery(f.run) {
+	f.waited = false
+	untilWhole := wholeEvery(f.run) - time.Since(f.whole)
+	if f.at == nil || untilWhole <= 0 {
 		r, _, err := getRun(ctx, f.c, f.id)
 		if err != nil {
 			return false, err
@@ -88,9 +99,18 @@ func (f *runFeed) read(ctx context.Context) (bool, error) {
 		return moved, nil
 	}
 	var r runDetails
-	if _, err := f.c.getRaw(ctx, fmt.Sprintf("/api/v1/runs/%s?since=%d", f.id, f.run.Seq), &r); err != nil {
+	path := fmt.Sprintf("/api/v1/runs/%s?since=%d", f.id, f.run.Seq)
+	// The coordinator answers as soon as a job changes: the follower need not ask again
+	// and again. It waits no longer than until the next whole read is due.
+	wait := min(f.maxWait, untilWhole).Truncate(time.Millisecond)
+	if wait > 0 {
+		path += "&wait=" + wait.String()
+	}
+	began := time.Now()
+	if _, err := f.c.getRaw(ctx, path, &r); err != nil {
 		return false, fmt.Errorf("get run %s: %w", f.id, err)
 	}
+	f.waited = wait > 0 && len(r.Jobs) == 0 && time.Since(began) >= wait
 	moved := r.Status != f.run.Status
 	jobs := f.run.Jobs
 	for _, j := range r.Jobs {
@@ -221,7 +241,10 @@ func (n *waitNotes) observe(run runDetails, now time.Time) (tell, noWorker []job
 
 // followRunWith is followRun with options.
 func followRunWith(ctx context.Context, c *apiClient, id string, out io.Writer, tty bool, opts followOptions) (string, error) {
-	feed := &runFeed{c: c, id: id}
+	feed := &runFeed{c: c, id: id, maxWait: followWait}
+	if tty {
+		feed.maxWait = followWaitTTY
+	}
 	if _, err := feed.read(ctx); err != nil {
 		return "", err
 	}
@@ -361,7 +384,9 @@ func followRunWith(ctx context.Context, c *apiClient, id string, out io.Writer, 
 			poll.Reset(followPoll)
 			continue
 		}
-		if moved {
+		if moved || feed.waited {
+			// After a change more may follow at once: a short pause lets one read take
+			// them together. A read that waited its whole time asks again as soon.
 			wait = fast
 		} else {
 			wait = min(2*wait, followPoll)

@@ -89,3 +89,53 @@ func TestWholeEvery(t *testing.T) {
 		}
 	}
 }
+
+// TestRunFeedWaits: a read of the run's changes asks the coordinator to wait for one, no
+// longer than the feed's longest wait or than until its next whole read, and the feed
+// says whether the coordinator did wait: one that answers at once did not.
+func TestRunFeedWaits(t *testing.T) {
+	t.Parallel()
+	for _, holds := range []bool{true, false} {
+		var mu sync.Mutex
+		var waits []string
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			if r.URL.Query().Get("since") == "" {
+				fmt.Fprint(w, `{"id": "r", "status": "running", "seq": 3, "jobs": [
+					{"id": "a", "key": "a", "status": "queued", "waiting": {"code": "no_worker", "message": "no worker"}}]}`)
+				return
+			}
+			v := r.URL.Query().Get("wait")
+			mu.Lock()
+			waits = append(waits, v)
+			mu.Unlock()
+			if d, err := time.ParseDuration(v); err == nil && holds {
+				select {
+				case <-time.After(d):
+				case <-r.Context().Done():
+				}
+			}
+			fmt.Fprint(w, `{"id": "r", "status": "running", "seq": 3}`)
+		}))
+		f := &runFeed{c: &apiClient{base: srv.URL, http: srv.Client()}, id: "r", maxWait: followWait}
+		for i, want := range []bool{false, holds} {
+			if _, err := f.read(t.Context()); err != nil {
+				t.Fatalf("holds %v: read %d: %v", holds, i, err)
+			}
+			if f.waited != want {
+				t.Errorf("holds %v: read %d: waited %v, want %v", holds, i, f.waited, want)
+			}
+		}
+		srv.Close()
+		mu.Lock()
+		if len(waits) != 1 {
+			t.Fatalf("holds %v: %d reads of changes, want 1", holds, len(waits))
+		}
+		// A job waits for a reason the follower tells: the run is read whole every
+		// followWhole, and a read of changes waits no longer than until then.
+		if d, err := time.ParseDuration(waits[0]); err != nil || d <= 0 || d > followWhole {
+			t.Errorf("holds %v: wait=%q, want a duration up to %s", holds, waits[0], followWhole)
+		}
+		mu.Unlock()
+	}
+}
