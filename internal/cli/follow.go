@@ -29,6 +29,10 @@ const (
 	// one (?wait=), and followWaitTTY on a terminal, whose status line shows the time.
 	followWait    = 10 * time.Second
 	followWaitTTY = time.Second
+	// streamAfter is how long an attempt is seen under way before its log is followed
+	// on a stream of its own: most attempts of a large run end sooner, and an attempt
+	// that ended is read whole, in one request, with no stream to open and close.
+	streamAfter = 20 * time.Millisecond
 )
 
 // runFeed is a run as its follower knows it: read whole once, then by its change feed
@@ -241,10 +245,11 @@ func (n *waitNotes) observe(run runDetails, now time.Time) (tell, noWorker []job
 
 // followRunWith is followRun with options.
 func followRunWith(ctx context.Context, c *apiClient, id string, out io.Writer, tty bool, opts followOptions) (string, error) {
-	feed := &runFeed{c: c, id: id, maxWait: followWait}
+	maxWait := followWait
 	if tty {
-		feed.maxWait = followWaitTTY
+		maxWait = followWaitTTY
 	}
+	feed := &runFeed{c: c, id: id, maxWait: maxWait}
 	if _, err := feed.read(ctx); err != nil {
 		return "", err
 	}
@@ -267,6 +272,8 @@ func followRunWith(ctx context.Context, c *apiClient, id string, out io.Writer, 
 	type jobState struct {
 		next      int // the next attempt to follow
 		streaming bool
+		// seen is when next was first seen under way, not yet followed (streamAfter).
+		seen time.Time
 	}
 	// By index in run.Jobs, which is plan order on every read: the loop below looks at
 	// every job on every poll, and a map lookup each was most of what following cost.
@@ -287,7 +294,10 @@ func followRunWith(ctx context.Context, c *apiClient, id string, out io.Writer, 
 	scan := true
 	for {
 		caughtUp := scan
+		// held says an attempt under way waits out streamAfter before its stream opens.
+		held := false
 		if scan {
+			now := time.Now()
 			// The jobs the reads since the last look brought: the first read's, a computed
 			// matrix's instances, and a job whose name: reads its needs, evaluated when it is
 			// claimed.
@@ -306,12 +316,21 @@ func followRunWith(ctx context.Context, c *apiClient, id string, out io.Writer, 
 				if namedLater(j, st.next) {
 					continue
 				}
+				// An attempt that already ended has stored every line (a worker stores
+				// them before it reports the end): one read of them, not a stream.
+				ended := j.Attempt > st.next || jobTerminal(j.Status)
+				if !ended {
+					if st.seen.IsZero() {
+						st.seen = now
+					}
+					if now.Sub(st.seen) < streamAfter {
+						held = true
+						continue
+					}
+				}
 				st.streaming = true
 				streaming++
 				attempt, job, at := st.next, j, i
-				// An attempt that already ended has stored every line (a worker stores
-				// them before it reports the end): one read of them, not a stream.
-				ended := j.Attempt > attempt || jobTerminal(j.Status)
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
@@ -365,6 +384,7 @@ func followRunWith(ctx context.Context, c *apiClient, id string, out io.Writer, 
 			st := &states[d.job]
 			st.streaming = false
 			st.next = d.attempt + 1
+			st.seen = time.Time{}
 			scan = streaming == 0
 			// The job's end likely changed the run: read it soon.
 			wait = fast
@@ -373,6 +393,12 @@ func followRunWith(ctx context.Context, c *apiClient, id string, out io.Writer, 
 		case <-poll.C:
 		}
 		scan = true
+		// A held attempt's stream opens once it has been under way streamAfter: the read
+		// waits no longer than that.
+		feed.maxWait = maxWait
+		if held {
+			feed.maxWait = min(maxWait, streamAfter)
+		}
 		moved, err := feed.read(ctx)
 		if err != nil {
 			// A coordinator restarting is not the end of the run; a wrong id or a revoked

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -156,6 +157,64 @@ func TestFollowEndedRun(t *testing.T) {
 				t.Errorf("%d streams and %d reads of the three attempts' logs, want %d and 3", streams.Load(), reads.Load(), want)
 			}
 		})
+	}
+}
+
+// TestFollowStreamsWhatRuns: an attempt still under way once it has been seen so for
+// streamAfter is followed on a stream, its lines shown while it runs; it does not wait for
+// the attempt's end to be read whole.
+func TestFollowStreamsWhatRuns(t *testing.T) {
+	t.Parallel()
+	base := startCluster(t)
+	release := filepath.Join(t.TempDir(), "release")
+	run := submitRun(t, base, "jobs:\n  a:\n    steps:\n      - run: echo before; while [ ! -f "+release+" ]; do sleep 0.02; done; echo after\n")
+	target, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var streams atomic.Int64
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/logs/stream") {
+			streams.Add(1)
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	c, err := (&clientConfig{Server: srv.URL}).client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out syncBuffer
+	type result struct {
+		status string
+		err    error
+	}
+	done := make(chan result, 1)
+	go func() {
+		status, err := followRun(t.Context(), c, run.ID, &out, false)
+		done <- result{status, err}
+	}()
+	// The job waits for the file: its first line can show only through a stream.
+	deadline := time.After(30 * time.Second)
+	for !strings.Contains(out.String(), "a | before") {
+		select {
+		case r := <-done:
+			t.Fatalf("following ended (%q, %v) before the job was released:\n%s", r.status, r.err, out.String())
+		case <-deadline:
+			t.Fatalf("the running job's first line did not show within 30s:\n%s", out.String())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	if err := os.WriteFile(release, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	if r.err != nil || r.status != "success" {
+		t.Fatalf("followRun = %q, %v", r.status, r.err)
+	}
+	if n := countLines(out.String(), "a | after"); n != 1 || streams.Load() != 1 {
+		t.Errorf("%q shows %d times over %d streams, want once over one:\n%s", "a | after", n, streams.Load(), out.String())
 	}
 }
 
