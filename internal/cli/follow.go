@@ -11,10 +11,12 @@ import (
 	"time"
 )
 
-// followPoll is how often followRun reads the run's status when nothing changes. After a
-// change it reads again within followFast (plus a little per job, so that a large run's
-// reads stay cheap), backing off to followPoll while nothing changes: a short run ends
-// moments after its last job rather than at the next slow poll.
+// A follower's read of the run's changes waits on the coordinator for one (followWait).
+// After a change it reads again within followFast (plus a little per job, so that a large
+// run's reads stay cheap), so that one read takes the changes that follow at once. From
+// a coordinator that answers at once with nothing changed (one that does not wait) it
+// backs off to followPoll: a short run still ends moments after its last job rather
+// than at the next slow poll.
 const (
 	followPoll = 250 * time.Millisecond
 	followFast = 5 * time.Millisecond
