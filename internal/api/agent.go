@@ -390,6 +390,8 @@ func (s *Server) awaitClaims(r *http.Request, req *claimRequest, params store.Cl
 		case <-wake:
 		case <-timeout:
 			return nil, []claimedJSON{}, nil
+		case <-s.drained.Done():
+			return nil, []claimedJSON{}, nil // as if the wait ran out: the server stops
 		case <-r.Context().Done():
 			return nil, nil, nil
 		}
@@ -866,6 +868,9 @@ func (s *Server) control(w http.ResponseWriter, r *http.Request) {
 		case <-wake:
 		case <-timeout:
 			writeJSON(w, http.StatusOK, map[string][]string{"cancel": {}})
+			return
+		case <-s.drained.Done():
+			writeJSON(w, http.StatusOK, map[string][]string{"cancel": {}}) // the server stops
 			return
 		case <-r.Context().Done():
 			return

@@ -437,7 +437,11 @@ func (s *Server) streamLogs(w http.ResponseWriter, r *http.Request) {
 		bw.WriteString(": keep-alive\n\n")
 		return flush(bw, rc)
 	}
-	ctx, stop := s.whileTokenValid(r.Context())
+	// A server that drains ends the stream without its end event: the client opens it
+	// again, on this server once it is back or on another replica.
+	ctx, undrain := s.untilDrained(r.Context())
+	defer undrain()
+	ctx, stop := s.whileTokenValid(ctx)
 	defer stop()
 	if err := s.followLog(ctx, key, attemptEnded(job, key.Attempt), lq.after, send, idle); err != nil {
 		if errors.Is(context.Cause(ctx), errTokenInvalid) {

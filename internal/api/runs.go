@@ -547,7 +547,8 @@ const (
 
 // runChanges reads the run and its jobs changed after feed.since, every job when since
 // is negative. With feed.wait it looks again whenever this replica commits a write, and
-// every runWaitRecheck, until a job changed, the run ended or the wait is over.
+// every runWaitRecheck, until a job changed, the run ended, the wait is over or the
+// server drains (Drain).
 //
 // A look that finds no job changed moves since up to the run's seq of that look, which
 // was read before the jobs: no job changed in between, so the jobs changed after the
@@ -578,7 +579,7 @@ func (s *Server) runChanges(ctx context.Context, id uuid.UUID, feed runFeed) (*s
 			return nil, nil, fmt.Errorf("list jobs: %w", err)
 		}
 		left := time.Until(deadline)
-		if len(jobs) > 0 || since < 0 || run.Status.Terminal() || left <= 0 {
+		if len(jobs) > 0 || since < 0 || run.Status.Terminal() || left <= 0 || s.drained.Err() != nil {
 			return run, jobs, nil
 		}
 		since = max(since, run.JobSeq)
@@ -597,6 +598,8 @@ func (s *Server) awaitWrite(ctx context.Context, wake <-chan struct{}, looked ti
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-t.C:
+		return nil
+	case <-s.drained.Done():
 		return nil
 	case <-wake:
 	}

@@ -2,14 +2,15 @@ package api
 
 import (
 	"cmp"
+	"context"
 	"errors"
-	"github.com/gantry-ci/gantry/internal/actions"
 	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/gantry-ci/gantry/internal/actions"
 	"github.com/gantry-ci/gantry/internal/blob"
 	"github.com/gantry-ci/gantry/internal/clock"
 	"github.com/gantry-ci/gantry/internal/logs"
@@ -124,6 +125,10 @@ type Server struct {
 	logs    *logs.Service
 	ownLogs bool // logs was made here and is closed by Close
 	metrics *metrics.Coordinator
+	// drained ends when the server starts to shut down (Drain): requests that wait
+	// answer with what they have.
+	drained context.Context
+	drain   context.CancelFunc
 
 	keepAlive time.Duration
 	endCheck  time.Duration
@@ -207,7 +212,10 @@ func (c *connTracker) close() {
 
 // New returns a Server for cfg, filling defaults for zero fields.
 func New(cfg Config) *Server {
+	drained, drain := context.WithCancel(context.Background())
 	s := &Server{
+		drained: drained,
+		drain:   drain,
 		store:   cfg.Store,
 		log:     cfg.Logger,
 		clock:   cfg.Clock,
@@ -324,10 +332,29 @@ func (s *Server) routes(cfg Config) {
 	}
 }
 
+// Drain ends the requests that wait: a claim waiting for a job and a read of a run waiting
+// for a change answer at once with what they have, and a log stream ends as a connection
+// that dropped does, which its client opens again. A graceful shutdown
+// (http.Server.Shutdown, which waits for every request under way) then need not wait out
+// their waits; register it with http.Server.RegisterOnShutdown. Requests that come after
+// it do not wait.
+func (s *Server) Drain() { s.drain() }
+
+// untilDrained is ctx, also cancelled when the server drains; stop releases it.
+func (s *Server) untilDrained(ctx context.Context) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	unhook := context.AfterFunc(s.drained, cancel)
+	return ctx, func() {
+		unhook()
+		cancel()
+	}
+}
+
 // Close stops what the server started itself (the default log service and the
 // evaluations of quarantine rules) and ends the open WebSocket connections, waiting for
 // them, so that none reads the store after it returns.
 func (s *Server) Close() {
+	s.Drain()
 	s.rules.close()
 	s.conns.close()
 	if s.ownLogs {

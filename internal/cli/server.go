@@ -523,6 +523,9 @@ func startCoordinator(ctx context.Context, cfg serverConfig, log *slog.Logger) (
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
+	// Shutdown waits for every request under way: the long-polls (claims, waiting reads
+	// of runs, log streams) answer at once instead of holding it up to their waits.
+	srv.RegisterOnShutdown(apiSrv.Drain)
 	loops := scheduler.New(scheduler.Config{Store: st, Logger: log, ReapEvery: cfg.ReapEvery, StartGrace: cfg.LeaseTTL, Reaped: m.Reaped})
 	loopCtx, stopLoops := context.WithCancel(context.WithoutCancel(ctx))
 	loopsDone := make(chan struct{})

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"path/filepath"
 	"regexp"
@@ -209,5 +210,70 @@ func TestAuthUsage(t *testing.T) {
 		if got := loopback(addr); got != want {
 			t.Errorf("loopback(%q) = %v, want %v", addr, got, want)
 		}
+	}
+}
+
+// TestServerStopsWithWaitsUnderWay: a coordinator asked to stop while a worker's control
+// poll waits on it (for up to a minute) answers the poll at once and exits 0. Before,
+// the graceful shutdown waited for the poll until its own 15 s ran out, and the server
+// exited with that error.
+func TestServerStopsWithWaitsUnderWay(t *testing.T) {
+	t.Parallel()
+	base, stop := startServer(t, "--db", "sqlite://"+filepath.Join(t.TempDir(), "gantry.db"))
+	defer stop()
+	post := func(path, body string) (int, string, error) {
+		res, err := http.Post(base+path, "application/json", strings.NewReader(body))
+		if err != nil {
+			return 0, "", err
+		}
+		defer res.Body.Close()
+		data, err := io.ReadAll(res.Body)
+		return res.StatusCode, string(data), err
+	}
+	code, body, err := post("/api/v1/agent/register", `{"name": "w1", "max_jobs": 1}`)
+	if err != nil || code != http.StatusOK {
+		t.Fatalf("register: %d %s %v", code, body, err)
+	}
+	var reg struct {
+		WorkerID string `json:"worker_id"`
+	}
+	if err := json.Unmarshal([]byte(body), &reg); err != nil {
+		t.Fatal(err)
+	}
+	type answer struct {
+		code int
+		body string
+		err  error
+	}
+	polled := make(chan answer, 1)
+	go func() {
+		code, body, err := post("/api/v1/agent/control", `{"worker_id": "`+reg.WorkerID+`", "wait": "1m", "state": "busy"}`)
+		polled <- answer{code, body, err}
+	}()
+	// The poll marks the worker busy before it waits.
+	deadline := time.After(20 * time.Second)
+	for {
+		var list struct {
+			Workers []struct {
+				ID    string `json:"id"`
+				State string `json:"state"`
+			} `json:"workers"`
+		}
+		getJSON(t, http.DefaultClient, base+"/api/v1/workers", &list)
+		if len(list.Workers) == 1 && list.Workers[0].State == "busy" {
+			break
+		}
+		select {
+		case <-deadline:
+			t.Fatalf("the control poll did not mark the worker busy within 20s: %+v", list.Workers)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	if code := stop(); code != exitOK {
+		t.Errorf("server exited %d with a control poll under way, want %d", code, exitOK)
+	}
+	a := <-polled
+	if a.err != nil || a.code != http.StatusOK || !strings.Contains(a.body, `"cancel":[]`) {
+		t.Errorf("the control poll under way when the server stopped: %d %q %v; want 200 with nothing to cancel", a.code, a.body, a.err)
 	}
 }
