@@ -332,9 +332,9 @@ func (s *Server) routes(cfg Config) {
 	}
 }
 
-// Drain ends the requests that wait: a claim waiting for a job and a read of a run waiting
-// for a change answer at once with what they have, and a log stream ends as a connection
-// that dropped does, which its client opens again. A graceful shutdown
+// Drain ends the requests that wait: a claim waiting for a job, a worker's control poll
+// and a read of a run waiting for a change answer at once with what they have, and a log
+// stream ends as a connection that dropped does, which its client opens again. A graceful shutdown
 // (http.Server.Shutdown, which waits for every request under way) then need not wait out
 // their waits; register it with http.Server.RegisterOnShutdown. Requests that come after
 // it do not wait.

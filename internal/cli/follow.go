@@ -294,11 +294,13 @@ func followRunWith(ctx context.Context, c *apiClient, id string, out io.Writer, 
 	// the run's jobs: looking at all of them then made following a run cost the square
 	// of its jobs.
 	scan := true
+	// held says an attempt under way waits out streamAfter before its stream opens, as
+	// the last look at the jobs found.
+	held := false
 	for {
 		caughtUp := scan
-		// held says an attempt under way waits out streamAfter before its stream opens.
-		held := false
 		if scan {
+			held = false
 			now := time.Now()
 			// The jobs the reads since the last look brought: the first read's, a computed
 			// matrix's instances, and a job whose name: reads its needs, evaluated when it is
