@@ -162,7 +162,7 @@ func TestFollowEndedRun(t *testing.T) {
 
 // TestFollowStreamsWhatRuns: an attempt still under way once it has been seen so for
 // streamAfter is followed on a stream, its lines shown while it runs; it does not wait for
-// the attempt's end to be read whole.
+// the attempt's end to be read whole. While nothing changes the run is not polled.
 func TestFollowStreamsWhatRuns(t *testing.T) {
 	t.Parallel()
 	base := startCluster(t)
@@ -172,11 +172,14 @@ func TestFollowStreamsWhatRuns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var streams atomic.Int64
+	var streams, reads atomic.Int64
 	proxy := httputil.NewSingleHostReverseProxy(target)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if strings.HasSuffix(r.URL.Path, "/logs/stream") {
+		switch {
+		case strings.HasSuffix(r.URL.Path, "/logs/stream"):
 			streams.Add(1)
+		case r.URL.Path == "/api/v1/runs/"+run.ID:
+			reads.Add(1)
 		}
 		proxy.ServeHTTP(w, r)
 	}))
@@ -205,6 +208,18 @@ func TestFollowStreamsWhatRuns(t *testing.T) {
 			t.Fatalf("the running job's first line did not show within 30s:\n%s", out.String())
 		case <-time.After(10 * time.Millisecond):
 		}
+	}
+	// While the job runs and nothing of the run changes, the follower's read waits on
+	// the coordinator: over 2 s it reads the run at most twice, where polling every
+	// 250 ms read it eight times.
+	before := reads.Load()
+	select {
+	case r := <-done:
+		t.Fatalf("following ended (%q, %v) before the job was released:\n%s", r.status, r.err, out.String())
+	case <-time.After(2 * time.Second):
+	}
+	if n := reads.Load() - before; n > 2 {
+		t.Errorf("%d reads of the run in 2 s while nothing changed, want at most 2", n)
 	}
 	if err := os.WriteFile(release, nil, 0o644); err != nil {
 		t.Fatal(err)
