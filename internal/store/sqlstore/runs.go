@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -212,16 +213,13 @@ func (e *Engine) CreateRun(ctx context.Context, p store.CreateRunParams) (*store
 				steps = append(steps, []any{j.id, st.Index, st.Name, st.Once, 1, string(store.StepPending)})
 			}
 		}
-		// Taken last before the rows go in: on PostgreSQL the project's next run waits for
-		// this transaction from here on.
-		if number, err = t.nextRunNumber(projectID); err != nil {
-			return err
-		}
-		if err := t.insertAll(t.queued,
+		// The run's number is taken last, with the rows: on PostgreSQL the project's next
+		// run waits for this transaction from then on.
+		if number, err = t.insertRun(projectID, t.queued,
 			insertSet{`INSERT INTO runs (id, project_id, name, status, trigger, ref, idempotency_key, env,
 				jobs_total, created_at, notify, branch, event, actor, number) VALUES `, 15, [][]any{{runID, projectID, p.Plan.Name,
 				string(store.RunPending), trigger, p.Trigger.Ref, idem, env, len(jobs), now, notify,
-				p.Trigger.Branch, p.Trigger.Event, p.Trigger.RunActor(), number}}},
+				p.Trigger.Branch, p.Trigger.Event, p.Trigger.RunActor(), runNumber}}},
 			insertSet{`INSERT INTO run_definitions (run_id, definition) VALUES `, 2, [][]any{{runID, p.Definition}}},
 			insertSet{`INSERT INTO jobs (id, run_id, project_id, seq, key, name, status, lane, label_set,
 				milli_cpu, memory, timeout_us, max_attempts, retry_on, backoff_us, max_backoff_us, concurrency_group,
@@ -349,13 +347,16 @@ func (t *tx) project(name string, now int64) (uuid.UUID, error) {
 // take numbers one after the other, and a transaction rolled back gives its number back.
 func (t *tx) nextRunNumber(projectID uuid.UUID) (int, error) {
 	var n int
-	err := t.row(`INSERT INTO run_numbers (project_id, last) VALUES (?, 1)
-		ON CONFLICT (project_id) DO UPDATE SET last = run_numbers.last + 1 RETURNING last`, projectID).Scan(&n)
+	err := t.row(takeRunNumber, projectID).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("take the next run number of project %s: %w", projectID, err)
 	}
 	return n, nil
 }
+
+// takeRunNumber is nextRunNumber's statement.
+const takeRunNumber = `INSERT INTO run_numbers (project_id, last) VALUES (?, 1)
+		ON CONFLICT (project_id) DO UPDATE SET last = run_numbers.last + 1 RETURNING last`
 
 func (t *tx) ensureLabelSets(jobs []plannedJob) error {
 	seen := map[string]bool{}
@@ -386,6 +387,24 @@ type insertSet struct {
 // the rows of one before it. With queued, the rows queue jobs, and that statement also
 // sends the dialect's QueuedNotice.
 func (t *tx) insertAll(queued bool, sets ...insertSet) error {
+	_, err := t.insertSets(uuid.Nil, queued, sets)
+	return err
+}
+
+// runNumber stands, in a row given to insertRun, for the run number it takes.
+type runNumberArg struct{}
+
+var runNumber runNumberArg
+
+// insertRun is insertAll for a new run's rows, one of which holds runNumber where its
+// number goes: it takes the project's next run number (nextRunNumber) and returns it.
+// Where the sets go in one statement the number is taken in it too, with no round trip
+// of its own: a creation on PostgreSQL is two round trips, not three.
+func (t *tx) insertRun(projectID uuid.UUID, queued bool, sets ...insertSet) (int, error) {
+	return t.insertSets(projectID, queued, sets)
+}
+
+func (t *tx) insertSets(numbered uuid.UUID, queued bool, sets []insertSet) (int, error) {
 	var live []insertSet
 	params := 0
 	for _, s := range sets {
@@ -395,31 +414,43 @@ func (t *tx) insertAll(queued bool, sets ...insertSet) error {
 		}
 	}
 	notice := queued && t.e.d.QueuedNotice != ""
-	one := t.e.d.WriteCTEs && (len(live) > 1 || notice) && params <= maxParams
+	one := t.e.d.WriteCTEs && (len(live) > 1 || notice || numbered != uuid.Nil) && params <= maxParams
 	for _, s := range live {
 		one = one && len(s.rows) <= insertPer
 	}
 	if !one {
+		number := 0
+		if numbered != uuid.Nil {
+			var err error
+			if number, err = t.nextRunNumber(numbered); err != nil {
+				return 0, err
+			}
+			live = withRunNumber(live, number)
+		}
 		for _, s := range live {
 			if err := t.insertMany(s.prefix, s.cols, s.rows); err != nil {
-				return err
+				return 0, err
 			}
 		}
-		return nil
+		return number, nil
 	}
 	// WITH i0 AS (INSERT ...), i1 AS (INSERT ...) INSERT ..., or with the notice every
 	// INSERT in the WITH and the notice last: a WITH's INSERTs run whether or not the
-	// statement reads them.
+	// statement reads them. A run's number is the WITH's first part, n, which its row
+	// reads, and the statement ends by selecting it.
 	var b strings.Builder
-	args := make([]any, 0, params)
+	args := make([]any, 0, params+1)
 	last := len(live) - 1
-	if notice {
+	if notice || numbered != uuid.Nil {
 		last = len(live)
 	}
+	b.WriteString("WITH ")
+	if numbered != uuid.Nil {
+		b.WriteString(`n AS (` + takeRunNumber + `), `)
+		args = append(args, numbered)
+	}
 	for i, s := range live {
-		if i == 0 {
-			b.WriteString("WITH ")
-		} else if i < last {
+		if i > 0 && i < last {
 			b.WriteString(", ")
 		}
 		if i < last {
@@ -433,22 +464,74 @@ func (t *tx) insertAll(queued bool, sets ...insertSet) error {
 			if j > 0 {
 				b.WriteString(", ")
 			}
-			b.WriteString(tuple)
-			args = append(args, row...)
+			if numbered == uuid.Nil || !slices.Contains(row, any(runNumber)) {
+				b.WriteString(tuple)
+				args = append(args, row...)
+				continue
+			}
+			b.WriteString("(")
+			for k, v := range row {
+				if k > 0 {
+					b.WriteString(", ")
+				}
+				if v == any(runNumber) {
+					b.WriteString("(SELECT last FROM n)")
+					continue
+				}
+				b.WriteString("?")
+				args = append(args, v)
+			}
+			b.WriteString(")")
 		}
 		if i < last {
 			b.WriteString(")")
 		}
 	}
-	if notice {
-		b.WriteString(" ")
-		b.WriteString(t.e.d.QueuedNotice)
+	if numbered == uuid.Nil {
+		if notice {
+			b.WriteString(" ")
+			b.WriteString(t.e.d.QueuedNotice)
+		}
+		if _, err := t.exec(b.String(), args...); err != nil {
+			return 0, err
+		}
+		t.batch.noticed = t.batch.noticed || notice
+		return 0, nil
 	}
-	if _, err := t.exec(b.String(), args...); err != nil {
-		return err
+	// The notice, a SELECT of one row, is a subquery of the FROM: it runs, and the
+	// statement still selects the number alone.
+	b.WriteString(" SELECT last FROM n")
+	if notice {
+		b.WriteString(", (" + t.e.d.QueuedNotice + ") AS notice")
+	}
+	var number int
+	if err := t.row(b.String(), args...).Scan(&number); err != nil {
+		return 0, err
 	}
 	t.batch.noticed = t.batch.noticed || notice
-	return nil
+	return number, nil
+}
+
+// withRunNumber is sets with number where runNumber stood, in copies of the rows that
+// held it: the caller's rows stay as they were.
+func withRunNumber(sets []insertSet, number int) []insertSet {
+	out := slices.Clone(sets)
+	for i := range out {
+		cloned := false
+		for j, row := range out[i].rows {
+			k := slices.Index(row, any(runNumber))
+			if k < 0 {
+				continue
+			}
+			if !cloned {
+				out[i].rows, cloned = slices.Clone(out[i].rows), true
+			}
+			r := slices.Clone(row)
+			r[k] = number
+			out[i].rows[j] = r
+		}
+	}
+	return out
 }
 
 // insertPer is the most rows insertMany puts in one statement, and maxParams the most

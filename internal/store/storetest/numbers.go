@@ -3,6 +3,7 @@ package storetest
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ var runNumberTests = []test{
 	{"ConcurrentCreationsUnique", testRunNumbersConcurrent},
 	{"RefusedCreationTakesNone", testRunNumbersRefused},
 	{"ClaimCarriesNumber", testRunNumbersClaim},
+	{"LargeRunsNumbered", testRunNumbersLarge},
 }
 
 const numberYAML = `
@@ -143,6 +145,36 @@ func testRunNumbersConcurrent(t *testing.T, h Harness) {
 		if stored = slices.Sorted(slices.Values(stored)); !slices.Equal(stored, want) {
 			t.Errorf("%s: stored numbers %v, want 1..%d", project, stored, len(want))
 		}
+	}
+}
+
+// testRunNumbersLarge: a run of more rows than one statement takes (its number is then
+// taken by a statement of its own) is numbered as one that fits, in turn with them.
+func testRunNumbersLarge(t *testing.T, h Harness) {
+	_, b := setup(t, h)
+	var large strings.Builder
+	large.WriteString("name: large\njobs:\n")
+	for i := range 150 {
+		fmt.Fprintf(&large, "  j%d:\n    steps: [{run: 'true'}]\n", i)
+	}
+	var runs []*store.Run
+	for _, yaml := range []string{large.String(), numberYAML, large.String(), numberYAML} {
+		run, jobs := b.createRun(yaml, store.CreateRunParams{Project: "big"})
+		if len(jobs) == 0 {
+			t.Fatalf("run %s has no jobs", run.ID)
+		}
+		runs = append(runs, run)
+	}
+	for i, run := range runs {
+		if run.Number != i+1 {
+			t.Errorf("run %d of project big: number %d returned, want %d", i+1, run.Number, i+1)
+		}
+		if got := b.getRun(run.ID); got.Number != i+1 {
+			t.Errorf("run %d of project big: GetRun number %d, want %d", i+1, got.Number, i+1)
+		}
+	}
+	if jobs, err := b.s.ListJobs(b.ctx, runs[2].ID); err != nil || len(jobs) != 150 {
+		t.Errorf("ListJobs of the second large run: %d jobs, %v; want 150", len(jobs), err)
 	}
 }
 
