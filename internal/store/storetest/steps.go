@@ -179,6 +179,50 @@ func testStepsWithCompletion(t *testing.T, h Harness) {
 	if after := stepsState(b.listSteps(c.Job.ID)); after != before {
 		t.Errorf("a completion on a lost lease changed the steps:\nbefore %s\nafter  %s", before, after)
 	}
+
+	// A success carries its steps as a failure does: a step seen running before, one
+	// that ran and ended within the completion, one skipped, one never reported.
+	b.create(fourSteps)
+	c = b.claimOne()
+	began := b.clk.Now()
+	if err := b.s.UpdateStep(b.ctx, store.UpdateStepParams{LeaseRef: ref(c), StepUpdate: store.StepUpdate{Index: 0, Status: store.StepRunning}}); err != nil {
+		t.Fatal(err)
+	}
+	b.clk.Advance(time.Second)
+	end = b.clk.Now()
+	job, err = b.s.CompleteJob(b.ctx, store.CompleteParams{LeaseRef: ref(c), Status: store.JobSuccess, ExitCode: intPtr(0),
+		Steps: []store.StepUpdate{
+			{Index: 0, Status: store.StepSuccess, ExitCode: intPtr(0)},
+			{Index: 1, Status: store.StepRunning},
+			{Index: 1, Status: store.StepSuccess, ExitCode: intPtr(0)},
+			{Index: 2, Status: store.StepSkipped},
+		}})
+	if err != nil {
+		t.Fatalf("CompleteJob of a success with steps: %v", err)
+	}
+	if job.Status != store.JobSuccess || job.Attempt != 1 {
+		t.Errorf("job after its success: %s, attempt %d", job.Status, job.Attempt)
+	}
+	ss = b.listSteps(c.Job.ID)
+	want = []struct {
+		status store.StepStatus
+		exit   *int
+	}{{store.StepSuccess, intPtr(0)}, {store.StepSuccess, intPtr(0)}, {store.StepSkipped, nil}, {store.StepPending, nil}}
+	for i, w := range want {
+		s := ss[i]
+		if s.Status != w.status || (s.ExitCode == nil) != (w.exit == nil) || (s.ExitCode != nil && *s.ExitCode != *w.exit) ||
+			s.Attempt != 1 && w.status != store.StepPending {
+			t.Errorf("step %d after the success: %s attempt %d, want %s", i, stepsState([]*store.Step{s}), s.Attempt, w.status)
+		}
+	}
+	wantTime(t, "success: step 0 StartedAt", ss[0].StartedAt, began)
+	wantTime(t, "success: step 0 FinishedAt", ss[0].FinishedAt, end)
+	wantTime(t, "success: step 1 StartedAt", ss[1].StartedAt, end)
+	wantTime(t, "success: step 1 FinishedAt", ss[1].FinishedAt, end)
+	wantTime(t, "success: step 2 FinishedAt", ss[2].FinishedAt, end)
+	if !ss[3].StartedAt.IsZero() || !ss[3].FinishedAt.IsZero() {
+		t.Errorf("success: step 3, never reported, has times %v and %v", ss[3].StartedAt, ss[3].FinishedAt)
+	}
 }
 
 // testStepOnce checks that a once step that succeeded is reported on every later attempt,
