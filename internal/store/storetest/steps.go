@@ -3,6 +3,8 @@ package storetest
 import (
 	"fmt"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +18,7 @@ var stepTests = []test{
 	{"OnceNotRecordedRunsAgain", testStepOnceNotRecorded},
 	{"CarriedByCompletion", testStepsWithCompletion},
 	{"FailureKind", testStepFailureKind},
+	{"RefusedAmongOthers", testStepsRefusedAmongOthers},
 }
 
 const fourSteps = `
@@ -453,5 +456,57 @@ jobs:
 	c = b.claimOne()
 	if got := kinds(); !slices.Equal(got, []store.FailureKind{"", "", "", ""}) {
 		t.Errorf("the next attempt starts with kinds %q, want none", got)
+	}
+}
+
+// testStepsRefusedAmongOthers: completions made at once, so that the store's writer
+// takes several in one transaction, half of them refused after their job's row was
+// written (a step the job does not have): each refused one leaves its job and steps as
+// they were and the others are kept.
+func testStepsRefusedAmongOthers(t *testing.T, h Harness) {
+	_, b := setup(t, h)
+	const n = 32
+	var yaml strings.Builder
+	yaml.WriteString("name: many\njobs:\n")
+	for i := range n {
+		fmt.Fprintf(&yaml, "  j%d:\n    steps: [{run: make}, {run: make test}]\n", i)
+	}
+	b.create(yaml.String())
+	claims := b.claimAll()
+	if len(claims) != n {
+		t.Fatalf("claimed %d jobs, want %d", len(claims), n)
+	}
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i, c := range claims {
+		steps := []store.StepUpdate{{Index: 0, Status: store.StepSuccess, ExitCode: intPtr(0)}, {Index: 1, Status: store.StepSuccess, ExitCode: intPtr(0)}}
+		if i%2 == 1 {
+			steps[1].Index = 9
+		}
+		wg.Go(func() {
+			<-start
+			_, errs[i] = b.s.CompleteJob(b.ctx, store.CompleteParams{LeaseRef: ref(c), Status: store.JobSuccess, ExitCode: intPtr(0), Steps: steps})
+		})
+	}
+	close(start)
+	wg.Wait()
+	for i, c := range claims {
+		ss := b.listSteps(c.Job.ID)
+		if i%2 == 0 {
+			if errs[i] != nil {
+				t.Errorf("completion %d, of two steps the job has: %v", i, errs[i])
+			}
+			b.wantJobStatus(c.Job.ID, store.JobSuccess)
+			if ss[0].Status != store.StepSuccess || ss[1].Status != store.StepSuccess {
+				t.Errorf("completion %d, kept: steps %s", i, stepsState(ss))
+			}
+			continue
+		}
+		wantErr(t, fmt.Sprintf("completion %d, of a step the job does not have", i), errs[i], store.ErrInvalid, store.ErrNotFound)
+		b.wantJobStatus(c.Job.ID, store.JobAssigned)
+		if ss[0].Status != store.StepPending || ss[1].Status != store.StepPending {
+			t.Errorf("completion %d, refused: its steps changed to %s", i, stepsState(ss))
+		}
 	}
 }
