@@ -104,3 +104,17 @@ func (r *Result) addCPU(coordinator, bench time.Duration) {
 		"the coordinator's is the `gantry server` process's over its whole life, start-up and shutdown included, with "+
 		"the processes it reaped (wait4's rusage); the workers' is %s", what, u.counted, whose))
 }
+
+// addServerCPU adds the PostgreSQL server's CPU per job (pgcpu.go), apart from the
+// coordinator's and the workers': "CPU per job" stays theirs, as before it was read.
+func (r *Result) addServerCPU(server time.Duration) {
+	u := r.cpu
+	if u.count <= 0 {
+		return
+	}
+	r.add("PostgreSQL CPU per "+u.unit, float64(server.Microseconds())/1000/u.count, "ms", nil)
+	r.Notes = append(r.Notes, fmt.Sprintf("PostgreSQL CPU per %s: user and system CPU of the PostgreSQL server's "+
+		"processes on this machine (its postmaster, with every child alive or reaped: the coordinator's backends, "+
+		"the checkpointer, the WAL writer, autovacuum), from the scenario's database's creation to the coordinator's "+
+		"stop, divided by %s; not in CPU per %s", u.unit, u.counted, u.unit))
+}

@@ -6,7 +6,10 @@ import (
 	"testing"
 
 	"github.com/gantry-ci/gantry/internal/testbin"
+	"github.com/gantry-ci/gantry/internal/testdb"
 )
+
+func TestMain(m *testing.M) { testdb.Main(m) }
 
 // gantryCommand starts the gantry binary of this tree, built without the race detector
 // as `gantry bench` runs it.
@@ -54,10 +57,50 @@ func TestCPUPerJob(t *testing.T) {
 		if d := total - coord - workers; d < -0.01 || d > 0.01 {
 			t.Errorf("%s: CPU per job %v != coordinator %v + workers %v", r.Scenario, total, coord, workers)
 		}
+		if v, ok := r.Metric("PostgreSQL CPU per job"); ok {
+			t.Errorf("%s on SQLite: PostgreSQL CPU per job %v ms", r.Scenario, v)
+		}
 		notes := strings.Join(r.Notes, "\n")
 		want := map[string]string{"throughput-8": "RUSAGE_SELF", "artifacts": "`gantry worker` processes"}[r.Scenario]
 		if !strings.Contains(notes, want) {
 			t.Errorf("%s: the notes do not say whose the workers' CPU is (%q):\n%s", r.Scenario, want, notes)
 		}
+	}
+}
+
+// TestServerCPUPerJob: a scenario on a PostgreSQL server of this machine also reports
+// the server's CPU per job, apart from the coordinator's and the workers'.
+func TestServerCPUPerJob(t *testing.T) {
+	t.Parallel()
+	scenarios, err := Select([]string{"throughput-8"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := &Options{Command: gantryCommand(t), Scale: 0.02, Dir: t.TempDir(), Postgres: testdb.Postgres(t)}
+	results, err := RunAll(t.Context(), o, scenarios, []string{Postgres}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(results) != 1 {
+		t.Fatalf("%d results, want 1", len(results))
+	}
+	r := results[0]
+	server, ok := r.Metric("PostgreSQL CPU per job")
+	if !ok {
+		t.Fatalf("no PostgreSQL CPU per job in %+v", r.Metrics)
+	}
+	// Each job is a run's creation, a claim and a completion, a dozen statements: the
+	// server spends some of a millisecond on them, not nothing and not a second.
+	if server <= 0 || server > 1000 {
+		t.Errorf("PostgreSQL CPU per job = %v ms, want a measurement above 0 and below a second", server)
+	}
+	total, _ := r.Metric("CPU per job")
+	coord, _ := r.Metric("coordinator CPU per job")
+	workers, _ := r.Metric("worker CPU per job")
+	if d := total - coord - workers; d < -0.01 || d > 0.01 {
+		t.Errorf("CPU per job %v != coordinator %v + workers %v: the server's CPU is not theirs", total, coord, workers)
+	}
+	if notes := strings.Join(r.Notes, "\n"); !strings.Contains(notes, "PostgreSQL CPU per job: user and system CPU of the PostgreSQL server") {
+		t.Errorf("the notes do not say what PostgreSQL CPU per job counts:\n%s", notes)
 	}
 }

@@ -154,6 +154,11 @@ type coordinator struct {
 	db   string
 	dir  string // the scenario's directory, which holds its data
 	drop func() // removes the scenario's database
+	// pg reads the PostgreSQL server's CPU from the database's creation to the
+	// coordinator's stop, into pgCPU (pgRead when it could).
+	pg     serverMeter
+	pgCPU  time.Duration
+	pgRead bool
 
 	dropOnce sync.Once
 }
@@ -168,11 +173,11 @@ func startCoordinator(ctx context.Context, o *Options, store, dir string, extra 
 	case SQLite:
 		c.db = "sqlite://" + filepath.Join(dir, "gantry.db")
 	case Postgres:
-		db, drop, err := createDatabase(ctx, o.Postgres)
+		db, drop, pm, err := createDatabase(ctx, o.Postgres)
 		if err != nil {
 			return nil, err
 		}
-		c.db, c.drop = db, drop
+		c.db, c.drop, c.pg = db, drop, startServerMeter(pm)
 	default:
 		return nil, fmt.Errorf("unknown store %q", store)
 	}
@@ -201,9 +206,13 @@ func startCoordinator(ctx context.Context, o *Options, store, dir string, extra 
 }
 
 // close stops the coordinator and drops its database; calls after the first do nothing.
+// The PostgreSQL server's CPU is read in between: the drop is not the scenario's.
 func (c *coordinator) close() {
 	c.stop(10 * time.Second)
-	c.dropOnce.Do(c.drop)
+	c.dropOnce.Do(func() {
+		c.pgCPU, c.pgRead = c.pg.end()
+		c.drop()
+	})
 }
 
 // PostgresVersion is the version of the PostgreSQL server at url, as it says it.
@@ -220,26 +229,27 @@ func PostgresVersion(ctx context.Context, url string) (string, error) {
 	return v, nil
 }
 
-// createDatabase makes a database of its own on the server at base and returns its URL
-// and a function that drops it.
-func createDatabase(ctx context.Context, base string) (string, func(), error) {
+// createDatabase makes a database of its own on the server at base and returns its URL,
+// a function that drops it, and the server's postmaster when it runs on this machine
+// (else 0).
+func createDatabase(ctx context.Context, base string) (string, func(), int, error) {
 	if base == "" {
-		return "", nil, errors.New("no PostgreSQL server: pass --postgres URL (a user that may CREATE DATABASE)")
+		return "", nil, 0, errors.New("no PostgreSQL server: pass --postgres URL (a user that may CREATE DATABASE)")
 	}
 	u, err := url.Parse(base)
 	if err != nil {
-		return "", nil, fmt.Errorf("parse --postgres: %w", err)
+		return "", nil, 0, fmt.Errorf("parse --postgres: %w", err)
 	}
 	conn, err := pgx.Connect(ctx, base)
 	if err != nil {
-		return "", nil, fmt.Errorf("connect to PostgreSQL at %s: %w", u.Redacted(), err)
+		return "", nil, 0, fmt.Errorf("connect to PostgreSQL at %s: %w", u.Redacted(), err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	name := "gantry_bench_" + hex.EncodeToString(b[:])
 	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
-		return "", nil, fmt.Errorf("create database %s: %w", name, err)
+		return "", nil, 0, fmt.Errorf("create database %s: %w", name, err)
 	}
 	u.Path = "/" + name
 	drop := func() {
@@ -252,7 +262,7 @@ func createDatabase(ctx context.Context, base string) (string, func(), error) {
 		defer conn.Close(dctx)
 		_, _ = conn.Exec(dctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
 	}
-	return u.String(), drop, nil
+	return u.String(), drop, postmaster(ctx, conn), nil
 }
 
 // usage is a process's CPU time and memory, from /proc.
@@ -267,25 +277,11 @@ const clockTick = 10 * time.Millisecond
 
 func readUsage(pid int) (usage, error) {
 	var u usage
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	st, err := readStat(pid)
 	if err != nil {
 		return u, err
 	}
-	// The command name may hold spaces; the fields after it are fixed.
-	i := bytes.LastIndexByte(stat, ')')
-	if i < 0 {
-		return u, errors.New("unreadable /proc stat")
-	}
-	f := strings.Fields(string(stat[i+1:]))
-	if len(f) < 13 {
-		return u, errors.New("short /proc stat")
-	}
-	utime, err1 := strconv.ParseInt(f[11], 10, 64)
-	stime, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err := errors.Join(err1, err2); err != nil {
-		return u, err
-	}
-	u.CPU = time.Duration(utime+stime) * clockTick
+	u.CPU = st.cpu
 	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return u, err

@@ -40,6 +40,9 @@ func withCoordinator(ctx context.Context, o *Options, name, store string, fn fun
 	// Stopped before it is read, so that its CPU is its whole life's.
 	c.close()
 	r.addCPU(c.cpu(), bench)
+	if c.pgRead {
+		r.addServerCPU(c.pgCPU)
+	}
 	return r, nil
 }
 

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -409,19 +408,16 @@ func postgresMeter(ctx context.Context, store, dbURL string) (*pgMeter, error) {
 		return nil, fmt.Errorf("connect to the scenario's database: %w", err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	var (
-		backend int
-		db      string
-	)
-	if err := conn.QueryRow(ctx, `SELECT pg_backend_pid(), current_database()`).Scan(&backend, &db); err != nil {
-		return nil, fmt.Errorf("ask for the backend's pid: %w", err)
+	var db string
+	if err := conn.QueryRow(ctx, `SELECT current_database()`).Scan(&db); err != nil {
+		return nil, fmt.Errorf("ask for the database's name: %w", err)
 	}
-	st, err := readStat(backend)
-	if err != nil {
-		// A server elsewhere (or in another pid namespace): its CPU is not to be read here.
+	// A server elsewhere (or in another pid namespace): its CPU is not to be read here.
+	pm := postmaster(ctx, conn)
+	if pm == 0 {
 		return &pgMeter{}, nil
 	}
-	return &pgMeter{postmaster: st.ppid, db: db}, nil
+	return &pgMeter{postmaster: pm, db: db}, nil
 }
 
 // ok reports whether the meter reads a server: false on SQLite, and for a server
@@ -455,37 +451,6 @@ func (m *pgMeter) cpu() (time.Duration, error) {
 		total += st.cpu
 	}
 	return total, nil
-}
-
-// procStat is what the bench reads of /proc/PID/stat.
-type procStat struct {
-	ppid int
-	cpu  time.Duration // user and system
-}
-
-func readStat(pid int) (procStat, error) {
-	var st procStat
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return st, err
-	}
-	i := strings.LastIndexByte(string(raw), ')')
-	if i < 0 {
-		return st, errors.New("unreadable /proc stat")
-	}
-	f := strings.Fields(string(raw[i+1:]))
-	if len(f) < 13 {
-		return st, errors.New("short /proc stat")
-	}
-	var n [3]int64
-	for k, idx := range []int{1, 11, 12} { // ppid, utime, stime
-		if n[k], err = strconv.ParseInt(f[idx], 10, 64); err != nil {
-			return st, fmt.Errorf("parse /proc/%d/stat: %w", pid, err)
-		}
-	}
-	st.ppid = int(n[0])
-	st.cpu = time.Duration(n[1]+n[2]) * clockTick
-	return st, nil
 }
 
 // The test whose history test-history reads, and the tests of each of its runs.
