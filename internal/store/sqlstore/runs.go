@@ -391,9 +391,9 @@ func (t *tx) insertAll(queued bool, sets ...insertSet) error {
 	return err
 }
 
-// runNumber stands, in a row given to insertRun, for the run number it takes.
 type runNumberArg struct{}
 
+// runNumber stands, in a row given to insertRun, for the run number it takes.
 var runNumber runNumberArg
 
 // insertRun is insertAll for a new run's rows, one of which holds runNumber where its
