@@ -180,12 +180,23 @@ func Markdown(rep *Report) string {
 			b.WriteString(" --- |")
 		}
 		b.WriteString(" --- |\n")
-		for i, m := range rs[0].Metrics {
-			fmt.Fprintf(&b, "| %s |", m.Name)
+		// A row for every metric of any store, in the order they first come: a store may
+		// measure what another does not (the PostgreSQL server's CPU).
+		var names []string
+		for _, r := range rs {
+			for _, m := range r.Metrics {
+				if !slices.Contains(names, m.Name) {
+					names = append(names, m.Name)
+				}
+			}
+		}
+		for _, name := range names {
+			fmt.Fprintf(&b, "| %s |", name)
 			var bounds storeBounds
 			var verdicts []string
 			for _, r := range rs {
-				if i >= len(r.Metrics) || r.Metrics[i].Name != m.Name {
+				i := slices.IndexFunc(r.Metrics, func(m Metric) bool { return m.Name == name })
+				if i < 0 {
 					b.WriteString(" |")
 					continue
 				}

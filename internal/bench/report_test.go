@@ -85,6 +85,30 @@ func TestMarkdownTargetsPerStore(t *testing.T) {
 	}
 }
 
+// A metric only one store measures has its row, the other store's cell empty, wherever
+// it comes among the metrics.
+func TestMarkdownMetricOfOneStore(t *testing.T) {
+	t.Parallel()
+	sqlite := &Result{Scenario: "throughput-64", Store: SQLite, Elapsed: time.Second}
+	sqlite.add("jobs/s", 1400, "jobs/s", nil)
+	sqlite.add("CPU per job", 1.05, "ms", nil)
+	pg := &Result{Scenario: "throughput-64", Store: Postgres, Elapsed: time.Second}
+	pg.add("jobs/s", 420, "jobs/s", nil)
+	pg.add("PostgreSQL CPU per job", 1.83, "ms", nil)
+	pg.add("CPU per job", 1.79, "ms", nil)
+	md := Markdown(&Report{Date: time.Date(2026, 12, 7, 7, 0, 0, 0, time.UTC), Commit: "abc1234", Command: "gantry bench",
+		Machine: Machine{CPUs: 2}, Scale: 1, Results: []*Result{sqlite, pg}})
+	for _, want := range []string{
+		"| jobs/s | 1,400 jobs/s | 420 jobs/s |  |",
+		"| CPU per job | 1.05 ms | 1.79 ms |  |",
+		"| PostgreSQL CPU per job | | 1.83 ms |  |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("missing %q in:\n%s", want, md)
+		}
+	}
+}
+
 func TestSummarize(t *testing.T) {
 	t.Parallel()
 	var ds []time.Duration
