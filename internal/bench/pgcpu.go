@@ -59,21 +59,31 @@ func serverCPU(pid int) (time.Duration, error) {
 	if err != nil {
 		return 0, err
 	}
-	total := st.cpu + st.reaped
+	children, err := childrenCPU(pid, nil)
+	if err != nil {
+		return 0, err
+	}
+	return st.cpu + st.reaped + children, nil
+}
+
+// childrenCPU is the user and system CPU so far of the live children of parent that keep
+// (nil: all) keeps.
+func childrenCPU(parent int, keep func(pid int) bool) (time.Duration, error) {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		return 0, err
 	}
+	var total time.Duration
 	for _, e := range entries {
-		child, err := strconv.Atoi(e.Name())
-		if err != nil || child == pid {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == parent {
 			continue
 		}
-		cs, err := readStat(child)
-		if err != nil || cs.ppid != pid {
-			continue // gone since the listing, or not a child
+		st, err := readStat(pid)
+		if err != nil || st.ppid != parent || (keep != nil && !keep(pid)) {
+			continue // gone since the listing, or not a child, or not one to count
 		}
-		total += cs.cpu
+		total += st.cpu
 	}
 	return total, nil
 }
@@ -140,4 +150,54 @@ func (m serverMeter) end() (time.Duration, bool) {
 		return 0, false
 	}
 	return now - m.began, true
+}
+
+// pgMeter reads the CPU time of the PostgreSQL backends that serve one database, when
+// the server runs on this machine: the coordinator's store work on PostgreSQL is mostly
+// done there, not in the coordinator. The server's background processes (WAL writer,
+// checkpointer, autovacuum) are left out: their work comes later and is the whole
+// server's, not one request's. The coordinator keeps its connections open (five minutes
+// idle), so its backends live through a scenario.
+type pgMeter struct {
+	postmaster int
+	db         string
+}
+
+// postgresMeter finds the postmaster of the server behind dbURL when store is PostgreSQL
+// and the server runs here; otherwise its readings are zero and ok is false.
+func postgresMeter(ctx context.Context, store, dbURL string) (*pgMeter, error) {
+	if store != Postgres {
+		return &pgMeter{}, nil
+	}
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		return nil, fmt.Errorf("connect to the scenario's database: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var db string
+	if err := conn.QueryRow(ctx, `SELECT current_database()`).Scan(&db); err != nil {
+		return nil, fmt.Errorf("ask for the database's name: %w", err)
+	}
+	// A server elsewhere (or in another pid namespace): its CPU is not to be read here.
+	pm := postmaster(ctx, conn)
+	if pm == 0 {
+		return &pgMeter{}, nil
+	}
+	return &pgMeter{postmaster: pm, db: db}, nil
+}
+
+// ok reports whether the meter reads a server: false on SQLite, and for a server
+// elsewhere.
+func (m *pgMeter) ok() bool { return m.postmaster > 0 }
+
+// cpu is the CPU time so far of the server's live backends connected to m.db, which
+// name it in their process title ("postgres: USER DB HOST(PORT) STATE").
+func (m *pgMeter) cpu() (time.Duration, error) {
+	if !m.ok() {
+		return 0, nil
+	}
+	return childrenCPU(m.postmaster, func(pid int) bool {
+		title, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		return err == nil && strings.Contains(string(title), " "+m.db+" ")
+	})
 }

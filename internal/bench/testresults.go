@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 
 	"github.com/gantry-ci/gantry/internal/testreport"
 )
@@ -384,73 +383,6 @@ func leaseOne(ctx context.Context, cl *client, def, project, branch string) (str
 		return "", lease{}, fmt.Errorf("claim the job of run %s: got %d jobs", run.ID, len(ans.Jobs))
 	}
 	return run.ID, lease{job: ans.Jobs[0].ID, token: ans.Jobs[0].Lease.Token}, nil
-}
-
-// pgMeter reads the CPU time of the PostgreSQL backends that serve one database, when
-// the server runs on this machine: the coordinator's store work on PostgreSQL is mostly
-// done there, not in the coordinator. The server's background processes (WAL writer,
-// checkpointer, autovacuum) are left out: their work comes later and is the whole
-// server's, not one request's. The coordinator keeps its connections open (five minutes
-// idle), so its backends live through a scenario.
-type pgMeter struct {
-	postmaster int
-	db         string
-}
-
-// postgresMeter finds the postmaster of the server behind dbURL when store is PostgreSQL
-// and the server runs here; otherwise its readings are zero and ok is false.
-func postgresMeter(ctx context.Context, store, dbURL string) (*pgMeter, error) {
-	if store != Postgres {
-		return &pgMeter{}, nil
-	}
-	conn, err := pgx.Connect(ctx, dbURL)
-	if err != nil {
-		return nil, fmt.Errorf("connect to the scenario's database: %w", err)
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	var db string
-	if err := conn.QueryRow(ctx, `SELECT current_database()`).Scan(&db); err != nil {
-		return nil, fmt.Errorf("ask for the database's name: %w", err)
-	}
-	// A server elsewhere (or in another pid namespace): its CPU is not to be read here.
-	pm := postmaster(ctx, conn)
-	if pm == 0 {
-		return &pgMeter{}, nil
-	}
-	return &pgMeter{postmaster: pm, db: db}, nil
-}
-
-// ok reports whether the meter reads a server: false on SQLite, and for a server
-// elsewhere.
-func (m *pgMeter) ok() bool { return m.postmaster > 0 }
-
-// cpu is the CPU time so far of the server's live backends connected to m.db, which
-// name it in their process title ("postgres: USER DB HOST(PORT) STATE").
-func (m *pgMeter) cpu() (time.Duration, error) {
-	if !m.ok() {
-		return 0, nil
-	}
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return 0, err
-	}
-	var total time.Duration
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		st, err := readStat(pid)
-		if err != nil || st.ppid != m.postmaster {
-			continue // gone since the listing, or not the server's
-		}
-		title, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-		if err != nil || !strings.Contains(string(title), " "+m.db+" ") {
-			continue
-		}
-		total += st.cpu
-	}
-	return total, nil
 }
 
 // The test whose history test-history reads, and the tests of each of its runs.
