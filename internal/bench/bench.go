@@ -283,11 +283,15 @@ func OnStore(scenarios []Scenario, stores []string, store string) bool {
 // runScenario runs s once on store and names the result.
 func runScenario(ctx context.Context, o *Options, s Scenario, store string) (*Result, error) {
 	began := time.Now()
+	before, sampled := sampleMachine()
 	r, err := runNoisy(ctx, o, s, store)
 	if err != nil {
 		return nil, err
 	}
 	r.Scenario, r.Store, r.Elapsed = s.Name, store, time.Since(began)
+	if after, ok := sampleMachine(); ok && sampled {
+		r.addMachine(before, after)
+	}
 	if o.Noise > 0 {
 		r.Params["noise"] = o.Noise
 		r.Notes = append(r.Notes, fmt.Sprintf("measured while a second process ran %d busy loops (gantry bench --noise)", o.Noise))

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"os/exec"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -59,6 +60,13 @@ func TestCPUPerJob(t *testing.T) {
 		}
 		if v, ok := r.Metric("PostgreSQL CPU per job"); ok {
 			t.Errorf("%s on SQLite: PostgreSQL CPU per job %v ms", r.Scenario, v)
+		}
+		// The machine ran at least the scenario's own processes.
+		if v, ok := r.Metric(machineBusyMetric); !ok || v <= 0 || v > float64(runtime.NumCPU()) {
+			t.Errorf("%s: %s = %v (present %v), want above 0 and at most %d cores", r.Scenario, machineBusyMetric, v, ok, runtime.NumCPU())
+		}
+		if v, ok := r.Metric(loadMetric); !ok || v < 0 {
+			t.Errorf("%s: %s = %v (present %v)", r.Scenario, loadMetric, v, ok)
 		}
 		notes := strings.Join(r.Notes, "\n")
 		want := map[string]string{"throughput-8": "RUSAGE_SELF", "artifacts": "`gantry worker` processes"}[r.Scenario]

@@ -146,6 +146,7 @@ func Markdown(rep *Report) string {
 	if rep.Scale != 1 {
 		fmt.Fprintf(&b, "\n**Scale %g**: every count and duration is scaled down from the sizes the scenarios name.\n", rep.Scale)
 	}
+	writeCPU(&b, rep)
 	writeSummary(&b, rep)
 	var order []string
 	byName := map[string][]*Result{}
@@ -261,16 +262,83 @@ func writeSummary(b *strings.Builder, rep *Report) {
 			b := bounds[k]
 			b.add(r.Store, strings.TrimSpace(targetText(m)+" "+m.Unit))
 			bounds[k] = b
-			cells[k] = append(cells[k], fmt.Sprintf("%s: %s %s, %s", r.Store, formatValue(m.Value), m.Unit, verdict))
+			cell := fmt.Sprintf("%s: %s %s, %s", r.Store, formatValue(m.Value), m.Unit, verdict)
+			if load, ok := r.Metric(loadMetric); ok {
+				cell += ", load " + formatValue(load)
+			}
+			cells[k] = append(cells[k], cell)
 		}
 	}
 	if len(rows) == 0 {
 		return
 	}
-	b.WriteString("\n### Summary\n\nEvery metric with a target, from this run.\n\n| scenario | metric | target | measured |\n| --- | --- | --- | --- |\n")
+	b.WriteString("\n### Summary\n\nEvery metric with a target, from this run, with the machine's 1-minute load average as its scenario ended.\n\n" +
+		"| scenario | metric | target | measured |\n| --- | --- | --- | --- |\n")
 	for _, k := range rows {
 		fmt.Fprintf(b, "| %s | %s | %s | %s |\n", k.scenario, k.metric, bounds[k].String(), strings.Join(cells[k], "; "))
 	}
+}
+
+// writeCPU writes the CPU per job of every scenario, ahead of the rest: of what a
+// scenario measures, what the machine's other work moves least.
+func writeCPU(b *strings.Builder, rep *Report) {
+	type row struct{ scenario, metric string }
+	var (
+		rows   []row
+		stores []string
+	)
+	cells := map[row]map[string]string{}
+	for _, r := range rep.Results {
+		for _, m := range r.Metrics {
+			if !headlineCPU(m) {
+				continue
+			}
+			k := row{r.Scenario, m.Name}
+			if cells[k] == nil {
+				rows = append(rows, k)
+				cells[k] = map[string]string{}
+			}
+			if !slices.Contains(stores, r.Store) {
+				stores = append(stores, r.Store)
+			}
+			cells[k][r.Store] = strings.TrimSpace(formatValue(m.Value) + " " + m.Unit)
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	b.WriteString("\n### CPU per job\n\nUser and system CPU of each scenario's processes per job (per unit of its work), " +
+		"from this run: what the machine's other work moves least. Each scenario's table below says whose CPU each figure counts.\n\n| scenario | metric |")
+	for _, st := range stores {
+		fmt.Fprintf(b, " %s |", st)
+	}
+	b.WriteString("\n| --- | --- |")
+	for range stores {
+		b.WriteString(" --- |")
+	}
+	b.WriteString("\n")
+	for _, k := range rows {
+		fmt.Fprintf(b, "| %s | %s |", k.scenario, k.metric)
+		for _, st := range stores {
+			fmt.Fprintf(b, " %s |", cells[k][st])
+		}
+		b.WriteString("\n")
+	}
+}
+
+// headlineCPU says whether m is a CPU per job figure of a scenario's whole work (of its
+// coordinator and workers together, of its PostgreSQL server, of a `gantry run`), not
+// one of the parts the scenario's own table adds up.
+func headlineCPU(m Metric) bool {
+	if m.Unit != "ms" || !strings.Contains(m.Name, "CPU per") {
+		return false
+	}
+	for _, part := range []string{"coordinator ", "worker ", "system "} {
+		if strings.HasPrefix(m.Name, part) {
+			return false
+		}
+	}
+	return true
 }
 
 // storeBounds is a metric's target on each store that measured it: one where they

@@ -109,6 +109,59 @@ func TestMarkdownMetricOfOneStore(t *testing.T) {
 	}
 }
 
+// The generated section leads with every scenario's CPU per job, the whole work's and
+// not its parts, and the summary gives each measured value the load it was taken under.
+func TestMarkdownLeadsWithCPU(t *testing.T) {
+	t.Parallel()
+	var results []*Result
+	for _, st := range []struct {
+		store      string
+		cpu, coord float64
+		load       float64
+	}{{SQLite, 1.05, 0.82, 1.93}, {Postgres, 1.79, 1.44, 2.5}} {
+		r := &Result{Scenario: "throughput-64", Store: st.store, Elapsed: time.Second}
+		r.add("jobs/s", 1400, "jobs/s", atLeast(4000))
+		r.add("CPU per job", st.cpu, "ms", nil)
+		r.add("coordinator CPU per job", st.coord, "ms", nil)
+		if st.store == Postgres {
+			r.add("PostgreSQL CPU per job", 2.23, "ms", nil)
+		}
+		r.addMachine(machineSample{busy: 0, total: 100, cpus: 2}, machineSample{busy: 90, total: 200, cpus: 2, load1: st.load})
+		results = append(results, r)
+	}
+	chain := &Result{Scenario: "dag-chain", Store: SQLite, Elapsed: time.Second}
+	chain.add("CPU per job", 15.5, "ms", atMost(5))
+	chain.add("system CPU per job", 7, "ms", nil)
+	chain.add("wall median", 640, "ms", atMost(120))
+	results = append(results, chain)
+	md := Markdown(&Report{Date: time.Date(2026, 12, 7, 7, 0, 0, 0, time.UTC), Commit: "abc1234", Command: "gantry bench",
+		Machine: Machine{CPUs: 2}, Scale: 1, Results: results})
+	for _, want := range []string{
+		"| scenario | metric | sqlite | postgres |",
+		"| throughput-64 | CPU per job | 1.05 ms | 1.79 ms |",
+		"| throughput-64 | PostgreSQL CPU per job |  | 2.23 ms |",
+		"| dag-chain | CPU per job | 15.5 ms |  |",
+		"| throughput-64 | jobs/s | >= 4,000 jobs/s | sqlite: 1,400 jobs/s, **missed**, load 1.93; postgres: 1,400 jobs/s, **missed**, load 2.50 |",
+		"| dag-chain | wall median | <= 120 ms | sqlite: 640 ms, **missed** |",
+		"| machine CPU busy | 1.80 of 2 cores | 1.80 of 2 cores |  |",
+		"| load average (1 min) | 1.93 | 2.50 |  |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("missing %q in:\n%s", want, md)
+		}
+	}
+	cpu, summary := strings.Index(md, "### CPU per job"), strings.Index(md, "### Summary")
+	if cpu < 0 || summary < 0 || cpu > summary {
+		t.Errorf("the CPU per job table (at %d) does not come before the summary (at %d):\n%s", cpu, summary, md)
+	}
+	lead := md[cpu:summary]
+	for _, part := range []string{"coordinator CPU per job", "system CPU per job", "jobs/s"} {
+		if strings.Contains(lead, part) {
+			t.Errorf("the CPU per job table has %q:\n%s", part, lead)
+		}
+	}
+}
+
 func TestSummarize(t *testing.T) {
 	t.Parallel()
 	var ds []time.Duration
