@@ -333,8 +333,8 @@ func headlineCPU(m Metric) bool {
 	if m.Unit != "ms" || !strings.Contains(m.Name, "CPU per") {
 		return false
 	}
-	for _, part := range []string{"coordinator ", "worker ", "system "} {
-		if strings.HasPrefix(m.Name, part) {
+	for _, part := range []string{"coordinator CPU per", "coordinator and database CPU per", "worker CPU per", "system CPU per"} {
+		if strings.Contains(m.Name, part) {
 			return false
 		}
 	}

@@ -132,6 +132,8 @@ func TestMarkdownLeadsWithCPU(t *testing.T) {
 	chain := &Result{Scenario: "dag-chain", Store: SQLite, Elapsed: time.Second}
 	chain.add("CPU per job", 15.5, "ms", atMost(5))
 	chain.add("system CPU per job", 7, "ms", nil)
+	chain.add("history: coordinator and database CPU per read", 2, "ms", nil)
+	chain.add("docker worker's CPU per job", 14.4, "ms", nil)
 	chain.add("wall median", 640, "ms", atMost(120))
 	results = append(results, chain)
 	md := Markdown(&Report{Date: time.Date(2026, 12, 7, 7, 0, 0, 0, time.UTC), Commit: "abc1234", Command: "gantry bench",
@@ -141,6 +143,7 @@ func TestMarkdownLeadsWithCPU(t *testing.T) {
 		"| throughput-64 | CPU per job | 1.05 ms | 1.79 ms |",
 		"| throughput-64 | PostgreSQL CPU per job |  | 2.23 ms |",
 		"| dag-chain | CPU per job | 15.5 ms |  |",
+		"| dag-chain | docker worker's CPU per job | 14.4 ms |  |",
 		"| throughput-64 | jobs/s | >= 4,000 jobs/s | sqlite: 1,400 jobs/s, **missed**, load 1.93; postgres: 1,400 jobs/s, **missed**, load 2.50 |",
 		"| dag-chain | wall median | <= 120 ms | sqlite: 640 ms, **missed** |",
 		"| machine CPU busy | 1.80 of 2 cores | 1.80 of 2 cores |  |",
@@ -155,7 +158,7 @@ func TestMarkdownLeadsWithCPU(t *testing.T) {
 		t.Errorf("the CPU per job table (at %d) does not come before the summary (at %d):\n%s", cpu, summary, md)
 	}
 	lead := md[cpu:summary]
-	for _, part := range []string{"coordinator CPU per job", "system CPU per job", "jobs/s"} {
+	for _, part := range []string{"coordinator CPU per job", "system CPU per job", "database CPU per read", "jobs/s"} {
 		if strings.Contains(lead, part) {
 			t.Errorf("the CPU per job table has %q:\n%s", part, lead)
 		}
