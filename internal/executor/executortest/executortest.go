@@ -287,7 +287,7 @@ func testCancelKill(t *testing.T, ex executor.Executor) {
 		Script: "trap '' TERM\necho go > ready\nwhile :; do sleep 0.05; done"})
 	waitFile(t, ex, ws, "ready", done)
 	cancel()
-	o := wait(t, done, 8*time.Second)
+	o := wait(t, done, 30*time.Second)
 	if !o.res.Cancelled || o.res.ExitCode == 0 {
 		t.Errorf("cancelled step that ignores SIGTERM: %+v; want Cancelled and not exit 0", o.res)
 	}
@@ -299,7 +299,10 @@ func testTimeout(t *testing.T, ex executor.Executor) {
 	if !o.res.TimedOut || o.res.Cancelled || o.res.ExitCode == 0 {
 		t.Errorf("step past its timeout: %+v; want TimedOut", o.res)
 	}
-	if o.took < 500*time.Millisecond || o.took > 8*time.Second {
+	// The script never ends of itself, so its end is the timeout's doing; runStep's own
+	// bound (30 s) fails an executor that never enforces it. A tighter bound here only
+	// timed the machine: a pod's exec on a loaded machine took 8.7 s.
+	if o.took < 500*time.Millisecond {
 		t.Errorf("a step with a 500ms timeout and 300ms grace took %s", o.took)
 	}
 }
