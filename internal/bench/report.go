@@ -172,15 +172,12 @@ func Markdown(rep *Report) string {
 			}
 			fmt.Fprintf(&b, " Parameters: %s.", strings.Join(parts, ", "))
 		}
-		b.WriteString("\n\n| metric |")
+		cols := []string{"metric"}
 		for _, r := range rs {
-			fmt.Fprintf(&b, " %s |", r.Store)
+			cols = append(cols, r.Store)
 		}
-		b.WriteString(" target |\n| --- |")
-		for range rs {
-			b.WriteString(" --- |")
-		}
-		b.WriteString(" --- |\n")
+		b.WriteString("\n\n")
+		writeHeader(&b, append(cols, "target")...)
 		// A row for every metric of any store, in the order they first come: a store may
 		// measure what another does not (the PostgreSQL server's CPU).
 		var names []string
@@ -272,8 +269,8 @@ func writeSummary(b *strings.Builder, rep *Report) {
 	if len(rows) == 0 {
 		return
 	}
-	b.WriteString("\n### Summary\n\nEvery metric with a target, from this run, with the machine's 1-minute load average as its scenario ended.\n\n" +
-		"| scenario | metric | target | measured |\n| --- | --- | --- | --- |\n")
+	b.WriteString("\n### Summary\n\nEvery metric with a target, from this run, with the machine's 1-minute load average as its scenario ended.\n\n")
+	writeHeader(b, "scenario", "metric", "target", "measured")
 	for _, k := range rows {
 		fmt.Fprintf(b, "| %s | %s | %s | %s |\n", k.scenario, k.metric, bounds[k].String(), strings.Join(cells[k], "; "))
 	}
@@ -308,15 +305,8 @@ func writeCPU(b *strings.Builder, rep *Report) {
 		return
 	}
 	b.WriteString("\n### CPU per job\n\nUser and system CPU of each scenario's processes per job (per unit of its work), " +
-		"from this run: what the machine's other work moves least. Each scenario's table below says whose CPU each figure counts.\n\n| scenario | metric |")
-	for _, st := range stores {
-		fmt.Fprintf(b, " %s |", st)
-	}
-	b.WriteString("\n| --- | --- |")
-	for range stores {
-		b.WriteString(" --- |")
-	}
-	b.WriteString("\n")
+		"from this run: what the machine's other work moves least. Each scenario's table below says whose CPU each figure counts.\n\n")
+	writeHeader(b, append([]string{"scenario", "metric"}, stores...)...)
 	for _, k := range rows {
 		fmt.Fprintf(b, "| %s | %s |", k.scenario, k.metric)
 		for _, st := range stores {
@@ -324,6 +314,19 @@ func writeCPU(b *strings.Builder, rep *Report) {
 		}
 		b.WriteString("\n")
 	}
+}
+
+// writeHeader writes a Markdown table's header row of cols and the row under it.
+func writeHeader(b *strings.Builder, cols ...string) {
+	b.WriteString("|")
+	for _, c := range cols {
+		b.WriteString(" " + c + " |")
+	}
+	b.WriteString("\n|")
+	for range cols {
+		b.WriteString(" --- |")
+	}
+	b.WriteString("\n")
 }
 
 // headlineCPU says whether m is a CPU per job figure of a scenario's whole work (of its
