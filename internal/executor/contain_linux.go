@@ -540,7 +540,8 @@ func (s *scope) signal(sig syscall.Signal, spareBwrap bool) {
 	if s.cgroup != "" {
 		pids = cgroupProcs(s.cgroup)
 	} else {
-		for _, p := range s.members() {
+		live, _ := s.members()
+		for _, p := range live {
 			pids = append(pids, p.pid)
 		}
 	}
@@ -605,16 +606,38 @@ func (s *scope) end() {
 }
 
 // members lists the live processes of a step on the subreaper path: its process group,
-// the marked processes the worker adopted, and everything below them.
-func (s *scope) members() []procStat {
+// the marked processes the worker adopted, and everything below them. unsure reports
+// that the list may miss some, so an empty one does not yet mean the step is gone.
+func (s *scope) members() (out []procStat, unsure bool) {
 	if s.cmd.Process == nil {
-		return nil
+		return nil, false
 	}
-	pgid := s.cmd.Process.Pid
-	procs := listProcs()
-	self := os.Getpid()
+	return scopeTree(listProcs(), os.Getpid(), s.cmd.Process.Pid, s.c.reaper, func(pid int) (bool, bool) {
+		return hasMark(pid, s.mark)
+	})
+}
+
+// scopeTree finds a step's live processes in procs, one pass over /proc: those in the
+// process group pgid, those marked (of the worker self's children only, when it is a
+// subreaper), and everything below them. marked reports whether a process carries the
+// step's mark, and whether its environment could be read at all.
+//
+// One pass over /proc is not atomic, and it may miss a process that is moving:
+//   - a process read before its parent exited, whose parent was then reaped before it
+//     was read, hangs from a parent not in procs. It is read again, where it settled;
+//   - a marked parent that is exiting has no environment left to read, while its
+//     children are not yet given to the worker. That is reported as unsure: the next
+//     pass sees them where they settle.
+func scopeTree(procs map[int]procStat, self, pgid int, reaper bool, marked func(pid int) (has, readable bool)) (out []procStat, unsure bool) {
 	children := map[int][]int{}
-	for _, p := range procs {
+	for pid, p := range procs {
+		if _, ok := procs[p.ppid]; !ok && p.ppid != 0 && p.ppid != self {
+			// Its parent was reaped after it was read: read where it went.
+			if q, err := readProc(pid); err == nil && q.start == p.start {
+				p = q
+				procs[pid] = q
+			}
+		}
 		children[p.ppid] = append(children[p.ppid], p.pid)
 	}
 	var roots []int
@@ -623,12 +646,17 @@ func (s *scope) members() []procStat {
 		case p.pid == self:
 		case p.pgrp == pgid:
 			roots = append(roots, p.pid)
-		case (p.ppid == self || !s.c.reaper) && hasMark(p.pid, s.mark):
-			roots = append(roots, p.pid)
+		case p.ppid == self || !reaper:
+			has, readable := marked(p.pid)
+			switch {
+			case has:
+				roots = append(roots, p.pid)
+			case !readable && p.exiting && p.state != "Z":
+				unsure = true
+			}
 		}
 	}
 	seen := map[int]bool{}
-	var out []procStat
 	for len(roots) > 0 {
 		pid := roots[len(roots)-1]
 		roots = roots[:len(roots)-1]
@@ -641,7 +669,7 @@ func (s *scope) members() []procStat {
 		}
 		roots = append(roots, children[pid]...)
 	}
-	return out
+	return out, unsure
 }
 
 // killMembers kills the step's processes until none is left, then reaps those that
@@ -656,11 +684,11 @@ func (s *scope) killMembers() error {
 	killed := map[int]uint64{}
 	deadline := time.Now().Add(killWait)
 	for {
-		live := s.members()
-		if len(live) == 0 {
+		live, unsure := s.members()
+		if len(live) == 0 && (!unsure || time.Now().After(deadline)) {
 			break
 		}
-		if time.Now().After(deadline) {
+		if len(live) > 0 && time.Now().After(deadline) {
 			return fmt.Errorf("%d processes of the step survived SIGKILL", len(live))
 		}
 		for _, p := range live {
@@ -725,7 +753,7 @@ func killMarked(marks []string, parent int) {
 				continue
 			}
 			for _, m := range marks {
-				if hasMark(p.pid, m) {
+				if has, _ := hasMark(p.pid, m); has {
 					_ = syscall.Kill(p.pid, syscall.SIGKILL)
 					found = true
 				}
@@ -738,22 +766,25 @@ func killMarked(marks []string, parent int) {
 	}
 }
 
-// hasMark reports whether process pid's environment carries mark.
-func hasMark(pid int, mark string) bool {
-	if mark == "" {
-		return false
-	}
+// hasMark reports whether process pid's environment carries mark. readable is false
+// when there is no environment to read: the process is gone, not ours to read, or
+// exiting (its memory, which holds the environment, is released before its children
+// are given to a new parent).
+func hasMark(pid int, mark string) (has, readable bool) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
-	if err != nil {
-		return false
+	if err != nil || len(b) == 0 {
+		return false, false
+	}
+	if mark == "" {
+		return false, true
 	}
 	want := markVar + "=" + mark
 	for _, kv := range strings.Split(string(b), "\x00") {
 		if kv == want {
-			return true
+			return true, true
 		}
 	}
-	return false
+	return false, true
 }
 
 // cgroupKill kills every process in the cgroup dir and its children.
@@ -854,7 +885,11 @@ type procStat struct {
 	pid, ppid, pgrp int
 	state           string
 	start           uint64 // clock ticks after boot
+	exiting         bool   // it has begun to exit (so have zombies)
 }
+
+// pfExiting is the kernel's PF_EXITING, in the flags of /proc/<pid>/stat.
+const pfExiting = 0x4
 
 func readProc(pid int) (procStat, error) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
@@ -878,11 +913,12 @@ func parseStat(pid int, s string) (procStat, error) {
 	}
 	ppid, err1 := strconv.Atoi(f[1])
 	pgrp, err2 := strconv.Atoi(f[2])
-	start, err3 := strconv.ParseUint(f[19], 10, 64)
-	if err := errors.Join(err1, err2, err3); err != nil {
+	flags, err3 := strconv.ParseUint(f[6], 10, 64)
+	start, err4 := strconv.ParseUint(f[19], 10, 64)
+	if err := errors.Join(err1, err2, err3, err4); err != nil {
 		return procStat{}, fmt.Errorf("process %d: stat: %w", pid, err)
 	}
-	return procStat{pid: pid, ppid: ppid, pgrp: pgrp, state: f[0], start: start}, nil
+	return procStat{pid: pid, ppid: ppid, pgrp: pgrp, state: f[0], start: start, exiting: flags&pfExiting != 0}, nil
 }
 
 // listProcs reads every process's stat; one that exits meanwhile is left out.
