@@ -682,6 +682,9 @@ func TestShipperFinish(t *testing.T) {
 		s.Add(makeLines(4, 2))
 		done := make(chan []Line)
 		go func() { done <- finish(t, s, 1<<20) }()
+		// Finish must have begun before the first send returns, or the sender may send
+		// lines 4 and 5 itself before Finish asks for them.
+		waitFor(t, "Finish to begin", func() bool { return isClosed(s.closing) })
 		close(release)
 		got := <-done
 		c.checkStored(t, 3)
