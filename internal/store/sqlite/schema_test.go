@@ -1,7 +1,10 @@
 package sqlite
 
 import (
+	"bytes"
+	"compress/gzip"
 	"database/sql"
+	"errors"
 	"flag"
 	"fmt"
 	"io/fs"
@@ -36,29 +39,116 @@ func TestSchemaSnapshot(t *testing.T) {
 		if err := os.WriteFile("schema.sql", []byte(got), 0o644); err != nil {
 			t.Fatal(err)
 		}
+		if err := os.WriteFile("schema.db.gz", makeSchemaFile(t, got), 0o644); err != nil {
+			t.Fatal(err)
+		}
 		return
 	}
 	if got != schema {
 		t.Fatalf("schema.sql is not what the migrations make; rerun with -update-schema. The migrations make:\n%s", got)
 	}
 
-	// The script made into a database holds what the migrations made: the same
-	// objects, and every migration recorded, so Open migrates nothing more.
-	freshPath := filepath.Join(t.TempDir(), "fresh.db")
-	fresh, err := Open(t.Context(), freshPath, Options{})
-	if err != nil {
-		t.Fatalf("open an empty database: %v", err)
+	// A new database, made from schema.db.gz where Open can place a file, and by
+	// running schema.sql where there already is one, empty, holds what the migrations
+	// made: the same objects, every migration recorded so that Open migrates nothing
+	// more, and no other rows.
+	for _, how := range []string{"schema.db.gz", "schema.sql"} {
+		t.Run(how, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "fresh.db")
+			if how == "schema.sql" {
+				if err := os.WriteFile(path, nil, 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			fresh, err := Open(t.Context(), path, Options{})
+			if err != nil {
+				t.Fatalf("open an empty database: %v", err)
+			}
+			if err := fresh.Close(); err != nil {
+				t.Fatal(err)
+			}
+			made := rawDB(t, path)
+			checkFresh(t, made, db)
+			if files, _ := filepath.Glob(filepath.Join(filepath.Dir(path), "*.new-*")); len(files) > 0 {
+				t.Errorf("copies left beside the database: %v", files)
+			}
+		})
 	}
-	if err := fresh.Close(); err != nil {
+
+	// The embedded file itself, as TestSchemaSnapshot would write it now.
+	placed := filepath.Join(t.TempDir(), "placed.db")
+	if err := placeSchemaFile(placed, "OFF"); err != nil {
 		t.Fatal(err)
 	}
-	made := rawDB(t, freshPath)
-	if a, b := objects(t, db), objects(t, made); !slices.Equal(a, b) {
-		t.Errorf("schema.sql made\n%s\nthe migrations\n%s", strings.Join(b, "\n"), strings.Join(a, "\n"))
+	checkFresh(t, rawDB(t, placed), db)
+	var check string
+	if err := rawDB(t, placed).QueryRow("PRAGMA integrity_check").Scan(&check); err != nil || check != "ok" {
+		t.Errorf("schema.db.gz: integrity check %q, %v", check, err)
+	}
+}
+
+// checkFresh holds a new database, made, to what the migrations made of one, migrated.
+func checkFresh(t *testing.T, made, migrated *sql.DB) {
+	t.Helper()
+	if a, b := objects(t, migrated), objects(t, made); !slices.Equal(a, b) {
+		t.Errorf("the new database holds\n%s\nthe migrations made\n%s\n(after a migration: rerun with -update-schema)", strings.Join(b, "\n"), strings.Join(a, "\n"))
 	}
 	if got := dumpSchema(t, made); got != schema {
-		t.Errorf("a database made from schema.sql dumps as\n%s", got)
+		t.Errorf("the new database dumps as\n%s", got)
 	}
+	rows, err := made.Query("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT IN ('schema_migrations', 'sqlite_sequence', 'sqlite_stat1')")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tables []string
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			t.Fatal(err)
+		}
+		tables = append(tables, name)
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		t.Fatal(err)
+	}
+	for _, table := range tables {
+		var n int
+		if err := made.QueryRow(`SELECT count(*) FROM "` + table + `"`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n != 0 {
+			t.Errorf("a new database's table %s holds %d rows", table, n)
+		}
+	}
+}
+
+// makeSchemaFile runs script on a new database file and returns the file, gzipped.
+func makeSchemaFile(t *testing.T, script string) []byte {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "schema.db")
+	db := rawDB(t, path)
+	if _, err := db.Exec("BEGIN; " + script + "; COMMIT"); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	zw, err := gzip.NewWriterLevel(&b, gzip.BestCompression)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := zw.Write(raw); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
 }
 
 // TestOpenKeepsExisting opens a database that already holds a table of its own: it is
