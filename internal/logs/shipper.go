@@ -50,6 +50,10 @@ type ShipperOptions struct {
 	Clock clock.Clock
 	// Logger receives send failures; nil discards them.
 	Logger *slog.Logger
+
+	// looked, set by tests, is called by the sender each time it has looked for
+	// pending lines, with what it found.
+	looked func(pending bool)
 }
 
 // ShipperStats counts lines through a Shipper.
@@ -74,6 +78,7 @@ type Shipper struct {
 	sendTO   time.Duration
 	clock    clock.Clock
 	log      *slog.Logger
+	looked   func(pending bool)
 
 	ctx       context.Context // cancelled by Abort and by Close when its ctx ends
 	cancel    context.CancelFunc
@@ -168,6 +173,7 @@ func NewShipper(send SendFunc, opts ShipperOptions) (*Shipper, error) {
 		sendTO:   opts.SendTimeout,
 		clock:    opts.Clock,
 		log:      opts.Logger,
+		looked:   opts.looked,
 		ctx:      ctx,
 		cancel:   cancel,
 		wake:     make(chan struct{}, 1),
@@ -349,6 +355,11 @@ func (s *Shipper) run() {
 		if s.ctx.Err() != nil {
 			return
 		}
+		// Whether Close was called is read before what is pending: Close comes after
+		// the Adds it must send, so lines added after this look are seen below. Read
+		// the other way round, lines added (and Close called) between the two looks
+		// were taken for none, and the sender stopped without them.
+		closing := isClosed(s.closing)
 		s.mu.Lock()
 		pending := s.sp.size > s.ack.off
 		if !pending {
@@ -358,7 +369,9 @@ func (s *Shipper) run() {
 		}
 		firstAt := s.firstAt
 		s.mu.Unlock()
-		closing := isClosed(s.closing)
+		if s.looked != nil {
+			s.looked(pending)
+		}
 		if !pending {
 			if closing {
 				return

@@ -720,3 +720,42 @@ func TestShipperFinish(t *testing.T) {
 		c.checkStored(t, 200)
 	})
 }
+
+// TestShipperCloseAfterIdleLook adds lines and calls Close just after the sender found
+// nothing pending: the lines are sent, not dropped because Close was seen before them.
+func TestShipperCloseAfterIdleLook(t *testing.T) {
+	t.Parallel()
+	c := &fakeCoordinator{t: t}
+	var s *Shipper
+	var once sync.Once
+	armed, fired := make(chan struct{}), make(chan struct{})
+	looked := func(pending bool) {
+		select {
+		case <-armed:
+		default:
+			return
+		}
+		if !pending {
+			// Between the sender's looks: what a test goroutine may do at any time.
+			once.Do(func() {
+				s.Add(makeLines(2, 1))
+				s.closeOnce.Do(func() { close(s.closing) })
+				close(fired)
+			})
+		}
+	}
+	s, _ = setupShipper(t, c.send, ShipperOptions{looked: looked})
+	s.Add(makeLines(1, 1))
+	waitFor(t, "the first line", func() bool { return s.Stats().Acked == 1 })
+	close(armed)
+	// The sender waits for a line or for Close; wake it to look once more.
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+	<-fired
+	if err := closeShipper(t, s); err != nil {
+		t.Fatal(err)
+	}
+	c.checkStored(t, 2)
+}
