@@ -14,6 +14,7 @@ import (
 type Migrator interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 	BeginTx(ctx context.Context, opts *sql.TxOptions) (*sql.Tx, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 }
 
 // Migrate applies the numbered migrations in fsys (NNNN_name.sql) that db has not seen,
@@ -30,10 +31,20 @@ func Migrate(ctx context.Context, db Migrator, d *Dialect, fsys fs.FS) error {
 		return fmt.Errorf("list migrations: %w", err)
 	}
 	sort.Strings(names)
+	// The versions recorded already are skipped without a transaction each (a new
+	// database is given them all at once). What is not among them is still claimed by
+	// applyMigration's insert, which settles a race with another process.
+	applied, err := appliedVersions(ctx, db)
+	if err != nil {
+		return err
+	}
 	for _, name := range names {
 		version, err := strconv.ParseInt(strings.SplitN(name, "_", 2)[0], 10, 64)
 		if err != nil {
 			return fmt.Errorf("migration %s: name must start with its number: %w", name, err)
+		}
+		if applied[version] {
+			continue
 		}
 		body, err := fs.ReadFile(fsys, name)
 		if err != nil {
@@ -44,6 +55,27 @@ func Migrate(ctx context.Context, db Migrator, d *Dialect, fsys fs.FS) error {
 		}
 	}
 	return nil
+}
+
+// appliedVersions reads the versions schema_migrations records.
+func appliedVersions(ctx context.Context, db Migrator) (map[int64]bool, error) {
+	rows, err := db.QueryContext(ctx, `SELECT version FROM schema_migrations`)
+	if err != nil {
+		return nil, fmt.Errorf("read schema_migrations: %w", err)
+	}
+	defer rows.Close()
+	applied := map[int64]bool{}
+	for rows.Next() {
+		var v int64
+		if err := rows.Scan(&v); err != nil {
+			return nil, fmt.Errorf("read schema_migrations: %w", err)
+		}
+		applied[v] = true
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read schema_migrations: %w", err)
+	}
+	return applied, nil
 }
 
 func applyMigration(ctx context.Context, db Migrator, d *Dialect, version int64, name, body string) error {
