@@ -11,6 +11,7 @@ import (
 	"path"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/gantry-ci/gantry/internal/lazyre"
 )
@@ -45,13 +46,24 @@ type handler struct {
 // Handler returns the dashboard's handler: index.html for the app's own routes, its
 // scripts and styles under /assets/<version>/, and 404 for anything else. It is meant to
 // be mounted as api.Config.UI, which sends it the GET requests the API does not own.
+//
+// The files are read and hashed when the first request comes, not when the server
+// starts: most `gantry run`s never serve the dashboard, and hashing its files costs
+// each of them a few milliseconds.
 func Handler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		loaded().ServeHTTP(w, r)
+	})
+}
+
+// loaded is the dashboard's files, read once.
+var loaded = sync.OnceValue(func() *handler {
 	h, err := load(files)
 	if err != nil {
 		panic("web: embedded dashboard is broken: " + err.Error()) // a build mistake, caught by the tests
 	}
 	return h
-}
+})
 
 func load(fsys fs.FS) (*handler, error) {
 	h := &handler{assets: map[string]asset{}}
