@@ -81,7 +81,7 @@ func Open(ctx context.Context, path string, opts Options) (*sqlstore.Engine, err
 	write.SetMaxOpenConns(1)
 	write.SetMaxIdleConns(1)
 	write.SetConnMaxLifetime(0)
-	d := &sqlstore.Dialect{Name: "sqlite", Retryable: retryable, Full: full, Writers: 1, Savepoints: true, InsertOrIgnore: true}
+	d := &sqlstore.Dialect{Name: "sqlite", Retryable: retryable, Full: full, Writers: 1, Savepoints: true, InsertOrIgnore: true, StatementsUncancelled: true}
 	sub, err := fs.Sub(migrations, "migrations")
 	if err != nil {
 		_ = write.Close()

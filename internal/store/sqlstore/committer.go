@@ -304,8 +304,11 @@ func (c *committer) runOne(r *request) (sig Signals, err error) {
 // whether a job became queued.
 type tx struct {
 	ctx context.Context
-	tx  *sql.Tx
-	e   *Engine
+	// sctx is what the transaction's statements run with: ctx, or ctx without its
+	// deadline where the dialect says so (Dialect.StatementsUncancelled).
+	sctx context.Context
+	tx   *sql.Tx
+	e    *Engine
 	// batch is what the operations of one transaction share.
 	batch  *batchState
 	queued bool
@@ -320,7 +323,11 @@ type tx struct {
 }
 
 func (e *Engine) newTx(ctx context.Context, t *sql.Tx, b *batchState) *tx {
-	return &tx{ctx: ctx, tx: t, e: e, batch: b}
+	sctx := ctx
+	if e.d.StatementsUncancelled {
+		sctx = context.WithoutCancel(ctx)
+	}
+	return &tx{ctx: ctx, sctx: sctx, tx: t, e: e, batch: b}
 }
 
 // batchState is shared by the operations of one transaction.
@@ -375,23 +382,23 @@ func (t *tx) markQueued() {
 func (t *tx) exec(q string, args ...any) (sql.Result, error) {
 	t.e.statements.Add(1)
 	if st := t.e.prepared(q); st != nil {
-		return t.tx.StmtContext(t.ctx, st).ExecContext(t.ctx, args...)
+		return t.tx.StmtContext(t.sctx, st).ExecContext(t.sctx, args...)
 	}
-	return t.tx.ExecContext(t.ctx, t.e.q(q), args...)
+	return t.tx.ExecContext(t.sctx, t.e.q(q), args...)
 }
 
 func (t *tx) query(q string, args ...any) (*sql.Rows, error) {
 	t.e.statements.Add(1)
 	if st := t.e.prepared(q); st != nil {
-		return t.tx.StmtContext(t.ctx, st).QueryContext(t.ctx, args...)
+		return t.tx.StmtContext(t.sctx, st).QueryContext(t.sctx, args...)
 	}
-	return t.tx.QueryContext(t.ctx, t.e.q(q), args...)
+	return t.tx.QueryContext(t.sctx, t.e.q(q), args...)
 }
 
 func (t *tx) row(q string, args ...any) *sql.Row {
 	t.e.statements.Add(1)
 	if st := t.e.prepared(q); st != nil {
-		return t.tx.StmtContext(t.ctx, st).QueryRowContext(t.ctx, args...)
+		return t.tx.StmtContext(t.sctx, st).QueryRowContext(t.sctx, args...)
 	}
-	return t.tx.QueryRowContext(t.ctx, t.e.q(q), args...)
+	return t.tx.QueryRowContext(t.sctx, t.e.q(q), args...)
 }

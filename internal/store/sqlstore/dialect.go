@@ -47,6 +47,13 @@ type Dialect struct {
 	Writers int
 	// Savepoints puts each operation of a batch in a savepoint (see committer).
 	Savepoints bool
+	// StatementsUncancelled runs a writer transaction's statements without its
+	// deadline: the transaction is still rolled back when the deadline passes, from its
+	// next statement on, but a statement under way is not interrupted. For a database
+	// whose statements never wait long for another (SQLite, whose busy timeout bounds a
+	// wait for a lock), where watching a deadline costs the driver a goroutine and a
+	// progress handler per statement.
+	StatementsUncancelled bool
 	// InsertOrIgnore says the database takes INSERT OR IGNORE for rows whose key is
 	// kept already (SQLite). An ON CONFLICT clause there makes SQLite journal every
 	// statement in case it aborts; OR IGNORE cannot abort on a row of values the caller
