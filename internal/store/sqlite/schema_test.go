@@ -243,3 +243,30 @@ func objects(t *testing.T, db *sql.DB) []string {
 	}
 	return out
 }
+
+// TestPlaceSchemaFileLeavesLeftovers: a write-ahead log or journal left without its
+// database would be recovered into a copy of the schema's file, so none is placed; nor
+// over a file that is there, even an empty one.
+func TestPlaceSchemaFileLeavesLeftovers(t *testing.T) {
+	t.Parallel()
+	for _, left := range []string{"-wal", "-journal", ""} {
+		dir := t.TempDir()
+		path := filepath.Join(dir, "gantry.db")
+		if err := os.WriteFile(path+left, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := placeSchemaFile(path, "OFF"); err != nil {
+			t.Fatal(err)
+		}
+		st, err := os.Stat(path)
+		switch {
+		case left != "" && !errors.Is(err, os.ErrNotExist):
+			t.Errorf("with %s left, a database file was placed (%v)", left, err)
+		case left == "" && (err != nil || st.Size() != 0):
+			t.Errorf("an empty database file was replaced: %v, %v", st, err)
+		}
+		if files, _ := filepath.Glob(filepath.Join(dir, "*.new-*")); len(files) > 0 {
+			t.Errorf("copies left beside the database: %v", files)
+		}
+	}
+}

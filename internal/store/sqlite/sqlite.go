@@ -174,16 +174,20 @@ func createSchemaOnce(ctx context.Context, db *sql.DB) (err error) {
 // schemaFile, the latest schema with no rows. The copy is written beside it and linked
 // into place, which fails if another process made the file meanwhile: a file opened by
 // anyone is never replaced. Where the copy cannot be made (a link refused by the file
-// system, a database in memory or opened read-only), nothing is done and createSchema
-// runs the script as before. With sync other than OFF the copy is on disk before it is
+// system, a database in memory or opened read-only, a write-ahead log or journal left
+// without its database), nothing is done and createSchema runs the script as before. With sync other than OFF the copy is on disk before it is
 // linked, as the script's commit would be.
 func placeSchemaFile(path, sync string) error {
 	name, query, _ := strings.Cut(strings.TrimPrefix(path, "file:"), "?")
 	if name == "" || name == ":memory:" || strings.Contains(query, "mode=") {
 		return nil
 	}
-	if _, err := os.Lstat(name); !errors.Is(err, fs.ErrNotExist) {
-		return nil // there is a file (or something in the way that Open will report)
+	for _, suffix := range []string{"", "-wal", "-journal"} {
+		if _, err := os.Lstat(name + suffix); !errors.Is(err, fs.ErrNotExist) {
+			// There is a database (or something in the way, which Open reports), or
+			// what is left of one, which SQLite would recover into the copy.
+			return nil
+		}
 	}
 	zr, err := gzip.NewReader(bytes.NewReader(schemaFile))
 	if err != nil {
