@@ -771,12 +771,12 @@ func killMarked(marks []string, parent int) {
 // exiting (its memory, which holds the environment, is released before its children
 // are given to a new parent).
 func hasMark(pid int, mark string) (has, readable bool) {
+	if mark == "" {
+		return false, true // nothing to look for
+	}
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
 	if err != nil || len(b) == 0 {
 		return false, false
-	}
-	if mark == "" {
-		return false, true
 	}
 	want := markVar + "=" + mark
 	for _, kv := range strings.Split(string(b), "\x00") {
