@@ -96,21 +96,7 @@ func checkFresh(t *testing.T, made, migrated *sql.DB) {
 	if got := dumpSchema(t, made); got != schema {
 		t.Errorf("the new database dumps as\n%s", got)
 	}
-	rows, err := made.Query("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT IN ('schema_migrations', 'sqlite_sequence', 'sqlite_stat1')")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var tables []string
-	for rows.Next() {
-		var name string
-		if err := rows.Scan(&name); err != nil {
-			t.Fatal(err)
-		}
-		tables = append(tables, name)
-	}
-	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
-		t.Fatal(err)
-	}
+	tables := strs(t, made, "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT IN ('schema_migrations', 'sqlite_sequence', 'sqlite_stat1')")
 	for _, table := range tables {
 		var n int
 		if err := made.QueryRow(`SELECT count(*) FROM "` + table + `"`).Scan(&n); err != nil {
@@ -225,7 +211,13 @@ func dumpSchema(t *testing.T, db *sql.DB) string {
 // objects lists db's schema objects, internal ones too, by name.
 func objects(t *testing.T, db *sql.DB) []string {
 	t.Helper()
-	rows, err := db.Query("SELECT type || ' ' || name || ' ON ' || tbl_name || ': ' || coalesce(sql, '') FROM sqlite_master ORDER BY name")
+	return strs(t, db, "SELECT type || ' ' || name || ' ON ' || tbl_name || ': ' || coalesce(sql, '') FROM sqlite_master ORDER BY name")
+}
+
+// strs returns the one text column of query's rows.
+func strs(t *testing.T, db *sql.DB, query string) []string {
+	t.Helper()
+	rows, err := db.Query(query)
 	if err != nil {
 		t.Fatal(err)
 	}
